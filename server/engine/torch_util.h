@@ -1,0 +1,42 @@
+// Small helpers shared by the engine's torch code. Torch-free header.
+#ifndef FCA_SERVER_ENGINE_TORCH_UTIL_H_
+#define FCA_SERVER_ENGINE_TORCH_UTIL_H_
+
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "server/engine/controlled_model.h"
+#include "server/engine/safetensors.h"
+
+namespace fca::engine {
+
+// Validates a ComputeOptions (known dtype, parseable device); INVALID_ARGUMENT
+// otherwise. UNAVAILABLE when the device is CUDA and none is present.
+absl::Status ValidateCompute(const ComputeOptions& compute);
+
+// Copies a safetensors view into a new tensor of the compute dtype/device.
+// Only floating-point views are accepted.
+absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeOptions& compute);
+
+// Runs `fn` (returning absl::Status or StatusOr) and turns any exception
+// thrown by torch into INTERNAL "<what>: <first line of the message>", so no
+// exception crosses a library boundary.
+template <typename Fn>
+auto GuardTorch(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    msg = msg.substr(0, msg.find('\n'));
+    return absl::InternalError(absl::StrCat(what, ": ", msg));
+  }
+}
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_TORCH_UTIL_H_
