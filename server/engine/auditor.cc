@@ -270,19 +270,25 @@ class ModelAudit {
       report_.interventions.push_back(std::move(r));
     }
     if (nll_.count(kGlobalMean)) {
-      const double g = Mean(nll_[kGlobalMean]), c = Mean(ref);
-      if (nll_.count(kStaticLayer)) {
-        report_.retention_static_layer =
-            GapRetentionPercent(g, Mean(nll_[kStaticLayer]), c, opt_.retention_min_gap);
-      }
-      if (nll_.count(kStaticLayerPosition)) {
-        report_.retention_static_layer_position =
-            GapRetentionPercent(g, Mean(nll_[kStaticLayerPosition]), c, opt_.retention_min_gap);
-      }
+      Retention(kStaticLayer, &report_.retention_static_layer, &report_.retention_static_layer_ci);
+      Retention(kStaticLayerPosition, &report_.retention_static_layer_position,
+                &report_.retention_static_layer_position_ci);
     }
     Variation v = ComputeVariation(eval_coeff_, model_.sites());
     report_.variation = std::move(v.families);
     report_.site_variation = std::move(v.sites);
+  }
+
+  void Retention(const std::string& profile, std::optional<double>* value,
+                 std::optional<Interval>* ci) {
+    if (!nll_.count(profile)) return;
+    const std::vector<double>& g = nll_[kGlobalMean];
+    const std::vector<double>& p = nll_[profile];
+    const std::vector<double>& c = nll_[kCorrect];
+    *value = GapRetentionPercent(Mean(g), Mean(p), Mean(c), opt_.retention_min_gap);
+    if (!value->has_value()) return;
+    *ci = RetentionBootstrapCI(g, p, c, opt_.retention_min_gap, opt_.bootstrap_resamples,
+                               opt_.ci_level, DeriveSeed(opt_.seed, "retention"));
   }
 
   // Counts blocks and FLOPs on one LIVE and one REPLAY batch, then times
@@ -294,14 +300,14 @@ class ModelAudit {
     at::Tensor ids = BatchIds(eval_, 0, std::min<int64_t>(eval_.count(), opt_.batch_size));
     const double tokens = static_cast<double>(ids.numel());
     model_.ResetCounters();
-    FCA_RETURN_IF_ERROR(model_.Forward(ids, CoefficientMode::kLive, nullptr).status());
+    FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kLive, nullptr).status());
     ExecutionCounters live = model_.counters();
     x.blocks_per_token = live.blocks_executed / tokens;
     x.blocks_executed_fraction = double(live.blocks_executed) / double(live.blocks_total);
     x.flops_per_token = live.flops / tokens;
     SiteTensors replay = CorrectIntervention(ids.size(0));
     model_.ResetCounters();
-    FCA_RETURN_IF_ERROR(model_.Forward(ids, CoefficientMode::kReplay, &replay).status());
+    FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kReplay, &replay).status());
     x.replay_flops_per_token = model_.counters().flops / tokens;
     FCA_ASSIGN_OR_RETURN(std::vector<double> own, TimeInterleaved(ids));
     x.latency_us_per_token = Median(own);
@@ -319,10 +325,13 @@ class ModelAudit {
     return a;
   }
 
-  static absl::StatusOr<double> TimeOne(ControlledModel& m, const at::Tensor& ids) {
+  // Microseconds per token of one LIVE forward of `m`.
+  absl::StatusOr<double> TimeOne(ControlledModel& m, const at::Tensor& ids) {
     const Clock::time_point t0 = Clock::now();
     FCA_RETURN_IF_ERROR(m.Forward(ids, CoefficientMode::kLive, nullptr).status());
-    return Seconds(t0) * 1e6 / static_cast<double>(ids.numel());
+    const double seconds = Seconds(t0);
+    forward_seconds_ += seconds;
+    return seconds * 1e6 / static_cast<double>(ids.numel());
   }
 
   absl::StatusOr<std::vector<double>> TimeInterleaved(const at::Tensor& ids) {

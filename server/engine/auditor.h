@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/json.h"
 #include "server/engine/controlled_model.h"
 #include "server/engine/statistics.h"
 #include "server/engine/windows.h"
@@ -128,6 +129,9 @@ struct ModelReport {
   std::vector<InterventionResult> interventions;  // `correct` first
   std::optional<double> retention_static_layer;           // percent
   std::optional<double> retention_static_layer_position;  // percent
+  // Bootstrap CIs of the retentions (undefined when too many resamples have
+  // a ~0 gap): a retention whose gap is noise has a very wide CI.
+  std::optional<Interval> retention_static_layer_ci, retention_static_layer_position_ci;
   std::vector<FamilyVariation> variation;
   std::vector<SiteVariation> site_variation;
   ExecutionResult execution;
@@ -175,6 +179,9 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& request);
 std::vector<ResultRow> ResultRows(const ModelReport& report);
 // mean / sd / min / max across models of every (intervention, metric).
 std::vector<AggregateRow> Aggregate(const std::vector<ModelReport>& reports);
+// The whole report as JSON (rows per model, aggregate, provenance);
+// undefined values are written as null.
+json::Value ReportToJson(const AuditReport& report);
 
 std::string EngineVersion();
 

@@ -57,6 +57,30 @@ std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_pro
   return 100.0 * (nll_global_mean - nll_profile) / gap;
 }
 
+std::optional<Interval> RetentionBootstrapCI(const std::vector<double>& nll_global_mean,
+                                             const std::vector<double>& nll_profile,
+                                             const std::vector<double>& nll_correct,
+                                             double min_gap, int resamples, double level,
+                                             uint64_t seed) {
+  const size_t n = nll_correct.size();
+  Rng rng(seed);
+  std::vector<double> values;
+  for (int r = 0; r < resamples; ++r) {
+    double g = 0, p = 0, c = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = rng.Uniform(n);
+      g += nll_global_mean[i];
+      p += nll_profile[i];
+      c += nll_correct[i];
+    }
+    std::optional<double> v = GapRetentionPercent(g / n, p / n, c / n, min_gap);
+    if (v) values.push_back(*v);
+  }
+  if (values.empty() || values.size() < 0.95 * resamples) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  return Interval{Quantile(values, (1 - level) / 2), Quantile(values, (1 + level) / 2)};
+}
+
 Summary Summarize(const std::vector<double>& x) {
   Summary s;
   s.n = static_cast<int64_t>(x.size());

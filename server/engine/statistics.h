@@ -30,6 +30,15 @@ Interval PairedBootstrapCI(const std::vector<double>& treated,
 std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_profile,
                                           double nll_correct, double min_gap);
 
+// Percentile bootstrap CI of GapRetentionPercent over sequences (the three
+// NLL vectors are paired per sequence and resampled together). nullopt when
+// more than 5% of the resamples have an undefined retention.
+std::optional<Interval> RetentionBootstrapCI(const std::vector<double>& nll_global_mean,
+                                             const std::vector<double>& nll_profile,
+                                             const std::vector<double>& nll_correct,
+                                             double min_gap, int resamples, double level,
+                                             uint64_t seed);
+
 // Mean, sample standard deviation (0 for one value), min and max.
 struct Summary {
   double mean = 0, sd = 0, min = 0, max = 0;

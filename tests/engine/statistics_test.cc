@@ -93,3 +93,31 @@ TEST(RandomTest, PermutationsAndDerangementsAreValidAndSeeded) {
 
 }  // namespace
 }  // namespace fca::engine
+
+namespace fca::engine {
+namespace {
+
+TEST(StatisticsTest, RetentionCIIsNarrowForAClearGapAndWideForNoise) {
+  Rng rng(1);
+  std::vector<double> g, p, c, noise_g;
+  for (int i = 0; i < 100; ++i) {
+    const double base = 2.0 + (rng.Uniform(1000) / 1000.0);
+    c.push_back(base);
+    g.push_back(base + 1.0);
+    p.push_back(base + 0.1 + (rng.Uniform(1000) / 1000.0 - 0.5) * 0.02);
+    noise_g.push_back(base + (rng.Uniform(1000) / 1000.0 - 0.5) * 0.01);
+  }
+  auto ci = RetentionBootstrapCI(g, p, c, 1e-5, 500, 0.95, 3);
+  ASSERT_TRUE(ci.has_value());
+  const double r = *GapRetentionPercent(Mean(g), Mean(p), Mean(c), 1e-5);
+  EXPECT_NEAR(r, 90.0, 1.0);
+  EXPECT_LT(ci->low, r);
+  EXPECT_GT(ci->high, r);
+  EXPECT_LT(ci->high - ci->low, 2.0);
+  auto wide = RetentionBootstrapCI(noise_g, p, c, 1e-5, 500, 0.95, 3);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_GT(wide->high - wide->low, 100.0);
+}
+
+}  // namespace
+}  // namespace fca::engine

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages fca builds and runs with. Idempotent.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache git
+  libtorch-dev libopenblas0-openmp
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libsqlite3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  fortunes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# libopenblas0-pthread would win the BLAS alternative and ignore
+# torch::set_num_threads; the OpenMP build must be the one in use.
+if dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed"; then
+  echo "setup: warning: libopenblas0-pthread is installed; remove it for correct threading" >&2
+fi

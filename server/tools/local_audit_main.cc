@@ -1,0 +1,223 @@
+// fca-local-audit: an engine-level audit without the service, and the
+// creation of randomly initialised model folders.
+//
+//   fca-local-audit init --family=featuregate --seed=1 --out=DIR
+//   fca-local-audit audit --models=A,B --dense_twin=D --eval=FILE --calib=FILE
+//
+// The service (fca-server + fca) is the normal way to audit; this tool exists
+// for engine development and for the README's main command until the demo
+// runs through the server.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "server/engine/auditor.h"
+#include "server/engine/transformer_model.h"
+
+ABSL_FLAG(std::string, family, "featuregate", "init: dense | featuregate");
+ABSL_FLAG(uint64_t, seed, 0, "init: weight seed; audit: intervention/bootstrap seed");
+ABSL_FLAG(std::string, out, "", "init: model folder to write");
+ABSL_FLAG(int64_t, d_model, 128, "init: width");
+ABSL_FLAG(int64_t, n_layers, 4, "init: depth");
+ABSL_FLAG(int64_t, n_heads, 4, "init: attention heads");
+ABSL_FLAG(int64_t, n_groups, 8, "init: gate groups G per branch");
+ABSL_FLAG(int64_t, d_ff, 512, "init: MLP width");
+ABSL_FLAG(int64_t, controller_width, 64, "init: controller hidden width");
+ABSL_FLAG(int64_t, max_seq_len, 256, "init: maximum window length");
+ABSL_FLAG(double, controller_out_std, 0.0,
+          "init: std of the controller output layer (0 = every gate starts at 1)");
+ABSL_FLAG(std::vector<std::string>, models, {}, "audit: model folders (same family)");
+ABSL_FLAG(std::string, dense_twin, "", "audit: dense twin model folder (optional)");
+ABSL_FLAG(std::string, eval, "", "audit: evaluation text file");
+ABSL_FLAG(std::string, calib, "", "audit: calibration text file");
+ABSL_FLAG(std::vector<std::string>, interventions, {}, "audit: subset (default all)");
+ABSL_FLAG(int64_t, window, 128, "audit: window length T in tokens");
+ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
+ABSL_FLAG(int64_t, max_calib_windows, 64, "audit: calibration windows (0 = all)");
+ABSL_FLAG(int64_t, batch, 8, "audit: windows per forward pass");
+ABSL_FLAG(int, bootstrap, 1000, "audit: bootstrap resamples");
+ABSL_FLAG(int, timing_repeats, 7, "audit: timed forwards per model");
+ABSL_FLAG(std::string, device, "cpu", "audit: torch device");
+ABSL_FLAG(std::string, dtype, "float32", "audit: float32 | bfloat16");
+ABSL_FLAG(int, threads, 0, "torch threads (0 = one per core)");
+ABSL_FLAG(std::string, json, "", "audit: also write the report as JSON here");
+
+namespace fca {
+namespace {
+
+using engine::AuditReport;
+using engine::ModelReport;
+
+absl::Status Init() {
+  engine::TransformerConfig c;
+  c.family = absl::GetFlag(FLAGS_family);
+  c.d_model = absl::GetFlag(FLAGS_d_model);
+  c.n_layers = absl::GetFlag(FLAGS_n_layers);
+  c.n_heads = absl::GetFlag(FLAGS_n_heads);
+  c.n_groups = absl::GetFlag(FLAGS_n_groups);
+  c.d_ff = absl::GetFlag(FLAGS_d_ff);
+  c.controller_width = absl::GetFlag(FLAGS_controller_width);
+  c.max_seq_len = absl::GetFlag(FLAGS_max_seq_len);
+  engine::InitOptions init;
+  init.seed = absl::GetFlag(FLAGS_seed);
+  init.controller_out_std = absl::GetFlag(FLAGS_controller_out_std);
+  if (absl::GetFlag(FLAGS_out).empty()) return absl::InvalidArgumentError("--out is required");
+  FCA_ASSIGN_OR_RETURN(auto weights, engine::InitTransformerWeights(c, init));
+  return engine::WriteTransformerModelDir(absl::GetFlag(FLAGS_out), c, weights);
+}
+
+absl::StatusOr<engine::Dataset> ReadText(const std::string& path, const std::string& name) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  engine::Dataset d;
+  d.name = name;
+  d.text = ss.str();
+  d.sha256 = Sha256Hex(d.text);
+  return d;
+}
+
+std::string BaseName(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.rfind('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
+std::string Opt(const std::optional<double>& v, int decimals) {
+  return v ? absl::StrFormat("%.*f", decimals, *v) : std::string("undefined");
+}
+
+std::string Retention(const std::optional<double>& v, const std::optional<engine::Interval>& ci) {
+  if (!v) return "undefined (no gap between correct and global_mean)";
+  if (!ci) return absl::StrFormat("%.2f%% (CI undefined)", *v);
+  return absl::StrFormat("%.2f%% [%.1f, %.1f]", *v, ci->low, ci->high);
+}
+
+void PrintModel(const ModelReport& r) {
+  std::printf("\n== %s (%s, %lld parameters, weights %s...)\n", r.model.name.c_str(),
+              r.model.family.c_str(), static_cast<long long>(r.model.num_parameters),
+              r.model.weights_sha256.substr(0, 12).c_str());
+  std::printf("   E = %lld windows, C = %lld windows, T = %lld; replay fidelity max|dlogit| = %.2g\n",
+              static_cast<long long>(r.eval_windows), static_cast<long long>(r.calib_windows),
+              static_cast<long long>(r.window_length), r.replay_max_abs_diff);
+  std::printf("   %-22s %10s %10s %24s\n", "intervention", "NLL", "penalty", "95% CI");
+  for (const auto& i : r.interventions) {
+    if (i.name == engine::kCorrect) {
+      std::printf("   %-22s %10.4f %10s %24s\n", i.name.c_str(), i.nll, "-", "-");
+    } else {
+      std::printf("   %-22s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", i.name.c_str(), i.nll,
+                  i.penalty, i.penalty_ci.low, i.penalty_ci.high);
+    }
+  }
+  std::printf("   gap retention: static_layer %s, static_layer_position %s\n",
+              Retention(r.retention_static_layer, r.retention_static_layer_ci).c_str(),
+              Retention(r.retention_static_layer_position,
+                        r.retention_static_layer_position_ci).c_str());
+  for (const auto& f : r.variation) {
+    std::printf("   variation %-10s eta2 %s  total var %.4g = between-site %.4g + between-input "
+                "%.4g + within-input %.4g\n",
+                f.family.c_str(), Opt(f.eta2, 4).c_str(), f.total_variance,
+                f.total_variance - f.within_site_variance, f.between_input_variance,
+                f.within_input_variance);
+  }
+  const auto& x = r.execution;
+  std::printf("   execution: %.2f blocks/token (fraction %.3f), %.3g FLOPs/token LIVE, %.3g "
+              "REPLAY, %.2f us/token, slowdown vs dense %s\n",
+              x.blocks_per_token, x.blocks_executed_fraction, x.flops_per_token,
+              x.replay_flops_per_token, x.latency_us_per_token,
+              x.slowdown ? absl::StrFormat("%+.1f%%", 100 * *x.slowdown).c_str() : "n/a");
+}
+
+void PrintAggregate(const AuditReport& report) {
+  if (report.models.size() < 2) return;
+  std::printf("\n== aggregate over %zu models (mean, sd, min, max)\n", report.models.size());
+  for (const auto& a : report.aggregate) {
+    if (a.metric.rfind("within_", 0) == 0 || a.metric.rfind("between_", 0) == 0) continue;
+    std::printf("   %-22s %-28s %10.4f %9.4f %10.4f %10.4f%s\n", a.intervention.c_str(),
+                a.metric.c_str(), a.summary.mean, a.summary.sd, a.summary.min, a.summary.max,
+                a.undefined ? absl::StrFormat("  (%d undefined)", a.undefined).c_str() : "");
+  }
+}
+
+absl::Status Audit() {
+  engine::ComputeOptions compute;
+  compute.device = absl::GetFlag(FLAGS_device);
+  compute.dtype = absl::GetFlag(FLAGS_dtype);
+  std::vector<std::unique_ptr<engine::ControlledModel>> owned;
+  engine::AuditRequest req;
+  for (const std::string& dir : absl::GetFlag(FLAGS_models)) {
+    FCA_ASSIGN_OR_RETURN(auto m, engine::LoadModel(dir, BaseName(dir), compute));
+    req.models.push_back(m.get());
+    owned.push_back(std::move(m));
+  }
+  if (!absl::GetFlag(FLAGS_dense_twin).empty()) {
+    const std::string dir = absl::GetFlag(FLAGS_dense_twin);
+    FCA_ASSIGN_OR_RETURN(auto m, engine::LoadModel(dir, BaseName(dir), compute));
+    req.dense_twin = m.get();
+    owned.push_back(std::move(m));
+  }
+  FCA_ASSIGN_OR_RETURN(req.eval, ReadText(absl::GetFlag(FLAGS_eval), "eval"));
+  FCA_ASSIGN_OR_RETURN(req.calib, ReadText(absl::GetFlag(FLAGS_calib), "calib"));
+  engine::AuditOptions& o = req.options;
+  o.interventions = absl::GetFlag(FLAGS_interventions);
+  o.window_length = absl::GetFlag(FLAGS_window);
+  o.max_eval_windows = absl::GetFlag(FLAGS_max_eval_windows);
+  o.max_calib_windows = absl::GetFlag(FLAGS_max_calib_windows);
+  o.batch_size = absl::GetFlag(FLAGS_batch);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.bootstrap_resamples = absl::GetFlag(FLAGS_bootstrap);
+  o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
+  std::string last_phase;
+  req.on_progress = [&](const engine::AuditProgress& p) {
+    if (p.phase == last_phase && p.windows_done != p.windows_total) return;
+    last_phase = p.phase;
+    std::fprintf(stderr, "[%5.1f%%] %s %s %lld/%lld\n", 100 * p.fraction, p.model.c_str(),
+                 p.phase.c_str(), static_cast<long long>(p.windows_done),
+                 static_cast<long long>(p.windows_total));
+  };
+  FCA_ASSIGN_OR_RETURN(AuditReport report, engine::RunAudit(req));
+  for (const ModelReport& r : report.models) PrintModel(r);
+  PrintAggregate(report);
+  if (!absl::GetFlag(FLAGS_json).empty()) {
+    std::ofstream out(absl::GetFlag(FLAGS_json), std::ios::trunc);
+    out << json::Write(engine::ReportToJson(report), /*pretty=*/true) << "\n";
+    if (!out.good()) return absl::InternalError("cannot write " + absl::GetFlag(FLAGS_json));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace fca
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fca-local-audit init|audit [flags]: engine-level audit without the server");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::fprintf(stderr, "usage: fca-local-audit init|audit [flags]  (--helpfull for flags)\n");
+    return 2;
+  }
+  fca::engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
+  const std::string cmd = args[1];
+  absl::Status st = cmd == "init"    ? fca::Init()
+                    : cmd == "audit" ? fca::Audit()
+                                     : absl::InvalidArgumentError("unknown command " + cmd);
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
+                 std::string(st.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
