@@ -3,8 +3,9 @@
 // of its forward passes. Prints a table; --json=FILE also writes the figures.
 //
 // Timings are medians over --repeats; within each repeat the dense, LIVE and
-// REPLAY forwards run back to back in a rotating order, so the noise of a
-// shared machine hits all three alike.
+// REPLAY forwards run back to back in a rotating order, and the timed audits
+// are spread between the repeats, so the noise of a shared machine hits all
+// of them alike.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -49,10 +50,13 @@ struct BenchOptions {
   std::string json_path;
 };
 
-// Medians, in seconds per batch, and the relative half-IQR of each.
+// The timed forwards, all of one fixed batch.
+enum Kind { kDenseLive = 0, kGateLive = 1, kGateReplay = 2, kKinds = 3 };
+
+// Per kind: median seconds per batch and relative half-IQR.
 struct ForwardTimes {
-  double dense = 0, live = 0, replay = 0;
-  double dense_spread = 0, live_spread = 0, replay_spread = 0;
+  double median[kKinds] = {};
+  double spread[kKinds] = {};
 };
 
 struct AuditTimes {
@@ -166,18 +170,18 @@ struct Bench {
 
 // Raw timings in seconds, gathered interleaved.
 struct Samples {
-  std::vector<double> forward[3];  // dense LIVE, featuregate LIVE, featuregate REPLAY
+  std::vector<double> forward[kKinds];
   std::vector<double> audit_wall, audit_ratio;
 };
 
 // One forward of each kind; `rotation` picks who goes first. Null `s`: warm-up.
 absl::Status ForwardRound(Bench& b, int rotation, Samples* s) {
-  for (int k = 0; k < 3; ++k) {
-    const int which = (k + rotation) % 3;
+  for (int k = 0; k < kKinds; ++k) {
+    const int which = (k + rotation) % kKinds;
     double t = 0;
-    if (which == 0) {
+    if (which == kDenseLive) {
       FCA_ASSIGN_OR_RETURN(t, TimeForward(*b.dense, b.ids, CoefficientMode::kLive, nullptr));
-    } else if (which == 1) {
+    } else if (which == kGateLive) {
       FCA_ASSIGN_OR_RETURN(t, TimeForward(*b.gate, b.ids, CoefficientMode::kLive, nullptr));
     } else {
       FCA_ASSIGN_OR_RETURN(t, TimeForward(*b.gate, b.ids, CoefficientMode::kReplay, &b.recorded));
@@ -221,16 +225,15 @@ absl::Status Sample(Bench& b, const BenchOptions& o, Samples* s, AuditTimes* a) 
 
 void Summarize(const Samples& s, DtypeResult* r) {
   ForwardTimes& f = r->fwd;
-  f.dense = Median(s.forward[0]);
-  f.live = Median(s.forward[1]);
-  f.replay = Median(s.forward[2]);
-  f.dense_spread = RelativeHalfIqr(s.forward[0]);
-  f.live_spread = RelativeHalfIqr(s.forward[1]);
-  f.replay_spread = RelativeHalfIqr(s.forward[2]);
+  for (int k = 0; k < kKinds; ++k) {
+    f.median[k] = Median(s.forward[k]);
+    f.spread[k] = RelativeHalfIqr(s.forward[k]);
+  }
   AuditTimes& a = r->audit;
   a.wall = Median(s.audit_wall);
   a.forward_ratio = Median(s.audit_ratio);
-  a.expected_ratio = a.wall / (a.live_forwards * f.live + a.replay_forwards * f.replay);
+  a.expected_ratio = a.wall / (a.live_forwards * f.median[kGateLive] +
+                               a.replay_forwards * f.median[kGateReplay]);
 }
 
 absl::StatusOr<DtypeResult> BenchDtype(const std::string& root, const std::string& dtype,
@@ -261,8 +264,9 @@ struct Row {
   std::string target;
 };
 
-std::string TokensPerSecond(const BenchOptions& o, double seconds, double spread) {
-  return absl::StrFormat("%.0f (+-%.0f%%)", o.batch * o.window / seconds, 100 * spread);
+std::string TokensPerSecond(const BenchOptions& o, const ForwardTimes& f, Kind k) {
+  return absl::StrFormat("%.0f (+-%.0f%%)", o.batch * o.window / f.median[k],
+                         100 * f.spread[k]);
 }
 
 std::string Verdict(double value, double bound, bool at_least) {
@@ -288,11 +292,11 @@ std::vector<Row> BuildRows(const std::vector<DtypeResult>& results, const BenchO
     const ForwardTimes& f = r.fwd;
     const AuditTimes& a = r.audit;
     std::vector<std::string> c = {
-        TokensPerSecond(o, f.dense, f.dense_spread),
-        TokensPerSecond(o, f.live, f.live_spread),
-        TokensPerSecond(o, f.replay, f.replay_spread),
-        Verdict(f.live / f.replay, kTargetReplayOverLive, true),
-        absl::StrFormat("%.3f", f.live / f.dense),
+        TokensPerSecond(o, f, kDenseLive),
+        TokensPerSecond(o, f, kGateLive),
+        TokensPerSecond(o, f, kGateReplay),
+        Verdict(f.median[kGateLive] / f.median[kGateReplay], kTargetReplayOverLive, true),
+        absl::StrFormat("%.3f", f.median[kGateLive] / f.median[kDenseLive]),
         absl::StrFormat("%.3f", a.wall),
         absl::StrFormat("%.0f", a.eval_tokens / a.wall),
         absl::StrFormat("%d + %d", a.live_forwards, a.replay_forwards),
@@ -334,19 +338,20 @@ json::Value ResultJson(const DtypeResult& r, const BenchOptions& o) {
   const ForwardTimes& f = r.fwd;
   const AuditTimes& a = r.audit;
   json::Value v = json::Value::MakeObject();
+  auto num = [&v](const char* key, double x) { v.Set(key, json::Value::Number(x)); };
   v.Set("dtype", json::Value::String(r.dtype));
   v.Set("featuregate_parameters", json::Value::Int(r.gate_params));
   v.Set("dense_parameters", json::Value::Int(r.dense_params));
-  v.Set("dense_live_tokens_per_s", json::Value::Number(tokens / f.dense));
-  v.Set("featuregate_live_tokens_per_s", json::Value::Number(tokens / f.live));
-  v.Set("featuregate_replay_tokens_per_s", json::Value::Number(tokens / f.replay));
-  v.Set("replay_over_live_speed", json::Value::Number(f.live / f.replay));
-  v.Set("audit_wall_seconds", json::Value::Number(a.wall));
-  v.Set("audited_tokens_per_s", json::Value::Number(a.eval_tokens / a.wall));
+  num("dense_live_tokens_per_s", tokens / f.median[kDenseLive]);
+  num("featuregate_live_tokens_per_s", tokens / f.median[kGateLive]);
+  num("featuregate_replay_tokens_per_s", tokens / f.median[kGateReplay]);
+  num("replay_over_live_speed", f.median[kGateLive] / f.median[kGateReplay]);
+  num("audit_wall_seconds", a.wall);
+  num("audited_tokens_per_s", a.eval_tokens / a.wall);
   v.Set("audit_live_forwards", json::Value::Int(a.live_forwards));
   v.Set("audit_replay_forwards", json::Value::Int(a.replay_forwards));
-  v.Set("audit_ratio_forward_seconds", json::Value::Number(a.forward_ratio));
-  v.Set("audit_ratio_standalone", json::Value::Number(a.expected_ratio));
+  num("audit_ratio_forward_seconds", a.forward_ratio);
+  num("audit_ratio_standalone", a.expected_ratio);
   return v;
 }
 

@@ -184,7 +184,8 @@ class ModelAudit {
   }
 
   // LIVE+record over E, and the `correct` replay of each batch right after
-  // it, so the fidelity gate compares logits without keeping them.
+  // it, so the fidelity gate compares logits without keeping them. Batches
+  // found whole in the cache skip LIVE, except the first.
   absl::Status LiveEvalPass() {
     std::vector<double> live, correct;
     const int64_t n = eval_.count();
@@ -192,27 +193,65 @@ class ModelAudit {
       FCA_RETURN_IF_ERROR(CheckCancelled());
       const int64_t e = std::min(n, b + opt_.batch_size);
       at::Tensor ids = BatchIds(eval_, b, e);
+      SiteTensors cached = CachedBatch(eval_, b, e);
       SiteTensors rec;
-      FCA_ASSIGN_OR_RETURN(at::Tensor live_logits, Forward(ids, CoefficientMode::kLiveRecord, &rec));
-      SiteTensors replay = rec;
-      FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits, Forward(ids, CoefficientMode::kReplay, &replay));
-      const double diff =
-          (live_logits.to(at::kFloat) - replay_logits.to(at::kFloat)).abs().max().item<double>();
-      report_.replay_max_abs_diff = std::max(report_.replay_max_abs_diff, diff);
-      if (!(diff <= opt_.fidelity_tolerance)) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "model '%s' is refused for audit: replay is not faithful (max |logit(REPLAY) - "
-            "logit(LIVE)| = %.3g > %.3g on evaluation windows %d..%d)",
-            model_.info().name, diff, opt_.fidelity_tolerance, b, e - 1));
+      if (b > 0 && !cached.empty()) {
+        rec = std::move(cached);
+        report_.cached_eval_windows += e - b;
+      } else {
+        FCA_ASSIGN_OR_RETURN(at::Tensor live_logits,
+                             Forward(ids, CoefficientMode::kLiveRecord, &rec));
+        FCA_RETURN_IF_ERROR(CheckCacheAgrees(cached, rec, b, e));
+        AppendTo(&live, SequenceNll(live_logits, ids));
+        SiteTensors replay = rec;
+        FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits,
+                             Forward(ids, CoefficientMode::kReplay, &replay));
+        FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
+        AppendTo(&correct, SequenceNll(replay_logits, ids));
+        if (cached.empty()) PutBatch(eval_, rec, b);
+        Store(&eval_coeff_, rec, b, n);
+        Advance(e - b);
+        Progress("live", e, n);
+        continue;
       }
-      AppendTo(&live, SequenceNll(live_logits, ids));
-      AppendTo(&correct, SequenceNll(replay_logits, ids));
+      SiteTensors replay = rec;
+      FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &replay));
+      at::Tensor nll = SequenceNll(logits, ids);
+      AppendTo(&live, nll);
+      AppendTo(&correct, nll);
       Store(&eval_coeff_, rec, b, n);
       Advance(e - b);
       Progress("live", e, n);
     }
     report_.live_nll = Mean(live);
     nll_[kCorrect] = std::move(correct);
+    Note("evaluation", report_.cached_eval_windows, n);
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckFidelity(const at::Tensor& live, const at::Tensor& replay, int64_t b,
+                             int64_t e) {
+    const double diff = (live.to(at::kFloat) - replay.to(at::kFloat)).abs().max().item<double>();
+    report_.replay_max_abs_diff = std::max(report_.replay_max_abs_diff, diff);
+    if (diff <= opt_.fidelity_tolerance) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model '%s' is refused for audit: replay is not faithful (max |logit(REPLAY) - "
+        "logit(LIVE)| = %.3g > %.3g on evaluation windows %d..%d)",
+        model_.info().name, diff, opt_.fidelity_tolerance, b, e - 1));
+  }
+
+  // A cache entry that differs from a fresh recording on the same weights
+  // means the cache is corrupt or the model is not deterministic: neither
+  // may be papered over.
+  absl::Status CheckCacheAgrees(const SiteTensors& cached, const SiteTensors& rec, int64_t b,
+                                int64_t e) const {
+    for (size_t s = 0; s < cached.size(); ++s) {
+      if (!at::equal(cached[s], rec[s].to(cached[s].device()))) {
+        return absl::DataLossError(absl::StrFormat(
+            "model '%s': cached coefficients of evaluation windows %d..%d differ from a fresh "
+            "LIVE recording at site '%s'", model_.info().name, b, e - 1, model_.sites()[s].name));
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -221,14 +260,86 @@ class ModelAudit {
     for (int64_t b = 0; b < n; b += opt_.batch_size) {
       FCA_RETURN_IF_ERROR(CheckCancelled());
       const int64_t e = std::min(n, b + opt_.batch_size);
-      SiteTensors rec;
-      FCA_RETURN_IF_ERROR(Forward(BatchIds(calib_, b, e), CoefficientMode::kLiveRecord, &rec)
-                              .status());
+      SiteTensors rec = CachedBatch(calib_, b, e);
+      if (!rec.empty()) {
+        report_.cached_calib_windows += e - b;
+      } else {
+        FCA_RETURN_IF_ERROR(
+            Forward(BatchIds(calib_, b, e), CoefficientMode::kLiveRecord, &rec).status());
+        PutBatch(calib_, rec, b);
+      }
       Store(&calib_coeff_, rec, b, n);
       Advance(0.5 * (e - b));
       Progress("calibration", e, n);
     }
+    Note("calibration", report_.cached_calib_windows, n);
     return absl::OkStatus();
+  }
+
+  // The cached coefficients of windows [b, e) as [e-b, T, d_s] tensors, or
+  // an empty list unless every window is cached.
+  SiteTensors CachedBatch(const WindowSet& w, int64_t b, int64_t e) const {
+    if (req_.cache == nullptr) return {};
+    const ModelInfo& info = model_.info();
+    std::vector<std::string> blobs;
+    for (int64_t i = b; i < e; ++i) {
+      auto blob = req_.cache->Get(info.weights_sha256, w.hashes[i], info.compute.dtype);
+      if (!blob || blob->size() != WindowBytes()) return {};
+      blobs.push_back(std::move(*blob));
+    }
+    return DecodeWindows(blobs);
+  }
+
+  size_t WindowBytes() const {
+    size_t elements = 0;
+    for (const CoefficientSite& s : model_.sites()) elements += s.channels;
+    return elements * opt_.window_length * ElementSize();
+  }
+
+  size_t ElementSize() const { return model_.info().compute.dtype == "float32" ? 4 : 2; }
+
+  SiteTensors DecodeWindows(const std::vector<std::string>& blobs) const {
+    const int64_t T = opt_.window_length;
+    const auto dtype = model_.info().compute.dtype == "float32" ? at::kFloat
+                       : model_.info().compute.dtype == "bfloat16" ? at::kBFloat16
+                                                                   : at::kHalf;
+    SiteTensors out;
+    size_t offset = 0;
+    for (const CoefficientSite& s : model_.sites()) {
+      std::vector<at::Tensor> rows;
+      for (const std::string& blob : blobs) {
+        rows.push_back(at::from_blob(const_cast<char*>(blob.data()) + offset, {T, s.channels},
+                                     dtype)
+                           .clone());
+      }
+      offset += T * s.channels * ElementSize();
+      out.push_back(at::stack(rows).to(c10::Device(model_.info().compute.device)));
+    }
+    return out;
+  }
+
+  void PutBatch(const WindowSet& w, const SiteTensors& rec, int64_t b) const {
+    if (req_.cache == nullptr) return;
+    const ModelInfo& info = model_.info();
+    std::vector<at::Tensor> host;
+    for (const at::Tensor& t : rec) host.push_back(t.cpu().contiguous());
+    for (int64_t i = 0; i < host[0].size(0); ++i) {
+      std::string bytes;
+      bytes.reserve(WindowBytes());
+      for (const at::Tensor& t : host) {
+        at::Tensor row = t[i];
+        bytes.append(static_cast<const char*>(row.data_ptr()), row.nbytes());
+      }
+      req_.cache->Put(info.weights_sha256, w.hashes[b + i], info.compute.dtype, bytes);
+    }
+  }
+
+  void Note(const char* set, int64_t cached, int64_t total) const {
+    if (!req_.on_note || req_.cache == nullptr) return;
+    req_.on_note(absl::StrFormat(
+        "model '%s': %d of %d %s windows came from the coefficient cache%s", model_.info().name,
+        cached, total, set,
+        cached > 0 ? " (their LIVE pass was skipped)" : ""));
   }
 
   absl::Status ReplayPass(const std::string& name) {
@@ -310,7 +421,7 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kReplay, &replay).status());
     x.replay_flops_per_token = model_.counters().flops / tokens;
     FCA_ASSIGN_OR_RETURN(std::vector<double> own, TimeInterleaved(ids));
-    x.latency_us_per_token = Median(own);
+    x.latency_us_per_token = own.empty() ? 0.0 : Median(own);
     x.timing_repeats = static_cast<int64_t>(own.size());
     if (req_.dense_twin != nullptr && !dense_us_per_token_.empty()) {
       x.dense_latency_us_per_token = Median(dense_us_per_token_);
@@ -446,7 +557,7 @@ absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
   x.blocks_per_token = double(c.blocks_executed) / double(c.tokens);
   x.blocks_executed_fraction = double(c.blocks_executed) / double(c.blocks_total);
   x.flops_per_token = x.replay_flops_per_token = c.flops / double(c.tokens);
-  x.latency_us_per_token = Median(us_per_token);
+  x.latency_us_per_token = us_per_token.empty() ? 0.0 : Median(us_per_token);
   x.timing_repeats = static_cast<int64_t>(us_per_token.size());
   return x;
 }

@@ -124,7 +124,11 @@ struct ModelReport {
   int64_t eval_windows = 0, calib_windows = 0, window_length = 0;
   std::vector<std::string> eval_window_hashes, calib_window_hashes;
   std::vector<CoefficientSite> sites;
-  double live_nll = 0;                 // NLL of the LIVE pass on E
+  double live_nll = 0;                 // NLL of the LIVE pass on E (see below)
+  // Windows whose coefficients came from the cache; their LIVE pass was
+  // skipped and live_nll counts their `correct` replay (equal within the
+  // fidelity tolerance).
+  int64_t cached_eval_windows = 0, cached_calib_windows = 0;
   double replay_max_abs_diff = 0;      // fidelity: correct replay vs LIVE logits
   std::vector<InterventionResult> interventions;  // `correct` first
   std::optional<double> retention_static_layer;           // percent
@@ -155,6 +159,22 @@ struct AuditReport {
   std::string engine_version, torch_version;
 };
 
+// Where recorded coefficients of single windows are kept between audits,
+// keyed by (weights SHA-256, window hash, compute dtype). The value is the
+// window's coefficients, site after site in sites() order, each [T, d_s]
+// row-major in the compute dtype. Implementations must be thread-compatible
+// with the auditing thread; errors are theirs to log (a failed Put only
+// costs a future cache miss).
+class CoefficientCache {
+ public:
+  virtual ~CoefficientCache() = default;
+  virtual std::optional<std::string> Get(const std::string& weights_sha256,
+                                         const std::string& window_hash,
+                                         const std::string& dtype) = 0;
+  virtual void Put(const std::string& weights_sha256, const std::string& window_hash,
+                   const std::string& dtype, const std::string& bytes) = 0;
+};
+
 struct AuditRequest {
   std::vector<ControlledModel*> models;   // not owned; one family
   ControlledModel* dense_twin = nullptr;  // optional, not owned
@@ -167,6 +187,12 @@ struct AuditRequest {
   // Checked between batches; when it becomes true the audit stops with
   // CANCELLED.
   const std::atomic<bool>* cancelled = nullptr;
+  // Optional: windows found here skip their LIVE pass (the first evaluation
+  // batch always runs LIVE, to check replay fidelity and that the cache
+  // matches a fresh recording); recorded windows are stored here.
+  CoefficientCache* cache = nullptr;
+  // Human-readable notes worth showing a user (cache use, for one).
+  std::function<void(const std::string&)> on_note;
 };
 
 // Runs the audit. INVALID_ARGUMENT for a bad request (unknown intervention,

@@ -82,7 +82,8 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
   w.Add("execution", "blocks_executed_fraction", x.blocks_executed_fraction, 0);
   w.Add("execution", "flops_per_token", x.flops_per_token, 0);
   w.Add("execution", "replay_flops_per_token", x.replay_flops_per_token, 0);
-  w.Add("execution", "latency_us_per_token", x.latency_us_per_token, reps);
+  // Without timed repeats there is no latency to report (not a zero).
+  if (reps > 0) w.Add("execution", "latency_us_per_token", x.latency_us_per_token, reps);
   if (x.dense_latency_us_per_token) {
     w.Add("execution", "dense_latency_us_per_token", *x.dense_latency_us_per_token, reps);
   }

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+
 #include "common/random.h"
 #include "tests/engine/test_models.h"
 
@@ -302,6 +304,73 @@ TEST(AuditorTest, SubsetOfInterventionsAndBfloat16) {
   ASSERT_EQ(report->models[0].interventions.size(), 2u);
   EXPECT_EQ(report->models[0].replay_max_abs_diff, 0.0);  // bitwise in bf16 too
   EXPECT_FALSE(report->models[0].retention_static_layer.has_value());
+}
+
+}  // namespace
+}  // namespace fca::engine
+
+namespace fca::engine {
+namespace {
+
+InitOptions Varying(uint64_t seed);
+
+class MapCache : public CoefficientCache {
+ public:
+  std::optional<std::string> Get(const std::string& w, const std::string& h,
+                                 const std::string& d) override {
+    auto it = map_.find(w + "/" + h + "/" + d);
+    if (it == map_.end()) return std::nullopt;
+    ++hits;
+    return it->second;
+  }
+  void Put(const std::string& w, const std::string& h, const std::string& d,
+           const std::string& bytes) override {
+    map_[w + "/" + h + "/" + d] = bytes;
+    ++puts;
+  }
+  void CorruptAll() {
+    for (auto& [key, bytes] : map_) bytes[0] ^= 0x40;
+  }
+  int hits = 0, puts = 0;
+
+ private:
+  std::map<std::string, std::string> map_;
+};
+
+TEST(AuditorCacheTest, SecondAuditSkipsLiveForCachedWindowsWithIdenticalResults) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(8));
+  MapCache cache;
+  AuditRequest req = Request({model.get()}, RandomText(16 * 10, 1), RandomText(16 * 6, 2));
+  req.cache = &cache;
+  std::vector<std::string> notes;
+  req.on_note = [&](const std::string& n) { notes.push_back(n); };
+  auto first = RunAudit(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(cache.puts, 10 + 6);
+  EXPECT_EQ(first->models[0].cached_eval_windows, 0);
+  notes.clear();
+  auto second = RunAudit(req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  // The first batch (4 windows) always runs LIVE to check fidelity.
+  EXPECT_EQ(second->models[0].cached_eval_windows, 10 - 4);
+  EXPECT_EQ(second->models[0].cached_calib_windows, 6);
+  EXPECT_EQ(cache.puts, 16);
+  for (size_t i = 0; i < first->models[0].interventions.size(); ++i) {
+    EXPECT_EQ(first->models[0].interventions[i].nll, second->models[0].interventions[i].nll);
+  }
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("6 of 10 evaluation windows came from the coefficient cache"),
+            std::string::npos) << notes[0];
+}
+
+TEST(AuditorCacheTest, ACacheThatDisagreesWithAFreshRecordingIsDataLoss) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(8));
+  MapCache cache;
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 4, 2));
+  req.cache = &cache;
+  ASSERT_TRUE(RunAudit(req).ok());
+  cache.CorruptAll();
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -1,0 +1,219 @@
+#include "client/client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace fca::client {
+
+namespace v1 = ::fca::v1;
+
+absl::Status ToAbslStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode both number the canonical codes
+  // of google.rpc.Code, so the cast is exact.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+absl::Status FollowPages(
+    const std::function<absl::StatusOr<std::string>(const std::string&)>&
+        fetch_page) {
+  std::string token;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(std::string next, fetch_page(token));
+    if (next.empty()) return absl::OkStatus();
+    if (next == token) {
+      return absl::InternalError(
+          "server returned the same page token twice; stopping");
+    }
+    token = std::move(next);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<AuditClient>> AuditClient::Open(
+    const ClientOptions& options) {
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError("empty server address");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.use_tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.ca_cert_pem;
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  auto channel = grpc::CreateChannel(options.address, credentials);
+  if (channel == nullptr) {
+    return absl::InternalError(
+        absl::StrFormat("cannot create a channel to %s", options.address));
+  }
+  return std::make_unique<AuditClient>(std::move(channel), options);
+}
+
+AuditClient::AuditClient(std::shared_ptr<grpc::Channel> channel,
+                         ClientOptions options)
+    : options_(std::move(options)),
+      stub_(v1::AuditService::NewStub(std::move(channel))) {}
+
+std::unique_ptr<grpc::ClientContext> AuditClient::NewContext(
+    bool unary) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  // Plain metadata rather than CallCredentials: gRPC refuses to send call
+  // credentials over an insecure channel, and a lab server on localhost
+  // often runs without TLS.
+  if (!options_.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.token);
+  }
+  if (unary && options_.timeout > absl::ZeroDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  }
+  return context;
+}
+
+absl::StatusOr<std::vector<v1::Model>> AuditClient::ListModels() {
+  auto context = NewContext(/*unary=*/true);
+  v1::ListModelsResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(
+      stub_->ListModels(context.get(), v1::ListModelsRequest(), &response)));
+  return std::vector<v1::Model>(response.models().begin(),
+                                response.models().end());
+}
+
+absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(
+    const v1::UploadDatasetHeader& header, std::istream& data) {
+  // A client stream may take long for a big file: no deadline.
+  auto context = NewContext(/*unary=*/false);
+  v1::UploadDatasetResponse response;
+  auto writer = stub_->UploadDataset(context.get(), &response);
+  v1::UploadDatasetRequest request;
+  *request.mutable_header() = header;
+  bool open = writer->Write(request);
+  std::string buffer(kUploadChunkBytes, '\0');
+  while (open && data) {
+    data.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const std::streamsize got = data.gcount();
+    if (got <= 0) break;
+    request.set_chunk(buffer.data(), static_cast<size_t>(got));
+    // A false Write means the server already ended the call (e.g. it
+    // rejected the header); Finish below reports why.
+    open = writer->Write(request);
+  }
+  if (data.bad()) {
+    context->TryCancel();
+    writer->Finish().IgnoreError();
+    return absl::DataLossError("read error on the local dataset file");
+  }
+  if (open) writer->WritesDone();
+  FCA_RETURN_IF_ERROR(ToAbslStatus(writer->Finish()));
+  return response;
+}
+
+absl::StatusOr<std::vector<v1::Dataset>> AuditClient::ListDatasets() {
+  auto context = NewContext(/*unary=*/true);
+  v1::ListDatasetsResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListDatasets(
+      context.get(), v1::ListDatasetsRequest(), &response)));
+  return std::vector<v1::Dataset>(response.datasets().begin(),
+                                  response.datasets().end());
+}
+
+absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec) {
+  auto context = NewContext(/*unary=*/true);
+  v1::SubmitAuditRequest request;
+  *request.mutable_spec() = spec;
+  v1::SubmitAuditResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(
+      stub_->SubmitAudit(context.get(), request, &response)));
+  return response.job();
+}
+
+absl::Status AuditClient::WatchJob(
+    int64_t job_id, int64_t after_seq,
+    const std::function<void(const v1::WatchJobResponse&)>& on_event) {
+  auto context = NewContext(/*unary=*/false);
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  request.set_after_seq(after_seq);
+  auto reader = stub_->WatchJob(context.get(), request);
+  v1::WatchJobResponse response;
+  while (reader->Read(&response)) on_event(response);
+  return ToAbslStatus(reader->Finish());
+}
+
+absl::StatusOr<v1::Job> AuditClient::GetJob(int64_t job_id) {
+  auto context = NewContext(/*unary=*/true);
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::GetJobResponse response;
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->GetJob(context.get(), request, &response)));
+  return response.job();
+}
+
+absl::StatusOr<v1::ListJobsResponse> AuditClient::ListJobs(
+    const v1::ListJobsRequest& request) {
+  auto context = NewContext(/*unary=*/true);
+  v1::ListJobsResponse response;
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->ListJobs(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::Job> AuditClient::CancelJob(int64_t job_id) {
+  auto context = NewContext(/*unary=*/true);
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::CancelJobResponse response;
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->CancelJob(context.get(), request, &response)));
+  return response.job();
+}
+
+absl::StatusOr<v1::QueryResultsResponse> AuditClient::QueryResults(
+    const v1::QueryResultsRequest& request) {
+  auto context = NewContext(/*unary=*/true);
+  v1::QueryResultsResponse response;
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->QueryResults(context.get(), request, &response)));
+  return response;
+}
+
+absl::Status AuditClient::ExportCoefficients(
+    const v1::ExportCoefficientsRequest& request,
+    const std::function<absl::Status(const v1::CoefficientsHeader&)>&
+        on_header,
+    const std::function<absl::Status(const std::string&)>& on_chunk) {
+  auto context = NewContext(/*unary=*/false);
+  auto reader = stub_->ExportCoefficients(context.get(), request);
+  v1::ExportCoefficientsResponse response;
+  bool seen_header = false;
+  absl::Status local = absl::OkStatus();
+  while (local.ok() && reader->Read(&response)) {
+    if (response.has_header() && !seen_header) {
+      seen_header = true;
+      local = on_header(response.header());
+    } else if (response.has_chunk() && seen_header) {
+      local = on_chunk(response.chunk());
+    } else {
+      local = absl::InternalError(
+          "malformed export stream: expected one header, then chunks");
+    }
+  }
+  if (!local.ok()) {
+    // Stop the server from sending the rest; its status no longer matters.
+    context->TryCancel();
+    reader->Finish().IgnoreError();
+    return local;
+  }
+  FCA_RETURN_IF_ERROR(ToAbslStatus(reader->Finish()));
+  if (!seen_header) {
+    return absl::InternalError("export stream ended without a header");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fca::client

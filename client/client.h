@@ -1,0 +1,111 @@
+// AuditClient: a thin, blocking wrapper around the fca.v1.AuditService stub.
+//
+// One method per RPC. Every method returns absl::Status / absl::StatusOr with
+// the server's status code and message unchanged (gRPC and Abseil share the
+// code numbering; the conversion lives in ToAbslStatus). Unary calls carry the
+// configured deadline; streaming calls have none, because a watched job may
+// run for hours. Every call carries `authorization: Bearer <token>` metadata
+// when a token is configured.
+//
+// Thread-safety: an AuditClient may be used from several threads at once
+// (the gRPC stub is thread-safe and the client holds no other mutable state).
+#ifndef FCA_CLIENT_CLIENT_H_
+#define FCA_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/fca/v1/audit_service.grpc.pb.h"
+
+namespace fca::client {
+
+// The one place a grpc::Status becomes an absl::Status.
+absl::Status ToAbslStatus(const grpc::Status& status);
+
+// Largest chunk the client sends; the contract allows at most 1 MiB.
+inline constexpr size_t kUploadChunkBytes = 1 << 20;
+
+struct ClientOptions {
+  std::string address = "127.0.0.1:7400";  // host:port
+  std::string token;                        // empty: send no authorization
+  bool use_tls = false;
+  // PEM root certificates for TLS; empty means the system roots.
+  std::string ca_cert_pem;
+  // Deadline of every unary call. Streams have no deadline.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+// Drives a paged listing: calls `fetch_page(token)` with "" and then with each
+// returned next_page_token until one is empty. A server that hands back the
+// token it was given would loop forever, so that is INTERNAL.
+absl::Status FollowPages(
+    const std::function<absl::StatusOr<std::string>(const std::string&)>&
+        fetch_page);
+
+class AuditClient {
+ public:
+  // Creates the channel (it connects lazily, on the first call; an
+  // unreachable server shows up there as UNAVAILABLE).
+  static absl::StatusOr<std::unique_ptr<AuditClient>> Open(
+      const ClientOptions& options);
+
+  // For tests and embedding: wraps an existing channel.
+  AuditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+
+  absl::StatusOr<std::vector<fca::v1::Model>> ListModels();
+
+  // Sends `header`, then `data` in chunks of kUploadChunkBytes until EOF.
+  // `header.size_bytes` and `header.sha256` must already describe the bytes.
+  absl::StatusOr<fca::v1::UploadDatasetResponse> UploadDataset(
+      const fca::v1::UploadDatasetHeader& header, std::istream& data);
+
+  absl::StatusOr<std::vector<fca::v1::Dataset>> ListDatasets();
+
+  absl::StatusOr<fca::v1::Job> SubmitAudit(const fca::v1::AuditSpec& spec);
+
+  // Streams the job's events after `after_seq` to `on_event` until the server
+  // ends the stream; returns the stream's final status. Blocks.
+  absl::Status WatchJob(
+      int64_t job_id, int64_t after_seq,
+      const std::function<void(const fca::v1::WatchJobResponse&)>& on_event);
+
+  absl::StatusOr<fca::v1::Job> GetJob(int64_t job_id);
+
+  // One page; see FollowPages.
+  absl::StatusOr<fca::v1::ListJobsResponse> ListJobs(
+      const fca::v1::ListJobsRequest& request);
+
+  absl::StatusOr<fca::v1::Job> CancelJob(int64_t job_id);
+
+  // One page; see FollowPages.
+  absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(
+      const fca::v1::QueryResultsRequest& request);
+
+  // Calls `on_header` once with the first message, then `on_chunk` for every
+  // chunk in order. A callback's error cancels the stream and is returned.
+  absl::Status ExportCoefficients(
+      const fca::v1::ExportCoefficientsRequest& request,
+      const std::function<absl::Status(const fca::v1::CoefficientsHeader&)>&
+          on_header,
+      const std::function<absl::Status(const std::string&)>& on_chunk);
+
+ private:
+  // A context with the authorization metadata and, for unary calls, the
+  // deadline.
+  std::unique_ptr<grpc::ClientContext> NewContext(bool unary) const;
+
+  ClientOptions options_;
+  std::unique_ptr<fca::v1::AuditService::Stub> stub_;
+};
+
+}  // namespace fca::client
+
+#endif  // FCA_CLIENT_CLIENT_H_

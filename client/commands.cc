@@ -1,0 +1,456 @@
+// Dispatch, connection flags and the listing/transfer subcommands.
+#include "client/commands.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/exit_codes.h"
+#include "client/format.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+
+// Connection (every command).
+ABSL_FLAG(std::string, server, "",
+          "host:port of fca-server [env FCA_SERVER, else 127.0.0.1:7400]");
+ABSL_FLAG(std::string, token, "",
+          "API key, sent as 'authorization: Bearer <token>' [env FCA_TOKEN]");
+ABSL_FLAG(bool, tls, false, "connect with TLS (system root certificates)");
+ABSL_FLAG(std::string, ca_cert, "",
+          "PEM file of root certificates for TLS; implies --tls");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
+          "deadline of each unary call, e.g. 30s, 2m");
+
+// datasets upload
+ABSL_FLAG(std::string, name, "", "datasets upload: dataset name");
+ABSL_FLAG(std::string, kind, "text", "datasets upload: text or tokens (int32 LE)");
+
+// jobs list, results
+ABSL_FLAG(std::string, state, "", "jobs list: queued|running|succeeded|failed|cancelled");
+ABSL_FLAG(int32_t, page_size, 0, "jobs list, results: rows per page [server default]");
+
+// results (and --model for export)
+ABSL_FLAG(int64_t, job, 0, "results: job id");
+ABSL_FLAG(std::string, model, "", "results, export: model name");
+ABSL_FLAG(std::string, dataset, "", "results: evaluation dataset sha256");
+ABSL_FLAG(std::string, intervention, "", "results: intervention name");
+ABSL_FLAG(std::string, metric, "", "results: metric name");
+ABSL_FLAG(std::string, since, "", "results: created at or after (RFC 3339)");
+ABSL_FLAG(std::string, until, "", "results: created before (RFC 3339)");
+ABSL_FLAG(std::string, format, "table", "results: table, json or csv");
+
+// export
+ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
+ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
+ABSL_FLAG(std::string, out, "", "export: output file");
+
+namespace fca::client {
+
+namespace v1 = ::fca::v1;
+namespace {
+
+constexpr char kDefaultServer[] = "127.0.0.1:7400";
+
+const std::vector<std::string>& GlobalFlagNames() {
+  static const auto* names = new std::vector<std::string>{
+      "server", "token", "tls", "ca_cert", "timeout"};
+  return *names;
+}
+
+std::string FlagOrEnv(const std::string& flag, const char* env,
+                      const std::string& fallback) {
+  if (!flag.empty()) return flag;
+  const char* value = std::getenv(env);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+absl::StatusOr<std::string> ReadLocalFile(const std::string& path,
+                                          const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) return UsageError(absl::StrFormat("cannot read %s %s", what, path));
+  return text.str();
+}
+
+absl::Status ExpectArgs(const CommandContext& ctx, size_t count,
+                        const std::string& usage) {
+  if (ctx.args().size() == count) return absl::OkStatus();
+  return UsageError(absl::StrFormat("expected: fca %s", usage));
+}
+
+absl::Status RequireFlag(const std::string& value, const std::string& flag) {
+  if (!value.empty()) return absl::OkStatus();
+  return UsageError(absl::StrFormat("--%s is required", flag));
+}
+
+// ---------------------------------------------------------------- commands
+
+CommandResult RunModels(CommandContext& ctx) {
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(auto models, client->ListModels());
+  ctx.out() << FormatModelsTable(models);
+  return kExitOk;
+}
+
+CommandResult RunDatasetsUpload(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "datasets upload --name=N FILE"));
+  const std::string name = absl::GetFlag(FLAGS_name);
+  FCA_RETURN_IF_ERROR(RequireFlag(name, "name"));
+  FCA_ASSIGN_OR_RETURN(v1::DatasetKind kind,
+                       ParseDatasetKind(absl::GetFlag(FLAGS_kind)));
+  const std::string& path = ctx.args()[0];
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) return UsageError(absl::StrFormat("cannot read %s", path));
+  if (kind == v1::DATASET_KIND_TOKENS_INT32 && size % 4 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s has %d bytes, not a whole number of int32 tokens", path, size));
+  }
+  auto sha = Sha256FileHex(path);
+  if (!sha.ok()) return UsageError(absl::StrFormat("cannot read %s", path));
+  v1::UploadDatasetHeader header;
+  header.set_name(name);
+  header.set_kind(kind);
+  header.set_size_bytes(static_cast<int64_t>(size));
+  header.set_sha256(*sha);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UsageError(absl::StrFormat("cannot read %s", path));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(auto response, client->UploadDataset(header, in));
+  ctx.out() << FormatUploadSummary(response);
+  return kExitOk;
+}
+
+CommandResult RunDatasetsList(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "datasets list"));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(auto sets, client->ListDatasets());
+  ctx.out() << FormatDatasetsTable(sets);
+  return kExitOk;
+}
+
+CommandResult RunJobsList(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "jobs list [--state=S]"));
+  v1::ListJobsRequest request;
+  if (ctx.Specified("state")) {
+    FCA_ASSIGN_OR_RETURN(v1::JobState state,
+                         ParseJobState(absl::GetFlag(FLAGS_state)));
+    request.set_state(state);
+  }
+  request.set_page_size(absl::GetFlag(FLAGS_page_size));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  std::vector<v1::Job> jobs;
+  FCA_RETURN_IF_ERROR(FollowPages(
+      [&](const std::string& token) -> absl::StatusOr<std::string> {
+        request.set_page_token(token);
+        FCA_ASSIGN_OR_RETURN(auto page, client->ListJobs(request));
+        jobs.insert(jobs.end(), page.jobs().begin(), page.jobs().end());
+        return page.next_page_token();
+      }));
+  ctx.out() << FormatJobsTable(jobs);
+  return kExitOk;
+}
+
+CommandResult RunJobsShow(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs show ID"));
+  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
+  ctx.out() << FormatJobDetails(job);
+  return kExitOk;
+}
+
+CommandResult RunJobsCancel(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs cancel ID"));
+  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::Job job, client->CancelJob(id));
+  if (job.state() == v1::JOB_STATE_CANCELLED) {
+    ctx.out() << absl::StrFormat("job %d: CANCELLED\n", job.id());
+  } else {
+    ctx.out() << absl::StrFormat(
+        "job %d: %s, cancel requested (it stops within one batch)\n", job.id(),
+        JobStateName(job.state()));
+  }
+  return kExitOk;
+}
+
+absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(
+    const CommandContext& ctx) {
+  v1::ResultFilter filter;
+  filter.set_job_id(absl::GetFlag(FLAGS_job));
+  filter.set_model(absl::GetFlag(FLAGS_model));
+  filter.set_dataset_sha256(absl::GetFlag(FLAGS_dataset));
+  filter.set_intervention(absl::GetFlag(FLAGS_intervention));
+  filter.set_metric(absl::GetFlag(FLAGS_metric));
+  if (ctx.Specified("since")) {
+    FCA_ASSIGN_OR_RETURN(*filter.mutable_created_after(),
+                         ParseRfc3339(absl::GetFlag(FLAGS_since)));
+  }
+  if (ctx.Specified("until")) {
+    FCA_ASSIGN_OR_RETURN(*filter.mutable_created_before(),
+                         ParseRfc3339(absl::GetFlag(FLAGS_until)));
+  }
+  return filter;
+}
+
+CommandResult RunResults(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "results [filters] [--format=F]"));
+  FCA_ASSIGN_OR_RETURN(ResultFormat format,
+                       ParseResultFormat(absl::GetFlag(FLAGS_format)));
+  v1::QueryResultsRequest request;
+  FCA_ASSIGN_OR_RETURN(*request.mutable_filter(), ResultFilterFromFlags(ctx));
+  request.set_page_size(absl::GetFlag(FLAGS_page_size));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  std::vector<v1::Result> results;
+  FCA_RETURN_IF_ERROR(FollowPages(
+      [&](const std::string& token) -> absl::StatusOr<std::string> {
+        request.set_page_token(token);
+        FCA_ASSIGN_OR_RETURN(auto page, client->QueryResults(request));
+        results.insert(results.end(), page.results().begin(),
+                       page.results().end());
+        return page.next_page_token();
+      }));
+  ctx.out() << FormatResults(results, format);
+  return kExitOk;
+}
+
+// Streams the export into `path`.part and renames it once complete and the
+// byte count matches the header, so a broken transfer leaves no file that
+// looks whole.
+absl::Status ExportToFile(AuditClient& client,
+                          const v1::ExportCoefficientsRequest& request,
+                          const std::string& path, std::ostream& out) {
+  const std::string part = path + ".part";
+  std::ofstream file(part, std::ios::binary | std::ios::trunc);
+  if (!file) return UsageError(absl::StrFormat("cannot write %s", path));
+  int64_t expected = 0, written = 0;
+  absl::Status status = client.ExportCoefficients(
+      request,
+      [&](const v1::CoefficientsHeader& header) {
+        expected = header.total_bytes();
+        out << FormatCoefficientsHeader(header);
+        return absl::OkStatus();
+      },
+      [&](const std::string& chunk) {
+        file.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        written += static_cast<int64_t>(chunk.size());
+        return file ? absl::OkStatus()
+                    : UsageError(absl::StrFormat("cannot write %s", path));
+      });
+  file.close();
+  if (status.ok() && written != expected) {
+    status = absl::DataLossError(absl::StrFormat(
+        "export ended after %d of %d bytes", written, expected));
+  }
+  if (status.ok() && std::rename(part.c_str(), path.c_str()) != 0) {
+    status = UsageError(absl::StrFormat("cannot write %s", path));
+  }
+  if (!status.ok()) {
+    std::remove(part.c_str());
+    return status;
+  }
+  out << absl::StrFormat("wrote %d bytes to %s\n", written, path);
+  return absl::OkStatus();
+}
+
+CommandResult RunExport(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "export --model=M --window_hash=H --out=FILE"));
+  v1::ExportCoefficientsRequest request;
+  request.set_model(absl::GetFlag(FLAGS_model));
+  request.set_window_hash(absl::GetFlag(FLAGS_window_hash));
+  request.set_dtype(absl::GetFlag(FLAGS_dtype));
+  const std::string path = absl::GetFlag(FLAGS_out);
+  FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
+  FCA_RETURN_IF_ERROR(RequireFlag(request.window_hash(), "window_hash"));
+  FCA_RETURN_IF_ERROR(RequireFlag(path, "out"));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_RETURN_IF_ERROR(ExportToFile(*client, request, path, ctx.out()));
+  return kExitOk;
+}
+
+CommandResult RunHelp(CommandContext& ctx) {
+  ctx.out() << HelpText();
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- dispatch
+
+struct Command {
+  std::vector<std::string> words;   // "jobs", "list"
+  std::string synopsis;             // shown by help
+  std::string summary;
+  std::vector<std::string> flags;   // accepted beyond the global ones
+  CommandResult (*run)(CommandContext&);
+};
+
+const std::vector<Command>& Commands() {
+  static const auto* commands = new std::vector<Command>{
+      {{"models"}, "models", "list the models the server can audit", {},
+       RunModels},
+      {{"datasets", "upload"}, "datasets upload --name=N [--kind=text|tokens] FILE",
+       "upload a dataset (1 MiB chunks, SHA-256 checked)", {"name", "kind"},
+       RunDatasetsUpload},
+      {{"datasets", "list"}, "datasets list", "list visible datasets", {},
+       RunDatasetsList},
+      {{"audit"},
+       "audit --models=a,b --eval=D --calib=D [options] | --manifest=FILE",
+       "submit an audit job, then watch it (see AUDIT OPTIONS)",
+       AuditFlagNames(), RunAudit},
+      {{"watch"}, "watch JOB_ID [--after_seq=N]",
+       "stream a job's progress and results until it ends", {"after_seq"},
+       RunWatch},
+      {{"jobs", "list"}, "jobs list [--state=S] [--page_size=N]",
+       "list jobs, newest first", {"state", "page_size"}, RunJobsList},
+      {{"jobs", "show"}, "jobs show ID", "show one job and its spec", {},
+       RunJobsShow},
+      {{"jobs", "cancel"}, "jobs cancel ID", "cancel a queued or running job",
+       {}, RunJobsCancel},
+      {{"results"},
+       "results [--job --model --dataset --intervention --metric --since "
+       "--until] [--format=table|json|csv]",
+       "query stored results (all pages)",
+       {"job", "model", "dataset", "intervention", "metric", "since", "until",
+        "format", "page_size"},
+       RunResults},
+      {{"export"}, "export --model=M --window_hash=H [--dtype=D] --out=FILE",
+       "download a cached coefficient tensor",
+       {"model", "window_hash", "dtype", "out"}, RunExport},
+      {{"help"}, "help", "this text", {}, RunHelp},
+  };
+  return *commands;
+}
+
+// The command whose words prefix `words`, longest first.
+const Command* FindCommand(const std::vector<std::string>& words) {
+  const Command* best = nullptr;
+  for (const Command& c : Commands()) {
+    if (c.words.size() > words.size()) continue;
+    if (!std::equal(c.words.begin(), c.words.end(), words.begin())) continue;
+    if (best == nullptr || c.words.size() > best->words.size()) best = &c;
+  }
+  return best;
+}
+
+// A flag that belongs to another command is almost always a mistake (a
+// typo'd command, or a filter the user believes is applied): refuse it.
+absl::Status CheckFlagsApply(const Command& command,
+                             const std::set<std::string>& specified) {
+  for (const std::string& flag : specified) {
+    const auto& global = GlobalFlagNames();
+    if (std::find(global.begin(), global.end(), flag) != global.end()) continue;
+    if (std::find(command.flags.begin(), command.flags.end(), flag) !=
+        command.flags.end()) {
+      continue;
+    }
+    return UsageError(absl::StrFormat("--%s does not apply to 'fca %s'", flag,
+                                      absl::StrJoin(command.words, " ")));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Command*> Resolve(const std::vector<std::string>& words,
+                                       const std::set<std::string>& specified) {
+  if (words.empty()) return UsageError("no command given");
+  const Command* command = FindCommand(words);
+  if (command == nullptr) {
+    return UsageError(absl::StrFormat("unknown command '%s'",
+                                      absl::StrJoin(words.begin(),
+                                                    words.begin() + std::min<size_t>(2, words.size()), " ")));
+  }
+  FCA_RETURN_IF_ERROR(CheckFlagsApply(*command, specified));
+  return command;
+}
+
+}  // namespace
+
+absl::StatusOr<AuditClient*> CommandContext::Client() {
+  if (client_ != nullptr) return client_.get();
+  ClientOptions options;
+  options.address =
+      FlagOrEnv(absl::GetFlag(FLAGS_server), "FCA_SERVER", kDefaultServer);
+  options.token = FlagOrEnv(absl::GetFlag(FLAGS_token), "FCA_TOKEN", "");
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.use_tls = absl::GetFlag(FLAGS_tls);
+  const std::string ca_cert = absl::GetFlag(FLAGS_ca_cert);
+  if (!ca_cert.empty()) {
+    FCA_ASSIGN_OR_RETURN(options.ca_cert_pem,
+                         ReadLocalFile(ca_cert, "CA certificate"));
+    options.use_tls = true;
+  }
+  FCA_ASSIGN_OR_RETURN(client_, AuditClient::Open(options));
+  return client_.get();
+}
+
+absl::StatusOr<int64_t> ParseJobId(const std::string& text) {
+  int64_t id = 0;
+  if (!absl::SimpleAtoi(text, &id) || id <= 0) {
+    return UsageError(absl::StrFormat("'%s' is not a job id", text));
+  }
+  return id;
+}
+
+int RunCommand(const std::vector<std::string>& words,
+               const std::set<std::string>& specified, std::ostream& out,
+               std::ostream& err) {
+  auto command = Resolve(words, specified);
+  if (!command.ok()) {
+    err << FormatError(command.status()) << "\n";
+    return ExitCodeForStatus(command.status());
+  }
+  std::vector<std::string> args(words.begin() + (*command)->words.size(),
+                                words.end());
+  CommandContext ctx(std::move(args), specified, out, err);
+  CommandResult result = (*command)->run(ctx);
+  out.flush();
+  if (!result.ok()) {
+    err << FormatError(result.status()) << "\n";
+    return ExitCodeForStatus(result.status());
+  }
+  return *result;
+}
+
+std::string HelpText() {
+  std::string text =
+      "fca: client of the fca audit server (Frozen-Controller Auditing)\n\n"
+      "usage: fca [global flags] COMMAND [flags] [args]\n\nCOMMANDS\n";
+  for (const Command& c : Commands()) {
+    absl::StrAppendFormat(&text, "  fca %s\n      %s\n", c.synopsis, c.summary);
+  }
+  text +=
+      "\nGLOBAL FLAGS\n"
+      "  --server=HOST:PORT  server address [env FCA_SERVER, else 127.0.0.1:7400]\n"
+      "  --token=KEY         API key, sent as 'authorization: Bearer KEY' [env FCA_TOKEN]\n"
+      "  --tls               use TLS; --ca_cert=FILE for a custom root (implies --tls)\n"
+      "  --timeout=30s       deadline of each unary call (streams have none)\n"
+      "\nAUDIT OPTIONS (each sets one AuditSpec field; see docs/fca.md)\n"
+      "  --models=a,b --dense_twin=M --eval=D --calib=D --interventions=x,y\n"
+      "  --window=T --max_eval_windows=N --max_calib_windows=N --batch=B\n"
+      "  --seed=S --per_site_shuffle --bootstrap=R --ci_level=0.95\n"
+      "  --allow_overlap --timing_repeats=K --label=TEXT\n"
+      "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
+      "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
+      "  --detach              print the job id and exit (same as --nowatch)\n"
+      "\nWATCHING\n"
+      "  Progress goes to stderr: a bar on a terminal, plain lines otherwise.\n"
+      "  Result rows and the final state go to stdout. A dropped connection is\n"
+      "  resumed from the last event seen (for up to 30s without progress).\n"
+      "  Ctrl-C stops watching; the job keeps running (fca watch ID resumes).\n"
+      "\nOUTPUT\n"
+      "  results --format=json prints a JSON array, one proto3-JSON Result per\n"
+      "  line; --format=csv has a header row and RFC 4180 quoting.\n"
+      "  Errors print 'CODE: message' on stderr.\n"
+      "\nEXIT CODES\n";
+  text += ExitCodeHelp();
+  return text;
+}
+
+}  // namespace fca::client

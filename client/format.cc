@@ -1,0 +1,349 @@
+#include "client/format.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/exit_codes.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace fca::client {
+
+namespace v1 = ::fca::v1;
+namespace {
+
+constexpr size_t kShaPrefix = 12;  // enough to tell weights apart by eye
+
+std::string ShaPrefix(const std::string& sha) {
+  return sha.substr(0, std::min(sha.size(), kShaPrefix));
+}
+
+// Proto JSON of one message; the printer only fails on broken descriptors.
+std::string ToJson(const google::protobuf::Message& message, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  auto status =
+      google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) return "{}";
+  return out;
+}
+
+std::string RightTrim(std::string line) {
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- TextTable
+
+TextTable::TextTable(std::vector<Column> columns)
+    : columns_(std::move(columns)) {}
+
+void TextTable::AddRow(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::string TextTable::Render() const {
+  std::vector<size_t> widths(columns_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    widths[c] = columns_[c].title.size();
+    for (const auto& row : rows_) widths[c] = std::max(widths[c], row[c].size());
+  }
+  auto render_line = [&](auto cell_at) {
+    std::string line;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (c > 0) line += "  ";
+      const std::string& cell = cell_at(c);
+      std::string pad(widths[c] - cell.size(), ' ');
+      line += columns_[c].align == Align::kRight ? pad + cell : cell + pad;
+    }
+    return RightTrim(std::move(line)) + "\n";
+  };
+  std::string out =
+      render_line([&](size_t c) -> const std::string& { return columns_[c].title; });
+  for (const auto& row : rows_) {
+    out += render_line([&](size_t c) -> const std::string& { return row[c]; });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- listings
+
+std::string FormatModelsTable(const std::vector<v1::Model>& models) {
+  using A = TextTable::Align;
+  TextTable table({{"NAME"}, {"FAMILY"}, {"PARAMS", A::kRight},
+                   {"SITES", A::kRight}, {"WEIGHTS"}});
+  for (const auto& m : models) {
+    table.AddRow({m.name(), m.family(), HumanCount(m.num_parameters()),
+                  absl::StrFormat("%d", m.sites_size()),
+                  ShaPrefix(m.weights_sha256())});
+  }
+  return table.Render();
+}
+
+std::string FormatDatasetsTable(const std::vector<v1::Dataset>& sets) {
+  using A = TextTable::Align;
+  TextTable table({{"ID", A::kRight}, {"NAME"}, {"KIND"}, {"SIZE", A::kRight},
+                   {"SHA256"}, {"OWNER"}, {"CREATED"}});
+  for (const auto& d : sets) {
+    table.AddRow({absl::StrFormat("%d", d.id()), d.name(),
+                  DatasetKindName(d.kind()), HumanBytes(d.size_bytes()),
+                  ShaPrefix(d.sha256()), d.owner(),
+                  FormatTimestamp(d.created_at())});
+  }
+  return table.Render();
+}
+
+std::string FormatJobsTable(const std::vector<v1::Job>& jobs) {
+  using A = TextTable::Align;
+  TextTable table({{"ID", A::kRight}, {"STATE"}, {"PROGRESS", A::kRight},
+                   {"OWNER"}, {"CREATED"}, {"MODELS"}, {"LABEL"}});
+  for (const auto& j : jobs) {
+    table.AddRow({absl::StrFormat("%d", j.id()), JobStateName(j.state()),
+                  absl::StrFormat("%.0f%%", 100 * j.progress()), j.owner(),
+                  FormatTimestamp(j.created_at()),
+                  absl::StrJoin(j.spec().models(), ","), j.spec().label()});
+  }
+  return table.Render();
+}
+
+std::string FormatJobDetails(const v1::Job& job) {
+  std::string out;
+  absl::StrAppendFormat(&out, "id:               %d\n", job.id());
+  absl::StrAppendFormat(&out, "owner:            %s\n", job.owner());
+  absl::StrAppendFormat(&out, "state:            %s\n", JobStateName(job.state()));
+  absl::StrAppendFormat(&out, "progress:         %.1f%%\n", 100 * job.progress());
+  absl::StrAppendFormat(&out, "created:          %s\n", FormatTimestamp(job.created_at()));
+  absl::StrAppendFormat(&out, "started:          %s\n", FormatTimestamp(job.started_at()));
+  absl::StrAppendFormat(&out, "finished:         %s\n", FormatTimestamp(job.finished_at()));
+  absl::StrAppendFormat(&out, "attempts:         %d\n", job.attempts());
+  absl::StrAppendFormat(&out, "cancel_requested: %s\n",
+                        job.cancel_requested() ? "true" : "false");
+  if (!job.error().empty()) {
+    absl::StrAppendFormat(&out, "error:            %s\n", job.error());
+  }
+  absl::StrAppendFormat(&out, "spec:\n%s\n", ToJson(job.spec(), /*pretty=*/true));
+  return out;
+}
+
+std::string FormatUploadSummary(const v1::UploadDatasetResponse& r) {
+  const v1::Dataset& d = r.dataset();
+  return absl::StrFormat("dataset %d '%s' (%s, %s) sha256:%s%s\n", d.id(),
+                         d.name(), DatasetKindName(d.kind()),
+                         HumanBytes(d.size_bytes()), d.sha256(),
+                         r.deduplicated() ? " [deduplicated]" : "");
+}
+
+std::string FormatCoefficientsHeader(const v1::CoefficientsHeader& h) {
+  int64_t channels = 0;
+  for (const auto& site : h.sites()) channels += site.channels();
+  return absl::StrFormat(
+      "model %s (weights %s) window %s: dtype %s, T=%d, %d sites, "
+      "%d channels/token, %s\n",
+      h.model(), ShaPrefix(h.weights_sha256()), ShaPrefix(h.window_hash()),
+      h.dtype(), h.window_length(), h.sites_size(), channels,
+      HumanBytes(h.total_bytes()));
+}
+
+// ---------------------------------------------------------------- results
+
+absl::StatusOr<ResultFormat> ParseResultFormat(std::string_view name) {
+  if (name == "table") return ResultFormat::kTable;
+  if (name == "json") return ResultFormat::kJson;
+  if (name == "csv") return ResultFormat::kCsv;
+  return UsageError(absl::StrFormat(
+      "--format must be table, json or csv, not '%s'", std::string(name)));
+}
+
+std::string FormatResultsTable(const std::vector<v1::Result>& results) {
+  using A = TextTable::Align;
+  TextTable table({{"JOB", A::kRight}, {"MODEL"}, {"INTERVENTION"}, {"METRIC"},
+                   {"VALUE", A::kRight}, {"CI"}, {"N", A::kRight}});
+  for (const auto& r : results) {
+    table.AddRow({absl::StrFormat("%d", r.job_id()), r.model(),
+                  r.intervention(), r.metric(),
+                  r.defined() ? HumanDouble(r.value()) : "undefined",
+                  FormatCi(r), absl::StrFormat("%d", r.n())});
+  }
+  return table.Render();
+}
+
+std::string FormatResultsCsv(const std::vector<v1::Result>& results) {
+  std::string out =
+      "job_id,model,weights_sha256,dataset_sha256,intervention,metric,value,"
+      "defined,ci_low,ci_high,n,created_at\n";
+  for (const auto& r : results) {
+    std::vector<std::string> fields = {
+        absl::StrFormat("%d", r.job_id()),
+        CsvField(r.model()),
+        CsvField(r.weights_sha256()),
+        CsvField(r.dataset_sha256()),
+        CsvField(r.intervention()),
+        CsvField(r.metric()),
+        r.defined() ? ShortestDouble(r.value()) : "",
+        r.defined() ? "true" : "false",
+        r.has_ci_low() ? ShortestDouble(r.ci_low()) : "",
+        r.has_ci_high() ? ShortestDouble(r.ci_high()) : "",
+        absl::StrFormat("%d", r.n()),
+        r.has_created_at() ? FormatTimestamp(r.created_at()) : "",
+    };
+    out += absl::StrJoin(fields, ",") + "\n";
+  }
+  return out;
+}
+
+std::string FormatResultsJson(const std::vector<v1::Result>& results) {
+  if (results.empty()) return "[]\n";
+  std::string out = "[\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    out += ToJson(results[i], /*pretty=*/false);
+    out += i + 1 < results.size() ? ",\n" : "\n";
+  }
+  return out + "]\n";
+}
+
+std::string FormatResults(const std::vector<v1::Result>& results,
+                          ResultFormat format) {
+  switch (format) {
+    case ResultFormat::kJson:
+      return FormatResultsJson(results);
+    case ResultFormat::kCsv:
+      return FormatResultsCsv(results);
+    case ResultFormat::kTable:
+      break;
+  }
+  return FormatResultsTable(results);
+}
+
+// ---------------------------------------------------------------- fields
+
+std::string CsvField(std::string_view field) {
+  if (field.find_first_of(",\"\r\n") == std::string_view::npos) {
+    return std::string(field);
+  }
+  std::string out = "\"";
+  for (char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string ShortestDouble(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+std::string HumanDouble(double value) { return absl::StrFormat("%.6g", value); }
+
+std::string FormatCi(const v1::Result& result) {
+  if (!result.has_ci_low() || !result.has_ci_high()) return "-";
+  return absl::StrFormat("[%s, %s]", HumanDouble(result.ci_low()),
+                         HumanDouble(result.ci_high()));
+}
+
+std::string HumanCount(int64_t count) {
+  static constexpr struct {
+    double scale;
+    const char* suffix;
+  } kUnits[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
+  for (const auto& unit : kUnits) {
+    if (std::llabs(count) >= unit.scale) {
+      return absl::StrFormat("%.1f%s", count / unit.scale, unit.suffix);
+    }
+  }
+  return absl::StrFormat("%d", count);
+}
+
+std::string HumanBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (std::llabs(bytes) < 1024) return absl::StrFormat("%d B", bytes);
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (std::fabs(value) >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(ts.seconds()),
+                          absl::UTCTimeZone());
+}
+
+std::string JobStateName(v1::JobState state) {
+  const std::string& name = v1::JobState_Name(state);
+  constexpr std::string_view kPrefix = "JOB_STATE_";
+  if (name.compare(0, kPrefix.size(), kPrefix.data(), kPrefix.size()) == 0) {
+    return name.substr(kPrefix.size());
+  }
+  return name.empty() ? absl::StrFormat("STATE_%d", state) : name;
+}
+
+absl::StatusOr<v1::JobState> ParseJobState(std::string_view name) {
+  v1::JobState state;
+  const std::string upper = absl::AsciiStrToUpper(std::string(name));
+  if (!upper.empty() && upper != "UNSPECIFIED" &&
+      v1::JobState_Parse("JOB_STATE_" + upper, &state)) {
+    return state;
+  }
+  return UsageError(absl::StrFormat(
+      "--state must be queued, running, succeeded, failed or cancelled, not "
+      "'%s'",
+      std::string(name)));
+}
+
+absl::StatusOr<v1::DatasetKind> ParseDatasetKind(std::string_view name) {
+  if (name == "text") return v1::DATASET_KIND_TEXT;
+  if (name == "tokens") return v1::DATASET_KIND_TOKENS_INT32;
+  return UsageError(absl::StrFormat("--kind must be text or tokens, not '%s'",
+                                    std::string(name)));
+}
+
+std::string DatasetKindName(v1::DatasetKind kind) {
+  switch (kind) {
+    case v1::DATASET_KIND_TEXT:
+      return "text";
+    case v1::DATASET_KIND_TOKENS_INT32:
+      return "tokens";
+    default:
+      return "?";
+  }
+}
+
+absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(
+    std::string_view text) {
+  absl::Time time;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, std::string(text), &time, &error)) {
+    return UsageError(absl::StrFormat(
+        "'%s' is not an RFC 3339 time like 2024-05-01T12:00:00Z (%s)",
+        std::string(text), error));
+  }
+  const int64_t seconds = absl::ToUnixSeconds(time);
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(seconds);
+  ts.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
+  return ts;
+}
+
+}  // namespace fca::client

@@ -1,0 +1,126 @@
+// Pure formatting for the `fca` CLI: tables, CSV, JSON, progress bars.
+//
+// Nothing here does I/O or reads a clock: every function maps messages (and,
+// for progress, a terminal width and the elapsed time) to a string, so the
+// output users and scripts depend on is unit-tested byte for byte.
+#ifndef FCA_CLIENT_FORMAT_H_
+#define FCA_CLIENT_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "proto/fca/v1/audit_service.pb.h"
+
+namespace fca::client {
+
+// ---------------------------------------------------------------- tables
+
+// A text table whose columns are padded to their widest cell. Numeric
+// columns read better right-aligned, so alignment is per column.
+class TextTable {
+ public:
+  enum class Align { kLeft, kRight };
+  struct Column {
+    std::string title;
+    Align align = Align::kLeft;
+  };
+  explicit TextTable(std::vector<Column> columns);
+
+  // Missing cells render empty; extra cells are a programming error and are
+  // dropped.
+  void AddRow(std::vector<std::string> cells);
+  // Header line, then one line per row, each ending in '\n'. Trailing spaces
+  // are trimmed so output diffs cleanly.
+  std::string Render() const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string FormatModelsTable(const std::vector<fca::v1::Model>& models);
+std::string FormatDatasetsTable(const std::vector<fca::v1::Dataset>& sets);
+std::string FormatJobsTable(const std::vector<fca::v1::Job>& jobs);
+// `fca jobs show`: one "key: value" line per field, then the spec as JSON.
+std::string FormatJobDetails(const fca::v1::Job& job);
+// One line summarising an upload: name, id, size, sha, deduplicated.
+std::string FormatUploadSummary(const fca::v1::UploadDatasetResponse& r);
+// `fca export`'s summary of the stream header.
+std::string FormatCoefficientsHeader(const fca::v1::CoefficientsHeader& h);
+
+// ---------------------------------------------------------------- results
+
+enum class ResultFormat { kTable, kJson, kCsv };
+// "table", "json" or "csv"; anything else is a usage error.
+absl::StatusOr<ResultFormat> ParseResultFormat(std::string_view name);
+
+// Aligned columns JOB MODEL INTERVENTION METRIC VALUE CI N; VALUE is
+// "undefined" when defined is false; CI is "[lo, hi]" or "-".
+std::string FormatResultsTable(const std::vector<fca::v1::Result>& results);
+// RFC 4180 with '\n' line ends: a header row, then one row per result.
+// Undefined values leave `value` empty; absent CI bounds are empty.
+// Numbers use the shortest text that reads back to the same double.
+std::string FormatResultsCsv(const std::vector<fca::v1::Result>& results);
+// A JSON array with one element per line; each element is the proto3
+// canonical JSON of the Result (lowerCamelCase names, int64 as strings,
+// RFC 3339 times) with default-valued fields printed, so `defined: false`
+// and `value: 0` are explicit. `[]` when empty.
+std::string FormatResultsJson(const std::vector<fca::v1::Result>& results);
+std::string FormatResults(const std::vector<fca::v1::Result>& results,
+                          ResultFormat format);
+
+// ---------------------------------------------------------------- fields
+
+// One CSV field, quoted when it holds a comma, quote, CR or LF (quotes
+// doubled), verbatim otherwise.
+std::string CsvField(std::string_view field);
+// Shortest decimal that parses back to exactly `value` ("0.1", "3.4123").
+std::string ShortestDouble(double value);
+// Six significant digits, for humans ("3.41235", "98.7").
+std::string HumanDouble(double value);
+// "[lo, hi]" when both bounds are present, "-" otherwise.
+std::string FormatCi(const fca::v1::Result& result);
+// 76214528 -> "76.2M"; below 1000 the plain number.
+std::string HumanCount(int64_t count);
+// 1536 -> "1.5 KiB".
+std::string HumanBytes(int64_t bytes);
+// RFC 3339 in UTC to the second ("2024-05-01T12:00:03Z"); "-" when unset.
+std::string FormatTimestamp(const google::protobuf::Timestamp& ts);
+// "QUEUED", "RUNNING", ... (the enum name without its prefix).
+std::string JobStateName(fca::v1::JobState state);
+// queued|running|succeeded|failed|cancelled, any case; else a usage error.
+absl::StatusOr<fca::v1::JobState> ParseJobState(std::string_view name);
+// text|tokens; else a usage error.
+absl::StatusOr<fca::v1::DatasetKind> ParseDatasetKind(std::string_view name);
+std::string DatasetKindName(fca::v1::DatasetKind kind);
+// RFC 3339 ("2024-05-01T12:00:00Z", offsets and fractions allowed).
+absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(
+    std::string_view text);
+
+// ---------------------------------------------------------------- progress
+
+// "42s", "3m05s", "1h02m"; negative durations print as "0s".
+std::string HumanDuration(absl::Duration duration);
+// The server's eta_seconds when known; otherwise extrapolated from the
+// elapsed time once at least 1% is done; otherwise "--".
+std::string FormatEta(const fca::v1::Progress& progress,
+                      absl::Duration elapsed);
+// One TTY line of at most `width - 1` columns (the last column is left free
+// so terminals never wrap): "<phase> <i>/<n> <model> [####....] 45.2% ETA
+// 3m05s". The label is shortened, then the bar dropped, when space is short.
+std::string RenderProgressBar(const fca::v1::Progress& progress, int width,
+                              absl::Duration elapsed);
+// A plain log line for pipes and files:
+// "[ 45%] replay:cross_input model 1/7 fg-s1 windows 12/40 elapsed 1m02s
+// ETA 3m05s".
+std::string RenderProgressLine(const fca::v1::Progress& progress,
+                               absl::Duration elapsed);
+
+}  // namespace fca::client
+
+#endif  // FCA_CLIENT_FORMAT_H_

@@ -1,0 +1,121 @@
+#include "client/manifest.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "client/exit_codes.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace fca::client {
+
+namespace v1 = ::fca::v1;
+
+absl::StatusOr<v1::AuditSpec> ParseManifest(std::string_view json) {
+  v1::AuditSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // a typo must not be ignored
+  auto status = google::protobuf::util::JsonStringToMessage(
+      std::string(json), &spec, options);
+  if (!status.ok()) {
+    return UsageError(absl::StrFormat("not an AuditSpec manifest: %s",
+                                      status.message().ToString()));
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::AuditSpec> LoadManifest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return UsageError(absl::StrFormat("cannot read manifest %s", path));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return UsageError(absl::StrFormat("cannot read manifest %s", path));
+  }
+  auto spec = ParseManifest(text.str());
+  if (!spec.ok()) {
+    return UsageError(
+        absl::StrFormat("manifest %s: %s", path, spec.status().message()));
+  }
+  return spec;
+}
+
+std::string ManifestJson(const v1::AuditSpec& spec) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  // Printing a well-formed message cannot fail; an empty object is the
+  // least surprising fallback should it ever.
+  if (!google::protobuf::util::MessageToJsonString(spec, &out, options).ok()) {
+    out = "{}\n";
+  }
+  return out;
+}
+
+absl::Status SaveManifest(const std::string& path, const v1::AuditSpec& spec) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << ManifestJson(spec);
+    out.close();
+    if (!out) {
+      std::remove(temp.c_str());
+      return UsageError(absl::StrFormat("cannot write manifest %s", path));
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    return UsageError(absl::StrFormat("cannot write manifest %s", path));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+void ReplaceRepeated(const std::vector<std::string>& values,
+                     google::protobuf::RepeatedPtrField<std::string>* field) {
+  field->Clear();
+  for (const auto& v : values) *field->Add() = v;
+}
+
+}  // namespace
+
+v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
+  if (o.models) ReplaceRepeated(*o.models, base.mutable_models());
+  if (o.dense_twin) base.set_dense_twin(*o.dense_twin);
+  if (o.eval_dataset) base.set_eval_dataset(*o.eval_dataset);
+  if (o.calib_dataset) base.set_calib_dataset(*o.calib_dataset);
+  if (o.interventions) {
+    ReplaceRepeated(*o.interventions, base.mutable_interventions());
+  }
+  if (o.window_length) base.set_window_length(*o.window_length);
+  if (o.max_eval_windows) base.set_max_eval_windows(*o.max_eval_windows);
+  if (o.max_calib_windows) base.set_max_calib_windows(*o.max_calib_windows);
+  if (o.batch_size) base.set_batch_size(*o.batch_size);
+  if (o.seed) base.set_seed(*o.seed);
+  if (o.per_site_shuffle) base.set_per_site_shuffle(*o.per_site_shuffle);
+  if (o.bootstrap_resamples) {
+    base.set_bootstrap_resamples(*o.bootstrap_resamples);
+  }
+  if (o.ci_level) base.set_ci_level(*o.ci_level);
+  if (o.allow_overlap) base.set_allow_overlap(*o.allow_overlap);
+  if (o.timing_repeats) base.set_timing_repeats(*o.timing_repeats);
+  if (o.label) base.set_label(*o.label);
+  return base;
+}
+
+absl::Status CheckSpecComplete(const v1::AuditSpec& spec) {
+  if (spec.models_size() == 0) {
+    return UsageError("no models: pass --models=a,b or a --manifest");
+  }
+  if (spec.eval_dataset().empty()) {
+    return UsageError("no evaluation dataset: pass --eval=NAME or a --manifest");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fca::client

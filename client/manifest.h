@@ -1,0 +1,72 @@
+// Job manifests: the proto3 canonical JSON of fca.v1.AuditSpec.
+//
+// `fca audit --save_manifest=FILE` writes exactly the spec it submits and
+// `fca audit --manifest=FILE` reads it back, so any job can be rerun. Flags
+// given explicitly on the command line override the manifest field by field
+// (MergeSpec). Problems with a manifest are usage errors (exit 2): the
+// server is never asked.
+#ifndef FCA_CLIENT_MANIFEST_H_
+#define FCA_CLIENT_MANIFEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+
+namespace fca::client {
+
+// Strict parse: an unknown field, a wrong type or malformed JSON is a usage
+// error naming the problem. Both lowerCamelCase and snake_case names are
+// accepted (the proto3 JSON mapping allows either).
+absl::StatusOr<fca::v1::AuditSpec> ParseManifest(std::string_view json);
+// ParseManifest of a file; an unreadable file is a usage error too. Errors
+// are prefixed with the path.
+absl::StatusOr<fca::v1::AuditSpec> LoadManifest(const std::string& path);
+
+// Pretty canonical JSON with every field printed (defaults included), so a
+// saved manifest doubles as a template showing every knob.
+std::string ManifestJson(const fca::v1::AuditSpec& spec);
+// Writes ManifestJson to `path` (via a temporary file and a rename, so a
+// failed write never leaves half a manifest). Usage error on failure.
+absl::Status SaveManifest(const std::string& path,
+                          const fca::v1::AuditSpec& spec);
+
+// The AuditSpec fields a user set explicitly with flags; unset members leave
+// the base spec's field alone.
+struct SpecOverrides {
+  std::optional<std::vector<std::string>> models;
+  std::optional<std::string> dense_twin;
+  std::optional<std::string> eval_dataset;
+  std::optional<std::string> calib_dataset;
+  std::optional<std::vector<std::string>> interventions;
+  std::optional<int64_t> window_length;
+  std::optional<int64_t> max_eval_windows;
+  std::optional<int64_t> max_calib_windows;
+  std::optional<int64_t> batch_size;
+  std::optional<uint64_t> seed;
+  std::optional<bool> per_site_shuffle;
+  std::optional<int32_t> bootstrap_resamples;
+  std::optional<double> ci_level;
+  std::optional<bool> allow_overlap;
+  std::optional<int32_t> timing_repeats;
+  std::optional<std::string> label;
+};
+
+// `base` with every set override applied; repeated fields are replaced, not
+// appended (`--models=a` on top of a manifest naming b,c audits only a).
+fca::v1::AuditSpec MergeSpec(fca::v1::AuditSpec base,
+                             const SpecOverrides& overrides);
+
+// Client-side sanity check before submitting: at least one model and an
+// evaluation dataset. Everything else is the server's to validate, so the
+// CLI never disagrees with it. Usage error naming the missing flag.
+absl::Status CheckSpecComplete(const fca::v1::AuditSpec& spec);
+
+}  // namespace fca::client
+
+#endif  // FCA_CLIENT_MANIFEST_H_

@@ -1,0 +1,159 @@
+#include "server/core/mapping.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fca::core {
+
+void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out) {
+  out->set_seconds(unix_us / 1000000);
+  out->set_nanos(static_cast<int32_t>((unix_us % 1000000) * 1000));
+}
+
+int64_t FromTimestamp(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1000000 + t.nanos() / 1000;
+}
+
+v1::JobState ToProto(storage::JobState s) {
+  switch (s) {
+    case storage::JobState::kQueued: return v1::JOB_STATE_QUEUED;
+    case storage::JobState::kRunning: return v1::JOB_STATE_RUNNING;
+    case storage::JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
+    case storage::JobState::kFailed: return v1::JOB_STATE_FAILED;
+    case storage::JobState::kCancelled: return v1::JOB_STATE_CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+absl::StatusOr<storage::JobState> FromProto(v1::JobState s) {
+  switch (s) {
+    case v1::JOB_STATE_QUEUED: return storage::JobState::kQueued;
+    case v1::JOB_STATE_RUNNING: return storage::JobState::kRunning;
+    case v1::JOB_STATE_SUCCEEDED: return storage::JobState::kSucceeded;
+    case v1::JOB_STATE_FAILED: return storage::JobState::kFailed;
+    case v1::JOB_STATE_CANCELLED: return storage::JobState::kCancelled;
+    default: return absl::InvalidArgumentError("job state must be set");
+  }
+}
+
+std::string DatasetKindName(v1::DatasetKind kind) {
+  return kind == v1::DATASET_KIND_TOKENS_INT32 ? "tokens" : "text";
+}
+
+v1::DatasetKind DatasetKindFromName(const std::string& name) {
+  return name == "tokens" ? v1::DATASET_KIND_TOKENS_INT32 : v1::DATASET_KIND_TEXT;
+}
+
+v1::Dataset ToProto(const storage::DatasetRecord& d) {
+  v1::Dataset out;
+  out.set_id(d.id);
+  out.set_name(d.name);
+  out.set_kind(DatasetKindFromName(d.kind));
+  out.set_sha256(d.sha256);
+  out.set_size_bytes(d.size_bytes);
+  out.set_owner(d.owner);
+  ToTimestamp(d.created_at_us, out.mutable_created_at());
+  return out;
+}
+
+v1::Result ToProto(const storage::ResultRow& r) {
+  v1::Result out;
+  out.set_job_id(r.job_id);
+  out.set_model(r.model);
+  out.set_weights_sha256(r.weights_sha256);
+  out.set_dataset_sha256(r.dataset_sha256);
+  out.set_intervention(r.intervention);
+  out.set_metric(r.metric);
+  out.set_value(r.defined ? r.value : 0.0);
+  out.set_defined(r.defined);
+  if (r.ci_low) out.set_ci_low(*r.ci_low);
+  if (r.ci_high) out.set_ci_high(*r.ci_high);
+  out.set_n(r.n);
+  ToTimestamp(r.created_at_us, out.mutable_created_at());
+  return out;
+}
+
+v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::CoefficientSite>& sites,
+                  const std::string& tokenizer) {
+  v1::Model m;
+  m.set_name(info.name);
+  m.set_family(info.family);
+  m.set_weights_sha256(info.weights_sha256);
+  m.set_num_parameters(info.num_parameters);
+  m.set_vocab_size(info.vocab_size);
+  m.set_max_seq_len(info.max_seq_len);
+  m.set_num_layers(info.num_layers);
+  m.set_tokenizer(tokenizer);
+  for (const engine::CoefficientSite& s : sites) {
+    v1::CoefficientSite* out = m.add_sites();
+    out->set_name(s.name);
+    out->set_family(s.family);
+    out->set_layer(s.layer);
+    out->set_channels(s.channels);
+  }
+  return m;
+}
+
+std::string SpecToJson(const v1::AuditSpec& spec) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(spec, &out, options);
+  return out;
+}
+
+absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json) {
+  v1::AuditSpec spec;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &spec);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("stored job spec: ", st.message().ToString()));
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) {
+  v1::Job out;
+  out.set_id(job.id);
+  out.set_owner(job.owner);
+  out.set_state(ToProto(job.state));
+  auto spec = SpecFromJson(job.spec_json);
+  if (!spec.ok()) return spec.status();
+  *out.mutable_spec() = *spec;
+  ToTimestamp(job.created_at_us, out.mutable_created_at());
+  if (job.started_at_us) ToTimestamp(job.started_at_us, out.mutable_started_at());
+  if (job.finished_at_us) ToTimestamp(job.finished_at_us, out.mutable_finished_at());
+  out.set_error(job.error);
+  out.set_attempts(job.attempts);
+  out.set_cancel_requested(job.cancel_requested);
+  out.set_progress(job.state == storage::JobState::kSucceeded ? 1.0 : progress);
+  return out;
+}
+
+std::vector<storage::ResultRow> ToStorageRows(const engine::ModelReport& report, int64_t job_id,
+                                              const std::string& dataset_sha256) {
+  std::vector<storage::ResultRow> rows;
+  for (const engine::ResultRow& r : engine::ResultRows(report)) {
+    storage::ResultRow s;
+    s.job_id = job_id;
+    s.model = r.model;
+    s.weights_sha256 = report.model.weights_sha256;
+    s.dataset_sha256 = dataset_sha256;
+    s.intervention = r.intervention;
+    s.metric = r.metric;
+    s.value = r.value;
+    s.defined = r.defined;
+    s.ci_low = r.ci_low;
+    s.ci_high = r.ci_high;
+    s.n = r.n;
+    rows.push_back(std::move(s));
+  }
+  return rows;
+}
+
+std::string StatusText(const absl::Status& status) {
+  return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()), status.message());
+}
+
+}  // namespace fca::core

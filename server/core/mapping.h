@@ -1,0 +1,46 @@
+// Conversions between storage records, engine structs and fca.v1 messages.
+#ifndef FCA_SERVER_CORE_MAPPING_H_
+#define FCA_SERVER_CORE_MAPPING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/engine/auditor.h"
+#include "storage/records.h"
+
+namespace fca::core {
+
+void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out);
+int64_t FromTimestamp(const google::protobuf::Timestamp& t);
+
+v1::JobState ToProto(storage::JobState s);
+absl::StatusOr<storage::JobState> FromProto(v1::JobState s);
+
+std::string DatasetKindName(v1::DatasetKind kind);  // "text" | "tokens"
+v1::DatasetKind DatasetKindFromName(const std::string& name);
+
+v1::Dataset ToProto(const storage::DatasetRecord& d);
+v1::Result ToProto(const storage::ResultRow& r);
+v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::CoefficientSite>& sites,
+                  const std::string& tokenizer);
+
+// The canonical JSON of a spec (what the store keeps and a manifest holds).
+std::string SpecToJson(const v1::AuditSpec& spec);
+absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
+
+// A job as clients see it; `progress` comes from the scheduler.
+absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
+
+// Engine rows of one model -> storage rows of a job.
+std::vector<storage::ResultRow> ToStorageRows(const engine::ModelReport& report, int64_t job_id,
+                                              const std::string& dataset_sha256);
+
+// "CODE: message", the form job errors are stored and shown in.
+std::string StatusText(const absl::Status& status);
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_MAPPING_H_

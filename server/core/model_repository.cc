@@ -1,0 +1,68 @@
+#include "server/core/model_repository.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace fca::core {
+
+namespace fs = std::filesystem;
+
+absl::Status ValidateName(const std::string& name, const char* what) {
+  const bool ok_length = !name.empty() && name.size() <= 128;
+  bool ok_chars = ok_length && name[0] != '.';
+  for (char c : name) {
+    ok_chars = ok_chars && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                            c == '_' || c == '-');
+  }
+  if (!ok_chars) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s name '%s' is not valid: use 1-128 characters of [A-Za-z0-9._-], not starting "
+        "with '.'", what, name.substr(0, 130)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const Options& options) {
+  std::error_code ec;
+  if (!fs::is_directory(options.root, ec)) {
+    return absl::FailedPreconditionError("model repository is not a folder: " + options.root);
+  }
+  return std::unique_ptr<ModelRepository>(new ModelRepository(options));
+}
+
+std::vector<std::string> ModelRepository::Names() const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(options_.root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!ValidateName(name, "model").ok()) continue;
+    if (fs::is_regular_file(e.path() / "config.json", ec)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<engine::ControlledModel*> ModelRepository::Get(const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = loaded_.find(name);
+  if (it != loaded_.end()) return it->second.get();
+  const fs::path dir = fs::path(options_.root) / name;
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "config.json", ec)) {
+    return absl::NotFoundError(absl::StrFormat("model '%s' is not in the repository", name));
+  }
+  auto model = engine::LoadModel(dir.string(), name, options_.compute);
+  if (!model.ok()) {
+    // Keep the loader's code, but name the model rather than the path.
+    return absl::Status(model.status().code(),
+                        absl::StrFormat("model '%s': %s", name, model.status().message()));
+  }
+  engine::ControlledModel* ptr = model->get();
+  loaded_[name] = std::move(*model);
+  return ptr;
+}
+
+}  // namespace fca::core

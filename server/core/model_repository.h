@@ -1,0 +1,54 @@
+// The server's model repository: one folder per model under a root.
+//
+// Model names come from clients, so they are checked before they touch the
+// filesystem: a name is a single path component of [A-Za-z0-9._-], not "."
+// or "..", and the resolved folder must lie directly under the root.
+// Thread-safe; models are loaded on first use and kept.
+#ifndef FCA_SERVER_CORE_MODEL_REPOSITORY_H_
+#define FCA_SERVER_CORE_MODEL_REPOSITORY_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/controlled_model.h"
+
+namespace fca::core {
+
+class ModelRepository {
+ public:
+  struct Options {
+    std::string root;                  // folder holding one folder per model
+    engine::ComputeOptions compute;    // device and dtype for every model
+  };
+  // FAILED_PRECONDITION when the root is not a readable folder.
+  static absl::StatusOr<std::unique_ptr<ModelRepository>> Open(const Options& options);
+
+  // Names of the folders that hold a config.json, sorted.
+  std::vector<std::string> Names() const;
+
+  // Loads (once) and returns the model. INVALID_ARGUMENT for a malformed
+  // name, NOT_FOUND for an unknown one, or the loader's error. The pointer
+  // stays valid for the repository's lifetime; callers serialize Forward
+  // calls themselves (the scheduler runs one job per device).
+  absl::StatusOr<engine::ControlledModel*> Get(const std::string& name);
+
+  const Options& options() const { return options_; }
+
+ private:
+  explicit ModelRepository(Options options) : options_(std::move(options)) {}
+  Options options_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<engine::ControlledModel>> loaded_;  // guarded by mu_
+};
+
+// OK when `name` may name a model or dataset: 1-128 chars of [A-Za-z0-9._-],
+// not starting with '.', so never "." or "..".
+absl::Status ValidateName(const std::string& name, const char* what);
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_MODEL_REPOSITORY_H_

@@ -1,0 +1,76 @@
+// Runs queued audit jobs, one at a time (one device), on its own thread.
+//
+// A job moves QUEUED -> RUNNING when claimed, and to SUCCEEDED / FAILED /
+// CANCELLED when the engine returns. Every step is a job event in the store
+// (state changes, throttled progress, each model's results, notes), and the
+// results are stored as they are computed, so a client can watch and a
+// restarted server loses nothing: jobs left RUNNING by a crash are queued
+// again at start (Store::RequeueRunning) and their result rows are never
+// written twice (the store skips existing rows).
+#ifndef FCA_SERVER_CORE_SCHEDULER_H_
+#define FCA_SERVER_CORE_SCHEDULER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/event_hub.h"
+#include "server/core/model_repository.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+class Scheduler {
+ public:
+  struct Options {
+    std::chrono::milliseconds poll_interval{200};  // idle wait between claims
+    std::chrono::milliseconds progress_interval{500};  // progress events at most this often
+    bool use_coefficient_cache = true;
+  };
+  Scheduler(storage::Store* store, ModelRepository* models, EventHub* hub, Options options);
+  ~Scheduler();  // Stop(/*requeue=*/true)
+
+  // Requeues jobs a crash left RUNNING, then starts the worker thread.
+  absl::Status Start();
+  // Stops claiming jobs. A running job is interrupted within one batch and
+  // put back in the queue (requeue) or left to finish (!requeue). Blocks
+  // until the worker thread has exited. Idempotent.
+  void Stop(bool requeue);
+
+  // Asks the running job `job_id` (if it is the one running) to stop within
+  // one batch; the store's cancel_requested flag is set by the caller.
+  void Cancel(int64_t job_id);
+
+  // Runs one claimed job to completion (exposed for tests; the worker
+  // thread calls it).
+  void RunJob(const storage::JobRecord& job);
+
+  // Appends an event to a job and wakes its watchers.
+  absl::Status Emit(int64_t job_id, v1::JobEvent event);
+
+ private:
+  void Loop();
+  absl::Status Execute(const storage::JobRecord& job);
+
+  storage::Store* store_;
+  ModelRepository* models_;
+  EventHub* hub_;
+  Options options_;
+  std::thread worker_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> requeue_on_stop_{true};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t running_job_ = 0;                 // guarded by mu_
+  std::atomic<bool> interrupt_{false};      // cancels the running audit
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_SCHEDULER_H_

@@ -1,0 +1,287 @@
+#include "server/core/service.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "server/core/mapping.h"
+
+namespace fca::core {
+namespace {
+
+constexpr int64_t kChunkBytes = 1 << 20;
+
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
+         s == v1::JOB_STATE_CANCELLED;
+}
+
+}  // namespace
+
+// --- datasets ---
+
+absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
+  if (started_) return absl::InvalidArgumentError("upload sent a second header");
+  started_ = true;
+  header_ = header;
+  FCA_RETURN_IF_ERROR(ValidateName(header.name(), "dataset"));
+  if (header.kind() != v1::DATASET_KIND_TEXT && header.kind() != v1::DATASET_KIND_TOKENS_INT32) {
+    return absl::InvalidArgumentError("upload header must set kind (text or tokens)");
+  }
+  if (header.size_bytes() < 0) return absl::InvalidArgumentError("upload size_bytes is negative");
+  if (header.size_bytes() > max_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "dataset of %d bytes exceeds the server's limit of %d bytes", header.size_bytes(),
+        max_bytes_));
+  }
+  if (header.kind() == v1::DATASET_KIND_TOKENS_INT32 && header.size_bytes() % 4 != 0) {
+    return absl::InvalidArgumentError("a tokens dataset must be a whole number of int32 ids");
+  }
+  bytes_.reserve(header.size_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status DatasetUpload::Append(const std::string& chunk) {
+  if (!started_) return absl::InvalidArgumentError("upload must start with a header");
+  if (static_cast<int64_t>(chunk.size()) > kChunkBytes) {
+    return absl::InvalidArgumentError("upload chunks must be at most 1 MiB");
+  }
+  if (static_cast<int64_t>(bytes_.size() + chunk.size()) > header_.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "upload carries more than the %d bytes its header announced", header_.size_bytes()));
+  }
+  bytes_.append(chunk);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish(storage::Store* store) {
+  if (!started_) return absl::InvalidArgumentError("upload carried no header");
+  if (static_cast<int64_t>(bytes_.size()) != header_.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "upload carried %d bytes; its header announced %d", bytes_.size(), header_.size_bytes()));
+  }
+  const std::string sha = Sha256Hex(bytes_);
+  if (!header_.sha256().empty() && header_.sha256() != sha) {
+    return absl::InvalidArgumentError("upload checksum mismatch: the bytes' SHA-256 is " + sha);
+  }
+  auto before = store->ListDatasets(std::nullopt);
+  bool known = false;
+  if (before.ok()) {
+    for (const storage::DatasetRecord& d : *before) known = known || d.sha256 == sha;
+  }
+  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record,
+                       store->PutDataset(header_.name(), DatasetKindName(header_.kind()),
+                                         caller_.user, bytes_));
+  v1::UploadDatasetResponse response;
+  *response.mutable_dataset() = ToProto(record);
+  response.set_deduplicated(known);
+  return response;
+}
+
+absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(const Caller& caller) {
+  std::optional<std::string> owner;
+  if (!caller.admin) owner = caller.user;
+  FCA_ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all, store_->ListDatasets(owner));
+  v1::ListDatasetsResponse response;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) *response.add_datasets() = ToProto(*it);
+  return response;
+}
+
+// --- models ---
+
+absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller&) {
+  v1::ListModelsResponse response;
+  for (const std::string& name : models_->Names()) {
+    auto model = models_->Get(name);
+    if (!model.ok()) {
+      // A broken folder must not hide the others; the log says why.
+      std::fprintf(stderr, "fca-server: model '%s' cannot be loaded: %s\n", name.c_str(),
+                   std::string(model.status().message()).c_str());
+      continue;
+    }
+    const engine::ControlledModel& m = **model;
+    *response.add_models() = ToProto(m.info(), m.sites(), m.tokenizer().name());
+  }
+  return response;
+}
+
+// --- jobs ---
+
+absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
+    const Caller& caller, const v1::SubmitAuditRequest& request) {
+  FCA_ASSIGN_OR_RETURN(v1::AuditSpec spec, NormalizeSpec(request.spec(), limits_.spec));
+  for (const std::string& name : spec.models()) FCA_RETURN_IF_ERROR(models_->Get(name).status());
+  if (!spec.dense_twin().empty()) FCA_RETURN_IF_ERROR(models_->Get(spec.dense_twin()).status());
+  FCA_RETURN_IF_ERROR(FindDatasetRef(store_, spec.eval_dataset(), caller.user).status());
+  FCA_RETURN_IF_ERROR(FindDatasetRef(store_, spec.calib_dataset(), caller.user).status());
+  FCA_ASSIGN_OR_RETURN(int64_t queued,
+                       store_->CountJobs(caller.user, {storage::JobState::kQueued}));
+  if (queued >= limits_.max_queued_jobs_per_user) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "you have %d queued jobs; the limit is %d per user", queued,
+        limits_.max_queued_jobs_per_user));
+  }
+  FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->CreateJob(caller.user, SpecToJson(spec)));
+  v1::JobEvent queued_event;
+  queued_event.set_state(v1::JOB_STATE_QUEUED);
+  FCA_RETURN_IF_ERROR(scheduler_->Emit(job.id, queued_event));
+  v1::SubmitAuditResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));
+  return response;
+}
+
+absl::StatusOr<storage::JobRecord> AuditServiceCore::VisibleJob(const Caller& caller,
+                                                                int64_t job_id) {
+  auto job = store_->GetJob(job_id);
+  if (absl::IsNotFound(job.status()) || (job.ok() && !caller.admin && job->owner != caller.user)) {
+    return absl::NotFoundError(absl::StrFormat("job %d does not exist", job_id));
+  }
+  return job;
+}
+
+absl::StatusOr<v1::GetJobResponse> AuditServiceCore::GetJob(const Caller& caller,
+                                                            const v1::GetJobRequest& request) {
+  FCA_ASSIGN_OR_RETURN(storage::JobRecord job, VisibleJob(caller, request.job_id()));
+  v1::GetJobResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, hub_->Progress(job.id)));
+  return response;
+}
+
+absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
+    const Caller& caller, const v1::ListJobsRequest& request) {
+  storage::JobFilter filter;
+  if (!caller.admin) filter.owner = caller.user;
+  if (request.state() != v1::JOB_STATE_UNSPECIFIED) {
+    FCA_ASSIGN_OR_RETURN(filter.state, FromProto(request.state()));
+  }
+  if (request.page_size() < 0 || request.page_size() > 500) {
+    return absl::InvalidArgumentError("page_size must be in [0, 500]");
+  }
+  const int page_size = request.page_size() == 0 ? 50 : request.page_size();
+  FCA_ASSIGN_OR_RETURN(storage::JobPage page,
+                       store_->ListJobs(filter, page_size, request.page_token()));
+  v1::ListJobsResponse response;
+  for (const storage::JobRecord& job : page.jobs) {
+    FCA_ASSIGN_OR_RETURN(*response.add_jobs(), ToProto(job, hub_->Progress(job.id)));
+  }
+  response.set_next_page_token(page.next_page_token);
+  return response;
+}
+
+absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJob(
+    const Caller& caller, const v1::CancelJobRequest& request) {
+  FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
+  auto job = store_->RequestCancel(request.job_id());
+  if (absl::IsFailedPrecondition(job.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("job %d has already finished", request.job_id()));
+  }
+  if (!job.ok()) return job.status();
+  if (job->state == storage::JobState::kRunning) {
+    scheduler_->Cancel(job->id);
+  } else {
+    v1::JobEvent e;
+    e.set_state(v1::JOB_STATE_CANCELLED);
+    FCA_RETURN_IF_ERROR(scheduler_->Emit(job->id, e));
+  }
+  v1::CancelJobResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(*job, hub_->Progress(job->id)));
+  return response;
+}
+
+absl::Status AuditServiceCore::WatchJob(
+    const Caller& caller, const v1::WatchJobRequest& request,
+    const std::function<bool(const v1::WatchJobResponse&)>& write,
+    const std::function<bool()>& stop) {
+  FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
+  if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
+  int64_t after = request.after_seq();
+  while (!stop()) {
+    FCA_ASSIGN_OR_RETURN(std::vector<storage::JobEvent> events,
+                         store_->ListJobEvents(request.job_id(), after, 256));
+    for (const storage::JobEvent& stored : events) {
+      v1::WatchJobResponse response;
+      v1::JobEvent* e = response.mutable_event();
+      if (!e->ParseFromString(stored.payload)) {
+        return absl::DataLossError(absl::StrFormat("job %d: event %d is unreadable",
+                                                   request.job_id(), stored.seq));
+      }
+      e->set_seq(stored.seq);
+      ToTimestamp(stored.created_at_us, e->mutable_time());
+      FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
+      FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, hub_->Progress(job.id)));
+      if (!write(response)) return absl::OkStatus();  // client went away
+      after = stored.seq;
+      // A job's last event is its terminal state; a requeued job's QUEUED
+      // event is followed by more.
+      if (e->has_state() && IsTerminal(e->state())) return absl::OkStatus();
+    }
+    if (events.empty()) hub_->Wait(request.job_id(), after, std::chrono::milliseconds(500));
+  }
+  return absl::UnavailableError("server is shutting down; resume the watch with after_seq");
+}
+
+// --- results ---
+
+absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
+    const Caller& caller, const v1::QueryResultsRequest& request) {
+  const v1::ResultFilter& f = request.filter();
+  storage::ResultFilter filter;
+  if (f.job_id() != 0) {
+    FCA_RETURN_IF_ERROR(VisibleJob(caller, f.job_id()).status());
+    filter.job_id = f.job_id();
+  } else if (!caller.admin) {
+    return absl::InvalidArgumentError("filter.job_id is required (only admins query all jobs)");
+  }
+  if (!f.model().empty()) filter.model = f.model();
+  if (!f.dataset_sha256().empty()) filter.dataset_sha256 = f.dataset_sha256();
+  if (!f.intervention().empty()) filter.intervention = f.intervention();
+  if (!f.metric().empty()) filter.metric = f.metric();
+  if (f.has_created_after()) filter.created_after_us = FromTimestamp(f.created_after());
+  if (f.has_created_before()) filter.created_before_us = FromTimestamp(f.created_before());
+  if (request.page_size() < 0 || request.page_size() > 1000) {
+    return absl::InvalidArgumentError("page_size must be in [0, 1000]");
+  }
+  FCA_ASSIGN_OR_RETURN(storage::ResultPage page,
+                       store_->QueryResults(filter, request.page_size(), request.page_token()));
+  v1::QueryResultsResponse response;
+  for (const storage::ResultRow& r : page.rows) *response.add_results() = ToProto(r);
+  response.set_next_page_token(page.next_page_token);
+  return response;
+}
+
+absl::Status AuditServiceCore::ExportCoefficients(
+    const Caller&, const v1::ExportCoefficientsRequest& request,
+    const std::function<bool(const v1::ExportCoefficientsResponse&)>& write) {
+  FCA_ASSIGN_OR_RETURN(engine::ControlledModel * model, models_->Get(request.model()));
+  const std::string dtype = request.dtype().empty() ? "float32" : request.dtype();
+  FCA_ASSIGN_OR_RETURN(std::optional<storage::CoefficientEntry> entry,
+                       store_->GetCoefficients({model->info().weights_sha256,
+                                                request.window_hash(), dtype}));
+  if (!entry) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no cached coefficients of model '%s' on window %s in %s", request.model(),
+        request.window_hash().substr(0, 64), dtype));
+  }
+  int64_t per_token = 0;
+  for (const engine::CoefficientSite& s : model->sites()) per_token += s.channels;
+  const int64_t element = dtype == "float32" ? 4 : 2;
+  v1::ExportCoefficientsResponse header;
+  v1::CoefficientsHeader* h = header.mutable_header();
+  h->set_model(request.model());
+  h->set_weights_sha256(model->info().weights_sha256);
+  h->set_window_hash(request.window_hash());
+  h->set_dtype(dtype);
+  h->set_window_length(per_token > 0 ? entry->blob.size() / (per_token * element) : 0);
+  *h->mutable_sites() = ToProto(model->info(), model->sites(), "").sites();
+  h->set_total_bytes(entry->blob.size());
+  if (!write(header)) return absl::OkStatus();
+  for (size_t off = 0; off < entry->blob.size(); off += kChunkBytes) {
+    v1::ExportCoefficientsResponse chunk;
+    chunk.set_chunk(entry->blob.substr(off, kChunkBytes));
+    if (!write(chunk)) return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fca::core

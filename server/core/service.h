@@ -1,0 +1,97 @@
+// The logic behind every fca.v1.AuditService RPC, free of gRPC so it is
+// tested with plain calls. The gRPC layer authenticates the caller, calls
+// one method here and converts the status once.
+#ifndef FCA_SERVER_CORE_SERVICE_H_
+#define FCA_SERVER_CORE_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/event_hub.h"
+#include "server/core/model_repository.h"
+#include "server/core/scheduler.h"
+#include "server/core/spec.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+// Who is calling. With auth off every caller is the single user "local",
+// an admin.
+struct Caller {
+  std::string user;
+  bool admin = false;
+};
+
+struct ServiceLimits {
+  int64_t max_dataset_bytes = 256ll << 20;
+  int64_t max_queued_jobs_per_user = 16;
+  SpecLimits spec;
+};
+
+// Receives one dataset upload, checking limits as bytes arrive so an
+// oversized upload is refused before it is held in memory.
+class DatasetUpload {
+ public:
+  DatasetUpload(const Caller& caller, int64_t max_bytes) : caller_(caller), max_bytes_(max_bytes) {}
+  // The first message. INVALID_ARGUMENT for a bad name/kind/size,
+  // RESOURCE_EXHAUSTED when the announced size exceeds the limit.
+  absl::Status Start(const v1::UploadDatasetHeader& header);
+  absl::Status Append(const std::string& chunk);
+  // Verifies size (and checksum if given) and stores the dataset.
+  absl::StatusOr<v1::UploadDatasetResponse> Finish(storage::Store* store);
+
+ private:
+  Caller caller_;
+  int64_t max_bytes_;
+  bool started_ = false;
+  v1::UploadDatasetHeader header_;
+  std::string bytes_;
+};
+
+class AuditServiceCore {
+ public:
+  AuditServiceCore(storage::Store* store, ModelRepository* models, Scheduler* scheduler,
+                   EventHub* hub, ServiceLimits limits)
+      : store_(store), models_(models), scheduler_(scheduler), hub_(hub), limits_(limits) {}
+
+  const ServiceLimits& limits() const { return limits_; }
+  storage::Store* store() const { return store_; }
+
+  absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
+  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
+  absl::StatusOr<v1::SubmitAuditResponse> SubmitAudit(const Caller& caller,
+                                                      const v1::SubmitAuditRequest& request);
+  absl::StatusOr<v1::GetJobResponse> GetJob(const Caller& caller, const v1::GetJobRequest& request);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
+                                                const v1::ListJobsRequest& request);
+  absl::StatusOr<v1::CancelJobResponse> CancelJob(const Caller& caller,
+                                                  const v1::CancelJobRequest& request);
+  absl::StatusOr<v1::QueryResultsResponse> QueryResults(const Caller& caller,
+                                                        const v1::QueryResultsRequest& request);
+  // Streams events after request.after_seq until the job is terminal, the
+  // writer fails (client gone) or `stop()` returns true.
+  absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
+                        const std::function<bool(const v1::WatchJobResponse&)>& write,
+                        const std::function<bool()>& stop);
+  absl::Status ExportCoefficients(
+      const Caller& caller, const v1::ExportCoefficientsRequest& request,
+      const std::function<bool(const v1::ExportCoefficientsResponse&)>& write);
+
+ private:
+  // The job, if the caller may see it; NOT_FOUND otherwise (not
+  // PERMISSION_DENIED: other users' job ids are not disclosed).
+  absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
+
+  storage::Store* store_;
+  ModelRepository* models_;
+  Scheduler* scheduler_;
+  EventHub* hub_;
+  ServiceLimits limits_;
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_SERVICE_H_

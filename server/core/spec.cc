@@ -1,0 +1,161 @@
+#include "server/core/spec.h"
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace fca::core {
+namespace {
+
+absl::Status Range(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("spec field '%s' is %d; it must be in [%d, %d]", field, value, lo, hi));
+}
+
+template <typename T>
+void Default(T value, T fallback, void (v1::AuditSpec::*set)(T), v1::AuditSpec* spec) {
+  if (value == 0) (spec->*set)(fallback);
+}
+
+absl::Status CheckInterventions(const v1::AuditSpec& spec) {
+  std::set<std::string> seen;
+  for (const std::string& name : spec.interventions()) {
+    bool known = false;
+    for (const std::string& k : engine::AllInterventions()) known = known || k == name;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "unknown intervention '%s' (known: correct, cross_input, token_shuffle, static_layer, "
+          "static_layer_position, global_mean)", name.substr(0, 64)));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError("intervention '" + name + "' is listed twice");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::Dataset> LoadDataset(storage::Store* store,
+                                            const storage::DatasetRecord& record) {
+  FCA_ASSIGN_OR_RETURN(std::string bytes, store->ReadDatasetBytes(record.id));
+  engine::Dataset d;
+  d.name = record.name;
+  d.sha256 = record.sha256;
+  if (record.kind == "tokens") {
+    if (bytes.size() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "dataset '%s' holds %d bytes, not a whole number of int32 tokens", record.name,
+          bytes.size()));
+    }
+    d.kind = engine::Dataset::Kind::kTokens;
+    d.tokens.resize(bytes.size() / 4);
+    // Stored little-endian; this server runs on little-endian machines.
+    std::memcpy(d.tokens.data(), bytes.data(), bytes.size());
+  } else {
+    d.kind = engine::Dataset::Kind::kText;
+    d.text = std::move(bytes);
+  }
+  return d;
+}
+
+engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
+  engine::AuditOptions o;
+  o.interventions.assign(s.interventions().begin(), s.interventions().end());
+  o.window_length = s.window_length();
+  o.max_eval_windows = s.max_eval_windows();
+  o.max_calib_windows = s.max_calib_windows();
+  o.batch_size = s.batch_size();
+  o.seed = s.seed();
+  o.per_site_shuffle = s.per_site_shuffle();
+  o.bootstrap_resamples = s.bootstrap_resamples();
+  o.ci_level = s.ci_level();
+  o.allow_overlap = s.allow_overlap();
+  o.timing_repeats = s.timing_repeats();
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecLimits& limits) {
+  v1::AuditSpec s = in;
+  if (s.models_size() == 0) return absl::InvalidArgumentError("spec names no model to audit");
+  if (s.models_size() > limits.max_models) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "spec names %d models; the limit is %d", s.models_size(), limits.max_models));
+  }
+  std::set<std::string> names;
+  for (const std::string& m : s.models()) {
+    FCA_RETURN_IF_ERROR(ValidateName(m, "model"));
+    if (!names.insert(m).second) return absl::InvalidArgumentError("model '" + m + "' is listed twice");
+  }
+  if (!s.dense_twin().empty()) FCA_RETURN_IF_ERROR(ValidateName(s.dense_twin(), "model"));
+  if (s.eval_dataset().empty() || s.calib_dataset().empty()) {
+    return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
+  }
+  FCA_RETURN_IF_ERROR(CheckInterventions(s));
+  Default<int64_t>(s.window_length(), 128, &v1::AuditSpec::set_window_length, &s);
+  Default<int64_t>(s.batch_size(), 8, &v1::AuditSpec::set_batch_size, &s);
+  Default<int32_t>(s.bootstrap_resamples(), 1000, &v1::AuditSpec::set_bootstrap_resamples, &s);
+  Default<int32_t>(s.timing_repeats(), 7, &v1::AuditSpec::set_timing_repeats, &s);
+  Default<int64_t>(s.max_eval_windows(), limits.max_windows, &v1::AuditSpec::set_max_eval_windows, &s);
+  Default<int64_t>(s.max_calib_windows(), limits.max_windows, &v1::AuditSpec::set_max_calib_windows, &s);
+  if (s.ci_level() == 0) s.set_ci_level(0.95);
+  FCA_RETURN_IF_ERROR(Range("window_length", s.window_length(), 2, limits.max_window_length));
+  FCA_RETURN_IF_ERROR(Range("batch_size", s.batch_size(), 1, limits.max_batch_size));
+  FCA_RETURN_IF_ERROR(Range("max_eval_windows", s.max_eval_windows(), 1, limits.max_windows));
+  FCA_RETURN_IF_ERROR(Range("max_calib_windows", s.max_calib_windows(), 1, limits.max_windows));
+  FCA_RETURN_IF_ERROR(Range("bootstrap_resamples", s.bootstrap_resamples(), 1,
+                            limits.max_bootstrap_resamples));
+  FCA_RETURN_IF_ERROR(Range("timing_repeats", s.timing_repeats(), 0, limits.max_timing_repeats));
+  if (!(s.ci_level() > 0 && s.ci_level() < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("spec field 'ci_level' is %g; it must be in (0, 1)", s.ci_level()));
+  }
+  if (s.label().size() > 256) return absl::InvalidArgumentError("spec label exceeds 256 bytes");
+  return s;
+}
+
+absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
+                                                      const std::string& ref,
+                                                      const std::string& owner) {
+  const std::string prefix = "sha256:";
+  if (ref.rfind(prefix, 0) == 0) {
+    FCA_ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all, store->ListDatasets(owner));
+    for (const storage::DatasetRecord& d : all) {
+      if (d.sha256 == ref.substr(prefix.size())) return d;
+    }
+    return absl::NotFoundError(absl::StrFormat("no dataset of yours has %s", ref.substr(0, 80)));
+  }
+  FCA_RETURN_IF_ERROR(ValidateName(ref, "dataset"));
+  auto found = store->FindDataset(ref, owner);
+  if (absl::IsNotFound(found.status())) {
+    return absl::NotFoundError(absl::StrFormat("dataset '%s' is not uploaded", ref));
+  }
+  return found;
+}
+
+absl::StatusOr<ResolvedAudit> ResolveAudit(const v1::AuditSpec& spec, const std::string& owner,
+                                           storage::Store* store, ModelRepository* models) {
+  ResolvedAudit out;
+  engine::AuditRequest& req = out.request;
+  for (const std::string& name : spec.models()) {
+    FCA_ASSIGN_OR_RETURN(engine::ControlledModel * m, models->Get(name));
+    req.models.push_back(m);
+  }
+  if (!spec.dense_twin().empty()) {
+    FCA_ASSIGN_OR_RETURN(req.dense_twin, models->Get(spec.dense_twin()));
+  }
+  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord eval, FindDatasetRef(store, spec.eval_dataset(), owner));
+  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord calib,
+                       FindDatasetRef(store, spec.calib_dataset(), owner));
+  FCA_ASSIGN_OR_RETURN(req.eval, LoadDataset(store, eval));
+  FCA_ASSIGN_OR_RETURN(req.calib, LoadDataset(store, calib));
+  out.eval_sha256 = eval.sha256;
+  out.calib_sha256 = calib.sha256;
+  req.options = ToEngineOptions(spec);
+  return out;
+}
+
+}  // namespace fca::core

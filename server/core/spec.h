@@ -1,0 +1,51 @@
+// Audit specs: validation against the server's limits, defaults, and
+// resolution of model and dataset names into an engine request.
+#ifndef FCA_SERVER_CORE_SPEC_H_
+#define FCA_SERVER_CORE_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/model_repository.h"
+#include "server/engine/auditor.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+struct SpecLimits {
+  int64_t max_windows = 4096;        // per dataset and job
+  int64_t max_window_length = 4096;  // tokens
+  int64_t max_models = 16;           // audited models per job
+  int64_t max_batch_size = 256;
+  int64_t max_bootstrap_resamples = 100000;
+  int64_t max_timing_repeats = 100;
+};
+
+// Checks every field and fills defaults (window 128, batch 8, bootstrap
+// 1000, ci 0.95, timing 7, all interventions, max windows = the limit).
+// INVALID_ARGUMENT naming the field, with the limit where one applies.
+absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec, const SpecLimits& limits);
+
+// A spec resolved against the repository and the store, ready to run. The
+// request points at models owned by the repository.
+struct ResolvedAudit {
+  engine::AuditRequest request;
+  std::string eval_sha256, calib_sha256;
+};
+
+// NOT_FOUND for an unknown model or dataset (datasets are looked up among
+// the owner's, or by "sha256:<hex>" among the owner's); INVALID_ARGUMENT for
+// a malformed tokens dataset. Reads the datasets' bytes.
+absl::StatusOr<ResolvedAudit> ResolveAudit(const v1::AuditSpec& spec, const std::string& owner,
+                                           storage::Store* store, ModelRepository* models);
+
+// Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
+absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
+                                                      const std::string& ref,
+                                                      const std::string& owner);
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_SPEC_H_

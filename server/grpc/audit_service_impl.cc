@@ -1,0 +1,105 @@
+#include "server/grpc/audit_service_impl.h"
+
+#include <cstdio>
+
+namespace fca::grpc_server {
+namespace {
+
+// Unary shim: authenticate, call, copy the response, convert the status.
+template <typename Resp, typename Fn>
+grpc::Status Unary(const Authenticator& auth, grpc::ServerContext* ctx, Resp* resp, Fn&& fn) {
+  auto caller = auth.Authenticate(*ctx);
+  if (!caller.ok()) return ToGrpc(caller.status());
+  auto result = fn(*caller);
+  if (!result.ok()) return ToGrpc(result.status());
+  *resp = std::move(*result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
+    std::fprintf(stderr, "fca-server: %s\n", status.ToString().c_str());
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+grpc::Status AuditServiceImpl::ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
+                                          v1::ListModelsResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->ListModels(c); });
+}
+
+grpc::Status AuditServiceImpl::UploadDataset(grpc::ServerContext* ctx,
+                                             grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+                                             v1::UploadDatasetResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c)
+                                     -> absl::StatusOr<v1::UploadDatasetResponse> {
+    core::DatasetUpload upload(c, core_->limits().max_dataset_bytes);
+    v1::UploadDatasetRequest part;
+    while (reader->Read(&part)) {
+      absl::Status st = part.has_header() ? upload.Start(part.header())
+                                          : upload.Append(part.chunk());
+      if (!st.ok()) return st;
+    }
+    return upload.Finish(core_->store());
+  });
+}
+
+grpc::Status AuditServiceImpl::ListDatasets(grpc::ServerContext* ctx,
+                                            const v1::ListDatasetsRequest*,
+                                            v1::ListDatasetsResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->ListDatasets(c); });
+}
+
+grpc::Status AuditServiceImpl::SubmitAudit(grpc::ServerContext* ctx,
+                                           const v1::SubmitAuditRequest* req,
+                                           v1::SubmitAuditResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->SubmitAudit(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                                        grpc::ServerWriter<v1::WatchJobResponse>* writer) {
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) return ToGrpc(caller.status());
+  return ToGrpc(core_->WatchJob(
+      *caller, *req, [&](const v1::WatchJobResponse& r) { return writer->Write(r); },
+      [&] { return ctx->IsCancelled() || shutting_down_.load(); }));
+}
+
+grpc::Status AuditServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                                      v1::GetJobResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->GetJob(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                                        v1::ListJobsResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->ListJobs(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::CancelJob(grpc::ServerContext* ctx,
+                                         const v1::CancelJobRequest* req,
+                                         v1::CancelJobResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->CancelJob(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::QueryResults(grpc::ServerContext* ctx,
+                                            const v1::QueryResultsRequest* req,
+                                            v1::QueryResultsResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->QueryResults(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::ExportCoefficients(
+    grpc::ServerContext* ctx, const v1::ExportCoefficientsRequest* req,
+    grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) {
+  auto caller = auth_.Authenticate(*ctx);
+  if (!caller.ok()) return ToGrpc(caller.status());
+  return ToGrpc(core_->ExportCoefficients(
+      *caller, *req, [&](const v1::ExportCoefficientsResponse& r) { return writer->Write(r); }));
+}
+
+}  // namespace fca::grpc_server

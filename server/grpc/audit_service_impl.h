@@ -1,0 +1,55 @@
+// fca.v1.AuditService over gRPC: each method authenticates, calls the core
+// once and converts the status once. The logic lives in server/core.
+#ifndef FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
+#define FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
+
+#include <atomic>
+
+#include "proto/fca/v1/audit_service.grpc.pb.h"
+#include "server/core/service.h"
+#include "server/grpc/auth.h"
+
+namespace fca::grpc_server {
+
+grpc::Status ToGrpc(const absl::Status& status);
+
+class AuditServiceImpl final : public v1::AuditService::Service {
+ public:
+  AuditServiceImpl(core::AuditServiceCore* core, Authenticator auth)
+      : core_(core), auth_(std::move(auth)) {}
+
+  // Ends open WatchJob streams (server shutdown).
+  void Shutdown() { shutting_down_ = true; }
+
+  grpc::Status ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest* req,
+                          v1::ListModelsResponse* resp) override;
+  grpc::Status UploadDataset(grpc::ServerContext* ctx,
+                             grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+                             v1::UploadDatasetResponse* resp) override;
+  grpc::Status ListDatasets(grpc::ServerContext* ctx, const v1::ListDatasetsRequest* req,
+                            v1::ListDatasetsResponse* resp) override;
+  grpc::Status SubmitAudit(grpc::ServerContext* ctx, const v1::SubmitAuditRequest* req,
+                           v1::SubmitAuditResponse* resp) override;
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                        grpc::ServerWriter<v1::WatchJobResponse>* writer) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                      v1::GetJobResponse* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                        v1::ListJobsResponse* resp) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                         v1::CancelJobResponse* resp) override;
+  grpc::Status QueryResults(grpc::ServerContext* ctx, const v1::QueryResultsRequest* req,
+                            v1::QueryResultsResponse* resp) override;
+  grpc::Status ExportCoefficients(
+      grpc::ServerContext* ctx, const v1::ExportCoefficientsRequest* req,
+      grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) override;
+
+ private:
+  core::AuditServiceCore* core_;
+  Authenticator auth_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace fca::grpc_server
+
+#endif  // FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_

@@ -1,0 +1,136 @@
+// Plain records stored and returned by fca::storage::Store.
+//
+// Times are unix microseconds, set by the store from its clock; a time that
+// has not happened yet (a job that has not started) is 0.
+#ifndef FCA_STORAGE_RECORDS_H_
+#define FCA_STORAGE_RECORDS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fca::storage {
+
+// A model the server hosts, keyed by name (its folder in the repository).
+struct ModelRecord {
+  std::string name;
+  std::string family;          // "dense" | "featuregate" | "muddpythia" | ...
+  std::string weights_sha256;  // identity of the weights
+  std::string config_json;
+  int64_t num_parameters = 0;
+  // When these weights were first registered under this name (set by the
+  // store; kept across re-registrations with the same weights_sha256).
+  int64_t registered_at_us = 0;
+};
+
+// A named dataset. Its bytes are content-addressed by `sha256` and shared
+// with every other dataset of identical content.
+struct DatasetRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string kind;  // "text" | "tokens"
+  std::string sha256;
+  std::string owner;
+  int64_t size_bytes = 0;
+  int64_t created_at_us = 0;
+};
+
+// The life of a job: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED,
+// and QUEUED -> CANCELLED. RUNNING -> QUEUED only by Store::RequeueRunning.
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+
+// "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".
+const char* JobStateName(JobState state);
+// Inverse of JobStateName (exact, upper case); INVALID_ARGUMENT otherwise.
+absl::StatusOr<JobState> ParseJobState(std::string_view name);
+// SUCCEEDED, FAILED and CANCELLED.
+bool IsTerminal(JobState state);
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string owner;
+  std::string spec_json;
+  std::string error;  // empty unless FAILED (or a reason given at finish)
+  JobState state = JobState::kQueued;
+  int64_t created_at_us = 0;
+  int64_t started_at_us = 0;   // latest claim; 0 while QUEUED
+  int64_t finished_at_us = 0;  // 0 until terminal
+  int attempts = 0;            // claims so far (restarts after a crash count)
+  bool cancel_requested = false;
+};
+
+// Both fields optional; unset matches everything.
+struct JobFilter {
+  std::optional<std::string> owner;
+  std::optional<JobState> state;
+};
+
+struct JobPage {
+  std::vector<JobRecord> jobs;
+  std::string next_page_token;  // empty on the last page
+};
+
+struct JobEvent {
+  int64_t seq = 0;  // 1, 2, 3, ... per job
+  std::string payload;
+  int64_t created_at_us = 0;
+};
+
+// One number of an audit: model x intervention x metric within a job.
+struct ResultRow {
+  int64_t job_id = 0;
+  std::string model;
+  std::string weights_sha256;
+  std::string dataset_sha256;  // the evaluation dataset
+  std::string intervention;
+  std::string metric;
+  double value = 0;  // meaningful when `defined`; NaN round-trips as NaN
+  bool defined = true;
+  std::optional<double> ci_low;
+  std::optional<double> ci_high;
+  int64_t n = 0;  // sample count behind the value
+  int64_t created_at_us = 0;
+};
+
+// Every set field must match; time bounds select
+// created_after_us <= created_at_us < created_before_us.
+struct ResultFilter {
+  std::optional<int64_t> job_id;
+  std::optional<std::string> model;
+  std::optional<std::string> dataset_sha256;
+  std::optional<std::string> intervention;
+  std::optional<std::string> metric;
+  std::optional<int64_t> created_after_us;
+  std::optional<int64_t> created_before_us;
+};
+
+struct ResultPage {
+  std::vector<ResultRow> rows;
+  std::string next_page_token;  // empty on the last page
+};
+
+// Identity of recorded coefficients: the same weights over the same windows
+// in the same dtype always produce the same coefficients.
+struct CoefficientKey {
+  std::string weights_sha256;
+  std::string window_hash;
+  std::string dtype;
+};
+
+struct CoefficientEntry {
+  std::string meta;  // caller's description (shapes, site names), opaque here
+  std::string blob;
+};
+
+struct ApiKeyInfo {
+  std::string user;
+  std::string role;  // "user" | "admin"
+};
+
+}  // namespace fca::storage
+
+#endif  // FCA_STORAGE_RECORDS_H_

@@ -1,0 +1,179 @@
+#include "storage/schema.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace fca::storage {
+namespace {
+
+// Migration N takes a database from user_version N-1 to N. Never edit a
+// published migration: append a new one and bump kSchemaVersion.
+struct Migration {
+  int version;
+  const char* const* statements;  // null-terminated
+};
+
+// Version 1: the initial schema.
+//
+// Times are unix microseconds. Blobs (datasets, coefficients) are split into
+// chunks so that no single value approaches SQLite's blob limit and reads can
+// stream; chunks hang off their parent with ON DELETE CASCADE.
+const char* const kVersion1[] = {
+    R"sql(CREATE TABLE models (
+      name TEXT PRIMARY KEY,
+      family TEXT NOT NULL,
+      weights_sha256 TEXT NOT NULL,
+      config_json TEXT NOT NULL,
+      num_parameters INTEGER NOT NULL,
+      registered_at_us INTEGER NOT NULL))sql",
+
+    // Content-addressed dataset bytes, shared by every dataset row naming
+    // the same SHA-256.
+    R"sql(CREATE TABLE dataset_blobs (
+      sha256 TEXT PRIMARY KEY,
+      size_bytes INTEGER NOT NULL,
+      num_chunks INTEGER NOT NULL))sql",
+    R"sql(CREATE TABLE dataset_chunks (
+      sha256 TEXT NOT NULL REFERENCES dataset_blobs(sha256) ON DELETE CASCADE,
+      idx INTEGER NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY (sha256, idx)))sql",
+    R"sql(CREATE TABLE datasets (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      name TEXT NOT NULL,
+      kind TEXT NOT NULL CHECK (kind IN ('text', 'tokens')),
+      owner TEXT NOT NULL,
+      sha256 TEXT NOT NULL REFERENCES dataset_blobs(sha256),
+      created_at_us INTEGER NOT NULL,
+      UNIQUE (owner, name)))sql",
+    "CREATE INDEX datasets_by_sha256 ON datasets(sha256)",
+
+    // AUTOINCREMENT: job ids are shown to users and must never be reused.
+    R"sql(CREATE TABLE jobs (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      owner TEXT NOT NULL,
+      spec_json TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN
+          ('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+      error TEXT NOT NULL DEFAULT '',
+      created_at_us INTEGER NOT NULL,
+      started_at_us INTEGER NOT NULL DEFAULT 0,
+      finished_at_us INTEGER NOT NULL DEFAULT 0,
+      attempts INTEGER NOT NULL DEFAULT 0,
+      cancel_requested INTEGER NOT NULL DEFAULT 0))sql",
+    "CREATE INDEX jobs_by_state ON jobs(state)",
+    "CREATE INDEX jobs_by_owner_state ON jobs(owner, state)",
+
+    R"sql(CREATE TABLE job_events (
+      job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      seq INTEGER NOT NULL,
+      payload BLOB NOT NULL,
+      created_at_us INTEGER NOT NULL,
+      PRIMARY KEY (job_id, seq)))sql",
+
+    // One row per (job, model, intervention, metric). Every index ends,
+    // implicitly, in the rowid, which is the paging order.
+    R"sql(CREATE TABLE results (
+      id INTEGER PRIMARY KEY,
+      job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      model TEXT NOT NULL,
+      weights_sha256 TEXT NOT NULL,
+      dataset_sha256 TEXT NOT NULL,
+      intervention TEXT NOT NULL,
+      metric TEXT NOT NULL,
+      value REAL,
+      defined INTEGER NOT NULL,
+      ci_low REAL,
+      ci_high REAL,
+      n INTEGER NOT NULL,
+      created_at_us INTEGER NOT NULL,
+      UNIQUE (job_id, model, intervention, metric)))sql",
+    "CREATE INDEX results_by_model ON results(model, intervention, metric)",
+    "CREATE INDEX results_by_metric ON results(metric, intervention)",
+    "CREATE INDEX results_by_dataset ON results(dataset_sha256)",
+    "CREATE INDEX results_by_time ON results(created_at_us)",
+
+    // last_used_seq orders eviction; unlike last_used_us it is strictly
+    // increasing, so ties and wall-clock steps cannot reorder the LRU.
+    R"sql(CREATE TABLE coeff_cache (
+      id INTEGER PRIMARY KEY,
+      weights_sha256 TEXT NOT NULL,
+      window_hash TEXT NOT NULL,
+      dtype TEXT NOT NULL,
+      meta BLOB NOT NULL,
+      blob_bytes INTEGER NOT NULL,
+      size_bytes INTEGER NOT NULL,
+      num_chunks INTEGER NOT NULL,
+      created_at_us INTEGER NOT NULL,
+      last_used_us INTEGER NOT NULL,
+      last_used_seq INTEGER NOT NULL,
+      UNIQUE (weights_sha256, window_hash, dtype)))sql",
+    "CREATE INDEX coeff_cache_by_use ON coeff_cache(last_used_seq)",
+    R"sql(CREATE TABLE coeff_chunks (
+      entry_id INTEGER NOT NULL REFERENCES coeff_cache(id) ON DELETE CASCADE,
+      idx INTEGER NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY (entry_id, idx)))sql",
+
+    R"sql(CREATE TABLE api_keys (
+      key_sha256 TEXT PRIMARY KEY,
+      user TEXT NOT NULL,
+      role TEXT NOT NULL CHECK (role IN ('user', 'admin')),
+      created_at_us INTEGER NOT NULL))sql",
+    nullptr,
+};
+
+const Migration kMigrations[] = {
+    {1, kVersion1},
+};
+
+absl::StatusOr<int> ReadUserVersion(const Database& db) {
+  FCA_ASSIGN_OR_RETURN(const std::string text,
+                       db.QueryText("PRAGMA user_version", "read schema version"));
+  return std::atoi(text.c_str());
+}
+
+absl::Status Apply(Database& db, const Migration& migration) {
+  return db.Transaction([&]() -> absl::Status {
+    // Read under the write lock: another process may have migrated already.
+    FCA_ASSIGN_OR_RETURN(const int current, ReadUserVersion(db));
+    if (current >= migration.version) return absl::OkStatus();
+    for (const char* const* sql = migration.statements; *sql != nullptr; ++sql) {
+      FCA_RETURN_IF_ERROR(db.Execute(*sql, "migrate schema"));
+    }
+    // PRAGMA takes no bound parameters; the number is this file's constant.
+    return db.Execute(
+        absl::StrFormat("PRAGMA user_version = %d", migration.version),
+        "write schema version");
+  });
+}
+
+}  // namespace
+
+absl::Status MigrateSchema(Database& db) {
+  FCA_ASSIGN_OR_RETURN(const int current, ReadUserVersion(db));
+  if (current > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "storage: database schema version %d is newer than this server "
+        "supports (%d); upgrade the server",
+        current, kSchemaVersion));
+  }
+  for (const Migration& migration : kMigrations) {
+    if (migration.version <= current) continue;
+    FCA_RETURN_IF_ERROR(Apply(db, migration));
+  }
+  // Re-check: a newer server may have migrated the file concurrently.
+  FCA_ASSIGN_OR_RETURN(const int final_version, ReadUserVersion(db));
+  if (final_version != kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "storage: database schema version %d, expected %d", final_version,
+        kSchemaVersion));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fca::storage

@@ -1,0 +1,293 @@
+#include "storage/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <cctype>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace fca::storage {
+
+// ---------------------------------------------------------------- Statement
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(other.db_),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      what_(other.what_),
+      bind_error_(other.bind_error_) {}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+    db_ = other.db_;
+    stmt_ = std::exchange(other.stmt_, nullptr);
+    what_ = other.what_;
+    bind_error_ = other.bind_error_;
+  }
+  return *this;
+}
+
+Statement::~Statement() {
+  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+}
+
+void Statement::NoteBindResult(int rc) {
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+}
+
+void Statement::BindInt(int index, int64_t value) {
+  NoteBindResult(sqlite3_bind_int64(stmt_, index, value));
+}
+
+void Statement::BindDouble(int index, double value) {
+  NoteBindResult(sqlite3_bind_double(stmt_, index, value));
+}
+
+void Statement::BindNull(int index) {
+  NoteBindResult(sqlite3_bind_null(stmt_, index));
+}
+
+void Statement::BindText(int index, std::string_view value) {
+  NoteBindResult(sqlite3_bind_text64(stmt_, index, value.data(), value.size(),
+                                     SQLITE_TRANSIENT, SQLITE_UTF8));
+}
+
+void Statement::BindBlob(int index, std::string_view value) {
+  // A zero-length blob must not be bound from a null pointer (that is NULL).
+  static const char kEmpty = 0;
+  const char* data = value.empty() ? &kEmpty : value.data();
+  NoteBindResult(
+      sqlite3_bind_blob64(stmt_, index, data, value.size(), SQLITE_TRANSIENT));
+}
+
+void Statement::BindBlobNoCopy(int index, std::string_view value) {
+  static const char kEmpty = 0;
+  const char* data = value.empty() ? &kEmpty : value.data();
+  NoteBindResult(
+      sqlite3_bind_blob64(stmt_, index, data, value.size(), SQLITE_STATIC));
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  if (bind_error_ != 0) return db_->Error(bind_error_, what_);
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return db_->Error(rc, what_);
+}
+
+absl::Status Statement::Run() {
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, Step());
+    if (!row) return absl::OkStatus();
+  }
+}
+
+absl::Status Statement::Reset() {
+  // sqlite3_reset repeats the last step's error, which Step() already
+  // reported; the statement is usable again either way.
+  sqlite3_reset(stmt_);
+  return absl::OkStatus();
+}
+
+int64_t Statement::ColumnInt(int col) const {
+  return sqlite3_column_int64(stmt_, col);
+}
+
+double Statement::ColumnDouble(int col) const {
+  if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return sqlite3_column_double(stmt_, col);
+}
+
+bool Statement::ColumnIsNull(int col) const {
+  return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+}
+
+std::string Statement::ColumnText(int col) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, col);
+  const int size = sqlite3_column_bytes(stmt_, col);
+  if (text == nullptr) return std::string();
+  return std::string(reinterpret_cast<const char*>(text),
+                     static_cast<size_t>(size));
+}
+
+std::string Statement::ColumnBlob(int col) const {
+  std::string out;
+  AppendColumnBlob(col, &out);
+  return out;
+}
+
+int64_t Statement::AppendColumnBlob(int col, std::string* out) const {
+  const void* data = sqlite3_column_blob(stmt_, col);
+  const int size = sqlite3_column_bytes(stmt_, col);
+  if (data != nullptr && size > 0) {
+    out->append(static_cast<const char*>(data), static_cast<size_t>(size));
+  }
+  return size;
+}
+
+// ----------------------------------------------------------------- Database
+
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(
+    const std::string& path, int busy_timeout_ms) {
+  sqlite3* raw = nullptr;
+  // NOMUTEX: Store serializes every use of the connection itself.
+  const int flags =
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  // The handle is allocated even when opening fails and must be closed.
+  std::unique_ptr<Database> db(new Database(raw));
+  if (rc != SQLITE_OK) return db->Error(rc, "open database");
+  sqlite3_extended_result_codes(raw, 1);
+  const int busy_rc = sqlite3_busy_timeout(raw, busy_timeout_ms);
+  if (busy_rc != SQLITE_OK) return db->Error(busy_rc, "set busy timeout");
+  return db;
+}
+
+Database::~Database() {
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+
+absl::StatusOr<Statement> Database::Prepare(std::string_view sql,
+                                            const char* what) const {
+  sqlite3_stmt* stmt = nullptr;
+  const char* tail = nullptr;
+  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()),
+                                    &stmt, &tail);
+  if (rc != SQLITE_OK) {
+    if (stmt != nullptr) sqlite3_finalize(stmt);
+    return Error(rc, what);
+  }
+  Statement statement(this, stmt, what);
+  for (const char* p = tail; p != nullptr && p < sql.data() + sql.size(); ++p) {
+    if (!std::isspace(static_cast<unsigned char>(*p))) {
+      std::fprintf(stderr, "fca storage: %s: more than one SQL statement\n",
+                   what);
+      return absl::InternalError(absl::StrFormat("storage: %s failed", what));
+    }
+  }
+  if (stmt == nullptr) {  // empty text
+    return absl::InternalError(absl::StrFormat("storage: %s failed", what));
+  }
+  return statement;
+}
+
+absl::Status Database::Execute(std::string_view sql, const char* what) const {
+  FCA_ASSIGN_OR_RETURN(Statement stmt, Prepare(sql, what));
+  return stmt.Run();
+}
+
+absl::StatusOr<std::string> Database::QueryText(std::string_view sql,
+                                                const char* what) const {
+  FCA_ASSIGN_OR_RETURN(Statement stmt, Prepare(sql, what));
+  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  if (!row) return std::string();
+  std::string text = stmt.ColumnText(0);
+  FCA_RETURN_IF_ERROR(stmt.Run());
+  return text;
+}
+
+int64_t Database::last_insert_rowid() const {
+  return sqlite3_last_insert_rowid(db_);
+}
+
+int64_t Database::changes() const { return sqlite3_changes64(db_); }
+
+absl::Status Database::Rollback(bool outermost) {
+  // SQLite rolls a transaction back by itself after some errors (disk full,
+  // I/O error); then there is nothing left to undo.
+  if (sqlite3_get_autocommit(db_) != 0) return absl::OkStatus();
+  if (outermost) return Execute("ROLLBACK", "roll back transaction");
+  FCA_RETURN_IF_ERROR(Execute("ROLLBACK TO fca_nested", "roll back savepoint"));
+  return Execute("RELEASE fca_nested", "release savepoint");
+}
+
+absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
+  const bool outermost = depth_ == 0;
+  if (outermost) {
+    FCA_RETURN_IF_ERROR(Execute("BEGIN IMMEDIATE", "begin transaction"));
+  } else {
+    FCA_RETURN_IF_ERROR(Execute("SAVEPOINT fca_nested", "open savepoint"));
+  }
+  ++depth_;
+  absl::Status status;
+  try {
+    status = fn();
+  } catch (...) {
+    --depth_;
+    (void)Rollback(outermost);
+    throw;
+  }
+  --depth_;
+  if (!status.ok()) {
+    const absl::Status rollback = Rollback(outermost);
+    if (!rollback.ok()) {
+      std::fprintf(stderr, "fca storage: rollback failed after: %s\n",
+                   status.ToString().c_str());
+    }
+    return status;
+  }
+  if (sqlite3_get_autocommit(db_) != 0) {
+    // An error inside `fn` made SQLite abandon the transaction, and `fn`
+    // chose to ignore it: nothing of it was kept.
+    return absl::AbortedError("storage: transaction was rolled back");
+  }
+  const absl::Status commit =
+      outermost ? Execute("COMMIT", "commit transaction")
+                : Execute("RELEASE fca_nested", "release savepoint");
+  if (!commit.ok()) {
+    (void)Rollback(outermost);
+    return commit;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Database::Error(int rc, const char* what) const {
+  const int primary = rc & 0xff;
+  if (primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
+    std::fprintf(stderr, "fca storage: %s: sqlite error %d (%s): %s\n", what,
+                 rc, sqlite3_errstr(rc),
+                 db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
+  }
+  switch (primary) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(
+          absl::StrFormat("storage: %s: database is busy, retry", what));
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("storage: %s: disk or database is full", what));
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(absl::StrFormat(
+          "storage: %s: database file is corrupt or not a database", what));
+    case SQLITE_CANTOPEN:
+      return absl::FailedPreconditionError(
+          absl::StrFormat("storage: %s: cannot open the database file", what));
+    case SQLITE_READONLY:
+      return absl::FailedPreconditionError(
+          absl::StrFormat("storage: %s: database is read-only", what));
+    case SQLITE_CONSTRAINT:
+      switch (rc) {
+        case SQLITE_CONSTRAINT_UNIQUE:
+        case SQLITE_CONSTRAINT_PRIMARYKEY:
+          return absl::AlreadyExistsError(
+              absl::StrFormat("storage: %s: already exists", what));
+        case SQLITE_CONSTRAINT_FOREIGNKEY:
+          return absl::FailedPreconditionError(
+              absl::StrFormat("storage: %s: refers to a missing record", what));
+        default:
+          return absl::InvalidArgumentError(
+              absl::StrFormat("storage: %s: value rejected", what));
+      }
+    default:
+      return absl::InternalError(absl::StrFormat("storage: %s failed", what));
+  }
+}
+
+}  // namespace fca::storage

@@ -1,0 +1,138 @@
+// Thin RAII wrappers over the SQLite C API, for use inside storage/ only.
+//
+// Every statement is prepared from SQL text written in this folder; values
+// always travel as bound parameters, never inside the text. Errors come back
+// as absl::Status with short, sanitized messages (no SQL, no paths); the
+// SQLite details are written to stderr for the server log.
+//
+// Thread-safety: none. A Database and its Statements must be used by one
+// thread at a time; Store serializes all use of its Database with a mutex.
+#ifndef FCA_STORAGE_SQLITE_H_
+#define FCA_STORAGE_SQLITE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+// Opaque SQLite handles; <sqlite3.h> is included by storage/*.cc only.
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace fca::storage {
+
+class Database;
+
+// One prepared statement. Finalized on destruction; must not outlive the
+// Database that prepared it.
+class Statement {
+ public:
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  // Binders take 1-based parameter indexes, like SQLite. A binding error is
+  // remembered and reported by the next Step()/Run(), so call sites stay flat.
+  void BindInt(int index, int64_t value);
+  // NaN is stored as NULL by SQLite; ColumnDouble() reads NULL back as NaN.
+  void BindDouble(int index, double value);
+  void BindNull(int index);
+  void BindText(int index, std::string_view value);  // copied
+  void BindBlob(int index, std::string_view value);  // copied
+  // Binds without copying: `value` must stay alive and unchanged until the
+  // statement is reset, rebound or destroyed.
+  void BindBlobNoCopy(int index, std::string_view value);
+
+  // Advances the statement: true when a row is available, false when done.
+  [[nodiscard]] absl::StatusOr<bool> Step();
+  // Steps until done, ignoring any rows.
+  [[nodiscard]] absl::Status Run();
+  // Makes the statement ready to step again; bindings are kept.
+  [[nodiscard]] absl::Status Reset();
+
+  // Column readers for the current row (0-based columns).
+  int64_t ColumnInt(int col) const;
+  double ColumnDouble(int col) const;  // NULL -> quiet NaN
+  bool ColumnIsNull(int col) const;
+  std::string ColumnText(int col) const;
+  std::string ColumnBlob(int col) const;
+  // Appends the blob in `col` to *out; returns its size in bytes.
+  int64_t AppendColumnBlob(int col, std::string* out) const;
+
+ private:
+  friend class Database;
+  Statement(const Database* db, sqlite3_stmt* stmt, const char* what)
+      : db_(db), stmt_(stmt), what_(what) {}
+  void NoteBindResult(int rc);
+
+  const Database* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+  const char* what_ = "";  // static label for error messages
+  int bind_error_ = 0;     // first failed sqlite3_bind_* result code
+};
+
+// One SQLite connection.
+class Database {
+ public:
+  // Opens (creating if needed) the database at `path`; ":memory:" is a
+  // private in-memory database. Extended result codes are enabled and the
+  // busy handler waits up to `busy_timeout_ms` for locks held elsewhere.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Database>> Open(
+      const std::string& path, int busy_timeout_ms);
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database();
+
+  // Prepares exactly one statement (trailing text other than white space is
+  // an INTERNAL error). `sql` must be SQL written in storage/, never built
+  // from values; `what` is a static label naming the operation in errors.
+  [[nodiscard]] absl::StatusOr<Statement> Prepare(std::string_view sql,
+                                                  const char* what) const;
+  // Prepare() + Run(), for parameterless statements (pragmas, DDL).
+  [[nodiscard]] absl::Status Execute(std::string_view sql,
+                                     const char* what) const;
+  // Runs a statement returning one row with one column and returns it as
+  // text (pragmas such as journal_mode).
+  [[nodiscard]] absl::StatusOr<std::string> QueryText(std::string_view sql,
+                                                      const char* what) const;
+
+  // Runs `fn` atomically. The outermost call issues BEGIN IMMEDIATE (the
+  // write lock is taken up front, so a transaction never fails half way for
+  // lack of it) and COMMITs when `fn` returns OK, or ROLLs BACK otherwise.
+  // A nested call runs inside a SAVEPOINT of the enclosing transaction: when
+  // its `fn` fails, only its own changes are undone and its status is
+  // returned to the enclosing `fn`, which decides. If `fn` throws, the
+  // transaction is rolled back and the exception propagates.
+  // Returns UNAVAILABLE when the write lock stays busy past the timeout.
+  [[nodiscard]] absl::Status Transaction(
+      const std::function<absl::Status()>& fn);
+  bool in_transaction() const { return depth_ > 0; }
+
+  int64_t last_insert_rowid() const;
+  // Rows changed by the most recent INSERT/UPDATE/DELETE.
+  int64_t changes() const;
+
+  // Maps SQLite result code `rc` to a status (BUSY/LOCKED -> UNAVAILABLE,
+  // FULL -> RESOURCE_EXHAUSTED, CORRUPT/NOTADB -> DATA_LOSS, CANTOPEN and
+  // READONLY -> FAILED_PRECONDITION, constraint violations -> ALREADY_EXISTS /
+  // FAILED_PRECONDITION / INVALID_ARGUMENT, anything else -> INTERNAL) whose
+  // message names `what` only. Writes SQLite's own message to stderr.
+  absl::Status Error(int rc, const char* what) const;
+
+ private:
+  explicit Database(sqlite3* db) : db_(db) {}
+  absl::Status Rollback(bool outermost);
+
+  sqlite3* db_ = nullptr;
+  int depth_ = 0;  // nesting depth of Transaction()
+};
+
+}  // namespace fca::storage
+
+#endif  // FCA_STORAGE_SQLITE_H_

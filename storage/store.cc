@@ -1,0 +1,408 @@
+// Store: opening, transactions, models, API keys and shared helpers. The
+// other tables live in store_datasets.cc, store_jobs.cc, store_results.cc
+// and store_coefficients.cc.
+#include "storage/store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "storage/schema.h"
+#include "storage/sqlite.h"
+#include "storage/store_internal.h"
+
+namespace fca::storage {
+
+// ------------------------------------------------------------- job states
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kQueued:
+      return "QUEUED";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kSucceeded:
+      return "SUCCEEDED";
+    case JobState::kFailed:
+      return "FAILED";
+    case JobState::kCancelled:
+      return "CANCELLED";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<JobState> ParseJobState(std::string_view name) {
+  for (JobState state : {JobState::kQueued, JobState::kRunning,
+                         JobState::kSucceeded, JobState::kFailed,
+                         JobState::kCancelled}) {
+    if (name == JobStateName(state)) return state;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown job state '%s'", name));
+}
+
+bool IsTerminal(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
+
+// ---------------------------------------------------------------- helpers
+
+namespace internal {
+
+absl::Status InsertChunks(Statement& insert, const std::string& bytes,
+                          int64_t chunk_bytes, int64_t* num_chunks) {
+  const std::string_view all(bytes);
+  int64_t index = 0;
+  for (size_t offset = 0; offset < all.size();
+       offset += static_cast<size_t>(chunk_bytes), ++index) {
+    insert.BindInt(2, index);
+    // No copy: `bytes` outlives the statement's use of the chunk.
+    insert.BindBlobNoCopy(3, all.substr(offset, static_cast<size_t>(chunk_bytes)));
+    FCA_RETURN_IF_ERROR(insert.Run());
+    FCA_RETURN_IF_ERROR(insert.Reset());
+  }
+  *num_chunks = index;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadChunks(Statement& select, int64_t expected_bytes,
+                                       int64_t expected_chunks) {
+  std::string out;
+  out.reserve(static_cast<size_t>(std::max<int64_t>(expected_bytes, 0)));
+  int64_t chunks = 0;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, select.Step());
+    if (!row) break;
+    select.AppendColumnBlob(0, &out);
+    ++chunks;
+  }
+  if (chunks != expected_chunks ||
+      static_cast<int64_t>(out.size()) != expected_bytes) {
+    return absl::DataLossError("storage: stored data is incomplete");
+  }
+  return out;
+}
+
+void WhereBuilder::Add(const char* fragment, int64_t value) {
+  fragments_.emplace_back(fragment);
+  values_.emplace_back(value);
+}
+
+void WhereBuilder::Add(const char* fragment, std::string value) {
+  fragments_.emplace_back(fragment);
+  values_.emplace_back(std::move(value));
+}
+
+void WhereBuilder::AddIn(const char* column,
+                         const std::vector<std::string>& values) {
+  std::string fragment = std::string(column) + " IN (";
+  for (size_t i = 0; i < values.size(); ++i) {
+    fragment += i == 0 ? "?" : ", ?";
+    values_.emplace_back(values[i]);
+  }
+  fragment += ")";
+  fragments_.push_back(std::move(fragment));
+}
+
+std::string WhereBuilder::Sql() const {
+  std::string sql;
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    sql += i == 0 ? " WHERE " : " AND ";
+    sql += fragments_[i];
+  }
+  return sql;
+}
+
+void WhereBuilder::BindAll(Statement& stmt) const {
+  for (size_t i = 0; i < values_.size(); ++i) {
+    const int index = static_cast<int>(i) + 1;
+    if (const int64_t* v = std::get_if<int64_t>(&values_[i])) {
+      stmt.BindInt(index, *v);
+    } else {
+      stmt.BindText(index, std::get<std::string>(values_[i]));
+    }
+  }
+}
+
+std::string MakePageToken(char kind, int64_t last_id) {
+  return absl::StrFormat("%c%d", kind, last_id);
+}
+
+absl::StatusOr<std::optional<int64_t>> ParsePageToken(char kind,
+                                                      const std::string& token) {
+  if (token.empty()) return std::optional<int64_t>();
+  const absl::Status bad = absl::InvalidArgumentError("invalid page_token");
+  // At most 18 digits: always fits int64, and row ids never get longer.
+  if (token.size() < 2 || token.size() > 19 || token[0] != kind) return bad;
+  int64_t id = 0;
+  for (size_t i = 1; i < token.size(); ++i) {
+    const char c = token[i];
+    if (c < '0' || c > '9') return bad;
+    id = id * 10 + (c - '0');
+  }
+  if (token.size() > 2 && token[1] == '0') return bad;  // not one we made
+  return std::optional<int64_t>(id);
+}
+
+absl::StatusOr<int> EffectivePageSize(int page_size) {
+  if (page_size < 0) {
+    return absl::InvalidArgumentError("page_size must not be negative");
+  }
+  if (page_size == 0) return Store::kDefaultPageSize;
+  return std::min(page_size, Store::kMaxPageSize);
+}
+
+}  // namespace internal
+
+// ------------------------------------------------------------ open, close
+
+Store::Store(const StoreOptions& options, std::unique_ptr<Database> db)
+    : options_(options), db_(std::move(db)) {}
+
+Store::~Store() = default;
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  if (options.path.empty()) {
+    return absl::InvalidArgumentError("storage: database path is empty");
+  }
+  if (options.busy_timeout_ms < 0) {
+    return absl::InvalidArgumentError("storage: busy_timeout_ms is negative");
+  }
+  if (options.coeff_cache_budget_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "storage: coeff_cache_budget_bytes is negative");
+  }
+  // SQLite refuses values near 1 GB; chunks far below that stream well.
+  constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
+  if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        "storage: chunk_bytes must be in [1, 256 MiB]");
+  }
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
+                       Database::Open(options.path, options.busy_timeout_ms));
+  if (options.path != ":memory:") {
+    FCA_ASSIGN_OR_RETURN(const std::string mode,
+                         db->QueryText("PRAGMA journal_mode = WAL",
+                                       "enable write-ahead log"));
+    if (mode != "wal") {
+      return absl::FailedPreconditionError(
+          "storage: the database file does not support write-ahead logging");
+    }
+    // Bounds the -wal file left behind after checkpoints.
+    FCA_RETURN_IF_ERROR(db->Execute("PRAGMA journal_size_limit = 67108864",
+                                    "limit journal size"));
+  }
+  FCA_RETURN_IF_ERROR(
+      db->Execute("PRAGMA synchronous = NORMAL", "set synchronous mode"));
+  FCA_RETURN_IF_ERROR(
+      db->Execute("PRAGMA foreign_keys = ON", "enable foreign keys"));
+  FCA_ASSIGN_OR_RETURN(const std::string fk, db->QueryText("PRAGMA foreign_keys",
+                                                           "check foreign keys"));
+  if (fk != "1") {
+    return absl::InternalError("storage: foreign keys are not supported");
+  }
+  FCA_RETURN_IF_ERROR(MigrateSchema(*db));
+  return std::unique_ptr<Store>(new Store(options, std::move(db)));
+}
+
+int64_t Store::Now() const {
+  if (options_.now_us) return options_.now_us();
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status Store::Transaction(const std::function<absl::Status()>& fn) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return db_->Transaction(fn);
+}
+
+absl::StatusOr<std::string> Store::IntegrityCheck() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::string report;
+  {
+    FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare("PRAGMA integrity_check",
+                                                      "check integrity"));
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      const std::string line = stmt.ColumnText(0);
+      if (line == "ok") continue;
+      report += line + "\n";
+    }
+  }
+  FCA_ASSIGN_OR_RETURN(Statement fk, db_->Prepare("PRAGMA foreign_key_check",
+                                                  "check foreign keys"));
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, fk.Step());
+    if (!row) break;
+    report += absl::StrFormat("foreign key violation: %s row %d -> %s\n",
+                              fk.ColumnText(0), fk.ColumnInt(1),
+                              fk.ColumnText(2));
+  }
+  if (report.empty()) return std::string("ok");
+  report.pop_back();
+  return report;
+}
+
+// ----------------------------------------------------------------- models
+
+namespace {
+
+constexpr char kSelectModel[] =
+    "SELECT name, family, weights_sha256, config_json, num_parameters, "
+    "registered_at_us FROM models";
+
+ModelRecord ReadModel(const Statement& stmt) {
+  ModelRecord model;
+  model.name = stmt.ColumnText(0);
+  model.family = stmt.ColumnText(1);
+  model.weights_sha256 = stmt.ColumnText(2);
+  model.config_json = stmt.ColumnText(3);
+  model.num_parameters = stmt.ColumnInt(4);
+  model.registered_at_us = stmt.ColumnInt(5);
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelRecord> Store::UpsertModel(const ModelRecord& model) {
+  if (model.name.empty()) {
+    return absl::InvalidArgumentError("model name is empty");
+  }
+  if (model.num_parameters < 0) {
+    return absl::InvalidArgumentError("num_parameters is negative");
+  }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  ModelRecord stored;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(
+        Statement upsert,
+        db_->Prepare(
+            "INSERT INTO models (name, family, weights_sha256, config_json, "
+            "num_parameters, registered_at_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+            "ON CONFLICT (name) DO UPDATE SET family = excluded.family, "
+            "weights_sha256 = excluded.weights_sha256, "
+            "config_json = excluded.config_json, "
+            "num_parameters = excluded.num_parameters, "
+            "registered_at_us = CASE WHEN models.weights_sha256 = "
+            "excluded.weights_sha256 THEN models.registered_at_us "
+            "ELSE excluded.registered_at_us END",
+            "register model"));
+    upsert.BindText(1, model.name);
+    upsert.BindText(2, model.family);
+    upsert.BindText(3, model.weights_sha256);
+    upsert.BindText(4, model.config_json);
+    upsert.BindInt(5, model.num_parameters);
+    upsert.BindInt(6, Now());
+    FCA_RETURN_IF_ERROR(upsert.Run());
+    FCA_ASSIGN_OR_RETURN(stored, GetModel(model.name));
+    return absl::OkStatus();
+  }));
+  return stored;
+}
+
+absl::StatusOr<ModelRecord> Store::GetModel(const std::string& name) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectModel) + " WHERE name = ?1", "get model"));
+  stmt.BindText(1, name);
+  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  if (!row) {
+    return absl::NotFoundError(absl::StrFormat("model '%s' not found", name));
+  }
+  return ReadModel(stmt);
+}
+
+absl::StatusOr<std::vector<ModelRecord>> Store::ListModels() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectModel) + " ORDER BY name", "list models"));
+  std::vector<ModelRecord> models;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) break;
+    models.push_back(ReadModel(stmt));
+  }
+  return models;
+}
+
+// --------------------------------------------------------------- API keys
+
+absl::Status Store::AddApiKey(const std::string& user, const std::string& role,
+                              const std::string& plaintext) {
+  if (user.empty()) return absl::InvalidArgumentError("user is empty");
+  if (role != "user" && role != "admin") {
+    return absl::InvalidArgumentError("role must be 'user' or 'admin'");
+  }
+  if (plaintext.size() < kMinApiKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "API key must be at least %d characters", kMinApiKeyBytes));
+  }
+  const std::string hash = Sha256Hex(plaintext);
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement insert,
+      db_->Prepare("INSERT INTO api_keys (key_sha256, user, role, "
+                   "created_at_us) VALUES (?1, ?2, ?3, ?4)",
+                   "add API key"));
+  insert.BindText(1, hash);
+  insert.BindText(2, user);
+  insert.BindText(3, role);
+  insert.BindInt(4, Now());
+  return insert.Run();
+}
+
+absl::StatusOr<std::optional<ApiKeyInfo>> Store::LookupApiKey(
+    const std::string& plaintext) {
+  // Looked up by hash, so timing reveals nothing useful about stored keys.
+  const std::string hash = Sha256Hex(plaintext);
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT user, role FROM api_keys WHERE key_sha256 = ?1",
+                   "look up API key"));
+  stmt.BindText(1, hash);
+  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  if (!row) return std::optional<ApiKeyInfo>();
+  return std::optional<ApiKeyInfo>(
+      ApiKeyInfo{stmt.ColumnText(0), stmt.ColumnText(1)});
+}
+
+absl::StatusOr<std::string> Store::GenerateApiKey() {
+  unsigned char bytes[32];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError("cannot read the random source");
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = ::read(fd, bytes + got, sizeof(bytes) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return absl::InternalError("cannot read the random source");
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  static const char kHex[] = "0123456789abcdef";
+  std::string key;
+  key.reserve(2 * sizeof(bytes));
+  for (unsigned char b : bytes) {
+    key.push_back(kHex[b >> 4]);
+    key.push_back(kHex[b & 15]);
+  }
+  return key;
+}
+
+}  // namespace fca::storage

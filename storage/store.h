@@ -1,0 +1,236 @@
+// fca::storage::Store: the server's one SQLite database.
+//
+// Holds models, datasets (content-addressed, chunked), jobs and their event
+// streams, results, the coefficient cache (bounded in bytes, least recently
+// used evicted first) and hashed API keys.
+//
+// Thread-safety: every public method may be called from any thread. A Store
+// owns one connection and serializes calls on it; a Transaction() holds the
+// store for its whole duration, so other threads wait until it ends. Several
+// Stores (or processes) may open the same file: writers then take turns via
+// SQLite's lock, waiting up to busy_timeout_ms.
+//
+// Errors (every method returns absl::Status / absl::StatusOr):
+//   INVALID_ARGUMENT    a bad argument (empty name, unknown kind, bad token)
+//   NOT_FOUND           no record with that id / name
+//   ALREADY_EXISTS      a name already taken with different content
+//   FAILED_PRECONDITION the record is not in a state that allows the call,
+//                       or the database was written by a newer server
+//   UNAVAILABLE         the database stayed locked past busy_timeout_ms: retry
+//   RESOURCE_EXHAUSTED  disk full, or a cache entry larger than the budget
+//   DATA_LOSS           the file is corrupt or stored bytes are incomplete
+//   INTERNAL            any other SQLite failure
+// Messages are short and safe to show a client (no SQL, no paths); SQLite's
+// own diagnostics go to stderr.
+//
+// Durability: a file database runs in WAL mode with synchronous=NORMAL. A
+// committed transaction survives a crash of the process; after a power loss
+// the last few commits may be lost, but the file is never corrupt and a
+// transaction is never half applied.
+#ifndef FCA_STORAGE_STORE_H_
+#define FCA_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/records.h"
+
+namespace fca::storage {
+
+class Database;
+
+struct StoreOptions {
+  // A file path (created if missing, with its -wal and -shm companions) or
+  // ":memory:" for a private in-memory database (tests).
+  std::string path;
+  // How long a call waits for another connection's write lock before it
+  // fails with UNAVAILABLE.
+  int busy_timeout_ms = 5000;
+  // Byte budget of the coefficient cache (meta + blob of every entry).
+  int64_t coeff_cache_budget_bytes = int64_t{1} << 30;
+  // Size of the chunks datasets and coefficient blobs are split into.
+  int64_t chunk_bytes = int64_t{1} << 20;
+  // Clock for every stored time; unset means the wall clock.
+  std::function<int64_t()> now_us;
+};
+
+class Store {
+ public:
+  // Largest and default page sizes of ListJobs and QueryResults; a larger
+  // page_size is served as kMaxPageSize, 0 means kDefaultPageSize.
+  static constexpr int kDefaultPageSize = 100;
+  static constexpr int kMaxPageSize = 1000;
+  // ListJobEvents serves at most this many events per call.
+  static constexpr int kMaxEventsPerCall = 10000;
+  // API keys shorter than this are refused (see AddApiKey).
+  static constexpr size_t kMinApiKeyBytes = 16;
+
+  // Opens or creates the database and migrates it to the current schema.
+  // INVALID_ARGUMENT for bad options; FAILED_PRECONDITION when the file was
+  // written by a newer schema version; DATA_LOSS when it is not a database.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const StoreOptions& options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Runs `fn` atomically: commits when it returns OK, rolls back everything
+  // it wrote otherwise and returns its status. `fn` may call any method of
+  // this store (they join the transaction); a nested Transaction() whose fn
+  // fails undoes only its own part and returns the error to the enclosing
+  // fn. Every method that writes several rows uses this itself. `fn` runs on
+  // the calling thread with the store held: it must not wait for another
+  // thread that uses this store. UNAVAILABLE when the write lock is busy.
+  [[nodiscard]] absl::Status Transaction(
+      const std::function<absl::Status()>& fn);
+
+  // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
+  // wrong; otherwise the problems they report, one per line.
+  [[nodiscard]] absl::StatusOr<std::string> IntegrityCheck();
+
+  // ------------------------------------------------------------ Models
+  // Inserts or replaces the model named `model.name`; registered_at_us is
+  // set by the store (and kept when weights_sha256 is unchanged). Returns
+  // the stored record.
+  [[nodiscard]] absl::StatusOr<ModelRecord> UpsertModel(
+      const ModelRecord& model);
+  // NOT_FOUND when absent.
+  [[nodiscard]] absl::StatusOr<ModelRecord> GetModel(const std::string& name);
+  // All models, by name.
+  [[nodiscard]] absl::StatusOr<std::vector<ModelRecord>> ListModels();
+
+  // ---------------------------------------------------------- Datasets
+  // Stores `bytes` under (owner, name). The bytes are kept once per SHA-256,
+  // in chunks of chunk_bytes, and shared by every dataset with that content.
+  // If (owner, name) exists with the same content and kind, returns the
+  // existing record; with different content or kind, ALREADY_EXISTS.
+  // `kind` is "text" or "tokens"; name and owner must be non-empty.
+  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(
+      const std::string& name, const std::string& kind,
+      const std::string& owner, const std::string& bytes);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(
+      const std::string& name, const std::string& owner);
+  // The datasets of `owner`, or of everyone when unset; by id.
+  [[nodiscard]] absl::StatusOr<std::vector<DatasetRecord>> ListDatasets(
+      const std::optional<std::string>& owner);
+  // The dataset's bytes; DATA_LOSS when stored chunks are missing.
+  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetBytes(int64_t id);
+
+  // -------------------------------------------------------------- Jobs
+  // A new QUEUED job. owner must be non-empty.
+  [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(
+      const std::string& owner, const std::string& spec_json);
+  [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id);
+  // Jobs matching `filter`, newest first. Pass the returned
+  // next_page_token back to continue; jobs created after the first page are
+  // not shown on later pages, and none is shown twice.
+  [[nodiscard]] absl::StatusOr<JobPage> ListJobs(const JobFilter& filter,
+                                                 int page_size,
+                                                 const std::string& page_token);
+  // Jobs of `owner` (everyone when unset) in any of `states` (any state
+  // when empty). For per-user queue limits.
+  [[nodiscard]] absl::StatusOr<int64_t> CountJobs(
+      const std::optional<std::string>& owner,
+      const std::vector<JobState>& states);
+  // Atomically moves the oldest QUEUED job to RUNNING (attempts + 1,
+  // started_at_us = now) and returns it; nullopt when none is queued. Safe
+  // with several schedulers, even in several processes.
+  [[nodiscard]] absl::StatusOr<std::optional<JobRecord>> ClaimNextQueued();
+  // RUNNING -> `state` (SUCCEEDED, FAILED or CANCELLED, else
+  // INVALID_ARGUMENT) with `error`. FAILED_PRECONDITION unless RUNNING.
+  [[nodiscard]] absl::StatusOr<JobRecord> FinishJob(int64_t id, JobState state,
+                                                    const std::string& error);
+  // QUEUED -> CANCELLED at once; RUNNING -> cancel_requested = true (the
+  // runner sees it and finishes the job; repeating is harmless); terminal ->
+  // FAILED_PRECONDITION. Returns the job after the change.
+  [[nodiscard]] absl::StatusOr<JobRecord> RequestCancel(int64_t id);
+  // Crash recovery, at server start: every RUNNING job goes back to QUEUED
+  // (to be claimed again), except those with cancel_requested, which become
+  // CANCELLED. Returns the number requeued.
+  [[nodiscard]] absl::StatusOr<int64_t> RequeueRunning();
+
+  // -------------------------------------------------------- Job events
+  // Appends an event and returns its sequence number (1, 2, 3, ... per
+  // job, without gaps). NOT_FOUND for an unknown job.
+  [[nodiscard]] absl::StatusOr<int64_t> AppendJobEvent(
+      int64_t job_id, const std::string& payload);
+  // Events with seq > after_seq, in order, at most `limit` (1 or more;
+  // larger than kMaxEventsPerCall is served as that). Resume a stream by
+  // passing the last seq seen. NOT_FOUND for an unknown job.
+  [[nodiscard]] absl::StatusOr<std::vector<JobEvent>> ListJobEvents(
+      int64_t job_id, int64_t after_seq, int limit);
+
+  // ----------------------------------------------------------- Results
+  // Inserts rows of job `job_id` (a row's job_id may be 0 or must equal it),
+  // all or none. A row whose (job, model, intervention, metric) is already
+  // stored is skipped, so a restarted job never writes a number twice.
+  // Returns the number of rows inserted. NOT_FOUND for an unknown job.
+  [[nodiscard]] absl::StatusOr<int64_t> InsertResults(
+      int64_t job_id, const std::vector<ResultRow>& rows);
+  // Rows matching `filter`, oldest first (insertion order). page_size: 0 ->
+  // kDefaultPageSize, > kMaxPageSize -> kMaxPageSize, < 0 ->
+  // INVALID_ARGUMENT. Paging is stable: rows inserted meanwhile appear at the
+  // end, no row is shown twice or skipped. A token that this method did not
+  // produce is INVALID_ARGUMENT. Pass the same filter with every page.
+  [[nodiscard]] absl::StatusOr<ResultPage> QueryResults(
+      const ResultFilter& filter, int page_size, const std::string& page_token);
+
+  // ------------------------------------------------- Coefficient cache
+  // Stores (or replaces) the entry for `key`, then evicts least recently
+  // used entries until the cache holds at most coeff_cache_budget_bytes
+  // (an entry counts meta.size() + blob.size()). An entry larger than the
+  // whole budget is not stored: RESOURCE_EXHAUSTED, and nothing is evicted.
+  // Key fields must be non-empty.
+  [[nodiscard]] absl::Status PutCoefficients(const CoefficientKey& key,
+                                             const std::string& meta,
+                                             const std::string& blob);
+  // The entry for `key`, marking it most recently used; nullopt when absent.
+  [[nodiscard]] absl::StatusOr<std::optional<CoefficientEntry>>
+  GetCoefficients(const CoefficientKey& key);
+  // Total bytes the cache counts against its budget.
+  [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes();
+
+  // ---------------------------------------------------------- API keys
+  // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin").
+  // Keys are high-entropy random tokens (GenerateApiKey), so a plain
+  // SHA-256 cannot be reversed by guessing and needs no salt or slow KDF;
+  // keys shorter than kMinApiKeyBytes are refused (INVALID_ARGUMENT).
+  // ALREADY_EXISTS when the key is already registered.
+  [[nodiscard]] absl::Status AddApiKey(const std::string& user,
+                                       const std::string& role,
+                                       const std::string& plaintext);
+  // Who owns `plaintext`; nullopt when it is no registered key.
+  [[nodiscard]] absl::StatusOr<std::optional<ApiKeyInfo>> LookupApiKey(
+      const std::string& plaintext);
+  // A new key: 32 bytes from /dev/urandom as 64 lower-case hex digits.
+  [[nodiscard]] static absl::StatusOr<std::string> GenerateApiKey();
+
+ private:
+  explicit Store(const StoreOptions& options, std::unique_ptr<Database> db);
+  int64_t Now() const;
+
+  // The *Locked helpers require mu_ held (and run inside a transaction
+  // where they write).
+  absl::StatusOr<JobRecord> GetJobLocked(int64_t id);
+  absl::StatusOr<DatasetRecord> GetDatasetLocked(int64_t id);
+  absl::StatusOr<bool> JobExistsLocked(int64_t id);
+  absl::Status EvictForLocked(int64_t incoming_bytes);
+
+  const StoreOptions options_;
+  // Recursive: methods called from inside Transaction()'s fn, on the same
+  // thread, re-enter. Guards db_ and every statement run on it.
+  std::recursive_mutex mu_;
+  std::unique_ptr<Database> db_;
+};
+
+}  // namespace fca::storage
+
+#endif  // FCA_STORAGE_STORE_H_

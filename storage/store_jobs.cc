@@ -1,0 +1,306 @@
+// Store: jobs, their state machine, and their event streams.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "storage/sqlite.h"
+#include "storage/store.h"
+#include "storage/store_internal.h"
+
+namespace fca::storage {
+namespace {
+
+constexpr char kSelectJob[] =
+    "SELECT id, owner, spec_json, error, state, created_at_us, started_at_us, "
+    "finished_at_us, attempts, cancel_requested FROM jobs";
+constexpr char kJobTokenKind = 'j';
+
+absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
+  JobRecord job;
+  job.id = stmt.ColumnInt(0);
+  job.owner = stmt.ColumnText(1);
+  job.spec_json = stmt.ColumnText(2);
+  job.error = stmt.ColumnText(3);
+  absl::StatusOr<JobState> state = ParseJobState(stmt.ColumnText(4));
+  if (!state.ok()) return absl::DataLossError("storage: bad job state stored");
+  job.state = *state;
+  job.created_at_us = stmt.ColumnInt(5);
+  job.started_at_us = stmt.ColumnInt(6);
+  job.finished_at_us = stmt.ColumnInt(7);
+  job.attempts = static_cast<int>(stmt.ColumnInt(8));
+  job.cancel_requested = stmt.ColumnInt(9) != 0;
+  return job;
+}
+
+absl::Status NotFound(int64_t id) {
+  return absl::NotFoundError(absl::StrFormat("job %d not found", id));
+}
+
+}  // namespace
+
+absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) {
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectJob) + " WHERE id = ?1", "get job"));
+  stmt.BindInt(1, id);
+  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  if (!row) return NotFound(id);
+  return ReadJob(stmt);
+}
+
+absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare("SELECT 1 FROM jobs WHERE id = ?1",
+                                    "find job"));
+  stmt.BindInt(1, id);
+  return stmt.Step();
+}
+
+absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner,
+                                           const std::string& spec_json) {
+  if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  JobRecord job;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(
+        Statement insert,
+        db_->Prepare("INSERT INTO jobs (owner, spec_json, state, "
+                     "created_at_us) VALUES (?1, ?2, 'QUEUED', ?3)",
+                     "create job"));
+    insert.BindText(1, owner);
+    insert.BindText(2, spec_json);
+    insert.BindInt(3, Now());
+    FCA_RETURN_IF_ERROR(insert.Run());
+    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(db_->last_insert_rowid()));
+    return absl::OkStatus();
+  }));
+  return job;
+}
+
+absl::StatusOr<JobRecord> Store::GetJob(int64_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return GetJobLocked(id);
+}
+
+absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
+                                        const std::string& page_token) {
+  FCA_ASSIGN_OR_RETURN(const int size, internal::EffectivePageSize(page_size));
+  FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> after,
+                       internal::ParsePageToken(kJobTokenKind, page_token));
+  internal::WhereBuilder where;
+  if (filter.owner.has_value()) where.Add("owner = ?", *filter.owner);
+  if (filter.state.has_value()) {
+    where.Add("state = ?", std::string(JobStateName(*filter.state)));
+  }
+  if (after.has_value()) where.Add("id < ?", *after);  // newest first
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectJob) + where.Sql() +
+                       " ORDER BY id DESC LIMIT ?",
+                   "list jobs"));
+  where.BindAll(stmt);
+  stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
+  JobPage page;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) break;
+    if (static_cast<int>(page.jobs.size()) == size) {
+      // One row past the page: there is a next page.
+      page.next_page_token =
+          internal::MakePageToken(kJobTokenKind, page.jobs.back().id);
+      break;
+    }
+    FCA_ASSIGN_OR_RETURN(JobRecord job, ReadJob(stmt));
+    page.jobs.push_back(std::move(job));
+  }
+  return page;
+}
+
+absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner,
+                                         const std::vector<JobState>& states) {
+  internal::WhereBuilder where;
+  if (owner.has_value()) where.Add("owner = ?", *owner);
+  if (!states.empty()) {
+    std::vector<std::string> names;
+    for (JobState state : states) names.emplace_back(JobStateName(state));
+    where.AddIn("state", names);
+  }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
+  where.BindAll(stmt);
+  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  return row ? stmt.ColumnInt(0) : 0;
+}
+
+absl::StatusOr<std::optional<JobRecord>> Store::ClaimNextQueued() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::optional<JobRecord> claimed;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(
+        Statement next,
+        db_->Prepare("SELECT id FROM jobs WHERE state = 'QUEUED' "
+                     "ORDER BY id LIMIT 1",
+                     "claim job"));
+    FCA_ASSIGN_OR_RETURN(const bool row, next.Step());
+    if (!row) return absl::OkStatus();
+    const int64_t id = next.ColumnInt(0);
+    FCA_ASSIGN_OR_RETURN(
+        Statement update,
+        db_->Prepare("UPDATE jobs SET state = 'RUNNING', "
+                     "attempts = attempts + 1, started_at_us = ?1 "
+                     "WHERE id = ?2",
+                     "claim job"));
+    update.BindInt(1, Now());
+    update.BindInt(2, id);
+    FCA_RETURN_IF_ERROR(update.Run());
+    FCA_ASSIGN_OR_RETURN(claimed, GetJobLocked(id));
+    return absl::OkStatus();
+  }));
+  return claimed;
+}
+
+absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state,
+                                           const std::string& error) {
+  if (!IsTerminal(state)) {
+    return absl::InvalidArgumentError(
+        "a job can only finish as SUCCEEDED, FAILED or CANCELLED");
+  }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  JobRecord job;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
+    if (job.state != JobState::kRunning) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job %d is %s, not RUNNING", id, JobStateName(job.state)));
+    }
+    FCA_ASSIGN_OR_RETURN(
+        Statement update,
+        db_->Prepare("UPDATE jobs SET state = ?1, error = ?2, "
+                     "finished_at_us = ?3 WHERE id = ?4",
+                     "finish job"));
+    update.BindText(1, JobStateName(state));
+    update.BindText(2, error);
+    update.BindInt(3, Now());
+    update.BindInt(4, id);
+    FCA_RETURN_IF_ERROR(update.Run());
+    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
+    return absl::OkStatus();
+  }));
+  return job;
+}
+
+absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  JobRecord job;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
+    if (IsTerminal(job.state)) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("job %d is already %s", id, JobStateName(job.state)));
+    }
+    FCA_ASSIGN_OR_RETURN(
+        Statement update,
+        db_->Prepare(
+            "UPDATE jobs SET cancel_requested = 1, "
+            "state = CASE state WHEN 'QUEUED' THEN 'CANCELLED' ELSE state END, "
+            "finished_at_us = CASE state WHEN 'QUEUED' THEN ?1 "
+            "ELSE finished_at_us END WHERE id = ?2",
+            "cancel job"));
+    update.BindInt(1, Now());
+    update.BindInt(2, id);
+    FCA_RETURN_IF_ERROR(update.Run());
+    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
+    return absl::OkStatus();
+  }));
+  return job;
+}
+
+absl::StatusOr<int64_t> Store::RequeueRunning() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  int64_t requeued = 0;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(
+        Statement cancel,
+        db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
+                     "WHERE state = 'RUNNING' AND cancel_requested = 1",
+                     "recover jobs"));
+    cancel.BindInt(1, Now());
+    FCA_RETURN_IF_ERROR(cancel.Run());
+    FCA_ASSIGN_OR_RETURN(
+        Statement requeue,
+        db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
+                     "WHERE state = 'RUNNING'",
+                     "recover jobs"));
+    FCA_RETURN_IF_ERROR(requeue.Run());
+    requeued = db_->changes();
+    return absl::OkStatus();
+  }));
+  return requeued;
+}
+
+// ------------------------------------------------------------- job events
+
+absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id,
+                                              const std::string& payload) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  int64_t seq = 0;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
+    if (!exists) return NotFound(job_id);
+    FCA_ASSIGN_OR_RETURN(
+        Statement last,
+        db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
+                     "WHERE job_id = ?1",
+                     "append job event"));
+    last.BindInt(1, job_id);
+    FCA_RETURN_IF_ERROR(last.Step().status());
+    seq = last.ColumnInt(0) + 1;
+    FCA_ASSIGN_OR_RETURN(
+        Statement insert,
+        db_->Prepare("INSERT INTO job_events (job_id, seq, payload, "
+                     "created_at_us) VALUES (?1, ?2, ?3, ?4)",
+                     "append job event"));
+    insert.BindInt(1, job_id);
+    insert.BindInt(2, seq);
+    insert.BindBlob(3, payload);
+    insert.BindInt(4, Now());
+    return insert.Run();
+  }));
+  return seq;
+}
+
+absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id,
+                                                           int64_t after_seq,
+                                                           int limit) {
+  if (after_seq < 0) {
+    return absl::InvalidArgumentError("after_seq must not be negative");
+  }
+  if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
+  limit = std::min(limit, kMaxEventsPerCall);
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
+  if (!exists) return NotFound(job_id);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT seq, payload, created_at_us FROM job_events "
+                   "WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                   "list job events"));
+  stmt.BindInt(1, job_id);
+  stmt.BindInt(2, after_seq);
+  stmt.BindInt(3, limit);
+  std::vector<JobEvent> events;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) break;
+    events.push_back(
+        JobEvent{stmt.ColumnInt(0), stmt.ColumnBlob(1), stmt.ColumnInt(2)});
+  }
+  return events;
+}
+
+}  // namespace fca::storage

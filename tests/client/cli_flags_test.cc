@@ -1,0 +1,87 @@
+// The argv dry run that turns flag mistakes into exit 2 (client/cli_flags.h).
+#include "client/cli_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "client/exit_codes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+ABSL_FLAG(std::string, tf_name, "", "test string flag");
+ABSL_FLAG(bool, tf_verbose, false, "test bool flag");
+ABSL_FLAG(int64_t, tf_count, 0, "test int flag");
+ABSL_FLAG(std::vector<std::string>, tf_list, {}, "test list flag");
+
+namespace fca::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Args = std::vector<std::string>;
+
+absl::Status CheckFails(const Args& args) {
+  auto check = CheckCommandLine(args);
+  EXPECT_FALSE(check.ok());
+  if (check.ok()) return absl::OkStatus();
+  EXPECT_TRUE(IsUsageError(check.status())) << check.status();
+  return check.status();
+}
+
+TEST(CheckCommandLineTest, AcceptsEverySyntaxAndRecordsFlags) {
+  auto check = CheckCommandLine({"jobs", "--tf_name=a", "list", "--tf_count",
+                                 "7", "-tf_verbose", "--tf_list=x,y"});
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_THAT(check->specified,
+              ElementsAre("tf_count", "tf_list", "tf_name", "tf_verbose"));
+  EXPECT_FALSE(check->help);
+  EXPECT_EQ(absl::GetFlag(FLAGS_tf_count), 7);
+}
+
+TEST(CheckCommandLineTest, NegatedBoolRecordsTheFlag) {
+  auto check = CheckCommandLine({"--notf_verbose"});
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_THAT(check->specified, ElementsAre("tf_verbose"));
+  EXPECT_FALSE(absl::GetFlag(FLAGS_tf_verbose));
+}
+
+TEST(CheckCommandLineTest, UnknownFlag) {
+  EXPECT_THAT(CheckFails({"models", "--tf_nmae=x"}).message(),
+              HasSubstr("unknown flag --tf_nmae"));
+}
+
+TEST(CheckCommandLineTest, MissingAndBadValues) {
+  EXPECT_THAT(CheckFails({"--tf_count"}).message(),
+              HasSubstr("missing the value for --tf_count"));
+  EXPECT_THAT(CheckFails({"--tf_count=seven"}).message(),
+              HasSubstr("bad value 'seven' for --tf_count"));
+  EXPECT_THAT(CheckFails({"--tf_verbose=maybe"}).message(),
+              HasSubstr("--tf_verbose"));
+  EXPECT_FALSE(CheckFails({"--tf_verbose="}).ok());
+  EXPECT_FALSE(CheckFails({"--notf_verbose=1"}).ok());
+  EXPECT_THAT(CheckFails({"--notf_name"}).message(),
+              HasSubstr("not a boolean"));
+}
+
+TEST(CheckCommandLineTest, DoubleDashEndsFlags) {
+  auto check = CheckCommandLine({"upload", "--", "--not-a-flag", "-x"});
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(check->specified.empty());
+}
+
+TEST(CheckCommandLineTest, LoneDashAndPositionalsPass) {
+  auto check = CheckCommandLine({"watch", "12", "-"});
+  ASSERT_TRUE(check.ok()) << check.status();
+}
+
+TEST(CheckCommandLineTest, HelpFormsAreRecognised) {
+  for (const char* help : {"-h", "-help", "--help"}) {
+    auto check = CheckCommandLine({"models", help});
+    ASSERT_TRUE(check.ok()) << help;
+    EXPECT_TRUE(check->help) << help;
+  }
+}
+
+}  // namespace
+}  // namespace fca::client

@@ -1,0 +1,226 @@
+// Tables, CSV and JSON output of `fca` (client/format.h).
+#include "client/format.h"
+
+#include <string>
+#include <vector>
+
+#include "client/exit_codes.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace fca::client {
+namespace {
+
+namespace v1 = ::fca::v1;
+using ::testing::HasSubstr;
+
+v1::Result MakeResult(const std::string& model, const std::string& metric,
+                      double value) {
+  v1::Result r;
+  r.set_job_id(7);
+  r.set_model(model);
+  r.set_weights_sha256("abcdef0123456789");
+  r.set_dataset_sha256("5555");
+  r.set_intervention("cross_input");
+  r.set_metric(metric);
+  r.set_value(value);
+  r.set_defined(true);
+  r.set_n(64);
+  return r;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+TEST(CsvFieldTest, QuotesOnlyWhenNeeded) {
+  EXPECT_EQ(CsvField("plain"), "plain");
+  EXPECT_EQ(CsvField(""), "");
+  EXPECT_EQ(CsvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvField("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(CsvField("cr\rhere"), "\"cr\rhere\"");
+}
+
+TEST(ResultsCsvTest, HeaderQuotingUndefinedAndCi) {
+  v1::Result tricky = MakeResult("fg,\"76m\"\nseed1", "nll", 3.25);
+  tricky.set_ci_low(3.125);
+  tricky.set_ci_high(3.5);
+  tricky.mutable_created_at()->set_seconds(1714564800);  // 2024-05-01T12:00Z
+  v1::Result undefined = MakeResult("fg", "retention_pct", 123);
+  undefined.set_defined(false);
+
+  const std::string csv = FormatResultsCsv({tricky, undefined});
+  EXPECT_EQ(csv,
+            "job_id,model,weights_sha256,dataset_sha256,intervention,metric,"
+            "value,defined,ci_low,ci_high,n,created_at\n"
+            "7,\"fg,\"\"76m\"\"\nseed1\",abcdef0123456789,5555,cross_input,"
+            "nll,3.25,true,3.125,3.5,64,2024-05-01T12:00:00Z\n"
+            "7,fg,abcdef0123456789,5555,cross_input,retention_pct,,false,,,64,"
+            "\n");
+}
+
+TEST(ResultsCsvTest, NumbersRoundTripExactly) {
+  v1::Result r = MakeResult("m", "penalty", 0.1 + 0.2);
+  const std::string csv = FormatResultsCsv({r});
+  EXPECT_THAT(csv, HasSubstr(",0.30000000000000004,"));
+}
+
+TEST(ShortestDoubleTest, ShortestThatReadsBack) {
+  EXPECT_EQ(ShortestDouble(0.1), "0.1");
+  EXPECT_EQ(ShortestDouble(3.0), "3");
+  EXPECT_EQ(ShortestDouble(-2.5e-7), "-2.5e-07");
+  EXPECT_EQ(ShortestDouble(1.0 / 3), "0.3333333333333333");
+  EXPECT_EQ(std::stod(ShortestDouble(98.7000000001)), 98.7000000001);
+}
+
+TEST(ResultsTableTest, AlignedWithUndefinedAndCi) {
+  v1::Result a = MakeResult("fg-76m-s1", "penalty", 0.0123456789);
+  a.set_ci_low(0.01);
+  a.set_ci_high(0.015);
+  v1::Result b = MakeResult("fg", "retention_pct", 0);
+  b.set_defined(false);
+  b.set_intervention("static_layer");
+
+  const auto lines = Lines(FormatResultsTable({a, b}));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0],
+            "JOB  MODEL      INTERVENTION  METRIC             VALUE  CI"
+            "              N");
+  EXPECT_EQ(lines[1],
+            "  7  fg-76m-s1  cross_input   penalty        0.0123457  "
+            "[0.01, 0.015]  64");
+  EXPECT_EQ(lines[2],
+            "  7  fg         static_layer  retention_pct  undefined  -"
+            "              64");
+}
+
+TEST(ResultsJsonTest, ArrayOfCanonicalJsonOnePerLine) {
+  v1::Result a = MakeResult("m", "nll", 3.5);
+  a.set_ci_low(3.25);
+  a.set_ci_high(3.75);
+  v1::Result b = MakeResult("m", "retention_pct", 0);
+  b.set_defined(false);
+  const std::string json = FormatResultsJson({a, b});
+  const auto lines = Lines(json);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "[");
+  EXPECT_EQ(lines[3], "]");
+  EXPECT_THAT(lines[1], HasSubstr("\"jobId\":\"7\""));
+  EXPECT_THAT(lines[1], HasSubstr("\"ciLow\":3.25"));
+  EXPECT_EQ(lines[1].back(), ',');
+  // Defaults are printed: a script must see defined=false explicitly.
+  EXPECT_THAT(lines[2], HasSubstr("\"defined\":false"));
+  EXPECT_THAT(lines[2], HasSubstr("\"value\":0"));
+
+  // Each element parses back to the same message.
+  v1::Result parsed;
+  std::string element = lines[1].substr(0, lines[1].size() - 1);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(element, &parsed).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), a.SerializeAsString());
+}
+
+TEST(ResultsJsonTest, EmptyIsEmptyArray) {
+  EXPECT_EQ(FormatResultsJson({}), "[]\n");
+}
+
+TEST(ResultFormatTest, ParsesNamesAndRejectsOthersAsUsage) {
+  EXPECT_EQ(*ParseResultFormat("csv"), ResultFormat::kCsv);
+  EXPECT_EQ(*ParseResultFormat("json"), ResultFormat::kJson);
+  EXPECT_EQ(*ParseResultFormat("table"), ResultFormat::kTable);
+  auto bad = ParseResultFormat("xml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(IsUsageError(bad.status()));
+}
+
+TEST(FormatCiTest, NeedsBothBounds) {
+  v1::Result r;
+  EXPECT_EQ(FormatCi(r), "-");
+  r.set_ci_low(-0.5);
+  EXPECT_EQ(FormatCi(r), "-");
+  r.set_ci_high(1.25);
+  EXPECT_EQ(FormatCi(r), "[-0.5, 1.25]");
+}
+
+TEST(HumanTest, CountsAndBytes) {
+  EXPECT_EQ(HumanCount(999), "999");
+  EXPECT_EQ(HumanCount(76214528), "76.2M");
+  EXPECT_EQ(HumanCount(504000000), "504.0M");
+  EXPECT_EQ(HumanCount(1200000000), "1.2B");
+  EXPECT_EQ(HumanBytes(1023), "1023 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+  EXPECT_EQ(HumanBytes(3 << 20), "3.0 MiB");
+}
+
+TEST(TimestampTest, FormatAndParseRfc3339) {
+  google::protobuf::Timestamp unset;
+  EXPECT_EQ(FormatTimestamp(unset), "-");
+  auto ts = ParseRfc3339("2024-05-01T12:00:03.25+02:00");
+  ASSERT_TRUE(ts.ok()) << ts.status();
+  EXPECT_EQ(ts->seconds(), 1714557603);
+  EXPECT_EQ(ts->nanos(), 250000000);
+  EXPECT_EQ(FormatTimestamp(*ts), "2024-05-01T10:00:03Z");
+  auto bad = ParseRfc3339("yesterday");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(IsUsageError(bad.status()));
+}
+
+TEST(EnumNamesTest, JobStatesAndKinds) {
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_RUNNING), "RUNNING");
+  EXPECT_EQ(*ParseJobState("Cancelled"), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(*ParseJobState("queued"), v1::JOB_STATE_QUEUED);
+  EXPECT_FALSE(ParseJobState("unspecified").ok());
+  EXPECT_FALSE(ParseJobState("done").ok());
+  EXPECT_EQ(*ParseDatasetKind("tokens"), v1::DATASET_KIND_TOKENS_INT32);
+  EXPECT_FALSE(ParseDatasetKind("int32").ok());
+  EXPECT_EQ(DatasetKindName(v1::DATASET_KIND_TEXT), "text");
+}
+
+TEST(ListingTest, ModelsTable) {
+  v1::Model m;
+  m.set_name("fg-76m");
+  m.set_family("featuregate");
+  m.set_num_parameters(76214528);
+  m.set_weights_sha256("0123456789abcdef0123");
+  m.add_sites()->set_name("attn_gate.0");
+  m.add_sites()->set_name("mlp_gate.0");
+  v1::Model dense;
+  dense.set_name("dense");
+  dense.set_family("dense");
+  dense.set_num_parameters(500);
+  EXPECT_EQ(FormatModelsTable({m, dense}),
+            "NAME    FAMILY       PARAMS  SITES  WEIGHTS\n"
+            "fg-76m  featuregate   76.2M      2  0123456789ab\n"
+            "dense   dense           500      0\n");
+}
+
+TEST(ListingTest, JobsTableAndDetails) {
+  v1::Job job;
+  job.set_id(12);
+  job.set_owner("ana");
+  job.set_state(v1::JOB_STATE_FAILED);
+  job.set_progress(0.5);
+  job.mutable_spec()->add_models("a");
+  job.mutable_spec()->add_models("b");
+  job.mutable_spec()->set_label("seeds");
+  job.set_error("FAILED_PRECONDITION: replay is not faithful");
+  const auto lines = Lines(FormatJobsTable({job}));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], "12  FAILED       50%  ana    -        a,b     seeds");
+  const std::string details = FormatJobDetails(job);
+  EXPECT_THAT(details, HasSubstr("state:            FAILED\n"));
+  EXPECT_THAT(details, HasSubstr("error:            FAILED_PRECONDITION"));
+  EXPECT_THAT(details, HasSubstr("\"label\": \"seeds\""));
+}
+
+}  // namespace
+}  // namespace fca::client
