@@ -14,9 +14,8 @@ namespace {
 // checking their values here would duplicate that logic.
 bool IsAbseilSpecialFlag(const std::string& name) {
   static const std::set<std::string> kSpecial = {
-      "flagfile", "fromenv", "tryfromenv", "undefok", "helpfull",
-      "helpshort", "helppackage", "version", "only_check_args", "helpon",
-      "helpmatch"};
+      "flagfile",    "fromenv", "tryfromenv",      "undefok", "helpfull", "helpshort",
+      "helppackage", "version", "only_check_args", "helpon",  "helpmatch"};
   return kSpecial.count(name) > 0;
 }
 
@@ -56,10 +55,8 @@ absl::CommandLineFlag* Locate(const std::string& name, bool* negated) {
 
 // The value absl would assign, consuming the next argument when the syntax
 // is "--name value". `next` indexes args and is advanced on consumption.
-absl::StatusOr<std::string> ResolveValue(const FlagToken& token,
-                                         absl::CommandLineFlag& flag,
-                                         bool negated,
-                                         const std::vector<std::string>& args,
+absl::StatusOr<std::string> ResolveValue(const FlagToken& token, absl::CommandLineFlag& flag,
+                                         bool negated, const std::vector<std::string>& args,
                                          size_t* next) {
   const std::string name(flag.Name());
   if (flag.IsOfType<bool>()) {
@@ -84,13 +81,12 @@ absl::StatusOr<std::string> ResolveValue(const FlagToken& token,
 
 }  // namespace
 
-absl::StatusOr<CommandLineCheck> CheckCommandLine(
-    const std::vector<std::string>& args) {
+absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>& args) {
   CommandLineCheck check;
   size_t i = 0;
   while (i < args.size()) {
     const std::string& arg = args[i++];
-    if (arg == "--") break;  // the rest is positional
+    if (arg == "--") break;                         // the rest is positional
     if (arg.size() < 2 || arg[0] != '-') continue;  // positional, or "-"
     if (arg == "-h" || arg == "-help" || arg == "--help") {
       check.help = true;
@@ -112,8 +108,7 @@ absl::StatusOr<CommandLineCheck> CheckCommandLine(
     if (!value.ok()) return value.status();
     std::string error;
     if (!flag->ParseFrom(*value, &error)) {
-      return UsageError(absl::StrFormat("bad value '%s' for --%s: %s", *value,
-                                        name, error));
+      return UsageError(absl::StrFormat("bad value '%s' for --%s: %s", *value, name, error));
     }
   }
   return check;

@@ -26,8 +26,7 @@ struct CommandLineCheck {
 // `args` excludes the program name. Values are validated by parsing them
 // into the flag (absl::CommandLineFlag::ParseFrom), which stores them; the
 // real parse that follows stores the same values again.
-absl::StatusOr<CommandLineCheck> CheckCommandLine(
-    const std::vector<std::string>& args);
+absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>& args);
 
 }  // namespace fca::client
 

@@ -14,27 +14,42 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode both number the canonical codes
   // of google.rpc.Code, so the cast is exact.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 absl::Status FollowPages(
-    const std::function<absl::StatusOr<std::string>(const std::string&)>&
-        fetch_page) {
+    const std::function<absl::StatusOr<std::string>(const std::string&)>& fetch_page) {
   std::string token;
   while (true) {
     FCA_ASSIGN_OR_RETURN(std::string next, fetch_page(token));
     if (next.empty()) return absl::OkStatus();
     if (next == token) {
-      return absl::InternalError(
-          "server returned the same page token twice; stopping");
+      return absl::InternalError("server returned the same page token twice; stopping");
     }
     token = std::move(next);
   }
 }
 
-absl::StatusOr<std::unique_ptr<AuditClient>> AuditClient::Open(
-    const ClientOptions& options) {
+namespace {
+
+grpc::ChannelArguments ChannelArgs() {
+  grpc::ChannelArguments args;
+  // gRPC's own reconnect backoff grows to 120 s; a server restarted during a
+  // watch would then sit unnoticed for most of the CLI's 30 s retry budget.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 4000);
+  // A watch of a queued job may see no event for hours; keepalive pings
+  // detect a silently dropped connection (the stream then fails UNAVAILABLE
+  // and is resumed). Every 6 min stays above the 5 min minimum a default
+  // gRPC server accepts, and pings continue without data frames.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 6 * 60 * 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AuditClient>> AuditClient::Open(const ClientOptions& options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("empty server address");
   }
@@ -46,21 +61,17 @@ absl::StatusOr<std::unique_ptr<AuditClient>> AuditClient::Open(
   } else {
     credentials = grpc::InsecureChannelCredentials();
   }
-  auto channel = grpc::CreateChannel(options.address, credentials);
+  auto channel = grpc::CreateCustomChannel(options.address, credentials, ChannelArgs());
   if (channel == nullptr) {
-    return absl::InternalError(
-        absl::StrFormat("cannot create a channel to %s", options.address));
+    return absl::InternalError(absl::StrFormat("cannot create a channel to %s", options.address));
   }
   return std::make_unique<AuditClient>(std::move(channel), options);
 }
 
-AuditClient::AuditClient(std::shared_ptr<grpc::Channel> channel,
-                         ClientOptions options)
-    : options_(std::move(options)),
-      stub_(v1::AuditService::NewStub(std::move(channel))) {}
+AuditClient::AuditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : options_(std::move(options)), stub_(v1::AuditService::NewStub(std::move(channel))) {}
 
-std::unique_ptr<grpc::ClientContext> AuditClient::NewContext(
-    bool unary) const {
+std::unique_ptr<grpc::ClientContext> AuditClient::NewContext(bool unary) const {
   auto context = std::make_unique<grpc::ClientContext>();
   // Plain metadata rather than CallCredentials: gRPC refuses to send call
   // credentials over an insecure channel, and a lab server on localhost
@@ -77,10 +88,9 @@ std::unique_ptr<grpc::ClientContext> AuditClient::NewContext(
 absl::StatusOr<std::vector<v1::Model>> AuditClient::ListModels() {
   auto context = NewContext(/*unary=*/true);
   v1::ListModelsResponse response;
-  FCA_RETURN_IF_ERROR(ToAbslStatus(
-      stub_->ListModels(context.get(), v1::ListModelsRequest(), &response)));
-  return std::vector<v1::Model>(response.models().begin(),
-                                response.models().end());
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->ListModels(context.get(), v1::ListModelsRequest(), &response)));
+  return std::vector<v1::Model>(response.models().begin(), response.models().end());
 }
 
 absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(
@@ -115,10 +125,9 @@ absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(
 absl::StatusOr<std::vector<v1::Dataset>> AuditClient::ListDatasets() {
   auto context = NewContext(/*unary=*/true);
   v1::ListDatasetsResponse response;
-  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListDatasets(
-      context.get(), v1::ListDatasetsRequest(), &response)));
-  return std::vector<v1::Dataset>(response.datasets().begin(),
-                                  response.datasets().end());
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->ListDatasets(context.get(), v1::ListDatasetsRequest(), &response)));
+  return std::vector<v1::Dataset>(response.datasets().begin(), response.datasets().end());
 }
 
 absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec) {
@@ -126,21 +135,28 @@ absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec) {
   v1::SubmitAuditRequest request;
   *request.mutable_spec() = spec;
   v1::SubmitAuditResponse response;
-  FCA_RETURN_IF_ERROR(ToAbslStatus(
-      stub_->SubmitAudit(context.get(), request, &response)));
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->SubmitAudit(context.get(), request, &response)));
   return response.job();
 }
 
 absl::Status AuditClient::WatchJob(
     int64_t job_id, int64_t after_seq,
-    const std::function<void(const v1::WatchJobResponse&)>& on_event) {
+    const std::function<bool(const v1::WatchJobResponse&)>& on_event) {
   auto context = NewContext(/*unary=*/false);
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   request.set_after_seq(after_seq);
   auto reader = stub_->WatchJob(context.get(), request);
   v1::WatchJobResponse response;
-  while (reader->Read(&response)) on_event(response);
+  while (reader->Read(&response)) {
+    if (!on_event(response)) {
+      // The caller has what it needs; the CANCELLED that Finish now reports
+      // is our own doing, not the server's.
+      context->TryCancel();
+      reader->Finish().IgnoreError();
+      return absl::OkStatus();
+    }
+  }
   return ToAbslStatus(reader->Finish());
 }
 
@@ -149,17 +165,14 @@ absl::StatusOr<v1::Job> AuditClient::GetJob(int64_t job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
   v1::GetJobResponse response;
-  FCA_RETURN_IF_ERROR(
-      ToAbslStatus(stub_->GetJob(context.get(), request, &response)));
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->GetJob(context.get(), request, &response)));
   return response.job();
 }
 
-absl::StatusOr<v1::ListJobsResponse> AuditClient::ListJobs(
-    const v1::ListJobsRequest& request) {
+absl::StatusOr<v1::ListJobsResponse> AuditClient::ListJobs(const v1::ListJobsRequest& request) {
   auto context = NewContext(/*unary=*/true);
   v1::ListJobsResponse response;
-  FCA_RETURN_IF_ERROR(
-      ToAbslStatus(stub_->ListJobs(context.get(), request, &response)));
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListJobs(context.get(), request, &response)));
   return response;
 }
 
@@ -168,8 +181,7 @@ absl::StatusOr<v1::Job> AuditClient::CancelJob(int64_t job_id) {
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   v1::CancelJobResponse response;
-  FCA_RETURN_IF_ERROR(
-      ToAbslStatus(stub_->CancelJob(context.get(), request, &response)));
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->CancelJob(context.get(), request, &response)));
   return response.job();
 }
 
@@ -177,15 +189,13 @@ absl::StatusOr<v1::QueryResultsResponse> AuditClient::QueryResults(
     const v1::QueryResultsRequest& request) {
   auto context = NewContext(/*unary=*/true);
   v1::QueryResultsResponse response;
-  FCA_RETURN_IF_ERROR(
-      ToAbslStatus(stub_->QueryResults(context.get(), request, &response)));
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->QueryResults(context.get(), request, &response)));
   return response;
 }
 
 absl::Status AuditClient::ExportCoefficients(
     const v1::ExportCoefficientsRequest& request,
-    const std::function<absl::Status(const v1::CoefficientsHeader&)>&
-        on_header,
+    const std::function<absl::Status(const v1::CoefficientsHeader&)>& on_header,
     const std::function<absl::Status(const std::string&)>& on_chunk) {
   auto context = NewContext(/*unary=*/false);
   auto reader = stub_->ExportCoefficients(context.get(), request);
@@ -199,8 +209,7 @@ absl::Status AuditClient::ExportCoefficients(
     } else if (response.has_chunk() && seen_header) {
       local = on_chunk(response.chunk());
     } else {
-      local = absl::InternalError(
-          "malformed export stream: expected one header, then chunks");
+      local = absl::InternalError("malformed export stream: expected one header, then chunks");
     }
   }
   if (!local.ok()) {

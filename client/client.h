@@ -35,7 +35,7 @@ inline constexpr size_t kUploadChunkBytes = 1 << 20;
 
 struct ClientOptions {
   std::string address = "127.0.0.1:7400";  // host:port
-  std::string token;                        // empty: send no authorization
+  std::string token;                       // empty: send no authorization
   bool use_tls = false;
   // PEM root certificates for TLS; empty means the system roots.
   std::string ca_cert_pem;
@@ -47,15 +47,13 @@ struct ClientOptions {
 // returned next_page_token until one is empty. A server that hands back the
 // token it was given would loop forever, so that is INTERNAL.
 absl::Status FollowPages(
-    const std::function<absl::StatusOr<std::string>(const std::string&)>&
-        fetch_page);
+    const std::function<absl::StatusOr<std::string>(const std::string&)>& fetch_page);
 
 class AuditClient {
  public:
   // Creates the channel (it connects lazily, on the first call; an
   // unreachable server shows up there as UNAVAILABLE).
-  static absl::StatusOr<std::unique_ptr<AuditClient>> Open(
-      const ClientOptions& options);
+  static absl::StatusOr<std::unique_ptr<AuditClient>> Open(const ClientOptions& options);
 
   // For tests and embedding: wraps an existing channel.
   AuditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
@@ -72,16 +70,15 @@ class AuditClient {
   absl::StatusOr<fca::v1::Job> SubmitAudit(const fca::v1::AuditSpec& spec);
 
   // Streams the job's events after `after_seq` to `on_event` until the server
-  // ends the stream; returns the stream's final status. Blocks.
-  absl::Status WatchJob(
-      int64_t job_id, int64_t after_seq,
-      const std::function<void(const fca::v1::WatchJobResponse&)>& on_event);
+  // ends the stream (its final status is returned) or `on_event` returns
+  // false (the call is cancelled and OK returned). Blocks.
+  absl::Status WatchJob(int64_t job_id, int64_t after_seq,
+                        const std::function<bool(const fca::v1::WatchJobResponse&)>& on_event);
 
   absl::StatusOr<fca::v1::Job> GetJob(int64_t job_id);
 
   // One page; see FollowPages.
-  absl::StatusOr<fca::v1::ListJobsResponse> ListJobs(
-      const fca::v1::ListJobsRequest& request);
+  absl::StatusOr<fca::v1::ListJobsResponse> ListJobs(const fca::v1::ListJobsRequest& request);
 
   absl::StatusOr<fca::v1::Job> CancelJob(int64_t job_id);
 
@@ -93,8 +90,7 @@ class AuditClient {
   // chunk in order. A callback's error cancels the stream and is returned.
   absl::Status ExportCoefficients(
       const fca::v1::ExportCoefficientsRequest& request,
-      const std::function<absl::Status(const fca::v1::CoefficientsHeader&)>&
-          on_header,
+      const std::function<absl::Status(const fca::v1::CoefficientsHeader&)>& on_header,
       const std::function<absl::Status(const std::string&)>& on_chunk);
 
  private:

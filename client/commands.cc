@@ -18,15 +18,12 @@
 #include "common/status_macros.h"
 
 // Connection (every command).
-ABSL_FLAG(std::string, server, "",
-          "host:port of fca-server [env FCA_SERVER, else 127.0.0.1:7400]");
+ABSL_FLAG(std::string, server, "", "host:port of fca-server [env FCA_SERVER, else 127.0.0.1:7400]");
 ABSL_FLAG(std::string, token, "",
           "API key, sent as 'authorization: Bearer <token>' [env FCA_TOKEN]");
 ABSL_FLAG(bool, tls, false, "connect with TLS (system root certificates)");
-ABSL_FLAG(std::string, ca_cert, "",
-          "PEM file of root certificates for TLS; implies --tls");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
-          "deadline of each unary call, e.g. 30s, 2m");
+ABSL_FLAG(std::string, ca_cert, "", "PEM file of root certificates for TLS; implies --tls");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30), "deadline of each unary call, e.g. 30s, 2m");
 
 // datasets upload
 ABSL_FLAG(std::string, name, "", "datasets upload: dataset name");
@@ -59,20 +56,18 @@ namespace {
 constexpr char kDefaultServer[] = "127.0.0.1:7400";
 
 const std::vector<std::string>& GlobalFlagNames() {
-  static const auto* names = new std::vector<std::string>{
-      "server", "token", "tls", "ca_cert", "timeout"};
+  static const auto* names =
+      new std::vector<std::string>{"server", "token", "tls", "ca_cert", "timeout"};
   return *names;
 }
 
-std::string FlagOrEnv(const std::string& flag, const char* env,
-                      const std::string& fallback) {
+std::string FlagOrEnv(const std::string& flag, const char* env, const std::string& fallback) {
   if (!flag.empty()) return flag;
   const char* value = std::getenv(env);
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
-absl::StatusOr<std::string> ReadLocalFile(const std::string& path,
-                                          const std::string& what) {
+absl::StatusOr<std::string> ReadLocalFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -80,8 +75,21 @@ absl::StatusOr<std::string> ReadLocalFile(const std::string& path,
   return text.str();
 }
 
-absl::Status ExpectArgs(const CommandContext& ctx, size_t count,
-                        const std::string& usage) {
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
+  ClientOptions options;
+  options.address = FlagOrEnv(absl::GetFlag(FLAGS_server), "FCA_SERVER", kDefaultServer);
+  options.token = FlagOrEnv(absl::GetFlag(FLAGS_token), "FCA_TOKEN", "");
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.use_tls = absl::GetFlag(FLAGS_tls);
+  const std::string ca_cert = absl::GetFlag(FLAGS_ca_cert);
+  if (!ca_cert.empty()) {
+    FCA_ASSIGN_OR_RETURN(options.ca_cert_pem, ReadLocalFile(ca_cert, "CA certificate"));
+    options.use_tls = true;
+  }
+  return options;
+}
+
+absl::Status ExpectArgs(const CommandContext& ctx, size_t count, const std::string& usage) {
   if (ctx.args().size() == count) return absl::OkStatus();
   return UsageError(absl::StrFormat("expected: fca %s", usage));
 }
@@ -104,15 +112,14 @@ CommandResult RunDatasetsUpload(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "datasets upload --name=N FILE"));
   const std::string name = absl::GetFlag(FLAGS_name);
   FCA_RETURN_IF_ERROR(RequireFlag(name, "name"));
-  FCA_ASSIGN_OR_RETURN(v1::DatasetKind kind,
-                       ParseDatasetKind(absl::GetFlag(FLAGS_kind)));
+  FCA_ASSIGN_OR_RETURN(v1::DatasetKind kind, ParseDatasetKind(absl::GetFlag(FLAGS_kind)));
   const std::string& path = ctx.args()[0];
   std::error_code error;
   const auto size = std::filesystem::file_size(path, error);
   if (error) return UsageError(absl::StrFormat("cannot read %s", path));
   if (kind == v1::DATASET_KIND_TOKENS_INT32 && size % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s has %d bytes, not a whole number of int32 tokens", path, size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has %d bytes, not a whole number of int32 tokens", path, size));
   }
   auto sha = Sha256FileHex(path);
   if (!sha.ok()) return UsageError(absl::StrFormat("cannot read %s", path));
@@ -141,20 +148,18 @@ CommandResult RunJobsList(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "jobs list [--state=S]"));
   v1::ListJobsRequest request;
   if (ctx.Specified("state")) {
-    FCA_ASSIGN_OR_RETURN(v1::JobState state,
-                         ParseJobState(absl::GetFlag(FLAGS_state)));
+    FCA_ASSIGN_OR_RETURN(v1::JobState state, ParseJobState(absl::GetFlag(FLAGS_state)));
     request.set_state(state);
   }
   request.set_page_size(absl::GetFlag(FLAGS_page_size));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   std::vector<v1::Job> jobs;
-  FCA_RETURN_IF_ERROR(FollowPages(
-      [&](const std::string& token) -> absl::StatusOr<std::string> {
-        request.set_page_token(token);
-        FCA_ASSIGN_OR_RETURN(auto page, client->ListJobs(request));
-        jobs.insert(jobs.end(), page.jobs().begin(), page.jobs().end());
-        return page.next_page_token();
-      }));
+  FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
+    request.set_page_token(token);
+    FCA_ASSIGN_OR_RETURN(auto page, client->ListJobs(request));
+    jobs.insert(jobs.end(), page.jobs().begin(), page.jobs().end());
+    return page.next_page_token();
+  }));
   ctx.out() << FormatJobsTable(jobs);
   return kExitOk;
 }
@@ -176,15 +181,13 @@ CommandResult RunJobsCancel(CommandContext& ctx) {
   if (job.state() == v1::JOB_STATE_CANCELLED) {
     ctx.out() << absl::StrFormat("job %d: CANCELLED\n", job.id());
   } else {
-    ctx.out() << absl::StrFormat(
-        "job %d: %s, cancel requested (it stops within one batch)\n", job.id(),
-        JobStateName(job.state()));
+    ctx.out() << absl::StrFormat("job %d: %s, cancel requested (it stops within one batch)\n",
+                                 job.id(), JobStateName(job.state()));
   }
   return kExitOk;
 }
 
-absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(
-    const CommandContext& ctx) {
+absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(const CommandContext& ctx) {
   v1::ResultFilter filter;
   filter.set_job_id(absl::GetFlag(FLAGS_job));
   filter.set_model(absl::GetFlag(FLAGS_model));
@@ -192,8 +195,7 @@ absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(
   filter.set_intervention(absl::GetFlag(FLAGS_intervention));
   filter.set_metric(absl::GetFlag(FLAGS_metric));
   if (ctx.Specified("since")) {
-    FCA_ASSIGN_OR_RETURN(*filter.mutable_created_after(),
-                         ParseRfc3339(absl::GetFlag(FLAGS_since)));
+    FCA_ASSIGN_OR_RETURN(*filter.mutable_created_after(), ParseRfc3339(absl::GetFlag(FLAGS_since)));
   }
   if (ctx.Specified("until")) {
     FCA_ASSIGN_OR_RETURN(*filter.mutable_created_before(),
@@ -204,21 +206,18 @@ absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(
 
 CommandResult RunResults(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "results [filters] [--format=F]"));
-  FCA_ASSIGN_OR_RETURN(ResultFormat format,
-                       ParseResultFormat(absl::GetFlag(FLAGS_format)));
+  FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
   v1::QueryResultsRequest request;
   FCA_ASSIGN_OR_RETURN(*request.mutable_filter(), ResultFilterFromFlags(ctx));
   request.set_page_size(absl::GetFlag(FLAGS_page_size));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   std::vector<v1::Result> results;
-  FCA_RETURN_IF_ERROR(FollowPages(
-      [&](const std::string& token) -> absl::StatusOr<std::string> {
-        request.set_page_token(token);
-        FCA_ASSIGN_OR_RETURN(auto page, client->QueryResults(request));
-        results.insert(results.end(), page.results().begin(),
-                       page.results().end());
-        return page.next_page_token();
-      }));
+  FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
+    request.set_page_token(token);
+    FCA_ASSIGN_OR_RETURN(auto page, client->QueryResults(request));
+    results.insert(results.end(), page.results().begin(), page.results().end());
+    return page.next_page_token();
+  }));
   ctx.out() << FormatResults(results, format);
   return kExitOk;
 }
@@ -226,8 +225,7 @@ CommandResult RunResults(CommandContext& ctx) {
 // Streams the export into `path`.part and renames it once complete and the
 // byte count matches the header, so a broken transfer leaves no file that
 // looks whole.
-absl::Status ExportToFile(AuditClient& client,
-                          const v1::ExportCoefficientsRequest& request,
+absl::Status ExportToFile(AuditClient& client, const v1::ExportCoefficientsRequest& request,
                           const std::string& path, std::ostream& out) {
   const std::string part = path + ".part";
   std::ofstream file(part, std::ios::binary | std::ios::trunc);
@@ -243,13 +241,12 @@ absl::Status ExportToFile(AuditClient& client,
       [&](const std::string& chunk) {
         file.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
         written += static_cast<int64_t>(chunk.size());
-        return file ? absl::OkStatus()
-                    : UsageError(absl::StrFormat("cannot write %s", path));
+        return file ? absl::OkStatus() : UsageError(absl::StrFormat("cannot write %s", path));
       });
   file.close();
   if (status.ok() && written != expected) {
-    status = absl::DataLossError(absl::StrFormat(
-        "export ended after %d of %d bytes", written, expected));
+    status = absl::DataLossError(
+        absl::StrFormat("export ended after %d of %d bytes", written, expected));
   }
   if (status.ok() && std::rename(part.c_str(), path.c_str()) != 0) {
     status = UsageError(absl::StrFormat("cannot write %s", path));
@@ -285,45 +282,51 @@ CommandResult RunHelp(CommandContext& ctx) {
 // ---------------------------------------------------------------- dispatch
 
 struct Command {
-  std::vector<std::string> words;   // "jobs", "list"
-  std::string synopsis;             // shown by help
+  std::vector<std::string> words;  // "jobs", "list"
+  std::string synopsis;            // shown by help
   std::string summary;
-  std::vector<std::string> flags;   // accepted beyond the global ones
+  std::vector<std::string> flags;  // accepted beyond the global ones
   CommandResult (*run)(CommandContext&);
 };
 
 const std::vector<Command>& Commands() {
   static const auto* commands = new std::vector<Command>{
-      {{"models"}, "models", "list the models the server can audit", {},
-       RunModels},
-      {{"datasets", "upload"}, "datasets upload --name=N [--kind=text|tokens] FILE",
-       "upload a dataset (1 MiB chunks, SHA-256 checked)", {"name", "kind"},
+      {{"models"}, "models", "list the models the server can audit", {}, RunModels},
+      {{"datasets", "upload"},
+       "datasets upload --name=N [--kind=text|tokens] FILE",
+       "upload a dataset (1 MiB chunks, SHA-256 checked)",
+       {"name", "kind"},
        RunDatasetsUpload},
-      {{"datasets", "list"}, "datasets list", "list visible datasets", {},
-       RunDatasetsList},
+      {{"datasets", "list"}, "datasets list", "list visible datasets", {}, RunDatasetsList},
       {{"audit"},
        "audit --models=a,b --eval=D --calib=D [options] | --manifest=FILE",
        "submit an audit job, then watch it (see AUDIT OPTIONS)",
-       AuditFlagNames(), RunAudit},
-      {{"watch"}, "watch JOB_ID [--after_seq=N]",
-       "stream a job's progress and results until it ends", {"after_seq"},
+       AuditFlagNames(),
+       RunAudit},
+      {{"watch"},
+       "watch JOB_ID [--after_seq=N]",
+       "stream a job's progress and results until it ends",
+       {"after_seq"},
        RunWatch},
-      {{"jobs", "list"}, "jobs list [--state=S] [--page_size=N]",
-       "list jobs, newest first", {"state", "page_size"}, RunJobsList},
-      {{"jobs", "show"}, "jobs show ID", "show one job and its spec", {},
-       RunJobsShow},
-      {{"jobs", "cancel"}, "jobs cancel ID", "cancel a queued or running job",
-       {}, RunJobsCancel},
+      {{"jobs", "list"},
+       "jobs list [--state=S] [--page_size=N]",
+       "list jobs, newest first",
+       {"state", "page_size"},
+       RunJobsList},
+      {{"jobs", "show"}, "jobs show ID", "show one job and its spec", {}, RunJobsShow},
+      {{"jobs", "cancel"}, "jobs cancel ID", "cancel a queued or running job", {}, RunJobsCancel},
       {{"results"},
-       "results [--job --model --dataset --intervention --metric --since "
-       "--until] [--format=table|json|csv]",
+       "results [--job=ID --model=M --dataset=SHA --intervention=I "
+       "--metric=X\n          --since=T --until=T] [--format=table|json|csv]",
        "query stored results (all pages)",
-       {"job", "model", "dataset", "intervention", "metric", "since", "until",
-        "format", "page_size"},
+       {"job", "model", "dataset", "intervention", "metric", "since", "until", "format",
+        "page_size"},
        RunResults},
-      {{"export"}, "export --model=M --window_hash=H [--dtype=D] --out=FILE",
+      {{"export"},
+       "export --model=M --window_hash=H [--dtype=D] --out=FILE",
        "download a cached coefficient tensor",
-       {"model", "window_hash", "dtype", "out"}, RunExport},
+       {"model", "window_hash", "dtype", "out"},
+       RunExport},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;
@@ -342,13 +345,11 @@ const Command* FindCommand(const std::vector<std::string>& words) {
 
 // A flag that belongs to another command is almost always a mistake (a
 // typo'd command, or a filter the user believes is applied): refuse it.
-absl::Status CheckFlagsApply(const Command& command,
-                             const std::set<std::string>& specified) {
+absl::Status CheckFlagsApply(const Command& command, const std::set<std::string>& specified) {
   for (const std::string& flag : specified) {
     const auto& global = GlobalFlagNames();
     if (std::find(global.begin(), global.end(), flag) != global.end()) continue;
-    if (std::find(command.flags.begin(), command.flags.end(), flag) !=
-        command.flags.end()) {
+    if (std::find(command.flags.begin(), command.flags.end(), flag) != command.flags.end()) {
       continue;
     }
     return UsageError(absl::StrFormat("--%s does not apply to 'fca %s'", flag,
@@ -362,9 +363,9 @@ absl::StatusOr<const Command*> Resolve(const std::vector<std::string>& words,
   if (words.empty()) return UsageError("no command given");
   const Command* command = FindCommand(words);
   if (command == nullptr) {
-    return UsageError(absl::StrFormat("unknown command '%s'",
-                                      absl::StrJoin(words.begin(),
-                                                    words.begin() + std::min<size_t>(2, words.size()), " ")));
+    return UsageError(absl::StrFormat(
+        "unknown command '%s'",
+        absl::StrJoin(words.begin(), words.begin() + std::min<size_t>(2, words.size()), " ")));
   }
   FCA_RETURN_IF_ERROR(CheckFlagsApply(*command, specified));
   return command;
@@ -374,19 +375,14 @@ absl::StatusOr<const Command*> Resolve(const std::vector<std::string>& words,
 
 absl::StatusOr<AuditClient*> CommandContext::Client() {
   if (client_ != nullptr) return client_.get();
-  ClientOptions options;
-  options.address =
-      FlagOrEnv(absl::GetFlag(FLAGS_server), "FCA_SERVER", kDefaultServer);
-  options.token = FlagOrEnv(absl::GetFlag(FLAGS_token), "FCA_TOKEN", "");
-  options.timeout = absl::GetFlag(FLAGS_timeout);
-  options.use_tls = absl::GetFlag(FLAGS_tls);
-  const std::string ca_cert = absl::GetFlag(FLAGS_ca_cert);
-  if (!ca_cert.empty()) {
-    FCA_ASSIGN_OR_RETURN(options.ca_cert_pem,
-                         ReadLocalFile(ca_cert, "CA certificate"));
-    options.use_tls = true;
-  }
-  FCA_ASSIGN_OR_RETURN(client_, AuditClient::Open(options));
+  FCA_ASSIGN_OR_RETURN(client_options_, ClientOptionsFromFlags());
+  FCA_ASSIGN_OR_RETURN(client_, AuditClient::Open(client_options_));
+  return client_.get();
+}
+
+absl::StatusOr<AuditClient*> CommandContext::ReopenClient() {
+  if (client_ == nullptr) return Client();
+  FCA_ASSIGN_OR_RETURN(client_, AuditClient::Open(client_options_));
   return client_.get();
 }
 
@@ -398,16 +394,14 @@ absl::StatusOr<int64_t> ParseJobId(const std::string& text) {
   return id;
 }
 
-int RunCommand(const std::vector<std::string>& words,
-               const std::set<std::string>& specified, std::ostream& out,
-               std::ostream& err) {
+int RunCommand(const std::vector<std::string>& words, const std::set<std::string>& specified,
+               std::ostream& out, std::ostream& err) {
   auto command = Resolve(words, specified);
   if (!command.ok()) {
     err << FormatError(command.status()) << "\n";
     return ExitCodeForStatus(command.status());
   }
-  std::vector<std::string> args(words.begin() + (*command)->words.size(),
-                                words.end());
+  std::vector<std::string> args(words.begin() + (*command)->words.size(), words.end());
   CommandContext ctx(std::move(args), specified, out, err);
   CommandResult result = (*command)->run(ctx);
   out.flush();

@@ -19,31 +19,30 @@ namespace fca::client {
 // What a subcommand runs with.
 class CommandContext {
  public:
-  CommandContext(std::vector<std::string> args, std::set<std::string> specified,
-                 std::ostream& out, std::ostream& err)
-      : args_(std::move(args)),
-        specified_(std::move(specified)),
-        out_(out),
-        err_(err) {}
+  CommandContext(std::vector<std::string> args, std::set<std::string> specified, std::ostream& out,
+                 std::ostream& err)
+      : args_(std::move(args)), specified_(std::move(specified)), out_(out), err_(err) {}
 
   // Positional arguments after the command words.
   const std::vector<std::string>& args() const { return args_; }
   // True when the flag appeared on the command line (not just defaulted).
-  bool Specified(const std::string& flag) const {
-    return specified_.count(flag) > 0;
-  }
+  bool Specified(const std::string& flag) const { return specified_.count(flag) > 0; }
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
 
   // Opens the connection on first use from --server/FCA_SERVER,
   // --token/FCA_TOKEN, --tls, --ca_cert and --timeout.
   absl::StatusOr<AuditClient*> Client();
+  // Replaces the connection with a fresh channel (after a dropped stream) and
+  // returns it; pointers from earlier Client() calls become invalid.
+  absl::StatusOr<AuditClient*> ReopenClient();
 
  private:
   std::vector<std::string> args_;
   std::set<std::string> specified_;
   std::ostream& out_;
   std::ostream& err_;
+  ClientOptions client_options_;  // valid once client_ is set
   std::unique_ptr<AuditClient> client_;
 };
 
@@ -54,9 +53,8 @@ using CommandResult = absl::StatusOr<int>;
 // `words` are the positional arguments after the program name; `specified`
 // the flags seen on the command line. Prints errors as "CODE: message" on
 // `err` and returns the exit code.
-int RunCommand(const std::vector<std::string>& words,
-               const std::set<std::string>& specified, std::ostream& out,
-               std::ostream& err);
+int RunCommand(const std::vector<std::string>& words, const std::set<std::string>& specified,
+               std::ostream& out, std::ostream& err);
 
 // The full `fca help` text: commands, global flags, exit codes.
 std::string HelpText();

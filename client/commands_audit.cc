@@ -101,16 +101,10 @@ absl::StatusOr<v1::AuditSpec> SpecFromCommandLine(const CommandContext& ctx) {
   return spec;
 }
 
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
-
 // A progress bar only makes sense on an interactive terminal.
 bool StderrIsTerminal() {
   const char* term = std::getenv("TERM");
-  return isatty(STDERR_FILENO) == 1 &&
-         !(term != nullptr && std::string(term) == "dumb");
+  return isatty(STDERR_FILENO) == 1 && !(term != nullptr && std::string(term) == "dumb");
 }
 
 int TerminalWidth() {
@@ -129,8 +123,7 @@ int ReportFinalState(CommandContext& ctx, const v1::Job& job) {
   if (job.has_started_at() && job.has_finished_at()) {
     absl::StrAppendFormat(
         &line, " after %s",
-        HumanDuration(absl::Seconds(job.finished_at().seconds() -
-                                     job.started_at().seconds())));
+        HumanDuration(absl::Seconds(job.finished_at().seconds() - job.started_at().seconds())));
   }
   ctx.out() << line << "\n";
   ctx.out().flush();
@@ -141,10 +134,24 @@ int ReportFinalState(CommandContext& ctx, const v1::Job& job) {
   return ExitCodeForJobState(job.state());
 }
 
-// Streams the job's events until it ends, then reports its final state.
-CommandResult WatchToEnd(CommandContext& ctx, int64_t job_id,
-                         int64_t after_seq) {
+// The finished job a watch ended with, asking the server when the stream
+// did not carry it: nothing came after `after_seq` (the job had already
+// ended) or the server closed the stream early.
+absl::StatusOr<v1::Job> FinalJob(CommandContext& ctx, int64_t job_id, const WatchOutcome& outcome) {
+  if (outcome.job && IsTerminalState(outcome.job->state())) return *outcome.job;
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(job_id));
+  if (!IsTerminalState(job.state())) {
+    return absl::UnavailableError(
+        absl::StrFormat("the server ended the stream while job %d is %s; resume with "
+                        "'fca watch %d --after_seq=%d'",
+                        job_id, JobStateName(job.state()), job_id, outcome.last_seq));
+  }
+  return job;
+}
+
+// Streams the job's events until it ends, then reports its final state.
+CommandResult WatchToEnd(CommandContext& ctx, int64_t job_id, int64_t after_seq) {
   WatchPrinter::Options printer_options;
   printer_options.tty = StderrIsTerminal();
   printer_options.width = TerminalWidth();
@@ -154,13 +161,17 @@ CommandResult WatchToEnd(CommandContext& ctx, int64_t job_id,
   options.on_retry = [&](const absl::Status& status, absl::Duration backoff) {
     printer.Finish();
     ctx.err() << absl::StrFormat("connection lost (%s); resuming after seq %d in %s\n",
-                                 FormatError(status), last_seq,
-                                 absl::FormatDuration(backoff));
+                                 FormatError(status), last_seq, absl::FormatDuration(backoff));
   };
   auto outcome = WatchWithReconnect(
       after_seq,
-      [&](int64_t seq, const WatchEventFn& on_event) {
-        return client->WatchJob(job_id, seq, on_event);
+      [&, attempt = 0](int64_t seq, const WatchReadFn& read) mutable -> absl::Status {
+        // gRPC's channel retries connecting on its own backoff schedule and
+        // fails calls fast meanwhile; a fresh channel connects at once, so a
+        // restarted server is found on our next retry.
+        FCA_ASSIGN_OR_RETURN(AuditClient * client,
+                             attempt++ == 0 ? ctx.Client() : ctx.ReopenClient());
+        return client->WatchJob(job_id, seq, read);
       },
       [&](const v1::WatchJobResponse& response) {
         last_seq = response.event().seq();
@@ -169,32 +180,22 @@ CommandResult WatchToEnd(CommandContext& ctx, int64_t job_id,
       options);
   printer.Finish();
   FCA_RETURN_IF_ERROR(outcome.status());
-  v1::Job job;
-  if (outcome->job && IsTerminal(outcome->job->state())) {
-    job = *outcome->job;
-  } else {
-    // Nothing after `after_seq` (the job had already ended), or the stream
-    // stopped early: ask for the job's current state.
-    FCA_ASSIGN_OR_RETURN(job, client->GetJob(job_id));
-  }
-  if (!IsTerminal(job.state())) {
-    return absl::UnavailableError(absl::StrFormat(
-        "the server ended the stream while job %d is %s; resume with "
-        "'fca watch %d --after_seq=%d'",
-        job_id, JobStateName(job.state()), job_id, outcome->last_seq));
-  }
+  FCA_ASSIGN_OR_RETURN(v1::Job job, FinalJob(ctx, job_id, *outcome));
   return ReportFinalState(ctx, job);
 }
 
 }  // namespace
 
 const std::vector<std::string>& AuditFlagNames() {
-  static const auto* names = new std::vector<std::string>{
+  // One per AuditSpec field, then the command's own.
+  // clang-format off
+  static constexpr const char* kNames[] = {
       "models", "dense_twin", "eval", "calib", "interventions", "window",
-      "max_eval_windows", "max_calib_windows", "batch", "seed",
-      "per_site_shuffle", "bootstrap", "ci_level", "allow_overlap",
-      "timing_repeats", "label", "manifest", "save_manifest", "watch",
-      "detach"};
+      "max_eval_windows", "max_calib_windows", "batch", "seed", "per_site_shuffle",
+      "bootstrap", "ci_level", "allow_overlap", "timing_repeats", "label",
+      "manifest", "save_manifest", "watch", "detach"};
+  // clang-format on
+  static const auto* names = new std::vector<std::string>(std::begin(kNames), std::end(kNames));
   return *names;
 }
 
@@ -215,8 +216,7 @@ CommandResult RunAudit(CommandContext& ctx) {
     ctx.out() << job.id() << "\n";
     return kExitOk;
   }
-  ctx.out() << absl::StrFormat("submitted job %d (%s)\n", job.id(),
-                               JobStateName(job.state()));
+  ctx.out() << absl::StrFormat("submitted job %d (%s)\n", job.id(), JobStateName(job.state()));
   ctx.out().flush();
   return WatchToEnd(ctx, job.id(), /*after_seq=*/0);
 }

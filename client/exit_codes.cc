@@ -68,8 +68,7 @@ std::string FormatError(const absl::Status& status) {
   if (IsUsageError(status)) {
     return absl::StrFormat("USAGE: %s (see 'fca help')", status.message());
   }
-  return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()),
-                         status.message());
+  return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()), status.message());
 }
 
 std::string ExitCodeHelp() {

@@ -15,16 +15,16 @@ namespace fca::client {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitInternal = 1,            // INTERNAL, UNKNOWN and everything unlisted
-  kExitUsage = 2,               // bad flags, unreadable local file/manifest
-  kExitInvalidArgument = 3,     // INVALID_ARGUMENT, OUT_OF_RANGE
-  kExitNotFound = 4,            // NOT_FOUND
-  kExitAuth = 5,                // UNAUTHENTICATED, PERMISSION_DENIED
-  kExitUnavailable = 6,         // UNAVAILABLE, DEADLINE_EXCEEDED
-  kExitResourceExhausted = 7,   // RESOURCE_EXHAUSTED
-  kExitPrecondition = 8,        // FAILED_PRECONDITION, ALREADY_EXISTS, ABORTED
-  kExitJobFailed = 9,           // the watched job finished FAILED
-  kExitJobCancelled = 10,       // the watched job finished CANCELLED
+  kExitInternal = 1,           // INTERNAL, UNKNOWN and everything unlisted
+  kExitUsage = 2,              // bad flags, unreadable local file/manifest
+  kExitInvalidArgument = 3,    // INVALID_ARGUMENT, OUT_OF_RANGE
+  kExitNotFound = 4,           // NOT_FOUND
+  kExitAuth = 5,               // UNAUTHENTICATED, PERMISSION_DENIED
+  kExitUnavailable = 6,        // UNAVAILABLE, DEADLINE_EXCEEDED
+  kExitResourceExhausted = 7,  // RESOURCE_EXHAUSTED
+  kExitPrecondition = 8,       // FAILED_PRECONDITION, ALREADY_EXISTS, ABORTED
+  kExitJobFailed = 9,          // the watched job finished FAILED
+  kExitJobCancelled = 10,      // the watched job finished CANCELLED
 };
 
 // A usage error: the command line or a local input file is wrong, so the

@@ -30,8 +30,7 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   options.add_whitespace = pretty;
   options.always_print_primitive_fields = true;
   std::string out;
-  auto status =
-      google::protobuf::util::MessageToJsonString(message, &out, options);
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!status.ok()) return "{}";
   return out;
 }
@@ -45,8 +44,7 @@ std::string RightTrim(std::string line) {
 
 // ---------------------------------------------------------------- TextTable
 
-TextTable::TextTable(std::vector<Column> columns)
-    : columns_(std::move(columns)) {}
+TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
 void TextTable::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
@@ -69,8 +67,7 @@ std::string TextTable::Render() const {
     }
     return RightTrim(std::move(line)) + "\n";
   };
-  std::string out =
-      render_line([&](size_t c) -> const std::string& { return columns_[c].title; });
+  std::string out = render_line([&](size_t c) -> const std::string& { return columns_[c].title; });
   for (const auto& row : rows_) {
     out += render_line([&](size_t c) -> const std::string& { return row[c]; });
   }
@@ -81,24 +78,26 @@ std::string TextTable::Render() const {
 
 std::string FormatModelsTable(const std::vector<v1::Model>& models) {
   using A = TextTable::Align;
-  TextTable table({{"NAME"}, {"FAMILY"}, {"PARAMS", A::kRight},
-                   {"SITES", A::kRight}, {"WEIGHTS"}});
+  TextTable table({{"NAME"}, {"FAMILY"}, {"PARAMS", A::kRight}, {"SITES", A::kRight}, {"WEIGHTS"}});
   for (const auto& m : models) {
     table.AddRow({m.name(), m.family(), HumanCount(m.num_parameters()),
-                  absl::StrFormat("%d", m.sites_size()),
-                  ShaPrefix(m.weights_sha256())});
+                  absl::StrFormat("%d", m.sites_size()), ShaPrefix(m.weights_sha256())});
   }
   return table.Render();
 }
 
 std::string FormatDatasetsTable(const std::vector<v1::Dataset>& sets) {
   using A = TextTable::Align;
-  TextTable table({{"ID", A::kRight}, {"NAME"}, {"KIND"}, {"SIZE", A::kRight},
-                   {"SHA256"}, {"OWNER"}, {"CREATED"}});
+  TextTable table({{"ID", A::kRight},
+                   {"NAME"},
+                   {"KIND"},
+                   {"SIZE", A::kRight},
+                   {"SHA256"},
+                   {"OWNER"},
+                   {"CREATED"}});
   for (const auto& d : sets) {
-    table.AddRow({absl::StrFormat("%d", d.id()), d.name(),
-                  DatasetKindName(d.kind()), HumanBytes(d.size_bytes()),
-                  ShaPrefix(d.sha256()), d.owner(),
+    table.AddRow({absl::StrFormat("%d", d.id()), d.name(), DatasetKindName(d.kind()),
+                  HumanBytes(d.size_bytes()), ShaPrefix(d.sha256()), d.owner(),
                   FormatTimestamp(d.created_at())});
   }
   return table.Render();
@@ -106,13 +105,18 @@ std::string FormatDatasetsTable(const std::vector<v1::Dataset>& sets) {
 
 std::string FormatJobsTable(const std::vector<v1::Job>& jobs) {
   using A = TextTable::Align;
-  TextTable table({{"ID", A::kRight}, {"STATE"}, {"PROGRESS", A::kRight},
-                   {"OWNER"}, {"CREATED"}, {"MODELS"}, {"LABEL"}});
+  TextTable table({{"ID", A::kRight},
+                   {"STATE"},
+                   {"PROGRESS", A::kRight},
+                   {"OWNER"},
+                   {"CREATED"},
+                   {"MODELS"},
+                   {"LABEL"}});
   for (const auto& j : jobs) {
     table.AddRow({absl::StrFormat("%d", j.id()), JobStateName(j.state()),
                   absl::StrFormat("%.0f%%", 100 * j.progress()), j.owner(),
-                  FormatTimestamp(j.created_at()),
-                  absl::StrJoin(j.spec().models(), ","), j.spec().label()});
+                  FormatTimestamp(j.created_at()), absl::StrJoin(j.spec().models(), ","),
+                  j.spec().label()});
   }
   return table.Render();
 }
@@ -127,8 +131,7 @@ std::string FormatJobDetails(const v1::Job& job) {
   absl::StrAppendFormat(&out, "started:          %s\n", FormatTimestamp(job.started_at()));
   absl::StrAppendFormat(&out, "finished:         %s\n", FormatTimestamp(job.finished_at()));
   absl::StrAppendFormat(&out, "attempts:         %d\n", job.attempts());
-  absl::StrAppendFormat(&out, "cancel_requested: %s\n",
-                        job.cancel_requested() ? "true" : "false");
+  absl::StrAppendFormat(&out, "cancel_requested: %s\n", job.cancel_requested() ? "true" : "false");
   if (!job.error().empty()) {
     absl::StrAppendFormat(&out, "error:            %s\n", job.error());
   }
@@ -138,9 +141,8 @@ std::string FormatJobDetails(const v1::Job& job) {
 
 std::string FormatUploadSummary(const v1::UploadDatasetResponse& r) {
   const v1::Dataset& d = r.dataset();
-  return absl::StrFormat("dataset %d '%s' (%s, %s) sha256:%s%s\n", d.id(),
-                         d.name(), DatasetKindName(d.kind()),
-                         HumanBytes(d.size_bytes()), d.sha256(),
+  return absl::StrFormat("dataset %d '%s' (%s, %s) sha256:%s%s\n", d.id(), d.name(),
+                         DatasetKindName(d.kind()), HumanBytes(d.size_bytes()), d.sha256(),
                          r.deduplicated() ? " [deduplicated]" : "");
 }
 
@@ -150,9 +152,8 @@ std::string FormatCoefficientsHeader(const v1::CoefficientsHeader& h) {
   return absl::StrFormat(
       "model %s (weights %s) window %s: dtype %s, T=%d, %d sites, "
       "%d channels/token, %s\n",
-      h.model(), ShaPrefix(h.weights_sha256()), ShaPrefix(h.window_hash()),
-      h.dtype(), h.window_length(), h.sites_size(), channels,
-      HumanBytes(h.total_bytes()));
+      h.model(), ShaPrefix(h.weights_sha256()), ShaPrefix(h.window_hash()), h.dtype(),
+      h.window_length(), h.sites_size(), channels, HumanBytes(h.total_bytes()));
 }
 
 // ---------------------------------------------------------------- results
@@ -161,19 +162,23 @@ absl::StatusOr<ResultFormat> ParseResultFormat(std::string_view name) {
   if (name == "table") return ResultFormat::kTable;
   if (name == "json") return ResultFormat::kJson;
   if (name == "csv") return ResultFormat::kCsv;
-  return UsageError(absl::StrFormat(
-      "--format must be table, json or csv, not '%s'", std::string(name)));
+  return UsageError(
+      absl::StrFormat("--format must be table, json or csv, not '%s'", std::string(name)));
 }
 
 std::string FormatResultsTable(const std::vector<v1::Result>& results) {
   using A = TextTable::Align;
-  TextTable table({{"JOB", A::kRight}, {"MODEL"}, {"INTERVENTION"}, {"METRIC"},
-                   {"VALUE", A::kRight}, {"CI"}, {"N", A::kRight}});
+  TextTable table({{"JOB", A::kRight},
+                   {"MODEL"},
+                   {"INTERVENTION"},
+                   {"METRIC"},
+                   {"VALUE", A::kRight},
+                   {"CI"},
+                   {"N", A::kRight}});
   for (const auto& r : results) {
-    table.AddRow({absl::StrFormat("%d", r.job_id()), r.model(),
-                  r.intervention(), r.metric(),
-                  r.defined() ? HumanDouble(r.value()) : "undefined",
-                  FormatCi(r), absl::StrFormat("%d", r.n())});
+    table.AddRow({absl::StrFormat("%d", r.job_id()), r.model(), r.intervention(), r.metric(),
+                  r.defined() ? HumanDouble(r.value()) : "undefined", FormatCi(r),
+                  absl::StrFormat("%d", r.n())});
   }
   return table.Render();
 }
@@ -212,8 +217,7 @@ std::string FormatResultsJson(const std::vector<v1::Result>& results) {
   return out + "]\n";
 }
 
-std::string FormatResults(const std::vector<v1::Result>& results,
-                          ResultFormat format) {
+std::string FormatResults(const std::vector<v1::Result>& results, ResultFormat format) {
   switch (format) {
     case ResultFormat::kJson:
       return FormatResultsJson(results);
@@ -254,8 +258,7 @@ std::string HumanDouble(double value) { return absl::StrFormat("%.6g", value); }
 
 std::string FormatCi(const v1::Result& result) {
   if (!result.has_ci_low() || !result.has_ci_high()) return "-";
-  return absl::StrFormat("[%s, %s]", HumanDouble(result.ci_low()),
-                         HumanDouble(result.ci_high()));
+  return absl::StrFormat("[%s, %s]", HumanDouble(result.ci_low()), HumanDouble(result.ci_high()));
 }
 
 std::string HumanCount(int64_t count) {
@@ -305,17 +308,16 @@ absl::StatusOr<v1::JobState> ParseJobState(std::string_view name) {
       v1::JobState_Parse("JOB_STATE_" + upper, &state)) {
     return state;
   }
-  return UsageError(absl::StrFormat(
-      "--state must be queued, running, succeeded, failed or cancelled, not "
-      "'%s'",
-      std::string(name)));
+  return UsageError(
+      absl::StrFormat("--state must be queued, running, succeeded, failed or cancelled, not "
+                      "'%s'",
+                      std::string(name)));
 }
 
 absl::StatusOr<v1::DatasetKind> ParseDatasetKind(std::string_view name) {
   if (name == "text") return v1::DATASET_KIND_TEXT;
   if (name == "tokens") return v1::DATASET_KIND_TOKENS_INT32;
-  return UsageError(absl::StrFormat("--kind must be text or tokens, not '%s'",
-                                    std::string(name)));
+  return UsageError(absl::StrFormat("--kind must be text or tokens, not '%s'", std::string(name)));
 }
 
 std::string DatasetKindName(v1::DatasetKind kind) {
@@ -329,20 +331,18 @@ std::string DatasetKindName(v1::DatasetKind kind) {
   }
 }
 
-absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(
-    std::string_view text) {
+absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(std::string_view text) {
   absl::Time time;
   std::string error;
   if (!absl::ParseTime(absl::RFC3339_full, std::string(text), &time, &error)) {
-    return UsageError(absl::StrFormat(
-        "'%s' is not an RFC 3339 time like 2024-05-01T12:00:00Z (%s)",
-        std::string(text), error));
+    return UsageError(absl::StrFormat("'%s' is not an RFC 3339 time like 2024-05-01T12:00:00Z (%s)",
+                                      std::string(text), error));
   }
   const int64_t seconds = absl::ToUnixSeconds(time);
   google::protobuf::Timestamp ts;
   ts.set_seconds(seconds);
-  ts.set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
+  ts.set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(time - absl::FromUnixSeconds(seconds))));
   return ts;
 }
 

@@ -71,8 +71,7 @@ std::string FormatResultsCsv(const std::vector<fca::v1::Result>& results);
 // RFC 3339 times) with default-valued fields printed, so `defined: false`
 // and `value: 0` are explicit. `[]` when empty.
 std::string FormatResultsJson(const std::vector<fca::v1::Result>& results);
-std::string FormatResults(const std::vector<fca::v1::Result>& results,
-                          ResultFormat format);
+std::string FormatResults(const std::vector<fca::v1::Result>& results, ResultFormat format);
 
 // ---------------------------------------------------------------- fields
 
@@ -99,8 +98,7 @@ absl::StatusOr<fca::v1::JobState> ParseJobState(std::string_view name);
 absl::StatusOr<fca::v1::DatasetKind> ParseDatasetKind(std::string_view name);
 std::string DatasetKindName(fca::v1::DatasetKind kind);
 // RFC 3339 ("2024-05-01T12:00:00Z", offsets and fractions allowed).
-absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(
-    std::string_view text);
+absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(std::string_view text);
 
 // ---------------------------------------------------------------- progress
 
@@ -108,18 +106,15 @@ absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(
 std::string HumanDuration(absl::Duration duration);
 // The server's eta_seconds when known; otherwise extrapolated from the
 // elapsed time once at least 1% is done; otherwise "--".
-std::string FormatEta(const fca::v1::Progress& progress,
-                      absl::Duration elapsed);
+std::string FormatEta(const fca::v1::Progress& progress, absl::Duration elapsed);
 // One TTY line of at most `width - 1` columns (the last column is left free
 // so terminals never wrap): "<phase> <i>/<n> <model> [####....] 45.2% ETA
 // 3m05s". The label is shortened, then the bar dropped, when space is short.
-std::string RenderProgressBar(const fca::v1::Progress& progress, int width,
-                              absl::Duration elapsed);
+std::string RenderProgressBar(const fca::v1::Progress& progress, int width, absl::Duration elapsed);
 // A plain log line for pipes and files:
 // "[ 45%] replay:cross_input model 1/7 fg-s1 windows 12/40 elapsed 1m02s
 // ETA 3m05s".
-std::string RenderProgressLine(const fca::v1::Progress& progress,
-                               absl::Duration elapsed);
+std::string RenderProgressLine(const fca::v1::Progress& progress, absl::Duration elapsed);
 
 }  // namespace fca::client
 

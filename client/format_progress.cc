@@ -11,7 +11,7 @@ namespace fca::client {
 namespace v1 = ::fca::v1;
 namespace {
 
-constexpr int kMinBarWidth = 10;     // narrower bars carry no information
+constexpr int kMinBarWidth = 10;  // narrower bars carry no information
 constexpr double kMinFractionForEstimate = 0.01;
 
 double ClampedFraction(const v1::Progress& p) {
@@ -30,8 +30,7 @@ double FlooredPercent(double fraction, int steps) {
 std::string Label(const v1::Progress& p) {
   std::string label = p.phase().empty() ? "waiting" : p.phase();
   if (p.model_count() > 0) {
-    absl::StrAppendFormat(&label, " %d/%d", p.model_index() + 1,
-                          p.model_count());
+    absl::StrAppendFormat(&label, " %d/%d", p.model_index() + 1, p.model_count());
   }
   if (!p.model().empty()) absl::StrAppendFormat(&label, " %s", p.model());
   return label;
@@ -46,8 +45,8 @@ std::string Truncate(const std::string& text, size_t width) {
 }  // namespace
 
 std::string HumanDuration(absl::Duration duration) {
-  const int64_t total = std::max<int64_t>(
-      0, absl::ToInt64Seconds(duration + absl::Milliseconds(500)));
+  const int64_t total =
+      std::max<int64_t>(0, absl::ToInt64Seconds(duration + absl::Milliseconds(500)));
   const int64_t hours = total / 3600;
   const int64_t minutes = (total % 3600) / 60;
   const int64_t seconds = total % 60;
@@ -70,19 +69,17 @@ std::string FormatEta(const v1::Progress& progress, absl::Duration elapsed) {
   return "--";
 }
 
-std::string RenderProgressBar(const v1::Progress& progress, int width,
-                              absl::Duration elapsed) {
+std::string RenderProgressBar(const v1::Progress& progress, int width, absl::Duration elapsed) {
   const double fraction = ClampedFraction(progress);
   const size_t avail = static_cast<size_t>(std::max(width - 1, 0));
-  const std::string right = absl::StrFormat(
-      " %5.1f%% ETA %s", FlooredPercent(fraction, 10),
-      FormatEta(progress, elapsed));
+  // Fixed-width numbers keep the bar from jittering as the ETA shrinks.
+  const std::string right = absl::StrFormat(" %5.1f%% ETA %6s", FlooredPercent(fraction, 10),
+                                            FormatEta(progress, elapsed));
   std::string label = Label(progress);
   // Layout: label + " [" + bar + "]" + right.
   const size_t frame = 3 + right.size();
   if (label.size() + frame + kMinBarWidth > avail) {
-    const size_t room = avail > frame + kMinBarWidth
-                            ? avail - frame - kMinBarWidth : 0;
+    const size_t room = avail > frame + kMinBarWidth ? avail - frame - kMinBarWidth : 0;
     if (room < 8) {
       // Too narrow for a bar: keep the numbers, which matter most.
       return Truncate(Label(progress) + right, avail);
@@ -95,14 +92,11 @@ std::string RenderProgressBar(const v1::Progress& progress, int width,
                          std::string(bar_width - filled, '.'), right);
 }
 
-std::string RenderProgressLine(const v1::Progress& progress,
-                               absl::Duration elapsed) {
+std::string RenderProgressLine(const v1::Progress& progress, absl::Duration elapsed) {
   const double fraction = ClampedFraction(progress);
-  std::string line = absl::StrFormat("[%3.0f%%] %s",
-                                     FlooredPercent(fraction, 1),
-                                     progress.phase().empty()
-                                         ? std::string("waiting")
-                                         : progress.phase());
+  std::string line =
+      absl::StrFormat("[%3.0f%%] %s", FlooredPercent(fraction, 1),
+                      progress.phase().empty() ? std::string("waiting") : progress.phase());
   if (progress.model_count() > 0) {
     absl::StrAppendFormat(&line, " model %d/%d", progress.model_index() + 1,
                           progress.model_count());

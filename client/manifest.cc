@@ -16,11 +16,10 @@ absl::StatusOr<v1::AuditSpec> ParseManifest(std::string_view json) {
   v1::AuditSpec spec;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // a typo must not be ignored
-  auto status = google::protobuf::util::JsonStringToMessage(
-      std::string(json), &spec, options);
+  auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &spec, options);
   if (!status.ok()) {
-    return UsageError(absl::StrFormat("not an AuditSpec manifest: %s",
-                                      status.message().ToString()));
+    return UsageError(
+        absl::StrFormat("not an AuditSpec manifest: %s", status.message().ToString()));
   }
   return spec;
 }
@@ -37,8 +36,7 @@ absl::StatusOr<v1::AuditSpec> LoadManifest(const std::string& path) {
   }
   auto spec = ParseManifest(text.str());
   if (!spec.ok()) {
-    return UsageError(
-        absl::StrFormat("manifest %s: %s", path, spec.status().message()));
+    return UsageError(absl::StrFormat("manifest %s: %s", path, spec.status().message()));
   }
   return spec;
 }

@@ -33,8 +33,7 @@ absl::StatusOr<fca::v1::AuditSpec> LoadManifest(const std::string& path);
 std::string ManifestJson(const fca::v1::AuditSpec& spec);
 // Writes ManifestJson to `path` (via a temporary file and a rename, so a
 // failed write never leaves half a manifest). Usage error on failure.
-absl::Status SaveManifest(const std::string& path,
-                          const fca::v1::AuditSpec& spec);
+absl::Status SaveManifest(const std::string& path, const fca::v1::AuditSpec& spec);
 
 // The AuditSpec fields a user set explicitly with flags; unset members leave
 // the base spec's field alone.
@@ -59,8 +58,7 @@ struct SpecOverrides {
 
 // `base` with every set override applied; repeated fields are replaced, not
 // appended (`--models=a` on top of a manifest naming b,c audits only a).
-fca::v1::AuditSpec MergeSpec(fca::v1::AuditSpec base,
-                             const SpecOverrides& overrides);
+fca::v1::AuditSpec MergeSpec(fca::v1::AuditSpec base, const SpecOverrides& overrides);
 
 // Client-side sanity check before submitting: at least one model and an
 // evaluation dataset. Everything else is the server's to validate, so the

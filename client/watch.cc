@@ -11,8 +11,12 @@ namespace fca::client {
 
 namespace v1 = ::fca::v1;
 
-absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq,
-                                                const WatchStreamFn& stream,
+bool IsTerminalState(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq, const WatchStreamFn& stream,
                                                 const WatchEventFn& on_event,
                                                 const WatchOptions& options) {
   WatchOutcome outcome;
@@ -21,14 +25,15 @@ absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq,
   absl::Duration backoff = options.initial_backoff;
   while (true) {
     bool advanced = false;
-    absl::Status status = stream(
-        outcome.last_seq, [&](const v1::WatchJobResponse& response) {
-          if (response.event().seq() <= outcome.last_seq) return;  // replayed
-          outcome.last_seq = response.event().seq();
-          outcome.job = response.job();
-          advanced = true;
-          on_event(response);
-        });
+    absl::Status status = stream(outcome.last_seq, [&](const v1::WatchJobResponse& response) {
+      const v1::JobEvent& event = response.event();
+      if (event.seq() <= outcome.last_seq) return true;  // replayed
+      outcome.last_seq = event.seq();
+      outcome.job = response.job();
+      advanced = true;
+      on_event(response);
+      return !(event.has_state() && IsTerminalState(event.state()));
+    });
     if (status.ok()) return outcome;
     if (status.code() != absl::StatusCode::kUnavailable) return status;
     if (advanced) {
@@ -37,9 +42,9 @@ absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq,
       backoff = options.initial_backoff;
     }
     if (options.now() + backoff - last_progress > options.reconnect_budget) {
-      return absl::UnavailableError(absl::StrFormat(
-          "%s (gave up reconnecting after %s)", status.message(),
-          HumanDuration(options.now() - last_progress)));
+      return absl::UnavailableError(absl::StrFormat("%s (gave up reconnecting after %s)",
+                                                    status.message(),
+                                                    HumanDuration(options.now() - last_progress)));
     }
     if (options.on_retry) options.on_retry(status, backoff);
     options.sleep(backoff);
@@ -47,13 +52,12 @@ absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq,
   }
 }
 
-bool ProgressThrottle::ShouldPrint(const v1::Progress& progress,
-                                   absl::Time now) {
+bool ProgressThrottle::ShouldPrint(const v1::Progress& progress, absl::Time now) {
   const double fraction = std::clamp(progress.fraction(), 0.0, 1.0);
   const int decile = static_cast<int>(std::floor(fraction * 10));
   const bool print = !printed_any_ || progress.phase() != phase_ ||
-                     progress.model_index() != model_index_ ||
-                     decile > decile_ || now - last_time_ >= min_interval_;
+                     progress.model_index() != model_index_ || decile > decile_ ||
+                     now - last_time_ >= min_interval_;
   if (print) {
     printed_any_ = true;
     phase_ = progress.phase();
@@ -64,8 +68,7 @@ bool ProgressThrottle::ShouldPrint(const v1::Progress& progress,
   return print;
 }
 
-WatchPrinter::WatchPrinter(std::ostream& out, std::ostream& progress_out,
-                           Options options)
+WatchPrinter::WatchPrinter(std::ostream& out, std::ostream& progress_out, Options options)
     : out_(out),
       progress_out_(progress_out),
       options_(std::move(options)),
@@ -121,8 +124,7 @@ void WatchPrinter::OnProgress(const v1::Progress& progress) {
 void WatchPrinter::OnResults(const v1::ResultBatch& batch) {
   ClearBar();
   std::vector<v1::Result> rows(batch.results().begin(), batch.results().end());
-  out_ << absl::StrFormat("results for %s (%d rows):\n", batch.model(),
-                          rows.size())
+  out_ << absl::StrFormat("results for %s (%d rows):\n", batch.model(), rows.size())
        << FormatResultsTable(rows);
   out_.flush();
   DrawBar();
@@ -137,10 +139,7 @@ void WatchPrinter::OnMessage(const std::string& message) {
 
 void WatchPrinter::OnState(int64_t job_id, v1::JobState state) {
   // Terminal states are reported once by the command after the stream ends.
-  if (state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-      state == v1::JOB_STATE_CANCELLED) {
-    return;
-  }
+  if (IsTerminalState(state)) return;
   ClearBar();
   progress_out_ << absl::StrFormat("job %d: %s\n", job_id, JobStateName(state));
   progress_out_.flush();
@@ -156,8 +155,7 @@ void WatchPrinter::ClearBar() {
 
 void WatchPrinter::DrawBar() {
   if (!options_.tty || !last_progress_) return;
-  const std::string line =
-      RenderProgressBar(*last_progress_, options_.width, Elapsed());
+  const std::string line = RenderProgressBar(*last_progress_, options_.width, Elapsed());
   // Pad over the previous bar instead of relying on terminal escapes.
   const size_t pad = bar_chars_ > line.size() ? bar_chars_ - line.size() : 0;
   progress_out_ << '\r' << line << std::string(pad, ' ');

@@ -20,10 +20,15 @@
 namespace fca::client {
 
 using WatchEventFn = std::function<void(const fca::v1::WatchJobResponse&)>;
-// One stream attempt: deliver the events after `after_seq`, in order, and
-// return the stream's final status (AuditClient::WatchJob fits).
-using WatchStreamFn =
-    std::function<absl::Status(int64_t after_seq, const WatchEventFn&)>;
+// Receives one streamed event; returning false stops the stream.
+using WatchReadFn = std::function<bool(const fca::v1::WatchJobResponse&)>;
+// One stream attempt: deliver the events after `after_seq`, in order, until
+// the server ends the stream (return its status) or `read` returns false
+// (return OK). AuditClient::WatchJob fits.
+using WatchStreamFn = std::function<absl::Status(int64_t after_seq, const WatchReadFn& read)>;
+
+// SUCCEEDED, FAILED or CANCELLED: the job will not change again.
+bool IsTerminalState(fca::v1::JobState state);
 
 struct WatchOptions {
   // Give up when this long passes without a new event while reconnecting.
@@ -32,27 +37,26 @@ struct WatchOptions {
   absl::Duration max_backoff = absl::Seconds(4);
   // Injectable clock, so tests run instantly.
   std::function<absl::Time()> now = [] { return absl::Now(); };
-  std::function<void(absl::Duration)> sleep = [](absl::Duration d) {
-    absl::SleepFor(d);
-  };
+  std::function<void(absl::Duration)> sleep = [](absl::Duration d) { absl::SleepFor(d); };
   // Told before each retry (the CLI prints a note); may be empty.
   std::function<void(const absl::Status&, absl::Duration backoff)> on_retry;
 };
 
 struct WatchOutcome {
-  int64_t last_seq = 0;                // the last event delivered
-  std::optional<fca::v1::Job> job;     // the job as of that event
+  int64_t last_seq = 0;             // the last event delivered
+  std::optional<fca::v1::Job> job;  // the job as of that event
 };
 
 // Runs `stream` from `after_seq`. When it breaks with UNAVAILABLE it is
 // reopened after the last seq seen, with exponential backoff, until
 // `reconnect_budget` passes without progress. Events whose seq is not above
 // the last one delivered are dropped, so `on_event` sees each seq once and
-// in order even if a server replays. Returns when a stream ends OK (the
-// server ends it after the terminal event), or the first non-UNAVAILABLE
-// error, or the last UNAVAILABLE once the budget is spent.
-absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq,
-                                                const WatchStreamFn& stream,
+// in order even if a server replays. Returns after the event that moves the
+// job to a terminal state (the stream is not read further, so a server that
+// keeps it open cannot hang the CLI), when a stream ends OK, on the first
+// non-UNAVAILABLE error, or with the last UNAVAILABLE once the budget is
+// spent.
+absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq, const WatchStreamFn& stream,
                                                 const WatchEventFn& on_event,
                                                 const WatchOptions& options);
 
@@ -107,7 +111,7 @@ class WatchPrinter {
   absl::Time watch_start_;
   std::optional<absl::Time> job_start_;  // started_at, when the server set it
   std::optional<fca::v1::Progress> last_progress_;
-  size_t bar_chars_ = 0;                 // width of the bar on screen; 0 = none
+  size_t bar_chars_ = 0;  // width of the bar on screen; 0 = none
 };
 
 }  // namespace fca::client

@@ -92,10 +92,17 @@ const char* const kVersion1[] = {
       n INTEGER NOT NULL,
       created_at_us INTEGER NOT NULL,
       UNIQUE (job_id, model, intervention, metric)))sql",
-    "CREATE INDEX results_by_model ON results(model, intervention, metric)",
-    "CREATE INDEX results_by_metric ON results(metric, intervention)",
+    // Single-column indexes: an equality on one of them yields rows already
+    // in id order, so a page is read without sorting and the scan stops
+    // after page_size matches. The three-column index serves the common
+    // model x intervention x metric lookup exactly.
+    "CREATE INDEX results_by_model ON results(model)",
+    "CREATE INDEX results_by_intervention ON results(intervention)",
+    "CREATE INDEX results_by_metric ON results(metric)",
     "CREATE INDEX results_by_dataset ON results(dataset_sha256)",
     "CREATE INDEX results_by_time ON results(created_at_us)",
+    "CREATE INDEX results_by_model_intervention_metric "
+    "ON results(model, intervention, metric)",
 
     // last_used_seq orders eviction; unlike last_used_us it is strictly
     // increasing, so ties and wall-clock steps cannot reorder the LRU.

@@ -131,6 +131,39 @@ int64_t Statement::AppendColumnBlob(int col, std::string* out) const {
   return size;
 }
 
+// --------------------------------------------------------------- BlobReader
+
+BlobReader::BlobReader(BlobReader&& other) noexcept
+    : db_(other.db_),
+      table_(other.table_),
+      column_(other.column_),
+      what_(other.what_),
+      blob_(std::exchange(other.blob_, nullptr)) {}
+
+BlobReader::~BlobReader() {
+  if (blob_ != nullptr) sqlite3_blob_close(blob_);
+}
+
+absl::StatusOr<int64_t> BlobReader::AppendTo(int64_t rowid, std::string* out) {
+  int rc;
+  if (blob_ == nullptr) {
+    rc = sqlite3_blob_open(db_->db_, "main", table_, column_, rowid,
+                           /*flags=read-only*/ 0, &blob_);
+  } else {
+    rc = sqlite3_blob_reopen(blob_, rowid);
+  }
+  if (rc != SQLITE_OK) return db_->Error(rc, what_);
+  const int size = sqlite3_blob_bytes(blob_);
+  const size_t old_size = out->size();
+  out->resize(old_size + static_cast<size_t>(size));
+  rc = sqlite3_blob_read(blob_, out->data() + old_size, size, 0);
+  if (rc != SQLITE_OK) {
+    out->resize(old_size);
+    return db_->Error(rc, what_);
+  }
+  return size;
+}
+
 // ----------------------------------------------------------------- Database
 
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(

@@ -95,6 +95,11 @@ class Store {
   // wrong; otherwise the problems they report, one per line.
   [[nodiscard]] absl::StatusOr<std::string> IntegrityCheck();
 
+  // Refreshes the query planner's statistics where they are missing or
+  // stale (PRAGMA optimize, bounded by analysis_limit). Cheap when nothing
+  // changed; run it now and then (the store also runs it when closed).
+  [[nodiscard]] absl::Status Optimize();
+
   // ------------------------------------------------------------ Models
   // Inserts or replaces the model named `model.name`; registered_at_us is
   // set by the store (and kept when weights_sha256 is unchanged). Returns

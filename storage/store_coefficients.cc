@@ -148,12 +148,14 @@ absl::StatusOr<std::optional<CoefficientEntry>> Store::GetCoefficients(
     found.meta = find.ColumnBlob(1);
     FCA_ASSIGN_OR_RETURN(
         Statement chunks,
-        db_->Prepare("SELECT data FROM coeff_chunks WHERE entry_id = ?1 "
+        db_->Prepare("SELECT rowid FROM coeff_chunks WHERE entry_id = ?1 "
                      "ORDER BY idx",
                      "read coefficient chunks"));
     chunks.BindInt(1, id);
+    BlobReader reader =
+        db_->NewBlobReader("coeff_chunks", "data", "read coefficient chunks");
     FCA_ASSIGN_OR_RETURN(found.blob,
-                         internal::ReadChunks(chunks, find.ColumnInt(2),
+                         internal::ReadChunks(chunks, reader, find.ColumnInt(2),
                                               find.ColumnInt(3)));
     FCA_ASSIGN_OR_RETURN(
         Statement touch,

@@ -176,11 +176,14 @@ absl::StatusOr<std::string> Store::ReadDatasetBytes(int64_t id) {
   if (!row) return absl::NotFoundError("dataset not found");
   FCA_ASSIGN_OR_RETURN(
       Statement chunks,
-      db_->Prepare("SELECT data FROM dataset_chunks WHERE sha256 = ?1 "
+      db_->Prepare("SELECT rowid FROM dataset_chunks WHERE sha256 = ?1 "
                    "ORDER BY idx",
                    "read dataset chunks"));
   chunks.BindText(1, meta.ColumnText(0));
-  return internal::ReadChunks(chunks, meta.ColumnInt(1), meta.ColumnInt(2));
+  BlobReader reader =
+      db_->NewBlobReader("dataset_chunks", "data", "read dataset chunks");
+  return internal::ReadChunks(chunks, reader, meta.ColumnInt(1),
+                              meta.ColumnInt(2));
 }
 
 }  // namespace fca::storage

@@ -22,10 +22,11 @@ namespace fca::storage::internal {
                                         int64_t chunk_bytes,
                                         int64_t* num_chunks);
 
-// Concatenates the blobs `select` returns in column 0 (in chunk order) and
-// checks them against the recorded size and chunk count: DATA_LOSS when
-// they differ.
+// Concatenates the chunks whose rowids `select` returns in column 0 (in
+// chunk order), read through `reader`, and checks them against the recorded
+// size and chunk count: DATA_LOSS when they differ.
 [[nodiscard]] absl::StatusOr<std::string> ReadChunks(Statement& select,
+                                                     BlobReader& reader,
                                                      int64_t expected_bytes,
                                                      int64_t expected_chunks);
 

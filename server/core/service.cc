@@ -110,8 +110,7 @@ absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller
 absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
     const Caller& caller, const v1::SubmitAuditRequest& request) {
   FCA_ASSIGN_OR_RETURN(v1::AuditSpec spec, NormalizeSpec(request.spec(), limits_.spec));
-  for (const std::string& name : spec.models()) FCA_RETURN_IF_ERROR(models_->Get(name).status());
-  if (!spec.dense_twin().empty()) FCA_RETURN_IF_ERROR(models_->Get(spec.dense_twin()).status());
+  FCA_RETURN_IF_ERROR(CheckModels(spec));
   FCA_RETURN_IF_ERROR(FindDatasetRef(store_, spec.eval_dataset(), caller.user).status());
   FCA_RETURN_IF_ERROR(FindDatasetRef(store_, spec.calib_dataset(), caller.user).status());
   FCA_ASSIGN_OR_RETURN(int64_t queued,
@@ -128,6 +127,31 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
   v1::SubmitAuditResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));
   return response;
+}
+
+absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
+  std::string family;
+  for (const std::string& name : spec.models()) {
+    FCA_ASSIGN_OR_RETURN(engine::ControlledModel * m, models_->Get(name));
+    if (m->sites().empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model '%s' has no controller coefficients to audit; name it as dense_twin", name));
+    }
+    if (!family.empty() && m->info().family != family) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "models of one job must share a family: '%s' is %s, not %s", name, m->info().family,
+          family));
+    }
+    family = m->info().family;
+  }
+  if (spec.dense_twin().empty()) return absl::OkStatus();
+  FCA_ASSIGN_OR_RETURN(engine::ControlledModel * twin, models_->Get(spec.dense_twin()));
+  if (!twin->sites().empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "dense twin '%s' has controller coefficients; a dense twin must have none",
+        spec.dense_twin()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<storage::JobRecord> AuditServiceCore::VisibleJob(const Caller& caller,
@@ -216,7 +240,12 @@ absl::Status AuditServiceCore::WatchJob(
       // event is followed by more.
       if (e->has_state() && IsTerminal(e->state())) return absl::OkStatus();
     }
-    if (events.empty()) hub_->Wait(request.job_id(), after, std::chrono::milliseconds(500));
+    if (events.empty()) {
+      // Resumed after the last event of a finished job: nothing more will come.
+      FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
+      if (storage::IsTerminal(job.state)) return absl::OkStatus();
+      hub_->Wait(request.job_id(), after, std::chrono::milliseconds(500));
+    }
   }
   return absl::UnavailableError("server is shutting down; resume the watch with after_seq");
 }

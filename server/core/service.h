@@ -81,6 +81,9 @@ class AuditServiceCore {
       const std::function<bool(const v1::ExportCoefficientsResponse&)>& write);
 
  private:
+  // Audited models exist, have coefficient sites and share a family; the
+  // dense twin exists and has none.
+  absl::Status CheckModels(const v1::AuditSpec& spec);
   // The job, if the caller may see it; NOT_FOUND otherwise (not
   // PERMISSION_DENIED: other users' job ids are not disclosed).
   absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);

@@ -30,11 +30,10 @@ absl::Status CheckFails(const Args& args) {
 }
 
 TEST(CheckCommandLineTest, AcceptsEverySyntaxAndRecordsFlags) {
-  auto check = CheckCommandLine({"jobs", "--tf_name=a", "list", "--tf_count",
-                                 "7", "-tf_verbose", "--tf_list=x,y"});
+  auto check = CheckCommandLine(
+      {"jobs", "--tf_name=a", "list", "--tf_count", "7", "-tf_verbose", "--tf_list=x,y"});
   ASSERT_TRUE(check.ok()) << check.status();
-  EXPECT_THAT(check->specified,
-              ElementsAre("tf_count", "tf_list", "tf_name", "tf_verbose"));
+  EXPECT_THAT(check->specified, ElementsAre("tf_count", "tf_list", "tf_name", "tf_verbose"));
   EXPECT_FALSE(check->help);
   EXPECT_EQ(absl::GetFlag(FLAGS_tf_count), 7);
 }
@@ -47,21 +46,17 @@ TEST(CheckCommandLineTest, NegatedBoolRecordsTheFlag) {
 }
 
 TEST(CheckCommandLineTest, UnknownFlag) {
-  EXPECT_THAT(CheckFails({"models", "--tf_nmae=x"}).message(),
-              HasSubstr("unknown flag --tf_nmae"));
+  EXPECT_THAT(CheckFails({"models", "--tf_nmae=x"}).message(), HasSubstr("unknown flag --tf_nmae"));
 }
 
 TEST(CheckCommandLineTest, MissingAndBadValues) {
-  EXPECT_THAT(CheckFails({"--tf_count"}).message(),
-              HasSubstr("missing the value for --tf_count"));
+  EXPECT_THAT(CheckFails({"--tf_count"}).message(), HasSubstr("missing the value for --tf_count"));
   EXPECT_THAT(CheckFails({"--tf_count=seven"}).message(),
               HasSubstr("bad value 'seven' for --tf_count"));
-  EXPECT_THAT(CheckFails({"--tf_verbose=maybe"}).message(),
-              HasSubstr("--tf_verbose"));
+  EXPECT_THAT(CheckFails({"--tf_verbose=maybe"}).message(), HasSubstr("--tf_verbose"));
   EXPECT_FALSE(CheckFails({"--tf_verbose="}).ok());
   EXPECT_FALSE(CheckFails({"--notf_verbose=1"}).ok());
-  EXPECT_THAT(CheckFails({"--notf_name"}).message(),
-              HasSubstr("not a boolean"));
+  EXPECT_THAT(CheckFails({"--notf_name"}).message(), HasSubstr("not a boolean"));
 }
 
 TEST(CheckCommandLineTest, DoubleDashEndsFlags) {

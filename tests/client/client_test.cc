@@ -26,8 +26,7 @@ class FakeService final : public v1::AuditService::Service {
   std::string uploaded;
   v1::UploadDatasetHeader header;
 
-  grpc::Status ListModels(grpc::ServerContext* context,
-                          const v1::ListModelsRequest*,
+  grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest*,
                           v1::ListModelsResponse* response) override {
     if (auto status = CheckAuth(context); !status.ok()) return status;
     response->add_models()->set_name("a");
@@ -35,10 +34,9 @@ class FakeService final : public v1::AuditService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status UploadDataset(
-      grpc::ServerContext* context,
-      grpc::ServerReader<v1::UploadDatasetRequest>* reader,
-      v1::UploadDatasetResponse* response) override {
+  grpc::Status UploadDataset(grpc::ServerContext* context,
+                             grpc::ServerReader<v1::UploadDatasetRequest>* reader,
+                             v1::UploadDatasetResponse* response) override {
     v1::UploadDatasetRequest request;
     if (!reader->Read(&request) || !request.has_header()) {
       return {grpc::StatusCode::INVALID_ARGUMENT, "header first"};
@@ -56,8 +54,7 @@ class FakeService final : public v1::AuditService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetJob(grpc::ServerContext* context,
-                      const v1::GetJobRequest* request,
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                       v1::GetJobResponse* response) override {
     if (request->job_id() == 42) {  // slow: exercises the deadline
       while (!context->IsCancelled()) {
@@ -65,25 +62,31 @@ class FakeService final : public v1::AuditService::Service {
       }
       return grpc::Status::CANCELLED;
     }
-    return {grpc::StatusCode::NOT_FOUND,
-            "job " + std::to_string(request->job_id()) + " not found"};
+    return {grpc::StatusCode::NOT_FOUND, "job " + std::to_string(request->job_id()) + " not found"};
   }
 
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override {
-    const int page = request->page_token().empty()
-                         ? 0 : std::stoi(request->page_token());
+    const int page = request->page_token().empty() ? 0 : std::stoi(request->page_token());
     response->add_jobs()->set_id(page + 1);
     if (page < 2) response->set_next_page_token(std::to_string(page + 1));
     return grpc::Status::OK;
   }
 
-  grpc::Status WatchJob(grpc::ServerContext* context,
-                        const v1::WatchJobRequest* request,
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::WatchJobResponse>* writer) override {
     // A stream has no deadline however long the job runs.
     if (context->deadline() != std::chrono::system_clock::time_point::max()) {
       return {grpc::StatusCode::FAILED_PRECONDITION, "stream has a deadline"};
+    }
+    if (request->job_id() == 77) {  // one event, then never ends by itself
+      v1::WatchJobResponse response;
+      response.mutable_event()->set_seq(1);
+      writer->Write(response);
+      while (!context->IsCancelled()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      return grpc::Status::CANCELLED;
     }
     for (int64_t seq = request->after_seq() + 1; seq <= 5; ++seq) {
       v1::WatchJobResponse response;
@@ -112,8 +115,7 @@ class FakeService final : public v1::AuditService::Service {
   static grpc::Status CheckAuth(grpc::ServerContext* context) {
     auto it = context->client_metadata().find("authorization");
     if (it == context->client_metadata().end() ||
-        std::string(it->second.data(), it->second.size()) !=
-            std::string("Bearer ") + kToken) {
+        std::string(it->second.data(), it->second.size()) != std::string("Bearer ") + kToken) {
       return {grpc::StatusCode::UNAUTHENTICATED, "missing or bad API key"};
     }
     return grpc::Status::OK;
@@ -124,8 +126,7 @@ class AuditClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -173,8 +174,7 @@ TEST_F(AuditClientTest, UploadsInChunksOfAtMostOneMiB) {
   auto response = Connect()->UploadDataset(header, in);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(service_.header.name(), "corpus");
-  EXPECT_THAT(service_.chunk_sizes,
-              ElementsAre(kUploadChunkBytes, kUploadChunkBytes, 123u));
+  EXPECT_THAT(service_.chunk_sizes, ElementsAre(kUploadChunkBytes, kUploadChunkBytes, 123u));
   EXPECT_EQ(service_.uploaded, data);
   EXPECT_EQ(response->dataset().size_bytes(), static_cast<int64_t>(data.size()));
 }
@@ -194,24 +194,35 @@ TEST_F(AuditClientTest, UnaryCallsHaveTheDeadline) {
 
 TEST_F(AuditClientTest, WatchStreamsFromAfterSeqWithoutDeadline) {
   std::vector<int64_t> seqs;
-  absl::Status status = Connect()->WatchJob(
-      1, 2, [&](const v1::WatchJobResponse& r) { seqs.push_back(r.event().seq()); });
+  absl::Status status = Connect()->WatchJob(1, 2, [&](const v1::WatchJobResponse& r) {
+    seqs.push_back(r.event().seq());
+    return true;
+  });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(seqs, ElementsAre(3, 4, 5));
+}
+
+TEST_F(AuditClientTest, WatchStopsWhenTheCallbackSaysSo) {
+  int events = 0;
+  absl::Status status = Connect()->WatchJob(77, 0, [&](const v1::WatchJobResponse&) {
+    ++events;
+    return false;
+  });
+  EXPECT_TRUE(status.ok()) << status;  // our own cancel is not an error
+  EXPECT_EQ(events, 1);
 }
 
 TEST_F(AuditClientTest, FollowPagesCollectsEveryPage) {
   auto client = Connect();
   std::vector<int64_t> ids;
   v1::ListJobsRequest request;
-  absl::Status status = FollowPages(
-      [&](const std::string& token) -> absl::StatusOr<std::string> {
-        request.set_page_token(token);
-        auto page = client->ListJobs(request);
-        if (!page.ok()) return page.status();
-        for (const auto& job : page->jobs()) ids.push_back(job.id());
-        return page->next_page_token();
-      });
+  absl::Status status = FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
+    request.set_page_token(token);
+    auto page = client->ListJobs(request);
+    if (!page.ok()) return page.status();
+    for (const auto& job : page->jobs()) ids.push_back(job.id());
+    return page->next_page_token();
+  });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(ids, ElementsAre(1, 2, 3));
 }
@@ -244,8 +255,7 @@ TEST_F(AuditClientTest, ExportRejectsASecondHeaderAndStopsOnCallbackError) {
 
   request.set_model("m");
   status = Connect()->ExportCoefficients(
-      request, ok,
-      [](const std::string&) { return absl::DataLossError("disk full"); });
+      request, ok, [](const std::string&) { return absl::DataLossError("disk full"); });
   EXPECT_EQ(status, absl::DataLossError("disk full"));
 }
 
@@ -269,16 +279,15 @@ TEST(AuditClientOpenTest, EmptyAddressIsRejected) {
 TEST(ToAbslStatusTest, KeepsCodeAndMessageForEveryCode) {
   EXPECT_TRUE(ToAbslStatus(grpc::Status::OK).ok());
   for (int code = 1; code <= 16; ++code) {
-    const absl::Status status = ToAbslStatus(
-        grpc::Status(static_cast<grpc::StatusCode>(code), "msg"));
+    const absl::Status status =
+        ToAbslStatus(grpc::Status(static_cast<grpc::StatusCode>(code), "msg"));
     EXPECT_EQ(static_cast<int>(status.code()), code);
     EXPECT_EQ(status.message(), "msg");
   }
   EXPECT_EQ(ToAbslStatus(grpc::Status(grpc::StatusCode::NOT_FOUND, "x")).code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(
-      ToAbslStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "x")).code(),
-      absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ToAbslStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "x")).code(),
+            absl::StatusCode::kUnauthenticated);
 }
 
 TEST(FollowPagesTest, StopsOnErrorAndOnARepeatedToken) {
@@ -290,8 +299,8 @@ TEST(FollowPagesTest, StopsOnErrorAndOnARepeatedToken) {
   EXPECT_EQ(error.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(calls, 2);
 
-  absl::Status loop = FollowPages(
-      [](const std::string&) -> absl::StatusOr<std::string> { return "same"; });
+  absl::Status loop =
+      FollowPages([](const std::string&) -> absl::StatusOr<std::string> { return "same"; });
   EXPECT_EQ(loop.code(), absl::StatusCode::kInternal);
 }
 

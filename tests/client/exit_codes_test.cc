@@ -38,8 +38,7 @@ TEST(ExitCodeTest, EveryStatusCode) {
   for (const auto& [code, exit_code] : expected) {
     const absl::Status status =
         code == StatusCode::kOk ? absl::OkStatus() : absl::Status(code, "x");
-    EXPECT_EQ(ExitCodeForStatus(status), exit_code)
-        << absl::StatusCodeToString(code);
+    EXPECT_EQ(ExitCodeForStatus(status), exit_code) << absl::StatusCodeToString(code);
   }
 }
 
@@ -61,8 +60,7 @@ TEST(ExitCodeTest, JobStates) {
 }
 
 TEST(ExitCodeTest, ErrorLines) {
-  EXPECT_EQ(FormatError(absl::NotFoundError(
-                "model 'x' is not in the repository")),
+  EXPECT_EQ(FormatError(absl::NotFoundError("model 'x' is not in the repository")),
             "NOT_FOUND: model 'x' is not in the repository");
   EXPECT_EQ(FormatError(UsageError("unknown flag --bogus")),
             "USAGE: unknown flag --bogus (see 'fca help')");

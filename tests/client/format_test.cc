@@ -15,8 +15,7 @@ namespace {
 namespace v1 = ::fca::v1;
 using ::testing::HasSubstr;
 
-v1::Result MakeResult(const std::string& model, const std::string& metric,
-                      double value) {
+v1::Result MakeResult(const std::string& model, const std::string& metric, double value) {
   v1::Result r;
   r.set_job_id(7);
   r.set_model(model);
@@ -129,9 +128,7 @@ TEST(ResultsJsonTest, ArrayOfCanonicalJsonOnePerLine) {
   EXPECT_EQ(parsed.SerializeAsString(), a.SerializeAsString());
 }
 
-TEST(ResultsJsonTest, EmptyIsEmptyArray) {
-  EXPECT_EQ(FormatResultsJson({}), "[]\n");
-}
+TEST(ResultsJsonTest, EmptyIsEmptyArray) { EXPECT_EQ(FormatResultsJson({}), "[]\n"); }
 
 TEST(ResultFormatTest, ParsesNamesAndRejectsOthersAsUsage) {
   EXPECT_EQ(*ParseResultFormat("csv"), ResultFormat::kCsv);

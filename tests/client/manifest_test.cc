@@ -38,9 +38,7 @@ v1::AuditSpec FullSpec() {
   return spec;
 }
 
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
-}
+std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 TEST(ManifestTest, SaveThenLoadGivesTheSameSpec) {
   const v1::AuditSpec spec = FullSpec();
@@ -80,8 +78,7 @@ TEST(ManifestTest, UnknownFieldIsAClearUsageError) {
 TEST(ManifestTest, WrongTypeAndMalformedJsonAreUsageErrors) {
   // (protobuf 3.21's parser is lenient about some types, e.g. it takes
   // "yes" for a bool; these it rejects.)
-  for (const char* text : {R"({"seed": -1})", R"({"windowLength": 1.5})",
-                           R"({"ciLevel": "x"})",
+  for (const char* text : {R"({"seed": -1})", R"({"windowLength": 1.5})", R"({"ciLevel": "x"})",
                            R"({"models": [)", "not json"}) {
     auto spec = ParseManifest(text);
     ASSERT_FALSE(spec.ok()) << text;
@@ -111,8 +108,7 @@ TEST(ManifestTest, SaveToUnwritablePathIsUsageError) {
 
 TEST(MergeSpecTest, NoOverridesKeepsTheBase) {
   const v1::AuditSpec base = FullSpec();
-  EXPECT_EQ(MergeSpec(base, SpecOverrides()).SerializeAsString(),
-            base.SerializeAsString());
+  EXPECT_EQ(MergeSpec(base, SpecOverrides()).SerializeAsString(), base.SerializeAsString());
 }
 
 TEST(MergeSpecTest, ExplicitFlagsOverrideFieldByField) {

@@ -15,8 +15,7 @@ namespace v1 = ::fca::v1;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-v1::Progress MakeProgress(const std::string& phase, double fraction,
-                          double eta_seconds = 0) {
+v1::Progress MakeProgress(const std::string& phase, double fraction, double eta_seconds = 0) {
   v1::Progress p;
   p.set_phase(phase);
   p.set_model("fg-s1");
@@ -40,8 +39,7 @@ TEST(HumanDurationTest, Forms) {
 }
 
 TEST(EtaTest, ServerEstimateWins) {
-  EXPECT_EQ(FormatEta(MakeProgress("live", 0.5, 185), absl::Seconds(10)),
-            "3m05s");
+  EXPECT_EQ(FormatEta(MakeProgress("live", 0.5, 185), absl::Seconds(10)), "3m05s");
 }
 
 TEST(EtaTest, ExtrapolatesWhenServerDoesNotKnow) {
@@ -56,28 +54,25 @@ TEST(EtaTest, UnknownTooEarlyAndZeroWhenDone) {
 }
 
 TEST(ProgressBarTest, ExactLayoutAtWidth80) {
-  const std::string bar = RenderProgressBar(
-      MakeProgress("replay:cross_input", 0.452, 185), 80, absl::Seconds(1));
+  const std::string bar =
+      RenderProgressBar(MakeProgress("replay:cross_input", 0.452, 185), 80, absl::Seconds(1));
   EXPECT_EQ(bar.size(), 79u);  // width - 1: never wraps
   const std::string prefix = "replay:cross_input 2/7 fg-s1 [";
   ASSERT_EQ(bar.substr(0, prefix.size()), prefix);
-  const std::string suffix = "]  45.2% ETA 3m05s";
+  const std::string suffix = "]  45.2% ETA  3m05s";
   EXPECT_EQ(bar.substr(bar.size() - suffix.size()), suffix);
-  // 31 bar cells, floor(0.452 * 31) = 14 filled.
-  const std::string cells = bar.substr(prefix.size(), 31);
-  EXPECT_EQ(cells, std::string(14, '#') + std::string(17, '.'));
+  // 30 bar cells, floor(0.452 * 30) = 13 filled.
+  const std::string cells = bar.substr(prefix.size(), 30);
+  EXPECT_EQ(cells, std::string(13, '#') + std::string(17, '.'));
 }
 
 TEST(ProgressBarTest, FractionIsClampedAndNeverRoundsUpToDone) {
-  const std::string over = RenderProgressBar(MakeProgress("x", 1.7), 60,
-                                             absl::Seconds(1));
+  const std::string over = RenderProgressBar(MakeProgress("x", 1.7), 60, absl::Seconds(1));
   EXPECT_THAT(over, HasSubstr("100.0%"));
   EXPECT_THAT(over, Not(HasSubstr(".]")));
-  const std::string almost = RenderProgressBar(MakeProgress("x", 0.99999), 60,
-                                               absl::Seconds(1));
+  const std::string almost = RenderProgressBar(MakeProgress("x", 0.99999), 60, absl::Seconds(1));
   EXPECT_THAT(almost, HasSubstr(" 99.9%"));
-  const std::string negative = RenderProgressBar(MakeProgress("x", -1), 60,
-                                                 absl::Seconds(1));
+  const std::string negative = RenderProgressBar(MakeProgress("x", -1), 60, absl::Seconds(1));
   EXPECT_THAT(negative, HasSubstr("[...."));
   EXPECT_THAT(negative, HasSubstr("  0.0%"));
 }
@@ -87,22 +82,19 @@ TEST(ProgressBarTest, NarrowTerminalsShortenLabelThenDropBar) {
   p.set_model("a-very-long-model-name-for-testing");
   for (int width : {120, 80, 60, 45, 30, 20, 8, 1, 0}) {
     const std::string bar = RenderProgressBar(p, width, absl::Seconds(1));
-    EXPECT_LE(bar.size(), static_cast<size_t>(std::max(width - 1, 0)))
-        << width;
+    EXPECT_LE(bar.size(), static_cast<size_t>(std::max(width - 1, 0))) << width;
   }
-  EXPECT_THAT(RenderProgressBar(p, 60, absl::Seconds(1)), HasSubstr("positi... [#####"));
+  EXPECT_THAT(RenderProgressBar(p, 60, absl::Seconds(1)), HasSubstr("posit... [#####"));
   const std::string tiny = RenderProgressBar(p, 30, absl::Seconds(1));
   EXPECT_THAT(tiny, Not(HasSubstr("[")));
 }
 
 TEST(ProgressLineTest, PlainLineHasEverything) {
-  EXPECT_EQ(RenderProgressLine(MakeProgress("replay:cross_input", 0.456),
-                               absl::Seconds(62)),
+  EXPECT_EQ(RenderProgressLine(MakeProgress("replay:cross_input", 0.456), absl::Seconds(62)),
             "[ 45%] replay:cross_input model 2/7 fg-s1 windows 12/40 "
             "elapsed 1m02s ETA 1m14s");
   v1::Progress empty;
-  EXPECT_EQ(RenderProgressLine(empty, absl::ZeroDuration()),
-            "[  0%] waiting elapsed 0s ETA --");
+  EXPECT_EQ(RenderProgressLine(empty, absl::ZeroDuration()), "[  0%] waiting elapsed 0s ETA --");
 }
 
 TEST(ProgressThrottleTest, PhaseModelDecileOrInterval) {

@@ -28,7 +28,9 @@ struct FakeServer {
   std::deque<Attempt> attempts;
   std::vector<int64_t> opened_after;  // after_seq of each attempt
 
-  absl::Status Stream(int64_t after_seq, const WatchEventFn& on_event) {
+  int stopped_by_client = 0;  // attempts the reader ended itself
+
+  absl::Status Stream(int64_t after_seq, const WatchReadFn& read) {
     opened_after.push_back(after_seq);
     if (attempts.empty()) return absl::InternalError("unexpected attempt");
     Attempt a = attempts.front();
@@ -37,8 +39,11 @@ struct FakeServer {
     for (const auto& r : log) {
       if (!a.replay_old && r.event().seq() <= after_seq) continue;
       if (sent == a.deliver) break;
-      on_event(r);
       ++sent;
+      if (!read(r)) {
+        ++stopped_by_client;
+        return absl::OkStatus();
+      }
     }
     return a.status;
   }
@@ -47,7 +52,11 @@ struct FakeServer {
 v1::WatchJobResponse Event(int64_t seq, v1::JobState state) {
   v1::WatchJobResponse r;
   r.mutable_event()->set_seq(seq);
-  r.mutable_event()->mutable_progress()->set_fraction(seq / 10.0);
+  if (IsTerminalState(state)) {
+    r.mutable_event()->set_state(state);
+  } else {
+    r.mutable_event()->mutable_progress()->set_fraction(seq / 10.0);
+  }
   r.mutable_job()->set_id(3);
   r.mutable_job()->set_state(state);
   return r;
@@ -56,8 +65,8 @@ v1::WatchJobResponse Event(int64_t seq, v1::JobState state) {
 FakeServer MakeServer(int events) {
   FakeServer server;
   for (int seq = 1; seq <= events; ++seq) {
-    server.log.push_back(Event(
-        seq, seq == events ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_RUNNING));
+    server.log.push_back(
+        Event(seq, seq == events ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_RUNNING));
   }
   return server;
 }
@@ -84,10 +93,8 @@ struct WatchRun {
 WatchRun Watch(FakeServer& server, FakeClock& clock, int64_t after_seq = 0) {
   WatchRun run;
   run.outcome = WatchWithReconnect(
-      after_seq,
-      [&](int64_t seq, const WatchEventFn& fn) { return server.Stream(seq, fn); },
-      [&](const v1::WatchJobResponse& r) { run.seen.push_back(r.event().seq()); },
-      clock.Options());
+      after_seq, [&](int64_t seq, const WatchReadFn& fn) { return server.Stream(seq, fn); },
+      [&](const v1::WatchJobResponse& r) { run.seen.push_back(r.event().seq()); }, clock.Options());
   return run;
 }
 
@@ -115,9 +122,33 @@ TEST(WatchWithReconnectTest, ResumesFromLastSeqWithoutGapsOrRepeats) {
   EXPECT_THAT(run.seen, ElementsAre(1, 2, 3, 4, 5, 6));
   EXPECT_THAT(server.opened_after, ElementsAre(0, 2, 2, 5));
   // Backoff doubles while nothing arrives and resets after progress.
-  EXPECT_THAT(clock.sleeps,
-              ElementsAre(absl::Milliseconds(250), absl::Milliseconds(500),
-                          absl::Milliseconds(250)));
+  EXPECT_THAT(clock.sleeps, ElementsAre(absl::Milliseconds(250), absl::Milliseconds(500),
+                                        absl::Milliseconds(250)));
+}
+
+TEST(WatchWithReconnectTest, StopsReadingAtTheTerminalStateEvent) {
+  // A server that keeps the stream open after the job ended must not hang
+  // the CLI: the attempt's status is never reached once the reader stops.
+  FakeServer server = MakeServer(3);
+  server.log.push_back(Event(4, v1::JOB_STATE_RUNNING));  // must not be seen
+  server.attempts = {{100, absl::DeadlineExceededError("would hang")}};
+  FakeClock clock;
+  WatchRun run = Watch(server, clock);
+  ASSERT_TRUE(run.outcome.ok()) << run.outcome.status();
+  EXPECT_THAT(run.seen, ElementsAre(1, 2, 3));
+  EXPECT_EQ(server.stopped_by_client, 1);
+}
+
+TEST(WatchWithReconnectTest, TerminalJobSnapshotAloneDoesNotStop) {
+  // Attaching late, a server may attach the current (finished) job to every
+  // replayed event; only the state event itself ends the watch.
+  FakeServer server = MakeServer(4);
+  for (auto& r : server.log) r.mutable_job()->set_state(v1::JOB_STATE_SUCCEEDED);
+  server.attempts = {{100, absl::OkStatus()}};
+  FakeClock clock;
+  WatchRun run = Watch(server, clock);
+  ASSERT_TRUE(run.outcome.ok());
+  EXPECT_THAT(run.seen, ElementsAre(1, 2, 3, 4));
 }
 
 TEST(WatchWithReconnectTest, DropsEventsAServerReplays) {
@@ -181,8 +212,7 @@ TEST(WatchWithReconnectTest, OtherErrorsAreNotRetried) {
 
 TEST(WatchWithReconnectTest, RetryCallbackSeesEachAttempt) {
   FakeServer server = MakeServer(2);
-  server.attempts = {{1, absl::UnavailableError("a")},
-                     {100, absl::OkStatus()}};
+  server.attempts = {{1, absl::UnavailableError("a")}, {100, absl::OkStatus()}};
   FakeClock clock;
   WatchOptions options = clock.Options();
   int retries = 0;
@@ -191,7 +221,7 @@ TEST(WatchWithReconnectTest, RetryCallbackSeesEachAttempt) {
     ++retries;
   };
   auto outcome = WatchWithReconnect(
-      0, [&](int64_t seq, const WatchEventFn& fn) { return server.Stream(seq, fn); },
+      0, [&](int64_t seq, const WatchReadFn& fn) { return server.Stream(seq, fn); },
       [](const v1::WatchJobResponse&) {}, options);
   ASSERT_TRUE(outcome.ok());
   EXPECT_EQ(retries, 1);
