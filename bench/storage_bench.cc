@@ -7,10 +7,10 @@
 //
 // Usage: fca_storage_bench [--dir=DIR] [--rows=N] [--keep]
 // The databases live in DIR (default: a fresh directory under /tmp, removed
-// afterwards); --keep leaves DIR/results.db for inspection. Durability settings: the store runs WAL with
-// synchronous=NORMAL (no fsync per commit; fsync at checkpoints), so the
-// plain-file baseline is shown both without fsync and with one fsync at the
-// end, plus fsync per entry for what synchronous=FULL would cost.
+// afterwards); --keep leaves DIR/results.db for inspection. Durability settings: the store runs WAL
+// with synchronous=NORMAL (no fsync per commit; fsync at checkpoints), so the plain-file baseline
+// is shown both without fsync and with one fsync at the end, plus fsync per entry for what
+// synchronous=FULL would cost.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -110,16 +110,17 @@ void BenchQueries(const std::string& dir, int total_rows, bool keep) {
   }
   const double fill_s = SecondsSince(fill_start);
   const int64_t stored = static_cast<int64_t>(jobs) * rows_per_job;
-  std::printf("results: %lld rows in %d jobs inserted in %.2f s (%.0f rows/s, "
-              "one transaction per job)\n",
-              static_cast<long long>(stored), jobs, fill_s, stored / fill_s);
+  std::printf(
+      "results: %lld rows in %d jobs inserted in %.2f s (%.0f rows/s, "
+      "one transaction per job)\n",
+      static_cast<long long>(stored), jobs, fill_s, stored / fill_s);
 
   const int64_t first_time = 1'700'000'000'000'000 + 60'000'000;
   const int64_t last_time = now;
   struct Query {
     const char* name;
     std::function<ResultFilter(int)> filter;  // run index -> filter
-    bool deep = false;                       // start from a middle page
+    bool deep = false;                        // start from a middle page
   };
   const std::vector<Query> queries = {
       {"no filter", [](int) { return ResultFilter{}; }},
@@ -196,39 +197,38 @@ void BenchQueries(const std::string& dir, int total_rows, bool keep) {
   };
 
   for (int pass = 0; pass < 2; ++pass) {
-  if (pass == 1) {
-    const Clock::time_point start = Clock::now();
-    Check(store->Optimize(), "optimize");
-    std::printf("\nOptimize() (PRAGMA optimize -> ANALYZE) took %.1f ms\n",
-                SecondsSince(start) * 1e3);
-  }
-  std::printf("\nQueryResults, page_size 100, median of 50 calls (file, warm), "
-              "%s:\n", pass == 0 ? "before ANALYZE" : "after Optimize()");
-  std::printf("  %-30s %10s %10s %8s\n", "filter", "median_us", "p90_us", "rows");
-  for (const Query& query : queries) {
-    std::vector<double> micros;
-    size_t rows = 0;
-    for (int r = 0; r < 50; ++r) {
-      const ResultFilter filter = query.filter(r);
-      std::string token;
-      if (query.deep) {  // walk to page 50 first (not timed)
-        for (int p = 0; p < 49; ++p) {
-          const ResultPage page =
-              Check(store->QueryResults(filter, 100, token), "query");
-          token = page.next_page_token;
-          if (token.empty()) break;
-        }
-      }
+    if (pass == 1) {
       const Clock::time_point start = Clock::now();
-      const ResultPage page =
-          Check(store->QueryResults(filter, 100, token), "query");
-      micros.push_back(SecondsSince(start) * 1e6);
-      rows += page.rows.size();
+      Check(store->Optimize(), "optimize");
+      std::printf("\nOptimize() (PRAGMA optimize -> ANALYZE) took %.1f ms\n",
+                  SecondsSince(start) * 1e3);
     }
-    std::sort(micros.begin(), micros.end());
-    std::printf("  %-30s %10.0f %10.0f %8.1f\n", query.name, micros[25],
-                micros[45], rows / 50.0);
-  }
+    std::printf(
+        "\nQueryResults, page_size 100, median of 50 calls (file, warm), "
+        "%s:\n",
+        pass == 0 ? "before ANALYZE" : "after Optimize()");
+    std::printf("  %-30s %10s %10s %8s\n", "filter", "median_us", "p90_us", "rows");
+    for (const Query& query : queries) {
+      std::vector<double> micros;
+      size_t rows = 0;
+      for (int r = 0; r < 50; ++r) {
+        const ResultFilter filter = query.filter(r);
+        std::string token;
+        if (query.deep) {  // walk to page 50 first (not timed)
+          for (int p = 0; p < 49; ++p) {
+            const ResultPage page = Check(store->QueryResults(filter, 100, token), "query");
+            token = page.next_page_token;
+            if (token.empty()) break;
+          }
+        }
+        const Clock::time_point start = Clock::now();
+        const ResultPage page = Check(store->QueryResults(filter, 100, token), "query");
+        micros.push_back(SecondsSince(start) * 1e6);
+        rows += page.rows.size();
+      }
+      std::sort(micros.begin(), micros.end());
+      std::printf("  %-30s %10.0f %10.0f %8.1f\n", query.name, micros[25], micros[45], rows / 50.0);
+    }
   }
   store.reset();
   if (!keep) RemoveDb(path);
@@ -241,8 +241,8 @@ struct Throughput {
   double read_mbps;
 };
 
-Throughput BenchCacheOnce(const std::string& dir, int entries, int64_t bytes,
-                          int64_t budget, int64_t chunk_bytes) {
+Throughput BenchCacheOnce(const std::string& dir, int entries, int64_t bytes, int64_t budget,
+                          int64_t chunk_bytes) {
   const std::string path = dir + "/cache.db";
   RemoveDb(path);
   StoreOptions options;
@@ -256,9 +256,7 @@ Throughput BenchCacheOnce(const std::string& dir, int entries, int64_t bytes,
     const uint64_t v = rng.Next();
     std::memcpy(&blob[i], &v, std::min<size_t>(8, blob.size() - i));
   }
-  auto key = [](int i) {
-    return CoefficientKey{absl::StrCat("weights-", i), "window", "float32"};
-  };
+  auto key = [](int i) { return CoefficientKey{absl::StrCat("weights-", i), "window", "float32"}; };
   const Clock::time_point write_start = Clock::now();
   for (int i = 0; i < entries; ++i) {
     blob[0] = static_cast<char>(i);
@@ -317,8 +315,10 @@ Throughput BenchPlainFile(const std::string& dir, int entries, int64_t bytes,
 void BenchCache(const std::string& dir) {
   constexpr int kEntries = 256;
   constexpr int64_t kBytes = int64_t{1} << 20;
-  std::printf("\nCoefficient cache, %d entries of 1 MiB (MB/s = MiB/s; "
-              "best of 3; reads hit the OS page cache):\n", kEntries);
+  std::printf(
+      "\nCoefficient cache, %d entries of 1 MiB (MB/s = MiB/s; "
+      "best of 3; reads hit the OS page cache):\n",
+      kEntries);
   std::printf("  %-52s %9s %9s\n", "", "write", "read");
   auto best = [&](const std::function<Throughput()>& run) {
     Throughput b{0, 0};
@@ -337,16 +337,13 @@ void BenchCache(const std::string& dir) {
     }
   };
   row("store, chunk 1 MiB, budget 1 GiB (no eviction)", best([&] {
-        return BenchCacheOnce(dir, kEntries, kBytes, int64_t{1} << 30,
-                              int64_t{1} << 20);
+        return BenchCacheOnce(dir, kEntries, kBytes, int64_t{1} << 30, int64_t{1} << 20);
       }));
   row("store, chunk 256 KiB, budget 1 GiB", best([&] {
-        return BenchCacheOnce(dir, kEntries, kBytes, int64_t{1} << 30,
-                              int64_t{256} << 10);
+        return BenchCacheOnce(dir, kEntries, kBytes, int64_t{1} << 30, int64_t{256} << 10);
       }));
   row("store, chunk 1 MiB, budget 64 MiB (evicts on every put)", best([&] {
-        return BenchCacheOnce(dir, kEntries, kBytes, int64_t{64} << 20,
-                              int64_t{1} << 20);
+        return BenchCacheOnce(dir, kEntries, kBytes, int64_t{64} << 20, int64_t{1} << 20);
       }));
   row("plain file, write() only, no fsync",
       best([&] { return BenchPlainFile(dir, kEntries, kBytes, 0); }));
@@ -372,8 +369,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--keep") {
       keep = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--dir=DIR] [--rows=N] [--keep]\n",
-                   argv[0]);
+      std::fprintf(stderr, "usage: %s [--dir=DIR] [--rows=N] [--keep]\n", argv[0]);
       return 2;
     }
   }

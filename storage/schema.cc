@@ -153,9 +153,8 @@ absl::Status Apply(Database& db, const Migration& migration) {
       FCA_RETURN_IF_ERROR(db.Execute(*sql, "migrate schema"));
     }
     // PRAGMA takes no bound parameters; the number is this file's constant.
-    return db.Execute(
-        absl::StrFormat("PRAGMA user_version = %d", migration.version),
-        "write schema version");
+    return db.Execute(absl::StrFormat("PRAGMA user_version = %d", migration.version),
+                      "write schema version");
   });
 }
 
@@ -164,10 +163,10 @@ absl::Status Apply(Database& db, const Migration& migration) {
 absl::Status MigrateSchema(Database& db) {
   FCA_ASSIGN_OR_RETURN(const int current, ReadUserVersion(db));
   if (current > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "storage: database schema version %d is newer than this server "
-        "supports (%d); upgrade the server",
-        current, kSchemaVersion));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("storage: database schema version %d is newer than this server "
+                        "supports (%d); upgrade the server",
+                        current, kSchemaVersion));
   }
   for (const Migration& migration : kMigrations) {
     if (migration.version <= current) continue;
@@ -177,8 +176,7 @@ absl::Status MigrateSchema(Database& db) {
   FCA_ASSIGN_OR_RETURN(const int final_version, ReadUserVersion(db));
   if (final_version != kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "storage: database schema version %d, expected %d", final_version,
-        kSchemaVersion));
+        "storage: database schema version %d, expected %d", final_version, kSchemaVersion));
   }
   return absl::OkStatus();
 }

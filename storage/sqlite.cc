@@ -47,28 +47,24 @@ void Statement::BindDouble(int index, double value) {
   NoteBindResult(sqlite3_bind_double(stmt_, index, value));
 }
 
-void Statement::BindNull(int index) {
-  NoteBindResult(sqlite3_bind_null(stmt_, index));
-}
+void Statement::BindNull(int index) { NoteBindResult(sqlite3_bind_null(stmt_, index)); }
 
 void Statement::BindText(int index, std::string_view value) {
-  NoteBindResult(sqlite3_bind_text64(stmt_, index, value.data(), value.size(),
-                                     SQLITE_TRANSIENT, SQLITE_UTF8));
+  NoteBindResult(
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
 }
 
 void Statement::BindBlob(int index, std::string_view value) {
   // A zero-length blob must not be bound from a null pointer (that is NULL).
   static const char kEmpty = 0;
   const char* data = value.empty() ? &kEmpty : value.data();
-  NoteBindResult(
-      sqlite3_bind_blob64(stmt_, index, data, value.size(), SQLITE_TRANSIENT));
+  NoteBindResult(sqlite3_bind_blob64(stmt_, index, data, value.size(), SQLITE_TRANSIENT));
 }
 
 void Statement::BindBlobNoCopy(int index, std::string_view value) {
   static const char kEmpty = 0;
   const char* data = value.empty() ? &kEmpty : value.data();
-  NoteBindResult(
-      sqlite3_bind_blob64(stmt_, index, data, value.size(), SQLITE_STATIC));
+  NoteBindResult(sqlite3_bind_blob64(stmt_, index, data, value.size(), SQLITE_STATIC));
 }
 
 absl::StatusOr<bool> Statement::Step() {
@@ -93,9 +89,7 @@ absl::Status Statement::Reset() {
   return absl::OkStatus();
 }
 
-int64_t Statement::ColumnInt(int col) const {
-  return sqlite3_column_int64(stmt_, col);
-}
+int64_t Statement::ColumnInt(int col) const { return sqlite3_column_int64(stmt_, col); }
 
 double Statement::ColumnDouble(int col) const {
   if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) {
@@ -112,8 +106,7 @@ std::string Statement::ColumnText(int col) const {
   const unsigned char* text = sqlite3_column_text(stmt_, col);
   const int size = sqlite3_column_bytes(stmt_, col);
   if (text == nullptr) return std::string();
-  return std::string(reinterpret_cast<const char*>(text),
-                     static_cast<size_t>(size));
+  return std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(size));
 }
 
 std::string Statement::ColumnBlob(int col) const {
@@ -166,12 +159,11 @@ absl::StatusOr<int64_t> BlobReader::AppendTo(int64_t rowid, std::string* out) {
 
 // ----------------------------------------------------------------- Database
 
-absl::StatusOr<std::unique_ptr<Database>> Database::Open(
-    const std::string& path, int busy_timeout_ms) {
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
+                                                         int busy_timeout_ms) {
   sqlite3* raw = nullptr;
   // NOMUTEX: Store serializes every use of the connection itself.
-  const int flags =
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   // The handle is allocated even when opening fails and must be closed.
   std::unique_ptr<Database> db(new Database(raw));
@@ -186,12 +178,10 @@ Database::~Database() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
-absl::StatusOr<Statement> Database::Prepare(std::string_view sql,
-                                            const char* what) const {
+absl::StatusOr<Statement> Database::Prepare(std::string_view sql, const char* what) const {
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
-  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()),
-                                    &stmt, &tail);
+  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, &tail);
   if (rc != SQLITE_OK) {
     if (stmt != nullptr) sqlite3_finalize(stmt);
     return Error(rc, what);
@@ -199,8 +189,7 @@ absl::StatusOr<Statement> Database::Prepare(std::string_view sql,
   Statement statement(this, stmt, what);
   for (const char* p = tail; p != nullptr && p < sql.data() + sql.size(); ++p) {
     if (!std::isspace(static_cast<unsigned char>(*p))) {
-      std::fprintf(stderr, "fca storage: %s: more than one SQL statement\n",
-                   what);
+      std::fprintf(stderr, "fca storage: %s: more than one SQL statement\n", what);
       return absl::InternalError(absl::StrFormat("storage: %s failed", what));
     }
   }
@@ -215,8 +204,7 @@ absl::Status Database::Execute(std::string_view sql, const char* what) const {
   return stmt.Run();
 }
 
-absl::StatusOr<std::string> Database::QueryText(std::string_view sql,
-                                                const char* what) const {
+absl::StatusOr<std::string> Database::QueryText(std::string_view sql, const char* what) const {
   FCA_ASSIGN_OR_RETURN(Statement stmt, Prepare(sql, what));
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   if (!row) return std::string();
@@ -225,9 +213,7 @@ absl::StatusOr<std::string> Database::QueryText(std::string_view sql,
   return text;
 }
 
-int64_t Database::last_insert_rowid() const {
-  return sqlite3_last_insert_rowid(db_);
-}
+int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 
@@ -260,8 +246,7 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
   if (!status.ok()) {
     const absl::Status rollback = Rollback(outermost);
     if (!rollback.ok()) {
-      std::fprintf(stderr, "fca storage: rollback failed after: %s\n",
-                   status.ToString().c_str());
+      std::fprintf(stderr, "fca storage: rollback failed after: %s\n", status.ToString().c_str());
     }
     return status;
   }
@@ -270,9 +255,8 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
     // chose to ignore it: nothing of it was kept.
     return absl::AbortedError("storage: transaction was rolled back");
   }
-  const absl::Status commit =
-      outermost ? Execute("COMMIT", "commit transaction")
-                : Execute("RELEASE fca_nested", "release savepoint");
+  const absl::Status commit = outermost ? Execute("COMMIT", "commit transaction")
+                                        : Execute("RELEASE fca_nested", "release savepoint");
   if (!commit.ok()) {
     (void)Rollback(outermost);
     return commit;
@@ -283,22 +267,20 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
 absl::Status Database::Error(int rc, const char* what) const {
   const int primary = rc & 0xff;
   if (primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
-    std::fprintf(stderr, "fca storage: %s: sqlite error %d (%s): %s\n", what,
-                 rc, sqlite3_errstr(rc),
-                 db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
+    std::fprintf(stderr, "fca storage: %s: sqlite error %d (%s): %s\n", what, rc,
+                 sqlite3_errstr(rc), db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
   }
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return absl::UnavailableError(
-          absl::StrFormat("storage: %s: database is busy, retry", what));
+      return absl::UnavailableError(absl::StrFormat("storage: %s: database is busy, retry", what));
     case SQLITE_FULL:
       return absl::ResourceExhaustedError(
           absl::StrFormat("storage: %s: disk or database is full", what));
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return absl::DataLossError(absl::StrFormat(
-          "storage: %s: database file is corrupt or not a database", what));
+      return absl::DataLossError(
+          absl::StrFormat("storage: %s: database file is corrupt or not a database", what));
     case SQLITE_CANTOPEN:
       return absl::FailedPreconditionError(
           absl::StrFormat("storage: %s: cannot open the database file", what));
@@ -309,14 +291,12 @@ absl::Status Database::Error(int rc, const char* what) const {
       switch (rc) {
         case SQLITE_CONSTRAINT_UNIQUE:
         case SQLITE_CONSTRAINT_PRIMARYKEY:
-          return absl::AlreadyExistsError(
-              absl::StrFormat("storage: %s: already exists", what));
+          return absl::AlreadyExistsError(absl::StrFormat("storage: %s: already exists", what));
         case SQLITE_CONSTRAINT_FOREIGNKEY:
           return absl::FailedPreconditionError(
               absl::StrFormat("storage: %s: refers to a missing record", what));
         default:
-          return absl::InvalidArgumentError(
-              absl::StrFormat("storage: %s: value rejected", what));
+          return absl::InvalidArgumentError(absl::StrFormat("storage: %s: value rejected", what));
       }
     default:
       return absl::InternalError(absl::StrFormat("storage: %s failed", what));

@@ -91,17 +91,15 @@ class BlobReader {
   ~BlobReader();
 
   // Appends the value in row `rowid` to *out; returns its size in bytes.
-  [[nodiscard]] absl::StatusOr<int64_t> AppendTo(int64_t rowid,
-                                                 std::string* out);
+  [[nodiscard]] absl::StatusOr<int64_t> AppendTo(int64_t rowid, std::string* out);
 
  private:
   friend class Database;
-  BlobReader(const Database* db, const char* table, const char* column,
-             const char* what)
+  BlobReader(const Database* db, const char* table, const char* column, const char* what)
       : db_(db), table_(table), column_(column), what_(what) {}
 
   const Database* db_;
-  const char* table_;   // static names
+  const char* table_;  // static names
   const char* column_;
   const char* what_;
   sqlite3_blob* blob_ = nullptr;  // opened on the first row, then reopened
@@ -113,8 +111,8 @@ class Database {
   // Opens (creating if needed) the database at `path`; ":memory:" is a
   // private in-memory database. Extended result codes are enabled and the
   // busy handler waits up to `busy_timeout_ms` for locks held elsewhere.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Database>> Open(
-      const std::string& path, int busy_timeout_ms);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
+                                                                      int busy_timeout_ms);
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
   ~Database();
@@ -122,20 +120,16 @@ class Database {
   // Prepares exactly one statement (trailing text other than white space is
   // an INTERNAL error). `sql` must be SQL written in storage/, never built
   // from values; `what` is a static label naming the operation in errors.
-  [[nodiscard]] absl::StatusOr<Statement> Prepare(std::string_view sql,
-                                                  const char* what) const;
+  [[nodiscard]] absl::StatusOr<Statement> Prepare(std::string_view sql, const char* what) const;
   // Prepare() + Run(), for parameterless statements (pragmas, DDL).
-  [[nodiscard]] absl::Status Execute(std::string_view sql,
-                                     const char* what) const;
+  [[nodiscard]] absl::Status Execute(std::string_view sql, const char* what) const;
   // A reader of `table`.`column` (static names written in storage/).
-  BlobReader NewBlobReader(const char* table, const char* column,
-                           const char* what) const {
+  BlobReader NewBlobReader(const char* table, const char* column, const char* what) const {
     return BlobReader(this, table, column, what);
   }
   // Runs a statement returning one row with one column and returns it as
   // text (pragmas such as journal_mode).
-  [[nodiscard]] absl::StatusOr<std::string> QueryText(std::string_view sql,
-                                                      const char* what) const;
+  [[nodiscard]] absl::StatusOr<std::string> QueryText(std::string_view sql, const char* what) const;
 
   // Runs `fn` atomically. The outermost call issues BEGIN IMMEDIATE (the
   // write lock is taken up front, so a transaction never fails half way for
@@ -145,8 +139,7 @@ class Database {
   // returned to the enclosing `fn`, which decides. If `fn` throws, the
   // transaction is rolled back and the exception propagates.
   // Returns UNAVAILABLE when the write lock stays busy past the timeout.
-  [[nodiscard]] absl::Status Transaction(
-      const std::function<absl::Status()>& fn);
+  [[nodiscard]] absl::Status Transaction(const std::function<absl::Status()>& fn);
   bool in_transaction() const { return depth_ > 0; }
 
   int64_t last_insert_rowid() const;

@@ -75,8 +75,9 @@ class Store {
   // Opens or creates the database and migrates it to the current schema.
   // INVALID_ARGUMENT for bad options; FAILED_PRECONDITION when the file was
   // written by a newer schema version; DATA_LOSS when it is not a database.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Store>> Open(
-      const StoreOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  // Runs Optimize() (best effort; failures go to stderr) and closes. Must
+  // not run while another thread still uses the store.
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -88,24 +89,25 @@ class Store {
   // fn. Every method that writes several rows uses this itself. `fn` runs on
   // the calling thread with the store held: it must not wait for another
   // thread that uses this store. UNAVAILABLE when the write lock is busy.
-  [[nodiscard]] absl::Status Transaction(
-      const std::function<absl::Status()>& fn);
+  [[nodiscard]] absl::Status Transaction(const std::function<absl::Status()>& fn);
 
   // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
   // wrong; otherwise the problems they report, one per line.
   [[nodiscard]] absl::StatusOr<std::string> IntegrityCheck();
 
-  // Refreshes the query planner's statistics where they are missing or
-  // stale (PRAGMA optimize, bounded by analysis_limit). Cheap when nothing
-  // changed; run it now and then (the store also runs it when closed).
+  // Refreshes the query planner's statistics (PRAGMA optimize): ANALYZEs
+  // the tables this connection has queried whose statistics are missing or
+  // which grew 25x since (about 70 ms per 100k result rows, holding the
+  // store); otherwise nearly free. Without statistics, QueryResults with
+  // several filters can pick a slow index. Call it now and then (e.g. after
+  // a job finishes); the store also runs it when closed.
   [[nodiscard]] absl::Status Optimize();
 
   // ------------------------------------------------------------ Models
   // Inserts or replaces the model named `model.name`; registered_at_us is
   // set by the store (and kept when weights_sha256 is unchanged). Returns
   // the stored record.
-  [[nodiscard]] absl::StatusOr<ModelRecord> UpsertModel(
-      const ModelRecord& model);
+  [[nodiscard]] absl::StatusOr<ModelRecord> UpsertModel(const ModelRecord& model);
   // NOT_FOUND when absent.
   [[nodiscard]] absl::StatusOr<ModelRecord> GetModel(const std::string& name);
   // All models, by name.
@@ -117,12 +119,13 @@ class Store {
   // If (owner, name) exists with the same content and kind, returns the
   // existing record; with different content or kind, ALREADY_EXISTS.
   // `kind` is "text" or "tokens"; name and owner must be non-empty.
-  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(
-      const std::string& name, const std::string& kind,
-      const std::string& owner, const std::string& bytes);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(const std::string& name,
+                                                         const std::string& kind,
+                                                         const std::string& owner,
+                                                         const std::string& bytes);
   [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id);
-  [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(
-      const std::string& name, const std::string& owner);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(const std::string& name,
+                                                          const std::string& owner);
   // The datasets of `owner`, or of everyone when unset; by id.
   [[nodiscard]] absl::StatusOr<std::vector<DatasetRecord>> ListDatasets(
       const std::optional<std::string>& owner);
@@ -131,20 +134,18 @@ class Store {
 
   // -------------------------------------------------------------- Jobs
   // A new QUEUED job. owner must be non-empty.
-  [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(
-      const std::string& owner, const std::string& spec_json);
+  [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(const std::string& owner,
+                                                    const std::string& spec_json);
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id);
   // Jobs matching `filter`, newest first. Pass the returned
   // next_page_token back to continue; jobs created after the first page are
   // not shown on later pages, and none is shown twice.
-  [[nodiscard]] absl::StatusOr<JobPage> ListJobs(const JobFilter& filter,
-                                                 int page_size,
+  [[nodiscard]] absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size,
                                                  const std::string& page_token);
   // Jobs of `owner` (everyone when unset) in any of `states` (any state
   // when empty). For per-user queue limits.
-  [[nodiscard]] absl::StatusOr<int64_t> CountJobs(
-      const std::optional<std::string>& owner,
-      const std::vector<JobState>& states);
+  [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& owner,
+                                                  const std::vector<JobState>& states);
   // Atomically moves the oldest QUEUED job to RUNNING (attempts + 1,
   // started_at_us = now) and returns it; nullopt when none is queued. Safe
   // with several schedulers, even in several processes.
@@ -165,28 +166,27 @@ class Store {
   // -------------------------------------------------------- Job events
   // Appends an event and returns its sequence number (1, 2, 3, ... per
   // job, without gaps). NOT_FOUND for an unknown job.
-  [[nodiscard]] absl::StatusOr<int64_t> AppendJobEvent(
-      int64_t job_id, const std::string& payload);
+  [[nodiscard]] absl::StatusOr<int64_t> AppendJobEvent(int64_t job_id, const std::string& payload);
   // Events with seq > after_seq, in order, at most `limit` (1 or more;
   // larger than kMaxEventsPerCall is served as that). Resume a stream by
   // passing the last seq seen. NOT_FOUND for an unknown job.
-  [[nodiscard]] absl::StatusOr<std::vector<JobEvent>> ListJobEvents(
-      int64_t job_id, int64_t after_seq, int limit);
+  [[nodiscard]] absl::StatusOr<std::vector<JobEvent>> ListJobEvents(int64_t job_id,
+                                                                    int64_t after_seq, int limit);
 
   // ----------------------------------------------------------- Results
   // Inserts rows of job `job_id` (a row's job_id may be 0 or must equal it),
   // all or none. A row whose (job, model, intervention, metric) is already
   // stored is skipped, so a restarted job never writes a number twice.
   // Returns the number of rows inserted. NOT_FOUND for an unknown job.
-  [[nodiscard]] absl::StatusOr<int64_t> InsertResults(
-      int64_t job_id, const std::vector<ResultRow>& rows);
+  [[nodiscard]] absl::StatusOr<int64_t> InsertResults(int64_t job_id,
+                                                      const std::vector<ResultRow>& rows);
   // Rows matching `filter`, oldest first (insertion order). page_size: 0 ->
   // kDefaultPageSize, > kMaxPageSize -> kMaxPageSize, < 0 ->
   // INVALID_ARGUMENT. Paging is stable: rows inserted meanwhile appear at the
   // end, no row is shown twice or skipped. A token that this method did not
   // produce is INVALID_ARGUMENT. Pass the same filter with every page.
-  [[nodiscard]] absl::StatusOr<ResultPage> QueryResults(
-      const ResultFilter& filter, int page_size, const std::string& page_token);
+  [[nodiscard]] absl::StatusOr<ResultPage> QueryResults(const ResultFilter& filter, int page_size,
+                                                        const std::string& page_token);
 
   // ------------------------------------------------- Coefficient cache
   // Stores (or replaces) the entry for `key`, then evicts least recently
@@ -194,12 +194,12 @@ class Store {
   // (an entry counts meta.size() + blob.size()). An entry larger than the
   // whole budget is not stored: RESOURCE_EXHAUSTED, and nothing is evicted.
   // Key fields must be non-empty.
-  [[nodiscard]] absl::Status PutCoefficients(const CoefficientKey& key,
-                                             const std::string& meta,
+  [[nodiscard]] absl::Status PutCoefficients(const CoefficientKey& key, const std::string& meta,
                                              const std::string& blob);
-  // The entry for `key`, marking it most recently used; nullopt when absent.
-  [[nodiscard]] absl::StatusOr<std::optional<CoefficientEntry>>
-  GetCoefficients(const CoefficientKey& key);
+  // The entry for `key`, marking it most recently used (so it takes the
+  // write lock); nullopt when absent. DATA_LOSS when chunks are missing.
+  [[nodiscard]] absl::StatusOr<std::optional<CoefficientEntry>> GetCoefficients(
+      const CoefficientKey& key);
   // Total bytes the cache counts against its budget.
   [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes();
 
@@ -209,8 +209,7 @@ class Store {
   // SHA-256 cannot be reversed by guessing and needs no salt or slow KDF;
   // keys shorter than kMinApiKeyBytes are refused (INVALID_ARGUMENT).
   // ALREADY_EXISTS when the key is already registered.
-  [[nodiscard]] absl::Status AddApiKey(const std::string& user,
-                                       const std::string& role,
+  [[nodiscard]] absl::Status AddApiKey(const std::string& user, const std::string& role,
                                        const std::string& plaintext);
   // Who owns `plaintext`; nullopt when it is no registered key.
   [[nodiscard]] absl::StatusOr<std::optional<ApiKeyInfo>> LookupApiKey(

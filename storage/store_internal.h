@@ -17,16 +17,13 @@ namespace fca::storage::internal {
 // `insert`, whose parameter 1 (the owner key) is already bound; parameters 2
 // and 3 receive the chunk index (0, 1, ...) and the chunk. Empty bytes make
 // no chunk. Sets *num_chunks.
-[[nodiscard]] absl::Status InsertChunks(Statement& insert,
-                                        const std::string& bytes,
-                                        int64_t chunk_bytes,
-                                        int64_t* num_chunks);
+[[nodiscard]] absl::Status InsertChunks(Statement& insert, const std::string& bytes,
+                                        int64_t chunk_bytes, int64_t* num_chunks);
 
 // Concatenates the chunks whose rowids `select` returns in column 0 (in
 // chunk order), read through `reader`, and checks them against the recorded
 // size and chunk count: DATA_LOSS when they differ.
-[[nodiscard]] absl::StatusOr<std::string> ReadChunks(Statement& select,
-                                                     BlobReader& reader,
+[[nodiscard]] absl::StatusOr<std::string> ReadChunks(Statement& select, BlobReader& reader,
                                                      int64_t expected_bytes,
                                                      int64_t expected_chunks);
 
@@ -57,8 +54,8 @@ class WhereBuilder {
 // row served, so a token of one listing is refused by another.
 std::string MakePageToken(char kind, int64_t last_id);
 // nullopt for an empty token (first page); INVALID_ARGUMENT when malformed.
-[[nodiscard]] absl::StatusOr<std::optional<int64_t>> ParsePageToken(
-    char kind, const std::string& token);
+[[nodiscard]] absl::StatusOr<std::optional<int64_t>> ParsePageToken(char kind,
+                                                                    const std::string& token);
 // 0 -> default, above the maximum -> maximum, negative -> INVALID_ARGUMENT.
 [[nodiscard]] absl::StatusOr<int> EffectivePageSize(int page_size);
 

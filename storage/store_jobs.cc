@@ -41,9 +41,8 @@ absl::Status NotFound(int64_t id) {
 }  // namespace
 
 absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) {
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectJob) + " WHERE id = ?1", "get job"));
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare(std::string(kSelectJob) + " WHERE id = ?1", "get job"));
   stmt.BindInt(1, id);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   if (!row) return NotFound(id);
@@ -52,23 +51,20 @@ absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) {
 
 absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
   FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT 1 FROM jobs WHERE id = ?1",
-                                    "find job"));
+                       db_->Prepare("SELECT 1 FROM jobs WHERE id = ?1", "find job"));
   stmt.BindInt(1, id);
   return stmt.Step();
 }
 
-absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner,
-                                           const std::string& spec_json) {
+absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json) {
   if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
   std::lock_guard<std::recursive_mutex> lock(mu_);
   JobRecord job;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(
-        Statement insert,
-        db_->Prepare("INSERT INTO jobs (owner, spec_json, state, "
-                     "created_at_us) VALUES (?1, ?2, 'QUEUED', ?3)",
-                     "create job"));
+    FCA_ASSIGN_OR_RETURN(Statement insert,
+                         db_->Prepare("INSERT INTO jobs (owner, spec_json, state, "
+                                      "created_at_us) VALUES (?1, ?2, 'QUEUED', ?3)",
+                                      "create job"));
     insert.BindText(1, owner);
     insert.BindText(2, spec_json);
     insert.BindInt(3, Now());
@@ -96,11 +92,9 @@ absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
   }
   if (after.has_value()) where.Add("id < ?", *after);  // newest first
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectJob) + where.Sql() +
-                       " ORDER BY id DESC LIMIT ?",
-                   "list jobs"));
+  FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectJob) + where.Sql() +
+                                                        " ORDER BY id DESC LIMIT ?",
+                                                    "list jobs"));
   where.BindAll(stmt);
   stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
   JobPage page;
@@ -109,8 +103,7 @@ absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
     if (!row) break;
     if (static_cast<int>(page.jobs.size()) == size) {
       // One row past the page: there is a next page.
-      page.next_page_token =
-          internal::MakePageToken(kJobTokenKind, page.jobs.back().id);
+      page.next_page_token = internal::MakePageToken(kJobTokenKind, page.jobs.back().id);
       break;
     }
     FCA_ASSIGN_OR_RETURN(JobRecord job, ReadJob(stmt));
@@ -129,9 +122,8 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
     where.AddIn("state", names);
   }
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
   where.BindAll(stmt);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   return row ? stmt.ColumnInt(0) : 0;
@@ -141,20 +133,17 @@ absl::StatusOr<std::optional<JobRecord>> Store::ClaimNextQueued() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   std::optional<JobRecord> claimed;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(
-        Statement next,
-        db_->Prepare("SELECT id FROM jobs WHERE state = 'QUEUED' "
-                     "ORDER BY id LIMIT 1",
-                     "claim job"));
+    FCA_ASSIGN_OR_RETURN(Statement next, db_->Prepare("SELECT id FROM jobs WHERE state = 'QUEUED' "
+                                                      "ORDER BY id LIMIT 1",
+                                                      "claim job"));
     FCA_ASSIGN_OR_RETURN(const bool row, next.Step());
     if (!row) return absl::OkStatus();
     const int64_t id = next.ColumnInt(0);
-    FCA_ASSIGN_OR_RETURN(
-        Statement update,
-        db_->Prepare("UPDATE jobs SET state = 'RUNNING', "
-                     "attempts = attempts + 1, started_at_us = ?1 "
-                     "WHERE id = ?2",
-                     "claim job"));
+    FCA_ASSIGN_OR_RETURN(Statement update,
+                         db_->Prepare("UPDATE jobs SET state = 'RUNNING', "
+                                      "attempts = attempts + 1, started_at_us = ?1 "
+                                      "WHERE id = ?2",
+                                      "claim job"));
     update.BindInt(1, Now());
     update.BindInt(2, id);
     FCA_RETURN_IF_ERROR(update.Run());
@@ -164,25 +153,21 @@ absl::StatusOr<std::optional<JobRecord>> Store::ClaimNextQueued() {
   return claimed;
 }
 
-absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state,
-                                           const std::string& error) {
+absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std::string& error) {
   if (!IsTerminal(state)) {
-    return absl::InvalidArgumentError(
-        "a job can only finish as SUCCEEDED, FAILED or CANCELLED");
+    return absl::InvalidArgumentError("a job can only finish as SUCCEEDED, FAILED or CANCELLED");
   }
   std::lock_guard<std::recursive_mutex> lock(mu_);
   JobRecord job;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
     if (job.state != JobState::kRunning) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "job %d is %s, not RUNNING", id, JobStateName(job.state)));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("job %d is %s, not RUNNING", id, JobStateName(job.state)));
     }
-    FCA_ASSIGN_OR_RETURN(
-        Statement update,
-        db_->Prepare("UPDATE jobs SET state = ?1, error = ?2, "
-                     "finished_at_us = ?3 WHERE id = ?4",
-                     "finish job"));
+    FCA_ASSIGN_OR_RETURN(Statement update, db_->Prepare("UPDATE jobs SET state = ?1, error = ?2, "
+                                                        "finished_at_us = ?3 WHERE id = ?4",
+                                                        "finish job"));
     update.BindText(1, JobStateName(state));
     update.BindText(2, error);
     update.BindInt(3, Now());
@@ -205,12 +190,11 @@ absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
     }
     FCA_ASSIGN_OR_RETURN(
         Statement update,
-        db_->Prepare(
-            "UPDATE jobs SET cancel_requested = 1, "
-            "state = CASE state WHEN 'QUEUED' THEN 'CANCELLED' ELSE state END, "
-            "finished_at_us = CASE state WHEN 'QUEUED' THEN ?1 "
-            "ELSE finished_at_us END WHERE id = ?2",
-            "cancel job"));
+        db_->Prepare("UPDATE jobs SET cancel_requested = 1, "
+                     "state = CASE state WHEN 'QUEUED' THEN 'CANCELLED' ELSE state END, "
+                     "finished_at_us = CASE state WHEN 'QUEUED' THEN ?1 "
+                     "ELSE finished_at_us END WHERE id = ?2",
+                     "cancel job"));
     update.BindInt(1, Now());
     update.BindInt(2, id);
     FCA_RETURN_IF_ERROR(update.Run());
@@ -224,18 +208,16 @@ absl::StatusOr<int64_t> Store::RequeueRunning() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   int64_t requeued = 0;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(
-        Statement cancel,
-        db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
-                     "WHERE state = 'RUNNING' AND cancel_requested = 1",
-                     "recover jobs"));
+    FCA_ASSIGN_OR_RETURN(Statement cancel,
+                         db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
+                                      "WHERE state = 'RUNNING' AND cancel_requested = 1",
+                                      "recover jobs"));
     cancel.BindInt(1, Now());
     FCA_RETURN_IF_ERROR(cancel.Run());
-    FCA_ASSIGN_OR_RETURN(
-        Statement requeue,
-        db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
-                     "WHERE state = 'RUNNING'",
-                     "recover jobs"));
+    FCA_ASSIGN_OR_RETURN(Statement requeue,
+                         db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
+                                      "WHERE state = 'RUNNING'",
+                                      "recover jobs"));
     FCA_RETURN_IF_ERROR(requeue.Run());
     requeued = db_->changes();
     return absl::OkStatus();
@@ -245,26 +227,23 @@ absl::StatusOr<int64_t> Store::RequeueRunning() {
 
 // ------------------------------------------------------------- job events
 
-absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id,
-                                              const std::string& payload) {
+absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id, const std::string& payload) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   int64_t seq = 0;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
     if (!exists) return NotFound(job_id);
-    FCA_ASSIGN_OR_RETURN(
-        Statement last,
-        db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
-                     "WHERE job_id = ?1",
-                     "append job event"));
+    FCA_ASSIGN_OR_RETURN(Statement last,
+                         db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
+                                      "WHERE job_id = ?1",
+                                      "append job event"));
     last.BindInt(1, job_id);
     FCA_RETURN_IF_ERROR(last.Step().status());
     seq = last.ColumnInt(0) + 1;
-    FCA_ASSIGN_OR_RETURN(
-        Statement insert,
-        db_->Prepare("INSERT INTO job_events (job_id, seq, payload, "
-                     "created_at_us) VALUES (?1, ?2, ?3, ?4)",
-                     "append job event"));
+    FCA_ASSIGN_OR_RETURN(Statement insert,
+                         db_->Prepare("INSERT INTO job_events (job_id, seq, payload, "
+                                      "created_at_us) VALUES (?1, ?2, ?3, ?4)",
+                                      "append job event"));
     insert.BindInt(1, job_id);
     insert.BindInt(2, seq);
     insert.BindBlob(3, payload);
@@ -274,8 +253,7 @@ absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id,
   return seq;
 }
 
-absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id,
-                                                           int64_t after_seq,
+absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id, int64_t after_seq,
                                                            int limit) {
   if (after_seq < 0) {
     return absl::InvalidArgumentError("after_seq must not be negative");
@@ -285,11 +263,10 @@ absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id,
   std::lock_guard<std::recursive_mutex> lock(mu_);
   FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
   if (!exists) return NotFound(job_id);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare("SELECT seq, payload, created_at_us FROM job_events "
-                   "WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-                   "list job events"));
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare("SELECT seq, payload, created_at_us FROM job_events "
+                                    "WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                                    "list job events"));
   stmt.BindInt(1, job_id);
   stmt.BindInt(2, after_seq);
   stmt.BindInt(3, limit);
@@ -297,8 +274,7 @@ absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id,
   while (true) {
     FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
     if (!row) break;
-    events.push_back(
-        JobEvent{stmt.ColumnInt(0), stmt.ColumnBlob(1), stmt.ColumnInt(2)});
+    events.push_back(JobEvent{stmt.ColumnInt(0), stmt.ColumnBlob(1), stmt.ColumnInt(2)});
   }
   return events;
 }

@@ -17,19 +17,16 @@ constexpr char kResultTokenKind = 'r';
 absl::Status ValidateRow(const ResultRow& row, int64_t job_id) {
   if (row.job_id != 0 && row.job_id != job_id) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("result row names job %d, expected %d", row.job_id,
-                        job_id));
+        absl::StrFormat("result row names job %d, expected %d", row.job_id, job_id));
   }
   if (row.model.empty() || row.intervention.empty() || row.metric.empty()) {
-    return absl::InvalidArgumentError(
-        "result row needs a model, an intervention and a metric");
+    return absl::InvalidArgumentError("result row needs a model, an intervention and a metric");
   }
   if (row.n < 0) return absl::InvalidArgumentError("result row has n < 0");
   return absl::OkStatus();
 }
 
-void BindOptionalDouble(Statement& stmt, int index,
-                        const std::optional<double>& value) {
+void BindOptionalDouble(Statement& stmt, int index, const std::optional<double>& value) {
   if (value.has_value()) {
     stmt.BindDouble(index, *value);
   } else {
@@ -44,8 +41,7 @@ std::optional<double> ColumnOptionalDouble(const Statement& stmt, int col) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id,
-                                             const std::vector<ResultRow>& rows) {
+absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id, const std::vector<ResultRow>& rows) {
   for (const ResultRow& row : rows) FCA_RETURN_IF_ERROR(ValidateRow(row, job_id));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   int64_t inserted = 0;
@@ -57,13 +53,12 @@ absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id,
     }
     FCA_ASSIGN_OR_RETURN(
         Statement insert,
-        db_->Prepare(
-            "INSERT INTO results (job_id, model, weights_sha256, "
-            "dataset_sha256, intervention, metric, value, defined, ci_low, "
-            "ci_high, n, created_at_us) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
-            "ON CONFLICT (job_id, model, intervention, metric) DO NOTHING",
-            "insert results"));
+        db_->Prepare("INSERT INTO results (job_id, model, weights_sha256, "
+                     "dataset_sha256, intervention, metric, value, defined, ci_low, "
+                     "ci_high, n, created_at_us) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                     "ON CONFLICT (job_id, model, intervention, metric) DO NOTHING",
+                     "insert results"));
     const int64_t now = Now();
     for (const ResultRow& row : rows) {
       insert.BindInt(1, job_id);
@@ -87,8 +82,7 @@ absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id,
   return inserted;
 }
 
-absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter,
-                                               int page_size,
+absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter, int page_size,
                                                const std::string& page_token) {
   FCA_ASSIGN_OR_RETURN(const int size, internal::EffectivePageSize(page_size));
   FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> after,
@@ -112,13 +106,12 @@ absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter,
   if (after.has_value()) where.Add("id > ?", *after);
 
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare("SELECT id, job_id, model, weights_sha256, dataset_sha256, "
-                   "intervention, metric, value, defined, ci_low, ci_high, n, "
-                   "created_at_us FROM results" +
-                       where.Sql() + " ORDER BY id LIMIT ?",
-                   "query results"));
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare("SELECT id, job_id, model, weights_sha256, dataset_sha256, "
+                                    "intervention, metric, value, defined, ci_low, ci_high, n, "
+                                    "created_at_us FROM results" +
+                                        where.Sql() + " ORDER BY id LIMIT ?",
+                                    "query results"));
   where.BindAll(stmt);
   stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
   ResultPage page;

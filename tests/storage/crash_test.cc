@@ -60,8 +60,7 @@ struct Child {
   int ready_fd = -1;
 };
 
-Child Spawn(const std::string& path,
-            const std::function<void(Store&, int ready_fd)>& body) {
+Child Spawn(const std::string& path, const std::function<void(Store&, int ready_fd)>& body) {
   int fds[2];
   if (::pipe(fds) != 0) return {};
   const pid_t pid = ::fork();
@@ -89,8 +88,8 @@ void Signal(int fd) {
 
 // Waits for the child's byte (false when it exited without sending one),
 // then SIGKILLs and reaps it.
-bool KillWhenReady(const Child& child, int64_t* wal_bytes_at_kill,
-                   const std::string& path, int extra_delay_ms = 0) {
+bool KillWhenReady(const Child& child, int64_t* wal_bytes_at_kill, const std::string& path,
+                   int extra_delay_ms = 0) {
   char byte = 0;
   const bool ready = ::read(child.ready_fd, &byte, 1) == 1;
   ::close(child.ready_fd);
@@ -128,14 +127,10 @@ class CrashTest : public ::testing::Test {
       for (const JobRecord& job : page.jobs) {
         ResultFilter filter;
         filter.job_id = job.id;
-        ASSERT_OK_AND_ASSIGN(const ResultPage results,
-                             store.QueryResults(filter, 1000, ""));
-        EXPECT_EQ(results.rows.size(), static_cast<size_t>(kRowsPerJob))
-            << "job " << job.id;
-        ASSERT_OK_AND_ASSIGN(const auto events,
-                             store.ListJobEvents(job.id, 0, 1000));
-        EXPECT_EQ(events.size(), static_cast<size_t>(kRowsPerJob))
-            << "job " << job.id;
+        ASSERT_OK_AND_ASSIGN(const ResultPage results, store.QueryResults(filter, 1000, ""));
+        EXPECT_EQ(results.rows.size(), static_cast<size_t>(kRowsPerJob)) << "job " << job.id;
+        ASSERT_OK_AND_ASSIGN(const auto events, store.ListJobEvents(job.id, 0, 1000));
+        EXPECT_EQ(events.size(), static_cast<size_t>(kRowsPerJob)) << "job " << job.id;
       }
       token = page.next_page_token;
     } while (!token.empty());
@@ -151,10 +146,9 @@ TEST_F(CrashTest, KilledInsideTransactionLeavesNoTrace) {
       // Large enough to spill uncommitted pages into the -wal file, so the
       // crash leaves a torn transaction on disk for recovery to discard.
       FCA_RETURN_IF_ERROR(
-          store.PutDataset("big", "text", "crashed", std::string(8 << 20, 'z'))
-              .status());
-      FCA_RETURN_IF_ERROR(store.PutCoefficients(
-          {"w", "h", "float32"}, "meta", std::string(4 << 20, 'c')));
+          store.PutDataset("big", "text", "crashed", std::string(8 << 20, 'z')).status());
+      FCA_RETURN_IF_ERROR(
+          store.PutCoefficients({"w", "h", "float32"}, "meta", std::string(4 << 20, 'c')));
       Signal(ready_fd);
       BlockForever();
     });
@@ -167,11 +161,9 @@ TEST_F(CrashTest, KilledInsideTransactionLeavesNoTrace) {
 
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Open());
   ExpectConsistent(*store);
-  ASSERT_OK_AND_ASSIGN(const int64_t crashed,
-                       store->CountJobs(std::string("crashed"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t crashed, store->CountJobs(std::string("crashed"), {}));
   EXPECT_EQ(crashed, 0);
-  ASSERT_OK_AND_ASSIGN(const int64_t baseline,
-                       store->CountJobs(std::string("baseline"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t baseline, store->CountJobs(std::string("baseline"), {}));
   EXPECT_EQ(baseline, 1);
   ASSERT_OK_AND_ASSIGN(const ResultPage results, store->QueryResults({}, 0, ""));
   EXPECT_EQ(results.rows.size(), static_cast<size_t>(kRowsPerJob));
@@ -196,8 +188,7 @@ TEST_F(CrashTest, KilledAfterCommitKeepsEverything) {
 
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Open());
   ExpectConsistent(*store);
-  ASSERT_OK_AND_ASSIGN(const int64_t committed,
-                       store->CountJobs(std::string("committed"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t committed, store->CountJobs(std::string("committed"), {}));
   EXPECT_EQ(committed, 1);
 }
 

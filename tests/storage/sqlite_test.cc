@@ -21,10 +21,10 @@ class SqliteTest : public ::testing::Test {
     auto db = Database::Open(":memory:", 0);
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = *std::move(db);
-    ASSERT_OK(db_->Execute(
-        "CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB, x REAL, "
-        "n INTEGER CHECK (n >= 0))",
-        "create"));
+    ASSERT_OK(
+        db_->Execute("CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB, x REAL, "
+                     "n INTEGER CHECK (n >= 0))",
+                     "create"));
   }
 
   int64_t Count() {
@@ -36,8 +36,7 @@ class SqliteTest : public ::testing::Test {
 
   absl::Status Insert(const std::string& k) {
     FCA_ASSIGN_OR_RETURN(Statement stmt,
-                         db_->Prepare("INSERT INTO t (k, n) VALUES (?1, 0)",
-                                      "insert row"));
+                         db_->Prepare("INSERT INTO t (k, n) VALUES (?1, 0)", "insert row"));
     stmt.BindText(1, k);
     return stmt.Run();
   }
@@ -46,9 +45,8 @@ class SqliteTest : public ::testing::Test {
 };
 
 TEST_F(SqliteTest, BindsAndReadsEveryType) {
-  ASSERT_OK_AND_ASSIGN(
-      Statement insert,
-      db_->Prepare("INSERT INTO t (k, v, x, n) VALUES (?1, ?2, ?3, ?4)", "ins"));
+  ASSERT_OK_AND_ASSIGN(Statement insert,
+                       db_->Prepare("INSERT INTO t (k, v, x, n) VALUES (?1, ?2, ?3, ?4)", "ins"));
   const std::string blob("a\0b\xff", 4);
   insert.BindText(1, "key");
   insert.BindBlob(2, blob);
@@ -63,8 +61,7 @@ TEST_F(SqliteTest, BindsAndReadsEveryType) {
   ASSERT_OK(insert.Run());
 
   ASSERT_OK_AND_ASSIGN(Statement select,
-                       db_->Prepare("SELECT k, v, x, n FROM t ORDER BY k DESC",
-                                    "sel"));
+                       db_->Prepare("SELECT k, v, x, n FROM t ORDER BY k DESC", "sel"));
   ASSERT_OK_AND_ASSIGN(bool row, select.Step());
   ASSERT_TRUE(row);
   EXPECT_EQ(select.ColumnText(0), "key");
@@ -89,8 +86,7 @@ TEST_F(SqliteTest, ErrorsAreMappedAndSanitized) {
   EXPECT_NE(duplicate.message().find("insert row"), absl::string_view::npos);
 
   ASSERT_OK_AND_ASSIGN(Statement negative,
-                       db_->Prepare("INSERT INTO t (k, n) VALUES ('b', -1)",
-                                    "check"));
+                       db_->Prepare("INSERT INTO t (k, n) VALUES ('b', -1)", "check"));
   EXPECT_CODE(negative.Run(), StatusCode::kInvalidArgument);
 
   const auto syntax = db_->Prepare("SELEKT nonsense", "bad sql");
@@ -98,8 +94,7 @@ TEST_F(SqliteTest, ErrorsAreMappedAndSanitized) {
   EXPECT_EQ(syntax.status().message().find("SELEKT"), absl::string_view::npos);
 
   // Exactly one statement per Prepare: no piggy-backed second statement.
-  EXPECT_CODE(db_->Prepare("SELECT 1; DROP TABLE t", "two"),
-              StatusCode::kInternal);
+  EXPECT_CODE(db_->Prepare("SELECT 1; DROP TABLE t", "two"), StatusCode::kInternal);
   EXPECT_EQ(Count(), 1);
 
   // An out-of-range parameter index is reported by the next step.
@@ -114,23 +109,22 @@ TEST_F(SqliteTest, TransactionCommitsRollsBackAndNests) {
   EXPECT_FALSE(db_->in_transaction());
 
   EXPECT_CODE(db_->Transaction([&]() -> absl::Status {
-                EXPECT_TRUE(db_->in_transaction());
-                FCA_RETURN_IF_ERROR(Insert("gone"));
-                return absl::NotFoundError("no");
-              }),
+    EXPECT_TRUE(db_->in_transaction());
+    FCA_RETURN_IF_ERROR(Insert("gone"));
+    return absl::NotFoundError("no");
+  }),
               StatusCode::kNotFound);
   EXPECT_EQ(Count(), 1);
 
   ASSERT_OK(db_->Transaction([&]() -> absl::Status {
     FCA_RETURN_IF_ERROR(Insert("outer"));
     EXPECT_CODE(db_->Transaction([&]() -> absl::Status {
-                  FCA_RETURN_IF_ERROR(Insert("inner"));
-                  // A deeper level, committed into "inner"...
-                  FCA_RETURN_IF_ERROR(
-                      db_->Transaction([&] { return Insert("deepest"); }));
-                  // ...and undone with it.
-                  return absl::AbortedError("inner fails");
-                }),
+      FCA_RETURN_IF_ERROR(Insert("inner"));
+      // A deeper level, committed into "inner"...
+      FCA_RETURN_IF_ERROR(db_->Transaction([&] { return Insert("deepest"); }));
+      // ...and undone with it.
+      return absl::AbortedError("inner fails");
+    }),
                 StatusCode::kAborted);
     return db_->Transaction([&] { return Insert("second inner"); });
   }));
@@ -145,9 +139,33 @@ TEST_F(SqliteTest, TransactionCommitsRollsBackAndNests) {
   EXPECT_EQ(Count(), 4);
 }
 
+TEST_F(SqliteTest, BlobReaderAppendsWholeValues) {
+  ASSERT_OK_AND_ASSIGN(Statement insert,
+                       db_->Prepare("INSERT INTO t (k, v, n) VALUES (?1, ?2, 0)", "ins"));
+  const std::string big(100000, 'b');
+  insert.BindText(1, "big");
+  insert.BindBlob(2, big);
+  ASSERT_OK(insert.Run());
+  const int64_t big_row = db_->last_insert_rowid();
+  ASSERT_OK(insert.Reset());
+  insert.BindText(1, "small");
+  insert.BindBlob(2, "xyz");
+  ASSERT_OK(insert.Run());
+  const int64_t small_row = db_->last_insert_rowid();
+
+  BlobReader reader = db_->NewBlobReader("t", "v", "read blob");
+  std::string out = "head:";
+  ASSERT_OK_AND_ASSIGN(const int64_t n1, reader.AppendTo(small_row, &out));
+  ASSERT_OK_AND_ASSIGN(const int64_t n2, reader.AppendTo(big_row, &out));
+  EXPECT_EQ(n1, 3);
+  EXPECT_EQ(n2, 100000);
+  EXPECT_EQ(out, "head:xyz" + big);
+  EXPECT_CODE(reader.AppendTo(999, &out), StatusCode::kInternal);
+  EXPECT_EQ(out.size(), 5u + 3u + 100000u);  // unchanged by the failure
+}
+
 TEST(SqliteOpenTest, UnopenablePathIsFailedPrecondition) {
-  EXPECT_CODE(Database::Open("/nonexistent-dir/sub/db.sqlite", 0),
-              StatusCode::kFailedPrecondition);
+  EXPECT_CODE(Database::Open("/nonexistent-dir/sub/db.sqlite", 0), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

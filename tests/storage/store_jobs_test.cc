@@ -44,8 +44,7 @@ class StoreJobsTest : public StoreFixture {
     std::vector<ResultRow> rows;
     std::string token;
     for (int pages = 0; pages < 100000; ++pages) {
-      absl::StatusOr<ResultPage> page =
-          store_->QueryResults(filter, page_size, token);
+      absl::StatusOr<ResultPage> page = store_->QueryResults(filter, page_size, token);
       EXPECT_TRUE(page.ok()) << page.status();
       if (!page.ok()) break;
       EXPECT_LE(static_cast<int>(page->rows.size()), page_size);
@@ -58,11 +57,10 @@ class StoreJobsTest : public StoreFixture {
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreJobsTest,
-                         ::testing::Values(Backend::kMemory, Backend::kFile),
-                         BackendName);
+                         ::testing::Values(Backend::kMemory, Backend::kFile), BackendName);
 
-ResultRow Row(const std::string& model, const std::string& intervention,
-              const std::string& metric, double value) {
+ResultRow Row(const std::string& model, const std::string& intervention, const std::string& metric,
+              double value) {
   ResultRow row;
   row.model = model;
   row.weights_sha256 = "w-" + model;
@@ -78,8 +76,7 @@ ResultRow Row(const std::string& model, const std::string& intervention,
 
 TEST_P(StoreJobsTest, CreateAndGet) {
   now_us_ = 42;
-  ASSERT_OK_AND_ASSIGN(const JobRecord job,
-                       store_->CreateJob("ann", R"({"models":["m"]})"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", R"({"models":["m"]})"));
   EXPECT_GT(job.id, 0);
   EXPECT_EQ(job.owner, "ann");
   EXPECT_EQ(job.spec_json, R"({"models":["m"]})");
@@ -96,11 +93,9 @@ TEST_P(StoreJobsTest, CreateAndGet) {
 }
 
 TEST_P(StoreJobsTest, StateNames) {
-  for (JobState state : {JobState::kQueued, JobState::kRunning,
-                         JobState::kSucceeded, JobState::kFailed,
-                         JobState::kCancelled}) {
-    ASSERT_OK_AND_ASSIGN(const JobState parsed,
-                         ParseJobState(JobStateName(state)));
+  for (JobState state : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,
+                         JobState::kFailed, JobState::kCancelled}) {
+    ASSERT_OK_AND_ASSIGN(const JobState parsed, ParseJobState(JobStateName(state)));
     EXPECT_EQ(parsed, state);
   }
   EXPECT_CODE(ParseJobState("queued"), StatusCode::kInvalidArgument);
@@ -127,23 +122,17 @@ TEST_P(StoreJobsTest, ClaimRunsOldestFirst) {
 
 TEST_P(StoreJobsTest, FinishOnlyFromRunning) {
   ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "{}"));
-  EXPECT_CODE(store_->FinishJob(job.id, JobState::kSucceeded, ""),
-              StatusCode::kFailedPrecondition);
+  EXPECT_CODE(store_->FinishJob(job.id, JobState::kSucceeded, ""), StatusCode::kFailedPrecondition);
   ASSERT_OK(store_->ClaimNextQueued());
-  EXPECT_CODE(store_->FinishJob(job.id, JobState::kQueued, ""),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->FinishJob(job.id, JobState::kRunning, ""),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->FinishJob(job.id + 1, JobState::kFailed, "x"),
-              StatusCode::kNotFound);
+  EXPECT_CODE(store_->FinishJob(job.id, JobState::kQueued, ""), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->FinishJob(job.id, JobState::kRunning, ""), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->FinishJob(job.id + 1, JobState::kFailed, "x"), StatusCode::kNotFound);
   now_us_ = 12345;
-  ASSERT_OK_AND_ASSIGN(const JobRecord failed,
-                       store_->FinishJob(job.id, JobState::kFailed, "oom"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord failed, store_->FinishJob(job.id, JobState::kFailed, "oom"));
   EXPECT_EQ(failed.state, JobState::kFailed);
   EXPECT_EQ(failed.error, "oom");
   EXPECT_EQ(failed.finished_at_us, 12345);
-  EXPECT_CODE(store_->FinishJob(job.id, JobState::kSucceeded, ""),
-              StatusCode::kFailedPrecondition);
+  EXPECT_CODE(store_->FinishJob(job.id, JobState::kSucceeded, ""), StatusCode::kFailedPrecondition);
 }
 
 TEST_P(StoreJobsTest, CancelQueuedRunningAndTerminal) {
@@ -151,8 +140,7 @@ TEST_P(StoreJobsTest, CancelQueuedRunningAndTerminal) {
   ASSERT_OK(store_->ClaimNextQueued());
   ASSERT_OK_AND_ASSIGN(const JobRecord queued, store_->CreateJob("ann", "q"));
 
-  ASSERT_OK_AND_ASSIGN(const JobRecord cancelled,
-                       store_->RequestCancel(queued.id));
+  ASSERT_OK_AND_ASSIGN(const JobRecord cancelled, store_->RequestCancel(queued.id));
   EXPECT_EQ(cancelled.state, JobState::kCancelled);
   EXPECT_GT(cancelled.finished_at_us, 0);
   EXPECT_CODE(store_->RequestCancel(queued.id), StatusCode::kFailedPrecondition);
@@ -200,8 +188,7 @@ TEST_P(StoreJobsTest, CountJobsByOwnerAndState) {
   ASSERT_OK(store_->CreateJob("ann", "2"));
   ASSERT_OK(store_->CreateJob("bob", "3"));
   ASSERT_OK(store_->ClaimNextQueued());  // ann's first
-  auto count = [&](std::optional<std::string> owner,
-                   std::vector<JobState> states) -> int64_t {
+  auto count = [&](std::optional<std::string> owner, std::vector<JobState> states) -> int64_t {
     absl::StatusOr<int64_t> n = store_->CountJobs(owner, states);
     EXPECT_TRUE(n.ok()) << n.status();
     return n.ok() ? *n : -1;
@@ -209,8 +196,7 @@ TEST_P(StoreJobsTest, CountJobsByOwnerAndState) {
   EXPECT_EQ(count(std::nullopt, {}), 3);
   EXPECT_EQ(count(std::string("ann"), {}), 2);
   EXPECT_EQ(count(std::string("ann"), {JobState::kQueued}), 1);
-  EXPECT_EQ(count(std::string("ann"), {JobState::kQueued, JobState::kRunning}),
-            2);
+  EXPECT_EQ(count(std::string("ann"), {JobState::kQueued, JobState::kRunning}), 2);
   EXPECT_EQ(count(std::nullopt, {JobState::kQueued}), 2);
   EXPECT_EQ(count(std::string("zed"), {}), 0);
 }
@@ -229,12 +215,10 @@ TEST_P(StoreJobsTest, ListJobsPagesNewestFirstWithoutGapsOrRepeats) {
   }));
   for (int page_size : {1, 3, 7, 25, 100}) {
     EXPECT_EQ(AllJobIds({}, page_size), all_ids) << page_size;
-    EXPECT_EQ(AllJobIds({std::string("ann"), std::nullopt}, page_size), ann_ids)
-        << page_size;
+    EXPECT_EQ(AllJobIds({std::string("ann"), std::nullopt}, page_size), ann_ids) << page_size;
   }
   ASSERT_OK(store_->ClaimNextQueued());  // the oldest job (bob's)
-  const std::vector<int64_t> running =
-      AllJobIds({std::nullopt, JobState::kRunning}, 2);
+  const std::vector<int64_t> running = AllJobIds({std::nullopt, JobState::kRunning}, 2);
   ASSERT_EQ(running.size(), 1u);
   EXPECT_EQ(running[0], all_ids.back());
   EXPECT_TRUE(AllJobIds({std::string("ann"), JobState::kRunning}, 2).empty());
@@ -242,8 +226,7 @@ TEST_P(StoreJobsTest, ListJobsPagesNewestFirstWithoutGapsOrRepeats) {
   // A job created between pages does not disturb the pages still to come.
   ASSERT_OK_AND_ASSIGN(const JobPage first, store_->ListJobs({}, 10, ""));
   ASSERT_OK(store_->CreateJob("ann", "late"));
-  ASSERT_OK_AND_ASSIGN(const JobPage second,
-                       store_->ListJobs({}, 10, first.next_page_token));
+  ASSERT_OK_AND_ASSIGN(const JobPage second, store_->ListJobs({}, 10, first.next_page_token));
   ASSERT_FALSE(second.jobs.empty());
   EXPECT_EQ(second.jobs.front().id, all_ids[10]);
 }
@@ -261,10 +244,9 @@ TEST_P(StoreJobsTest, PageSizesAndTokensAreChecked) {
   EXPECT_EQ(clamped.jobs.size(), static_cast<size_t>(Store::kMaxPageSize));
   EXPECT_FALSE(clamped.next_page_token.empty());
   EXPECT_CODE(store_->ListJobs({}, -1, ""), StatusCode::kInvalidArgument);
-  for (const char* token : {"x", "j", "j-5", "j5x", "r5", "j007",
-                            "j99999999999999999999999", " j5"}) {
-    EXPECT_CODE(store_->ListJobs({}, 10, token), StatusCode::kInvalidArgument)
-        << token;
+  for (const char* token :
+       {"x", "j", "j-5", "j5x", "r5", "j007", "j99999999999999999999999", " j5"}) {
+    EXPECT_CODE(store_->ListJobs({}, 10, token), StatusCode::kInvalidArgument) << token;
   }
 }
 
@@ -275,12 +257,10 @@ TEST_P(StoreJobsTest, EventsAreNumberedPerJobAndResumable) {
   ASSERT_OK_AND_ASSIGN(const JobRecord b, store_->CreateJob("ann", "{}"));
   for (int i = 1; i <= 5; ++i) {
     now_us_ = 100 * i;
-    ASSERT_OK_AND_ASSIGN(const int64_t seq,
-                         store_->AppendJobEvent(a.id, absl::StrCat("a", i)));
+    ASSERT_OK_AND_ASSIGN(const int64_t seq, store_->AppendJobEvent(a.id, absl::StrCat("a", i)));
     EXPECT_EQ(seq, i);
   }
-  ASSERT_OK_AND_ASSIGN(const int64_t b1,
-                       store_->AppendJobEvent(b.id, std::string("\0b", 2)));
+  ASSERT_OK_AND_ASSIGN(const int64_t b1, store_->AppendJobEvent(b.id, std::string("\0b", 2)));
   EXPECT_EQ(b1, 1);
 
   ASSERT_OK_AND_ASSIGN(const auto all, store_->ListJobEvents(a.id, 0, 100));
@@ -317,8 +297,7 @@ TEST_P(StoreJobsTest, InsertResultsIsIdempotent) {
   with_ci.ci_low = 3.0;
   with_ci.ci_high = 3.5;
   now_us_ = 4242;
-  ASSERT_OK_AND_ASSIGN(const int64_t first,
-                       store_->InsertResults(job.id, {with_ci, undefined}));
+  ASSERT_OK_AND_ASSIGN(const int64_t first, store_->InsertResults(job.id, {with_ci, undefined}));
   EXPECT_EQ(first, 2);
   // A restarted job writes the same rows again, plus a new one.
   ResultRow changed = with_ci;
@@ -348,16 +327,13 @@ TEST_P(StoreJobsTest, InsertResultsIsIdempotent) {
   EXPECT_TRUE(std::isnan(r1.value));
   EXPECT_FALSE(r1.ci_low.has_value());
 
-  EXPECT_CODE(store_->InsertResults(job.id + 1, {Row("m", "a", "b", 1)}),
-              StatusCode::kNotFound);
+  EXPECT_CODE(store_->InsertResults(job.id + 1, {Row("m", "a", "b", 1)}), StatusCode::kNotFound);
   ResultRow wrong_job = Row("m", "a", "b", 1);
   wrong_job.job_id = job.id + 1;
-  EXPECT_CODE(store_->InsertResults(job.id, {wrong_job}),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->InsertResults(job.id, {wrong_job}), StatusCode::kInvalidArgument);
   ResultRow negative = Row("m", "a", "b", 1);
   negative.n = -1;
-  EXPECT_CODE(store_->InsertResults(job.id, {negative}),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->InsertResults(job.id, {negative}), StatusCode::kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(const int64_t nothing, store_->InsertResults(job.id, {}));
   EXPECT_EQ(nothing, 0);
 }
@@ -408,7 +384,7 @@ TEST_P(StoreJobsTest, QueryResultsFiltersAndPages) {
   by_metric.job_id = job_ids[0];
   cases.push_back({by_metric, 20});
   ResultFilter by_time;
-  by_time.created_after_us = 2000;  // inclusive
+  by_time.created_after_us = 2000;   // inclusive
   by_time.created_before_us = 3000;  // exclusive
   cases.push_back({by_time, 60});
   ResultFilter open_end;
@@ -424,8 +400,8 @@ TEST_P(StoreJobsTest, QueryResultsFiltersAndPages) {
       ASSERT_EQ(rows.size(), c.expected) << "page_size " << page_size;
       std::set<std::string> keys;
       for (const ResultRow& row : rows) {
-        EXPECT_TRUE(keys.insert(absl::StrCat(row.job_id, "/", row.model, "/",
-                                             row.intervention, "/", row.metric))
+        EXPECT_TRUE(keys.insert(absl::StrCat(row.job_id, "/", row.model, "/", row.intervention, "/",
+                                             row.metric))
                         .second);
         if (c.filter.job_id) {
           EXPECT_EQ(row.job_id, *c.filter.job_id);
@@ -465,20 +441,17 @@ TEST_P(StoreJobsTest, ResultPagingIsStableWhileRowsArrive) {
   for (const ResultRow& row : first.rows) metrics.push_back(row.metric);
   std::string token = first.next_page_token;
   while (!token.empty()) {
-    ASSERT_OK_AND_ASSIGN(const ResultPage page,
-                         store_->QueryResults({}, 4, token));
+    ASSERT_OK_AND_ASSIGN(const ResultPage page, store_->QueryResults({}, 4, token));
     for (const ResultRow& row : page.rows) metrics.push_back(row.metric);
     token = page.next_page_token;
   }
-  const std::vector<std::string> expected = {"0", "1", "2", "3", "4", "5",
+  const std::vector<std::string> expected = {"0", "1", "2", "3", "4",   "5",
                                              "6", "7", "8", "9", "late"};
   EXPECT_EQ(metrics, expected);
 
   EXPECT_CODE(store_->QueryResults({}, -5, ""), StatusCode::kInvalidArgument);
   for (const char* token : {"j4", "r", "rr", "r-1", "r1.5", "4"}) {
-    EXPECT_CODE(store_->QueryResults({}, 4, token),
-                StatusCode::kInvalidArgument)
-        << token;
+    EXPECT_CODE(store_->QueryResults({}, 4, token), StatusCode::kInvalidArgument) << token;
   }
 }
 

@@ -25,8 +25,7 @@ using ::absl::StatusCode;
 
 class StoreTest : public StoreFixture {};
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,
-                         ::testing::Values(Backend::kMemory, Backend::kFile),
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values(Backend::kMemory, Backend::kFile),
                          BackendName);
 
 // ------------------------------------------------------------------ open
@@ -60,12 +59,42 @@ TEST_P(StoreTest, ReopeningKeepsDataAndSchema) {
   EXPECT_EQ(again.owner, "ann");
   auto db = Database::Open(tmp_.path(), 1000);
   ASSERT_OK(db);
-  ASSERT_OK_AND_ASSIGN(const std::string version,
-                       (*db)->QueryText("PRAGMA user_version", "test"));
+  ASSERT_OK_AND_ASSIGN(const std::string version, (*db)->QueryText("PRAGMA user_version", "test"));
   EXPECT_EQ(version, std::to_string(kSchemaVersion));
-  ASSERT_OK_AND_ASSIGN(const std::string mode,
-                       (*db)->QueryText("PRAGMA journal_mode", "test"));
+  ASSERT_OK_AND_ASSIGN(const std::string mode, (*db)->QueryText("PRAGMA journal_mode", "test"));
   EXPECT_EQ(mode, "wal");
+  ASSERT_OK_AND_ASSIGN(const std::string page_size, (*db)->QueryText("PRAGMA page_size", "test"));
+  EXPECT_EQ(page_size, "16384");
+}
+
+TEST_P(StoreTest, OptimizeRefreshesStatistics) {
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "{}"));
+  ResultRow row;
+  row.model = "m";
+  row.intervention = "zero";
+  row.metric = "nll";
+  ASSERT_OK(store_->InsertResults(job.id, {row}));
+  ResultFilter filter;
+  filter.model = "m";
+  ASSERT_OK(store_->QueryResults(filter, 10, ""));
+  EXPECT_OK(store_->Optimize());
+  ASSERT_OK_AND_ASSIGN(const std::string report, store_->IntegrityCheck());
+  EXPECT_EQ(report, "ok");
+}
+
+TEST_P(StoreTest, MissingChunksAreDataLoss) {
+  if (!is_file()) GTEST_SKIP() << "needs a second connection";
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord dataset,
+                       store_->PutDataset("d", "text", "ann", std::string(30, 'd')));
+  ASSERT_OK(store_->PutCoefficients({"w", "h", "f32"}, "", std::string(30, 'c')));
+  {
+    auto db = Database::Open(tmp_.path(), 1000);
+    ASSERT_OK(db);
+    ASSERT_OK((*db)->Execute("DELETE FROM dataset_chunks WHERE idx = 2", "test"));
+    ASSERT_OK((*db)->Execute("DELETE FROM coeff_chunks WHERE idx = 0", "test"));
+  }
+  EXPECT_CODE(store_->ReadDatasetBytes(dataset.id), StatusCode::kDataLoss);
+  EXPECT_CODE(store_->GetCoefficients({"w", "h", "f32"}), StatusCode::kDataLoss);
 }
 
 TEST_P(StoreTest, NewerSchemaIsFailedPrecondition) {
@@ -149,8 +178,7 @@ TEST_P(StoreTest, TransactionRollsBackEverythingOnError) {
   ASSERT_OK_AND_ASSIGN(const ResultPage page, store_->QueryResults({}, 0, ""));
   EXPECT_TRUE(page.rows.empty());
   EXPECT_CODE(store_->FindDataset("d", "ann"), StatusCode::kNotFound);
-  ASSERT_OK_AND_ASSIGN(const auto cached,
-                       store_->GetCoefficients({"w", "h", "f32"}));
+  ASSERT_OK_AND_ASSIGN(const auto cached, store_->GetCoefficients({"w", "h", "f32"}));
   EXPECT_FALSE(cached.has_value());
   ASSERT_OK_AND_ASSIGN(const int64_t bytes, store_->CoefficientCacheBytes());
   EXPECT_EQ(bytes, 0);
@@ -169,10 +197,8 @@ TEST_P(StoreTest, FailedNestedTransactionUndoesOnlyItself) {
     // The enclosing transaction chooses to carry on.
     return store_->CreateJob("kept", "{}").status();
   }));
-  ASSERT_OK_AND_ASSIGN(const int64_t kept,
-                       store_->CountJobs(std::string("kept"), {}));
-  ASSERT_OK_AND_ASSIGN(const int64_t undone,
-                       store_->CountJobs(std::string("undone"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t kept, store_->CountJobs(std::string("kept"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t undone, store_->CountJobs(std::string("undone"), {}));
   EXPECT_EQ(kept, 2);
   EXPECT_EQ(undone, 0);
 }
@@ -198,17 +224,16 @@ TEST_P(StoreTest, FailingMethodInsideTransactionLeavesNoPartialRows) {
   good.metric = "nll";
   ResultRow bad = good;
   bad.metric = "";  // rejected before anything is written
-  EXPECT_CODE(store_->InsertResults(job.id, {good, bad}),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->InsertResults(job.id, {good, bad}), StatusCode::kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(const ResultPage page, store_->QueryResults({}, 0, ""));
   EXPECT_TRUE(page.rows.empty());
 }
 
 TEST_P(StoreTest, ExceptionInTransactionRollsBack) {
   EXPECT_THROW((void)store_->Transaction([&]() -> absl::Status {
-                 (void)store_->CreateJob("ann", "{}");
-                 throw std::runtime_error("boom");
-               }),
+    (void)store_->CreateJob("ann", "{}");
+    throw std::runtime_error("boom");
+  }),
                std::runtime_error);
   ASSERT_OK_AND_ASSIGN(const int64_t all, store_->CountJobs(std::nullopt, {}));
   EXPECT_EQ(all, 0);
@@ -246,10 +271,8 @@ TEST_P(StoreTest, ModelsUpsertGetList) {
   ASSERT_OK_AND_ASSIGN(const ModelRecord got, store_->GetModel("alpha"));
   EXPECT_EQ(got.family, "dense");
   EXPECT_CODE(store_->GetModel("nope"), StatusCode::kNotFound);
-  EXPECT_CODE(store_->UpsertModel({"", "dense", "x", "{}", 1, 0}),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->UpsertModel({"m", "dense", "x", "{}", -1, 0}),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->UpsertModel({"", "dense", "x", "{}", 1, 0}), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->UpsertModel({"m", "dense", "x", "{}", -1, 0}), StatusCode::kInvalidArgument);
 }
 
 // -------------------------------------------------------------- datasets
@@ -259,8 +282,7 @@ TEST_P(StoreTest, DatasetRoundTripInChunks) {
   for (int i = 0; i < 100; ++i) bytes.push_back(static_cast<char>(i * 37));
   bytes[3] = '\0';
   now_us_ = 777;
-  ASSERT_OK_AND_ASSIGN(const DatasetRecord d,
-                       store_->PutDataset("eval", "tokens", "ann", bytes));
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord d, store_->PutDataset("eval", "tokens", "ann", bytes));
   EXPECT_GT(d.id, 0);
   EXPECT_EQ(d.name, "eval");
   EXPECT_EQ(d.kind, "tokens");
@@ -273,17 +295,14 @@ TEST_P(StoreTest, DatasetRoundTripInChunks) {
   ExpectRows("dataset_chunks", 15);  // ceil(100 / 7)
   ASSERT_OK_AND_ASSIGN(const DatasetRecord got, store_->GetDataset(d.id));
   EXPECT_EQ(got.sha256, d.sha256);
-  ASSERT_OK_AND_ASSIGN(const DatasetRecord found,
-                       store_->FindDataset("eval", "ann"));
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord found, store_->FindDataset("eval", "ann"));
   EXPECT_EQ(found.id, d.id);
 }
 
 TEST_P(StoreTest, DatasetContentIsSharedAndNamesAreGuarded) {
   const std::string bytes(50, 'a');
-  ASSERT_OK_AND_ASSIGN(const DatasetRecord first,
-                       store_->PutDataset("one", "text", "ann", bytes));
-  ASSERT_OK_AND_ASSIGN(const DatasetRecord second,
-                       store_->PutDataset("two", "text", "ann", bytes));
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord first, store_->PutDataset("one", "text", "ann", bytes));
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord second, store_->PutDataset("two", "text", "ann", bytes));
   ASSERT_OK_AND_ASSIGN(const DatasetRecord other_owner,
                        store_->PutDataset("one", "text", "bob", bytes));
   EXPECT_NE(first.id, second.id);
@@ -291,19 +310,15 @@ TEST_P(StoreTest, DatasetContentIsSharedAndNamesAreGuarded) {
   EXPECT_EQ(first.sha256, other_owner.sha256);
   ExpectRows("dataset_blobs", 1);
   ExpectRows("dataset_chunks", 8);  // stored once
-  ASSERT_OK_AND_ASSIGN(const std::string back,
-                       store_->ReadDatasetBytes(second.id));
+  ASSERT_OK_AND_ASSIGN(const std::string back, store_->ReadDatasetBytes(second.id));
   EXPECT_EQ(back, bytes);
 
   // Same name and owner: identical upload returns the existing record...
-  ASSERT_OK_AND_ASSIGN(const DatasetRecord again,
-                       store_->PutDataset("one", "text", "ann", bytes));
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord again, store_->PutDataset("one", "text", "ann", bytes));
   EXPECT_EQ(again.id, first.id);
   // ...different content or kind is refused.
-  EXPECT_CODE(store_->PutDataset("one", "text", "ann", "other"),
-              StatusCode::kAlreadyExists);
-  EXPECT_CODE(store_->PutDataset("one", "tokens", "ann", bytes),
-              StatusCode::kAlreadyExists);
+  EXPECT_CODE(store_->PutDataset("one", "text", "ann", "other"), StatusCode::kAlreadyExists);
+  EXPECT_CODE(store_->PutDataset("one", "tokens", "ann", bytes), StatusCode::kAlreadyExists);
 
   ASSERT_OK_AND_ASSIGN(const auto ann, store_->ListDatasets(std::string("ann")));
   ASSERT_EQ(ann.size(), 2u);
@@ -316,17 +331,13 @@ TEST_P(StoreTest, DatasetContentIsSharedAndNamesAreGuarded) {
 }
 
 TEST_P(StoreTest, DatasetEdgeCasesAndErrors) {
-  ASSERT_OK_AND_ASSIGN(const DatasetRecord empty,
-                       store_->PutDataset("empty", "text", "ann", ""));
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord empty, store_->PutDataset("empty", "text", "ann", ""));
   EXPECT_EQ(empty.size_bytes, 0);
   ASSERT_OK_AND_ASSIGN(const std::string back, store_->ReadDatasetBytes(empty.id));
   EXPECT_EQ(back, "");
-  EXPECT_CODE(store_->PutDataset("d", "images", "ann", "x"),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->PutDataset("", "text", "ann", "x"),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->PutDataset("d", "text", "", "x"),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->PutDataset("d", "images", "ann", "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->PutDataset("", "text", "ann", "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->PutDataset("d", "text", "", "x"), StatusCode::kInvalidArgument);
   EXPECT_CODE(store_->GetDataset(999), StatusCode::kNotFound);
   EXPECT_CODE(store_->ReadDatasetBytes(999), StatusCode::kNotFound);
   EXPECT_CODE(store_->FindDataset("nope", "ann"), StatusCode::kNotFound);
@@ -334,9 +345,7 @@ TEST_P(StoreTest, DatasetEdgeCasesAndErrors) {
 
 // ----------------------------------------------------- coefficient cache
 
-CoefficientKey Key(int i) {
-  return {absl::StrCat("w", i), absl::StrCat("h", i), "float32"};
-}
+CoefficientKey Key(int i) { return {absl::StrCat("w", i), absl::StrCat("h", i), "float32"}; }
 
 TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   std::string blob;
@@ -369,10 +378,8 @@ TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   ASSERT_TRUE(empty.has_value());
   EXPECT_EQ(empty->blob, "");
 
-  EXPECT_CODE(store_->PutCoefficients({"", "h", "f32"}, "", "x"),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->GetCoefficients({"w", "", "f32"}),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->PutCoefficients({"", "h", "f32"}, "", "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->GetCoefficients({"w", "", "f32"}), StatusCode::kInvalidArgument);
 }
 
 TEST_P(StoreTest, CoefficientCacheEvictsLeastRecentlyUsed) {
@@ -450,25 +457,20 @@ TEST_P(StoreTest, ApiKeysAreStoredHashed) {
   ASSERT_OK_AND_ASSIGN(const auto bob, store_->LookupApiKey(other));
   ASSERT_TRUE(bob.has_value());
   EXPECT_EQ(bob->role, "user");
-  ASSERT_OK_AND_ASSIGN(const auto nobody,
-                       store_->LookupApiKey("not-a-registered-key-at-all"));
+  ASSERT_OK_AND_ASSIGN(const auto nobody, store_->LookupApiKey("not-a-registered-key-at-all"));
   EXPECT_FALSE(nobody.has_value());
 
   EXPECT_CODE(store_->AddApiKey("ann", "admin", key), StatusCode::kAlreadyExists);
-  EXPECT_CODE(store_->AddApiKey("ann", "root", other + "x"),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->AddApiKey("", "user", other + "x"),
-              StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->AddApiKey("ann", "user", "short"),
-              StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->AddApiKey("ann", "root", other + "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->AddApiKey("", "user", other + "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->AddApiKey("ann", "user", "short"), StatusCode::kInvalidArgument);
 
   if (is_file()) {
     auto db = Database::Open(tmp_.path(), 1000);
     ASSERT_OK(db);
-    ASSERT_OK_AND_ASSIGN(Statement stmt,
-                         (*db)->Prepare("SELECT key_sha256 FROM api_keys "
-                                        "WHERE user = 'ann'",
-                                        "test"));
+    ASSERT_OK_AND_ASSIGN(Statement stmt, (*db)->Prepare("SELECT key_sha256 FROM api_keys "
+                                                        "WHERE user = 'ann'",
+                                                        "test"));
     ASSERT_OK_AND_ASSIGN(const bool row, stmt.Step());
     ASSERT_TRUE(row);
     EXPECT_EQ(stmt.ColumnText(0), Sha256Hex(key));
@@ -526,10 +528,8 @@ TEST_P(StoreTest, TransactionExcludesOtherThreads) {
   });
   other.join();
   EXPECT_CODE(status, StatusCode::kAborted);
-  ASSERT_OK_AND_ASSIGN(const int64_t rolled,
-                       store_->CountJobs(std::string("rolled-back"), {}));
-  ASSERT_OK_AND_ASSIGN(const int64_t kept,
-                       store_->CountJobs(std::string("other-thread"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t rolled, store_->CountJobs(std::string("rolled-back"), {}));
+  ASSERT_OK_AND_ASSIGN(const int64_t kept, store_->CountJobs(std::string("other-thread"), {}));
   EXPECT_EQ(rolled, 0);
   EXPECT_EQ(kept, 1);
 }

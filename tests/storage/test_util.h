@@ -16,9 +16,7 @@
 
 namespace fca::storage::testing_util {
 
-inline const absl::Status& ToStatus(const absl::Status& status) {
-  return status;
-}
+inline const absl::Status& ToStatus(const absl::Status& status) { return status; }
 template <typename T>
 const absl::Status& ToStatus(const absl::StatusOr<T>& status_or) {
   return status_or.status();
@@ -27,30 +25,29 @@ const absl::Status& ToStatus(const absl::StatusOr<T>& status_or) {
 #define FCA_TEST_CONCAT_INNER_(a, b) a##b
 #define FCA_TEST_CONCAT_(a, b) FCA_TEST_CONCAT_INNER_(a, b)
 
-#define ASSERT_OK(expr)                                                  \
-  do {                                                                   \
-    const auto& fca_s_ = (expr);                                         \
-    ASSERT_TRUE(::fca::storage::testing_util::ToStatus(fca_s_).ok())     \
-        << ::fca::storage::testing_util::ToStatus(fca_s_);               \
+#define ASSERT_OK(expr)                                              \
+  do {                                                               \
+    const auto& fca_s_ = (expr);                                     \
+    ASSERT_TRUE(::fca::storage::testing_util::ToStatus(fca_s_).ok()) \
+        << ::fca::storage::testing_util::ToStatus(fca_s_);           \
   } while (false)
 
-#define EXPECT_OK(expr)                                                  \
-  do {                                                                   \
-    const auto& fca_s_ = (expr);                                         \
-    EXPECT_TRUE(::fca::storage::testing_util::ToStatus(fca_s_).ok())     \
-        << ::fca::storage::testing_util::ToStatus(fca_s_);               \
+#define EXPECT_OK(expr)                                              \
+  do {                                                               \
+    const auto& fca_s_ = (expr);                                     \
+    EXPECT_TRUE(::fca::storage::testing_util::ToStatus(fca_s_).ok()) \
+        << ::fca::storage::testing_util::ToStatus(fca_s_);           \
   } while (false)
 
 // Predicate formatter for EXPECT_CODE: `expr` evaluated once, the status
 // printed on failure, and further `<<` context allowed.
 template <typename T>
-::testing::AssertionResult HasCode(const char* expr_text, const char*,
-                                   const T& value, absl::StatusCode expected) {
+::testing::AssertionResult HasCode(const char* expr_text, const char*, const T& value,
+                                   absl::StatusCode expected) {
   const absl::Status& status = ToStatus(value);
   if (status.code() == expected) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << expr_text << " returned " << status << ", expected code "
-         << absl::StatusCodeToString(expected);
+  return ::testing::AssertionFailure() << expr_text << " returned " << status << ", expected code "
+                                       << absl::StatusCodeToString(expected);
 }
 
 // Expects `expr` (a Status or StatusOr) to fail with `expected_code`.
@@ -70,9 +67,8 @@ class TempDbPath {
  public:
   TempDbPath() {
     static std::atomic<int> counter{0};
-    path_ = absl::StrFormat("%s/fca_storage_test_%d_%d.db",
-                            ::testing::TempDir(), static_cast<int>(getpid()),
-                            counter.fetch_add(1));
+    path_ = absl::StrFormat("%s/fca_storage_test_%d_%d.db", ::testing::TempDir(),
+                            static_cast<int>(getpid()), counter.fetch_add(1));
     Remove();
   }
   ~TempDbPath() { Remove(); }

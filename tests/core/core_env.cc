@@ -1,0 +1,184 @@
+#include "tests/core/core_env.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_format.h"
+#include "common/random.h"
+#include "common/status_macros.h"
+#include "tests/engine/test_models.h"
+
+namespace fca::core::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status WriteModel(const std::string& dir, const std::string& family, uint64_t seed,
+                        double controller_out_std) {
+  engine::InitOptions init;
+  init.seed = seed;
+  init.controller_out_std = controller_out_std;
+  const engine::TransformerConfig config = engine::testing::TinyConfig(family);
+  FCA_ASSIGN_OR_RETURN(std::vector<engine::TensorData> weights,
+                       engine::InitTransformerWeights(config, init));
+  return engine::WriteTransformerModelDir(dir, config, weights);
+}
+
+void WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+std::string BuildModelRoot() {
+  const fs::path root = engine::testing::TempDir("core_repo");
+  absl::Status st = WriteModel((root / kGateA).string(), "featuregate", 11, 1.0);
+  if (st.ok()) st = WriteModel((root / kGateB).string(), "featuregate", 12, 1.0);
+  if (st.ok()) st = WriteModel((root / kDense).string(), "dense", 11, 0.0);
+  if (!st.ok()) {
+    std::fprintf(stderr, "cannot write the test models: %s\n", st.ToString().c_str());
+    std::abort();
+  }
+  fs::create_directories(root / kBroken);
+  WriteFile(root / kBroken / "config.json", "{");
+  fs::create_directories(root / kNoConfig);
+  WriteFile(root / kNoConfig / "README", "not a model");
+  fs::create_directories(root / kHidden);
+  WriteFile(root / kHidden / "config.json", "{}");
+  fs::create_directories(root / "bad name");
+  WriteFile(root / "bad name" / "config.json", "{}");
+  WriteFile(root / "stray_file", "a file, not a folder");
+  return root.string();
+}
+
+Caller MakeCaller(const std::string& user, bool admin) {
+  Caller c;
+  c.user = user;
+  c.admin = admin;
+  return c;
+}
+
+}  // namespace
+
+const std::string& ModelRoot() {
+  static const std::string* root = new std::string(BuildModelRoot());
+  return *root;
+}
+
+std::string RandomText(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s.push_back(static_cast<char>('a' + rng.Uniform(26)));
+  return s;
+}
+
+v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::string& eval,
+                        const std::string& calib) {
+  v1::AuditSpec spec;
+  for (const std::string& m : models) spec.add_models(m);
+  spec.set_eval_dataset(eval);
+  spec.set_calib_dataset(calib);
+  spec.set_window_length(16);
+  spec.set_max_eval_windows(6);
+  spec.set_max_calib_windows(4);
+  spec.set_batch_size(2);
+  spec.set_seed(7);
+  spec.set_bootstrap_resamples(100);
+  spec.set_timing_repeats(1);
+  return spec;
+}
+
+Scheduler::Options FastSchedulerOptions() {
+  Scheduler::Options o;
+  o.poll_interval = std::chrono::milliseconds(10);
+  o.progress_interval = std::chrono::milliseconds(0);
+  return o;
+}
+
+Caller Alice() { return MakeCaller("alice", false); }
+Caller Bob() { return MakeCaller("bob", false); }
+Caller Admin() { return MakeCaller("root", true); }
+
+CoreEnv::CoreEnv(ServiceLimits limits, Scheduler::Options options) {
+  storage::StoreOptions store_options;
+  store_options.path = ":memory:";
+  auto store = storage::Store::Open(store_options);
+  if (!store.ok()) std::abort();
+  store_ = std::move(*store);
+  ModelRepository::Options repo_options;
+  repo_options.root = ModelRoot();
+  auto models = ModelRepository::Open(repo_options);
+  if (!models.ok()) std::abort();
+  models_ = std::move(*models);
+  scheduler_ = std::make_unique<Scheduler>(store_.get(), models_.get(), &hub_, options);
+  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), scheduler_.get(),
+                                             &hub_, limits);
+}
+
+CoreEnv::~CoreEnv() {
+  hub_.Shutdown();
+  scheduler_->Stop(/*requeue=*/false);
+}
+
+absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,
+                                                          const std::string& name,
+                                                          const std::string& bytes,
+                                                          v1::DatasetKind kind) {
+  DatasetUpload upload(caller, core_->limits().max_dataset_bytes);
+  v1::UploadDatasetHeader header;
+  header.set_name(name);
+  header.set_kind(kind);
+  header.set_size_bytes(static_cast<int64_t>(bytes.size()));
+  FCA_RETURN_IF_ERROR(upload.Start(header));
+  constexpr size_t kChunk = 1 << 20;
+  for (size_t off = 0; off < bytes.size(); off += kChunk) {
+    FCA_RETURN_IF_ERROR(upload.Append(bytes.substr(off, kChunk)));
+  }
+  return upload.Finish(store_.get());
+}
+
+absl::Status CoreEnv::UploadEvalAndCalib(const Caller& caller) {
+  FCA_RETURN_IF_ERROR(Upload(caller, "eval", RandomText(16 * 6, 1)).status());
+  return Upload(caller, "calib", RandomText(16 * 4, 2)).status();
+}
+
+absl::StatusOr<v1::Job> CoreEnv::Submit(const Caller& caller, const v1::AuditSpec& spec) {
+  v1::SubmitAuditRequest request;
+  *request.mutable_spec() = spec;
+  FCA_ASSIGN_OR_RETURN(v1::SubmitAuditResponse response, core_->SubmitAudit(caller, request));
+  return response.job();
+}
+
+absl::StatusOr<v1::Job> CoreEnv::RunNext() {
+  FCA_ASSIGN_OR_RETURN(std::optional<storage::JobRecord> job, store_->ClaimNextQueued());
+  if (!job) return absl::NotFoundError("no queued job");
+  scheduler_->RunJob(*job);
+  return Get(Admin(), job->id);
+}
+
+absl::StatusOr<std::vector<v1::WatchJobResponse>> CoreEnv::Watch(const Caller& caller,
+                                                                 int64_t job_id,
+                                                                 int64_t after_seq) {
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  request.set_after_seq(after_seq);
+  std::vector<v1::WatchJobResponse> out;
+  // A watch that never ends fails the test instead of hanging it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  FCA_RETURN_IF_ERROR(core_->WatchJob(
+      caller, request,
+      [&](const v1::WatchJobResponse& r) {
+        out.push_back(r);
+        return true;
+      },
+      [&] { return std::chrono::steady_clock::now() > deadline; }));
+  return out;
+}
+
+absl::StatusOr<v1::Job> CoreEnv::Get(const Caller& caller, int64_t job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  FCA_ASSIGN_OR_RETURN(v1::GetJobResponse response, core_->GetJob(caller, request));
+  return response.job();
+}
+
+}  // namespace fca::core::testing

@@ -1,0 +1,87 @@
+// A complete core (store on ":memory:", model repository over a temporary
+// folder of tiny models, event hub, scheduler, service) for tests of
+// server/core and of the gRPC layer above it. No gRPC here.
+#ifndef FCA_TESTS_CORE_CORE_ENV_H_
+#define FCA_TESTS_CORE_CORE_ENV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/event_hub.h"
+#include "server/core/model_repository.h"
+#include "server/core/scheduler.h"
+#include "server/core/service.h"
+#include "storage/store.h"
+
+namespace fca::core::testing {
+
+// Folders of the test repository (ModelRoot()).
+inline constexpr char kGateA[] = "fg_a";        // featuregate, input-dependent gates
+inline constexpr char kGateB[] = "fg_b";        // the same family, another seed
+inline constexpr char kDense[] = "dense";       // the dense twin of fg_a
+inline constexpr char kBroken[] = "broken";     // config.json is "{"
+inline constexpr char kNoConfig[] = "no_config";  // a folder without config.json
+inline constexpr char kHidden[] = ".hidden";    // config.json, but not a valid name
+
+// The repository, written once per process into a temporary folder.
+const std::string& ModelRoot();
+
+// `n` random lower-case letters (deterministic for a seed).
+std::string RandomText(size_t n, uint64_t seed);
+
+// A small, fast spec: T = 16, 6 eval and 4 calib windows, batch 2,
+// bootstrap 100, one timed repeat.
+v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::string& eval,
+                        const std::string& calib);
+
+// Scheduler options for tests: poll quickly, never throttle progress.
+Scheduler::Options FastSchedulerOptions();
+
+// Callers used throughout the tests.
+Caller Alice();
+Caller Bob();
+Caller Admin();
+
+class CoreEnv {
+ public:
+  explicit CoreEnv(ServiceLimits limits = {},
+                   Scheduler::Options options = FastSchedulerOptions());
+  ~CoreEnv();
+
+  storage::Store* store() { return store_.get(); }
+  ModelRepository* models() { return models_.get(); }
+  EventHub* hub() { return &hub_; }
+  Scheduler* scheduler() { return scheduler_.get(); }
+  AuditServiceCore* core() { return core_.get(); }
+
+  // Uploads `bytes` through DatasetUpload in chunks of at most 1 MiB.
+  absl::StatusOr<v1::UploadDatasetResponse> Upload(
+      const Caller& caller, const std::string& name, const std::string& bytes,
+      v1::DatasetKind kind = v1::DATASET_KIND_TEXT);
+  // Uploads "eval" (6 windows) and "calib" (4 other windows) for `caller`.
+  absl::Status UploadEvalAndCalib(const Caller& caller);
+
+  absl::StatusOr<v1::Job> Submit(const Caller& caller, const v1::AuditSpec& spec);
+  // Claims the oldest queued job, runs it with Scheduler::RunJob and returns
+  // it as stored afterwards. NOT_FOUND when nothing is queued.
+  absl::StatusOr<v1::Job> RunNext();
+  // Every WatchJob response after `after_seq` (the job must end).
+  absl::StatusOr<std::vector<v1::WatchJobResponse>> Watch(const Caller& caller, int64_t job_id,
+                                                          int64_t after_seq);
+  absl::StatusOr<v1::Job> Get(const Caller& caller, int64_t job_id);
+
+ private:
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<ModelRepository> models_;
+  EventHub hub_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<AuditServiceCore> core_;
+};
+
+}  // namespace fca::core::testing
+
+#endif  // FCA_TESTS_CORE_CORE_ENV_H_

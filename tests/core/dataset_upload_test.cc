@@ -1,0 +1,168 @@
+// DatasetUpload (server/core/service.h): the header comes first, limits are
+// checked as bytes arrive, the checksum is verified and identical bytes are
+// reported as deduplicated.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/sha256.h"
+#include "server/core/service.h"
+#include "tests/core/core_env.h"
+
+namespace fca::core {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Alice;
+using testing::Bob;
+using testing::CoreEnv;
+
+v1::UploadDatasetHeader Header(const std::string& name, int64_t size,
+                               v1::DatasetKind kind = v1::DATASET_KIND_TEXT) {
+  v1::UploadDatasetHeader h;
+  h.set_name(name);
+  h.set_kind(kind);
+  h.set_size_bytes(size);
+  return h;
+}
+
+size_t StoredDatasets(CoreEnv* env) {
+  auto all = env->store()->ListDatasets(std::nullopt);
+  EXPECT_TRUE(all.ok()) << all.status();
+  return all.ok() ? all->size() : 0;
+}
+
+TEST(DatasetUploadTest, HeaderMustComeFirstAndOnlyOnce) {
+  CoreEnv env;
+  DatasetUpload upload(Alice(), 1000);
+  EXPECT_EQ(upload.Append("abc").code(), absl::StatusCode::kInvalidArgument);
+  DatasetUpload empty(Alice(), 1000);
+  EXPECT_EQ(empty.Finish(env.store()).status().code(), absl::StatusCode::kInvalidArgument);
+  DatasetUpload twice(Alice(), 1000);
+  ASSERT_TRUE(twice.Start(Header("d", 3)).ok());
+  EXPECT_EQ(twice.Start(Header("d", 3)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StoredDatasets(&env), 0u);
+}
+
+TEST(DatasetUploadTest, HeaderFieldsAreChecked) {
+  EXPECT_EQ(DatasetUpload(Alice(), 1000).Start(Header("../x", 3)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DatasetUpload(Alice(), 1000).Start(Header("", 3)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DatasetUpload(Alice(), 1000)
+                .Start(Header("d", 3, v1::DATASET_KIND_UNSPECIFIED))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DatasetUpload(Alice(), 1000).Start(Header("d", -1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DatasetUploadTest, OversizeAnnouncedIsResourceExhaustedWithTheLimit) {
+  DatasetUpload upload(Alice(), 1000);
+  const absl::Status st = upload.Start(Header("big", 1001));
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("1000"));
+  EXPECT_TRUE(DatasetUpload(Alice(), 1000).Start(Header("fits", 1000)).ok());
+}
+
+TEST(DatasetUploadTest, MoreBytesThanAnnouncedIsInvalidArgument) {
+  DatasetUpload upload(Alice(), 1000);
+  ASSERT_TRUE(upload.Start(Header("d", 5)).ok());
+  ASSERT_TRUE(upload.Append("abc").ok());
+  EXPECT_EQ(upload.Append("def").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DatasetUploadTest, FewerBytesThanAnnouncedIsInvalidArgument) {
+  CoreEnv env;
+  DatasetUpload upload(Alice(), 1000);
+  ASSERT_TRUE(upload.Start(Header("d", 5)).ok());
+  ASSERT_TRUE(upload.Append("abc").ok());
+  EXPECT_EQ(upload.Finish(env.store()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StoredDatasets(&env), 0u);
+}
+
+TEST(DatasetUploadTest, ChunksOverOneMebibyteAreRefused) {
+  DatasetUpload upload(Alice(), 4 << 20);
+  ASSERT_TRUE(upload.Start(Header("d", 2 << 20)).ok());
+  EXPECT_EQ(upload.Append(std::string((1 << 20) + 1, 'x')).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DatasetUploadTest, ChecksumIsVerified) {
+  CoreEnv env;
+  const std::string bytes = "hello world";
+  v1::UploadDatasetHeader header = Header("d", bytes.size());
+  header.set_sha256(Sha256Hex("something else"));
+  DatasetUpload bad(Alice(), 1000);
+  ASSERT_TRUE(bad.Start(header).ok());
+  ASSERT_TRUE(bad.Append(bytes).ok());
+  auto refused = bad.Finish(env.store());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("checksum"));
+  EXPECT_EQ(StoredDatasets(&env), 0u);
+
+  header.set_sha256(Sha256Hex(bytes));
+  DatasetUpload good(Alice(), 1000);
+  ASSERT_TRUE(good.Start(header).ok());
+  ASSERT_TRUE(good.Append(bytes).ok());
+  auto stored = good.Finish(env.store());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->dataset().sha256(), Sha256Hex(bytes));
+  EXPECT_EQ(stored->dataset().size_bytes(), static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ(stored->dataset().owner(), "alice");
+  EXPECT_EQ(stored->dataset().name(), "d");
+}
+
+TEST(DatasetUploadTest, TokensMustBeWholeInt32s) {
+  const absl::Status st =
+      DatasetUpload(Alice(), 1000).Start(Header("t", 6, v1::DATASET_KIND_TOKENS_INT32));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  CoreEnv env;
+  auto ok = env.Upload(Alice(), "t", std::string(8, '\1'), v1::DATASET_KIND_TOKENS_INT32);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->dataset().kind(), v1::DATASET_KIND_TOKENS_INT32);
+}
+
+TEST(DatasetUploadTest, SameBytesUnderAnotherNameAreDeduplicated) {
+  CoreEnv env;
+  auto first = env.Upload(Alice(), "one", "same bytes");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->deduplicated());
+  auto second = env.Upload(Alice(), "two", "same bytes");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->deduplicated());
+  EXPECT_EQ(second->dataset().sha256(), first->dataset().sha256());
+  EXPECT_NE(second->dataset().id(), first->dataset().id());
+  auto other = env.Upload(Alice(), "three", "other bytes");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->deduplicated());
+}
+
+TEST(DatasetUploadTest, SameNameWithOtherBytesIsAlreadyExists) {
+  CoreEnv env;
+  ASSERT_TRUE(env.Upload(Alice(), "d", "first").ok());
+  auto again = env.Upload(Alice(), "d", "first");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->deduplicated());
+  EXPECT_EQ(env.Upload(Alice(), "d", "second").status().code(),
+            absl::StatusCode::kAlreadyExists);
+  // Names are per owner.
+  EXPECT_TRUE(env.Upload(Bob(), "d", "second").ok());
+}
+
+TEST(DatasetUploadTest, ListDatasetsShowsOwnNewestFirstAndAdminSeesAll) {
+  CoreEnv env;
+  ASSERT_TRUE(env.Upload(Alice(), "a1", "x1").ok());
+  ASSERT_TRUE(env.Upload(Bob(), "b1", "y1").ok());
+  ASSERT_TRUE(env.Upload(Alice(), "a2", "x2").ok());
+  auto mine = env.core()->ListDatasets(Alice());
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->datasets_size(), 2);
+  EXPECT_EQ(mine->datasets(0).name(), "a2");
+  EXPECT_EQ(mine->datasets(1).name(), "a1");
+  auto all = env.core()->ListDatasets(testing::Admin());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->datasets_size(), 3);
+}
+
+}  // namespace
+}  // namespace fca::core

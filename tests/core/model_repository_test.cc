@@ -1,0 +1,90 @@
+// ModelRepository (server/core/model_repository.h) over a temporary folder of
+// tiny models, a broken one and folders that are not models.
+#include "server/core/model_repository.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/core/core_env.h"
+
+namespace fca::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ModelRoot;
+
+std::unique_ptr<ModelRepository> OpenRepo() {
+  ModelRepository::Options options;
+  options.root = ModelRoot();
+  auto repo = ModelRepository::Open(options);
+  EXPECT_TRUE(repo.ok()) << repo.status();
+  return repo.ok() ? std::move(*repo) : nullptr;
+}
+
+TEST(ModelRepositoryTest, OpenRefusesAMissingRoot) {
+  ModelRepository::Options options;
+  options.root = ModelRoot() + "/does_not_exist";
+  EXPECT_EQ(ModelRepository::Open(options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  options.root = ModelRoot() + "/stray_file";
+  EXPECT_EQ(ModelRepository::Open(options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ModelRepositoryTest, NamesListsValidFoldersWithConfigSorted) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  // Not: no_config (no config.json), .hidden and "bad name" (invalid
+  // names), stray_file (not a folder).
+  EXPECT_THAT(repo->Names(), ElementsAre("broken", "dense", "fg_a", "fg_b"));
+}
+
+TEST(ModelRepositoryTest, GetUnknownIsNotFound) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  EXPECT_EQ(repo->Get("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(repo->Get(testing::kNoConfig).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(repo->Get("stray_file").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ModelRepositoryTest, GetMalformedNameIsInvalidArgument) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  for (const char* bad : {"../fg_a", "fg_a/../fg_a", ".hidden", "", ".", "/etc"}) {
+    EXPECT_EQ(repo->Get(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ModelRepositoryTest, BrokenConfigIsInvalidArgumentNamingTheModelNotThePath) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  auto broken = repo->Get(testing::kBroken);
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument) << broken.status();
+  const std::string message(broken.status().message());
+  EXPECT_THAT(message, HasSubstr("'broken'"));
+  EXPECT_THAT(message, Not(HasSubstr(ModelRoot())));
+  // A failed load is not cached as a success.
+  EXPECT_FALSE(repo->Get(testing::kBroken).ok());
+}
+
+TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  auto first = repo->Get(testing::kGateA);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = repo->Get(testing::kGateA);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*first, *second);
+  EXPECT_EQ((*first)->info().name, "fg_a");
+  EXPECT_EQ((*first)->info().family, "featuregate");
+  EXPECT_FALSE((*first)->sites().empty());
+  auto dense = repo->Get(testing::kDense);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_NE(*dense, *first);
+  EXPECT_TRUE((*dense)->sites().empty());
+}
+
+}  // namespace
+}  // namespace fca::core
