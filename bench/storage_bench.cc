@@ -151,7 +151,7 @@ void BenchQueries(const std::string& dir, int total_rows, bool keep) {
          f.metric = absl::StrCat("metric-", (r / 3) % kMetrics);
          return f;
        }},
-      {"intervention (no own index)",
+      {"intervention",
        [](int r) {
          ResultFilter f;
          f.intervention = absl::StrCat("intervention-", r % kInterventions);

@@ -83,7 +83,8 @@ void Scheduler::Loop() {
     auto job = store_->ClaimNextQueued();
     if (!job.ok() || !job->has_value()) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_.load(); });
+      cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_.load() || wake_; });
+      wake_ = false;
       continue;
     }
     RunJob(**job);

@@ -43,6 +43,16 @@ class Scheduler {
   // until the worker thread has exited. Idempotent.
   void Stop(bool requeue);
 
+  // Wakes the worker to claim a job now (called after a submit, so a new
+  // job does not wait for the next poll).
+  void Wake() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_all();
+  }
+
   // Asks the running job `job_id` (if it is the one running) to stop within
   // one batch; the store's cancel_requested flag is set by the caller.
   void Cancel(int64_t job_id);
@@ -68,6 +78,7 @@ class Scheduler {
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t running_job_ = 0;                 // guarded by mu_
+  bool wake_ = false;                       // guarded by mu_
   std::atomic<bool> interrupt_{false};      // cancels the running audit
 };
 

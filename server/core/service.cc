@@ -124,6 +124,7 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
   v1::JobEvent queued_event;
   queued_event.set_state(v1::JOB_STATE_QUEUED);
   FCA_RETURN_IF_ERROR(scheduler_->Emit(job.id, queued_event));
+  scheduler_->Wake();
   v1::SubmitAuditResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));
   return response;
