@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <thread>
 
@@ -146,6 +147,7 @@ TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
     ASSERT_TRUE(r.has_ci_low() && r.has_ci_high());
     EXPECT_LE(r.ci_low(), r.value());
     EXPECT_LE(r.value(), r.ci_high());
+    EXPECT_GT(std::abs(r.value()), 0.0) << "gates vary, so another input's gates cost NLL";
     EXPECT_EQ(r.weights_sha256().size(), 64u);
     EXPECT_EQ(r.dataset_sha256(), eval_sha);
     EXPECT_EQ(Query(model, "correct", "nll").results_size(), 1);
@@ -278,6 +280,29 @@ TEST(SchedulerTest, CancelRequestedAfterClaimCancelsTheRun) {
   auto job = env.Get(Alice(), queued->id());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
+}
+
+// SubmitAudit's QUEUED event must be a job's first: a worker that claims the
+// job at once must not get its RUNNING (or even its terminal) event in
+// before it. Jobs that fail fast (eval == calib) with a worker that polls
+// without pause make the window easy to hit.
+TEST(SchedulerTest, QueuedIsTheFirstEventEvenWithABusyWorker) {
+  Scheduler::Options options = testing::FastSchedulerOptions();
+  options.poll_interval = std::chrono::milliseconds(0);
+  CoreEnv env({}, options);
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  ASSERT_TRUE(env.scheduler()->Start().ok());
+  int out_of_order = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto job = env.Submit(Alice(), SmallSpec({"fg_a"}, "eval", "eval"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto events = env.Watch(Alice(), job->id(), 0);
+    ASSERT_TRUE(events.ok()) << events.status();
+    ASSERT_FALSE(events->empty());
+    if (events->front().event().state() != v1::JOB_STATE_QUEUED) ++out_of_order;
+  }
+  env.scheduler()->Stop(/*requeue=*/false);
+  EXPECT_EQ(out_of_order, 0) << "jobs whose first event was not QUEUED";
 }
 
 TEST(SchedulerTest, WorkerThreadRunsSubmittedJobs) {
