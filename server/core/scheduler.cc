@@ -102,8 +102,12 @@ void Scheduler::RunJob(const storage::JobRecord& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_job_ = job.id;
-    interrupt_ = job.cancel_requested;
+    interrupt_ = stopping_.load() && requeue_on_stop_.load();
   }
+  // A cancel that arrived between the claim and now found no running job to
+  // interrupt; the store has it.
+  auto current = store_->GetJob(job.id);
+  if (current.ok() && current->cancel_requested) interrupt_ = true;
   (void)Emit(job.id, StateEvent(v1::JOB_STATE_RUNNING));
   absl::Status st = Execute(job);
   {

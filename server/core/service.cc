@@ -120,10 +120,18 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
         "you have %d queued jobs; the limit is %d per user", queued,
         limits_.max_queued_jobs_per_user));
   }
-  FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->CreateJob(caller.user, SpecToJson(spec)));
+  // The job and its QUEUED event commit together, so the scheduler cannot
+  // claim the job (and emit RUNNING) before QUEUED is event 1.
+  storage::JobRecord job;
+  int64_t seq = 0;
   v1::JobEvent queued_event;
   queued_event.set_state(v1::JOB_STATE_QUEUED);
-  FCA_RETURN_IF_ERROR(scheduler_->Emit(job.id, queued_event));
+  FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec)));
+    FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job.id, queued_event.SerializeAsString()));
+    return absl::OkStatus();
+  }));
+  hub_->Notify(job.id, seq);
   scheduler_->Wake();
   v1::SubmitAuditResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));

@@ -90,7 +90,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
     FCA_RETURN_IF_ERROR(ValidateName(m, "model"));
     if (!names.insert(m).second) return absl::InvalidArgumentError("model '" + m + "' is listed twice");
   }
-  if (!s.dense_twin().empty()) FCA_RETURN_IF_ERROR(ValidateName(s.dense_twin(), "model"));
+  if (!s.dense_twin().empty()) FCA_RETURN_IF_ERROR(ValidateName(s.dense_twin(), "dense_twin"));
   if (s.eval_dataset().empty() || s.calib_dataset().empty()) {
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }

@@ -1,0 +1,104 @@
+# syntax=docker/dockerfile:1
+#
+# fca-server (and the fca CLI) on Debian 12.
+#
+#   docker build -t fca-server .
+#   docker run -d --name fca -p 127.0.0.1:7400:7400 \
+#     -v fca-db:/var/lib/fca -v "$PWD/models":/models:ro fca-server --auth
+#
+# Arguments after the image name are appended to the ENTRYPOINT flags
+# (--auth, --api_keys=FILE, --threads=N, --tls_cert/--tls_key, ...).
+# Create an API key (stored in the database on the fca-db volume):
+#   docker run --rm -v fca-db:/var/lib/fca fca-server --create_api_key=alice --role=admin
+#
+# Only the CPU build of libtorch is packaged in Debian 12, so --device=cuda:N
+# does not work in this image.
+
+# ---------------------------------------------------------------------------
+# Build stage: the same scripts a developer runs, without tests and benchmarks.
+FROM debian:12 AS build
+
+ENV DEBIAN_FRONTEND=noninteractive
+WORKDIR /src
+
+# Packages first, from setup.sh alone, so this layer survives source edits.
+COPY scripts/setup.sh scripts/setup.sh
+RUN scripts/setup.sh && rm -rf /var/lib/apt/lists/*
+
+COPY . .
+
+# A translation unit including torch takes ~1.4 GB of memory to compile;
+# raise with --build-arg FCA_BUILD_JOBS=N on a machine that has it.
+ARG FCA_BUILD_JOBS=2
+RUN --mount=type=cache,target=/root/.cache/ccache \
+    FCA_BUILD_JOBS="${FCA_BUILD_JOBS}" \
+      scripts/build.sh -DFCA_BUILD_TESTS=OFF -DFCA_BUILD_BENCH=OFF \
+ && mkdir -p /out \
+ && objcopy --strip-debug build/server/fca-server /out/fca-server \
+ && objcopy --strip-debug build/client/fca /out/fca
+
+# ---------------------------------------------------------------------------
+# Runtime stage: only the shared libraries the two binaries link against
+# (readelf NEEDED -> dpkg -S). libtorch1.13 pulls in its own dependencies.
+FROM debian:12
+
+ENV DEBIAN_FRONTEND=noninteractive
+
+# libopenblas0-openmp must provide libblas.so.3/liblapack.so.3: the pthread
+# build (libopenblas0-pthread) ignores torch::set_num_threads. Listing it
+# explicitly satisfies libtorch1.13's "libblas3 | libblas.so.3" dependency;
+# the last two commands fail the build if another BLAS won the alternative.
+RUN apt-get update -q \
+ && apt-get install -y -q --no-install-recommends \
+      libtorch1.13 \
+      libopenblas0-openmp \
+      libgrpc++1.51 \
+      libgrpc29 \
+      libprotobuf32 \
+      libabsl20220623 \
+      libsqlite3-0 \
+ && rm -rf /var/lib/apt/lists/* \
+ && update-alternatives --query "libblas.so.3-$(uname -m)-linux-gnu" \
+      | grep -q '^Value: .*/openblas-openmp/' \
+ && update-alternatives --query "liblapack.so.3-$(uname -m)-linux-gnu" \
+      | grep -q '^Value: .*/openblas-openmp/'
+
+# A fixed numeric UID, so Kubernetes' runAsNonRoot can verify it and host
+# bind mounts can be chowned to it (chown 10001:10001 DIR).
+RUN groupadd --gid 10001 fca \
+ && useradd --uid 10001 --gid fca --no-create-home --no-log-init \
+      --home-dir /var/lib/fca --shell /usr/sbin/nologin fca \
+ && mkdir -p /var/lib/fca /models \
+ && chown fca:fca /var/lib/fca \
+ && chmod 0750 /var/lib/fca
+
+COPY --from=build /out/fca-server /out/fca /usr/local/bin/
+
+# Fail the build, not the first start, if a shared library is missing.
+RUN ! ldd /usr/local/bin/fca-server /usr/local/bin/fca | grep 'not found'
+
+# /var/lib/fca: the SQLite database (fca.sqlite plus its -wal/-shm files);
+# a new named volume inherits the fca ownership set above.
+# /models: the model repository, one folder per model; mount it read-only.
+VOLUME ["/var/lib/fca", "/models"]
+
+EXPOSE 7400
+
+USER 10001:10001
+WORKDIR /var/lib/fca
+
+# fca-server drains on SIGTERM (a running job is interrupted within one batch
+# and queued again; it exits 0). It blocks SIGTERM and waits for it with
+# sigwait, which works as PID 1, so no init process is needed. Give it time:
+# docker stop -t 60, compose stop_grace_period, Kubernetes
+# terminationGracePeriodSeconds.
+STOPSIGNAL SIGTERM
+
+# Inside a container the server must listen on 0.0.0.0 (its default,
+# 127.0.0.1, is unreachable through a published port). That makes it
+# reachable by anyone who can reach the port: whenever the port is exposed
+# beyond the local host, pass --auth (API keys from the database and/or
+# --api_keys=FILE), and --tls_cert/--tls_key unless a TLS-terminating proxy
+# sits in front.
+ENTRYPOINT ["fca-server", "--models=/models", "--db=/var/lib/fca/fca.sqlite", "--listen=0.0.0.0:7400"]
+CMD []
