@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "server/engine/windows.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {
@@ -231,6 +232,34 @@ TEST_F(FinishedJobTest, SecondRunUsesTheCoefficientCacheAndGivesTheSameNumbers) 
   }
 }
 
+TEST_F(FinishedJobTest, ExportCoefficientsStreamsACachedWindow) {
+  // The first evaluation window: 16 byte-tokenizer ids of the eval text.
+  const std::string text = testing::RandomText(16, 1);
+  std::vector<int32_t> ids(text.begin(), text.end());
+  v1::ExportCoefficientsRequest request;
+  request.set_model("fg_a");
+  request.set_window_hash(engine::WindowHash(ids.data(), 16));
+  std::vector<v1::ExportCoefficientsResponse> parts;
+  const auto collect = [&](const v1::ExportCoefficientsResponse& r) {
+    parts.push_back(r);
+    return true;
+  };
+  ASSERT_TRUE(env_->core()->ExportCoefficients(Alice(), request, collect).ok());
+  ASSERT_GE(parts.size(), 2u);
+  ASSERT_TRUE(parts[0].has_header());
+  const v1::CoefficientsHeader& h = parts[0].header();
+  EXPECT_EQ(h.window_length(), 16);
+  EXPECT_EQ(h.dtype(), "float32");
+  EXPECT_EQ(h.sites_size(), 4);
+  EXPECT_EQ(h.total_bytes(), 16 * 4 * 4 * 4);  // T x sites x channels x float32
+  int64_t bytes = 0;
+  for (size_t i = 1; i < parts.size(); ++i) bytes += parts[i].chunk().size();
+  EXPECT_EQ(bytes, h.total_bytes());
+  request.set_window_hash(std::string(64, '0'));
+  EXPECT_EQ(env_->core()->ExportCoefficients(Alice(), request, collect).code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(SchedulerTest, OverlappingEvalAndCalibFailsNamingTheOverlap) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
@@ -280,6 +309,48 @@ TEST(SchedulerTest, CancelRequestedAfterClaimCancelsTheRun) {
   auto job = env.Get(Alice(), queued->id());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
+}
+
+TEST(SchedulerTest, CancelRunningJobStopsIt) {
+  CoreEnv env;
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  ASSERT_TRUE(env.Upload(Alice(), "long", testing::RandomText(16 * 400, 5)).ok());
+  ASSERT_TRUE(env.scheduler()->Start().ok());
+  v1::AuditSpec spec = SmallSpec({"fg_a", "fg_b"}, "long", "calib");
+  spec.set_max_eval_windows(400);
+  auto queued = env.Submit(Alice(), spec);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  v1::WatchJobRequest watch;
+  watch.set_job_id(queued->id());
+  Responses seen;
+  bool cancel_sent = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const absl::Status st = env.core()->WatchJob(
+      Alice(), watch,
+      [&](const v1::WatchJobResponse& r) {
+        seen.push_back(r);
+        if (!cancel_sent && r.event().has_progress()) {
+          cancel_sent = true;
+          v1::CancelJobRequest cancel;
+          cancel.set_job_id(queued->id());
+          auto response = env.core()->CancelJob(Alice(), cancel);
+          EXPECT_TRUE(response.ok()) << response.status();
+          EXPECT_TRUE(response->job().cancel_requested());
+        }
+        return true;
+      },
+      [&] { return std::chrono::steady_clock::now() > deadline; });
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(cancel_sent);
+  EXPECT_EQ(seen.back().event().state(), v1::JOB_STATE_CANCELLED);
+  auto job = env.Get(Alice(), queued->id());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_TRUE(job->error().empty()) << job->error();
+  // Stopped long before the second model's results.
+  int batches = 0;
+  for (const auto& r : seen) batches += r.event().has_results();
+  EXPECT_LT(batches, 2);
 }
 
 // SubmitAudit's QUEUED event must be a job's first: a worker that claims the
