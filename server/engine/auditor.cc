@@ -197,28 +197,11 @@ class ModelAudit {
       SiteTensors rec;
       if (b > 0 && !cached.empty()) {
         rec = std::move(cached);
+        FCA_RETURN_IF_ERROR(ReplayCachedBatch(ids, rec, &live, &correct));
         report_.cached_eval_windows += e - b;
       } else {
-        FCA_ASSIGN_OR_RETURN(at::Tensor live_logits,
-                             Forward(ids, CoefficientMode::kLiveRecord, &rec));
-        FCA_RETURN_IF_ERROR(CheckCacheAgrees(cached, rec, b, e));
-        AppendTo(&live, SequenceNll(live_logits, ids));
-        SiteTensors replay = rec;
-        FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits,
-                             Forward(ids, CoefficientMode::kReplay, &replay));
-        FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
-        AppendTo(&correct, SequenceNll(replay_logits, ids));
-        if (cached.empty()) PutBatch(eval_, rec, b);
-        Store(&eval_coeff_, rec, b, n);
-        Advance(e - b);
-        Progress("live", e, n);
-        continue;
+        FCA_RETURN_IF_ERROR(LiveBatch(ids, b, e, cached, &rec, &live, &correct));
       }
-      SiteTensors replay = rec;
-      FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &replay));
-      at::Tensor nll = SequenceNll(logits, ids);
-      AppendTo(&live, nll);
-      AppendTo(&correct, nll);
       Store(&eval_coeff_, rec, b, n);
       Advance(e - b);
       Progress("live", e, n);
@@ -226,6 +209,32 @@ class ModelAudit {
     report_.live_nll = Mean(live);
     nll_[kCorrect] = std::move(correct);
     Note("evaluation", report_.cached_eval_windows, n);
+    return absl::OkStatus();
+  }
+
+  // LIVE+record, then the fidelity-checked `correct` replay of the batch.
+  absl::Status LiveBatch(const at::Tensor& ids, int64_t b, int64_t e, const SiteTensors& cached,
+                         SiteTensors* rec, std::vector<double>* live,
+                         std::vector<double>* correct) {
+    FCA_ASSIGN_OR_RETURN(at::Tensor live_logits, Forward(ids, CoefficientMode::kLiveRecord, rec));
+    FCA_RETURN_IF_ERROR(CheckCacheAgrees(cached, *rec, b, e));
+    SiteTensors replay = *rec;
+    FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits, Forward(ids, CoefficientMode::kReplay, &replay));
+    FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
+    AppendTo(live, SequenceNll(live_logits, ids));
+    AppendTo(correct, SequenceNll(replay_logits, ids));
+    if (cached.empty()) PutBatch(eval_, *rec, b);
+    return absl::OkStatus();
+  }
+
+  // A cached batch skips LIVE; its `correct` replay stands for both.
+  absl::Status ReplayCachedBatch(const at::Tensor& ids, const SiteTensors& rec,
+                                 std::vector<double>* live, std::vector<double>* correct) {
+    SiteTensors replay = rec;
+    FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &replay));
+    at::Tensor nll = SequenceNll(logits, ids);
+    AppendTo(live, nll);
+    AppendTo(correct, nll);
     return absl::OkStatus();
   }
 
