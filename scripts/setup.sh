@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  fortunes
+  fortunes openssl
 )
 
 missing=()

@@ -369,6 +369,21 @@ TEST_F(E2ETest, BadInputGetsAClearCodeAndTheServerKeepsServing) {
   }
 }
 
+TEST_F(E2ETest, TlsFromCertificateFlags) {
+  const std::string cert = g_root + "/cert.pem", key = g_root + "/key.pem";
+  CommandResult gen = e2e::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                           "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+                           "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  StartServer({"--tls_cert=" + cert, "--tls_key=" + key});
+  CommandResult tls = Cli({"--ca_cert=" + cert, "models"});
+  EXPECT_EQ(tls.exit_code, 0) << tls.err;
+  EXPECT_NE(tls.out.find("fg-a"), std::string::npos);
+  // A plaintext client cannot talk to a TLS server.
+  CommandResult plain = Cli({"--timeout=3s", "models"});
+  EXPECT_EQ(plain.exit_code, 6) << plain.err;
+}
+
 TEST_F(E2ETest, QueuedJobLimitIsResourceExhausted) {
   StartServer({"--max_queued_jobs=1"});
   Upload("long", "long.txt");
