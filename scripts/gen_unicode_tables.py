@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Generates server/engine/unicode_tables.{h,cc} from Python's unicodedata.
+
+Run from the repository root:
+
+    python3 scripts/gen_unicode_tables.py
+
+The tables use the Unicode version of the running Python (3.11 ships Unicode
+14.0.0, the version Oniguruma 6.9.8 uses, which is the regex engine behind the
+Hugging Face `tokenizers` pre-tokenizer). The output is deterministic: running
+the script twice gives identical files. This script is a development tool only;
+the build never runs it.
+
+Two properties are not in unicodedata and are written out below from the
+Unicode 14.0 PropList.txt:
+  - White_Space (what `\\s` matches in the tokenizer regex),
+  - the Other_Alphabetic code points outside general category M, needed for
+    `\\w` (Alphabetic + M + Nd + Pc + Join_Control, UTS #18 Annex C).
+"""
+
+import os
+import sys
+import unicodedata
+
+MAX_CP = 0x10FFFF
+
+# PropList.txt 14.0: White_Space.
+WHITE_SPACE = [(0x0009, 0x000D), (0x0020, 0x0020), (0x0085, 0x0085),
+               (0x00A0, 0x00A0), (0x1680, 0x1680), (0x2000, 0x200A),
+               (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+               (0x3000, 0x3000)]
+# PropList.txt 14.0: Other_Alphabetic code points whose category is So
+# (circled and squared Latin letters). All others are in category M.
+OTHER_ALPHABETIC_SO = [(0x24B6, 0x24E9), (0x1F130, 0x1F149),
+                       (0x1F150, 0x1F169), (0x1F170, 0x1F189)]
+JOIN_CONTROL = [(0x200C, 0x200D)]
+
+HANGUL_S_BASE, HANGUL_S_COUNT = 0xAC00, 11172
+HANGUL_V_FIRST, HANGUL_V_LAST = 0x1161, 0x1175
+HANGUL_T_FIRST, HANGUL_T_LAST = 0x11A8, 0x11C2
+
+
+def in_ranges(cp, ranges):
+    return any(a <= cp <= b for a, b in ranges)
+
+
+def chars():
+    for cp in range(MAX_CP + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        yield cp
+
+
+def to_ranges(predicate_values):
+    """[(cp, value)] sorted by cp, value not None -> [(first, last, value)]."""
+    out = []
+    for cp, value in predicate_values:
+        if out and out[-1][1] == cp - 1 and out[-1][2] == value:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp, value])
+    return out
+
+
+def is_hangul_syllable(cp):
+    return HANGUL_S_BASE <= cp < HANGUL_S_BASE + HANGUL_S_COUNT
+
+
+def char_class(cp):
+    """1 letter, 2 number, 3 White_Space, None otherwise (exclusive)."""
+    if in_ranges(cp, WHITE_SPACE):
+        return 3
+    cat = unicodedata.category(chr(cp))
+    if cat[0] == 'L':
+        return 1
+    if cat[0] == 'N':
+        return 2
+    return None
+
+
+def is_word(cp):
+    cat = unicodedata.category(chr(cp))
+    return (cat[0] in 'LM' or cat in ('Nd', 'Nl', 'Pc') or
+            in_ranges(cp, OTHER_ALPHABETIC_SO) or in_ranges(cp, JOIN_CONTROL))
+
+
+def canonical_mapping(cp):
+    """One level of canonical decomposition, or None (compatibility or none)."""
+    d = unicodedata.decomposition(chr(cp))
+    if not d or d.startswith('<'):
+        return None
+    return [int(x, 16) for x in d.split()]
+
+
+def build():
+    classes = to_ranges((cp, c) for cp in chars()
+                        for c in [char_class(cp)] if c is not None)
+    words = to_ranges((cp, 1) for cp in chars() if is_word(cp))
+    ccc = to_ranges((cp, c) for cp in chars()
+                    for c in [unicodedata.combining(chr(cp))] if c != 0)
+
+    decompositions = []  # (cp, full NFD as list)
+    for cp in chars():
+        if is_hangul_syllable(cp):
+            continue
+        nfd = unicodedata.normalize('NFD', chr(cp))
+        if nfd != chr(cp):
+            decompositions.append((cp, [ord(x) for x in nfd]))
+
+    compositions = []  # (first, second, composite): primary composites only
+    for cp in chars():
+        m = canonical_mapping(cp)
+        if m is None or len(m) != 2:
+            continue
+        if unicodedata.normalize('NFC', chr(cp)) != chr(cp):
+            continue  # composition exclusion or non-starter decomposition
+        compositions.append((m[0], m[1], cp))
+    compositions.sort()
+    # Sanity: composing the pair really gives the composite.
+    for a, b, c in compositions:
+        assert unicodedata.normalize('NFC', chr(a) + chr(b)) == chr(c), hex(c)
+
+    seconds = {b for _, b, _ in compositions}
+    seconds.update(range(HANGUL_V_FIRST, HANGUL_V_LAST + 1))
+    seconds.update(range(HANGUL_T_FIRST, HANGUL_T_LAST + 1))
+
+    def unsafe(cp):
+        s = chr(cp)
+        if unicodedata.combining(s) != 0 or cp in seconds:
+            return True
+        if unicodedata.normalize('NFC', s) != s:
+            return True
+        return ord(unicodedata.normalize('NFD', s)[0]) in seconds
+
+    nfc_unsafe = to_ranges((cp, 1) for cp in chars() if unsafe(cp))
+    # The fast path in unicode.cc assumes nothing below U+0300 needs work.
+    assert nfc_unsafe[0][0] >= 0x300, hex(nfc_unsafe[0][0])
+    return classes, words, ccc, decompositions, compositions, nfc_unsafe
+
+
+HEADER = """\
+// GENERATED by scripts/gen_unicode_tables.py from Python {pyver} unicodedata,
+// Unicode {uver}. Do not edit; rerun the script instead.
+"""
+
+
+def write_header(path, uver):
+    text = HEADER.format(pyver=sys.version.split()[0], uver=uver) + """\
+//
+// Data tables behind server/engine/unicode.h. Every table is sorted by its
+// first column so it can be binary-searched.
+#ifndef FCA_SERVER_ENGINE_UNICODE_TABLES_H_
+#define FCA_SERVER_ENGINE_UNICODE_TABLES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fca::engine::unicode::tables {
+
+// Inclusive code point range carrying a small value.
+struct Range {
+  uint32_t first;
+  uint32_t last;
+  uint8_t value;
+};
+
+// value: 1 letter (\\p{L}), 2 number (\\p{N}), 3 White_Space. Others absent.
+extern const Range kCharClasses[];
+extern const size_t kCharClassesSize;
+// Code points matched by \\w (value unused).
+extern const Range kWordChars[];
+extern const size_t kWordCharsSize;
+// Canonical_Combining_Class, non-zero entries only.
+extern const Range kCombiningClasses[];
+extern const size_t kCombiningClassesSize;
+// Code points NFC may change or that may combine with a neighbour (value
+// unused). A run of other code points is already in NFC.
+extern const Range kNfcUnsafe[];
+extern const size_t kNfcUnsafeSize;
+
+// Full canonical decomposition of `code_point` (Hangul syllables excluded):
+// kDecompositionData[offset, offset + length).
+struct Decomposition {
+  uint32_t code_point;
+  uint16_t offset;
+  uint8_t length;
+};
+extern const Decomposition kDecompositions[];
+extern const size_t kDecompositionsSize;
+extern const uint32_t kDecompositionData[];
+
+// Primary composites (Hangul excluded), sorted by (first, second).
+struct Composition {
+  uint32_t first;
+  uint32_t second;
+  uint32_t composite;
+};
+extern const Composition kCompositions[];
+extern const size_t kCompositionsSize;
+
+}  // namespace fca::engine::unicode::tables
+
+#endif  // FCA_SERVER_ENGINE_UNICODE_TABLES_H_
+"""
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+def rows(items, per_line):
+    lines = []
+    for i in range(0, len(items), per_line):
+        lines.append('    ' + ' '.join(items[i:i + per_line]))
+    return '\n'.join(lines)
+
+
+def write_source(path, uver, tables):
+    classes, words, ccc, decompositions, compositions, nfc_unsafe = tables
+    out = [HEADER.format(pyver=sys.version.split()[0], uver=uver)]
+    out.append('#include "server/engine/unicode_tables.h"\n')
+    out.append('namespace fca::engine::unicode::tables {\n')
+
+    def range_table(name, ranges):
+        items = ['{0x%X, 0x%X, %d},' % (a, b, v) for a, b, v in ranges]
+        out.append('const Range %s[] = {\n%s\n};' % (name, rows(items, 4)))
+        out.append('const size_t %sSize = sizeof(%s) / sizeof(%s[0]);\n'
+                   % (name, name, name))
+
+    range_table('kCharClasses', classes)
+    range_table('kWordChars', words)
+    range_table('kCombiningClasses', ccc)
+    range_table('kNfcUnsafe', nfc_unsafe)
+
+    data, entries = [], []
+    for cp, seq in decompositions:
+        entries.append('{0x%X, %d, %d},' % (cp, len(data), len(seq)))
+        data.extend(seq)
+    assert len(data) < 65536
+    out.append('const Decomposition kDecompositions[] = {\n%s\n};'
+               % rows(entries, 4))
+    out.append('const size_t kDecompositionsSize = '
+               'sizeof(kDecompositions) / sizeof(kDecompositions[0]);')
+    out.append('const uint32_t kDecompositionData[] = {\n%s\n};\n'
+               % rows(['0x%X,' % x for x in data], 8))
+
+    items = ['{0x%X, 0x%X, 0x%X},' % c for c in compositions]
+    out.append('const Composition kCompositions[] = {\n%s\n};'
+               % rows(items, 3))
+    out.append('const size_t kCompositionsSize = '
+               'sizeof(kCompositions) / sizeof(kCompositions[0]);\n')
+    out.append('}  // namespace fca::engine::unicode::tables\n')
+    with open(path, 'w') as f:
+        f.write('\n'.join(out))
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    engine = os.path.join(root, 'server', 'engine')
+    uver = unicodedata.unidata_version
+    tables = build()
+    write_header(os.path.join(engine, 'unicode_tables.h'), uver)
+    write_source(os.path.join(engine, 'unicode_tables.cc'), uver, tables)
+    names = ['classes', 'word', 'ccc', 'decompositions', 'compositions',
+             'nfc_unsafe']
+    for name, table in zip(names, tables):
+        print('%s: %d entries' % (name, len(table)))
+
+
+if __name__ == '__main__':
+    main()
