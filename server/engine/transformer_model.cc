@@ -1,10 +1,6 @@
-// The `dense` and `featuregate` transformer families.
-//
-// Block l (pre-LN), with h the block input:
-//   featuregate controller: g = 2 * sigmoid(W2 gelu(W1 LN_c(h) + b1) + b2),
-//     g in (0,2)^{2G}; attn gate = g[:G], mlp gate = g[G:].
-//   x = h + gate_attn (.) Attn(LN1(h));  out = x + gate_mlp (.) MLP(LN2(x))
-// where a gate scales the d_model/G channels of its group. Dense: no gates.
+// The `dense` and `featuregate` transformer families: weight layout,
+// initialisation, model folders, and TransformerModel, the ControlledModel
+// that runs TransformerNet (transformer_net.cc) for inference.
 #include "server/engine/transformer_model.h"
 
 #include <torch/torch.h>
@@ -12,27 +8,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/engine/torch_util.h"
+#include "server/engine/transformer_net.h"
 
 namespace fca::engine {
 namespace {
-
-struct Linear {
-  at::Tensor w, b;  // [out, in], [out] (b may be undefined)
-};
-struct Norm {
-  at::Tensor w, b;
-};
-struct Block {
-  Norm ln1, ln2;
-  Linear qkv, out, fc1, fc2;
-  Norm ctrl_ln;               // featuregate only
-  Linear ctrl_fc1, ctrl_fc2;  // featuregate only
-};
 
 std::string BlockName(int64_t l, const std::string& rest) {
   return absl::StrCat("blocks.", l, ".", rest);
@@ -60,8 +45,9 @@ class TransformerModel : public ControlledModel {
   }
 
   absl::Status Load(const TensorSource& src) {
-    std::map<std::string, at::Tensor> t;
+    std::vector<at::Tensor> weights;
     int64_t params = 0;
+    std::set<std::string> expected;
     for (const WeightSpec& spec : TransformerWeightSpecs(config_)) {
       if (!src.Has(spec.name)) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -74,17 +60,19 @@ class TransformerModel : public ControlledModel {
             "tensor '%s' has shape [%s]; config.json implies [%s]", spec.name,
             absl::StrJoin(view.shape, ", "), absl::StrJoin(spec.shape, ", ")));
       }
-      FCA_ASSIGN_OR_RETURN(t[spec.name], TensorFromView(view, info_.compute));
+      FCA_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(view, info_.compute));
+      weights.push_back(std::move(t));
+      expected.insert(spec.name);
       params += view.numel();
     }
     for (const std::string& name : src.Names()) {
-      if (t.count(name) == 0) {
+      if (expected.count(name) == 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "tensor '%s' is not part of a %s model with this config.json", name, config_.family));
       }
     }
     info_.num_parameters = params;
-    Assign(t);
+    FCA_ASSIGN_OR_RETURN(net_, TransformerNet::Create(config_, std::move(weights)));
     return absl::OkStatus();
   }
 
@@ -104,36 +92,17 @@ class TransformerModel : public ControlledModel {
     if (mode == CoefficientMode::kLiveRecord) coefficients->clear();
     return GuardTorch("model '" + info_.name + "' forward", [&]() -> absl::StatusOr<at::Tensor> {
       c10::InferenceMode guard;
-      return Run(ids.to(embed_.device()), mode, coefficients);
+      const at::Tensor on_device = ids.to(net_->weights().front().device());
+      absl::StatusOr<at::Tensor> logits = net_->Forward(on_device, mode, coefficients, &counters_);
+      if (!logits.ok()) {
+        return absl::Status(logits.status().code(), absl::StrFormat("model '%s': %s", info_.name,
+                                                                    logits.status().message()));
+      }
+      return logits;
     });
   }
 
  private:
-  void Assign(std::map<std::string, at::Tensor>& t) {
-    auto lin = [&](const std::string& n) { return Linear{t[n + ".weight"], t[n + ".bias"]}; };
-    auto norm = [&](const std::string& n) { return Norm{t[n + ".weight"], t[n + ".bias"]}; };
-    embed_ = t["tok_emb.weight"];
-    pos_ = t["pos_emb.weight"];
-    ln_f_ = norm("ln_f");
-    head_ = t["lm_head.weight"];
-    blocks_.clear();
-    for (int64_t l = 0; l < config_.n_layers; ++l) {
-      Block b;
-      b.ln1 = norm(BlockName(l, "ln1"));
-      b.ln2 = norm(BlockName(l, "ln2"));
-      b.qkv = lin(BlockName(l, "attn.qkv"));
-      b.out = lin(BlockName(l, "attn.out"));
-      b.fc1 = lin(BlockName(l, "mlp.fc1"));
-      b.fc2 = lin(BlockName(l, "mlp.fc2"));
-      if (config_.has_controller()) {
-        b.ctrl_ln = norm(BlockName(l, "ctrl.ln"));
-        b.ctrl_fc1 = lin(BlockName(l, "ctrl.fc1"));
-        b.ctrl_fc2 = lin(BlockName(l, "ctrl.fc2"));
-      }
-      blocks_.push_back(std::move(b));
-    }
-  }
-
   absl::Status CheckIds(const at::Tensor& ids) const {
     if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != at::kLong) {
       return absl::InvalidArgumentError("token ids must be an int64 tensor [batch, length]");
@@ -168,82 +137,12 @@ class TransformerModel : public ControlledModel {
     return absl::OkStatus();
   }
 
-  at::Tensor Lin(const at::Tensor& x, const Linear& l) {
-    counters_.flops += 2.0 * (x.numel() / x.size(-1)) * l.w.size(0) * l.w.size(1);
-    return at::linear(x, l.w, l.b);
-  }
-  at::Tensor LN(const at::Tensor& x, const Norm& n) {
-    return at::layer_norm(x, {x.size(-1)}, n.w, n.b, config_.norm_eps);
-  }
-  // Scales each of the G channel groups of `x` [B,T,D] by gate [B,T,G].
-  at::Tensor ApplyGate(const at::Tensor& x, const at::Tensor& gate) const {
-    const int64_t B = x.size(0), T = x.size(1), G = config_.n_groups;
-    return (x.view({B, T, G, -1}) * gate.unsqueeze(-1)).view({B, T, -1});
-  }
-
-  at::Tensor Attention(const at::Tensor& x, const Block& b, const at::Tensor& causal) {
-    const int64_t B = x.size(0), T = x.size(1), H = config_.n_heads;
-    const int64_t hd = config_.d_model / H;
-    at::Tensor qkv = Lin(x, b.qkv).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
-    at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
-    scores = scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
-    at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);
-    counters_.flops += 2.0 * 2.0 * B * H * T * T * hd;
-    return Lin(ctx.transpose(1, 2).reshape({B, T, config_.d_model}), b.out);
-  }
-
-  at::Tensor Mlp(const at::Tensor& x, const Block& b) {
-    return Lin(at::gelu(Lin(x, b.fc1)), b.fc2);
-  }
-
-  // Controller output [B,T,2G] for block input h.
-  at::Tensor Controller(const at::Tensor& h, const Block& b) {
-    at::Tensor u = at::gelu(Lin(LN(h, b.ctrl_ln), b.ctrl_fc1));
-    return 2.0 * at::sigmoid(Lin(u, b.ctrl_fc2));
-  }
-
-  at::Tensor Run(const at::Tensor& ids, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
-    const int64_t B = ids.size(0), T = ids.size(1), G = config_.n_groups;
-    at::Tensor causal = at::ones({T, T}, ids.options().dtype(at::kBool)).triu(1);
-    at::Tensor x = embed_.index_select(0, ids.reshape(-1)).view({B, T, -1}) +
-                   pos_.slice(0, 0, T).unsqueeze(0);
-    for (size_t l = 0; l < blocks_.size(); ++l) {
-      const Block& b = blocks_[l];
-      at::Tensor ga, gm;
-      if (config_.has_controller()) {
-        if (mode == CoefficientMode::kReplay) {
-          ga = (*coeff)[2 * l].to(x.options());
-          gm = (*coeff)[2 * l + 1].to(x.options());
-        } else {
-          at::Tensor g = Controller(x, b);
-          ga = g.slice(-1, 0, G);
-          gm = g.slice(-1, G, 2 * G);
-          if (mode == CoefficientMode::kLiveRecord) {
-            coeff->push_back(ga.contiguous());
-            coeff->push_back(gm.contiguous());
-          }
-        }
-      }
-      at::Tensor a = Attention(LN(x, b.ln1), b, causal);
-      x = x + (ga.defined() ? ApplyGate(a, ga) : a);
-      at::Tensor m = Mlp(LN(x, b.ln2), b);
-      x = x + (gm.defined() ? ApplyGate(m, gm) : m);
-      counters_.blocks_executed += B * T;  // this block ran for every token
-    }
-    counters_.blocks_total += B * T * config_.n_layers;
-    counters_.tokens += B * T;
-    return Lin(LN(x, ln_f_), Linear{head_, at::Tensor()});
-  }
-
   TransformerConfig config_;
   ModelInfo info_;
   std::vector<CoefficientSite> sites_;
   ByteTokenizer tokenizer_;
   ExecutionCounters counters_;
-  at::Tensor embed_, pos_, head_;
-  Norm ln_f_;
-  std::vector<Block> blocks_;
+  std::unique_ptr<TransformerNet> net_;
 };
 
 }  // namespace
