@@ -86,6 +86,8 @@ class AuditClient {
   absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(
       const fca::v1::QueryResultsRequest& request);
 
+  absl::StatusOr<fca::v1::TokenizeResponse> Tokenize(const fca::v1::TokenizeRequest& request);
+
   // Calls `on_header` once with the first message, then `on_chunk` for every
   // chunk in order. A callback's error cancels the stream and is returned.
   absl::Status ExportCoefficients(

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/report.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
@@ -44,6 +46,9 @@ ABSL_FLAG(std::string, until, "", "results: created before (RFC 3339)");
 ABSL_FLAG(std::string, format, "table", "results: table, json or csv");
 
 // export
+ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
+ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
+ABSL_FLAG(bool, json, false, "tokenize: print JSON (model, tokenizer, vocab_size, ids)");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
 ABSL_FLAG(std::string, out, "", "export: output file");
@@ -204,6 +209,19 @@ absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(const CommandContext& ctx
   return filter;
 }
 
+// Every page of a query.
+absl::StatusOr<std::vector<v1::Result>> FetchResults(AuditClient& client,
+                                                     v1::QueryResultsRequest request) {
+  std::vector<v1::Result> results;
+  FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
+    request.set_page_token(token);
+    FCA_ASSIGN_OR_RETURN(auto page, client.QueryResults(request));
+    results.insert(results.end(), page.results().begin(), page.results().end());
+    return page.next_page_token();
+  }));
+  return results;
+}
+
 CommandResult RunResults(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "results [filters] [--format=F]"));
   FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
@@ -211,14 +229,62 @@ CommandResult RunResults(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(*request.mutable_filter(), ResultFilterFromFlags(ctx));
   request.set_page_size(absl::GetFlag(FLAGS_page_size));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  std::vector<v1::Result> results;
-  FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
-    request.set_page_token(token);
-    FCA_ASSIGN_OR_RETURN(auto page, client->QueryResults(request));
-    results.insert(results.end(), page.results().begin(), page.results().end());
-    return page.next_page_token();
-  }));
+  FCA_ASSIGN_OR_RETURN(std::vector<v1::Result> results, FetchResults(*client, request));
   ctx.out() << FormatResults(results, format);
+  return kExitOk;
+}
+
+// Writes `path`.part, then renames it, so a reader never sees half a file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  const std::string part = path + ".part";
+  std::ofstream file(part, std::ios::binary | std::ios::trunc);
+  file.write(content.data(), static_cast<std::streamsize>(content.size()));
+  file.close();
+  if (!file || std::rename(part.c_str(), path.c_str()) != 0) {
+    std::remove(part.c_str());
+    return UsageError(absl::StrFormat("cannot write %s", path));
+  }
+  return absl::OkStatus();
+}
+
+CommandResult RunTokenize(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "tokenize --model=M [--json] < TEXT"));
+  v1::TokenizeRequest request;
+  request.set_model(absl::GetFlag(FLAGS_model));
+  FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
+  std::stringstream text;
+  text << std::cin.rdbuf();
+  request.set_text(text.str());
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::TokenizeResponse response, client->Tokenize(request));
+  const std::vector<int32_t> ids(response.ids().begin(), response.ids().end());
+  ctx.out() << (absl::GetFlag(FLAGS_json) ? FormatTokenizeJson(response)
+                                          : absl::StrJoin(ids, " ") + "\n");
+  if (!absl::GetFlag(FLAGS_json)) {
+    ctx.err() << absl::StrFormat("%d tokens (%s tokenizer of %s, vocabulary %d)\n", ids.size(),
+                                 response.tokenizer(), response.model(), response.vocab_size());
+  }
+  return kExitOk;
+}
+
+CommandResult RunReport(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "report JOB_ID [--save_json=FILE] [--save_html=FILE]"));
+  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
+  v1::QueryResultsRequest request;
+  request.mutable_filter()->set_job_id(id);
+  FCA_ASSIGN_OR_RETURN(std::vector<v1::Result> results, FetchResults(*client, request));
+  const ReportView report(std::move(job), results);
+  ctx.out() << FormatReportText(report);
+  if (ctx.Specified("save_json")) {
+    FCA_RETURN_IF_ERROR(
+        WriteFileAtomically(absl::GetFlag(FLAGS_save_json), FormatReportJson(report)));
+  }
+  if (ctx.Specified("save_html")) {
+    FCA_RETURN_IF_ERROR(
+        WriteFileAtomically(absl::GetFlag(FLAGS_save_html), FormatReportHtml(report)));
+  }
   return kExitOk;
 }
 
@@ -322,6 +388,16 @@ const std::vector<Command>& Commands() {
        {"job", "model", "dataset", "intervention", "metric", "since", "until", "format",
         "page_size"},
        RunResults},
+      {{"report"},
+       "report JOB_ID [--save_json=FILE] [--save_html=FILE]",
+       "a job's report: variation, dependence, execution, per model and across models",
+       {"save_json", "save_html"},
+       RunReport},
+      {{"tokenize"},
+       "tokenize --model=M [--json] < TEXT",
+       "the ids the server feeds model M for the text on stdin",
+       {"model", "json"},
+       RunTokenize},
       {{"export"},
        "export --model=M --window_hash=H [--dtype=D] --out=FILE",
        "download a cached coefficient tensor",

@@ -8,9 +8,11 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/exit_codes.h"
+#include "common/json.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace fca::client {
@@ -51,18 +53,30 @@ void TextTable::AddRow(std::vector<std::string> cells) {
   rows_.push_back(std::move(cells));
 }
 
+namespace {
+
+// Terminal columns of UTF-8 text, one per code point (cells hold no wide or
+// combining characters: names, numbers and "±").
+size_t DisplayWidth(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
 std::string TextTable::Render() const {
   std::vector<size_t> widths(columns_.size());
   for (size_t c = 0; c < columns_.size(); ++c) {
-    widths[c] = columns_[c].title.size();
-    for (const auto& row : rows_) widths[c] = std::max(widths[c], row[c].size());
+    widths[c] = DisplayWidth(columns_[c].title);
+    for (const auto& row : rows_) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
   }
   auto render_line = [&](auto cell_at) {
     std::string line;
     for (size_t c = 0; c < columns_.size(); ++c) {
       if (c > 0) line += "  ";
       const std::string& cell = cell_at(c);
-      std::string pad(widths[c] - cell.size(), ' ');
+      std::string pad(widths[c] - DisplayWidth(cell), ' ');
       line += columns_[c].align == Align::kRight ? pad + cell : cell + pad;
     }
     return RightTrim(std::move(line)) + "\n";
@@ -72,6 +86,23 @@ std::string TextTable::Render() const {
     out += render_line([&](size_t c) -> const std::string& { return row[c]; });
   }
   return out;
+}
+
+std::string TextTable::RenderHtml() const {
+  auto cell = [&](const char* tag, size_t c, const std::string& text) {
+    const bool num = columns_[c].align == Align::kRight;
+    return absl::StrCat("<", tag, num ? " class=\"num\">" : ">", HtmlEscape(text), "</", tag,
+                        ">");
+  };
+  std::string out = "<table>\n<thead><tr>";
+  for (size_t c = 0; c < columns_.size(); ++c) out += cell("th", c, columns_[c].title);
+  out += "</tr></thead>\n<tbody>\n";
+  for (const auto& row : rows_) {
+    out += "<tr>";
+    for (size_t c = 0; c < columns_.size(); ++c) out += cell("td", c, row[c]);
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
 }
 
 // ---------------------------------------------------------------- listings
@@ -230,6 +261,33 @@ std::string FormatResults(const std::vector<v1::Result>& results, ResultFormat f
 }
 
 // ---------------------------------------------------------------- fields
+
+std::string FormatTokenizeJson(const v1::TokenizeResponse& r) {
+  json::Value v = json::Value::MakeObject();
+  v.Set("model", json::Value::String(r.model()));
+  v.Set("tokenizer", json::Value::String(r.tokenizer()));
+  v.Set("vocab_size", json::Value::Int(r.vocab_size()));
+  json::Value ids = json::Value::MakeArray();
+  for (int32_t id : r.ids()) ids.mutable_array().push_back(json::Value::Int(id));
+  v.Set("ids", std::move(ids));
+  return json::Write(v) + "\n";
+}
+
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
 
 std::string CsvField(std::string_view field) {
   if (field.find_first_of(",\"\r\n") == std::string_view::npos) {

@@ -37,6 +37,10 @@ class TextTable {
   // Header line, then one line per row, each ending in '\n'. Trailing spaces
   // are trimmed so output diffs cleanly.
   std::string Render() const;
+  // The same table as an HTML <table> (cells escaped; right-aligned columns
+  // get class="num").
+  std::string RenderHtml() const;
+  bool empty() const { return rows_.empty(); }
 
  private:
   std::vector<Column> columns_;
@@ -73,7 +77,14 @@ std::string FormatResultsCsv(const std::vector<fca::v1::Result>& results);
 std::string FormatResultsJson(const std::vector<fca::v1::Result>& results);
 std::string FormatResults(const std::vector<fca::v1::Result>& results, ResultFormat format);
 
+// `fca tokenize --json`: {"model", "tokenizer", "vocab_size", "ids": [...]}
+// on one line.
+std::string FormatTokenizeJson(const fca::v1::TokenizeResponse& response);
+
 // ---------------------------------------------------------------- fields
+
+// `text` with &, <, >, " and ' replaced by character references.
+std::string HtmlEscape(std::string_view text);
 
 // One CSV field, quoted when it holds a comma, quote, CR or LF (quotes
 // doubled), verbatim otherwise.

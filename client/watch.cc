@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/format.h"
 
@@ -123,8 +124,18 @@ void WatchPrinter::OnProgress(const v1::Progress& progress) {
 
 void WatchPrinter::OnResults(const v1::ResultBatch& batch) {
   ClearBar();
-  std::vector<v1::Result> rows(batch.results().begin(), batch.results().end());
-  out_ << absl::StrFormat("results for %s (%d rows):\n", batch.model(), rows.size())
+  // Per-site means and variances (two rows per site, hundreds for a large
+  // model) are for plots; `fca report` and `fca results` show them.
+  std::vector<v1::Result> rows;
+  for (const v1::Result& r : batch.results()) {
+    const bool per_site = absl::StartsWith(r.metric(), "site_mean.") ||
+                          absl::StartsWith(r.metric(), "site_variance.");
+    if (!per_site) rows.push_back(r);
+  }
+  const int hidden = batch.results_size() - static_cast<int>(rows.size());
+  out_ << absl::StrFormat("results for %s (%d rows%s):\n", batch.model(), batch.results_size(),
+                          hidden > 0 ? absl::StrFormat("; %d per-site rows not shown", hidden)
+                                     : "")
        << FormatResultsTable(rows);
   out_.flush();
   DrawBar();

@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
-# The main job: set up, build, start fca-server on loopback with a fresh
-# database, upload the evaluation and calibration texts, submit one audit of
-# three FeatureGate models with a dense twin and every intervention, stream
-# its progress and results, save them, and stop the server cleanly.
+# The main job: set up, build, start fca-server on loopback with the bundled
+# models (models/: three FeatureGate seeds and their dense twin, trained here
+# by fca-train) and a fresh database, upload the evaluation and calibration
+# parts of the fortunes corpus, submit one audit of all three seeds with the
+# dense twin and every intervention, stream its progress, print the report
+# (per model and mean ± sd across seeds), write it as JSON and HTML, check the
+# server's LIVE NLL against each model's training log, and stop the server.
 #
-# Until the trained demo models are bundled, the models are randomly
-# initialised here (controller output std 0.5, so their gates vary with the
-# input); the texts come from the Debian `fortunes` package (evaluation =
-# `fortunes`, calibration = `literature`). Random weights give NLL near
-# log(256) = 5.55 nats/byte and penalties near zero: the numbers show the
-# service at work, not a finding about trained models.
+# Environment (all optional):
+#   FCA_DEMO_OUT       output folder [out/demo]
+#   FCA_DEMO_MODELS    model repository [models]
+#   FCA_DEMO_WINDOWS   evaluation and calibration windows per model [0 = all];
+#                      the training-log check needs all
+#   FCA_DEMO_TIMING    timed forwards per model for the slowdown [7]
+#   FCA_DEMO_SKIP_BUILD=1 and FCA_SERVER_BIN / FCA_CLI_BIN / FCA_TRAIN_BIN:
+#                      use already built binaries (the end-to-end test does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
+start=$SECONDS
+if [ "${FCA_DEMO_SKIP_BUILD:-0}" != 1 ]; then
+  scripts/setup.sh
+  scripts/build.sh
+fi
+server_bin=${FCA_SERVER_BIN:-build/server/fca-server}
+fca=${FCA_CLI_BIN:-build/client/fca}
+train_bin=${FCA_TRAIN_BIN:-build/server/fca-train}
 out=${FCA_DEMO_OUT:-out/demo}
-windows=${FCA_DEMO_WINDOWS:-64}
-mkdir -p "$out/models"
-for seed in 1 2 3; do
-  [ -f "$out/models/featuregate-s$seed/model.safetensors" ] ||
-    build/server/fca-local-audit init --family=featuregate --seed=$seed \
-      --controller_out_std=0.5 --out="$out/models/featuregate-s$seed"
-done
-[ -f "$out/models/dense/model.safetensors" ] ||
-  build/server/fca-local-audit init --family=dense --seed=1 --out="$out/models/dense"
+models=${FCA_DEMO_MODELS:-models}
+windows=${FCA_DEMO_WINDOWS:-0}
+timing=${FCA_DEMO_TIMING:-7}
+seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
+
+mkdir -p "$out"
+# The same deterministic split the models were trained with: evaluation =
+# `fortunes`, calibration = `literature`, neither seen in training.
+"$train_bin" split --out="$out/data" 2>"$out/split.log"
 
 rm -f "$out"/fca.sqlite*
-build/server/fca-server --models="$out/models" --db="$out/fca.sqlite" \
+"$server_bin" --models="$models" --db="$out/fca.sqlite" \
   --listen=127.0.0.1:0 >"$out/server.out" 2>"$out/server.log" &
 server_pid=$!
 trap 'kill -TERM $server_pid 2>/dev/null || true' EXIT
@@ -36,17 +47,41 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 export FCA_SERVER=$(sed -n 's/.*listening on //p' "$out/server.out")
-fca=build/client/fca
-corpus=/usr/share/games/fortunes
-$fca models
-$fca datasets upload --name=eval $corpus/fortunes
-$fca datasets upload --name=calib $corpus/literature
-$fca audit --models=featuregate-s1,featuregate-s2,featuregate-s3 --dense_twin=dense \
-  --eval=eval --calib=calib --window=128 --max_eval_windows=$windows \
-  --max_calib_windows=$windows --save_manifest="$out/manifest.json"
-$fca results --job=1 --format=json >"$out/results.json"
-$fca results --job=1 --format=csv >"$out/results.csv"
+
+"$fca" models
+"$fca" datasets upload --name=eval "$out/data/eval.txt"
+"$fca" datasets upload --name=calib "$out/data/calib.txt"
+"$fca" audit --models="$(IFS=,; echo "${seeds[*]}")" --dense_twin=dense \
+  --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
+  --max_calib_windows="$windows" --timing_repeats="$timing" \
+  --save_manifest="$out/manifest.json" | tee "$out/audit.log"
+echo
+"$fca" report 1 --save_json="$out/report.json" --save_html="$out/report.html" | tee "$out/report.txt"
+"$fca" results --job=1 --format=csv >"$out/results.csv"
+
+# The committed weights must give the NLL their training log states (the
+# trainer's final evaluation runs every evaluation window through the
+# server's loader in float32, as this audit's LIVE pass does).
+if [ "$windows" = 0 ]; then
+  echo
+  echo "training log vs server (LIVE NLL over all evaluation windows, nats/byte):"
+  for m in "${seeds[@]}"; do
+    logged=$(sed -n 's/.*"final_eval_nll_nats_per_byte": *\([-0-9.eE+]*\).*/\1/p' \
+      "$models/$m/training_log.json")
+    served=$("$fca" results --job=1 --model="$m" --intervention=replay --metric=live_nll \
+      --format=csv | awk -F, 'NR == 2 { for (i = 1; i <= NF; i++) if (h[i] == "value") print $i }
+                              NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i }')
+    awk -v m="$m" -v a="$logged" -v b="$served" 'BEGIN {
+      d = a - b; if (d < 0) d = -d
+      printf "  %-16s log %.6f  server %.6f  |diff| %.1e\n", m, a, b, d
+      exit d > 1e-4 }' || { echo "demo: $m does not reproduce its training log" >&2; exit 1; }
+  done
+fi
+
 kill -TERM $server_pid
 wait $server_pid
 trap - EXIT
-echo "results: $out/results.json, $out/results.csv; rerun with: fca audit --manifest=$out/manifest.json"
+echo
+echo "report: $out/report.txt, $out/report.json, $out/report.html; rows: $out/results.csv"
+echo "rerun with: $fca audit --manifest=$out/manifest.json"
+echo "demo took $((SECONDS - start)) s"

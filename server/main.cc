@@ -34,6 +34,7 @@ ABSL_FLAG(int, threads, 0, "torch threads for the engine (0 = one per core)");
 ABSL_FLAG(std::string, device, "cpu", "torch device for every model: cpu, cuda:0, ...");
 ABSL_FLAG(std::string, dtype, "float32", "compute dtype: float32 | bfloat16");
 ABSL_FLAG(int64_t, max_dataset_bytes, 256ll << 20, "largest dataset upload, bytes");
+ABSL_FLAG(int64_t, max_tokenize_bytes, 1 << 20, "largest text one Tokenize call takes, bytes");
 ABSL_FLAG(int64_t, max_windows, 4096, "most windows per dataset in one job");
 ABSL_FLAG(int64_t, max_window_length, 4096, "longest window, tokens");
 ABSL_FLAG(int64_t, max_queued_jobs, 16, "most queued jobs per user");
@@ -92,6 +93,7 @@ absl::Status CreateApiKey() {
 core::ServiceLimits Limits() {
   core::ServiceLimits limits;
   limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
+  limits.max_tokenize_bytes = absl::GetFlag(FLAGS_max_tokenize_bytes);
   limits.max_queued_jobs_per_user = absl::GetFlag(FLAGS_max_queued_jobs);
   limits.spec.max_windows = absl::GetFlag(FLAGS_max_windows);
   limits.spec.max_window_length = absl::GetFlag(FLAGS_max_window_length);

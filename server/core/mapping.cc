@@ -131,14 +131,15 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   return out;
 }
 
-std::vector<storage::ResultRow> ToStorageRows(const engine::ModelReport& report, int64_t job_id,
+std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRow>& engine_rows,
+                                              const std::string& weights_sha256, int64_t job_id,
                                               const std::string& dataset_sha256) {
   std::vector<storage::ResultRow> rows;
-  for (const engine::ResultRow& r : engine::ResultRows(report)) {
+  for (const engine::ResultRow& r : engine_rows) {
     storage::ResultRow s;
     s.job_id = job_id;
     s.model = r.model;
-    s.weights_sha256 = report.model.weights_sha256;
+    s.weights_sha256 = weights_sha256;
     s.dataset_sha256 = dataset_sha256;
     s.intervention = r.intervention;
     s.metric = r.metric;

@@ -34,8 +34,9 @@ absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
 // A job as clients see it; `progress` comes from the scheduler.
 absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
 
-// Engine rows of one model -> storage rows of a job.
-std::vector<storage::ResultRow> ToStorageRows(const engine::ModelReport& report, int64_t job_id,
+// Engine rows of one model (weights `weights_sha256`) -> storage rows of a job.
+std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRow>& rows,
+                                              const std::string& weights_sha256, int64_t job_id,
                                               const std::string& dataset_sha256);
 
 // "CODE: message", the form job errors are stored and shown in.

@@ -168,19 +168,29 @@ absl::Status Scheduler::Execute(const storage::JobRecord& job) {
     (void)Emit(job.id, std::move(e));
   };
   absl::Status store_error;
-  req.on_model_done = [&](const engine::ModelReport& report) {
-    std::vector<storage::ResultRow> rows = ToStorageRows(report, job.id, audit.eval_sha256);
+  // Stores one model's rows and streams them to watchers.
+  auto publish = [&](const std::string& model, const std::string& weights_sha256,
+                     const std::vector<engine::ResultRow>& engine_rows) {
+    std::vector<storage::ResultRow> rows =
+        ToStorageRows(engine_rows, weights_sha256, job.id, audit.eval_sha256);
     auto inserted = store_->InsertResults(job.id, rows);
     if (!inserted.ok() && store_error.ok()) store_error = inserted.status();
     v1::JobEvent e;
     v1::ResultBatch* batch = e.mutable_results();
-    batch->set_model(report.model.name);
+    batch->set_model(model);
     for (const storage::ResultRow& r : rows) *batch->add_results() = ToProto(r);
     (void)Emit(job.id, std::move(e));
+  };
+  req.on_model_done = [&](const engine::ModelReport& report) {
+    publish(report.model.name, report.model.weights_sha256, engine::ResultRows(report));
   };
   req.on_note = [&](const std::string& text) { (void)Emit(job.id, NoteEvent(text)); };
   auto report = engine::RunAudit(req);
   if (!report.ok()) return report.status();
+  if (report->dense_twin && req.dense_twin != nullptr) {
+    publish(report->dense_twin->model, req.dense_twin->info().weights_sha256,
+            engine::ExecutionRows(*report->dense_twin));
+  }
   return store_error;
 }
 

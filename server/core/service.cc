@@ -105,6 +105,26 @@ absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller
   return response;
 }
 
+absl::StatusOr<v1::TokenizeResponse> AuditServiceCore::Tokenize(
+    const Caller&, const v1::TokenizeRequest& request) {
+  FCA_RETURN_IF_ERROR(ValidateName(request.model(), "model"));
+  const int64_t bytes = static_cast<int64_t>(request.text().size());
+  if (bytes > limits_.max_tokenize_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("text is %d bytes; Tokenize takes at most %d (tokenize a sample)", bytes,
+                        limits_.max_tokenize_bytes));
+  }
+  FCA_ASSIGN_OR_RETURN(engine::ControlledModel * model, models_->Get(request.model()));
+  const engine::Tokenizer& tokenizer = model->tokenizer();
+  FCA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(request.text()));
+  v1::TokenizeResponse response;
+  response.set_model(request.model());
+  response.set_tokenizer(tokenizer.name());
+  response.set_vocab_size(tokenizer.vocab_size());
+  response.mutable_ids()->Add(ids.begin(), ids.end());
+  return response;
+}
+
 // --- jobs ---
 
 absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(

@@ -27,6 +27,9 @@ struct Caller {
 
 struct ServiceLimits {
   int64_t max_dataset_bytes = 256ll << 20;
+  // Text a Tokenize call may send: ids are returned in one message, and a
+  // check of "what the model sees" needs a sample, not a corpus.
+  int64_t max_tokenize_bytes = 1 << 20;
   int64_t max_queued_jobs_per_user = 16;
   SpecLimits spec;
 };
@@ -76,6 +79,9 @@ class AuditServiceCore {
   absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
                         const std::function<bool(const v1::WatchJobResponse&)>& write,
                         const std::function<bool()>& stop);
+  // The model's tokenizer on request.text (no BOS/EOS added).
+  absl::StatusOr<v1::TokenizeResponse> Tokenize(const Caller& caller,
+                                                const v1::TokenizeRequest& request);
   absl::Status ExportCoefficients(
       const Caller& caller, const v1::ExportCoefficientsRequest& request,
       const std::function<bool(const v1::ExportCoefficientsResponse&)>& write);

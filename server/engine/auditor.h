@@ -203,6 +203,9 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& request);
 
 // The flat rows of a model report (what the service stores).
 std::vector<ResultRow> ResultRows(const ModelReport& report);
+// The "execution" rows of one model (also the dense twin's, stored under its
+// own name so a report can show that it, too, runs every block).
+std::vector<ResultRow> ExecutionRows(const ExecutionResult& execution);
 // mean / sd / min / max across models of every (intervention, metric).
 std::vector<AggregateRow> Aggregate(const std::vector<ModelReport>& reports);
 // The whole report as JSON (rows per model, aggregate, provenance);

@@ -76,7 +76,21 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.Add("variation", "between_input_variance." + f.family, f.between_input_variance, f.count);
     w.Add("variation", "within_input_variance." + f.family, f.within_input_variance, f.count);
   }
-  const ExecutionResult& x = r.execution;
+  // Per-site rows feed a report's per-layer plots.
+  for (const SiteVariation& s : r.site_variation) {
+    w.Add("variation", "site_mean." + s.site, s.mean, n);
+    w.Add("variation", "site_variance." + s.site, s.variance, n);
+  }
+  for (ResultRow& row : ExecutionRows(r.execution)) {
+    row.model = r.model.name;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
+  std::vector<ResultRow> rows;
+  RowWriter w(x.model, &rows);
   const int64_t reps = x.timing_repeats;
   w.Add("execution", "blocks_per_token", x.blocks_per_token, 0);
   w.Add("execution", "blocks_executed_fraction", x.blocks_executed_fraction, 0);

@@ -93,6 +93,11 @@ grpc::Status AuditServiceImpl::QueryResults(grpc::ServerContext* ctx,
                [&](const core::Caller& c) { return core_->QueryResults(c, *req); });
 }
 
+grpc::Status AuditServiceImpl::Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req,
+                                        v1::TokenizeResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->Tokenize(c, *req); });
+}
+
 grpc::Status AuditServiceImpl::ExportCoefficients(
     grpc::ServerContext* ctx, const v1::ExportCoefficientsRequest* req,
     grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) {

@@ -40,6 +40,8 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                          v1::CancelJobResponse* resp) override;
   grpc::Status QueryResults(grpc::ServerContext* ctx, const v1::QueryResultsRequest* req,
                             v1::QueryResultsResponse* resp) override;
+  grpc::Status Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req,
+                        v1::TokenizeResponse* resp) override;
   grpc::Status ExportCoefficients(
       grpc::ServerContext* ctx, const v1::ExportCoefficientsRequest* req,
       grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) override;

@@ -22,9 +22,13 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/auditor.h"
+#include "server/engine/muddpythia_init.h"
 #include "server/engine/transformer_model.h"
 
-ABSL_FLAG(std::string, family, "featuregate", "init: dense | featuregate");
+ABSL_FLAG(std::string, family, "featuregate",
+          "init: dense | featuregate | muddpythia (the 1.4B's switches; --d_ff is its "
+          "intermediate_size, --max_seq_len its block_size)");
+ABSL_FLAG(std::string, storage_dtype, "float32", "init: model.safetensors dtype: float32 | bfloat16");
 ABSL_FLAG(uint64_t, seed, 0, "init: weight seed; audit: intervention/bootstrap seed");
 ABSL_FLAG(std::string, out, "", "init: model folder to write");
 ABSL_FLAG(int64_t, d_model, 128, "init: width");
@@ -34,6 +38,8 @@ ABSL_FLAG(int64_t, n_groups, 8, "init: gate groups G per branch");
 ABSL_FLAG(int64_t, d_ff, 512, "init: MLP width");
 ABSL_FLAG(int64_t, controller_width, 64, "init: controller hidden width");
 ABSL_FLAG(int64_t, max_seq_len, 256, "init: maximum window length");
+ABSL_FLAG(int64_t, vocab_size, 256,
+          "init: embedding rows (more than 256 for a folder given a BPE tokenizer.json)");
 ABSL_FLAG(double, controller_out_std, 0.0,
           "init: std of the controller output layer (0 = every gate starts at 1)");
 ABSL_FLAG(std::vector<std::string>, models, {}, "audit: model folders (same family)");
@@ -58,7 +64,34 @@ namespace {
 using engine::AuditReport;
 using engine::ModelReport;
 
+absl::StatusOr<engine::DType> StorageDType() {
+  const std::string name = absl::GetFlag(FLAGS_storage_dtype);
+  if (name == "float32") return engine::DType::kF32;
+  if (name == "bfloat16") return engine::DType::kBF16;
+  return absl::InvalidArgumentError("--storage_dtype must be float32 or bfloat16");
+}
+
+// A random MUDDPythia folder (the 1.4B: --d_model=2048 --n_layers=24
+// --n_heads=16 --vocab_size=50432 --d_ff=8192 --max_seq_len=2048).
+absl::Status InitMuddPythia() {
+  engine::MuddPythiaSizes s;
+  s.dim = absl::GetFlag(FLAGS_d_model);
+  s.n_layer = absl::GetFlag(FLAGS_n_layers);
+  s.n_head = absl::GetFlag(FLAGS_n_heads);
+  s.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+  s.intermediate_size = absl::GetFlag(FLAGS_d_ff);
+  s.block_size = absl::GetFlag(FLAGS_max_seq_len);
+  FCA_ASSIGN_OR_RETURN(engine::DType dtype, StorageDType());
+  return engine::WriteRandomMuddPythiaDir(absl::GetFlag(FLAGS_out), s, absl::GetFlag(FLAGS_seed),
+                                          dtype);
+}
+
 absl::Status Init() {
+  if (absl::GetFlag(FLAGS_out).empty()) return absl::InvalidArgumentError("--out is required");
+  if (absl::GetFlag(FLAGS_family) == "muddpythia") return InitMuddPythia();
+  if (absl::GetFlag(FLAGS_storage_dtype) != "float32") {
+    return absl::InvalidArgumentError("--storage_dtype applies to muddpythia only");
+  }
   engine::TransformerConfig c;
   c.family = absl::GetFlag(FLAGS_family);
   c.d_model = absl::GetFlag(FLAGS_d_model);
@@ -68,10 +101,10 @@ absl::Status Init() {
   c.d_ff = absl::GetFlag(FLAGS_d_ff);
   c.controller_width = absl::GetFlag(FLAGS_controller_width);
   c.max_seq_len = absl::GetFlag(FLAGS_max_seq_len);
+  c.vocab_size = absl::GetFlag(FLAGS_vocab_size);
   engine::InitOptions init;
   init.seed = absl::GetFlag(FLAGS_seed);
   init.controller_out_std = absl::GetFlag(FLAGS_controller_out_std);
-  if (absl::GetFlag(FLAGS_out).empty()) return absl::InvalidArgumentError("--out is required");
   FCA_ASSIGN_OR_RETURN(auto weights, engine::InitTransformerWeights(c, init));
   return engine::WriteTransformerModelDir(absl::GetFlag(FLAGS_out), c, weights);
 }

@@ -169,6 +169,24 @@ TEST(WatchPrinterTest, PlainModePrintsThrottledLinesAndResults) {
   EXPECT_THAT(f.out.str(), HasSubstr("undefined"));
 }
 
+TEST(WatchPrinterTest, PerSiteRowsAreCountedNotPrinted) {
+  PrinterFixture f;
+  WatchPrinter printer = f.MakePrinter(/*tty=*/false);
+  v1::WatchJobResponse results = Event(1);
+  auto* batch = results.mutable_event()->mutable_results();
+  batch->set_model("fg-s1");
+  for (const char* metric : {"penalty", "site_mean.attn_gate.0", "site_variance.attn_gate.0"}) {
+    v1::Result* r = batch->add_results();
+    r->set_model("fg-s1");
+    r->set_metric(metric);
+    r->set_defined(true);
+  }
+  printer.OnEvent(results);
+  EXPECT_THAT(f.out.str(), HasSubstr("results for fg-s1 (3 rows; 2 per-site rows not shown):\n"));
+  EXPECT_THAT(f.out.str(), HasSubstr("penalty"));
+  EXPECT_THAT(f.out.str(), Not(HasSubstr("site_mean")));
+}
+
 TEST(WatchPrinterTest, TtyModeRedrawsInPlaceAndClearsBeforeRows) {
   PrinterFixture f;
   WatchPrinter printer = f.MakePrinter(/*tty=*/true);

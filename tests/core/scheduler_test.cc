@@ -38,7 +38,8 @@ std::vector<std::string> Messages(const Responses& responses) {
 }
 
 // The job's events: seq 1..n, QUEUED then RUNNING, progress before the first
-// results, one result batch per model in order, the terminal state last.
+// results, one result batch per model in order (the dense twin's execution
+// rows last, when there is one), the terminal state last.
 void ExpectWellFormedRun(const Responses& rs, const std::vector<std::string>& models) {
   ASSERT_GE(rs.size(), 4u);
   for (size_t i = 0; i < rs.size(); ++i) {
@@ -133,7 +134,7 @@ TEST_F(FinishedJobTest, JobSucceeded) {
 }
 
 TEST_F(FinishedJobTest, EventsAreOrderedFromQueuedToSucceeded) {
-  ExpectWellFormedRun(*events_, {"fg_a", "fg_b"});
+  ExpectWellFormedRun(*events_, {"fg_a", "fg_b", "dense"});
 }
 
 TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
@@ -155,13 +156,20 @@ TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
     EXPECT_EQ(Query(model, "correct", "penalty").results_size(), 0);
     EXPECT_EQ(Query(model, "execution", "slowdown").results_size(), 1);
   }
-  EXPECT_EQ(Query("dense").results_size(), 0);
+  // The dense twin gets execution rows only: it runs every block too.
+  const v1::QueryResultsResponse dense = Query("dense");
+  EXPECT_EQ(dense.results_size(), 5);
+  for (const v1::Result& r : dense.results()) EXPECT_EQ(r.intervention(), "execution");
+  const v1::QueryResultsResponse fraction = Query("dense", "execution", "blocks_executed_fraction");
+  ASSERT_EQ(fraction.results_size(), 1);
+  EXPECT_EQ(fraction.results(0).value(), 1.0);
 }
 
 TEST_F(FinishedJobTest, StoredRowsAreTheStreamedRows) {
   int streamed = 0;
   for (const auto& r : *events_) streamed += r.event().results().results_size();
-  const int stored = Query("fg_a").results_size() + Query("fg_b").results_size();
+  const int stored = Query("fg_a").results_size() + Query("fg_b").results_size() +
+                     Query("dense").results_size();
   EXPECT_EQ(stored, streamed);
 }
 

@@ -250,5 +250,39 @@ TEST_F(ServiceTest, ListModelsSkipsBrokenAndDescribesSites) {
   EXPECT_NE(models->models(1).weights_sha256(), models->models(2).weights_sha256());
 }
 
+TEST_F(ServiceTest, TokenizeUsesTheModelsTokenizer) {
+  v1::TokenizeRequest request;
+  request.set_model("fg_a");
+  request.set_text(std::string("Hi\n\xff", 4));  // any bytes: the byte tokenizer
+  auto response = env_.core()->Tokenize(Alice(), request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->tokenizer(), "byte");
+  EXPECT_EQ(response->vocab_size(), 256);
+  EXPECT_EQ(std::vector<int32_t>(response->ids().begin(), response->ids().end()),
+            (std::vector<int32_t>{'H', 'i', '\n', 255}));
+  request.set_text("");
+  response = env_.core()->Tokenize(Alice(), request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->ids_size(), 0);
+}
+
+TEST_F(ServiceTest, TokenizeRefusesUnknownModelsBadNamesAndLargeText) {
+  v1::TokenizeRequest request;
+  request.set_model("no_such_model");
+  EXPECT_EQ(env_.core()->Tokenize(Alice(), request).status().code(),
+            absl::StatusCode::kNotFound);
+  request.set_model("../fg_a");
+  EXPECT_EQ(env_.core()->Tokenize(Alice(), request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  request.set_model("fg_a");
+  request.set_text(std::string(env_.core()->limits().max_tokenize_bytes + 1, 'x'));
+  auto big = env_.core()->Tokenize(Alice(), request);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.status().message()), ::testing::HasSubstr("bytes"));
+  // At the limit it is fine.
+  request.set_text(std::string(env_.core()->limits().max_tokenize_bytes, 'x'));
+  EXPECT_TRUE(env_.core()->Tokenize(Alice(), request).ok());
+}
+
 }  // namespace
 }  // namespace fca::core

@@ -11,7 +11,23 @@
 #include <sstream>
 #include <thread>
 
+#include "common/random.h"
+
 namespace fca::e2e {
+
+std::string RandomWords(size_t bytes, uint64_t seed) {
+  static const char* kWords[] = {"the", "frozen", "controller", "gate", "model", "token",
+                                 "layer", "audit", "replay", "coefficient", "of", "and",
+                                 "a", "dynamic", "inference", "cost", "static", "profile"};
+  Rng rng(seed);
+  std::string s;
+  while (s.size() < bytes) {
+    s += kWords[rng.Uniform(sizeof(kWords) / sizeof(kWords[0]))];
+    s += rng.Uniform(9) == 0 ? ".\n" : " ";
+  }
+  s.resize(bytes);
+  return s;
+}
 namespace {
 
 std::string TempPath(const std::string& tag) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,10 @@ struct CommandResult {
 // code and output. `env` entries ("K=V") are added to the environment.
 CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                   int timeout_s = 180);
+
+// English-like text of `bytes` bytes from a fixed word list, different for
+// each seed (so two seeds share no window).
+std::string RandomWords(size_t bytes, uint64_t seed);
 
 // A fca-server process listening on 127.0.0.1 (port chosen by the OS).
 class ServerProcess {

@@ -1,0 +1,131 @@
+// fca_muddpythia_bench: a full-size MUDDPythia checkpoint on this machine.
+// Loads the folder given by --model (bench/muddpythia_1p4b.sh writes a random
+// 1.4B one with the public checkpoint's names, shapes and bfloat16 dtype),
+// then times forwards of one [1, T] window in the compute dtype: LIVE (the
+// controllers run) and REPLAY (the recorded coefficients are substituted), in
+// alternating order, and checks that REPLAY of the recording reproduces LIVE.
+// Prints load time, peak RSS against the weight bytes, and tokens/s.
+#include <sys/resource.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/engine/controlled_model.h"
+
+ABSL_FLAG(std::string, model, "", "MUDDPythia model folder");
+ABSL_FLAG(std::string, dtype, "bfloat16", "compute dtype: bfloat16 | float32");
+ABSL_FLAG(int64_t, seq, 512, "tokens per forward (T)");
+ABSL_FLAG(int, repeats, 3, "timed forwards per mode");
+ABSL_FLAG(int, threads, 0, "torch threads (0 = one per core)");
+ABSL_FLAG(double, rss_target, 1.3, "peak RSS / weight bytes must stay below this");
+
+namespace fca::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Peak resident set of this process so far, bytes.
+double PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+double WeightBytes(const std::string& dir) {
+  double total = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".safetensors") total += entry.file_size();
+  }
+  return total;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+absl::Status Run() {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
+  ComputeOptions compute;
+  compute.dtype = absl::GetFlag(FLAGS_dtype);
+  const Clock::time_point t0 = Clock::now();
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<ControlledModel> model, LoadModel(dir, "bench", compute));
+  const double load_s = Seconds(t0);
+  const double rss_after_load = PeakRssBytes();
+  const double weights = WeightBytes(dir);
+  std::printf("model %s: %s, %lld parameters, %lld layers, %zu coefficient sites, %s compute\n",
+              dir.c_str(), model->info().family.c_str(),
+              static_cast<long long>(model->info().num_parameters),
+              static_cast<long long>(model->info().num_layers), model->sites().size(),
+              compute.dtype.c_str());
+  std::printf("load: %.1f s (mmap, checks, SHA-256 of %.2f GB)\n", load_s, weights / 1e9);
+
+  const int64_t T = absl::GetFlag(FLAGS_seq);
+  const at::Tensor ids = at::randint(0, model->info().vocab_size, {1, T}, at::kLong);
+  std::vector<at::Tensor> recorded;
+  FCA_ASSIGN_OR_RETURN(at::Tensor live_logits,
+                       model->Forward(ids, CoefficientMode::kLiveRecord, &recorded));
+  FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits,
+                       model->Forward(ids, CoefficientMode::kReplay, &recorded));
+  const double fidelity =
+      (live_logits.to(at::kFloat) - replay_logits.to(at::kFloat)).abs().max().item<double>();
+  const bool finite = live_logits.isfinite().all().item<bool>();
+
+  std::vector<double> live_s, replay_s;
+  for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const bool live = (r + k) % 2 == 0;  // alternate which goes first
+      const Clock::time_point t = Clock::now();
+      std::vector<at::Tensor> given = recorded;
+      FCA_RETURN_IF_ERROR(model
+                              ->Forward(ids, live ? CoefficientMode::kLive : CoefficientMode::kReplay,
+                                        live ? nullptr : &given)
+                              .status());
+      (live ? live_s : replay_s).push_back(Seconds(t));
+    }
+  }
+  const double peak = PeakRssBytes();
+  std::printf("peak RSS: %.2f GB after load, %.2f GB after forwards = %.2fx the weights "
+              "(target < %.1fx): %s\n",
+              rss_after_load / 1e9, peak / 1e9, peak / weights, absl::GetFlag(FLAGS_rss_target),
+              peak / weights < absl::GetFlag(FLAGS_rss_target) ? "met" : "MISSED");
+  std::printf("T = %lld, median of %zu: LIVE %.2f s (%.1f tokens/s), REPLAY %.2f s "
+              "(%.1f tokens/s), REPLAY/LIVE throughput %.3f\n",
+              static_cast<long long>(T), live_s.size(), Median(live_s), T / Median(live_s),
+              Median(replay_s), T / Median(replay_s), Median(live_s) / Median(replay_s));
+  std::printf("replay fidelity: max |logit(REPLAY(A(x))) - logit(LIVE)| = %g; logits %s\n",
+              fidelity, finite ? "finite" : "NOT FINITE");
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace fca::engine
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_model).empty()) {
+    std::fprintf(stderr, "usage: fca_muddpythia_bench --model=DIR [--seq=512] [--dtype=bfloat16]\n");
+    return 2;
+  }
+  absl::Status st = fca::engine::Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "fca_muddpythia_bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,186 @@
+// The README's main command, shortened, and the bundled models' training
+// logs, checked through the real fca-server and fca CLI.
+//
+// Needs the `fortunes` package (scripts/setup.sh installs it) and the
+// committed models/ folder.
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/process.h"
+
+namespace fca::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kSeeds[] = {"featuregate-s1", "featuregate-s2", "featuregate-s3"};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json::Value ParseFile(const fs::path& path) {
+  auto v = json::Parse(ReadFile(path));
+  EXPECT_TRUE(v.ok()) << path << ": " << v.status();
+  return v.ok() ? *v : json::Value();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "fca-demo-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The value of (intervention, metric) in a report.json "results" array.
+const json::Value* Metric(const json::Value& results, const std::string& intervention,
+                          const std::string& metric) {
+  for (const json::Value& r : results.as_array()) {
+    if (r.Find("intervention")->as_string() == intervention &&
+        r.Find("metric")->as_string() == metric) {
+      return r.Find("value");
+    }
+  }
+  return nullptr;
+}
+
+double Number(const json::Value* v) {
+  EXPECT_NE(v, nullptr);
+  EXPECT_TRUE(v != nullptr && v->is_number());
+  return v != nullptr && v->is_number() ? v->as_double() : NAN;
+}
+
+class DemoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists("/usr/share/games/fortunes/fortunes"))
+        << "the fortunes corpus is missing: run scripts/setup.sh";
+    for (const char* m : kSeeds) {
+      ASSERT_TRUE(fs::exists(fs::path(FCA_SOURCE_DIR) / "models" / m / "model.safetensors"))
+          << "bundled model " << m << " is missing";
+    }
+  }
+};
+
+// scripts/demo.sh with 8 windows and one timed forward: the report's numbers
+// must hang together.
+TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
+  TempDir out;
+  CommandResult r = e2e::Run({"/bin/bash", std::string(FCA_SOURCE_DIR) + "/scripts/demo.sh"},
+                        {"FCA_DEMO_SKIP_BUILD=1", "FCA_SERVER_BIN=" FCA_SERVER_BIN,
+                         "FCA_CLI_BIN=" FCA_CLI_BIN, "FCA_TRAIN_BIN=" FCA_TRAIN_BIN,
+                         "FCA_DEMO_OUT=" + out.path().string(), "FCA_DEMO_WINDOWS=8",
+                         "FCA_DEMO_TIMING=1"},
+                        600);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("mean ± sd"));
+
+  const json::Value report = ParseFile(out.path() / "report.json");
+  const auto& models = report.Find("models")->as_array();
+  ASSERT_EQ(models.size(), 3u);
+  for (const json::Value& m : models) {
+    SCOPED_TRACE(m.Find("model")->as_string());
+    const json::Value& rows = *m.Find("results");
+    // `correct` replays the recorded coefficients: it is the LIVE pass.
+    EXPECT_NEAR(Number(Metric(rows, "correct", "nll")), Number(Metric(rows, "replay", "live_nll")),
+                1e-6);
+    EXPECT_LE(Number(Metric(rows, "replay", "max_abs_logit_diff")), 1e-5);
+    for (const char* profile : {"static_layer", "static_layer_position"}) {
+      const json::Value* ret = Metric(rows, profile, "retention_pct");
+      ASSERT_NE(ret, nullptr) << profile;
+      EXPECT_TRUE(ret->is_null() || std::isfinite(ret->as_double())) << profile;
+    }
+    for (const char* family : {"attn_gate", "mlp_gate"}) {
+      const json::Value* eta = Metric(rows, "variation", std::string("eta2.") + family);
+      ASSERT_NE(eta, nullptr) << family;
+      if (eta->is_null()) continue;
+      EXPECT_GE(eta->as_double(), 0.0);
+      EXPECT_LE(eta->as_double(), 1.0);
+    }
+    // Every block runs in a FeatureGate model: the fraction is exactly 1.
+    EXPECT_EQ(Number(Metric(rows, "execution", "blocks_executed_fraction")), 1.0);
+    EXPECT_FALSE(m.Find("sites")->as_array().empty());
+  }
+  const json::Value* twin = report.Find("dense_twin_execution");
+  ASSERT_NE(twin, nullptr);
+  EXPECT_EQ(Number(Metric(*twin->Find("results"), "execution", "blocks_executed_fraction")), 1.0);
+
+  const std::string html = ReadFile(out.path() / "report.html");
+  EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
+  EXPECT_THAT(html, ::testing::Not(::testing::HasSubstr("<script")));
+}
+
+// The committed weights, served by fca-server, give the evaluation NLL each
+// training log states (all evaluation windows, float32, as the trainer's
+// final evaluation).
+TEST_F(DemoTest, ServerReproducesTrainingLogNll) {
+  TempDir dir;
+  const fs::path data = dir.path() / "data";
+  CommandResult split = e2e::Run({FCA_TRAIN_BIN, "split", "--out=" + data.string()});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  auto server = ServerProcess::Start(
+      FCA_SERVER_BIN, {"--models=" + std::string(FCA_SOURCE_DIR) + "/models",
+                       "--db=" + (dir.path() / "fca.sqlite").string()});
+  ASSERT_NE(server, nullptr);
+  const std::vector<std::string> env = {"FCA_SERVER=" + server->address()};
+  auto fca = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), FCA_CLI_BIN);
+    return e2e::Run(args, env, 600);
+  };
+  ASSERT_EQ(fca({"datasets", "upload", "--name=eval", (data / "eval.txt").string()}).exit_code, 0);
+  ASSERT_EQ(fca({"datasets", "upload", "--name=calib", (data / "calib.txt").string()}).exit_code,
+            0);
+  CommandResult audit =
+      fca({"audit", "--models=featuregate-s1,featuregate-s2,featuregate-s3", "--eval=eval",
+           "--calib=calib", "--interventions=correct", "--max_calib_windows=2",
+           "--timing_repeats=0"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.out << audit.err;
+  for (const char* m : kSeeds) {
+    SCOPED_TRACE(m);
+    const json::Value log =
+        ParseFile(fs::path(FCA_SOURCE_DIR) / "models" / m / "training_log.json");
+    const json::Value* result = log.Find("result");
+    ASSERT_NE(result, nullptr);
+    const double logged = result->Find("final_eval_nll_nats_per_byte")->as_double();
+    EXPECT_LE(logged, 1.8);  // the bar for an honestly trained model
+    CommandResult q = fca({"results", "--job=1", std::string("--model=") + m,
+                           "--intervention=replay", "--metric=live_nll", "--format=json"});
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    auto rows = json::Parse(q.out);
+    ASSERT_TRUE(rows.ok() && rows->as_array().size() == 1) << q.out;
+    const double served = rows->as_array()[0].Find("value")->as_double();
+    EXPECT_NEAR(served, logged, 1e-4);
+    // Every evaluation window took part, as in the trainer's evaluation.
+    EXPECT_EQ(std::stoll(rows->as_array()[0].Find("n")->as_string()),
+              result->Find("final_eval_windows")->as_int());
+  }
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(30), 0);
+}
+
+}  // namespace
+}  // namespace fca::e2e

@@ -1,0 +1,230 @@
+// End to end over the other model kinds: the tiny MUDDPythia reference
+// checkpoint (single file and sharded) audited through the real server and
+// CLI, and a model folder with a GPT-NeoX tokenizer.json, whose tokenizer the
+// server uses for `fca tokenize` and for text datasets.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "tests/e2e/process.h"
+
+namespace fca::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kData = FCA_TEST_DATA_DIR;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ModelsE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(::testing::TempDir() + "fca_models_e2e_" + std::to_string(getpid()));
+    const fs::path models = fs::path(*root_) / "models";
+    fs::create_directories(models / "mudd-tiny");
+    const fs::path tiny = fs::path(kData) / "muddpythia-tiny-fp32";
+    fs::copy_file(tiny / "config.json", models / "mudd-tiny" / "config.json");
+    fs::copy_file(tiny / "model.safetensors", models / "mudd-tiny" / "model.safetensors");
+    fs::copy(tiny / "sharded", models / "mudd-sharded");
+    // A small FeatureGate model with the GPT-NeoX vocabulary and tokenizer.
+    CommandResult init = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + (models / "bpe-fg").string(),
+                              "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
+                              "--d_ff=64", "--controller_width=16", "--max_seq_len=64",
+                              "--vocab_size=50304", "--seed=3", "--controller_out_std=1.0"});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+    fs::copy_file(fs::path(kData) / "tokenizer" / "tokenizer.json",
+                  models / "bpe-fg" / "tokenizer.json");
+    for (const char* name : {"eval", "calib"}) {
+      std::ofstream(fs::path(*root_) / (std::string(name) + ".txt"))
+          << RandomWords(3000, name[0] == 'e' ? 11 : 12);
+    }
+    server_ = ServerProcess::Start(FCA_SERVER_BIN, {"--models=" + models.string(),
+                                                    "--db=" + *root_ + "/fca.sqlite"})
+                  .release();
+  }
+
+  static void TearDownTestSuite() {
+    delete server_;
+    std::error_code ec;
+    fs::remove_all(*root_, ec);
+    delete root_;
+  }
+
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+
+  static CommandResult Fca(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    args.insert(args.begin(), FCA_CLI_BIN);
+    env.push_back("FCA_SERVER=" + server_->address());
+    return e2e::Run(args, env, 300);
+  }
+
+  // `fca tokenize --model=M [--json]` with `text` on stdin.
+  static CommandResult Tokenize(const std::string& model, const std::string& text, bool json) {
+    return e2e::Run({"/bin/sh", "-c", "printf '%s' \"$FCA_TEXT\" | \"$0\" tokenize --model=\"$1\" $2",
+                FCA_CLI_BIN, model, json ? "--json" : ""},
+               {"FCA_SERVER=" + server_->address(), "FCA_TEXT=" + text});
+  }
+
+  static void Upload(const std::string& name) {
+    CommandResult r =
+        Fca({"datasets", "upload", "--name=" + name, *root_ + "/" + name + ".txt"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // Submits with --detach, then watches the job to its end; the job id, or
+  // -1 (with a test failure).
+  static int AuditAndWatch(std::vector<std::string> args) {
+    args.insert(args.begin(), "audit");
+    args.push_back("--detach");
+    CommandResult submit = Fca(args);
+    EXPECT_EQ(submit.exit_code, 0) << submit.err;
+    if (submit.exit_code != 0) return -1;
+    const int job = std::stoi(submit.out);
+    CommandResult watch = Fca({"watch", std::to_string(job)});
+    EXPECT_EQ(watch.exit_code, 0) << watch.out << watch.err;
+    return watch.exit_code == 0 ? job : -1;
+  }
+
+  // Rows of a job as parsed JSON (`fca results --format=json`).
+  static json::Value Results(int job) {
+    CommandResult r = Fca({"results", "--job=" + std::to_string(job), "--format=json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto v = json::Parse(r.out);
+    EXPECT_TRUE(v.ok()) << r.out;
+    return v.ok() ? *v : json::Value::MakeArray();
+  }
+
+  static const json::Value* Row(const json::Value& rows, const std::string& model,
+                                const std::string& intervention, const std::string& metric) {
+    for (const json::Value& r : rows.as_array()) {
+      if (r.Find("model")->as_string() == model &&
+          r.Find("intervention")->as_string() == intervention &&
+          r.Find("metric")->as_string() == metric) {
+        return &r;
+      }
+    }
+    return nullptr;
+  }
+
+  static std::string* root_;
+  static ServerProcess* server_;
+};
+
+std::string* ModelsE2ETest::root_ = nullptr;
+ServerProcess* ModelsE2ETest::server_ = nullptr;
+
+TEST_F(ModelsE2ETest, ListsMuddPythiaAndTheBpeModel) {
+  CommandResult r = Fca({"models"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("mudd-tiny"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("muddpythia"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mudd-sharded"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bpe-fg"), std::string::npos) << r.out;
+}
+
+TEST_F(ModelsE2ETest, TokenizeMatchesTheReferenceCases) {
+  std::istringstream cases(ReadFile(fs::path(kData) / "tokenizer" / "cases.jsonl"));
+  std::string line;
+  int checked = 0;
+  while (std::getline(cases, line) && checked < 12) {
+    auto c = json::Parse(line);
+    ASSERT_TRUE(c.ok());
+    const std::string text = c->Find("text")->as_string();
+    // printf '%s' cannot pass a NUL byte; the environment cannot hold one.
+    if (text.find('\0') != std::string::npos) continue;
+    CommandResult r = Tokenize("bpe-fg", text, /*json=*/true);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto got = json::Parse(r.out);
+    ASSERT_TRUE(got.ok()) << r.out;
+    EXPECT_EQ(got->Find("tokenizer")->as_string(), "bpe");
+    EXPECT_EQ(got->Find("vocab_size")->as_int(), 50277);
+    std::vector<int64_t> want, have;
+    for (const json::Value& id : c->Find("ids")->as_array()) want.push_back(id.as_int());
+    for (const json::Value& id : got->Find("ids")->as_array()) have.push_back(id.as_int());
+    EXPECT_EQ(have, want) << "text: " << text;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+TEST_F(ModelsE2ETest, TokenizePlainAndErrors) {
+  CommandResult r = Tokenize("mudd-tiny", "Hi!", /*json=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "72 105 33\n");  // no tokenizer.json: one id per byte
+  EXPECT_NE(r.err.find("byte"), std::string::npos) << r.err;
+  EXPECT_EQ(Tokenize("no-such-model", "x", false).exit_code, 4);  // NOT_FOUND
+  EXPECT_EQ(Fca({"tokenize"}).exit_code, 2);                     // --model missing
+}
+
+// Every intervention on the reference MUDDPythia, single-file and sharded
+// (the same weights, so the same numbers), with text fed through the byte
+// tokenizer.
+TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
+  Upload("eval");
+  Upload("calib");
+  const int job = AuditAndWatch({"--models=mudd-tiny,mudd-sharded", "--eval=eval",
+                                  "--calib=calib", "--window=16", "--max_eval_windows=12",
+                                  "--max_calib_windows=12", "--timing_repeats=1"});
+  ASSERT_GT(job, 0);
+  const json::Value rows = Results(job);
+  for (const char* m : {"mudd-tiny", "mudd-sharded"}) {
+    SCOPED_TRACE(m);
+    const json::Value* live = Row(rows, m, "replay", "live_nll");
+    const json::Value* correct = Row(rows, m, "correct", "nll");
+    ASSERT_TRUE(live && correct);
+    EXPECT_NEAR(live->Find("value")->as_double(), correct->Find("value")->as_double(), 1e-6);
+    for (const char* i : {"cross_input", "token_shuffle", "static_layer", "static_layer_position",
+                          "global_mean"}) {
+      EXPECT_NE(Row(rows, m, i, "penalty"), nullptr) << i;
+    }
+    for (const char* family : {"q", "k", "v", "r"}) {
+      EXPECT_NE(Row(rows, m, "variation", std::string("eta2.") + family), nullptr) << family;
+    }
+    EXPECT_EQ(Row(rows, m, "execution", "blocks_executed_fraction")->Find("value")->as_double(),
+              1.0);
+  }
+  EXPECT_EQ(Row(rows, "mudd-tiny", "cross_input", "penalty")->Find("value")->as_double(),
+            Row(rows, "mudd-sharded", "cross_input", "penalty")->Find("value")->as_double());
+  CommandResult report = Fca({"report", std::to_string(job)});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("eta2"), std::string::npos);
+}
+
+// A text dataset audited on the BPE model is tokenized by the server with
+// that model's tokenizer: the window count follows the BPE token count that
+// `fca tokenize` reports, not the byte count.
+TEST_F(ModelsE2ETest, TextDatasetsUseTheModelsTokenizer) {
+  Upload("eval");
+  Upload("calib");
+  const std::string eval = ReadFile(*root_ + "/eval.txt");
+  CommandResult tok = Tokenize("bpe-fg", eval, /*json=*/true);
+  ASSERT_EQ(tok.exit_code, 0) << tok.err;
+  auto parsed = json::Parse(tok.out);
+  ASSERT_TRUE(parsed.ok()) << tok.out;
+  const int64_t tokens = static_cast<int64_t>(parsed->Find("ids")->as_array().size());
+  ASSERT_LT(tokens, static_cast<int64_t>(eval.size()) / 2);  // BPE, not bytes
+  const int job = AuditAndWatch({"--models=bpe-fg", "--eval=eval", "--calib=calib",
+                                  "--window=32", "--interventions=cross_input",
+                                  "--timing_repeats=0"});
+  ASSERT_GT(job, 0);
+  const json::Value rows = Results(job);
+  const json::Value* live = Row(rows, "bpe-fg", "replay", "live_nll");
+  ASSERT_NE(live, nullptr);
+  EXPECT_EQ(std::stoll(live->Find("n")->as_string()), tokens / 32);
+}
+
+}  // namespace
+}  // namespace fca::e2e
