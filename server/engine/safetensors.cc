@@ -528,6 +528,7 @@ absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
       return Prefixed(status, absl::StrCat(file, ": tensor '", name, "'"));
     }
     view.data = view.num_bytes == 0 ? nullptr : data + begin;
+    view.mapped = mapped_;
     // Duplicate names cannot reach here: the JSON parser rejects duplicate
     // keys.
     const auto it = tensors_.emplace(name, std::move(view)).first;
@@ -561,6 +562,15 @@ std::vector<std::string> SafetensorsFile::Names() const {
 
 bool SafetensorsFile::Has(std::string_view name) const {
   return tensors_.find(name) != tensors_.end();
+}
+
+void ReleaseMappedPages(const TensorView& view) {
+  if (!view.mapped || view.num_bytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(view.data);
+  const uintptr_t first = (begin + page - 1) / page * page;  // pages wholly inside the view
+  const uintptr_t last = (begin + view.num_bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 absl::StatusOr<TensorView> SafetensorsFile::Get(std::string_view name) const {

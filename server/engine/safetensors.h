@@ -38,8 +38,15 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // may be nullptr when num_bytes == 0
   size_t num_bytes = 0;
+  bool mapped = false;            // data lies in a read-only file mapping
   int64_t numel() const;
 };
+
+// Drops the whole memory pages of a mapped view from the process's resident
+// set once its bytes have been copied (they are re-read from the file if
+// touched again), so loading a model costs its weights once in RSS, not
+// twice. No-op for views that are not mapped.
+void ReleaseMappedPages(const TensorView& view);
 
 struct SafetensorsLimits {
   // A header larger than this is refused before it is read (the format's own
