@@ -14,5 +14,4 @@ if [ ! -f "$dir/model.safetensors" ]; then
     --storage_dtype=bfloat16 --seed=1 --out="$dir"
   echo "wrote $dir in $((SECONDS - start)) s ($(du -h "$dir/model.safetensors" | cut -f1))"
 fi
-# A cold page cache makes the load time a disk benchmark; say which it is.
 "$build/bench/fca_muddpythia_bench" --model="$dir" --seq="${FCA_MUDD_SEQ:-512}" --repeats=5 "$@"
