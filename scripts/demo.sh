@@ -51,13 +51,16 @@ export FCA_SERVER=$(sed -n 's/.*listening on //p' "$out/server.out")
 "$fca" models
 "$fca" datasets upload --name=eval "$out/data/eval.txt"
 "$fca" datasets upload --name=calib "$out/data/calib.txt"
-"$fca" audit --models="$(IFS=,; echo "${seeds[*]}")" --dense_twin=dense \
+job=$("$fca" audit --models="$(IFS=,; echo "${seeds[*]}")" --dense_twin=dense \
   --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
   --max_calib_windows="$windows" --timing_repeats="$timing" \
-  --save_manifest="$out/manifest.json" | tee "$out/audit.log"
+  --save_manifest="$out/manifest.json" --detach)
+echo "submitted job $job"
+"$fca" watch "$job" | tee "$out/audit.log"
 echo
-"$fca" report 1 --save_json="$out/report.json" --save_html="$out/report.html" | tee "$out/report.txt"
-"$fca" results --job=1 --format=csv >"$out/results.csv"
+"$fca" report "$job" --save_json="$out/report.json" --save_html="$out/report.html" |
+  tee "$out/report.txt"
+"$fca" results --job="$job" --format=csv >"$out/results.csv"
 
 # The committed weights must give the NLL their training log states (the
 # trainer's final evaluation runs every evaluation window through the
@@ -68,7 +71,7 @@ if [ "$windows" = 0 ]; then
   for m in "${seeds[@]}"; do
     logged=$(sed -n 's/.*"final_eval_nll_nats_per_byte": *\([-0-9.eE+]*\).*/\1/p' \
       "$models/$m/training_log.json")
-    served=$("$fca" results --job=1 --model="$m" --intervention=replay --metric=live_nll \
+    served=$("$fca" results --job="$job" --model="$m" --intervention=replay --metric=live_nll \
       --format=csv | awk -F, 'NR == 2 { for (i = 1; i <= NF; i++) if (h[i] == "value") print $i }
                               NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i }')
     awk -v m="$m" -v a="$logged" -v b="$served" 'BEGIN {

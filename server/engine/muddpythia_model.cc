@@ -497,45 +497,11 @@ class MuddPythiaModel : public ControlledModel {
 
  private:
   absl::Status CheckIds(const at::Tensor& ids) const {
-    if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != at::kLong) {
-      return absl::InvalidArgumentError("token ids must be an int64 tensor [batch, length]");
-    }
-    const int64_t T = ids.size(1);
-    if (ids.size(0) < 1 || T < 1 || T > config_.block_size) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("model '%s': window length %d is outside [1, %d] (or the batch is empty)",
-                          info_.name, T, config_.block_size));
-    }
-    return GuardTorch("model '" + info_.name + "' ids", [&]() -> absl::Status {
-      const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
-      if (lo < 0 || hi >= config_.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("model '%s': token id %d is outside the vocabulary [0, %d)", info_.name,
-                            lo < 0 ? lo : hi, config_.vocab_size));
-      }
-      return absl::OkStatus();
-    });
+    return CheckTokenIds(ids, info_, config_.block_size, config_.vocab_size);
   }
 
   absl::Status CheckReplay(const at::Tensor& ids, const std::vector<at::Tensor>& a) const {
-    if (a.size() != sites_.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("replay needs %d coefficient tensors, got %d", sites_.size(), a.size()));
-    }
-    for (size_t s = 0; s < a.size(); ++s) {
-      const std::vector<int64_t> want = {ids.size(0), ids.size(1), sites_[s].channels};
-      if (!a[s].defined() || a[s].sizes().vec() != want) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("replay coefficients for site '%s' must have shape [%s]",
-                            sites_[s].name, absl::StrJoin(want, ", ")));
-      }
-      if (!at::isFloatingType(a[s].scalar_type())) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("replay coefficients for site '%s' must be floating point, not %s",
-                            sites_[s].name, std::string(c10::toString(a[s].scalar_type()))));
-      }
-    }
-    return absl::OkStatus();
+    return CheckReplayCoefficients(ids, sites_, a);
   }
 
   MuddPythiaConfig config_;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace fca::engine {
 namespace {
@@ -67,6 +68,50 @@ absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeO
     ReleaseMappedPages(view);
     return host.to(at::TensorOptions().dtype(*dst).device(c10::Device(compute.device)));
   });
+}
+
+absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t max_len,
+                           int64_t vocab_size) {
+  if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != at::kLong) {
+    return absl::InvalidArgumentError("token ids must be an int64 tensor [batch, length]");
+  }
+  const int64_t T = ids.size(1);
+  if (ids.size(0) < 1 || T < 1 || T > max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model '%s': window length %d is outside [1, %d] (or the batch is empty)",
+                        info.name, T, max_len));
+  }
+  return GuardTorch("model '" + info.name + "' ids", [&]() -> absl::Status {
+    const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    if (lo < 0 || hi >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model '%s': token id %d is outside the vocabulary [0, %d)", info.name,
+                          lo < 0 ? lo : hi, vocab_size));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<CoefficientSite>& sites,
+                                     const std::vector<at::Tensor>& a) {
+  if (a.size() != sites.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("replay needs %d coefficient tensors, got %d", sites.size(), a.size()));
+  }
+  for (size_t s = 0; s < a.size(); ++s) {
+    const std::vector<int64_t> want = {ids.size(0), ids.size(1), sites[s].channels};
+    if (!a[s].defined() || a[s].sizes().vec() != want) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("replay coefficients for site '%s' must have shape [%s]", sites[s].name,
+                          absl::StrJoin(want, ", ")));
+    }
+    if (!at::isFloatingType(a[s].scalar_type())) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("replay coefficients for site '%s' must be floating point, not %s",
+                          sites[s].name, std::string(c10::toString(a[s].scalar_type()))));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void ConfigureRuntime(const RuntimeOptions& options) {

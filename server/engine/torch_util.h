@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,6 +23,16 @@ absl::Status ValidateCompute(const ComputeOptions& compute);
 // Copies a safetensors view into a new tensor of the compute dtype/device.
 // Only floating-point views are accepted.
 absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeOptions& compute);
+
+// The input checks every family's Forward makes, with messages naming the
+// model. INVALID_ARGUMENT unless `ids` is int64 [B >= 1, 1 <= T <= max_len]
+// with every id in [0, vocab_size).
+absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t max_len,
+                           int64_t vocab_size);
+// INVALID_ARGUMENT unless `a` holds one floating-point [B, T, d_s] tensor per
+// site, in sites order (B and T from `ids`).
+absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<CoefficientSite>& sites,
+                                     const std::vector<at::Tensor>& a);
 
 // Runs `fn` (returning absl::Status or StatusOr) and turns any exception
 // thrown by torch into INTERNAL "<what>: <first line of the message>", so no
