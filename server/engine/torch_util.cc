@@ -114,6 +114,19 @@ absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<Co
   return absl::OkStatus();
 }
 
+absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
+                                const std::vector<at::Tensor>* coefficients,
+                                const ModelInfo& info, const std::vector<CoefficientSite>& sites,
+                                int64_t max_len, int64_t vocab_size) {
+  absl::Status st = CheckTokenIds(ids, info, max_len, vocab_size);
+  if (!st.ok()) return st;
+  if (mode != CoefficientMode::kLive && coefficients == nullptr) {
+    return absl::InvalidArgumentError("record and replay need a coefficient list");
+  }
+  if (mode == CoefficientMode::kReplay) return CheckReplayCoefficients(ids, sites, *coefficients);
+  return absl::OkStatus();
+}
+
 void ConfigureRuntime(const RuntimeOptions& options) {
   int n = options.num_threads;
   if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());

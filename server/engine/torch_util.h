@@ -33,6 +33,13 @@ absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t
 // site, in sites order (B and T from `ids`).
 absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<CoefficientSite>& sites,
                                      const std::vector<at::Tensor>& a);
+// What ControlledModel::Forward promises to refuse: bad ids, a missing
+// coefficient list for record/replay, and replay coefficients of the wrong
+// number or shape.
+absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
+                                const std::vector<at::Tensor>* coefficients,
+                                const ModelInfo& info, const std::vector<CoefficientSite>& sites,
+                                int64_t max_len, int64_t vocab_size);
 
 // Runs `fn` (returning absl::Status or StatusOr) and turns any exception
 // thrown by torch into INTERNAL "<what>: <first line of the message>", so no

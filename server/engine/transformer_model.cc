@@ -84,11 +84,8 @@ class TransformerModel : public ControlledModel {
 
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* coefficients) override {
-    FCA_RETURN_IF_ERROR(CheckIds(ids));
-    if (mode != CoefficientMode::kLive && coefficients == nullptr) {
-      return absl::InvalidArgumentError("record and replay need a coefficient list");
-    }
-    if (mode == CoefficientMode::kReplay) FCA_RETURN_IF_ERROR(CheckReplay(ids, *coefficients));
+    FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_,
+                                           config_.max_seq_len, config_.vocab_size));
     if (mode == CoefficientMode::kLiveRecord) coefficients->clear();
     return GuardTorch("model '" + info_.name + "' forward", [&]() -> absl::StatusOr<at::Tensor> {
       c10::InferenceMode guard;
@@ -103,14 +100,6 @@ class TransformerModel : public ControlledModel {
   }
 
  private:
-  absl::Status CheckIds(const at::Tensor& ids) const {
-    return CheckTokenIds(ids, info_, config_.max_seq_len, config_.vocab_size);
-  }
-
-  absl::Status CheckReplay(const at::Tensor& ids, const std::vector<at::Tensor>& a) const {
-    return CheckReplayCoefficients(ids, sites_, a);
-  }
-
   TransformerConfig config_;
   ModelInfo info_;
   std::vector<CoefficientSite> sites_;
