@@ -12,7 +12,7 @@
 #   FCA_DEMO_MODELS    model repository [models]
 #   FCA_DEMO_WINDOWS   evaluation and calibration windows per model [0 = all];
 #                      the training-log check needs all
-#   FCA_DEMO_TIMING    timed forwards per model for the slowdown [7]
+#   FCA_DEMO_TIMING    timed forwards per model for the slowdown [25]
 #   FCA_DEMO_SKIP_BUILD=1 and FCA_SERVER_BIN / FCA_CLI_BIN / FCA_TRAIN_BIN:
 #                      use already built binaries (the end-to-end test does)
 set -euo pipefail
@@ -28,7 +28,7 @@ train_bin=${FCA_TRAIN_BIN:-build/server/fca-train}
 out=${FCA_DEMO_OUT:-out/demo}
 models=${FCA_DEMO_MODELS:-models}
 windows=${FCA_DEMO_WINDOWS:-0}
-timing=${FCA_DEMO_TIMING:-7}
+timing=${FCA_DEMO_TIMING:-25}
 seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
 
 mkdir -p "$out"
