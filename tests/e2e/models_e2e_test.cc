@@ -167,6 +167,12 @@ TEST_F(ModelsE2ETest, TokenizePlainAndErrors) {
   EXPECT_NE(r.err.find("byte"), std::string::npos) << r.err;
   EXPECT_EQ(Tokenize("no-such-model", "x", false).exit_code, 4);  // NOT_FOUND
   EXPECT_EQ(Fca({"tokenize"}).exit_code, 2);                     // --model missing
+  // Not UTF-8: the BPE tokenizer refuses it (INVALID_ARGUMENT) and the
+  // server keeps serving.
+  CommandResult bad = Tokenize("bpe-fg", "ok \xff\xfe", false);
+  EXPECT_EQ(bad.exit_code, 3) << bad.err;
+  EXPECT_NE(bad.err.find("UTF-8"), std::string::npos) << bad.err;
+  EXPECT_EQ(Fca({"models"}).exit_code, 0);
 }
 
 // Every intervention on the reference MUDDPythia, single-file and sharded
