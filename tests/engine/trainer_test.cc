@@ -11,6 +11,7 @@
 
 #include "common/json.h"
 #include "common/random.h"
+#include "common/sha256.h"
 #include "server/engine/corpus_split.h"
 #include "server/engine/safetensors.h"
 #include "server/engine/transformer_model.h"
@@ -247,6 +248,33 @@ TEST(CorpusSplitTest, MissingFilesAndSharedWindowsAreRefused) {
   auto st = SplitCorpus(o).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("training"), std::string::npos) << st;
+}
+
+}  // namespace
+}  // namespace fca::engine
+
+namespace fca::engine {
+namespace {
+
+// The committed models in models/ (trained by scripts/train_models.sh) give,
+// through the loader the server uses, the evaluation NLL their logs state, on
+// the evaluation part of today's corpus split (the same bytes they logged).
+// The dense twin is covered here; tests/e2e/demo_test checks the three
+// FeatureGate seeds through the running server.
+TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
+  auto split = SplitCorpus(CorpusSplitOptions{});
+  ASSERT_TRUE(split.ok()) << split.status() << " (scripts/setup.sh installs fortunes)";
+  for (const char* name : {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
+    auto log = json::Parse(ReadFile(dir + "/training_log.json"));
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(log->Find("data")->Find("eval_sha256")->as_string(), Sha256Hex(split->eval));
+    const double logged = log->Find("result")->Find("final_eval_nll_nats_per_byte")->as_double();
+    EXPECT_LE(logged, 1.8);
+    EXPECT_LE(log->Find("result")->Find("wall_seconds")->as_double(), 15 * 60);
+    EXPECT_NEAR(LoadedModelNll(dir, split->eval, 128), logged, 1e-4);
+  }
 }
 
 }  // namespace
