@@ -25,17 +25,22 @@ const char* ModelColour(size_t i) {
 }
 
 // Round tick positions covering [lo, hi]: steps of 1, 2 or 5 times a power
-// of ten, about five of them.
+// of ten, about five of them. Integer multiples of the step, so a range only
+// a few ulps wide cannot stall the loop; at most kMaxTicks.
 std::vector<double> Ticks(double lo, double hi) {
+  constexpr int64_t kMaxTicks = 12;
+  std::vector<double> ticks;
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !(hi > lo)) return ticks;
   const double raw = (hi - lo) / 5;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
   for (double m : {2.0, 5.0, 10.0}) {
     if (raw > step) step = m * power;
   }
-  std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
-    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  const int64_t first = static_cast<int64_t>(std::ceil(lo / step));
+  const int64_t last = static_cast<int64_t>(std::floor(hi / step));
+  for (int64_t k = first; k <= last && k - first < kMaxTicks; ++k) {
+    ticks.push_back(static_cast<double>(k) * step);
   }
   return ticks;
 }
@@ -47,8 +52,10 @@ class Chart {
 
   Chart(double width, double height, double y_lo, double y_hi, std::string title)
       : width_(width), height_(height), title_(std::move(title)) {
-    if (!(y_hi > y_lo)) {  // a flat series still gets a visible range
-      const double pad = y_lo == 0 ? 1.0 : std::abs(y_lo) * 0.1;
+    // A flat (or nearly flat) series still gets a visible range.
+    const double scale = std::max(std::abs(y_lo), std::abs(y_hi));
+    if (!(y_hi - y_lo > 1e-9 * scale)) {
+      const double pad = scale == 0 ? 1.0 : scale * 0.1;
       y_lo -= pad;
       y_hi += pad;
     }
@@ -100,6 +107,15 @@ class Chart {
   std::string title_, body_;
 };
 
+// A defined, finite row with finite CI bounds (if any), else nullptr: what
+// a chart can draw.
+const v1::Result* Plottable(const v1::Result* r) {
+  if (r == nullptr || !r->defined() || !std::isfinite(r->value())) return nullptr;
+  if (r->has_ci_low() && !std::isfinite(r->ci_low())) return nullptr;
+  if (r->has_ci_high() && !std::isfinite(r->ci_high())) return nullptr;
+  return r;
+}
+
 std::string Legend(const std::vector<std::string>& models, bool with_mean) {
   std::string out = "<p class=\"legend\">";
   for (size_t i = 0; i < models.size(); ++i) {
@@ -119,13 +135,13 @@ std::string PenaltyChart(const ReportView& r) {
     if (i == "correct") continue;
     groups.push_back(i);
     for (const std::string& m : r.models()) {
-      const v1::Result* p = r.Find(m, i, "penalty");
-      if (p == nullptr || !p->defined()) continue;
+      const v1::Result* p = Plottable(r.Find(m, i, "penalty"));
+      if (p == nullptr) continue;
       lo = std::min({lo, p->value(), p->has_ci_low() ? p->ci_low() : p->value()});
       hi = std::max({hi, p->value(), p->has_ci_high() ? p->ci_high() : p->value()});
     }
     const AcrossModels a = r.Across(i, "penalty");
-    if (r.models().size() > 1 && a.n > 0) {
+    if (r.models().size() > 1 && a.n > 0 && std::isfinite(a.mean) && std::isfinite(a.sd)) {
       lo = std::min(lo, a.mean - a.sd);
       hi = std::max(hi, a.mean + a.sd);
     }
@@ -138,14 +154,14 @@ std::string PenaltyChart(const ReportView& r) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const double x0 = c.left() + g * group_w + 15;
     for (size_t k = 0; k < r.models().size(); ++k) {
-      const v1::Result* p = r.Find(r.models()[k], groups[g], "penalty");
-      if (p == nullptr || !p->defined()) continue;
+      const v1::Result* p = Plottable(r.Find(r.models()[k], groups[g], "penalty"));
+      if (p == nullptr) continue;
       const double x = x0 + k * bar_w, y = c.Y(p->value()), y0 = c.Y(0);
       c.Add(absl::StrFormat(
           "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
           "<title>%s %s: %+.4f</title></rect>\n",
           x + 1, std::min(y, y0), bar_w - 2, std::abs(y0 - y), ModelColour(k),
-          HtmlEscape(r.models()[k]), groups[g], p->value()));
+          HtmlEscape(r.models()[k]), HtmlEscape(groups[g]), p->value()));
       if (p->has_ci_low() && p->has_ci_high()) {
         const double xm = x + bar_w / 2;
         c.Line(xm, c.Y(p->ci_low()), xm, c.Y(p->ci_high()), "#222", 1.5);
@@ -154,7 +170,7 @@ std::string PenaltyChart(const ReportView& r) {
       }
     }
     const AcrossModels a = r.Across(groups[g], "penalty");
-    if (r.models().size() > 1 && a.n > 0) {
+    if (r.models().size() > 1 && a.n > 0 && std::isfinite(a.mean) && std::isfinite(a.sd)) {
       const double xm = x0 + r.models().size() * bar_w + bar_w / 2;
       c.Line(xm, c.Y(a.mean - a.sd), xm, c.Y(a.mean + a.sd), "#000", 1.5);
       c.Text(xm, c.Y(a.mean) + 5, "\u25C6");
@@ -171,7 +187,7 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
   int64_t max_layer = 0;
   for (const std::string& m : r.models()) {
     for (const SitePoint& p : r.Sites(m)) {
-      if (p.family != family) continue;
+      if (p.family != family || !std::isfinite(p.mean) || !std::isfinite(p.variance)) continue;
       const double v = variance ? p.variance : p.mean;
       lo = std::min(lo, v);
       hi = std::max(hi, v);

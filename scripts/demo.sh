@@ -34,19 +34,23 @@ seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
 mkdir -p "$out"
 # The same deterministic split the models were trained with: evaluation =
 # `fortunes`, calibration = `literature`, neither seen in training.
-"$train_bin" split --out="$out/data" 2>"$out/split.log"
+"$train_bin" split --out="$out/data" 2>"$out/split.log" || { cat "$out/split.log" >&2; exit 1; }
 
 rm -f "$out"/fca.sqlite*
 "$server_bin" --models="$models" --db="$out/fca.sqlite" \
   --listen=127.0.0.1:0 >"$out/server.out" 2>"$out/server.log" &
 server_pid=$!
-trap 'kill -TERM $server_pid 2>/dev/null || true' EXIT
+# On any failure: stop the server and wait, so nothing writes the database
+# after this script has gone.
+trap 'kill -TERM $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true' EXIT
 for _ in $(seq 300); do
   grep -q "listening on" "$out/server.out" 2>/dev/null && break
   kill -0 $server_pid 2>/dev/null || { cat "$out/server.log"; exit 1; }
   sleep 0.1
 done
-export FCA_SERVER=$(sed -n 's/.*listening on //p' "$out/server.out")
+address=$(sed -n 's/.*listening on //p' "$out/server.out")
+[ -n "$address" ] || { echo "demo: fca-server did not start; see $out/server.log" >&2; exit 1; }
+export FCA_SERVER=$address
 
 "$fca" models
 "$fca" datasets upload --name=eval "$out/data/eval.txt"
@@ -74,6 +78,8 @@ if [ "$windows" = 0 ]; then
     served=$("$fca" results --job="$job" --model="$m" --intervention=replay --metric=live_nll \
       --format=csv | awk -F, 'NR == 2 { for (i = 1; i <= NF; i++) if (h[i] == "value") print $i }
                               NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i }')
+    [ -n "$logged" ] && [ -n "$served" ] ||
+      { echo "demo: no logged or served NLL for $m" >&2; exit 1; }
     awk -v m="$m" -v a="$logged" -v b="$served" 'BEGIN {
       d = a - b; if (d < 0) d = -d
       printf "  %-16s log %.6f  server %.6f  |diff| %.1e\n", m, a, b, d

@@ -90,7 +90,16 @@ absl::Status CreateApiKey() {
   return absl::OkStatus();
 }
 
-core::ServiceLimits Limits() {
+// gRPC's default 4 MiB receive limit carries a Tokenize request; its reply
+// (up to one id per byte) must fit the CLI's 16 MiB.
+constexpr int64_t kMaxTokenizeBytesLimit = 3 << 20;
+
+absl::StatusOr<core::ServiceLimits> Limits() {
+  const int64_t tokenize = absl::GetFlag(FLAGS_max_tokenize_bytes);
+  if (tokenize < 1 || tokenize > kMaxTokenizeBytesLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_tokenize_bytes must be in [1, %d]", kMaxTokenizeBytesLimit));
+  }
   core::ServiceLimits limits;
   limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   limits.max_tokenize_bytes = absl::GetFlag(FLAGS_max_tokenize_bytes);
@@ -111,6 +120,7 @@ sigset_t BlockShutdownSignals() {
 }
 
 absl::Status Serve(const sigset_t& signals) {
+  FCA_ASSIGN_OR_RETURN(const core::ServiceLimits limits, Limits());
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
   FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
   core::ModelRepository::Options repo_options;
@@ -126,7 +136,7 @@ absl::Status Serve(const sigset_t& signals) {
   core::Scheduler::Options scheduler_options;
   scheduler_options.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
   core::Scheduler scheduler(store.get(), models.get(), &hub, scheduler_options);
-  core::AuditServiceCore core(store.get(), models.get(), &scheduler, &hub, Limits());
+  core::AuditServiceCore core(store.get(), models.get(), &scheduler, &hub, limits);
   grpc_server::AuditServiceImpl service(&core, std::move(auth));
 
   grpc::EnableDefaultHealthCheckService(true);

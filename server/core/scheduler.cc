@@ -174,7 +174,11 @@ absl::Status Scheduler::Execute(const storage::JobRecord& job) {
     std::vector<storage::ResultRow> rows =
         ToStorageRows(engine_rows, weights_sha256, job.id, audit.eval_sha256);
     auto inserted = store_->InsertResults(job.id, rows);
-    if (!inserted.ok() && store_error.ok()) store_error = inserted.status();
+    if (!inserted.ok()) {
+      // Watchers must not see rows a query will not find.
+      if (store_error.ok()) store_error = inserted.status();
+      return;
+    }
     v1::JobEvent e;
     v1::ResultBatch* batch = e.mutable_results();
     batch->set_model(model);

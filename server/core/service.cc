@@ -158,20 +158,42 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
   return response;
 }
 
+namespace {
+
+// "bpe (50277 ids)": what must match for two models to read the same text
+// as the same token stream.
+std::string TokenizerIdentity(const engine::ControlledModel& m) {
+  return absl::StrFormat("%s (%d ids)", m.tokenizer().name(), m.tokenizer().vocab_size());
+}
+
+// Every model of a job tokenizes the datasets itself: NLLs per token, their
+// mean across models and the timed forwards are only comparable when the
+// token streams are the same.
+absl::Status CheckSameTokenizer(const engine::ControlledModel& first,
+                                const engine::ControlledModel& other) {
+  if (TokenizerIdentity(first) == TokenizerIdentity(other)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "models of one job must share a tokenizer: '%s' uses %s, '%s' uses %s", first.info().name,
+      TokenizerIdentity(first), other.info().name, TokenizerIdentity(other)));
+}
+
+}  // namespace
+
 absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
-  std::string family;
+  const engine::ControlledModel* first = nullptr;
   for (const std::string& name : spec.models()) {
     FCA_ASSIGN_OR_RETURN(engine::ControlledModel * m, models_->Get(name));
     if (m->sites().empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "model '%s' has no controller coefficients to audit; name it as dense_twin", name));
     }
-    if (!family.empty() && m->info().family != family) {
+    if (first != nullptr && m->info().family != first->info().family) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "models of one job must share a family: '%s' is %s, not %s", name, m->info().family,
-          family));
+          first->info().family));
     }
-    family = m->info().family;
+    if (first != nullptr) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, *m));
+    if (first == nullptr) first = m;
   }
   if (spec.dense_twin().empty()) return absl::OkStatus();
   FCA_ASSIGN_OR_RETURN(engine::ControlledModel * twin, models_->Get(spec.dense_twin()));
@@ -180,6 +202,7 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
         "dense twin '%s' has controller coefficients; a dense twin must have none",
         spec.dense_twin()));
   }
+  if (first != nullptr) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, *twin));
   return absl::OkStatus();
 }
 

@@ -221,7 +221,9 @@ absl::StatusOr<at::Tensor> LoadTensor(const TensorSource& src, const WeightSpec&
         absl::StrFormat("tensor '%s' is stored as %s; muddpythia weights must be F32 or BF16",
                         spec.name, std::string(DTypeName(view.dtype))));
   }
-  return TensorFromView(view, compute);
+  absl::StatusOr<at::Tensor> t = TensorFromView(view, compute);
+  src.ReleasePages(view);  // copied: the mapped pages need not stay resident
+  return t;
 }
 
 // `all` holds every tensor of MuddPythiaWeightSpecs (checked by the caller).

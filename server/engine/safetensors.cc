@@ -528,7 +528,6 @@ absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
       return Prefixed(status, absl::StrCat(file, ": tensor '", name, "'"));
     }
     view.data = view.num_bytes == 0 ? nullptr : data + begin;
-    view.mapped = mapped_;
     // Duplicate names cannot reach here: the JSON parser rejects duplicate
     // keys.
     const auto it = tensors_.emplace(name, std::move(view)).first;
@@ -564,9 +563,14 @@ bool SafetensorsFile::Has(std::string_view name) const {
   return tensors_.find(name) != tensors_.end();
 }
 
-void ReleaseMappedPages(const TensorView& view) {
-  if (!view.mapped || view.num_bytes == 0) return;
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+void SafetensorsFile::ReleasePages(const TensorView& view) const {
+  if (!mapped_ || view.num_bytes == 0 || view.data < base_ ||
+      view.data + view.num_bytes > base_ + size_) {
+    return;
+  }
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (page_size <= 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(page_size);
   const uintptr_t begin = reinterpret_cast<uintptr_t>(view.data);
   const uintptr_t first = (begin + page - 1) / page * page;  // pages wholly inside the view
   const uintptr_t last = (begin + view.num_bytes) / page * page;
@@ -716,6 +720,11 @@ absl::StatusOr<TensorView> TensorSource::Get(std::string_view name) const {
         absl::StrFormat("no tensor named '%s' in the checkpoint", name));
   }
   return it->second->Get(name);
+}
+
+void TensorSource::ReleasePages(const TensorView& view) const {
+  const auto it = owner_.find(view.name);
+  if (it != owner_.end()) it->second->ReleasePages(view);
 }
 
 absl::StatusOr<std::string> TensorSource::ContentSha256() const {

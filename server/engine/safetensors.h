@@ -38,15 +38,9 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // may be nullptr when num_bytes == 0
   size_t num_bytes = 0;
-  bool mapped = false;            // data lies in a read-only file mapping
   int64_t numel() const;
 };
 
-// Drops the whole memory pages of a mapped view from the process's resident
-// set once its bytes have been copied (they are re-read from the file if
-// touched again), so loading a model costs its weights once in RSS, not
-// twice. No-op for views that are not mapped.
-void ReleaseMappedPages(const TensorView& view);
 
 struct SafetensorsLimits {
   // A header larger than this is refused before it is read (the format's own
@@ -72,6 +66,11 @@ class SafetensorsFile {
   bool Has(std::string_view name) const;
   // NOT_FOUND naming the tensor when absent.
   absl::StatusOr<TensorView> Get(std::string_view name) const;
+  // Drops the memory pages wholly inside `view` from the process's resident
+  // set once its bytes have been copied (they are re-read from the file if
+  // touched again), so a loaded model costs its weights once in RSS, not
+  // twice. No-op unless this file is mapped and the view lies inside it.
+  void ReleasePages(const TensorView& view) const;
   // The "__metadata__" string map (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
@@ -114,6 +113,8 @@ class TensorSource {
   // The files backing this source, in a fixed (sorted) order; the weights
   // identity is the SHA-256 over their bytes in this order.
   const std::vector<std::string>& files() const { return files_; }
+  // SafetensorsFile::ReleasePages for the shard holding `view`.
+  void ReleasePages(const TensorView& view) const;
   // SHA-256 (hex) over the bytes of files() in order, computed on demand.
   absl::StatusOr<std::string> ContentSha256() const;
 

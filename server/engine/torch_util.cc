@@ -65,7 +65,6 @@ absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeO
     // be aliased by a tensor that outlives it.
     at::Tensor host = at::empty(view.shape, at::TensorOptions().dtype(*src));
     if (view.num_bytes > 0) std::memcpy(host.data_ptr(), view.data, view.num_bytes);
-    ReleaseMappedPages(view);
     return host.to(at::TensorOptions().dtype(*dst).device(c10::Device(compute.device)));
   });
 }

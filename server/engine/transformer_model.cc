@@ -61,6 +61,7 @@ class TransformerModel : public ControlledModel {
             absl::StrJoin(view.shape, ", "), absl::StrJoin(spec.shape, ", ")));
       }
       FCA_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(view, info_.compute));
+      src.ReleasePages(view);
       weights.push_back(std::move(t));
       expected.insert(spec.name);
       params += view.numel();

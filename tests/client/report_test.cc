@@ -2,6 +2,7 @@
 // text, JSON and HTML forms, on rows whose summary is known by hand.
 #include "client/report.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -234,14 +235,54 @@ TEST(ReportHtmlTest, SelfContainedWithChartsAndTables) {
   EXPECT_THAT(html, HasSubstr("<td class=\"num\">+0.2000 ± 0.1000</td>"));
 }
 
-TEST(ReportHtmlTest, EscapesNames) {
+TEST(ReportHtmlTest, EscapesNamesInTablesAndCharts) {
   v1::Job job = ThreeSeedJob();
   job.mutable_spec()->clear_models();
   job.mutable_spec()->add_models("a<b&c");
-  const std::string html =
-      FormatReportHtml(ReportView(job, {Row("a<b&c", "correct", "nll", 1.0)}));
+  job.mutable_spec()->add_models("d\"e'f");
+  job.mutable_spec()->set_dense_twin("<twin>");
+  std::vector<v1::Result> rows;
+  for (const char* m : {"a<b&c", "d\"e'f"}) {
+    rows.push_back(Row(m, "correct", "nll", 1.0));
+    rows.push_back(WithCi(Row(m, "cross_input", "penalty", 0.5), 0.4, 0.6));
+    rows.push_back(Row(m, "cross_input", "nll", 1.5));
+    rows.push_back(Row(m, "variation", "eta2.<g>", 0.5));
+    rows.push_back(Row(m, "variation", "site_mean.<g>.0", 0.5));
+    rows.push_back(Row(m, "variation", "site_variance.<g>.0", 0.1));
+  }
+  rows.push_back(Row("<twin>", "execution", "blocks_per_token", 4));
+  const std::string html = FormatReportHtml(ReportView(job, rows));
   EXPECT_THAT(html, HasSubstr("a&lt;b&amp;c"));
-  EXPECT_THAT(html, Not(HasSubstr("a<b&c")));
+  EXPECT_THAT(html, HasSubstr("d&quot;e&#39;f"));
+  EXPECT_THAT(html, HasSubstr("&lt;g&gt;: coefficient mean per layer"));
+  EXPECT_THAT(html, HasSubstr("&lt;twin&gt;"));
+  for (const char* raw : {"a<b&c", "d\"e'f", "<g>", "<twin>"}) {
+    EXPECT_THAT(html, Not(HasSubstr(raw))) << raw;
+  }
+}
+
+// Values a few ulps apart, a single value, and non-finite rows: the charts
+// still render (a near-flat range once made the tick loop spin forever).
+TEST(ReportHtmlTest, FlatAndNonFiniteSeriesRender) {
+  v1::Job job = ThreeSeedJob();
+  std::vector<v1::Result> rows;
+  const double one = 1.0, next = std::nextafter(1.0, 2.0);
+  const std::vector<std::string> models = {"fg-s1", "fg-s2", "fg-s3"};
+  for (size_t k = 0; k < models.size(); ++k) {
+    const std::string& m = models[k];
+    rows.push_back(Row(m, "correct", "nll", 1.0));
+    rows.push_back(WithCi(Row(m, "cross_input", "penalty", k == 0 ? one : next), one, next));
+    rows.push_back(Row(m, "token_shuffle", "penalty", k == 2 ? NAN : 0.0));
+    rows.push_back(Row(m, "cross_input", "nll", 2.0));
+    rows.push_back(Row(m, "token_shuffle", "nll", 1.0));
+    rows.push_back(Row(m, "variation", "eta2.gate", 0.5));
+    rows.push_back(Row(m, "variation", "site_mean.gate.0", k == 0 ? one : next));
+    rows.push_back(Row(m, "variation", "site_variance.gate.0", k == 1 ? INFINITY : 0.0));
+  }
+  const std::string html = FormatReportHtml(ReportView(job, rows));
+  EXPECT_THAT(html, HasSubstr("</html>"));
+  EXPECT_THAT(html, Not(HasSubstr("nan\"")));
+  EXPECT_THAT(html, Not(HasSubstr("inf\"")));
 }
 
 TEST(ReportTest, NoRowsStillRenders) {

@@ -45,6 +45,11 @@ class ModelsE2ETest : public ::testing::Test {
                               "--d_ff=64", "--controller_width=16", "--max_seq_len=64",
                               "--vocab_size=50304", "--seed=3", "--controller_out_std=1.0"});
     ASSERT_EQ(init.exit_code, 0) << init.err;
+    CommandResult dense = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--family=dense",
+                                    "--out=" + (models / "dense-byte").string(), "--d_model=32",
+                                    "--n_layers=2", "--n_heads=2", "--d_ff=64",
+                                    "--max_seq_len=64"});
+    ASSERT_EQ(dense.exit_code, 0) << dense.err;
     fs::copy_file(fs::path(kData) / "tokenizer" / "tokenizer.json",
                   models / "bpe-fg" / "tokenizer.json");
     for (const char* name : {"eval", "calib"}) {
@@ -199,11 +204,14 @@ TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
     for (const char* family : {"q", "k", "v", "r"}) {
       EXPECT_NE(Row(rows, m, "variation", std::string("eta2.") + family), nullptr) << family;
     }
-    EXPECT_EQ(Row(rows, m, "execution", "blocks_executed_fraction")->Find("value")->as_double(),
-              1.0);
+    const json::Value* fraction = Row(rows, m, "execution", "blocks_executed_fraction");
+    ASSERT_NE(fraction, nullptr);
+    EXPECT_EQ(fraction->Find("value")->as_double(), 1.0);
   }
-  EXPECT_EQ(Row(rows, "mudd-tiny", "cross_input", "penalty")->Find("value")->as_double(),
-            Row(rows, "mudd-sharded", "cross_input", "penalty")->Find("value")->as_double());
+  const json::Value* single = Row(rows, "mudd-tiny", "cross_input", "penalty");
+  const json::Value* sharded = Row(rows, "mudd-sharded", "cross_input", "penalty");
+  ASSERT_TRUE(single && sharded);
+  EXPECT_EQ(single->Find("value")->as_double(), sharded->Find("value")->as_double());
   CommandResult report = Fca({"report", std::to_string(job)});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("eta2"), std::string::npos);
@@ -230,6 +238,17 @@ TEST_F(ModelsE2ETest, TextDatasetsUseTheModelsTokenizer) {
   const json::Value* live = Row(rows, "bpe-fg", "replay", "live_nll");
   ASSERT_NE(live, nullptr);
   EXPECT_EQ(std::stoll(live->Find("n")->as_string()), tokens / 32);
+}
+
+// A dense twin reading bytes cannot time or compare a model reading BPE
+// tokens: the job is refused before it is queued.
+TEST_F(ModelsE2ETest, ModelsOfOneJobMustShareATokenizer) {
+  Upload("eval");
+  Upload("calib");
+  CommandResult r = Fca({"audit", "--models=bpe-fg", "--dense_twin=dense-byte", "--eval=eval",
+                         "--calib=calib", "--window=32", "--detach"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;  // INVALID_ARGUMENT
+  EXPECT_NE(r.err.find("share a tokenizer"), std::string::npos) << r.err;
 }
 
 }  // namespace

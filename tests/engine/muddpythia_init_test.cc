@@ -46,8 +46,10 @@ TEST(MuddPythiaInitTest, TinyFolderHasTheReferenceLayoutAndRuns) {
   ASSERT_TRUE(mine.ok() && ref.ok());
   ASSERT_EQ((*mine)->Names(), (*ref)->Names());
   for (const std::string& name : (*ref)->Names()) {
-    EXPECT_EQ((*mine)->Get(name)->shape, (*ref)->Get(name)->shape) << name;
-    EXPECT_EQ((*mine)->Get(name)->dtype, DType::kBF16) << name;
+    auto a = (*mine)->Get(name), b = (*ref)->Get(name);
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    EXPECT_EQ(a->shape, b->shape) << name;
+    EXPECT_EQ(a->dtype, DType::kBF16) << name;
   }
   ComputeOptions compute;
   compute.dtype = "bfloat16";
@@ -64,6 +66,24 @@ TEST(MuddPythiaInitTest, TinyFolderHasTheReferenceLayoutAndRuns) {
   auto replay = (*model)->Forward(ids, CoefficientMode::kReplay, &a);
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_TRUE(at::equal(*live, *replay));
+}
+
+// Same seed, same bytes; and the static bias is the identity-to-newest
+// pattern (last column ~1, the others ~0) the reference training starts from.
+TEST(MuddPythiaInitTest, SeededAndStartsFromTheIdentityPattern) {
+  const std::string a = testing::TempDir("mudd_seed_a"), b = testing::TempDir("mudd_seed_b");
+  ASSERT_TRUE(WriteRandomMuddPythiaDir(a, TinySizes(), 3, DType::kF32).ok());
+  ASSERT_TRUE(WriteRandomMuddPythiaDir(b, TinySizes(), 3, DType::kF32).ok());
+  auto sa = TensorSource::OpenDir(a), sb = TensorSource::OpenDir(b);
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  EXPECT_EQ(*(*sa)->ContentSha256(), *(*sb)->ContentSha256());
+  auto bias = (*sa)->Get("dense_bs.2");  // [4 streams, 4 channels]
+  ASSERT_TRUE(bias.ok());
+  ASSERT_EQ(bias->shape, (std::vector<int64_t>{4, 4}));
+  const float* v = reinterpret_cast<const float*>(bias->data);
+  for (int c = 0; c < 4; ++c) {
+    for (int j = 0; j < 4; ++j) EXPECT_NEAR(v[c * 4 + j], j == 3 ? 1.0 : 0.0, 0.1) << c << j;
+  }
 }
 
 TEST(MuddPythiaInitTest, OtherDtypesAreRefused) {
