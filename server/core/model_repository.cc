@@ -1,8 +1,11 @@
 #include "server/core/model_repository.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace fca::core {
@@ -44,6 +47,26 @@ std::vector<std::string> ModelRepository::Names() const {
   return names;
 }
 
+namespace {
+
+// Name, size and modification time of every file in `dir`, in name order:
+// changes when a file is replaced, added or removed.
+std::string FolderSignature(const fs::path& dir) {
+  std::vector<std::string> parts;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::error_code size_ec, time_ec;
+    const uintmax_t size = e.file_size(size_ec);
+    const auto mtime = e.last_write_time(time_ec).time_since_epoch().count();
+    parts.push_back(absl::StrFormat("%s:%d:%d", e.path().filename().string(),
+                                    size_ec ? 0 : size, time_ec ? 0 : mtime));
+  }
+  std::sort(parts.begin(), parts.end());
+  return absl::StrJoin(parts, "|");
+}
+
+}  // namespace
+
 absl::StatusOr<engine::ControlledModel*> ModelRepository::Get(const std::string& name) {
   FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
   std::lock_guard<std::mutex> lock(mu_);
@@ -54,15 +77,29 @@ absl::StatusOr<engine::ControlledModel*> ModelRepository::Get(const std::string&
   if (!fs::is_regular_file(dir / "config.json", ec)) {
     return absl::NotFoundError(absl::StrFormat("model '%s' is not in the repository", name));
   }
+  const std::string signature = FolderSignature(dir);
+  auto failed = failed_.find(name);
+  if (failed != failed_.end() && failed->second.signature == signature) {
+    return failed->second.status;
+  }
+  ++loads_attempted_;
   auto model = engine::LoadModel(dir.string(), name, options_.compute);
   if (!model.ok()) {
     // Keep the loader's code, but name the model rather than the path.
-    return absl::Status(model.status().code(),
+    absl::Status status(model.status().code(),
                         absl::StrFormat("model '%s': %s", name, model.status().message()));
+    failed_[name] = Failure{status, signature};
+    return status;
   }
+  failed_.erase(name);
   engine::ControlledModel* ptr = model->get();
   loaded_[name] = std::move(*model);
   return ptr;
+}
+
+int64_t ModelRepository::loads_attempted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loads_attempted_;
 }
 
 }  // namespace fca::core

@@ -3,10 +3,13 @@
 // Model names come from clients, so they are checked before they touch the
 // filesystem: a name is a single path component of [A-Za-z0-9._-], not "."
 // or "..", and the resolved folder must lie directly under the root.
-// Thread-safe; models are loaded on first use and kept.
+// Thread-safe; models are loaded on first use and kept. A folder that fails
+// to load is not loaded again (its error is returned) until one of its files
+// changes, so a broken multi-GB folder does not cost a reload per request.
 #ifndef FCA_SERVER_CORE_MODEL_REPOSITORY_H_
 #define FCA_SERVER_CORE_MODEL_REPOSITORY_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,12 +40,21 @@ class ModelRepository {
   absl::StatusOr<engine::ControlledModel*> Get(const std::string& name);
 
   const Options& options() const { return options_; }
+  // Loads attempted so far, successful or not (tests, monitoring).
+  int64_t loads_attempted() const;
 
  private:
   explicit ModelRepository(Options options) : options_(std::move(options)) {}
   Options options_;
-  std::mutex mu_;
+  // A failed load and the folder's state when it failed.
+  struct Failure {
+    absl::Status status;
+    std::string signature;
+  };
+  mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<engine::ControlledModel>> loaded_;  // guarded by mu_
+  std::map<std::string, Failure> failed_;                                   // guarded by mu_
+  int64_t loads_attempted_ = 0;                                             // guarded by mu_
 };
 
 // OK when `name` may name a model or dataset: 1-128 chars of [A-Za-z0-9._-],

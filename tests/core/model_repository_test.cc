@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "tests/core/core_env.h"
 
 namespace fca::core {
@@ -67,6 +70,28 @@ TEST(ModelRepositoryTest, BrokenConfigIsInvalidArgumentNamingTheModelNotThePath)
   EXPECT_THAT(message, Not(HasSubstr(ModelRoot())));
   // A failed load is not cached as a success.
   EXPECT_FALSE(repo->Get(testing::kBroken).ok());
+}
+
+TEST(ModelRepositoryTest, AFailedLoadIsRememberedUntilTheFolderChanges) {
+  const std::string root = ::testing::TempDir() + "fca_repo_retry";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/m");
+  std::ofstream(root + "/m/config.json") << "{not json";
+  ModelRepository::Options options;
+  options.root = root;
+  auto repo = ModelRepository::Open(options);
+  ASSERT_TRUE(repo.ok());
+  const absl::Status first = (*repo)->Get("m").status();
+  EXPECT_EQ(first.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*repo)->Get("m").status(), first);  // the same error, not a new load
+  EXPECT_EQ((*repo)->loads_attempted(), 1);
+  // A changed folder is loaded again (here: a valid model replaces it).
+  std::filesystem::remove_all(root + "/m");
+  std::filesystem::copy(ModelRoot() + "/" + testing::kGateA, root + "/m");
+  auto fixed = (*repo)->Get("m");
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ((*repo)->loads_attempted(), 2);
+  std::filesystem::remove_all(root);
 }
 
 TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
