@@ -67,16 +67,39 @@ std::string FolderSignature(const fs::path& dir) {
 
 }  // namespace
 
-absl::StatusOr<engine::ControlledModel*> ModelRepository::Get(const std::string& name) {
-  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = loaded_.find(name);
-  if (it != loaded_.end()) return it->second.get();
+absl::StatusOr<std::string> ModelRepository::ModelDir(const std::string& name) const {
   const fs::path dir = fs::path(options_.root) / name;
   std::error_code ec;
   if (!fs::is_regular_file(dir / "config.json", ec)) {
     return absl::NotFoundError(absl::StrFormat("model '%s' is not in the repository", name));
   }
+  return dir.string();
+}
+
+absl::StatusOr<const engine::Tokenizer*> ModelRepository::GetTokenizer(const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto model = loaded_.find(name);
+  if (model != loaded_.end()) return &model->second->tokenizer();
+  auto cached = tokenizers_.find(name);
+  if (cached != tokenizers_.end()) return cached->second.get();
+  FCA_ASSIGN_OR_RETURN(std::string dir, ModelDir(name));
+  auto tokenizer = engine::LoadFolderTokenizer(dir);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrFormat("model '%s': %s", name, tokenizer.status().message()));
+  }
+  const engine::Tokenizer* ptr = tokenizer->get();
+  tokenizers_[name] = std::move(*tokenizer);
+  return ptr;
+}
+
+absl::StatusOr<engine::ControlledModel*> ModelRepository::Get(const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = loaded_.find(name);
+  if (it != loaded_.end()) return it->second.get();
+  FCA_ASSIGN_OR_RETURN(const fs::path dir, ModelDir(name));
   const std::string signature = FolderSignature(dir);
   auto failed = failed_.find(name);
   if (failed != failed_.end() && failed->second.signature == signature) {

@@ -39,12 +39,17 @@ class ModelRepository {
   // calls themselves (the scheduler runs one job per device).
   absl::StatusOr<engine::ControlledModel*> Get(const std::string& name);
 
+  // The tokenizer of a model: the loaded model's, or else (without loading
+  // the weights) the folder's, kept. Errors as for Get, or the tokenizer's.
+  absl::StatusOr<const engine::Tokenizer*> GetTokenizer(const std::string& name);
   const Options& options() const { return options_; }
   // Loads attempted so far, successful or not (tests, monitoring).
   int64_t loads_attempted() const;
 
  private:
   explicit ModelRepository(Options options) : options_(std::move(options)) {}
+  // The folder of a valid, present model name; NOT_FOUND otherwise.
+  absl::StatusOr<std::string> ModelDir(const std::string& name) const;
   Options options_;
   // A failed load and the folder's state when it failed.
   struct Failure {
@@ -54,6 +59,7 @@ class ModelRepository {
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<engine::ControlledModel>> loaded_;  // guarded by mu_
   std::map<std::string, Failure> failed_;                                   // guarded by mu_
+  std::map<std::string, std::unique_ptr<engine::Tokenizer>> tokenizers_;    // guarded by mu_
   int64_t loads_attempted_ = 0;                                             // guarded by mu_
 };
 

@@ -92,6 +92,12 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& di
                                                            const std::string& name,
                                                            const ComputeOptions& compute);
 
+// The tokenizer LoadModel gives a model of `dir`: the GPT-NeoX BPE of
+// `dir`/tokenizer.json when that file exists, else one id per byte. Loads no
+// weights (cheap next to LoadModel). INVALID_ARGUMENT for a malformed
+// tokenizer.json.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir);
+
 // Process-wide torch settings; call once at start-up (libtorch 1.13 starts
 // with one thread on small machines).
 struct RuntimeOptions {

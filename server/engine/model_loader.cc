@@ -57,26 +57,25 @@ class ModelWithTokenizer : public ControlledModel {
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
+bool HasTokenizerJson(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir + "/tokenizer.json", ec);
+}
+
 // Gives `model` the BPE tokenizer of `dir`/tokenizer.json when that file
 // exists. The tokenizer may cover fewer ids than the embedding has rows
 // (Pythia pads its embedding), never more.
 absl::StatusOr<std::unique_ptr<ControlledModel>> AttachTokenizer(
     const std::string& dir, std::unique_ptr<ControlledModel> model) {
-  const std::string path = dir + "/tokenizer.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return model;
-  absl::StatusOr<std::unique_ptr<BpeTokenizer>> tokenizer = BpeTokenizer::FromFile(path);
-  if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat("tokenizer.json: ", tokenizer.status().message()));
-  }
-  if ((*tokenizer)->vocab_size() > model->info().vocab_size) {
+  if (!HasTokenizerJson(dir)) return model;
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadFolderTokenizer(dir));
+  if (tokenizer->vocab_size() > model->info().vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrFormat("tokenizer.json has %d token ids but the model's vocabulary has only %d",
-                        (*tokenizer)->vocab_size(), model->info().vocab_size));
+                        tokenizer->vocab_size(), model->info().vocab_size));
   }
   return std::unique_ptr<ControlledModel>(
-      std::make_unique<ModelWithTokenizer>(std::move(model), *std::move(tokenizer)));
+      std::make_unique<ModelWithTokenizer>(std::move(model), std::move(tokenizer)));
 }
 
 absl::StatusOr<std::unique_ptr<ControlledModel>> LoadFamily(const std::string& dir,
@@ -102,6 +101,16 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadFamily(const std::string& d
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir) {
+  if (!HasTokenizerJson(dir)) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
+  absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe = BpeTokenizer::FromFile(dir + "/tokenizer.json");
+  if (!bpe.ok()) {
+    return absl::Status(bpe.status().code(),
+                        absl::StrCat("tokenizer.json: ", bpe.status().message()));
+  }
+  return std::unique_ptr<Tokenizer>(*std::move(bpe));
+}
 
 absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& dir,
                                                            const std::string& name,

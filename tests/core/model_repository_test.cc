@@ -94,6 +94,21 @@ TEST(ModelRepositoryTest, AFailedLoadIsRememberedUntilTheFolderChanges) {
   std::filesystem::remove_all(root);
 }
 
+TEST(ModelRepositoryTest, GetTokenizerLoadsNoWeights) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  auto tokenizer = repo->GetTokenizer(testing::kGateA);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->name(), "byte");
+  EXPECT_EQ(repo->loads_attempted(), 0);
+  EXPECT_EQ(repo->GetTokenizer("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(repo->GetTokenizer("../x").status().code(), absl::StatusCode::kInvalidArgument);
+  // Once the model is loaded, its own tokenizer is the one returned.
+  auto model = repo->Get(testing::kGateA);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(*repo->GetTokenizer(testing::kGateA), &(*model)->tokenizer());
+}
+
 TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
   auto repo = OpenRepo();
   ASSERT_NE(repo, nullptr);
