@@ -24,10 +24,10 @@
 #include "common/json.h"
 #include "common/random.h"
 #include "common/status_macros.h"
-#include "server/engine/auditor.h"
-#include "server/engine/controlled_model.h"
-#include "server/engine/statistics.h"
-#include "server/engine/transformer_model.h"
+#include "server/engine/audit/auditor.h"
+#include "server/engine/models/controlled_model.h"
+#include "server/engine/audit/statistics.h"
+#include "server/engine/models/transformer_model.h"
 
 namespace fca::engine {
 namespace {

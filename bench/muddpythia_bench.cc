@@ -20,7 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "server/engine/controlled_model.h"
+#include "server/engine/models/controlled_model.h"
 
 ABSL_FLAG(std::string, model, "", "MUDDPythia model folder");
 ABSL_FLAG(std::string, dtype, "bfloat16", "compute dtype: bfloat16 | float32");

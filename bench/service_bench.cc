@@ -16,8 +16,8 @@
 #include "common/status_macros.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/core/service.h"
-#include "server/engine/statistics.h"
-#include "server/engine/transformer_model.h"
+#include "server/engine/audit/statistics.h"
+#include "server/engine/models/transformer_model.h"
 #include "server/grpc/audit_service_impl.h"
 
 namespace fca {

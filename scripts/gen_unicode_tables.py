@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates server/engine/unicode_tables.{h,cc} from Python's unicodedata.
+"""Generates server/engine/text/unicode_tables.{h,cc} from Python's unicodedata.
 
 Run from the repository root:
 
@@ -147,10 +147,10 @@ HEADER = """\
 def write_header(path, uver):
     text = HEADER.format(pyver=sys.version.split()[0], uver=uver) + """\
 //
-// Data tables behind server/engine/unicode.h. Every table is sorted by its
+// Data tables behind server/engine/text/unicode.h. Every table is sorted by its
 // first column so it can be binary-searched.
-#ifndef FCA_SERVER_ENGINE_UNICODE_TABLES_H_
-#define FCA_SERVER_ENGINE_UNICODE_TABLES_H_
+#ifndef FCA_SERVER_ENGINE_TEXT_UNICODE_TABLES_H_
+#define FCA_SERVER_ENGINE_TEXT_UNICODE_TABLES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -200,7 +200,7 @@ extern const size_t kCompositionsSize;
 
 }  // namespace fca::engine::unicode::tables
 
-#endif  // FCA_SERVER_ENGINE_UNICODE_TABLES_H_
+#endif  // FCA_SERVER_ENGINE_TEXT_UNICODE_TABLES_H_
 """
     with open(path, 'w') as f:
         f.write(text)
@@ -216,7 +216,7 @@ def rows(items, per_line):
 def write_source(path, uver, tables):
     classes, words, ccc, decompositions, compositions, nfc_unsafe = tables
     out = [HEADER.format(pyver=sys.version.split()[0], uver=uver)]
-    out.append('#include "server/engine/unicode_tables.h"\n')
+    out.append('#include "server/engine/text/unicode_tables.h"\n')
     out.append('namespace fca::engine::unicode::tables {\n')
 
     def range_table(name, ranges):
@@ -254,7 +254,7 @@ def write_source(path, uver, tables):
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    engine = os.path.join(root, 'server', 'engine')
+    engine = os.path.join(root, 'server', 'engine', 'text')
     uver = unicodedata.unidata_version
     tables = build()
     write_header(os.path.join(engine, 'unicode_tables.h'), uver)

@@ -22,7 +22,7 @@
 #include "server/core/model_repository.h"
 #include "server/core/scheduler.h"
 #include "server/core/service.h"
-#include "server/engine/controlled_model.h"
+#include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
 #include "storage/store.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/engine/auditor.h"
+#include "server/engine/audit/auditor.h"
 #include "storage/records.h"
 
 namespace fca::core {

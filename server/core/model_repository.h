@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/controlled_model.h"
+#include "server/engine/models/controlled_model.h"
 
 namespace fca::core {
 

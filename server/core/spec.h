@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/model_repository.h"
-#include "server/engine/auditor.h"
+#include "server/engine/audit/auditor.h"
 #include "storage/store.h"
 
 namespace fca::core {

@@ -21,9 +21,9 @@
 #include "absl/strings/str_split.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "server/engine/auditor.h"
-#include "server/engine/muddpythia_init.h"
-#include "server/engine/transformer_model.h"
+#include "server/engine/audit/auditor.h"
+#include "server/engine/models/muddpythia_init.h"
+#include "server/engine/models/transformer_model.h"
 
 ABSL_FLAG(std::string, family, "featuregate",
           "init: dense | featuregate | muddpythia (the 1.4B's switches; --d_ff is its "

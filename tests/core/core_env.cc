@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/random.h"
 #include "common/status_macros.h"
-#include "tests/engine/test_models.h"
+#include "tests/testing/test_models.h"
 
 namespace fca::core::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <map>
 #include <thread>
 
-#include "server/engine/windows.h"
+#include "server/engine/audit/windows.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <fstream>
 
-#include "tests/engine/test_models.h"
+#include "tests/testing/test_models.h"
 
 namespace fca::grpc_server::testing {
 

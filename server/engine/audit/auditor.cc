@@ -1,0 +1,630 @@
+#include "server/engine/audit/auditor.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "common/random.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "server/engine/audit/coefficients.h"
+#include "server/engine/models/torch_util.h"
+
+#ifndef FCA_VERSION
+#define FCA_VERSION "dev"
+#endif
+
+namespace fca::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Mean next-token NLL per sequence (nats/token over positions 1..T-1),
+// computed in float32 from logits of any dtype, returned as float64 [B].
+at::Tensor SequenceNll(const at::Tensor& logits, const at::Tensor& ids) {
+  const int64_t T = ids.size(1);
+  at::Tensor lp = at::log_softmax(logits.slice(1, 0, T - 1).to(at::kFloat), -1);
+  at::Tensor target = ids.slice(1, 1, T).unsqueeze(-1).to(lp.device());
+  return -lp.gather(-1, target).squeeze(-1).to(at::kDouble).mean(1).cpu();
+}
+
+// Windows [begin, end) as an int64 [end - begin, T] tensor.
+at::Tensor BatchIds(const WindowSet& w, int64_t begin, int64_t end) {
+  const int64_t T = w.window_length;
+  return at::from_blob(const_cast<int32_t*>(w.ids.data()) + begin * T, {end - begin, T},
+                       at::kInt)
+      .to(at::kLong);
+}
+
+void AppendTo(std::vector<double>* out, const at::Tensor& values) {
+  auto acc = values.accessor<double, 1>();
+  for (int64_t i = 0; i < values.size(0); ++i) out->push_back(acc[i]);
+}
+
+absl::Status ValidateOptions(const AuditOptions& o) {
+  for (const std::string& name : o.interventions) {
+    bool known = false;
+    for (const std::string& k : AllInterventions()) known = known || k == name;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "unknown intervention '%s' (known: correct, cross_input, token_shuffle, "
+          "static_layer, static_layer_position, global_mean)", name));
+    }
+  }
+  if (o.batch_size < 1 || o.batch_size > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch_size %d is outside [1, 4096]", o.batch_size));
+  }
+  if (o.bootstrap_resamples < 1 || o.bootstrap_resamples > 1000000) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bootstrap_resamples %d is outside [1, 1000000]", o.bootstrap_resamples));
+  }
+  if (!(o.ci_level > 0 && o.ci_level < 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("ci_level %g is outside (0, 1)", o.ci_level));
+  }
+  if (o.timing_repeats < 0 || o.timing_repeats > 1000 || o.timing_warmup < 0) {
+    return absl::InvalidArgumentError("timing_repeats must be in [0, 1000], warmup >= 0");
+  }
+  if (!(o.fidelity_tolerance >= 0)) {
+    return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// Everything needed to audit one model; members keep the phases small.
+class ModelAudit {
+ public:
+  ModelAudit(const AuditRequest& req, const std::vector<std::string>& interventions,
+             int64_t index, double* units_done, double units_total)
+      : req_(req),
+        opt_(req.options),
+        interventions_(interventions),
+        model_(*req.models[index]),
+        index_(index),
+        units_done_(units_done),
+        units_total_(units_total) {}
+
+  absl::StatusOr<ModelReport> Run() {
+    const Clock::time_point start = Clock::now();
+    FCA_RETURN_IF_ERROR(MakeWindowSets());
+    report_.model = model_.info();
+    report_.sites = model_.sites();
+    FCA_RETURN_IF_ERROR(LiveEvalPass());
+    FCA_RETURN_IF_ERROR(LiveCalibPass());
+    FCA_ASSIGN_OR_RETURN(calib_stats_, ComputeCalibrationStats(calib_coeff_, model_.sites()));
+    for (const std::string& name : interventions_) {
+      if (name != kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(name));
+    }
+    Summarize();
+    FCA_RETURN_IF_ERROR(ExecutionAudit());
+    report_.seconds = Seconds(start);
+    report_.forward_seconds = forward_seconds_;
+    Progress("done", 0, 0);
+    return std::move(report_);
+  }
+
+  // Dense-twin timings gathered while timing this model.
+  const std::vector<double>& dense_timings() const { return dense_us_per_token_; }
+
+ private:
+  absl::Status MakeWindowSets() {
+    Progress("windowing", 0, 0);
+    const Tokenizer& tok = model_.tokenizer();
+    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> e, TokenStream(req_.eval, tok));
+    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> c, TokenStream(req_.calib, tok));
+    FCA_ASSIGN_OR_RETURN(eval_, MakeWindows(e, opt_.window_length, opt_.max_eval_windows,
+                                            req_.eval.name));
+    FCA_ASSIGN_OR_RETURN(calib_, MakeWindows(c, opt_.window_length, opt_.max_calib_windows,
+                                             req_.calib.name));
+    FCA_RETURN_IF_ERROR(CheckNoOverlap(eval_, calib_, opt_.allow_overlap));
+    FCA_RETURN_IF_ERROR(CheckFits(eval_, req_.eval.name));
+    FCA_RETURN_IF_ERROR(CheckFits(calib_, req_.calib.name));
+    if (model_.sites().empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model '%s' (family %s) has no controller coefficients to audit; name it as the "
+          "dense twin instead", model_.info().name, model_.info().family));
+    }
+    report_.eval_windows = eval_.count();
+    report_.calib_windows = calib_.count();
+    report_.window_length = opt_.window_length;
+    report_.eval_window_hashes = eval_.hashes;
+    report_.calib_window_hashes = calib_.hashes;
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckFits(const WindowSet& w, const std::string& dataset) const {
+    const ModelInfo& info = model_.info();
+    if (w.window_length > info.max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "window length %d exceeds model '%s' maximum %d", w.window_length, info.name,
+          info.max_seq_len));
+    }
+    for (size_t i = 0; i < w.ids.size(); ++i) {
+      if (w.ids[i] >= info.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "dataset '%s': token %d at position %d is outside model '%s' vocabulary of %d",
+            dataset, w.ids[i], i, info.name, info.vocab_size));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
+                                     SiteTensors* coeff) {
+    const Clock::time_point t0 = Clock::now();
+    auto logits = model_.Forward(ids, mode, coeff);
+    forward_seconds_ += Seconds(t0);
+    return logits;
+  }
+
+  absl::Status CheckCancelled() const {
+    if (req_.cancelled != nullptr && req_.cancelled->load()) {
+      return absl::CancelledError("the audit was cancelled");
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies a batch's recorded coefficients into the full-set tensors.
+  static void Store(SiteTensors* all, const SiteTensors& batch, int64_t begin, int64_t n) {
+    if (all->empty()) {
+      for (const at::Tensor& b : batch) {
+        all->push_back(at::empty({n, b.size(1), b.size(2)}, b.options()));
+      }
+    }
+    for (size_t s = 0; s < batch.size(); ++s) {
+      (*all)[s].slice(0, begin, begin + batch[s].size(0)).copy_(batch[s]);
+    }
+  }
+
+  // LIVE+record over E, and the `correct` replay of each batch right after
+  // it, so the fidelity gate compares logits without keeping them. Batches
+  // found whole in the cache skip LIVE, except the first.
+  absl::Status LiveEvalPass() {
+    std::vector<double> live, correct;
+    const int64_t n = eval_.count();
+    for (int64_t b = 0; b < n; b += opt_.batch_size) {
+      FCA_RETURN_IF_ERROR(CheckCancelled());
+      const int64_t e = std::min(n, b + opt_.batch_size);
+      at::Tensor ids = BatchIds(eval_, b, e);
+      SiteTensors cached = CachedBatch(eval_, b, e);
+      SiteTensors rec;
+      if (b > 0 && !cached.empty()) {
+        rec = std::move(cached);
+        FCA_RETURN_IF_ERROR(ReplayCachedBatch(ids, rec, &live, &correct));
+        report_.cached_eval_windows += e - b;
+      } else {
+        FCA_RETURN_IF_ERROR(LiveBatch(ids, b, e, cached, &rec, &live, &correct));
+      }
+      Store(&eval_coeff_, rec, b, n);
+      Advance(e - b);
+      Progress("live", e, n);
+    }
+    report_.live_nll = Mean(live);
+    nll_[kCorrect] = std::move(correct);
+    Note("evaluation", report_.cached_eval_windows, n);
+    return absl::OkStatus();
+  }
+
+  // LIVE+record, then the fidelity-checked `correct` replay of the batch.
+  absl::Status LiveBatch(const at::Tensor& ids, int64_t b, int64_t e, const SiteTensors& cached,
+                         SiteTensors* rec, std::vector<double>* live,
+                         std::vector<double>* correct) {
+    FCA_ASSIGN_OR_RETURN(at::Tensor live_logits, Forward(ids, CoefficientMode::kLiveRecord, rec));
+    FCA_RETURN_IF_ERROR(CheckCacheAgrees(cached, *rec, b, e));
+    SiteTensors replay = *rec;
+    FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits, Forward(ids, CoefficientMode::kReplay, &replay));
+    FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
+    AppendTo(live, SequenceNll(live_logits, ids));
+    AppendTo(correct, SequenceNll(replay_logits, ids));
+    if (cached.empty()) PutBatch(eval_, *rec, b);
+    return absl::OkStatus();
+  }
+
+  // A cached batch skips LIVE; its `correct` replay stands for both.
+  absl::Status ReplayCachedBatch(const at::Tensor& ids, const SiteTensors& rec,
+                                 std::vector<double>* live, std::vector<double>* correct) {
+    SiteTensors replay = rec;
+    FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &replay));
+    at::Tensor nll = SequenceNll(logits, ids);
+    AppendTo(live, nll);
+    AppendTo(correct, nll);
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckFidelity(const at::Tensor& live, const at::Tensor& replay, int64_t b,
+                             int64_t e) {
+    const double diff = (live.to(at::kFloat) - replay.to(at::kFloat)).abs().max().item<double>();
+    report_.replay_max_abs_diff = std::max(report_.replay_max_abs_diff, diff);
+    if (diff <= opt_.fidelity_tolerance) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model '%s' is refused for audit: replay is not faithful (max |logit(REPLAY) - "
+        "logit(LIVE)| = %.3g > %.3g on evaluation windows %d..%d)",
+        model_.info().name, diff, opt_.fidelity_tolerance, b, e - 1));
+  }
+
+  // A cache entry that differs from a fresh recording on the same weights
+  // means the cache is corrupt or the model is not deterministic: neither
+  // may be papered over.
+  absl::Status CheckCacheAgrees(const SiteTensors& cached, const SiteTensors& rec, int64_t b,
+                                int64_t e) const {
+    for (size_t s = 0; s < cached.size(); ++s) {
+      if (!at::equal(cached[s], rec[s].to(cached[s].device()))) {
+        return absl::DataLossError(absl::StrFormat(
+            "model '%s': cached coefficients of evaluation windows %d..%d differ from a fresh "
+            "LIVE recording at site '%s'", model_.info().name, b, e - 1, model_.sites()[s].name));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LiveCalibPass() {
+    const int64_t n = calib_.count();
+    for (int64_t b = 0; b < n; b += opt_.batch_size) {
+      FCA_RETURN_IF_ERROR(CheckCancelled());
+      const int64_t e = std::min(n, b + opt_.batch_size);
+      SiteTensors rec = CachedBatch(calib_, b, e);
+      if (!rec.empty()) {
+        report_.cached_calib_windows += e - b;
+      } else {
+        FCA_RETURN_IF_ERROR(
+            Forward(BatchIds(calib_, b, e), CoefficientMode::kLiveRecord, &rec).status());
+        PutBatch(calib_, rec, b);
+      }
+      Store(&calib_coeff_, rec, b, n);
+      Advance(0.5 * (e - b));
+      Progress("calibration", e, n);
+    }
+    Note("calibration", report_.cached_calib_windows, n);
+    return absl::OkStatus();
+  }
+
+  // The cached coefficients of windows [b, e) as [e-b, T, d_s] tensors, or
+  // an empty list unless every window is cached.
+  SiteTensors CachedBatch(const WindowSet& w, int64_t b, int64_t e) const {
+    if (req_.cache == nullptr) return {};
+    const ModelInfo& info = model_.info();
+    std::vector<std::string> blobs;
+    for (int64_t i = b; i < e; ++i) {
+      auto blob = req_.cache->Get(info.weights_sha256, w.hashes[i], info.compute.dtype);
+      if (!blob || blob->size() != WindowBytes()) return {};
+      blobs.push_back(std::move(*blob));
+    }
+    return DecodeWindows(blobs);
+  }
+
+  size_t WindowBytes() const {
+    size_t elements = 0;
+    for (const CoefficientSite& s : model_.sites()) elements += s.channels;
+    return elements * opt_.window_length * ElementSize();
+  }
+
+  size_t ElementSize() const { return model_.info().compute.dtype == "float32" ? 4 : 2; }
+
+  SiteTensors DecodeWindows(const std::vector<std::string>& blobs) const {
+    const int64_t T = opt_.window_length;
+    const auto dtype = model_.info().compute.dtype == "float32" ? at::kFloat
+                       : model_.info().compute.dtype == "bfloat16" ? at::kBFloat16
+                                                                   : at::kHalf;
+    SiteTensors out;
+    size_t offset = 0;
+    for (const CoefficientSite& s : model_.sites()) {
+      std::vector<at::Tensor> rows;
+      for (const std::string& blob : blobs) {
+        rows.push_back(at::from_blob(const_cast<char*>(blob.data()) + offset, {T, s.channels},
+                                     dtype)
+                           .clone());
+      }
+      offset += T * s.channels * ElementSize();
+      out.push_back(at::stack(rows).to(c10::Device(model_.info().compute.device)));
+    }
+    return out;
+  }
+
+  void PutBatch(const WindowSet& w, const SiteTensors& rec, int64_t b) const {
+    if (req_.cache == nullptr) return;
+    const ModelInfo& info = model_.info();
+    std::vector<at::Tensor> host;
+    for (const at::Tensor& t : rec) host.push_back(t.cpu().contiguous());
+    for (int64_t i = 0; i < host[0].size(0); ++i) {
+      std::string bytes;
+      bytes.reserve(WindowBytes());
+      for (const at::Tensor& t : host) {
+        at::Tensor row = t[i];
+        bytes.append(static_cast<const char*>(row.data_ptr()), row.nbytes());
+      }
+      req_.cache->Put(info.weights_sha256, w.hashes[b + i], info.compute.dtype, bytes);
+    }
+  }
+
+  void Note(const char* set, int64_t cached, int64_t total) const {
+    if (!req_.on_note || req_.cache == nullptr) return;
+    req_.on_note(absl::StrFormat(
+        "model '%s': %d of %d %s windows came from the coefficient cache%s", model_.info().name,
+        cached, total, set,
+        cached > 0 ? " (their LIVE pass was skipped)" : ""));
+  }
+
+  absl::Status ReplayPass(const std::string& name) {
+    InterventionContext ctx;
+    ctx.eval = &eval_coeff_;
+    ctx.calib = &calib_stats_;
+    ctx.sites = &model_.sites();
+    ctx.seed = opt_.seed;
+    ctx.per_site_shuffle = opt_.per_site_shuffle;
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(name, ctx));
+    std::vector<double> nll;
+    const int64_t n = eval_.count();
+    for (int64_t b = 0; b < n; b += opt_.batch_size) {
+      FCA_RETURN_IF_ERROR(CheckCancelled());
+      const int64_t e = std::min(n, b + opt_.batch_size);
+      at::Tensor ids = BatchIds(eval_, b, e);
+      SiteTensors a = plan->Batch(b, e);
+      FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &a));
+      AppendTo(&nll, SequenceNll(logits, ids));
+      Advance(0.5 * (e - b));
+      Progress("replay:" + name, e, n);
+    }
+    nll_[name] = std::move(nll);
+    return absl::OkStatus();
+  }
+
+  void Summarize() {
+    const std::vector<double>& ref = nll_[kCorrect];
+    for (const std::string& name : interventions_) {
+      InterventionResult r;
+      r.name = name;
+      r.nll_per_sequence = nll_[name];
+      r.nll = Mean(r.nll_per_sequence);
+      r.penalty = r.nll - Mean(ref);
+      if (name != kCorrect) {
+        r.penalty_ci = PairedBootstrapCI(r.nll_per_sequence, ref, opt_.bootstrap_resamples,
+                                         opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
+      }
+      report_.interventions.push_back(std::move(r));
+    }
+    if (nll_.count(kGlobalMean)) {
+      Retention(kStaticLayer, &report_.retention_static_layer, &report_.retention_static_layer_ci);
+      Retention(kStaticLayerPosition, &report_.retention_static_layer_position,
+                &report_.retention_static_layer_position_ci);
+    }
+    Variation v = ComputeVariation(eval_coeff_, model_.sites());
+    report_.variation = std::move(v.families);
+    report_.site_variation = std::move(v.sites);
+  }
+
+  void Retention(const std::string& profile, std::optional<double>* value,
+                 std::optional<Interval>* ci) {
+    if (!nll_.count(profile)) return;
+    const std::vector<double>& g = nll_[kGlobalMean];
+    const std::vector<double>& p = nll_[profile];
+    const std::vector<double>& c = nll_[kCorrect];
+    *value = GapRetentionPercent(Mean(g), Mean(p), Mean(c), opt_.retention_min_gap);
+    if (!value->has_value()) return;
+    *ci = RetentionBootstrapCI(g, p, c, opt_.retention_min_gap, opt_.bootstrap_resamples,
+                               opt_.ci_level, DeriveSeed(opt_.seed, "retention"));
+  }
+
+  // Counts blocks and FLOPs on one LIVE and one REPLAY batch, then times
+  // LIVE forwards interleaved with the dense twin (order alternating).
+  absl::Status ExecutionAudit() {
+    Progress("timing", 0, opt_.timing_repeats);
+    ExecutionResult& x = report_.execution;
+    x.model = model_.info().name;
+    at::Tensor ids = BatchIds(eval_, 0, std::min<int64_t>(eval_.count(), opt_.batch_size));
+    const double tokens = static_cast<double>(ids.numel());
+    model_.ResetCounters();
+    FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kLive, nullptr).status());
+    ExecutionCounters live = model_.counters();
+    x.blocks_per_token = live.blocks_executed / tokens;
+    x.blocks_executed_fraction = double(live.blocks_executed) / double(live.blocks_total);
+    x.flops_per_token = live.flops / tokens;
+    SiteTensors replay = CorrectIntervention(ids.size(0));
+    model_.ResetCounters();
+    FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kReplay, &replay).status());
+    x.replay_flops_per_token = model_.counters().flops / tokens;
+    FCA_ASSIGN_OR_RETURN(std::vector<double> own, TimeInterleaved(ids));
+    x.latency_us_per_token = own.empty() ? 0.0 : Median(own);
+    x.timing_repeats = static_cast<int64_t>(own.size());
+    if (req_.dense_twin != nullptr && !dense_us_per_token_.empty()) {
+      x.dense_latency_us_per_token = Median(dense_us_per_token_);
+      x.slowdown = x.latency_us_per_token / *x.dense_latency_us_per_token - 1.0;
+    }
+    return absl::OkStatus();
+  }
+
+  SiteTensors CorrectIntervention(int64_t rows) const {
+    SiteTensors a;
+    for (const at::Tensor& t : eval_coeff_) a.push_back(t.slice(0, 0, rows));
+    return a;
+  }
+
+  // Microseconds per token of one LIVE forward of `m`.
+  absl::StatusOr<double> TimeOne(ControlledModel& m, const at::Tensor& ids) {
+    const Clock::time_point t0 = Clock::now();
+    FCA_RETURN_IF_ERROR(m.Forward(ids, CoefficientMode::kLive, nullptr).status());
+    const double seconds = Seconds(t0);
+    forward_seconds_ += seconds;
+    return seconds * 1e6 / static_cast<double>(ids.numel());
+  }
+
+  absl::StatusOr<std::vector<double>> TimeInterleaved(const at::Tensor& ids) {
+    ControlledModel* dense = req_.dense_twin;
+    for (int w = 0; w < opt_.timing_warmup; ++w) {
+      FCA_RETURN_IF_ERROR(TimeOne(model_, ids).status());
+      if (dense != nullptr) FCA_RETURN_IF_ERROR(TimeOne(*dense, ids).status());
+    }
+    std::vector<double> own;
+    for (int r = 0; r < opt_.timing_repeats; ++r) {
+      FCA_RETURN_IF_ERROR(CheckCancelled());
+      // Alternate which model goes first so drift and cache effects cancel.
+      const bool dense_first = dense != nullptr && r % 2 == 1;
+      if (dense_first) FCA_RETURN_IF_ERROR(TimeDense(*dense, ids));
+      FCA_ASSIGN_OR_RETURN(double t, TimeOne(model_, ids));
+      own.push_back(t);
+      if (dense != nullptr && !dense_first) FCA_RETURN_IF_ERROR(TimeDense(*dense, ids));
+      Progress("timing", r + 1, opt_.timing_repeats);
+    }
+    return own;
+  }
+
+  absl::Status TimeDense(ControlledModel& dense, const at::Tensor& ids) {
+    FCA_ASSIGN_OR_RETURN(double t, TimeOne(dense, ids));
+    dense_us_per_token_.push_back(t);
+    return absl::OkStatus();
+  }
+
+  void Advance(double windows) { *units_done_ += windows; }
+
+  void Progress(const std::string& phase, int64_t done, int64_t total) const {
+    if (!req_.on_progress) return;
+    AuditProgress p;
+    p.phase = phase;
+    p.model = model_.info().name;
+    p.model_index = index_;
+    p.model_count = static_cast<int64_t>(req_.models.size());
+    p.windows_done = done;
+    p.windows_total = total;
+    p.fraction = units_total_ > 0 ? std::min(1.0, *units_done_ / units_total_) : 0;
+    req_.on_progress(p);
+  }
+
+  const AuditRequest& req_;
+  const AuditOptions& opt_;
+  const std::vector<std::string>& interventions_;
+  ControlledModel& model_;
+  int64_t index_;
+  double* units_done_;
+  double units_total_;
+  WindowSet eval_, calib_;
+  SiteTensors eval_coeff_, calib_coeff_;
+  CalibrationStats calib_stats_;
+  std::map<std::string, std::vector<double>> nll_;
+  std::vector<double> dense_us_per_token_;
+  double forward_seconds_ = 0;
+  ModelReport report_;
+};
+
+std::vector<std::string> ResolveInterventions(const AuditOptions& o) {
+  const std::vector<std::string>& wanted = o.interventions.empty() ? AllInterventions()
+                                                                   : o.interventions;
+  std::vector<std::string> out = {kCorrect};
+  for (const std::string& name : AllInterventions()) {
+    if (name == kCorrect) continue;
+    for (const std::string& w : wanted) {
+      if (w == name) {
+        out.push_back(name);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string DatasetHash(const Dataset& d) {
+  if (!d.sha256.empty()) return d.sha256;
+  if (d.kind == Dataset::Kind::kText) return Sha256Hex(d.text);
+  return Sha256Hex(std::string_view(reinterpret_cast<const char*>(d.tokens.data()),
+                                    d.tokens.size() * sizeof(int32_t)));
+}
+
+// Rough work estimate for progress: per model, E (live + correct) counts 1
+// per window, C and each other replay 0.5 per window.
+double TotalUnits(const AuditRequest& req, size_t interventions) {
+  const double t = static_cast<double>(req.options.window_length);
+  auto windows = [&](const Dataset& d, int64_t max) {
+    double tokens = d.kind == Dataset::Kind::kText ? d.text.size() : d.tokens.size();
+    double n = std::floor(tokens / t);
+    return max > 0 ? std::min(n, double(max)) : n;
+  };
+  const double e = windows(req.eval, req.options.max_eval_windows);
+  const double c = windows(req.calib, req.options.max_calib_windows);
+  return req.models.size() * (e + 0.5 * c + 0.5 * e * (interventions - 1));
+}
+
+// The dense twin's own execution figures: counted on the first batch of E,
+// timed interleaved with every audited model.
+absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
+                                                   const std::vector<double>& us_per_token) {
+  ControlledModel& dense = *req.dense_twin;
+  const AuditOptions& o = req.options;
+  FCA_ASSIGN_OR_RETURN(std::vector<int32_t> stream, TokenStream(req.eval, dense.tokenizer()));
+  FCA_ASSIGN_OR_RETURN(WindowSet w,
+                       MakeWindows(stream, o.window_length, o.batch_size, req.eval.name));
+  at::Tensor ids = BatchIds(w, 0, w.count());
+  dense.ResetCounters();
+  FCA_RETURN_IF_ERROR(dense.Forward(ids, CoefficientMode::kLive, nullptr).status());
+  const ExecutionCounters c = dense.counters();
+  ExecutionResult x;
+  x.model = dense.info().name;
+  x.blocks_per_token = double(c.blocks_executed) / double(c.tokens);
+  x.blocks_executed_fraction = double(c.blocks_executed) / double(c.blocks_total);
+  x.flops_per_token = x.replay_flops_per_token = c.flops / double(c.tokens);
+  x.latency_us_per_token = us_per_token.empty() ? 0.0 : Median(us_per_token);
+  x.timing_repeats = static_cast<int64_t>(us_per_token.size());
+  return x;
+}
+
+absl::Status ValidateModels(const AuditRequest& req) {
+  if (req.models.empty()) return absl::InvalidArgumentError("the audit names no model");
+  for (const ControlledModel* m : req.models) {
+    if (m == nullptr) return absl::InvalidArgumentError("the audit names a null model");
+  }
+  if (req.dense_twin != nullptr && !req.dense_twin->sites().empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "dense twin '%s' has controller coefficients; a dense twin must have none",
+        req.dense_twin->info().name));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<std::string>& AllInterventions() {
+  static const std::vector<std::string> kAll = {kCorrect,     kCrossInput,
+                                                kTokenShuffle, kStaticLayer,
+                                                kStaticLayerPosition, kGlobalMean};
+  return kAll;
+}
+
+std::string EngineVersion() { return FCA_VERSION; }
+
+absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
+  FCA_RETURN_IF_ERROR(ValidateModels(req));
+  FCA_RETURN_IF_ERROR(ValidateOptions(req.options));
+  const std::vector<std::string> interventions = ResolveInterventions(req.options);
+  AuditReport report;
+  report.options = req.options;
+  report.eval_dataset_sha256 = DatasetHash(req.eval);
+  report.calib_dataset_sha256 = DatasetHash(req.calib);
+  report.engine_version = EngineVersion();
+  report.torch_version = TorchVersion();
+  double done = 0;
+  const double total = TotalUnits(req, interventions.size());
+  std::vector<double> dense_times;
+  for (size_t i = 0; i < req.models.size(); ++i) {
+    ModelAudit audit(req, interventions, static_cast<int64_t>(i), &done, total);
+    FCA_ASSIGN_OR_RETURN(ModelReport mr,
+                         GuardTorch("auditing model '" + req.models[i]->info().name + "'",
+                                    [&] { return audit.Run(); }));
+    dense_times.insert(dense_times.end(), audit.dense_timings().begin(),
+                       audit.dense_timings().end());
+    if (req.on_model_done) req.on_model_done(mr);
+    report.models.push_back(std::move(mr));
+  }
+  if (req.dense_twin != nullptr) {
+    FCA_ASSIGN_OR_RETURN(report.dense_twin,
+                         GuardTorch("timing the dense twin",
+                                    [&] { return DenseTwinExecution(req, dense_times); }));
+  }
+  report.aggregate = Aggregate(report.models);
+  return report;
+}
+
+}  // namespace fca::engine

@@ -1,0 +1,219 @@
+// The audit engine: everything fca.md defines, as a library. Torch-free
+// header; plain structs in and out.
+//
+// One audit = for each model: window E and C, LIVE pass over E (recording
+// A(x) and checking replay fidelity on the `correct` replay) and over C,
+// calibration statistics, one REPLAY pass per intervention, statistics, and
+// the execution audit (optionally timed against a dense twin); then an
+// aggregate across models.
+#ifndef FCA_SERVER_ENGINE_AUDIT_AUDITOR_H_
+#define FCA_SERVER_ENGINE_AUDIT_AUDITOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/json.h"
+#include "server/engine/models/controlled_model.h"
+#include "server/engine/audit/statistics.h"
+#include "server/engine/audit/windows.h"
+
+namespace fca::engine {
+
+// Intervention names (fca.md "Interventions").
+inline constexpr char kCorrect[] = "correct";
+inline constexpr char kCrossInput[] = "cross_input";
+inline constexpr char kTokenShuffle[] = "token_shuffle";
+inline constexpr char kStaticLayer[] = "static_layer";
+inline constexpr char kStaticLayerPosition[] = "static_layer_position";
+inline constexpr char kGlobalMean[] = "global_mean";
+// All of them, in report order.
+const std::vector<std::string>& AllInterventions();
+
+struct AuditOptions {
+  // Interventions to replay besides `correct` (always run). Empty: all.
+  // Retention needs global_mean plus the profile.
+  std::vector<std::string> interventions;
+  int64_t window_length = 128;     // T
+  int64_t max_eval_windows = 0;    // 0 = every complete window
+  int64_t max_calib_windows = 0;
+  int64_t batch_size = 8;          // windows per forward pass
+  uint64_t seed = 0;               // derangement, permutations, bootstrap
+  bool per_site_shuffle = false;   // token_shuffle: independent sigma per site
+  int bootstrap_resamples = 1000;
+  double ci_level = 0.95;
+  bool allow_overlap = false;      // allow E and C to share windows
+  // Replay-fidelity gate: max |logit(REPLAY(A(x))) - logit(LIVE)|.
+  double fidelity_tolerance = 1e-5;
+  // Retention is undefined when |NLL(global_mean) - NLL(correct)| is below
+  // this (nats/token): a ratio of noise is not a number worth printing.
+  double retention_min_gap = 1e-5;
+  int timing_repeats = 7;          // interleaved timed forwards per model
+  int timing_warmup = 2;
+};
+
+// Progress of a running audit; `fraction` is over the whole job.
+struct AuditProgress {
+  std::string phase;  // "windowing", "live", "calibration", "replay:<name>", "timing", "done"
+  std::string model;
+  int64_t model_index = 0;
+  int64_t model_count = 0;
+  int64_t windows_done = 0;   // within this phase
+  int64_t windows_total = 0;
+  double fraction = 0;        // [0, 1]
+};
+
+// One number of a report; the flat form stored and queried by the service.
+//   intervention: an intervention name, or "variation" / "execution" /
+//   "replay" for model-level metrics. metric: "nll", "penalty",
+//   "retention_pct", "eta2.<family>", "slowdown", ...
+struct ResultRow {
+  std::string model;
+  std::string intervention;
+  std::string metric;
+  double value = 0;
+  bool defined = true;  // false: undefined (e.g. retention with ~0 gap)
+  std::optional<double> ci_low, ci_high;
+  int64_t n = 0;        // units behind the value (sequences, tokens, models)
+};
+
+struct InterventionResult {
+  std::string name;
+  double nll = 0;                      // nats/token over all predicted positions
+  std::vector<double> nll_per_sequence;
+  double penalty = 0;                  // NLL(I) - NLL(correct)
+  Interval penalty_ci;                 // paired bootstrap
+};
+
+struct FamilyVariation {
+  std::string family;
+  int64_t sites = 0;
+  int64_t count = 0;                   // scalars in the family on E
+  std::optional<double> eta2;          // undefined when total variance is 0
+  double total_variance = 0;           // SS_total / count (around m_f)
+  double within_site_variance = 0;     // SS_within / count (around mu_{s,c})
+  double between_input_variance = 0;   // part of within-site: sequence means
+  double within_input_variance = 0;    // part of within-site: tokens
+};
+
+struct SiteVariation {
+  std::string site, family;
+  int64_t layer = 0;
+  double mean = 0;                     // over sequences, positions, channels
+  double variance = 0;                 // around mu_{s,c}, per scalar
+};
+
+struct ExecutionResult {
+  std::string model;
+  double blocks_per_token = 0;         // counted
+  double blocks_executed_fraction = 0; // executed / present
+  double flops_per_token = 0;          // counted matmul FLOPs, LIVE pass
+  double replay_flops_per_token = 0;   // the same under REPLAY (no controller)
+  double latency_us_per_token = 0;     // median of timed LIVE forwards
+  std::optional<double> dense_latency_us_per_token;
+  std::optional<double> slowdown;      // t_model / t_dense - 1
+  int64_t timing_repeats = 0;
+};
+
+struct ModelReport {
+  ModelInfo model;
+  int64_t eval_windows = 0, calib_windows = 0, window_length = 0;
+  std::vector<std::string> eval_window_hashes, calib_window_hashes;
+  std::vector<CoefficientSite> sites;
+  double live_nll = 0;                 // NLL of the LIVE pass on E (see below)
+  // Windows whose coefficients came from the cache; their LIVE pass was
+  // skipped and live_nll counts their `correct` replay (equal within the
+  // fidelity tolerance).
+  int64_t cached_eval_windows = 0, cached_calib_windows = 0;
+  double replay_max_abs_diff = 0;      // fidelity: correct replay vs LIVE logits
+  std::vector<InterventionResult> interventions;  // `correct` first
+  std::optional<double> retention_static_layer;           // percent
+  std::optional<double> retention_static_layer_position;  // percent
+  // Bootstrap CIs of the retentions (undefined when too many resamples have
+  // a ~0 gap): a retention whose gap is noise has a very wide CI.
+  std::optional<Interval> retention_static_layer_ci, retention_static_layer_position_ci;
+  std::vector<FamilyVariation> variation;
+  std::vector<SiteVariation> site_variation;
+  ExecutionResult execution;
+  double seconds = 0;                  // wall time of this model's audit
+  double forward_seconds = 0;          // of which inside model forwards
+};
+
+struct AggregateRow {
+  std::string intervention, metric;
+  Summary summary;                     // across models (defined values only)
+  int64_t undefined = 0;               // models for which the value is undefined
+};
+
+struct AuditReport {
+  std::vector<ModelReport> models;
+  std::optional<ExecutionResult> dense_twin;
+  std::vector<AggregateRow> aggregate;
+  // Provenance (fca.md "Reproducibility").
+  AuditOptions options;
+  std::string eval_dataset_sha256, calib_dataset_sha256;
+  std::string engine_version, torch_version;
+};
+
+// Where recorded coefficients of single windows are kept between audits,
+// keyed by (weights SHA-256, window hash, compute dtype). The value is the
+// window's coefficients, site after site in sites() order, each [T, d_s]
+// row-major in the compute dtype. Implementations must be thread-compatible
+// with the auditing thread; errors are theirs to log (a failed Put only
+// costs a future cache miss).
+class CoefficientCache {
+ public:
+  virtual ~CoefficientCache() = default;
+  virtual std::optional<std::string> Get(const std::string& weights_sha256,
+                                         const std::string& window_hash,
+                                         const std::string& dtype) = 0;
+  virtual void Put(const std::string& weights_sha256, const std::string& window_hash,
+                   const std::string& dtype, const std::string& bytes) = 0;
+};
+
+struct AuditRequest {
+  std::vector<ControlledModel*> models;   // not owned; one family
+  ControlledModel* dense_twin = nullptr;  // optional, not owned
+  Dataset eval, calib;
+  AuditOptions options;
+  // Called from the auditing thread after each batch and phase.
+  std::function<void(const AuditProgress&)> on_progress;
+  // Called once per finished model, before the next one starts.
+  std::function<void(const ModelReport&)> on_model_done;
+  // Checked between batches; when it becomes true the audit stops with
+  // CANCELLED.
+  const std::atomic<bool>* cancelled = nullptr;
+  // Optional: windows found here skip their LIVE pass (the first evaluation
+  // batch always runs LIVE, to check replay fidelity and that the cache
+  // matches a fresh recording); recorded windows are stored here.
+  CoefficientCache* cache = nullptr;
+  // Human-readable notes worth showing a user (cache use, for one).
+  std::function<void(const std::string&)> on_note;
+};
+
+// Runs the audit. INVALID_ARGUMENT for a bad request (unknown intervention,
+// too few windows, overlap, ids outside a model's vocabulary),
+// FAILED_PRECONDITION when replay is not faithful (with the measured
+// difference), CANCELLED, or INTERNAL naming the model for a torch failure.
+absl::StatusOr<AuditReport> RunAudit(const AuditRequest& request);
+
+// The flat rows of a model report (what the service stores).
+std::vector<ResultRow> ResultRows(const ModelReport& report);
+// The "execution" rows of one model (also the dense twin's, stored under its
+// own name so a report can show that it, too, runs every block).
+std::vector<ResultRow> ExecutionRows(const ExecutionResult& execution);
+// mean / sd / min / max across models of every (intervention, metric).
+std::vector<AggregateRow> Aggregate(const std::vector<ModelReport>& reports);
+// The whole report as JSON (rows per model, aggregate, provenance);
+// undefined values are written as null.
+json::Value ReportToJson(const AuditReport& report);
+
+std::string EngineVersion();
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_AUDIT_AUDITOR_H_

@@ -1,0 +1,213 @@
+#include "server/engine/audit/coefficients.h"
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_format.h"
+#include "common/random.h"
+#include "server/engine/models/torch_util.h"
+
+namespace fca::engine {
+namespace {
+
+// Statistics accumulate in float64 whatever the compute dtype.
+at::Tensor F64(const at::Tensor& t) { return t.to(at::kDouble); }
+
+class CorrectIntervention : public Intervention {
+ public:
+  explicit CorrectIntervention(const SiteTensors& eval) : eval_(eval) {}
+  SiteTensors Batch(int64_t begin, int64_t end) const override {
+    SiteTensors out;
+    for (const at::Tensor& a : eval_) out.push_back(a.slice(0, begin, end));
+    return out;
+  }
+
+ private:
+  const SiteTensors& eval_;
+};
+
+// A(x_pi(i)) with pi a seeded derangement.
+class CrossInputIntervention : public Intervention {
+ public:
+  CrossInputIntervention(const SiteTensors& eval, std::vector<int64_t> pi)
+      : eval_(eval), pi_(at::tensor(pi, at::kLong)) {}
+  SiteTensors Batch(int64_t begin, int64_t end) const override {
+    at::Tensor idx = pi_.slice(0, begin, end).to(eval_[0].device());
+    SiteTensors out;
+    for (const at::Tensor& a : eval_) out.push_back(a.index_select(0, idx));
+    return out;
+  }
+
+ private:
+  const SiteTensors& eval_;
+  at::Tensor pi_;
+};
+
+// a_s(x_i)[sigma_i(t)]: gathers positions along T.
+class TokenShuffleIntervention : public Intervention {
+ public:
+  TokenShuffleIntervention(const SiteTensors& eval, uint64_t seed, bool per_site)
+      : eval_(eval), seed_(seed), per_site_(per_site) {}
+  SiteTensors Batch(int64_t begin, int64_t end) const override {
+    const int64_t T = eval_[0].size(1);
+    SiteTensors out;
+    for (size_t s = 0; s < eval_.size(); ++s) {
+      std::vector<int64_t> flat;
+      for (int64_t i = begin; i < end; ++i) {
+        std::vector<int64_t> p = TokenPermutation(T, seed_, i, per_site_ ? int64_t(s) : -1);
+        flat.insert(flat.end(), p.begin(), p.end());
+      }
+      const at::Tensor& a = eval_[s];
+      at::Tensor idx = at::tensor(flat, at::kLong).view({end - begin, T, 1}).to(a.device());
+      out.push_back(at::gather(a.slice(0, begin, end), 1, idx.expand({end - begin, T, a.size(2)})));
+    }
+    return out;
+  }
+
+ private:
+  const SiteTensors& eval_;
+  uint64_t seed_;
+  bool per_site_;
+};
+
+// A fixed per-site profile broadcast to every window: mu_s ([d] -> all
+// tokens), mu_{s,t} ([T, d]) or m_f (a scalar).
+class StaticIntervention : public Intervention {
+ public:
+  StaticIntervention(const SiteTensors& eval, SiteTensors profiles)
+      : eval_(eval), profiles_(std::move(profiles)) {}
+  SiteTensors Batch(int64_t begin, int64_t end) const override {
+    SiteTensors out;
+    for (size_t s = 0; s < eval_.size(); ++s) {
+      out.push_back(profiles_[s].expand(eval_[s].slice(0, begin, end).sizes()).contiguous());
+    }
+    return out;
+  }
+
+ private:
+  const SiteTensors& eval_;
+  SiteTensors profiles_;  // broadcastable to [B, T, d_s], in the eval dtype
+};
+
+SiteTensors CastLike(const SiteTensors& profiles, const SiteTensors& eval) {
+  SiteTensors out;
+  for (size_t s = 0; s < profiles.size(); ++s) out.push_back(profiles[s].to(eval[s].options()));
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> CrossInputAssignment(int64_t n, uint64_t seed) {
+  return Rng(DeriveSeed(seed, "cross_input")).Derangement(n);
+}
+
+std::vector<int64_t> TokenPermutation(int64_t length, uint64_t seed, int64_t sequence,
+                                      int64_t site) {
+  const uint64_t per_sequence = DeriveSeed(seed, "token_shuffle", sequence);
+  return Rng(DeriveSeed(per_sequence, "site", site + 1)).Permutation(length);
+}
+
+absl::StatusOr<CalibrationStats> ComputeCalibrationStats(
+    const SiteTensors& calib, const std::vector<CoefficientSite>& sites) {
+  return GuardTorch("calibration statistics", [&]() -> absl::StatusOr<CalibrationStats> {
+    CalibrationStats stats;
+    std::map<std::string, double> sum;
+    std::map<std::string, double> count;
+    for (size_t s = 0; s < calib.size(); ++s) {
+      at::Tensor a = F64(calib[s]);
+      stats.site_mean.push_back(a.mean(at::IntArrayRef{0, 1}));
+      stats.site_position_mean.push_back(a.mean(0));
+      sum[sites[s].family] += a.sum().item<double>();
+      count[sites[s].family] += static_cast<double>(a.numel());
+    }
+    for (const auto& [family, total] : sum) stats.family_mean[family] = total / count[family];
+    return stats;
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string& name,
+                                                               const InterventionContext& ctx) {
+  const SiteTensors& eval = *ctx.eval;
+  if (eval.empty()) return absl::InvalidArgumentError("the model has no coefficient sites");
+  const int64_t n = eval[0].size(0);
+  if (name == kCorrect) return std::make_unique<CorrectIntervention>(eval);
+  if (name == kCrossInput) {
+    if (n < 2) {
+      return absl::InvalidArgumentError("cross_input needs at least 2 evaluation windows");
+    }
+    return std::make_unique<CrossInputIntervention>(eval, CrossInputAssignment(n, ctx.seed));
+  }
+  if (name == kTokenShuffle) {
+    return std::make_unique<TokenShuffleIntervention>(eval, ctx.seed, ctx.per_site_shuffle);
+  }
+  if (name == kStaticLayer || name == kStaticLayerPosition || name == kGlobalMean) {
+    if (ctx.calib == nullptr) return absl::InvalidArgumentError(name + " needs calibration data");
+    SiteTensors profiles;
+    if (name == kStaticLayer) profiles = ctx.calib->site_mean;
+    if (name == kStaticLayerPosition) {
+      const int64_t T = eval[0].size(1);
+      if (ctx.calib->site_position_mean[0].size(0) != T) {
+        return absl::InvalidArgumentError(
+            "static_layer_position: calibration and evaluation window lengths differ");
+      }
+      profiles = ctx.calib->site_position_mean;
+    }
+    if (name == kGlobalMean) {
+      for (const CoefficientSite& site : *ctx.sites) {
+        profiles.push_back(at::full({1}, ctx.calib->family_mean.at(site.family), at::kDouble));
+      }
+    }
+    return std::make_unique<StaticIntervention>(eval, CastLike(profiles, eval));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown intervention '%s' (known: correct, cross_input, token_shuffle, static_layer, "
+      "static_layer_position, global_mean)", name));
+}
+
+Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites) {
+  c10::InferenceMode guard;
+  Variation v;
+  std::map<std::string, FamilyVariation> fam;
+  std::map<std::string, double> sum;
+  std::vector<std::string> order;
+  for (size_t s = 0; s < eval.size(); ++s) {
+    if (!fam.count(sites[s].family)) order.push_back(sites[s].family);
+    sum[sites[s].family] += F64(eval[s]).sum().item<double>();
+    FamilyVariation& f = fam[sites[s].family];
+    f.family = sites[s].family;
+    f.sites += 1;
+    f.count += eval[s].numel();
+  }
+  std::map<std::string, double> ss_total;
+  for (size_t s = 0; s < eval.size(); ++s) {
+    at::Tensor a = F64(eval[s]);  // [N, T, d]
+    FamilyVariation& f = fam[sites[s].family];
+    const double m_f = sum[f.family] / f.count;
+    at::Tensor mu = a.mean(at::IntArrayRef{0, 1});            // mu_{s,c}
+    at::Tensor seq = a.mean(1, true);          // per-sequence means [N, 1, d]
+    const double within = (a - mu).pow(2).sum().item<double>();
+    const double between = (seq - mu).pow(2).sum().item<double>() * a.size(1);
+    const double tokens = (a - seq).pow(2).sum().item<double>();
+    ss_total[f.family] += (a - m_f).pow(2).sum().item<double>();
+    f.within_site_variance += within;
+    f.between_input_variance += between;
+    f.within_input_variance += tokens;
+    v.sites.push_back({sites[s].name, sites[s].family, sites[s].layer, a.mean().item<double>(),
+                       within / a.numel()});
+  }
+  for (const std::string& name : order) {
+    FamilyVariation f = fam[name];
+    const double n = static_cast<double>(f.count);
+    const double total = ss_total[name];
+    // A family whose every scalar is the same value has no variance to
+    // explain: eta2 is undefined rather than 0/0.
+    if (total > 1e-12 * n) f.eta2 = 1.0 - f.within_site_variance / total;
+    f.total_variance = total / n;
+    f.within_site_variance /= n;
+    f.between_input_variance /= n;
+    f.within_input_variance /= n;
+    v.families.push_back(f);
+  }
+  return v;
+}
+
+}  // namespace fca::engine

@@ -1,0 +1,239 @@
+// The flat result rows of a report and their aggregation across models.
+#include <map>
+#include <utility>
+
+#include "server/engine/audit/auditor.h"
+
+namespace fca::engine {
+namespace {
+
+class RowWriter {
+ public:
+  RowWriter(std::string model, std::vector<ResultRow>* out) : model_(std::move(model)), out_(out) {}
+
+  void Add(const std::string& intervention, const std::string& metric, double value, int64_t n) {
+    ResultRow r;
+    r.model = model_;
+    r.intervention = intervention;
+    r.metric = metric;
+    r.value = value;
+    r.n = n;
+    out_->push_back(std::move(r));
+  }
+  void AddCI(const std::string& intervention, const std::string& metric, double value,
+             Interval ci, int64_t n) {
+    Add(intervention, metric, value, n);
+    out_->back().ci_low = ci.low;
+    out_->back().ci_high = ci.high;
+  }
+  // An undefined value is still a row, so a query shows it as undefined.
+  void AddOptional(const std::string& intervention, const std::string& metric,
+                   const std::optional<double>& value, int64_t n,
+                   const std::optional<Interval>& ci = std::nullopt) {
+    Add(intervention, metric, value.value_or(0.0), n);
+    out_->back().defined = value.has_value();
+    if (value && ci) {
+      out_->back().ci_low = ci->low;
+      out_->back().ci_high = ci->high;
+    }
+  }
+
+ private:
+  std::string model_;
+  std::vector<ResultRow>* out_;
+};
+
+}  // namespace
+
+std::vector<ResultRow> ResultRows(const ModelReport& r) {
+  std::vector<ResultRow> rows;
+  RowWriter w(r.model.name, &rows);
+  const int64_t n = r.eval_windows;
+  w.Add("replay", "live_nll", r.live_nll, n);
+  w.Add("replay", "max_abs_logit_diff", r.replay_max_abs_diff, n);
+  for (const InterventionResult& i : r.interventions) {
+    w.Add(i.name, "nll", i.nll, n);
+    if (i.name != kCorrect) w.AddCI(i.name, "penalty", i.penalty, i.penalty_ci, n);
+  }
+  bool has_global = false, has_layer = false, has_position = false;
+  for (const InterventionResult& i : r.interventions) {
+    has_global = has_global || i.name == kGlobalMean;
+    has_layer = has_layer || i.name == kStaticLayer;
+    has_position = has_position || i.name == kStaticLayerPosition;
+  }
+  if (has_global && has_layer) {
+    w.AddOptional(kStaticLayer, "retention_pct", r.retention_static_layer, n,
+                  r.retention_static_layer_ci);
+  }
+  if (has_global && has_position) {
+    w.AddOptional(kStaticLayerPosition, "retention_pct", r.retention_static_layer_position, n,
+                  r.retention_static_layer_position_ci);
+  }
+  for (const FamilyVariation& f : r.variation) {
+    w.AddOptional("variation", "eta2." + f.family, f.eta2, f.count);
+    w.Add("variation", "total_variance." + f.family, f.total_variance, f.count);
+    w.Add("variation", "within_site_variance." + f.family, f.within_site_variance, f.count);
+    w.Add("variation", "between_input_variance." + f.family, f.between_input_variance, f.count);
+    w.Add("variation", "within_input_variance." + f.family, f.within_input_variance, f.count);
+  }
+  // Per-site rows feed a report's per-layer plots.
+  for (const SiteVariation& s : r.site_variation) {
+    w.Add("variation", "site_mean." + s.site, s.mean, n);
+    w.Add("variation", "site_variance." + s.site, s.variance, n);
+  }
+  for (ResultRow& row : ExecutionRows(r.execution)) {
+    row.model = r.model.name;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
+  std::vector<ResultRow> rows;
+  RowWriter w(x.model, &rows);
+  const int64_t reps = x.timing_repeats;
+  w.Add("execution", "blocks_per_token", x.blocks_per_token, 0);
+  w.Add("execution", "blocks_executed_fraction", x.blocks_executed_fraction, 0);
+  w.Add("execution", "flops_per_token", x.flops_per_token, 0);
+  w.Add("execution", "replay_flops_per_token", x.replay_flops_per_token, 0);
+  // Without timed repeats there is no latency to report (not a zero).
+  if (reps > 0) w.Add("execution", "latency_us_per_token", x.latency_us_per_token, reps);
+  if (x.dense_latency_us_per_token) {
+    w.Add("execution", "dense_latency_us_per_token", *x.dense_latency_us_per_token, reps);
+  }
+  if (x.slowdown) w.Add("execution", "slowdown", *x.slowdown, reps);
+  return rows;
+}
+
+std::vector<AggregateRow> Aggregate(const std::vector<ModelReport>& reports) {
+  std::vector<std::pair<std::string, std::string>> order;
+  std::map<std::pair<std::string, std::string>, std::vector<double>> values;
+  std::map<std::pair<std::string, std::string>, int64_t> undefined;
+  for (const ModelReport& r : reports) {
+    for (const ResultRow& row : ResultRows(r)) {
+      const auto key = std::make_pair(row.intervention, row.metric);
+      if (!values.count(key) && !undefined.count(key)) order.push_back(key);
+      if (row.defined) {
+        values[key].push_back(row.value);
+      } else {
+        ++undefined[key];
+      }
+    }
+  }
+  std::vector<AggregateRow> out;
+  for (const auto& key : order) {
+    AggregateRow a;
+    a.intervention = key.first;
+    a.metric = key.second;
+    a.summary = Summarize(values[key]);
+    a.undefined = undefined.count(key) ? undefined[key] : 0;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+namespace {
+
+json::Value Num(double v) { return json::Value::Number(v); }
+json::Value Str(const std::string& v) { return json::Value::String(v); }
+
+json::Value RowToJson(const ResultRow& r) {
+  json::Value v = json::Value::MakeObject();
+  v.Set("intervention", Str(r.intervention));
+  v.Set("metric", Str(r.metric));
+  v.Set("value", r.defined ? Num(r.value) : json::Value::Null());
+  if (r.ci_low) v.Set("ci_low", Num(*r.ci_low));
+  if (r.ci_high) v.Set("ci_high", Num(*r.ci_high));
+  v.Set("n", json::Value::Int(r.n));
+  return v;
+}
+
+json::Value ModelToJson(const ModelReport& r) {
+  json::Value v = json::Value::MakeObject();
+  v.Set("model", Str(r.model.name));
+  v.Set("family", Str(r.model.family));
+  v.Set("weights_sha256", Str(r.model.weights_sha256));
+  v.Set("num_parameters", json::Value::Int(r.model.num_parameters));
+  v.Set("device", Str(r.model.compute.device));
+  v.Set("dtype", Str(r.model.compute.dtype));
+  v.Set("eval_windows", json::Value::Int(r.eval_windows));
+  v.Set("calib_windows", json::Value::Int(r.calib_windows));
+  v.Set("window_length", json::Value::Int(r.window_length));
+  v.Set("seconds", Num(r.seconds));
+  json::Value rows = json::Value::MakeArray();
+  for (const ResultRow& row : ResultRows(r)) rows.mutable_array().push_back(RowToJson(row));
+  v.Set("results", std::move(rows));
+  json::Value sites = json::Value::MakeArray();
+  for (const SiteVariation& s : r.site_variation) {
+    json::Value o = json::Value::MakeObject();
+    o.Set("site", Str(s.site));
+    o.Set("family", Str(s.family));
+    o.Set("layer", json::Value::Int(s.layer));
+    o.Set("mean", Num(s.mean));
+    o.Set("variance", Num(s.variance));
+    sites.mutable_array().push_back(std::move(o));
+  }
+  v.Set("sites", std::move(sites));
+  return v;
+}
+
+json::Value OptionsToJson(const AuditOptions& o) {
+  json::Value v = json::Value::MakeObject();
+  json::Value names = json::Value::MakeArray();
+  for (const std::string& n : o.interventions) names.mutable_array().push_back(Str(n));
+  v.Set("interventions", std::move(names));
+  v.Set("window_length", json::Value::Int(o.window_length));
+  v.Set("max_eval_windows", json::Value::Int(o.max_eval_windows));
+  v.Set("max_calib_windows", json::Value::Int(o.max_calib_windows));
+  v.Set("batch_size", json::Value::Int(o.batch_size));
+  v.Set("seed", json::Value::Int(static_cast<int64_t>(o.seed)));
+  v.Set("per_site_shuffle", json::Value::Bool(o.per_site_shuffle));
+  v.Set("bootstrap_resamples", json::Value::Int(o.bootstrap_resamples));
+  v.Set("ci_level", Num(o.ci_level));
+  v.Set("allow_overlap", json::Value::Bool(o.allow_overlap));
+  v.Set("fidelity_tolerance", Num(o.fidelity_tolerance));
+  v.Set("retention_min_gap", Num(o.retention_min_gap));
+  v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
+  return v;
+}
+
+}  // namespace
+
+json::Value ReportToJson(const AuditReport& report) {
+  json::Value v = json::Value::MakeObject();
+  v.Set("engine_version", Str(report.engine_version));
+  v.Set("torch_version", Str(report.torch_version));
+  v.Set("eval_dataset_sha256", Str(report.eval_dataset_sha256));
+  v.Set("calib_dataset_sha256", Str(report.calib_dataset_sha256));
+  v.Set("options", OptionsToJson(report.options));
+  json::Value models = json::Value::MakeArray();
+  for (const ModelReport& m : report.models) models.mutable_array().push_back(ModelToJson(m));
+  v.Set("models", std::move(models));
+  if (report.dense_twin) {
+    json::Value d = json::Value::MakeObject();
+    d.Set("model", Str(report.dense_twin->model));
+    d.Set("blocks_per_token", Num(report.dense_twin->blocks_per_token));
+    d.Set("blocks_executed_fraction", Num(report.dense_twin->blocks_executed_fraction));
+    d.Set("flops_per_token", Num(report.dense_twin->flops_per_token));
+    d.Set("latency_us_per_token", Num(report.dense_twin->latency_us_per_token));
+    v.Set("dense_twin", std::move(d));
+  }
+  json::Value agg = json::Value::MakeArray();
+  for (const AggregateRow& a : report.aggregate) {
+    json::Value o = json::Value::MakeObject();
+    o.Set("intervention", Str(a.intervention));
+    o.Set("metric", Str(a.metric));
+    o.Set("n_models", json::Value::Int(a.summary.n));
+    o.Set("undefined", json::Value::Int(a.undefined));
+    const bool any = a.summary.n > 0;
+    o.Set("mean", any ? Num(a.summary.mean) : json::Value::Null());
+    o.Set("sd", any ? Num(a.summary.sd) : json::Value::Null());
+    o.Set("min", any ? Num(a.summary.min) : json::Value::Null());
+    o.Set("max", any ? Num(a.summary.max) : json::Value::Null());
+    agg.mutable_array().push_back(std::move(o));
+  }
+  v.Set("aggregate", std::move(agg));
+  return v;
+}
+
+}  // namespace fca::engine

@@ -1,0 +1,112 @@
+// ControlledModel: a language model whose blocks are modulated by controller
+// coefficients that can be recorded and replayed.
+//
+// Torch-free header: tensors are forward-declared and only engine .cc files
+// (which include torch) call Forward. Other layers hold models through this
+// interface and the auditor.
+#ifndef FCA_SERVER_ENGINE_MODELS_CONTROLLED_MODEL_H_
+#define FCA_SERVER_ENGINE_MODELS_CONTROLLED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/text/tokenizer.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace fca::engine {
+
+// One place where the controller's output enters the network.
+struct CoefficientSite {
+  std::string name;    // "attn_gate.3"
+  std::string family;  // "attn_gate"; sites of one family share statistics
+  int64_t layer = 0;
+  int64_t channels = 0;  // d_s
+};
+
+enum class CoefficientMode {
+  kLive,        // the controller runs
+  kLiveRecord,  // the controller runs and its outputs are returned
+  kReplay,      // the controller does not run; given coefficients are used
+};
+
+// Where and in what precision a model computes.
+struct ComputeOptions {
+  std::string device = "cpu";     // any torch device string: "cpu", "cuda:0"
+  std::string dtype = "float32";  // "float32" | "bfloat16" | "float16"
+};
+
+// Counted by the model while it runs (not derived from its config), so an
+// execution audit reports what happened.
+struct ExecutionCounters {
+  int64_t tokens = 0;           // token positions processed (B * T per call)
+  int64_t blocks_executed = 0;  // sum over calls of (blocks run) * tokens
+  int64_t blocks_total = 0;     // sum over calls of (blocks in model) * tokens
+  double flops = 0;             // matmul FLOPs (2 per multiply-add) executed
+};
+
+struct ModelInfo {
+  std::string name;            // folder name in the model repository
+  std::string family;          // "dense", "featuregate", "muddpythia"
+  std::string weights_sha256;  // identity of the weights
+  int64_t vocab_size = 0;      // rows of the embedding / logits columns
+  int64_t max_seq_len = 0;
+  int64_t num_layers = 0;
+  int64_t num_parameters = 0;
+  ComputeOptions compute;
+};
+
+// Thread-compatible: one Forward at a time per instance.
+class ControlledModel {
+ public:
+  virtual ~ControlledModel() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  // The coefficient sites in a fixed order; empty for a dense model.
+  virtual const std::vector<CoefficientSite>& sites() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+
+  // ids: int64 [B, T] with 1 <= T <= max_seq_len and ids < vocab_size.
+  // Returns logits [B, T, vocab_size] in the compute dtype.
+  // kLiveRecord: `coefficients` receives one tensor per site, [B, T, d_s],
+  //   in the compute dtype, in sites() order.
+  // kReplay: `coefficients` must hold exactly that; the controller does not run.
+  // INVALID_ARGUMENT for bad ids or coefficient shapes; INTERNAL for a torch
+  // failure, naming the model.
+  virtual absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
+                                             std::vector<at::Tensor>* coefficients) = 0;
+
+  virtual ExecutionCounters counters() const = 0;
+  virtual void ResetCounters() = 0;
+};
+
+// Loads a model folder (config.json + model.safetensors or a sharded index).
+// `name` is what info().name will say. NOT_FOUND when files are missing,
+// INVALID_ARGUMENT for malformed or mismatching config/weights.
+absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& dir,
+                                                           const std::string& name,
+                                                           const ComputeOptions& compute);
+
+// The tokenizer LoadModel gives a model of `dir`: the GPT-NeoX BPE of
+// `dir`/tokenizer.json when that file exists, else one id per byte. Loads no
+// weights (cheap next to LoadModel). INVALID_ARGUMENT for a malformed
+// tokenizer.json.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir);
+
+// Process-wide torch settings; call once at start-up (libtorch 1.13 starts
+// with one thread on small machines).
+struct RuntimeOptions {
+  int num_threads = 0;  // 0: one per hardware core
+};
+void ConfigureRuntime(const RuntimeOptions& options);
+// "1.13.1": recorded with results.
+std::string TorchVersion();
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_MODELS_CONTROLLED_MODEL_H_

@@ -1,0 +1,60 @@
+// Small helpers shared by the engine's torch code. Torch-free header.
+#ifndef FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_
+#define FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_
+
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "server/engine/models/controlled_model.h"
+#include "server/engine/io/safetensors.h"
+
+namespace fca::engine {
+
+// Validates a ComputeOptions (known dtype, parseable device); INVALID_ARGUMENT
+// otherwise. UNAVAILABLE when the device is CUDA and none is present.
+absl::Status ValidateCompute(const ComputeOptions& compute);
+
+// Copies a safetensors view into a new tensor of the compute dtype/device.
+// Only floating-point views are accepted.
+absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeOptions& compute);
+
+// The input checks every family's Forward makes, with messages naming the
+// model. INVALID_ARGUMENT unless `ids` is int64 [B >= 1, 1 <= T <= max_len]
+// with every id in [0, vocab_size).
+absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t max_len,
+                           int64_t vocab_size);
+// INVALID_ARGUMENT unless `a` holds one floating-point [B, T, d_s] tensor per
+// site, in sites order (B and T from `ids`).
+absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<CoefficientSite>& sites,
+                                     const std::vector<at::Tensor>& a);
+// What ControlledModel::Forward promises to refuse: bad ids, a missing
+// coefficient list for record/replay, and replay coefficients of the wrong
+// number or shape.
+absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
+                                const std::vector<at::Tensor>* coefficients,
+                                const ModelInfo& info, const std::vector<CoefficientSite>& sites,
+                                int64_t max_len, int64_t vocab_size);
+
+// Runs `fn` (returning absl::Status or StatusOr) and turns any exception
+// thrown by torch into INTERNAL "<what>: <first line of the message>", so no
+// exception crosses a library boundary.
+template <typename Fn>
+auto GuardTorch(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    msg = msg.substr(0, msg.find('\n'));
+    return absl::InternalError(absl::StrCat(what, ": ", msg));
+  }
+}
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_

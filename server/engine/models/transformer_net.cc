@@ -1,0 +1,201 @@
+// The `dense` and `featuregate` transformer forward.
+//
+// Block l (pre-LN), with h the block input:
+//   featuregate controller: g = 2 * sigmoid(W2 gelu(W1 LN_c(h) + b1) + b2),
+//     g in (0,2)^{2G}; attn gate = g[:G], mlp gate = g[G:].
+//   x = h + gate_attn (.) Attn(LN1(h));  out = x + gate_mlp (.) MLP(LN2(x))
+// where a gate scales the d_model/G channels of its group. Dense: no gates.
+#include "server/engine/models/transformer_net.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "server/engine/models/torch_util.h"
+#include "server/engine/models/transformer_model.h"
+
+namespace fca::engine {
+namespace {
+
+struct Linear {
+  at::Tensor w, b;  // [out, in], [out] (b may be undefined)
+};
+struct Norm {
+  at::Tensor w, b;
+};
+struct Block {
+  Norm ln1, ln2;
+  Linear qkv, out, fc1, fc2;
+  Norm ctrl_ln;               // featuregate only
+  Linear ctrl_fc1, ctrl_fc2;  // featuregate only
+};
+
+}  // namespace
+
+// The weights, named by their role. Tensors share storage with `all`.
+struct TransformerNet::Layout {
+  std::vector<at::Tensor> all;  // TransformerWeightSpecs order
+  at::Tensor embed, pos, head;
+  Norm ln_f;
+  std::vector<Block> blocks;
+};
+
+namespace {
+
+std::string BlockName(int64_t l, const std::string& rest) {
+  return absl::StrFormat("blocks.%d.%s", l, rest);
+}
+
+// One forward pass: the network's equations, with FLOP counting.
+class ForwardPass {
+ public:
+  ForwardPass(const TransformerConfig& config, const TransformerNet::Layout& w,
+              ExecutionCounters* counters)
+      : c_(config), w_(w), counters_(counters) {}
+
+  at::Tensor Run(const at::Tensor& ids, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
+    const int64_t B = ids.size(0), T = ids.size(1), G = c_.n_groups;
+    // Added to the attention scores: -inf above the diagonal, 0 elsewhere.
+    // Same result as masked_fill, and its backward is the identity.
+    const at::Tensor causal =
+        at::full({T, T}, -std::numeric_limits<float>::infinity(), w_.embed.options()).triu(1);
+    at::Tensor x = w_.embed.index_select(0, ids.reshape(-1)).view({B, T, -1}) +
+                   w_.pos.slice(0, 0, T).unsqueeze(0);
+    for (size_t l = 0; l < w_.blocks.size(); ++l) {
+      const Block& b = w_.blocks[l];
+      at::Tensor ga, gm;
+      if (c_.has_controller()) {
+        if (mode == CoefficientMode::kReplay) {
+          ga = (*coeff)[2 * l].to(x.options());
+          gm = (*coeff)[2 * l + 1].to(x.options());
+        } else {
+          at::Tensor g = Controller(x, b);
+          ga = g.slice(-1, 0, G);
+          gm = g.slice(-1, G, 2 * G);
+          if (mode == CoefficientMode::kLiveRecord) {
+            coeff->push_back(ga.contiguous());
+            coeff->push_back(gm.contiguous());
+          }
+        }
+      }
+      at::Tensor a = Attention(LN(x, b.ln1), b, causal);
+      x = x + (ga.defined() ? ApplyGate(a, ga) : a);
+      at::Tensor m = Mlp(LN(x, b.ln2), b);
+      x = x + (gm.defined() ? ApplyGate(m, gm) : m);
+      if (counters_) counters_->blocks_executed += B * T;  // this block ran for every token
+    }
+    if (counters_) {
+      counters_->blocks_total += B * T * c_.n_layers;
+      counters_->tokens += B * T;
+    }
+    return Lin(LN(x, w_.ln_f), Linear{w_.head, at::Tensor()});
+  }
+
+ private:
+  at::Tensor Lin(const at::Tensor& x, const Linear& l) {
+    if (counters_) {
+      counters_->flops += 2.0 * (x.numel() / x.size(-1)) * l.w.size(0) * l.w.size(1);
+    }
+    return at::linear(x, l.w, l.b);
+  }
+  at::Tensor LN(const at::Tensor& x, const Norm& n) const {
+    return at::layer_norm(x, {x.size(-1)}, n.w, n.b, c_.norm_eps);
+  }
+  // Scales each of the G channel groups of `x` [B,T,D] by gate [B,T,G].
+  at::Tensor ApplyGate(const at::Tensor& x, const at::Tensor& gate) const {
+    const int64_t B = x.size(0), T = x.size(1), G = c_.n_groups;
+    return (x.view({B, T, G, -1}) * gate.unsqueeze(-1)).view({B, T, -1});
+  }
+
+  at::Tensor Attention(const at::Tensor& x, const Block& b, const at::Tensor& causal) {
+    const int64_t B = x.size(0), T = x.size(1), H = c_.n_heads;
+    const int64_t hd = c_.d_model / H;
+    at::Tensor qkv = Lin(x, b.qkv).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
+    at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
+    scores = scores + causal;
+    at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);
+    if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
+    return Lin(ctx.transpose(1, 2).reshape({B, T, c_.d_model}), b.out);
+  }
+
+  at::Tensor Mlp(const at::Tensor& x, const Block& b) {
+    return Lin(at::gelu(Lin(x, b.fc1)), b.fc2);
+  }
+
+  // Controller output [B,T,2G] for block input h.
+  at::Tensor Controller(const at::Tensor& h, const Block& b) {
+    at::Tensor u = at::gelu(Lin(LN(h, b.ctrl_ln), b.ctrl_fc1));
+    return 2.0 * at::sigmoid(Lin(u, b.ctrl_fc2));
+  }
+
+  const TransformerConfig& c_;
+  const TransformerNet::Layout& w_;
+  ExecutionCounters* counters_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerNet>> TransformerNet::Create(
+    const TransformerConfig& config, std::vector<at::Tensor> weights) {
+  const std::vector<WeightSpec> specs = TransformerWeightSpecs(config);
+  if (weights.size() != specs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a %s model with this config has %d weight tensors, got %d", config.family,
+                        specs.size(), weights.size()));
+  }
+  std::map<std::string, at::Tensor> t;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!weights[i].defined() || weights[i].sizes().vec() != specs[i].shape) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "weight '%s' must have shape [%s]", specs[i].name, absl::StrJoin(specs[i].shape, ", ")));
+    }
+    t[specs[i].name] = weights[i];
+  }
+  auto lin = [&](const std::string& n) { return Linear{t[n + ".weight"], t[n + ".bias"]}; };
+  auto norm = [&](const std::string& n) { return Norm{t[n + ".weight"], t[n + ".bias"]}; };
+  auto layout = std::make_unique<Layout>();
+  layout->all = std::move(weights);
+  layout->embed = t["tok_emb.weight"];
+  layout->pos = t["pos_emb.weight"];
+  layout->ln_f = norm("ln_f");
+  layout->head = t["lm_head.weight"];
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    Block b;
+    b.ln1 = norm(BlockName(l, "ln1"));
+    b.ln2 = norm(BlockName(l, "ln2"));
+    b.qkv = lin(BlockName(l, "attn.qkv"));
+    b.out = lin(BlockName(l, "attn.out"));
+    b.fc1 = lin(BlockName(l, "mlp.fc1"));
+    b.fc2 = lin(BlockName(l, "mlp.fc2"));
+    if (config.has_controller()) {
+      b.ctrl_ln = norm(BlockName(l, "ctrl.ln"));
+      b.ctrl_fc1 = lin(BlockName(l, "ctrl.fc1"));
+      b.ctrl_fc2 = lin(BlockName(l, "ctrl.fc2"));
+    }
+    layout->blocks.push_back(std::move(b));
+  }
+  return std::unique_ptr<TransformerNet>(new TransformerNet(config, std::move(layout)));
+}
+
+TransformerNet::TransformerNet(TransformerConfig config, std::unique_ptr<Layout> layout)
+    : config_(std::move(config)), layout_(std::move(layout)) {}
+
+TransformerNet::~TransformerNet() = default;
+
+const std::vector<at::Tensor>& TransformerNet::weights() const { return layout_->all; }
+
+absl::StatusOr<at::Tensor> TransformerNet::Forward(const at::Tensor& ids, CoefficientMode mode,
+                                                   std::vector<at::Tensor>* coefficients,
+                                                   ExecutionCounters* counters) const {
+  return GuardTorch("transformer forward", [&]() -> absl::StatusOr<at::Tensor> {
+    return ForwardPass(config_, *layout_, counters).Run(ids, mode, coefficients);
+  });
+}
+
+}  // namespace fca::engine

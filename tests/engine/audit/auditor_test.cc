@@ -1,0 +1,377 @@
+// The whole audit on real (tiny) models: it must tell a model whose
+// coefficients do not matter from one whose coefficients do.
+#include "server/engine/audit/auditor.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+
+#include "common/random.h"
+#include "tests/testing/test_models.h"
+
+namespace fca::engine {
+namespace {
+
+using testing::GateDependentModel;
+using testing::GateDependentText;
+using testing::RandomModel;
+using testing::TinyConfig;
+
+Dataset Text(const std::string& name, std::string text) {
+  Dataset d;
+  d.name = name;
+  d.text = std::move(text);
+  return d;
+}
+
+std::string RandomText(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s.push_back(static_cast<char>('a' + rng.Uniform(26)));
+  return s;
+}
+
+// Random weights whose controller output varies with the input.
+InitOptions Varying(uint64_t seed) {
+  InitOptions o;
+  o.seed = seed;
+  o.controller_out_std = 1.0;
+  return o;
+}
+
+InitOptions Seeded(uint64_t seed) {
+  InitOptions o;
+  o.seed = seed;
+  return o;
+}
+
+AuditOptions SmallOptions() {
+  AuditOptions o;
+  o.window_length = 16;
+  o.batch_size = 4;
+  o.bootstrap_resamples = 200;
+  o.timing_repeats = 2;
+  o.timing_warmup = 0;
+  o.seed = 3;
+  return o;
+}
+
+AuditRequest Request(std::vector<ControlledModel*> models, std::string eval, std::string calib) {
+  AuditRequest r;
+  r.models = std::move(models);
+  r.eval = Text("eval", std::move(eval));
+  r.calib = Text("calib", std::move(calib));
+  r.options = SmallOptions();
+  return r;
+}
+
+const InterventionResult& Find(const ModelReport& r, const std::string& name) {
+  for (const InterventionResult& i : r.interventions) {
+    if (i.name == name) return i;
+  }
+  ADD_FAILURE() << "no intervention " << name;
+  static InterventionResult none;
+  return none;
+}
+
+TEST(AuditorTest, ConstantControllerHasNoPenaltyAndUndefinedRetention) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});  // W2 = 0: gates == 1
+  auto report = RunAudit(Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 6, 2)));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ModelReport& r = report->models[0];
+  EXPECT_EQ(r.eval_windows, 8);
+  EXPECT_EQ(r.calib_windows, 6);
+  ASSERT_EQ(r.interventions.size(), 6u);
+  EXPECT_EQ(r.interventions[0].name, kCorrect);
+  for (const InterventionResult& i : r.interventions) {
+    EXPECT_NEAR(i.penalty, 0.0, 1e-9) << i.name;
+    EXPECT_NEAR(i.penalty_ci.low, 0.0, 1e-9) << i.name;
+    EXPECT_NEAR(i.penalty_ci.high, 0.0, 1e-9) << i.name;
+  }
+  EXPECT_FALSE(r.retention_static_layer.has_value());
+  EXPECT_FALSE(r.retention_static_layer_position.has_value());
+  for (const FamilyVariation& f : r.variation) EXPECT_FALSE(f.eta2.has_value()) << f.family;
+  EXPECT_EQ(r.replay_max_abs_diff, 0.0);
+  EXPECT_NEAR(r.live_nll, Find(r, kCorrect).nll, 1e-12);
+  // Undefined values are rows marked undefined, not numbers.
+  bool saw_retention = false;
+  for (const ResultRow& row : ResultRows(r)) {
+    if (row.metric == "retention_pct") {
+      saw_retention = true;
+      EXPECT_FALSE(row.defined);
+    }
+  }
+  EXPECT_TRUE(saw_retention);
+}
+
+TEST(AuditorTest, InputDependentGatesGiveAClearCrossInputPenalty) {
+  auto model = GateDependentModel();
+  // 32-token windows: shorter {a, b} windows repeat by chance between E and C.
+  AuditRequest req = Request({model.get()}, GateDependentText(32 * 16, 1),
+                             GateDependentText(32 * 16, 2));
+  req.options.window_length = 32;
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ModelReport& r = report->models[0];
+  const InterventionResult& cross = Find(r, kCrossInput);
+  const InterventionResult& shuffle = Find(r, kTokenShuffle);
+  EXPECT_GT(cross.penalty, 0.5);
+  EXPECT_GT(cross.penalty_ci.low, 0.0);
+  EXPECT_LE(cross.penalty_ci.low, cross.penalty);
+  EXPECT_GE(cross.penalty_ci.high, cross.penalty);
+  EXPECT_GT(shuffle.penalty, 0.5);
+  EXPECT_GT(shuffle.penalty_ci.low, 0.0);
+  // Static profiles cannot know which token came before: they lose too.
+  EXPECT_GT(Find(r, kStaticLayer).penalty, 0.1);
+  EXPECT_GT(Find(r, kGlobalMean).penalty, 0.1);
+  ASSERT_TRUE(r.retention_static_layer.has_value());
+  // Only the MLP gate varies (with the input); the attention gate is 1.
+  for (const FamilyVariation& f : r.variation) {
+    if (f.family == "mlp_gate") {
+      EXPECT_GT(f.total_variance, 0.5);
+      EXPECT_GT(f.within_input_variance, f.between_input_variance);
+    } else {
+      EXPECT_FALSE(f.eta2.has_value());
+    }
+  }
+  EXPECT_LE(r.replay_max_abs_diff, 1e-5);
+}
+
+TEST(AuditorTest, DeterministicForASeed) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(4));
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 5), RandomText(16 * 8, 6));
+  auto a = RunAudit(req);
+  auto b = RunAudit(req);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t i = 0; i < a->models[0].interventions.size(); ++i) {
+    const InterventionResult& x = a->models[0].interventions[i];
+    const InterventionResult& y = b->models[0].interventions[i];
+    EXPECT_EQ(x.nll, y.nll) << x.name;
+    EXPECT_EQ(x.penalty_ci.low, y.penalty_ci.low) << x.name;
+  }
+  req.options.seed = 99;
+  auto c = RunAudit(req);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(Find(a->models[0], kCrossInput).nll, Find(c->models[0], kCrossInput).nll);
+  EXPECT_EQ(Find(a->models[0], kStaticLayer).nll, Find(c->models[0], kStaticLayer).nll);
+}
+
+TEST(AuditorTest, RefusesCalibrationEvaluationOverlap) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});
+  const std::string text = RandomText(16 * 8, 7);
+  AuditRequest req = Request({model.get()}, text, text.substr(16 * 3));
+  auto report = RunAudit(req);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("share 5 window"), std::string::npos)
+      << report.status();
+  req.options.allow_overlap = true;
+  EXPECT_TRUE(RunAudit(req).ok());
+}
+
+// Wraps a real model but perturbs replayed logits: an unfaithful replay.
+class UnfaithfulReplay : public ControlledModel {
+ public:
+  explicit UnfaithfulReplay(std::unique_ptr<ControlledModel> inner) : inner_(std::move(inner)) {}
+  const ModelInfo& info() const override { return inner_->info(); }
+  const std::vector<CoefficientSite>& sites() const override { return inner_->sites(); }
+  const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
+  ExecutionCounters counters() const override { return inner_->counters(); }
+  void ResetCounters() override { inner_->ResetCounters(); }
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
+                                     std::vector<at::Tensor>* c) override {
+    auto out = inner_->Forward(ids, mode, c);
+    if (out.ok() && mode == CoefficientMode::kReplay) return *out + 3e-4;
+    return out;
+  }
+
+ private:
+  std::unique_ptr<ControlledModel> inner_;
+};
+
+TEST(AuditorTest, UnfaithfulReplayIsRefusedWithTheMeasuredDifference) {
+  UnfaithfulReplay model(RandomModel(TinyConfig("featuregate"), InitOptions{}));
+  auto report = RunAudit(Request({&model}, RandomText(16 * 4, 1), RandomText(16 * 4, 2)));
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(report.status().message().find("0.0003"), std::string::npos) << report.status();
+}
+
+TEST(AuditorTest, CancellationStopsBetweenBatches) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});
+  AuditRequest req = Request({model.get()}, RandomText(16 * 16, 1), RandomText(16 * 8, 2));
+  std::atomic<bool> cancel{false};
+  int batches_after_cancel = 0;
+  req.cancelled = &cancel;
+  req.on_progress = [&](const AuditProgress& p) {
+    if (cancel.load() && p.windows_done > 0) ++batches_after_cancel;
+    if (p.phase == "live" && p.windows_done == 4) cancel = true;
+  };
+  auto report = RunAudit(req);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(batches_after_cancel, 0);
+}
+
+TEST(AuditorTest, ProgressIsMonotonicAndModelsAreReported) {
+  auto a = RandomModel(TinyConfig("featuregate"), Varying(1));
+  auto b = RandomModel(TinyConfig("featuregate"), Varying(2));
+  AuditRequest req = Request({a.get(), b.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  double last = 0;
+  std::vector<std::string> done;
+  req.on_progress = [&](const AuditProgress& p) {
+    EXPECT_GE(p.fraction, last - 1e-12) << p.phase;
+    last = p.fraction;
+  };
+  req.on_model_done = [&](const ModelReport& r) { done.push_back(r.model.name); };
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NEAR(last, 1.0, 1e-9);
+  ASSERT_EQ(done.size(), 2u);
+  // Aggregation: mean / sd / min / max across the two models.
+  const double x = Find(report->models[0], kCrossInput).nll;
+  const double y = Find(report->models[1], kCrossInput).nll;
+  bool found = false;
+  for (const AggregateRow& row : report->aggregate) {
+    if (row.intervention != kCrossInput || row.metric != "nll") continue;
+    found = true;
+    EXPECT_DOUBLE_EQ(row.summary.mean, (x + y) / 2);
+    EXPECT_NEAR(row.summary.sd, std::fabs(x - y) / std::sqrt(2.0), 1e-12);
+    EXPECT_EQ(row.summary.min, std::min(x, y));
+    EXPECT_EQ(row.summary.n, 2);
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(AuditorTest, ExecutionAgainstADenseTwin) {
+  auto gated = RandomModel(TinyConfig("featuregate"), Varying(1));
+  auto dense = RandomModel(TinyConfig("dense"), Seeded(1));
+  AuditRequest req = Request({gated.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.dense_twin = dense.get();
+  req.options.timing_repeats = 3;
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ExecutionResult& x = report->models[0].execution;
+  EXPECT_EQ(x.blocks_per_token, 2.0);
+  EXPECT_EQ(x.blocks_executed_fraction, 1.0);
+  EXPECT_GT(x.flops_per_token, x.replay_flops_per_token);
+  ASSERT_TRUE(x.slowdown.has_value());
+  EXPECT_GT(x.latency_us_per_token, 0);
+  EXPECT_EQ(x.timing_repeats, 3);
+  ASSERT_TRUE(report->dense_twin.has_value());
+  EXPECT_EQ(report->dense_twin->blocks_executed_fraction, 1.0);
+  EXPECT_EQ(report->dense_twin->flops_per_token, x.replay_flops_per_token);
+  EXPECT_NEAR(*x.slowdown,
+              x.latency_us_per_token / report->dense_twin->latency_us_per_token - 1, 1e-9);
+  // A dense model cannot be the audited model, and a gated one is no twin.
+  req.models = {dense.get()};
+  req.dense_twin = nullptr;
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+  req.models = {gated.get()};
+  req.dense_twin = gated.get();
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AuditorTest, BadRequestsAreInvalidArgument) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});
+  AuditRequest req = Request({model.get()}, RandomText(16 * 4, 1), RandomText(16 * 4, 2));
+  req.options.interventions = {"cross_input", "telepathy"};
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request({model.get()}, RandomText(10, 1), RandomText(16 * 4, 2));
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request({model.get()}, RandomText(16 * 4, 1), RandomText(16 * 4, 2));
+  req.options.window_length = 65;  // beyond max_seq_len 64
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request({}, "", "");
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+  // Token ids outside the model's vocabulary.
+  TransformerConfig small = TinyConfig("featuregate");
+  small.vocab_size = 100;
+  auto narrow = RandomModel(small, InitOptions{});
+  req = Request({narrow.get()}, RandomText(16 * 4, 1), RandomText(16 * 4, 2));
+  auto st = RunAudit(req).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("vocabulary"), std::string::npos) << st;
+}
+
+TEST(AuditorTest, SubsetOfInterventionsAndBfloat16) {
+  ComputeOptions bf16;
+  bf16.dtype = "bfloat16";
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(2),
+                           bf16);
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.options.interventions = {kCrossInput};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->models[0].interventions.size(), 2u);
+  EXPECT_EQ(report->models[0].replay_max_abs_diff, 0.0);  // bitwise in bf16 too
+  EXPECT_FALSE(report->models[0].retention_static_layer.has_value());
+}
+
+}  // namespace
+}  // namespace fca::engine
+
+namespace fca::engine {
+namespace {
+
+InitOptions Varying(uint64_t seed);
+
+class MapCache : public CoefficientCache {
+ public:
+  std::optional<std::string> Get(const std::string& w, const std::string& h,
+                                 const std::string& d) override {
+    auto it = map_.find(w + "/" + h + "/" + d);
+    if (it == map_.end()) return std::nullopt;
+    ++hits;
+    return it->second;
+  }
+  void Put(const std::string& w, const std::string& h, const std::string& d,
+           const std::string& bytes) override {
+    map_[w + "/" + h + "/" + d] = bytes;
+    ++puts;
+  }
+  void CorruptAll() {
+    for (auto& [key, bytes] : map_) bytes[0] ^= 0x40;
+  }
+  int hits = 0, puts = 0;
+
+ private:
+  std::map<std::string, std::string> map_;
+};
+
+TEST(AuditorCacheTest, SecondAuditSkipsLiveForCachedWindowsWithIdenticalResults) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(8));
+  MapCache cache;
+  AuditRequest req = Request({model.get()}, RandomText(16 * 10, 1), RandomText(16 * 6, 2));
+  req.cache = &cache;
+  std::vector<std::string> notes;
+  req.on_note = [&](const std::string& n) { notes.push_back(n); };
+  auto first = RunAudit(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(cache.puts, 10 + 6);
+  EXPECT_EQ(first->models[0].cached_eval_windows, 0);
+  notes.clear();
+  auto second = RunAudit(req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  // The first batch (4 windows) always runs LIVE to check fidelity.
+  EXPECT_EQ(second->models[0].cached_eval_windows, 10 - 4);
+  EXPECT_EQ(second->models[0].cached_calib_windows, 6);
+  EXPECT_EQ(cache.puts, 16);
+  for (size_t i = 0; i < first->models[0].interventions.size(); ++i) {
+    EXPECT_EQ(first->models[0].interventions[i].nll, second->models[0].interventions[i].nll);
+  }
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("6 of 10 evaluation windows came from the coefficient cache"),
+            std::string::npos) << notes[0];
+}
+
+TEST(AuditorCacheTest, ACacheThatDisagreesWithAFreshRecordingIsDataLoss) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(8));
+  MapCache cache;
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 4, 2));
+  req.cache = &cache;
+  ASSERT_TRUE(RunAudit(req).ok());
+  cache.CorruptAll();
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace fca::engine

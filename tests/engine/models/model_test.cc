@@ -1,0 +1,247 @@
+// Models: loading, forward modes, replay fidelity, execution counters and
+// malformed model folders.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/engine/models/controlled_model.h"
+#include "server/engine/models/transformer_model.h"
+#include "tests/testing/test_models.h"
+
+namespace fca::engine {
+namespace {
+
+using testing::LoadWritten;
+using testing::RandomModel;
+using testing::TempDir;
+using testing::TinyConfig;
+
+at::Tensor RandomIds(int64_t b, int64_t t, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randint(0, 256, {b, t}, gen, at::kLong);
+}
+
+InitOptions VaryingGates(uint64_t seed = 1) {
+  InitOptions init;
+  init.seed = seed;
+  init.controller_out_std = 1.0;
+  return init;
+}
+
+TEST(ModelTest, FeatureGateSitesAndShapes) {
+  auto model = RandomModel(TinyConfig("featuregate"), VaryingGates());
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->sites().size(), 4u);
+  EXPECT_EQ(model->sites()[0].name, "attn_gate.0");
+  EXPECT_EQ(model->sites()[3].family, "mlp_gate");
+  EXPECT_EQ(model->sites()[3].layer, 1);
+  EXPECT_EQ(model->sites()[3].channels, 4);
+  EXPECT_EQ(model->info().weights_sha256.size(), 64u);
+  std::vector<at::Tensor> rec;
+  auto logits = model->Forward(RandomIds(3, 10, 0), CoefficientMode::kLiveRecord, &rec);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_EQ(logits->sizes().vec(), (std::vector<int64_t>{3, 10, 256}));
+  ASSERT_EQ(rec.size(), 4u);
+  EXPECT_EQ(rec[1].sizes().vec(), (std::vector<int64_t>{3, 10, 4}));
+  // Gates lie in (0, 2) and vary with the input.
+  EXPECT_GT(rec[0].min().item<float>(), 0.0f);
+  EXPECT_LT(rec[0].max().item<float>(), 2.0f);
+  EXPECT_GT(rec[0].std().item<float>(), 1e-3f);
+}
+
+TEST(ModelTest, ZeroInitialisedControllerGivesUnitGates) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});
+  std::vector<at::Tensor> rec;
+  ASSERT_TRUE(model->Forward(RandomIds(2, 8, 3), CoefficientMode::kLiveRecord, &rec).ok());
+  for (const at::Tensor& g : rec) EXPECT_TRUE(at::all(g == 1.0f).item<bool>());
+}
+
+TEST(ModelTest, ReplayOfRecordedCoefficientsReproducesLive) {
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    ComputeOptions compute;
+    compute.dtype = dtype;
+    auto model = RandomModel(TinyConfig("featuregate"), VaryingGates(7), compute);
+    at::Tensor ids = RandomIds(4, 32, 11);
+    std::vector<at::Tensor> rec;
+    auto live = model->Forward(ids, CoefficientMode::kLiveRecord, &rec);
+    ASSERT_TRUE(live.ok());
+    auto replay = model->Forward(ids, CoefficientMode::kReplay, &rec);
+    ASSERT_TRUE(replay.ok());
+    const double diff = (*live - *replay).abs().max().item<double>();
+    EXPECT_LE(diff, 1e-5) << dtype;
+  }
+}
+
+TEST(ModelTest, ReplayOfAnotherInputsCoefficientsChangesLogits) {
+  auto model = RandomModel(TinyConfig("featuregate"), VaryingGates(2));
+  at::Tensor x = RandomIds(1, 16, 1), y = RandomIds(1, 16, 2);
+  std::vector<at::Tensor> ax, ay;
+  auto live_x = model->Forward(x, CoefficientMode::kLiveRecord, &ax);
+  ASSERT_TRUE(model->Forward(y, CoefficientMode::kLiveRecord, &ay).ok());
+  auto replay_x_with_y = model->Forward(x, CoefficientMode::kReplay, &ay);
+  ASSERT_TRUE(replay_x_with_y.ok());
+  EXPECT_GT((*live_x - *replay_x_with_y).abs().max().item<double>(), 1e-3);
+}
+
+TEST(ModelTest, ReplayRejectsWrongCoefficientShapes) {
+  auto model = RandomModel(TinyConfig("featuregate"), VaryingGates());
+  at::Tensor ids = RandomIds(2, 8, 0);
+  std::vector<at::Tensor> few = {at::ones({2, 8, 4})};
+  auto r = model->Forward(ids, CoefficientMode::kReplay, &few);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<at::Tensor> bad(4, at::ones({2, 8, 3}));
+  r = model->Forward(ids, CoefficientMode::kReplay, &bad);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("attn_gate.0"), std::string::npos) << r.status();
+}
+
+TEST(ModelTest, RejectsBadIds) {
+  auto model = RandomModel(TinyConfig("dense"), InitOptions{});
+  EXPECT_EQ(model->Forward(at::full({1, 4}, 256, at::kLong), CoefficientMode::kLive, nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->Forward(at::zeros({1, 65}, at::kLong), CoefficientMode::kLive, nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->Forward(at::zeros({4}, at::kLong), CoefficientMode::kLive, nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelTest, CountersShowEveryBlockRuns) {
+  auto gated = RandomModel(TinyConfig("featuregate"), VaryingGates());
+  auto dense = RandomModel(TinyConfig("dense"), InitOptions{});
+  EXPECT_TRUE(dense->sites().empty());
+  at::Tensor ids = RandomIds(2, 16, 5);
+  for (ControlledModel* m : {gated.get(), dense.get()}) {
+    m->ResetCounters();
+    ASSERT_TRUE(m->Forward(ids, CoefficientMode::kLive, nullptr).ok());
+    const ExecutionCounters c = m->counters();
+    EXPECT_EQ(c.tokens, 32);
+    EXPECT_EQ(c.blocks_executed, 2 * 32);
+    EXPECT_EQ(c.blocks_total, 2 * 32);
+  }
+  // The controller costs FLOPs in LIVE and none in REPLAY.
+  gated->ResetCounters();
+  std::vector<at::Tensor> rec;
+  ASSERT_TRUE(gated->Forward(ids, CoefficientMode::kLiveRecord, &rec).ok());
+  const double live = gated->counters().flops;
+  gated->ResetCounters();
+  ASSERT_TRUE(gated->Forward(ids, CoefficientMode::kReplay, &rec).ok());
+  const double replay = gated->counters().flops;
+  dense->ResetCounters();
+  ASSERT_TRUE(dense->Forward(ids, CoefficientMode::kLive, nullptr).ok());
+  EXPECT_DOUBLE_EQ(replay, dense->counters().flops);
+  // Controller per block: d_model*cw + cw*2G multiply-adds per token.
+  EXPECT_DOUBLE_EQ(live - replay, 2.0 * 32 * 2 * (32 * 16 + 16 * 8));
+}
+
+TEST(ModelTest, WeightsIdentityIsContentHash) {
+  auto a = RandomModel(TinyConfig("featuregate"), VaryingGates(1));
+  auto b = RandomModel(TinyConfig("featuregate"), VaryingGates(1));
+  auto c = RandomModel(TinyConfig("featuregate"), VaryingGates(2));
+  EXPECT_EQ(a->info().weights_sha256, b->info().weights_sha256);
+  EXPECT_NE(a->info().weights_sha256, c->info().weights_sha256);
+}
+
+// --- malformed model folders ---
+
+absl::Status LoadStatus(const std::string& dir) {
+  return LoadModel(dir, "m", ComputeOptions{}).status();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::string GoodModelDir(const TransformerConfig& c) {
+  const std::string dir = TempDir("bad");
+  auto w = InitTransformerWeights(c, InitOptions{});
+  EXPECT_TRUE(w.ok());
+  EXPECT_TRUE(WriteTransformerModelDir(dir, c, *w).ok());
+  return dir;
+}
+
+TEST(ModelConfigTest, MalformedConfigsAreInvalidArgument) {
+  const std::string dir = GoodModelDir(TinyConfig("featuregate"));
+  struct Case {
+    std::string json, expect;
+  } cases[] = {
+      {"{", "config.json"},
+      {"[1, 2]", "JSON object"},
+      {R"({"d_model": 32})", "model_type"},
+      {R"({"model_type": "featuregate", "d_model": 32})", "n_layers"},
+      {R"({"model_type": "featuregate", "d_model": "32", "n_layers": 2, "n_heads": 2,
+           "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
+           "controller_width": 16})", "d_model"},
+      {R"({"model_type": "featuregate", "d_model": 32, "n_layers": 2, "n_heads": 3,
+           "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
+           "controller_width": 16})", "n_heads"},
+      {R"({"model_type": "featuregate", "d_model": 32, "n_layers": -1, "n_heads": 2,
+           "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
+           "controller_width": 16})", "n_layers"},
+      {R"({"model_type": "featuregate", "d_model": 32, "n_layers": 2, "n_heads": 2,
+           "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 5,
+           "controller_width": 16})", "n_groups"},
+      {R"({"model_type": "featuregate", "d_model": 1000000000, "n_layers": 2, "n_heads": 2,
+           "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
+           "controller_width": 16})", "d_model"},
+      {R"({"model_type": "mystery"})", "mystery"},
+  };
+  for (const Case& c : cases) {
+    WriteFile(dir + "/config.json", c.json);
+    absl::Status st = LoadStatus(dir);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.json << " -> " << st;
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.json << " -> " << st;
+  }
+}
+
+TEST(ModelConfigTest, MissingFilesAreNotFound) {
+  const std::string dir = TempDir("empty");
+  EXPECT_EQ(LoadStatus(dir).code(), absl::StatusCode::kNotFound);
+  const std::string no_weights = GoodModelDir(TinyConfig("dense"));
+  std::filesystem::remove(no_weights + "/model.safetensors");
+  EXPECT_EQ(LoadStatus(no_weights).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ModelConfigTest, WeightsThatDoNotMatchTheConfigAreInvalidArgument) {
+  // Dense weights under a featuregate config: controller tensors missing.
+  const std::string dir = GoodModelDir(TinyConfig("dense"));
+  WriteFile(dir + "/config.json",
+            json::Write(TransformerConfigToJson(TinyConfig("featuregate"))));
+  absl::Status st = LoadStatus(dir);
+  EXPECT_NE(st.code(), absl::StatusCode::kOk);
+  EXPECT_NE(st.message().find("ctrl"), std::string::npos) << st;
+  // Featuregate weights under a dense config: extra tensors.
+  const std::string dir2 = GoodModelDir(TinyConfig("featuregate"));
+  WriteFile(dir2 + "/config.json", json::Write(TransformerConfigToJson(TinyConfig("dense"))));
+  st = LoadStatus(dir2);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("ctrl"), std::string::npos) << st;
+  // A wider model's config over narrower weights: shape mismatch.
+  TransformerConfig wide = TinyConfig("dense");
+  wide.d_ff = 128;
+  const std::string dir3 = GoodModelDir(TinyConfig("dense"));
+  WriteFile(dir3 + "/config.json", json::Write(TransformerConfigToJson(wide)));
+  st = LoadStatus(dir3);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("mlp.fc1"), std::string::npos) << st;
+}
+
+TEST(ModelConfigTest, ComputeOptionsAreValidated) {
+  const std::string dir = GoodModelDir(TinyConfig("dense"));
+  ComputeOptions bad;
+  bad.dtype = "float8";
+  EXPECT_EQ(LoadModel(dir, "m", bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = ComputeOptions{};
+  bad.device = "banana";
+  EXPECT_EQ(LoadModel(dir, "m", bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fca::engine

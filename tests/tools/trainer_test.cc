@@ -1,0 +1,281 @@
+// The trainer (fca-train) and the corpus split: learning, determinism, the
+// written folder against the log, a frozen controller, bad options.
+#include "server/tools/train/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/json.h"
+#include "common/random.h"
+#include "common/sha256.h"
+#include "server/tools/train/corpus_split.h"
+#include "server/engine/io/safetensors.h"
+#include "server/engine/models/transformer_model.h"
+#include "server/engine/audit/windows.h"
+#include "tests/testing/test_models.h"
+
+namespace fca::engine {
+namespace {
+
+using testing::TempDir;
+using testing::TinyConfig;
+
+// Sentences from a small set in a seeded random order: easy to learn, and the
+// evaluation text (another seed) is new text from the same distribution.
+std::string RepetitiveText(size_t length, uint64_t seed) {
+  const char* sentences[] = {"the cat sat on the mat. ", "a dog ran in the fog. ",
+                             "my hat is red. "};
+  Rng rng(seed);
+  std::string s;
+  while (s.size() < length) s += sentences[rng.Uniform(3)];
+  return s.substr(0, length);
+}
+
+TrainOptions Options(const std::string& tag) {
+  TrainOptions o;
+  o.train_text = RepetitiveText(20000, 1);
+  o.eval_text = RepetitiveText(2048, 2);
+  o.window_length = 32;
+  o.batch_size = 8;
+  o.steps = 100;
+  o.warmup_steps = 10;
+  o.learning_rate = 1e-2;
+  o.min_learning_rate = 1e-3;
+  o.log_interval = 10;
+  o.eval_interval = 50;
+  o.storage_dtype = "float32";
+  o.out_dir = TempDir(tag) + "/model";
+  return o;
+}
+
+TrainReport Train(const TrainOptions& o, const std::string& family = "featuregate") {
+  auto r = TrainModel(o, TinyConfig(family), nullptr);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : TrainReport();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Mean NLL (fca.md) of a loaded model over the consecutive windows of `text`.
+double LoadedModelNll(const std::string& dir, const std::string& text, int64_t T) {
+  auto model = LoadModel(dir, "trained", ComputeOptions{});
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return -1;
+  auto stream = (*model)->tokenizer().Encode(text);
+  auto windows = MakeWindows(*stream, T, 0, "eval");
+  EXPECT_TRUE(windows.ok());
+  at::Tensor ids =
+      at::from_blob(windows->ids.data(), {windows->count(), T}, at::kInt).to(at::kLong);
+  auto logits = (*model)->Forward(ids, CoefficientMode::kLive, nullptr);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  at::Tensor lp = at::log_softmax(logits->slice(1, 0, T - 1).to(at::kFloat), -1);
+  at::Tensor nll = -lp.gather(-1, ids.slice(1, 1, T).unsqueeze(-1)).squeeze(-1);
+  return nll.to(at::kDouble).mean().item<double>();
+}
+
+TEST(TrainerTest, LossFallsClearlyOnRepetitiveText) {
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    TrainOptions o = Options("learn");
+    o.compute_dtype = dtype;
+    int calls = 0;
+    auto r = TrainModel(o, TinyConfig("featuregate"),
+                        [&](const TrainProgress& p) { EXPECT_EQ(p.step, ++calls); });
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(calls, 100);
+    ASSERT_EQ(r->log.size(), 10u);
+    EXPECT_GT(r->log.front().train_loss, 4.0) << dtype;  // uniform: log 256 = 5.55
+    EXPECT_LT(r->log.back().train_loss, 1.0) << dtype;
+    EXPECT_LT(r->final_eval_nll, 1.0) << dtype;
+    ASSERT_TRUE(r->log[4].eval_loss.has_value());
+    ASSERT_TRUE(r->log[9].eval_loss.has_value());
+    EXPECT_EQ(r->tokens_seen, 100 * 8 * 32);
+  }
+}
+
+TEST(TrainerTest, SameSeedGivesIdenticalWeights) {
+  TrainOptions o = Options("seed");
+  const TrainReport a = Train(o);
+  o.out_dir = TempDir("seed_again") + "/model";
+  const TrainReport b = Train(o);
+  o.out_dir = TempDir("seed_other") + "/model";
+  o.seed = 2;
+  const TrainReport c = Train(o);
+  EXPECT_EQ(a.weights_sha256.size(), 64u);
+  EXPECT_EQ(a.weights_sha256, b.weights_sha256);
+  EXPECT_EQ(a.final_eval_nll, b.final_eval_nll);
+  EXPECT_NE(a.weights_sha256, c.weights_sha256);
+}
+
+TEST(TrainerTest, WrittenFolderLoadsAndMatchesTheLoggedEvalNll) {
+  TrainOptions o = Options("folder");
+  const TrainReport r = Train(o, "dense");
+  const double nll = LoadedModelNll(o.out_dir, o.eval_text, o.window_length);
+  EXPECT_NEAR(nll, r.final_eval_nll, 1e-4);
+  EXPECT_EQ(r.final_eval_windows, 2048 / 32);
+
+  auto log = json::Parse(ReadFile(o.out_dir + "/training_log.json"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  const json::Value* result = log->Find("result");
+  ASSERT_NE(result, nullptr);
+  auto logged = json::GetDouble(*result, "final_eval_nll_nats_per_byte");
+  ASSERT_TRUE(logged.ok());
+  EXPECT_NEAR(*logged, nll, 1e-4);
+  ASSERT_NE(log->Find("steps"), nullptr);
+  EXPECT_EQ(log->Find("steps")->as_array().size(), 10u);
+  EXPECT_NE(log->Find("hyperparameters")->Find("learning_rate"), nullptr);
+
+  // bfloat16 storage: the loader accepts it, and the log states the NLL of
+  // the rounded weights.
+  o.storage_dtype = "bfloat16";
+  o.out_dir = TempDir("folder_bf16") + "/model";
+  const TrainReport rb = Train(o, "dense");
+  auto file = SafetensorsFile::Open(o.out_dir + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ((*file)->Get("lm_head.weight")->dtype, DType::kBF16);
+  EXPECT_NEAR(LoadedModelNll(o.out_dir, o.eval_text, o.window_length), rb.final_eval_nll, 1e-4);
+}
+
+TEST(TrainerTest, FrozenControllerKeepsItsInitialWeights) {
+  TrainOptions o = Options("frozen");
+  o.steps = 20;
+  o.freeze_controller = true;
+  Train(o);
+  InitOptions init;
+  init.seed = o.seed;
+  init.init_std = o.init_std;
+  auto initial = InitTransformerWeights(TinyConfig("featuregate"), init);
+  ASSERT_TRUE(initial.ok());
+  auto trained = TensorSource::OpenDir(o.out_dir);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  int controller = 0, changed = 0;
+  for (const TensorData& t : *initial) {
+    auto view = (*trained)->Get(t.name);
+    ASSERT_TRUE(view.ok());
+    const bool same =
+        std::string(reinterpret_cast<const char*>(view->data), view->num_bytes) == t.bytes;
+    if (t.name.find(".ctrl.") != std::string::npos) {
+      ++controller;
+      EXPECT_TRUE(same) << t.name;
+    } else {
+      changed += !same;
+    }
+  }
+  EXPECT_EQ(controller, 2 * 6);
+  EXPECT_GT(changed, 20);
+}
+
+TEST(TrainerTest, BadOptionsAreInvalidArgument) {
+  TrainOptions o = Options("bad");
+  o.window_length = 65;  // TinyConfig's max_seq_len is 64
+  EXPECT_EQ(TrainModel(o, TinyConfig("dense"), nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Options("bad");
+  o.compute_dtype = "float16";
+  EXPECT_EQ(TrainModel(o, TinyConfig("dense"), nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Options("bad");
+  o.eval_text = "short";
+  auto st = TrainModel(o, TinyConfig("dense"), nullptr).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("evaluation text"), std::string::npos) << st;
+}
+
+// --- corpus split ---
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string FortuneCorpus() {
+  const std::string dir = TempDir("corpus");
+  WriteFile(dir + "/apples", "Apples are red.\n%\nShared fortune.\n%\nAn apple a day.\n%\n");
+  WriteFile(dir + "/bananas", "Bananas are yellow.\n%\n  Shared fortune.\n%\n");
+  WriteFile(dir + "/cherries", "Cherries are small.\n%\nShared fortune.\n%\nPits.\n");
+  WriteFile(dir + "/dates", "Dates are sweet.\n%\n");
+  WriteFile(dir + "/apples.dat", "binary index");
+  WriteFile(dir + "/apples.u8", "Apples are red.\n%\n");
+  std::filesystem::create_directory(dir + "/off");
+  WriteFile(dir + "/off/rude", "Not included.\n%\n");
+  return dir;
+}
+
+TEST(CorpusSplitTest, SplitsByFileAndDropsRepeatsOfHeldOutRecords) {
+  CorpusSplitOptions o;
+  o.corpus_dir = FortuneCorpus();
+  o.eval_files = {"bananas"};
+  o.calib_files = {"cherries"};
+  o.check_window = 8;
+  auto s = SplitCorpus(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->files.size(), 4u);  // no .dat, .u8 or off/
+  EXPECT_EQ(s->files[0].name, "apples");
+  EXPECT_EQ(s->eval, "Bananas are yellow.\n%\n  Shared fortune.\n%\n");
+  EXPECT_EQ(s->calib, "Cherries are small.\n%\nPits.\n%\n");
+  EXPECT_EQ(s->train, "Apples are red.\n%\nAn apple a day.\n%\nDates are sweet.\n%\n");
+  EXPECT_EQ(s->files[0].dropped_records, 1);
+  EXPECT_EQ(s->files[2].dropped_records, 1);
+  EXPECT_EQ(s->files[2].part, "calib");
+  EXPECT_NE(s->rule.find("bananas"), std::string::npos);
+
+  const std::string out = TempDir("split");
+  ASSERT_TRUE(WriteCorpusSplit(*s, out).ok());
+  EXPECT_EQ(ReadFile(out + "/calib.txt"), s->calib);
+  auto again = SplitCorpus(o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(json::Write(CorpusSplitToJson(*again)), json::Write(CorpusSplitToJson(*s)));
+}
+
+TEST(CorpusSplitTest, MissingFilesAndSharedWindowsAreRefused) {
+  CorpusSplitOptions o;
+  o.corpus_dir = FortuneCorpus();
+  o.eval_files = {"kiwis"};
+  o.calib_files = {"cherries"};
+  EXPECT_EQ(SplitCorpus(o).status().code(), absl::StatusCode::kNotFound);
+  o.eval_files = {"cherries"};
+  EXPECT_EQ(SplitCorpus(o).status().code(), absl::StatusCode::kInvalidArgument);
+  // "are " windows: a 4-byte window of the evaluation text occurs in training.
+  o.eval_files = {"dates"};
+  o.check_window = 4;
+  auto st = SplitCorpus(o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("training"), std::string::npos) << st;
+}
+
+}  // namespace
+}  // namespace fca::engine
+
+namespace fca::engine {
+namespace {
+
+// The committed models in models/ (trained by scripts/train_models.sh) give,
+// through the loader the server uses, the evaluation NLL their logs state, on
+// the evaluation part of today's corpus split (the same bytes they logged).
+// The dense twin is covered here; tests/e2e/demo_test checks the three
+// FeatureGate seeds through the running server.
+TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
+  auto split = SplitCorpus(CorpusSplitOptions{});
+  ASSERT_TRUE(split.ok()) << split.status() << " (scripts/setup.sh installs fortunes)";
+  for (const char* name : {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
+    auto log = json::Parse(ReadFile(dir + "/training_log.json"));
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(log->Find("data")->Find("eval_sha256")->as_string(), Sha256Hex(split->eval));
+    const double logged = log->Find("result")->Find("final_eval_nll_nats_per_byte")->as_double();
+    EXPECT_LE(logged, 1.8);
+    EXPECT_LE(log->Find("result")->Find("wall_seconds")->as_double(), 15 * 60);
+    EXPECT_NEAR(LoadedModelNll(dir, split->eval, 128), logged, 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace fca::engine
