@@ -113,12 +113,17 @@ struct ResultPage {
   std::string next_page_token;  // empty on the last page
 };
 
-// Identity of recorded coefficients: the same weights over the same windows
-// in the same dtype always produce the same coefficients.
+// Identity of recorded coefficients: the same weights over the same window
+// in the same dtype on the same device produce the same coefficients (within
+// the replay-fidelity tolerance across batch layouts). Entries belong to the
+// user whose audit recorded them: another user's audit neither hits nor
+// exports them.
 struct CoefficientKey {
+  std::string owner;
   std::string weights_sha256;
   std::string window_hash;
   std::string dtype;
+  std::string device;  // "cpu", "cuda:0", ...
 };
 
 struct CoefficientEntry {

@@ -134,8 +134,53 @@ const char* const kVersion1[] = {
     nullptr,
 };
 
+// Version 2: the coefficient cache is per owner (one user's audits never
+// reveal, by a hit or an export, what another user audited) and per device
+// (kernels differ across devices); its old entries are dropped, which only
+// costs cache misses. Uploads are staged chunk by chunk in the store, so the
+// server never holds a whole upload in memory.
+const char* const kVersion2[] = {
+    "DROP TABLE coeff_chunks",
+    "DROP TABLE coeff_cache",
+    R"sql(CREATE TABLE coeff_cache (
+      id INTEGER PRIMARY KEY,
+      owner TEXT NOT NULL,
+      weights_sha256 TEXT NOT NULL,
+      window_hash TEXT NOT NULL,
+      dtype TEXT NOT NULL,
+      device TEXT NOT NULL,
+      meta BLOB NOT NULL,
+      blob_bytes INTEGER NOT NULL,
+      size_bytes INTEGER NOT NULL,
+      num_chunks INTEGER NOT NULL,
+      created_at_us INTEGER NOT NULL,
+      last_used_us INTEGER NOT NULL,
+      last_used_seq INTEGER NOT NULL,
+      UNIQUE (owner, weights_sha256, window_hash, dtype, device)))sql",
+    "CREATE INDEX coeff_cache_by_use ON coeff_cache(last_used_seq)",
+    R"sql(CREATE TABLE coeff_chunks (
+      entry_id INTEGER NOT NULL REFERENCES coeff_cache(id) ON DELETE CASCADE,
+      idx INTEGER NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY (entry_id, idx)))sql",
+    R"sql(CREATE TABLE uploads (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      owner TEXT NOT NULL,
+      size_bytes INTEGER NOT NULL DEFAULT 0,
+      num_chunks INTEGER NOT NULL DEFAULT 0,
+      created_at_us INTEGER NOT NULL))sql",
+    R"sql(CREATE TABLE upload_chunks (
+      upload_id INTEGER NOT NULL REFERENCES uploads(id) ON DELETE CASCADE,
+      idx INTEGER NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY (upload_id, idx)))sql",
+    "CREATE INDEX datasets_by_owner ON datasets(owner)",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
     {1, kVersion1},
+    {2, kVersion2},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

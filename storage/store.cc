@@ -4,6 +4,7 @@
 #include "storage/store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -170,6 +172,61 @@ Store::~Store() {
   if (!status.ok()) {
     std::fprintf(stderr, "fca storage: optimize at close: %s\n", status.ToString().c_str());
   }
+  db_.reset();  // close the database before giving up the lock
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+namespace {
+
+// flock() on a file beside the database: a lock of its own, independent of
+// SQLite's POSIX locks on the database file, released by the kernel when
+// the process dies however it dies.
+absl::StatusOr<int> LockExclusively(const std::string& db_path) {
+  const std::string path = db_path + ".lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("storage: cannot create %s: %s", path, std::strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    close(fd);
+    if (error == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "storage: another fca-server is using %s (it holds %s); one database serves one "
+          "server",
+          db_path, path));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrFormat("storage: cannot lock %s: %s", path, std::strerror(error)));
+  }
+  return fd;
+}
+
+// Deleted jobs and datasets give their pages back to the file system only
+// with auto_vacuum = INCREMENTAL, which a file takes when it is created or
+// rewritten by VACUUM (once, here, for files made by older servers).
+absl::Status EnableIncrementalVacuum(Database& db) {
+  FCA_ASSIGN_OR_RETURN(const std::string mode, db.QueryText("PRAGMA auto_vacuum", "vacuum mode"));
+  if (mode == "2") return absl::OkStatus();
+  FCA_ASSIGN_OR_RETURN(const std::string version,
+                       db.QueryText("PRAGMA user_version", "read schema version"));
+  FCA_RETURN_IF_ERROR(db.Execute("PRAGMA auto_vacuum = INCREMENTAL", "set vacuum mode"));
+  if (version == "0") return absl::OkStatus();  // a new file: takes effect now
+  std::fprintf(stderr, "fca storage: rewriting the database once for incremental vacuum\n");
+  return db.Execute("VACUUM", "vacuum");
+}
+
+}  // namespace
+
+absl::Status Store::Inject(std::string_view op) const {
+  if (!options_.fault_injector) return absl::OkStatus();
+  return options_.fault_injector(op);
+}
+
+absl::Status Store::ReclaimSpace() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return db_->Execute("PRAGMA incremental_vacuum", "reclaim space");
 }
 
 absl::Status Store::Optimize() {
@@ -192,6 +249,20 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
     return absl::InvalidArgumentError("storage: chunk_bytes must be in [1, 256 MiB]");
   }
+  int lock_fd = -1;
+  if (options.exclusive && options.path != ":memory:") {
+    FCA_ASSIGN_OR_RETURN(lock_fd, LockExclusively(options.path));
+  }
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenLocked(options);
+  if (!store.ok()) {
+    if (lock_fd >= 0) close(lock_fd);
+    return store.status();
+  }
+  (*store)->lock_fd_ = lock_fd;
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::OpenLocked(const StoreOptions& options) {
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
                        Database::Open(options.path, options.busy_timeout_ms));
   // 16 KiB pages: multi-megabyte chunks take a quarter of the page
@@ -199,6 +270,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   // ~1.7x faster) and result queries are no slower. Only takes effect when
   // the file is created.
   FCA_RETURN_IF_ERROR(db->Execute("PRAGMA page_size = 16384", "set page size"));
+  FCA_RETURN_IF_ERROR(EnableIncrementalVacuum(*db));
   if (options.path != ":memory:") {
     FCA_ASSIGN_OR_RETURN(const std::string mode,
                          db->QueryText("PRAGMA journal_mode = WAL", "enable write-ahead log"));

@@ -36,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,6 +60,25 @@ struct StoreOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   // Clock for every stored time; unset means the wall clock.
   std::function<int64_t()> now_us;
+  // Holds an exclusive lock on "<path>.lock" while the store is open, so a
+  // second server on the same database fails to start (FAILED_PRECONDITION)
+  // instead of running the same jobs twice. Off by default: tools and tests
+  // open one file several times on purpose.
+  bool exclusive = false;
+  // Fault injection for tests: called at the start of every write with the
+  // operation's name ("create_job", "claim_job", "finish_job",
+  // "requeue_jobs", "append_event", "insert_results", "put_coefficients",
+  // "get_coefficients", "upload", "delete"); a non-OK status is returned by
+  // that call as if SQLite had failed, and nothing is written.
+  std::function<absl::Status(std::string_view op)> fault_injector;
+};
+
+// What Store::RecoverJobs did at start-up.
+struct RecoveredJobs {
+  int64_t requeued = 0;
+  int64_t cancelled = 0;
+  // Jobs that had used up their attempts: now FAILED, with the reason.
+  std::vector<int64_t> failed;
 };
 
 class Store {
@@ -131,6 +151,35 @@ class Store {
       const std::optional<std::string>& owner);
   // The dataset's bytes; DATA_LOSS when stored chunks are missing.
   [[nodiscard]] absl::StatusOr<std::string> ReadDatasetBytes(int64_t id);
+  // At most the first `max_bytes` of the dataset (whole chunks are read, the
+  // rest is cut off): a job that uses a few windows reads only those.
+  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetPrefix(int64_t id, int64_t max_bytes);
+  // Deletes the dataset (NOT_FOUND when absent). Its bytes are deleted too
+  // unless another dataset has the same content. Returns the bytes freed.
+  [[nodiscard]] absl::StatusOr<int64_t> DeleteDataset(int64_t id);
+  // Bytes `owner` keeps in the store: the content of each of their datasets
+  // (once per distinct content) plus their uploads in progress. For quotas.
+  [[nodiscard]] absl::StatusOr<int64_t> UserBytes(const std::string& owner);
+
+  // ----------------------------------------------------------- Uploads
+  // A dataset upload arrives chunk by chunk and is staged in the database,
+  // so the server holds one chunk at a time, not the whole upload.
+  // BeginUpload returns the upload's id; owner must be non-empty.
+  [[nodiscard]] absl::StatusOr<int64_t> BeginUpload(const std::string& owner);
+  // Appends one chunk (NOT_FOUND for an unknown upload).
+  [[nodiscard]] absl::Status AppendUpload(int64_t upload_id, const std::string& chunk);
+  // Turns the staged bytes into dataset (owner, name): as PutDataset, with
+  // `sha256` the caller's hash of the bytes in order (checked against the
+  // staged size only). The staged chunks are gone afterwards, whatever the
+  // outcome, except after UNAVAILABLE (retry) or a rollback.
+  [[nodiscard]] absl::StatusOr<DatasetRecord> FinishUpload(int64_t upload_id,
+                                                           const std::string& name,
+                                                           const std::string& kind,
+                                                           const std::string& sha256);
+  // Drops an unfinished upload; unknown ids are ignored.
+  [[nodiscard]] absl::Status AbortUpload(int64_t upload_id);
+  // Drops every unfinished upload (at server start: their streams are gone).
+  [[nodiscard]] absl::StatusOr<int64_t> DropUnfinishedUploads();
 
   // -------------------------------------------------------------- Jobs
   // A new QUEUED job. owner must be non-empty.
@@ -160,8 +209,20 @@ class Store {
   [[nodiscard]] absl::StatusOr<JobRecord> RequestCancel(int64_t id);
   // Crash recovery, at server start: every RUNNING job goes back to QUEUED
   // (to be claimed again), except those with cancel_requested, which become
-  // CANCELLED. Returns the number requeued.
+  // CANCELLED, and those already claimed `max_attempts` times (when > 0),
+  // which become FAILED with the reason: a job that crashes the server is
+  // not retried forever.
+  [[nodiscard]] absl::StatusOr<RecoveredJobs> RecoverJobs(int max_attempts);
+  // Every RUNNING job back to QUEUED, attempts unchanged otherwise: the
+  // crash recovery of RecoverJobs without a cap. Returns the number requeued.
   [[nodiscard]] absl::StatusOr<int64_t> RequeueRunning();
+  // RUNNING -> QUEUED for one job, e.g. when the server drains. With
+  // refund_attempt the claim does not count against the attempt cap (the job
+  // did nothing wrong). FAILED_PRECONDITION unless RUNNING.
+  [[nodiscard]] absl::Status RequeueJob(int64_t id, bool refund_attempt);
+  // Deletes a finished job with its events and results; FAILED_PRECONDITION
+  // while it is QUEUED or RUNNING (cancel it first), NOT_FOUND when absent.
+  [[nodiscard]] absl::Status DeleteJob(int64_t id);
 
   // -------------------------------------------------------- Job events
   // Appends an event and returns its sequence number (1, 2, 3, ... per
@@ -217,8 +278,14 @@ class Store {
   // A new key: 32 bytes from /dev/urandom as 64 lower-case hex digits.
   [[nodiscard]] static absl::StatusOr<std::string> GenerateApiKey();
 
+  // Returns the pages that deletions freed to the file system (the database
+  // runs with auto_vacuum = INCREMENTAL). Called after every delete.
+  [[nodiscard]] absl::Status ReclaimSpace();
+
  private:
   explicit Store(const StoreOptions& options, std::unique_ptr<Database> db);
+  // Open() after the exclusive lock, if any, is held.
+  static absl::StatusOr<std::unique_ptr<Store>> OpenLocked(const StoreOptions& options);
   int64_t Now() const;
 
   // The *Locked helpers require mu_ held (and run inside a transaction
@@ -227,12 +294,21 @@ class Store {
   absl::StatusOr<DatasetRecord> GetDatasetLocked(int64_t id);
   absl::StatusOr<bool> JobExistsLocked(int64_t id);
   absl::Status EvictForLocked(int64_t incoming_bytes);
+  // options_.fault_injector's verdict on `op` (OK without one).
+  absl::Status Inject(std::string_view op) const;
+  absl::StatusOr<DatasetRecord> FinishUploadLocked(int64_t upload_id, const std::string& name,
+                                                   const std::string& kind,
+                                                   const std::string& sha256);
+  absl::Status DeleteUploadLocked(int64_t upload_id);
+  absl::StatusOr<std::vector<int64_t>> FailExhaustedLocked(int max_attempts);
+  absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes);
 
   const StoreOptions options_;
   // Recursive: methods called from inside Transaction()'s fn, on the same
   // thread, re-enter. Guards db_ and every statement run on it.
   std::recursive_mutex mu_;
   std::unique_ptr<Database> db_;
+  int lock_fd_ = -1;  // options_.exclusive: the flock'ed "<path>.lock"
 };
 
 }  // namespace fca::storage

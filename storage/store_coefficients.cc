@@ -13,9 +13,10 @@ namespace fca::storage {
 namespace {
 
 absl::Status ValidateKey(const CoefficientKey& key) {
-  if (key.weights_sha256.empty() || key.window_hash.empty() || key.dtype.empty()) {
+  if (key.owner.empty() || key.weights_sha256.empty() || key.window_hash.empty() ||
+      key.dtype.empty() || key.device.empty()) {
     return absl::InvalidArgumentError(
-        "coefficient key needs weights_sha256, window_hash and dtype");
+        "coefficient key needs owner, weights_sha256, window_hash, dtype and device");
   }
   return absl::OkStatus();
 }
@@ -24,7 +25,14 @@ void BindKey(Statement& stmt, const CoefficientKey& key) {
   stmt.BindText(1, key.weights_sha256);
   stmt.BindText(2, key.window_hash);
   stmt.BindText(3, key.dtype);
+  stmt.BindText(4, key.owner);
+  stmt.BindText(5, key.device);
 }
+
+// Parameters ?1..?5 as BindKey binds them.
+constexpr char kKeyMatch[] =
+    " WHERE weights_sha256 = ?1 AND window_hash = ?2 AND dtype = ?3 AND owner = ?4 AND "
+    "device = ?5";
 
 constexpr char kNextUseSeq[] = "(SELECT COALESCE(MAX(last_used_seq), 0) + 1 FROM coeff_cache)";
 
@@ -65,6 +73,7 @@ absl::Status Store::EvictForLocked(int64_t incoming_bytes) {
 absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string& meta,
                                     const std::string& blob) {
   FCA_RETURN_IF_ERROR(ValidateKey(key));
+  FCA_RETURN_IF_ERROR(Inject("put_coefficients"));
   const int64_t size = static_cast<int64_t>(meta.size() + blob.size());
   if (size > options_.coeff_cache_budget_bytes) {
     return absl::ResourceExhaustedError(
@@ -74,8 +83,7 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
   std::lock_guard<std::recursive_mutex> lock(mu_);
   return db_->Transaction([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement remove,
-                         db_->Prepare("DELETE FROM coeff_cache WHERE weights_sha256 = ?1 AND "
-                                      "window_hash = ?2 AND dtype = ?3",
+                         db_->Prepare(std::string("DELETE FROM coeff_cache") + kKeyMatch,
                                       "replace coefficients"));
     BindKey(remove, key);
     FCA_RETURN_IF_ERROR(remove.Run());
@@ -86,18 +94,19 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
     const int64_t now = Now();
     FCA_ASSIGN_OR_RETURN(Statement insert,
                          db_->Prepare(std::string("INSERT INTO coeff_cache (weights_sha256, "
-                                                  "window_hash, dtype, meta, blob_bytes, "
-                                                  "size_bytes, num_chunks, created_at_us, "
-                                                  "last_used_us, last_used_seq) VALUES "
-                                                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ") +
+                                                  "window_hash, dtype, owner, device, meta, "
+                                                  "blob_bytes, size_bytes, num_chunks, "
+                                                  "created_at_us, last_used_us, last_used_seq) "
+                                                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                                                  "?10, ?10, ") +
                                           kNextUseSeq + ")",
                                       "store coefficients"));
     BindKey(insert, key);
-    insert.BindBlob(4, meta);
-    insert.BindInt(5, blob_bytes);
-    insert.BindInt(6, size);
-    insert.BindInt(7, num_chunks);
-    insert.BindInt(8, now);
+    insert.BindBlob(6, meta);
+    insert.BindInt(7, blob_bytes);
+    insert.BindInt(8, size);
+    insert.BindInt(9, num_chunks);
+    insert.BindInt(10, now);
     FCA_RETURN_IF_ERROR(insert.Run());
     const int64_t entry_id = db_->last_insert_rowid();
 
@@ -117,14 +126,15 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
 
 absl::StatusOr<std::optional<CoefficientEntry>> Store::GetCoefficients(const CoefficientKey& key) {
   FCA_RETURN_IF_ERROR(ValidateKey(key));
+  FCA_RETURN_IF_ERROR(Inject("get_coefficients"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   std::optional<CoefficientEntry> entry;
   // A write transaction: reading marks the entry most recently used.
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement find,
-                         db_->Prepare("SELECT id, meta, blob_bytes, num_chunks FROM coeff_cache "
-                                      "WHERE weights_sha256 = ?1 AND window_hash = ?2 AND "
-                                      "dtype = ?3",
+                         db_->Prepare(std::string("SELECT id, meta, blob_bytes, num_chunks "
+                                                  "FROM coeff_cache") +
+                                          kKeyMatch,
                                       "read coefficients"));
     BindKey(find, key);
     FCA_ASSIGN_OR_RETURN(const bool row, find.Step());

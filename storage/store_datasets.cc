@@ -36,6 +36,39 @@ absl::StatusOr<DatasetRecord> ReadOneDataset(Statement& stmt) {
   return ReadDataset(stmt);
 }
 
+absl::Status ValidateDataset(const std::string& name, const std::string& kind) {
+  if (name.empty()) return absl::InvalidArgumentError("dataset name is empty");
+  if (kind != "text" && kind != "tokens") {
+    return absl::InvalidArgumentError("dataset kind must be 'text' or 'tokens'");
+  }
+  return absl::OkStatus();
+}
+
+// Makes the staged chunks of `upload_id` the content `sha256`: the chunks
+// are copied within the database, never through memory as a whole.
+absl::Status KeepUploadAsBlob(Database& db, int64_t upload_id, const std::string& sha256,
+                              int64_t size, int64_t num_chunks) {
+  FCA_ASSIGN_OR_RETURN(Statement insert_blob,
+                       db.Prepare("INSERT INTO dataset_blobs (sha256, size_bytes, num_chunks) "
+                                  "VALUES (?1, ?2, ?3)",
+                                  "store dataset content"));
+  insert_blob.BindText(1, sha256);
+  insert_blob.BindInt(2, size);
+  insert_blob.BindInt(3, num_chunks);
+  FCA_RETURN_IF_ERROR(insert_blob.Run());
+  FCA_ASSIGN_OR_RETURN(Statement copy,
+                       db.Prepare("INSERT INTO dataset_chunks (sha256, idx, data) SELECT ?1, "
+                                  "idx, data FROM upload_chunks WHERE upload_id = ?2",
+                                  "store dataset chunks"));
+  copy.BindText(1, sha256);
+  copy.BindInt(2, upload_id);
+  FCA_RETURN_IF_ERROR(copy.Run());
+  if (db.changes() != num_chunks) {
+    return absl::InternalError("storage: dataset chunk count mismatch");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DatasetRecord> Store::GetDatasetLocked(int64_t id) {
@@ -49,69 +82,182 @@ absl::StatusOr<DatasetRecord> Store::GetDatasetLocked(int64_t id) {
 absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const std::string& kind,
                                                 const std::string& owner,
                                                 const std::string& bytes) {
-  if (name.empty()) return absl::InvalidArgumentError("dataset name is empty");
+  FCA_RETURN_IF_ERROR(ValidateDataset(name, kind));
   if (owner.empty()) return absl::InvalidArgumentError("dataset owner is empty");
-  if (kind != "text" && kind != "tokens") {
-    return absl::InvalidArgumentError("dataset kind must be 'text' or 'tokens'");
-  }
   // Hash before taking the lock: it is the slow part for large uploads.
   const std::string sha256 = Sha256Hex(bytes);
   std::lock_guard<std::recursive_mutex> lock(mu_);
   DatasetRecord stored;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    absl::StatusOr<DatasetRecord> existing = FindDataset(name, owner);
-    if (existing.ok()) {
-      if (existing->sha256 == sha256 && existing->kind == kind) {
-        stored = *std::move(existing);
-        return absl::OkStatus();
-      }
-      return absl::AlreadyExistsError(
-          absl::StrFormat("dataset '%s' already exists with different content", name));
+    FCA_ASSIGN_OR_RETURN(const int64_t upload, BeginUpload(owner));
+    const std::string_view all(bytes);
+    for (size_t offset = 0; offset < all.size();
+         offset += static_cast<size_t>(options_.chunk_bytes)) {
+      FCA_RETURN_IF_ERROR(AppendUpload(
+          upload, std::string(all.substr(offset, static_cast<size_t>(options_.chunk_bytes)))));
     }
-    if (!absl::IsNotFound(existing.status())) return existing.status();
-
-    FCA_ASSIGN_OR_RETURN(
-        Statement has_blob,
-        db_->Prepare("SELECT 1 FROM dataset_blobs WHERE sha256 = ?1", "find dataset content"));
-    has_blob.BindText(1, sha256);
-    FCA_ASSIGN_OR_RETURN(const bool blob_exists, has_blob.Step());
-    if (!blob_exists) {
-      const int64_t size = static_cast<int64_t>(bytes.size());
-      const int64_t num_chunks = (size + options_.chunk_bytes - 1) / options_.chunk_bytes;
-      FCA_ASSIGN_OR_RETURN(Statement insert_blob,
-                           db_->Prepare("INSERT INTO dataset_blobs (sha256, size_bytes, "
-                                        "num_chunks) VALUES (?1, ?2, ?3)",
-                                        "store dataset content"));
-      insert_blob.BindText(1, sha256);
-      insert_blob.BindInt(2, size);
-      insert_blob.BindInt(3, num_chunks);
-      FCA_RETURN_IF_ERROR(insert_blob.Run());
-      FCA_ASSIGN_OR_RETURN(Statement insert_chunk,
-                           db_->Prepare("INSERT INTO dataset_chunks (sha256, idx, data) "
-                                        "VALUES (?1, ?2, ?3)",
-                                        "store dataset chunk"));
-      insert_chunk.BindText(1, sha256);
-      int64_t written = 0;
-      FCA_RETURN_IF_ERROR(
-          internal::InsertChunks(insert_chunk, bytes, options_.chunk_bytes, &written));
-      if (written != num_chunks) {
-        return absl::InternalError("storage: dataset chunk count mismatch");
-      }
-    }
-    FCA_ASSIGN_OR_RETURN(Statement insert,
-                         db_->Prepare("INSERT INTO datasets (name, kind, owner, sha256, "
-                                      "created_at_us) VALUES (?1, ?2, ?3, ?4, ?5)",
-                                      "store dataset"));
-    insert.BindText(1, name);
-    insert.BindText(2, kind);
-    insert.BindText(3, owner);
-    insert.BindText(4, sha256);
-    insert.BindInt(5, Now());
-    FCA_RETURN_IF_ERROR(insert.Run());
-    FCA_ASSIGN_OR_RETURN(stored, GetDatasetLocked(db_->last_insert_rowid()));
+    FCA_ASSIGN_OR_RETURN(stored, FinishUploadLocked(upload, name, kind, sha256));
     return absl::OkStatus();
   }));
   return stored;
+}
+
+absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner) {
+  if (owner.empty()) return absl::InvalidArgumentError("upload owner is empty");
+  FCA_RETURN_IF_ERROR(Inject("upload"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(Statement insert,
+                       db_->Prepare("INSERT INTO uploads (owner, created_at_us) VALUES (?1, ?2)",
+                                    "begin upload"));
+  insert.BindText(1, owner);
+  insert.BindInt(2, Now());
+  FCA_RETURN_IF_ERROR(insert.Run());
+  return db_->last_insert_rowid();
+}
+
+absl::Status Store::AppendUpload(int64_t upload_id, const std::string& chunk) {
+  if (chunk.empty()) return absl::OkStatus();
+  FCA_RETURN_IF_ERROR(Inject("upload"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(Statement bump,
+                         db_->Prepare("UPDATE uploads SET size_bytes = size_bytes + ?1, "
+                                      "num_chunks = num_chunks + 1 WHERE id = ?2 "
+                                      "RETURNING num_chunks - 1",
+                                      "append upload"));
+    bump.BindInt(1, static_cast<int64_t>(chunk.size()));
+    bump.BindInt(2, upload_id);
+    FCA_ASSIGN_OR_RETURN(const bool row, bump.Step());
+    if (!row) return absl::NotFoundError("upload not found");
+    const int64_t index = bump.ColumnInt(0);
+    FCA_RETURN_IF_ERROR(bump.Run());
+    FCA_ASSIGN_OR_RETURN(Statement insert,
+                         db_->Prepare("INSERT INTO upload_chunks (upload_id, idx, data) "
+                                      "VALUES (?1, ?2, ?3)",
+                                      "append upload"));
+    insert.BindInt(1, upload_id);
+    insert.BindInt(2, index);
+    insert.BindBlobNoCopy(3, chunk);
+    return insert.Run();
+  });
+}
+
+absl::StatusOr<DatasetRecord> Store::FinishUpload(int64_t upload_id, const std::string& name,
+                                                  const std::string& kind,
+                                                  const std::string& sha256) {
+  FCA_RETURN_IF_ERROR(ValidateDataset(name, kind));
+  FCA_RETURN_IF_ERROR(Inject("upload"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  DatasetRecord stored;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(stored, FinishUploadLocked(upload_id, name, kind, sha256));
+    return absl::OkStatus();
+  }));
+  return stored;
+}
+
+absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id,
+                                                        const std::string& name,
+                                                        const std::string& kind,
+                                                        const std::string& sha256) {
+  FCA_ASSIGN_OR_RETURN(Statement upload,
+                       db_->Prepare("SELECT owner, size_bytes, num_chunks FROM uploads "
+                                    "WHERE id = ?1",
+                                    "finish upload"));
+  upload.BindInt(1, upload_id);
+  FCA_ASSIGN_OR_RETURN(const bool found, upload.Step());
+  if (!found) return absl::NotFoundError("upload not found");
+  const std::string owner = upload.ColumnText(0);
+  const int64_t size = upload.ColumnInt(1), num_chunks = upload.ColumnInt(2);
+  FCA_RETURN_IF_ERROR(upload.Run());
+
+  absl::StatusOr<DatasetRecord> existing = FindDataset(name, owner);
+  if (existing.ok()) {
+    if (existing->sha256 != sha256 || existing->kind != kind) {
+      return absl::AlreadyExistsError(
+          absl::StrFormat("dataset '%s' already exists with different content", name));
+    }
+    FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
+    return existing;
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+
+  FCA_ASSIGN_OR_RETURN(
+      Statement has_blob,
+      db_->Prepare("SELECT 1 FROM dataset_blobs WHERE sha256 = ?1", "find dataset content"));
+  has_blob.BindText(1, sha256);
+  FCA_ASSIGN_OR_RETURN(const bool blob_exists, has_blob.Step());
+  if (!blob_exists) FCA_RETURN_IF_ERROR(KeepUploadAsBlob(*db_, upload_id, sha256, size, num_chunks));
+  FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
+  FCA_ASSIGN_OR_RETURN(Statement insert,
+                       db_->Prepare("INSERT INTO datasets (name, kind, owner, sha256, "
+                                    "created_at_us) VALUES (?1, ?2, ?3, ?4, ?5)",
+                                    "store dataset"));
+  insert.BindText(1, name);
+  insert.BindText(2, kind);
+  insert.BindText(3, owner);
+  insert.BindText(4, sha256);
+  insert.BindInt(5, Now());
+  FCA_RETURN_IF_ERROR(insert.Run());
+  return GetDatasetLocked(db_->last_insert_rowid());
+}
+
+absl::Status Store::DeleteUploadLocked(int64_t upload_id) {
+  FCA_ASSIGN_OR_RETURN(Statement remove,
+                       db_->Prepare("DELETE FROM uploads WHERE id = ?1", "drop upload"));
+  remove.BindInt(1, upload_id);  // chunks go by ON DELETE CASCADE
+  return remove.Run();
+}
+
+absl::Status Store::AbortUpload(int64_t upload_id) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
+  return ReclaimSpace();
+}
+
+absl::StatusOr<int64_t> Store::DropUnfinishedUploads() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_RETURN_IF_ERROR(db_->Execute("DELETE FROM uploads", "drop uploads"));
+  const int64_t dropped = db_->changes();
+  if (dropped > 0) FCA_RETURN_IF_ERROR(ReclaimSpace());
+  return dropped;
+}
+
+absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
+  FCA_RETURN_IF_ERROR(Inject("delete"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  int64_t freed = 0;
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(const DatasetRecord dataset, GetDatasetLocked(id));
+    FCA_ASSIGN_OR_RETURN(Statement remove,
+                         db_->Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
+    remove.BindInt(1, id);
+    FCA_RETURN_IF_ERROR(remove.Run());
+    // The content goes with its last dataset (chunks by ON DELETE CASCADE).
+    FCA_ASSIGN_OR_RETURN(Statement orphan,
+                         db_->Prepare("DELETE FROM dataset_blobs WHERE sha256 = ?1 AND NOT "
+                                      "EXISTS (SELECT 1 FROM datasets WHERE sha256 = ?1)",
+                                      "delete dataset"));
+    orphan.BindText(1, dataset.sha256);
+    FCA_RETURN_IF_ERROR(orphan.Run());
+    if (db_->changes() > 0) freed = dataset.size_bytes;
+    return absl::OkStatus();
+  }));
+  FCA_RETURN_IF_ERROR(ReclaimSpace());
+  return freed;
+}
+
+absl::StatusOr<int64_t> Store::UserBytes(const std::string& owner) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT COALESCE((SELECT SUM(b.size_bytes) FROM dataset_blobs b WHERE "
+                   "b.sha256 IN (SELECT sha256 FROM datasets WHERE owner = ?1)), 0) + "
+                   "COALESCE((SELECT SUM(size_bytes) FROM uploads WHERE owner = ?1), 0)",
+                   "measure user storage"));
+  stmt.BindText(1, owner);
+  FCA_RETURN_IF_ERROR(stmt.Step().status());
+  return stmt.ColumnInt(0);
 }
 
 absl::StatusOr<DatasetRecord> Store::GetDataset(int64_t id) {
@@ -153,11 +299,22 @@ absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
 
 absl::StatusOr<std::string> Store::ReadDatasetBytes(int64_t id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  // Two statements without a transaction: dataset content is immutable and
-  // never deleted, so nothing can change between them.
+  return ReadDatasetLocked(id, -1);
+}
+
+absl::StatusOr<std::string> Store::ReadDatasetPrefix(int64_t id, int64_t max_bytes) {
+  if (max_bytes < 0) return absl::InvalidArgumentError("max_bytes is negative");
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return ReadDatasetLocked(id, max_bytes);
+}
+
+// max_bytes < 0: everything. No transaction: content is only deleted by
+// DeleteDataset, which this store's mutex (held by the caller) keeps out,
+// and one server owns a database (StoreOptions::exclusive).
+absl::StatusOr<std::string> Store::ReadDatasetLocked(int64_t id, int64_t max_bytes) {
   FCA_ASSIGN_OR_RETURN(Statement meta,
-                       db_->Prepare("SELECT b.sha256, b.size_bytes, b.num_chunks "
-                                    "FROM datasets d JOIN dataset_blobs b ON b.sha256 = d.sha256 "
+                       db_->Prepare("SELECT b.sha256, b.size_bytes, b.num_chunks FROM "
+                                    "datasets d JOIN dataset_blobs b ON b.sha256 = d.sha256 "
                                     "WHERE d.id = ?1",
                                     "read dataset"));
   meta.BindInt(1, id);
@@ -169,7 +326,17 @@ absl::StatusOr<std::string> Store::ReadDatasetBytes(int64_t id) {
                                     "read dataset chunks"));
   chunks.BindText(1, meta.ColumnText(0));
   BlobReader reader = db_->NewBlobReader("dataset_chunks", "data", "read dataset chunks");
-  return internal::ReadChunks(chunks, reader, meta.ColumnInt(1), meta.ColumnInt(2));
+  if (max_bytes < 0 || max_bytes >= meta.ColumnInt(1)) {
+    return internal::ReadChunks(chunks, reader, meta.ColumnInt(1), meta.ColumnInt(2));
+  }
+  std::string out;
+  while (static_cast<int64_t>(out.size()) < max_bytes) {
+    FCA_ASSIGN_OR_RETURN(const bool more, chunks.Step());
+    if (!more) return absl::DataLossError("storage: stored data is incomplete");
+    FCA_RETURN_IF_ERROR(reader.AppendTo(chunks.ColumnInt(0), &out).status());
+  }
+  out.resize(static_cast<size_t>(max_bytes));
+  return out;
 }
 
 }  // namespace fca::storage

@@ -58,6 +58,7 @@ absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
 
 absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json) {
   if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
+  FCA_RETURN_IF_ERROR(Inject("create_job"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   JobRecord job;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
@@ -130,6 +131,7 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
 }
 
 absl::StatusOr<std::optional<JobRecord>> Store::ClaimNextQueued() {
+  FCA_RETURN_IF_ERROR(Inject("claim_job"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   std::optional<JobRecord> claimed;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
@@ -157,6 +159,7 @@ absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std
   if (!IsTerminal(state)) {
     return absl::InvalidArgumentError("a job can only finish as SUCCEEDED, FAILED or CANCELLED");
   }
+  FCA_RETURN_IF_ERROR(Inject("finish_job"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   JobRecord job;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
@@ -204,9 +207,10 @@ absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
   return job;
 }
 
-absl::StatusOr<int64_t> Store::RequeueRunning() {
+absl::StatusOr<RecoveredJobs> Store::RecoverJobs(int max_attempts) {
+  FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  int64_t requeued = 0;
+  RecoveredJobs out;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement cancel,
                          db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
@@ -214,20 +218,97 @@ absl::StatusOr<int64_t> Store::RequeueRunning() {
                                       "recover jobs"));
     cancel.BindInt(1, Now());
     FCA_RETURN_IF_ERROR(cancel.Run());
+    out.cancelled = db_->changes();
+    if (max_attempts > 0) {
+      FCA_ASSIGN_OR_RETURN(out.failed, FailExhaustedLocked(max_attempts));
+    }
     FCA_ASSIGN_OR_RETURN(Statement requeue,
                          db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
                                       "WHERE state = 'RUNNING'",
                                       "recover jobs"));
     FCA_RETURN_IF_ERROR(requeue.Run());
-    requeued = db_->changes();
+    out.requeued = db_->changes();
     return absl::OkStatus();
   }));
-  return requeued;
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> Store::FailExhaustedLocked(int max_attempts) {
+  std::vector<int64_t> ids;
+  {
+    FCA_ASSIGN_OR_RETURN(Statement find,
+                         db_->Prepare("SELECT id FROM jobs WHERE state = 'RUNNING' AND "
+                                      "attempts >= ?1 ORDER BY id",
+                                      "recover jobs"));
+    find.BindInt(1, max_attempts);
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
+      if (!row) break;
+      ids.push_back(find.ColumnInt(0));
+    }
+  }
+  FCA_ASSIGN_OR_RETURN(Statement fail,
+                       db_->Prepare("UPDATE jobs SET state = 'FAILED', finished_at_us = ?1, "
+                                    "error = ?2 WHERE id = ?3",
+                                    "recover jobs"));
+  for (int64_t id : ids) {
+    fail.BindInt(1, Now());
+    fail.BindText(2, absl::StrFormat(
+                         "ABORTED: the server stopped while running this job %d times (crash "
+                         "or kill); it is not retried again",
+                         max_attempts));
+    fail.BindInt(3, id);
+    FCA_RETURN_IF_ERROR(fail.Run());
+    FCA_RETURN_IF_ERROR(fail.Reset());
+  }
+  return ids;
+}
+
+absl::StatusOr<int64_t> Store::RequeueRunning() {
+  FCA_ASSIGN_OR_RETURN(RecoveredJobs recovered, RecoverJobs(/*max_attempts=*/0));
+  return recovered.requeued;
+}
+
+absl::Status Store::RequeueJob(int64_t id, bool refund_attempt) {
+  FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(id));
+    if (job.state != JobState::kRunning) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("job %d is %s, not RUNNING", id, JobStateName(job.state)));
+    }
+    FCA_ASSIGN_OR_RETURN(Statement update,
+                         db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0, "
+                                      "attempts = MAX(attempts - ?1, 0) WHERE id = ?2",
+                                      "requeue job"));
+    update.BindInt(1, refund_attempt ? 1 : 0);
+    update.BindInt(2, id);
+    return update.Run();
+  });
+}
+
+absl::Status Store::DeleteJob(int64_t id) {
+  FCA_RETURN_IF_ERROR(Inject("delete"));
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return db_->Transaction([&]() -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(id));
+    if (!IsTerminal(job.state)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job %d is %s; cancel it before deleting it", id, JobStateName(job.state)));
+    }
+    // Events and results go by ON DELETE CASCADE.
+    FCA_ASSIGN_OR_RETURN(Statement remove,
+                         db_->Prepare("DELETE FROM jobs WHERE id = ?1", "delete job"));
+    remove.BindInt(1, id);
+    return remove.Run();
+  });
 }
 
 // ------------------------------------------------------------- job events
 
 absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id, const std::string& payload) {
+  FCA_RETURN_IF_ERROR(Inject("append_event"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   int64_t seq = 0;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {

@@ -42,6 +42,7 @@ std::optional<double> ColumnOptionalDouble(const Statement& stmt, int col) {
 }  // namespace
 
 absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id, const std::vector<ResultRow>& rows) {
+  FCA_RETURN_IF_ERROR(Inject("insert_results"));
   for (const ResultRow& row : rows) FCA_RETURN_IF_ERROR(ValidateRow(row, job_id));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   int64_t inserted = 0;

@@ -148,7 +148,7 @@ TEST_F(CrashTest, KilledInsideTransactionLeavesNoTrace) {
       FCA_RETURN_IF_ERROR(
           store.PutDataset("big", "text", "crashed", std::string(8 << 20, 'z')).status());
       FCA_RETURN_IF_ERROR(
-          store.PutCoefficients({"w", "h", "float32"}, "meta", std::string(4 << 20, 'c')));
+          store.PutCoefficients({"u", "w", "h", "float32", "cpu"}, "meta", std::string(4 << 20, 'c')));
       Signal(ready_fd);
       BlockForever();
     });

@@ -86,7 +86,7 @@ TEST_P(StoreTest, MissingChunksAreDataLoss) {
   if (!is_file()) GTEST_SKIP() << "needs a second connection";
   ASSERT_OK_AND_ASSIGN(const DatasetRecord dataset,
                        store_->PutDataset("d", "text", "ann", std::string(30, 'd')));
-  ASSERT_OK(store_->PutCoefficients({"w", "h", "f32"}, "", std::string(30, 'c')));
+  ASSERT_OK(store_->PutCoefficients({"u", "w", "h", "f32", "cpu"}, "", std::string(30, 'c')));
   {
     auto db = Database::Open(tmp_.path(), 1000);
     ASSERT_OK(db);
@@ -94,7 +94,7 @@ TEST_P(StoreTest, MissingChunksAreDataLoss) {
     ASSERT_OK((*db)->Execute("DELETE FROM coeff_chunks WHERE idx = 0", "test"));
   }
   EXPECT_CODE(store_->ReadDatasetBytes(dataset.id), StatusCode::kDataLoss);
-  EXPECT_CODE(store_->GetCoefficients({"w", "h", "f32"}), StatusCode::kDataLoss);
+  EXPECT_CODE(store_->GetCoefficients({"u", "w", "h", "f32", "cpu"}), StatusCode::kDataLoss);
 }
 
 TEST_P(StoreTest, NewerSchemaIsFailedPrecondition) {
@@ -168,7 +168,7 @@ TEST_P(StoreTest, TransactionRollsBackEverythingOnError) {
     row.metric = "nll";
     FCA_RETURN_IF_ERROR(store_->InsertResults(job.id, {row}).status());
     FCA_RETURN_IF_ERROR(store_->PutDataset("d", "text", "ann", "bytes").status());
-    FCA_RETURN_IF_ERROR(store_->PutCoefficients({"w", "h", "f32"}, "m", "b"));
+    FCA_RETURN_IF_ERROR(store_->PutCoefficients({"u", "w", "h", "f32", "cpu"}, "m", "b"));
     return absl::CancelledError("caller gave up");
   });
   // The fn's own status comes back unchanged.
@@ -178,7 +178,7 @@ TEST_P(StoreTest, TransactionRollsBackEverythingOnError) {
   ASSERT_OK_AND_ASSIGN(const ResultPage page, store_->QueryResults({}, 0, ""));
   EXPECT_TRUE(page.rows.empty());
   EXPECT_CODE(store_->FindDataset("d", "ann"), StatusCode::kNotFound);
-  ASSERT_OK_AND_ASSIGN(const auto cached, store_->GetCoefficients({"w", "h", "f32"}));
+  ASSERT_OK_AND_ASSIGN(const auto cached, store_->GetCoefficients({"u", "w", "h", "f32", "cpu"}));
   EXPECT_FALSE(cached.has_value());
   ASSERT_OK_AND_ASSIGN(const int64_t bytes, store_->CoefficientCacheBytes());
   EXPECT_EQ(bytes, 0);
@@ -345,7 +345,7 @@ TEST_P(StoreTest, DatasetEdgeCasesAndErrors) {
 
 // ----------------------------------------------------- coefficient cache
 
-CoefficientKey Key(int i) { return {absl::StrCat("w", i), absl::StrCat("h", i), "float32"}; }
+CoefficientKey Key(int i) { return {"u", absl::StrCat("w", i), absl::StrCat("h", i), "float32", "cpu"}; }
 
 TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   std::string blob;
@@ -363,6 +363,14 @@ TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   bf16.dtype = "bfloat16";
   ASSERT_OK_AND_ASSIGN(const auto miss, store_->GetCoefficients(bf16));
   EXPECT_FALSE(miss.has_value());
+  // Another owner or device: no hit either (issue 9: no cross-user signal).
+  CoefficientKey other_owner = Key(1), other_device = Key(1);
+  other_owner.owner = "mallory";
+  other_device.device = "cuda:0";
+  ASSERT_OK_AND_ASSIGN(const auto foreign, store_->GetCoefficients(other_owner));
+  EXPECT_FALSE(foreign.has_value());
+  ASSERT_OK_AND_ASSIGN(const auto gpu, store_->GetCoefficients(other_device));
+  EXPECT_FALSE(gpu.has_value());
 
   ASSERT_OK(store_->PutCoefficients(Key(1), "m2", "short"));
   ASSERT_OK_AND_ASSIGN(const auto replaced, store_->GetCoefficients(Key(1)));
@@ -378,8 +386,8 @@ TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   ASSERT_TRUE(empty.has_value());
   EXPECT_EQ(empty->blob, "");
 
-  EXPECT_CODE(store_->PutCoefficients({"", "h", "f32"}, "", "x"), StatusCode::kInvalidArgument);
-  EXPECT_CODE(store_->GetCoefficients({"w", "", "f32"}), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->PutCoefficients({"u", "", "h", "f32", "cpu"}, "", "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->GetCoefficients({"u", "w", "", "f32", "cpu"}), StatusCode::kInvalidArgument);
 }
 
 TEST_P(StoreTest, CoefficientCacheEvictsLeastRecentlyUsed) {
