@@ -1,5 +1,8 @@
 #include "server/core/mapping.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +16,11 @@ void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out) {
 }
 
 int64_t FromTimestamp(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1000000 + t.nanos() / 1000;
+  // Clamped: a far-future or far-past bound must not wrap around and turn
+  // "after year 9999" into "after 1970".
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000000 - 1;
+  const int64_t seconds = std::clamp<int64_t>(t.seconds(), -kMaxSeconds, kMaxSeconds);
+  return seconds * 1000000 + t.nanos() / 1000;
 }
 
 v1::JobState ToProto(storage::JobState s) {

@@ -1,5 +1,6 @@
 #include "server/core/service.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "common/sha256.h"
@@ -20,6 +21,16 @@ bool IsTerminal(v1::JobState s) {
 
 // --- datasets ---
 
+DatasetUpload::~DatasetUpload() {
+  if (upload_id_ == 0) return;
+  const absl::Status status = store_->AbortUpload(upload_id_);
+  if (!status.ok()) {
+    // Dropped at the next start at the latest (Store::DropUnfinishedUploads).
+    std::fprintf(stderr, "fca-server: cannot drop an unfinished upload: %s\n",
+                 status.ToString().c_str());
+  }
+}
+
 absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
   if (started_) return absl::InvalidArgumentError("upload sent a second header");
   started_ = true;
@@ -29,15 +40,22 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
     return absl::InvalidArgumentError("upload header must set kind (text or tokens)");
   }
   if (header.size_bytes() < 0) return absl::InvalidArgumentError("upload size_bytes is negative");
-  if (header.size_bytes() > max_bytes_) {
+  if (header.size_bytes() > limits_.max_dataset_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "dataset of %d bytes exceeds the server's limit of %d bytes", header.size_bytes(),
-        max_bytes_));
+        limits_.max_dataset_bytes));
   }
   if (header.kind() == v1::DATASET_KIND_TOKENS_INT32 && header.size_bytes() % 4 != 0) {
     return absl::InvalidArgumentError("a tokens dataset must be a whole number of int32 ids");
   }
-  bytes_.reserve(header.size_bytes());
+  FCA_ASSIGN_OR_RETURN(const int64_t used, store_->UserBytes(caller_.user));
+  if (used + header.size_bytes() > limits_.max_user_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "storage quota: you keep %d bytes of datasets and the quota is %d bytes; delete "
+        "datasets you no longer need",
+        used, limits_.max_user_bytes));
+  }
+  FCA_ASSIGN_OR_RETURN(upload_id_, store_->BeginUpload(caller_.user));
   return absl::OkStatus();
 }
 
@@ -46,32 +64,36 @@ absl::Status DatasetUpload::Append(const std::string& chunk) {
   if (static_cast<int64_t>(chunk.size()) > kChunkBytes) {
     return absl::InvalidArgumentError("upload chunks must be at most 1 MiB");
   }
-  if (static_cast<int64_t>(bytes_.size() + chunk.size()) > header_.size_bytes()) {
+  if (received_ + static_cast<int64_t>(chunk.size()) > header_.size_bytes()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "upload carries more than the %d bytes its header announced", header_.size_bytes()));
   }
-  bytes_.append(chunk);
+  FCA_RETURN_IF_ERROR(store_->AppendUpload(upload_id_, chunk));
+  hash_.Update(chunk);
+  received_ += static_cast<int64_t>(chunk.size());
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish(storage::Store* store) {
+absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish() {
   if (!started_) return absl::InvalidArgumentError("upload carried no header");
-  if (static_cast<int64_t>(bytes_.size()) != header_.size_bytes()) {
+  if (received_ != header_.size_bytes()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "upload carried %d bytes; its header announced %d", bytes_.size(), header_.size_bytes()));
+        "upload carried %d bytes; its header announced %d", received_, header_.size_bytes()));
   }
-  const std::string sha = Sha256Hex(bytes_);
-  if (!header_.sha256().empty() && header_.sha256() != sha) {
+  const std::string sha = hash_.FinishHex();
+  if (!header_.sha256().empty() && absl::AsciiStrToLower(header_.sha256()) != sha) {
     return absl::InvalidArgumentError("upload checksum mismatch: the bytes' SHA-256 is " + sha);
   }
-  auto before = store->ListDatasets(std::nullopt);
+  // Only the caller's own datasets: whether someone else uploaded these
+  // bytes is not the caller's business.
+  FCA_ASSIGN_OR_RETURN(const std::vector<storage::DatasetRecord> mine,
+                       store_->ListDatasets(caller_.user));
   bool known = false;
-  if (before.ok()) {
-    for (const storage::DatasetRecord& d : *before) known = known || d.sha256 == sha;
-  }
-  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record,
-                       store->PutDataset(header_.name(), DatasetKindName(header_.kind()),
-                                         caller_.user, bytes_));
+  for (const storage::DatasetRecord& d : mine) known = known || d.sha256 == sha;
+  FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord record,
+                       store_->FinishUpload(upload_id_, header_.name(),
+                                            DatasetKindName(header_.kind()), sha));
+  upload_id_ = 0;
   v1::UploadDatasetResponse response;
   *response.mutable_dataset() = ToProto(record);
   response.set_deduplicated(known);
@@ -139,6 +161,13 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
     return absl::ResourceExhaustedError(absl::StrFormat(
         "you have %d queued jobs; the limit is %d per user", queued,
         limits_.max_queued_jobs_per_user));
+  }
+  FCA_ASSIGN_OR_RETURN(int64_t kept, store_->CountJobs(caller.user, {}));
+  if (kept >= limits_.max_jobs_per_user) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "job quota: you keep %d jobs and the quota is %d; delete finished jobs you no longer "
+        "need",
+        kept, limits_.max_jobs_per_user));
   }
   // The job and its QUEUED event commit together, so the scheduler cannot
   // claim the job (and emit RUNNING) before QUEUED is event 1.
@@ -265,10 +294,32 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJob(
   return response;
 }
 
+namespace {
+
+// Counts one open stream for as long as it lives.
+class StreamSlot {
+ public:
+  explicit StreamSlot(std::atomic<int64_t>* open) : open_(open) { count_ = ++*open_; }
+  ~StreamSlot() { --*open_; }
+  int64_t count() const { return count_; }
+
+ private:
+  std::atomic<int64_t>* open_;
+  int64_t count_ = 0;
+};
+
+}  // namespace
+
 absl::Status AuditServiceCore::WatchJob(
     const Caller& caller, const v1::WatchJobRequest& request,
     const std::function<bool(const v1::WatchJobResponse&)>& write,
     const std::function<bool()>& stop) {
+  const StreamSlot slot(&watch_streams_);
+  if (slot.count() > limits_.max_watch_streams) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the server is following %d job streams, its limit; retry shortly",
+        limits_.max_watch_streams));
+  }
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
   int64_t after = request.after_seq();
@@ -302,6 +353,62 @@ absl::Status AuditServiceCore::WatchJob(
   return absl::UnavailableError("server is shutting down; resume the watch with after_seq");
 }
 
+absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJob(
+    const Caller& caller, const v1::DeleteJobRequest& request) {
+  FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
+  FCA_RETURN_IF_ERROR(store_->DeleteJob(request.job_id()));
+  const absl::Status reclaimed = store_->ReclaimSpace();
+  if (!reclaimed.ok()) {
+    std::fprintf(stderr, "fca-server: reclaim space: %s\n", reclaimed.ToString().c_str());
+  }
+  return v1::DeleteJobResponse();
+}
+
+absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDataset(
+    const Caller& caller, const v1::DeleteDatasetRequest& request) {
+  if (!request.owner().empty() && request.owner() != caller.user && !caller.admin) {
+    return absl::PermissionDeniedError("only admins delete other users' datasets");
+  }
+  const std::string owner = request.owner().empty() ? caller.user : request.owner();
+  FCA_RETURN_IF_ERROR(ValidateName(request.name(), "dataset"));
+  auto dataset = store_->FindDataset(request.name(), owner);
+  if (absl::IsNotFound(dataset.status())) {
+    return absl::NotFoundError(absl::StrFormat("dataset '%s' does not exist", request.name()));
+  }
+  if (!dataset.ok()) return dataset.status();
+  FCA_RETURN_IF_ERROR(CheckDatasetUnused(*dataset));
+  FCA_ASSIGN_OR_RETURN(const int64_t freed, store_->DeleteDataset(dataset->id));
+  v1::DeleteDatasetResponse response;
+  response.set_bytes_freed(freed);
+  return response;
+}
+
+absl::Status AuditServiceCore::CheckDatasetUnused(const storage::DatasetRecord& dataset) {
+  storage::JobFilter filter;
+  filter.owner = dataset.owner;
+  for (storage::JobState state : {storage::JobState::kQueued, storage::JobState::kRunning}) {
+    filter.state = state;
+    std::string token;
+    do {
+      FCA_ASSIGN_OR_RETURN(storage::JobPage page,
+                           store_->ListJobs(filter, storage::Store::kMaxPageSize, token));
+      for (const storage::JobRecord& job : page.jobs) {
+        auto spec = SpecFromJson(job.spec_json);
+        if (!spec.ok()) continue;
+        for (const std::string& ref : {spec->eval_dataset(), spec->calib_dataset()}) {
+          if (ref == dataset.name || ref == "sha256:" + dataset.sha256) {
+            return absl::FailedPreconditionError(absl::StrFormat(
+                "dataset '%s' is used by job %d, which is %s; cancel it or wait", dataset.name,
+                job.id, storage::JobStateName(job.state)));
+          }
+        }
+      }
+      token = page.next_page_token;
+    } while (!token.empty());
+  }
+  return absl::OkStatus();
+}
+
 // --- results ---
 
 absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
@@ -332,13 +439,17 @@ absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
 }
 
 absl::Status AuditServiceCore::ExportCoefficients(
-    const Caller&, const v1::ExportCoefficientsRequest& request,
+    const Caller& caller, const v1::ExportCoefficientsRequest& request,
     const std::function<bool(const v1::ExportCoefficientsResponse&)>& write) {
   FCA_ASSIGN_OR_RETURN(engine::ControlledModel * model, models_->Get(request.model()));
   const std::string dtype = request.dtype().empty() ? "float32" : request.dtype();
+  if (request.window_hash().empty()) return absl::InvalidArgumentError("window_hash is empty");
+  // The caller's own entries only: a guessed window hash must not reveal,
+  // let alone hand over, what another user audited.
   FCA_ASSIGN_OR_RETURN(std::optional<storage::CoefficientEntry> entry,
-                       store_->GetCoefficients({model->info().weights_sha256,
-                                                request.window_hash(), dtype}));
+                       store_->GetCoefficients({caller.user, model->info().weights_sha256,
+                                                request.window_hash(), dtype,
+                                                model->info().compute.device}));
   if (!entry) {
     return absl::NotFoundError(absl::StrFormat(
         "no cached coefficients of model '%s' on window %s in %s", request.model(),

@@ -4,11 +4,13 @@
 #ifndef FCA_SERVER_CORE_SERVICE_H_
 #define FCA_SERVER_CORE_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
@@ -27,6 +29,12 @@ struct Caller {
 
 struct ServiceLimits {
   int64_t max_dataset_bytes = 256ll << 20;
+  // Per-user quotas: bytes of datasets kept (uploads in progress count) and
+  // jobs kept in any state (delete finished ones to make room).
+  int64_t max_user_bytes = 4ll << 30;
+  int64_t max_jobs_per_user = 10000;
+  // WatchJob streams open at once, over all users: each holds a thread.
+  int64_t max_watch_streams = 256;
   // Text a Tokenize call may send: ids are returned in one message, and a
   // check of "what the model sees" needs a sample, not a corpus.
   int64_t max_tokenize_bytes = 1 << 20;
@@ -34,24 +42,36 @@ struct ServiceLimits {
   SpecLimits spec;
 };
 
-// Receives one dataset upload, checking limits as bytes arrive so an
-// oversized upload is refused before it is held in memory.
+// Receives one dataset upload, checking limits and the caller's quota as
+// bytes arrive. Chunks go straight to the store (staged), so the server holds
+// one chunk of an upload in memory, never the whole of it. An upload that is
+// not finished (client gone, a refused chunk) is dropped from the store when
+// this object is destroyed.
 class DatasetUpload {
  public:
-  DatasetUpload(const Caller& caller, int64_t max_bytes) : caller_(caller), max_bytes_(max_bytes) {}
+  DatasetUpload(const Caller& caller, storage::Store* store, const ServiceLimits& limits)
+      : caller_(caller), store_(store), limits_(limits) {}
+  ~DatasetUpload();
+  DatasetUpload(const DatasetUpload&) = delete;
+  DatasetUpload& operator=(const DatasetUpload&) = delete;
+
   // The first message. INVALID_ARGUMENT for a bad name/kind/size,
-  // RESOURCE_EXHAUSTED when the announced size exceeds the limit.
-  absl::Status Start(const v1::UploadDatasetHeader& header);
-  absl::Status Append(const std::string& chunk);
+  // RESOURCE_EXHAUSTED when the announced size exceeds the limit or the
+  // caller's quota.
+  [[nodiscard]] absl::Status Start(const v1::UploadDatasetHeader& header);
+  [[nodiscard]] absl::Status Append(const std::string& chunk);
   // Verifies size (and checksum if given) and stores the dataset.
-  absl::StatusOr<v1::UploadDatasetResponse> Finish(storage::Store* store);
+  [[nodiscard]] absl::StatusOr<v1::UploadDatasetResponse> Finish();
 
  private:
   Caller caller_;
-  int64_t max_bytes_;
+  storage::Store* store_;
+  ServiceLimits limits_;
   bool started_ = false;
   v1::UploadDatasetHeader header_;
-  std::string bytes_;
+  int64_t upload_id_ = 0;  // staged in the store; 0 when nothing is staged
+  int64_t received_ = 0;
+  Sha256 hash_;
 };
 
 class AuditServiceCore {
@@ -72,10 +92,15 @@ class AuditServiceCore {
                                                 const v1::ListJobsRequest& request);
   absl::StatusOr<v1::CancelJobResponse> CancelJob(const Caller& caller,
                                                   const v1::CancelJobRequest& request);
+  absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const Caller& caller,
+                                                  const v1::DeleteJobRequest& request);
+  absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(
+      const Caller& caller, const v1::DeleteDatasetRequest& request);
   absl::StatusOr<v1::QueryResultsResponse> QueryResults(const Caller& caller,
                                                         const v1::QueryResultsRequest& request);
   // Streams events after request.after_seq until the job is terminal, the
-  // writer fails (client gone) or `stop()` returns true.
+  // writer fails (client gone) or `stop()` returns true. RESOURCE_EXHAUSTED
+  // when max_watch_streams streams are open already.
   absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
                         const std::function<bool(const v1::WatchJobResponse&)>& write,
                         const std::function<bool()>& stop);
@@ -94,11 +119,16 @@ class AuditServiceCore {
   // PERMISSION_DENIED: other users' job ids are not disclosed).
   absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
 
+  // FAILED_PRECONDITION when a queued or running job of `owner` names the
+  // dataset (by name or by content hash).
+  absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
+
   storage::Store* store_;
   ModelRepository* models_;
   Scheduler* scheduler_;
   EventHub* hub_;
   ServiceLimits limits_;
+  std::atomic<int64_t> watch_streams_{0};
 };
 
 }  // namespace fca::core

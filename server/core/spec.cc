@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/engine/text/unicode.h"
 
 namespace fca::core {
 namespace {
@@ -37,9 +38,38 @@ absl::Status CheckInterventions(const v1::AuditSpec& spec) {
   return absl::OkStatus();
 }
 
+// Reads what a job can use: for pre-tokenized data the ids of
+// `max_windows` windows of `window_length`; text whole (the engine then
+// tokenizes only the prefix it needs).
+// Labels are shown in listings and terminals: printable UTF-8 only (no
+// control characters, so no escape sequences), at most 256 bytes.
+absl::Status CheckLabel(const std::string& label) {
+  if (label.size() > 256) return absl::InvalidArgumentError("spec label exceeds 256 bytes");
+  const size_t bad = engine::unicode::FindInvalidUtf8(label);
+  if (bad != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("spec label is not valid UTF-8 (byte %d)", bad));
+  }
+  for (size_t pos = 0; pos < label.size();) {
+    const size_t at = pos;
+    const char32_t c = engine::unicode::NextCodePoint(label, &pos);
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "spec label has a control character (U+%04X) at byte %d", static_cast<uint32_t>(c),
+          at));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<engine::Dataset> LoadDataset(storage::Store* store,
-                                            const storage::DatasetRecord& record) {
-  FCA_ASSIGN_OR_RETURN(std::string bytes, store->ReadDatasetBytes(record.id));
+                                            const storage::DatasetRecord& record,
+                                            int64_t max_windows, int64_t window_length) {
+  const int64_t max_token_bytes = max_windows * window_length * 4;
+  FCA_ASSIGN_OR_RETURN(std::string bytes,
+                       record.kind == "tokens" && max_windows > 0
+                           ? store->ReadDatasetPrefix(record.id, max_token_bytes)
+                           : store->ReadDatasetBytes(record.id));
   engine::Dataset d;
   d.name = record.name;
   d.sha256 = record.sha256;
@@ -113,7 +143,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
     return absl::InvalidArgumentError(
         absl::StrFormat("spec field 'ci_level' is %g; it must be in (0, 1)", s.ci_level()));
   }
-  if (s.label().size() > 256) return absl::InvalidArgumentError("spec label exceeds 256 bytes");
+  FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;
 }
 
@@ -150,8 +180,10 @@ absl::StatusOr<ResolvedAudit> ResolveAudit(const v1::AuditSpec& spec, const std:
   FCA_ASSIGN_OR_RETURN(storage::DatasetRecord eval, FindDatasetRef(store, spec.eval_dataset(), owner));
   FCA_ASSIGN_OR_RETURN(storage::DatasetRecord calib,
                        FindDatasetRef(store, spec.calib_dataset(), owner));
-  FCA_ASSIGN_OR_RETURN(req.eval, LoadDataset(store, eval));
-  FCA_ASSIGN_OR_RETURN(req.calib, LoadDataset(store, calib));
+  FCA_ASSIGN_OR_RETURN(req.eval,
+                       LoadDataset(store, eval, spec.max_eval_windows(), spec.window_length()));
+  FCA_ASSIGN_OR_RETURN(req.calib,
+                       LoadDataset(store, calib, spec.max_calib_windows(), spec.window_length()));
   out.eval_sha256 = eval.sha256;
   out.calib_sha256 = calib.sha256;
   req.options = ToEngineOptions(spec);

@@ -37,14 +37,14 @@ grpc::Status AuditServiceImpl::UploadDataset(grpc::ServerContext* ctx,
                                              v1::UploadDatasetResponse* resp) {
   return Unary(auth_, ctx, resp, [&](const core::Caller& c)
                                      -> absl::StatusOr<v1::UploadDatasetResponse> {
-    core::DatasetUpload upload(c, core_->limits().max_dataset_bytes);
+    core::DatasetUpload upload(c, core_->store(), core_->limits());
     v1::UploadDatasetRequest part;
     while (reader->Read(&part)) {
       absl::Status st = part.has_header() ? upload.Start(part.header())
                                           : upload.Append(part.chunk());
       if (!st.ok()) return st;
     }
-    return upload.Finish(core_->store());
+    return upload.Finish();
   });
 }
 
@@ -84,6 +84,19 @@ grpc::Status AuditServiceImpl::CancelJob(grpc::ServerContext* ctx,
                                          const v1::CancelJobRequest* req,
                                          v1::CancelJobResponse* resp) {
   return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->CancelJob(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::DeleteJob(grpc::ServerContext* ctx,
+                                         const v1::DeleteJobRequest* req,
+                                         v1::DeleteJobResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->DeleteJob(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::DeleteDataset(grpc::ServerContext* ctx,
+                                             const v1::DeleteDatasetRequest* req,
+                                             v1::DeleteDatasetResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->DeleteDataset(c, *req); });
 }
 
 grpc::Status AuditServiceImpl::QueryResults(grpc::ServerContext* ctx,

@@ -38,6 +38,10 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                         v1::ListJobsResponse* resp) override;
   grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                          v1::CancelJobResponse* resp) override;
+  grpc::Status DeleteJob(grpc::ServerContext* ctx, const v1::DeleteJobRequest* req,
+                         v1::DeleteJobResponse* resp) override;
+  grpc::Status DeleteDataset(grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* req,
+                             v1::DeleteDatasetResponse* resp) override;
   grpc::Status QueryResults(grpc::ServerContext* ctx, const v1::QueryResultsRequest* req,
                             v1::QueryResultsResponse* resp) override;
   grpc::Status Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req,

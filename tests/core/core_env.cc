@@ -98,9 +98,11 @@ Caller Alice() { return MakeCaller("alice", false); }
 Caller Bob() { return MakeCaller("bob", false); }
 Caller Admin() { return MakeCaller("root", true); }
 
-CoreEnv::CoreEnv(ServiceLimits limits, Scheduler::Options options) {
+CoreEnv::CoreEnv(ServiceLimits limits, Scheduler::Options options,
+                 std::function<absl::Status(std::string_view)> fault_injector) {
   storage::StoreOptions store_options;
   store_options.path = ":memory:";
+  store_options.fault_injector = std::move(fault_injector);
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) std::abort();
   store_ = std::move(*store);
@@ -123,7 +125,7 @@ absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,
                                                           const std::string& name,
                                                           const std::string& bytes,
                                                           v1::DatasetKind kind) {
-  DatasetUpload upload(caller, core_->limits().max_dataset_bytes);
+  DatasetUpload upload(caller, store_.get(), core_->limits());
   v1::UploadDatasetHeader header;
   header.set_name(name);
   header.set_kind(kind);
@@ -133,7 +135,7 @@ absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,
   for (size_t off = 0; off < bytes.size(); off += kChunk) {
     FCA_RETURN_IF_ERROR(upload.Append(bytes.substr(off, kChunk)));
   }
-  return upload.Finish(store_.get());
+  return upload.Finish();
 }
 
 absl::Status CoreEnv::UploadEvalAndCalib(const Caller& caller) {

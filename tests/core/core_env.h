@@ -5,8 +5,10 @@
 #define FCA_TESTS_CORE_CORE_ENV_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,8 +50,10 @@ Caller Admin();
 
 class CoreEnv {
  public:
+  // `fault_injector`: StoreOptions::fault_injector of the store.
   explicit CoreEnv(ServiceLimits limits = {},
-                   Scheduler::Options options = FastSchedulerOptions());
+                   Scheduler::Options options = FastSchedulerOptions(),
+                   std::function<absl::Status(std::string_view)> fault_injector = nullptr);
   ~CoreEnv();
 
   storage::Store* store() { return store_.get(); }

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
 #include "common/sha256.h"
 #include "server/core/service.h"
 #include "tests/core/core_env.h"
@@ -25,6 +26,12 @@ v1::UploadDatasetHeader Header(const std::string& name, int64_t size,
   return h;
 }
 
+ServiceLimits Limit(int64_t max_dataset_bytes) {
+  ServiceLimits limits;
+  limits.max_dataset_bytes = max_dataset_bytes;
+  return limits;
+}
+
 size_t StoredDatasets(CoreEnv* env) {
   auto all = env->store()->ListDatasets(std::nullopt);
   EXPECT_TRUE(all.ok()) << all.status();
@@ -33,39 +40,42 @@ size_t StoredDatasets(CoreEnv* env) {
 
 TEST(DatasetUploadTest, HeaderMustComeFirstAndOnlyOnce) {
   CoreEnv env;
-  DatasetUpload upload(Alice(), 1000);
+  DatasetUpload upload(Alice(), env.store(), Limit(1000));
   EXPECT_EQ(upload.Append("abc").code(), absl::StatusCode::kInvalidArgument);
-  DatasetUpload empty(Alice(), 1000);
-  EXPECT_EQ(empty.Finish(env.store()).status().code(), absl::StatusCode::kInvalidArgument);
-  DatasetUpload twice(Alice(), 1000);
+  DatasetUpload empty(Alice(), env.store(), Limit(1000));
+  EXPECT_EQ(empty.Finish().status().code(), absl::StatusCode::kInvalidArgument);
+  DatasetUpload twice(Alice(), env.store(), Limit(1000));
   ASSERT_TRUE(twice.Start(Header("d", 3)).ok());
   EXPECT_EQ(twice.Start(Header("d", 3)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(StoredDatasets(&env), 0u);
 }
 
 TEST(DatasetUploadTest, HeaderFieldsAreChecked) {
-  EXPECT_EQ(DatasetUpload(Alice(), 1000).Start(Header("../x", 3)).code(),
+  CoreEnv env;
+  EXPECT_EQ(DatasetUpload(Alice(), env.store(), Limit(1000)).Start(Header("../x", 3)).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(DatasetUpload(Alice(), 1000).Start(Header("", 3)).code(),
+  EXPECT_EQ(DatasetUpload(Alice(), env.store(), Limit(1000)).Start(Header("", 3)).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(DatasetUpload(Alice(), 1000)
+  EXPECT_EQ(DatasetUpload(Alice(), env.store(), Limit(1000))
                 .Start(Header("d", 3, v1::DATASET_KIND_UNSPECIFIED))
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(DatasetUpload(Alice(), 1000).Start(Header("d", -1)).code(),
+  EXPECT_EQ(DatasetUpload(Alice(), env.store(), Limit(1000)).Start(Header("d", -1)).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DatasetUploadTest, OversizeAnnouncedIsResourceExhaustedWithTheLimit) {
-  DatasetUpload upload(Alice(), 1000);
+  CoreEnv env;
+  DatasetUpload upload(Alice(), env.store(), Limit(1000));
   const absl::Status st = upload.Start(Header("big", 1001));
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr("1000"));
-  EXPECT_TRUE(DatasetUpload(Alice(), 1000).Start(Header("fits", 1000)).ok());
+  EXPECT_TRUE(DatasetUpload(Alice(), env.store(), Limit(1000)).Start(Header("fits", 1000)).ok());
 }
 
 TEST(DatasetUploadTest, MoreBytesThanAnnouncedIsInvalidArgument) {
-  DatasetUpload upload(Alice(), 1000);
+  CoreEnv env;
+  DatasetUpload upload(Alice(), env.store(), Limit(1000));
   ASSERT_TRUE(upload.Start(Header("d", 5)).ok());
   ASSERT_TRUE(upload.Append("abc").ok());
   EXPECT_EQ(upload.Append("def").code(), absl::StatusCode::kInvalidArgument);
@@ -73,15 +83,16 @@ TEST(DatasetUploadTest, MoreBytesThanAnnouncedIsInvalidArgument) {
 
 TEST(DatasetUploadTest, FewerBytesThanAnnouncedIsInvalidArgument) {
   CoreEnv env;
-  DatasetUpload upload(Alice(), 1000);
+  DatasetUpload upload(Alice(), env.store(), Limit(1000));
   ASSERT_TRUE(upload.Start(Header("d", 5)).ok());
   ASSERT_TRUE(upload.Append("abc").ok());
-  EXPECT_EQ(upload.Finish(env.store()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(upload.Finish().status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(StoredDatasets(&env), 0u);
 }
 
 TEST(DatasetUploadTest, ChunksOverOneMebibyteAreRefused) {
-  DatasetUpload upload(Alice(), 4 << 20);
+  CoreEnv env;
+  DatasetUpload upload(Alice(), env.store(), Limit(4 << 20));
   ASSERT_TRUE(upload.Start(Header("d", 2 << 20)).ok());
   EXPECT_EQ(upload.Append(std::string((1 << 20) + 1, 'x')).code(),
             absl::StatusCode::kInvalidArgument);
@@ -92,19 +103,19 @@ TEST(DatasetUploadTest, ChecksumIsVerified) {
   const std::string bytes = "hello world";
   v1::UploadDatasetHeader header = Header("d", bytes.size());
   header.set_sha256(Sha256Hex("something else"));
-  DatasetUpload bad(Alice(), 1000);
+  DatasetUpload bad(Alice(), env.store(), Limit(1000));
   ASSERT_TRUE(bad.Start(header).ok());
   ASSERT_TRUE(bad.Append(bytes).ok());
-  auto refused = bad.Finish(env.store());
+  auto refused = bad.Finish();
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("checksum"));
   EXPECT_EQ(StoredDatasets(&env), 0u);
 
   header.set_sha256(Sha256Hex(bytes));
-  DatasetUpload good(Alice(), 1000);
+  DatasetUpload good(Alice(), env.store(), Limit(1000));
   ASSERT_TRUE(good.Start(header).ok());
   ASSERT_TRUE(good.Append(bytes).ok());
-  auto stored = good.Finish(env.store());
+  auto stored = good.Finish();
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->dataset().sha256(), Sha256Hex(bytes));
   EXPECT_EQ(stored->dataset().size_bytes(), static_cast<int64_t>(bytes.size()));
@@ -113,10 +124,10 @@ TEST(DatasetUploadTest, ChecksumIsVerified) {
 }
 
 TEST(DatasetUploadTest, TokensMustBeWholeInt32s) {
-  const absl::Status st =
-      DatasetUpload(Alice(), 1000).Start(Header("t", 6, v1::DATASET_KIND_TOKENS_INT32));
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   CoreEnv env;
+  const absl::Status st =
+      DatasetUpload(Alice(), env.store(), Limit(1000)).Start(Header("t", 6, v1::DATASET_KIND_TOKENS_INT32));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   auto ok = env.Upload(Alice(), "t", std::string(8, '\1'), v1::DATASET_KIND_TOKENS_INT32);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->dataset().kind(), v1::DATASET_KIND_TOKENS_INT32);
@@ -135,6 +146,60 @@ TEST(DatasetUploadTest, SameBytesUnderAnotherNameAreDeduplicated) {
   auto other = env.Upload(Alice(), "three", "other bytes");
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_FALSE(other->deduplicated());
+  // Issue 9: another user's upload of the same bytes is not disclosed.
+  auto bobs = env.Upload(Bob(), "one", "same bytes");
+  ASSERT_TRUE(bobs.ok()) << bobs.status();
+  EXPECT_FALSE(bobs->deduplicated());
+}
+
+// Issue 9: an upper-case hex checksum is the same checksum.
+TEST(DatasetUploadTest, ChecksumIsCaseInsensitive) {
+  CoreEnv env;
+  const std::string bytes = "hello world";
+  v1::UploadDatasetHeader header = Header("d", bytes.size());
+  header.set_sha256(absl::AsciiStrToUpper(Sha256Hex(bytes)));
+  DatasetUpload upload(Alice(), env.store(), Limit(1000));
+  ASSERT_TRUE(upload.Start(header).ok());
+  ASSERT_TRUE(upload.Append(bytes).ok());
+  auto stored = upload.Finish();
+  EXPECT_TRUE(stored.ok()) << stored.status();
+}
+
+// Issue 9: chunks go to the store as they arrive; an upload abandoned
+// midway (the client went away) leaves nothing behind.
+TEST(DatasetUploadTest, ChunksAreStagedInTheStoreAndDroppedWhenAbandoned) {
+  CoreEnv env;
+  {
+    DatasetUpload upload(Alice(), env.store(), Limit(1000));
+    ASSERT_TRUE(upload.Start(Header("d", 10)).ok());
+    ASSERT_TRUE(upload.Append("abcde").ok());
+    auto staged = env.store()->UserBytes("alice");
+    ASSERT_TRUE(staged.ok()) << staged.status();
+    EXPECT_EQ(*staged, 5);  // in the store, not in this object
+  }
+  auto left = env.store()->UserBytes("alice");
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, 0);
+  EXPECT_EQ(StoredDatasets(&env), 0u);
+}
+
+// Issue 9: a per-user quota on stored bytes, checked before any byte is
+// taken; deleting a dataset makes room again.
+TEST(DatasetUploadTest, StorageQuotaIsPerUserAndFreedByDeletion) {
+  ServiceLimits limits;
+  limits.max_user_bytes = 100;
+  CoreEnv env(limits);
+  ASSERT_TRUE(env.Upload(Alice(), "a", std::string(60, 'a')).ok());
+  auto over = env.Upload(Alice(), "b", std::string(60, 'b'));
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_THAT(std::string(over.status().message()), HasSubstr("quota"));
+  EXPECT_TRUE(env.Upload(Bob(), "b", std::string(60, 'b')).ok());  // Bob's own quota
+  v1::DeleteDatasetRequest del;
+  del.set_name("a");
+  auto freed = env.core()->DeleteDataset(Alice(), del);
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_EQ(freed->bytes_freed(), 60);
+  EXPECT_TRUE(env.Upload(Alice(), "b", std::string(60, 'b')).ok());
 }
 
 TEST(DatasetUploadTest, SameNameWithOtherBytesIsAlreadyExists) {

@@ -117,8 +117,11 @@ class ModelAudit {
   absl::Status MakeWindowSets() {
     Progress("windowing", 0, 0);
     const Tokenizer& tok = model_.tokenizer();
-    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> e, TokenStream(req_.eval, tok));
-    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> c, TokenStream(req_.calib, tok));
+    // Only as many tokens as the windows take.
+    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> e,
+                         TokenStream(req_.eval, tok, opt_.max_eval_windows * opt_.window_length));
+    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> c,
+                         TokenStream(req_.calib, tok, opt_.max_calib_windows * opt_.window_length));
     FCA_ASSIGN_OR_RETURN(eval_, MakeWindows(e, opt_.window_length, opt_.max_eval_windows,
                                             req_.eval.name));
     FCA_ASSIGN_OR_RETURN(calib_, MakeWindows(c, opt_.window_length, opt_.max_calib_windows,
@@ -195,7 +198,7 @@ class ModelAudit {
       at::Tensor ids = BatchIds(eval_, b, e);
       SiteTensors cached = CachedBatch(eval_, b, e);
       SiteTensors rec;
-      if (b > 0 && !cached.empty()) {
+      if (!cached.empty() && cache_trust_ == CacheTrust::kTrusted) {
         rec = std::move(cached);
         FCA_RETURN_IF_ERROR(ReplayCachedBatch(ids, rec, &live, &correct));
         report_.cached_eval_windows += e - b;
@@ -217,13 +220,13 @@ class ModelAudit {
                          SiteTensors* rec, std::vector<double>* live,
                          std::vector<double>* correct) {
     FCA_ASSIGN_OR_RETURN(at::Tensor live_logits, Forward(ids, CoefficientMode::kLiveRecord, rec));
-    FCA_RETURN_IF_ERROR(CheckCacheAgrees(cached, *rec, b, e));
+    if (!cached.empty()) JudgeCache(cached, *rec, "evaluation", b, e);
     SiteTensors replay = *rec;
     FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits, Forward(ids, CoefficientMode::kReplay, &replay));
     FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
     AppendTo(live, SequenceNll(live_logits, ids));
     AppendTo(correct, SequenceNll(replay_logits, ids));
-    if (cached.empty()) PutBatch(eval_, *rec, b);
+    if (cached.empty() || cache_trust_ == CacheTrust::kIgnored) PutBatch(eval_, *rec, b);
     return absl::OkStatus();
   }
 
@@ -249,19 +252,37 @@ class ModelAudit {
         model_.info().name, diff, opt_.fidelity_tolerance, b, e - 1));
   }
 
-  // A cache entry that differs from a fresh recording on the same weights
-  // means the cache is corrupt or the model is not deterministic: neither
-  // may be papered over.
-  absl::Status CheckCacheAgrees(const SiteTensors& cached, const SiteTensors& rec, int64_t b,
-                                int64_t e) const {
+  // The first batch found in the cache is also recorded LIVE and compared:
+  // entries made in another batch layout differ by rounding (trusted within
+  // the fidelity tolerance, plus one unit in the last place of a 16-bit
+  // dtype); entries that differ by more (a corrupt cache, a model that is
+  // not deterministic) are ignored for this model and rewritten, never
+  // allowed to fail the audit.
+  void JudgeCache(const SiteTensors& cached, const SiteTensors& rec, const char* set, int64_t b,
+                  int64_t e) {
+    const double rtol = model_.info().compute.dtype == "bfloat16" ? 1.0 / 128
+                        : model_.info().compute.dtype == "float16" ? 1.0 / 1024
+                                                                   : 0.0;
+    double max_diff = 0, worst_excess = 0;
     for (size_t s = 0; s < cached.size(); ++s) {
-      if (!at::equal(cached[s], rec[s].to(cached[s].device()))) {
-        return absl::DataLossError(absl::StrFormat(
-            "model '%s': cached coefficients of evaluation windows %d..%d differ from a fresh "
-            "LIVE recording at site '%s'", model_.info().name, b, e - 1, model_.sites()[s].name));
-      }
+      const at::Tensor fresh = rec[s].to(cached[s].device()).to(at::kFloat);
+      const at::Tensor diff = (cached[s].to(at::kFloat) - fresh).abs();
+      if (diff.numel() == 0) continue;
+      max_diff = std::max(max_diff, diff.max().item<double>());
+      const at::Tensor excess = diff - (opt_.fidelity_tolerance + rtol * fresh.abs());
+      worst_excess = std::max(worst_excess, excess.max().item<double>());
     }
-    return absl::OkStatus();
+    report_.cache_max_abs_diff = std::max(report_.cache_max_abs_diff, max_diff);
+    if (worst_excess <= 0) {
+      cache_trust_ = CacheTrust::kTrusted;
+      return;
+    }
+    cache_trust_ = CacheTrust::kIgnored;
+    if (!req_.on_note) return;
+    req_.on_note(absl::StrFormat(
+        "model '%s': cached coefficients of %s windows %d..%d differ from a fresh LIVE recording "
+        "(max |diff| %.3g); the cache is not used for this model and its entries are rewritten",
+        model_.info().name, set, b, e - 1, max_diff));
   }
 
   absl::Status LiveCalibPass() {
@@ -269,13 +290,16 @@ class ModelAudit {
     for (int64_t b = 0; b < n; b += opt_.batch_size) {
       FCA_RETURN_IF_ERROR(CheckCancelled());
       const int64_t e = std::min(n, b + opt_.batch_size);
-      SiteTensors rec = CachedBatch(calib_, b, e);
-      if (!rec.empty()) {
+      SiteTensors cached = CachedBatch(calib_, b, e);
+      SiteTensors rec;
+      if (!cached.empty() && cache_trust_ == CacheTrust::kTrusted) {
+        rec = std::move(cached);
         report_.cached_calib_windows += e - b;
       } else {
         FCA_RETURN_IF_ERROR(
             Forward(BatchIds(calib_, b, e), CoefficientMode::kLiveRecord, &rec).status());
-        PutBatch(calib_, rec, b);
+        if (!cached.empty()) JudgeCache(cached, rec, "calibration", b, e);
+        if (cached.empty() || cache_trust_ == CacheTrust::kIgnored) PutBatch(calib_, rec, b);
       }
       Store(&calib_coeff_, rec, b, n);
       Advance(0.5 * (e - b));
@@ -288,11 +312,10 @@ class ModelAudit {
   // The cached coefficients of windows [b, e) as [e-b, T, d_s] tensors, or
   // an empty list unless every window is cached.
   SiteTensors CachedBatch(const WindowSet& w, int64_t b, int64_t e) const {
-    if (req_.cache == nullptr) return {};
-    const ModelInfo& info = model_.info();
+    if (req_.cache == nullptr || cache_trust_ == CacheTrust::kIgnored) return {};
     std::vector<std::string> blobs;
     for (int64_t i = b; i < e; ++i) {
-      auto blob = req_.cache->Get(info.weights_sha256, w.hashes[i], info.compute.dtype);
+      auto blob = req_.cache->Get(CacheKey(w.hashes[i]));
       if (!blob || blob->size() != WindowBytes()) return {};
       blobs.push_back(std::move(*blob));
     }
@@ -329,7 +352,6 @@ class ModelAudit {
 
   void PutBatch(const WindowSet& w, const SiteTensors& rec, int64_t b) const {
     if (req_.cache == nullptr) return;
-    const ModelInfo& info = model_.info();
     std::vector<at::Tensor> host;
     for (const at::Tensor& t : rec) host.push_back(t.cpu().contiguous());
     for (int64_t i = 0; i < host[0].size(0); ++i) {
@@ -339,8 +361,13 @@ class ModelAudit {
         at::Tensor row = t[i];
         bytes.append(static_cast<const char*>(row.data_ptr()), row.nbytes());
       }
-      req_.cache->Put(info.weights_sha256, w.hashes[b + i], info.compute.dtype, bytes);
+      req_.cache->Put(CacheKey(w.hashes[b + i]), bytes);
     }
+  }
+
+  CoefficientCacheKey CacheKey(const std::string& window_hash) const {
+    const ModelInfo& info = model_.info();
+    return {info.weights_sha256, window_hash, info.compute.dtype, info.compute.device};
   }
 
   void Note(const char* set, int64_t cached, int64_t total) const {
@@ -509,6 +536,10 @@ class ModelAudit {
   std::vector<double> dense_us_per_token_;
   double forward_seconds_ = 0;
   ModelReport report_;
+  // Whether this model's audit may take coefficients from the cache: not
+  // until one cached batch has matched a fresh recording (JudgeCache).
+  enum class CacheTrust { kUnchecked, kTrusted, kIgnored };
+  CacheTrust cache_trust_ = CacheTrust::kUnchecked;
 };
 
 std::vector<std::string> ResolveInterventions(const AuditOptions& o) {
@@ -554,7 +585,8 @@ absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
                                                    const std::vector<double>& us_per_token) {
   ControlledModel& dense = *req.dense_twin;
   const AuditOptions& o = req.options;
-  FCA_ASSIGN_OR_RETURN(std::vector<int32_t> stream, TokenStream(req.eval, dense.tokenizer()));
+  FCA_ASSIGN_OR_RETURN(std::vector<int32_t> stream,
+                       TokenStream(req.eval, dense.tokenizer(), o.batch_size * o.window_length));
   FCA_ASSIGN_OR_RETURN(WindowSet w,
                        MakeWindows(stream, o.window_length, o.batch_size, req.eval.name));
   at::Tensor ids = BatchIds(w, 0, w.count());

@@ -130,6 +130,9 @@ struct ModelReport {
   // fidelity tolerance).
   int64_t cached_eval_windows = 0, cached_calib_windows = 0;
   double replay_max_abs_diff = 0;      // fidelity: correct replay vs LIVE logits
+  // Largest |cached - fresh| coefficient seen where the cache was checked
+  // against a fresh recording (0 when the cache was not used).
+  double cache_max_abs_diff = 0;
   std::vector<InterventionResult> interventions;  // `correct` first
   std::optional<double> retention_static_layer;           // percent
   std::optional<double> retention_static_layer_position;  // percent
@@ -159,20 +162,28 @@ struct AuditReport {
   std::string engine_version, torch_version;
 };
 
-// Where recorded coefficients of single windows are kept between audits,
-// keyed by (weights SHA-256, window hash, compute dtype). The value is the
-// window's coefficients, site after site in sites() order, each [T, d_s]
-// row-major in the compute dtype. Implementations must be thread-compatible
-// with the auditing thread; errors are theirs to log (a failed Put only
-// costs a future cache miss).
+// What identifies one window's recorded coefficients in a CoefficientCache.
+struct CoefficientCacheKey {
+  std::string weights_sha256;
+  std::string window_hash;
+  std::string dtype;   // compute dtype
+  std::string device;  // compute device: kernels differ across devices
+};
+
+// Where recorded coefficients of single windows are kept between audits.
+// The value is the window's coefficients, site after site in sites() order,
+// each [T, d_s] row-major in the compute dtype. An entry recorded in one
+// batch layout is used in any other: kernels may round differently with the
+// batch size, so the auditor compares the entries of each model's first
+// batch with a fresh recording within the fidelity tolerance, and ignores
+// the cache for that model when they disagree. Implementations must be
+// thread-compatible with the auditing thread; errors are theirs to log (a
+// failed Put only costs a future cache miss).
 class CoefficientCache {
  public:
   virtual ~CoefficientCache() = default;
-  virtual std::optional<std::string> Get(const std::string& weights_sha256,
-                                         const std::string& window_hash,
-                                         const std::string& dtype) = 0;
-  virtual void Put(const std::string& weights_sha256, const std::string& window_hash,
-                   const std::string& dtype, const std::string& bytes) = 0;
+  virtual std::optional<std::string> Get(const CoefficientCacheKey& key) = 0;
+  virtual void Put(const CoefficientCacheKey& key, const std::string& bytes) = 0;
 };
 
 struct AuditRequest {
@@ -189,7 +200,9 @@ struct AuditRequest {
   const std::atomic<bool>* cancelled = nullptr;
   // Optional: windows found here skip their LIVE pass (the first evaluation
   // batch always runs LIVE, to check replay fidelity and that the cache
-  // matches a fresh recording); recorded windows are stored here.
+  // matches a fresh recording; when it does not, the model's audit runs
+  // without the cache and rewrites its entries); recorded windows are
+  // stored here.
   CoefficientCache* cache = nullptr;
   // Human-readable notes worth showing a user (cache use, for one).
   std::function<void(const std::string&)> on_note;

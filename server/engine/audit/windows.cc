@@ -1,9 +1,12 @@
 #include "server/engine/audit/windows.h"
 
+#include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 
 namespace fca::engine {
 
@@ -46,19 +49,55 @@ absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream, int64_
   return w;
 }
 
-absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
-                                                 const Tokenizer& tokenizer) {
-  if (dataset.kind == Dataset::Kind::kTokens) {
-    for (size_t i = 0; i < dataset.tokens.size(); ++i) {
-      if (dataset.tokens[i] < 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "dataset '%s': token %d at position %d is negative", dataset.name,
-            dataset.tokens[i], i));
-      }
-    }
-    return dataset.tokens;
+namespace {
+
+bool IsAsciiAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// The first safe cut (see TokenStream) at or after `from`; npos when none.
+size_t SafeCut(const std::string& text, size_t from) {
+  for (size_t i = std::max<size_t>(from, 2); i < text.size(); ++i) {
+    if (text[i - 1] == '\n' && !IsAsciiSpace(text[i - 2]) && IsAsciiAlnum(text[i])) return i;
   }
-  return tokenizer.Encode(dataset.text);
+  return std::string::npos;
+}
+
+// Encodes growing prefixes (doubling) until one yields max_tokens ids.
+absl::StatusOr<std::vector<int32_t>> EncodePrefix(const std::string& text,
+                                                  const Tokenizer& tokenizer,
+                                                  int64_t max_tokens) {
+  // Bytes per token is 1 for bytes and ~4 for BPE on English text.
+  size_t want = static_cast<size_t>(max_tokens) * 2 + 1024;
+  while (want < text.size()) {
+    const size_t cut = SafeCut(text, want);
+    if (cut == std::string::npos) break;
+    FCA_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                         tokenizer.Encode(std::string_view(text).substr(0, cut)));
+    if (static_cast<int64_t>(ids.size()) >= max_tokens) return ids;
+    want = cut * 2;
+  }
+  return tokenizer.Encode(text);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
+                                                 const Tokenizer& tokenizer, int64_t max_tokens) {
+  if (dataset.kind == Dataset::Kind::kText) {
+    if (max_tokens <= 0) return tokenizer.Encode(dataset.text);
+    return EncodePrefix(dataset.text, tokenizer, max_tokens);
+  }
+  for (size_t i = 0; i < dataset.tokens.size(); ++i) {
+    if (dataset.tokens[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "dataset '%s': token %d at position %d is negative", dataset.name, dataset.tokens[i],
+          i));
+    }
+  }
+  return dataset.tokens;
 }
 
 absl::Status CheckNoOverlap(const WindowSet& eval, const WindowSet& calib, bool allow_overlap) {

@@ -39,9 +39,16 @@ std::string WindowHash(const int32_t* ids, int64_t length);
 absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream, int64_t window_length,
                                       int64_t max_windows, const std::string& dataset_name);
 
-// Tokenizes (kText) or copies (kTokens) a dataset into one id stream.
+// Tokenizes (kText) or copies (kTokens) a dataset into one id stream. With
+// max_tokens > 0 the stream may stop once it holds max_tokens ids (it may
+// hold more): text is then tokenized in growing prefixes, each cut right
+// after a single '\n' that follows a non-space character and precedes an
+// ASCII letter or digit. No tokenizer of this engine (bytes, or GPT-NeoX BPE
+// with NFC and the GPT-2 split) lets a token or a pre-token cross such a
+// cut, so a prefix's ids are exactly the first ids of the whole text's.
 absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
-                                                 const Tokenizer& tokenizer);
+                                                 const Tokenizer& tokenizer,
+                                                 int64_t max_tokens = 0);
 
 // INVALID_ARGUMENT when the sets share a window (by hash), with the count
 // and the first shared pair, unless allow_overlap.
