@@ -38,6 +38,18 @@ ABSL_FLAG(int64_t, max_tokenize_bytes, 1 << 20, "largest text one Tokenize call 
 ABSL_FLAG(int64_t, max_windows, 4096, "most windows per dataset in one job");
 ABSL_FLAG(int64_t, max_window_length, 4096, "longest window, tokens");
 ABSL_FLAG(int64_t, max_queued_jobs, 16, "most queued jobs per user");
+ABSL_FLAG(int64_t, max_jobs_per_user, 10000,
+          "quota: most jobs a user keeps, in any state (delete finished ones to make room)");
+ABSL_FLAG(int64_t, max_user_bytes, 4ll << 30,
+          "quota: most bytes of datasets a user keeps (uploads in progress count)");
+ABSL_FLAG(int64_t, max_watch_streams, 256, "most WatchJob streams open at once, all users");
+ABSL_FLAG(int, max_rpc_threads, 512,
+          "most threads serving RPCs; calls beyond it are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_attempts, 3,
+          "a job the server stopped while running (crash, kill) this many times is failed "
+          "at the next start instead of run again");
+ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
+          "a running job is stopped and failed after this long (0 = no limit)");
 ABSL_FLAG(int64_t, coeff_cache_bytes, 1ll << 30, "coefficient cache budget, bytes (LRU)");
 ABSL_FLAG(bool, coeff_cache, true, "reuse cached coefficients across audits");
 ABSL_FLAG(bool, auth, false, "require 'authorization: Bearer <key>' on every call");
@@ -77,6 +89,8 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore() {
   storage::StoreOptions options;
   options.path = absl::GetFlag(FLAGS_db);
   options.coeff_cache_budget_bytes = absl::GetFlag(FLAGS_coeff_cache_bytes);
+  // One server per database: a second one would run the same jobs again.
+  options.exclusive = true;
   if (options.path.empty()) return absl::InvalidArgumentError("--db is required");
   return storage::Store::Open(options);
 }
@@ -104,6 +118,9 @@ absl::StatusOr<core::ServiceLimits> Limits() {
   limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   limits.max_tokenize_bytes = absl::GetFlag(FLAGS_max_tokenize_bytes);
   limits.max_queued_jobs_per_user = absl::GetFlag(FLAGS_max_queued_jobs);
+  limits.max_jobs_per_user = absl::GetFlag(FLAGS_max_jobs_per_user);
+  limits.max_user_bytes = absl::GetFlag(FLAGS_max_user_bytes);
+  limits.max_watch_streams = absl::GetFlag(FLAGS_max_watch_streams);
   limits.spec.max_windows = absl::GetFlag(FLAGS_max_windows);
   limits.spec.max_window_length = absl::GetFlag(FLAGS_max_window_length);
   return limits;
@@ -135,6 +152,8 @@ absl::Status Serve(const sigset_t& signals) {
   core::EventHub hub;
   core::Scheduler::Options scheduler_options;
   scheduler_options.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
+  scheduler_options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  scheduler_options.max_job_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
   core::Scheduler scheduler(store.get(), models.get(), &hub, scheduler_options);
   core::AuditServiceCore core(store.get(), models.get(), &scheduler, &hub, limits);
   grpc_server::AuditServiceImpl service(&core, std::move(auth));
@@ -142,6 +161,11 @@ absl::Status Serve(const sigset_t& signals) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Each streaming or unary call holds a thread of the synchronous server:
+  // bounded, so a flood of streams cannot exhaust the process.
+  grpc::ResourceQuota quota("fca-server");
+  quota.SetMaxThreads(absl::GetFlag(FLAGS_max_rpc_threads));
+  builder.SetResourceQuota(quota);
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, &port);
   builder.RegisterService(&service);
