@@ -188,6 +188,23 @@ absl::StatusOr<v1::Job> AuditClient::CancelJob(int64_t job_id) {
   return response.job();
 }
 
+absl::Status AuditClient::DeleteJob(int64_t job_id) {
+  auto context = NewContext(/*unary=*/true);
+  v1::DeleteJobRequest request;
+  request.set_job_id(job_id);
+  v1::DeleteJobResponse response;
+  return ToAbslStatus(stub_->DeleteJob(context.get(), request, &response));
+}
+
+absl::StatusOr<int64_t> AuditClient::DeleteDataset(const std::string& name) {
+  auto context = NewContext(/*unary=*/true);
+  v1::DeleteDatasetRequest request;
+  request.set_name(name);
+  v1::DeleteDatasetResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->DeleteDataset(context.get(), request, &response)));
+  return response.bytes_freed();
+}
+
 absl::StatusOr<v1::QueryResultsResponse> AuditClient::QueryResults(
     const v1::QueryResultsRequest& request) {
   auto context = NewContext(/*unary=*/true);

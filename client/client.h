@@ -81,6 +81,9 @@ class AuditClient {
   absl::StatusOr<fca::v1::ListJobsResponse> ListJobs(const fca::v1::ListJobsRequest& request);
 
   absl::StatusOr<fca::v1::Job> CancelJob(int64_t job_id);
+  absl::Status DeleteJob(int64_t job_id);
+  // Returns the bytes the server freed.
+  absl::StatusOr<int64_t> DeleteDataset(const std::string& name);
 
   // One page; see FollowPages.
   absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(

@@ -192,6 +192,23 @@ CommandResult RunJobsCancel(CommandContext& ctx) {
   return kExitOk;
 }
 
+CommandResult RunJobsDelete(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs delete ID"));
+  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_RETURN_IF_ERROR(client->DeleteJob(id));
+  ctx.out() << absl::StrFormat("job %d: deleted with its events and results\n", id);
+  return kExitOk;
+}
+
+CommandResult RunDatasetsDelete(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "datasets delete NAME"));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(int64_t freed, client->DeleteDataset(ctx.args()[0]));
+  ctx.out() << absl::StrFormat("dataset %s: deleted, %d bytes freed\n", ctx.args()[0], freed);
+  return kExitOk;
+}
+
 absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(const CommandContext& ctx) {
   v1::ResultFilter filter;
   filter.set_job_id(absl::GetFlag(FLAGS_job));
@@ -364,6 +381,11 @@ const std::vector<Command>& Commands() {
        {"name", "kind"},
        RunDatasetsUpload},
       {{"datasets", "list"}, "datasets list", "list visible datasets", {}, RunDatasetsList},
+      {{"datasets", "delete"},
+       "datasets delete NAME",
+       "delete one of your datasets (not while a queued or running job uses it)",
+       {},
+       RunDatasetsDelete},
       {{"audit"},
        "audit --models=a,b --eval=D --calib=D [options] | --manifest=FILE",
        "submit an audit job, then watch it (see AUDIT OPTIONS)",
@@ -381,6 +403,11 @@ const std::vector<Command>& Commands() {
        RunJobsList},
       {{"jobs", "show"}, "jobs show ID", "show one job and its spec", {}, RunJobsShow},
       {{"jobs", "cancel"}, "jobs cancel ID", "cancel a queued or running job", {}, RunJobsCancel},
+      {{"jobs", "delete"},
+       "jobs delete ID",
+       "delete a finished job with its events and results",
+       {},
+       RunJobsDelete},
       {{"results"},
        "results [--job=ID --model=M --dataset=SHA --intervention=I "
        "--metric=X\n          --since=T --until=T] [--format=table|json|csv]",

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "absl/strings/str_format.h"
 #include "tests/core/core_env.h"
 
@@ -227,6 +229,37 @@ TEST_F(ServiceTest, QueryResultsNeedsAJobUnlessAdmin) {
   request.set_page_size(1001);
   EXPECT_EQ(env_.core()->QueryResults(Admin(), request).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Issue 9: a far-future created_after used to overflow into the past and
+// return every row.
+TEST_F(ServiceTest, FarFutureTimeBoundsDoNotWrapAround) {
+  const v1::Job job = MustSubmit(Alice());
+  storage::ResultRow row;
+  row.model = "m";
+  row.weights_sha256 = "w";
+  row.dataset_sha256 = "d";
+  row.intervention = "correct";
+  row.metric = "nll";
+  row.n = 1;
+  ASSERT_TRUE(env_.store()->InsertResults(job.id(), {row}).ok());
+  v1::QueryResultsRequest request;
+  request.mutable_filter()->set_job_id(job.id());
+  request.mutable_filter()->mutable_created_after()->set_seconds(
+      std::numeric_limits<int64_t>::max() / 2);
+  auto future = env_.core()->QueryResults(Alice(), request);
+  ASSERT_TRUE(future.ok()) << future.status();
+  EXPECT_EQ(future->results_size(), 0);
+  request.mutable_filter()->clear_created_after();
+  request.mutable_filter()->mutable_created_before()->set_seconds(
+      std::numeric_limits<int64_t>::min() / 2);
+  auto past = env_.core()->QueryResults(Alice(), request);
+  ASSERT_TRUE(past.ok()) << past.status();
+  EXPECT_EQ(past->results_size(), 0);
+  request.mutable_filter()->clear_created_before();
+  auto all = env_.core()->QueryResults(Alice(), request);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->results_size(), 1);
 }
 
 TEST_F(ServiceTest, WatchWithNegativeAfterSeqIsInvalid) {

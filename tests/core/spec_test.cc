@@ -173,6 +173,19 @@ TEST(NormalizeSpecTest, LabelIsBounded) {
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label(std::string(257, 'x')); }),
                 "label", "256");
   EXPECT_TRUE(NormalizeEdited([](v1::AuditSpec* s) { s->set_label(std::string(256, 'x')); }).ok());
+  // Issue 9: labels are printed in terminals: no escape sequences, no
+  // control characters (C0, DEL, C1), valid UTF-8 only.
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("red \x1b[31m"); }),
+                "label", "control character");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("a\nb"); }), "label",
+                "control character");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("c1 \xc2\x9b"); }),
+                "label", "control character");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("bad \xff"); }), "label",
+                "UTF-8");
+  EXPECT_TRUE(
+      NormalizeEdited([](v1::AuditSpec* s) { s->set_label("Gate-Lauf \xc3\xa4 \xe2\x9c\x93"); })
+          .ok());
 }
 
 TEST(ValidateNameTest, RefusesPathsHiddenEmptyAndLongNames) {

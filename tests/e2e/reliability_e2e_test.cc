@@ -94,6 +94,16 @@ class ReliabilityE2ETest : public ::testing::Test {
     return static_cast<int64_t>(rows->as_array().size());
   }
 
+  void WaitUntilRunning(const ServerProcess& server) const {
+    for (int polls = 0; polls < 3000; ++polls) {
+      const std::string out = Cli(server, {"jobs", "show", "1"}).out;
+      if (out.find("RUNNING") != std::string::npos || out.find("SUCCEEDED") != std::string::npos) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
   static void ExpectIntact(const std::string& db) {
     storage::StoreOptions options;
     options.path = db;
@@ -116,21 +126,22 @@ std::string* ReliabilityE2ETest::root_ = nullptr;
 TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
   // A clean run: the reference row count and how long a job's life takes.
   int64_t clean_rows = 0;
-  double life_s = 0;
+  double life_s = 0, run_s = 0;
   {
     auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(0)));
     ASSERT_NE(server, nullptr);
     ASSERT_EQ(Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"})
                   .exit_code,
               0);
-    // The job's life: from the calib upload to the job's end.
+    // The job's life: from the calib upload to the job's end; and its run.
     const auto start = Clock::now();
-    UploadAndSubmit(*server);
-    for (int polls = 0; polls < 2000; ++polls) {
-      if (Cli(*server, {"jobs", "show", "1"}).out.find("SUCCEEDED") != std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    std::thread user([&] { UploadAndSubmit(*server); });
+    WaitUntilRunning(*server);
+    const auto running = Clock::now();
+    user.join();
+    EXPECT_EQ(Cli(*server, {"watch", "1"}).exit_code, 0);
     life_s = std::chrono::duration<double>(Clock::now() - start).count();
+    run_s = std::chrono::duration<double>(Clock::now() - running).count();
     clean_rows = FinishAfterRestart(*server);
     server->Signal(SIGTERM);
     EXPECT_EQ(server->Wait(20), 0);
@@ -146,8 +157,12 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
     ASSERT_EQ(Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"})
                   .exit_code,
               0);
-    const double kill_after_s = static_cast<double>(rng.Uniform(1000)) / 1000 * life_s;
+    // Odd runs: anywhere in the job's life; even runs: once it runs.
+    const bool while_running = run % 2 == 0;
+    const double kill_after_s =
+        static_cast<double>(rng.Uniform(1000)) / 1000 * (while_running ? run_s : life_s);
     std::thread user([&] { UploadAndSubmit(*server); });
+    if (while_running) WaitUntilRunning(*server);
     std::this_thread::sleep_for(std::chrono::duration<double>(kill_after_s));
     server->Signal(SIGKILL);
     server->Wait(10);
@@ -175,8 +190,9 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
     ExpectIntact(Db(run));
   }
   EXPECT_EQ(succeeded, 20);
-  std::printf("kill -9 runs: 20, jobs succeeded after restart: %d, rows per job: %lld\n",
-              succeeded, static_cast<long long>(clean_rows));
+  std::printf("kill -9 runs: 20, jobs succeeded after restart: %d, rows per job: %lld, "
+              "job life %.2f s, of which running %.2f s\n",
+              succeeded, static_cast<long long>(clean_rows), life_s, run_s);
   for (const auto& [where, count] : landed) std::printf("  killed %s: %d\n", where.c_str(), count);
 }
 
@@ -195,6 +211,28 @@ TEST_F(ReliabilityE2ETest, ASecondServerOnTheSameDatabaseRefusesToStart) {
   // Once it is gone, a new server starts on the file.
   auto third = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(100)));
   ASSERT_NE(third, nullptr);
+}
+
+TEST_F(ReliabilityE2ETest, OwnersDeleteJobsAndDatasetsThroughTheCli) {
+  auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(200)));
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"})
+                .exit_code,
+            0);
+  UploadAndSubmit(*server);
+  // (Refusals while the job is queued or running: core's ReliabilityTest.)
+  EXPECT_EQ(Cli(*server, {"watch", "1"}).exit_code, 0);
+  CommandResult del = Cli(*server, {"jobs", "delete", "1"});
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  EXPECT_NE(Cli(*server, {"jobs", "show", "1"}).exit_code, 0);
+  CommandResult freed = Cli(*server, {"datasets", "delete", "calib"});
+  EXPECT_EQ(freed.exit_code, 0) << freed.err;
+  EXPECT_NE(freed.out.find("bytes freed"), std::string::npos) << freed.out;
+  CommandResult list = Cli(*server, {"datasets", "list"});
+  EXPECT_EQ(list.out.find("calib"), std::string::npos) << list.out;
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(20), 0);
+  ExpectIntact(Db(200));
 }
 
 }  // namespace
