@@ -106,17 +106,18 @@ uint64_t ReadLittleEndian64(const uint8_t* p) {
   return v;
 }
 
-// numel * itemsize, or false when a dimension is negative or it overflows.
+// numel * itemsize, or false when a dimension is negative or either product
+// overflows. The element count must fit int64 dimension by dimension, as
+// TensorView::numel and torch multiply it: a zero dimension after the
+// overflow would make the byte count 0 but not the multiplication defined.
 bool CheckedNumBytes(const std::vector<int64_t>& shape, DType dtype,
                      uint64_t* out) {
-  uint64_t bytes = DTypeSize(dtype);
+  int64_t numel = 1;
   for (int64_t dim : shape) {
     if (dim < 0) return false;
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes))
-      return false;
+    if (__builtin_mul_overflow(numel, dim, &numel)) return false;
   }
-  *out = bytes;
-  return true;
+  return !__builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSize(dtype), out);
 }
 
 // Reads a whole small file (index JSON), refusing anything over max_bytes.
