@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <utility>
 
@@ -658,6 +659,12 @@ absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenIndex(
           absl::StrCat(index_name, ": tensor '", tensor, "': shard name '",
                        shard.as_string(),
                        "' must be a plain file name in the index's folder"));
+    }
+    // open() would fail with ENAMETOOLONG (INTERNAL); too long to echo.
+    if (shard.as_string().size() > NAME_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(index_name, ": tensor '", tensor,
+                                                     "': shard name of ", shard.as_string().size(),
+                                                     " bytes is longer than ", NAME_MAX));
     }
     by_shard[shard.as_string()].push_back(tensor);
     mapped.emplace(tensor, shard.as_string());

@@ -589,6 +589,18 @@ TEST_F(ShardedIndexTest, ShardNamesMustBePlain) {
   }
 }
 
+TEST_F(ShardedIndexTest, OverlongShardNameIsInvalid) {
+  // Found by safetensors_index_fuzzer: open() failed with ENAMETOOLONG and
+  // the index came back as an INTERNAL error.
+  const std::string shard = std::string(300, 'x') + ".safetensors";
+  absl::Status status =
+      OpenWithIndex(absl::StrCat(R"({"a": "s1.safetensors", "b": ")", shard, R"("})"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(Contains(status.message(), "tensor 'b'"));
+  EXPECT_TRUE(Contains(status.message(), "shard name of 312 bytes is longer"));
+  EXPECT_FALSE(Contains(status.message(), shard));
+}
+
 TEST_F(ShardedIndexTest, TensorMissingFromItsShard) {
   absl::Status status =
       OpenWithIndex(R"({"a": "s1.safetensors", "b": "s1.safetensors"})");
