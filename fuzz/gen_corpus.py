@@ -119,6 +119,9 @@ def safetensors_seeds():
         '"b":{"dtype":"U8","shape":[0,9223372036854775807],"data_offsets":[0,0]}}'))
     write("safetensors", "bad_dtype.safetensors", raw_file(
         '{"a":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}}', b"x"))
+    write("safetensors", "bad_metadata.safetensors", raw_file('{"__metadata__":{"k":1}}'))
+    write("safetensors", "empty_name.safetensors", raw_file(
+        '{"":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}'))
     write("safetensors", "negative.safetensors", raw_file(
         '{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}', b"x"))
 
@@ -216,6 +219,10 @@ def tokenizer_seeds():
         "pre_tokenizer.add_prefix_space": False})))
     write("tokenizer_json", "small_pairs.json", dumps(small_tokenizer(**{
         "model.merges": [["a", "b"], ["\u0120", "a"], "#version: 0.2"]})))
+    strip = {"id": 102, "content": " ", "special": False, "lstrip": True, "rstrip": True,
+             "normalized": False}
+    write("tokenizer_json", "small_strip_space.bin",
+          dumps(small_tokenizer(**{"added_tokens": [strip]})).encode() + b"\0a   b \t c  ")
     write("tokenizer_json", "bad_model.json", dumps(small_tokenizer(**{"model.type": "WordPiece"})))
     write("tokenizer_json", "bad_merge.json", dumps(small_tokenizer(**{"model.merges": ["a z"]})))
     write("tokenizer_json", "big_id.json", dumps(small_tokenizer(**{
