@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <utility>
 
@@ -106,17 +107,18 @@ uint64_t ReadLittleEndian64(const uint8_t* p) {
   return v;
 }
 
-// numel * itemsize, or false when a dimension is negative or it overflows.
+// numel * itemsize, or false when a dimension is negative or either product
+// overflows. The element count must fit int64 dimension by dimension, as
+// TensorView::numel and torch multiply it: a zero dimension after the
+// overflow would make the byte count 0 but not the multiplication defined.
 bool CheckedNumBytes(const std::vector<int64_t>& shape, DType dtype,
                      uint64_t* out) {
-  uint64_t bytes = DTypeSize(dtype);
+  int64_t numel = 1;
   for (int64_t dim : shape) {
     if (dim < 0) return false;
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes))
-      return false;
+    if (__builtin_mul_overflow(numel, dim, &numel)) return false;
   }
-  *out = bytes;
-  return true;
+  return !__builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSize(dtype), out);
 }
 
 // Reads a whole small file (index JSON), refusing anything over max_bytes.
@@ -657,6 +659,12 @@ absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenIndex(
           absl::StrCat(index_name, ": tensor '", tensor, "': shard name '",
                        shard.as_string(),
                        "' must be a plain file name in the index's folder"));
+    }
+    // open() would fail with ENAMETOOLONG (INTERNAL); too long to echo.
+    if (shard.as_string().size() > NAME_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(index_name, ": tensor '", tensor,
+                                                     "': shard name of ", shard.as_string().size(),
+                                                     " bytes is longer than ", NAME_MAX));
     }
     by_shard[shard.as_string()].push_back(tensor);
     mapped.emplace(tensor, shard.as_string());

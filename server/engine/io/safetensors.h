@@ -38,6 +38,8 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // may be nullptr when num_bytes == 0
   size_t num_bytes = 0;
+  // The product of `shape`. Views from a SafetensorsFile have shapes whose
+  // every partial product fits int64, so this never overflows for them.
   int64_t numel() const;
 };
 

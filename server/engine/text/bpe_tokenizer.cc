@@ -608,16 +608,22 @@ void BpeTokenizer::SplitOnAddedTokens(std::string_view text, const TokenTrie& tr
       const bool word_after = stop < text.size() && IsWordCharAt(text, stop);
       if (word_before || word_after) continue;
     }
+    // The strips never rescan text an earlier match covered, so a run of
+    // matches (an added token of white space, say) stays linear.
     if (token.lstrip) {  // \s*$ before the match, not reaching into the last one
-      size_t space_start = start;
-      while (space_start > 0) {
-        const size_t previous = PreviousCodePointStart(text, space_start);
+      while (start > done) {
+        const size_t previous = PreviousCodePointStart(text, start);
         if (!IsWhiteSpaceAt(text, previous)) break;
-        space_start = previous;
+        start = previous;
       }
-      start = std::max(space_start, done);
+      start = std::max(start, done);
     }
     if (token.rstrip) {  // ^\s* after the match
+      if (stop <= done) {
+        // The match lies inside white space an earlier rstrip swallowed, and
+        // that run ended at `done`.
+        stop = done;
+      }
       while (stop < text.size() && IsWhiteSpaceAt(text, stop)) {
         unicode::NextCodePoint(text, &stop);
       }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/engine/text/unicode_tables.h"
 
@@ -79,15 +81,28 @@ void AppendDecomposition(char32_t cp, std::u32string* out) {
               tables::kDecompositionData + it->offset + it->length);
 }
 
-// Stable-sorts every run of non-starters by combining class.
+// Stable-sorts every run of non-starters by combining class. Nothing bounds
+// a run (a text may be all combining marks), so the sort must be O(n log n):
+// insertion sort took minutes on a crafted megabyte.
 void CanonicalOrder(std::u32string* s) {
-  std::vector<uint8_t> ccc(s->size());
-  for (size_t i = 0; i < s->size(); ++i) ccc[i] = CombiningClass((*s)[i]);
-  for (size_t i = 1; i < s->size(); ++i) {
-    for (size_t j = i; j > 0 && ccc[j] != 0 && ccc[j - 1] > ccc[j]; --j) {
-      std::swap(ccc[j], ccc[j - 1]);
-      std::swap((*s)[j], (*s)[j - 1]);
+  std::vector<std::pair<uint8_t, char32_t>> run;  // (class, code point)
+  size_t i = 0;
+  while (i < s->size()) {
+    if (CombiningClass((*s)[i]) == 0) {
+      ++i;
+      continue;
     }
+    run.clear();
+    size_t end = i;
+    for (; end < s->size(); ++end) {
+      const uint8_t ccc = CombiningClass((*s)[end]);
+      if (ccc == 0) break;
+      run.emplace_back(ccc, (*s)[end]);
+    }
+    std::stable_sort(run.begin(), run.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t k = 0; k < run.size(); ++k) (*s)[i + k] = run[k].second;
+    i = end;
   }
 }
 

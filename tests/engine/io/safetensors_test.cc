@@ -476,6 +476,15 @@ TEST_F(SafetensorsTest, RejectsBadTensorEntries) {
       entry(
           R"({"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]})"),
       {"tensor 'blocks.0.w'", "too large"});
+  // 2^31 * 2^32 bytes of BOOL fit uint64 and a trailing 0 makes the tensor
+  // empty, but the element count overflowed int64 in TensorView::numel
+  // (undefined behaviour; fuzz/regressions/safetensors).
+  ExpectInvalidFile(
+      entry(R"({"dtype":"BOOL","shape":[2147483648,4294967296,0],"data_offsets":[0,0]})"),
+      {"tensor 'blocks.0.w'", "shape [2147483648, 4294967296, 0] of BOOL is too large"});
+  EXPECT_EQ(
+      SerializeSafetensors({{"w", DType::kBool, {2147483648, 4294967296, 0}, ""}}).status().code(),
+      absl::StatusCode::kInvalidArgument);
   ExpectInvalidFile(
       RawFile(R"({"":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})"),
       {"empty name"});
@@ -578,6 +587,18 @@ TEST_F(ShardedIndexTest, ShardNamesMustBePlain) {
     EXPECT_TRUE(Contains(status.message(), "tensor 'b'")) << shard;
     EXPECT_TRUE(Contains(status.message(), "plain file name")) << shard;
   }
+}
+
+TEST_F(ShardedIndexTest, OverlongShardNameIsInvalid) {
+  // Found by safetensors_index_fuzzer: open() failed with ENAMETOOLONG and
+  // the index came back as an INTERNAL error.
+  const std::string shard = std::string(300, 'x') + ".safetensors";
+  absl::Status status =
+      OpenWithIndex(absl::StrCat(R"({"a": "s1.safetensors", "b": ")", shard, R"("})"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(Contains(status.message(), "tensor 'b'"));
+  EXPECT_TRUE(Contains(status.message(), "shard name of 312 bytes is longer"));
+  EXPECT_FALSE(Contains(status.message(), shard));
 }
 
 TEST_F(ShardedIndexTest, TensorMissingFromItsShard) {

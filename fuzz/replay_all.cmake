@@ -1,0 +1,30 @@
+# ctest fuzz_regression_test: runs <name>_replay over corpus/<name> and
+# regressions/<name> for every fuzz target; fails when any replay fails.
+# Invoked as: cmake -DTARGETS=a,b -DBIN_DIR=... -DFUZZ_DIR=... -P replay_all.cmake
+string(REPLACE "," ";" targets "${TARGETS}")
+set(failed)
+foreach(name IN LISTS targets)
+  set(dirs)
+  foreach(kind corpus regressions)
+    # Git keeps no empty folder: a target without regressions has none.
+    if(IS_DIRECTORY "${FUZZ_DIR}/${kind}/${name}")
+      list(APPEND dirs "${FUZZ_DIR}/${kind}/${name}")
+    endif()
+  endforeach()
+  if(NOT dirs)
+    message(SEND_ERROR "${name}: no corpus/${name} or regressions/${name} folder")
+    list(APPEND failed ${name})
+    continue()
+  endif()
+  execute_process(COMMAND "${BIN_DIR}/${name}_replay" ${dirs}
+    RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(result EQUAL 0)
+    message(STATUS "${name}: ${out}")
+  else()
+    message(SEND_ERROR "${name}_replay failed (${result}):\n${err}")
+    list(APPEND failed ${name})
+  endif()
+endforeach()
+if(failed)
+  message(FATAL_ERROR "fuzz regressions failed: ${failed}")
+endif()
