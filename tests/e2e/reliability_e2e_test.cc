@@ -34,14 +34,15 @@ class ReliabilityE2ETest : public ::testing::Test {
     fs::create_directories(*root_ + "/data");
     for (const auto& [name, flags] : std::vector<std::pair<std::string, std::string>>{
              {"fg", "--controller_out_std=1.0"}, {"dense", "--family=dense"}}) {
+      // Wide enough that the job runs for a while (~1-2 s) between kills.
       CommandResult r = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + *root_ + "/models/" + name,
-                             "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
-                             "--d_ff=64", "--controller_width=16", "--max_seq_len=64", "--seed=1",
+                             "--d_model=128", "--n_layers=2", "--n_heads=4", "--n_groups=4",
+                             "--d_ff=512", "--controller_width=16", "--max_seq_len=64", "--seed=1",
                              flags});
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    std::ofstream(*root_ + "/data/eval.txt") << RandomWords(16 * 96, 1);
-    std::ofstream(*root_ + "/data/calib.txt") << RandomWords(16 * 48, 2);
+    std::ofstream(*root_ + "/data/eval.txt") << RandomWords(32 * 96, 1);
+    std::ofstream(*root_ + "/data/calib.txt") << RandomWords(32 * 48, 2);
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);
@@ -68,15 +69,14 @@ class ReliabilityE2ETest : public ::testing::Test {
       return;
     }
     Cli(server, {"audit", "--detach", "--models=fg", "--dense_twin=dense", "--eval=eval",
-                 "--calib=calib", "--window=16", "--batch=4", "--bootstrap=400",
+                 "--calib=calib", "--window=32", "--batch=4", "--bootstrap=400",
                  "--timing_repeats=3", "--seed=3"});
   }
 
   // After a restart: whatever the kill interrupted is redone, then the job
   // is watched to its end. Returns the number of stored rows (-1 on error).
   int64_t FinishAfterRestart(const ServerProcess& server) const {
-    CommandResult jobs = Cli(server, {"jobs", "list", "--format=json"});
-    if (jobs.out.find("\"id\"") == std::string::npos) UploadAndSubmit(server);
+    if (Cli(server, {"jobs", "show", "1"}).exit_code != 0) UploadAndSubmit(server);
     CommandResult watch = Cli(server, {"watch", "1"});
     EXPECT_EQ(watch.exit_code, 0) << watch.err;
     CommandResult results = Cli(server, {"results", "--job=1", "--format=json"});
