@@ -79,6 +79,10 @@ ABSL_FLAG(std::vector<std::string>, server_args, {},
           "extra fca-server flags, comma-separated (e.g. --max_queued_jobs=4)");
 ABSL_FLAG(std::string, work_dir, "",
           "folder for models, database and server logs (default: a new /tmp/fca_soak_XXXXXX)");
+ABSL_FLAG(std::string, db, "",
+          "start from this existing database file instead of a fresh one (it is written to: "
+          "pass a copy; an aged database from an earlier soak's work folder shows how the "
+          "server does on accumulated state)");
 ABSL_FLAG(bool, keep, false, "keep the work folder (it is always kept after a failure)");
 
 namespace fca::soak {
@@ -204,6 +208,8 @@ struct Shared {
   int64_t max_tokenize_bytes = kMiB;
   int think_ms = 0;
   int weights_of_ops[kNumOps] = {5, 8, 6, 5, 12, 10, 12, 10, 3, 14, 10};
+  std::string run_tag;  // makes dataset names unique across runs on one database
+  uint64_t content_salt = 0;  // with --db: new bytes are new to the old database too
   std::atomic<int64_t> max_job_id{0};
   std::atomic<int64_t> submitted{0}, cancels_accepted{0}, watched_to_end{0};
 };
@@ -419,7 +425,7 @@ class Client {
   // re-uploads of earlier bytes under new names (reported as deduplicated).
   void Upload() {
     DatasetInfo d;
-    d.name = absl::StrFormat("c%d-%d", index_, next_dataset_++);
+    d.name = absl::StrFormat("%s-c%d-%d", shared_->run_tag, index_, next_dataset_++);
     bool reupload = false;
     if (!datasets_.empty() && Chance(0.12)) {
       const DatasetInfo& old = PickOf(datasets_);
@@ -428,7 +434,7 @@ class Client {
       d.tokens = old.tokens;
       reupload = true;
     } else {
-      d.seed = rng_.Next();
+      d.seed = rng_.Next() ^ shared_->content_salt;
       d.tokens = Chance(0.1);
       if (Chance(0.08) && shared_->medium_bytes.load() < shared_->medium_budget_bytes) {
         d.size = 256 * 1024 + rng_.Uniform(3 * kMiB - 256 * 1024);
@@ -1150,6 +1156,23 @@ void PrintFigures(const Figures& f) {
                 Lat(b.unary_ok).c_str(), Mb(b.rss_max_kb), static_cast<long long>(b.threads_max),
                 static_cast<long long>(b.fds_max));
   }
+  static const char* kShort[kNumOps] = {"Models", "Tokenize", "Upload", "ListDs", "Submit",
+                                        "Watch", "GetJob", "ListJobs", "Cancel", "Query",
+                                        "Export"};
+  std::printf("\np50 latency ms per RPC over time (Watch: whole streams):\n%-13s", "seconds");
+  for (int op = 0; op < kNumOps; ++op) std::printf(" %8s", kShort[op]);
+  std::printf("\n");
+  for (const Bucket& b : f.buckets) {
+    std::printf("%5.0f - %-5.0f", b.t0_s, b.t1_s);
+    for (const Latency& l : b.per_op) {
+      if (l.n == 0) {
+        std::printf(" %8s", "-");
+      } else {
+        std::printf(" %8.1f", l.p50);
+      }
+    }
+    std::printf("\n");
+  }
   std::printf("\nverdict: %s\n", f.problems.empty() ? "PASS" : "FAIL");
   for (const std::string& p : f.problems) std::printf("   - %s\n", p.c_str());
   std::fflush(stdout);
@@ -1253,6 +1276,9 @@ json::Value FiguresJson(const Figures& f) {
     v.Set("rss_max_kb", Value::Int(b.rss_max_kb));
     v.Set("threads_max", Value::Int(b.threads_max));
     v.Set("fds_max", Value::Int(b.fds_max));
+    Value by_rpc = Value::MakeObject();
+    for (int op = 0; op < kNumOps; ++op) by_rpc.Set(OpName(op), LatJson(b.per_op[op]));
+    v.Set("latency_ms_by_rpc", by_rpc);
     timeline.mutable_array().push_back(v);
   }
   root.Set("timeline", timeline);
@@ -1300,7 +1326,13 @@ int Main() {
     return 2;
   }
   std::fprintf(stderr, "soak: work folder %s\n", f.work_dir.c_str());
-  const std::string models = f.work_dir + "/models", db = f.work_dir + "/fca.sqlite";
+  const std::string models = f.work_dir + "/models";
+  const std::string db =
+      absl::GetFlag(FLAGS_db).empty() ? f.work_dir + "/fca.sqlite" : absl::GetFlag(FLAGS_db);
+  if (!absl::GetFlag(FLAGS_db).empty() && !fs::is_regular_file(db)) {
+    std::fprintf(stderr, "soak: --db=%s is not a file\n", db.c_str());
+    return 2;
+  }
   fs::create_directories(models);
   if (!InitModel(models, "fg-a", {"--seed=1", "--controller_out_std=1.0"}) ||
       !InitModel(models, "fg-b", {"--seed=2", "--controller_out_std=1.0"}) ||
@@ -1327,6 +1359,10 @@ int Main() {
   Shared shared;
   shared.address = f.address;
   shared.think_ms = absl::GetFlag(FLAGS_think_ms);
+  shared.run_tag = absl::StrFormat("r%x", static_cast<uint32_t>(WallMicros() ^ getpid()));
+  if (!absl::GetFlag(FLAGS_db).empty()) {
+    shared.content_salt = static_cast<uint64_t>(WallMicros()) * 0x9E3779B97F4A7C15ull;
+  }
   shared.medium_budget_bytes = absl::GetFlag(FLAGS_medium_upload_budget_mb) * kMiB;
   for (const std::string& item : absl::GetFlag(FLAGS_mix)) {
     const std::vector<std::string> kv = absl::StrSplit(item, '=');
@@ -1593,7 +1629,8 @@ int Main() {
   f.ops = SummarizeOps(all);
   int bucket = absl::GetFlag(FLAGS_bucket_s);
   if (bucket <= 0) bucket = std::max(10, (f.duration_s + 19) / 20);
-  f.buckets = Buckets(all, f.resources, f.load_s, bucket);
+  // Calls that end in the grace period after the load count in the last row.
+  f.buckets = Buckets(all, f.resources, std::min<double>(f.load_s, f.duration_s), bucket);
 
   int64_t errors = 0;
   for (const OpSummary& o : f.ops) errors += o.errors;

@@ -104,6 +104,7 @@ std::vector<Bucket> Buckets(const Recorder& all, const std::vector<ResourceSampl
   const int n = std::max(1, static_cast<int>(std::ceil(duration_s / width_s)));
   std::vector<Bucket> out(n);
   std::vector<std::vector<float>> unary(n);
+  std::vector<std::vector<std::vector<float>>> per_op(n, std::vector<std::vector<float>>(kNumOps));
   for (int i = 0; i < n; ++i) {
     out[i].t0_s = i * width_s;
     out[i].t1_s = std::min(duration_s, (i + 1) * width_s);
@@ -116,6 +117,7 @@ std::vector<Bucket> Buckets(const Recorder& all, const std::vector<ResourceSampl
     if (s.outcome == kOk && !IsServerStream(s.op) && s.op != kUploadDataset) {
       unary[index(s.t_s)].push_back(s.total_ms);
     }
+    if (s.outcome != kDropped && s.outcome != kCut) per_op[index(s.t_s)][s.op].push_back(s.total_ms);
   }
   for (const ResourceSample& r : resources) {
     if (r.t_s < 0 || r.t_s > duration_s) continue;
@@ -124,7 +126,10 @@ std::vector<Bucket> Buckets(const Recorder& all, const std::vector<ResourceSampl
     b.threads_max = std::max(b.threads_max, r.threads);
     b.fds_max = std::max(b.fds_max, r.fds);
   }
-  for (int i = 0; i < n; ++i) out[i].unary_ok = Percentiles(&unary[i]);
+  for (int i = 0; i < n; ++i) {
+    out[i].unary_ok = Percentiles(&unary[i]);
+    for (int op = 0; op < kNumOps; ++op) out[i].per_op.push_back(Percentiles(&per_op[i][op]));
+  }
   return out;
 }
 
