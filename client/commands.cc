@@ -70,7 +70,7 @@ const std::set<std::string>& LocalPathFlags() {
 }
 
 // An API key travels as an HTTP/2 header value: printable ASCII only.
-absl::Status CheckToken(const std::string& token) {
+[[nodiscard]] absl::Status CheckToken(const std::string& token) {
   for (char c : token) {
     if (c <= ' ' || c > '~') {
       return UsageError("--token (or $FCA_TOKEN) must be printable ASCII without spaces");

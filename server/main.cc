@@ -105,14 +105,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 // --------------------------------------------------------------- flags
 
-absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t min, int64_t max) {
+[[nodiscard]] absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t min,
+                                      int64_t max) {
   if (value >= min && value <= max) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrFormat("--%s=%d is out of range: it must be in [%d, %d]", flag, value, min, max));
 }
 
-absl::Status CheckOneOf(absl::string_view flag, const std::string& value,
-                        const std::vector<std::string>& allowed) {
+[[nodiscard]] absl::Status CheckOneOf(absl::string_view flag, const std::string& value,
+                                      const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) {
     return absl::OkStatus();
   }
@@ -122,7 +123,7 @@ absl::Status CheckOneOf(absl::string_view flag, const std::string& value,
 
 // "cpu", "cuda" or "cuda:N": what the engine can run on. Checked here so a
 // typo stops the server at start instead of failing every model load.
-absl::Status CheckDevice(const std::string& device) {
+[[nodiscard]] absl::Status CheckDevice(const std::string& device) {
   absl::string_view index = device;
   if (device == "cpu" || device == "cuda") return absl::OkStatus();
   if (absl::ConsumePrefix(&index, "cuda:") && !index.empty() && index.size() <= 4 &&

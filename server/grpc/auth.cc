@@ -33,7 +33,7 @@ class FileDescriptor {
 // The key file's text. Its mode is checked on the open descriptor, so the
 // file checked is the file read: a key file anyone else may read (or write)
 // leaks every key in it, which is worse than not starting.
-absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
+[[nodiscard]] absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
   FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return absl::NotFoundError(
@@ -63,7 +63,8 @@ absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
   return text;
 }
 
-absl::StatusOr<std::map<std::string, core::Caller>> ParseKeyFile(const std::string& text) {
+[[nodiscard]] absl::StatusOr<std::map<std::string, core::Caller>> ParseKeyFile(
+    const std::string& text) {
   std::map<std::string, core::Caller> keys;
   std::istringstream in(text);
   std::string line;
@@ -141,8 +142,9 @@ absl::StatusOr<core::Caller> Authenticator::Authenticate(
 absl::StatusOr<core::Caller> Authenticator::Authenticate(
     std::optional<absl::string_view> authorization, absl::string_view peer) const {
   if (!enabled_) return core::Caller{"local", true};
-  if (!authorization.has_value())
+  if (!authorization.has_value()) {
     return Refuse(peer, "missing 'authorization: Bearer <key>' metadata");
+  }
   constexpr absl::string_view kPrefix = "Bearer ";
   if (authorization->substr(0, kPrefix.size()) != kPrefix ||
       authorization->size() == kPrefix.size()) {
