@@ -156,7 +156,9 @@ TEST_F(SecurityE2ETest, FilesTheServerCreatesArePrivate) {
   ExpectServing();
   // While it runs: the database and its WAL companions.
   for (const std::string& path : {db_, db_ + "-wal", db_ + "-shm"}) {
-    if (fs::exists(path)) EXPECT_EQ(ModeOf(path), 0600u) << path;
+    if (fs::exists(path)) {
+      EXPECT_EQ(ModeOf(path), 0600u) << path;
+    }
   }
   StopServer();
   EXPECT_EQ(ModeOf(db_), 0600u);
