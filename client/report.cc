@@ -208,7 +208,7 @@ TextTable RetentionTable(const ReportView& r) {
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
   if (r.models().size() > 1) cols.push_back({"mean ± sd", Align::kRight});
   TextTable t(cols);
-  for (const std::string& i : {"static_layer", "static_layer_position"}) {
+  for (const std::string i : {"static_layer", "static_layer_position"}) {
     std::vector<std::string> row = {i};
     bool has = false;
     for (const std::string& m : r.models()) {
