@@ -3,13 +3,20 @@
 # fca-server (and the fca CLI) on Debian 12.
 #
 #   docker build -t fca-server .
-#   docker run -d --name fca -p 127.0.0.1:7400:7400 \
-#     -v fca-db:/var/lib/fca -v "$PWD/models":/models:ro fca-server --auth
-#
-# Arguments after the image name are appended to the ENTRYPOINT flags
-# (--auth, --api_keys=FILE, --threads=N, --tls_cert/--tls_key, ...).
-# Create an API key (stored in the database on the fca-db volume):
+#   # the first key (stored in the database on the fca-db volume; printed once):
 #   docker run --rm -v fca-db:/var/lib/fca fca-server --create_api_key=alice --role=admin
+#   docker run -d --name fca -p 127.0.0.1:7400:7400 \
+#     -v fca-db:/var/lib/fca -v "$PWD/models":/models:ro fca-server
+#   FCA_TOKEN=<the printed key> fca models
+#
+# The server requires an API key on every call (--auth is in the ENTRYPOINT);
+# only an explicit --auth=false turns that off. Arguments after the image
+# name are appended to the ENTRYPOINT flags (--api_keys=FILE, --threads=N,
+# --tls_cert/--tls_key, ...). More keys: the same --create_api_key command,
+# or `docker exec fca fca-server --db=/var/lib/fca/fca.sqlite
+# --create_api_key=bob` while it runs (valid at once). A key file instead
+# (--api_keys=/etc/fca/api_keys, mounted read-only) must be owned by UID
+# 10001 and mode 0600: the server refuses one that group or others may read.
 #
 # Only the CPU build of libtorch is packaged in Debian 12, so --device=cuda:N
 # does not work in this image.
@@ -96,9 +103,9 @@ STOPSIGNAL SIGTERM
 
 # Inside a container the server must listen on 0.0.0.0 (its default,
 # 127.0.0.1, is unreachable through a published port). That makes it
-# reachable by anyone who can reach the port: whenever the port is exposed
-# beyond the local host, pass --auth (API keys from the database and/or
-# --api_keys=FILE), and --tls_cert/--tls_key unless a TLS-terminating proxy
-# sits in front.
-ENTRYPOINT ["fca-server", "--models=/models", "--db=/var/lib/fca/fca.sqlite", "--listen=0.0.0.0:7400"]
+# reachable by anyone who can reach the port, so authentication is on by
+# default (API keys from the database and/or --api_keys=FILE); pass
+# --tls_cert/--tls_key too unless a TLS-terminating proxy sits in front.
+# The server creates its files with umask 077 (the database is 0600).
+ENTRYPOINT ["fca-server", "--models=/models", "--db=/var/lib/fca/fca.sqlite", "--listen=0.0.0.0:7400", "--auth"]
 CMD []

@@ -6,6 +6,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
+#include "client/format.h"
 
 namespace fca::client {
 namespace {
@@ -93,6 +94,14 @@ absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>
       continue;
     }
     FlagToken token = SplitFlag(arg);
+    if (IsAbseilSpecialFlag(token.name)) {
+      // Not all of them are registered flags (--helpfull is not), so they
+      // are recognised by name; absl reads their values itself.
+      check.specified.insert(token.name);
+      const absl::CommandLineFlag* special = absl::FindCommandLineFlag(token.name);
+      if (special != nullptr && !token.has_value && !special->IsOfType<bool>()) ++i;
+      continue;
+    }
     bool negated = false;
     absl::CommandLineFlag* flag = Locate(token.name, &negated);
     if (flag == nullptr) {
@@ -100,10 +109,6 @@ absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>
     }
     const std::string name(flag->Name());
     check.specified.insert(name);
-    if (IsAbseilSpecialFlag(name)) {
-      if (!token.has_value && !flag->IsOfType<bool>()) ++i;
-      continue;
-    }
     auto value = ResolveValue(token, *flag, negated, args, &i);
     if (!value.ok()) return value.status();
     std::string error;
@@ -112,6 +117,22 @@ absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>
     }
   }
   return check;
+}
+
+absl::Status CheckFlagValuesAreUtf8(const std::set<std::string>& specified,
+                                    const std::set<std::string>& byte_flags) {
+  for (const std::string& name : specified) {
+    if (byte_flags.count(name) > 0) continue;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    const std::string value = flag->CurrentValue();
+    if (!IsValidUtf8(value)) {
+      // The value is not echoed: it may be a secret (--token).
+      return UsageError(absl::StrFormat(
+          "--%s is not valid UTF-8 text; text sent to the server must be UTF-8", name));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fca::client

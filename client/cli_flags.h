@@ -28,6 +28,14 @@ struct CommandLineCheck {
 // real parse that follows stores the same values again.
 absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>& args);
 
+// Usage error naming the first flag of `specified` whose current value is
+// not valid UTF-8, skipping `byte_flags` (local file paths, which may be
+// any bytes). Text flags land in proto3 `string` fields, which must be
+// UTF-8: protobuf would log an error and send the bytes anyway, and the
+// server could not parse the request.
+[[nodiscard]] absl::Status CheckFlagValuesAreUtf8(const std::set<std::string>& specified,
+                                                  const std::set<std::string>& byte_flags);
+
 }  // namespace fca::client
 
 #endif  // FCA_CLIENT_CLI_FLAGS_H_

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "client/exit_codes.h"
+#include "client/format.h"
 #include "common/status_macros.h"
 
 namespace fca::client {
@@ -15,6 +17,46 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
   // grpc::StatusCode and absl::StatusCode both number the canonical codes
   // of google.rpc.Code, so the cast is exact.
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+namespace {
+
+// CheckStringFieldsAreUtf8 below `message`, whose field names are prefixed
+// with `path`.
+absl::Status CheckUtf8Below(const google::protobuf::Message& message, const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string name = path + field->name();
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      if (field->type() == FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& value =
+            field->is_repeated()
+                ? reflection->GetRepeatedStringReference(message, field, i, &scratch)
+                : reflection->GetStringReference(message, field, &scratch);
+        if (!IsValidUtf8(value)) {
+          return UsageError(absl::StrFormat(
+              "%s is not valid UTF-8 text; text sent to the server must be UTF-8", name));
+        }
+      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const google::protobuf::Message& child =
+            field->is_repeated() ? reflection->GetRepeatedMessage(message, field, i)
+                                 : reflection->GetMessage(message, field);
+        FCA_RETURN_IF_ERROR(CheckUtf8Below(child, name + "."));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckStringFieldsAreUtf8(const google::protobuf::Message& message) {
+  return CheckUtf8Below(message, "");
 }
 
 absl::Status FollowPages(
@@ -99,6 +141,7 @@ absl::StatusOr<std::vector<v1::Model>> AuditClient::ListModels() {
 absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(
     const v1::UploadDatasetHeader& header, std::istream& data) {
   // A client stream may take long for a big file: no deadline.
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(header));
   auto context = NewContext(/*unary=*/false);
   v1::UploadDatasetResponse response;
   auto writer = stub_->UploadDataset(context.get(), &response);
@@ -134,9 +177,10 @@ absl::StatusOr<std::vector<v1::Dataset>> AuditClient::ListDatasets() {
 }
 
 absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec) {
-  auto context = NewContext(/*unary=*/true);
   v1::SubmitAuditRequest request;
   *request.mutable_spec() = spec;
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
   v1::SubmitAuditResponse response;
   FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->SubmitAudit(context.get(), request, &response)));
   return response.job();
@@ -173,6 +217,7 @@ absl::StatusOr<v1::Job> AuditClient::GetJob(int64_t job_id) {
 }
 
 absl::StatusOr<v1::ListJobsResponse> AuditClient::ListJobs(const v1::ListJobsRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::ListJobsResponse response;
   FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListJobs(context.get(), request, &response)));
@@ -207,6 +252,7 @@ absl::StatusOr<int64_t> AuditClient::DeleteDataset(const std::string& name) {
 
 absl::StatusOr<v1::QueryResultsResponse> AuditClient::QueryResults(
     const v1::QueryResultsRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::QueryResultsResponse response;
   FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->QueryResults(context.get(), request, &response)));
@@ -214,6 +260,7 @@ absl::StatusOr<v1::QueryResultsResponse> AuditClient::QueryResults(
 }
 
 absl::StatusOr<v1::TokenizeResponse> AuditClient::Tokenize(const v1::TokenizeRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::TokenizeResponse response;
   FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->Tokenize(context.get(), request, &response)));
@@ -224,6 +271,7 @@ absl::Status AuditClient::ExportCoefficients(
     const v1::ExportCoefficientsRequest& request,
     const std::function<absl::Status(const v1::CoefficientsHeader&)>& on_header,
     const std::function<absl::Status(const std::string&)>& on_chunk) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/false);
   auto reader = stub_->ExportCoefficients(context.get(), request);
   v1::ExportCoefficientsResponse response;

@@ -2,7 +2,8 @@
 //
 // One method per RPC. Every method returns absl::Status / absl::StatusOr with
 // the server's status code and message unchanged (gRPC and Abseil share the
-// code numbering; the conversion lives in ToAbslStatus). Unary calls carry the
+// code numbering; the conversion lives in ToAbslStatus), or a usage error
+// for a request holding text that is not UTF-8 (nothing is sent then). Unary calls carry the
 // configured deadline; streaming calls have none, because a watched job may
 // run for hours. Every call carries `authorization: Bearer <token>` metadata
 // when a token is configured.
@@ -29,6 +30,13 @@ namespace fca::client {
 
 // The one place a grpc::Status becomes an absl::Status.
 absl::Status ToAbslStatus(const grpc::Status& status);
+
+// Usage error naming the first `string` field of `message` (nested
+// messages and repeated fields included; `bytes` fields excluded) that is
+// not valid UTF-8. Protobuf serializes such a field anyway, logging an
+// error, and the server cannot parse the request; every AuditClient call
+// checks its request with this first and sends nothing when it fails.
+[[nodiscard]] absl::Status CheckStringFieldsAreUtf8(const google::protobuf::Message& message);
 
 // Largest chunk the client sends; the contract allows at most 1 MiB.
 inline constexpr size_t kUploadChunkBytes = 1 << 20;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "client/cli_flags.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/report.h"
@@ -60,6 +61,24 @@ namespace {
 
 constexpr char kDefaultServer[] = "127.0.0.1:7400";
 
+// Flags naming local files: any bytes are a valid path, and none of them
+// is sent to the server.
+const std::set<std::string>& LocalPathFlags() {
+  static const auto* names = new std::set<std::string>{"out",      "save_json",     "save_html",
+                                                       "manifest", "save_manifest", "ca_cert"};
+  return *names;
+}
+
+// An API key travels as an HTTP/2 header value: printable ASCII only.
+[[nodiscard]] absl::Status CheckToken(const std::string& token) {
+  for (char c : token) {
+    if (c <= ' ' || c > '~') {
+      return UsageError("--token (or $FCA_TOKEN) must be printable ASCII without spaces");
+    }
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<std::string>& GlobalFlagNames() {
   static const auto* names =
       new std::vector<std::string>{"server", "token", "tls", "ca_cert", "timeout"};
@@ -84,6 +103,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   ClientOptions options;
   options.address = FlagOrEnv(absl::GetFlag(FLAGS_server), "FCA_SERVER", kDefaultServer);
   options.token = FlagOrEnv(absl::GetFlag(FLAGS_token), "FCA_TOKEN", "");
+  FCA_RETURN_IF_ERROR(CheckToken(options.token));
   options.timeout = absl::GetFlag(FLAGS_timeout);
   options.use_tls = absl::GetFlag(FLAGS_tls);
   const std::string ca_cert = absl::GetFlag(FLAGS_ca_cert);
@@ -213,7 +233,7 @@ absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(const CommandContext& ctx
   v1::ResultFilter filter;
   filter.set_job_id(absl::GetFlag(FLAGS_job));
   filter.set_model(absl::GetFlag(FLAGS_model));
-  filter.set_dataset_sha256(absl::GetFlag(FLAGS_dataset));
+  filter.set_dataset_sha256(NormalizeSha256Hex(absl::GetFlag(FLAGS_dataset)));
   filter.set_intervention(absl::GetFlag(FLAGS_intervention));
   filter.set_metric(absl::GetFlag(FLAGS_metric));
   if (ctx.Specified("since")) {
@@ -279,7 +299,8 @@ CommandResult RunTokenize(CommandContext& ctx) {
                                           : absl::StrJoin(ids, " ") + "\n");
   if (!absl::GetFlag(FLAGS_json)) {
     ctx.err() << absl::StrFormat("%d tokens (%s tokenizer of %s, vocabulary %d)\n", ids.size(),
-                                 response.tokenizer(), response.model(), response.vocab_size());
+                                 SanitizeForTerminal(response.tokenizer()),
+                                 SanitizeForTerminal(response.model()), response.vocab_size());
   }
   return kExitOk;
 }
@@ -346,7 +367,7 @@ CommandResult RunExport(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "export --model=M --window_hash=H --out=FILE"));
   v1::ExportCoefficientsRequest request;
   request.set_model(absl::GetFlag(FLAGS_model));
-  request.set_window_hash(absl::GetFlag(FLAGS_window_hash));
+  request.set_window_hash(NormalizeSha256Hex(absl::GetFlag(FLAGS_window_hash)));
   request.set_dtype(absl::GetFlag(FLAGS_dtype));
   const std::string path = absl::GetFlag(FLAGS_out);
   FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
@@ -471,6 +492,7 @@ absl::StatusOr<const Command*> Resolve(const std::vector<std::string>& words,
         absl::StrJoin(words.begin(), words.begin() + std::min<size_t>(2, words.size()), " ")));
   }
   FCA_RETURN_IF_ERROR(CheckFlagsApply(*command, specified));
+  FCA_RETURN_IF_ERROR(CheckFlagValuesAreUtf8(specified, LocalPathFlags()));
   return command;
 }
 

@@ -97,6 +97,9 @@ absl::StatusOr<v1::AuditSpec> SpecFromCommandLine(const CommandContext& ctx) {
     FCA_ASSIGN_OR_RETURN(base, LoadManifest(absl::GetFlag(FLAGS_manifest)));
   }
   v1::AuditSpec spec = MergeSpec(std::move(base), OverridesFromFlags(ctx));
+  // The server stores and compares hashes in lower case.
+  spec.set_eval_dataset(NormalizeDatasetRef(spec.eval_dataset()));
+  spec.set_calib_dataset(NormalizeDatasetRef(spec.calib_dataset()));
   FCA_RETURN_IF_ERROR(CheckSpecComplete(spec));
   return spec;
 }
@@ -129,7 +132,7 @@ int ReportFinalState(CommandContext& ctx, const v1::Job& job) {
   ctx.out().flush();
   // The server already formats the error as "CODE: message".
   if (job.state() == v1::JOB_STATE_FAILED && !job.error().empty()) {
-    ctx.err() << job.error() << "\n";
+    ctx.err() << SanitizeForTerminal(job.error()) << "\n";
   }
   return ExitCodeForJobState(job.state());
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
+#include "client/format.h"
 
 namespace fca::client {
 namespace {
@@ -65,10 +66,13 @@ int ExitCodeForJobState(fca::v1::JobState state) {
 }
 
 std::string FormatError(const absl::Status& status) {
+  // Messages carry server text and echoed user input: printed sanitized.
+  const std::string message =
+      SanitizeForTerminal(std::string_view(status.message().data(), status.message().size()));
   if (IsUsageError(status)) {
-    return absl::StrFormat("USAGE: %s (see 'fca help')", status.message());
+    return absl::StrFormat("USAGE: %s (see 'fca help')", message);
   }
-  return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()), status.message());
+  return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()), message);
 }
 
 std::string ExitCodeHelp() {

@@ -28,11 +28,11 @@ double FlooredPercent(double fraction, int steps) {
 
 // "replay:cross_input 2/7 fg-s1": what is running, for both renderings.
 std::string Label(const v1::Progress& p) {
-  std::string label = p.phase().empty() ? "waiting" : p.phase();
+  std::string label = p.phase().empty() ? "waiting" : SanitizeForTerminal(p.phase());
   if (p.model_count() > 0) {
     absl::StrAppendFormat(&label, " %d/%d", p.model_index() + 1, p.model_count());
   }
-  if (!p.model().empty()) absl::StrAppendFormat(&label, " %s", p.model());
+  if (!p.model().empty()) absl::StrAppendFormat(&label, " %s", SanitizeForTerminal(p.model()));
   return label;
 }
 
@@ -94,14 +94,16 @@ std::string RenderProgressBar(const v1::Progress& progress, int width, absl::Dur
 
 std::string RenderProgressLine(const v1::Progress& progress, absl::Duration elapsed) {
   const double fraction = ClampedFraction(progress);
-  std::string line =
-      absl::StrFormat("[%3.0f%%] %s", FlooredPercent(fraction, 1),
-                      progress.phase().empty() ? std::string("waiting") : progress.phase());
+  std::string line = absl::StrFormat(
+      "[%3.0f%%] %s", FlooredPercent(fraction, 1),
+      progress.phase().empty() ? std::string("waiting") : SanitizeForTerminal(progress.phase()));
   if (progress.model_count() > 0) {
     absl::StrAppendFormat(&line, " model %d/%d", progress.model_index() + 1,
                           progress.model_count());
   }
-  if (!progress.model().empty()) absl::StrAppendFormat(&line, " %s", progress.model());
+  if (!progress.model().empty()) {
+    absl::StrAppendFormat(&line, " %s", SanitizeForTerminal(progress.model()));
+  }
   if (progress.windows_total() > 0) {
     absl::StrAppendFormat(&line, " windows %d/%d", progress.windows_done(),
                           progress.windows_total());

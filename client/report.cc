@@ -208,7 +208,7 @@ TextTable RetentionTable(const ReportView& r) {
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
   if (r.models().size() > 1) cols.push_back({"mean ± sd", Align::kRight});
   TextTable t(cols);
-  for (const std::string& i : {"static_layer", "static_layer_position"}) {
+  for (const std::string i : {"static_layer", "static_layer_position"}) {
     std::vector<std::string> row = {i};
     bool has = false;
     for (const std::string& m : r.models()) {
@@ -286,9 +286,10 @@ std::string FormatReportText(const ReportView& r) {
   const v1::AuditSpec& spec = r.job().spec();
   std::string out = absl::StrFormat(
       "AUDIT REPORT  job %d (%s)\nmodels: %s%s\neval dataset sha256: %s, window length %d\n",
-      r.job().id(), JobStateName(r.job().state()), absl::StrJoin(r.models(), ", "),
-      spec.dense_twin().empty() ? "" : "; dense twin: " + spec.dense_twin(), r.eval_sha256(),
-      spec.window_length());
+      r.job().id(), JobStateName(r.job().state()),
+      SanitizeForTerminal(absl::StrJoin(r.models(), ", ")),
+      spec.dense_twin().empty() ? "" : "; dense twin: " + SanitizeForTerminal(spec.dense_twin()),
+      SanitizeForTerminal(r.eval_sha256()), spec.window_length());
   for (const ReportSection& section : ReportSections(r)) {
     out += absl::StrFormat("\n%s (%s)\n", section.title, section.note);
     out += section.table.empty() ? "(no rows)\n" : section.table.Render();

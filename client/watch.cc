@@ -133,9 +133,9 @@ void WatchPrinter::OnResults(const v1::ResultBatch& batch) {
     if (!per_site) rows.push_back(r);
   }
   const int hidden = batch.results_size() - static_cast<int>(rows.size());
-  out_ << absl::StrFormat("results for %s (%d rows%s):\n", batch.model(), batch.results_size(),
-                          hidden > 0 ? absl::StrFormat("; %d per-site rows not shown", hidden)
-                                     : "")
+  out_ << absl::StrFormat("results for %s (%d rows%s):\n", SanitizeForTerminal(batch.model()),
+                          batch.results_size(),
+                          hidden > 0 ? absl::StrFormat("; %d per-site rows not shown", hidden) : "")
        << FormatResultsTable(rows);
   out_.flush();
   DrawBar();
@@ -143,7 +143,7 @@ void WatchPrinter::OnResults(const v1::ResultBatch& batch) {
 
 void WatchPrinter::OnMessage(const std::string& message) {
   ClearBar();
-  progress_out_ << "note: " << message << "\n";
+  progress_out_ << "note: " << SanitizeForTerminal(message) << "\n";
   progress_out_.flush();
   DrawBar();
 }

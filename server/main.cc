@@ -9,15 +9,24 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/scheduler.h"
@@ -26,34 +35,86 @@
 #include "server/grpc/audit_service_impl.h"
 #include "storage/store.h"
 
+// Allowed ranges of the numeric flags, checked at start (ValidateFlags).
+// The upper bounds only catch typos and overflow: each is far beyond what
+// one server can use.
+namespace fca::flag_limits {
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxDatasetBytes = int64_t{1} << 40;  // 1 TiB
+// gRPC's default 4 MiB receive limit carries a Tokenize request; its reply
+// (up to one id per byte) must fit the CLI's 16 MiB.
+constexpr int64_t kMaxTokenizeBytes = 3 << 20;
+constexpr int64_t kMaxWindows = 1 << 20;
+// Windows are at least 2 tokens long (spec validation refuses shorter).
+constexpr int64_t kMinWindowLength = 2;
+constexpr int64_t kMaxWindowLength = 1 << 20;
+constexpr int64_t kMaxQueuedJobs = 100000;
+constexpr int64_t kMaxCoeffCacheBytes = int64_t{1} << 40;  // 1 TiB
+constexpr int64_t kMaxJobsPerUser = int64_t{1} << 30;
+constexpr int64_t kMaxUserBytes = int64_t{1} << 50;  // 1 PiB
+constexpr int64_t kMaxWatchStreams = 100000;
+constexpr int64_t kMaxRpcThreads = 100000;
+constexpr int64_t kMaxAttempts = 100;
+constexpr int64_t kMaxJobSeconds = int64_t{365} * 24 * 3600;
+}  // namespace fca::flag_limits
+
 ABSL_FLAG(std::string, models, "", "model repository: a folder with one folder per model");
-ABSL_FLAG(std::string, db, "", "SQLite database file (created if absent)");
+ABSL_FLAG(std::string, db, "",
+          "SQLite database file (created if absent, mode 0600; the server runs with umask 077)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
           "address to listen on; port 0 picks a free port (printed on stdout)");
-ABSL_FLAG(int, threads, 0, "torch threads for the engine (0 = one per core)");
-ABSL_FLAG(std::string, device, "cpu", "torch device for every model: cpu, cuda:0, ...");
-ABSL_FLAG(std::string, dtype, "float32", "compute dtype: float32 | bfloat16");
-ABSL_FLAG(int64_t, max_dataset_bytes, 256ll << 20, "largest dataset upload, bytes");
-ABSL_FLAG(int64_t, max_tokenize_bytes, 1 << 20, "largest text one Tokenize call takes, bytes");
-ABSL_FLAG(int64_t, max_windows, 4096, "most windows per dataset in one job");
-ABSL_FLAG(int64_t, max_window_length, 4096, "longest window, tokens");
-ABSL_FLAG(int64_t, max_queued_jobs, 16, "most queued jobs per user");
+ABSL_FLAG(int, threads, 0,
+          absl::StrFormat("torch threads for the engine, 0..%d (0 = one per core)",
+                          fca::flag_limits::kMaxThreads));
+ABSL_FLAG(std::string, device, "cpu", "torch device for every model: cpu, cuda, cuda:N");
+ABSL_FLAG(std::string, dtype, "float32",
+          "compute dtype: float32 | bfloat16 | float16 (float16 needs a cuda device)");
+ABSL_FLAG(int64_t, max_dataset_bytes, 256ll << 20,
+          absl::StrFormat("largest dataset upload, bytes, 1..%d",
+                          fca::flag_limits::kMaxDatasetBytes));
+ABSL_FLAG(int64_t, max_tokenize_bytes, 1 << 20,
+          absl::StrFormat("largest text one Tokenize call takes, bytes, 1..%d",
+                          fca::flag_limits::kMaxTokenizeBytes));
+ABSL_FLAG(int64_t, max_windows, 4096,
+          absl::StrFormat("most windows per dataset in one job, 1..%d",
+                          fca::flag_limits::kMaxWindows));
+ABSL_FLAG(int64_t, max_window_length, 4096,
+          absl::StrFormat("longest window, tokens, %d..%d", fca::flag_limits::kMinWindowLength,
+                          fca::flag_limits::kMaxWindowLength));
+ABSL_FLAG(int64_t, max_queued_jobs, 16,
+          absl::StrFormat("most queued jobs per user, 1..%d", fca::flag_limits::kMaxQueuedJobs));
+ABSL_FLAG(int64_t, coeff_cache_bytes, 1ll << 30,
+          absl::StrFormat("coefficient cache budget, bytes (LRU), 0..%d (0 = store nothing)",
+                          fca::flag_limits::kMaxCoeffCacheBytes));
 ABSL_FLAG(int64_t, max_jobs_per_user, 10000,
-          "quota: most jobs a user keeps, in any state (delete finished ones to make room)");
+          absl::StrFormat("quota: most jobs a user keeps, in any state (delete finished ones to "
+                          "make room), 1..%d",
+                          fca::flag_limits::kMaxJobsPerUser));
 ABSL_FLAG(int64_t, max_user_bytes, 4ll << 30,
-          "quota: most bytes of datasets a user keeps (uploads in progress count)");
-ABSL_FLAG(int64_t, max_watch_streams, 256, "most WatchJob streams open at once, all users");
-ABSL_FLAG(int, max_rpc_threads, 512,
-          "most threads serving RPCs; calls beyond it are refused with RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_attempts, 3,
-          "a job the server stopped while running (crash, kill) this many times is failed "
-          "at the next start instead of run again");
+          absl::StrFormat("quota: most bytes of datasets a user keeps (uploads in progress "
+                          "count), 1..%d",
+                          fca::flag_limits::kMaxUserBytes));
+ABSL_FLAG(int64_t, max_watch_streams, 256,
+          absl::StrFormat("most WatchJob streams open at once, all users, 1..%d",
+                          fca::flag_limits::kMaxWatchStreams));
+ABSL_FLAG(int64_t, max_rpc_threads, 512,
+          absl::StrFormat("most threads serving RPCs (calls beyond it are refused with "
+                          "RESOURCE_EXHAUSTED), 16..%d",
+                          fca::flag_limits::kMaxRpcThreads));
+ABSL_FLAG(int64_t, max_attempts, 3,
+          absl::StrFormat("a job the server stopped while running (crash, kill) this many times "
+                          "is failed at the next start instead of run again, 1..%d",
+                          fca::flag_limits::kMaxAttempts));
 ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
-          "a running job is stopped and failed after this long (0 = no limit)");
-ABSL_FLAG(int64_t, coeff_cache_bytes, 1ll << 30, "coefficient cache budget, bytes (LRU)");
+          absl::StrFormat("a running job is stopped and failed after this long, 0..%d "
+                          "(0 = no limit)",
+                          fca::flag_limits::kMaxJobSeconds));
 ABSL_FLAG(bool, coeff_cache, true, "reuse cached coefficients across audits");
-ABSL_FLAG(bool, auth, false, "require 'authorization: Bearer <key>' on every call");
-ABSL_FLAG(std::string, api_keys, "", "file of '<key> <user> <user|admin>' lines (with --auth)");
+ABSL_FLAG(bool, auth, false,
+          "require 'authorization: Bearer <key>' on every call (implied by --api_keys)");
+ABSL_FLAG(std::string, api_keys, "",
+          "file of '<key> <user> <user|admin>' lines; implies --auth; must be mode 0600 "
+          "(no access for group or others)");
 ABSL_FLAG(std::string, create_api_key, "",
           "create an API key for this user in --db, print it and exit");
 ABSL_FLAG(std::string, role, "user", "role of --create_api_key: user | admin");
@@ -69,6 +130,134 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// --------------------------------------------------------------- flags
+
+[[nodiscard]] absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t min,
+                                      int64_t max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--%s=%d is out of range: it must be in [%d, %d]", flag, value, min, max));
+}
+
+[[nodiscard]] absl::Status CheckOneOf(absl::string_view flag, const std::string& value,
+                                      const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--%s='%s' is not one of: %s", flag, value, absl::StrJoin(allowed, ", ")));
+}
+
+// "cpu", "cuda" or "cuda:N": what the engine can run on. Checked here so a
+// typo stops the server at start instead of failing every model load.
+[[nodiscard]] absl::Status CheckDevice(const std::string& device) {
+  absl::string_view index = device;
+  if (device == "cpu" || device == "cuda") return absl::OkStatus();
+  if (absl::ConsumePrefix(&index, "cuda:") && !index.empty() && index.size() <= 4 &&
+      std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--device='%s' is not cpu, cuda or cuda:N", device));
+}
+
+// Every flag with a bounded value; the first bad one is reported with the
+// flag's name and its allowed range.
+[[nodiscard]] absl::Status ValidateFlags() {
+  FCA_RETURN_IF_ERROR(
+      CheckRange("threads", absl::GetFlag(FLAGS_threads), 0, flag_limits::kMaxThreads));
+  FCA_RETURN_IF_ERROR(CheckRange("max_dataset_bytes", absl::GetFlag(FLAGS_max_dataset_bytes), 1,
+                                 flag_limits::kMaxDatasetBytes));
+  FCA_RETURN_IF_ERROR(CheckRange("max_tokenize_bytes", absl::GetFlag(FLAGS_max_tokenize_bytes), 1,
+                                 flag_limits::kMaxTokenizeBytes));
+  FCA_RETURN_IF_ERROR(
+      CheckRange("max_windows", absl::GetFlag(FLAGS_max_windows), 1, flag_limits::kMaxWindows));
+  FCA_RETURN_IF_ERROR(CheckRange("max_window_length", absl::GetFlag(FLAGS_max_window_length),
+                                 flag_limits::kMinWindowLength, flag_limits::kMaxWindowLength));
+  FCA_RETURN_IF_ERROR(CheckRange("max_queued_jobs", absl::GetFlag(FLAGS_max_queued_jobs), 1,
+                                 flag_limits::kMaxQueuedJobs));
+  FCA_RETURN_IF_ERROR(CheckRange("coeff_cache_bytes", absl::GetFlag(FLAGS_coeff_cache_bytes), 0,
+                                 flag_limits::kMaxCoeffCacheBytes));
+  FCA_RETURN_IF_ERROR(CheckRange("max_jobs_per_user", absl::GetFlag(FLAGS_max_jobs_per_user), 1,
+                                 flag_limits::kMaxJobsPerUser));
+  FCA_RETURN_IF_ERROR(CheckRange("max_user_bytes", absl::GetFlag(FLAGS_max_user_bytes), 1,
+                                 flag_limits::kMaxUserBytes));
+  FCA_RETURN_IF_ERROR(CheckRange("max_watch_streams", absl::GetFlag(FLAGS_max_watch_streams), 1,
+                                 flag_limits::kMaxWatchStreams));
+  FCA_RETURN_IF_ERROR(CheckRange("max_rpc_threads", absl::GetFlag(FLAGS_max_rpc_threads), 16,
+                                 flag_limits::kMaxRpcThreads));
+  FCA_RETURN_IF_ERROR(CheckRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
+                                 flag_limits::kMaxAttempts));
+  FCA_RETURN_IF_ERROR(CheckRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
+                                 flag_limits::kMaxJobSeconds));
+  const std::string dtype = absl::GetFlag(FLAGS_dtype), device = absl::GetFlag(FLAGS_device);
+  FCA_RETURN_IF_ERROR(CheckOneOf("dtype", dtype, {"float32", "bfloat16", "float16"}));
+  FCA_RETURN_IF_ERROR(CheckDevice(device));
+  if (dtype == "float16" && device == "cpu") {
+    return absl::InvalidArgumentError(
+        "--dtype=float16 needs a cuda --device (float16 matmul is not implemented on CPU; use "
+        "bfloat16)");
+  }
+  FCA_RETURN_IF_ERROR(CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin"}));
+  if (absl::GetFlag(FLAGS_listen).empty()) {
+    return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
+  }
+  return absl::OkStatus();
+}
+
+// True when `name` (a boolean flag) was given on the command line in any
+// form: --name, --name=VALUE, --noname (single dashes too). absl does not
+// say whether a flag was set or defaulted, and `--auth=false` must be told
+// apart from no --auth at all.
+bool BoolFlagOnCommandLine(int argc, char** argv, absl::string_view name) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    arg = arg.substr(0, arg.find('='));
+    if (arg == name || arg == absl::StrCat("no", name)) return true;
+  }
+  return false;
+}
+
+// --auth, or implied by --api_keys: a key file nobody checks would let
+// every caller in as the local admin while the operator believes the
+// server is protected. Only an explicit --auth=false together with
+// --api_keys is refused, as a contradiction.
+[[nodiscard]] absl::StatusOr<bool> AuthEnabled(bool auth_on_command_line) {
+  const bool auth = absl::GetFlag(FLAGS_auth);
+  if (absl::GetFlag(FLAGS_api_keys).empty() || auth) return auth;
+  if (auth_on_command_line) {
+    return absl::InvalidArgumentError(
+        "--api_keys with --auth=false: the keys would never be checked; drop --auth=false");
+  }
+  std::fprintf(stderr, "fca-server: --api_keys implies --auth: authentication is on\n");
+  return true;
+}
+
+// Where the listening address reaches beyond this host.
+bool IsLoopback(const std::string& listen) {
+  return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "[::1]:") ||
+         absl::StartsWith(listen, "localhost:") || absl::StartsWith(listen, "unix:");
+}
+
+// --------------------------------------------------------------- files
+
+// An existing database (or its -wal/-shm) that group or others may read
+// holds every user's datasets, results and API key hashes. umask 077 only
+// protects files created from now on, so an old one is reported at start.
+void WarnIfOpenToOthers(const std::string& db) {
+  for (const std::string& path : {db, db + "-wal", db + "-shm"}) {
+    struct stat info {};
+    if (stat(path.c_str(), &info) != 0 || (info.st_mode & (S_IRWXG | S_IRWXO)) == 0) continue;
+    std::fprintf(stderr,
+                 "fca-server: warning: %s has mode %04o and is open to group or others; run: "
+                 "chmod 600 %s\n",
+                 path.c_str(), static_cast<unsigned>(info.st_mode & 07777), path.c_str());
+  }
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
@@ -92,6 +281,7 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore() {
   // One server per database: a second one would run the same jobs again.
   options.exclusive = true;
   if (options.path.empty()) return absl::InvalidArgumentError("--db is required");
+  WarnIfOpenToOthers(options.path);
   return storage::Store::Open(options);
 }
 
@@ -104,16 +294,7 @@ absl::Status CreateApiKey() {
   return absl::OkStatus();
 }
 
-// gRPC's default 4 MiB receive limit carries a Tokenize request; its reply
-// (up to one id per byte) must fit the CLI's 16 MiB.
-constexpr int64_t kMaxTokenizeBytesLimit = 3 << 20;
-
-absl::StatusOr<core::ServiceLimits> Limits() {
-  const int64_t tokenize = absl::GetFlag(FLAGS_max_tokenize_bytes);
-  if (tokenize < 1 || tokenize > kMaxTokenizeBytesLimit) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--max_tokenize_bytes must be in [1, %d]", kMaxTokenizeBytesLimit));
-  }
+core::ServiceLimits Limits() {
   core::ServiceLimits limits;
   limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   limits.max_tokenize_bytes = absl::GetFlag(FLAGS_max_tokenize_bytes);
@@ -126,6 +307,21 @@ absl::StatusOr<core::ServiceLimits> Limits() {
   return limits;
 }
 
+// The start-up lines an operator needs to see: whether callers must
+// authenticate, and where keys come from.
+void LogAuthMode(bool auth) {
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  if (!auth) {
+    std::fprintf(stderr, "fca-server: authentication is off: every caller is the admin%s\n",
+                 IsLoopback(listen) ? "" : " (and --listen is not a loopback address; use --auth)");
+    return;
+  }
+  std::fprintf(stderr,
+               "fca-server: authentication is on; keys from the database%s (create one with "
+               "fca-server --db=FILE --create_api_key=USER)\n",
+               absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys");
+}
+
 // Blocks SIGTERM/SIGINT in every thread so one thread can wait for them.
 sigset_t BlockShutdownSignals() {
   sigset_t set;
@@ -136,27 +332,28 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
-absl::Status Serve(const sigset_t& signals) {
-  FCA_ASSIGN_OR_RETURN(const core::ServiceLimits limits, Limits());
+absl::Status Serve(const sigset_t& signals, bool auth) {
+  const core::ServiceLimits limits = Limits();
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
-  FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
+  // The repository first: a wrong --models must not leave a new database.
   core::ModelRepository::Options repo_options;
   repo_options.root = absl::GetFlag(FLAGS_models);
   repo_options.compute.device = absl::GetFlag(FLAGS_device);
   repo_options.compute.dtype = absl::GetFlag(FLAGS_dtype);
   FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
-  FCA_ASSIGN_OR_RETURN(auto auth, grpc_server::Authenticator::Create(
-                                      absl::GetFlag(FLAGS_auth), absl::GetFlag(FLAGS_api_keys),
-                                      store.get()));
+  FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
+  FCA_ASSIGN_OR_RETURN(auto authenticator, grpc_server::Authenticator::Create(
+                                               auth, absl::GetFlag(FLAGS_api_keys), store.get()));
+  LogAuthMode(auth);
   FCA_ASSIGN_OR_RETURN(auto credentials, Credentials());
   core::EventHub hub;
   core::Scheduler::Options scheduler_options;
   scheduler_options.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
-  scheduler_options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  scheduler_options.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
   scheduler_options.max_job_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
   core::Scheduler scheduler(store.get(), models.get(), &hub, scheduler_options);
   core::AuditServiceCore core(store.get(), models.get(), &scheduler, &hub, limits);
-  grpc_server::AuditServiceImpl service(&core, std::move(auth));
+  grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -164,11 +361,12 @@ absl::Status Serve(const sigset_t& signals) {
   // Each streaming or unary call holds a thread of the synchronous server:
   // bounded, so a flood of streams cannot exhaust the process.
   grpc::ResourceQuota quota("fca-server");
-  quota.SetMaxThreads(absl::GetFlag(FLAGS_max_rpc_threads));
+  quota.SetMaxThreads(static_cast<int>(absl::GetFlag(FLAGS_max_rpc_threads)));
   builder.SetResourceQuota(quota);
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, &port);
   builder.RegisterService(&service);
+  builder.experimental().SetInterceptorCreators(grpc_server::ServerInterceptors());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError("cannot listen on " + absl::GetFlag(FLAGS_listen));
@@ -190,17 +388,43 @@ absl::Status Serve(const sigset_t& signals) {
   return absl::OkStatus();
 }
 
+// --help lists the flags of this file. absl's default only lists flags
+// defined in a file named after the program (fca-server.cc), so without
+// this --help printed "No flags matched".
+void ConfigureFlagsHelp() {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  config.contains_helppackage_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+}
+
+absl::Status Run(int argc, char** argv, const sigset_t& signals) {
+  FCA_RETURN_IF_ERROR(ValidateFlags());
+  if (!absl::GetFlag(FLAGS_create_api_key).empty()) return CreateApiKey();
+  if (absl::GetFlag(FLAGS_models).empty()) {
+    return absl::InvalidArgumentError("--models is required (the model repository folder)");
+  }
+  FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(BoolFlagOnCommandLine(argc, argv, "auth")));
+  return Serve(signals, auth);
+}
+
 }  // namespace
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  // Before anything creates a file: the database, its -wal and -shm hold
+  // every user's data and the API key hashes.
+  umask(0077);
   absl::SetProgramUsageMessage(
       "fca-server --models=DIR --db=FILE [--listen=127.0.0.1:7400] [flags]: the FCA audit "
       "service");
+  fca::ConfigureFlagsHelp();
   const sigset_t signals = fca::BlockShutdownSignals();
   absl::ParseCommandLine(argc, argv);
-  const absl::Status st = absl::GetFlag(FLAGS_create_api_key).empty() ? fca::Serve(signals)
-                                                                      : fca::CreateApiKey();
+  const absl::Status st = fca::Run(argc, argv, signals);
   if (!st.ok()) {
     std::fprintf(stderr, "fca-server: %s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
                  std::string(st.message()).c_str());

@@ -76,7 +76,7 @@ struct StoreOptions {
 // What Store::RecoverJobs did at start-up.
 struct RecoveredJobs {
   int64_t requeued = 0;
-  int64_t cancelled = 0;
+  int64_t cancelled = 0;  // RUNNING with a cancel request: now CANCELLED
   // Jobs that had used up their attempts: now FAILED, with the reason.
   std::vector<int64_t> failed;
 };
@@ -146,6 +146,10 @@ class Store {
   [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id);
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(const std::string& name,
                                                           const std::string& owner);
+  // The oldest dataset of `owner` with this content; NOT_FOUND when none.
+  // Indexed: does not read the owner's other datasets.
+  [[nodiscard]] absl::StatusOr<DatasetRecord> FindDatasetByContent(const std::string& sha256,
+                                                                   const std::string& owner);
   // The datasets of `owner`, or of everyone when unset; by id.
   [[nodiscard]] absl::StatusOr<std::vector<DatasetRecord>> ListDatasets(
       const std::optional<std::string>& owner);
@@ -212,7 +216,13 @@ class Store {
   // CANCELLED, and those already claimed `max_attempts` times (when > 0),
   // which become FAILED with the reason: a job that crashes the server is
   // not retried forever.
-  [[nodiscard]] absl::StatusOr<RecoveredJobs> RecoverJobs(int max_attempts);
+  //
+  // Each job this ends gets, in the same transaction, the event that
+  // `end_event(state, error)` returns (none when it is unset or returns ""),
+  // so a watcher never finds a finished job without its terminal event.
+  using EndEvent = std::function<std::string(JobState state, const std::string& error)>;
+  [[nodiscard]] absl::StatusOr<RecoveredJobs> RecoverJobs(int max_attempts,
+                                                          const EndEvent& end_event = nullptr);
   // Every RUNNING job back to QUEUED, attempts unchanged otherwise: the
   // crash recovery of RecoverJobs without a cap. Returns the number requeued.
   [[nodiscard]] absl::StatusOr<int64_t> RequeueRunning();
@@ -301,6 +311,11 @@ class Store {
                                                    const std::string& sha256);
   absl::Status DeleteUploadLocked(int64_t upload_id);
   absl::StatusOr<std::vector<int64_t>> FailExhaustedLocked(int max_attempts);
+  absl::StatusOr<std::vector<int64_t>> CancelRequestedLocked();
+  // Appends end_event(state, error) to each job (see RecoverJobs).
+  absl::Status AppendEndEventsLocked(const std::vector<int64_t>& ids, const EndEvent& end_event);
+  // AppendJobEvent inside the caller's transaction.
+  absl::StatusOr<int64_t> AppendJobEventLocked(int64_t job_id, const std::string& payload);
   absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes);
 
   const StoreOptions options_;

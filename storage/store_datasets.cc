@@ -276,6 +276,19 @@ absl::StatusOr<DatasetRecord> Store::FindDataset(const std::string& name,
   return ReadOneDataset(stmt);
 }
 
+absl::StatusOr<DatasetRecord> Store::FindDatasetByContent(const std::string& sha256,
+                                                          const std::string& owner) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare(std::string(kSelectDataset) +
+                                        " WHERE d.sha256 = ?1 AND d.owner = ?2 ORDER BY d.id "
+                                        "LIMIT 1",
+                                    "find dataset by content"));
+  stmt.BindText(1, sha256);
+  stmt.BindText(2, owner);
+  return ReadOneDataset(stmt);
+}
+
 absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
     const std::optional<std::string>& owner) {
   std::lock_guard<std::recursive_mutex> lock(mu_);

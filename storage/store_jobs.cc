@@ -207,20 +207,18 @@ absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
   return job;
 }
 
-absl::StatusOr<RecoveredJobs> Store::RecoverJobs(int max_attempts) {
+absl::StatusOr<RecoveredJobs> Store::RecoverJobs(int max_attempts, const EndEvent& end_event) {
   FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   RecoveredJobs out;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(Statement cancel,
-                         db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
-                                      "WHERE state = 'RUNNING' AND cancel_requested = 1",
-                                      "recover jobs"));
-    cancel.BindInt(1, Now());
-    FCA_RETURN_IF_ERROR(cancel.Run());
-    out.cancelled = db_->changes();
+    FCA_ASSIGN_OR_RETURN(const std::vector<int64_t> cancelled, CancelRequestedLocked());
+    out.cancelled = static_cast<int64_t>(cancelled.size());
+    FCA_RETURN_IF_ERROR(AppendEndEventsLocked(cancelled, end_event));
+    out.failed.clear();
     if (max_attempts > 0) {
       FCA_ASSIGN_OR_RETURN(out.failed, FailExhaustedLocked(max_attempts));
+      FCA_RETURN_IF_ERROR(AppendEndEventsLocked(out.failed, end_event));
     }
     FCA_ASSIGN_OR_RETURN(Statement requeue,
                          db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
@@ -231,6 +229,39 @@ absl::StatusOr<RecoveredJobs> Store::RecoverJobs(int max_attempts) {
     return absl::OkStatus();
   }));
   return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> Store::CancelRequestedLocked() {
+  std::vector<int64_t> ids;
+  {
+    FCA_ASSIGN_OR_RETURN(Statement find,
+                         db_->Prepare("SELECT id FROM jobs WHERE state = 'RUNNING' AND "
+                                      "cancel_requested = 1 ORDER BY id",
+                                      "recover jobs"));
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
+      if (!row) break;
+      ids.push_back(find.ColumnInt(0));
+    }
+  }
+  FCA_ASSIGN_OR_RETURN(Statement cancel,
+                       db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
+                                    "WHERE state = 'RUNNING' AND cancel_requested = 1",
+                                    "recover jobs"));
+  cancel.BindInt(1, Now());
+  FCA_RETURN_IF_ERROR(cancel.Run());
+  return ids;
+}
+
+absl::Status Store::AppendEndEventsLocked(const std::vector<int64_t>& ids,
+                                          const EndEvent& end_event) {
+  if (!end_event) return absl::OkStatus();
+  for (int64_t id : ids) {
+    FCA_ASSIGN_OR_RETURN(const JobRecord job, GetJobLocked(id));
+    const std::string payload = end_event(job.state, job.error);
+    if (!payload.empty()) FCA_RETURN_IF_ERROR(AppendJobEventLocked(id, payload).status());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> Store::FailExhaustedLocked(int max_attempts) {
@@ -312,25 +343,31 @@ absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id, const std::string&
   std::lock_guard<std::recursive_mutex> lock(mu_);
   int64_t seq = 0;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
-    if (!exists) return NotFound(job_id);
-    FCA_ASSIGN_OR_RETURN(Statement last,
-                         db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
-                                      "WHERE job_id = ?1",
-                                      "append job event"));
-    last.BindInt(1, job_id);
-    FCA_RETURN_IF_ERROR(last.Step().status());
-    seq = last.ColumnInt(0) + 1;
-    FCA_ASSIGN_OR_RETURN(Statement insert,
-                         db_->Prepare("INSERT INTO job_events (job_id, seq, payload, "
-                                      "created_at_us) VALUES (?1, ?2, ?3, ?4)",
-                                      "append job event"));
-    insert.BindInt(1, job_id);
-    insert.BindInt(2, seq);
-    insert.BindBlob(3, payload);
-    insert.BindInt(4, Now());
-    return insert.Run();
+    FCA_ASSIGN_OR_RETURN(seq, AppendJobEventLocked(job_id, payload));
+    return absl::OkStatus();
   }));
+  return seq;
+}
+
+absl::StatusOr<int64_t> Store::AppendJobEventLocked(int64_t job_id, const std::string& payload) {
+  FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
+  if (!exists) return NotFound(job_id);
+  FCA_ASSIGN_OR_RETURN(Statement last,
+                       db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
+                                    "WHERE job_id = ?1",
+                                    "append job event"));
+  last.BindInt(1, job_id);
+  FCA_RETURN_IF_ERROR(last.Step().status());
+  const int64_t seq = last.ColumnInt(0) + 1;
+  FCA_ASSIGN_OR_RETURN(Statement insert,
+                       db_->Prepare("INSERT INTO job_events (job_id, seq, payload, "
+                                    "created_at_us) VALUES (?1, ?2, ?3, ?4)",
+                                    "append job event"));
+  insert.BindInt(1, job_id);
+  insert.BindInt(2, seq);
+  insert.BindBlob(3, payload);
+  insert.BindInt(4, Now());
+  FCA_RETURN_IF_ERROR(insert.Run());
   return seq;
 }
 

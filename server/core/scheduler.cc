@@ -82,19 +82,21 @@ Scheduler::Scheduler(storage::Store* store, ModelRepository* models, EventHub* h
 Scheduler::~Scheduler() { Stop(/*requeue=*/true); }
 
 absl::Status Scheduler::Start() {
+  // Jobs that end here get their terminal event in the same transaction.
+  auto end_event = [](storage::JobState state, const std::string& error) {
+    v1::JobEvent e = StateEvent(ToProto(state));
+    if (!error.empty()) e.set_message("job failed: " + error);
+    return e.SerializeAsString();
+  };
   FCA_ASSIGN_OR_RETURN(const storage::RecoveredJobs recovered,
-                       store_->RecoverJobs(options_.max_attempts));
+                       store_->RecoverJobs(options_.max_attempts, end_event));
   if (recovered.requeued > 0) {
     std::fprintf(stderr, "fca-server: %lld interrupted job(s) queued again\n",
                  static_cast<long long>(recovered.requeued));
   }
   for (int64_t id : recovered.failed) {
-    auto job = store_->GetJob(id);
-    const std::string error = job.ok() ? job->error : "attempts exhausted";
-    std::fprintf(stderr, "fca-server: job %lld failed: %s\n", static_cast<long long>(id),
-                 error.c_str());
-    EmitOrLog(id, NoteEvent("job failed: " + error));
-    EmitOrLog(id, StateEvent(v1::JOB_STATE_FAILED));
+    std::fprintf(stderr, "fca-server: job %lld failed: it stopped the server %d times\n",
+                 static_cast<long long>(id), options_.max_attempts);
   }
   // Their streams died with the previous process.
   FCA_ASSIGN_OR_RETURN(const int64_t uploads, store_->DropUnfinishedUploads());

@@ -86,10 +86,9 @@ absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish() {
   }
   // Only the caller's own datasets: whether someone else uploaded these
   // bytes is not the caller's business.
-  FCA_ASSIGN_OR_RETURN(const std::vector<storage::DatasetRecord> mine,
-                       store_->ListDatasets(caller_.user));
-  bool known = false;
-  for (const storage::DatasetRecord& d : mine) known = known || d.sha256 == sha;
+  const absl::StatusOr<storage::DatasetRecord> mine = store_->FindDatasetByContent(sha, caller_.user);
+  if (!mine.ok() && !absl::IsNotFound(mine.status())) return mine.status();
+  const bool known = mine.ok();
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord record,
                        store_->FinishUpload(upload_id_, header_.name(),
                                             DatasetKindName(header_.kind()), sha));
@@ -276,18 +275,27 @@ absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
 absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJob(
     const Caller& caller, const v1::CancelJobRequest& request) {
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
-  auto job = store_->RequestCancel(request.job_id());
-  if (absl::IsFailedPrecondition(job.status())) {
+  // A queued job ends here: its state and its terminal event commit
+  // together, so a watcher never sees the one without the other.
+  v1::JobEvent cancelled;
+  cancelled.set_state(v1::JOB_STATE_CANCELLED);
+  absl::StatusOr<storage::JobRecord> job;
+  int64_t seq = 0;
+  const absl::Status written = store_->Transaction([&]() -> absl::Status {
+    job = store_->RequestCancel(request.job_id());
+    if (!job.ok() || job->state != storage::JobState::kCancelled) return job.status();
+    FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job->id, cancelled.SerializeAsString()));
+    return absl::OkStatus();
+  });
+  if (absl::IsFailedPrecondition(written)) {
     return absl::FailedPreconditionError(
         absl::StrFormat("job %d has already finished", request.job_id()));
   }
-  if (!job.ok()) return job.status();
+  FCA_RETURN_IF_ERROR(written);
   if (job->state == storage::JobState::kRunning) {
     scheduler_->Cancel(job->id);
   } else {
-    v1::JobEvent e;
-    e.set_state(v1::JOB_STATE_CANCELLED);
-    FCA_RETURN_IF_ERROR(scheduler_->Emit(job->id, e));
+    hub_->Notify(job->id, seq);
   }
   v1::CancelJobResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(*job, hub_->Progress(job->id)));
@@ -323,6 +331,7 @@ absl::Status AuditServiceCore::WatchJob(
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
   int64_t after = request.after_seq();
+  bool reread_after_end = false;
   while (!stop()) {
     FCA_ASSIGN_OR_RETURN(std::vector<storage::JobEvent> events,
                          store_->ListJobEvents(request.job_id(), after, 256));
@@ -344,9 +353,17 @@ absl::Status AuditServiceCore::WatchJob(
       if (e->has_state() && IsTerminal(e->state())) return absl::OkStatus();
     }
     if (events.empty()) {
-      // Resumed after the last event of a finished job: nothing more will come.
       FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
-      if (storage::IsTerminal(job.state)) return absl::OkStatus();
+      if (storage::IsTerminal(job.state)) {
+        // A terminal state commits with its terminal event: read once more
+        // in case both landed between the two reads above.
+        if (!reread_after_end) {
+          reread_after_end = true;
+          continue;
+        }
+        // Resumed after the last event of a finished job: nothing more will come.
+        return absl::OkStatus();
+      }
       hub_->Wait(request.job_id(), after, std::chrono::milliseconds(500));
     }
   }

@@ -152,11 +152,11 @@ absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
                                                       const std::string& owner) {
   const std::string prefix = "sha256:";
   if (ref.rfind(prefix, 0) == 0) {
-    FCA_ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all, store->ListDatasets(owner));
-    for (const storage::DatasetRecord& d : all) {
-      if (d.sha256 == ref.substr(prefix.size())) return d;
+    auto found = store->FindDatasetByContent(ref.substr(prefix.size()), owner);
+    if (absl::IsNotFound(found.status())) {
+      return absl::NotFoundError(absl::StrFormat("no dataset of yours has %s", ref.substr(0, 80)));
     }
-    return absl::NotFoundError(absl::StrFormat("no dataset of yours has %s", ref.substr(0, 80)));
+    return found;
   }
   FCA_RETURN_IF_ERROR(ValidateName(ref, "dataset"));
   auto found = store->FindDataset(ref, owner);

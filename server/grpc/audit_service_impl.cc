@@ -5,6 +5,55 @@
 namespace fca::grpc_server {
 namespace {
 
+using grpc::experimental::InterceptionHookPoints;
+using grpc::experimental::ServerRpcInfo;
+
+// See ServerInterceptors() in the header. gRPC deserializes the request of
+// a unary or server-streaming call before the handler and, when that
+// fails, sends Status(INTERNAL, "") without calling it; the interceptor
+// sees the failure as a received message that is null.
+class UnparsableRequestInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit UnparsableRequestInterceptor(ServerRpcInfo* info) : info_(info) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() == nullptr) {
+      unparsable_ = true;
+    }
+    if (unparsable_ &&
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status sent = methods->GetSendStatus();
+      if (sent.error_code() == grpc::StatusCode::INTERNAL && sent.error_message().empty()) {
+        std::fprintf(stderr, "fca-server: unparsable %s request from %s\n", info_->method(),
+                     info_->server_context()->peer().c_str());
+        methods->ModifySendStatus(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            "the request is not a valid fca.v1 message (text fields must be valid UTF-8)"));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  ServerRpcInfo* info_;
+  bool unparsable_ = false;
+};
+
+class UnparsableRequestInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override {
+    // A client stream's end also arrives as a null message, so only calls
+    // with exactly one request message are judged.
+    if (info->type() != ServerRpcInfo::Type::UNARY &&
+        info->type() != ServerRpcInfo::Type::SERVER_STREAMING) {
+      return nullptr;
+    }
+    return new UnparsableRequestInterceptor(info);
+  }
+};
+
 // Unary shim: authenticate, call, copy the response, convert the status.
 template <typename Resp, typename Fn>
 grpc::Status Unary(const Authenticator& auth, grpc::ServerContext* ctx, Resp* resp, Fn&& fn) {
@@ -17,6 +66,13 @@ grpc::Status Unary(const Authenticator& auth, grpc::ServerContext* ctx, Resp* re
 }
 
 }  // namespace
+
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+ServerInterceptors() {
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> out;
+  out.push_back(std::make_unique<UnparsableRequestInterceptorFactory>());
+  return out;
+}
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;

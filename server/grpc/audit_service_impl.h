@@ -3,7 +3,11 @@
 #ifndef FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 #define FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 
+#include <grpcpp/support/server_interceptor.h>
+
 #include <atomic>
+#include <memory>
+#include <vector>
 
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/core/service.h"
@@ -12,6 +16,15 @@
 namespace fca::grpc_server {
 
 grpc::Status ToGrpc(const absl::Status& status);
+
+// The interceptors every server of AuditServiceImpl installs
+// (grpc::ServerBuilder::experimental().SetInterceptorCreators). A request
+// that gRPC cannot parse into its message, e.g. a proto3 `string` field
+// holding invalid UTF-8, is refused by gRPC before any handler runs, as
+// INTERNAL with an empty message; the interceptor turns that into
+// INVALID_ARGUMENT with a message, and logs the peer and the method.
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+ServerInterceptors();
 
 class AuditServiceImpl final : public v1::AuditService::Service {
  public:

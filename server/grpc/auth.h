@@ -3,15 +3,22 @@
 // Off: every caller is "local", an admin (a single user on a workstation).
 // On: each call must carry `authorization: Bearer <key>` metadata naming an
 // API key from the key file or the store; otherwise UNAUTHENTICATED.
+//
+// Every refused call is logged on stderr with the peer address and the
+// reason (missing header, malformed header, unknown key), never with the
+// key itself. The client only learns that it is unauthenticated.
 #ifndef FCA_SERVER_GRPC_AUTH_H_
 #define FCA_SERVER_GRPC_AUTH_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/core/service.h"
 #include "storage/store.h"
 
@@ -19,18 +26,43 @@ namespace fca::grpc_server {
 
 class Authenticator {
  public:
-  // `enabled` false: everyone is the admin "local".
-  // `key_file`: optional lines "<key> <user> <role>" (role user|admin;
-  // '#' starts a comment); keys are also looked up in the store.
-  static absl::StatusOr<Authenticator> Create(bool enabled, const std::string& key_file,
-                                              storage::Store* store);
+  // Who owns a presented key: nullopt for an unknown key, an error when the
+  // lookup itself failed (e.g. the database is busy).
+  using KeyLookup =
+      std::function<absl::StatusOr<std::optional<core::Caller>>(const std::string& key)>;
 
-  absl::StatusOr<core::Caller> Authenticate(const grpc::ServerContext& context) const;
+  // `enabled` false: everyone is the admin "local"; a `key_file` is then
+  // refused (INVALID_ARGUMENT), since keys nobody checks would only give a
+  // false sense of protection.
+  // `key_file`: optional lines "<key> <user> <role>" (role user|admin;
+  // '#' starts a comment). It must be a regular file that grants group and
+  // others no permission at all: FAILED_PRECONDITION ("chmod 600 FILE")
+  // otherwise. NOT_FOUND when it cannot be opened, INVALID_ARGUMENT for a
+  // malformed line (the message names the line, never the key).
+  // Keys are also looked up in `store` (may be null) / with `lookup` (may be
+  // empty).
+  [[nodiscard]] static absl::StatusOr<Authenticator> Create(bool enabled,
+                                                            const std::string& key_file,
+                                                            storage::Store* store);
+  [[nodiscard]] static absl::StatusOr<Authenticator> Create(bool enabled,
+                                                            const std::string& key_file,
+                                                            KeyLookup lookup);
+
+  // The caller of an RPC, from its `authorization` metadata.
+  [[nodiscard]] absl::StatusOr<core::Caller> Authenticate(const grpc::ServerContext& context) const;
+  // The same check on the metadata value (nullopt: no such metadata);
+  // `peer` names the caller in the log line of a refusal.
+  // UNAUTHENTICATED for a missing or malformed header or an unknown key;
+  // UNAVAILABLE ("retry") when the key store could not be asked.
+  [[nodiscard]] absl::StatusOr<core::Caller> Authenticate(
+      std::optional<absl::string_view> authorization, absl::string_view peer) const;
+
+  bool enabled() const { return enabled_; }
 
  private:
   bool enabled_ = false;
   std::map<std::string, core::Caller> file_keys_;  // sha256(key) -> caller
-  storage::Store* store_ = nullptr;
+  KeyLookup lookup_;
 };
 
 }  // namespace fca::grpc_server

@@ -78,5 +78,31 @@ TEST(CheckCommandLineTest, HelpFormsAreRecognised) {
   }
 }
 
+TEST(CheckCommandLineTest, PassesAbseilHelpFlagsThrough) {
+  // absl prints the help for these; they are not registered flags.
+  for (const std::string& help :
+       std::vector<std::string>{"--helpfull", "--helpshort", "--helpmatch=tf_", "--version"}) {
+    auto check = CheckCommandLine({help});
+    EXPECT_TRUE(check.ok()) << help << ": " << check.status();
+  }
+}
+
+TEST(CheckFlagValuesAreUtf8Test, RefusesNonUtf8TextWithoutEchoingIt) {
+  ASSERT_TRUE(CheckCommandLine({"--tf_name=ok ünï", "--tf_list=a,b"}).ok());
+  EXPECT_TRUE(CheckFlagValuesAreUtf8({"tf_name", "tf_list", "tf_count"}, {}).ok());
+  ASSERT_TRUE(CheckCommandLine({"--tf_name=sec\xffret"}).ok());
+  const absl::Status st = CheckFlagValuesAreUtf8({"tf_count", "tf_name"}, {});
+  EXPECT_TRUE(IsUsageError(st)) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("--tf_name is not valid UTF-8"));
+  EXPECT_THAT(std::string(st.message()), ::testing::Not(HasSubstr("sec")));
+  // A flag holding a local path may be any bytes.
+  EXPECT_TRUE(CheckFlagValuesAreUtf8({"tf_name"}, {"tf_name"}).ok());
+  // Only flags given on the command line are judged.
+  EXPECT_TRUE(CheckFlagValuesAreUtf8({"tf_count"}, {}).ok());
+  ASSERT_TRUE(CheckCommandLine({"--tf_list=a,\xc0\xaf"}).ok());
+  EXPECT_FALSE(CheckFlagValuesAreUtf8({"tf_list"}, {}).ok());
+  ASSERT_TRUE(CheckCommandLine({"--tf_name=", "--tf_list="}).ok());
+}
+
 }  // namespace
 }  // namespace fca::client

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/exit_codes.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -177,6 +178,23 @@ TEST_F(AuditClientTest, UploadsInChunksOfAtMostOneMiB) {
   EXPECT_THAT(service_.chunk_sizes, ElementsAre(kUploadChunkBytes, kUploadChunkBytes, 123u));
   EXPECT_EQ(service_.uploaded, data);
   EXPECT_EQ(response->dataset().size_bytes(), static_cast<int64_t>(data.size()));
+}
+
+TEST_F(AuditClientTest, NonUtf8TextIsRefusedBeforeAnythingIsSent) {
+  auto client = Connect();
+  v1::AuditSpec spec;
+  spec.add_models("fg-a");
+  spec.set_label("label \xff");
+  // The fake has no SubmitAudit: reaching it would be UNIMPLEMENTED.
+  auto job = client->SubmitAudit(spec);
+  EXPECT_TRUE(IsUsageError(job.status())) << job.status();
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("spec.label"));
+  v1::UploadDatasetHeader header;
+  header.set_name("data\xc3");
+  std::istringstream data("abc");
+  auto upload = client->UploadDataset(header, data);
+  EXPECT_TRUE(IsUsageError(upload.status())) << upload.status();
+  EXPECT_EQ(service_.header.name(), "");  // the fake received nothing
 }
 
 TEST_F(AuditClientTest, ServerStatusArrivesUnchanged) {

@@ -213,6 +213,31 @@ TEST(ReliabilityTest, AJobThatKeepsCrashingTheServerFailsAfterItsAttempts) {
   EXPECT_EQ(events->back().event().state(), v1::JOB_STATE_FAILED);
 }
 
+// Found by the soak bench: a watcher could see a finished job before its
+// terminal event and end without it. Every way a job ends now writes both in
+// one transaction; here the two that did not: a queued job cancelled, and a
+// running job with a cancel request that the server's crash left behind.
+TEST(ReliabilityTest, EveryEndHasItsTerminalEvent) {
+  CoreEnv env;
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  auto queued = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
+  auto running = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(queued.ok() && running.ok());
+  auto claimed = env.store()->ClaimNextQueued();  // `queued`: claimed first ...
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_TRUE(env.store()->RequestCancel(queued->id()).ok());  // ... cancel requested, crash
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(running->id());
+  ASSERT_TRUE(env.core()->CancelJob(Alice(), cancel).ok());
+  ASSERT_TRUE(env.scheduler()->Start().ok());  // recovery
+  for (int64_t id : {queued->id(), running->id()}) {
+    auto events = env.Watch(Alice(), id, 0);
+    ASSERT_TRUE(events.ok()) << events.status();
+    ASSERT_FALSE(events->empty());
+    EXPECT_EQ(events->back().event().state(), v1::JOB_STATE_CANCELLED) << "job " << id;
+  }
+}
+
 TEST(ReliabilityTest, AJobPastTheTimeLimitFailsWithDeadlineExceeded) {
   Scheduler::Options options = testing::FastSchedulerOptions();
   options.max_job_duration = std::chrono::milliseconds(1);

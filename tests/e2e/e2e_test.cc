@@ -282,6 +282,8 @@ TEST_F(E2ETest, AuthSeparatesUsers) {
   const std::string keys = g_root + "/keys.txt";
   WriteFile(keys, "# key user role\nalice-key-0123456789 alice user\n"
                   "bob-key-0123456789ab bob user\nroot-key-0123456789a root admin\n");
+  // fca-server refuses a key file that group or others may read.
+  fs::permissions(keys, fs::perms::owner_read | fs::perms::owner_write);
   StartServer({"--auth", "--api_keys=" + keys});
   CommandResult anonymous = Cli({"models"});
   EXPECT_EQ(anonymous.exit_code, 5) << anonymous.err;

@@ -182,6 +182,9 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
              : ran_before                                    ? "while the job ran"
                                                              : "while the job was queued"];
     const int64_t rows = FinishAfterRestart(*restarted);
+    std::printf("  run %d: killed %.2f s %s; on restart: attempts %d%s\n", run, kill_after_s,
+                while_running ? "after RUNNING was seen" : "after the upload began", attempts,
+                requeued ? ", queued again" : "");
     EXPECT_EQ(rows, clean_rows) << "killed after " << kill_after_s << " s";
     CommandResult show = Cli(*restarted, {"jobs", "show", "1"});
     if (show.out.find("SUCCEEDED") != std::string::npos) ++succeeded;

@@ -1,7 +1,11 @@
 // Bearer-token authentication (server/grpc/auth.h) through a real server:
-// keys from the key file and from the store, and what each caller sees.
+// keys from the key file and from the store, and what each caller sees;
+// the key file's permissions; what a refusal logs; a failing key store.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <optional>
 
 #include "tests/grpc/grpc_env.h"
 
@@ -19,12 +23,18 @@ constexpr char kAliceKey[] = "alice-key-0000000001";
 constexpr char kBobKey[] = "bob-key-000000000002";
 constexpr char kRootKey[] = "root-key-00000000003";
 
+// A key file as the server accepts it: readable by its owner only.
+std::string PrivateKeyFile(const std::string& text, mode_t mode = 0600) {
+  const std::string path = WriteTempFile(text);
+  EXPECT_EQ(chmod(path.c_str(), mode), 0);
+  return path;
+}
+
 ServerConfig AuthConfig() {
   ServerConfig config;
   config.auth = true;
-  config.key_file = WriteTempFile(
-      std::string("# test keys\n\n") + kAliceKey + " alice user\n" + kBobKey + " bob user\n" +
-      kRootKey + " root admin\n");
+  config.key_file = PrivateKeyFile(std::string("# test keys\n\n") + kAliceKey + " alice user\n" +
+                                   kBobKey + " bob user\n" + kRootKey + " root admin\n");
   return config;
 }
 
@@ -130,7 +140,7 @@ TEST(AuthFileTest, MalformedLineIsInvalidArgumentWithoutTheKey) {
         std::string("long-enough-key-0001 alice superuser\n"),
         std::string("long-enough-key-0001\n")}) {
     const std::string text = std::string(kAliceKey) + " alice user\n" + bad;
-    auto auth = Authenticator::Create(true, WriteTempFile(text), nullptr);
+    auto auth = Authenticator::Create(true, PrivateKeyFile(text), nullptr);
     EXPECT_EQ(auth.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(auth.status().message()), HasSubstr("line 2")) << bad;
     EXPECT_THAT(std::string(auth.status().message()), Not(HasSubstr("long-enough-key")));
@@ -139,6 +149,123 @@ TEST(AuthFileTest, MalformedLineIsInvalidArgumentWithoutTheKey) {
 
 TEST(AuthFileTest, MissingFileIsAnError) {
   EXPECT_FALSE(Authenticator::Create(true, "/nonexistent/fca/keys.txt", nullptr).ok());
+}
+
+TEST(AuthFileTest, KeyFileOpenToGroupOrOthersIsRefused) {
+  const std::string text = std::string(kAliceKey) + " alice user\n";
+  for (mode_t mode : {0644, 0640, 0604, 0620, 0602, 0610, 0601, 0660, 0666}) {
+    const std::string path = PrivateKeyFile(text, mode);
+    auto auth = Authenticator::Create(true, path, nullptr);
+    EXPECT_EQ(auth.status().code(), absl::StatusCode::kFailedPrecondition) << std::oct << mode;
+    EXPECT_THAT(std::string(auth.status().message()), HasSubstr("chmod 600 " + path));
+    EXPECT_THAT(std::string(auth.status().message()), Not(HasSubstr(kAliceKey)));
+  }
+  for (mode_t mode : {0600, 0400}) {
+    EXPECT_TRUE(Authenticator::Create(true, PrivateKeyFile(text, mode), nullptr).ok())
+        << std::oct << mode;
+  }
+}
+
+TEST(AuthFileTest, KeyFileNeedsAuthentication) {
+  // --api_keys implies --auth in fca-server; an Authenticator that would
+  // ignore its keys is refused rather than letting everyone in as admin.
+  auto auth = Authenticator::Create(false, PrivateKeyFile(std::string(kAliceKey) + " alice user\n"),
+                                    nullptr);
+  EXPECT_EQ(auth.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ------------------------------------------------ Authenticate, no gRPC
+
+// What Authenticate logs on stderr while it runs.
+struct Outcome {
+  absl::StatusOr<core::Caller> caller;
+  std::string log;
+};
+
+Outcome AuthenticateCapturing(const Authenticator& auth, std::optional<std::string> header) {
+  ::testing::internal::CaptureStderr();
+  std::optional<absl::string_view> value;
+  if (header) value = *header;
+  Outcome outcome{auth.Authenticate(value, "ipv4:192.0.2.7:40000"), ""};
+  outcome.log = ::testing::internal::GetCapturedStderr();
+  return outcome;
+}
+
+Authenticator WithLookup(Authenticator::KeyLookup lookup) {
+  auto auth = Authenticator::Create(true, "", std::move(lookup));
+  EXPECT_TRUE(auth.ok()) << auth.status();
+  return std::move(*auth);
+}
+
+TEST(AuthenticateTest, EachRefusalIsLoggedWithThePeerAndReasonButNeverTheKey) {
+  const Authenticator auth =
+      WithLookup([](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+        return std::nullopt;
+      });
+  struct Case {
+    std::optional<std::string> header;
+    std::string reason;
+  } cases[] = {
+      {std::nullopt, "missing"},
+      {std::string("Basic ") + kAliceKey, "malformed"},
+      {std::string("Bearer"), "malformed"},
+      {std::string("Bearer ") + kAliceKey, "unknown API key"},
+  };
+  for (const Case& c : cases) {
+    const Outcome outcome = AuthenticateCapturing(auth, c.header);
+    EXPECT_EQ(outcome.caller.status().code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_THAT(outcome.log, HasSubstr("authentication failed"));
+    EXPECT_THAT(outcome.log, HasSubstr("ipv4:192.0.2.7:40000"));
+    EXPECT_THAT(outcome.log, HasSubstr(c.reason));
+    EXPECT_THAT(outcome.log, Not(HasSubstr("alice-key"))) << outcome.log;
+  }
+}
+
+TEST(AuthenticateTest, KeyStoreErrorIsUnavailableNotUnauthenticated) {
+  const Authenticator auth =
+      WithLookup([](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+        return absl::UnavailableError("storage: database is locked (SELECT user, role ...)");
+      });
+  const Outcome outcome = AuthenticateCapturing(auth, std::string("Bearer ") + kAliceKey);
+  EXPECT_EQ(outcome.caller.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(outcome.caller.status().message()), HasSubstr("retry"));
+  // The store's detail goes to the log only, never to the client.
+  EXPECT_THAT(std::string(outcome.caller.status().message()), Not(HasSubstr("locked")));
+  EXPECT_THAT(outcome.log, HasSubstr("database is locked"));
+  EXPECT_THAT(outcome.log, HasSubstr("ipv4:192.0.2.7:40000"));
+  EXPECT_THAT(outcome.log, Not(HasSubstr(kAliceKey)));
+}
+
+TEST(AuthenticateTest, AnInternalStoreErrorIsUnavailableToo) {
+  const Authenticator auth =
+      WithLookup([](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+        return absl::InternalError("storage: disk I/O error");
+      });
+  const Outcome outcome = AuthenticateCapturing(auth, std::string("Bearer ") + kAliceKey);
+  EXPECT_EQ(outcome.caller.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(AuthenticateTest, FileKeysDoNotNeedTheStore) {
+  auto auth =
+      Authenticator::Create(true, PrivateKeyFile(std::string(kRootKey) + " root admin\n"),
+                            [](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+                              return absl::UnavailableError("database is locked");
+                            });
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  auto caller = auth->Authenticate(std::string("Bearer ") + kRootKey, "peer");
+  ASSERT_TRUE(caller.ok()) << caller.status();
+  EXPECT_EQ(caller->user, "root");
+  EXPECT_TRUE(caller->admin);
+}
+
+TEST_F(AuthTest, RefusedCallIsLoggedWithTheClientAddress) {
+  ::testing::internal::CaptureStderr();
+  const grpc::Status st = env_.ListModels("wrong-key-0000000000");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(log, HasSubstr("authentication failed: peer ipv4:127.0.0.1:"));
+  EXPECT_THAT(log, HasSubstr("unknown API key"));
+  EXPECT_THAT(log, Not(HasSubstr("wrong-key")));
 }
 
 TEST(AuthOffTest, EveryoneIsTheLocalAdmin) {

@@ -128,6 +128,10 @@ TEST_P(StoreLifecycleTest, SameContentUploadedTwiceIsStoredOnce) {
   ASSERT_OK(store_->FinishUpload(upload, "b", "text", Sha256Hex(bytes)));
   ExpectRows("dataset_blobs", 1);
   ExpectRows("upload_chunks", 0);
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord by_content,
+                       store_->FindDatasetByContent(Sha256Hex(bytes), "bob"));
+  EXPECT_EQ(by_content.name, "b");
+  EXPECT_CODE(store_->FindDatasetByContent(Sha256Hex(bytes), "carol"), StatusCode::kNotFound);
   // Each user is charged for what they keep.
   ASSERT_OK_AND_ASSIGN(const int64_t ann, store_->UserBytes("ann"));
   ASSERT_OK_AND_ASSIGN(const int64_t bob, store_->UserBytes("bob"));

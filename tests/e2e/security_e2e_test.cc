@@ -1,0 +1,273 @@
+// End to end, the real binaries: fca-server's start-up checks (flags, the
+// API key file, file modes, --help), what a refused call logs, and how the
+// real fca CLI treats hostile or malformed text.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "common/sha256.h"
+#include "tests/e2e/process.h"
+
+namespace fca::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kAliceKey[] = "alice-key-0123456789";
+constexpr int kExitUsage = 2, kExitAuth = 5;
+
+std::string g_root;  // models/, data/, per-test files
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) return 0;
+  return info.st_mode & 07777;
+}
+
+// A byte a terminal acts on: an escape sequence, a bell, a carriage return.
+bool HasTerminalControl(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\n') || u == 0x7F;
+  });
+}
+
+class SecurityE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_root = ::testing::TempDir() + "fca_security_e2e_" + std::to_string(getpid());
+    fs::create_directories(g_root + "/models");
+    fs::create_directories(g_root + "/data");
+    CommandResult r = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + g_root + "/models/fg-a",
+                           "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
+                           "--d_ff=64", "--controller_width=16", "--max_seq_len=64", "--seed=1",
+                           "--controller_out_std=1.0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 12, 1));
+    WriteFile(g_root + "/data/calib.txt", RandomWords(16 * 8, 2));
+  }
+  static void TearDownTestSuite() { fs::remove_all(g_root); }
+
+  void SetUp() override {
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    db_ = g_root + "/" + name_ + ".sqlite";
+  }
+
+  std::vector<std::string> ServerArgs(std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {"--models=" + g_root + "/models", "--db=" + db_,
+                                     "--threads=1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  void StartServer(std::vector<std::string> extra = {}) {
+    server_ = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(std::move(extra)));
+    ASSERT_NE(server_, nullptr);
+  }
+
+  void StopServer() {
+    server_->Signal(SIGTERM);
+    EXPECT_EQ(server_->Wait(20), 0) << server_->Stderr();
+  }
+
+  // fca-server run to completion (it must refuse to start).
+  CommandResult RunServer(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {FCA_SERVER_BIN, "--listen=127.0.0.1:0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return e2e::Run(argv, {}, 60);
+  }
+
+  CommandResult Cli(std::vector<std::string> args, const std::string& token = "") {
+    std::vector<std::string> argv = {FCA_CLI_BIN, "--server=" + server_->address()};
+    if (!token.empty()) argv.push_back("--token=" + token);
+    argv.insert(argv.end(), args.begin(), args.end());
+    return e2e::Run(argv);
+  }
+
+  void ExpectServing(const std::string& token = "") {
+    CommandResult r = Cli({"models"}, token);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("fg-a"));
+  }
+
+  std::vector<std::string> Audit(const std::string& label) {
+    return {"audit",      "--detach",    "--models=fg-a",       "--eval=eval",
+            "--calib=calib", "--window=16", "--timing_repeats=0", "--bootstrap=50",
+            "--label=" + label};
+  }
+
+  std::string name_, db_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(SecurityE2ETest, ApiKeysImplyAuthAndRefusalsAreLoggedWithThePeer) {
+  const std::string keys = g_root + "/keys_" + name_;
+  WriteFile(keys, std::string(kAliceKey) + " alice admin\n");
+  StartServer({"--api_keys=" + keys});  // no --auth
+  CommandResult anonymous = Cli({"models"});
+  EXPECT_EQ(anonymous.exit_code, kExitAuth) << anonymous.out << anonymous.err;
+  EXPECT_THAT(anonymous.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_EQ(Cli({"models"}, "wrong-key-000000000000").exit_code, kExitAuth);
+  ExpectServing(kAliceKey);
+  const std::string log = server_->Stderr();
+  EXPECT_THAT(log, HasSubstr("--api_keys implies --auth"));
+  EXPECT_THAT(log, HasSubstr("authentication failed: peer ipv4:127.0.0.1:"));
+  EXPECT_THAT(log, HasSubstr("missing 'authorization: Bearer <key>' metadata"));
+  EXPECT_THAT(log, HasSubstr("unknown API key"));
+  EXPECT_THAT(log, Not(HasSubstr("wrong-key")));
+  EXPECT_THAT(log, Not(HasSubstr(kAliceKey)));
+  StopServer();
+}
+
+TEST_F(SecurityE2ETest, ApiKeysWithAuthExplicitlyOffIsRefused) {
+  const std::string keys = g_root + "/keys_" + name_;
+  WriteFile(keys, std::string(kAliceKey) + " alice admin\n");
+  CommandResult r = RunServer(ServerArgs({"--api_keys=" + keys, "--auth=false"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--api_keys with --auth=false"));
+}
+
+TEST_F(SecurityE2ETest, KeyFileReadableByOthersIsRefused) {
+  const std::string keys = g_root + "/keys_" + name_;
+  WriteFile(keys, std::string(kAliceKey) + " alice admin\n", 0644);
+  CommandResult r = RunServer(ServerArgs({"--auth", "--api_keys=" + keys}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("chmod 600 " + keys));
+  EXPECT_THAT(r.err, Not(HasSubstr(kAliceKey)));
+  ASSERT_EQ(chmod(keys.c_str(), 0640), 0);
+  EXPECT_NE(RunServer(ServerArgs({"--auth", "--api_keys=" + keys})).exit_code, 0);
+}
+
+TEST_F(SecurityE2ETest, FilesTheServerCreatesArePrivate) {
+  StartServer();
+  ExpectServing();
+  // While it runs: the database and its WAL companions.
+  for (const std::string& path : {db_, db_ + "-wal", db_ + "-shm"}) {
+    if (fs::exists(path)) {
+      EXPECT_EQ(ModeOf(path), 0600u) << path;
+    }
+  }
+  StopServer();
+  EXPECT_EQ(ModeOf(db_), 0600u);
+  // --create_api_key creates the database too.
+  const std::string other = g_root + "/" + name_ + "_keys.sqlite";
+  CommandResult key = e2e::Run({FCA_SERVER_BIN, "--db=" + other, "--create_api_key=alice"});
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  EXPECT_EQ(ModeOf(other), 0600u);
+}
+
+TEST_F(SecurityE2ETest, AnExistingDatabaseOpenToOthersIsReported) {
+  StartServer();
+  StopServer();
+  ASSERT_EQ(chmod(db_.c_str(), 0644), 0);
+  StartServer();
+  EXPECT_THAT(server_->Stderr(), HasSubstr("warning: " + db_ + " has mode 0644"));
+  EXPECT_THAT(server_->Stderr(), HasSubstr("chmod 600 " + db_));
+  StopServer();
+}
+
+TEST_F(SecurityE2ETest, BadFlagValuesStopTheServerWithTheFlagAndItsRange) {
+  struct Case {
+    std::string flag, message;
+  } cases[] = {
+      {"--threads=-1", "--threads=-1 is out of range: it must be in [0, 1024]"},
+      {"--threads=100000", "--threads=100000 is out of range"},
+      {"--max_dataset_bytes=0", "--max_dataset_bytes=0 is out of range: it must be in [1, "},
+      {"--max_tokenize_bytes=4000000", "--max_tokenize_bytes=4000000 is out of range"},
+      {"--max_windows=0", "--max_windows=0 is out of range: it must be in [1, "},
+      {"--max_window_length=1", "--max_window_length=1 is out of range: it must be in [2, "},
+      {"--max_queued_jobs=0", "--max_queued_jobs=0 is out of range: it must be in [1, "},
+      {"--max_queued_jobs=-5", "--max_queued_jobs=-5 is out of range"},
+      {"--coeff_cache_bytes=-1", "--coeff_cache_bytes=-1 is out of range: it must be in [0, "},
+      {"--dtype=fp8", "--dtype='fp8' is not one of: float32, bfloat16, float16"},
+      {"--dtype=float16", "--dtype=float16 needs a cuda --device"},
+      {"--device=tpu", "--device='tpu' is not cpu, cuda or cuda:N"},
+      {"--role=root", "--role='root' is not one of: user, admin"},
+      {"--listen=", "--listen must not be empty"},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = RunServer(ServerArgs({c.flag}));
+    EXPECT_NE(r.exit_code, 0) << c.flag;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.flag;
+  }
+}
+
+TEST_F(SecurityE2ETest, HelpListsTheFlags) {
+  CommandResult server = e2e::Run({FCA_SERVER_BIN, "--help"});
+  EXPECT_THAT(server.out, HasSubstr("--models"));
+  EXPECT_THAT(server.out, HasSubstr("--max_queued_jobs"));
+  EXPECT_THAT(server.out, HasSubstr("implies --auth"));
+  EXPECT_THAT(server.out, Not(HasSubstr("No flags matched")));
+  CommandResult cli = e2e::Run({FCA_CLI_BIN, "--help"});
+  EXPECT_EQ(cli.exit_code, 0);
+  EXPECT_THAT(cli.out, HasSubstr("--token"));
+  CommandResult cli_short = e2e::Run({FCA_CLI_BIN, "--helpshort"});
+  EXPECT_THAT(cli_short.out, HasSubstr("--label"));
+  CommandResult local = e2e::Run({FCA_LOCAL_AUDIT_BIN, "--help"});
+  EXPECT_THAT(local.out, HasSubstr("--family"));
+  EXPECT_THAT(local.out, Not(HasSubstr("No flags matched")));
+  CommandResult train = e2e::Run({FCA_TRAIN_BIN, "--help"});
+  EXPECT_THAT(train.out, HasSubstr("--steps"));
+  EXPECT_THAT(train.out, Not(HasSubstr("No flags matched")));
+}
+
+TEST_F(SecurityE2ETest, HostileLabelsArePrintedSanitizedAndNonUtf8IsRefused) {
+  StartServer();
+  for (const char* name : {"eval", "calib"}) {
+    CommandResult r = Cli({"datasets", "upload", std::string("--name=") + name,
+                           g_root + "/data/" + name + ".txt"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::string hostile = "seeds\x1b[2J\x1b]0;owned\x07\rFAKE";
+  CommandResult submit = Cli(Audit(hostile));
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  CommandResult list = Cli({"jobs", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_FALSE(HasTerminalControl(list.out)) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("seeds\\x1b[2J\\x1b]0;owned\\x07\\rFAKE"));
+  CommandResult show = Cli({"jobs", "show", "1"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_FALSE(HasTerminalControl(show.out)) << show.out;
+
+  // Not UTF-8: refused by the CLI before anything is sent.
+  CommandResult bad = Cli(Audit("bad \xff\xfe label"));
+  EXPECT_EQ(bad.exit_code, kExitUsage) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--label is not valid UTF-8"));
+  EXPECT_THAT(bad.err, Not(HasSubstr("INTERNAL")));
+  ExpectServing();
+  CommandResult after = Cli({"jobs", "list"});
+  EXPECT_EQ(std::count(after.out.begin(), after.out.end(), '\n'), 2) << after.out;  // one job
+  StopServer();
+}
+
+TEST_F(SecurityE2ETest, UpperCaseDatasetHashIsAccepted) {
+  StartServer();
+  for (const char* name : {"eval", "calib"}) {
+    CommandResult r = Cli({"datasets", "upload", std::string("--name=") + name,
+                           g_root + "/data/" + name + ".txt"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  auto sha = Sha256FileHex(g_root + "/data/eval.txt");
+  ASSERT_TRUE(sha.ok());
+  std::vector<std::string> args = Audit("upper");
+  args[3] = "--eval=SHA256:" + absl::AsciiStrToUpper(*sha);
+  CommandResult r = Cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  StopServer();
+}
+
+}  // namespace
+}  // namespace fca::e2e
