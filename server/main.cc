@@ -51,6 +51,10 @@ ABSL_FLAG(int, max_attempts, 3,
 ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
           "a running job is stopped and failed after this long (0 = no limit)");
 ABSL_FLAG(int64_t, coeff_cache_bytes, 1ll << 30, "coefficient cache budget, bytes (LRU)");
+ABSL_FLAG(int64_t, model_memory_bytes, 0,
+          "memory budget of the loaded models together, bytes, estimated from their "
+          "safetensors headers; least recently used models are unloaded to make room "
+          "(0 = unlimited)");
 ABSL_FLAG(bool, coeff_cache, true, "reuse cached coefficients across audits");
 ABSL_FLAG(bool, auth, false, "require 'authorization: Bearer <key>' on every call");
 ABSL_FLAG(std::string, api_keys, "", "file of '<key> <user> <user|admin>' lines (with --auth)");
@@ -136,14 +140,30 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
+// 1 PiB: past any machine, and far from overflowing the sums of estimates.
+constexpr int64_t kMaxModelMemoryBytes = 1ll << 50;
+
+absl::StatusOr<core::ModelRepository::Options> RepositoryOptions(storage::Store* store) {
+  const int64_t budget = absl::GetFlag(FLAGS_model_memory_bytes);
+  if (budget < 0 || budget > kMaxModelMemoryBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--model_memory_bytes must be in [0, %d] (0 = unlimited)", kMaxModelMemoryBytes));
+  }
+  core::ModelRepository::Options options;
+  options.root = absl::GetFlag(FLAGS_models);
+  options.compute.device = absl::GetFlag(FLAGS_device);
+  options.compute.dtype = absl::GetFlag(FLAGS_dtype);
+  options.memory_budget_bytes = budget;
+  options.registry = store;
+  return options;
+}
+
 absl::Status Serve(const sigset_t& signals) {
   FCA_ASSIGN_OR_RETURN(const core::ServiceLimits limits, Limits());
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
   FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
-  core::ModelRepository::Options repo_options;
-  repo_options.root = absl::GetFlag(FLAGS_models);
-  repo_options.compute.device = absl::GetFlag(FLAGS_device);
-  repo_options.compute.dtype = absl::GetFlag(FLAGS_dtype);
+  FCA_ASSIGN_OR_RETURN(const core::ModelRepository::Options repo_options,
+                       RepositoryOptions(store.get()));
   FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
   FCA_ASSIGN_OR_RETURN(auto auth, grpc_server::Authenticator::Create(
                                       absl::GetFlag(FLAGS_auth), absl::GetFlag(FLAGS_api_keys),
