@@ -129,8 +129,8 @@ absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> ModelRepository::Folder
 }
 
 absl::StatusOr<ModelRepository::Listing> ModelRepository::DescribeAt(const std::string& name,
-                                                                    const std::string& dir,
-                                                                    const std::string& signature) {
+                                                                     const std::string& dir,
+                                                                     const std::string& signature) {
   {
     absl::MutexLock lock(&mu_);
     const Entry& e = EntryFor(name, signature);

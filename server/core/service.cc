@@ -119,8 +119,7 @@ absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller
   // and a broken folder is left out (the repository logs why, once).
   v1::ListModelsResponse response;
   for (const ModelRepository::Listing& m : models_->List()) {
-    *response.add_models() =
-        ToProto(m.description.info, m.description.sites, m.tokenizer->name());
+    *response.add_models() = ToProto(m.description.info, m.description.sites, m.tokenizer->name());
   }
   return response;
 }

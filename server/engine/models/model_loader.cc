@@ -120,8 +120,8 @@ absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& f
 absl::StatusOr<int64_t> ComputeElementBytes(const std::string& dtype) {
   if (dtype == "float32") return 4;
   if (dtype == "bfloat16" || dtype == "float16") return 2;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "compute dtype '%s' is not supported (float32, bfloat16, float16)", dtype));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("compute dtype '%s' is not supported (float32, bfloat16, float16)", dtype));
 }
 
 }  // namespace

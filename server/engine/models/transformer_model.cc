@@ -129,8 +129,7 @@ std::vector<WeightSpec> TransformerWeightSpecs(const TransformerConfig& c) {
   return s;
 }
 
-std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config,
-                                                 ModelInfo* info) {
+std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config, ModelInfo* info) {
   info->family = config.family;
   info->vocab_size = config.vocab_size;
   info->max_seq_len = config.max_seq_len;

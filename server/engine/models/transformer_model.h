@@ -44,8 +44,7 @@ absl::Status WriteTransformerModelDir(const std::string& dir, const TransformerC
 // in sites() order: attn_gate.l and mlp_gate.l per layer for featuregate,
 // none for dense. CreateTransformerModel builds its model from the same, so a
 // description from config.json alone agrees with the loaded model.
-std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config,
-                                                 ModelInfo* info);
+std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config, ModelInfo* info);
 
 // Builds a model from validated config and tensors (checked against
 // TransformerWeightSpecs: INVALID_ARGUMENT naming the first bad tensor).
