@@ -97,9 +97,9 @@ absl::StatusOr<double> ServiceAudit(v1::AuditService::Stub& stub) {
 
 absl::StatusOr<double> EngineAudit(core::ModelRepository& models, const std::string& eval,
                                    const std::string& calib) {
-  FCA_ASSIGN_OR_RETURN(engine::ControlledModel * model, models.Get("fg"));
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<engine::ControlledModel> model, models.Get("fg"));
   engine::AuditRequest req;
-  req.models = {model};
+  req.models = {model.get()};
   req.eval.name = "eval";
   req.eval.text = eval;
   req.calib.name = "calib";

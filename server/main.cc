@@ -56,6 +56,8 @@ constexpr int64_t kMaxWatchStreams = 100000;
 constexpr int64_t kMaxRpcThreads = 100000;
 constexpr int64_t kMaxAttempts = 100;
 constexpr int64_t kMaxJobSeconds = int64_t{365} * 24 * 3600;
+// Past any machine, and far from overflowing the sums of estimates.
+constexpr int64_t kMaxModelMemoryBytes = int64_t{1} << 50;
 }  // namespace fca::flag_limits
 
 ABSL_FLAG(std::string, models, "", "model repository: a folder with one folder per model");
@@ -109,6 +111,11 @@ ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
           absl::StrFormat("a running job is stopped and failed after this long, 0..%d "
                           "(0 = no limit)",
                           fca::flag_limits::kMaxJobSeconds));
+ABSL_FLAG(int64_t, model_memory_bytes, 0,
+          absl::StrFormat("memory budget of the loaded models together, bytes, estimated from "
+                          "their safetensors headers; least recently used models are unloaded "
+                          "to make room, 0..%d (0 = unlimited)",
+                          fca::flag_limits::kMaxModelMemoryBytes));
 ABSL_FLAG(bool, coeff_cache, true, "reuse cached coefficients across audits");
 ABSL_FLAG(bool, auth, false,
           "require 'authorization: Bearer <key>' on every call (implied by --api_keys)");
@@ -192,6 +199,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
                                  flag_limits::kMaxAttempts));
   FCA_RETURN_IF_ERROR(CheckRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
                                  flag_limits::kMaxJobSeconds));
+  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
+                                 0, flag_limits::kMaxModelMemoryBytes));
   const std::string dtype = absl::GetFlag(FLAGS_dtype), device = absl::GetFlag(FLAGS_device);
   FCA_RETURN_IF_ERROR(CheckOneOf("dtype", dtype, {"float32", "bfloat16", "float16"}));
   FCA_RETURN_IF_ERROR(CheckDevice(device));
@@ -335,13 +344,18 @@ sigset_t BlockShutdownSignals() {
 absl::Status Serve(const sigset_t& signals, bool auth) {
   const core::ServiceLimits limits = Limits();
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
-  // The repository first: a wrong --models must not leave a new database.
   core::ModelRepository::Options repo_options;
   repo_options.root = absl::GetFlag(FLAGS_models);
   repo_options.compute.device = absl::GetFlag(FLAGS_device);
   repo_options.compute.dtype = absl::GetFlag(FLAGS_dtype);
-  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
+  repo_options.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
+  // The repository's folder is checked first: a wrong --models must not
+  // leave a new database behind. The repository proper records its loads
+  // in the store's models table, so it is opened after the store.
+  FCA_RETURN_IF_ERROR(core::ModelRepository::Open(repo_options).status());
   FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
+  repo_options.registry = store.get();
+  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
   FCA_ASSIGN_OR_RETURN(auto authenticator, grpc_server::Authenticator::Create(
                                                auth, absl::GetFlag(FLAGS_api_keys), store.get()));
   LogAuthMode(auth);

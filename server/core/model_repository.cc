@@ -1,7 +1,9 @@
 #include "server/core/model_repository.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -27,12 +29,16 @@ absl::Status ValidateName(const std::string& name, const char* what) {
   return absl::OkStatus();
 }
 
+ModelRepository::ModelRepository(Options options) : options_(std::move(options)) {}
+
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const Options& options) {
   std::error_code ec;
   if (!fs::is_directory(options.root, ec)) {
     return absl::FailedPreconditionError("model repository is not a folder: " + options.root);
   }
-  return std::unique_ptr<ModelRepository>(new ModelRepository(options));
+  Options with_loader = options;
+  if (!with_loader.loader) with_loader.loader = engine::LoadModel;
+  return std::unique_ptr<ModelRepository>(new ModelRepository(std::move(with_loader)));
 }
 
 std::vector<std::string> ModelRepository::Names() const {
@@ -65,6 +71,11 @@ std::string FolderSignature(const fs::path& dir) {
   return absl::StrJoin(parts, "|");
 }
 
+// Keeps the code of an engine error but names the model rather than the path.
+absl::Status NameModel(const std::string& name, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrFormat("model '%s': %s", name, status.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ModelRepository::ModelDir(const std::string& name) const {
@@ -76,53 +87,251 @@ absl::StatusOr<std::string> ModelRepository::ModelDir(const std::string& name) c
   return dir.string();
 }
 
-absl::StatusOr<const engine::Tokenizer*> ModelRepository::GetTokenizer(const std::string& name) {
-  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto model = loaded_.find(name);
-  if (model != loaded_.end()) return &model->second->tokenizer();
-  auto cached = tokenizers_.find(name);
-  if (cached != tokenizers_.end()) return cached->second.get();
-  FCA_ASSIGN_OR_RETURN(std::string dir, ModelDir(name));
-  auto tokenizer = engine::LoadFolderTokenizer(dir);
-  if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrFormat("model '%s': %s", name, tokenizer.status().message()));
-  }
-  const engine::Tokenizer* ptr = tokenizer->get();
-  tokenizers_[name] = std::move(*tokenizer);
-  return ptr;
+ModelRepository::Entry& ModelRepository::EntryFor(const std::string& name,
+                                                  const std::string& signature) {
+  Entry& e = entries_[name];
+  if (e.signature == signature) return e;
+  // The folder changed: nothing known about it holds any more. A load in
+  // flight finishes for its caller and is not kept (see Get); its
+  // reservation ends here.
+  e.signature = signature;
+  e.listing.reset();
+  e.listing_status = absl::OkStatus();
+  e.tokenizer.reset();
+  e.load_failure = absl::OkStatus();
+  Unload(e);
+  e.unloaded.reset();
+  return e;
 }
 
-absl::StatusOr<engine::ControlledModel*> ModelRepository::Get(const std::string& name) {
+void ModelRepository::Unload(Entry& e) {
+  if (e.model != nullptr) e.unloaded = std::move(e.model);
+  e.model.reset();
+  if (e.reserved) resident_bytes_ -= e.bytes;
+  e.reserved = false;
+}
+
+absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> ModelRepository::FolderTokenizer(
+    const std::string& name, const std::string& dir, const std::string& signature) {
+  {
+    absl::MutexLock lock(&mu_);
+    const Entry& e = EntryFor(name, signature);
+    if (e.tokenizer != nullptr) return e.tokenizer;
+  }
+  // A BPE tokenizer.json takes a while to parse: never under the lock.
+  absl::StatusOr<std::unique_ptr<engine::Tokenizer>> loaded = engine::LoadFolderTokenizer(dir);
+  if (!loaded.ok()) return NameModel(name, loaded.status());
+  std::shared_ptr<const engine::Tokenizer> tokenizer = std::move(*loaded);
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[name];
+  if (e.signature == signature && e.tokenizer == nullptr) e.tokenizer = tokenizer;
+  return tokenizer;
+}
+
+absl::StatusOr<ModelRepository::Listing> ModelRepository::DescribeAt(const std::string& name,
+                                                                     const std::string& dir,
+                                                                     const std::string& signature) {
+  {
+    absl::MutexLock lock(&mu_);
+    const Entry& e = EntryFor(name, signature);
+    if (!e.listing_status.ok()) return e.listing_status;
+    if (e.listing != nullptr) {
+      Listing listing = *e.listing;
+      listing.loaded = e.model != nullptr;
+      if (listing.loaded) listing.description.info.weights_sha256 = e.model->info().weights_sha256;
+      return listing;
+    }
+  }
+  absl::StatusOr<Listing> listing = [&]() -> absl::StatusOr<Listing> {
+    Listing out;
+    absl::StatusOr<engine::ModelDescription> d = engine::DescribeModel(dir, name, options_.compute);
+    if (!d.ok()) return NameModel(name, d.status());
+    out.description = *std::move(d);
+    FCA_ASSIGN_OR_RETURN(out.tokenizer, FolderTokenizer(name, dir, signature));
+    const absl::Status fits = engine::CheckTokenizerFits(*out.tokenizer, out.description.info);
+    if (!fits.ok()) return NameModel(name, fits);
+    return out;
+  }();
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[name];
+  if (e.signature != signature || e.listing != nullptr || !e.listing_status.ok()) return listing;
+  if (listing.ok()) {
+    e.listing = std::make_unique<Listing>(*listing);
+    e.bytes = listing->description.estimated_memory_bytes;
+  } else {
+    e.listing_status = listing.status();
+    // Once per folder state, whoever asked: a listing every few seconds must
+    // not flood the log with the same broken folder.
+    std::fprintf(stderr, "fca-server: %s\n", listing.status().ToString().c_str());
+  }
+  return listing;
+}
+
+absl::StatusOr<ModelRepository::Listing> ModelRepository::Describe(const std::string& name) {
   FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = loaded_.find(name);
-  if (it != loaded_.end()) return it->second.get();
-  FCA_ASSIGN_OR_RETURN(const fs::path dir, ModelDir(name));
+  FCA_ASSIGN_OR_RETURN(const std::string dir, ModelDir(name));
+  return DescribeAt(name, dir, FolderSignature(dir));
+}
+
+std::vector<ModelRepository::Listing> ModelRepository::List() {
+  std::vector<Listing> out;
+  for (const std::string& name : Names()) {
+    absl::StatusOr<Listing> listing = Describe(name);
+    if (listing.ok()) out.push_back(*std::move(listing));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> ModelRepository::GetTokenizer(
+    const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  FCA_ASSIGN_OR_RETURN(const std::string dir, ModelDir(name));
   const std::string signature = FolderSignature(dir);
-  auto failed = failed_.find(name);
-  if (failed != failed_.end() && failed->second.signature == signature) {
-    return failed->second.status;
+  {
+    absl::MutexLock lock(&mu_);
+    const Entry& e = EntryFor(name, signature);
+    if (e.model != nullptr) {
+      // Aliasing: the pointer keeps the whole model alive.
+      return std::shared_ptr<const engine::Tokenizer>(e.model, &e.model->tokenizer());
+    }
   }
-  ++loads_attempted_;
-  auto model = engine::LoadModel(dir.string(), name, options_.compute);
-  if (!model.ok()) {
-    // Keep the loader's code, but name the model rather than the path.
-    absl::Status status(model.status().code(),
-                        absl::StrFormat("model '%s': %s", name, model.status().message()));
-    failed_[name] = Failure{status, signature};
-    return status;
+  return FolderTokenizer(name, dir, signature);
+}
+
+namespace {
+
+absl::Status FitsBudget(const std::string& name, int64_t bytes, int64_t budget) {
+  if (budget == 0 || bytes <= budget) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "model '%s' needs about %d bytes loaded, more than the server's whole model memory "
+      "budget of %d bytes",
+      name, bytes, budget));
+}
+
+}  // namespace
+
+absl::Status ModelRepository::CheckFitsBudget(const Listing& listing) const {
+  return FitsBudget(listing.description.info.name, listing.description.estimated_memory_bytes,
+                    options_.memory_budget_bytes);
+}
+
+absl::Status ModelRepository::MakeRoom(const std::string& name, int64_t bytes) {
+  const int64_t budget = options_.memory_budget_bytes;
+  FCA_RETURN_IF_ERROR(FitsBudget(name, bytes, budget));
+  while (budget > 0 && resident_bytes_ + bytes > budget) {
+    // Least recently used first, models nobody holds before those in use
+    // (the repository's own reference is the only one of an idle model).
+    Entry* victim = nullptr;
+    for (auto& [other, e] : entries_) {
+      if (other == name || e.model == nullptr) continue;
+      const bool in_use = e.model.use_count() > 1;
+      const bool victim_in_use = victim != nullptr && victim->model.use_count() > 1;
+      if (victim == nullptr || (!in_use && victim_in_use) ||
+          (in_use == victim_in_use && e.last_used < victim->last_used)) {
+        victim = &e;
+      }
+    }
+    // Only loads in flight remain: they are let through over the budget
+    // rather than made to wait for one another.
+    if (victim == nullptr) break;
+    Unload(*victim);
   }
-  failed_.erase(name);
-  engine::ControlledModel* ptr = model->get();
-  loaded_[name] = std::move(*model);
-  return ptr;
+  Entry& e = entries_[name];
+  e.bytes = bytes;
+  e.reserved = true;
+  resident_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::LoadUnlocked(
+    const std::string& name, const std::string& dir, const std::string& signature) {
+  FCA_ASSIGN_OR_RETURN(const Listing listing, DescribeAt(name, dir, signature));
+  {
+    absl::MutexLock lock(&mu_);
+    FCA_RETURN_IF_ERROR(MakeRoom(name, listing.description.estimated_memory_bytes));
+  }
+  absl::StatusOr<std::unique_ptr<engine::ControlledModel>> model =
+      options_.loader(dir, name, options_.compute);
+  if (!model.ok()) return NameModel(name, model.status());
+  std::shared_ptr<engine::ControlledModel> shared = std::move(*model);
+  RecordLoaded(listing, *shared);
+  return shared;
+}
+
+void ModelRepository::RecordLoaded(const Listing& listing, const engine::ControlledModel& model) {
+  if (options_.registry == nullptr) return;
+  storage::ModelRecord record;
+  record.name = model.info().name;
+  record.family = model.info().family;
+  record.weights_sha256 = model.info().weights_sha256;
+  record.config_json = listing.description.config_json;
+  record.num_parameters = model.info().num_parameters;
+  const absl::Status status = options_.registry->UpsertModel(record).status();
+  if (!status.ok()) {
+    std::fprintf(stderr, "fca-server: cannot record model '%s' in the store: %s\n",
+                 record.name.c_str(), status.ToString().c_str());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::Get(
+    const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  FCA_ASSIGN_OR_RETURN(const std::string dir, ModelDir(name));
+  const std::string signature = FolderSignature(dir);
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& waiting = entries_[name];
+    // Another caller's load of this model: wait for it rather than load twice.
+    mu_.Await(absl::Condition(
+        +[](Entry* e) { return !e->loading; }, &waiting));
+    Entry& e = EntryFor(name, signature);
+    if (e.model != nullptr) {
+      e.last_used = ++clock_;
+      return e.model;
+    }
+    if (!e.load_failure.ok()) return e.load_failure;
+    if (std::shared_ptr<engine::ControlledModel> alive = e.unloaded.lock()) {
+      // Unloaded while in use and still alive: take it back, not a copy.
+      FCA_RETURN_IF_ERROR(MakeRoom(name, e.bytes));
+      e.model = std::move(alive);
+      e.last_used = ++clock_;
+      return e.model;
+    }
+    e.loading = true;
+    ++loads_attempted_;
+  }
+  absl::StatusOr<std::shared_ptr<engine::ControlledModel>> loaded =
+      LoadUnlocked(name, dir, signature);
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[name];
+  e.loading = false;
+  if (loaded.ok() && e.signature == signature) {
+    e.model = *loaded;
+    e.last_used = ++clock_;
+    return loaded;
+  }
+  if (e.reserved) resident_bytes_ -= e.bytes;
+  e.reserved = false;
+  // A failure is remembered for the folder state it belongs to; a load of
+  // a folder that changed meanwhile goes to its caller and is not kept.
+  if (!loaded.ok() && e.signature == signature) e.load_failure = loaded.status();
+  return loaded;
 }
 
 int64_t ModelRepository::loads_attempted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return loads_attempted_;
+}
+
+bool ModelRepository::IsLoaded(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(name);
+  return it != entries_.end() && it->second.model != nullptr;
+}
+
+int64_t ModelRepository::resident_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return resident_bytes_;
 }
 
 }  // namespace fca::core

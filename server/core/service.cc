@@ -1,5 +1,8 @@
 #include "server/core/service.h"
 
+#include <memory>
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -111,17 +114,11 @@ absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(const Ca
 // --- models ---
 
 absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller&) {
+  // From config.json and the safetensors headers: listing loads no weights,
+  // and a broken folder is left out (the repository logs why, once).
   v1::ListModelsResponse response;
-  for (const std::string& name : models_->Names()) {
-    auto model = models_->Get(name);
-    if (!model.ok()) {
-      // A broken folder must not hide the others; the log says why.
-      std::fprintf(stderr, "fca-server: model '%s' cannot be loaded: %s\n", name.c_str(),
-                   std::string(model.status().message()).c_str());
-      continue;
-    }
-    const engine::ControlledModel& m = **model;
-    *response.add_models() = ToProto(m.info(), m.sites(), m.tokenizer().name());
+  for (const ModelRepository::Listing& m : models_->List()) {
+    *response.add_models() = ToProto(m.description.info, m.description.sites, m.tokenizer->name());
   }
   return response;
 }
@@ -135,7 +132,8 @@ absl::StatusOr<v1::TokenizeResponse> AuditServiceCore::Tokenize(
                         limits_.max_tokenize_bytes));
   }
   // Only the tokenizer: a check of a sample need not load multi-GB weights.
-  FCA_ASSIGN_OR_RETURN(const engine::Tokenizer* loaded, models_->GetTokenizer(request.model()));
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const engine::Tokenizer> loaded,
+                       models_->GetTokenizer(request.model()));
   const engine::Tokenizer& tokenizer = *loaded;
   FCA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(request.text()));
   v1::TokenizeResponse response;
@@ -190,47 +188,53 @@ namespace {
 
 // "bpe (50277 ids)": what must match for two models to read the same text
 // as the same token stream.
-std::string TokenizerIdentity(const engine::ControlledModel& m) {
-  return absl::StrFormat("%s (%d ids)", m.tokenizer().name(), m.tokenizer().vocab_size());
+std::string TokenizerIdentity(const ModelRepository::Listing& m) {
+  return absl::StrFormat("%s (%d ids)", m.tokenizer->name(), m.tokenizer->vocab_size());
 }
 
 // Every model of a job tokenizes the datasets itself: NLLs per token, their
 // mean across models and the timed forwards are only comparable when the
 // token streams are the same.
-absl::Status CheckSameTokenizer(const engine::ControlledModel& first,
-                                const engine::ControlledModel& other) {
+absl::Status CheckSameTokenizer(const ModelRepository::Listing& first,
+                                const ModelRepository::Listing& other) {
   if (TokenizerIdentity(first) == TokenizerIdentity(other)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
-      "models of one job must share a tokenizer: '%s' uses %s, '%s' uses %s", first.info().name,
-      TokenizerIdentity(first), other.info().name, TokenizerIdentity(other)));
+      "models of one job must share a tokenizer: '%s' uses %s, '%s' uses %s",
+      first.description.info.name, TokenizerIdentity(first), other.description.info.name,
+      TokenizerIdentity(other)));
 }
 
 }  // namespace
 
+// From the models' descriptions: a submission loads no weights (the
+// scheduler loads them when the job runs, and a load that fails then fails
+// the job with the loader's error).
 absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
-  const engine::ControlledModel* first = nullptr;
+  std::optional<ModelRepository::Listing> first;
   for (const std::string& name : spec.models()) {
-    FCA_ASSIGN_OR_RETURN(engine::ControlledModel * m, models_->Get(name));
-    if (m->sites().empty()) {
+    FCA_ASSIGN_OR_RETURN(ModelRepository::Listing m, models_->Describe(name));
+    FCA_RETURN_IF_ERROR(models_->CheckFitsBudget(m));
+    if (m.description.sites.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "model '%s' has no controller coefficients to audit; name it as dense_twin", name));
     }
-    if (first != nullptr && m->info().family != first->info().family) {
+    if (first && m.description.info.family != first->description.info.family) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "models of one job must share a family: '%s' is %s, not %s", name, m->info().family,
-          first->info().family));
+          "models of one job must share a family: '%s' is %s, not %s", name,
+          m.description.info.family, first->description.info.family));
     }
-    if (first != nullptr) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, *m));
-    if (first == nullptr) first = m;
+    if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, m));
+    if (!first) first = std::move(m);
   }
   if (spec.dense_twin().empty()) return absl::OkStatus();
-  FCA_ASSIGN_OR_RETURN(engine::ControlledModel * twin, models_->Get(spec.dense_twin()));
-  if (!twin->sites().empty()) {
+  FCA_ASSIGN_OR_RETURN(ModelRepository::Listing twin, models_->Describe(spec.dense_twin()));
+  FCA_RETURN_IF_ERROR(models_->CheckFitsBudget(twin));
+  if (!twin.description.sites.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "dense twin '%s' has controller coefficients; a dense twin must have none",
         spec.dense_twin()));
   }
-  if (first != nullptr) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, *twin));
+  if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, twin));
   return absl::OkStatus();
 }
 
@@ -458,7 +462,8 @@ absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
 absl::Status AuditServiceCore::ExportCoefficients(
     const Caller& caller, const v1::ExportCoefficientsRequest& request,
     const std::function<bool(const v1::ExportCoefficientsResponse&)>& write) {
-  FCA_ASSIGN_OR_RETURN(engine::ControlledModel * model, models_->Get(request.model()));
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<engine::ControlledModel> model,
+                       models_->Get(request.model()));
   const std::string dtype = request.dtype().empty() ? "float32" : request.dtype();
   if (request.window_hash().empty()) return absl::InvalidArgumentError("window_hash is empty");
   // The caller's own entries only: a guessed window hash must not reveal,

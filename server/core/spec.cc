@@ -171,11 +171,15 @@ absl::StatusOr<ResolvedAudit> ResolveAudit(const v1::AuditSpec& spec, const std:
   ResolvedAudit out;
   engine::AuditRequest& req = out.request;
   for (const std::string& name : spec.models()) {
-    FCA_ASSIGN_OR_RETURN(engine::ControlledModel * m, models->Get(name));
-    req.models.push_back(m);
+    FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> m, models->Get(name));
+    req.models.push_back(m.get());
+    out.models.push_back(std::move(m));
   }
   if (!spec.dense_twin().empty()) {
-    FCA_ASSIGN_OR_RETURN(req.dense_twin, models->Get(spec.dense_twin()));
+    FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> twin,
+                         models->Get(spec.dense_twin()));
+    req.dense_twin = twin.get();
+    out.models.push_back(std::move(twin));
   }
   FCA_ASSIGN_OR_RETURN(storage::DatasetRecord eval, FindDatasetRef(store, spec.eval_dataset(), owner));
   FCA_ASSIGN_OR_RETURN(storage::DatasetRecord calib,

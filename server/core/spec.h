@@ -4,7 +4,9 @@
 #define FCA_SERVER_CORE_SPEC_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
@@ -29,9 +31,12 @@ struct SpecLimits {
 absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec, const SpecLimits& limits);
 
 // A spec resolved against the repository and the store, ready to run. The
-// request points at models owned by the repository.
+// request's raw model pointers point into `models`, which keeps every model
+// alive for as long as the ResolvedAudit lives, even when the repository
+// unloads it meanwhile (memory budget, changed folder).
 struct ResolvedAudit {
   engine::AuditRequest request;
+  std::vector<std::shared_ptr<engine::ControlledModel>> models;  // audited + twin
   std::string eval_sha256, calib_sha256;
 };
 

@@ -108,6 +108,7 @@ CoreEnv::CoreEnv(ServiceLimits limits, Scheduler::Options options,
   store_ = std::move(*store);
   ModelRepository::Options repo_options;
   repo_options.root = ModelRoot();
+  repo_options.registry = store_.get();
   auto models = ModelRepository::Open(repo_options);
   if (!models.ok()) std::abort();
   models_ = std::move(*models);

@@ -4,9 +4,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/torch.h>  // a Forward on a model the repository has unloaded
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 
 #include "tests/core/core_env.h"
 
@@ -18,9 +25,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ModelRoot;
 
-std::unique_ptr<ModelRepository> OpenRepo() {
-  ModelRepository::Options options;
-  options.root = ModelRoot();
+std::unique_ptr<ModelRepository> OpenRepo(ModelRepository::Options options = {}) {
+  if (options.root.empty()) options.root = ModelRoot();
   auto repo = ModelRepository::Open(options);
   EXPECT_TRUE(repo.ok()) << repo.status();
   return repo.ok() ? std::move(*repo) : nullptr;
@@ -106,7 +112,7 @@ TEST(ModelRepositoryTest, GetTokenizerLoadsNoWeights) {
   // Once the model is loaded, its own tokenizer is the one returned.
   auto model = repo->Get(testing::kGateA);
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_EQ(*repo->GetTokenizer(testing::kGateA), &(*model)->tokenizer());
+  EXPECT_EQ(repo->GetTokenizer(testing::kGateA)->get(), &(*model)->tokenizer());
 }
 
 TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
@@ -124,6 +130,153 @@ TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
   ASSERT_TRUE(dense.ok()) << dense.status();
   EXPECT_NE(*dense, *first);
   EXPECT_TRUE((*dense)->sites().empty());
+}
+
+// Listing reads config.json and the safetensors headers only, and says what
+// the loaded model says.
+TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  const std::vector<ModelRepository::Listing> listed = repo->List();
+  EXPECT_EQ(repo->loads_attempted(), 0);
+  ASSERT_EQ(listed.size(), 3u);  // broken is left out
+  for (const ModelRepository::Listing& l : listed) {
+    const engine::ModelInfo& info = l.description.info;
+    SCOPED_TRACE(info.name);
+    EXPECT_FALSE(l.loaded);
+    EXPECT_EQ(info.weights_sha256, "");  // not loaded: not hashed
+    EXPECT_GT(l.description.weight_file_bytes, 0);
+    EXPECT_EQ(l.description.estimated_memory_bytes, info.num_parameters * 4);  // float32
+    auto model = repo->Get(info.name);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const engine::ModelInfo& loaded = (*model)->info();
+    EXPECT_EQ(info.family, loaded.family);
+    EXPECT_EQ(info.vocab_size, loaded.vocab_size);
+    EXPECT_EQ(info.max_seq_len, loaded.max_seq_len);
+    EXPECT_EQ(info.num_layers, loaded.num_layers);
+    EXPECT_EQ(info.num_parameters, loaded.num_parameters);
+    EXPECT_EQ(l.tokenizer->name(), (*model)->tokenizer().name());
+    ASSERT_EQ(l.description.sites.size(), (*model)->sites().size());
+    for (size_t i = 0; i < l.description.sites.size(); ++i) {
+      EXPECT_EQ(l.description.sites[i].name, (*model)->sites()[i].name);
+      EXPECT_EQ(l.description.sites[i].family, (*model)->sites()[i].family);
+      EXPECT_EQ(l.description.sites[i].layer, (*model)->sites()[i].layer);
+      EXPECT_EQ(l.description.sites[i].channels, (*model)->sites()[i].channels);
+    }
+  }
+  EXPECT_THAT(listed[1].description.sites, Not(::testing::IsEmpty()));  // fg_a
+  // Once loaded, the listing carries the weights hash.
+  for (const ModelRepository::Listing& l : repo->List()) {
+    EXPECT_TRUE(l.loaded);
+    EXPECT_EQ(l.description.info.weights_sha256.size(), 64u);
+  }
+}
+
+// While fg_a loads (its loader blocks), fg_b, its tokenizer and the listing
+// answer at once; a second caller of fg_a waits for the one load.
+TEST(ModelRepositoryTest, ASlowLoadBlocksNoOtherModel) {
+  absl::Notification entered, release;
+  std::atomic<int> loads_of_a{0};
+  ModelRepository::Options options;
+  options.loader = [&](const std::string& dir, const std::string& name,
+                       const engine::ComputeOptions& compute) {
+    if (name == testing::kGateA) {
+      ++loads_of_a;
+      entered.Notify();
+      release.WaitForNotification();
+    }
+    return engine::LoadModel(dir, name, compute);
+  };
+  auto repo = OpenRepo(options);
+  ASSERT_NE(repo, nullptr);
+  std::shared_ptr<engine::ControlledModel> a1, a2;
+  std::thread first([&] { a1 = repo->Get(testing::kGateA).value_or(nullptr); });
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  std::thread second([&] { a2 = repo->Get(testing::kGateA).value_or(nullptr); });
+  auto others = std::async(std::launch::async, [&] {
+    return repo->Get(testing::kGateB).ok() && repo->GetTokenizer(testing::kGateB).ok() &&
+           repo->GetTokenizer(testing::kGateA).ok() && repo->List().size() == 3;
+  });
+  const bool answered = others.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  release.Notify();  // whatever happened, let the loads end
+  first.join();
+  second.join();
+  ASSERT_TRUE(answered) << "a load of fg_a blocked another model";
+  EXPECT_TRUE(others.get());
+  ASSERT_NE(a1, nullptr);
+  EXPECT_EQ(a1, a2);
+  EXPECT_EQ(loads_of_a.load(), 1);
+  EXPECT_EQ(repo->loads_attempted(), 2);  // fg_a once, fg_b once
+}
+
+// Budget for one tiny model: using fg_b unloads fg_a, whose holder keeps a
+// working model; a model larger than the whole budget is refused.
+TEST(ModelRepositoryTest, TheMemoryBudgetUnloadsTheLeastRecentlyUsed) {
+  auto probe = OpenRepo();
+  ASSERT_NE(probe, nullptr);
+  auto described = probe->Describe(testing::kGateA);
+  ASSERT_TRUE(described.ok()) << described.status();
+  const int64_t one_model = described->description.estimated_memory_bytes;
+  ModelRepository::Options options;
+  options.memory_budget_bytes = one_model;
+  auto repo = OpenRepo(options);
+  ASSERT_NE(repo, nullptr);
+  auto a = repo->Get(testing::kGateA);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = repo->Get(testing::kGateB);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(repo->loads_attempted(), 2);
+  EXPECT_FALSE(repo->IsLoaded(testing::kGateA));
+  EXPECT_TRUE(repo->IsLoaded(testing::kGateB));
+  EXPECT_LE(repo->resident_bytes(), one_model);
+  // The unloaded fg_a still runs for whoever holds it.
+  const at::Tensor ids = torch::tensor({{1, 2, 3, 4}}, torch::kLong);
+  auto logits = (*a)->Forward(ids, engine::CoefficientMode::kLive, nullptr);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_EQ(logits->size(1), 4);
+  // Asked for again while still held, it is taken back rather than loaded twice.
+  auto again = repo->Get(testing::kGateA);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->get(), a->get());
+  EXPECT_EQ(repo->loads_attempted(), 2);
+  // Released and unloaded, it is loaded afresh.
+  a->reset();
+  again->reset();
+  ASSERT_TRUE(repo->Get(testing::kGateB).ok());
+  ASSERT_TRUE(repo->Get(testing::kGateA).ok());
+  EXPECT_EQ(repo->loads_attempted(), 3);
+
+  options.memory_budget_bytes = one_model - 1;
+  auto small = OpenRepo(options);
+  ASSERT_NE(small, nullptr);
+  auto refused = small->Get(testing::kGateA);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("budget"));
+  auto listing = small->Describe(testing::kGateA);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_EQ(small->CheckFitsBudget(*listing).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ModelRepositoryTest, AChangedFolderIsReloadedOnNextUse) {
+  const std::string root = ::testing::TempDir() + "fca_repo_changed";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  std::filesystem::copy(ModelRoot() + "/" + testing::kGateA, root + "/m");
+  ModelRepository::Options options;
+  options.root = root;
+  auto repo = OpenRepo(options);
+  ASSERT_NE(repo, nullptr);
+  auto before = repo->Get("m");
+  ASSERT_TRUE(before.ok()) << before.status();
+  const std::string weights = root + "/m/model.safetensors";
+  std::filesystem::last_write_time(
+      weights, std::filesystem::last_write_time(weights) + std::chrono::hours(1));
+  auto after = repo->Get("m");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(repo->loads_attempted(), 2);
+  EXPECT_NE(after->get(), before->get());
+  EXPECT_EQ((*after)->info().weights_sha256, (*before)->info().weights_sha256);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -279,8 +279,21 @@ TEST_F(ServiceTest, ListModelsSkipsBrokenAndDescribesSites) {
   EXPECT_EQ(models->models(1).sites_size(), 4);  // attn_gate and mlp_gate x 2 layers
   EXPECT_EQ(models->models(1).sites(0).channels(), 4);
   EXPECT_EQ(models->models(1).tokenizer(), "byte");
+  // Listing loads nothing, so the weights are not hashed yet.
+  EXPECT_EQ(env_.models()->loads_attempted(), 0);
+  EXPECT_EQ(models->models(1).weights_sha256(), "");
+  // Loaded models are listed with their hash, and recorded in the store.
+  ASSERT_TRUE(env_.models()->Get(testing::kGateA).ok());
+  ASSERT_TRUE(env_.models()->Get(testing::kGateB).ok());
+  models = env_.core()->ListModels(Alice());
+  ASSERT_TRUE(models.ok()) << models.status();
   EXPECT_EQ(models->models(1).weights_sha256().size(), 64u);
   EXPECT_NE(models->models(1).weights_sha256(), models->models(2).weights_sha256());
+  auto recorded = env_.store()->GetModel(testing::kGateA);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->weights_sha256, models->models(1).weights_sha256());
+  EXPECT_EQ(recorded->family, "featuregate");
+  EXPECT_THAT(recorded->config_json, ::testing::HasSubstr("featuregate"));
 }
 
 TEST_F(ServiceTest, TokenizeUsesTheModelsTokenizer) {

@@ -69,13 +69,16 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> AttachTokenizer(
     const std::string& dir, std::unique_ptr<ControlledModel> model) {
   if (!HasTokenizerJson(dir)) return model;
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadFolderTokenizer(dir));
-  if (tokenizer->vocab_size() > model->info().vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tokenizer.json has %d token ids but the model's vocabulary has only %d",
-                        tokenizer->vocab_size(), model->info().vocab_size));
-  }
+  FCA_RETURN_IF_ERROR(CheckTokenizerFits(*tokenizer, model->info()));
   return std::unique_ptr<ControlledModel>(
       std::make_unique<ModelWithTokenizer>(std::move(model), std::move(tokenizer)));
+}
+
+absl::Status UnsupportedFamily(const std::string& family) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("config.json: model_type '%s' is not supported (known: dense, "
+                      "featuregate, muddpythia)",
+                      family));
 }
 
 absl::StatusOr<std::unique_ptr<ControlledModel>> LoadFamily(const std::string& dir,
@@ -94,13 +97,66 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadFamily(const std::string& d
     FCA_ASSIGN_OR_RETURN(info.weights_sha256, weights->ContentSha256());
     return CreateMuddPythiaModel(config, *weights, std::move(info));
   }
+  return UnsupportedFamily(family);
+}
+
+// The family-specific part of DescribeModel: the same parse and the same
+// site schema as LoadFamily's model gets.
+absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& family,
+                                                            const std::string& config_text,
+                                                            ModelInfo* info) {
+  if (family == "dense" || family == "featuregate") {
+    FCA_ASSIGN_OR_RETURN(TransformerConfig config, ParseTransformerConfig(config_text));
+    return DescribeTransformer(config, info);
+  }
+  if (family == "muddpythia") {
+    FCA_ASSIGN_OR_RETURN(MuddPythiaConfig config, ParseMuddPythiaConfig(config_text));
+    return DescribeMuddPythia(config, info);
+  }
+  return UnsupportedFamily(family);
+}
+
+// Bytes of one element in the compute dtype; what a loaded weight costs.
+absl::StatusOr<int64_t> ComputeElementBytes(const std::string& dtype) {
+  if (dtype == "float32") return 4;
+  if (dtype == "bfloat16" || dtype == "float16") return 2;
   return absl::InvalidArgumentError(
-      absl::StrFormat("config.json: model_type '%s' is not supported (known: dense, "
-                      "featuregate, muddpythia)",
-                      family));
+      absl::StrFormat("compute dtype '%s' is not supported (float32, bfloat16, float16)", dtype));
 }
 
 }  // namespace
+
+absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelInfo& info) {
+  if (tokenizer.vocab_size() <= info.vocab_size) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("tokenizer.json has %d token ids but the model's vocabulary has only %d",
+                      tokenizer.vocab_size(), info.vocab_size));
+}
+
+absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std::string& name,
+                                               const ComputeOptions& compute) {
+  ModelDescription d;
+  FCA_ASSIGN_OR_RETURN(d.config_json, ReadConfigText(dir));
+  FCA_ASSIGN_OR_RETURN(std::string family, ReadModelFamily(d.config_json));
+  d.info.name = name;
+  d.info.compute = compute;
+  FCA_ASSIGN_OR_RETURN(d.sites, DescribeFamily(family, d.config_json, &d.info));
+  FCA_ASSIGN_OR_RETURN(const int64_t element_bytes, ComputeElementBytes(compute.dtype));
+  // Opening maps the files and parses their headers; the tensors' bytes are
+  // only read when touched, and nothing here touches them.
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
+  for (const std::string& tensor : weights->Names()) {
+    FCA_ASSIGN_OR_RETURN(TensorView view, weights->Get(tensor));
+    d.info.num_parameters += view.numel();
+  }
+  for (const std::string& file : weights->files()) {
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(file, ec);
+    if (!ec) d.weight_file_bytes += static_cast<int64_t>(size);
+  }
+  d.estimated_memory_bytes = d.info.num_parameters * element_bytes;
+  return d;
+}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir) {
   if (!HasTokenizerJson(dir)) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());

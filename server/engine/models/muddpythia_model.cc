@@ -439,13 +439,7 @@ class MuddPythiaModel : public ControlledModel {
  public:
   MuddPythiaModel(MuddPythiaConfig config, ModelInfo info)
       : config_(std::move(config)), info_(std::move(info)) {
-    for (int64_t i = 0; i < config_.n_layer; ++i) {
-      const int64_t streams = config_.streams(i);
-      for (int64_t s = 0; s < streams; ++s) {
-        const std::string family = streams == 1 ? "r" : kStreamFamilies[s];
-        sites_.push_back({absl::StrCat(family, ".", i), family, i, config_.channels(i)});
-      }
-    }
+    sites_ = DescribeMuddPythia(config_, &info_);
   }
 
   absl::Status Load(const TensorSource& src) {
@@ -504,6 +498,22 @@ class MuddPythiaModel : public ControlledModel {
 };
 
 }  // namespace
+
+std::vector<CoefficientSite> DescribeMuddPythia(const MuddPythiaConfig& config, ModelInfo* info) {
+  info->family = "muddpythia";
+  info->vocab_size = config.vocab_size;
+  info->max_seq_len = config.block_size;
+  info->num_layers = config.n_layer;
+  std::vector<CoefficientSite> sites;
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    const int64_t streams = config.streams(i);
+    for (int64_t s = 0; s < streams; ++s) {
+      const std::string family = streams == 1 ? "r" : kStreamFamilies[s];
+      sites.push_back({absl::StrCat(family, ".", i), family, i, config.channels(i)});
+    }
+  }
+  return sites;
+}
 
 int64_t MuddPythiaConfig::rotary_dims() const {
   return static_cast<int64_t>(rotary_pct * static_cast<double>(head_dim()));
@@ -581,10 +591,6 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> CreateMuddPythiaModel(
     return absl::InvalidArgumentError(
         absl::StrFormat("muddpythia computes in float32 or bfloat16, not %s", info.compute.dtype));
   }
-  info.family = "muddpythia";
-  info.vocab_size = config.vocab_size;
-  info.max_seq_len = config.block_size;
-  info.num_layers = config.n_layer;
   auto model = std::make_unique<MuddPythiaModel>(config, std::move(info));
   FCA_RETURN_IF_ERROR(model->Load(weights));
   return std::unique_ptr<ControlledModel>(std::move(model));

@@ -66,6 +66,12 @@ absl::StatusOr<MuddPythiaConfig> ParseMuddPythiaConfig(std::string_view json_tex
 std::vector<WeightSpec> MuddPythiaWeightSpecs(const MuddPythiaConfig& config,
                                               const std::vector<int64_t>& ffn_widths);
 
+// Sets the fields of `info` that follow from `config` (family, vocab_size,
+// max_seq_len = block_size, num_layers) and returns the coefficient sites in
+// sites() order (q.i, k.i, v.i, r.i per layer, r.<last> for the last one).
+// CreateMuddPythiaModel builds its model from the same.
+std::vector<CoefficientSite> DescribeMuddPythia(const MuddPythiaConfig& config, ModelInfo* info);
+
 // Builds a model from a parsed config and a checkpoint. The tensors must be
 // exactly the reference state dict (F32 or BF16; the FFN width of each layer
 // is taken from layers.<l>.feed_forward.w1.weight and may be 0); every other

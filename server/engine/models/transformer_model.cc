@@ -36,12 +36,7 @@ class TransformerModel : public ControlledModel {
  public:
   TransformerModel(TransformerConfig config, ModelInfo info)
       : config_(std::move(config)), info_(std::move(info)) {
-    if (config_.has_controller()) {
-      for (int64_t l = 0; l < config_.n_layers; ++l) {
-        sites_.push_back({absl::StrCat("attn_gate.", l), "attn_gate", l, config_.n_groups});
-        sites_.push_back({absl::StrCat("mlp_gate.", l), "mlp_gate", l, config_.n_groups});
-      }
-    }
+    sites_ = DescribeTransformer(config_, &info_);
   }
 
   absl::Status Load(const TensorSource& src) {
@@ -134,6 +129,20 @@ std::vector<WeightSpec> TransformerWeightSpecs(const TransformerConfig& c) {
   return s;
 }
 
+std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config, ModelInfo* info) {
+  info->family = config.family;
+  info->vocab_size = config.vocab_size;
+  info->max_seq_len = config.max_seq_len;
+  info->num_layers = config.n_layers;
+  std::vector<CoefficientSite> sites;
+  if (!config.has_controller()) return sites;
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    sites.push_back({absl::StrCat("attn_gate.", l), "attn_gate", l, config.n_groups});
+    sites.push_back({absl::StrCat("mlp_gate.", l), "mlp_gate", l, config.n_groups});
+  }
+  return sites;
+}
+
 absl::StatusOr<std::vector<TensorData>> InitTransformerWeights(const TransformerConfig& config,
                                                                const InitOptions& options) {
   FCA_RETURN_IF_ERROR(ValidateTransformerConfig(config));
@@ -182,10 +191,6 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTransformerModel(
     const TransformerConfig& config, const TensorSource& weights, ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateTransformerConfig(config));
   FCA_RETURN_IF_ERROR(ValidateCompute(info.compute));
-  info.family = config.family;
-  info.vocab_size = config.vocab_size;
-  info.max_seq_len = config.max_seq_len;
-  info.num_layers = config.n_layers;
   auto model = std::make_unique<TransformerModel>(config, std::move(info));
   FCA_RETURN_IF_ERROR(model->Load(weights));
   return std::unique_ptr<ControlledModel>(std::move(model));

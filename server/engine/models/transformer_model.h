@@ -39,6 +39,13 @@ absl::StatusOr<std::vector<TensorData>> InitTransformerWeights(const Transformer
 absl::Status WriteTransformerModelDir(const std::string& dir, const TransformerConfig& config,
                                       const std::vector<TensorData>& weights);
 
+// Sets the fields of `info` that follow from `config` (family, vocab_size,
+// max_seq_len, num_layers) and returns the coefficient sites of such a model
+// in sites() order: attn_gate.l and mlp_gate.l per layer for featuregate,
+// none for dense. CreateTransformerModel builds its model from the same, so a
+// description from config.json alone agrees with the loaded model.
+std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config, ModelInfo* info);
+
 // Builds a model from validated config and tensors (checked against
 // TransformerWeightSpecs: INVALID_ARGUMENT naming the first bad tensor).
 absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTransformerModel(
