@@ -83,10 +83,9 @@ Scheduler::~Scheduler() { Stop(/*requeue=*/true); }
 
 absl::Status Scheduler::Start() {
   // Jobs that end here get their terminal event in the same transaction.
-  auto end_event = [](storage::JobState state, const std::string& error) {
-    v1::JobEvent e = StateEvent(ToProto(state));
-    if (!error.empty()) e.set_message("job failed: " + error);
-    return e.SerializeAsString();
+  // (The reason is the job's error; an event carries a state or a note.)
+  auto end_event = [](storage::JobState state, const std::string&) {
+    return StateEvent(ToProto(state)).SerializeAsString();
   };
   FCA_ASSIGN_OR_RETURN(const storage::RecoveredJobs recovered,
                        store_->RecoverJobs(options_.max_attempts, end_event));
