@@ -154,6 +154,8 @@ TEST_P(StoreFaultTest, EveryJobEndsWithAReasonAndNoRowTwice) {
   }
   const v1::Job end = WaitForEnd(&env, job->id(), std::chrono::seconds(60));
   EXPECT_GT(faults.injected(), 0) << "the fault never happened";
+  std::printf("fault %s: %d injected, job %s\n", CaseName({c, 0}).c_str(), faults.injected(),
+              v1::JobState_Name(end.state()).c_str());
   ASSERT_TRUE(end.state() == v1::JOB_STATE_SUCCEEDED || end.state() == v1::JOB_STATE_FAILED)
       << v1::JobState_Name(end.state());
   if (end.state() == v1::JOB_STATE_FAILED) {

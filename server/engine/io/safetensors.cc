@@ -121,13 +121,31 @@ bool CheckedNumBytes(const std::vector<int64_t>& shape, DType dtype,
   return !__builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSize(dtype), out);
 }
 
+// Opens `path` for reading if it is a regular file. O_NONBLOCK keeps a FIFO
+// (or device) planted in a model folder from blocking the open forever; it
+// has no effect on reads of a regular file.
+absl::StatusOr<int> OpenRegularFile(const std::string& path) {
+  const std::string name = BaseName(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open '", name, "'"));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError(err, absl::StrCat("cannot stat '", name, "'"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not a regular file"));
+  }
+  return fd;
+}
+
 // Reads a whole small file (index JSON), refusing anything over max_bytes.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
                                           uint64_t max_bytes) {
   const std::string name = BaseName(path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return ErrnoError(errno, absl::StrCat("cannot open '", name, "'"));
+  FCA_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   std::string contents;
   char buffer[1 << 16];
   while (true) {
@@ -353,10 +371,7 @@ bool IsPlainFileName(std::string_view name) {
 }
 
 absl::Status HashFileInto(const std::string& path, Sha256& hasher) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return ErrnoError(errno,
-                      absl::StrCat("cannot open '", BaseName(path), "'"));
+  FCA_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   std::unique_ptr<uint8_t[]> chunk(new uint8_t[kHashChunkBytes]);
   while (true) {
     const ssize_t n = ::read(fd, chunk.get(), kHashChunkBytes);
@@ -411,22 +426,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
   file->display_name_ = BaseName(path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return ErrnoError(errno,
-                      absl::StrCat("cannot open '", file->display_name_, "'"));
-  }
+  FCA_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     return ErrnoError(err,
                       absl::StrCat("cannot stat '", file->display_name_, "'"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(file->display_name_, ": not a regular file"));
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
   // A file too short for the length prefix is reported by ParseHeader.

@@ -1,6 +1,7 @@
 #include "server/engine/io/safetensors.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -567,6 +568,21 @@ TEST_F(ShardedIndexTest, ValidIndexOpens) {
             (std::vector<std::string>{Path("s1.safetensors"),
                                       Path("s2.safetensors")}));
   EXPECT_EQ(*(*source)->Get("b")->data, 'b');
+}
+
+// A FIFO planted as a shard (or as the index) used to block open()
+// forever; it is refused as not a regular file.
+TEST_F(ShardedIndexTest, AFifoIsNotARegularFileAndDoesNotBlock) {
+  ASSERT_EQ(mkfifo(Path("s3.safetensors").c_str(), 0600), 0);
+  absl::Status status =
+      OpenWithIndex(R"({"a": "s1.safetensors", "b": "s3.safetensors"})");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("not a regular file"), std::string::npos)
+      << status;
+  ASSERT_EQ(mkfifo(Path("fifo.index.json").c_str(), 0600), 0);
+  absl::Status index =
+      TensorSource::OpenIndex(Path("fifo.index.json")).status();
+  EXPECT_EQ(index.code(), absl::StatusCode::kInvalidArgument) << index;
 }
 
 TEST_F(ShardedIndexTest, MissingShardIsNotFound) {
