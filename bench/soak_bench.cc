@@ -1419,6 +1419,12 @@ int Main() {
       std::fprintf(stderr, "soak: %s\n", error.c_str());
       return 2;
     }
+    // A model's weights hash is listed once it is loaded (the listing
+    // itself reads headers only); the warm-up audit loaded all three.
+    grpc::ClientContext relist;
+    v1::ListModelsResponse loaded;
+    st = stub->ListModels(&relist, v1::ListModelsRequest(), &loaded);
+    for (const v1::Model& m : loaded.models()) shared.weights[m.name()] = m.weights_sha256();
     shared.max_job_id = 1;
   }
   std::vector<std::unique_ptr<Client>> clients;
