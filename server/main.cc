@@ -25,11 +25,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
-#include "server/core/scheduler.h"
+#include "server/core/coordinator.h"
+#include "server/core/worker.h"
 #include "server/core/service.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
@@ -58,6 +60,9 @@ constexpr int64_t kMaxAttempts = 100;
 constexpr int64_t kMaxJobSeconds = int64_t{365} * 24 * 3600;
 // Past any machine, and far from overflowing the sums of estimates.
 constexpr int64_t kMaxModelMemoryBytes = int64_t{1} << 50;
+constexpr int64_t kMaxWorkers = 256;
+constexpr int64_t kMinLeaseSeconds = 1;
+constexpr int64_t kMaxLeaseSeconds = 24 * 3600;
 }  // namespace fca::flag_limits
 
 ABSL_FLAG(std::string, models, "", "model repository: a folder with one folder per model");
@@ -104,13 +109,27 @@ ABSL_FLAG(int64_t, max_rpc_threads, 512,
                           "RESOURCE_EXHAUSTED), 16..%d",
                           fca::flag_limits::kMaxRpcThreads));
 ABSL_FLAG(int64_t, max_attempts, 3,
-          absl::StrFormat("a job the server stopped while running (crash, kill) this many times "
-                          "is failed at the next start instead of run again, 1..%d",
+          absl::StrFormat("a task (one model of a job) whose worker was lost (crash, kill, "
+                          "lease expired) this many times fails instead of running again, 1..%d",
                           fca::flag_limits::kMaxAttempts));
 ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
-          absl::StrFormat("a running job is stopped and failed after this long, 0..%d "
-                          "(0 = no limit)",
+          absl::StrFormat("the audit of one model of a job is stopped and failed after this "
+                          "long, 0..%d (0 = no limit)",
                           fca::flag_limits::kMaxJobSeconds));
+ABSL_FLAG(int64_t, workers, 1,
+          absl::StrFormat("audits run at once by this server's own workers, each on --device "
+                          "with its own copy of the models it runs, 0..%d (0 = none: only "
+                          "remote workers run tasks)",
+                          fca::flag_limits::kMaxWorkers));
+ABSL_FLAG(std::string, devices, "",
+          "one worker per listed device, e.g. cpu,cuda:0,cuda:1 (instead of --workers and "
+          "--device)");
+ABSL_FLAG(int, threads_per_worker, 0,
+          "torch threads of each worker, 0..--threads limit (0 = --threads)");
+ABSL_FLAG(int64_t, lease_seconds, 30,
+          absl::StrFormat("a task whose worker has not renewed its lease for this long runs "
+                          "again elsewhere, %d..%d",
+                          fca::flag_limits::kMinLeaseSeconds, fca::flag_limits::kMaxLeaseSeconds));
 ABSL_FLAG(int64_t, model_memory_bytes, 0,
           absl::StrFormat("memory budget of the loaded models together, bytes, estimated from "
                           "their safetensors headers; least recently used models are unloaded "
@@ -167,7 +186,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("--device='%s' is not cpu, cuda or cuda:N", device));
+      absl::StrFormat("device '%s' is not cpu, cuda or cuda:N", device.substr(0, 64)));
+}
+
+// The devices of this server's own workers: --devices, or --workers times
+// --device.
+std::vector<std::string> WorkerDevices() {
+  const std::string listed = absl::GetFlag(FLAGS_devices);
+  if (!listed.empty()) return absl::StrSplit(listed, ',');
+  return std::vector<std::string>(static_cast<size_t>(absl::GetFlag(FLAGS_workers)),
+                                  absl::GetFlag(FLAGS_device));
 }
 
 // Every flag with a bounded value; the first bad one is reported with the
@@ -201,13 +229,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
                                  flag_limits::kMaxJobSeconds));
   FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
                                  0, flag_limits::kMaxModelMemoryBytes));
-  const std::string dtype = absl::GetFlag(FLAGS_dtype), device = absl::GetFlag(FLAGS_device);
+  FCA_RETURN_IF_ERROR(
+      CheckRange("workers", absl::GetFlag(FLAGS_workers), 0, flag_limits::kMaxWorkers));
+  FCA_RETURN_IF_ERROR(CheckRange("threads_per_worker", absl::GetFlag(FLAGS_threads_per_worker), 0,
+                                 flag_limits::kMaxThreads));
+  FCA_RETURN_IF_ERROR(CheckRange("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
+                                 flag_limits::kMinLeaseSeconds, flag_limits::kMaxLeaseSeconds));
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
   FCA_RETURN_IF_ERROR(CheckOneOf("dtype", dtype, {"float32", "bfloat16", "float16"}));
-  FCA_RETURN_IF_ERROR(CheckDevice(device));
-  if (dtype == "float16" && device == "cpu") {
-    return absl::InvalidArgumentError(
-        "--dtype=float16 needs a cuda --device (float16 matmul is not implemented on CPU; use "
-        "bfloat16)");
+  for (const std::string& device : WorkerDevices()) {
+    FCA_RETURN_IF_ERROR(CheckDevice(device));
+    if (dtype == "float16" && device == "cpu") {
+      return absl::InvalidArgumentError(
+          "--dtype=float16 needs a cuda device (float16 matmul is not implemented on CPU; use "
+          "bfloat16)");
+    }
   }
   FCA_RETURN_IF_ERROR(CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin"}));
   if (absl::GetFlag(FLAGS_listen).empty()) {
@@ -361,12 +397,25 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   LogAuthMode(auth);
   FCA_ASSIGN_OR_RETURN(auto credentials, Credentials());
   core::EventHub hub;
-  core::Scheduler::Options scheduler_options;
-  scheduler_options.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
-  scheduler_options.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
-  scheduler_options.max_job_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
-  core::Scheduler scheduler(store.get(), models.get(), &hub, scheduler_options);
-  core::AuditServiceCore core(store.get(), models.get(), &scheduler, &hub, limits);
+  core::Coordinator::Options coordinator_options;
+  coordinator_options.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
+  coordinator_options.lease = std::chrono::seconds(absl::GetFlag(FLAGS_lease_seconds));
+  coordinator_options.models = models.get();
+  core::Coordinator coordinator(store.get(), &hub, coordinator_options);
+  std::unique_ptr<core::WorkerPool> workers;
+  if (!WorkerDevices().empty()) {
+    core::WorkerPool::Options pool;
+    pool.devices = WorkerDevices();
+    pool.repository = repo_options;
+    // Torch's thread count is per thread: each worker sets its own.
+    pool.worker.threads = absl::GetFlag(FLAGS_threads_per_worker) > 0
+                              ? absl::GetFlag(FLAGS_threads_per_worker)
+                              : absl::GetFlag(FLAGS_threads);
+    pool.worker.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
+    pool.worker.max_task_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
+    FCA_ASSIGN_OR_RETURN(workers, core::WorkerPool::Create(&coordinator, pool));
+  }
+  core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, limits);
   grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -385,7 +434,8 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   if (server == nullptr || port == 0) {
     return absl::UnavailableError("cannot listen on " + absl::GetFlag(FLAGS_listen));
   }
-  FCA_RETURN_IF_ERROR(scheduler.Start());
+  FCA_RETURN_IF_ERROR(coordinator.Start());
+  if (workers != nullptr) workers->Start();
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::printf("fca-server: listening on %s:%d\n", listen.substr(0, listen.rfind(':')).c_str(),
               port);
@@ -396,7 +446,10 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   std::fprintf(stderr, "fca-server: signal %d: draining\n", signal_number);
   service.Shutdown();
   hub.Shutdown();
-  scheduler.Stop(/*requeue=*/true);
+  // Running tasks go back to the queue (refunded) through the coordinator,
+  // which stops after them.
+  if (workers != nullptr) workers->Stop();
+  coordinator.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   std::fprintf(stderr, "fca-server: stopped\n");
   return absl::OkStatus();

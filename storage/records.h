@@ -63,6 +63,36 @@ struct JobRecord {
   bool cancel_requested = false;
 };
 
+// One unit of a job's work: the audit of one model (the job's `index`-th),
+// run by one worker at a time under a lease. States as for jobs: QUEUED ->
+// RUNNING (claimed) -> SUCCEEDED | FAILED | CANCELLED, and back to QUEUED
+// when its lease expires or its worker gives it back.
+struct TaskRecord {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int index = 0;      // the model's position in the job's spec
+  std::string model;
+  JobState state = JobState::kQueued;
+  int attempts = 0;   // claims that did not end in a refusal or a drain
+  // Increases with every claim and never goes back, so a worker holding an
+  // older lease of the task is told it lost it.
+  int64_t lease_seq = 0;
+  std::string worker;           // holder of the lease ("" when none)
+  int64_t lease_expires_us = 0; // 0 when not RUNNING
+  std::string error;            // why it FAILED, or the last lost attempt
+  // Where an executor placed it ("slurm:<id>"), "" when no executor did:
+  // in-process and remote workers claim only tasks no executor holds.
+  std::string executor_ref;
+  int64_t started_at_us = 0;
+  int64_t finished_at_us = 0;
+};
+
+// A claimed task with its job.
+struct TaskClaim {
+  TaskRecord task;
+  JobRecord job;
+};
+
 // Both fields optional; unset matches everything.
 struct JobFilter {
   std::optional<std::string> owner;

@@ -178,9 +178,42 @@ const char* const kVersion2[] = {
     nullptr,
 };
 
+// Version 3: a job is split into tasks, one per audited model, which
+// workers claim under leases (a worker that dies only loses its lease). Jobs
+// still active get their tasks from their spec, so an upgrade in the middle
+// of a queue loses nothing; jobs left RUNNING by the old server are queued
+// again, as its crash recovery would have done.
+const char* const kVersion3[] = {
+    R"sql(CREATE TABLE tasks (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      idx INTEGER NOT NULL,
+      model TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN
+          ('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+      attempts INTEGER NOT NULL DEFAULT 0,
+      lease_seq INTEGER NOT NULL DEFAULT 0,
+      worker TEXT NOT NULL DEFAULT '',
+      lease_expires_us INTEGER NOT NULL DEFAULT 0,
+      error TEXT NOT NULL DEFAULT '',
+      executor_ref TEXT NOT NULL DEFAULT '',
+      started_at_us INTEGER NOT NULL DEFAULT 0,
+      finished_at_us INTEGER NOT NULL DEFAULT 0,
+      UNIQUE (job_id, idx)))sql",
+    "CREATE INDEX tasks_by_state ON tasks(state, job_id, idx)",
+    "UPDATE jobs SET state = 'QUEUED', started_at_us = 0 WHERE state = 'RUNNING'",
+    R"sql(INSERT INTO tasks (job_id, idx, model, state)
+      SELECT jobs.id, models.key, models.value, 'QUEUED'
+      FROM jobs, json_each(CASE WHEN json_valid(jobs.spec_json) THEN jobs.spec_json
+                                ELSE '{}' END, '$.models') AS models
+      WHERE jobs.state = 'QUEUED')sql",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
     {1, kVersion1},
     {2, kVersion2},
+    {3, kVersion3},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

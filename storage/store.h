@@ -73,12 +73,21 @@ struct StoreOptions {
   std::function<absl::Status(std::string_view op)> fault_injector;
 };
 
-// What Store::RecoverJobs did at start-up.
-struct RecoveredJobs {
-  int64_t requeued = 0;
-  int64_t cancelled = 0;  // RUNNING with a cancel request: now CANCELLED
-  // Jobs that had used up their attempts: now FAILED, with the reason.
-  std::vector<int64_t> failed;
+// How a task's lease is claimed (Store::ClaimTask).
+struct ClaimRequest {
+  std::string worker;        // who holds the lease; non-empty
+  int64_t lease_us = 0;      // the lease runs out this long after the claim
+  // 0: the oldest claimable task (QUEUED, placed by no executor, of a job
+  // whose cancel was not requested), by job then index. Otherwise exactly
+  // this task, when it is QUEUED and its job's cancel was not requested,
+  // whoever placed it.
+  int64_t task_id = 0;
+};
+
+// Tasks whose lease was lost (Store::ExpireLeases).
+struct ExpiredTasks {
+  std::vector<TaskRecord> requeued;
+  std::vector<TaskRecord> failed;  // out of attempts: now FAILED with the reason
 };
 
 class Store {
@@ -186,9 +195,12 @@ class Store {
   [[nodiscard]] absl::StatusOr<int64_t> DropUnfinishedUploads();
 
   // -------------------------------------------------------------- Jobs
-  // A new QUEUED job. owner must be non-empty.
+  // A new QUEUED job with one QUEUED task per entry of `task_models` (the
+  // audited models, in order), all in one transaction. owner must be
+  // non-empty. A job without tasks ends when SettleJob finds it.
   [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(const std::string& owner,
-                                                    const std::string& spec_json);
+                                                    const std::string& spec_json,
+                                                    const std::vector<std::string>& task_models = {});
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id);
   // Jobs matching `filter`, newest first. Pass the returned
   // next_page_token back to continue; jobs created after the first page are
@@ -199,40 +211,89 @@ class Store {
   // when empty). For per-user queue limits.
   [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& owner,
                                                   const std::vector<JobState>& states);
-  // Atomically moves the oldest QUEUED job to RUNNING (attempts + 1,
-  // started_at_us = now) and returns it; nullopt when none is queued. Safe
-  // with several schedulers, even in several processes.
-  [[nodiscard]] absl::StatusOr<std::optional<JobRecord>> ClaimNextQueued();
+  // QUEUED -> CANCELLED at once (with its tasks); RUNNING -> cancel_requested
+  // = true and its QUEUED tasks CANCELLED (running tasks see the request at
+  // their next lease renewal; SettleJob ends the job once they have ended;
+  // repeating is harmless); terminal -> FAILED_PRECONDITION. Returns the
+  // job after the change.
+  [[nodiscard]] absl::StatusOr<JobRecord> RequestCancel(int64_t id);
   // RUNNING -> `state` (SUCCEEDED, FAILED or CANCELLED, else
-  // INVALID_ARGUMENT) with `error`. FAILED_PRECONDITION unless RUNNING.
+  // INVALID_ARGUMENT) with `error`, whatever its tasks are doing (they are
+  // CANCELLED if not ended). FAILED_PRECONDITION unless RUNNING.
   [[nodiscard]] absl::StatusOr<JobRecord> FinishJob(int64_t id, JobState state,
                                                     const std::string& error);
-  // QUEUED -> CANCELLED at once; RUNNING -> cancel_requested = true (the
-  // runner sees it and finishes the job; repeating is harmless); terminal ->
-  // FAILED_PRECONDITION. Returns the job after the change.
-  [[nodiscard]] absl::StatusOr<JobRecord> RequestCancel(int64_t id);
-  // Crash recovery, at server start: every RUNNING job goes back to QUEUED
-  // (to be claimed again), except those with cancel_requested, which become
-  // CANCELLED, and those already claimed `max_attempts` times (when > 0),
-  // which become FAILED with the reason: a job that crashes the server is
-  // not retried forever.
-  //
-  // Each job this ends gets, in the same transaction, the event that
-  // `end_event(state, error)` returns (none when it is unset or returns ""),
-  // so a watcher never finds a finished job without its terminal event.
-  using EndEvent = std::function<std::string(JobState state, const std::string& error)>;
-  [[nodiscard]] absl::StatusOr<RecoveredJobs> RecoverJobs(int max_attempts,
-                                                          const EndEvent& end_event = nullptr);
-  // Every RUNNING job back to QUEUED, attempts unchanged otherwise: the
-  // crash recovery of RecoverJobs without a cap. Returns the number requeued.
-  [[nodiscard]] absl::StatusOr<int64_t> RequeueRunning();
-  // RUNNING -> QUEUED for one job, e.g. when the server drains. With
-  // refund_attempt the claim does not count against the attempt cap (the job
-  // did nothing wrong). FAILED_PRECONDITION unless RUNNING.
-  [[nodiscard]] absl::Status RequeueJob(int64_t id, bool refund_attempt);
   // Deletes a finished job with its events and results; FAILED_PRECONDITION
   // while it is QUEUED or RUNNING (cancel it first), NOT_FOUND when absent.
   [[nodiscard]] absl::Status DeleteJob(int64_t id);
+
+  // ------------------------------------------------------------- Tasks
+  // A job's tasks are claimed by workers under leases. The lease of a task
+  // is (task id, lease_seq); every call that acts for a worker names it, and
+  // a lease that is no longer the task's current one (it expired and the
+  // task was claimed again, or the task ended) is FAILED_PRECONDITION.
+  //
+  // The tasks of a job, by index; NOT_FOUND for an unknown job.
+  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<TaskRecord> GetTask(int64_t id);
+  // Tasks in `state` across jobs, oldest first, at most `limit`.
+  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasksInState(JobState state,
+                                                                         int limit);
+  // Atomically moves a task (see ClaimRequest) QUEUED -> RUNNING under a new
+  // lease (lease_seq + 1, attempts + 1, expiry now + lease_us) and its job
+  // QUEUED -> RUNNING; nullopt when there is none to claim. Safe with
+  // several coordinators, even in several processes.
+  [[nodiscard]] absl::StatusOr<std::optional<TaskClaim>> ClaimTask(const ClaimRequest& request);
+  // Extends the lease to now + lease_us and returns the task with its job
+  // (whose cancel_requested tells the worker to stop).
+  [[nodiscard]] absl::StatusOr<TaskClaim> RenewLease(int64_t task_id, int64_t lease_seq,
+                                                     int64_t lease_us);
+  // The task and its job when (task_id, lease_seq) is its current lease;
+  // FAILED_PRECONDITION otherwise, NOT_FOUND for an unknown task.
+  [[nodiscard]] absl::StatusOr<TaskClaim> CheckLease(int64_t task_id, int64_t lease_seq);
+  // RUNNING under the lease -> `state` (terminal, else INVALID_ARGUMENT)
+  // with `error`.
+  [[nodiscard]] absl::StatusOr<TaskRecord> FinishTask(int64_t task_id, int64_t lease_seq,
+                                                      JobState state, const std::string& error);
+  // RUNNING under the lease -> QUEUED, with `reason` kept as its error: a
+  // worker refused the task (its weights differ) or is draining. With
+  // refund_attempt the claim does not count against the attempt cap;
+  // without, a task claimed max_attempts times (> 0) becomes FAILED with
+  // the reason instead. Returns the task after the change.
+  [[nodiscard]] absl::StatusOr<TaskRecord> ReleaseTask(int64_t task_id, int64_t lease_seq,
+                                                       bool refund_attempt,
+                                                       const std::string& reason,
+                                                       int max_attempts);
+  // Every RUNNING task whose lease ran out by now, and (when `lost_worker`
+  // is not empty) every RUNNING task of a worker whose name starts with
+  // `lost_worker` (a restarted server's own threads), goes back to QUEUED,
+  // or to FAILED when it was claimed `max_attempts` times (> 0): a task that
+  // kills its workers is not retried forever. `reason` names the loss.
+  [[nodiscard]] absl::StatusOr<ExpiredTasks> ExpireLeases(int max_attempts,
+                                                          const std::string& lost_worker,
+                                                          const std::string& reason);
+  // Records where an executor placed a task ("" gives it back to any
+  // worker). NOT_FOUND for an unknown task.
+  [[nodiscard]] absl::Status SetExecutorRef(int64_t task_id, const std::string& ref);
+  // Cancels the QUEUED tasks of a job (one of its tasks failed: the others
+  // are not worth running). Returns how many.
+  [[nodiscard]] absl::StatusOr<int64_t> CancelQueuedTasks(int64_t job_id);
+  // Jobs QUEUED or RUNNING none of whose tasks is QUEUED or RUNNING: the
+  // ones SettleJob would end.
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> UnsettledJobs();
+  // Ends a job all of whose tasks have ended: SUCCEEDED when every task
+  // succeeded, else FAILED with the first failed task's error, else
+  // CANCELLED; with, in the same transaction, the event that
+  // `end_event(state, error)` returns (none when it is unset or returns ""),
+  // so a watcher never finds a finished job without its terminal event.
+  // Returns the job and its event's seq (0: none); nullopt when a task is
+  // still QUEUED or RUNNING or the job has ended already.
+  using EndEvent = std::function<std::string(JobState state, const std::string& error)>;
+  struct Settled {
+    JobRecord job;
+    int64_t event_seq = 0;
+  };
+  [[nodiscard]] absl::StatusOr<std::optional<Settled>> SettleJob(int64_t job_id,
+                                                                 const EndEvent& end_event);
 
   // -------------------------------------------------------- Job events
   // Appends an event and returns its sequence number (1, 2, 3, ... per
@@ -310,10 +371,13 @@ class Store {
                                                    const std::string& kind,
                                                    const std::string& sha256);
   absl::Status DeleteUploadLocked(int64_t upload_id);
-  absl::StatusOr<std::vector<int64_t>> FailExhaustedLocked(int max_attempts);
-  absl::StatusOr<std::vector<int64_t>> CancelRequestedLocked();
-  // Appends end_event(state, error) to each job (see RecoverJobs).
-  absl::Status AppendEndEventsLocked(const std::vector<int64_t>& ids, const EndEvent& end_event);
+  absl::StatusOr<TaskRecord> GetTaskLocked(int64_t id);
+  // The task and its job when (task_id, lease_seq) is its current lease.
+  absl::StatusOr<TaskClaim> CheckLeaseLocked(int64_t task_id, int64_t lease_seq);
+  absl::StatusOr<std::optional<int64_t>> NextClaimableLocked(const ClaimRequest& request);
+  // Every task of the job that has not ended -> CANCELLED.
+  absl::Status CancelTasksLocked(int64_t job_id);
+  absl::StatusOr<int64_t> CancelQueuedTasksLocked(int64_t job_id);
   // AppendJobEvent inside the caller's transaction.
   absl::StatusOr<int64_t> AppendJobEventLocked(int64_t job_id, const std::string& payload);
   absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes);

@@ -56,7 +56,8 @@ absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
   return stmt.Step();
 }
 
-absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json) {
+absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json,
+                                           const std::vector<std::string>& task_models) {
   if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
   FCA_RETURN_IF_ERROR(Inject("create_job"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -70,7 +71,19 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
     insert.BindText(2, spec_json);
     insert.BindInt(3, Now());
     FCA_RETURN_IF_ERROR(insert.Run());
-    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(db_->last_insert_rowid()));
+    const int64_t id = db_->last_insert_rowid();
+    FCA_ASSIGN_OR_RETURN(Statement task,
+                         db_->Prepare("INSERT INTO tasks (job_id, idx, model, state) "
+                                      "VALUES (?1, ?2, ?3, 'QUEUED')",
+                                      "create job"));
+    for (size_t i = 0; i < task_models.size(); ++i) {
+      task.BindInt(1, id);
+      task.BindInt(2, static_cast<int64_t>(i));
+      task.BindText(3, task_models[i]);
+      FCA_RETURN_IF_ERROR(task.Run());
+      FCA_RETURN_IF_ERROR(task.Reset());
+    }
+    FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
     return absl::OkStatus();
   }));
   return job;
@@ -130,31 +143,6 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
   return row ? stmt.ColumnInt(0) : 0;
 }
 
-absl::StatusOr<std::optional<JobRecord>> Store::ClaimNextQueued() {
-  FCA_RETURN_IF_ERROR(Inject("claim_job"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  std::optional<JobRecord> claimed;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(Statement next, db_->Prepare("SELECT id FROM jobs WHERE state = 'QUEUED' "
-                                                      "ORDER BY id LIMIT 1",
-                                                      "claim job"));
-    FCA_ASSIGN_OR_RETURN(const bool row, next.Step());
-    if (!row) return absl::OkStatus();
-    const int64_t id = next.ColumnInt(0);
-    FCA_ASSIGN_OR_RETURN(Statement update,
-                         db_->Prepare("UPDATE jobs SET state = 'RUNNING', "
-                                      "attempts = attempts + 1, started_at_us = ?1 "
-                                      "WHERE id = ?2",
-                                      "claim job"));
-    update.BindInt(1, Now());
-    update.BindInt(2, id);
-    FCA_RETURN_IF_ERROR(update.Run());
-    FCA_ASSIGN_OR_RETURN(claimed, GetJobLocked(id));
-    return absl::OkStatus();
-  }));
-  return claimed;
-}
-
 absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std::string& error) {
   if (!IsTerminal(state)) {
     return absl::InvalidArgumentError("a job can only finish as SUCCEEDED, FAILED or CANCELLED");
@@ -176,6 +164,7 @@ absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std
     update.BindInt(3, Now());
     update.BindInt(4, id);
     FCA_RETURN_IF_ERROR(update.Run());
+    FCA_RETURN_IF_ERROR(CancelTasksLocked(id));
     FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
     return absl::OkStatus();
   }));
@@ -201,122 +190,11 @@ absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
     update.BindInt(1, Now());
     update.BindInt(2, id);
     FCA_RETURN_IF_ERROR(update.Run());
+    FCA_RETURN_IF_ERROR(CancelQueuedTasksLocked(id).status());
     FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
     return absl::OkStatus();
   }));
   return job;
-}
-
-absl::StatusOr<RecoveredJobs> Store::RecoverJobs(int max_attempts, const EndEvent& end_event) {
-  FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  RecoveredJobs out;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const std::vector<int64_t> cancelled, CancelRequestedLocked());
-    out.cancelled = static_cast<int64_t>(cancelled.size());
-    FCA_RETURN_IF_ERROR(AppendEndEventsLocked(cancelled, end_event));
-    out.failed.clear();
-    if (max_attempts > 0) {
-      FCA_ASSIGN_OR_RETURN(out.failed, FailExhaustedLocked(max_attempts));
-      FCA_RETURN_IF_ERROR(AppendEndEventsLocked(out.failed, end_event));
-    }
-    FCA_ASSIGN_OR_RETURN(Statement requeue,
-                         db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
-                                      "WHERE state = 'RUNNING'",
-                                      "recover jobs"));
-    FCA_RETURN_IF_ERROR(requeue.Run());
-    out.requeued = db_->changes();
-    return absl::OkStatus();
-  }));
-  return out;
-}
-
-absl::StatusOr<std::vector<int64_t>> Store::CancelRequestedLocked() {
-  std::vector<int64_t> ids;
-  {
-    FCA_ASSIGN_OR_RETURN(Statement find,
-                         db_->Prepare("SELECT id FROM jobs WHERE state = 'RUNNING' AND "
-                                      "cancel_requested = 1 ORDER BY id",
-                                      "recover jobs"));
-    while (true) {
-      FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
-      if (!row) break;
-      ids.push_back(find.ColumnInt(0));
-    }
-  }
-  FCA_ASSIGN_OR_RETURN(Statement cancel,
-                       db_->Prepare("UPDATE jobs SET state = 'CANCELLED', finished_at_us = ?1 "
-                                    "WHERE state = 'RUNNING' AND cancel_requested = 1",
-                                    "recover jobs"));
-  cancel.BindInt(1, Now());
-  FCA_RETURN_IF_ERROR(cancel.Run());
-  return ids;
-}
-
-absl::Status Store::AppendEndEventsLocked(const std::vector<int64_t>& ids,
-                                          const EndEvent& end_event) {
-  if (!end_event) return absl::OkStatus();
-  for (int64_t id : ids) {
-    FCA_ASSIGN_OR_RETURN(const JobRecord job, GetJobLocked(id));
-    const std::string payload = end_event(job.state, job.error);
-    if (!payload.empty()) FCA_RETURN_IF_ERROR(AppendJobEventLocked(id, payload).status());
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int64_t>> Store::FailExhaustedLocked(int max_attempts) {
-  std::vector<int64_t> ids;
-  {
-    FCA_ASSIGN_OR_RETURN(Statement find,
-                         db_->Prepare("SELECT id FROM jobs WHERE state = 'RUNNING' AND "
-                                      "attempts >= ?1 ORDER BY id",
-                                      "recover jobs"));
-    find.BindInt(1, max_attempts);
-    while (true) {
-      FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
-      if (!row) break;
-      ids.push_back(find.ColumnInt(0));
-    }
-  }
-  FCA_ASSIGN_OR_RETURN(Statement fail,
-                       db_->Prepare("UPDATE jobs SET state = 'FAILED', finished_at_us = ?1, "
-                                    "error = ?2 WHERE id = ?3",
-                                    "recover jobs"));
-  for (int64_t id : ids) {
-    fail.BindInt(1, Now());
-    fail.BindText(2, absl::StrFormat(
-                         "ABORTED: the server stopped while running this job %d times (crash "
-                         "or kill); it is not retried again",
-                         max_attempts));
-    fail.BindInt(3, id);
-    FCA_RETURN_IF_ERROR(fail.Run());
-    FCA_RETURN_IF_ERROR(fail.Reset());
-  }
-  return ids;
-}
-
-absl::StatusOr<int64_t> Store::RequeueRunning() {
-  FCA_ASSIGN_OR_RETURN(RecoveredJobs recovered, RecoverJobs(/*max_attempts=*/0));
-  return recovered.requeued;
-}
-
-absl::Status Store::RequeueJob(int64_t id, bool refund_attempt) {
-  FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  return db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(id));
-    if (job.state != JobState::kRunning) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("job %d is %s, not RUNNING", id, JobStateName(job.state)));
-    }
-    FCA_ASSIGN_OR_RETURN(Statement update,
-                         db_->Prepare("UPDATE jobs SET state = 'QUEUED', started_at_us = 0, "
-                                      "attempts = MAX(attempts - ?1, 0) WHERE id = ?2",
-                                      "requeue job"));
-    update.BindInt(1, refund_attempt ? 1 : 0);
-    update.BindInt(2, id);
-    return update.Run();
-  });
 }
 
 absl::Status Store::DeleteJob(int64_t id) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/engine/io/safetensors.h"
 
 namespace fca::core {
 
@@ -180,6 +181,25 @@ std::vector<ModelRepository::Listing> ModelRepository::List() {
     if (listing.ok()) out.push_back(*std::move(listing));
   }
   return out;
+}
+
+absl::StatusOr<std::string> ModelRepository::WeightsHash(const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  FCA_ASSIGN_OR_RETURN(const std::string dir, ModelDir(name));
+  const std::string signature = FolderSignature(dir);
+  {
+    absl::MutexLock lock(&mu_);
+    const Entry& e = EntryFor(name, signature);
+    if (e.model != nullptr) return e.model->info().weights_sha256;
+    if (!e.weights_sha256.empty()) return e.weights_sha256;
+  }
+  // Off the lock: hashing reads every byte of the weights.
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::TensorSource> weights,
+                       engine::TensorSource::OpenDir(dir));
+  FCA_ASSIGN_OR_RETURN(std::string hash, weights->ContentSha256());
+  absl::MutexLock lock(&mu_);
+  EntryFor(name, signature).weights_sha256 = hash;
+  return hash;
 }
 
 absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> ModelRepository::GetTokenizer(

@@ -111,6 +111,11 @@ class ModelRepository {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> GetTokenizer(
       const std::string& name);
 
+  // SHA-256 of the model's weight files (the weights_sha256 a load gives),
+  // without loading them: the loaded model's, or else computed once per
+  // folder state (reading every byte, off the lock). Errors as for Get.
+  [[nodiscard]] absl::StatusOr<std::string> WeightsHash(const std::string& name);
+
   const Options& options() const { return options_; }
   // Loads attempted so far, successful or not (tests, monitoring).
   int64_t loads_attempted() const;
@@ -131,6 +136,7 @@ class ModelRepository {
     // A model unloaded while in use: handed out again while it lives.
     std::weak_ptr<engine::ControlledModel> unloaded;
     absl::Status load_failure;  // a failed load of this signature
+    std::string weights_sha256;  // WeightsHash of this signature, once computed
     int64_t bytes = 0;          // the model's estimate, once described
     bool reserved = false;      // `bytes` counted in resident_bytes_
     uint64_t last_used = 0;     // LRU clock

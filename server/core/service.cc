@@ -166,19 +166,20 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
         "need",
         kept, limits_.max_jobs_per_user));
   }
-  // The job and its QUEUED event commit together, so the scheduler cannot
-  // claim the job (and emit RUNNING) before QUEUED is event 1.
+  // The job, its tasks and its QUEUED event commit together, so no worker
+  // can claim a task (and emit RUNNING) before QUEUED is event 1.
   storage::JobRecord job;
   int64_t seq = 0;
   v1::JobEvent queued_event;
   queued_event.set_state(v1::JOB_STATE_QUEUED);
   FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec)));
+    const std::vector<std::string> models(spec.models().begin(), spec.models().end());
+    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec), models));
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job.id, queued_event.SerializeAsString()));
     return absl::OkStatus();
   }));
   hub_->Notify(job.id, seq);
-  scheduler_->Wake();
+  coordinator_->Wake();
   v1::SubmitAuditResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));
   return response;
@@ -207,7 +208,7 @@ absl::Status CheckSameTokenizer(const ModelRepository::Listing& first,
 }  // namespace
 
 // From the models' descriptions: a submission loads no weights (the
-// scheduler loads them when the job runs, and a load that fails then fails
+// workers load them when the job runs, and a load that fails then fails
 // the job with the loader's error).
 absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
   std::optional<ModelRepository::Listing> first;
@@ -297,7 +298,7 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJob(
   }
   FCA_RETURN_IF_ERROR(written);
   if (job->state == storage::JobState::kRunning) {
-    scheduler_->Cancel(job->id);
+    coordinator_->Cancel(job->id);
   } else {
     hub_->Notify(job->id, seq);
   }

@@ -14,7 +14,7 @@
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
-#include "server/core/scheduler.h"
+#include "server/core/coordinator.h"
 #include "server/core/spec.h"
 #include "storage/store.h"
 
@@ -76,9 +76,9 @@ class DatasetUpload {
 
 class AuditServiceCore {
  public:
-  AuditServiceCore(storage::Store* store, ModelRepository* models, Scheduler* scheduler,
+  AuditServiceCore(storage::Store* store, ModelRepository* models, Coordinator* coordinator,
                    EventHub* hub, ServiceLimits limits)
-      : store_(store), models_(models), scheduler_(scheduler), hub_(hub), limits_(limits) {}
+      : store_(store), models_(models), coordinator_(coordinator), hub_(hub), limits_(limits) {}
 
   const ServiceLimits& limits() const { return limits_; }
   storage::Store* store() const { return store_; }
@@ -125,7 +125,7 @@ class AuditServiceCore {
 
   storage::Store* store_;
   ModelRepository* models_;
-  Scheduler* scheduler_;
+  Coordinator* coordinator_;
   EventHub* hub_;
   ServiceLimits limits_;
   std::atomic<int64_t> watch_streams_{0};

@@ -38,9 +38,6 @@ absl::Status CheckInterventions(const v1::AuditSpec& spec) {
   return absl::OkStatus();
 }
 
-// Reads what a job can use: for pre-tokenized data the ids of
-// `max_windows` windows of `window_length`; text whole (the engine then
-// tokenizes only the prefix it needs).
 // Labels are shown in listings and terminals: printable UTF-8 only (no
 // control characters, so no escape sequences), at most 256 bytes.
 absl::Status CheckLabel(const std::string& label) {
@@ -60,34 +57,6 @@ absl::Status CheckLabel(const std::string& label) {
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<engine::Dataset> LoadDataset(storage::Store* store,
-                                            const storage::DatasetRecord& record,
-                                            int64_t max_windows, int64_t window_length) {
-  const int64_t max_token_bytes = max_windows * window_length * 4;
-  FCA_ASSIGN_OR_RETURN(std::string bytes,
-                       record.kind == "tokens" && max_windows > 0
-                           ? store->ReadDatasetPrefix(record.id, max_token_bytes)
-                           : store->ReadDatasetBytes(record.id));
-  engine::Dataset d;
-  d.name = record.name;
-  d.sha256 = record.sha256;
-  if (record.kind == "tokens") {
-    if (bytes.size() % 4 != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "dataset '%s' holds %d bytes, not a whole number of int32 tokens", record.name,
-          bytes.size()));
-    }
-    d.kind = engine::Dataset::Kind::kTokens;
-    d.tokens.resize(bytes.size() / 4);
-    // Stored little-endian; this server runs on little-endian machines.
-    std::memcpy(d.tokens.data(), bytes.data(), bytes.size());
-  } else {
-    d.kind = engine::Dataset::Kind::kText;
-    d.text = std::move(bytes);
-  }
-  return d;
 }
 
 engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
@@ -166,30 +135,64 @@ absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
   return found;
 }
 
-absl::StatusOr<ResolvedAudit> ResolveAudit(const v1::AuditSpec& spec, const std::string& owner,
-                                           storage::Store* store, ModelRepository* models) {
+absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::AuditSpec& spec,
+                                            const std::string& owner, bool calibration) {
+  const std::string& ref = calibration ? spec.calib_dataset() : spec.eval_dataset();
+  const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
+  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record, FindDatasetRef(store, ref, owner));
+  const int64_t max_token_bytes = max_windows * spec.window_length() * 4;
+  DatasetBytes out;
+  FCA_ASSIGN_OR_RETURN(out.bytes, record.kind == "tokens" && max_windows > 0
+                                      ? store->ReadDatasetPrefix(record.id, max_token_bytes)
+                                      : store->ReadDatasetBytes(record.id));
+  out.name = record.name;
+  out.kind = record.kind;
+  out.sha256 = record.sha256;
+  return out;
+}
+
+absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data) {
+  engine::Dataset d;
+  d.name = data.name;
+  d.sha256 = data.sha256;
+  if (data.kind == "tokens") {
+    if (data.bytes.size() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "dataset '%s' holds %d bytes, not a whole number of int32 tokens", data.name,
+          data.bytes.size()));
+    }
+    d.kind = engine::Dataset::Kind::kTokens;
+    d.tokens.resize(data.bytes.size() / 4);
+    // Stored little-endian; this server runs on little-endian machines.
+    std::memcpy(d.tokens.data(), data.bytes.data(), data.bytes.size());
+  } else if (data.kind == "text") {
+    d.kind = engine::Dataset::Kind::kText;
+    d.text = std::move(data.bytes);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dataset '%s' has unknown kind '%s'", data.name, data.kind.substr(0, 32)));
+  }
+  return d;
+}
+
+absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec, const std::string& model,
+                                          ModelRepository* models, engine::Dataset eval,
+                                          engine::Dataset calib) {
   ResolvedAudit out;
   engine::AuditRequest& req = out.request;
-  for (const std::string& name : spec.models()) {
-    FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> m, models->Get(name));
-    req.models.push_back(m.get());
-    out.models.push_back(std::move(m));
-  }
+  FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> m, models->Get(model));
+  req.models.push_back(m.get());
+  out.models.push_back(std::move(m));
   if (!spec.dense_twin().empty()) {
     FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> twin,
                          models->Get(spec.dense_twin()));
     req.dense_twin = twin.get();
     out.models.push_back(std::move(twin));
   }
-  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord eval, FindDatasetRef(store, spec.eval_dataset(), owner));
-  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord calib,
-                       FindDatasetRef(store, spec.calib_dataset(), owner));
-  FCA_ASSIGN_OR_RETURN(req.eval,
-                       LoadDataset(store, eval, spec.max_eval_windows(), spec.window_length()));
-  FCA_ASSIGN_OR_RETURN(req.calib,
-                       LoadDataset(store, calib, spec.max_calib_windows(), spec.window_length()));
   out.eval_sha256 = eval.sha256;
   out.calib_sha256 = calib.sha256;
+  req.eval = std::move(eval);
+  req.calib = std::move(calib);
   req.options = ToEngineOptions(spec);
   return out;
 }

@@ -40,11 +40,31 @@ struct ResolvedAudit {
   std::string eval_sha256, calib_sha256;
 };
 
-// NOT_FOUND for an unknown model or dataset (datasets are looked up among
-// the owner's, or by "sha256:<hex>" among the owner's); INVALID_ARGUMENT for
-// a malformed tokens dataset. Reads the datasets' bytes.
-absl::StatusOr<ResolvedAudit> ResolveAudit(const v1::AuditSpec& spec, const std::string& owner,
-                                           storage::Store* store, ModelRepository* models);
+// The bytes of one dataset of a job, as a worker needs them.
+struct DatasetBytes {
+  std::string name, kind, sha256;  // kind: "text" | "tokens"
+  // Pre-tokenized data: the ids of at most the spec's max windows of its
+  // window length (a job that uses a few windows reads only those); text:
+  // whole (the engine tokenizes only the prefix it needs).
+  std::string bytes;
+};
+
+// The evaluation (or calibration) dataset of a job of `owner`. NOT_FOUND
+// for an unknown dataset (looked up among the owner's, by name or
+// "sha256:<hex>").
+absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::AuditSpec& spec,
+                                            const std::string& owner, bool calibration);
+
+// The engine's dataset; INVALID_ARGUMENT for tokens that are not whole
+// int32s or an unknown kind.
+absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data);
+
+// The request of one task of a job: the audit of `model` (with the spec's
+// dense twin, if any) on the given datasets, models taken from `models`.
+// NOT_FOUND for an unknown model, or the repository's load error.
+absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec, const std::string& model,
+                                          ModelRepository* models, engine::Dataset eval,
+                                          engine::Dataset calib);
 
 // Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
 absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,

@@ -1,0 +1,480 @@
+#include "server/core/coordinator.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/core/mapping.h"
+
+namespace fca::core {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void LogError(int64_t job_id, const char* what, const absl::Status& status) {
+  std::fprintf(stderr, "fca-server: job %lld: %s: %s\n", static_cast<long long>(job_id), what,
+               status.ToString().c_str());
+}
+
+v1::JobEvent StateEvent(v1::JobState state) {
+  v1::JobEvent e;
+  e.set_state(state);
+  return e;
+}
+
+v1::JobEvent NoteEvent(const std::string& text) {
+  v1::JobEvent e;
+  e.set_message(text);
+  return e;
+}
+
+// The store said "busy" (UNAVAILABLE): worth another try shortly.
+bool Transient(const absl::Status& status) { return absl::IsUnavailable(status); }
+
+// Recorded, or no longer this lease's to record (the task ended or was
+// claimed again, or the job was deleted).
+bool EndSettled(const absl::Status& status) {
+  return status.ok() || absl::IsFailedPrecondition(status) || absl::IsNotFound(status);
+}
+
+// The terminal event SettleJob appends with a job's end. (The reason is the
+// job's error; an event carries a state or a note.)
+std::string EndEventPayload(storage::JobState state, const std::string&) {
+  return StateEvent(ToProto(state)).SerializeAsString();
+}
+
+storage::JobState EndState(const absl::Status& outcome) {
+  if (outcome.ok()) return storage::JobState::kSucceeded;
+  if (absl::IsCancelled(outcome)) return storage::JobState::kCancelled;
+  return storage::JobState::kFailed;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(storage::Store* store, EventHub* hub, Options options)
+    : store_(store), hub_(hub), options_(std::move(options)) {}
+
+Coordinator::~Coordinator() { Stop(); }
+
+absl::Status Coordinator::Start() {
+  // The previous process's own workers died with it; remote workers keep
+  // their leases and carry on.
+  FCA_ASSIGN_OR_RETURN(const storage::ExpiredTasks lost,
+                       store_->ExpireLeases(options_.max_attempts, kLocalWorkerPrefix,
+                                            "the server stopped while running it"));
+  if (!lost.requeued.empty()) {
+    std::fprintf(stderr, "fca-server: %zu interrupted task(s) queued again\n",
+                 lost.requeued.size());
+  }
+  for (const storage::TaskRecord& t : lost.failed) {
+    std::fprintf(stderr, "fca-server: job %lld, model %s failed: %s\n",
+                 static_cast<long long>(t.job_id), t.model.c_str(), t.error.c_str());
+  }
+  for (const storage::TaskRecord& t : lost.requeued) {
+    EmitOrLog(t.job_id, NoteEvent(absl::StrFormat(
+                            "model %s: the server restarted while running it; queued again",
+                            t.model)));
+  }
+  for (const storage::TaskRecord& t : lost.failed) StopJob(t.job_id);
+  // Their streams died with the previous process.
+  FCA_ASSIGN_OR_RETURN(const int64_t uploads, store_->DropUnfinishedUploads());
+  if (uploads > 0) {
+    std::fprintf(stderr, "fca-server: %lld unfinished upload(s) dropped\n",
+                 static_cast<long long>(uploads));
+  }
+  SettleJobs();
+  sweeper_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void Coordinator::Stop() {
+  stopping_ = true;
+  cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+void Coordinator::AddStopListener(std::function<void(int64_t)> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_listeners_.push_back(std::move(listener));
+}
+
+void Coordinator::AddWakeListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_listeners_.push_back(std::move(listener));
+}
+
+void Coordinator::Wake() {
+  std::vector<std::function<void()>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+    listeners = wake_listeners_;
+  }
+  cv_.notify_all();
+  for (const auto& l : listeners) l();
+}
+
+void Coordinator::Cancel(int64_t job_id) {
+  std::vector<std::function<void(int64_t)>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    listeners = stop_listeners_;
+  }
+  for (const auto& l : listeners) l(job_id);
+  if (executor_ != nullptr) Wake();  // the sweep thread tells the executor
+}
+
+void Coordinator::Loop() {
+  while (!stopping_) {
+    SweepOnce();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, options_.sweep_interval, [&] { return stopping_.load() || wake_; });
+    wake_ = false;
+  }
+  // A last chance before exit; what is still pending is recovered at the
+  // next start (the lease runs out, the task runs again, no row twice).
+  RetryPendingEnds();
+}
+
+void Coordinator::SweepOnce() {
+  RetryPendingEnds();
+  ExpireLeases();
+  SettleJobs();
+  if (executor_ != nullptr) executor_->Sweep();
+}
+
+void Coordinator::ExpireLeases() {
+  absl::StatusOr<storage::ExpiredTasks> lost =
+      store_->ExpireLeases(options_.max_attempts, "", "its worker stopped renewing its lease");
+  if (!lost.ok()) {
+    if (!Transient(lost.status())) LogError(0, "cannot expire leases", lost.status());
+    return;
+  }
+  for (const storage::TaskRecord& t : lost->requeued) {
+    EmitOrLog(t.job_id, NoteEvent(absl::StrFormat(
+                            "model %s: worker %s lost its lease; the task is queued again "
+                            "(attempt %d of %d)",
+                            t.model, t.worker.empty() ? "?" : t.worker, t.attempts + 1,
+                            options_.max_attempts)));
+  }
+  for (const storage::TaskRecord& t : lost->failed) {
+    EmitOrLog(t.job_id, NoteEvent("model " + t.model + " failed: " + t.error));
+    StopJob(t.job_id);
+  }
+}
+
+void Coordinator::SettleJobs() {
+  absl::StatusOr<std::vector<int64_t>> ids = store_->UnsettledJobs();
+  if (!ids.ok()) return;  // the next sweep tries again
+  for (int64_t id : *ids) {
+    absl::StatusOr<std::optional<storage::Store::Settled>> settled =
+        store_->SettleJob(id, EndEventPayload);
+    if (!settled.ok()) {
+      if (!Transient(settled.status())) LogError(id, "cannot end the job", settled.status());
+      continue;
+    }
+    if (!settled->has_value()) continue;
+    if ((*settled)->event_seq > 0) hub_->Notify(id, (*settled)->event_seq);
+    ForgetProgress(id);
+    if (executor_ != nullptr) executor_->StopJob(id);
+  }
+  // Statistics for the planner, now and then (cheap when nothing grew).
+  if (!ids->empty()) (void)store_->Optimize();
+}
+
+void Coordinator::StopJob(int64_t job_id) {
+  absl::StatusOr<storage::JobRecord> job = store_->RequestCancel(job_id);
+  if (!job.ok() && !absl::IsFailedPrecondition(job.status())) {
+    LogError(job_id, "cannot stop the job's other tasks", job.status());
+  }
+  Cancel(job_id);
+}
+
+absl::Status Coordinator::Emit(int64_t job_id, v1::JobEvent event) {
+  event.clear_seq();
+  FCA_ASSIGN_OR_RETURN(int64_t seq, store_->AppendJobEvent(job_id, event.SerializeAsString()));
+  hub_->Notify(job_id, seq);
+  return absl::OkStatus();
+}
+
+void Coordinator::EmitOrLog(int64_t job_id, v1::JobEvent event) {
+  const absl::Status status = Emit(job_id, std::move(event));
+  if (!status.ok()) LogError(job_id, "event not stored", status);
+}
+
+int64_t Coordinator::PendingEnds() {
+  std::lock_guard<std::mutex> lock(ends_mu_);
+  return static_cast<int64_t>(pending_ends_.size());
+}
+
+void Coordinator::ForgetProgress(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.erase(job_id);
+  cache_errors_logged_.erase(job_id);
+}
+
+void Coordinator::LogCacheError(int64_t job_id, const char* what, const absl::Status& status) {
+  {
+    // One line per job: a broken cache fails every window the same way.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cache_errors_logged_.insert(job_id).second) return;
+  }
+  LogError(job_id, what, status);
+}
+
+// ------------------------------------------------------------ the broker
+
+absl::StatusOr<std::optional<TaskAssignment>> Coordinator::Claim(const std::string& worker,
+                                                                 int64_t task_id) {
+  return ClaimChecked(worker, task_id, /*verify_weights=*/false);
+}
+
+absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(
+    const std::string& worker, int64_t task_id, bool verify_weights) {
+  storage::ClaimRequest request;
+  request.worker = worker;
+  request.lease_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
+  request.task_id = task_id;
+  FCA_ASSIGN_OR_RETURN(std::optional<storage::TaskClaim> claim, store_->ClaimTask(request));
+  if (!claim) return std::optional<TaskAssignment>();
+  // The job's first claim starts it.
+  if (claim->job.started_at_us == claim->task.started_at_us) {
+    EmitOrLog(claim->job.id, StateEvent(v1::JOB_STATE_RUNNING));
+  }
+  if (claim->task.attempts > 1 || worker.rfind(kLocalWorkerPrefix, 0) != 0) {
+    EmitOrLog(claim->job.id, NoteEvent(absl::StrFormat("model %s: running on worker %s (attempt %d)",
+                                                       claim->task.model, worker,
+                                                       claim->task.attempts)));
+  }
+  absl::StatusOr<TaskAssignment> assignment = MakeAssignment(*claim, verify_weights);
+  if (!assignment.ok()) {
+    // Nothing can run it anywhere (say, its folder is gone): fail the task.
+    (void)Finish(Lease{claim->task.id, claim->task.lease_seq}, assignment.status());
+    return assignment.status();
+  }
+  return std::optional<TaskAssignment>(*std::move(assignment));
+}
+
+absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskClaim& claim,
+                                                           bool verify_weights) {
+  TaskAssignment a;
+  a.lease = Lease{claim.task.id, claim.task.lease_seq};
+  a.job_id = claim.job.id;
+  a.index = claim.task.index;
+  a.attempt = claim.task.attempts;
+  a.model = claim.task.model;
+  a.spec_json = claim.job.spec_json;
+  a.lease_duration = options_.lease;
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
+  a.task_count = spec.models_size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_[a.job_id].task_count = a.task_count;
+  }
+  if (verify_weights && options_.models != nullptr) {
+    FCA_ASSIGN_OR_RETURN(a.weights_sha256, options_.models->WeightsHash(a.model));
+    if (!spec.dense_twin().empty()) {
+      FCA_ASSIGN_OR_RETURN(a.dense_twin_weights_sha256,
+                           options_.models->WeightsHash(spec.dense_twin()));
+    }
+  }
+  return a;
+}
+
+absl::StatusOr<storage::TaskClaim> Coordinator::CheckLease(const Lease& lease) {
+  return store_->CheckLease(lease.task_id, lease.lease_seq);
+}
+
+absl::StatusOr<bool> Coordinator::Renew(const Lease& lease) {
+  const int64_t lease_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
+  FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
+                       store_->RenewLease(lease.task_id, lease.lease_seq, lease_us));
+  return claim.job.cancel_requested;
+}
+
+absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::AuditProgress& p) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
+  const int64_t job_id = claim.job.id;
+  v1::JobEvent e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobProgress& jp = progress_[job_id];
+    if (jp.fractions.empty()) jp.first_event = Clock::now();
+    jp.fractions[claim.task.index] = p.fraction;
+    const int count = std::max<int>(jp.task_count, static_cast<int>(jp.fractions.size()));
+    double sum = 0;
+    for (const auto& [index, fraction] : jp.fractions) sum += fraction;
+    const double fraction = count > 0 ? sum / count : 0;
+    hub_->SetProgress(job_id, fraction);
+    const Clock::time_point now = Clock::now();
+    if (p.phase == jp.last_phase && now - jp.last_event < options_.progress_interval) {
+      return absl::OkStatus();
+    }
+    jp.last_phase = p.phase;
+    jp.last_event = now;
+    v1::Progress* out = e.mutable_progress();
+    out->set_phase(p.phase);
+    out->set_model(p.model);
+    out->set_model_index(claim.task.index);
+    out->set_model_count(count);
+    out->set_windows_done(p.windows_done);
+    out->set_windows_total(p.windows_total);
+    out->set_fraction(fraction);
+    const double elapsed = std::chrono::duration<double>(now - jp.first_event).count();
+    if (fraction > 0.01) out->set_eta_seconds(elapsed * (1 - fraction) / fraction);
+  }
+  EmitOrLog(job_id, std::move(e));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::ReportNote(const Lease& lease, const std::string& text) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
+  return Emit(claim.job.id, NoteEvent(text));
+}
+
+absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& model,
+                                     const std::string& weights_sha256,
+                                     const std::vector<engine::ResultRow>& engine_rows) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
+  const int64_t job_id = claim.job.id;
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
+  if (model != claim.task.model && model != spec.dense_twin()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "task %d audits model '%s'; it may not report rows of '%s'", claim.task.id,
+        claim.task.model, model.substr(0, 128)));
+  }
+  FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
+                       FindDatasetRef(store_, spec.eval_dataset(), claim.job.owner));
+  const std::vector<storage::ResultRow> rows =
+      ToStorageRows(engine_rows, weights_sha256, job_id, eval.sha256);
+  std::chrono::milliseconds delay = options_.end_retry_delay;
+  absl::StatusOr<int64_t> inserted = store_->InsertResults(job_id, rows);
+  for (int attempt = 0; attempt < options_.end_retries && Transient(inserted.status());
+       ++attempt, delay *= 2) {
+    std::this_thread::sleep_for(delay);
+    inserted = store_->InsertResults(job_id, rows);
+  }
+  // Watchers must not see rows a query will not find.
+  if (!inserted.ok()) return inserted.status();
+  // Stream the rows as stored: after a retry they are the first attempt's
+  // numbers (rows are never written twice), not this attempt's.
+  storage::ResultFilter filter;
+  filter.job_id = job_id;
+  filter.model = model;
+  v1::JobEvent e;
+  v1::ResultBatch* batch = e.mutable_results();
+  batch->set_model(model);
+  std::string token;
+  do {
+    FCA_ASSIGN_OR_RETURN(storage::ResultPage page,
+                         store_->QueryResults(filter, storage::Store::kMaxPageSize, token));
+    for (const storage::ResultRow& r : page.rows) *batch->add_results() = ToProto(r);
+    token = page.next_page_token;
+  } while (!token.empty());
+  EmitOrLog(job_id, std::move(e));
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::RecordTaskEnd(const TaskEnd& end) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskRecord task,
+                       store_->FinishTask(end.lease.task_id, end.lease.lease_seq, end.state,
+                                          end.error));
+  if (end.state == storage::JobState::kFailed) {
+    EmitOrLog(task.job_id, NoteEvent("model " + task.model + " failed: " + end.error));
+    StopJob(task.job_id);
+  }
+  SettleJobs();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome) {
+  TaskEnd end;
+  end.lease = lease;
+  end.state = EndState(outcome);
+  end.error = end.state == storage::JobState::kFailed ? StatusText(outcome) : "";
+  std::chrono::milliseconds delay = options_.end_retry_delay;
+  absl::Status status;
+  for (int attempt = 0; attempt <= options_.end_retries; ++attempt) {
+    if (attempt > 0) {
+      std::this_thread::sleep_for(delay);
+      delay *= 2;
+    }
+    status = RecordTaskEnd(end);
+    if (EndSettled(status)) return status;
+  }
+  LogError(0, "cannot record a task's end yet; retrying", status);
+  std::lock_guard<std::mutex> lock(ends_mu_);
+  pending_ends_.push_back(end);
+  return absl::OkStatus();
+}
+
+void Coordinator::RetryPendingEnds() {
+  std::vector<TaskEnd> pending;
+  {
+    std::lock_guard<std::mutex> lock(ends_mu_);
+    pending.swap(pending_ends_);
+  }
+  std::vector<TaskEnd> still;
+  for (const TaskEnd& end : pending) {
+    if (EndSettled(RecordTaskEnd(end))) {
+      std::fprintf(stderr, "fca-server: task %lld: its end is recorded\n",
+                   static_cast<long long>(end.lease.task_id));
+    } else {
+      still.push_back(end);
+    }
+  }
+  std::lock_guard<std::mutex> lock(ends_mu_);
+  pending_ends_.insert(pending_ends_.end(), still.begin(), still.end());
+}
+
+absl::Status Coordinator::Release(const Lease& lease, const absl::Status& reason, bool refund) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskRecord task,
+                       store_->ReleaseTask(lease.task_id, lease.lease_seq, refund,
+                                           StatusText(reason), options_.max_attempts));
+  if (task.state == storage::JobState::kFailed) {
+    EmitOrLog(task.job_id, NoteEvent("model " + task.model + " failed: " + task.error));
+    StopJob(task.job_id);
+    SettleJobs();
+  } else {
+    EmitOrLog(task.job_id, NoteEvent(absl::StrFormat("model %s: queued again: %s", task.model,
+                                                     std::string(reason.message()))));
+    Wake();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DatasetBytes> Coordinator::ReadDataset(const Lease& lease, bool calibration) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
+  return ReadJobDataset(store_, spec, claim.job.owner, calibration);
+}
+
+std::optional<std::string> Coordinator::GetCoefficients(const Lease& lease,
+                                                        const engine::CoefficientCacheKey& key) {
+  absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
+  if (!claim.ok()) return std::nullopt;
+  // The job owner's namespace: one user's audits never hit, or reveal,
+  // another user's entries.
+  auto entry = store_->GetCoefficients(
+      {claim->job.owner, key.weights_sha256, key.window_hash, key.dtype, key.device});
+  if (!entry.ok()) {
+    LogCacheError(claim->job.id, "cannot read the coefficient cache", entry.status());
+    return std::nullopt;
+  }
+  if (!entry->has_value()) return std::nullopt;
+  return std::move((*entry)->blob);
+}
+
+void Coordinator::PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
+                                  const std::string& bytes) {
+  absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
+  if (!claim.ok()) return;
+  // A failed put (budget, busy database) only costs a later cache miss.
+  const absl::Status status = store_->PutCoefficients(
+      {claim->job.owner, key.weights_sha256, key.window_hash, key.dtype, key.device}, "", bytes);
+  if (!status.ok()) LogCacheError(claim->job.id, "cannot write the coefficient cache", status);
+}
+
+}  // namespace fca::core

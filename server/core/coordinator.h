@@ -1,0 +1,187 @@
+// The coordinator: the one writer of the store for everything workers do.
+//
+// A job is split into tasks, one per audited model, when it is submitted.
+// Workers (threads of this server, fca-worker processes elsewhere, Slurm
+// jobs running fca-worker) claim tasks under leases through the TaskBroker
+// interface, renew the leases while they run, and report progress, notes
+// and result rows, which the coordinator stores once (a row already stored
+// for the job is skipped). Its own thread, every sweep:
+//   - puts tasks whose lease ran out back in the queue (a worker killed, a
+//     node lost, a network cut), or fails them after max_attempts claims;
+//   - ends every job whose tasks have all ended: its terminal state and
+//     terminal event in one transaction;
+//   - lets the executor, if any, place queued tasks (Slurm).
+// A task that fails stops its job: the job's queued tasks are cancelled and
+// its running ones told to stop at their next renewal, and the job ends
+// FAILED with that task's reason. Cancelling a job does the same, ending it
+// CANCELLED.
+//
+// At start, tasks held by the previous process's own threads are queued
+// again at once (or failed after max_attempts: a task that crashes the
+// server is not retried forever); tasks held by remote workers keep their
+// leases, so a coordinator restart loses nothing they do.
+#ifndef FCA_SERVER_CORE_COORDINATOR_H_
+#define FCA_SERVER_CORE_COORDINATOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/event_hub.h"
+#include "server/core/model_repository.h"
+#include "server/core/task_broker.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+// Places tasks somewhere other than the server's own threads (Slurm). The
+// coordinator calls it from its sweep thread only.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Places queued tasks (Store::SetExecutorRef records where) and notices
+  // placements that died before claiming their task.
+  virtual void Sweep() = 0;
+  // The job was cancelled or failed: stop what was placed for its tasks.
+  virtual void StopJob(int64_t job_id) = 0;
+  // A line on where a task runs now ("slurm 123 RUNNING"), "" when unknown.
+  virtual std::string Describe(const storage::TaskRecord& task) = 0;
+};
+
+class Coordinator : public TaskBroker {
+ public:
+  struct Options {
+    std::chrono::milliseconds sweep_interval{200};
+    std::chrono::milliseconds progress_interval{500};  // job progress events at most this often
+    std::chrono::milliseconds lease{30000};
+    // A task claimed this many times without ending (its workers died, or
+    // the server did) fails instead of running again. 0: no cap.
+    int max_attempts = 3;
+    // Recording a task's end is retried this many times, `end_retry_delay`
+    // apart (doubling), before it is left to the sweep, which tries again
+    // every turn until the store takes it.
+    int end_retries = 5;
+    std::chrono::milliseconds end_retry_delay{20};
+    // Claims check the worker's weights against this repository's hashes
+    // (remote workers only: in-process workers share the folder).
+    ModelRepository* models = nullptr;
+  };
+  // Names of this server's own workers start with this; the rest are remote.
+  static constexpr char kLocalWorkerPrefix[] = "local/";
+
+  Coordinator(storage::Store* store, EventHub* hub, Options options);
+  ~Coordinator() override;  // Stop()
+
+  // Recovers from a crash (see above), drops unfinished uploads, then starts
+  // the sweep thread.
+  absl::Status Start();
+  void Stop();  // idempotent; blocks until the sweep thread has exited
+
+  // Places tasks with `executor` (not owned; set before Start).
+  void SetExecutor(Executor* executor) { executor_ = executor; }
+
+  // Called with a job id whenever a job is told to stop (cancel, or a failed
+  // task): the server's own workers interrupt its task within one batch.
+  void AddStopListener(std::function<void(int64_t job_id)> listener);
+  // Wakes the idle workers (a job was submitted).
+  void AddWakeListener(std::function<void()> listener);
+  void Wake();
+
+  // A user's cancel (the store's cancel flag is already set): stop the
+  // job's running tasks now and end it once they have.
+  void Cancel(int64_t job_id);
+
+  // Appends an event to a job and wakes its watchers.
+  absl::Status Emit(int64_t job_id, v1::JobEvent event);
+
+  // Ends whose recording the store refused so far (they are retried).
+  int64_t PendingEnds();
+  // One sweep, now (tests).
+  void SweepOnce();
+
+  // TaskBroker, for in-process workers (remote ones reach it through the
+  // gRPC WorkerService). `verify_weights` asks Claim to hand out the
+  // coordinator's weights hashes.
+  absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
+                                                      int64_t task_id) override;
+  absl::StatusOr<std::optional<TaskAssignment>> ClaimChecked(const std::string& worker,
+                                                             int64_t task_id,
+                                                             bool verify_weights);
+  absl::StatusOr<bool> Renew(const Lease& lease) override;
+  absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) override;
+  absl::Status ReportNote(const Lease& lease, const std::string& text) override;
+  absl::Status ReportRows(const Lease& lease, const std::string& model,
+                          const std::string& weights_sha256,
+                          const std::vector<engine::ResultRow>& rows) override;
+  absl::Status Finish(const Lease& lease, const absl::Status& outcome) override;
+  absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) override;
+  absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) override;
+  std::optional<std::string> GetCoefficients(const Lease& lease,
+                                             const engine::CoefficientCacheKey& key) override;
+  void PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
+                       const std::string& bytes) override;
+
+  // The owner of the job a lease belongs to (the gRPC layer checks that a
+  // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
+  absl::StatusOr<storage::TaskClaim> CheckLease(const Lease& lease);
+  const Options& options() const { return options_; }
+
+ private:
+  struct TaskEnd {
+    Lease lease;
+    int64_t job_id = 0;
+    storage::JobState state = storage::JobState::kFailed;
+    std::string error;
+  };
+  // Per job: each task's progress fraction, and when the last progress
+  // event went out.
+  struct JobProgress {
+    std::map<int, double> fractions;
+    int task_count = 0;
+    std::chrono::steady_clock::time_point first_event, last_event;
+    std::string last_phase;
+  };
+
+  void Loop();
+  void ExpireLeases();
+  void SettleJobs();
+  absl::Status RecordTaskEnd(const TaskEnd& end);
+  void RetryPendingEnds();
+  // The job's other tasks are not worth running: stop them.
+  void StopJob(int64_t job_id);
+  void LogCacheError(int64_t job_id, const char* what, const absl::Status& status);
+  void EmitOrLog(int64_t job_id, v1::JobEvent event);
+  absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
+                                                bool verify_weights);
+  void ForgetProgress(int64_t job_id);
+
+  storage::Store* store_;
+  EventHub* hub_;
+  const Options options_;
+  Executor* executor_ = nullptr;
+  std::thread sweeper_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;                                     // guarded by mu_
+  std::vector<std::function<void(int64_t)>> stop_listeners_;  // guarded by mu_
+  std::vector<std::function<void()>> wake_listeners_;     // guarded by mu_
+  std::map<int64_t, JobProgress> progress_;               // guarded by mu_
+  std::set<int64_t> cache_errors_logged_;                 // guarded by mu_
+  std::mutex ends_mu_;
+  std::vector<TaskEnd> pending_ends_;                     // guarded by ends_mu_
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_COORDINATOR_H_

@@ -1,0 +1,90 @@
+// The worker protocol: what a worker asks of the coordinator while it runs
+// the tasks of jobs. The coordinator implements it over the store
+// (Coordinator, for its own threads); fca-worker implements it over gRPC
+// (grpc_server::RemoteBroker, for processes on other machines). Workers see
+// only this interface, so a task runs the same wherever it runs.
+//
+// Every call after Claim names the lease. Once a lease is lost (it ran out
+// and the task was claimed again, or the task ended) every call with it is
+// FAILED_PRECONDITION, and the worker drops the task: what it would report
+// belongs to the task's new holder.
+#ifndef FCA_SERVER_CORE_TASK_BROKER_H_
+#define FCA_SERVER_CORE_TASK_BROKER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/core/spec.h"
+#include "server/engine/audit/auditor.h"
+
+namespace fca::core {
+
+struct Lease {
+  int64_t task_id = 0;
+  int64_t lease_seq = 0;
+};
+
+// A claimed task: the audit of one model of a job.
+struct TaskAssignment {
+  Lease lease;
+  int64_t job_id = 0;
+  int index = 0;       // the model's position in the job
+  int task_count = 0;  // models in the job
+  int attempt = 0;     // 1 for the first claim
+  std::string model;
+  std::string spec_json;  // the job's normalized spec
+  // The coordinator's SHA-256 of the model's (and the dense twin's) weight
+  // files; empty when it did not check (in-process workers share its
+  // folder). A worker whose loaded weights differ refuses the task.
+  std::string weights_sha256;
+  std::string dense_twin_weights_sha256;
+  // Renew the lease well before this runs out.
+  std::chrono::milliseconds lease_duration{0};
+};
+
+class TaskBroker {
+ public:
+  virtual ~TaskBroker() = default;
+
+  // Claims a task for `worker`: the oldest claimable one (task_id 0) or
+  // exactly `task_id`. nullopt when there is none.
+  virtual absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
+                                                              int64_t task_id) = 0;
+  // Extends the lease. Returns true when the task should stop (its job was
+  // cancelled, or another of its tasks failed).
+  virtual absl::StatusOr<bool> Renew(const Lease& lease) = 0;
+  // Progress of the task's audit (model_index/model_count are the task's:
+  // 0 of 1); the coordinator turns it into the job's progress.
+  virtual absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) = 0;
+  virtual absl::Status ReportNote(const Lease& lease, const std::string& text) = 0;
+  // Result rows of one model (the task's, or the dense twin's), stored once:
+  // rows already stored for the job are skipped.
+  virtual absl::Status ReportRows(const Lease& lease, const std::string& model,
+                                  const std::string& weights_sha256,
+                                  const std::vector<engine::ResultRow>& rows) = 0;
+  // Ends the task: OK -> SUCCEEDED, CANCELLED -> CANCELLED, else FAILED
+  // with the status as its reason.
+  virtual absl::Status Finish(const Lease& lease, const absl::Status& outcome) = 0;
+  // Gives the task back to the queue: the worker refuses it (`reason`; the
+  // claim counts against the task's attempts) or is shutting down
+  // (`refund`: it does not).
+  virtual absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) = 0;
+  // The job's evaluation (or calibration) dataset.
+  virtual absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) = 0;
+  // The job owner's coefficient cache (the worker never names the owner).
+  // A failed read is a miss, a failed write a later miss; both are logged by
+  // the broker.
+  virtual std::optional<std::string> GetCoefficients(const Lease& lease,
+                                                     const engine::CoefficientCacheKey& key) = 0;
+  virtual void PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
+                               const std::string& bytes) = 0;
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_TASK_BROKER_H_

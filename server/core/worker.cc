@@ -1,0 +1,276 @@
+#include "server/core/worker.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/core/mapping.h"
+#include "server/engine/models/controlled_model.h"
+
+namespace fca::core {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The coefficient cache of the engine, kept by the broker in the job
+// owner's namespace.
+class BrokerCache : public engine::CoefficientCache {
+ public:
+  BrokerCache(TaskBroker* broker, Lease lease) : broker_(broker), lease_(lease) {}
+  std::optional<std::string> Get(const engine::CoefficientCacheKey& key) override {
+    return broker_->GetCoefficients(lease_, key);
+  }
+  void Put(const engine::CoefficientCacheKey& key, const std::string& bytes) override {
+    broker_->PutCoefficients(lease_, key, bytes);
+  }
+
+ private:
+  TaskBroker* broker_;
+  Lease lease_;
+};
+
+// The weights a worker loaded are not the coordinator's: its results would
+// not be the audit of the model the job names.
+absl::Status WeightsDiffer(const std::string& model, const std::string& mine,
+                           const std::string& expected) {
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the weights of model '%s' on this worker (sha256 %s) differ from the coordinator's "
+      "(sha256 %s); check the worker's --models folder",
+      model, mine.substr(0, 16), expected.substr(0, 16)));
+}
+
+}  // namespace
+
+Worker::Worker(TaskBroker* broker, ModelRepository* models, Options options)
+    : broker_(broker), models_(models), options_(std::move(options)) {}
+
+Worker::~Worker() { Stop(); }
+
+void Worker::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Worker::RequestStop() {
+  stopping_ = true;
+  interrupt_ = true;
+  cv_.notify_all();
+}
+
+void Worker::Stop() {
+  RequestStop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Worker::StopJob(int64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_job_ == job_id && job_id != 0) interrupt_ = true;
+}
+
+void Worker::Loop() {
+  engine::ConfigureRuntime({options_.threads});
+  while (!stopping_) {
+    absl::StatusOr<bool> ran = RunOne(0);
+    if (!ran.ok()) {
+      std::fprintf(stderr, "fca worker %s: cannot claim a task: %s\n", options_.name.c_str(),
+                   ran.status().ToString().c_str());
+    }
+    if (ran.ok() && *ran) continue;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_.load() || wake_; });
+    wake_ = false;
+  }
+}
+
+absl::StatusOr<bool> Worker::RunOne(int64_t task_id) {
+  FCA_ASSIGN_OR_RETURN(std::optional<TaskAssignment> task,
+                       broker_->Claim(options_.name, task_id));
+  if (!task) return false;
+  RunTask(*task);
+  return true;
+}
+
+void Worker::Heartbeat(const TaskAssignment& task) {
+  const auto interval = std::min<std::chrono::milliseconds>(options_.heartbeat_interval,
+                                                           task.lease_duration / 4);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!task_done_) {
+    cv_.wait_for(lock, interval, [&] { return task_done_; });
+    if (task_done_) break;
+    lock.unlock();
+    absl::StatusOr<bool> stop = broker_->Renew(task.lease);
+    if (stop.ok() && *stop) interrupt_ = true;
+    if (absl::IsFailedPrecondition(stop.status()) || absl::IsNotFound(stop.status())) {
+      // Someone else holds the task now: what this worker would report is
+      // no longer wanted.
+      lease_lost_ = true;
+      interrupt_ = true;
+    }
+    // Other errors (the coordinator unreachable for a moment): try again
+    // at the next beat; if the lease runs out meanwhile, the task runs
+    // elsewhere and this worker's reports are refused.
+    lock.lock();
+  }
+}
+
+void Worker::RunTask(const TaskAssignment& task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_job_ = task.job_id;
+    task_done_ = false;
+    interrupt_ = stopping_.load();
+    timed_out_ = false;
+    lease_lost_ = false;
+    refused_ = false;
+  }
+  std::thread heartbeat([&] { Heartbeat(task); });
+  absl::Status outcome = Execute(task);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_job_ = 0;
+    task_done_ = true;
+  }
+  cv_.notify_all();
+  heartbeat.join();
+  if (refused_ || lease_lost_) return;  // given back, or someone else's now
+  const bool cancelled = absl::IsCancelled(outcome);
+  absl::Status reported;
+  if (cancelled && stopping_ && !timed_out_) {
+    // Stopped by this worker's shutdown, not by the job: back to the queue,
+    // without counting against the task's attempts.
+    reported = broker_->Release(task.lease, absl::UnavailableError("the worker is shutting down"),
+                                /*refund=*/true);
+  } else {
+    if (cancelled && timed_out_) {
+      outcome = absl::DeadlineExceededError(absl::StrFormat(
+          "the audit of model '%s' ran longer than the limit of %.3g s per task", task.model,
+          std::chrono::duration<double>(options_.max_task_duration).count()));
+    }
+    reported = broker_->Finish(task.lease, outcome);
+  }
+  if (!reported.ok()) {
+    std::fprintf(stderr, "fca worker %s: task %lld: cannot report its end: %s\n",
+                 options_.name.c_str(), static_cast<long long>(task.lease.task_id),
+                 reported.ToString().c_str());
+  }
+}
+
+absl::Status Worker::CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,
+                                  const engine::ModelInfo* twin) const {
+  if (!task.weights_sha256.empty() && model.weights_sha256 != task.weights_sha256) {
+    return WeightsDiffer(model.name, model.weights_sha256, task.weights_sha256);
+  }
+  if (twin != nullptr && !task.dense_twin_weights_sha256.empty() &&
+      twin->weights_sha256 != task.dense_twin_weights_sha256) {
+    return WeightsDiffer(twin->name, twin->weights_sha256, task.dense_twin_weights_sha256);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Worker::Execute(const TaskAssignment& task) {
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(task.spec_json));
+  FCA_ASSIGN_OR_RETURN(DatasetBytes eval_bytes, broker_->ReadDataset(task.lease, false));
+  FCA_ASSIGN_OR_RETURN(DatasetBytes calib_bytes, broker_->ReadDataset(task.lease, true));
+  FCA_ASSIGN_OR_RETURN(engine::Dataset eval, MakeDataset(std::move(eval_bytes)));
+  FCA_ASSIGN_OR_RETURN(engine::Dataset calib, MakeDataset(std::move(calib_bytes)));
+  FCA_ASSIGN_OR_RETURN(ResolvedAudit audit,
+                       ResolveTask(spec, task.model, models_, std::move(eval), std::move(calib)));
+  engine::AuditRequest& req = audit.request;
+  const absl::Status weights = CheckWeights(
+      task, req.models[0]->info(), req.dense_twin ? &req.dense_twin->info() : nullptr);
+  if (!weights.ok()) {
+    refused_ = true;
+    const absl::Status released =
+        broker_->Release(task.lease, absl::FailedPreconditionError(absl::StrFormat(
+                                         "worker %s refused it: %s", options_.name,
+                                         std::string(weights.message()))),
+                         /*refund=*/false);
+    if (!released.ok()) refused_ = false;  // report the refusal as the task's end
+    return weights;
+  }
+  BrokerCache cache(broker_, task.lease);
+  req.cancelled = &interrupt_;
+  if (options_.use_coefficient_cache) req.cache = &cache;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_report = start - options_.progress_interval;
+  std::string last_phase;
+  req.on_progress = [&](const engine::AuditProgress& p) {
+    // Progress comes after every batch: the time limit is honoured within one.
+    if (options_.max_task_duration.count() > 0 &&
+        Clock::now() - start > options_.max_task_duration) {
+      timed_out_ = true;
+      interrupt_ = true;
+    }
+    const Clock::time_point now = Clock::now();
+    if (p.phase == last_phase && now - last_report < options_.progress_interval) return;
+    last_phase = p.phase;
+    last_report = now;
+    (void)broker_->ReportProgress(task.lease, p);  // progress is best effort
+  };
+  absl::Status report_error;
+  auto report = [&](const std::string& model, const std::string& weights_sha256,
+                    const std::vector<engine::ResultRow>& rows) {
+    if (!report_error.ok()) return;
+    report_error = broker_->ReportRows(task.lease, model, weights_sha256, rows);
+    // No point auditing on what cannot be stored.
+    if (!report_error.ok()) interrupt_ = true;
+  };
+  req.on_model_done = [&](const engine::ModelReport& r) {
+    report(r.model.name, r.model.weights_sha256, engine::ResultRows(r));
+  };
+  req.on_note = [&](const std::string& text) { (void)broker_->ReportNote(task.lease, text); };
+  absl::StatusOr<engine::AuditReport> result = engine::RunAudit(req);
+  if (!report_error.ok()) return report_error;
+  if (!result.ok()) return result.status();
+  if (result->dense_twin && req.dense_twin != nullptr) {
+    report(result->dense_twin->model, req.dense_twin->info().weights_sha256,
+           engine::ExecutionRows(*result->dense_twin));
+  }
+  return report_error;
+}
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(Coordinator* coordinator,
+                                                               const Options& options) {
+  if (options.devices.empty()) return absl::InvalidArgumentError("a worker pool needs a device");
+  std::unique_ptr<WorkerPool> pool(new WorkerPool());
+  for (size_t i = 0; i < options.devices.size(); ++i) {
+    ModelRepository::Options repository = options.repository;
+    repository.compute.device = options.devices[i];
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRepository> models,
+                         ModelRepository::Open(repository));
+    Worker::Options worker = options.worker;
+    worker.name = absl::StrCat(Coordinator::kLocalWorkerPrefix, i);
+    pool->workers_.push_back(std::make_unique<Worker>(coordinator, models.get(), worker));
+    pool->repositories_.push_back(std::move(models));
+  }
+  for (const std::unique_ptr<Worker>& w : pool->workers_) {
+    Worker* worker = w.get();
+    coordinator->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
+    coordinator->AddWakeListener([worker] { worker->Wake(); });
+  }
+  return pool;
+}
+
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Start() {
+  for (const std::unique_ptr<Worker>& w : workers_) w->Start();
+}
+
+void WorkerPool::Stop() {
+  // Interrupt every worker first, then join: the tasks stop in parallel.
+  for (const std::unique_ptr<Worker>& w : workers_) w->RequestStop();
+  for (const std::unique_ptr<Worker>& w : workers_) w->Stop();
+}
+
+}  // namespace fca::core

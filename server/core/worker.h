@@ -1,0 +1,131 @@
+// A worker: claims tasks from a TaskBroker and runs their audits on its own
+// models (its own ModelRepository, so its own device and memory budget).
+//
+// The same code runs as a thread of fca-server (broker: the Coordinator)
+// and as fca-worker on another machine (broker: gRPC). While a task runs, a
+// heartbeat thread renews its lease; the audit stops within one batch when
+// the broker says the job stops (cancel, a failed sibling task), when the
+// lease is lost, when the task's time limit passes, or when the worker is
+// stopped (the task then goes back to the queue).
+#ifndef FCA_SERVER_CORE_WORKER_H_
+#define FCA_SERVER_CORE_WORKER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/core/coordinator.h"
+#include "server/core/model_repository.h"
+#include "server/core/task_broker.h"
+
+namespace fca::core {
+
+class Worker {
+ public:
+  struct Options {
+    std::string name;  // shown in job events; unique among the coordinator's workers
+    // Torch intra-op threads of the worker's thread (torch keeps the count
+    // per thread); 0: one per core.
+    int threads = 0;
+    std::chrono::milliseconds poll_interval{200};       // idle wait between claims
+    std::chrono::milliseconds progress_interval{500};   // reports at most this often
+    // Lease renewals at most this far apart (and at most a quarter of the
+    // lease): a cancel reaches a remote task within about this long.
+    std::chrono::milliseconds heartbeat_interval{1000};
+    // A task's audit is stopped within one batch after this long and fails
+    // (DEADLINE_EXCEEDED). 0: no limit.
+    std::chrono::milliseconds max_task_duration{0};
+    bool use_coefficient_cache = true;
+  };
+
+  Worker(TaskBroker* broker, ModelRepository* models, Options options);
+  ~Worker();  // Stop()
+
+  // Runs tasks on a thread of its own until Stop().
+  void Start();
+  // Stops claiming. A running task is interrupted within one batch and
+  // given back to the queue (its attempt refunded). Blocks until the thread
+  // has exited. Idempotent.
+  void Stop();
+  // Stop() without waiting.
+  void RequestStop();
+  // Claims a task now instead of at the next poll.
+  void Wake();
+  // The job `job_id` stops: interrupt its task if this worker runs it.
+  void StopJob(int64_t job_id);
+
+  // Claims one task (`task_id`, or any when 0) and runs it to its end on
+  // the calling thread. Returns whether a task was claimed; an error only
+  // when the broker could not be asked (the task's own failure is reported
+  // to the broker, not returned).
+  absl::StatusOr<bool> RunOne(int64_t task_id);
+
+  const Options& options() const { return options_; }
+
+ private:
+  void Loop();
+  void RunTask(const TaskAssignment& task);
+  // The audit of one task; its status is the task's outcome.
+  absl::Status Execute(const TaskAssignment& task);
+  absl::Status CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,
+                            const engine::ModelInfo* twin) const;
+  void Heartbeat(const TaskAssignment& task);
+
+  TaskBroker* broker_;
+  ModelRepository* models_;
+  const Options options_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;          // guarded by mu_
+  int64_t running_job_ = 0;    // guarded by mu_
+  bool task_done_ = false;     // guarded by mu_: ends the heartbeat
+  std::atomic<bool> interrupt_{false};   // stops the running audit
+  std::atomic<bool> timed_out_{false};   // interrupt_ came from the time limit
+  std::atomic<bool> lease_lost_{false};  // interrupt_ came from a lost lease
+  // The task was refused (weights differ): already given back.
+  bool refused_ = false;
+};
+
+// The server's own workers: one per device, each a thread with its own
+// model repository (so its own copy of the models it runs and its own
+// memory budget), claiming from the coordinator. Cancels and submissions
+// reach them at once through the coordinator's listeners.
+class WorkerPool {
+ public:
+  struct Options {
+    // One worker per entry ("cpu", "cuda:0", ...).
+    std::vector<std::string> devices;
+    // Repository options of every worker; compute.device is each worker's.
+    ModelRepository::Options repository;
+    Worker::Options worker;  // name: "<kLocalWorkerPrefix><i>"
+  };
+  // FAILED_PRECONDITION when a repository cannot open its folder;
+  // INVALID_ARGUMENT for no devices.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(
+      Coordinator* coordinator, const Options& options);
+  ~WorkerPool();  // Stop()
+
+  void Start();
+  // Interrupts running tasks (they go back to the queue) and joins.
+  void Stop();
+  size_t size() const { return workers_.size(); }
+
+ private:
+  WorkerPool() = default;
+  std::vector<std::unique_ptr<ModelRepository>> repositories_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_WORKER_H_
