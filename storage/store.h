@@ -88,6 +88,7 @@ struct ClaimRequest {
 struct ExpiredTasks {
   std::vector<TaskRecord> requeued;
   std::vector<TaskRecord> failed;  // out of attempts: now FAILED with the reason
+  std::vector<TaskRecord> cancelled;  // of jobs being stopped: now CANCELLED
 };
 
 class Store {
@@ -258,7 +259,8 @@ class Store {
   // worker refused the task (its weights differ) or is draining. With
   // refund_attempt the claim does not count against the attempt cap;
   // without, a task claimed max_attempts times (> 0) becomes FAILED with
-  // the reason instead. Returns the task after the change.
+  // the reason instead, and a task of a job whose cancel was requested
+  // CANCELLED. Returns the task after the change.
   [[nodiscard]] absl::StatusOr<TaskRecord> ReleaseTask(int64_t task_id, int64_t lease_seq,
                                                        bool refund_attempt,
                                                        const std::string& reason,
@@ -267,7 +269,8 @@ class Store {
   // is not empty) every RUNNING task of a worker whose name starts with
   // `lost_worker` (a restarted server's own threads), goes back to QUEUED,
   // or to FAILED when it was claimed `max_attempts` times (> 0): a task that
-  // kills its workers is not retried forever. `reason` names the loss.
+  // kills its workers is not retried forever. `reason` names the loss. A
+  // task of a job whose cancel was requested becomes CANCELLED instead.
   [[nodiscard]] absl::StatusOr<ExpiredTasks> ExpireLeases(int max_attempts,
                                                           const std::string& lost_worker,
                                                           const std::string& reason);

@@ -214,16 +214,19 @@ absl::StatusOr<TaskRecord> Store::ReleaseTask(int64_t task_id, int64_t lease_seq
     FCA_ASSIGN_OR_RETURN(const TaskClaim claim, CheckLeaseLocked(task_id, lease_seq));
     const bool exhausted =
         !refund_attempt && max_attempts > 0 && claim.task.attempts >= max_attempts;
+    // A task of a job being stopped has nothing left to do: no one would
+    // claim it again.
+    const char* state = claim.job.cancel_requested ? "CANCELLED" : exhausted ? "FAILED" : "QUEUED";
     FCA_ASSIGN_OR_RETURN(Statement update,
                          db_->Prepare("UPDATE tasks SET state = ?1, worker = '', "
                                       "lease_expires_us = 0, executor_ref = '', error = ?2, "
                                       "attempts = MAX(attempts - ?3, 0), finished_at_us = ?4 "
                                       "WHERE id = ?5",
                                       "release task"));
-    update.BindText(1, exhausted ? "FAILED" : "QUEUED");
+    update.BindText(1, state);
     update.BindText(2, reason);
     update.BindInt(3, refund_attempt ? 1 : 0);
-    update.BindInt(4, exhausted ? Now() : 0);
+    update.BindInt(4, std::string(state) != "QUEUED" ? Now() : 0);
     update.BindInt(5, task_id);
     FCA_RETURN_IF_ERROR(update.Run());
     FCA_ASSIGN_OR_RETURN(task, GetTaskLocked(task_id));
@@ -253,7 +256,22 @@ absl::StatusOr<ExpiredTasks> Store::ExpireLeases(int max_attempts, const std::st
                                       "finished_at_us = ?3 WHERE id = ?4",
                                       "expire leases"));
     for (TaskRecord& t : lost) {
+      FCA_ASSIGN_OR_RETURN(const JobRecord job, GetJobLocked(t.job_id));
       const bool exhausted = max_attempts > 0 && t.attempts >= max_attempts;
+      // A task of a job being stopped has nothing left to do: no one would
+      // claim it again.
+      if (job.cancel_requested) {
+        t.state = JobState::kCancelled;
+        t.error = "";
+        update.BindText(1, JobStateName(t.state));
+        update.BindText(2, "");
+        update.BindInt(3, Now());
+        update.BindInt(4, t.id);
+        FCA_RETURN_IF_ERROR(update.Run());
+        FCA_RETURN_IF_ERROR(update.Reset());
+        out.cancelled.push_back(t);
+        continue;
+      }
       t.state = exhausted ? JobState::kFailed : JobState::kQueued;
       t.error = exhausted ? absl::StrFormat("ABORTED: %s (worker %s); the task was lost %d "
                                             "times and is not retried again",

@@ -358,6 +358,9 @@ absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& mode
   }
   // Watchers must not see rows a query will not find.
   if (!inserted.ok()) return inserted.status();
+  // Every task times the dense twin and reports its rows; the first ones
+  // stored stand, and are streamed once.
+  if (model != claim.task.model && *inserted == 0) return absl::OkStatus();
   // Stream the rows as stored: after a retry they are the first attempt's
   // numbers (rows are never written twice), not this attempt's.
   storage::ResultFilter filter;

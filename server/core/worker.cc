@@ -133,6 +133,9 @@ void Worker::RunTask(const TaskAssignment& task) {
     lease_lost_ = false;
     refused_ = false;
   }
+  // A cancel that came between the claim and now is seen before any work.
+  absl::StatusOr<bool> stop = broker_->Renew(task.lease);
+  if (stop.ok() && *stop) interrupt_ = true;
   std::thread heartbeat([&] { Heartbeat(task); });
   absl::Status outcome = Execute(task);
   {

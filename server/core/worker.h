@@ -68,11 +68,13 @@ class Worker {
   // to the broker, not returned).
   absl::StatusOr<bool> RunOne(int64_t task_id);
 
+  // Runs a task this worker has claimed (through its broker) to its end.
+  void RunTask(const TaskAssignment& task);
+
   const Options& options() const { return options_; }
 
  private:
   void Loop();
-  void RunTask(const TaskAssignment& task);
   // The audit of one task; its status is the task's outcome.
   absl::Status Execute(const TaskAssignment& task);
   absl::Status CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,

@@ -87,18 +87,35 @@ v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::strin
   return spec;
 }
 
-Scheduler::Options FastSchedulerOptions() {
-  Scheduler::Options o;
-  o.poll_interval = std::chrono::milliseconds(10);
-  o.progress_interval = std::chrono::milliseconds(0);
+RunOptions FastRunOptions() {
+  RunOptions o;
+  o.coordinator.sweep_interval = std::chrono::milliseconds(10);
+  o.coordinator.progress_interval = std::chrono::milliseconds(0);
+  o.worker.name = std::string(Coordinator::kLocalWorkerPrefix) + "0";
+  o.worker.poll_interval = std::chrono::milliseconds(10);
+  o.worker.progress_interval = std::chrono::milliseconds(0);
+  o.worker.heartbeat_interval = std::chrono::milliseconds(20);
   return o;
+}
+
+absl::StatusOr<std::optional<storage::TaskClaim>> ClaimAsLocalWorker(storage::Store* store) {
+  storage::ClaimRequest request;
+  request.worker = std::string(Coordinator::kLocalWorkerPrefix) + "0";
+  request.lease_us = int64_t{3600} * 1000 * 1000;
+  return store->ClaimTask(request);
+}
+
+absl::StatusOr<int64_t> CrashRecovery(storage::Store* store) {
+  FCA_ASSIGN_OR_RETURN(storage::ExpiredTasks lost,
+                       store->ExpireLeases(0, Coordinator::kLocalWorkerPrefix, "crash"));
+  return static_cast<int64_t>(lost.requeued.size());
 }
 
 Caller Alice() { return MakeCaller("alice", false); }
 Caller Bob() { return MakeCaller("bob", false); }
 Caller Admin() { return MakeCaller("root", true); }
 
-CoreEnv::CoreEnv(ServiceLimits limits, Scheduler::Options options,
+CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options,
                  std::function<absl::Status(std::string_view)> fault_injector) {
   storage::StoreOptions store_options;
   store_options.path = ":memory:";
@@ -112,14 +129,39 @@ CoreEnv::CoreEnv(ServiceLimits limits, Scheduler::Options options,
   auto models = ModelRepository::Open(repo_options);
   if (!models.ok()) std::abort();
   models_ = std::move(*models);
-  scheduler_ = std::make_unique<Scheduler>(store_.get(), models_.get(), &hub_, options);
-  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), scheduler_.get(),
+  options_ = std::move(options);
+  coordinator_ = std::make_unique<Coordinator>(store_.get(), &hub_, options_.coordinator);
+  worker_ = std::make_unique<Worker>(coordinator_.get(), models_.get(), options_.worker);
+  Worker* worker = worker_.get();
+  coordinator_->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
+  coordinator_->AddWakeListener([worker] { worker->Wake(); });
+  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), coordinator_.get(),
                                              &hub_, limits);
 }
 
 CoreEnv::~CoreEnv() {
   hub_.Shutdown();
-  scheduler_->Stop(/*requeue=*/false);
+  Stop();
+}
+
+absl::Status CoreEnv::Start() {
+  FCA_RETURN_IF_ERROR(coordinator_->Start());
+  worker_->Start();
+  return absl::OkStatus();
+}
+
+void CoreEnv::Stop() {
+  worker_->Stop();
+  coordinator_->Stop();
+  // A stopped worker or coordinator cannot start again: fresh ones, as a
+  // restarted server would have.
+  coordinator_ = std::make_unique<Coordinator>(store_.get(), &hub_, options_.coordinator);
+  worker_ = std::make_unique<Worker>(coordinator_.get(), models_.get(), options_.worker);
+  Worker* worker = worker_.get();
+  coordinator_->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
+  coordinator_->AddWakeListener([worker] { worker->Wake(); });
+  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), coordinator_.get(),
+                                             &hub_, core_->limits());
 }
 
 absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,
@@ -152,10 +194,17 @@ absl::StatusOr<v1::Job> CoreEnv::Submit(const Caller& caller, const v1::AuditSpe
 }
 
 absl::StatusOr<v1::Job> CoreEnv::RunNext() {
-  FCA_ASSIGN_OR_RETURN(std::optional<storage::JobRecord> job, store_->ClaimNextQueued());
-  if (!job) return absl::NotFoundError("no queued job");
-  scheduler_->RunJob(*job);
-  return Get(Admin(), job->id);
+  FCA_ASSIGN_OR_RETURN(std::vector<storage::TaskRecord> queued,
+                       store_->ListTasksInState(storage::JobState::kQueued, 1));
+  if (queued.empty()) return absl::NotFoundError("no queued job");
+  const int64_t job_id = queued[0].job_id;
+  FCA_ASSIGN_OR_RETURN(std::vector<storage::TaskRecord> tasks, store_->ListTasks(job_id));
+  for (const storage::TaskRecord& task : tasks) {
+    if (task.state != storage::JobState::kQueued) continue;
+    FCA_RETURN_IF_ERROR(worker_->RunOne(task.id).status());
+  }
+  coordinator_->SweepOnce();
+  return Get(Admin(), job_id);
 }
 
 absl::StatusOr<std::vector<v1::WatchJobResponse>> CoreEnv::Watch(const Caller& caller,

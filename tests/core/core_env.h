@@ -1,5 +1,5 @@
 // A complete core (store on ":memory:", model repository over a temporary
-// folder of tiny models, event hub, scheduler, service) for tests of
+// folder of tiny models, event hub, coordinator, one worker, service) for tests of
 // server/core and of the gRPC layer above it. No gRPC here.
 #ifndef FCA_TESTS_CORE_CORE_ENV_H_
 #define FCA_TESTS_CORE_CORE_ENV_H_
@@ -15,8 +15,9 @@
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
-#include "server/core/scheduler.h"
+#include "server/core/coordinator.h"
 #include "server/core/service.h"
+#include "server/core/worker.h"
 #include "storage/store.h"
 
 namespace fca::core::testing {
@@ -40,8 +41,20 @@ std::string RandomText(size_t n, uint64_t seed);
 v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::string& eval,
                         const std::string& calib);
 
-// Scheduler options for tests: poll quickly, never throttle progress.
-Scheduler::Options FastSchedulerOptions();
+// Coordinator and worker options for tests: poll quickly, never throttle
+// progress.
+struct RunOptions {
+  Coordinator::Options coordinator;
+  Worker::Options worker;
+};
+RunOptions FastRunOptions();
+
+// Claims the oldest queued task as the server's own worker "local/0"
+// would (a server that then "crashes" leaves it RUNNING).
+absl::StatusOr<std::optional<storage::TaskClaim>> ClaimAsLocalWorker(storage::Store* store);
+// What a restarted server's coordinator does first: tasks of its own
+// workers go back to the queue (no attempt cap). Returns how many.
+absl::StatusOr<int64_t> CrashRecovery(storage::Store* store);
 
 // Callers used throughout the tests.
 Caller Alice();
@@ -52,14 +65,21 @@ class CoreEnv {
  public:
   // `fault_injector`: StoreOptions::fault_injector of the store.
   explicit CoreEnv(ServiceLimits limits = {},
-                   Scheduler::Options options = FastSchedulerOptions(),
+                   RunOptions options = FastRunOptions(),
                    std::function<absl::Status(std::string_view)> fault_injector = nullptr);
   ~CoreEnv();
 
   storage::Store* store() { return store_.get(); }
   ModelRepository* models() { return models_.get(); }
   EventHub* hub() { return &hub_; }
-  Scheduler* scheduler() { return scheduler_.get(); }
+  Coordinator* coordinator() { return coordinator_.get(); }
+  // The env's worker (named "local/0"), on models().
+  Worker* worker() { return worker_.get(); }
+  // Starts the coordinator (crash recovery first) and the worker's thread.
+  absl::Status Start();
+  // Stops the worker (its task goes back to the queue) and the coordinator.
+  // Idempotent; Start() may follow (a restart).
+  void Stop();
   AuditServiceCore* core() { return core_.get(); }
 
   // Uploads `bytes` through DatasetUpload in chunks of at most 1 MiB.
@@ -70,8 +90,9 @@ class CoreEnv {
   absl::Status UploadEvalAndCalib(const Caller& caller);
 
   absl::StatusOr<v1::Job> Submit(const Caller& caller, const v1::AuditSpec& spec);
-  // Claims the oldest queued job, runs it with Scheduler::RunJob and returns
-  // it as stored afterwards. NOT_FOUND when nothing is queued.
+  // Runs the tasks of the oldest job with a queued task on the calling
+  // thread, one after the other, settles the job and returns it as stored
+  // afterwards. NOT_FOUND when nothing is queued.
   absl::StatusOr<v1::Job> RunNext();
   // Every WatchJob response after `after_seq` (the job must end).
   absl::StatusOr<std::vector<v1::WatchJobResponse>> Watch(const Caller& caller, int64_t job_id,
@@ -82,7 +103,9 @@ class CoreEnv {
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<ModelRepository> models_;
   EventHub hub_;
-  std::unique_ptr<Scheduler> scheduler_;
+  RunOptions options_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Worker> worker_;
   std::unique_ptr<AuditServiceCore> core_;
 };
 

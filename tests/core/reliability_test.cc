@@ -132,13 +132,13 @@ size_t CleanRowCount() {
 TEST_P(StoreFaultTest, EveryJobEndsWithAReasonAndNoRowTwice) {
   const FaultCase& c = GetParam();
   Faults faults(c.op, c.code, c.from, c.count);
-  CoreEnv env({}, testing::FastSchedulerOptions(),
+  CoreEnv env({}, testing::FastRunOptions(),
               [&](std::string_view op) { return faults.Check(op); });
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();
   faults.Arm(true);
-  ASSERT_TRUE(env.scheduler()->Start().ok());
+  ASSERT_TRUE(env.Start().ok());
   if (c.count >= 1000) {
     // Let the store stay broken for a while, then heal it.
     const auto until = Clock::now() + std::chrono::seconds(10);
@@ -168,7 +168,7 @@ TEST_P(StoreFaultTest, EveryJobEndsWithAReasonAndNoRowTwice) {
   ASSERT_TRUE(events.ok()) << events.status();
   ASSERT_FALSE(events->empty());
   EXPECT_EQ(events->back().event().state(), end.state());
-  EXPECT_EQ(env.scheduler()->PendingEnds(), 0);
+  EXPECT_EQ(env.coordinator()->PendingEnds(), 0);
   auto integrity = env.store()->IntegrityCheck();
   ASSERT_TRUE(integrity.ok());
   EXPECT_EQ(*integrity, "ok");
@@ -202,11 +202,11 @@ TEST(ReliabilityTest, AJobThatKeepsCrashingTheServerFailsAfterItsAttempts) {
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();
   for (int crash = 0; crash < 3; ++crash) {
-    auto claimed = env.store()->ClaimNextQueued();  // the "server" runs it ...
+    auto claimed = testing::ClaimAsLocalWorker(env.store());  // the "server" runs it ...
     ASSERT_TRUE(claimed.ok() && claimed->has_value());
-    if (crash < 2) ASSERT_TRUE(env.store()->RequeueRunning().ok());  // ... and dies
+    if (crash < 2) ASSERT_TRUE(testing::CrashRecovery(env.store()).ok());  // ... and dies
   }
-  ASSERT_TRUE(env.scheduler()->Start().ok());  // the third restart
+  ASSERT_TRUE(env.Start().ok());  // the third restart
   const v1::Job end = WaitForEnd(&env, job->id(), std::chrono::seconds(10));
   EXPECT_EQ(end.state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(end.error(), HasSubstr("3 times"));
@@ -225,13 +225,13 @@ TEST(ReliabilityTest, EveryEndHasItsTerminalEvent) {
   auto queued = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   auto running = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(queued.ok() && running.ok());
-  auto claimed = env.store()->ClaimNextQueued();  // `queued`: claimed first ...
+  auto claimed = testing::ClaimAsLocalWorker(env.store());  // `queued`: claimed first ...
   ASSERT_TRUE(claimed.ok() && claimed->has_value());
   ASSERT_TRUE(env.store()->RequestCancel(queued->id()).ok());  // ... cancel requested, crash
   v1::CancelJobRequest cancel;
   cancel.set_job_id(running->id());
   ASSERT_TRUE(env.core()->CancelJob(Alice(), cancel).ok());
-  ASSERT_TRUE(env.scheduler()->Start().ok());  // recovery
+  ASSERT_TRUE(env.Start().ok());  // recovery
   for (int64_t id : {queued->id(), running->id()}) {
     auto events = env.Watch(Alice(), id, 0);
     ASSERT_TRUE(events.ok()) << events.status();
@@ -241,8 +241,8 @@ TEST(ReliabilityTest, EveryEndHasItsTerminalEvent) {
 }
 
 TEST(ReliabilityTest, AJobPastTheTimeLimitFailsWithDeadlineExceeded) {
-  Scheduler::Options options = testing::FastSchedulerOptions();
-  options.max_job_duration = std::chrono::milliseconds(1);
+  testing::RunOptions options = testing::FastRunOptions();
+  options.worker.max_task_duration = std::chrono::milliseconds(1);
   CoreEnv env({}, options);
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   ASSERT_TRUE(env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib")).ok());

@@ -1,8 +1,11 @@
-// Audit jobs run by the Scheduler (server/core/scheduler.h) on tiny models:
+// Audit jobs run by the coordinator and a worker (server/core/coordinator.h,
+// worker.h) on tiny models:
 // job states, the event stream and its resumption (WatchJob), stored
 // results, the coefficient cache, failures and the worker thread.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -38,8 +41,9 @@ std::vector<std::string> Messages(const Responses& responses) {
 }
 
 // The job's events: seq 1..n, QUEUED then RUNNING, progress before the first
-// results, one result batch per model in order (the dense twin's execution
-// rows last, when there is one), the terminal state last.
+// results, one result batch per model (tasks may run in any order and in
+// parallel; the dense twin's execution rows come once, with the first task
+// that ends), the terminal state last.
 void ExpectWellFormedRun(const Responses& rs, const std::vector<std::string>& models) {
   ASSERT_GE(rs.size(), 4u);
   for (size_t i = 0; i < rs.size(); ++i) {
@@ -69,7 +73,10 @@ void ExpectWellFormedRun(const Responses& rs, const std::vector<std::string>& mo
       EXPECT_GT(r.event().results().results_size(), 0);
     }
   }
-  EXPECT_EQ(batches, models);
+  std::vector<std::string> expected = models;
+  std::sort(batches.begin(), batches.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(batches, expected);
 }
 
 // One job over two featuregate models and a dense twin, run once for the
@@ -268,7 +275,7 @@ TEST_F(FinishedJobTest, ExportCoefficientsStreamsACachedWindow) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(SchedulerTest, OverlappingEvalAndCalibFailsNamingTheOverlap) {
+TEST(CoordinatorTest, OverlappingEvalAndCalibFailsNamingTheOverlap) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   ASSERT_TRUE(env.Submit(Alice(), SmallSpec({"fg_a"}, "eval", "eval")).ok());
@@ -286,7 +293,7 @@ TEST(SchedulerTest, OverlappingEvalAndCalibFailsNamingTheOverlap) {
   EXPECT_EQ(env.core()->QueryResults(Alice(), request)->results_size(), 0);
 }
 
-TEST(SchedulerTest, OverlapIsAllowedWhenTheSpecSaysSo) {
+TEST(CoordinatorTest, OverlapIsAllowedWhenTheSpecSaysSo) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   v1::AuditSpec spec = SmallSpec({"fg_a"}, "eval", "eval");
@@ -299,13 +306,13 @@ TEST(SchedulerTest, OverlapIsAllowedWhenTheSpecSaysSo) {
 }
 
 // CancelJob on a RUNNING job promises a stop within one batch; here the
-// cancel lands after the claim but before RunJob starts the audit.
-TEST(SchedulerTest, CancelRequestedAfterClaimCancelsTheRun) {
+// cancel lands after the claim but before the worker starts the audit.
+TEST(CoordinatorTest, CancelRequestedAfterClaimCancelsTheRun) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   auto queued = env.Submit(Alice(), SmallSpec({"fg_a"}, "eval", "calib"));
   ASSERT_TRUE(queued.ok()) << queued.status();
-  auto claimed = env.store()->ClaimNextQueued();
+  auto claimed = env.coordinator()->Claim(env.worker()->options().name, 0);
   ASSERT_TRUE(claimed.ok() && claimed->has_value());
   v1::CancelJobRequest cancel;
   cancel.set_job_id(queued->id());
@@ -313,17 +320,18 @@ TEST(SchedulerTest, CancelRequestedAfterClaimCancelsTheRun) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->job().state(), v1::JOB_STATE_RUNNING);
   EXPECT_TRUE(response->job().cancel_requested());
-  env.scheduler()->RunJob(**claimed);
+  env.worker()->RunTask(**claimed);
+  env.coordinator()->SweepOnce();
   auto job = env.Get(Alice(), queued->id());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
 }
 
-TEST(SchedulerTest, CancelRunningJobStopsIt) {
+TEST(CoordinatorTest, CancelRunningJobStopsIt) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   ASSERT_TRUE(env.Upload(Alice(), "long", testing::RandomText(16 * 400, 5)).ok());
-  ASSERT_TRUE(env.scheduler()->Start().ok());
+  ASSERT_TRUE(env.Start().ok());
   v1::AuditSpec spec = SmallSpec({"fg_a", "fg_b"}, "long", "calib");
   spec.set_max_eval_windows(400);
   auto queued = env.Submit(Alice(), spec);
@@ -365,12 +373,12 @@ TEST(SchedulerTest, CancelRunningJobStopsIt) {
 // job at once must not get its RUNNING (or even its terminal) event in
 // before it. Jobs that fail fast (eval == calib) with a worker that polls
 // without pause make the window easy to hit.
-TEST(SchedulerTest, QueuedIsTheFirstEventEvenWithABusyWorker) {
-  Scheduler::Options options = testing::FastSchedulerOptions();
-  options.poll_interval = std::chrono::milliseconds(0);
+TEST(CoordinatorTest, QueuedIsTheFirstEventEvenWithABusyWorker) {
+  testing::RunOptions options = testing::FastRunOptions();
+  options.worker.poll_interval = std::chrono::milliseconds(0);
   CoreEnv env({}, options);
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
-  ASSERT_TRUE(env.scheduler()->Start().ok());
+  ASSERT_TRUE(env.Start().ok());
   int out_of_order = 0;
   for (int i = 0; i < 40; ++i) {
     auto job = env.Submit(Alice(), SmallSpec({"fg_a"}, "eval", "eval"));
@@ -380,14 +388,14 @@ TEST(SchedulerTest, QueuedIsTheFirstEventEvenWithABusyWorker) {
     ASSERT_FALSE(events->empty());
     if (events->front().event().state() != v1::JOB_STATE_QUEUED) ++out_of_order;
   }
-  env.scheduler()->Stop(/*requeue=*/false);
+  env.Stop();
   EXPECT_EQ(out_of_order, 0) << "jobs whose first event was not QUEUED";
 }
 
-TEST(SchedulerTest, WorkerThreadRunsSubmittedJobs) {
+TEST(CoordinatorTest, WorkerThreadRunsSubmittedJobs) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
-  ASSERT_TRUE(env.scheduler()->Start().ok());
+  ASSERT_TRUE(env.Start().ok());
   auto queued = env.Submit(Alice(), SmallSpec({"fg_a"}, "eval", "calib"));
   ASSERT_TRUE(queued.ok()) << queued.status();
   // A live watch, woken by the hub while the worker runs the job.
@@ -405,8 +413,8 @@ TEST(SchedulerTest, WorkerThreadRunsSubmittedJobs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(state, v1::JOB_STATE_SUCCEEDED);
-  env.scheduler()->Stop(/*requeue=*/true);
-  env.scheduler()->Stop(/*requeue=*/true);  // idempotent
+  env.Stop();
+  env.Stop();  // idempotent
   auto listed = env.core()->ListJobs(Admin(), {});
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->jobs_size(), 1);
