@@ -31,6 +31,7 @@
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/coordinator.h"
+#include "server/core/slurm_executor.h"
 #include "server/core/worker.h"
 #include "server/core/service.h"
 #include "server/engine/models/controlled_model.h"
@@ -126,6 +127,27 @@ ABSL_FLAG(std::string, devices, "",
           "--device)");
 ABSL_FLAG(int, threads_per_worker, 0,
           "torch threads of each worker, 0..--threads limit (0 = --threads)");
+ABSL_FLAG(std::string, executor, "local",
+          "where tasks run besides this server's own workers: local (nowhere else; remote "
+          "fca-worker processes may still connect) | slurm (one sbatch job per task)");
+ABSL_FLAG(std::string, slurm_partition, "", "--executor=slurm: partition (default: the cluster's)");
+ABSL_FLAG(std::string, slurm_sbatch_args, "",
+          "--executor=slurm: extra sbatch arguments, space-separated (e.g. '--gres=gpu:1 "
+          "--time=2:00:00')");
+ABSL_FLAG(int64_t, slurm_max_tasks, 8,
+          "--executor=slurm: most tasks placed as Slurm jobs and not ended, 1..10000");
+ABSL_FLAG(int64_t, slurm_cpus_per_task, 1, "--executor=slurm: CPUs of each Slurm job, 1..1024");
+ABSL_FLAG(std::string, slurm_worker, "",
+          "--executor=slurm: the fca-worker binary as the compute nodes see it (default: "
+          "fca-worker beside this fca-server)");
+ABSL_FLAG(std::string, slurm_worker_args, "",
+          "--executor=slurm: extra fca-worker arguments, space-separated (e.g. "
+          "'--api_key_file=/etc/fca/worker.key --tls_ca=/etc/fca/ca.pem')");
+ABSL_FLAG(std::string, slurm_coordinator, "",
+          "--executor=slurm: HOST:PORT the workers dial (default: this host's name and the "
+          "listening port)");
+ABSL_FLAG(std::string, slurm_log_dir, "",
+          "--executor=slurm: folder of the Slurm jobs' output (default: slurm-logs beside --db)");
 ABSL_FLAG(int64_t, lease_seconds, 30,
           absl::StrFormat("a task whose worker has not renewed its lease for this long runs "
                           "again elsewhere, %d..%d",
@@ -186,7 +208,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("device '%s' is not cpu, cuda or cuda:N", device.substr(0, 64)));
+      absl::StrFormat("--%s='%s' is not cpu, cuda or cuda:N",
+                      absl::GetFlag(FLAGS_devices).empty() ? "device" : "devices entry",
+                      device.substr(0, 64)));
 }
 
 // The devices of this server's own workers: --devices, or --workers times
@@ -237,12 +261,17 @@ std::vector<std::string> WorkerDevices() {
                                  flag_limits::kMinLeaseSeconds, flag_limits::kMaxLeaseSeconds));
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   FCA_RETURN_IF_ERROR(CheckOneOf("dtype", dtype, {"float32", "bfloat16", "float16"}));
+  FCA_RETURN_IF_ERROR(CheckOneOf("executor", absl::GetFlag(FLAGS_executor), {"local", "slurm"}));
+  FCA_RETURN_IF_ERROR(
+      CheckRange("slurm_max_tasks", absl::GetFlag(FLAGS_slurm_max_tasks), 1, 10000));
+  FCA_RETURN_IF_ERROR(CheckRange("slurm_cpus_per_task", absl::GetFlag(FLAGS_slurm_cpus_per_task),
+                                 1, flag_limits::kMaxThreads));
   for (const std::string& device : WorkerDevices()) {
     FCA_RETURN_IF_ERROR(CheckDevice(device));
     if (dtype == "float16" && device == "cpu") {
       return absl::InvalidArgumentError(
-          "--dtype=float16 needs a cuda device (float16 matmul is not implemented on CPU; use "
-          "bfloat16)");
+          "--dtype=float16 needs a cuda --device (float16 matmul is not implemented on CPU; "
+          "use bfloat16)");
     }
   }
   FCA_RETURN_IF_ERROR(CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin"}));
@@ -367,6 +396,66 @@ void LogAuthMode(bool auth) {
                absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys");
 }
 
+// The folder this binary lies in ("" when unknown).
+std::string OwnFolder() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "" : self.parent_path().string();
+}
+
+std::string Absolute(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path p = std::filesystem::absolute(path, error);
+  return error ? path : p.lexically_normal().string();
+}
+
+std::vector<std::string> SplitArgs(const std::string& text) {
+  return absl::StrSplit(text, ' ', absl::SkipWhitespace());
+}
+
+// --executor=slurm: the executor, its fca-worker command dialing this
+// server at `port`.
+absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
+    storage::Store* store, core::Coordinator* coordinator, int port) {
+  core::SlurmExecutor::Options o;
+  o.partition = absl::GetFlag(FLAGS_slurm_partition);
+  o.sbatch_args = SplitArgs(absl::GetFlag(FLAGS_slurm_sbatch_args));
+  o.max_in_flight = static_cast<int>(absl::GetFlag(FLAGS_slurm_max_tasks));
+  o.cpus_per_task = static_cast<int>(absl::GetFlag(FLAGS_slurm_cpus_per_task));
+  o.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
+  std::string worker = absl::GetFlag(FLAGS_slurm_worker);
+  if (worker.empty()) worker = OwnFolder() + "/fca-worker";
+  std::string coordinator_address = absl::GetFlag(FLAGS_slurm_coordinator);
+  if (coordinator_address.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    coordinator_address = absl::StrCat(host, ":", port);
+  }
+  o.worker_command = {Absolute(worker),
+                      "--coordinator=" + coordinator_address,
+                      "--models=" + Absolute(absl::GetFlag(FLAGS_models)),
+                      "--device=" + absl::GetFlag(FLAGS_device),
+                      "--dtype=" + absl::GetFlag(FLAGS_dtype),
+                      absl::StrCat("--threads=", o.cpus_per_task)};
+  for (const std::string& arg : SplitArgs(absl::GetFlag(FLAGS_slurm_worker_args))) {
+    o.worker_command.push_back(arg);
+  }
+  o.log_dir = absl::GetFlag(FLAGS_slurm_log_dir);
+  if (o.log_dir.empty()) {
+    o.log_dir = std::filesystem::path(Absolute(absl::GetFlag(FLAGS_db))).parent_path() /
+                "slurm-logs";
+  }
+  o.log_dir = Absolute(o.log_dir);
+  std::error_code error;
+  std::filesystem::create_directories(o.log_dir, error);
+  if (error) return absl::FailedPreconditionError("cannot create --slurm_log_dir " + o.log_dir);
+  auto executor = std::make_unique<core::SlurmExecutor>(store, coordinator, o);
+  FCA_RETURN_IF_ERROR(executor->CheckCluster());
+  std::fprintf(stderr, "fca-server: tasks run as Slurm jobs (%s, logs in %s)\n",
+               o.partition.empty() ? "default partition" : o.partition.c_str(), o.log_dir.c_str());
+  return executor;
+}
+
 // Blocks SIGTERM/SIGINT in every thread so one thread can wait for them.
 sigset_t BlockShutdownSignals() {
   sigset_t set;
@@ -433,6 +522,11 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError("cannot listen on " + absl::GetFlag(FLAGS_listen));
+  }
+  std::unique_ptr<core::SlurmExecutor> executor;
+  if (absl::GetFlag(FLAGS_executor) == "slurm") {
+    FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
+    coordinator.SetExecutor(executor.get());
   }
   FCA_RETURN_IF_ERROR(coordinator.Start());
   if (workers != nullptr) workers->Start();

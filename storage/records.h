@@ -40,7 +40,8 @@ struct DatasetRecord {
 };
 
 // The life of a job: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED,
-// and QUEUED -> CANCELLED. RUNNING -> QUEUED only by Store::RequeueRunning.
+// and QUEUED -> CANCELLED. A job is RUNNING from its first task's claim until
+// Store::SettleJob ends it (its tasks have all ended).
 enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 
 // "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".

@@ -201,12 +201,18 @@ const char* const kVersion3[] = {
       finished_at_us INTEGER NOT NULL DEFAULT 0,
       UNIQUE (job_id, idx)))sql",
     "CREATE INDEX tasks_by_state ON tasks(state, job_id, idx)",
-    "UPDATE jobs SET state = 'QUEUED', started_at_us = 0 WHERE state = 'RUNNING'",
+    // A running job whose cancel was requested gets CANCELLED tasks, so the
+    // coordinator ends it CANCELLED; the other active jobs start over.
     R"sql(INSERT INTO tasks (job_id, idx, model, state)
-      SELECT jobs.id, models.key, models.value, 'QUEUED'
-      FROM jobs, json_each(CASE WHEN json_valid(jobs.spec_json) THEN jobs.spec_json
-                                ELSE '{}' END, '$.models') AS models
-      WHERE jobs.state = 'QUEUED')sql",
+      SELECT jobs.id, models.key, models.value,
+             CASE jobs.cancel_requested WHEN 0 THEN 'QUEUED' ELSE 'CANCELLED' END
+      FROM jobs, json_each(CASE WHEN json_valid(jobs.spec_json) AND
+                                     json_type(jobs.spec_json, '$.models') = 'array'
+                                THEN jobs.spec_json ELSE '{"models":[]}' END,
+                           '$.models') AS models
+      WHERE jobs.state IN ('QUEUED', 'RUNNING') AND models.type = 'text')sql",
+    "UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
+    "WHERE state = 'RUNNING' AND cancel_requested = 0",
     nullptr,
 };
 

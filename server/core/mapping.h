@@ -31,7 +31,7 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 std::string SpecToJson(const v1::AuditSpec& spec);
 absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
 
-// A job as clients see it; `progress` comes from the scheduler.
+// A job as clients see it; `progress` comes from the coordinator.
 absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
 
 // Engine rows of one model (weights `weights_sha256`) -> storage rows of a job.

@@ -101,7 +101,7 @@ class ModelRepository {
   // name, NOT_FOUND for an unknown one, RESOURCE_EXHAUSTED when the model's
   // estimate exceeds the whole memory budget, or the loader's error (naming
   // the model, never the path). Callers serialize Forward calls themselves
-  // (the scheduler runs one job per device).
+  // (each worker has a repository of its own).
   [[nodiscard]] absl::StatusOr<std::shared_ptr<engine::ControlledModel>> Get(
       const std::string& name);
 

@@ -156,7 +156,7 @@ TEST_F(GrpcServiceTest, FailedPreconditionCancellingAFinishedJob) {
 
 TEST_F(GrpcServiceTest, WatchJobStreamEndsAfterTheTerminalEvent) {
   ASSERT_TRUE(env_.UploadEvalAndCalib("").ok());
-  ASSERT_TRUE(env_.core_env()->scheduler()->Start().ok());
+  ASSERT_TRUE(env_.core_env()->Start().ok());
   v1::Job job;
   ASSERT_TRUE(env_.Submit("", SmallSpec({"fg_a"}, "eval", "calib"), &job).ok());
   std::vector<v1::WatchJobResponse> events;
@@ -186,7 +186,7 @@ TEST_F(GrpcServiceTest, WatchJobStreamEndsAfterTheTerminalEvent) {
   ASSERT_TRUE(env_.stub()->QueryResults(ctx.get(), query, &results).ok());
   ASSERT_EQ(results.results_size(), 1);
   EXPECT_TRUE(results.results(0).has_ci_low());
-  env_.core_env()->scheduler()->Stop(/*requeue=*/true);
+  env_.core_env()->Stop();
 }
 
 TEST_F(GrpcServiceTest, WatchUnknownJobIsNotFound) {

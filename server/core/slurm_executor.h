@@ -1,0 +1,78 @@
+// Places tasks as Slurm jobs: each queued task becomes one `sbatch` job that
+// runs `fca-worker --task=ID`, which claims exactly that task from the
+// coordinator over gRPC, runs it and exits. Slurm decides where and when;
+// the coordinator only leases the task and stores what comes back. A Slurm
+// job that dies after claiming is an expired lease like any other; one that
+// dies before claiming (it never started, or fca-worker failed at start) is
+// noticed here and its task placed again, up to max_attempts placements.
+//
+// Everything the executor did is in the job's events (the Slurm job id of
+// each placement) and in the task's executor_ref ("slurm:<id>"), so a
+// restarted coordinator carries on with the placements of the previous one.
+#ifndef FCA_SERVER_CORE_SLURM_EXECUTOR_H_
+#define FCA_SERVER_CORE_SLURM_EXECUTOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/coordinator.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+class SlurmExecutor : public Executor {
+ public:
+  struct Options {
+    std::string partition;               // "" = the cluster's default
+    std::vector<std::string> sbatch_args;  // extra arguments, e.g. "--gres=gpu:1"
+    int max_in_flight = 8;               // tasks placed and not ended, at most
+    // The worker command: the fca-worker binary and the arguments every
+    // placement gets (--coordinator, --models, --device, credentials);
+    // --task=ID is appended.
+    std::vector<std::string> worker_command;
+    int cpus_per_task = 1;
+    std::string log_dir;                 // --output of each Slurm job
+    // squeue is asked at most this often (it is the slurmctld's load).
+    std::chrono::milliseconds poll_interval{1000};
+    int command_timeout_ms = 30000;
+    int max_attempts = 3;                // placements that die unclaimed
+  };
+
+  SlurmExecutor(storage::Store* store, Coordinator* coordinator, Options options);
+
+  // Checks that sbatch and squeue answer; FAILED_PRECONDITION naming what
+  // is wrong (Slurm not installed, SLURM_CONF unset, no controller).
+  absl::Status CheckCluster();
+
+  void Sweep() override;
+  void StopJob(int64_t job_id) override;
+  std::string Describe(const storage::TaskRecord& task) override;
+
+ private:
+  // Slurm job id -> state (PENDING, RUNNING, COMPLETED, ...) of every job
+  // of ours Slurm still knows about; error when squeue failed.
+  absl::StatusOr<std::map<std::string, std::string>> QueryQueue();
+  // Tasks placed whose Slurm job is gone while the task was never claimed:
+  // placed again (or failed after max_attempts placements).
+  void Replace(const std::map<std::string, std::string>& queue);
+  void Place(int budget);
+  absl::StatusOr<std::string> Submit(const storage::TaskRecord& task);
+  void FailUnplaceable(const storage::TaskRecord& task, const std::string& why);
+
+  storage::Store* store_;
+  Coordinator* coordinator_;
+  const Options options_;
+  std::chrono::steady_clock::time_point last_poll_;
+  std::mutex mu_;
+  std::map<std::string, std::string> queue_;  // last squeue answer; guarded by mu_
+  std::map<int64_t, int> dead_placements_;    // task id -> count; sweep thread only
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_SLURM_EXECUTOR_H_
