@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -13,6 +14,9 @@
 #include "tests/storage/test_util.h"
 
 namespace fca::storage {
+
+// Failure messages show a state by name.
+inline void PrintTo(JobState state, std::ostream* os) { *os << JobStateName(state); }
 
 enum class Backend { kMemory, kFile };
 

@@ -56,6 +56,14 @@ class StoreJobsTest : public StoreFixture {
   }
 };
 
+// A claim of the oldest claimable task by `worker`.
+ClaimRequest Claim(const std::string& worker) {
+  ClaimRequest request;
+  request.worker = worker;
+  request.lease_us = 60'000'000;
+  return request;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreJobsTest,
                          ::testing::Values(Backend::kMemory, Backend::kFile), BackendName);
 
@@ -76,7 +84,7 @@ ResultRow Row(const std::string& model, const std::string& intervention, const s
 
 TEST_P(StoreJobsTest, CreateAndGet) {
   now_us_ = 42;
-  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", R"({"models":["m"]})"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", R"({"models":["m"]})", {"m"}));
   EXPECT_GT(job.id, 0);
   EXPECT_EQ(job.owner, "ann");
   EXPECT_EQ(job.spec_json, R"({"models":["m"]})");
@@ -90,6 +98,16 @@ TEST_P(StoreJobsTest, CreateAndGet) {
   EXPECT_EQ(got.spec_json, job.spec_json);
   EXPECT_CODE(store_->GetJob(job.id + 100), StatusCode::kNotFound);
   EXPECT_CODE(store_->CreateJob("", "{}"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->CreateJob("", "{}", {"m"}), StatusCode::kInvalidArgument);
+  // The job comes with its one task, and a job created without models has
+  // none.
+  ASSERT_OK_AND_ASSIGN(const std::vector<TaskRecord> tasks, store_->ListTasks(job.id));
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].model, "m");
+  EXPECT_EQ(tasks[0].state, JobState::kQueued);
+  ASSERT_OK_AND_ASSIGN(const JobRecord bare, store_->CreateJob("ann", "{}"));
+  ASSERT_OK_AND_ASSIGN(const std::vector<TaskRecord> none, store_->ListTasks(bare.id));
+  EXPECT_TRUE(none.empty());
 }
 
 TEST_P(StoreJobsTest, StateNames) {
@@ -104,26 +122,28 @@ TEST_P(StoreJobsTest, StateNames) {
 }
 
 TEST_P(StoreJobsTest, ClaimRunsOldestFirst) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord a, store_->CreateJob("ann", "a"));
-  ASSERT_OK_AND_ASSIGN(const JobRecord b, store_->CreateJob("bob", "b"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord a, store_->CreateJob("ann", "a", {"ma"}));
+  ASSERT_OK_AND_ASSIGN(const JobRecord b, store_->CreateJob("bob", "b", {"mb"}));
   now_us_ = 9000;
-  ASSERT_OK_AND_ASSIGN(const auto first, store_->ClaimNextQueued());
+  ASSERT_OK_AND_ASSIGN(const auto first, store_->ClaimTask(Claim("w")));
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(first->id, a.id);
-  EXPECT_EQ(first->state, JobState::kRunning);
-  EXPECT_EQ(first->attempts, 1);
-  EXPECT_EQ(first->started_at_us, 9000);
-  ASSERT_OK_AND_ASSIGN(const auto second, store_->ClaimNextQueued());
+  EXPECT_EQ(first->job.id, a.id);
+  EXPECT_EQ(first->task.model, "ma");
+  EXPECT_EQ(first->job.state, JobState::kRunning);
+  EXPECT_EQ(first->job.attempts, 1);
+  EXPECT_EQ(first->job.started_at_us, 9000);
+  ASSERT_OK_AND_ASSIGN(const auto second, store_->ClaimTask(Claim("w")));
   ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(second->id, b.id);
-  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimNextQueued());
+  EXPECT_EQ(second->job.id, b.id);
+  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimTask(Claim("w")));
   EXPECT_FALSE(none.has_value());
 }
 
 TEST_P(StoreJobsTest, FinishOnlyFromRunning) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "{}"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "{}", {"m"}));
   EXPECT_CODE(store_->FinishJob(job.id, JobState::kSucceeded, ""), StatusCode::kFailedPrecondition);
-  ASSERT_OK(store_->ClaimNextQueued());
+  ASSERT_OK_AND_ASSIGN(const auto claim, store_->ClaimTask(Claim("w")));
+  ASSERT_TRUE(claim.has_value());
   EXPECT_CODE(store_->FinishJob(job.id, JobState::kQueued, ""), StatusCode::kInvalidArgument);
   EXPECT_CODE(store_->FinishJob(job.id, JobState::kRunning, ""), StatusCode::kInvalidArgument);
   EXPECT_CODE(store_->FinishJob(job.id + 1, JobState::kFailed, "x"), StatusCode::kNotFound);
@@ -133,18 +153,24 @@ TEST_P(StoreJobsTest, FinishOnlyFromRunning) {
   EXPECT_EQ(failed.error, "oom");
   EXPECT_EQ(failed.finished_at_us, 12345);
   EXPECT_CODE(store_->FinishJob(job.id, JobState::kSucceeded, ""), StatusCode::kFailedPrecondition);
+  // Its running task was cancelled with it; the worker's lease is gone.
+  ASSERT_OK_AND_ASSIGN(const TaskRecord task, store_->GetTask(claim->task.id));
+  EXPECT_EQ(task.state, JobState::kCancelled);
+  EXPECT_CODE(store_->CheckLease(claim->task.id, claim->task.lease_seq),
+              StatusCode::kFailedPrecondition);
 }
 
 TEST_P(StoreJobsTest, CancelQueuedRunningAndTerminal) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord running, store_->CreateJob("ann", "r"));
-  ASSERT_OK(store_->ClaimNextQueued());
-  ASSERT_OK_AND_ASSIGN(const JobRecord queued, store_->CreateJob("ann", "q"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord running, store_->CreateJob("ann", "r", {"r"}));
+  ASSERT_OK_AND_ASSIGN(const auto claim, store_->ClaimTask(Claim("w")));
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_OK_AND_ASSIGN(const JobRecord queued, store_->CreateJob("ann", "q", {"q"}));
 
   ASSERT_OK_AND_ASSIGN(const JobRecord cancelled, store_->RequestCancel(queued.id));
   EXPECT_EQ(cancelled.state, JobState::kCancelled);
   EXPECT_GT(cancelled.finished_at_us, 0);
   EXPECT_CODE(store_->RequestCancel(queued.id), StatusCode::kFailedPrecondition);
-  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimNextQueued());
+  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimTask(Claim("w")));
   EXPECT_FALSE(none.has_value());  // a cancelled job is never claimed
 
   ASSERT_OK_AND_ASSIGN(const JobRecord asked, store_->RequestCancel(running.id));
@@ -158,36 +184,55 @@ TEST_P(StoreJobsTest, CancelQueuedRunningAndTerminal) {
   EXPECT_CODE(store_->RequestCancel(999), StatusCode::kNotFound);
 }
 
-TEST_P(StoreJobsTest, RequeueRunningRecoversAfterCrash) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord a, store_->CreateJob("ann", "a"));
-  ASSERT_OK_AND_ASSIGN(const JobRecord b, store_->CreateJob("ann", "b"));
-  ASSERT_OK_AND_ASSIGN(const JobRecord c, store_->CreateJob("ann", "c"));
-  ASSERT_OK(store_->ClaimNextQueued());  // a
-  ASSERT_OK(store_->ClaimNextQueued());  // b
+// Crash recovery: a restarted server expires the leases of its own
+// (in-process) workers, "local/..."; their tasks go back to the queue, and
+// the tasks of a job whose cancel was requested end instead, so the job ends
+// CANCELLED when it is settled.
+TEST_P(StoreJobsTest, ExpireLeasesRecoversAfterCrash) {
+  ASSERT_OK_AND_ASSIGN(const JobRecord a, store_->CreateJob("ann", "a", {"a"}));
+  ASSERT_OK_AND_ASSIGN(const JobRecord b, store_->CreateJob("ann", "b", {"b"}));
+  ASSERT_OK_AND_ASSIGN(const JobRecord c, store_->CreateJob("ann", "c", {"c"}));
+  ASSERT_OK_AND_ASSIGN(const auto first, store_->ClaimTask(Claim("local/0")));  // a
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->job.id, a.id);
+  ASSERT_OK_AND_ASSIGN(const auto second, store_->ClaimTask(Claim("local/1")));  // b
+  ASSERT_TRUE(second.has_value());
+  ASSERT_EQ(second->job.id, b.id);
   ASSERT_OK(store_->RequestCancel(b.id));
-  ASSERT_OK_AND_ASSIGN(const int64_t requeued, store_->RequeueRunning());
-  EXPECT_EQ(requeued, 1);
+  ASSERT_OK_AND_ASSIGN(const ExpiredTasks lost, store_->ExpireLeases(0, "local/", "restart"));
+  EXPECT_TRUE(lost.failed.empty());
+  ASSERT_OK_AND_ASSIGN(const TaskRecord a_task, store_->GetTask(first->task.id));
+  EXPECT_EQ(a_task.state, JobState::kQueued);
+  EXPECT_EQ(a_task.attempts, 1);
+  // The coordinator settles what has nothing left to run: b (cancelled).
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> unsettled, store_->UnsettledJobs());
+  for (int64_t id : unsettled) ASSERT_OK(store_->SettleJob(id, nullptr));
   ASSERT_OK_AND_ASSIGN(const JobRecord a2, store_->GetJob(a.id));
-  EXPECT_EQ(a2.state, JobState::kQueued);
-  EXPECT_EQ(a2.attempts, 1);
+  EXPECT_EQ(a2.state, JobState::kRunning);  // a job stays RUNNING; its task is queued
   ASSERT_OK_AND_ASSIGN(const JobRecord b2, store_->GetJob(b.id));
-  EXPECT_EQ(b2.state, JobState::kCancelled);
+  EXPECT_EQ(b2.state, JobState::kCancelled)
+      << "the lost task of a job whose cancel was requested was queued again: "
+      << JobStateName(store_->GetTask(second->task.id)->state);
   // a is claimed again before c, and its attempts count the restart.
-  ASSERT_OK_AND_ASSIGN(const auto again, store_->ClaimNextQueued());
+  ASSERT_OK_AND_ASSIGN(const auto again, store_->ClaimTask(Claim("local/2")));
   ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->id, a.id);
-  EXPECT_EQ(again->attempts, 2);
-  ASSERT_OK_AND_ASSIGN(const auto next, store_->ClaimNextQueued());
-  EXPECT_EQ(next->id, c.id);
-  ASSERT_OK_AND_ASSIGN(const int64_t none, store_->RequeueRunning());
-  EXPECT_EQ(none, 2);
+  EXPECT_EQ(again->job.id, a.id);
+  EXPECT_EQ(again->task.attempts, 2);
+  EXPECT_EQ(again->job.attempts, 2);
+  ASSERT_OK_AND_ASSIGN(const auto next, store_->ClaimTask(Claim("local/2")));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->job.id, c.id);
+  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimTask(Claim("local/2")));
+  EXPECT_FALSE(none.has_value());  // b's task is never claimed
+  ASSERT_OK_AND_ASSIGN(const ExpiredTasks both, store_->ExpireLeases(0, "local/", "restart"));
+  EXPECT_EQ(both.requeued.size(), 2u);
 }
 
 TEST_P(StoreJobsTest, CountJobsByOwnerAndState) {
-  ASSERT_OK(store_->CreateJob("ann", "1"));
-  ASSERT_OK(store_->CreateJob("ann", "2"));
-  ASSERT_OK(store_->CreateJob("bob", "3"));
-  ASSERT_OK(store_->ClaimNextQueued());  // ann's first
+  ASSERT_OK(store_->CreateJob("ann", "1", {"m"}));
+  ASSERT_OK(store_->CreateJob("ann", "2", {"m"}));
+  ASSERT_OK(store_->CreateJob("bob", "3", {"m"}));
+  ASSERT_OK(store_->ClaimTask(Claim("w")));  // ann's first
   auto count = [&](std::optional<std::string> owner, std::vector<JobState> states) -> int64_t {
     absl::StatusOr<int64_t> n = store_->CountJobs(owner, states);
     EXPECT_TRUE(n.ok()) << n.status();
@@ -207,7 +252,7 @@ TEST_P(StoreJobsTest, ListJobsPagesNewestFirstWithoutGapsOrRepeats) {
   ASSERT_OK(store_->Transaction([&]() -> absl::Status {
     for (int i = 0; i < 25; ++i) {
       FCA_ASSIGN_OR_RETURN(const JobRecord job,
-                           store_->CreateJob(i % 3 == 0 ? "bob" : "ann", "{}"));
+                           store_->CreateJob(i % 3 == 0 ? "bob" : "ann", "{}", {"m"}));
       all_ids.insert(all_ids.begin(), job.id);
       if (i % 3 != 0) ann_ids.insert(ann_ids.begin(), job.id);
     }
@@ -217,7 +262,7 @@ TEST_P(StoreJobsTest, ListJobsPagesNewestFirstWithoutGapsOrRepeats) {
     EXPECT_EQ(AllJobIds({}, page_size), all_ids) << page_size;
     EXPECT_EQ(AllJobIds({std::string("ann"), std::nullopt}, page_size), ann_ids) << page_size;
   }
-  ASSERT_OK(store_->ClaimNextQueued());  // the oldest job (bob's)
+  ASSERT_OK(store_->ClaimTask(Claim("w")));  // the oldest job (bob's)
   const std::vector<int64_t> running = AllJobIds({std::nullopt, JobState::kRunning}, 2);
   ASSERT_EQ(running.size(), 1u);
   EXPECT_EQ(running[0], all_ids.back());

@@ -21,6 +21,14 @@ using ::absl::StatusCode;
 
 class StoreLifecycleTest : public StoreFixture {};
 
+// A claim of the oldest claimable task by `worker`.
+ClaimRequest Claim(const std::string& worker) {
+  ClaimRequest request;
+  request.worker = worker;
+  request.lease_us = 60'000'000;
+  return request;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreLifecycleTest,
                          ::testing::Values(Backend::kMemory, Backend::kFile), BackendName);
 
@@ -36,49 +44,64 @@ ResultRow Row(const std::string& metric) {
   return row;
 }
 
-TEST_P(StoreLifecycleTest, RecoverJobsFailsJobsThatUsedTheirAttempts) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord crashy, store_->CreateJob("ann", "a"));
+TEST_P(StoreLifecycleTest, ExpireLeasesFailsTasksThatUsedTheirAttempts) {
+  ASSERT_OK_AND_ASSIGN(const JobRecord crashy, store_->CreateJob("ann", "a", {"m"}));
   // Three claims that each "crash" the server: claim, recover, claim, ...
   for (int attempt = 1; attempt <= 3; ++attempt) {
-    ASSERT_OK_AND_ASSIGN(const auto claimed, store_->ClaimNextQueued());
+    ASSERT_OK_AND_ASSIGN(const auto claimed, store_->ClaimTask(Claim("local/0")));
     ASSERT_TRUE(claimed.has_value());
-    EXPECT_EQ(claimed->attempts, attempt);
-    ASSERT_OK_AND_ASSIGN(const RecoveredJobs recovered, store_->RecoverJobs(3));
+    EXPECT_EQ(claimed->task.attempts, attempt);
+    EXPECT_EQ(claimed->job.attempts, attempt);
+    ASSERT_OK_AND_ASSIGN(const ExpiredTasks recovered,
+                         store_->ExpireLeases(3, "local/", "the server stopped"));
     if (attempt < 3) {
-      EXPECT_EQ(recovered.requeued, 1);
+      EXPECT_EQ(recovered.requeued.size(), 1u);
       EXPECT_TRUE(recovered.failed.empty());
     } else {
-      EXPECT_EQ(recovered.requeued, 0);
-      EXPECT_EQ(recovered.failed, std::vector<int64_t>{crashy.id});
+      EXPECT_TRUE(recovered.requeued.empty());
+      ASSERT_EQ(recovered.failed.size(), 1u);
+      EXPECT_EQ(recovered.failed[0].id, claimed->task.id);
     }
   }
+  // The job ends FAILED with its task's error once it is settled.
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> unsettled, store_->UnsettledJobs());
+  EXPECT_EQ(unsettled, std::vector<int64_t>{crashy.id});
+  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(crashy.id, nullptr));
+  ASSERT_TRUE(settled.has_value());
   ASSERT_OK_AND_ASSIGN(const JobRecord failed, store_->GetJob(crashy.id));
   EXPECT_EQ(failed.state, JobState::kFailed);
   EXPECT_NE(failed.error.find("3 times"), std::string::npos) << failed.error;
+  EXPECT_NE(failed.error.find("the server stopped"), std::string::npos) << failed.error;
   EXPECT_GT(failed.finished_at_us, 0);
-  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimNextQueued());
+  ASSERT_OK_AND_ASSIGN(const auto none, store_->ClaimTask(Claim("local/0")));
   EXPECT_FALSE(none.has_value());
 }
 
-TEST_P(StoreLifecycleTest, DrainRequeueRefundsTheAttempt) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "a"));
+TEST_P(StoreLifecycleTest, DrainReleaseRefundsTheAttempt) {
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "a", {"m"}));
+  TaskClaim last;
   for (int drains = 0; drains < 5; ++drains) {
-    ASSERT_OK_AND_ASSIGN(const auto claimed, store_->ClaimNextQueued());
+    ASSERT_OK_AND_ASSIGN(const auto claimed, store_->ClaimTask(Claim("w")));
     ASSERT_TRUE(claimed.has_value());
-    EXPECT_EQ(claimed->attempts, 1);
-    ASSERT_OK(store_->RequeueJob(job.id, /*refund_attempt=*/true));
+    EXPECT_EQ(claimed->task.attempts, 1);
+    EXPECT_EQ(claimed->job.attempts, 1);
+    ASSERT_OK(store_->ReleaseTask(claimed->task.id, claimed->task.lease_seq,
+                                  /*refund_attempt=*/true, "draining", /*max_attempts=*/1));
+    last = *claimed;
   }
-  ASSERT_OK_AND_ASSIGN(const JobRecord queued, store_->GetJob(job.id));
-  EXPECT_EQ(queued.state, JobState::kQueued);
-  EXPECT_EQ(queued.attempts, 0);
-  EXPECT_CODE(store_->RequeueJob(job.id, true), StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(const std::vector<TaskRecord> tasks, store_->ListTasks(job.id));
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].state, JobState::kQueued);
+  EXPECT_EQ(tasks[0].attempts, 0);
+  EXPECT_CODE(store_->ReleaseTask(last.task.id, last.task.lease_seq, true, "again", 1),
+              StatusCode::kFailedPrecondition);
 }
 
 TEST_P(StoreLifecycleTest, DeleteJobOnlyWhenFinishedAndTakesRowsAlong) {
-  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "a"));
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "a", {"m", "n"}));
   ASSERT_OK(store_->AppendJobEvent(job.id, "e"));
   EXPECT_CODE(store_->DeleteJob(job.id), StatusCode::kFailedPrecondition);  // queued
-  ASSERT_OK(store_->ClaimNextQueued());
+  ASSERT_OK(store_->ClaimTask(Claim("w")));
   ASSERT_OK(store_->InsertResults(job.id, {Row("nll"), Row("penalty")}));
   EXPECT_CODE(store_->DeleteJob(job.id), StatusCode::kFailedPrecondition);  // running
   ASSERT_OK(store_->FinishJob(job.id, JobState::kSucceeded, ""));
@@ -87,6 +110,7 @@ TEST_P(StoreLifecycleTest, DeleteJobOnlyWhenFinishedAndTakesRowsAlong) {
   EXPECT_CODE(store_->DeleteJob(job.id), StatusCode::kNotFound);
   ExpectRows("job_events", 0);
   ExpectRows("results", 0);
+  ExpectRows("tasks", 0);
   // Ids are never reused.
   ASSERT_OK_AND_ASSIGN(const JobRecord next, store_->CreateJob("ann", "b"));
   EXPECT_GT(next.id, job.id);
@@ -209,10 +233,13 @@ TEST_P(StoreLifecycleTest, InjectedFaultsWriteNothing) {
   };
   Open();
   failing = "create_job";
-  EXPECT_CODE(store_->CreateJob("ann", "a"), StatusCode::kUnavailable);
+  EXPECT_CODE(store_->CreateJob("ann", "a", {"m"}), StatusCode::kUnavailable);
+  ExpectRows("jobs", 0);
+  ExpectRows("tasks", 0);
   failing = "";
-  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "a"));
-  ASSERT_OK(store_->ClaimNextQueued());
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "a", {"m"}));
+  ExpectRows("tasks", 1);
+  ASSERT_OK(store_->ClaimTask(Claim("w")));
   failing = "insert_results";
   EXPECT_CODE(store_->InsertResults(job.id, {Row("nll")}), StatusCode::kUnavailable);
   failing = "finish_job";
