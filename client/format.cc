@@ -176,6 +176,17 @@ std::string FormatJobDetails(const v1::Job& job) {
   if (!job.error().empty()) {
     absl::StrAppendFormat(&out, "error:            %s\n", SanitizeForTerminal(job.error()));
   }
+  if (job.tasks_size() > 0) out += "tasks:\n";
+  for (const v1::JobTask& t : job.tasks()) {
+    absl::StrAppendFormat(&out, "  %d %-20s %-9s attempts %d", t.index(),
+                          SanitizeForTerminal(t.model()), JobStateName(t.state()), t.attempts());
+    if (!t.worker().empty()) absl::StrAppendFormat(&out, "  on %s", SanitizeForTerminal(t.worker()));
+    if (!t.placement().empty()) {
+      absl::StrAppendFormat(&out, "  [%s]", SanitizeForTerminal(t.placement()));
+    }
+    if (!t.error().empty()) absl::StrAppendFormat(&out, "\n      %s", SanitizeForTerminal(t.error()));
+    out += "\n";
+  }
   // Proto JSON escapes control characters but not every character a
   // terminal acts on (bidi controls); an escape is still valid JSON.
   absl::StrAppendFormat(&out, "spec:\n%s\n",

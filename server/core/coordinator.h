@@ -106,6 +106,10 @@ class Coordinator : public TaskBroker {
 
   // Ends whose recording the store refused so far (they are retried).
   int64_t PendingEnds();
+  // Where the executor placed a task ("" when none did).
+  std::string DescribePlacement(const storage::TaskRecord& task) {
+    return executor_ == nullptr ? "" : executor_->Describe(task);
+  }
   // One sweep, now (tests).
   void SweepOnce();
 

@@ -138,6 +138,19 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   return out;
 }
 
+v1::JobTask ToProto(const storage::TaskRecord& task) {
+  v1::JobTask out;
+  out.set_index(task.index);
+  out.set_model(task.model);
+  out.set_state(ToProto(task.state));
+  out.set_attempts(task.attempts);
+  if (task.state == storage::JobState::kRunning) out.set_worker(task.worker);
+  out.set_error(task.error);
+  if (task.started_at_us > 0) ToTimestamp(task.started_at_us, out.mutable_started_at());
+  if (task.finished_at_us > 0) ToTimestamp(task.finished_at_us, out.mutable_finished_at());
+  return out;
+}
+
 std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRow>& engine_rows,
                                               const std::string& weights_sha256, int64_t job_id,
                                               const std::string& dataset_sha256) {

@@ -34,6 +34,9 @@ absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
 // A job as clients see it; `progress` comes from the coordinator.
 absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
 
+// A task as clients see it (placement is the coordinator's to add).
+v1::JobTask ToProto(const storage::TaskRecord& task);
+
 // Engine rows of one model (weights `weights_sha256`) -> storage rows of a job.
 std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRow>& rows,
                                               const std::string& weights_sha256, int64_t job_id,

@@ -253,6 +253,12 @@ absl::StatusOr<v1::GetJobResponse> AuditServiceCore::GetJob(const Caller& caller
   FCA_ASSIGN_OR_RETURN(storage::JobRecord job, VisibleJob(caller, request.job_id()));
   v1::GetJobResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, hub_->Progress(job.id)));
+  FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> tasks, store_->ListTasks(job.id));
+  for (const storage::TaskRecord& task : tasks) {
+    v1::JobTask* out = response.mutable_job()->add_tasks();
+    *out = ToProto(task);
+    out->set_placement(coordinator_->DescribePlacement(task));
+  }
   return response;
 }
 

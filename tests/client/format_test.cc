@@ -217,6 +217,29 @@ TEST(ListingTest, JobsTableAndDetails) {
   EXPECT_THAT(details, HasSubstr("state:            FAILED\n"));
   EXPECT_THAT(details, HasSubstr("error:            FAILED_PRECONDITION"));
   EXPECT_THAT(details, HasSubstr("\"label\": \"seeds\""));
+  EXPECT_THAT(details, ::testing::Not(HasSubstr("tasks:")));
+}
+
+TEST(ListingTest, JobDetailsShowEachTaskWithItsWorkerAndPlacement) {
+  v1::Job job;
+  job.set_id(3);
+  job.set_state(v1::JOB_STATE_RUNNING);
+  v1::JobTask* a = job.add_tasks();
+  a->set_index(0);
+  a->set_model("fg_a");
+  a->set_state(v1::JOB_STATE_RUNNING);
+  a->set_attempts(2);
+  a->set_worker("node7:991");
+  a->set_placement("slurm job 41 RUNNING");
+  a->set_error("its worker stopped renewing its lease (worker node3:17)");
+  v1::JobTask* b = job.add_tasks();
+  b->set_index(1);
+  b->set_model("fg_b");
+  b->set_state(v1::JOB_STATE_QUEUED);
+  const std::string details = FormatJobDetails(job);
+  EXPECT_THAT(details, HasSubstr("tasks:\n  0 fg_a                 RUNNING   attempts 2  on node7:991  "
+                                 "[slurm job 41 RUNNING]\n      its worker stopped renewing"));
+  EXPECT_THAT(details, HasSubstr("  1 fg_b                 QUEUED    attempts 0\n"));
 }
 
 }  // namespace

@@ -309,6 +309,13 @@ TEST(WorkersTest, AFailedTaskStopsItsJob) {
   ASSERT_EQ(tasks->size(), 2u);
   EXPECT_EQ((*tasks)[0].state, storage::JobState::kFailed);
   EXPECT_EQ((*tasks)[1].state, storage::JobState::kCancelled);
+  // GetJob shows the tasks, in spec order, with the failure's reason.
+  ASSERT_EQ(end.tasks_size(), 2);
+  EXPECT_EQ(end.tasks(0).model(), testing::kGateA);
+  EXPECT_EQ(end.tasks(0).state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(end.tasks(0).error(), HasSubstr("the GPU caught fire"));
+  EXPECT_EQ(end.tasks(1).model(), testing::kGateB);
+  EXPECT_EQ(end.tasks(1).state(), v1::JOB_STATE_CANCELLED);
 }
 
 // A worker may report rows only of its task's model or the dense twin.
