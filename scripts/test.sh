@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The test command: set up, build, fuzz the parsers of user-supplied files
-# for a bounded time (scripts/fuzz.sh; docs/fuzzing.md), run every test.
+# for a bounded time (scripts/fuzz.sh; docs/fuzzing.md), run every test
+# (the Slurm e2e test starts a single-node Slurm cluster: slurm-wlm + munge).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
+scripts/slurm_cluster.sh install
 scripts/build.sh
 scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
 ctest --test-dir build --output-on-failure

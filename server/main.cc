@@ -430,8 +430,14 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
   if (worker.empty()) worker = OwnFolder() + "/fca-worker";
   std::string coordinator_address = absl::GetFlag(FLAGS_slurm_coordinator);
   if (coordinator_address.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
+    // The listening host, unless it is a wildcard: then this host's name.
+    const std::string listen = absl::GetFlag(FLAGS_listen);
+    std::string host = listen.substr(0, listen.rfind(':'));
+    if (host.empty() || host == "0.0.0.0" || host == "[::]") {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
     coordinator_address = absl::StrCat(host, ":", port);
   }
   o.worker_command = {Absolute(worker),
