@@ -130,6 +130,10 @@ CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options,
   if (!models.ok()) std::abort();
   models_ = std::move(*models);
   options_ = std::move(options);
+  MakeRunners(limits);
+}
+
+void CoreEnv::MakeRunners(const ServiceLimits& limits) {
   coordinator_ = std::make_unique<Coordinator>(store_.get(), &hub_, options_.coordinator);
   worker_ = std::make_unique<Worker>(coordinator_.get(), models_.get(), options_.worker);
   Worker* worker = worker_.get();
@@ -155,13 +159,7 @@ void CoreEnv::Stop() {
   coordinator_->Stop();
   // A stopped worker or coordinator cannot start again: fresh ones, as a
   // restarted server would have.
-  coordinator_ = std::make_unique<Coordinator>(store_.get(), &hub_, options_.coordinator);
-  worker_ = std::make_unique<Worker>(coordinator_.get(), models_.get(), options_.worker);
-  Worker* worker = worker_.get();
-  coordinator_->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
-  coordinator_->AddWakeListener([worker] { worker->Wake(); });
-  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), coordinator_.get(),
-                                             &hub_, core_->limits());
+  MakeRunners(ServiceLimits(core_->limits()));
 }
 
 absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,

@@ -100,6 +100,9 @@ class CoreEnv {
   absl::StatusOr<v1::Job> Get(const Caller& caller, int64_t job_id);
 
  private:
+  // A fresh coordinator, worker and service core over the store.
+  void MakeRunners(const ServiceLimits& limits);
+
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<ModelRepository> models_;
   EventHub hub_;
