@@ -182,7 +182,9 @@ const char* const kVersion2[] = {
 // workers claim under leases (a worker that dies only loses its lease). Jobs
 // still active get their tasks from their spec, so an upgrade in the middle
 // of a queue loses nothing; jobs left RUNNING by the old server are queued
-// again, as its crash recovery would have done.
+// again, as its crash recovery would have done. API keys get the role
+// "worker" (fca-worker processes): SQLite cannot alter a CHECK, so the
+// table is rebuilt with its rows.
 const char* const kVersion3[] = {
     R"sql(CREATE TABLE tasks (
       id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -207,6 +209,15 @@ const char* const kVersion3[] = {
       FROM jobs, json_each(CASE WHEN json_valid(jobs.spec_json) THEN jobs.spec_json
                                 ELSE '{}' END, '$.models') AS models
       WHERE jobs.state = 'QUEUED')sql",
+    R"sql(CREATE TABLE api_keys_v3 (
+      key_sha256 TEXT PRIMARY KEY,
+      user TEXT NOT NULL,
+      role TEXT NOT NULL CHECK (role IN ('user', 'admin', 'worker')),
+      created_at_us INTEGER NOT NULL))sql",
+    R"sql(INSERT INTO api_keys_v3 (key_sha256, user, role, created_at_us)
+      SELECT key_sha256, user, role, created_at_us FROM api_keys)sql",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_v3 RENAME TO api_keys",
     nullptr,
 };
 
