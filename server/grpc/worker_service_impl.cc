@@ -59,9 +59,10 @@ absl::StatusOr<engine::CoefficientCacheKey> FromProto(const v1::CoefficientKey& 
                                      key.device()};
 }
 
-// An Outcome as a status; INVALID_ARGUMENT for a code outside the
-// canonical ones or an oversized message.
-absl::StatusOr<absl::Status> FromProto(const v1::Outcome& outcome, size_t max_bytes) {
+// An Outcome as a status in `out`; INVALID_ARGUMENT for a code outside the
+// canonical ones or an oversized message. (Not a StatusOr<Status>: its
+// error and its value would be the same type.)
+absl::Status FromProto(const v1::Outcome& outcome, size_t max_bytes, absl::Status* out) {
   if (outcome.code() < 0 || outcome.code() > 16) {
     return absl::InvalidArgumentError("outcome.code must be a canonical code, 0..16");
   }
@@ -69,7 +70,8 @@ absl::StatusOr<absl::Status> FromProto(const v1::Outcome& outcome, size_t max_by
     return absl::InvalidArgumentError(
         absl::StrFormat("outcome.message must be at most %d bytes", max_bytes));
   }
-  return absl::Status(static_cast<absl::StatusCode>(outcome.code()), outcome.message());
+  *out = absl::Status(static_cast<absl::StatusCode>(outcome.code()), outcome.message());
+  return absl::OkStatus();
 }
 
 core::Lease LeaseOf(const storage::TaskClaim& claim) {
@@ -154,6 +156,7 @@ grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx,
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const std::string holder, Holder(*ctx, req->worker()));
     if (req->task_id() < 0) return absl::InvalidArgumentError("task_id must be >= 0");
+    FCA_RETURN_IF_ERROR(coordinator_->ReleaseLost(holder));
     FCA_ASSIGN_OR_RETURN(std::optional<core::TaskAssignment> task,
                          coordinator_->ClaimChecked(holder, req->task_id(),
                                                     /*verify_weights=*/true));
@@ -291,8 +294,8 @@ grpc::Status WorkerServiceImpl::FinishTask(grpc::ServerContext* ctx,
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
                          Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
-    FCA_ASSIGN_OR_RETURN(const absl::Status outcome,
-                         FromProto(req->outcome(), limits_.max_outcome_bytes));
+    absl::Status outcome;
+    FCA_RETURN_IF_ERROR(FromProto(req->outcome(), limits_.max_outcome_bytes, &outcome));
     return coordinator_->Finish(lease, outcome);
   });
 }
@@ -304,8 +307,8 @@ grpc::Status WorkerServiceImpl::ReleaseTask(grpc::ServerContext* ctx,
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
                          Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
-    FCA_ASSIGN_OR_RETURN(const absl::Status reason,
-                         FromProto(req->reason(), limits_.max_outcome_bytes));
+    absl::Status reason;
+    FCA_RETURN_IF_ERROR(FromProto(req->reason(), limits_.max_outcome_bytes, &reason));
     if (reason.ok()) return absl::InvalidArgumentError("a release needs a reason (a code > 0)");
     return coordinator_->Release(lease, reason, req->refund());
   });
