@@ -62,7 +62,8 @@ ABSL_FLAG(int, threads, 0,
           absl::StrFormat("torch threads, 0..%d (0 = one per core)",
                           fca::worker_limits::kMaxThreads));
 ABSL_FLAG(std::string, name, "",
-          "this worker's name in job events, 1-128 chars of [A-Za-z0-9._:-] [host:pid]");
+          "this worker's name in job events, unique among the coordinator's workers, 1-128 "
+          "chars of [A-Za-z0-9._:-] [host:pid]");
 ABSL_FLAG(std::string, api_key_file, "",
           "file holding the worker's API key (role worker), mode 0600 [env FCA_API_KEY]");
 ABSL_FLAG(bool, tls, false, "connect with TLS (system root certificates)");
