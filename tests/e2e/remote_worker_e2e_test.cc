@@ -305,12 +305,15 @@ TEST_F(RemoteWorkerE2ETest, RemoteWorkersMatchAnInProcessWorker) {
   {
     auto server = StartServer({"--workers=1"});
     ASSERT_NE(server, nullptr);
-    Client c(server->address());
-    Upload(c, "eval", "eval.txt");
-    Upload(c, "calib", "calib.txt");
-    const int64_t job = Submit(c, spec);
-    ASSERT_EQ(WaitJob(c, job, 60).state(), v1::JOB_STATE_SUCCEEDED);
-    local = Nlls(Results(c, job));
+    {
+      Client c(server->address());
+      Upload(c, "eval", "eval.txt");
+      Upload(c, "calib", "calib.txt");
+      const int64_t job = Submit(c, spec);
+      ASSERT_EQ(WaitJob(c, job, 60).state(), v1::JOB_STATE_SUCCEEDED);
+      local = Nlls(Results(c, job));
+    }
+    // (Its connection closed: the drain would wait for it.)
     server->Signal(SIGTERM);
     EXPECT_EQ(server->Wait(20), 0);
   }
@@ -319,7 +322,8 @@ TEST_F(RemoteWorkerE2ETest, RemoteWorkersMatchAnInProcessWorker) {
   ASSERT_NE(server, nullptr);
   auto w1 = StartWorker(server->address(), "w1");
   auto w2 = StartWorker(server->address(), "w2");
-  Client c(server->address());
+  auto client = std::make_unique<Client>(server->address());
+  Client& c = *client;
   Upload(c, "eval", "eval.txt");
   Upload(c, "calib", "calib.txt");
   const int64_t job = Submit(c, spec);
@@ -342,6 +346,7 @@ TEST_F(RemoteWorkerE2ETest, RemoteWorkersMatchAnInProcessWorker) {
     w->Signal(SIGTERM);
     EXPECT_EQ(w->Wait(20), 0) << w->Stderr();
   }
+  client.reset();  // the drain would wait for its connection
   server->Signal(SIGTERM);
   EXPECT_EQ(server->Wait(20), 0);
 }
@@ -351,7 +356,8 @@ TEST_F(RemoteWorkerE2ETest, RemoteWorkersMatchAnInProcessWorker) {
 TEST_F(RemoteWorkerE2ETest, KilledWorkerLosesItsLeaseAndAnotherFinishes) {
   auto server = StartServer({"--workers=0", "--lease_seconds=2"});
   ASSERT_NE(server, nullptr);
-  Client c(server->address());
+  auto client = std::make_unique<Client>(server->address());
+  Client& c = *client;
   Upload(c, "long", "long.txt");
   Upload(c, "calib", "calib.txt");
   auto doomed = StartWorker(server->address(), "doomed");
@@ -371,6 +377,7 @@ TEST_F(RemoteWorkerE2ETest, KilledWorkerLosesItsLeaseAndAnotherFinishes) {
   EXPECT_GE(Nlls(rows).size(), 6u);
   rescuer->Signal(SIGTERM);
   EXPECT_EQ(rescuer->Wait(20), 0) << rescuer->Stderr();
+  client.reset();  // the drain would wait for its connection
   server->Signal(SIGTERM);
   EXPECT_EQ(server->Wait(20), 0);
 }
@@ -408,6 +415,7 @@ TEST_F(RemoteWorkerE2ETest, CoordinatorRestartLosesNothing) {
   EXPECT_TRUE(worker->Running()) << worker->Stderr();
   worker->Signal(SIGTERM);
   EXPECT_EQ(worker->Wait(20), 0) << worker->Stderr();
+  c.reset();  // the drain would wait for its connection
   server->Signal(SIGTERM);
   EXPECT_EQ(server->Wait(20), 0);
 }
@@ -424,7 +432,8 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
 
   auto server = StartServer({"--workers=0", "--lease_seconds=1"});
   ASSERT_NE(server, nullptr);
-  Client c(server->address());
+  auto client = std::make_unique<Client>(server->address());
+  Client& c = *client;
   Upload(c, "eval", "eval.txt");
   Upload(c, "calib", "calib.txt");
 
@@ -621,6 +630,7 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
   EXPECT_GE(models.models_size(), 4);
   stranger->Signal(SIGTERM);
   EXPECT_EQ(stranger->Wait(20), 0) << stranger->Stderr();
+  client.reset();  // the drain would wait for its connection
   server->Signal(SIGTERM);
   EXPECT_EQ(server->Wait(20), 0);
 }
