@@ -35,7 +35,7 @@ class RemoteBroker final : public core::TaskBroker {
     std::string api_key;  // "" sends no authorization metadata (auth off)
     bool use_tls = false;
     std::string tls_ca_pem;  // root certificates of TLS; "" = the system's
-    std::string worker;      // this worker's name: [A-Za-z0-9._:@-], 1-128 chars
+    std::string worker;      // this worker's name: [A-Za-z0-9._:-], 1-128 chars
     std::chrono::milliseconds call_timeout{30000};     // unary calls
     std::chrono::milliseconds stream_timeout{600000};  // datasets and cache entries
     // UNAVAILABLE is retried at least `min_attempts` times and, for calls on

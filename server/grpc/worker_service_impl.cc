@@ -21,11 +21,11 @@ constexpr size_t kMaxNameBytes = 128;
 absl::Status CheckWorkerName(const std::string& name) {
   const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-' || c == '@';
+           c == '.' || c == '_' || c == ':' || c == '-';
   });
   if (name.empty() || name.size() > kMaxNameBytes || !plain) {
     return absl::InvalidArgumentError(
-        "worker must be 1-128 chars of [A-Za-z0-9._:@-] (e.g. host:pid)");
+        "worker must be 1-128 chars of [A-Za-z0-9._:-] (e.g. host:pid)");
   }
   return absl::OkStatus();
 }
@@ -95,8 +95,9 @@ absl::StatusOr<std::string> WorkerServiceImpl::Holder(const grpc::ServerContext&
   }
   FCA_RETURN_IF_ERROR(CheckWorkerName(worker));
   // The key's user names the holder too: one key's workers cannot act for
-  // another key's tasks, and no remote holder starts with the server's own
-  // kLocalWorkerPrefix ('/' is not allowed in a name).
+  // another key's tasks (a name holds no '@', so no two (name, user) pairs
+  // make one holder), and no remote holder starts with the server's own
+  // kLocalWorkerPrefix (a name holds no '/').
   return absl::StrCat(worker, "@", caller.user);
 }
 
@@ -122,8 +123,8 @@ absl::StatusOr<storage::TaskClaim> WorkerServiceImpl::HeldLease(const std::strin
 }
 
 absl::StatusOr<storage::TaskClaim> WorkerServiceImpl::Check(const grpc::ServerContext& ctx,
-                                                     const std::string& worker,
-                                                     const v1::TaskLease& lease) {
+                                                            const std::string& worker,
+                                                            const v1::TaskLease& lease) {
   FCA_ASSIGN_OR_RETURN(const std::string holder, Holder(ctx, worker));
   return HeldLease(holder, lease);
 }
