@@ -39,6 +39,7 @@
 #include "server/core/service.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
+#include "server/grpc/worker_service_impl.h"
 #include "storage/store.h"
 
 // Allowed ranges of the numeric flags, checked at start (ValidateFlags).
@@ -168,7 +169,9 @@ ABSL_FLAG(std::string, api_keys, "",
           "(no access for group or others)");
 ABSL_FLAG(std::string, create_api_key, "",
           "create an API key for this user in --db, print it and exit");
-ABSL_FLAG(std::string, role, "user", "role of --create_api_key: user | admin");
+ABSL_FLAG(std::string, role, "user",
+          "role of --create_api_key: user | admin | worker (fca-worker: the worker protocol "
+          "only, no user's data)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 
@@ -277,7 +280,8 @@ std::vector<std::string> WorkerDevices() {
           "use bfloat16)");
     }
   }
-  FCA_RETURN_IF_ERROR(CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin"}));
+  FCA_RETURN_IF_ERROR(
+      CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin", "worker"}));
   if (absl::GetFlag(FLAGS_listen).empty()) {
     return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
   }
@@ -514,6 +518,8 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
     FCA_ASSIGN_OR_RETURN(workers, core::WorkerPool::Create(&coordinator, pool));
   }
   core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, limits);
+  // fca-worker processes (worker keys) claim and run tasks through it.
+  grpc_server::WorkerServiceImpl worker_service(&coordinator, authenticator);
   grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -527,6 +533,7 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, &port);
   builder.RegisterService(&service);
+  builder.RegisterService(&worker_service);
   builder.experimental().SetInterceptorCreators(grpc_server::ServerInterceptors());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

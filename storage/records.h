@@ -164,7 +164,7 @@ struct CoefficientEntry {
 
 struct ApiKeyInfo {
   std::string user;
-  std::string role;  // "user" | "admin"
+  std::string role;  // "user" | "admin" | "worker"
 };
 
 }  // namespace fca::storage

@@ -182,7 +182,9 @@ const char* const kVersion2[] = {
 // workers claim under leases (a worker that dies only loses its lease). Jobs
 // still active get their tasks from their spec, so an upgrade in the middle
 // of a queue loses nothing; jobs left RUNNING by the old server are queued
-// again, as its crash recovery would have done.
+// again, as its crash recovery would have done. API keys get the role
+// "worker" (fca-worker processes): SQLite cannot alter a CHECK, so the
+// table is rebuilt with its rows.
 const char* const kVersion3[] = {
     R"sql(CREATE TABLE tasks (
       id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -213,6 +215,15 @@ const char* const kVersion3[] = {
       WHERE jobs.state IN ('QUEUED', 'RUNNING') AND models.type = 'text')sql",
     "UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
     "WHERE state = 'RUNNING' AND cancel_requested = 0",
+    R"sql(CREATE TABLE api_keys_v3 (
+      key_sha256 TEXT PRIMARY KEY,
+      user TEXT NOT NULL,
+      role TEXT NOT NULL CHECK (role IN ('user', 'admin', 'worker')),
+      created_at_us INTEGER NOT NULL))sql",
+    R"sql(INSERT INTO api_keys_v3 (key_sha256, user, role, created_at_us)
+      SELECT key_sha256, user, role, created_at_us FROM api_keys)sql",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_v3 RENAME TO api_keys",
     nullptr,
 };
 

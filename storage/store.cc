@@ -416,8 +416,8 @@ absl::StatusOr<std::vector<ModelRecord>> Store::ListModels() {
 absl::Status Store::AddApiKey(const std::string& user, const std::string& role,
                               const std::string& plaintext) {
   if (user.empty()) return absl::InvalidArgumentError("user is empty");
-  if (role != "user" && role != "admin") {
-    return absl::InvalidArgumentError("role must be 'user' or 'admin'");
+  if (role != "user" && role != "admin" && role != "worker") {
+    return absl::InvalidArgumentError("role must be 'user', 'admin' or 'worker'");
   }
   if (plaintext.size() < kMinApiKeyBytes) {
     return absl::InvalidArgumentError(

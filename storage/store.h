@@ -340,7 +340,8 @@ class Store {
   [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes();
 
   // ---------------------------------------------------------- API keys
-  // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin").
+  // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin" |
+  // "worker": fca-worker processes, which call only the worker protocol).
   // Keys are high-entropy random tokens (GenerateApiKey), so a plain
   // SHA-256 cannot be reversed by guessing and needs no salt or slow KDF;
   // keys shorter than kMinApiKeyBytes are refused (INVALID_ARGUMENT).

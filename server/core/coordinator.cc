@@ -448,6 +448,22 @@ absl::Status Coordinator::Release(const Lease& lease, const absl::Status& reason
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::ReleaseLost(const std::string& worker) {
+  FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> running,
+                       store_->ListTasksInState(storage::JobState::kRunning, 100000));
+  for (const storage::TaskRecord& t : running) {
+    if (t.worker != worker) continue;
+    const absl::Status released =
+        Release(Lease{t.id, t.lease_seq},
+                absl::UnavailableError(absl::StrFormat(
+                    "worker %s lost it (it asked for a new task while holding it)", worker)),
+                /*refund=*/false);
+    // Ended or claimed again meanwhile: no longer this worker's.
+    if (!released.ok() && !absl::IsFailedPrecondition(released)) return released;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DatasetBytes> Coordinator::ReadDataset(const Lease& lease, bool calibration) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));

@@ -135,6 +135,13 @@ class Coordinator : public TaskBroker {
   void PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
                        const std::string& bytes) override;
 
+  // A worker asks for a task only when it runs none, so tasks it still holds
+  // were lost to it (a claim whose reply never arrived, an end it could not
+  // record): they go back to the queue now instead of when their lease runs
+  // out, the lost claim counting against their attempts. Remote claims call
+  // it first (worker names are unique).
+  absl::Status ReleaseLost(const std::string& worker);
+
   // The owner of the job a lease belongs to (the gRPC layer checks that a
   // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
   absl::StatusOr<storage::TaskClaim> CheckLease(const Lease& lease);

@@ -21,10 +21,13 @@
 namespace fca::core {
 
 // Who is calling. With auth off every caller is the single user "local",
-// an admin.
+// an admin. A worker (API key role "worker") runs tasks through the worker
+// protocol (fca.v1.WorkerService) and may call nothing else: it sees no
+// user's jobs, datasets or results.
 struct Caller {
   std::string user;
   bool admin = false;
+  bool worker = false;
 };
 
 struct ServiceLimits {

@@ -54,10 +54,22 @@ class UnparsableRequestInterceptorFactory final
   }
 };
 
+// The caller of an AuditService method. A worker key runs tasks and
+// nothing else: it lists, reads and submits nothing of any user's.
+absl::StatusOr<core::Caller> AuthenticateUser(const Authenticator& auth,
+                                              const grpc::ServerContext& ctx) {
+  absl::StatusOr<core::Caller> caller = auth.Authenticate(ctx);
+  if (caller.ok() && caller->worker) {
+    return absl::PermissionDeniedError(
+        "a worker key may call fca.v1.WorkerService only; use a user key");
+  }
+  return caller;
+}
+
 // Unary shim: authenticate, call, copy the response, convert the status.
 template <typename Resp, typename Fn>
 grpc::Status Unary(const Authenticator& auth, grpc::ServerContext* ctx, Resp* resp, Fn&& fn) {
-  auto caller = auth.Authenticate(*ctx);
+  auto caller = AuthenticateUser(auth, *ctx);
   if (!caller.ok()) return ToGrpc(caller.status());
   auto result = fn(*caller);
   if (!result.ok()) return ToGrpc(result.status());
@@ -119,7 +131,7 @@ grpc::Status AuditServiceImpl::SubmitAudit(grpc::ServerContext* ctx,
 
 grpc::Status AuditServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                         grpc::ServerWriter<v1::WatchJobResponse>* writer) {
-  auto caller = auth_.Authenticate(*ctx);
+  auto caller = AuthenticateUser(auth_, *ctx);
   if (!caller.ok()) return ToGrpc(caller.status());
   return ToGrpc(core_->WatchJob(
       *caller, *req, [&](const v1::WatchJobResponse& r) { return writer->Write(r); },
@@ -170,7 +182,7 @@ grpc::Status AuditServiceImpl::Tokenize(grpc::ServerContext* ctx, const v1::Toke
 grpc::Status AuditServiceImpl::ExportCoefficients(
     grpc::ServerContext* ctx, const v1::ExportCoefficientsRequest* req,
     grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) {
-  auto caller = auth_.Authenticate(*ctx);
+  auto caller = AuthenticateUser(auth_, *ctx);
   if (!caller.ok()) return ToGrpc(caller.status());
   return ToGrpc(core_->ExportCoefficients(
       *caller, *req, [&](const v1::ExportCoefficientsResponse& r) { return writer->Write(r); }));

@@ -63,6 +63,10 @@ class FileDescriptor {
   return text;
 }
 
+core::Caller CallerOf(const std::string& user, const std::string& role) {
+  return core::Caller{user, role == "admin", role == "worker"};
+}
+
 [[nodiscard]] absl::StatusOr<std::map<std::string, core::Caller>> ParseKeyFile(
     const std::string& text) {
   std::map<std::string, core::Caller> keys;
@@ -75,11 +79,13 @@ class FileDescriptor {
     std::istringstream fields(line);
     std::string key, user, role;
     fields >> key >> user >> role;
-    if (key.size() < 16 || user.empty() || (role != "user" && role != "admin")) {
+    if (key.size() < 16 || user.empty() ||
+        (role != "user" && role != "admin" && role != "worker")) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "API key file line %d: expected '<key of 16+ chars> <user> <user|admin>'", number));
+          "API key file line %d: expected '<key of 16+ chars> <user> <user|admin|worker>'",
+          number));
     }
-    keys[Sha256Hex(key)] = core::Caller{user, role == "admin"};
+    keys[Sha256Hex(key)] = CallerOf(user, role);
   }
   return keys;
 }
@@ -90,7 +96,7 @@ Authenticator::KeyLookup StoreLookup(storage::Store* store) {
     auto info = store->LookupApiKey(key);
     if (!info.ok()) return info.status();
     if (!info->has_value()) return std::nullopt;
-    return core::Caller{(*info)->user, (*info)->role == "admin"};
+    return CallerOf((*info)->user, (*info)->role);
   };
 }
 

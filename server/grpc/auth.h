@@ -34,7 +34,7 @@ class Authenticator {
   // `enabled` false: everyone is the admin "local"; a `key_file` is then
   // refused (INVALID_ARGUMENT), since keys nobody checks would only give a
   // false sense of protection.
-  // `key_file`: optional lines "<key> <user> <role>" (role user|admin;
+  // `key_file`: optional lines "<key> <user> <role>" (role user|admin|worker;
   // '#' starts a comment). It must be a regular file that grants group and
   // others no permission at all: FAILED_PRECONDITION ("chmod 600 FILE")
   // otherwise. NOT_FOUND when it cannot be opened, INVALID_ARGUMENT for a

@@ -1,0 +1,102 @@
+// The worker protocol's client: core::TaskBroker over a
+// fca.v1.WorkerService stub, for fca-worker on another machine. A
+// core::Worker runs tasks through it exactly as through the in-process
+// Coordinator.
+//
+// Every call carries the API key as `authorization: Bearer <key>` metadata
+// and a deadline. UNAVAILABLE (the coordinator restarting, a network
+// hiccup) is retried with exponential backoff for up to the coordinator's
+// lease (Register sets it): a restart shorter than the lease loses nothing a
+// running task does. Other errors return at once. One broker serves one
+// worker (Options::worker); it is thread-safe (the worker's heartbeat
+// thread calls it while the task runs).
+#ifndef FCA_SERVER_GRPC_REMOTE_BROKER_H_
+#define FCA_SERVER_GRPC_REMOTE_BROKER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/worker_service.grpc.pb.h"
+#include "server/core/task_broker.h"
+
+namespace fca::grpc_server {
+
+class RemoteBroker final : public core::TaskBroker {
+ public:
+  struct Options {
+    std::string address;  // HOST:PORT of the coordinator (fca-server)
+    std::string api_key;  // "" sends no authorization metadata (auth off)
+    bool use_tls = false;
+    std::string tls_ca_pem;  // root certificates of TLS; "" = the system's
+    std::string worker;      // this worker's name: [A-Za-z0-9._:-], 1-128 chars
+    std::chrono::milliseconds call_timeout{30000};     // unary calls
+    std::chrono::milliseconds stream_timeout{600000};  // datasets and cache entries
+    // UNAVAILABLE is retried at least `min_attempts` times and, for calls on
+    // a held lease, for up to `retry_window` (set to the lease by Register).
+    int min_attempts = 3;
+    std::chrono::milliseconds retry_window{30000};
+    std::chrono::milliseconds initial_backoff{100};
+    std::chrono::milliseconds max_backoff{2000};
+  };
+  // INVALID_ARGUMENT for an empty address or worker name.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteBroker>> Create(
+      const Options& options);
+  RemoteBroker(std::shared_ptr<grpc::Channel> channel, Options options);
+
+  // Announces the worker (and checks key, name and address early). Retries
+  // UNAVAILABLE for up to retry_window; then adopts the coordinator's lease
+  // as the retry window.
+  [[nodiscard]] absl::StatusOr<v1::RegisterWorkerResponse> Register(const std::string& device,
+                                                                    const std::string& host,
+                                                                    const std::string& version);
+  // Shutting down: calls make at most min_attempts tries from now on, and a
+  // backoff in progress ends at once.
+  void StopRetrying();
+
+  // core::TaskBroker. `worker` must be Options::worker.
+  absl::StatusOr<std::optional<core::TaskAssignment>> Claim(const std::string& worker,
+                                                            int64_t task_id) override;
+  absl::StatusOr<bool> Renew(const core::Lease& lease) override;
+  absl::Status ReportProgress(const core::Lease& lease, const engine::AuditProgress& p) override;
+  absl::Status ReportNote(const core::Lease& lease, const std::string& text) override;
+  absl::Status ReportRows(const core::Lease& lease, const std::string& model,
+                          const std::string& weights_sha256,
+                          const std::vector<engine::ResultRow>& rows) override;
+  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome) override;
+  absl::Status Release(const core::Lease& lease, const absl::Status& reason,
+                       bool refund) override;
+  absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
+                                                 bool calibration) override;
+  std::optional<std::string> GetCoefficients(const core::Lease& lease,
+                                             const engine::CoefficientCacheKey& key) override;
+  void PutCoefficients(const core::Lease& lease, const engine::CoefficientCacheKey& key,
+                       const std::string& bytes) override;
+
+ private:
+  // Runs `call` (one attempt, on a fresh context) until it is not
+  // UNAVAILABLE or the retries are spent; `held`: the call acts on a held
+  // lease, so it may retry for the whole retry window.
+  template <typename Call>
+  absl::Status WithRetries(std::chrono::milliseconds timeout, bool held, Call&& call);
+  void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const;
+  void LogCacheError(const char* what, const absl::Status& status);
+
+  Options options_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  std::atomic<int64_t> retry_window_ms_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;  // wakes backoffs on StopRetrying
+  int cache_errors_logged_ = 0;  // guarded by mu_
+};
+
+}  // namespace fca::grpc_server
+
+#endif  // FCA_SERVER_GRPC_REMOTE_BROKER_H_
