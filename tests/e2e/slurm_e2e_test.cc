@@ -29,7 +29,6 @@ namespace {
 
 using e2e::CommandResult;
 using e2e::RandomWords;
-using e2e::Run;
 using e2e::ServerProcess;
 
 namespace fs = std::filesystem;
@@ -47,7 +46,7 @@ void InitModel(const std::string& name, const std::vector<std::string>& flags) {
                                    "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
                                    "--d_ff=64", "--controller_width=16", "--max_seq_len=64"};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  CommandResult r = Run(argv);
+  CommandResult r = e2e::Run(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
@@ -71,7 +70,7 @@ class SlurmE2ETest : public ::testing::Test {
     WriteFile(g_root + "/data/long.txt", RandomWords(64 * 300, 3));
     // The cluster: its clients (sbatch, squeue, scancel), the server's and
     // this test's, find it through SLURM_CONF.
-    CommandResult start = Run({"/bin/bash", Slurm(), "start", g_cluster}, {}, 120);
+    CommandResult start = e2e::Run({"/bin/bash", Slurm(), "start", g_cluster}, {}, 120);
     ASSERT_EQ(start.exit_code, 0) << "cannot start the Slurm cluster (run as root, with "
                                      "scripts/slurm_cluster.sh install done): "
                                   << start.err;
@@ -82,7 +81,7 @@ class SlurmE2ETest : public ::testing::Test {
   }
 
   static void TearDownTestSuite() {
-    if (g_cluster_up) Run({"/bin/bash", Slurm(), "stop", g_cluster}, {}, 120);
+    if (g_cluster_up) e2e::Run({"/bin/bash", Slurm(), "stop", g_cluster}, {}, 120);
     fs::remove_all(g_root);
   }
 
@@ -108,7 +107,7 @@ class SlurmE2ETest : public ::testing::Test {
   CommandResult Cli(std::vector<std::string> args) {
     std::vector<std::string> argv = {FCA_CLI_BIN, "--server=" + server_->address()};
     argv.insert(argv.end(), args.begin(), args.end());
-    return Run(argv);
+    return e2e::Run(argv);
   }
 
   void Upload(const std::string& name, const std::string& file) {
@@ -162,7 +161,7 @@ std::map<std::string, double> NllRows(const json::Value& rows) {
     const std::string metric = Field(row, "metric");
     const json::Value* value = row.Find("value");
     if ((metric == "nll" || metric == "penalty") && value != nullptr && value->is_number()) {
-      out[key] = value->as_number();
+      out[key] = value->as_double();
     }
   }
   return out;
@@ -234,7 +233,7 @@ TEST_F(SlurmE2ETest, AScancelledTaskIsPlacedAgainAndFinishesWithoutDuplicateRows
       },
       60))
       << Show("1") << server_->Stderr();
-  CommandResult cancel = Run({"scancel", slurm_id});
+  CommandResult cancel = e2e::Run({"/usr/bin/scancel", slurm_id});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
   ASSERT_TRUE(WaitFor([&] { return State("1") == "SUCCEEDED"; }, 300))
       << Show("1") << server_->Stderr();
@@ -261,7 +260,7 @@ TEST_F(SlurmE2ETest, CancellingAJobStopsItsSlurmJobs) {
   // No fca task is left pending or running in Slurm.
   ASSERT_TRUE(WaitFor(
       [&] {
-        CommandResult q = Run({"squeue", "-h", "--name=fca-task", "-o", "%i %T"});
+        CommandResult q = e2e::Run({"/usr/bin/squeue", "-h", "--name=fca-task", "-o", "%i %T"});
         return q.exit_code == 0 && q.out.find("PENDING") == std::string::npos &&
                q.out.find("RUNNING") == std::string::npos;
       },
