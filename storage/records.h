@@ -94,10 +94,20 @@ struct TaskClaim {
   JobRecord job;
 };
 
-// Both fields optional; unset matches everything.
+// Every set field must match; unset matches everything. The spec filters
+// read the stored spec JSON (AuditSpec field names), so they cost a JSON
+// parse per job the other filters leave; listings without them do not.
 struct JobFilter {
   std::optional<std::string> owner;
   std::optional<JobState> state;
+  // The spec audits this model or names it as its dense twin.
+  std::optional<std::string> model;
+  // The spec's eval_dataset or calib_dataset, as submitted (a name or
+  // "sha256:<hex>").
+  std::optional<std::string> dataset;
+  std::optional<std::string> label;  // the spec's label, exactly
+  std::optional<int64_t> created_after_us;   // inclusive
+  std::optional<int64_t> created_before_us;  // exclusive
 };
 
 struct JobPage {
@@ -137,6 +147,11 @@ struct ResultFilter {
   std::optional<std::string> metric;
   std::optional<int64_t> created_after_us;
   std::optional<int64_t> created_before_us;
+  // Further accepted values of job_id, model, intervention and metric: a
+  // column with any accepted value (the optional above and these together)
+  // must equal one of them.
+  std::vector<int64_t> job_ids;
+  std::vector<std::string> models, interventions, metrics;
 };
 
 struct ResultPage {

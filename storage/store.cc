@@ -103,7 +103,8 @@ void WhereBuilder::Add(const char* fragment, std::string value) {
   values_.emplace_back(std::move(value));
 }
 
-void WhereBuilder::AddIn(const char* column, const std::vector<std::string>& values) {
+template <typename T>
+void WhereBuilder::AddInValues(const char* column, const std::vector<T>& values) {
   std::string fragment = std::string(column) + " IN (";
   for (size_t i = 0; i < values.size(); ++i) {
     fragment += i == 0 ? "?" : ", ?";
@@ -111,6 +112,14 @@ void WhereBuilder::AddIn(const char* column, const std::vector<std::string>& val
   }
   fragment += ")";
   fragments_.push_back(std::move(fragment));
+}
+
+void WhereBuilder::AddIn(const char* column, const std::vector<std::string>& values) {
+  AddInValues(column, values);
+}
+
+void WhereBuilder::AddIn(const char* column, const std::vector<int64_t>& values) {
+  AddInValues(column, values);
 }
 
 std::string WhereBuilder::Sql() const {

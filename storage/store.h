@@ -213,6 +213,8 @@ class Store {
   // when empty). For per-user queue limits.
   [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& owner,
                                                   const std::vector<JobState>& states);
+  // Jobs matching `filter` over all of ListJobs' pages (the same WHERE).
+  [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const JobFilter& filter);
   // QUEUED -> CANCELLED at once (with its tasks); RUNNING -> cancel_requested
   // = true and its QUEUED tasks CANCELLED (running tasks see the request at
   // their next lease renewal; SettleJob ends the job once they have ended;

@@ -38,6 +38,7 @@ class WhereBuilder {
   // `column IN (?, ?, ...)` with one placeholder per value; `column` is a
   // fixed column name.
   void AddIn(const char* column, const std::vector<std::string>& values);
+  void AddIn(const char* column, const std::vector<int64_t>& values);
   // " WHERE a AND b ..." or "" when nothing was added.
   std::string Sql() const;
   // Binds every value, starting at parameter 1.
@@ -46,6 +47,9 @@ class WhereBuilder {
   int num_values() const { return static_cast<int>(values_.size()); }
 
  private:
+  template <typename T>
+  void AddInValues(const char* column, const std::vector<T>& values);
+
   std::vector<std::string> fragments_;
   std::vector<std::variant<int64_t, std::string>> values_;
 };

@@ -38,6 +38,39 @@ absl::Status NotFound(int64_t id) {
   return absl::NotFoundError(absl::StrFormat("job %d not found", id));
 }
 
+// The spec as JSON SQLite can read: a row whose spec is not JSON (never
+// written by the server, but the store takes any text) matches no spec
+// filter instead of failing the whole listing.
+#define FCA_SPEC "(CASE WHEN json_valid(spec_json) THEN spec_json ELSE '{}' END)"
+constexpr char kSpecModelIs[] =
+    "? IN (SELECT value FROM json_each(CASE WHEN json_valid(spec_json) AND "
+    "json_type(spec_json, '$.models') = 'array' THEN spec_json ELSE '{\"models\":[]}' END, "
+    "'$.models') UNION ALL SELECT json_extract(" FCA_SPEC ", '$.dense_twin'))";
+constexpr char kSpecDatasetIs[] = "? IN (json_extract(" FCA_SPEC ", '$.eval_dataset'), "
+                                  "json_extract(" FCA_SPEC ", '$.calib_dataset'))";
+constexpr char kSpecLabelIs[] = "json_extract(" FCA_SPEC ", '$.label') = ?";
+#undef FCA_SPEC
+
+// The WHERE of ListJobs and CountJobs: one place, so a count always
+// counts what the pages show.
+internal::WhereBuilder JobWhere(const JobFilter& filter) {
+  internal::WhereBuilder where;
+  if (filter.owner.has_value()) where.Add("owner = ?", *filter.owner);
+  if (filter.state.has_value()) {
+    where.Add("state = ?", std::string(JobStateName(*filter.state)));
+  }
+  if (filter.created_after_us.has_value()) {
+    where.Add("created_at_us >= ?", *filter.created_after_us);
+  }
+  if (filter.created_before_us.has_value()) {
+    where.Add("created_at_us < ?", *filter.created_before_us);
+  }
+  if (filter.model.has_value()) where.Add(kSpecModelIs, *filter.model);
+  if (filter.dataset.has_value()) where.Add(kSpecDatasetIs, *filter.dataset);
+  if (filter.label.has_value()) where.Add(kSpecLabelIs, *filter.label);
+  return where;
+}
+
 }  // namespace
 
 absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) {
@@ -99,11 +132,7 @@ absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
   FCA_ASSIGN_OR_RETURN(const int size, internal::EffectivePageSize(page_size));
   FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> after,
                        internal::ParsePageToken(kJobTokenKind, page_token));
-  internal::WhereBuilder where;
-  if (filter.owner.has_value()) where.Add("owner = ?", *filter.owner);
-  if (filter.state.has_value()) {
-    where.Add("state = ?", std::string(JobStateName(*filter.state)));
-  }
+  internal::WhereBuilder where = JobWhere(filter);
   if (after.has_value()) where.Add("id < ?", *after);  // newest first
   std::lock_guard<std::recursive_mutex> lock(mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectJob) + where.Sql() +
@@ -135,6 +164,16 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
     for (JobState state : states) names.emplace_back(JobStateName(state));
     where.AddIn("state", names);
   }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
+  where.BindAll(stmt);
+  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+  return row ? stmt.ColumnInt(0) : 0;
+}
+
+absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
+  const internal::WhereBuilder where = JobWhere(filter);
   std::lock_guard<std::recursive_mutex> lock(mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));

@@ -39,6 +39,17 @@ std::optional<double> ColumnOptionalDouble(const Statement& stmt, int col) {
   return stmt.ColumnDouble(col);
 }
 
+// `column` IN (`one` and `more` together) when there is any value. SQLite
+// reads `IN (?)` with one value as an equality, which the single-column
+// indexes serve in id order, as before several values were possible.
+template <typename T>
+void AddOneOf(internal::WhereBuilder& where, const char* column, const std::optional<T>& one,
+              std::vector<T> more) {
+  if (one.has_value()) more.insert(more.begin(), *one);
+  if (more.empty()) return;
+  where.AddIn(column, more);
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id, const std::vector<ResultRow>& rows) {
@@ -89,15 +100,13 @@ absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter, int p
   FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> after,
                        internal::ParsePageToken(kResultTokenKind, page_token));
   internal::WhereBuilder where;
-  if (filter.job_id.has_value()) where.Add("job_id = ?", *filter.job_id);
-  if (filter.model.has_value()) where.Add("model = ?", *filter.model);
+  AddOneOf(where, "job_id", filter.job_id, filter.job_ids);
+  AddOneOf(where, "model", filter.model, filter.models);
   if (filter.dataset_sha256.has_value()) {
     where.Add("dataset_sha256 = ?", *filter.dataset_sha256);
   }
-  if (filter.intervention.has_value()) {
-    where.Add("intervention = ?", *filter.intervention);
-  }
-  if (filter.metric.has_value()) where.Add("metric = ?", *filter.metric);
+  AddOneOf(where, "intervention", filter.intervention, filter.interventions);
+  AddOneOf(where, "metric", filter.metric, filter.metrics);
   if (filter.created_after_us.has_value()) {
     where.Add("created_at_us >= ?", *filter.created_after_us);
   }

@@ -1,5 +1,6 @@
 // Conformance suite, part 2: jobs, job events and results, with paging.
 // Runs on ":memory:" and a file.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -274,6 +275,106 @@ TEST_P(StoreJobsTest, ListJobsPagesNewestFirstWithoutGapsOrRepeats) {
   ASSERT_OK_AND_ASSIGN(const JobPage second, store_->ListJobs({}, 10, first.next_page_token));
   ASSERT_FALSE(second.jobs.empty());
   EXPECT_EQ(second.jobs.front().id, all_ids[10]);
+}
+
+// The spec filters read the stored spec JSON; a count matches the pages.
+TEST_P(StoreJobsTest, ListJobsFiltersBySpecAndTimeAndCountsTheSame) {
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"ann", R"({"models":["a","b"],"dense_twin":"d","eval_dataset":"e1",)"
+              R"("calib_dataset":"c1","label":"seeds"})"},
+      {"ann", R"({"models":["b"],"eval_dataset":"e2","calib_dataset":"c1","label":"Seeds"})"},
+      {"bob", R"({"models":["a"],"eval_dataset":"sha256:ab","calib_dataset":"c2"})"},
+      {"ann", "not json"},                     // matches no spec filter
+      {"ann", R"({"models":"a","label":7})"},  // models not an array, label a number
+  };
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    now_us_ = 1000 * static_cast<int64_t>(i + 1);
+    ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob(jobs[i].first, jobs[i].second));
+    ids.push_back(job.id);
+  }
+  auto expect = [&](const JobFilter& filter, std::vector<int64_t> expected) {
+    std::sort(expected.rbegin(), expected.rend());  // newest first
+    for (int page_size : {1, 100}) EXPECT_EQ(AllJobIds(filter, page_size), expected);
+    ASSERT_OK_AND_ASSIGN(const int64_t count, store_->CountJobs(filter));
+    EXPECT_EQ(count, static_cast<int64_t>(expected.size()));
+  };
+  JobFilter f;
+  expect(f, ids);
+  f.model = "a";  // audited by 0 and 2; job 4's "models" is no array
+  expect(f, {ids[0], ids[2]});
+  f.model = "d";  // the dense twin counts
+  expect(f, {ids[0]});
+  f.model = "c1";  // a dataset, not a model
+  expect(f, {});
+  f = {};
+  f.dataset = "c1";  // eval or calib
+  expect(f, {ids[0], ids[1]});
+  f.dataset = "sha256:ab";
+  expect(f, {ids[2]});
+  f = {};
+  f.label = "seeds";  // exact, case included
+  expect(f, {ids[0]});
+  f.label = "7";  // a stored number is no label
+  expect(f, {});
+  f = {};
+  f.created_after_us = 2000;   // inclusive
+  f.created_before_us = 4000;  // exclusive
+  expect(f, {ids[1], ids[2]});
+  f.owner = "ann";
+  expect(f, {ids[1]});
+  f = {};
+  f.owner = "ann";
+  f.model = "b";
+  f.dataset = "c1";
+  expect(f, {ids[0], ids[1]});
+  f.state = JobState::kQueued;
+  expect(f, {ids[0], ids[1]});
+  f.state = JobState::kRunning;
+  expect(f, {});
+}
+
+TEST_P(StoreJobsTest, QueryResultsTakesSeveralValuesPerFilter) {
+  std::vector<int64_t> job_ids;
+  for (int j = 0; j < 3; ++j) {
+    ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("ann", "{}"));
+    job_ids.push_back(job.id);
+    std::vector<ResultRow> rows;
+    for (int m = 0; m < 3; ++m) {
+      for (int k = 0; k < 3; ++k) {
+        rows.push_back(Row(absl::StrCat("model", m), absl::StrCat("iv", k),
+                           absl::StrCat("metric", k), m * 10 + k));
+      }
+    }
+    ASSERT_OK(store_->InsertResults(job.id, rows));
+  }
+  ResultFilter f;
+  f.job_ids = {job_ids[0], job_ids[2]};
+  EXPECT_EQ(AllResults(f, 4).size(), 18u);
+  f.job_id = job_ids[1];  // one more accepted value
+  EXPECT_EQ(AllResults(f, 4).size(), 27u);
+  f = {};
+  f.models = {"model0", "model2", "absent"};
+  f.metrics = {"metric1"};
+  const std::vector<ResultRow> rows = AllResults(f, 2);
+  ASSERT_EQ(rows.size(), 6u);
+  for (const ResultRow& r : rows) {
+    EXPECT_TRUE(r.model == "model0" || r.model == "model2") << r.model;
+    EXPECT_EQ(r.metric, "metric1");
+  }
+  // Paged in id order, several values or not.
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_TRUE(rows[i - 1].job_id < rows[i].job_id ||
+                (rows[i - 1].job_id == rows[i].job_id && rows[i - 1].model < rows[i].model));
+  }
+  f = {};
+  f.interventions = {"iv0", "iv2"};
+  f.intervention = "iv1";
+  f.job_id = job_ids[0];
+  EXPECT_EQ(AllResults(f, 100).size(), 9u);
+  f.interventions = {};
+  f.intervention = "absent";
+  EXPECT_TRUE(AllResults(f, 100).empty());
 }
 
 TEST_P(StoreJobsTest, PageSizesAndTokensAreChecked) {

@@ -1,0 +1,85 @@
+#include "server/core/metric_catalog.h"
+
+namespace fca::core {
+namespace {
+
+// True when `metric` is `name`, or `name` is a pattern "prefix.<...>" and
+// `metric` is "prefix." followed by something.
+bool Matches(const std::string& name, const std::string& metric) {
+  const size_t open = name.find(".<");
+  if (open == std::string::npos) return name == metric;
+  const size_t prefix = open + 1;  // keeps the dot
+  return metric.size() > prefix && metric.compare(0, prefix, name, 0, prefix) == 0;
+}
+
+}  // namespace
+
+const std::vector<MetricEntry>& MetricCatalog() {
+  static const auto* catalog = new std::vector<MetricEntry>{
+      {"nll", "", "nats/token",
+       "mean next-token negative log-likelihood over the predicted positions of the evaluation "
+       "windows"},
+      {"penalty", "", "nats/token",
+       "NLL(intervention) - NLL(correct), with a paired bootstrap CI over sequences"},
+      {"retention_pct", "", "%",
+       "gap retention of a static profile P: 100 * (NLL(global_mean) - NLL(P)) / "
+       "(NLL(global_mean) - NLL(correct)); undefined when the gap is ~0"},
+      {"eta2.<family>", "variation", "1",
+       "variance of the family's coefficients explained by site identity: 1 - within-site / "
+       "total"},
+      {"total_variance.<family>", "variation", "coef^2",
+       "variance of the family's coefficients around the family mean"},
+      {"within_site_variance.<family>", "variation", "coef^2",
+       "variance around the per-(site, channel) means"},
+      {"between_input_variance.<family>", "variation", "coef^2",
+       "part of the within-site variance carried by per-sequence means (varies across inputs)"},
+      {"within_input_variance.<family>", "variation", "coef^2",
+       "part of the within-site variance within sequences (varies across tokens)"},
+      {"site_mean.<site>", "variation", "coef",
+       "mean coefficient of one site over sequences, positions and channels"},
+      {"site_variance.<site>", "variation", "coef^2",
+       "variance of one site's coefficients around its per-channel means"},
+      {"blocks_per_token", "execution", "blocks/token", "blocks executed per token (counted)"},
+      {"blocks_executed_fraction", "execution", "1", "blocks executed / blocks present"},
+      {"flops_per_token", "execution", "FLOP/token", "counted matmul FLOPs per token, LIVE pass"},
+      {"replay_flops_per_token", "execution", "FLOP/token",
+       "counted matmul FLOPs per token under REPLAY (controller off)"},
+      {"latency_us_per_token", "execution", "us/token",
+       "median wall-clock LIVE forward latency per token"},
+      {"dense_latency_us_per_token", "execution", "us/token",
+       "the dense twin's median latency per token, timed interleaved with the model"},
+      {"slowdown", "execution", "1", "t_model / t_dense - 1 against the dense twin"},
+      {"live_nll", "replay", "nats/token", "NLL of the LIVE pass on the evaluation windows"},
+      {"max_abs_logit_diff", "replay", "logit",
+       "replay fidelity: largest |logit| difference of REPLAY(A(x)) against LIVE"},
+  };
+  return *catalog;
+}
+
+const std::vector<InterventionEntry>& InterventionCatalog() {
+  static const auto* catalog = new std::vector<InterventionEntry>{
+      {"correct", "each input's own coefficients A(x_i): the reference"},
+      {"cross_input", "the coefficients of another input, A(x_pi(i)), pi a seeded derangement"},
+      {"token_shuffle",
+       "each input's coefficients with positions permuted (seeded, one permutation per "
+       "sequence unless per-site)"},
+      {"static_layer", "per-site, per-channel mean over the calibration set, for every token"},
+      {"static_layer_position", "per-site, per-position, per-channel mean over the calibration set"},
+      {"global_mean", "one scalar per family: the calibration mean over sites, positions, channels"},
+  };
+  return *catalog;
+}
+
+const MetricEntry* FindMetric(const std::string& metric) {
+  for (const MetricEntry& e : MetricCatalog()) {
+    if (Matches(e.name, metric)) return &e;
+  }
+  return nullptr;
+}
+
+std::string MetricUnit(const std::string& metric) {
+  const MetricEntry* e = FindMetric(metric);
+  return e == nullptr ? "" : e->unit;
+}
+
+}  // namespace fca::core

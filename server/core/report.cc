@@ -1,0 +1,259 @@
+#include "server/core/report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "server/core/metric_catalog.h"
+#include "server/engine/audit/statistics.h"
+
+namespace fca::core {
+namespace {
+
+using Key = std::pair<std::string, std::string>;  // intervention, metric
+using ModelRows = std::map<Key, v1::Result>;
+
+constexpr char kSiteMean[] = "site_mean.";
+constexpr char kSiteVariance[] = "site_variance.";
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Per-site rows become SiteRow messages, not report metrics.
+bool IsSiteMetric(const Key& key) {
+  return key.first == "variation" &&
+         (StartsWith(key.second, kSiteMean) || StartsWith(key.second, kSiteVariance));
+}
+
+// "eta2.<family>" -> "eta2."; "" for a catalog name that is no pattern.
+std::string PatternPrefix(const std::string& name, const std::string& placeholder) {
+  const size_t at = name.rfind("." + placeholder);
+  return at == std::string::npos ? "" : name.substr(0, at + 1);
+}
+
+// The rows of one job, split by model; rows of models the job does not
+// name are dropped.
+struct JobRows {
+  std::map<std::string, ModelRows> audited;  // by model name
+  ModelRows twin;
+};
+
+JobRows SplitRows(const v1::AuditSpec& spec, const std::vector<v1::Result>& rows) {
+  const std::set<std::string> audited(spec.models().begin(), spec.models().end());
+  JobRows out;
+  for (const v1::Result& r : rows) {
+    const Key key(r.intervention(), r.metric());
+    if (audited.count(r.model())) {
+      out.audited[r.model()][key] = r;
+    } else if (!spec.dense_twin().empty() && r.model() == spec.dense_twin()) {
+      out.twin[key] = r;
+    }
+  }
+  return out;
+}
+
+// Interventions with an "nll" row: the catalog's order, then unknown ones
+// by name (an engine newer than this catalog).
+std::vector<std::string> ReportInterventions(const JobRows& rows) {
+  std::set<std::string> present;
+  for (const auto& [model, by_key] : rows.audited) {
+    for (const auto& [key, r] : by_key) {
+      if (key.second == "nll") present.insert(key.first);
+    }
+  }
+  std::vector<std::string> out;
+  for (const InterventionEntry& e : InterventionCatalog()) {
+    if (present.erase(e.name)) out.push_back(e.name);
+  }
+  out.insert(out.end(), present.begin(), present.end());
+  return out;
+}
+
+// Families named by any "<metric>.<family>" variation row, sorted.
+std::vector<std::string> ReportFamilies(const JobRows& rows) {
+  std::set<std::string> families;
+  for (const MetricEntry& e : MetricCatalog()) {
+    const std::string prefix = PatternPrefix(e.name, "<family>");
+    if (prefix.empty()) continue;
+    for (const auto& [model, by_key] : rows.audited) {
+      for (const auto& [key, r] : by_key) {
+        if (key.first == e.intervention && StartsWith(key.second, prefix) &&
+            key.second.size() > prefix.size()) {
+          families.insert(key.second.substr(prefix.size()));
+        }
+      }
+    }
+  }
+  return std::vector<std::string>(families.begin(), families.end());
+}
+
+// Every key a report may show, in report order: per intervention its NLL
+// and penalty, then retentions, variation per family, execution, replay.
+std::vector<Key> KnownOrder(const std::vector<std::string>& interventions,
+                            const std::vector<std::string>& families) {
+  std::vector<Key> order;
+  for (const std::string& i : interventions) {
+    order.emplace_back(i, "nll");
+    order.emplace_back(i, "penalty");
+  }
+  for (const std::string& i : interventions) order.emplace_back(i, "retention_pct");
+  for (const std::string& f : families) {
+    for (const MetricEntry& e : MetricCatalog()) {
+      const std::string prefix = PatternPrefix(e.name, "<family>");
+      if (!prefix.empty()) order.emplace_back(e.intervention, prefix + f);
+    }
+  }
+  for (const char* section : {"execution", "replay"}) {
+    for (const MetricEntry& e : MetricCatalog()) {
+      if (e.intervention == section) order.emplace_back(e.intervention, e.name);
+    }
+  }
+  return order;
+}
+
+// The keys of `present` in KnownOrder, then the others sorted.
+std::vector<Key> OrderKeys(std::set<Key> present, const std::vector<Key>& known) {
+  std::vector<Key> out;
+  for (const Key& key : known) {
+    if (present.erase(key)) out.push_back(key);
+  }
+  out.insert(out.end(), present.begin(), present.end());
+  return out;
+}
+
+std::set<Key> AuditedKeys(const JobRows& rows) {
+  std::set<Key> keys;
+  for (const auto& [model, by_key] : rows.audited) {
+    for (const auto& [key, r] : by_key) {
+      if (!IsSiteMetric(key)) keys.insert(key);
+    }
+  }
+  return keys;
+}
+
+v1::ReportMetric MakeMetric(const Key& key, const std::vector<std::string>& models,
+                            const JobRows& rows) {
+  v1::ReportMetric m;
+  m.set_intervention(key.first);
+  m.set_metric(key.second);
+  m.set_unit(MetricUnit(key.second));
+  std::vector<const v1::Result*> found;
+  for (const std::string& model : models) {
+    const ModelRows& by_key = rows.audited.at(model);
+    auto it = by_key.find(key);
+    if (it == by_key.end()) continue;
+    *m.add_per_model() = it->second;
+    found.push_back(&it->second);
+  }
+  *m.mutable_across_models() = SummarizeAcross(found);
+  return m;
+}
+
+// One model's sites from its "site_mean.<site>" and "site_variance.<site>"
+// rows, by family then layer.
+std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& rows) {
+  std::map<std::string, v1::SiteRow> by_site;
+  for (const auto& [key, r] : rows) {
+    if (!IsSiteMetric(key)) continue;
+    const bool mean = StartsWith(key.second, kSiteMean);
+    const std::string site = key.second.substr(mean ? sizeof(kSiteMean) - 1
+                                                    : sizeof(kSiteVariance) - 1);
+    std::string family;
+    int64_t layer = 0;
+    if (!ParseSiteName(site, &family, &layer)) continue;
+    v1::SiteRow& s = by_site[site];
+    s.set_model(model);
+    s.set_site(site);
+    s.set_family(family);
+    s.set_layer(layer);
+    if (mean) {
+      s.set_mean(r.value());
+    } else {
+      s.set_variance(r.value());
+    }
+  }
+  std::vector<v1::SiteRow> out;
+  for (auto& [site, row] : by_site) out.push_back(std::move(row));
+  std::sort(out.begin(), out.end(), [](const v1::SiteRow& a, const v1::SiteRow& b) {
+    return std::make_tuple(a.family(), a.layer(), a.site()) <
+           std::make_tuple(b.family(), b.layer(), b.site());
+  });
+  return out;
+}
+
+std::string EvalSha256(const std::vector<std::string>& models, const JobRows& rows) {
+  for (const std::string& m : models) {
+    for (const auto& [key, r] : rows.audited.at(m)) {
+      if (!r.dataset_sha256().empty()) return r.dataset_sha256();
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+bool ParseSiteName(const std::string& site, std::string* family, int64_t* layer) {
+  const size_t dot = site.rfind('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  if (!absl::SimpleAtoi(site.substr(dot + 1), layer) || *layer < 0) return false;
+  *family = site.substr(0, dot);
+  return true;
+}
+
+v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows) {
+  std::vector<double> values;
+  int64_t undefined = 0;
+  for (const v1::Result* r : rows) {
+    if (r->defined()) {
+      values.push_back(r->value());
+    } else {
+      ++undefined;
+    }
+  }
+  // The engine's formula (docs/fca.md, "Multi-model aggregation").
+  const engine::Summary s = engine::Summarize(values);
+  v1::AcrossModels out;
+  out.set_n(s.n);
+  out.set_undefined(undefined);
+  out.set_mean(s.mean);
+  out.set_sd(s.sd);
+  out.set_min(s.min);
+  out.set_max(s.max);
+  return out;
+}
+
+v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Result>& rows) {
+  const JobRows split = SplitRows(job.spec(), rows);
+  v1::GetReportResponse out;
+  *out.mutable_job() = job;
+  std::vector<std::string> models;
+  for (const std::string& m : job.spec().models()) {
+    if (split.audited.count(m)) models.push_back(m);
+  }
+  out.mutable_models()->Assign(models.begin(), models.end());
+  if (!split.twin.empty()) out.set_dense_twin(job.spec().dense_twin());
+  const std::vector<std::string> interventions = ReportInterventions(split);
+  const std::vector<std::string> families = ReportFamilies(split);
+  out.mutable_interventions()->Assign(interventions.begin(), interventions.end());
+  out.mutable_families()->Assign(families.begin(), families.end());
+  out.set_eval_sha256(EvalSha256(models, split));
+  const std::vector<Key> known = KnownOrder(interventions, families);
+  for (const Key& key : OrderKeys(AuditedKeys(split), known)) {
+    *out.add_metrics() = MakeMetric(key, models, split);
+  }
+  for (const std::string& m : models) {
+    for (v1::SiteRow& s : ModelSites(m, split.audited.at(m))) *out.add_sites() = std::move(s);
+  }
+  std::set<Key> twin_keys;
+  for (const auto& [key, r] : split.twin) twin_keys.insert(key);
+  for (const Key& key : OrderKeys(std::move(twin_keys), known)) {
+    *out.add_dense_twin_rows() = split.twin.at(key);
+  }
+  return out;
+}
+
+}  // namespace fca::core

@@ -1,0 +1,35 @@
+// The report of a job, computed on the server from its stored rows: what
+// GetReport and CompareJobs answer and `fca report` prints.
+//
+// Pure (no store, no clock), so the arithmetic is tested on rows whose
+// summary is known. The numbers per model are the stored rows as they are;
+// the only arithmetic is the summary across the audited models (fca.md,
+// "Multi-model aggregation": mean, sample sd, min and max, the engine's
+// Summarize), and the per-site rows become typed SiteRow messages.
+#ifndef FCA_SERVER_CORE_REPORT_H_
+#define FCA_SERVER_CORE_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "proto/fca/v1/audit_service.pb.h"
+
+namespace fca::core {
+
+// The report of `job` from `rows`, the job's stored rows in any order. Rows
+// of models the spec names neither as audited nor as the dense twin are
+// ignored (a report shows what the job was asked for).
+v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Result>& rows);
+
+// n, undefined, mean, sample sd (0 for one value), min and max of the
+// defined values among `rows`; the rest of the fields 0 when none is
+// defined.
+v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows);
+
+// "attn_gate.3" -> family "attn_gate", layer 3; false when the name does not
+// end in ".<layer>".
+bool ParseSiteName(const std::string& site, std::string* family, int64_t* layer);
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_REPORT_H_
