@@ -518,6 +518,7 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
     FCA_ASSIGN_OR_RETURN(workers, core::WorkerPool::Create(&coordinator, pool));
   }
   core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, limits);
+  core.set_facts({WorkerDevices(), absl::GetFlag(FLAGS_executor), auth});
   // fca-worker processes (worker keys) claim and run tasks through it.
   grpc_server::WorkerServiceImpl worker_service(&coordinator, authenticator);
   grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
@@ -539,6 +540,8 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   if (server == nullptr || port == 0) {
     return absl::UnavailableError("cannot listen on " + absl::GetFlag(FLAGS_listen));
   }
+  // Health checks name the service as well as the server ("").
+  grpc_server::SetServing(*server, true);
   std::unique_ptr<core::SlurmExecutor> executor;
   if (absl::GetFlag(FLAGS_executor) == "slurm") {
     FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
@@ -554,6 +557,7 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "fca-server: signal %d: draining\n", signal_number);
+  grpc_server::SetServing(*server, false);
   service.Shutdown();
   hub.Shutdown();
   // Running tasks go back to the queue (refunded) through the coordinator,

@@ -1,5 +1,6 @@
 #include "server/core/service.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -9,6 +10,9 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
+#include "server/core/metric_catalog.h"
+#include "server/core/report.h"
+#include "server/engine/audit/windows.h"
 
 namespace fca::core {
 namespace {
@@ -18,6 +22,38 @@ constexpr int64_t kChunkBytes = 1 << 20;
 bool IsTerminal(v1::JobState s) {
   return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
          s == v1::JOB_STATE_CANCELLED;
+}
+
+// A listing's time bound, when set: protobuf's Timestamp keeps nanos in
+// [0, 1e9); anything else is a client bug worth naming, not a bound.
+absl::StatusOr<std::optional<int64_t>> TimeBound(bool set, const google::protobuf::Timestamp& t,
+                                                 const char* field) {
+  if (!set) return std::nullopt;
+  if (t.nanos() < 0 || t.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has nanos %d; they must be in [0, 999999999]", field, t.nanos()));
+  }
+  return FromTimestamp(t);
+}
+
+// created_after <= created_before when both are set: a reversed range is a
+// mistake (swapped flags), not a wish for nothing.
+absl::Status CheckTimeRange(const std::optional<int64_t>& after,
+                            const std::optional<int64_t>& before) {
+  if (after && before && *after > *before) {
+    return absl::InvalidArgumentError("created_after is later than created_before");
+  }
+  return absl::OkStatus();
+}
+
+// A window longer than a model's context would fail the job only when a
+// worker runs it; refused at submission instead.
+absl::Status CheckWindowFits(const ModelRepository::Listing& m, int64_t window_length) {
+  const int64_t max = m.description.info.max_seq_len;
+  if (max <= 0 || window_length <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "window_length %d exceeds the max_seq_len of model '%s' (%d tokens)", window_length,
+      m.description.info.name, max));
 }
 
 }  // namespace
@@ -225,6 +261,7 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
           m.description.info.family, first->description.info.family));
     }
     if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, m));
+    FCA_RETURN_IF_ERROR(CheckWindowFits(m, spec.window_length()));
     if (!first) first = std::move(m);
   }
   if (spec.dense_twin().empty()) return absl::OkStatus();
@@ -236,7 +273,7 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
         spec.dense_twin()));
   }
   if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, twin));
-  return absl::OkStatus();
+  return CheckWindowFits(twin, spec.window_length());
 }
 
 absl::StatusOr<storage::JobRecord> AuditServiceCore::VisibleJob(const Caller& caller,
@@ -262,13 +299,34 @@ absl::StatusOr<v1::GetJobResponse> AuditServiceCore::GetJob(const Caller& caller
   return response;
 }
 
-absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
+absl::StatusOr<storage::JobFilter> AuditServiceCore::JobFilterFor(
     const Caller& caller, const v1::ListJobsRequest& request) {
   storage::JobFilter filter;
+  if (!request.owner().empty() && request.owner() != caller.user && !caller.admin) {
+    return absl::PermissionDeniedError("only admins list other users' jobs");
+  }
+  // A user sees their own jobs only, whatever they ask for.
   if (!caller.admin) filter.owner = caller.user;
+  if (!request.owner().empty()) filter.owner = request.owner();
   if (request.state() != v1::JOB_STATE_UNSPECIFIED) {
     FCA_ASSIGN_OR_RETURN(filter.state, FromProto(request.state()));
   }
+  if (!request.model().empty()) filter.model = request.model();
+  if (!request.dataset().empty()) filter.dataset = request.dataset();
+  if (!request.label().empty()) filter.label = request.label();
+  FCA_ASSIGN_OR_RETURN(filter.created_after_us,
+                       TimeBound(request.has_created_after(), request.created_after(),
+                                 "created_after"));
+  FCA_ASSIGN_OR_RETURN(filter.created_before_us,
+                       TimeBound(request.has_created_before(), request.created_before(),
+                                 "created_before"));
+  FCA_RETURN_IF_ERROR(CheckTimeRange(filter.created_after_us, filter.created_before_us));
+  return filter;
+}
+
+absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
+    const Caller& caller, const v1::ListJobsRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const storage::JobFilter filter, JobFilterFor(caller, request));
   if (request.page_size() < 0 || request.page_size() > 500) {
     return absl::InvalidArgumentError("page_size must be in [0, 500]");
   }
@@ -280,6 +338,8 @@ absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
     FCA_ASSIGN_OR_RETURN(*response.add_jobs(), ToProto(job, hub_->Progress(job.id)));
   }
   response.set_next_page_token(page.next_page_token);
+  FCA_ASSIGN_OR_RETURN(const int64_t total, store_->CountJobs(filter));
+  response.set_total_count(total);
   return response;
 }
 
@@ -439,22 +499,57 @@ absl::Status AuditServiceCore::CheckDatasetUnused(const storage::DatasetRecord& 
 
 // --- results ---
 
-absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
-    const Caller& caller, const v1::QueryResultsRequest& request) {
-  const v1::ResultFilter& f = request.filter();
+namespace {
+
+// Repeated filter values, bounded: each becomes one bound SQL parameter.
+template <typename Repeated, typename T>
+absl::Status CopyFilterValues(const Repeated& values, const char* field, std::vector<T>* out) {
+  if (values.size() > AuditServiceCore::kMaxFilterValues) {
+    return absl::InvalidArgumentError(absl::StrFormat("filter.%s has %d values; at most %d",
+                                                      field, values.size(),
+                                                      AuditServiceCore::kMaxFilterValues));
+  }
+  out->assign(values.begin(), values.end());
+  return absl::OkStatus();
+}
+
+std::optional<std::string> NonEmpty(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(
+    const Caller& caller, const v1::ResultFilter& f) {
   storage::ResultFilter filter;
-  if (f.job_id() != 0) {
-    FCA_RETURN_IF_ERROR(VisibleJob(caller, f.job_id()).status());
-    filter.job_id = f.job_id();
-  } else if (!caller.admin) {
+  FCA_RETURN_IF_ERROR(CopyFilterValues(f.job_ids(), "job_ids", &filter.job_ids));
+  if (f.job_id() != 0) filter.job_id = f.job_id();
+  if (!filter.job_id && filter.job_ids.empty() && !caller.admin) {
     return absl::InvalidArgumentError("filter.job_id is required (only admins query all jobs)");
   }
-  if (!f.model().empty()) filter.model = f.model();
-  if (!f.dataset_sha256().empty()) filter.dataset_sha256 = f.dataset_sha256();
-  if (!f.intervention().empty()) filter.intervention = f.intervention();
-  if (!f.metric().empty()) filter.metric = f.metric();
-  if (f.has_created_after()) filter.created_after_us = FromTimestamp(f.created_after());
-  if (f.has_created_before()) filter.created_before_us = FromTimestamp(f.created_before());
+  if (filter.job_id) FCA_RETURN_IF_ERROR(VisibleJob(caller, *filter.job_id).status());
+  for (int64_t id : filter.job_ids) FCA_RETURN_IF_ERROR(VisibleJob(caller, id).status());
+  filter.model = NonEmpty(f.model());
+  filter.dataset_sha256 = NonEmpty(f.dataset_sha256());
+  filter.intervention = NonEmpty(f.intervention());
+  filter.metric = NonEmpty(f.metric());
+  FCA_RETURN_IF_ERROR(CopyFilterValues(f.models(), "models", &filter.models));
+  FCA_RETURN_IF_ERROR(
+      CopyFilterValues(f.interventions(), "interventions", &filter.interventions));
+  FCA_RETURN_IF_ERROR(CopyFilterValues(f.metrics(), "metrics", &filter.metrics));
+  FCA_ASSIGN_OR_RETURN(filter.created_after_us,
+                       TimeBound(f.has_created_after(), f.created_after(), "created_after"));
+  FCA_ASSIGN_OR_RETURN(filter.created_before_us,
+                       TimeBound(f.has_created_before(), f.created_before(), "created_before"));
+  FCA_RETURN_IF_ERROR(CheckTimeRange(filter.created_after_us, filter.created_before_us));
+  return filter;
+}
+
+absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
+    const Caller& caller, const v1::QueryResultsRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const storage::ResultFilter filter,
+                       ResultFilterFor(caller, request.filter()));
   if (request.page_size() < 0 || request.page_size() > 1000) {
     return absl::InvalidArgumentError("page_size must be in [0, 1000]");
   }
@@ -503,6 +598,125 @@ absl::Status AuditServiceCore::ExportCoefficients(
     if (!write(chunk)) return absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+// --- reports, server info, windows ---
+
+absl::StatusOr<std::vector<v1::Result>> AuditServiceCore::JobRows(int64_t job_id) {
+  storage::ResultFilter filter;
+  filter.job_id = job_id;
+  std::vector<v1::Result> rows;
+  std::string token;
+  do {
+    FCA_ASSIGN_OR_RETURN(storage::ResultPage page,
+                         store_->QueryResults(filter, storage::Store::kMaxPageSize, token));
+    for (const storage::ResultRow& r : page.rows) rows.push_back(ToProto(r));
+    token = page.next_page_token;
+  } while (!token.empty());
+  return rows;
+}
+
+absl::StatusOr<v1::GetReportResponse> AuditServiceCore::GetReport(
+    const Caller& caller, const v1::GetReportRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, VisibleJob(caller, request.job_id()));
+  FCA_ASSIGN_OR_RETURN(const v1::Job proto, ToProto(job, hub_->Progress(job.id)));
+  FCA_ASSIGN_OR_RETURN(const std::vector<v1::Result> rows, JobRows(job.id));
+  return BuildReport(proto, rows);
+}
+
+absl::StatusOr<v1::CompareJobsResponse> AuditServiceCore::CompareJobs(
+    const Caller& caller, const v1::CompareJobsRequest& request) {
+  if (request.job_ids().empty() || request.job_ids_size() > kMaxCompareJobs) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "compare 1 to %d jobs; the request names %d", kMaxCompareJobs, request.job_ids_size()));
+  }
+  v1::CompareJobsResponse response;
+  for (int64_t id : request.job_ids()) {
+    v1::GetReportRequest one;
+    one.set_job_id(id);
+    FCA_ASSIGN_OR_RETURN(v1::GetReportResponse report, GetReport(caller, one));
+    if (!request.include_sites()) report.clear_sites();
+    *response.add_reports() = std::move(report);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::GetServerInfoResponse> AuditServiceCore::GetServerInfo(const Caller&) {
+  v1::GetServerInfoResponse r;
+  r.set_server_version(FCA_VERSION);
+  r.set_engine_version(engine::EngineVersion());
+  r.set_torch_version(engine::TorchVersion());
+  r.mutable_devices()->Assign(facts_.devices.begin(), facts_.devices.end());
+  r.set_dtype(models_->options().compute.dtype);
+  r.set_workers(static_cast<int32_t>(facts_.devices.size()));
+  r.set_executor(facts_.executor);
+  r.set_auth(facts_.auth);
+  r.set_max_dataset_bytes(limits_.max_dataset_bytes);
+  r.set_max_windows(limits_.spec.max_windows);
+  r.set_max_window_length(limits_.spec.max_window_length);
+  r.set_max_models(limits_.spec.max_models);
+  r.set_max_queued_jobs_per_user(limits_.max_queued_jobs_per_user);
+  for (const InterventionEntry& e : InterventionCatalog()) {
+    v1::InterventionInfo* out = r.add_interventions();
+    out->set_name(e.name);
+    out->set_description(e.description);
+  }
+  for (const MetricEntry& e : MetricCatalog()) {
+    v1::MetricInfo* out = r.add_metrics();
+    out->set_name(e.name);
+    out->set_unit(e.unit);
+    out->set_description(e.description);
+    out->set_intervention(e.intervention);
+  }
+  return r;
+}
+
+namespace {
+
+// One dataset's windows as a task cuts them (engine::ModelAudit): the
+// token stream up to the windows' need, then MakeWindows.
+absl::StatusOr<engine::WindowSet> JobWindows(storage::Store* store, const v1::AuditSpec& spec,
+                                             const std::string& owner,
+                                             const engine::Tokenizer& tokenizer,
+                                             bool calibration) {
+  FCA_ASSIGN_OR_RETURN(DatasetBytes bytes, ReadJobDataset(store, spec, owner, calibration));
+  FCA_ASSIGN_OR_RETURN(const engine::Dataset dataset, MakeDataset(std::move(bytes)));
+  const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
+  FCA_ASSIGN_OR_RETURN(const std::vector<int32_t> stream,
+                       engine::TokenStream(dataset, tokenizer, max_windows * spec.window_length()));
+  return engine::MakeWindows(stream, spec.window_length(), max_windows, dataset.name);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
+    const Caller& caller, const v1::ListJobWindowsRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, VisibleJob(caller, request.job_id()));
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(job.spec_json));
+  const std::string model = request.model().empty() && spec.models_size() > 0
+                                ? spec.models(0)
+                                : request.model();
+  if (std::find(spec.models().begin(), spec.models().end(), model) == spec.models().end()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "job %d does not audit model '%s'", job.id, model.substr(0, 128)));
+  }
+  // The tokenizer only: listing windows must not load multi-GB weights.
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const engine::Tokenizer> tokenizer,
+                       models_->GetTokenizer(model));
+  v1::ListJobWindowsResponse response;
+  response.set_model(model);
+  response.set_window_length(spec.window_length());
+  for (const bool calibration : {false, true}) {
+    FCA_ASSIGN_OR_RETURN(const engine::WindowSet windows,
+                         JobWindows(store_, spec, job.owner, *tokenizer, calibration));
+    for (int64_t i = 0; i < windows.count(); ++i) {
+      v1::Window* w = response.add_windows();
+      w->set_index(i);
+      w->set_hash(windows.hashes[i]);
+      w->set_calibration(calibration);
+    }
+  }
+  return response;
 }
 
 }  // namespace fca::core

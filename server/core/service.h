@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/sha256.h"
@@ -43,6 +44,14 @@ struct ServiceLimits {
   int64_t max_tokenize_bytes = 1 << 20;
   int64_t max_queued_jobs_per_user = 16;
   SpecLimits spec;
+};
+
+// What GetServerInfo says about the process beyond its limits; fca-server
+// sets it from its flags (tests may leave the defaults).
+struct ServerFacts {
+  std::vector<std::string> devices;  // one per worker of the server's own
+  std::string executor = "local";    // "local" | "slurm"
+  bool auth = false;
 };
 
 // Receives one dataset upload, checking limits and the caller's quota as
@@ -85,6 +94,8 @@ class AuditServiceCore {
 
   const ServiceLimits& limits() const { return limits_; }
   storage::Store* store() const { return store_; }
+  // Before the server takes calls.
+  void set_facts(ServerFacts facts) { facts_ = std::move(facts); }
 
   absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
@@ -113,11 +124,36 @@ class AuditServiceCore {
   absl::Status ExportCoefficients(
       const Caller& caller, const v1::ExportCoefficientsRequest& request,
       const std::function<bool(const v1::ExportCoefficientsResponse&)>& write);
+  // The job's report from its stored rows (server/core/report.h).
+  absl::StatusOr<v1::GetReportResponse> GetReport(const Caller& caller,
+                                                  const v1::GetReportRequest& request);
+  // The reports of 1 to kMaxCompareJobs jobs, in request order.
+  absl::StatusOr<v1::CompareJobsResponse> CompareJobs(const Caller& caller,
+                                                      const v1::CompareJobsRequest& request);
+  absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo(const Caller& caller);
+  // The job's windows as its tasks cut them: the datasets tokenized with the
+  // model's tokenizer, at most the spec's max windows each.
+  absl::StatusOr<v1::ListJobWindowsResponse> ListJobWindows(
+      const Caller& caller, const v1::ListJobWindowsRequest& request);
+
+  static constexpr int kMaxCompareJobs = 16;
+  // Values of one repeated ResultFilter field.
+  static constexpr int kMaxFilterValues = 100;
 
  private:
   // Audited models exist, have coefficient sites and share a family; the
-  // dense twin exists and has none.
+  // dense twin exists and has none; every model takes windows of the
+  // spec's length.
   absl::Status CheckModels(const v1::AuditSpec& spec);
+  // ListJobs' request as a store filter, with the caller's visibility.
+  absl::StatusOr<storage::JobFilter> JobFilterFor(const Caller& caller,
+                                                  const v1::ListJobsRequest& request);
+  // QueryResults' filter as a store filter; the caller must see every job
+  // it names.
+  absl::StatusOr<storage::ResultFilter> ResultFilterFor(const Caller& caller,
+                                                        const v1::ResultFilter& filter);
+  // Every stored row of a job, in insertion order.
+  absl::StatusOr<std::vector<v1::Result>> JobRows(int64_t job_id);
   // The job, if the caller may see it; NOT_FOUND otherwise (not
   // PERMISSION_DENIED: other users' job ids are not disclosed).
   absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
@@ -131,6 +167,7 @@ class AuditServiceCore {
   Coordinator* coordinator_;
   EventHub* hub_;
   ServiceLimits limits_;
+  ServerFacts facts_;
   std::atomic<int64_t> watch_streams_{0};
 };
 

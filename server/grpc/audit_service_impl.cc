@@ -1,5 +1,7 @@
 #include "server/grpc/audit_service_impl.h"
 
+#include <grpcpp/health_check_service_interface.h>
+
 #include <cstdio>
 
 namespace fca::grpc_server {
@@ -84,6 +86,13 @@ ServerInterceptors() {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> out;
   out.push_back(std::make_unique<UnparsableRequestInterceptorFactory>());
   return out;
+}
+
+void SetServing(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);  // "" and every name set so far
+  health->SetServingStatus(kAuditServiceName, serving);
 }
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -186,6 +195,31 @@ grpc::Status AuditServiceImpl::ExportCoefficients(
   if (!caller.ok()) return ToGrpc(caller.status());
   return ToGrpc(core_->ExportCoefficients(
       *caller, *req, [&](const v1::ExportCoefficientsResponse& r) { return writer->Write(r); }));
+}
+
+grpc::Status AuditServiceImpl::GetReport(grpc::ServerContext* ctx, const v1::GetReportRequest* req,
+                                         v1::GetReportResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->GetReport(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::CompareJobs(grpc::ServerContext* ctx,
+                                           const v1::CompareJobsRequest* req,
+                                           v1::CompareJobsResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->CompareJobs(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::GetServerInfo(grpc::ServerContext* ctx,
+                                             const v1::GetServerInfoRequest*,
+                                             v1::GetServerInfoResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->GetServerInfo(c); });
+}
+
+grpc::Status AuditServiceImpl::ListJobWindows(grpc::ServerContext* ctx,
+                                              const v1::ListJobWindowsRequest* req,
+                                              v1::ListJobWindowsResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->ListJobWindows(c, *req); });
 }
 
 }  // namespace fca::grpc_server

@@ -3,6 +3,7 @@
 #ifndef FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 #define FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 
+#include <grpcpp/server.h>
 #include <grpcpp/support/server_interceptor.h>
 
 #include <atomic>
@@ -16,6 +17,15 @@
 namespace fca::grpc_server {
 
 grpc::Status ToGrpc(const absl::Status& status);
+
+// The name grpc.health.v1 clients ask about for this service.
+inline constexpr char kAuditServiceName[] = "fca.v1.AuditService";
+
+// Sets the health status of the whole server ("") and of
+// fca.v1.AuditService in gRPC's default health service (which
+// grpc::EnableDefaultHealthCheckService(true) before building `server`
+// provides; without it this does nothing).
+void SetServing(grpc::Server& server, bool serving);
 
 // The interceptors every server of AuditServiceImpl installs
 // (grpc::ServerBuilder::experimental().SetInterceptorCreators). A request
@@ -62,6 +72,14 @@ class AuditServiceImpl final : public v1::AuditService::Service {
   grpc::Status ExportCoefficients(
       grpc::ServerContext* ctx, const v1::ExportCoefficientsRequest* req,
       grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) override;
+  grpc::Status GetReport(grpc::ServerContext* ctx, const v1::GetReportRequest* req,
+                         v1::GetReportResponse* resp) override;
+  grpc::Status CompareJobs(grpc::ServerContext* ctx, const v1::CompareJobsRequest* req,
+                           v1::CompareJobsResponse* resp) override;
+  grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
+                             v1::GetServerInfoResponse* resp) override;
+  grpc::Status ListJobWindows(grpc::ServerContext* ctx, const v1::ListJobWindowsRequest* req,
+                              v1::ListJobWindowsResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

@@ -1,0 +1,284 @@
+// server/core/report.h and metric_catalog.h: the report of a job from rows
+// whose summary is known by hand (docs/fca.md, "Multi-model aggregation":
+// mean, sample sd, min and max across models).
+#include "server/core/report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "server/core/metric_catalog.h"
+#include "server/engine/audit/auditor.h"
+
+namespace fca::core {
+namespace {
+
+using ::testing::ElementsAre;
+
+v1::Result Row(const std::string& model, const std::string& intervention,
+               const std::string& metric, double value) {
+  v1::Result r;
+  r.set_job_id(3);
+  r.set_model(model);
+  r.set_weights_sha256("w-" + model);
+  r.set_dataset_sha256("e5e5");
+  r.set_intervention(intervention);
+  r.set_metric(metric);
+  r.set_value(value);
+  r.set_defined(true);
+  r.set_n(10);
+  return r;
+}
+
+v1::Result Undefined(v1::Result r) {
+  r.set_defined(false);
+  r.set_value(0);
+  return r;
+}
+
+v1::Job ThreeSeedJob() {
+  v1::Job job;
+  job.set_id(3);
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  for (const char* m : {"s1", "s2", "s3"}) job.mutable_spec()->add_models(m);
+  job.mutable_spec()->set_dense_twin("dense");
+  return job;
+}
+
+// Penalties 0.1, 0.2, 0.3: mean 0.2, sample sd 0.1, min 0.1, max 0.3.
+// Retentions 100, 200 and undefined: n 2, mean 150, sd 70.71, min 100, max
+// 200. Sites gate.0, gate.2 and gate.10 (a numeric layer order).
+std::vector<v1::Result> ThreeSeedRows() {
+  std::vector<v1::Result> rows;
+  const std::vector<std::string> models = {"s1", "s2", "s3"};
+  for (size_t k = 0; k < models.size(); ++k) {
+    const std::string& m = models[k];
+    const double p = 0.1 * static_cast<double>(k + 1);
+    // Stored out of report order on purpose.
+    rows.push_back(Row(m, "replay", "live_nll", 1.5 + p));
+    rows.push_back(Row(m, "execution", "slowdown", 0.05 * static_cast<double>(k + 1)));
+    rows.push_back(Row(m, "cross_input", "penalty", p));
+    rows.push_back(Row(m, "cross_input", "nll", 1.5 + 2 * p));
+    rows.push_back(Row(m, "correct", "nll", 1.5 + p));
+    rows.push_back(Row(m, "global_mean", "nll", 2.0));
+    rows.push_back(Row(m, "static_layer", "nll", 1.8));
+    v1::Result retention = Row(m, "static_layer", "retention_pct", 100.0 * (k + 1));
+    rows.push_back(k == 2 ? Undefined(retention) : retention);
+    rows.push_back(Row(m, "variation", "eta2.gate", 0.5 + 0.2 * static_cast<double>(k)));
+    rows.push_back(Row(m, "execution", "blocks_per_token", 4));
+    for (int layer : {10, 0, 2}) {
+      const std::string site = "gate." + std::to_string(layer);
+      rows.push_back(Row(m, "variation", "site_mean." + site, 1.0 - 0.01 * layer));
+      rows.push_back(Row(m, "variation", "site_variance." + site, 0.001 * (layer + 1)));
+    }
+  }
+  rows.push_back(Row("s2", "future_intervention", "nll", 3.0));  // not in the catalog
+  rows.push_back(Row("s1", "execution", "zz_new_metric", 1.0));
+  rows.push_back(Row("dense", "execution", "blocks_per_token", 4));
+  rows.push_back(Row("dense", "execution", "latency_us_per_token", 9));
+  rows.push_back(Row("someone-else", "correct", "nll", 9));  // not in the job: ignored
+  return rows;
+}
+
+const v1::ReportMetric* FindMetric(const v1::GetReportResponse& r, const std::string& intervention,
+                                   const std::string& metric) {
+  for (const v1::ReportMetric& m : r.metrics()) {
+    if (m.intervention() == intervention && m.metric() == metric) return &m;
+  }
+  return nullptr;
+}
+
+TEST(ReportTest, AcrossModelsIsMeanSampleSdMinAndMax) {
+  const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), ThreeSeedRows());
+  const v1::ReportMetric* p = FindMetric(r, "cross_input", "penalty");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->unit(), "nats/token");
+  ASSERT_EQ(p->per_model_size(), 3);
+  EXPECT_EQ(p->per_model(0).model(), "s1");  // spec order
+  EXPECT_EQ(p->per_model(2).model(), "s3");
+  const v1::AcrossModels& a = p->across_models();
+  EXPECT_EQ(a.n(), 3);
+  EXPECT_EQ(a.undefined(), 0);
+  EXPECT_NEAR(a.mean(), 0.2, 1e-12);
+  EXPECT_NEAR(a.sd(), 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(a.min(), 0.1);
+  EXPECT_DOUBLE_EQ(a.max(), 0.3);
+
+  const v1::ReportMetric* ret = FindMetric(r, "static_layer", "retention_pct");
+  ASSERT_NE(ret, nullptr);
+  EXPECT_EQ(ret->unit(), "%");
+  EXPECT_EQ(ret->per_model_size(), 3);  // the undefined row is shown, as undefined
+  EXPECT_FALSE(ret->per_model(2).defined());
+  EXPECT_EQ(ret->across_models().n(), 2);
+  EXPECT_EQ(ret->across_models().undefined(), 1);
+  EXPECT_NEAR(ret->across_models().mean(), 150, 1e-9);
+  EXPECT_NEAR(ret->across_models().sd(), std::sqrt(5000.0), 1e-9);
+  EXPECT_DOUBLE_EQ(ret->across_models().min(), 100);
+  EXPECT_DOUBLE_EQ(ret->across_models().max(), 200);
+
+  const v1::ReportMetric* eta = FindMetric(r, "variation", "eta2.gate");
+  ASSERT_NE(eta, nullptr);
+  EXPECT_EQ(eta->unit(), "1");
+  EXPECT_NEAR(eta->across_models().mean(), 0.7, 1e-12);
+  EXPECT_NEAR(eta->across_models().sd(), 0.2, 1e-12);
+  EXPECT_NEAR(eta->across_models().min(), 0.5, 1e-12);
+  EXPECT_NEAR(eta->across_models().max(), 0.9, 1e-12);
+}
+
+TEST(ReportTest, ModelsInterventionsFamiliesAndTwin) {
+  const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), ThreeSeedRows());
+  EXPECT_EQ(r.job().id(), 3);
+  EXPECT_THAT(r.models(), ElementsAre("s1", "s2", "s3"));
+  EXPECT_EQ(r.dense_twin(), "dense");
+  // The catalog's order, then interventions it does not know.
+  EXPECT_THAT(r.interventions(), ElementsAre("correct", "cross_input", "static_layer",
+                                             "global_mean", "future_intervention"));
+  EXPECT_THAT(r.families(), ElementsAre("gate"));
+  EXPECT_EQ(r.eval_sha256(), "e5e5");
+  ASSERT_EQ(r.dense_twin_rows_size(), 2);
+  EXPECT_EQ(r.dense_twin_rows(0).metric(), "blocks_per_token");
+  EXPECT_EQ(r.dense_twin_rows(1).metric(), "latency_us_per_token");
+  for (const v1::ReportMetric& m : r.metrics()) {
+    for (const v1::Result& row : m.per_model()) EXPECT_NE(row.model(), "someone-else");
+  }
+}
+
+TEST(ReportTest, MetricsComeInReportOrder) {
+  const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), ThreeSeedRows());
+  std::vector<std::string> keys;
+  for (const v1::ReportMetric& m : r.metrics()) keys.push_back(m.intervention() + "/" + m.metric());
+  EXPECT_THAT(keys, ElementsAre("correct/nll", "cross_input/nll", "cross_input/penalty",
+                                "static_layer/nll", "global_mean/nll", "future_intervention/nll",
+                                "static_layer/retention_pct", "variation/eta2.gate",
+                                "execution/blocks_per_token", "execution/slowdown",
+                                "replay/live_nll", "execution/zz_new_metric"));
+  // A metric only one model has summarizes that one model.
+  const v1::ReportMetric* future = FindMetric(r, "future_intervention", "nll");
+  ASSERT_NE(future, nullptr);
+  EXPECT_EQ(future->unit(), "nats/token");
+  EXPECT_EQ(future->across_models().n(), 1);
+  EXPECT_EQ(future->across_models().sd(), 0);
+  EXPECT_EQ(FindMetric(r, "execution", "zz_new_metric")->unit(), "");
+}
+
+TEST(ReportTest, SitesAreTypedRowsNotMetrics) {
+  const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), ThreeSeedRows());
+  for (const v1::ReportMetric& m : r.metrics()) {
+    EXPECT_EQ(m.metric().find("site_"), std::string::npos) << m.metric();
+  }
+  ASSERT_EQ(r.sites_size(), 9);  // 3 models x 3 sites
+  std::vector<int64_t> layers;
+  for (int i = 0; i < 3; ++i) {
+    const v1::SiteRow& s = r.sites(i);
+    EXPECT_EQ(s.model(), "s1");
+    EXPECT_EQ(s.family(), "gate");
+    EXPECT_EQ(s.site(), "gate." + std::to_string(s.layer()));
+    EXPECT_NEAR(s.mean(), 1.0 - 0.01 * s.layer(), 1e-12);
+    EXPECT_NEAR(s.variance(), 0.001 * (s.layer() + 1), 1e-12);
+    layers.push_back(s.layer());
+  }
+  EXPECT_THAT(layers, ElementsAre(0, 2, 10));
+  EXPECT_EQ(r.sites(3).model(), "s2");
+}
+
+TEST(ReportTest, SingleModelHasZeroSdAndMinEqualsMax) {
+  v1::Job job;
+  job.mutable_spec()->add_models("only");
+  const v1::GetReportResponse r =
+      BuildReport(job, {Row("only", "cross_input", "penalty", 0.25)});
+  ASSERT_EQ(r.metrics_size(), 1);
+  const v1::AcrossModels& a = r.metrics(0).across_models();
+  EXPECT_EQ(a.n(), 1);
+  EXPECT_EQ(a.mean(), 0.25);
+  EXPECT_EQ(a.sd(), 0);
+  EXPECT_EQ(a.min(), 0.25);
+  EXPECT_EQ(a.max(), 0.25);
+  EXPECT_EQ(r.dense_twin(), "");
+}
+
+TEST(ReportTest, NoRowsIsAnEmptyReportOfTheJob) {
+  const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), {});
+  EXPECT_EQ(r.job().id(), 3);
+  EXPECT_EQ(r.models_size(), 0);
+  EXPECT_EQ(r.metrics_size(), 0);
+  EXPECT_EQ(r.sites_size(), 0);
+  EXPECT_EQ(r.dense_twin(), "");
+  EXPECT_EQ(r.eval_sha256(), "");
+}
+
+TEST(ReportTest, AllUndefinedSummarizesNothing) {
+  v1::Result a = Undefined(Row("s1", "static_layer", "retention_pct", 0));
+  v1::Result b = Undefined(Row("s2", "static_layer", "retention_pct", 0));
+  const v1::AcrossModels s = SummarizeAcross({&a, &b});
+  EXPECT_EQ(s.n(), 0);
+  EXPECT_EQ(s.undefined(), 2);
+  EXPECT_EQ(s.mean(), 0);
+  EXPECT_EQ(s.min(), 0);
+  EXPECT_EQ(s.max(), 0);
+}
+
+TEST(ReportTest, SiteNamesParse) {
+  std::string family;
+  int64_t layer = -1;
+  ASSERT_TRUE(ParseSiteName("attn_gate.3", &family, &layer));
+  EXPECT_EQ(family, "attn_gate");
+  EXPECT_EQ(layer, 3);
+  ASSERT_TRUE(ParseSiteName("q.12", &family, &layer));
+  EXPECT_EQ(family, "q");
+  EXPECT_EQ(layer, 12);
+  for (const char* bad : {"gate", "gate.", ".3", "gate.x", "gate.-1"}) {
+    EXPECT_FALSE(ParseSiteName(bad, &family, &layer)) << bad;
+  }
+}
+
+// Every row the engine writes has a catalog entry under the right
+// pseudo-intervention, so every reported metric has a unit.
+TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
+  engine::ModelReport m;
+  m.model.name = "m";
+  m.eval_windows = 4;
+  for (const std::string& name : engine::AllInterventions()) {
+    engine::InterventionResult i;
+    i.name = name;
+    m.interventions.push_back(i);
+  }
+  m.retention_static_layer = 50;
+  m.retention_static_layer_position = 60;
+  engine::FamilyVariation f;
+  f.family = "attn_gate";
+  f.eta2 = 0.5;
+  m.variation.push_back(f);
+  m.site_variation.push_back({"attn_gate.0", "attn_gate", 0, 1.0, 0.1});
+  m.execution.timing_repeats = 3;
+  m.execution.dense_latency_us_per_token = 5;
+  m.execution.slowdown = 0.1;
+  std::set<std::string> seen;
+  for (const engine::ResultRow& row : engine::ResultRows(m)) {
+    const MetricEntry* e = core::FindMetric(row.metric);
+    ASSERT_NE(e, nullptr) << row.metric;
+    EXPECT_FALSE(e->unit.empty()) << row.metric;
+    EXPECT_FALSE(e->description.empty()) << row.metric;
+    if (!e->intervention.empty()) EXPECT_EQ(e->intervention, row.intervention) << row.metric;
+    seen.insert(e->name);
+  }
+  EXPECT_EQ(seen.size(), MetricCatalog().size());  // and no entry is stale
+  std::vector<std::string> names;
+  for (const InterventionEntry& i : InterventionCatalog()) names.push_back(i.name);
+  EXPECT_EQ(names, engine::AllInterventions());
+}
+
+TEST(MetricCatalogTest, PatternsMatchByPrefixOnly) {
+  EXPECT_EQ(MetricUnit("eta2.mlp_gate"), "1");
+  EXPECT_EQ(MetricUnit("within_input_variance.q"), "coef^2");
+  EXPECT_EQ(MetricUnit("eta2."), "");  // no family
+  EXPECT_EQ(MetricUnit("eta2"), "");
+  EXPECT_EQ(MetricUnit("penalty"), "nats/token");
+  EXPECT_EQ(MetricUnit("penalty.x"), "");
+}
+
+}  // namespace
+}  // namespace fca::core
