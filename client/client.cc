@@ -267,6 +267,40 @@ absl::StatusOr<v1::TokenizeResponse> AuditClient::Tokenize(const v1::TokenizeReq
   return response;
 }
 
+absl::StatusOr<v1::GetReportResponse> AuditClient::GetReport(int64_t job_id) {
+  auto context = NewContext(/*unary=*/true);
+  v1::GetReportRequest request;
+  request.set_job_id(job_id);
+  v1::GetReportResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->GetReport(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::CompareJobsResponse> AuditClient::CompareJobs(
+    const v1::CompareJobsRequest& request) {
+  auto context = NewContext(/*unary=*/true);
+  v1::CompareJobsResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->CompareJobs(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::GetServerInfoResponse> AuditClient::GetServerInfo() {
+  auto context = NewContext(/*unary=*/true);
+  v1::GetServerInfoResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(
+      stub_->GetServerInfo(context.get(), v1::GetServerInfoRequest(), &response)));
+  return response;
+}
+
+absl::StatusOr<v1::ListJobWindowsResponse> AuditClient::ListJobWindows(
+    const v1::ListJobWindowsRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::ListJobWindowsResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListJobWindows(context.get(), request, &response)));
+  return response;
+}
+
 absl::Status AuditClient::ExportCoefficients(
     const v1::ExportCoefficientsRequest& request,
     const std::function<absl::Status(const v1::CoefficientsHeader&)>& on_header,

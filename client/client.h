@@ -99,6 +99,14 @@ class AuditClient {
 
   absl::StatusOr<fca::v1::TokenizeResponse> Tokenize(const fca::v1::TokenizeRequest& request);
 
+  // The job's report, computed by the server (GetReport).
+  absl::StatusOr<fca::v1::GetReportResponse> GetReport(int64_t job_id);
+  absl::StatusOr<fca::v1::CompareJobsResponse> CompareJobs(
+      const fca::v1::CompareJobsRequest& request);
+  absl::StatusOr<fca::v1::GetServerInfoResponse> GetServerInfo();
+  absl::StatusOr<fca::v1::ListJobWindowsResponse> ListJobWindows(
+      const fca::v1::ListJobWindowsRequest& request);
+
   // Calls `on_header` once with the first message, then `on_chunk` for every
   // chunk in order. A callback's error cancels the stream and is returned.
   absl::Status ExportCoefficients(

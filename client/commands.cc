@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -35,21 +36,26 @@ ABSL_FLAG(std::string, kind, "text", "datasets upload: text or tokens (int32 LE)
 // jobs list, results
 ABSL_FLAG(std::string, state, "", "jobs list: queued|running|succeeded|failed|cancelled");
 ABSL_FLAG(int32_t, page_size, 0, "jobs list, results: rows per page [server default]");
+ABSL_FLAG(std::string, owner, "", "jobs list: whose jobs (admins only)");
+// jobs list also takes --label (the audit flag): the label, exactly.
+ABSL_DECLARE_FLAG(std::string, label);
 
 // results (and --model for export)
 ABSL_FLAG(int64_t, job, 0, "results: job id");
-ABSL_FLAG(std::string, model, "", "results, export: model name");
-ABSL_FLAG(std::string, dataset, "", "results: evaluation dataset sha256");
+ABSL_FLAG(std::string, model, "",
+          "results, export, windows: model name; jobs list: audited or dense twin");
+ABSL_FLAG(std::string, dataset, "",
+          "results: evaluation dataset sha256; jobs list: eval or calib dataset as submitted");
 ABSL_FLAG(std::string, intervention, "", "results: intervention name");
 ABSL_FLAG(std::string, metric, "", "results: metric name");
-ABSL_FLAG(std::string, since, "", "results: created at or after (RFC 3339)");
-ABSL_FLAG(std::string, until, "", "results: created before (RFC 3339)");
-ABSL_FLAG(std::string, format, "table", "results: table, json or csv");
+ABSL_FLAG(std::string, since, "", "results, jobs list: created at or after (RFC 3339)");
+ABSL_FLAG(std::string, until, "", "results, jobs list: created before (RFC 3339)");
+ABSL_FLAG(std::string, format, "table", "results: table, json or csv; compare: table or json");
 
 // export
 ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
 ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
-ABSL_FLAG(bool, json, false, "tokenize: print JSON (model, tokenizer, vocab_size, ids)");
+ABSL_FLAG(bool, json, false, "tokenize, info, windows: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
 ABSL_FLAG(std::string, out, "", "export: output file");
@@ -169,14 +175,39 @@ CommandResult RunDatasetsList(CommandContext& ctx) {
   return kExitOk;
 }
 
-CommandResult RunJobsList(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "jobs list [--state=S]"));
+// --since and --until, when given, into `after` and `before`.
+absl::Status TimeFlags(const CommandContext& ctx, google::protobuf::Timestamp* after,
+                       google::protobuf::Timestamp* before) {
+  if (ctx.Specified("since")) {
+    FCA_ASSIGN_OR_RETURN(*after, ParseRfc3339(absl::GetFlag(FLAGS_since)));
+  }
+  if (ctx.Specified("until")) {
+    FCA_ASSIGN_OR_RETURN(*before, ParseRfc3339(absl::GetFlag(FLAGS_until)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ListJobsRequest> JobsRequestFromFlags(const CommandContext& ctx) {
   v1::ListJobsRequest request;
   if (ctx.Specified("state")) {
     FCA_ASSIGN_OR_RETURN(v1::JobState state, ParseJobState(absl::GetFlag(FLAGS_state)));
     request.set_state(state);
   }
   request.set_page_size(absl::GetFlag(FLAGS_page_size));
+  request.set_model(absl::GetFlag(FLAGS_model));
+  request.set_dataset(NormalizeDatasetRef(absl::GetFlag(FLAGS_dataset)));
+  request.set_label(absl::GetFlag(FLAGS_label));
+  request.set_owner(absl::GetFlag(FLAGS_owner));
+  google::protobuf::Timestamp after, before;
+  FCA_RETURN_IF_ERROR(TimeFlags(ctx, &after, &before));
+  if (ctx.Specified("since")) *request.mutable_created_after() = after;
+  if (ctx.Specified("until")) *request.mutable_created_before() = before;
+  return request;
+}
+
+CommandResult RunJobsList(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "jobs list [filters]"));
+  FCA_ASSIGN_OR_RETURN(v1::ListJobsRequest request, JobsRequestFromFlags(ctx));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   std::vector<v1::Job> jobs;
   FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
@@ -236,13 +267,10 @@ absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(const CommandContext& ctx
   filter.set_dataset_sha256(NormalizeSha256Hex(absl::GetFlag(FLAGS_dataset)));
   filter.set_intervention(absl::GetFlag(FLAGS_intervention));
   filter.set_metric(absl::GetFlag(FLAGS_metric));
-  if (ctx.Specified("since")) {
-    FCA_ASSIGN_OR_RETURN(*filter.mutable_created_after(), ParseRfc3339(absl::GetFlag(FLAGS_since)));
-  }
-  if (ctx.Specified("until")) {
-    FCA_ASSIGN_OR_RETURN(*filter.mutable_created_before(),
-                         ParseRfc3339(absl::GetFlag(FLAGS_until)));
-  }
+  google::protobuf::Timestamp after, before;
+  FCA_RETURN_IF_ERROR(TimeFlags(ctx, &after, &before));
+  if (ctx.Specified("since")) *filter.mutable_created_after() = after;
+  if (ctx.Specified("until")) *filter.mutable_created_before() = before;
   return filter;
 }
 
@@ -309,11 +337,9 @@ CommandResult RunReport(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "report JOB_ID [--save_json=FILE] [--save_html=FILE]"));
   FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
-  v1::QueryResultsRequest request;
-  request.mutable_filter()->set_job_id(id);
-  FCA_ASSIGN_OR_RETURN(std::vector<v1::Result> results, FetchResults(*client, request));
-  const ReportView report(std::move(job), results);
+  // Computed by the server from the stored rows (GetReport).
+  FCA_ASSIGN_OR_RETURN(v1::GetReportResponse response, client->GetReport(id));
+  const ReportView report(std::move(response));
   ctx.out() << FormatReportText(report);
   if (ctx.Specified("save_json")) {
     FCA_RETURN_IF_ERROR(
@@ -323,6 +349,43 @@ CommandResult RunReport(CommandContext& ctx) {
     FCA_RETURN_IF_ERROR(
         WriteFileAtomically(absl::GetFlag(FLAGS_save_html), FormatReportHtml(report)));
   }
+  return kExitOk;
+}
+
+CommandResult RunCompare(CommandContext& ctx) {
+  if (ctx.args().empty()) return UsageError("expected: fca compare JOB_ID [JOB_ID...]");
+  FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
+  if (format == ResultFormat::kCsv) return UsageError("compare: --format is table or json");
+  v1::CompareJobsRequest request;
+  for (const std::string& arg : ctx.args()) {
+    FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(arg));
+    request.add_job_ids(id);
+  }
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::CompareJobsResponse response, client->CompareJobs(request));
+  ctx.out() << (format == ResultFormat::kJson ? FormatComparisonJson(response)
+                                              : FormatComparisonText(response));
+  return kExitOk;
+}
+
+CommandResult RunInfo(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "info [--json]"));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::GetServerInfoResponse info, client->GetServerInfo());
+  ctx.out() << (absl::GetFlag(FLAGS_json) ? FormatProtoJson(info) : FormatServerInfo(info));
+  return kExitOk;
+}
+
+CommandResult RunWindows(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "windows JOB_ID [--model=M] [--json]"));
+  v1::ListJobWindowsRequest request;
+  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
+  request.set_job_id(id);
+  request.set_model(absl::GetFlag(FLAGS_model));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::ListJobWindowsResponse response, client->ListJobWindows(request));
+  ctx.out() << (absl::GetFlag(FLAGS_json) ? FormatProtoJson(response)
+                                          : FormatWindowsTable(response));
   return kExitOk;
 }
 
@@ -418,9 +481,10 @@ const std::vector<Command>& Commands() {
        {"after_seq"},
        RunWatch},
       {{"jobs", "list"},
-       "jobs list [--state=S] [--page_size=N]",
-       "list jobs, newest first",
-       {"state", "page_size"},
+       "jobs list [--state=S --model=M --dataset=D --label=L --owner=U --since=T\n"
+       "          --until=T] [--page_size=N]",
+       "list jobs, newest first (--owner: admins)",
+       {"state", "page_size", "model", "dataset", "label", "owner", "since", "until"},
        RunJobsList},
       {{"jobs", "show"}, "jobs show ID", "show one job and its spec", {}, RunJobsShow},
       {{"jobs", "cancel"}, "jobs cancel ID", "cancel a queued or running job", {}, RunJobsCancel},
@@ -441,6 +505,21 @@ const std::vector<Command>& Commands() {
        "a job's report: variation, dependence, execution, per model and across models",
        {"save_json", "save_html"},
        RunReport},
+      {{"compare"},
+       "compare JOB_ID [JOB_ID...] [--format=table|json]",
+       "up to 16 jobs side by side: per model and across models",
+       {"format"},
+       RunCompare},
+      {{"windows"},
+       "windows JOB_ID [--model=M] [--json]",
+       "a job's evaluation and calibration windows with the hashes export takes",
+       {"model", "json"},
+       RunWindows},
+      {{"info"},
+       "info [--json]",
+       "the server: versions, devices, limits, interventions, metrics and units",
+       {"json"},
+       RunInfo},
       {{"tokenize"},
        "tokenize --model=M [--json] < TEXT",
        "the ids the server feeds model M for the text on stdin",

@@ -426,6 +426,46 @@ std::string FormatTokenizeJson(const v1::TokenizeResponse& r) {
   return json::Write(v) + "\n";
 }
 
+std::string FormatServerInfo(const v1::GetServerInfoResponse& info) {
+  std::string out;
+  absl::StrAppendFormat(&out, "server:           fca-server %s (engine %s, torch %s)\n",
+                        SanitizeForTerminal(info.server_version()),
+                        SanitizeForTerminal(info.engine_version()),
+                        SanitizeForTerminal(info.torch_version()));
+  absl::StrAppendFormat(&out, "workers:          %d (%s), dtype %s, executor %s\n", info.workers(),
+                        SanitizeForTerminal(absl::StrJoin(info.devices(), ", ")),
+                        SanitizeForTerminal(info.dtype()), SanitizeForTerminal(info.executor()));
+  absl::StrAppendFormat(&out, "authentication:   %s\n", info.auth() ? "on" : "off");
+  absl::StrAppendFormat(&out,
+                        "limits:           dataset %s, %d windows of at most %d tokens, %d models "
+                        "per job, %d queued jobs per user\n",
+                        HumanBytes(info.max_dataset_bytes()), info.max_windows(),
+                        info.max_window_length(), info.max_models(),
+                        info.max_queued_jobs_per_user());
+  TextTable interventions({{"INTERVENTION"}, {"WHAT IS SUBSTITUTED"}});
+  for (const v1::InterventionInfo& i : info.interventions()) {
+    interventions.AddRow({i.name(), i.description()});
+  }
+  TextTable metrics({{"METRIC"}, {"ROWS UNDER"}, {"UNIT"}, {"DESCRIPTION"}});
+  for (const v1::MetricInfo& m : info.metrics()) {
+    metrics.AddRow({m.name(), m.intervention().empty() ? "each intervention" : m.intervention(),
+                    m.unit(), m.description()});
+  }
+  return out + "\n" + interventions.Render() + "\n" + metrics.Render();
+}
+
+std::string FormatWindowsTable(const v1::ListJobWindowsResponse& windows) {
+  TextTable table({{"SET"}, {"INDEX", TextTable::Align::kRight}, {"WINDOW HASH"}});
+  for (const v1::Window& w : windows.windows()) {
+    table.AddRow({w.calibration() ? "calib" : "eval", absl::StrCat(w.index()), w.hash()});
+  }
+  return table.Render();
+}
+
+std::string FormatProtoJson(const google::protobuf::Message& message) {
+  return ToJson(message, /*pretty=*/true) + "\n";
+}
+
 std::string HtmlEscape(std::string_view text) {
   std::string out;
   out.reserve(text.size());

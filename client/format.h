@@ -81,6 +81,14 @@ std::string FormatResults(const std::vector<fca::v1::Result>& results, ResultFor
 // on one line.
 std::string FormatTokenizeJson(const fca::v1::TokenizeResponse& response);
 
+// `fca info`: versions, devices, limits, then the interventions and the
+// metrics with their units and descriptions.
+std::string FormatServerInfo(const fca::v1::GetServerInfoResponse& info);
+// `fca windows`: one line per window (set, index, hash).
+std::string FormatWindowsTable(const fca::v1::ListJobWindowsResponse& windows);
+// Any message as proto3 JSON (every field, pretty), ending in '\n'.
+std::string FormatProtoJson(const google::protobuf::Message& message);
+
 // ---------------------------------------------------------------- fields
 
 // True when `text` is well-formed UTF-8: no stray continuation bytes,

@@ -1,12 +1,9 @@
-// ReportView and the text and JSON forms of a report.
+// ReportView, the text and JSON forms of a report, and comparisons.
 #include "client/report.h"
 
 #include <algorithm>
-#include <cmath>
-#include <set>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,107 +15,46 @@ namespace {
 
 namespace v1 = fca::v1;
 
-// fca.md's interventions in the order reports list them.
-const std::vector<std::string>& InterventionOrder() {
-  static const auto* order =
-      new std::vector<std::string>{"correct",      "cross_input",           "token_shuffle",
-                                   "static_layer", "static_layer_position", "global_mean"};
-  return *order;
-}
-
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 }  // namespace
 
-ReportView::ReportView(v1::Job job, const std::vector<v1::Result>& results)
-    : job_(std::move(job)) {
-  const auto& spec = job_.spec();
-  std::set<std::string> audited(spec.models().begin(), spec.models().end());
-  std::set<std::string> with_rows, names_with_nll, families;
-  for (const v1::Result& r : results) {
-    const bool is_twin = !spec.dense_twin().empty() && r.model() == spec.dense_twin();
-    if (!audited.count(r.model()) && !is_twin) continue;
-    rows_[Key(r.model(), r.intervention(), r.metric())] = r;
-    if (is_twin) {
-      dense_twin_ = r.model();
-      continue;
-    }
-    with_rows.insert(r.model());
-    if (r.metric() == "nll") names_with_nll.insert(r.intervention());
-    if (r.intervention() == "variation" && StartsWith(r.metric(), "eta2.")) {
-      families.insert(r.metric().substr(5));
+ReportView::ReportView(v1::GetReportResponse report) : report_(std::move(report)) {
+  models_.assign(report_.models().begin(), report_.models().end());
+  interventions_.assign(report_.interventions().begin(), report_.interventions().end());
+  families_.assign(report_.families().begin(), report_.families().end());
+  for (const v1::ReportMetric& m : report_.metrics()) {
+    metrics_[{m.intervention(), m.metric()}] = &m;
+    for (const v1::Result& r : m.per_model()) {
+      rows_[Key(r.model(), r.intervention(), r.metric())] = &r;
     }
   }
-  for (const std::string& m : spec.models()) {
-    if (with_rows.count(m)) models_.push_back(m);
+  for (const v1::Result& r : report_.dense_twin_rows()) {
+    rows_[Key(r.model(), r.intervention(), r.metric())] = &r;
   }
-  for (const std::string& i : InterventionOrder()) {
-    if (names_with_nll.count(i)) interventions_.push_back(i);
-  }
-  families_.assign(families.begin(), families.end());
 }
 
 const v1::Result* ReportView::Find(const std::string& model, const std::string& intervention,
                                    const std::string& metric) const {
   auto it = rows_.find(Key(model, intervention, metric));
-  return it == rows_.end() ? nullptr : &it->second;
+  return it == rows_.end() ? nullptr : it->second;
 }
 
 AcrossModels ReportView::Across(const std::string& intervention,
                                 const std::string& metric) const {
-  AcrossModels a;
-  std::vector<double> values;
-  for (const std::string& m : models_) {
-    const v1::Result* r = Find(m, intervention, metric);
-    if (r == nullptr) continue;
-    if (r->defined()) {
-      values.push_back(r->value());
-    } else {
-      ++a.undefined;
-    }
-  }
-  a.n = static_cast<int64_t>(values.size());
-  if (values.empty()) return a;
-  double sum = 0;
-  for (double v : values) sum += v;
-  a.mean = sum / a.n;
-  if (a.n > 1) {
-    double ss = 0;
-    for (double v : values) ss += (v - a.mean) * (v - a.mean);
-    a.sd = std::sqrt(ss / (a.n - 1));
-  }
-  return a;
+  auto it = metrics_.find({intervention, metric});
+  return it == metrics_.end() ? AcrossModels() : it->second->across_models();
+}
+
+std::string ReportView::Unit(const std::string& intervention, const std::string& metric) const {
+  auto it = metrics_.find({intervention, metric});
+  return it == metrics_.end() ? "" : it->second->unit();
 }
 
 std::vector<SitePoint> ReportView::Sites(const std::string& model) const {
   std::vector<SitePoint> out;
-  const std::string prefix = "site_mean.";
-  for (auto it = rows_.lower_bound(Key(model, "variation", prefix)); it != rows_.end(); ++it) {
-    const auto& [m, intervention, metric] = it->first;
-    if (m != model || intervention != "variation" || !StartsWith(metric, prefix)) break;
-    SitePoint p;
-    p.site = metric.substr(prefix.size());
-    const size_t dot = p.site.rfind('.');
-    if (dot == std::string::npos || !absl::SimpleAtoi(p.site.substr(dot + 1), &p.layer)) continue;
-    p.family = p.site.substr(0, dot);
-    p.mean = it->second.value();
-    const v1::Result* var = Find(model, "variation", "site_variance." + p.site);
-    if (var != nullptr) p.variance = var->value();
-    out.push_back(std::move(p));
+  for (const v1::SiteRow& s : report_.sites()) {
+    if (s.model() == model) out.push_back(s);
   }
-  std::sort(out.begin(), out.end(), [](const SitePoint& a, const SitePoint& b) {
-    return std::tie(a.family, a.layer) < std::tie(b.family, b.layer);
-  });
   return out;
-}
-
-std::string ReportView::eval_sha256() const {
-  for (const auto& [key, r] : rows_) {
-    if (!r.dataset_sha256().empty()) return r.dataset_sha256();
-  }
-  return "";
 }
 
 // ---------------------------------------------------------------- text
@@ -126,6 +62,9 @@ std::string ReportView::eval_sha256() const {
 namespace {
 
 using Align = TextTable::Align;
+
+// Names the across-model cells: the server's mean, sample sd and range.
+constexpr char kAcrossLabel[] = "mean ± sd (min..max)";
 
 std::string Fixed(double v, int digits) { return absl::StrFormat("%.*f", digits, v); }
 std::string Signed(double v, int digits) { return absl::StrFormat("%+.*f", digits, v); }
@@ -142,13 +81,17 @@ std::string Cell(const v1::Result* r, std::string (*fmt)(double, int), int digit
   return s;
 }
 
-// "mean ± sd (n)", with the number of undefined models when there are any.
+// "mean ± sd (min..max)" (the range when several models have a value),
+// with the number of undefined models when there are any.
 std::string AcrossCell(const AcrossModels& a, std::string (*fmt)(double, int), int digits) {
-  if (a.n == 0) return a.undefined > 0 ? "undefined" : "";
+  if (a.n() == 0) return a.undefined() > 0 ? "undefined" : "";
   // A spread has no sign: signed values get an unsigned sd.
-  const std::string sd = fmt == Signed ? Fixed(a.sd, digits) : fmt(a.sd, digits);
-  std::string s = absl::StrFormat("%s ± %s", fmt(a.mean, digits), sd);
-  if (a.undefined > 0) s += absl::StrFormat(" (%d undefined)", a.undefined);
+  const std::string sd = fmt == Signed ? Fixed(a.sd(), digits) : fmt(a.sd(), digits);
+  std::string s = absl::StrFormat("%s ± %s", fmt(a.mean(), digits), sd);
+  if (a.n() > 1) {
+    s += absl::StrFormat(" (%s..%s)", fmt(a.min(), digits), fmt(a.max(), digits));
+  }
+  if (a.undefined() > 0) s += absl::StrFormat(" (%d undefined)", a.undefined());
   return s;
 }
 
@@ -179,7 +122,7 @@ TextTable VariationTable(const ReportView& r) {
                 Cell(r.Find(m, "variation", within), GeneralDigits, 0)});
     }
     if (r.models().size() > 1) {
-      t.AddRow({f, "mean ± sd", AcrossCell(r.Across("variation", eta), Fixed, 4),
+      t.AddRow({f, kAcrossLabel, AcrossCell(r.Across("variation", eta), Fixed, 4),
                 AcrossCell(r.Across("variation", total), GeneralDigits, 0),
                 AcrossCell(r.Across("variation", between), GeneralDigits, 0),
                 AcrossCell(r.Across("variation", within), GeneralDigits, 0)});
@@ -189,9 +132,10 @@ TextTable VariationTable(const ReportView& r) {
 }
 
 TextTable DependenceTable(const ReportView& r) {
-  std::vector<TextTable::Column> cols = {{"INTERVENTION"}, {"NLL mean ± sd", Align::kRight}};
+  std::vector<TextTable::Column> cols = {{"INTERVENTION"},
+                                         {std::string("NLL ") + kAcrossLabel, Align::kRight}};
   for (const std::string& m : r.models()) cols.push_back({"PENALTY " + m, Align::kRight});
-  if (r.models().size() > 1) cols.push_back({"PENALTY mean ± sd", Align::kRight});
+  if (r.models().size() > 1) cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
   for (const std::string& i : r.interventions()) {
     std::vector<std::string> row = {i, AcrossCell(r.Across(i, "nll"), Fixed, 4)};
@@ -206,7 +150,7 @@ TextTable DependenceTable(const ReportView& r) {
 TextTable RetentionTable(const ReportView& r) {
   std::vector<TextTable::Column> cols = {{"PROFILE"}};
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
-  if (r.models().size() > 1) cols.push_back({"mean ± sd", Align::kRight});
+  if (r.models().size() > 1) cols.push_back({kAcrossLabel, Align::kRight});
   TextTable t(cols);
   for (const std::string i : {"static_layer", "static_layer_position"}) {
     std::vector<std::string> row = {i};
@@ -233,6 +177,14 @@ std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& 
           slowdown ? absl::StrFormat("%+.1f%%", 100 * slowdown->value()) : "-"};
 }
 
+// Slowdowns are shown in percent: "+5.0% ± 2.0% (+3.0%..+7.0%)".
+std::string SlowdownAcross(const AcrossModels& s) {
+  if (s.n() == 0) return "-";
+  std::string out = absl::StrFormat("%+.1f%% ± %.1f%%", 100 * s.mean(), 100 * s.sd());
+  if (s.n() > 1) out += absl::StrFormat(" (%+.1f%%..%+.1f%%)", 100 * s.min(), 100 * s.max());
+  return out;
+}
+
 TextTable ExecutionTable(const ReportView& r) {
   TextTable t({{"MODEL"}, {"BLOCKS/TOKEN", Align::kRight}, {"EXECUTED", Align::kRight},
                {"FLOPS/TOKEN", Align::kRight}, {"LATENCY us/token", Align::kRight},
@@ -246,11 +198,10 @@ TextTable ExecutionTable(const ReportView& r) {
     auto across = [&](const std::string& metric, std::string (*fmt)(double, int), int digits) {
       return AcrossCell(r.Across("execution", metric), fmt, digits);
     };
-    const AcrossModels s = r.Across("execution", "slowdown");
-    t.AddRow({"mean ± sd", across("blocks_per_token", GeneralDigits, 0),
+    t.AddRow({kAcrossLabel, across("blocks_per_token", GeneralDigits, 0),
               across("blocks_executed_fraction", Fixed, 4), across("flops_per_token", GeneralDigits, 0),
               across("latency_us_per_token", Fixed, 2),
-              s.n ? absl::StrFormat("%+.1f%% ± %.1f%%", 100 * s.mean, 100 * s.sd) : "-"});
+              SlowdownAcross(r.Across("execution", "slowdown"))});
   }
   if (!r.dense_twin().empty()) {
     std::vector<std::string> row = {r.dense_twin() + " (dense twin)"};
@@ -295,8 +246,10 @@ std::string FormatReportText(const ReportView& r) {
     out += section.table.empty() ? "(no rows)\n" : section.table.Render();
   }
   if (r.models().size() > 1) {
-    out += absl::StrFormat("\nmean ± sd: across the %d audited models (sample sd).\n",
-                           r.models().size());
+    out += absl::StrFormat(
+        "\nmean ± sd (min..max): across the %d audited models (sample sd), computed by the "
+        "server.\n",
+        r.models().size());
   }
   return out;
 }
@@ -307,7 +260,7 @@ namespace {
 
 json::Value Str(const std::string& s) { return json::Value::String(s); }
 
-json::Value RowJson(const v1::Result& r) {
+json::Value RowJson(const v1::Result& r, const std::string& unit) {
   json::Value v = json::Value::MakeObject();
   v.Set("intervention", Str(r.intervention()));
   v.Set("metric", Str(r.metric()));
@@ -315,74 +268,74 @@ json::Value RowJson(const v1::Result& r) {
   if (r.has_ci_low()) v.Set("ci_low", json::Value::Number(r.ci_low()));
   if (r.has_ci_high()) v.Set("ci_high", json::Value::Number(r.ci_high()));
   v.Set("n", json::Value::Int(r.n()));
+  v.Set("unit", Str(unit));
   return v;
-}
-
-json::Value RowsJson(const std::vector<v1::Result>& rows) {
-  json::Value out = json::Value::MakeArray();
-  for (const v1::Result& x : rows) out.mutable_array().push_back(RowJson(x));
-  return out;
 }
 
 json::Value SitesJson(const std::vector<SitePoint>& sites) {
   json::Value out = json::Value::MakeArray();
   for (const SitePoint& s : sites) {
     json::Value v = json::Value::MakeObject();
-    v.Set("site", Str(s.site));
-    v.Set("family", Str(s.family));
-    v.Set("layer", json::Value::Int(s.layer));
-    v.Set("mean", json::Value::Number(s.mean));
-    v.Set("variance", json::Value::Number(s.variance));
+    v.Set("site", Str(s.site()));
+    v.Set("family", Str(s.family()));
+    v.Set("layer", json::Value::Int(s.layer()));
+    v.Set("mean", json::Value::Number(s.mean()));
+    v.Set("variance", json::Value::Number(s.variance()));
     out.mutable_array().push_back(std::move(v));
   }
   return out;
 }
 
-// The (intervention, metric) pairs a report shows, grouped by section; the
-// per-site rows are not among them (they go to "sites").
-std::vector<std::pair<std::string, std::string>> ReportKeys(const ReportView& r) {
-  std::vector<std::pair<std::string, std::string>> keys;
-  for (const std::string& i : r.interventions()) {
-    for (const char* metric : {"nll", "penalty", "retention_pct"}) keys.emplace_back(i, metric);
-  }
-  for (const std::string& f : r.families()) {
-    for (const char* m : {"eta2.", "total_variance.", "within_site_variance.",
-                          "between_input_variance.", "within_input_variance."}) {
-      keys.emplace_back("variation", m + f);
+// A model's rows in the server's report order.
+json::Value RowsOf(const ReportView& r, const std::string& model) {
+  json::Value out = json::Value::MakeArray();
+  for (const v1::ReportMetric& m : r.report().metrics()) {
+    if (const v1::Result* x = r.Find(model, m.intervention(), m.metric())) {
+      out.mutable_array().push_back(RowJson(*x, m.unit()));
     }
   }
-  for (const char* m : {"blocks_per_token", "blocks_executed_fraction", "flops_per_token",
-                        "replay_flops_per_token", "latency_us_per_token",
-                        "dense_latency_us_per_token", "slowdown"}) {
-    keys.emplace_back("execution", m);
-  }
-  for (const char* m : {"live_nll", "max_abs_logit_diff"}) keys.emplace_back("replay", m);
-  return keys;
+  return out;
 }
 
-std::vector<v1::Result> RowsOf(const ReportView& r, const std::string& model) {
-  std::vector<v1::Result> out;
-  for (const auto& [intervention, metric] : ReportKeys(r)) {
-    if (const v1::Result* x = r.Find(model, intervention, metric)) out.push_back(*x);
+json::Value TwinRows(const ReportView& r) {
+  json::Value out = json::Value::MakeArray();
+  for (const v1::Result& x : r.report().dense_twin_rows()) {
+    out.mutable_array().push_back(RowJson(x, r.Unit(x.intervention(), x.metric())));
   }
   return out;
+}
+
+json::Value NumberOrNull(bool defined, double value) {
+  return defined ? json::Value::Number(value) : json::Value::Null();
 }
 
 json::Value AcrossJson(const ReportView& r) {
   json::Value out = json::Value::MakeArray();
-  for (const auto& [intervention, metric] : ReportKeys(r)) {
-    const AcrossModels a = r.Across(intervention, metric);
-    if (a.n == 0 && a.undefined == 0) continue;
+  for (const v1::ReportMetric& m : r.report().metrics()) {
+    const AcrossModels& a = m.across_models();
     json::Value v = json::Value::MakeObject();
-    v.Set("intervention", Str(intervention));
-    v.Set("metric", Str(metric));
-    v.Set("n_models", json::Value::Int(a.n));
-    v.Set("undefined", json::Value::Int(a.undefined));
-    v.Set("mean", a.n ? json::Value::Number(a.mean) : json::Value::Null());
-    v.Set("sd", a.n ? json::Value::Number(a.sd) : json::Value::Null());
+    v.Set("intervention", Str(m.intervention()));
+    v.Set("metric", Str(m.metric()));
+    v.Set("unit", Str(m.unit()));
+    v.Set("n_models", json::Value::Int(a.n()));
+    v.Set("undefined", json::Value::Int(a.undefined()));
+    v.Set("mean", NumberOrNull(a.n() > 0, a.mean()));
+    v.Set("sd", NumberOrNull(a.n() > 0, a.sd()));
+    v.Set("min", NumberOrNull(a.n() > 0, a.min()));
+    v.Set("max", NumberOrNull(a.n() > 0, a.max()));
     out.mutable_array().push_back(std::move(v));
   }
   return out;
+}
+
+// Any row of the model names its weights.
+std::string WeightsOf(const ReportView& r, const std::string& model) {
+  for (const v1::ReportMetric& m : r.report().metrics()) {
+    for (const v1::Result& x : m.per_model()) {
+      if (x.model() == model) return x.weights_sha256();
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -399,9 +352,8 @@ std::string FormatReportJson(const ReportView& r) {
   for (const std::string& m : r.models()) {
     json::Value o = json::Value::MakeObject();
     o.Set("model", Str(m));
-    const v1::Result* any = r.Find(m, "replay", "live_nll");
-    o.Set("weights_sha256", Str(any ? any->weights_sha256() : ""));
-    o.Set("results", RowsJson(RowsOf(r, m)));
+    o.Set("weights_sha256", Str(WeightsOf(r, m)));
+    o.Set("results", RowsOf(r, m));
     o.Set("sites", SitesJson(r.Sites(m)));
     models.mutable_array().push_back(std::move(o));
   }
@@ -409,10 +361,119 @@ std::string FormatReportJson(const ReportView& r) {
   if (!r.dense_twin().empty()) {
     json::Value o = json::Value::MakeObject();
     o.Set("model", Str(r.dense_twin()));
-    o.Set("results", RowsJson(RowsOf(r, r.dense_twin())));
+    o.Set("results", TwinRows(r));
     v.Set("dense_twin_execution", std::move(o));
   }
   v.Set("across_models", AcrossJson(r));
+  return json::Write(v, /*pretty=*/true) + "\n";
+}
+
+// ---------------------------------------------------------- comparison
+
+namespace {
+
+// One column of a comparison: a (intervention, metric) with its title and
+// number format.
+struct CompareColumn {
+  std::string intervention, metric, title;
+  std::string (*fmt)(double, int);
+  int digits;
+};
+
+void AddUnique(std::vector<std::string>* names, const std::string& name) {
+  if (std::find(names->begin(), names->end(), name) == names->end()) names->push_back(name);
+}
+
+// The columns every compared job can fill, in report order: the NLL of
+// `correct`, each penalty, each retention, each family's eta2.
+std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
+  std::vector<std::string> interventions, retentions, families;
+  for (const v1::GetReportResponse& r : c.reports()) {
+    for (const std::string& i : r.interventions()) AddUnique(&interventions, i);
+    for (const std::string& f : r.families()) AddUnique(&families, f);
+    for (const v1::ReportMetric& m : r.metrics()) {
+      if (m.metric() == "retention_pct") AddUnique(&retentions, m.intervention());
+    }
+  }
+  std::vector<CompareColumn> cols = {{"correct", "nll", "NLL", Fixed, 4}};
+  for (const std::string& i : interventions) {
+    if (i != "correct") cols.push_back({i, "penalty", "PENALTY " + i, Signed, 4});
+  }
+  for (const std::string& i : retentions) {
+    cols.push_back({i, "retention_pct", "RETENTION % " + i, Fixed, 1});
+  }
+  for (const std::string& f : families) {
+    cols.push_back({"variation", "eta2." + f, "ETA2 " + f, Fixed, 4});
+  }
+  return cols;
+}
+
+void AddJobRows(const ReportView& r, const std::vector<CompareColumn>& cols, TextTable* t) {
+  const std::string id = absl::StrCat(r.job().id());
+  const std::string label = r.job().spec().label();
+  for (const std::string& m : r.models()) {
+    std::vector<std::string> row = {id, label, m};
+    for (const CompareColumn& c : cols) row.push_back(Cell(r.Find(m, c.intervention, c.metric), c.fmt, c.digits));
+    t->AddRow(std::move(row));
+  }
+  if (r.models().size() > 1) {
+    std::vector<std::string> row = {id, label, kAcrossLabel};
+    for (const CompareColumn& c : cols) {
+      row.push_back(AcrossCell(r.Across(c.intervention, c.metric), c.fmt, c.digits));
+    }
+    t->AddRow(std::move(row));
+  }
+  if (r.models().empty()) t->AddRow({id, label, "(no rows)"});
+}
+
+}  // namespace
+
+std::string FormatComparisonText(const v1::CompareJobsResponse& c) {
+  const std::vector<CompareColumn> cols = CompareColumns(c);
+  std::vector<TextTable::Column> header = {{"JOB", Align::kRight}, {"LABEL"}, {"MODEL"}};
+  for (const CompareColumn& col : cols) header.push_back({col.title, Align::kRight});
+  TextTable t(header);
+  std::string states;
+  for (const v1::GetReportResponse& report : c.reports()) {
+    const ReportView r(report);
+    AddJobRows(r, cols, &t);
+    absl::StrAppendFormat(&states, "%sjob %d %s", states.empty() ? "" : ", ", r.job().id(),
+                          JobStateName(r.job().state()));
+  }
+  return absl::StrFormat(
+      "COMPARISON  %s\nNLL and penalties in nats/token (penalty with its bootstrap CI); "
+      "mean ± sd (min..max) across each job's models\n%s",
+      states, t.Render());
+}
+
+std::string FormatComparisonJson(const v1::CompareJobsResponse& c) {
+  const std::vector<CompareColumn> cols = CompareColumns(c);
+  json::Value jobs = json::Value::MakeArray();
+  for (const v1::GetReportResponse& report : c.reports()) {
+    const ReportView r(report);
+    json::Value job = json::Value::MakeObject();
+    job.Set("job_id", json::Value::Int(r.job().id()));
+    job.Set("label", Str(r.job().spec().label()));
+    job.Set("state", Str(JobStateName(r.job().state())));
+    json::Value models = json::Value::MakeArray();
+    for (const std::string& m : r.models()) {
+      json::Value o = json::Value::MakeObject();
+      o.Set("model", Str(m));
+      json::Value rows = json::Value::MakeArray();
+      for (const CompareColumn& col : cols) {
+        if (const v1::Result* x = r.Find(m, col.intervention, col.metric)) {
+          rows.mutable_array().push_back(RowJson(*x, r.Unit(col.intervention, col.metric)));
+        }
+      }
+      o.Set("results", std::move(rows));
+      models.mutable_array().push_back(std::move(o));
+    }
+    job.Set("models", std::move(models));
+    job.Set("across_models", AcrossJson(r));
+    jobs.mutable_array().push_back(std::move(job));
+  }
+  json::Value v = json::Value::MakeObject();
+  v.Set("jobs", std::move(jobs));
   return json::Write(v, /*pretty=*/true) + "\n";
 }
 

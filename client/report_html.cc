@@ -141,9 +141,9 @@ std::string PenaltyChart(const ReportView& r) {
       hi = std::max({hi, p->value(), p->has_ci_high() ? p->ci_high() : p->value()});
     }
     const AcrossModels a = r.Across(i, "penalty");
-    if (r.models().size() > 1 && a.n > 0 && std::isfinite(a.mean) && std::isfinite(a.sd)) {
-      lo = std::min(lo, a.mean - a.sd);
-      hi = std::max(hi, a.mean + a.sd);
+    if (r.models().size() > 1 && a.n() > 0 && std::isfinite(a.mean()) && std::isfinite(a.sd())) {
+      lo = std::min(lo, a.mean() - a.sd());
+      hi = std::max(hi, a.mean() + a.sd());
     }
   }
   if (groups.empty() || r.models().empty()) return "";
@@ -170,10 +170,10 @@ std::string PenaltyChart(const ReportView& r) {
       }
     }
     const AcrossModels a = r.Across(groups[g], "penalty");
-    if (r.models().size() > 1 && a.n > 0 && std::isfinite(a.mean) && std::isfinite(a.sd)) {
+    if (r.models().size() > 1 && a.n() > 0 && std::isfinite(a.mean()) && std::isfinite(a.sd())) {
       const double xm = x0 + r.models().size() * bar_w + bar_w / 2;
-      c.Line(xm, c.Y(a.mean - a.sd), xm, c.Y(a.mean + a.sd), "#000", 1.5);
-      c.Text(xm, c.Y(a.mean) + 5, "\u25C6");
+      c.Line(xm, c.Y(a.mean() - a.sd()), xm, c.Y(a.mean() + a.sd()), "#000", 1.5);
+      c.Text(xm, c.Y(a.mean()) + 5, "\u25C6");
     }
     c.Text(x0 + (group_w - 30) / 2, c.bottom() + 18, groups[g]);
   }
@@ -187,11 +187,13 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
   int64_t max_layer = 0;
   for (const std::string& m : r.models()) {
     for (const SitePoint& p : r.Sites(m)) {
-      if (p.family != family || !std::isfinite(p.mean) || !std::isfinite(p.variance)) continue;
-      const double v = variance ? p.variance : p.mean;
+      if (p.family() != family || !std::isfinite(p.mean()) || !std::isfinite(p.variance())) {
+        continue;
+      }
+      const double v = variance ? p.variance() : p.mean();
       lo = std::min(lo, v);
       hi = std::max(hi, v);
-      max_layer = std::max(max_layer, p.layer);
+      max_layer = std::max(max_layer, p.layer());
       by_model[m].push_back(p);
     }
   }
@@ -211,12 +213,13 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
     if (it == by_model.end()) continue;
     std::vector<std::string> points;
     for (const SitePoint& p : it->second) {
-      const double v = variance ? p.variance : p.mean;
-      points.push_back(absl::StrFormat("%.1f,%.1f", x_of(p.layer), c.Y(v)));
+      const double v = variance ? p.variance() : p.mean();
+      points.push_back(absl::StrFormat("%.1f,%.1f", x_of(p.layer()), c.Y(v)));
       c.Add(absl::StrFormat(
           "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>%s %s: %.5g</title>"
           "</circle>\n",
-          x_of(p.layer), c.Y(v), ModelColour(k), HtmlEscape(r.models()[k]), HtmlEscape(p.site), v));
+          x_of(p.layer()), c.Y(v), ModelColour(k), HtmlEscape(r.models()[k]), HtmlEscape(p.site()),
+          v));
     }
     c.Add(absl::StrFormat("<polyline points=\"%s\" fill=\"none\" stroke=\"%s\"/>\n",
                           absl::StrJoin(points, " "), ModelColour(k)));
@@ -282,12 +285,12 @@ std::string FormatReportHtml(const ReportView& r) {
     }
   }
   if (r.models().size() > 1) {
-    out += absl::StrFormat("<p class=\"note\">mean &#177; sd: across the %d audited models "
-                           "(sample standard deviation).</p>\n",
+    out += absl::StrFormat("<p class=\"note\">mean &#177; sd (min..max): across the %d audited "
+                           "models (sample standard deviation), computed by the server.</p>\n",
                            r.models().size());
   }
-  return out + "<footer>Written by <code>fca report</code> from the rows the server stored "
-               "for this job.</footer>\n</body>\n</html>\n";
+  return out + "<footer>Written by <code>fca report</code> from the report the server computed "
+               "from this job's stored rows.</footer>\n</body>\n</html>\n";
 }
 
 }  // namespace fca::client

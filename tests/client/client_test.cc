@@ -97,6 +97,34 @@ class FakeService final : public v1::AuditService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetReport(grpc::ServerContext* context, const v1::GetReportRequest* request,
+                         v1::GetReportResponse* response) override {
+    if (auto status = CheckAuth(context); !status.ok()) return status;
+    response->mutable_job()->set_id(request->job_id());
+    response->add_models("m");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CompareJobs(grpc::ServerContext*, const v1::CompareJobsRequest* request,
+                           v1::CompareJobsResponse* response) override {
+    for (int64_t id : request->job_ids()) response->add_reports()->mutable_job()->set_id(id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
+                             v1::GetServerInfoResponse* response) override {
+    response->set_server_version("9.9");
+    response->add_metrics()->set_name("penalty");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListJobWindows(grpc::ServerContext*, const v1::ListJobWindowsRequest* request,
+                              v1::ListJobWindowsResponse* response) override {
+    response->set_model(request->model());
+    response->add_windows()->set_hash("h" + std::to_string(request->job_id()));
+    return grpc::Status::OK;
+  }
+
   grpc::Status ExportCoefficients(
       grpc::ServerContext*, const v1::ExportCoefficientsRequest* request,
       grpc::ServerWriter<v1::ExportCoefficientsResponse>* writer) override {
@@ -275,6 +303,34 @@ TEST_F(AuditClientTest, ExportRejectsASecondHeaderAndStopsOnCallbackError) {
   status = Connect()->ExportCoefficients(
       request, ok, [](const std::string&) { return absl::DataLossError("disk full"); });
   EXPECT_EQ(status, absl::DataLossError("disk full"));
+}
+
+TEST_F(AuditClientTest, ReportCompareInfoAndWindowsReachTheServer) {
+  auto client = Connect();
+  auto report = client->GetReport(7);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->job().id(), 7);
+  EXPECT_THAT(report->models(), ElementsAre("m"));
+  EXPECT_EQ(Connect("wrong")->GetReport(7).status().code(), absl::StatusCode::kUnauthenticated);
+  v1::CompareJobsRequest compare;
+  compare.add_job_ids(3);
+  compare.add_job_ids(1);
+  auto both = client->CompareJobs(compare);
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->reports_size(), 2);
+  EXPECT_EQ(both->reports(1).job().id(), 1);
+  auto info = client->GetServerInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->server_version(), "9.9");
+  v1::ListJobWindowsRequest windows;
+  windows.set_job_id(5);
+  windows.set_model("fg");
+  auto listed = client->ListJobWindows(windows);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->model(), "fg");
+  EXPECT_EQ(listed->windows(0).hash(), "h5");
+  windows.set_model("bad\xff");
+  EXPECT_TRUE(IsUsageError(client->ListJobWindows(windows).status()));  // nothing sent
 }
 
 TEST(AuditClientOpenTest, UnreachableServerIsUnavailable) {

@@ -1,5 +1,7 @@
-// `fca report` (client/report.h): the across-model summary, sites, and the
-// text, JSON and HTML forms, on rows whose summary is known by hand.
+// `fca report` and `fca compare` (client/report.h): the text, JSON and HTML
+// forms of a GetReportResponse whose numbers are known. The summaries across
+// models are the server's (server/core/report.h); these tests give them by
+// hand, so a number the client computed itself would show.
 #include "client/report.h"
 
 #include <cmath>
@@ -44,6 +46,40 @@ v1::Result Undefined(v1::Result r) {
   return r;
 }
 
+v1::AcrossModels Across(int64_t n, double mean, double sd, double min, double max,
+                        int64_t undefined = 0) {
+  v1::AcrossModels a;
+  a.set_n(n);
+  a.set_undefined(undefined);
+  a.set_mean(mean);
+  a.set_sd(sd);
+  a.set_min(min);
+  a.set_max(max);
+  return a;
+}
+
+void AddMetric(v1::GetReportResponse* r, const std::string& intervention,
+               const std::string& metric, const std::string& unit,
+               const std::vector<v1::Result>& rows, const v1::AcrossModels& across) {
+  v1::ReportMetric* m = r->add_metrics();
+  m->set_intervention(intervention);
+  m->set_metric(metric);
+  m->set_unit(unit);
+  for (const v1::Result& row : rows) *m->add_per_model() = row;
+  *m->mutable_across_models() = across;
+}
+
+void AddSite(v1::GetReportResponse* r, const std::string& model, const std::string& family,
+             int64_t layer, double mean, double variance) {
+  v1::SiteRow* s = r->add_sites();
+  s->set_model(model);
+  s->set_family(family);
+  s->set_layer(layer);
+  s->set_site(family + "." + std::to_string(layer));
+  s->set_mean(mean);
+  s->set_variance(variance);
+}
+
 v1::Job ThreeSeedJob() {
   v1::Job job;
   job.set_id(3);
@@ -51,116 +87,146 @@ v1::Job ThreeSeedJob() {
   for (const char* m : {"fg-s1", "fg-s2", "fg-s3"}) job.mutable_spec()->add_models(m);
   job.mutable_spec()->set_dense_twin("dense");
   job.mutable_spec()->set_window_length(128);
+  job.mutable_spec()->set_label("seeds");
   return job;
 }
 
-// Penalties 0.1, 0.2, 0.3 (mean 0.2, sample sd 0.1); eta2 0.5, 0.7, 0.9
-// (mean 0.7, sd 0.2); the retention of s3 undefined.
-std::vector<v1::Result> ThreeSeedRows() {
+const std::vector<std::string>& Seeds() {
+  static const auto* seeds = new std::vector<std::string>{"fg-s1", "fg-s2", "fg-s3"};
+  return *seeds;
+}
+
+// One row per seed: value(k) for k = 0, 1, 2.
+template <typename F>
+std::vector<v1::Result> PerSeed(const std::string& intervention, const std::string& metric,
+                                F value) {
   std::vector<v1::Result> rows;
-  const std::vector<std::string> models = {"fg-s1", "fg-s2", "fg-s3"};
-  for (size_t k = 0; k < models.size(); ++k) {
-    const std::string& m = models[k];
-    const double p = 0.1 * (k + 1);
-    rows.push_back(Row(m, "replay", "live_nll", 1.5 + p));
-    rows.push_back(Row(m, "correct", "nll", 1.5 + p));
-    rows.push_back(Row(m, "cross_input", "nll", 1.5 + 2 * p));
-    rows.push_back(WithCi(Row(m, "cross_input", "penalty", p), p - 0.05, p + 0.05));
-    rows.push_back(Row(m, "global_mean", "nll", 2.0));
-    rows.push_back(WithCi(Row(m, "global_mean", "penalty", 0.5 - p), 0.4 - p, 0.6 - p));
-    rows.push_back(Row(m, "static_layer", "nll", 1.8));
-    rows.push_back(WithCi(Row(m, "static_layer", "penalty", 0.3 - p), 0.25 - p, 0.35 - p));
-    v1::Result ret = Row(m, "static_layer", "retention_pct", 100.0 * (k + 1));
-    rows.push_back(k == 2 ? Undefined(ret) : ret);
-    rows.push_back(Row(m, "variation", "eta2.gate", 0.5 + 0.2 * k));
-    rows.push_back(Row(m, "variation", "total_variance.gate", 0.01));
-    rows.push_back(Row(m, "variation", "between_input_variance.gate", 0.002));
-    rows.push_back(Row(m, "variation", "within_input_variance.gate", 0.003));
-    for (int layer = 0; layer < 3; ++layer) {
-      const std::string site = "gate." + std::to_string(layer);
-      rows.push_back(Row(m, "variation", "site_mean." + site, 1.0 - 0.1 * layer));
-      rows.push_back(Row(m, "variation", "site_variance." + site, 0.01 * (layer + 1)));
-    }
-    rows.push_back(Row(m, "execution", "blocks_per_token", 4));
-    rows.push_back(Row(m, "execution", "blocks_executed_fraction", 1));
-    rows.push_back(Row(m, "execution", "slowdown", 0.05 * (k + 1)));
+  for (size_t k = 0; k < Seeds().size(); ++k) {
+    rows.push_back(value(k, Row(Seeds()[k], intervention, metric, 0)));
   }
-  rows.push_back(Row("dense", "execution", "blocks_per_token", 4));
-  rows.push_back(Row("dense", "execution", "blocks_executed_fraction", 1));
-  rows.push_back(Row("someone-else", "correct", "nll", 9));  // not in the job: ignored
   return rows;
 }
 
-TEST(ReportViewTest, ModelsInterventionsFamiliesAndTwin) {
-  const ReportView r(ThreeSeedJob(), ThreeSeedRows());
-  EXPECT_EQ(r.models(), (std::vector<std::string>{"fg-s1", "fg-s2", "fg-s3"}));
+v1::Result Set(v1::Result r, double value) {
+  r.set_value(value);
+  return r;
+}
+
+// Penalties 0.1, 0.2, 0.3 (mean 0.2, sd 0.1, min 0.1, max 0.3); eta2 0.5,
+// 0.7, 0.9; the retention of s3 undefined; sites gate.0..2.
+v1::GetReportResponse ThreeSeedReport() {
+  v1::GetReportResponse r;
+  *r.mutable_job() = ThreeSeedJob();
+  for (const std::string& m : Seeds()) r.add_models(m);
+  r.set_dense_twin("dense");
+  for (const char* i : {"correct", "cross_input", "static_layer", "global_mean"}) {
+    r.add_interventions(i);
+  }
+  r.add_families("gate");
+  r.set_eval_sha256("e5e5");
+  auto p = [](size_t k) { return 0.1 * static_cast<double>(k + 1); };
+  AddMetric(&r, "correct", "nll", "nats/token",
+            PerSeed("correct", "nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + p(k)); }),
+            Across(3, 1.7, 0.1, 1.6, 1.8));
+  AddMetric(&r, "cross_input", "nll", "nats/token",
+            PerSeed("cross_input", "nll",
+                    [&](size_t k, v1::Result x) { return Set(x, 1.5 + 2 * p(k)); }),
+            Across(3, 1.9, 0.2, 1.7, 2.1));
+  AddMetric(&r, "cross_input", "penalty", "nats/token",
+            PerSeed("cross_input", "penalty",
+                    [&](size_t k, v1::Result x) {
+                      return WithCi(Set(x, p(k)), p(k) - 0.05, p(k) + 0.05);
+                    }),
+            Across(3, 0.2, 0.1, 0.1, 0.3));
+  AddMetric(&r, "static_layer", "nll", "nats/token",
+            PerSeed("static_layer", "nll", [](size_t, v1::Result x) { return Set(x, 1.8); }),
+            Across(3, 1.8, 0, 1.8, 1.8));
+  AddMetric(&r, "static_layer", "penalty", "nats/token",
+            PerSeed("static_layer", "penalty",
+                    [&](size_t k, v1::Result x) {
+                      return WithCi(Set(x, 0.3 - p(k)), 0.25 - p(k), 0.35 - p(k));
+                    }),
+            Across(3, 0.1, 0.1, 0.0, 0.2));
+  AddMetric(&r, "global_mean", "nll", "nats/token",
+            PerSeed("global_mean", "nll", [](size_t, v1::Result x) { return Set(x, 2.0); }),
+            Across(3, 2.0, 0, 2.0, 2.0));
+  AddMetric(&r, "global_mean", "penalty", "nats/token",
+            PerSeed("global_mean", "penalty",
+                    [&](size_t k, v1::Result x) {
+                      return WithCi(Set(x, 0.5 - p(k)), 0.4 - p(k), 0.6 - p(k));
+                    }),
+            Across(3, 0.3, 0.1, 0.2, 0.4));
+  AddMetric(&r, "static_layer", "retention_pct", "%",
+            PerSeed("static_layer", "retention_pct",
+                    [](size_t k, v1::Result x) {
+                      return k == 2 ? Undefined(x) : Set(x, 100.0 * static_cast<double>(k + 1));
+                    }),
+            Across(2, 150, 70.710678118654755, 100, 200, /*undefined=*/1));
+  AddMetric(&r, "variation", "eta2.gate", "1",
+            PerSeed("variation", "eta2.gate",
+                    [](size_t k, v1::Result x) { return Set(x, 0.5 + 0.2 * static_cast<double>(k)); }),
+            Across(3, 0.7, 0.2, 0.5, 0.9));
+  AddMetric(&r, "variation", "total_variance.gate", "coef^2",
+            PerSeed("variation", "total_variance.gate",
+                    [](size_t, v1::Result x) { return Set(x, 0.01); }),
+            Across(3, 0.01, 0, 0.01, 0.01));
+  AddMetric(&r, "execution", "blocks_per_token", "blocks/token",
+            PerSeed("execution", "blocks_per_token", [](size_t, v1::Result x) { return Set(x, 4); }),
+            Across(3, 4, 0, 4, 4));
+  AddMetric(&r, "execution", "slowdown", "1",
+            PerSeed("execution", "slowdown",
+                    [](size_t k, v1::Result x) { return Set(x, 0.05 * static_cast<double>(k + 1)); }),
+            Across(3, 0.1, 0.05, 0.05, 0.15));
+  AddMetric(&r, "replay", "live_nll", "nats/token",
+            PerSeed("replay", "live_nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + p(k)); }),
+            Across(3, 1.7, 0.1, 1.6, 1.8));
+  for (const std::string& m : Seeds()) {
+    for (int layer = 0; layer < 3; ++layer) {
+      AddSite(&r, m, "gate", layer, 1.0 - 0.1 * layer, 0.01 * (layer + 1));
+    }
+  }
+  *r.add_dense_twin_rows() = Row("dense", "execution", "blocks_per_token", 4);
+  *r.add_dense_twin_rows() = Row("dense", "execution", "blocks_executed_fraction", 1);
+  return r;
+}
+
+TEST(ReportViewTest, LooksUpRowsSummariesAndSites) {
+  const ReportView r(ThreeSeedReport());
+  EXPECT_EQ(r.models(), Seeds());
   EXPECT_EQ(r.dense_twin(), "dense");
-  // Report order, not row order: correct, cross_input, static_layer, global_mean.
   EXPECT_EQ(r.interventions(),
             (std::vector<std::string>{"correct", "cross_input", "static_layer", "global_mean"}));
   EXPECT_EQ(r.families(), (std::vector<std::string>{"gate"}));
   EXPECT_EQ(r.eval_sha256(), "e5e5");
-  EXPECT_EQ(r.Find("someone-else", "correct", "nll"), nullptr);
-}
-
-TEST(ReportViewTest, AcrossModelsIsMeanAndSampleSd) {
-  const ReportView r(ThreeSeedJob(), ThreeSeedRows());
+  ASSERT_NE(r.Find("fg-s2", "cross_input", "penalty"), nullptr);
+  EXPECT_NEAR(r.Find("fg-s2", "cross_input", "penalty")->value(), 0.2, 1e-12);
+  ASSERT_NE(r.Find("dense", "execution", "blocks_executed_fraction"), nullptr);
+  EXPECT_EQ(r.Find("fg-s1", "token_shuffle", "penalty"), nullptr);
   const AcrossModels p = r.Across("cross_input", "penalty");
-  EXPECT_EQ(p.n, 3);
-  EXPECT_EQ(p.undefined, 0);
-  EXPECT_NEAR(p.mean, 0.2, 1e-12);
-  EXPECT_NEAR(p.sd, 0.1, 1e-12);
-  const AcrossModels eta = r.Across("variation", "eta2.gate");
-  EXPECT_NEAR(eta.mean, 0.7, 1e-12);
-  EXPECT_NEAR(eta.sd, 0.2, 1e-12);
-  // 100 and 200 defined, s3 undefined: mean 150, sd 70.71.
-  const AcrossModels ret = r.Across("static_layer", "retention_pct");
-  EXPECT_EQ(ret.n, 2);
-  EXPECT_EQ(ret.undefined, 1);
-  EXPECT_NEAR(ret.mean, 150, 1e-9);
-  EXPECT_NEAR(ret.sd, 70.710678118654755, 1e-9);
-  // The dense twin is not one of the audited models.
-  EXPECT_EQ(r.Across("execution", "blocks_per_token").n, 3);
-}
-
-TEST(ReportViewTest, SingleModelHasZeroSd) {
-  v1::Job job = ThreeSeedJob();
-  job.mutable_spec()->clear_models();
-  job.mutable_spec()->add_models("fg-s2");
-  const ReportView r(job, ThreeSeedRows());
-  const AcrossModels p = r.Across("cross_input", "penalty");
-  EXPECT_EQ(p.n, 1);
-  EXPECT_NEAR(p.mean, 0.2, 1e-12);
-  EXPECT_EQ(p.sd, 0);
-}
-
-TEST(ReportViewTest, SitesParseFamilyAndLayer) {
-  const ReportView r(ThreeSeedJob(), ThreeSeedRows());
+  EXPECT_EQ(p.n(), 3);
+  EXPECT_EQ(p.max(), 0.3);
+  EXPECT_EQ(r.Across("token_shuffle", "penalty").n(), 0);
+  EXPECT_EQ(r.Unit("static_layer", "retention_pct"), "%");
   const std::vector<SitePoint> sites = r.Sites("fg-s2");
   ASSERT_EQ(sites.size(), 3u);
-  for (int layer = 0; layer < 3; ++layer) {
-    EXPECT_EQ(sites[layer].family, "gate");
-    EXPECT_EQ(sites[layer].layer, layer);
-    EXPECT_NEAR(sites[layer].mean, 1.0 - 0.1 * layer, 1e-12);
-    EXPECT_NEAR(sites[layer].variance, 0.01 * (layer + 1), 1e-12);
-  }
+  EXPECT_EQ(sites[2].layer(), 2);
   EXPECT_TRUE(r.Sites("dense").empty());
 }
 
-TEST(ReportTextTest, ShowsEverySectionAndTheSummaries) {
-  const std::string text = FormatReportText(ReportView(ThreeSeedJob(), ThreeSeedRows()));
+TEST(ReportTextTest, ShowsEverySectionAndTheServersSummaries) {
+  const std::string text = FormatReportText(ReportView(ThreeSeedReport()));
   for (const char* section : {"MODELS", "COEFFICIENT VARIATION", "FUNCTIONAL DEPENDENCE",
                               "GAP RETENTION", "EXECUTION"}) {
     EXPECT_THAT(text, HasSubstr(section));
   }
-  EXPECT_THAT(text, HasSubstr("+0.2000 ± 0.1000"));           // cross_input penalty
-  EXPECT_THAT(text, HasSubstr("+0.1000 [+0.0500, +0.1500]"));  // fg-s1 with CI
-  EXPECT_THAT(text, HasSubstr("0.7000 ± 0.2000"));             // eta2
-  EXPECT_THAT(text, HasSubstr("150.0 ± 70.7 (1 undefined)"));  // retention
+  EXPECT_THAT(text, HasSubstr("+0.2000 ± 0.1000 (+0.1000..+0.3000)"));  // cross_input penalty
+  EXPECT_THAT(text, HasSubstr("+0.1000 [+0.0500, +0.1500]"));            // fg-s1 with CI
+  EXPECT_THAT(text, HasSubstr("0.7000 ± 0.2000 (0.5000..0.9000)"));      // eta2
+  EXPECT_THAT(text, HasSubstr("150.0 ± 70.7 (100.0..200.0) (1 undefined)"));  // retention
   EXPECT_THAT(text, HasSubstr("undefined"));
-  EXPECT_THAT(text, HasSubstr("+10.0% ± 5.0%"));               // slowdown
+  EXPECT_THAT(text, HasSubstr("+10.0% ± 5.0% (+5.0%..+15.0%)"));  // slowdown
+  EXPECT_THAT(text, HasSubstr("mean ± sd (min..max)"));
   EXPECT_THAT(text, HasSubstr("dense (dense twin)"));
-  EXPECT_THAT(text, Not(HasSubstr("someone-else")));
 }
 
 TEST(ReportTextTest, ColumnsAlignWithMultiByteCells) {
@@ -173,7 +239,7 @@ TEST(ReportTextTest, ColumnsAlignWithMultiByteCells) {
 }
 
 TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
-  const std::string text = FormatReportJson(ReportView(ThreeSeedJob(), ThreeSeedRows()));
+  const std::string text = FormatReportJson(ReportView(ThreeSeedReport()));
   auto v = json::Parse(text);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->Find("job_id")->as_int(), 3);
@@ -182,10 +248,8 @@ TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
   ASSERT_EQ(models.size(), 3u);
   EXPECT_EQ(models[0].Find("weights_sha256")->as_string(), "w-fg-s1");
   EXPECT_EQ(models[0].Find("sites")->as_array().size(), 3u);
-  // Per-site rows are in "sites", not repeated in "results".
-  for (const json::Value& row : models[0].Find("results")->as_array()) {
-    EXPECT_THAT(row.Find("metric")->as_string(), Not(HasSubstr("site_")));
-  }
+  EXPECT_EQ(models[0].Find("results")->as_array().size(), 13u);  // every metric of the report
+  EXPECT_EQ(models[0].Find("results")->as_array()[0].Find("unit")->as_string(), "nats/token");
   bool saw_penalty = false, saw_retention = false;
   for (const json::Value& a : v->Find("across_models")->as_array()) {
     const std::string key = a.Find("intervention")->as_string() + "/" + a.Find("metric")->as_string();
@@ -193,7 +257,10 @@ TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
       saw_penalty = true;
       EXPECT_NEAR(a.Find("mean")->as_double(), 0.2, 1e-12);
       EXPECT_NEAR(a.Find("sd")->as_double(), 0.1, 1e-12);
+      EXPECT_NEAR(a.Find("min")->as_double(), 0.1, 1e-12);
+      EXPECT_NEAR(a.Find("max")->as_double(), 0.3, 1e-12);
       EXPECT_EQ(a.Find("n_models")->as_int(), 3);
+      EXPECT_EQ(a.Find("unit")->as_string(), "nats/token");
     }
     if (key == "static_layer/retention_pct") {
       saw_retention = true;
@@ -213,7 +280,7 @@ TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
 }
 
 TEST(ReportHtmlTest, SelfContainedWithChartsAndTables) {
-  const std::string html = FormatReportHtml(ReportView(ThreeSeedJob(), ThreeSeedRows()));
+  const std::string html = FormatReportHtml(ReportView(ThreeSeedReport()));
   EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
   EXPECT_THAT(html, HasSubstr("</html>"));
   // Nothing fetched or run: no scripts, no external resources.
@@ -232,26 +299,37 @@ TEST(ReportHtmlTest, SelfContainedWithChartsAndTables) {
   for (size_t p = html.find("<rect"); p != std::string::npos; p = html.find("<rect", p + 1)) ++bars;
   EXPECT_EQ(bars, 9u);
   EXPECT_THAT(html, HasSubstr("fg-s2 cross_input: +0.2000"));
-  EXPECT_THAT(html, HasSubstr("<td class=\"num\">+0.2000 ± 0.1000</td>"));
+  EXPECT_THAT(html, HasSubstr("<td class=\"num\">+0.2000 ± 0.1000 (+0.1000..+0.3000)</td>"));
 }
 
 TEST(ReportHtmlTest, EscapesNamesInTablesAndCharts) {
-  v1::Job job = ThreeSeedJob();
-  job.mutable_spec()->clear_models();
-  job.mutable_spec()->add_models("a<b&c");
-  job.mutable_spec()->add_models("d\"e'f");
-  job.mutable_spec()->set_dense_twin("<twin>");
-  std::vector<v1::Result> rows;
-  for (const char* m : {"a<b&c", "d\"e'f"}) {
-    rows.push_back(Row(m, "correct", "nll", 1.0));
-    rows.push_back(WithCi(Row(m, "cross_input", "penalty", 0.5), 0.4, 0.6));
-    rows.push_back(Row(m, "cross_input", "nll", 1.5));
-    rows.push_back(Row(m, "variation", "eta2.<g>", 0.5));
-    rows.push_back(Row(m, "variation", "site_mean.<g>.0", 0.5));
-    rows.push_back(Row(m, "variation", "site_variance.<g>.0", 0.1));
+  v1::GetReportResponse r;
+  *r.mutable_job() = ThreeSeedJob();
+  r.mutable_job()->mutable_spec()->clear_models();
+  const std::vector<std::string> models = {"a<b&c", "d\"e'f"};
+  for (const std::string& m : models) {
+    r.mutable_job()->mutable_spec()->add_models(m);
+    r.add_models(m);
+    AddSite(&r, m, "<g>", 0, 0.5, 0.1);
   }
-  rows.push_back(Row("<twin>", "execution", "blocks_per_token", 4));
-  const std::string html = FormatReportHtml(ReportView(job, rows));
+  r.mutable_job()->mutable_spec()->set_dense_twin("<twin>");
+  r.set_dense_twin("<twin>");
+  r.add_interventions("correct");
+  r.add_interventions("cross_input");
+  r.add_families("<g>");
+  AddMetric(&r, "correct", "nll", "nats/token",
+            {Row(models[0], "correct", "nll", 1.0), Row(models[1], "correct", "nll", 1.0)},
+            Across(2, 1, 0, 1, 1));
+  AddMetric(&r, "cross_input", "penalty", "nats/token",
+            {WithCi(Row(models[0], "cross_input", "penalty", 0.5), 0.4, 0.6),
+             WithCi(Row(models[1], "cross_input", "penalty", 0.5), 0.4, 0.6)},
+            Across(2, 0.5, 0, 0.5, 0.5));
+  AddMetric(&r, "variation", "eta2.<g>", "1",
+            {Row(models[0], "variation", "eta2.<g>", 0.5),
+             Row(models[1], "variation", "eta2.<g>", 0.5)},
+            Across(2, 0.5, 0, 0.5, 0.5));
+  *r.add_dense_twin_rows() = Row("<twin>", "execution", "blocks_per_token", 4);
+  const std::string html = FormatReportHtml(ReportView(r));
   EXPECT_THAT(html, HasSubstr("a&lt;b&amp;c"));
   EXPECT_THAT(html, HasSubstr("d&quot;e&#39;f"));
   EXPECT_THAT(html, HasSubstr("&lt;g&gt;: coefficient mean per layer"));
@@ -264,33 +342,93 @@ TEST(ReportHtmlTest, EscapesNamesInTablesAndCharts) {
 // Values a few ulps apart, a single value, and non-finite rows: the charts
 // still render (a near-flat range once made the tick loop spin forever).
 TEST(ReportHtmlTest, FlatAndNonFiniteSeriesRender) {
-  v1::Job job = ThreeSeedJob();
-  std::vector<v1::Result> rows;
+  v1::GetReportResponse r;
+  *r.mutable_job() = ThreeSeedJob();
+  for (const std::string& m : Seeds()) r.add_models(m);
+  r.add_interventions("correct");
+  r.add_interventions("cross_input");
+  r.add_interventions("token_shuffle");
+  r.add_families("gate");
   const double one = 1.0, next = std::nextafter(1.0, 2.0);
-  const std::vector<std::string> models = {"fg-s1", "fg-s2", "fg-s3"};
-  for (size_t k = 0; k < models.size(); ++k) {
-    const std::string& m = models[k];
-    rows.push_back(Row(m, "correct", "nll", 1.0));
-    rows.push_back(WithCi(Row(m, "cross_input", "penalty", k == 0 ? one : next), one, next));
-    rows.push_back(Row(m, "token_shuffle", "penalty", k == 2 ? NAN : 0.0));
-    rows.push_back(Row(m, "cross_input", "nll", 2.0));
-    rows.push_back(Row(m, "token_shuffle", "nll", 1.0));
-    rows.push_back(Row(m, "variation", "eta2.gate", 0.5));
-    rows.push_back(Row(m, "variation", "site_mean.gate.0", k == 0 ? one : next));
-    rows.push_back(Row(m, "variation", "site_variance.gate.0", k == 1 ? INFINITY : 0.0));
+  AddMetric(&r, "cross_input", "penalty", "nats/token",
+            PerSeed("cross_input", "penalty",
+                    [&](size_t k, v1::Result x) {
+                      return WithCi(Set(x, k == 0 ? one : next), one, next);
+                    }),
+            Across(3, one, 0, one, next));
+  AddMetric(&r, "token_shuffle", "penalty", "nats/token",
+            PerSeed("token_shuffle", "penalty",
+                    [](size_t k, v1::Result x) { return Set(x, k == 2 ? NAN : 0.0); }),
+            Across(3, NAN, NAN, 0, NAN));
+  for (size_t k = 0; k < Seeds().size(); ++k) {
+    AddSite(&r, Seeds()[k], "gate", 0, k == 0 ? one : next, k == 1 ? INFINITY : 0.0);
   }
-  const std::string html = FormatReportHtml(ReportView(job, rows));
+  const std::string html = FormatReportHtml(ReportView(r));
   EXPECT_THAT(html, HasSubstr("</html>"));
   EXPECT_THAT(html, Not(HasSubstr("nan\"")));
   EXPECT_THAT(html, Not(HasSubstr("inf\"")));
 }
 
 TEST(ReportTest, NoRowsStillRenders) {
-  const ReportView r(ThreeSeedJob(), {});
+  v1::GetReportResponse empty;
+  *empty.mutable_job() = ThreeSeedJob();
+  const ReportView r(empty);
   EXPECT_TRUE(r.models().empty());
   EXPECT_THAT(FormatReportText(r), HasSubstr("(no rows)"));
   EXPECT_TRUE(json::Parse(FormatReportJson(r)).ok());
   EXPECT_THAT(FormatReportHtml(r), HasSubstr("</html>"));
+}
+
+// ------------------------------------------------------------- compare
+
+v1::CompareJobsResponse TwoJobs() {
+  v1::CompareJobsResponse c;
+  *c.add_reports() = ThreeSeedReport();
+  v1::GetReportResponse single;
+  *single.mutable_job() = ThreeSeedJob();
+  single.mutable_job()->set_id(4);
+  single.mutable_job()->mutable_spec()->set_label("rerun");
+  single.add_models("fg-s1");
+  single.add_interventions("correct");
+  single.add_interventions("token_shuffle");
+  AddMetric(&single, "correct", "nll", "nats/token", {Row("fg-s1", "correct", "nll", 1.25)},
+            Across(1, 1.25, 0, 1.25, 1.25));
+  AddMetric(&single, "token_shuffle", "penalty", "nats/token",
+            {WithCi(Row("fg-s1", "token_shuffle", "penalty", 0.75), 0.5, 1.0)},
+            Across(1, 0.75, 0, 0.75, 0.75));
+  *c.add_reports() = single;
+  return c;
+}
+
+TEST(CompareTest, TextHasARowPerJobAndModelAndTheUnionOfColumns) {
+  const std::string text = FormatComparisonText(TwoJobs());
+  EXPECT_THAT(text, HasSubstr("job 3 SUCCEEDED, job 4 SUCCEEDED"));
+  for (const char* column : {"PENALTY cross_input", "PENALTY token_shuffle",
+                             "RETENTION % static_layer", "ETA2 gate"}) {
+    EXPECT_THAT(text, HasSubstr(column));
+  }
+  EXPECT_THAT(text, HasSubstr("+0.2000 ± 0.1000 (+0.1000..+0.3000)"));
+  EXPECT_THAT(text, HasSubstr("+0.7500 [+0.5000, +1.0000]"));
+  EXPECT_THAT(text, HasSubstr("rerun"));
+  // Job 4 has one model: no across-model row for it.
+  size_t across = 0;
+  for (size_t p = text.find("mean ± sd (min..max)"); p != std::string::npos;
+       p = text.find("mean ± sd (min..max)", p + 1)) {
+    ++across;
+  }
+  EXPECT_EQ(across, 2u);  // the note and job 3's row
+}
+
+TEST(CompareTest, JsonCarriesEveryJob) {
+  auto v = json::Parse(FormatComparisonJson(TwoJobs()));
+  ASSERT_TRUE(v.ok()) << v.status();
+  const auto& jobs = v->Find("jobs")->as_array();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].Find("job_id")->as_int(), 3);
+  EXPECT_EQ(jobs[1].Find("label")->as_string(), "rerun");
+  EXPECT_EQ(jobs[0].Find("models")->as_array().size(), 3u);
+  ASSERT_EQ(jobs[1].Find("models")->as_array().size(), 1u);
+  EXPECT_EQ(jobs[1].Find("models")->as_array()[0].Find("results")->as_array().size(), 2u);
 }
 
 }  // namespace

@@ -152,11 +152,18 @@ TEST(SanitizedOutputTest, ProgressWatchAndErrors) {
 }
 
 TEST(SanitizedOutputTest, ReportText) {
-  v1::Job job;
-  job.set_id(3);
-  job.mutable_spec()->add_models("fg\x1b[31m");
-  job.mutable_spec()->set_dense_twin("d\x07");
-  std::vector<v1::Result> rows;
+  v1::GetReportResponse report;
+  v1::Job* job = report.mutable_job();
+  job->set_id(3);
+  job->mutable_spec()->add_models("fg\x1b[31m");
+  job->mutable_spec()->set_dense_twin("d\x07");
+  job->mutable_spec()->set_label("l\x1b[2J");
+  report.add_models("fg\x1b[31m");
+  report.set_dense_twin("d\x07");
+  report.set_eval_sha256("\x1b]0;x\x07");
+  v1::ReportMetric* metric = report.add_metrics();
+  metric->set_intervention("replay");
+  metric->set_metric("live_nll");
   for (const char* model : {"fg\x1b[31m", "d\x07"}) {
     v1::Result r;
     r.set_model(model);
@@ -165,9 +172,12 @@ TEST(SanitizedOutputTest, ReportText) {
     r.set_defined(true);
     r.set_value(1.5);
     r.set_dataset_sha256("\x1b]0;x\x07");
-    rows.push_back(r);
+    *(model[0] == 'd' ? report.add_dense_twin_rows() : metric->add_per_model()) = r;
   }
-  ExpectTerminalSafe(FormatReportText(ReportView(job, rows)));
+  ExpectTerminalSafe(FormatReportText(ReportView(report)));
+  v1::CompareJobsResponse comparison;
+  *comparison.add_reports() = report;
+  ExpectTerminalSafe(FormatComparisonText(comparison));
 }
 
 TEST(FaithfulOutputTest, CsvAndJsonKeepTheTextEscapedByTheirOwnRules) {
