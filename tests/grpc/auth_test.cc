@@ -117,6 +117,34 @@ TEST_F(AuthTest, UsersSeeOwnJobsAndAdminSeesAll) {
   (void)alice_job;
 }
 
+TEST_F(AuthTest, ReportsAndFiltersKeepUsersApart) {
+  const int64_t bob_job = SubmitAs(kBobKey);
+  v1::GetReportRequest get;
+  get.set_job_id(bob_job);
+  v1::GetReportResponse report;
+  auto alice = GrpcEnv::Context(kAliceKey);
+  EXPECT_EQ(env_.stub()->GetReport(alice.get(), get, &report).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  auto root = GrpcEnv::Context(kRootKey);
+  EXPECT_TRUE(env_.stub()->GetReport(root.get(), get, &report).ok());
+  v1::ListJobsRequest bobs;
+  bobs.set_owner("bob");
+  v1::ListJobsResponse jobs;
+  auto alice_list = GrpcEnv::Context(kAliceKey);
+  EXPECT_EQ(env_.stub()->ListJobs(alice_list.get(), bobs, &jobs).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  auto root_list = GrpcEnv::Context(kRootKey);
+  ASSERT_TRUE(env_.stub()->ListJobs(root_list.get(), bobs, &jobs).ok());
+  EXPECT_EQ(jobs.total_count(), 1);
+  v1::GetServerInfoResponse info;
+  auto anonymous = GrpcEnv::Context();
+  EXPECT_EQ(env_.stub()->GetServerInfo(anonymous.get(), {}, &info).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  auto with_key = GrpcEnv::Context(kAliceKey);
+  ASSERT_TRUE(env_.stub()->GetServerInfo(with_key.get(), {}, &info).ok());
+  EXPECT_TRUE(info.auth());
+}
+
 TEST_F(AuthTest, KeysFromTheStoreWork) {
   const std::string carol = "carol-store-key-0000000004";
   const std::string dave = "dave-store-key-00000000005";

@@ -14,11 +14,17 @@ GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits) {
     return;
   }
   service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*auth));
+  core::ServerFacts facts;
+  facts.auth = config.auth;
+  core_env_.core()->set_facts(facts);
+  // As fca-server: gRPC's health service, serving.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!started()) return;
+  SetServing(*server_, true);
   stub_ = v1::AuditService::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
 }

@@ -31,6 +31,8 @@ class GrpcEnv {
   bool started() const { return server_ != nullptr && port_ > 0; }
   core::testing::CoreEnv* core_env() { return &core_env_; }
   v1::AuditService::Stub* stub() { return stub_.get(); }
+  grpc::Server* server() { return server_.get(); }
+  int port() const { return port_; }
 
   // A context with a deadline and, when `key` is not empty,
   // "authorization: Bearer <key>".

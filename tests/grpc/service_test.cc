@@ -2,7 +2,10 @@
 // large uploads travel in chunks, WatchJob streams end after the terminal
 // event, and the server keeps answering after every error.
 #include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
+
+#include <future>
 
 #include "common/sha256.h"
 #include "tests/grpc/grpc_env.h"
@@ -194,6 +197,75 @@ TEST_F(GrpcServiceTest, WatchUnknownJobIsNotFound) {
   EXPECT_EQ(env_.Watch("", 777, 0, &events).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(events.empty());
   ExpectServing(&env_);
+}
+
+// grpc.health.v1.Health/Check by hand (no generated health stubs here):
+// HealthCheckRequest{service = 1} goes out, the HealthCheckResponse's bytes
+// come back ("\x08\x01" is status SERVING, "\x08\x02" NOT_SERVING).
+grpc::Status HealthCheck(int port, const std::string& service, std::string* reply) {
+  grpc::GenericStub stub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                             grpc::InsecureChannelCredentials()));
+  const std::string request = std::string(1, '\x0a') +
+                              std::string(1, static_cast<char>(service.size())) + service;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer in(&slice, 1), out;
+  auto ctx = GrpcEnv::Context();
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(ctx.get(), "/grpc.health.v1.Health/Check", grpc::StubOptions(), &in, &out,
+                 [&](grpc::Status st) { done.set_value(std::move(st)); });
+  const grpc::Status st = done.get_future().get();
+  std::vector<grpc::Slice> slices;
+  reply->clear();
+  if (st.ok() && out.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) reply->append(s.begin(), s.end());
+  }
+  return st;
+}
+
+TEST_F(GrpcServiceTest, HealthNamesTheAuditService) {
+  std::string reply;
+  for (const std::string service : {"", "fca.v1.AuditService"}) {
+    const grpc::Status st = HealthCheck(env_.port(), service, &reply);
+    ASSERT_TRUE(st.ok()) << service << ": " << st.error_message();
+    EXPECT_EQ(reply, std::string("\x08\x01", 2)) << service;  // SERVING
+  }
+  EXPECT_EQ(HealthCheck(env_.port(), "fca.v1.Nope", &reply).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  SetServing(*env_.server(), false);  // what a draining server says
+  ASSERT_TRUE(HealthCheck(env_.port(), "fca.v1.AuditService", &reply).ok());
+  EXPECT_EQ(reply, std::string("\x08\x02", 2));  // NOT_SERVING
+}
+
+TEST_F(GrpcServiceTest, ReportAndServerInfoOverTheWire) {
+  ASSERT_TRUE(env_.UploadEvalAndCalib("").ok());
+  v1::Job job;
+  ASSERT_TRUE(env_.Submit("", SmallSpec({"fg_a"}, "eval", "calib"), &job).ok());
+  auto ctx = GrpcEnv::Context();
+  v1::GetReportRequest get;
+  get.set_job_id(job.id());
+  v1::GetReportResponse report;
+  ASSERT_TRUE(env_.stub()->GetReport(ctx.get(), get, &report).ok());
+  EXPECT_EQ(report.job().id(), job.id());
+  get.set_job_id(job.id() + 100);
+  auto missing = GrpcEnv::Context();
+  EXPECT_EQ(env_.stub()->GetReport(missing.get(), get, &report).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  auto compare = GrpcEnv::Context();
+  v1::CompareJobsResponse compared;
+  EXPECT_EQ(env_.stub()->CompareJobs(compare.get(), {}, &compared).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  auto info_ctx = GrpcEnv::Context();
+  v1::GetServerInfoResponse info;
+  ASSERT_TRUE(env_.stub()->GetServerInfo(info_ctx.get(), {}, &info).ok());
+  EXPECT_FALSE(info.engine_version().empty());
+  EXPECT_FALSE(info.metrics().empty());
+  EXPECT_FALSE(info.auth());
+  auto windows_ctx = GrpcEnv::Context();
+  v1::ListJobWindowsRequest list;
+  list.set_job_id(job.id());
+  v1::ListJobWindowsResponse windows;
+  ASSERT_TRUE(env_.stub()->ListJobWindows(windows_ctx.get(), list, &windows).ok());
+  EXPECT_EQ(windows.windows_size(), 6 + 4);
 }
 
 }  // namespace
