@@ -187,10 +187,32 @@ TEST_F(E2ETest, UploadSubmitWatchQuery) {
     h.Update(le, 4);
   }
   const std::string out = g_root + "/coeff.bin";
-  CommandResult exp = Cli({"export", "--model=fg-a", "--window_hash=" + h.FinishHex(),
+  const std::string first_hash = h.FinishHex();
+  CommandResult exp = Cli({"export", "--model=fg-a", "--window_hash=" + first_hash,
                            "--out=" + out});
   ASSERT_EQ(exp.exit_code, 0) << exp.err;
   EXPECT_EQ(fs::file_size(out), 16u * 4 /*sites*/ * 4 /*G*/ * 4 /*float32*/);
+
+  // The server lists the windows with the hash export takes.
+  CommandResult windows = Cli({"windows", "1", "--model=fg-b"});
+  ASSERT_EQ(windows.exit_code, 0) << windows.err;
+  EXPECT_NE(windows.out.find(first_hash), std::string::npos) << windows.out;
+  // The report is the server's, with the range across models.
+  CommandResult report = Cli({"report", "1", "--save_json=" + g_root + "/report.json"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("mean ± sd (min..max)"), std::string::npos) << report.out;
+  CommandResult compare = Cli({"compare", "1", "2"});
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  EXPECT_NE(compare.out.find("PENALTY cross_input"), std::string::npos) << compare.out;
+  EXPECT_EQ(Cli({"compare"}).exit_code, 2);  // usage
+  CommandResult info = Cli({"info"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("nats/token"), std::string::npos) << info.out;
+  CommandResult by_model = Cli({"jobs", "list", "--model=fg-b", "--state=succeeded"});
+  ASSERT_EQ(by_model.exit_code, 0) << by_model.err;
+  EXPECT_EQ(std::count(by_model.out.begin(), by_model.out.end(), '\n'), 3) << by_model.out;
+  CommandResult none = Cli({"jobs", "list", "--label=nothing-has-this"});
+  EXPECT_EQ(std::count(none.out.begin(), none.out.end(), '\n'), 1) << none.out;  // header
 }
 
 TEST_F(E2ETest, CancelARunningJob) {
@@ -330,12 +352,15 @@ TEST_F(E2ETest, BadInputGetsAClearCodeAndTheServerKeepsServing) {
       {"broken model folder", audit({"--models=broken"}), 3, "config.json"},
       {"dense model audited", audit({"--models=dense"}), 3, "no controller"},
       {"featuregate twin", audit({"--models=fg-a", "--dense_twin=fg-b"}), 3, "dense twin"},
-      {"unknown dataset", {"audit", "--models=fg-a", "--eval=nope", "--calib=calib"}, 4, "nope"},
+      {"unknown dataset",
+       {"audit", "--models=fg-a", "--eval=nope", "--calib=calib", "--window=16"}, 4, "nope"},
       {"unknown intervention", audit({"--models=fg-a", "--interventions=telepathy"}), 3,
        "telepathy"},
       {"window too long", audit({"--models=fg-a", "--window=100000"}), 3, "512"},
       {"too many windows", audit({"--models=fg-a", "--max_eval_windows=51"}), 3, "50"},
-      {"window longer than the model", audit({"--models=fg-a", "--window=65"}), 9, "64"},
+      // Refused at submission (it used to fail the job when it ran).
+      {"window longer than the model", audit({"--models=fg-a", "--window=65"}), 3,
+       "max_seq_len of model 'fg-a' (64 tokens)"},
       {"overlapping calibration", {"audit", "--models=fg-a", "--eval=eval", "--calib=eval",
                                    "--window=16"}, 9, "share"},
       {"oversized upload", {"datasets", "upload", "--name=big", g_root + "/data/big.txt"}, 7,
