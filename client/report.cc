@@ -395,7 +395,7 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
       if (m.metric() == "retention_pct") AddUnique(&retentions, m.intervention());
     }
   }
-  std::vector<CompareColumn> cols = {{"correct", "nll", "NLL", Fixed, 4}};
+  std::vector<CompareColumn> cols = {{"correct", "nll", "NLL correct", Fixed, 4}};
   for (const std::string& i : interventions) {
     if (i != "correct") cols.push_back({i, "penalty", "PENALTY " + i, Signed, 4});
   }

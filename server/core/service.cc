@@ -526,7 +526,8 @@ absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.job_ids(), "job_ids", &filter.job_ids));
   if (f.job_id() != 0) filter.job_id = f.job_id();
   if (!filter.job_id && filter.job_ids.empty() && !caller.admin) {
-    return absl::InvalidArgumentError("filter.job_id is required (only admins query all jobs)");
+    return absl::InvalidArgumentError(
+        "filter.job_id or filter.job_ids is required (only admins query all jobs)");
   }
   if (filter.job_id) FCA_RETURN_IF_ERROR(VisibleJob(caller, *filter.job_id).status());
   for (int64_t id : filter.job_ids) FCA_RETURN_IF_ERROR(VisibleJob(caller, id).status());
