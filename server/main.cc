@@ -25,6 +25,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -296,6 +297,15 @@ std::vector<std::string> WorkerDevices() {
       CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin", "worker"}));
   if (absl::GetFlag(FLAGS_listen).empty()) {
     return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
+  }
+  const std::string http = absl::GetFlag(FLAGS_http_listen);
+  int http_port = -1;
+  if (!http.empty() && (http.rfind(':') == std::string::npos || http.rfind(':') == 0 ||
+                        !absl::SimpleAtoi(http.substr(http.rfind(':') + 1), &http_port) ||
+                        http_port < 0 || http_port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--http_listen='%s' is not HOST:PORT with a port in [0, 65535] (empty: no HTTP)",
+        http.substr(0, 64)));
   }
   return absl::OkStatus();
 }

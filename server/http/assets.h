@@ -1,10 +1,11 @@
-// The dashboard's files (server/http/web/), compiled into the binary.
+// The placeholder of the dashboard's files, used until server/http/web/
+// exists: server/http/web/assets.h declares the same FindAsset and its
+// generated source (target fca_web_assets, added by server/CMakeLists.txt)
+// defines it over index.html, app.js and style.css; gateway.cc then
+// includes that header and links that target instead of this one.
 //
 // The gateway serves GET / and GET /ui/<path> from FindAsset: "/" and
-// "/ui/" as "index.html", "/ui/app.js" as "app.js". The generated source
-// that server/http/web/CMakeLists.txt makes (target fca_http_assets)
-// defines it; until that exists, assets_placeholder.cc does, with a page
-// that points to the API.
+// "/ui/" as "index.html", "/ui/app.js" as "app.js".
 #ifndef FCA_SERVER_HTTP_ASSETS_H_
 #define FCA_SERVER_HTTP_ASSETS_H_
 

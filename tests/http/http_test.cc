@@ -727,6 +727,36 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
             value(*before, "fca_http_requests_total", {{"handler", "metrics"}, {"code", "200"}}));
 }
 
+// With --tls_cert/--tls_key the HTTP port speaks HTTPS with the same files.
+TEST_F(HttpTest, HttpsWithTheGrpcCertificate) {
+  const std::string cert = *root_ + "/cert.pem", key = *root_ + "/key.pem";
+  CommandResult gen = e2e::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048",
+                                "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj",
+                                "/CN=localhost", "-addext",
+                                "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  auto server = ServerProcess::Start(
+      FCA_SERVER_BIN, {"--models=" + *root_ + "/models", "--db=" + *root_ + "/tls.sqlite",
+                       "--threads=1", "--workers=0", "--api_keys=" + *root_ + "/keys",
+                       "--tls_cert=" + cert, "--tls_key=" + key});
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(server->http_port(), 0);
+  httplib::SSLClient tls("127.0.0.1", server->http_port());
+  tls.set_ca_cert_path(cert.c_str());
+  tls.enable_server_certificate_verification(true);
+  auto r = tls.Post("/api/v1/ListModels", Auth(kAlice), "", "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"fg-a\""), std::string::npos);
+  // Plain HTTP gets no answer from it.
+  httplib::Client plain("127.0.0.1", server->http_port());
+  plain.set_read_timeout(3, 0);
+  auto refused = plain.Get("/healthz");
+  EXPECT_TRUE(!refused || refused->status != 200);
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(30), 0) << server->Stderr();
+}
+
 TEST_F(HttpTest, DashboardAndHealth) {
   Reply r = Get("/", "");
   EXPECT_EQ(r.status, 200);
