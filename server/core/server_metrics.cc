@@ -49,8 +49,9 @@ metrics::Family<metrics::Counter>& ForwardTokens() {
   return f;
 }
 metrics::Family<metrics::Counter>& ForwardSeconds() {
-  static auto& f = R().AddCounter("fca_forward_seconds_total",
-                                  "Seconds inside those forwards, by audited model.", {"model"});
+  static auto& f = R().AddCounter(
+      "fca_forward_seconds_total",
+      "Seconds inside model forwards of this server's own workers, by audited model.", {"model"});
   return f;
 }
 metrics::Family<metrics::Histogram>& TokensPerSecond() {
@@ -82,7 +83,7 @@ metrics::Counter& CacheReadBytes() {
 }
 metrics::Counter& CacheWrittenBytes() {
   static auto& c = R().AddCounter("fca_coeff_cache_written_bytes_total",
-                                  "Bytes of coefficients offered to the cache.")
+                                  "Bytes of coefficients written to the cache.")
                        .WithLabels();
   return c;
 }

@@ -441,12 +441,18 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* 
   g->server_->new_task_queue = [threads] {
     return new BoundedThreadPool(static_cast<size_t>(threads), static_cast<size_t>(threads) * 4);
   };
+  // SO_REUSEADDR only. httplib's default adds SO_REUSEPORT, which lets a
+  // second process of the same user bind the same address and take half of
+  // the connections: a second server must fail to bind instead.
+  g->server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   g->server_->set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
   g->server_->set_keep_alive_max_count(100);
   g->server_->set_keep_alive_timeout(5);
   g->server_->set_read_timeout(10, 0);
   g->server_->set_write_timeout(10, 0);
-  // Bodies are never spread over files of a form.
   if (port == 0) {
     port = g->server_->bind_to_any_port(host);
     if (port <= 0) port = -1;

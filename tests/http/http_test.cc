@@ -757,6 +757,20 @@ TEST_F(HttpTest, HttpsWithTheGrpcCertificate) {
   EXPECT_EQ(server->Wait(30), 0) << server->Stderr();
 }
 
+// A second server cannot take the HTTP address of the first (no
+// SO_REUSEPORT sharing): an explicit --http_listen that is taken stops it.
+TEST_F(HttpTest, AnHttpAddressInUseStopsTheServer) {
+  const std::string taken = "127.0.0.1:" + std::to_string(server_->http_port());
+  CommandResult second = e2e::Run(
+      {FCA_SERVER_BIN, "--listen=127.0.0.1:0", "--http_listen=" + taken,
+       "--models=" + *root_ + "/models", "--db=" + *root_ + "/second.sqlite", "--workers=0"},
+      {}, 60);
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("cannot listen for HTTP on " + taken), std::string::npos)
+      << second.err;
+  EXPECT_EQ(Get("/healthz", "").status, 200);
+}
+
 TEST_F(HttpTest, DashboardAndHealth) {
   Reply r = Get("/", "");
   EXPECT_EQ(r.status, 200);
