@@ -64,6 +64,7 @@ RUN apt-get update -q \
       libprotobuf32 \
       libabsl20220623 \
       libsqlite3-0 \
+      libcpp-httplib0.11 \
  && rm -rf /var/lib/apt/lists/* \
  && update-alternatives --query "libblas.so.3-$(uname -m)-linux-gnu" \
       | grep -q '^Value: .*/openblas-openmp/' \
@@ -89,7 +90,7 @@ RUN ! ldd /usr/local/bin/fca-server /usr/local/bin/fca | grep 'not found'
 # /models: the model repository, one folder per model; mount it read-only.
 VOLUME ["/var/lib/fca", "/models"]
 
-EXPOSE 7400
+EXPOSE 7400 7401
 
 USER 10001:10001
 WORKDIR /var/lib/fca
@@ -102,10 +103,11 @@ WORKDIR /var/lib/fca
 STOPSIGNAL SIGTERM
 
 # Inside a container the server must listen on 0.0.0.0 (its default,
-# 127.0.0.1, is unreachable through a published port). That makes it
+# 127.0.0.1, is unreachable through a published port); so must the HTTP
+# gateway (JSON API, /metrics, /healthz, /readyz: port 7401). That makes it
 # reachable by anyone who can reach the port, so authentication is on by
 # default (API keys from the database and/or --api_keys=FILE); pass
 # --tls_cert/--tls_key too unless a TLS-terminating proxy sits in front.
 # The server creates its files with umask 077 (the database is 0600).
-ENTRYPOINT ["fca-server", "--models=/models", "--db=/var/lib/fca/fca.sqlite", "--listen=0.0.0.0:7400", "--auth"]
+ENTRYPOINT ["fca-server", "--models=/models", "--db=/var/lib/fca/fca.sqlite", "--listen=0.0.0.0:7400", "--http_listen=0.0.0.0:7401", "--auth"]
 CMD []

@@ -61,11 +61,11 @@ EOF
 start_server() {
   local db=$work/$1.sqlite
   shift
-  "$server" --models="$work/models" --db="$db" --listen=127.0.0.1:0 "$@" \
+  "$server" --models="$work/models" --db="$db" --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 "$@" \
     >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
   for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/server.out")
+    port=$(sed -n 's/^fca-server: listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/server.out")
     [ -n "$port" ] && return 0
     sleep 0.1
   done

@@ -113,7 +113,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
   auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
   server->out_path_ = dir + "/server.out";
   server->err_path_ = dir + "/server.err";
-  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0"};
+  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0"};
   argv.insert(argv.end(), args.begin(), args.end());
   server->pid_ = Spawn(argv, server->out_path_, server->err_path_);
   if (server->pid_ < 0) {

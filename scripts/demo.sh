@@ -38,7 +38,7 @@ mkdir -p "$out"
 
 rm -f "$out"/fca.sqlite*
 "$server_bin" --models="$models" --db="$out/fca.sqlite" \
-  --listen=127.0.0.1:0 >"$out/server.out" 2>"$out/server.log" &
+  --listen=127.0.0.1:0 --http_listen=127.0.0.1:0 >"$out/server.out" 2>"$out/server.log" &
 server_pid=$!
 # On any failure: stop the server and wait, so nothing writes the database
 # after this script has gone.
@@ -48,7 +48,7 @@ for _ in $(seq 300); do
   kill -0 $server_pid 2>/dev/null || { cat "$out/server.log"; exit 1; }
   sleep 0.1
 done
-address=$(sed -n 's/.*listening on //p' "$out/server.out")
+address=$(sed -n 's/^fca-server: listening on //p' "$out/server.out")
 [ -n "$address" ] || { echo "demo: fca-server did not start; see $out/server.log" >&2; exit 1; }
 export FCA_SERVER=$address
 

@@ -25,6 +25,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -40,6 +41,8 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/worker_service_impl.h"
+#include "server/core/server_metrics.h"
+#include "server/http/gateway.h"
 #include "storage/store.h"
 
 // Allowed ranges of the numeric flags, checked at start (ValidateFlags).
@@ -172,6 +175,14 @@ ABSL_FLAG(std::string, create_api_key, "",
 ABSL_FLAG(std::string, role, "user",
           "role of --create_api_key: user | admin | worker (fca-worker: the worker protocol "
           "only, no user's data)");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:7401",
+          "address of the JSON-over-HTTP gateway, /metrics, /healthz and /readyz; empty = off; "
+          "port 0 picks a free port (printed on stdout). With --tls_cert/--tls_key it serves "
+          "HTTPS. When the default address is taken the server starts without HTTP (a warning)");
+ABSL_FLAG(int64_t, max_http_threads, 32,
+          absl::StrFormat("threads serving HTTP connections (each job event stream holds one; "
+                          "at most half of them stream), 4..%d",
+                          fca::flag_limits::kMaxRpcThreads));
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 
@@ -253,6 +264,8 @@ std::vector<std::string> WorkerDevices() {
                                  flag_limits::kMaxWatchStreams));
   FCA_RETURN_IF_ERROR(CheckRange("max_rpc_threads", absl::GetFlag(FLAGS_max_rpc_threads), 16,
                                  flag_limits::kMaxRpcThreads));
+  FCA_RETURN_IF_ERROR(CheckRange("max_http_threads", absl::GetFlag(FLAGS_max_http_threads), 4,
+                                 flag_limits::kMaxRpcThreads));
   FCA_RETURN_IF_ERROR(CheckRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
                                  flag_limits::kMaxAttempts));
   FCA_RETURN_IF_ERROR(CheckRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
@@ -285,6 +298,15 @@ std::vector<std::string> WorkerDevices() {
   if (absl::GetFlag(FLAGS_listen).empty()) {
     return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
   }
+  const std::string http = absl::GetFlag(FLAGS_http_listen);
+  int http_port = -1;
+  if (!http.empty() && (http.rfind(':') == std::string::npos || http.rfind(':') == 0 ||
+                        !absl::SimpleAtoi(http.substr(http.rfind(':') + 1), &http_port) ||
+                        http_port < 0 || http_port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--http_listen='%s' is not HOST:PORT with a port in [0, 65535] (empty: no HTTP)",
+        http.substr(0, 64)));
+  }
   return absl::OkStatus();
 }
 
@@ -300,6 +322,19 @@ bool BoolFlagOnCommandLine(int argc, char** argv, absl::string_view name) {
     absl::ConsumePrefix(&arg, "-");
     arg = arg.substr(0, arg.find('='));
     if (arg == name || arg == absl::StrCat("no", name)) return true;
+  }
+  return false;
+}
+
+// True when the flag `name` (any type) was given on the command line:
+// --name=VALUE or --name VALUE.
+bool FlagOnCommandLine(int argc, char** argv, absl::string_view name) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    if (arg.substr(0, arg.find('=')) == name) return true;
   }
   return false;
 }
@@ -392,9 +427,15 @@ core::ServiceLimits Limits() {
 // authenticate, and where keys come from.
 void LogAuthMode(bool auth) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  const std::string http = absl::GetFlag(FLAGS_http_listen);
   if (!auth) {
+    const char* open_to_others =
+        !IsLoopback(listen) ? " (and --listen is not a loopback address; use --auth)"
+        : !http.empty() && !IsLoopback(http)
+            ? " (and --http_listen is not a loopback address; use --auth)"
+            : "";
     std::fprintf(stderr, "fca-server: authentication is off: every caller is the admin%s\n",
-                 IsLoopback(listen) ? "" : " (and --listen is not a loopback address; use --auth)");
+                 open_to_others);
     return;
   }
   std::fprintf(stderr,
@@ -479,7 +520,39 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
-absl::Status Serve(const sigset_t& signals, bool auth) {
+// The HTTP gateway on --http_listen, or null when it is off (or, for the
+// default address only, when that address is taken).
+absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
+    core::AuditServiceCore* core, const grpc_server::Authenticator& authenticator,
+    storage::Store* store, core::Coordinator* coordinator, bool http_on_command_line) {
+  const std::string listen = absl::GetFlag(FLAGS_http_listen);
+  if (listen.empty()) return nullptr;
+  http::GatewayOptions options;
+  options.listen = listen;
+  options.threads = static_cast<int>(absl::GetFlag(FLAGS_max_http_threads));
+  options.max_event_streams = absl::GetFlag(FLAGS_max_watch_streams);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.ready = [store, coordinator]() -> absl::Status {
+    if (!coordinator->Running()) return absl::UnavailableError("the coordinator is not running");
+    absl::StatusOr<int64_t> queued = store->CountJobs(std::nullopt, {storage::JobState::kQueued});
+    if (!queued.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the store does not answer: ", queued.status().message()));
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::unique_ptr<http::Gateway>> gateway =
+      http::Gateway::Start(core, authenticator, options);
+  if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_on_command_line) {
+    std::fprintf(stderr, "fca-server: warning: %s; serving without HTTP (set --http_listen)\n",
+                 std::string(gateway.status().message()).c_str());
+    return nullptr;
+  }
+  return gateway;
+}
+
+absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line) {
   const core::ServiceLimits limits = Limits();
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
   core::ModelRepository::Options repo_options;
@@ -519,8 +592,11 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   }
   core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, limits);
   core.set_facts({WorkerDevices(), absl::GetFlag(FLAGS_executor), auth});
+  // Jobs by state, the cache's size and busy workers, at every scrape.
+  const core::ServerGauges gauges(store.get(), workers.get());
   // fca-worker processes (worker keys) claim and run tasks through it.
   grpc_server::WorkerServiceImpl worker_service(&coordinator, authenticator);
+  const grpc_server::Authenticator http_authenticator = authenticator;
   grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -542,6 +618,9 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   }
   // Health checks name the service as well as the server ("").
   grpc_server::SetServing(*server, true);
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<http::Gateway> gateway,
+                       StartHttp(&core, http_authenticator, store.get(), &coordinator,
+                                 http_on_command_line));
   std::unique_ptr<core::SlurmExecutor> executor;
   if (absl::GetFlag(FLAGS_executor) == "slurm") {
     FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
@@ -552,6 +631,16 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::printf("fca-server: listening on %s:%d\n", listen.substr(0, listen.rfind(':')).c_str(),
               port);
+  // After the gRPC line: scripts that read the first "listening on" line
+  // get the gRPC port.
+  if (gateway != nullptr) {
+    const std::string http = absl::GetFlag(FLAGS_http_listen);
+    std::printf("fca-server: http listening on %s:%d\n", http.substr(0, http.rfind(':')).c_str(),
+                gateway->port());
+    std::fprintf(stderr, "fca-server: the HTTP gateway serves %s\n",
+                 gateway->tls() ? "HTTPS (--tls_cert, --tls_key)"
+                                : "plain HTTP (for loopback, or behind a TLS proxy)");
+  }
   std::fflush(stdout);
 
   int signal_number = 0;
@@ -559,6 +648,8 @@ absl::Status Serve(const sigset_t& signals, bool auth) {
   std::fprintf(stderr, "fca-server: signal %d: draining\n", signal_number);
   grpc_server::SetServing(*server, false);
   service.Shutdown();
+  // Ends its event streams (within half a second) and waits for its calls.
+  if (gateway != nullptr) gateway->Shutdown();
   hub.Shutdown();
   // Running tasks go back to the queue (refunded) through the coordinator,
   // which stops after them.
@@ -589,7 +680,7 @@ absl::Status Run(int argc, char** argv, const sigset_t& signals) {
     return absl::InvalidArgumentError("--models is required (the model repository folder)");
   }
   FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(BoolFlagOnCommandLine(argc, argv, "auth")));
-  return Serve(signals, auth);
+  return Serve(signals, auth, FlagOnCommandLine(argc, argv, "http_listen"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
+#include "server/core/server_metrics.h"
 
 namespace fca::core {
 namespace {
@@ -85,10 +86,12 @@ absl::Status Coordinator::Start() {
   }
   SettleJobs();
   sweeper_ = std::thread([this] { Loop(); });
+  running_ = true;
   return absl::OkStatus();
 }
 
 void Coordinator::Stop() {
+  running_ = false;
   stopping_ = true;
   cv_.notify_all();
   if (sweeper_.joinable()) sweeper_.join();
@@ -175,6 +178,7 @@ void Coordinator::SettleJobs() {
       continue;
     }
     if (!settled->has_value()) continue;
+    ObserveJobEnd((*settled)->job);
     if ((*settled)->event_seq > 0) hub_->Notify(id, (*settled)->event_seq);
     ForgetProgress(id);
     if (executor_ != nullptr) executor_->StopJob(id);
@@ -480,9 +484,14 @@ std::optional<std::string> Coordinator::GetCoefficients(const Lease& lease,
       {claim->job.owner, key.weights_sha256, key.window_hash, key.dtype, key.device});
   if (!entry.ok()) {
     LogCacheError(claim->job.id, "cannot read the coefficient cache", entry.status());
+    ObserveCacheLookup(false, 0);
     return std::nullopt;
   }
-  if (!entry->has_value()) return std::nullopt;
+  if (!entry->has_value()) {
+    ObserveCacheLookup(false, 0);
+    return std::nullopt;
+  }
+  ObserveCacheLookup(true, static_cast<int64_t>((*entry)->blob.size()));
   return std::move((*entry)->blob);
 }
 
@@ -493,6 +502,7 @@ void Coordinator::PutCoefficients(const Lease& lease, const engine::CoefficientC
   // A failed put (budget, busy database) only costs a later cache miss.
   const absl::Status status = store_->PutCoefficients(
       {claim->job.owner, key.weights_sha256, key.window_hash, key.dtype, key.device}, "", bytes);
+  if (status.ok()) ObserveCacheWrite(static_cast<int64_t>(bytes.size()));
   if (!status.ok()) LogCacheError(claim->job.id, "cannot write the coefficient cache", status);
 }
 

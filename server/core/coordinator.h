@@ -86,6 +86,8 @@ class Coordinator : public TaskBroker {
   // the sweep thread.
   absl::Status Start();
   void Stop();  // idempotent; blocks until the sweep thread has exited
+  // Started and not stopped (GET /readyz).
+  bool Running() const { return running_.load(); }
 
   // Places tasks with `executor` (not owned; set before Start).
   void SetExecutor(Executor* executor) { executor_ = executor; }
@@ -182,6 +184,7 @@ class Coordinator : public TaskBroker {
   Executor* executor_ = nullptr;
   std::thread sweeper_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> running_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   bool wake_ = false;                                     // guarded by mu_

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
+#include "server/core/server_metrics.h"
 #include "server/engine/models/controlled_model.h"
 
 namespace fca::core {
@@ -75,6 +76,11 @@ void Worker::Wake() {
 void Worker::StopJob(int64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (running_job_ == job_id && job_id != 0) interrupt_ = true;
+}
+
+bool Worker::Busy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_job_ != 0;
 }
 
 void Worker::Loop() {
@@ -229,6 +235,7 @@ absl::Status Worker::Execute(const TaskAssignment& task) {
     if (!report_error.ok()) interrupt_ = true;
   };
   req.on_model_done = [&](const engine::ModelReport& r) {
+    ObserveForwards(r.model.name, r.forward_tokens, r.forward_seconds);
     report(r.model.name, r.model.weights_sha256, engine::ResultRows(r));
   };
   req.on_note = [&](const std::string& text) { (void)broker_->ReportNote(task.lease, text); };
@@ -265,6 +272,12 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(Coordinator* coor
 }
 
 WorkerPool::~WorkerPool() { Stop(); }
+
+size_t WorkerPool::Busy() const {
+  size_t busy = 0;
+  for (const std::unique_ptr<Worker>& w : workers_) busy += w->Busy() ? 1 : 0;
+  return busy;
+}
 
 void WorkerPool::Start() {
   for (const std::unique_ptr<Worker>& w : workers_) w->Start();

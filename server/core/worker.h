@@ -72,6 +72,8 @@ class Worker {
   void RunTask(const TaskAssignment& task);
 
   const Options& options() const { return options_; }
+  // Whether a task is running now.
+  bool Busy();
 
  private:
   void Loop();
@@ -121,6 +123,8 @@ class WorkerPool {
   // Interrupts running tasks (they go back to the queue) and joins.
   void Stop();
   size_t size() const { return workers_.size(); }
+  // How many of them run a task now.
+  size_t Busy() const;
 
  private:
   WorkerPool() = default;

@@ -4,6 +4,7 @@
 #define FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 
 #include <grpcpp/server.h>
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/support/server_interceptor.h>
 
 #include <atomic>
@@ -32,7 +33,9 @@ void SetServing(grpc::Server& server, bool serving);
 // that gRPC cannot parse into its message, e.g. a proto3 `string` field
 // holding invalid UTF-8, is refused by gRPC before any handler runs, as
 // INTERNAL with an empty message; the interceptor turns that into
-// INVALID_ARGUMENT with a message, and logs the peer and the method.
+// INVALID_ARGUMENT with a message, and logs the peer and the method. The
+// last one counts every call and its latency by method and status code
+// (fca_grpc_requests_total, fca_grpc_request_duration_seconds).
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
 ServerInterceptors();
 

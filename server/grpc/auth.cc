@@ -1,6 +1,7 @@
 #include "server/grpc/auth.h"
 
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -10,8 +10,6 @@
 #ifndef FCA_SERVER_GRPC_AUTH_H_
 #define FCA_SERVER_GRPC_AUTH_H_
 
-#include <grpcpp/grpcpp.h>
-
 #include <functional>
 #include <map>
 #include <optional>
@@ -21,6 +19,11 @@
 #include "absl/strings/string_view.h"
 #include "server/core/service.h"
 #include "storage/store.h"
+
+namespace grpc {
+class ServerContext;  // <grpcpp/grpcpp.h>: not included, so the HTTP gateway
+                      // (server/http) reuses this class without gRPC headers
+}  // namespace grpc
 
 namespace fca::grpc_server {
 

@@ -11,6 +11,8 @@
 #ifndef FCA_SERVER_GRPC_WORKER_SERVICE_IMPL_H_
 #define FCA_SERVER_GRPC_WORKER_SERVICE_IMPL_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <string>
 

@@ -99,7 +99,8 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
   auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
   const std::string out = TempPath("server_out");
   server->err_path_ = TempPath("server_err");
-  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0"};
+  // Port 0 for HTTP too: tests run side by side (args may override it).
+  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0"};
   argv.insert(argv.end(), args.begin(), args.end());
   server->pid_ = Spawn(argv, {}, out, server->err_path_);
   const std::string marker = "listening on 127.0.0.1:";
@@ -108,6 +109,12 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
     const size_t at = text.find(marker);
     if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
       server->port_ = std::stoi(text.substr(at + marker.size()));
+      // Printed with the gRPC line, after it.
+      const std::string http_marker = "http listening on 127.0.0.1:";
+      const size_t http_at = text.find(http_marker);
+      if (http_at != std::string::npos) {
+        server->http_port_ = std::stoi(text.substr(http_at + http_marker.size()));
+      }
       return server;
     }
     int status = 0;

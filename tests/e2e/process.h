@@ -35,6 +35,8 @@ class ServerProcess {
   ~ServerProcess();  // SIGKILLs a server still running
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // The HTTP gateway's port (0 when it is off).
+  int http_port() const { return http_port_; }
   void Signal(int sig);
   // Waits for exit; returns the exit code, or -1 on a signal or timeout.
   int Wait(int timeout_s);
@@ -43,6 +45,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int http_port_ = 0;
   std::string err_path_;
 };
 

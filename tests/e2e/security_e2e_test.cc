@@ -197,6 +197,9 @@ TEST_F(SecurityE2ETest, BadFlagValuesStopTheServerWithTheFlagAndItsRange) {
       {"--device=tpu", "--device='tpu' is not cpu, cuda or cuda:N"},
       {"--role=root", "--role='root' is not one of: user, admin"},
       {"--listen=", "--listen must not be empty"},
+      {"--http_listen=localhost", "--http_listen='localhost' is not HOST:PORT"},
+      {"--http_listen=127.0.0.1:99999", "is not HOST:PORT with a port in [0, 65535]"},
+      {"--max_http_threads=1", "--max_http_threads=1 is out of range: it must be in [4, "},
   };
   for (const Case& c : cases) {
     CommandResult r = RunServer(ServerArgs({c.flag}));

@@ -106,6 +106,7 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(ExecutionAudit());
     report_.seconds = Seconds(start);
     report_.forward_seconds = forward_seconds_;
+    report_.forward_tokens = forward_tokens_;
     Progress("done", 0, 0);
     return std::move(report_);
   }
@@ -164,6 +165,7 @@ class ModelAudit {
     const Clock::time_point t0 = Clock::now();
     auto logits = model_.Forward(ids, mode, coeff);
     forward_seconds_ += Seconds(t0);
+    forward_tokens_ += ids.numel();
     return logits;
   }
 
@@ -478,6 +480,7 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(m.Forward(ids, CoefficientMode::kLive, nullptr).status());
     const double seconds = Seconds(t0);
     forward_seconds_ += seconds;
+    forward_tokens_ += ids.numel();
     return seconds * 1e6 / static_cast<double>(ids.numel());
   }
 
@@ -535,6 +538,7 @@ class ModelAudit {
   std::map<std::string, std::vector<double>> nll_;
   std::vector<double> dense_us_per_token_;
   double forward_seconds_ = 0;
+  int64_t forward_tokens_ = 0;
   ModelReport report_;
   // Whether this model's audit may take coefficients from the cache: not
   // until one cached batch has matched a fresh recording (JudgeCache).

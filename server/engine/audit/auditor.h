@@ -144,6 +144,7 @@ struct ModelReport {
   ExecutionResult execution;
   double seconds = 0;                  // wall time of this model's audit
   double forward_seconds = 0;          // of which inside model forwards
+  int64_t forward_tokens = 0;          // tokens through those forwards (twin's included)
 };
 
 struct AggregateRow {

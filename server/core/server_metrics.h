@@ -1,0 +1,54 @@
+// The server's metrics (common/metrics.h, in the process's default
+// registry), as GET /metrics exposes them:
+//
+//   fca_jobs{state}                              gauge, at scrape (Store::CountJobs)
+//   fca_job_queue_wait_seconds{state}            histogram: created -> started, of
+//                                                jobs that ran, observed when they end
+//   fca_job_run_seconds{state}                   histogram: started -> finished
+//   fca_forward_tokens_total{model}              tokens through model forwards of
+//                                                this server's own workers
+//   fca_forward_seconds_total{model}             seconds inside those forwards
+//   fca_forward_tokens_per_second{model}         histogram, one per audited model
+//   fca_coeff_cache_hits_total, _misses_total    coefficient-cache lookups (per window)
+//   fca_coeff_cache_read_bytes_total, fca_coeff_cache_written_bytes_total
+//   fca_coeff_cache_bytes                        gauge, at scrape (Store::CoefficientCacheBytes)
+//   fca_workers{state="busy"|"idle"}             this server's own workers, at scrape
+//   fca_scrape_errors_total{source}              store reads that failed at scrape
+//
+// (RPC and HTTP request metrics are the gRPC and HTTP layers':
+// server/grpc/audit_service_impl.h, server/http/gateway.h.)
+#ifndef FCA_SERVER_CORE_SERVER_METRICS_H_
+#define FCA_SERVER_CORE_SERVER_METRICS_H_
+
+#include <string>
+
+#include "common/metrics.h"
+#include "storage/records.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+class WorkerPool;
+
+// A job ended: its queue wait and run time.
+void ObserveJobEnd(const storage::JobRecord& job);
+// One model's audit by one of this server's workers.
+void ObserveForwards(const std::string& model, int64_t tokens, double seconds);
+// A coefficient-cache lookup of one window and what it read.
+void ObserveCacheLookup(bool hit, int64_t bytes);
+void ObserveCacheWrite(int64_t bytes);
+
+// Sets the scrape-time gauges (jobs by state, cache size, busy and idle
+// workers) at every exposition of the default registry while it lives.
+// `workers` may be null (no workers of its own).
+class ServerGauges {
+ public:
+  ServerGauges(storage::Store* store, const WorkerPool* workers);
+
+ private:
+  metrics::Registry::CollectorHandle handle_;
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_SERVER_METRICS_H_
