@@ -28,16 +28,24 @@ fca_init_model() {  # name, extra flags...
 }
 
 # Whether this fca-server has the HTTP/JSON gateway (--http_listen).
+# (absl's --helpfull exits 1; no pipe, so pipefail cannot turn a match
+# into a failure.)
 fca_server_has_http() {
-  "$SERVER_BIN" --helpfull 2>&1 | grep -q -- '--http_listen'
+  local help
+  help=$("$SERVER_BIN" --helpfull 2>&1 || true)
+  [[ $help == *--http_listen* ]]
 }
 
-# Starts the server (with the gateway when it has one) and waits for its
-# address lines on stdout.
+# Starts the server (with the gateway when it has one; extra flags as
+# arguments) and waits for its address lines on stdout.
 fca_start_server() {
   mkdir -p "$WORK/models" "$WORK/data"
-  local args=(--listen=127.0.0.1:0 --models="$WORK/models" --db="$WORK/fca.sqlite" --threads=1)
-  if fca_server_has_http; then args+=(--http_listen=127.0.0.1:0); fi
+  local args=(--listen=127.0.0.1:0 --models="$WORK/models" --db="$WORK/fca.sqlite" --threads=1 "$@")
+  local http=0
+  if fca_server_has_http; then
+    http=1
+    args+=(--http_listen=127.0.0.1:0)
+  fi
   "$SERVER_BIN" "${args[@]}" >"$WORK/server.out" 2>"$WORK/server.err" &
   SERVER_PID=$!
   GRPC_ADDR=""
@@ -45,7 +53,7 @@ fca_start_server() {
   for _ in $(seq 600); do  # 60 s: loading torch takes a while
     GRPC_ADDR=$(sed -n 's/^fca-server: listening on \([0-9.]*:[0-9]*\)$/\1/p' "$WORK/server.out")
     HTTP_ADDR=$(sed -n 's/.*http listening on \([0-9.]*:[0-9]*\).*/\1/p' "$WORK/server.out")
-    if [ -n "$GRPC_ADDR" ] && { [ -n "$HTTP_ADDR" ] || ! fca_server_has_http; }; then return 0; fi
+    if [ -n "$GRPC_ADDR" ] && { [ -n "$HTTP_ADDR" ] || [ "$http" = 0 ]; }; then return 0; fi
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
   done

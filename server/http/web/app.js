@@ -151,12 +151,13 @@
   }
 
   // Runs fn now and every `ms` until the view goes away; shows an error in
-  // `status` and keeps trying.
+  // `status` (a polite live region: only failures are announced) and keeps
+  // trying.
   async function poll(fn, ms, signal, status) {
     while (!signal.aborted) {
       try {
         await fn();
-        if (status) status.textContent = `Updated ${new Date().toLocaleTimeString()}.`;
+        if (status) status.textContent = '';
       } catch (err) {
         if (signal.aborted) return;
         if (status) status.textContent = `Update failed: ${err.message}`;
