@@ -98,21 +98,28 @@ std::string TextTable::Render() const {
   return out;
 }
 
-std::string TextTable::RenderHtml() const {
-  auto cell = [&](const char* tag, size_t c, const std::string& text) {
+std::string TextTable::RenderHtml(std::string_view caption) const {
+  auto cell = [&](const char* tag, const char* scope, size_t c, const std::string& text) {
     const bool num = columns_[c].align == Align::kRight;
-    return absl::StrCat("<", tag, num ? " class=\"num\">" : ">", HtmlEscape(text), "</", tag,
-                        ">");
+    return absl::StrCat("<", tag, scope, num ? " class=\"num\">" : ">", HtmlEscape(text), "</",
+                        tag, ">");
   };
-  std::string out = "<table>\n<thead><tr>";
-  for (size_t c = 0; c < columns_.size(); ++c) out += cell("th", c, columns_[c].title);
+  const std::string label = HtmlEscape(caption);
+  std::string out = absl::StrCat(
+      "<div class=\"table-wrap\" role=\"region\" aria-label=\"", label,
+      "\" tabindex=\"0\">\n<table>\n<caption>", label, "</caption>\n<thead><tr>");
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    out += cell("th", " scope=\"col\"", c, columns_[c].title);
+  }
   out += "</tr></thead>\n<tbody>\n";
   for (const auto& row : rows_) {
     out += "<tr>";
-    for (size_t c = 0; c < columns_.size(); ++c) out += cell("td", c, row[c]);
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      out += c == 0 ? cell("th", " scope=\"row\"", c, row[c]) : cell("td", "", c, row[c]);
+    }
     out += "</tr>\n";
   }
-  return out + "</tbody>\n</table>\n";
+  return out + "</tbody>\n</table>\n</div>\n";
 }
 
 // ---------------------------------------------------------------- listings

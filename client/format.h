@@ -38,8 +38,11 @@ class TextTable {
   // are trimmed so output diffs cleanly.
   std::string Render() const;
   // The same table as an HTML <table> (cells escaped; right-aligned columns
-  // get class="num").
-  std::string RenderHtml() const;
+  // get class="num"), with `caption` as its <caption>, scope="col" on the
+  // header cells and the first column as row headers (scope="row"), inside
+  // a <div class="table-wrap"> that scrolls sideways (give it
+  // overflow-x: auto) instead of widening the page.
+  std::string RenderHtml(std::string_view caption) const;
   bool empty() const { return rows_.empty(); }
 
  private:

@@ -1,5 +1,8 @@
 // The HTML form of a report: one self-contained page (inline CSS and SVG, no
-// scripts, nothing fetched), so it can be mailed or opened offline.
+// scripts, nothing fetched), so it can be mailed or opened offline. Tables
+// have captions and header scopes and scroll inside their box; charts tell
+// models apart by number, fill pattern, marker shape and line style besides
+// colour.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -22,6 +25,86 @@ const char* ModelColour(size_t i) {
   static const char* colours[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44",
                                   "#66ccee", "#aa3377", "#bbbbbb"};
   return colours[i % (sizeof(colours) / sizeof(colours[0]))];
+}
+
+// Besides its colour, every model has a number (drawn by its bars and at the
+// end of its lines), a fill pattern for bars and a marker shape and line
+// style for lines, so that the charts never rest on colour alone.
+constexpr int kStyles = 7;
+
+// The fill patterns, defined once per page (kPatternDefs) and referenced by
+// every chart and legend: solid, diagonal, dots, cross-hatch, horizontal,
+// vertical, back-diagonal.
+std::string PatternDefs() {
+  std::string defs;
+  for (int k = 0; k < kStyles; ++k) {
+    const char* c = ModelColour(k);
+    std::string body;
+    const std::string stroke = absl::StrFormat(" stroke=\"%s\" stroke-width=\"1.6\"", c);
+    switch (k) {
+      case 1: body = "<path d=\"M-1,7 L7,-1\"" + stroke + "/>"; break;
+      case 2: body = absl::StrFormat("<circle cx=\"3\" cy=\"3\" r=\"1.6\" fill=\"%s\"/>", c); break;
+      case 3: body = "<path d=\"M-1,7 L7,-1 M-1,-1 L7,7\"" + stroke + "/>"; break;
+      case 4: body = "<path d=\"M0,3 H6\"" + stroke + "/>"; break;
+      case 5: body = "<path d=\"M3,0 V6\"" + stroke + "/>"; break;
+      case 6: body = "<path d=\"M-1,-1 L7,7\"" + stroke + "/>"; break;
+      default: break;
+    }
+    defs += absl::StrFormat(
+        "<pattern id=\"fca-fill-%d\" patternUnits=\"userSpaceOnUse\" width=\"6\" height=\"6\">"
+        "<rect width=\"6\" height=\"6\" fill=\"%s\"/>%s</pattern>\n",
+        k, k == 0 ? c : "#fff", body);
+  }
+  return "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\" "
+         "focusable=\"false\"><defs>\n" +
+         defs + "</defs></svg>\n";
+}
+
+std::string Fill(size_t k) { return absl::StrFormat("url(#fca-fill-%d)", k % kStyles); }
+
+const char* Dash(size_t k) {
+  static const char* dashes[] = {"", "6 3", "2 3", "8 3 2 3", "4 4", "1 3", "10 4"};
+  return dashes[k % kStyles];
+}
+
+// Marker k at (x, y): circle, square, triangle, diamond, inverted triangle,
+// plus, cross; `inner` goes inside the element (a <title>).
+std::string Marker(size_t k, double x, double y, double r, const std::string& inner) {
+  const char* c = ModelColour(k);
+  const std::string paint = absl::StrFormat(" fill=\"%s\" stroke=\"%s\" stroke-width=\"1.5\"", c, c);
+  auto pts = [&](std::initializer_list<std::pair<double, double>> list) {
+    std::vector<std::string> out;
+    for (const auto& [dx, dy] : list) out.push_back(absl::StrFormat("%.1f,%.1f", x + dx, y + dy));
+    return absl::StrJoin(out, " ");
+  };
+  switch (k % kStyles) {
+    case 0:
+      return absl::StrFormat("<circle class=\"marker\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\"%s>%s</circle>",
+                             x, y, r, paint, inner);
+    case 1:
+      return absl::StrFormat(
+          "<rect class=\"marker\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"%s>%s</rect>",
+          x - r, y - r, 2 * r, 2 * r, paint, inner);
+    case 2:
+      return absl::StrFormat("<polygon class=\"marker\" points=\"%s\"%s>%s</polygon>",
+                             pts({{0, -r - 1}, {r + 1, r}, {-r - 1, r}}), paint, inner);
+    case 3:
+      return absl::StrFormat("<polygon class=\"marker\" points=\"%s\"%s>%s</polygon>",
+                             pts({{0, -r - 1}, {r + 1, 0}, {0, r + 1}, {-r - 1, 0}}), paint, inner);
+    case 4:
+      return absl::StrFormat("<polygon class=\"marker\" points=\"%s\"%s>%s</polygon>",
+                             pts({{0, r + 1}, {r + 1, -r}, {-r - 1, -r}}), paint, inner);
+    case 5:
+      return absl::StrFormat(
+          "<path class=\"marker\" d=\"M%.1f,%.1f H%.1f M%.1f,%.1f V%.1f\" stroke=\"%s\" "
+          "stroke-width=\"2.5\">%s</path>",
+          x - r, y, x + r, x, y - r, y + r, c, inner);
+    default:
+      return absl::StrFormat(
+          "<path class=\"marker\" d=\"M%.1f,%.1f L%.1f,%.1f M%.1f,%.1f L%.1f,%.1f\" stroke=\"%s\" "
+          "stroke-width=\"2.5\">%s</path>",
+          x - r, y - r, x + r, y + r, x - r, y + r, x + r, y - r, c, inner);
+  }
 }
 
 // Round tick positions covering [lo, hi]: steps of 1, 2 or 5 times a power
@@ -93,7 +176,7 @@ class Chart {
           absl::StrFormat("%.4g", t));
     }
     return absl::StrFormat(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%.0f\" height=\"%.0f\" "
         "viewBox=\"0 0 %.0f %.0f\" role=\"img\">\n<title>%s</title>\n"
         "<text x=\"%.1f\" y=\"16\" class=\"title\">%s</text>\n%s"
         "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\" "
@@ -116,14 +199,26 @@ const v1::Result* Plottable(const v1::Result* r) {
   return r;
 }
 
-std::string Legend(const std::vector<std::string>& models, bool with_mean) {
-  std::string out = "<p class=\"legend\">";
+enum class LegendKind { kBars, kLines };
+
+// Each model's number, swatch (its fill pattern, or its marker and line
+// style) and name.
+std::string Legend(const std::vector<std::string>& models, LegendKind kind, bool with_mean) {
+  std::string out = "<ul class=\"legend\">";
   for (size_t i = 0; i < models.size(); ++i) {
-    out += absl::StrFormat("<span><i style=\"background:%s\"></i>%s</span>", ModelColour(i),
-                           HtmlEscape(models[i]));
+    const std::string swatch =
+        kind == LegendKind::kBars
+            ? absl::StrFormat("<svg width=\"16\" height=\"16\" aria-hidden=\"true\"><rect x=\"1\" "
+                              "y=\"1\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"%s\"/></svg>",
+                              Fill(i), ModelColour(i))
+            : absl::StrFormat("<svg width=\"30\" height=\"16\" aria-hidden=\"true\"><line x1=\"1\" "
+                              "y1=\"8\" x2=\"29\" y2=\"8\" stroke=\"%s\" stroke-width=\"1.5\" "
+                              "stroke-dasharray=\"%s\"/>%s</svg>",
+                              ModelColour(i), Dash(i), Marker(i, 15, 8, 3.5, ""));
+    out += absl::StrFormat("<li>%s %d. %s</li>", swatch, i + 1, HtmlEscape(models[i]));
   }
-  if (with_mean) out += "<span><b>&#9670;</b> mean &#177; sd across models</span>";
-  return out + "</p>\n";
+  if (with_mean) out += "<li><b>&#9670;</b> mean &#177; sd across models</li>";
+  return out + "</ul>\n";
 }
 
 // Penalty of every intervention except `correct`: one bar per model with its
@@ -158,16 +253,20 @@ std::string PenaltyChart(const ReportView& r) {
       if (p == nullptr) continue;
       const double x = x0 + k * bar_w, y = c.Y(p->value()), y0 = c.Y(0);
       c.Add(absl::StrFormat(
-          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
-          "<title>%s %s: %+.4f</title></rect>\n",
-          x + 1, std::min(y, y0), bar_w - 2, std::abs(y0 - y), ModelColour(k),
-          HtmlEscape(r.models()[k]), HtmlEscape(groups[g]), p->value()));
+          "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+          "stroke=\"%s\"><title>%s %s: %+.4f</title></rect>\n",
+          x + 1, std::min(y, y0), bar_w - 2, std::max(1.0, std::abs(y0 - y)), Fill(k),
+          ModelColour(k), HtmlEscape(r.models()[k]), HtmlEscape(groups[g]), p->value()));
+      const double xm = x + bar_w / 2;
+      double label_y = std::min(y, y0) - 4;
       if (p->has_ci_low() && p->has_ci_high()) {
-        const double xm = x + bar_w / 2;
         c.Line(xm, c.Y(p->ci_low()), xm, c.Y(p->ci_high()), "#222", 1.5);
         c.Line(xm - 4, c.Y(p->ci_low()), xm + 4, c.Y(p->ci_low()), "#222", 1.5);
         c.Line(xm - 4, c.Y(p->ci_high()), xm + 4, c.Y(p->ci_high()), "#222", 1.5);
+        label_y = std::min(label_y, c.Y(p->ci_high()) - 4);
       }
+      // The model's number above its bar: the bars differ in more than colour.
+      c.Text(xm, label_y, absl::StrCat(k + 1), "middle", " class=\"tick\"");
     }
     const AcrossModels a = r.Across(groups[g], "penalty");
     if (r.models().size() > 1 && a.n() > 0 && std::isfinite(a.mean()) && std::isfinite(a.sd())) {
@@ -177,7 +276,8 @@ std::string PenaltyChart(const ReportView& r) {
     }
     c.Text(x0 + (group_w - 30) / 2, c.bottom() + 18, groups[g]);
   }
-  return c.Render("penalty (nats/token)") + Legend(r.models(), r.models().size() > 1);
+  return c.Render("penalty (nats/token)") +
+         Legend(r.models(), LegendKind::kBars, r.models().size() > 1);
 }
 
 // One value per site and layer of `family` for every model, as lines.
@@ -211,18 +311,24 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
   for (size_t k = 0; k < r.models().size(); ++k) {
     auto it = by_model.find(r.models()[k]);
     if (it == by_model.end()) continue;
-    std::vector<std::string> points;
+    std::vector<std::string> points, markers;
     for (const SitePoint& p : it->second) {
       const double v = variance ? p.variance() : p.mean();
       points.push_back(absl::StrFormat("%.1f,%.1f", x_of(p.layer()), c.Y(v)));
-      c.Add(absl::StrFormat(
-          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>%s %s: %.5g</title>"
-          "</circle>\n",
-          x_of(p.layer()), c.Y(v), ModelColour(k), HtmlEscape(r.models()[k]), HtmlEscape(p.site()),
-          v));
+      markers.push_back(Marker(k, x_of(p.layer()), c.Y(v), 3.5,
+                               absl::StrFormat("<title>%s %s: %.5g</title>",
+                                               HtmlEscape(r.models()[k]), HtmlEscape(p.site()), v)) +
+                        "\n");
     }
-    c.Add(absl::StrFormat("<polyline points=\"%s\" fill=\"none\" stroke=\"%s\"/>\n",
-                          absl::StrJoin(points, " "), ModelColour(k)));
+    // Line style and marker shape per model, and its number at the line's end.
+    c.Add(absl::StrFormat(
+        "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+        "stroke-dasharray=\"%s\"/>\n",
+        absl::StrJoin(points, " "), ModelColour(k), Dash(k)));
+    for (const std::string& m : markers) c.Add(m);
+    const SitePoint& last = it->second.back();
+    c.Text(x_of(last.layer) + 8, c.Y(variance ? last.variance : last.mean) - 6,
+           absl::StrCat(k + 1), "start", " class=\"tick\"");
   }
   return c.Render(variance ? "variance" : "mean");
 }
@@ -232,31 +338,42 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100p
        padding: 0 1em; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 p.note { color: #555; margin: 0.2em 0 0.8em; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; font-variant-numeric: tabular-nums; }
+code { overflow-wrap: anywhere; }
+.table-wrap { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1em; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+caption { text-align: left; font-weight: 600; padding: 0.2em 0; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #e4e4e4; text-align: left;
          white-space: nowrap; }
-th { background: #f4f4f4; } td.num, th.num { text-align: right; }
-svg { display: block; margin: 0.5em 0; } svg text { font-size: 12px; fill: #222; }
+thead th { background: #f4f4f4; } tbody th { font-weight: normal; }
+td.num, th.num { text-align: right; }
+svg.chart { display: block; margin: 0.5em 0; max-width: 100%; height: auto; }
+svg text { font-size: 12px; fill: #222; }
 svg text.title { font-weight: 600; } svg text.tick { font-size: 11px; fill: #555; }
-p.legend span { margin-right: 1.2em; white-space: nowrap; }
-p.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px;
-             vertical-align: -1px; }
+ul.legend { list-style: none; padding: 0; margin: 0.3em 0 1em; display: flex; flex-wrap: wrap;
+            gap: 0.3em 1.2em; }
+ul.legend li { white-space: nowrap; } ul.legend svg { vertical-align: -3px; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
 footer { color: #777; margin-top: 3em; font-size: 12px; }
 </style>
 )";
 
-std::string SectionHtml(const ReportSection& s) {
-  return absl::StrFormat("<p class=\"note\">%s</p>\n%s", HtmlEscape(s.note),
-                         s.table.empty() ? "<p>(no rows)</p>\n" : s.table.RenderHtml());
-}
-
-std::string Heading(const std::string& title) {
+// "FUNCTIONAL DEPENDENCE" -> "Functional Dependence".
+std::string TitleCase(const std::string& title) {
   std::string t = title;
   for (size_t i = 1; i < t.size(); ++i) {
     if (t[i - 1] != ' ') t[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(t[i])));
   }
-  return "<h2>" + HtmlEscape(t) + "</h2>\n";
+  return t;
+}
+
+std::string SectionHtml(const ReportSection& s) {
+  return absl::StrFormat("<p class=\"note\">%s</p>\n%s", HtmlEscape(s.note),
+                         s.table.empty() ? "<p>(no rows)</p>\n"
+                                         : s.table.RenderHtml(TitleCase(s.title)));
+}
+
+std::string Heading(const std::string& title) {
+  return "<h2>" + HtmlEscape(TitleCase(title)) + "</h2>\n";
 }
 
 }  // namespace
@@ -265,10 +382,11 @@ std::string FormatReportHtml(const ReportView& r) {
   const v1::AuditSpec& spec = r.job().spec();
   std::string out = absl::StrFormat(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      "<title>fca audit report: job %d</title>\n%s</head>\n<body>\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      "<title>fca audit report: job %d</title>\n%s</head>\n<body>\n%s"
       "<h1>Frozen-controller audit: job %d (%s)</h1>\n"
       "<p>Models: %s%s. Evaluation dataset sha256 <code>%s</code>, window length %d.</p>\n",
-      r.job().id(), kStyle, r.job().id(), JobStateName(r.job().state()),
+      r.job().id(), kStyle, PatternDefs(), r.job().id(), JobStateName(r.job().state()),
       HtmlEscape(absl::StrJoin(r.models(), ", ")),
       spec.dense_twin().empty() ? "" : "; dense twin: " + HtmlEscape(spec.dense_twin()),
       HtmlEscape(r.eval_sha256()), spec.window_length());
@@ -277,7 +395,7 @@ std::string FormatReportHtml(const ReportView& r) {
     if (s.title == "FUNCTIONAL DEPENDENCE") out += PenaltyChart(r);
     out += SectionHtml(s);
     if (s.title == "COEFFICIENT VARIATION") {
-      out += Legend(r.models(), false) + "<div class=\"charts\">\n";
+      out += Legend(r.models(), LegendKind::kLines, false) + "<div class=\"charts\">\n";
       for (const std::string& f : r.families()) {
         out += LayerChart(r, f, false) + LayerChart(r, f, true);
       }

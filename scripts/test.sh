@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Only the dashboard's browser test needs Debian's chromium and puppeteer-core.
+tests/web/setup.sh
 # Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
 scripts/slurm_cluster.sh install
 scripts/build.sh

@@ -16,12 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
-// The dashboard's FindAsset once server/http/web/ exists, else the placeholder's.
-#if __has_include("server/http/web/assets.h")
 #include "server/http/web/assets.h"
-#else
-#include "server/http/assets.h"
-#endif
 
 namespace fca::http {
 namespace {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +19,12 @@ namespace {
 namespace v1 = ::fca::v1;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
 
 v1::Result Row(const std::string& model, const std::string& intervention,
                const std::string& metric, double value) {
@@ -288,18 +295,47 @@ TEST(ReportHtmlTest, SelfContainedWithChartsAndTables) {
   EXPECT_THAT(html, Not(HasSubstr(" src=")));
   EXPECT_THAT(html, Not(HasSubstr("<link")));
   // One penalty chart and, for the one family, a mean and a variance chart.
-  size_t svgs = 0;
-  for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
-  EXPECT_EQ(svgs, 3u);
+  EXPECT_EQ(Count(html, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\""), 3u);
   EXPECT_THAT(html, HasSubstr("Penalty per intervention"));
   EXPECT_THAT(html, HasSubstr("gate: coefficient mean per layer"));
   EXPECT_THAT(html, HasSubstr("gate: coefficient variance per layer"));
   // Bars carry their value; 3 models x 3 interventions besides correct.
-  size_t bars = 0;
-  for (size_t p = html.find("<rect"); p != std::string::npos; p = html.find("<rect", p + 1)) ++bars;
-  EXPECT_EQ(bars, 9u);
+  EXPECT_EQ(Count(html, "<rect class=\"bar\""), 9u);
   EXPECT_THAT(html, HasSubstr("fg-s2 cross_input: +0.2000"));
   EXPECT_THAT(html, HasSubstr("<td class=\"num\">+0.2000 ± 0.1000 (+0.1000..+0.3000)</td>"));
+}
+
+// The page reads on a phone and with a screen reader, and its charts do not
+// rest on colour alone.
+TEST(ReportHtmlTest, AccessibleTablesAndChartsBeyondColour) {
+  const std::string html = FormatReportHtml(ReportView(ThreeSeedJob(), ThreeSeedRows()));
+  EXPECT_THAT(html, HasSubstr("<meta name=\"viewport\" content=\"width=device-width, "
+                              "initial-scale=1\">"));
+  // Every table: in a scrolling box, with a caption, scoped header cells and
+  // row headers.
+  const size_t tables = Count(html, "<table>");
+  EXPECT_EQ(tables, 5u);
+  EXPECT_EQ(Count(html, "<div class=\"table-wrap\""), tables);
+  EXPECT_EQ(Count(html, "<caption>"), tables);
+  EXPECT_THAT(html, HasSubstr("<caption>Functional Dependence</caption>"));
+  EXPECT_THAT(html, HasSubstr(".table-wrap { overflow-x: auto;"));
+  EXPECT_EQ(Count(html, "<th>"), 0u);
+  EXPECT_EQ(Count(html, "<th class=\"num\">"), 0u);
+  EXPECT_GT(Count(html, "<th scope=\"col\""), tables);
+  EXPECT_THAT(html, HasSubstr("<tr><th scope=\"row\">fg-s1</th>"));
+  // Bars: a fill pattern per model and its number above each bar.
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_THAT(html, HasSubstr(absl::StrFormat("<pattern id=\"fca-fill-%d\"", k)));
+    EXPECT_THAT(html, HasSubstr(absl::StrFormat("fill=\"url(#fca-fill-%d)\"", k)));
+  }
+  // Lines: a marker shape and a dash pattern per model (circle, square,
+  // triangle), the model's number, and a legend that shows both.
+  EXPECT_GT(Count(html, "<circle class=\"marker\""), 0u);
+  EXPECT_GT(Count(html, "<rect class=\"marker\""), 0u);
+  EXPECT_GT(Count(html, "<polygon class=\"marker\""), 0u);
+  EXPECT_THAT(html, HasSubstr("stroke-dasharray=\"6 3\""));
+  EXPECT_THAT(html, HasSubstr("2. fg-s2</li>"));
+  EXPECT_THAT(html, HasSubstr("svg.chart { display: block; margin: 0.5em 0; max-width: 100%;"));
 }
 
 TEST(ReportHtmlTest, EscapesNamesInTablesAndCharts) {

@@ -1,0 +1,1055 @@
+// fca dashboard: the job list, a job's page (live progress over server-sent
+// events, the report's tables and per-layer plots), model pages and a
+// comparison of jobs or models. Plain JavaScript, no build step, nothing
+// fetched but this server's /api/v1 (docs/fca.md defines every number).
+//
+// Routes (in the URL's fragment, so the server serves one page):
+//   #/jobs?state=RUNNING&model=M&label=L&dataset=D   job list (filters)
+//   #/job/ID                                          one job
+//   #/models, #/model/NAME                            models, one model's jobs
+//   #/compare?jobs=1,2&models=a,b                     jobs or models side by side
+//
+// Server strings only ever reach the page as text (textContent and
+// attributes), never as markup.
+'use strict';
+
+(() => {
+  const API = '/api/v1/';
+  const KEY_STORE = 'fca.apiKey';
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const STATES = ['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
+  const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
+  const STATE_MARK = {QUEUED: '○', RUNNING: '▶', SUCCEEDED: '✓', FAILED: '✗', CANCELLED: '■'};
+  // docs/fca.md's interventions in report order.
+  const INTERVENTIONS = ['correct', 'cross_input', 'token_shuffle', 'static_layer',
+    'static_layer_position', 'global_mean'];
+  const PROFILES = ['static_layer', 'static_layer_position'];
+  // Paul Tol's colour-blind-safe "bright" palette; every series also has its
+  // own number, fill pattern, marker shape and line style.
+  const COLOURS = ['#4477aa', '#ee6677', '#228833', '#ccbb44', '#66ccee', '#aa3377', '#777777'];
+  const DASHES = ['', '6 3', '2 3', '8 3 2 3', '4 4', '1 3', '10 4'];
+
+  // ------------------------------------------------------------------ DOM
+
+  function build(node, attrs, kids) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+      else if (k === 'text') node.textContent = v;
+      else node.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const kid of kids.flat(Infinity)) {
+      if (kid === null || kid === undefined || kid === false) continue;
+      node.append(kid instanceof Node ? kid : String(kid));
+    }
+    return node;
+  }
+  const el = (tag, attrs, ...kids) => build(document.createElement(tag), attrs, kids);
+  const sv = (tag, attrs, ...kids) => build(document.createElementNS(SVG_NS, tag), attrs, kids);
+  let uid = 0;
+  const nextId = (prefix) => `${prefix}-${++uid}`;
+
+  // A table that scrolls sideways instead of overflowing the page, with a
+  // caption and header scopes. `head`: column titles (the first heads the
+  // row headers); `rows`: {th, cells: [td elements], cls}.
+  function table({caption, head, rows, id}) {
+    const thead = el('thead', {}, el('tr', {}, head.map((h) =>
+      el('th', {scope: 'col', class: h.num ? 'num' : null}, h.text ?? h))));
+    const tbody = el('tbody', {}, rows.map((r) =>
+      el('tr', {class: r.cls, 'data-key': r.key}, el('th', {scope: 'row'}, r.th), r.cells)));
+    const t = el('table', {id}, el('caption', {}, caption), thead, tbody);
+    return el('div', {class: 'table-wrap', role: 'region', 'aria-label': caption, tabindex: 0}, t);
+  }
+
+  function link(href, text) { return el('a', {href}, text); }
+  const jobHref = (id) => `#/job/${encodeURIComponent(id)}`;
+  const modelHref = (m) => `#/model/${encodeURIComponent(m)}`;
+
+  // ------------------------------------------------------------------ API
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message || `HTTP ${status}`);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function authHeaders(extra) {
+    const headers = Object.assign({}, extra);
+    const key = sessionStorage.getItem(KEY_STORE);
+    if (key) headers.Authorization = `Bearer ${key}`;
+    return headers;
+  }
+
+  async function failure(res) {
+    const text = await res.text();
+    let body = {};
+    try { body = text ? JSON.parse(text) : {}; } catch (e) { body = {message: text}; }
+    const err = new ApiError(res.status, body.code, body.message || res.statusText);
+    if (res.status === 401) askForKey(err.message);
+    return err;
+  }
+
+  // POST /api/v1/<rpc> with a proto3-JSON request; resolves to the response.
+  async function call(rpc, request, signal) {
+    const res = await fetch(API + rpc, {
+      method: 'POST', signal, body: JSON.stringify(request || {}),
+      headers: authHeaders({'Content-Type': 'application/json', Accept: 'application/json'}),
+    });
+    if (!res.ok) throw await failure(res);
+    return res.json();
+  }
+
+  const sleep = (ms, signal) => new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    if (signal) signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, {once: true});
+  });
+
+  // Streams a job's events (GET /api/v1/jobs/<id>/events, server-sent
+  // events; fetch rather than EventSource so the API key header goes along)
+  // to onEvent(WatchJobResponse) until the job's terminal event. A dropped
+  // stream resumes after the last seq seen.
+  async function watchJob(id, onEvent, signal) {
+    let seq = 0;
+    let failures = 0;
+    while (!signal.aborted) {
+      try {
+        const res = await fetch(`${API}jobs/${encodeURIComponent(id)}/events?after_seq=${seq}`,
+          {headers: authHeaders({Accept: 'text/event-stream'}), signal});
+        if (!res.ok) throw await failure(res);
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = '';
+        for (;;) {
+          const {value, done} = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, {stream: true}).replace(/\r\n?/g, '\n');
+          let end;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const data = block.split('\n').filter((l) => l.startsWith('data:'))
+              .map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+            if (!data) continue;
+            const msg = JSON.parse(data);
+            seq = Math.max(seq, Number(msg.event && msg.event.seq) || 0);
+            failures = 0;
+            onEvent(msg);
+            if (msg.job && TERMINAL.has(stateName(msg.job.state))) return;
+          }
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        if (err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 429) {
+          throw err;
+        }
+        if (++failures > 30) throw err;
+      }
+      await sleep(1000, signal);
+    }
+  }
+
+  // Runs fn now and every `ms` until the view goes away; shows an error in
+  // `status` (a polite live region: only failures are announced) and keeps
+  // trying.
+  async function poll(fn, ms, signal, status) {
+    while (!signal.aborted) {
+      try {
+        await fn();
+        if (status) status.textContent = '';
+      } catch (err) {
+        if (signal.aborted) return;
+        if (status) status.textContent = `Update failed: ${err.message}`;
+        if (err instanceof ApiError && err.status === 401) return;
+      }
+      await sleep(ms, signal);
+    }
+  }
+
+  // ---------------------------------------------------------- formatting
+
+  const num = (v) => (v === undefined || v === null || v === '' ? NaN : Number(v));
+  const stateName = (s) => String(s || 'JOB_STATE_UNSPECIFIED').replace(/^JOB_STATE_/, '');
+  function stateBadge(s) {
+    const name = stateName(s);
+    return el('span', {class: `state state-${name}`}, `${STATE_MARK[name] || '?'} ${name}`);
+  }
+  function fmtTime(ts) {
+    if (!ts) return '';
+    const d = new Date(ts);
+    return isNaN(d) ? String(ts) : `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+  }
+  const shaPrefix = (s) => (s ? String(s).slice(0, 12) : '');
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many || one + 's'}`;
+
+  // printf's %.4g: four significant digits, trailing zeros dropped.
+  function general(v) {
+    if (!isFinite(v)) return String(v);
+    const s = v.toPrecision(4);
+    if (s.includes('e')) {
+      const [m, e] = s.split('e');
+      return (m.includes('.') ? m.replace(/\.?0+$/, '') : m) + 'e' + e;
+    }
+    return s.includes('.') ? s.replace(/\.?0+$/, '') : s;
+  }
+  const fixed = (d) => (v) => (isFinite(v) ? v.toFixed(d) : String(v));
+  const signed = (d) => (v) => (isFinite(v) ? (v >= 0 ? '+' : '') + v.toFixed(d) : String(v));
+
+  // How a metric is shown (the same digits as `fca report`). `scale`: what
+  // the shown number is of the stored value (slowdown is shown in %).
+  function metricFormat(metric) {
+    if (metric === 'nll' || metric === 'live_nll') return {f: fixed(4), sd: fixed(4)};
+    if (metric === 'penalty') return {f: signed(4), sd: fixed(4)};
+    if (metric === 'retention_pct') return {f: fixed(1), sd: fixed(1)};
+    if (metric.startsWith('eta2.') || metric === 'blocks_executed_fraction') {
+      return {f: fixed(4), sd: fixed(4)};
+    }
+    if (metric.endsWith('latency_us_per_token')) return {f: fixed(2), sd: fixed(2)};
+    if (metric === 'slowdown') {
+      return {f: (v) => `${signed(1)(100 * v)}%`, sd: (v) => `${fixed(1)(100 * v)}%`, scale: 100};
+    }
+    return {f: general, sd: general};
+  }
+
+  // A table cell for one stored row: "value [ci_low, ci_high]" or
+  // "undefined", with the exact numbers in data- attributes.
+  function resultCell(r, metric, extra) {
+    const attrs = Object.assign({class: 'num'}, extra);
+    if (!r) return el('td', attrs, '–');
+    const {f, scale} = metricFormat(metric);
+    Object.assign(attrs, {
+      'data-model': r.model, 'data-intervention': r.intervention, 'data-metric': r.metric,
+      'data-value': r.defined ? r.value : null, 'data-defined': r.defined ? 'true' : 'false',
+      'data-ci-low': r.ci_low, 'data-ci-high': r.ci_high, 'data-scale': scale,
+    });
+    if (!r.defined) return el('td', attrs, 'undefined');
+    let text = f(num(r.value));
+    if (r.ci_low !== undefined && r.ci_high !== undefined) {
+      text += ` [${f(num(r.ci_low))}, ${f(num(r.ci_high))}]`;
+    }
+    return el('td', attrs, text);
+  }
+
+  // "mean ± sd [min, max]" across the audited models (defined values only).
+  function acrossCell(m, extra) {
+    const a = m && m.across_models;
+    const attrs = Object.assign({class: 'num'}, extra);
+    if (!a || (num(a.n) === 0 && num(a.undefined) === 0)) return el('td', attrs, '–');
+    const {f, sd, scale} = metricFormat(m.metric);
+    const n = num(a.n);
+    const undef = num(a.undefined) || 0;
+    Object.assign(attrs, {
+      'data-across': 'true', 'data-intervention': m.intervention, 'data-metric': m.metric,
+      'data-n': n, 'data-scale': scale,
+    });
+    if (n === 0) return el('td', attrs, 'undefined');
+    Object.assign(attrs, {'data-mean': a.mean, 'data-sd': a.sd, 'data-min': a.min, 'data-max': a.max});
+    let text = `${f(num(a.mean))} ± ${sd(num(a.sd))} [${f(num(a.min))}, ${f(num(a.max))}]`;
+    if (undef > 0) text += ` (${undef} undefined)`;
+    return el('td', attrs, text);
+  }
+
+  // --------------------------------------------------------------- charts
+
+  // Round ticks covering [lo, hi]: steps of 1, 2 or 5 times a power of ten.
+  function ticks(lo, hi) {
+    if (!isFinite(lo) || !isFinite(hi) || !(hi > lo)) return [];
+    const raw = (hi - lo) / 5;
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    let step = power;
+    for (const m of [2, 5, 10]) if (raw > step) step = m * power;
+    const out = [];
+    for (let k = Math.ceil(lo / step); k <= Math.floor(hi / step) && out.length < 12; k++) {
+      out.push(k * step);
+    }
+    return out;
+  }
+
+  // A y axis over the values (padded; a flat series still gets a range).
+  function yScale(values, top, bottom) {
+    const finite = values.filter((v) => isFinite(v));
+    let lo = Math.min(...finite);
+    let hi = Math.max(...finite);
+    if (!finite.length) { lo = 0; hi = 1; }
+    const mag = Math.max(Math.abs(lo), Math.abs(hi));
+    if (!(hi - lo > 1e-9 * mag)) {
+      const pad = mag === 0 ? 1 : mag * 0.1;
+      lo -= pad;
+      hi += pad;
+    }
+    const pad = (hi - lo) * 0.06;
+    lo -= pad;
+    hi += pad;
+    const y = (v) => top + ((hi - v) / (hi - lo)) * (bottom - top);
+    return {lo, hi, y};
+  }
+
+  function axis(svg, scale, left, right) {
+    for (const t of ticks(scale.lo, scale.hi)) {
+      const y = scale.y(t);
+      svg.append(sv('line', {x1: left, y1: y, x2: right, y2: y, stroke: t === 0 ? '#444' : '#ddd'}),
+        sv('text', {x: left - 6, y: y + 4, 'text-anchor': 'end', class: 'tick'}, general(t)));
+    }
+  }
+
+  // Fill pattern k (solid, hatched, dotted ...) in colour k, defined in `defs`.
+  function pattern(defs, k) {
+    const id = nextId('pat');
+    const c = COLOURS[k % COLOURS.length];
+    const p = sv('pattern', {id, patternUnits: 'userSpaceOnUse', width: 6, height: 6});
+    p.append(sv('rect', {width: 6, height: 6, fill: k % 7 === 0 ? c : '#fff'}));
+    const stroke = {stroke: c, 'stroke-width': 1.6};
+    switch (k % 7) {
+      case 1: p.append(sv('path', Object.assign({d: 'M-1,7 L7,-1'}, stroke))); break;
+      case 2: p.append(sv('circle', {cx: 3, cy: 3, r: 1.6, fill: c})); break;
+      case 3: p.append(sv('path', Object.assign({d: 'M-1,7 L7,-1 M-1,-1 L7,7'}, stroke))); break;
+      case 4: p.append(sv('path', Object.assign({d: 'M0,3 H6'}, stroke))); break;
+      case 5: p.append(sv('path', Object.assign({d: 'M3,0 V6'}, stroke))); break;
+      case 6: p.append(sv('path', Object.assign({d: 'M-1,-1 L7,7'}, stroke))); break;
+      default: break;
+    }
+    defs.append(p);
+    return `url(#${id})`;
+  }
+
+  // Marker k at (x, y): circle, square, triangle, diamond, inverted
+  // triangle, plus, cross.
+  function marker(k, x, y, r = 4) {
+    const c = COLOURS[k % COLOURS.length];
+    const a = {fill: c, stroke: c, 'stroke-width': 1.5};
+    const pts = (list) => list.map(([dx, dy]) => `${x + dx},${y + dy}`).join(' ');
+    switch (k % 7) {
+      case 0: return sv('circle', Object.assign({cx: x, cy: y, r}, a));
+      case 1: return sv('rect', Object.assign({x: x - r, y: y - r, width: 2 * r, height: 2 * r}, a));
+      case 2: return sv('polygon', Object.assign({points: pts([[0, -r - 1], [r + 1, r], [-r - 1, r]])}, a));
+      case 3: return sv('polygon', Object.assign({points: pts([[0, -r - 1], [r + 1, 0], [0, r + 1], [-r - 1, 0]])}, a));
+      case 4: return sv('polygon', Object.assign({points: pts([[0, r + 1], [r + 1, -r], [-r - 1, -r]])}, a));
+      case 5: return sv('path', Object.assign({d: `M${x - r},${y} H${x + r} M${x},${y - r} V${y + r}`}, a, {'stroke-width': 2.5}));
+      default: return sv('path', Object.assign({d: `M${x - r},${y - r} L${x + r},${y + r} M${x - r},${y + r} L${x + r},${y - r}`}, a, {'stroke-width': 2.5}));
+    }
+  }
+
+  // The legend: each series' number, swatch (pattern or marker and line)
+  // and name, so nothing rests on colour alone.
+  function legend(series, kind) {
+    return el('ul', {class: 'legend'}, series.map((name, k) => {
+      const s = sv('svg', {width: kind === 'bar' ? 16 : 30, height: 16, 'aria-hidden': 'true'});
+      if (kind === 'bar') {
+        const defs = sv('defs');
+        s.append(defs, sv('rect', {x: 1, y: 1, width: 14, height: 14, fill: pattern(defs, k),
+          stroke: COLOURS[k % COLOURS.length]}));
+      } else {
+        s.append(sv('line', {x1: 1, y1: 8, x2: 29, y2: 8, stroke: COLOURS[k % COLOURS.length],
+          'stroke-width': 1.5, 'stroke-dasharray': DASHES[k % DASHES.length]}), marker(k, 15, 8, 3.5));
+      }
+      return el('li', {}, s, el('span', {}, `${k + 1}. ${name}`));
+    }));
+  }
+
+  function chartSvg(width, height, title) {
+    const titleId = nextId('chart-title');
+    const svg = sv('svg', {class: 'chart', width, height, viewBox: `0 0 ${width} ${height}`,
+      role: 'img', 'aria-labelledby': titleId});
+    svg.append(sv('title', {id: titleId}, title),
+      sv('text', {x: 64, y: 16, class: 'title'}, title));
+    return svg;
+  }
+
+  // Grouped bars with CI whiskers: groups [{label, bars: [{k, value, lo, hi,
+  // tip}], summary: {mean, sd, tip}}], series names. Every bar carries its
+  // series number above it.
+  function barChart({title, yLabel, groups, series, id, note}) {
+    const n = series.length + (groups.some((g) => g.summary) ? 1 : 0);
+    const barW = Math.max(14, Math.min(40, 240 / Math.max(n, 1)));
+    const groupW = n * barW + 30;
+    const left = 64, right = 16, top = 30, bottom = 250;
+    const width = left + right + Math.max(1, groups.length) * groupW;
+    const svg = chartSvg(width, bottom + 44, title);
+    const defs = sv('defs');
+    svg.append(defs);
+    const fills = series.map((_, k) => pattern(defs, k));
+    const values = [0];
+    for (const g of groups) {
+      for (const b of g.bars) values.push(b.value, b.lo, b.hi);
+      if (g.summary) values.push(g.summary.mean - g.summary.sd, g.summary.mean + g.summary.sd);
+    }
+    const scale = yScale(values.filter((v) => v !== undefined), top, bottom);
+    axis(svg, scale, left, width - right);
+    svg.append(sv('text', {x: 14, y: (top + bottom) / 2, transform: `rotate(-90 14 ${(top + bottom) / 2})`,
+      'text-anchor': 'middle', class: 'tick'}, yLabel));
+    groups.forEach((g, gi) => {
+      const x0 = left + gi * groupW + 15;
+      for (const b of g.bars) {
+        if (!isFinite(b.value)) continue;
+        const x = x0 + b.k * barW;
+        const y = scale.y(b.value);
+        const y0 = scale.y(0);
+        const c = COLOURS[b.k % COLOURS.length];
+        svg.append(sv('rect', {x: x + 1, y: Math.min(y, y0), width: barW - 2, height: Math.max(1, Math.abs(y0 - y)),
+          fill: fills[b.k], stroke: c, 'data-series': b.k, 'data-group': g.label, 'data-value': b.value},
+        sv('title', {}, b.tip)));
+        const xm = x + barW / 2;
+        let labelY = Math.min(y, y0) - 4;
+        if (isFinite(b.lo) && isFinite(b.hi)) {
+          const yl = scale.y(b.lo);
+          const yh = scale.y(b.hi);
+          svg.append(sv('path', {d: `M${xm},${yl} V${yh} M${xm - 4},${yl} H${xm + 4} M${xm - 4},${yh} H${xm + 4}`,
+            stroke: '#222', 'stroke-width': 1.5, fill: 'none'}));
+          labelY = Math.min(labelY, yh - 4);
+        }
+        svg.append(sv('text', {x: xm, y: labelY, 'text-anchor': 'middle', class: 'tick'}, String(b.k + 1)));
+      }
+      if (g.summary && isFinite(g.summary.mean)) {
+        const xm = x0 + series.length * barW + barW / 2;
+        const s = g.summary;
+        svg.append(sv('path', {d: `M${xm},${scale.y(s.mean - s.sd)} V${scale.y(s.mean + s.sd)}`,
+          stroke: '#000', 'stroke-width': 1.5}),
+        sv('polygon', {points: `${xm},${scale.y(s.mean) - 6} ${xm + 6},${scale.y(s.mean)} ${xm},${scale.y(s.mean) + 6} ${xm - 6},${scale.y(s.mean)}`,
+          fill: '#000'}, sv('title', {}, s.tip)));
+      }
+      svg.append(sv('text', {x: x0 + (groupW - 30) / 2, y: bottom + 18, 'text-anchor': 'middle'}, g.label));
+    });
+    const kids = [svg, legend(series, 'bar')];
+    if (groups.some((g) => g.summary)) kids.push(el('p', {class: 'note'}, '◆ with a bar: mean ± sd across the models of the job.'));
+    return el('figure', {id}, note ? el('figcaption', {}, note) : null, kids);
+  }
+
+  // Lines over layers: series [{name, points: [{x, y, tip}]}]; each with its
+  // marker shape, line style and number at its last point.
+  function layerChart({title, yLabel, series}) {
+    const maxLayer = Math.max(0, ...series.flatMap((s) => s.points.map((p) => p.x)));
+    const left = 64, right = 30, top = 30, bottom = 200;
+    const width = Math.max(360, left + right + 60 * (maxLayer + 1));
+    const svg = chartSvg(width, bottom + 46, title);
+    const scale = yScale(series.flatMap((s) => s.points.map((p) => p.y)), top, bottom);
+    axis(svg, scale, left, width - right);
+    const step = (width - right - left) / (maxLayer + 1);
+    const x = (layer) => left + step * (layer + 0.5);
+    for (let l = 0; l <= maxLayer; l++) {
+      svg.append(sv('text', {x: x(l), y: bottom + 18, 'text-anchor': 'middle', class: 'tick'}, String(l)));
+    }
+    svg.append(sv('text', {x: (left + width - right) / 2, y: bottom + 36, 'text-anchor': 'middle', class: 'tick'}, 'layer'),
+      sv('text', {x: 14, y: (top + bottom) / 2, transform: `rotate(-90 14 ${(top + bottom) / 2})`,
+        'text-anchor': 'middle', class: 'tick'}, yLabel));
+    series.forEach((s, k) => {
+      const pts = s.points.filter((p) => isFinite(p.y));
+      if (!pts.length) return;
+      svg.append(sv('polyline', {points: pts.map((p) => `${x(p.x)},${scale.y(p.y)}`).join(' '), fill: 'none',
+        stroke: COLOURS[k % COLOURS.length], 'stroke-width': 1.5, 'stroke-dasharray': DASHES[k % DASHES.length]}));
+      for (const p of pts) {
+        const m = marker(k, x(p.x), scale.y(p.y));
+        m.append(sv('title', {}, p.tip));
+        m.setAttribute('data-series', k);
+        svg.append(m);
+      }
+      const last = pts[pts.length - 1];
+      svg.append(sv('text', {x: x(last.x) + 8, y: scale.y(last.y) - 6, class: 'tick'}, String(k + 1)));
+    });
+    return el('figure', {}, svg, legend(series.map((s) => s.name), 'line'));
+  }
+
+  // --------------------------------------------------------------- report
+
+  // Lookups over a GetReportResponse.
+  function reportIndex(rep) {
+    const metrics = new Map();
+    for (const m of rep.metrics || []) metrics.set(`${m.intervention}\t${m.metric}`, m);
+    const twin = new Map();
+    for (const r of rep.dense_twin_rows || []) twin.set(`${r.intervention}\t${r.metric}`, r);
+    return {
+      models: rep.models || [],
+      metric: (i, m) => metrics.get(`${i}\t${m}`),
+      find: (model, i, m) => ((metrics.get(`${i}\t${m}`) || {}).per_model || []).find((r) => r.model === model),
+      twin: (i, m) => twin.get(`${i}\t${m}`),
+      keys: () => [...metrics.keys()],
+    };
+  }
+
+  // A table with a row per (intervention, metric) and a column per model,
+  // then mean ± sd [min, max] across models, then the dense twin.
+  function metricTable(ix, caption, rows, opts = {}) {
+    const many = ix.models.length > 1;
+    const twin = opts.twin || '';
+    const head = [opts.rowHead || 'metric', ...ix.models.map((m) => ({text: m, num: true}))];
+    if (many) head.push({text: 'mean ± sd [min, max]', num: true});
+    if (twin) head.push({text: `${twin} (dense twin)`, num: true});
+    return table({caption, head, id: opts.id, rows: rows.map((row) => {
+      opts.shown && opts.shown.add(`${row.i}\t${row.m}`);
+      const cells = ix.models.map((m) => resultCell(ix.find(m, row.i, row.m), row.m));
+      if (many) cells.push(acrossCell(ix.metric(row.i, row.m)));
+      if (twin) cells.push(resultCell(ix.twin(row.i, row.m), row.m));
+      return {th: row.label, key: `${row.i}/${row.m}`, cells};
+    })});
+  }
+
+  const unitOf = (ix, i, m) => ((ix.metric(i, m) || {}).unit || '');
+  const withUnit = (label, unit) => (unit && unit !== '1' ? `${label} (${unit})` : label);
+
+  function penaltyChartOf(ix, interventions, id) {
+    const groups = interventions.filter((i) => i !== 'correct' && ix.metric(i, 'penalty')).map((i) => {
+      const bars = [];
+      ix.models.forEach((m, k) => {
+        const r = ix.find(m, i, 'penalty');
+        if (!r || !r.defined) return;
+        const f = metricFormat('penalty').f;
+        const ci = r.ci_low !== undefined ? ` [${f(num(r.ci_low))}, ${f(num(r.ci_high))}]` : '';
+        bars.push({k, value: num(r.value), lo: num(r.ci_low), hi: num(r.ci_high), tip: `${m} ${i}: ${f(num(r.value))}${ci}`});
+      });
+      const a = (ix.metric(i, 'penalty') || {}).across_models;
+      const summary = ix.models.length > 1 && a && num(a.n) > 0
+        ? {mean: num(a.mean), sd: num(a.sd), tip: `${i}: mean ${signed(4)(num(a.mean))} ± ${fixed(4)(num(a.sd))}`}
+        : null;
+      return {label: i, bars, summary};
+    });
+    if (!groups.length) return null;
+    return barChart({title: 'Penalty per intervention (nats/token, 95% CI)', yLabel: 'penalty (nats/token)',
+      groups, series: ix.models, id});
+  }
+
+  function section(title, note, ...kids) {
+    return el('section', {}, el('h2', {}, title), note ? el('p', {class: 'note'}, note) : null, kids);
+  }
+
+  // The report of one job: the tables of `fca report` (per model, and
+  // mean ± sd [min, max] across models), penalty bars and per-layer plots.
+  function renderReport(rep) {
+    const ix = reportIndex(rep);
+    if (!ix.models.length) return [el('p', {class: 'note'}, 'No result rows stored yet.')];
+    const shown = new Set();
+    const interventions = (rep.interventions || []).slice();
+    const families = rep.families || [];
+    const out = [];
+
+    const weights = table({caption: 'Audited models', head: ['model', 'weights sha256', {text: 'eval windows', num: true}],
+      rows: ix.models.map((m) => {
+        const any = ix.find(m, 'replay', 'live_nll') || ix.find(m, 'correct', 'nll') || {};
+        return {th: link(modelHref(m), m), cells: [el('td', {}, el('code', {}, shaPrefix(any.weights_sha256))), el('td', {class: 'num'}, any.n || '')]};
+      })});
+    out.push(section('Models', 'NLL in nats/token over the evaluation windows; replay fidelity is the largest |logit| difference of REPLAY(A(x)) against LIVE.',
+      weights, metricTable(ix, 'Replay', [
+        {i: 'replay', m: 'live_nll', label: withUnit('live NLL', unitOf(ix, 'replay', 'live_nll'))},
+        {i: 'replay', m: 'max_abs_logit_diff', label: 'replay max |Δlogit|'},
+      ].filter((r) => ix.metric(r.i, r.m)), {shown, id: 'table-replay'})));
+
+    const variation = [];
+    for (const f of families) {
+      variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`, [
+        ['eta2', 'eta2 (variance explained by layer)'], ['total_variance', 'total variance'],
+        ['within_site_variance', 'within-site variance'], ['between_input_variance', 'between-input variance'],
+        ['within_input_variance', 'within-input variance'],
+      ].map(([m, label]) => ({i: 'variation', m: `${m}.${f}`, label})).filter((r) => ix.metric(r.i, r.m)),
+      {shown, id: `table-variation-${f}`}));
+      const sites = (rep.sites || []).filter((s) => s.family === f);
+      if (sites.length) {
+        const charts = ['mean', 'variance'].map((what) => layerChart({
+          title: `${f}: coefficient ${what} per layer`, yLabel: what,
+          series: ix.models.map((m) => ({name: m, points: sites.filter((s) => s.model === m).map((s) => ({
+            x: num(s.layer), y: num(s[what]), tip: `${m} ${s.site}: ${general(num(s[what]))}`}))})),
+        }));
+        variation.push(el('div', {class: 'charts'}, charts), el('details', {}, el('summary', {}, `Per-layer table: ${f}`),
+          table({caption: `Coefficient mean and variance per site: ${f}`,
+            head: ['model', 'site', {text: 'layer', num: true}, {text: 'mean', num: true}, {text: 'variance', num: true}],
+            rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site), el('td', {class: 'num'}, s.layer),
+              el('td', {class: 'num', 'data-site': s.site, 'data-model': s.model, 'data-mean': s.mean}, general(num(s.mean))),
+              el('td', {class: 'num', 'data-variance': s.variance}, general(num(s.variance)))]}))})));
+      }
+    }
+    out.push(section('Coefficient variation', 'eta2 = share of the variance between sites; the within-site variance splits into between-input and within-input parts.', variation));
+
+    const chart = penaltyChartOf(ix, interventions, 'penalty-chart');
+    out.push(section('Functional dependence', 'penalty = NLL(I) − NLL(correct) in nats/token, with its paired 95% bootstrap CI.',
+      chart,
+      metricTable(ix, 'NLL per intervention (nats/token)', interventions.filter((i) => ix.metric(i, 'nll'))
+        .map((i) => ({i, m: 'nll', label: i})), {shown, rowHead: 'intervention', id: 'table-nll'}),
+      metricTable(ix, 'Penalty per intervention (nats/token, 95% CI)', interventions.filter((i) => ix.metric(i, 'penalty'))
+        .map((i) => ({i, m: 'penalty', label: i})), {shown, rowHead: 'intervention', id: 'table-penalty'})));
+
+    const retention = PROFILES.filter((i) => ix.metric(i, 'retention_pct'));
+    out.push(section('Gap retention', '100 × (NLL(global_mean) − NLL(P)) / (NLL(global_mean) − NLL(correct)); undefined when the gap is ~0.',
+      retention.length ? metricTable(ix, 'Gap retention of the static profiles (%)', retention.map((i) => ({i, m: 'retention_pct', label: i})),
+        {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));
+
+    const execution = [
+      ['blocks_per_token', 'blocks per token'], ['blocks_executed_fraction', 'blocks executed (fraction)'],
+      ['flops_per_token', 'FLOPs per token'], ['replay_flops_per_token', 'replay FLOPs per token'],
+      ['latency_us_per_token', 'latency (us/token)'], ['dense_latency_us_per_token', 'dense twin latency (us/token)'],
+      ['slowdown', 'slowdown vs dense twin'],
+    ].filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));
+    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = t_model / t_dense − 1, timed interleaved.',
+      metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label})),
+        {shown, twin: rep.dense_twin, id: 'table-execution'})));
+
+    // Whatever else is stored (but the per-site rows, shown above).
+    const rest = ix.keys().filter((k) => !shown.has(k) && !/\tsite_(mean|variance)\./.test(k));
+    if (rest.length) {
+      out.push(section('Other rows', null, metricTable(ix, 'Other stored rows', rest.map((k) => {
+        const [i, m] = k.split('\t');
+        return {i, m, label: withUnit(`${i} / ${m}`, unitOf(ix, i, m))};
+      }), {id: 'table-other'})));
+    }
+    if (ix.models.length > 1) {
+      out.push(el('p', {class: 'note'}, `mean ± sd [min, max]: across the ${ix.models.length} audited models (sample standard deviation).`));
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------ job lists
+
+  function progressBar(fraction, label, big) {
+    const pct = Math.max(0, Math.min(100, 100 * (num(fraction) || 0)));
+    return el('span', {class: `bar${big ? ' big' : ''}`, role: 'progressbar', 'aria-label': label,
+      'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': pct.toFixed(1), 'data-fraction': num(fraction) || 0},
+    el('span', {style: `width: ${pct.toFixed(2)}%`}));
+  }
+
+  // The jobs table; `selected`: a Set of job ids ticked for comparison.
+  function jobsTable(jobs, caption, selected, id) {
+    return table({caption, id, head: ['job', 'compare', 'state', 'progress', 'models', 'dense twin', 'eval / calib',
+      'label', 'owner', 'created', 'finished'],
+    rows: jobs.map((j) => {
+      const jid = String(j.id);
+      const state = stateName(j.state);
+      const spec = j.spec || {};
+      const box = el('input', {type: 'checkbox', 'aria-label': `Compare job ${jid}`, checked: selected.has(jid),
+        onchange: (e) => (e.target.checked ? selected.add(jid) : selected.delete(jid))});
+      const pct = `${(100 * (num(j.progress) || 0)).toFixed(0)}%`;
+      return {th: link(jobHref(jid), jid), key: jid, cells: [
+        el('td', {}, box),
+        el('td', {'data-state': state}, stateBadge(j.state), j.cancel_requested && !TERMINAL.has(state) ? ' (cancelling)' : ''),
+        el('td', {}, state === 'RUNNING' || state === 'QUEUED'
+          ? [progressBar(j.progress, `Progress of job ${jid}`), ` ${pct}`] : ''),
+        el('td', {}, (spec.models || []).map((m, k) => [k ? ', ' : '', link(modelHref(m), m)])),
+        el('td', {}, spec.dense_twin ? link(modelHref(spec.dense_twin), spec.dense_twin) : ''),
+        el('td', {}, `${spec.eval_dataset || ''} / ${spec.calib_dataset || ''}`),
+        el('td', {}, spec.label || ''),
+        el('td', {}, j.owner || ''),
+        el('td', {}, fmtTime(j.created_at)),
+        el('td', {}, fmtTime(j.finished_at)),
+      ]};
+    })});
+  }
+
+  function compareButton(selected, extra) {
+    return el('button', {type: 'button', onclick: () => {
+      const ids = [...selected].sort((a, b) => a - b);
+      if (!ids.length) return;
+      location.hash = `#/compare?jobs=${ids.join(',')}${extra || ''}`;
+    }}, 'Compare selected jobs');
+  }
+
+  async function modelNames(signal) {
+    try {
+      return ((await call('ListModels', {}, signal)).models || []).map((m) => m.name);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      return null;
+    }
+  }
+
+  async function jobsView(main, params, signal) {
+    document.title = 'Jobs · fca';
+    const names = await modelNames(signal);
+    const field = (label, control) => el('label', {}, label, control);
+    const state = el('select', {name: 'state'}, el('option', {value: ''}, 'any'),
+      STATES.map((s) => el('option', {value: s, selected: params.state === s}, s)));
+    const model = names
+      ? el('select', {name: 'model'}, el('option', {value: ''}, 'any'),
+        names.map((n) => el('option', {value: n, selected: params.model === n}, n)))
+      : el('input', {name: 'model', value: params.model || ''});
+    const label = el('input', {name: 'label', value: params.label || '', size: 12});
+    const dataset = el('input', {name: 'dataset', value: params.dataset || '', size: 12});
+    const form = el('form', {class: 'filters', role: 'search', 'aria-label': 'Filter jobs', onsubmit: (e) => {
+      e.preventDefault();
+      const q = new URLSearchParams();
+      for (const [k, c] of [['state', state], ['model', model], ['label', label], ['dataset', dataset]]) {
+        if (c.value) q.set(k, c.value);
+      }
+      location.hash = `#/jobs${q.toString() ? '?' + q : ''}`;
+    }}, field('state', state), field('model', model), field('label', label), field('dataset', dataset),
+    el('button', {type: 'submit'}, 'Filter'), el('a', {href: '#/jobs'}, 'clear'));
+    const selected = new Set();
+    const holder = el('div');
+    const status = el('p', {class: 'note', 'aria-live': 'polite'});
+    let limit = 50;
+    let shown = '';
+    const more = el('button', {type: 'button', hidden: true, onclick: () => { limit = Math.min(500, limit + 50); refresh(); }}, 'Show more');
+    main.append(el('h1', {}, 'Jobs'), form, el('p', {}, compareButton(selected)), holder, more, status);
+    async function refresh() {
+      const req = {page_size: limit};
+      if (params.state) req.state = `JOB_STATE_${params.state}`;
+      for (const k of ['model', 'label', 'dataset']) if (params[k]) req[k] = params[k];
+      const res = await call('ListJobs', req, signal);
+      const jobs = res.jobs || [];
+      const total = res.total_count !== undefined ? num(res.total_count) : jobs.length;
+      const seen = JSON.stringify(res);
+      if (seen === shown) return;  // unchanged: keep the table (and focus) as it is
+      shown = seen;
+      holder.replaceChildren(jobsTable(jobs, `Jobs, newest first: ${jobs.length} of ${total} shown (updated live)`, selected, 'jobs-table'));
+      more.hidden = !res.next_page_token;
+    }
+    await poll(refresh, 2000, signal, status);
+  }
+
+  // ------------------------------------------------------------- one job
+
+  function specList(job) {
+    const s = job.spec || {};
+    const items = [
+      ['owner', job.owner], ['label', s.label], ['models', (s.models || []).map((m, k) => [k ? ', ' : '', link(modelHref(m), m)])],
+      ['dense twin', s.dense_twin ? link(modelHref(s.dense_twin), s.dense_twin) : ''],
+      ['evaluation / calibration', `${s.eval_dataset || ''} / ${s.calib_dataset || ''}`],
+      ['interventions', (s.interventions || []).length ? s.interventions.join(', ') : 'all'],
+      ['window length', s.window_length], ['batch size', s.batch_size], ['seed', s.seed],
+      ['bootstrap resamples', s.bootstrap_resamples], ['CI level', s.ci_level],
+      ['created', fmtTime(job.created_at)], ['started', fmtTime(job.started_at)], ['finished', fmtTime(job.finished_at)],
+      ['attempts', job.attempts], ['error', job.error],
+    ].filter(([, v]) => v !== undefined && v !== '' && !(Array.isArray(v) && !v.length));
+    return el('dl', {class: 'spec'}, items.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+  }
+
+  function tasksTable(job) {
+    return table({caption: 'Tasks (one per audited model)', id: 'tasks-table',
+      head: ['#', 'model', 'state', {text: 'attempts', num: true}, 'worker', 'placement', 'started', 'finished', 'error'],
+      rows: (job.tasks || []).map((t) => ({th: String(num(t.index) + 1), cells: [
+        el('td', {}, link(modelHref(t.model), t.model)), el('td', {}, stateBadge(t.state)),
+        el('td', {class: 'num'}, t.attempts), el('td', {}, t.worker), el('td', {}, t.placement),
+        el('td', {}, fmtTime(t.started_at)), el('td', {}, fmtTime(t.finished_at)), el('td', {}, t.error)]}))});
+  }
+
+  function progressText(p, fraction) {
+    const pct = `${(100 * (num(fraction) || 0)).toFixed(1)}%`;
+    if (!p) return pct;
+    const parts = [pct, p.phase || 'waiting'];
+    if (p.model) parts.push(`${p.model} (${num(p.model_index) + 1}/${num(p.model_count)})`);
+    if (num(p.windows_total) > 0) parts.push(`windows ${num(p.windows_done)}/${num(p.windows_total)}`);
+    if (num(p.eta_seconds) > 0) parts.push(`about ${Math.ceil(num(p.eta_seconds))} s left`);
+    return parts.join(' · ');
+  }
+
+  async function jobView(main, id, signal) {
+    document.title = `Job ${id} · fca`;
+    let job = (await call('GetJob', {job_id: String(id)}, signal)).job;
+    const head = el('div');
+    const live = el('div', {id: 'job-live'});
+    const tasks = el('div');
+    const log = el('ol', {class: 'log', 'aria-label': 'Events'});
+    const report = el('div', {id: 'report', 'aria-live': 'off'});
+    const h1 = el('h1');
+    main.append(h1, head, live, tasks, el('details', {}, el('summary', {}, 'Events'), log),
+      el('section', {}, el('h2', {}, 'Report'), el('p', {class: 'note'}, 'What the server stored for this job; `fca report ', String(id), '` prints the same tables.'), report));
+    let lastProgress = null;
+
+    function renderHead() {
+      const state = stateName(job.state);
+      h1.replaceChildren(`Job ${job.id} `, stateBadge(job.state));
+      h1.setAttribute('data-state', state);
+      const actions = el('p', {}, link(`#/compare?jobs=${job.id}`, 'Compare with other jobs'));
+      if (!TERMINAL.has(state)) {
+        actions.append(' ', el('button', {type: 'button', disabled: job.cancel_requested, onclick: async () => {
+          if (!confirm(`Cancel job ${job.id}?`)) return;
+          try { job = (await call('CancelJob', {job_id: String(job.id)}, signal)).job; renderHead(); } catch (err) { showError(live, err); }
+        }}, job.cancel_requested ? 'Cancelling…' : 'Cancel job'));
+      }
+      head.replaceChildren(specList(job), actions);
+      const text = el('span', {class: 'progress-text', id: 'job-progress-text'}, progressText(lastProgress, job.progress));
+      live.replaceChildren(el('h2', {}, 'Progress'), el('p', {}, progressBar(job.progress, `Progress of job ${job.id}`, true), text));
+      live.querySelector('[role=progressbar]').id = 'job-progress';
+      tasks.replaceChildren(tasksTable(job));
+    }
+    let reportTimer = null;
+    async function loadReport() {
+      reportTimer = null;
+      try {
+        const rep = await call('GetReport', {job_id: String(id)}, signal);
+        report.replaceChildren(...renderReport(rep));
+      } catch (err) {
+        if (!signal.aborted) showError(report, err);
+      }
+    }
+    const reportSoon = () => { if (!reportTimer) reportTimer = setTimeout(loadReport, 400); };
+    signal.addEventListener('abort', () => clearTimeout(reportTimer));
+
+    renderHead();
+    await loadReport();
+    if (TERMINAL.has(stateName(job.state))) return;
+    await watchJob(id, async (msg) => {
+      const e = msg.event || {};
+      const tasksBefore = job.tasks;
+      job = Object.assign({}, job, msg.job || {});
+      if (!(msg.job && msg.job.tasks && msg.job.tasks.length)) job.tasks = tasksBefore;
+      if (e.progress) {
+        lastProgress = e.progress;
+        const bar = document.getElementById('job-progress');
+        const fraction = num(e.progress.fraction);
+        if (bar) {
+          const pct = Math.max(0, Math.min(100, 100 * fraction));
+          bar.setAttribute('aria-valuenow', pct.toFixed(1));
+          bar.setAttribute('data-fraction', fraction);
+          bar.firstChild.style.width = `${pct.toFixed(2)}%`;
+          document.getElementById('job-progress-text').textContent = progressText(e.progress, fraction);
+        }
+        return;
+      }
+      const when = fmtTime(e.time);
+      if (e.message !== undefined) log.append(el('li', {}, `${when} ${e.message}`));
+      if (e.results) {
+        log.append(el('li', {}, `${when} results stored for ${e.results.model}`));
+        reportSoon();
+      }
+      if (e.state !== undefined) {
+        log.append(el('li', {}, `${when} state ${stateName(e.state)}`));
+        try { job = (await call('GetJob', {job_id: String(id)}, signal)).job; } catch (err) { /* next event */ }
+        renderHead();
+        if (TERMINAL.has(stateName(e.state))) reportSoon();
+      }
+    }, signal);
+  }
+
+  // --------------------------------------------------------------- models
+
+  async function modelsView(main, params, signal) {
+    document.title = 'Models · fca';
+    const models = (await call('ListModels', {}, signal)).models || [];
+    const selected = new Set();
+    main.append(el('h1', {}, 'Models'), table({caption: 'Models of the server\'s repository', id: 'models-table',
+      head: ['model', 'compare', 'family', {text: 'parameters', num: true}, {text: 'layers', num: true},
+        {text: 'sites', num: true}, 'tokenizer', {text: 'max window', num: true}],
+      rows: models.map((m) => ({th: link(modelHref(m.name), m.name), cells: [
+        el('td', {}, el('input', {type: 'checkbox', 'aria-label': `Compare model ${m.name}`,
+          onchange: (e) => (e.target.checked ? selected.add(m.name) : selected.delete(m.name))})),
+        el('td', {}, m.family), el('td', {class: 'num'}, general(num(m.num_parameters))), el('td', {class: 'num'}, m.num_layers),
+        el('td', {class: 'num'}, (m.sites || []).length), el('td', {}, m.tokenizer), el('td', {class: 'num'}, m.max_seq_len)]}))}),
+    el('p', {}, el('button', {type: 'button', onclick: () => {
+      if (selected.size) location.hash = `#/compare?models=${[...selected].map(encodeURIComponent).join(',')}`;
+    }}, 'Compare selected models (latest finished job of each)')));
+  }
+
+  async function modelView(main, name, signal) {
+    document.title = `${name} · fca`;
+    const models = (await call('ListModels', {}, signal)).models || [];
+    const m = models.find((x) => x.name === name);
+    main.append(el('h1', {}, `Model ${name}`));
+    if (m) {
+      main.append(el('dl', {class: 'spec'}, [['family', m.family], ['parameters', general(num(m.num_parameters))],
+        ['layers', m.num_layers], ['vocabulary', m.vocab_size], ['max window', m.max_seq_len], ['tokenizer', m.tokenizer],
+        ['weights sha256', m.weights_sha256 || '(not loaded yet)'], ['coefficient sites', (m.sites || []).length]]
+        .map(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v ?? ''))])));
+      if ((m.sites || []).length) {
+        main.append(el('details', {}, el('summary', {}, 'Coefficient sites'), table({caption: `Coefficient sites of ${name}`,
+          head: ['site', 'family', {text: 'layer', num: true}, {text: 'channels', num: true}],
+          rows: m.sites.map((s) => ({th: s.name, cells: [el('td', {}, s.family), el('td', {class: 'num'}, s.layer),
+            el('td', {class: 'num'}, s.channels)]}))})));
+      }
+    } else {
+      main.append(el('p', {class: 'note'}, 'Not in the server\'s repository now; its jobs are listed below.'));
+    }
+    const selected = new Set();
+    const holder = el('div');
+    const compareAll = el('p');
+    let shown = '';
+    const status = el('p', {class: 'note', 'aria-live': 'polite'});
+    main.append(el('h2', {}, 'Jobs that audited it'), el('p', {}, compareButton(selected, `&models=${encodeURIComponent(name)}`)),
+      compareAll, holder, status);
+    await poll(async () => {
+      const res = await call('ListJobs', {model: name, page_size: 200}, signal);
+      const jobs = res.jobs || [];
+      const seen = JSON.stringify(res);
+      if (seen === shown) return;
+      shown = seen;
+      holder.replaceChildren(jobsTable(jobs, `Jobs auditing ${name} or naming it as dense twin (updated live)`, selected, 'model-jobs-table'));
+      const done = jobs.filter((j) => stateName(j.state) === 'SUCCEEDED' && ((j.spec || {}).models || []).includes(name))
+        .slice(0, 16).map((j) => j.id);
+      compareAll.replaceChildren(done.length > 1
+        ? link(`#/compare?jobs=${done.join(',')}&models=${encodeURIComponent(name)}`, `Compare ${name} across its ${done.length} finished jobs`) : '');
+    }, 3000, signal, status);
+  }
+
+  // -------------------------------------------------------------- compare
+
+  const listParam = (v) => String(v || '').split(',').map((s) => s.trim()).filter(Boolean);
+
+  async function compareView(main, params, signal) {
+    document.title = 'Compare · fca';
+    let ids = listParam(params.jobs).filter((s) => /^\d+$/.test(s));
+    const models = listParam(params.models);
+    const jobsInput = el('input', {id: 'compare-jobs', name: 'jobs', value: ids.join(','), size: 16, placeholder: '1,2'});
+    const modelsInput = el('input', {id: 'compare-models', name: 'models', value: models.join(','), size: 24, placeholder: 'any'});
+    main.append(el('h1', {}, 'Compare jobs and models'), el('form', {class: 'filters', onsubmit: (e) => {
+      e.preventDefault();
+      const q = new URLSearchParams();
+      if (jobsInput.value) q.set('jobs', jobsInput.value);
+      if (modelsInput.value) q.set('models', modelsInput.value);
+      location.hash = `#/compare?${q}`.replace(/%2C/g, ',');
+    }}, el('label', {for: 'compare-jobs'}, 'job ids', jobsInput), el('label', {for: 'compare-models'}, 'models', modelsInput),
+    el('button', {type: 'submit'}, 'Compare')));
+    if (!ids.length && models.length) {
+      // The newest finished job that audited each model.
+      for (const m of models) {
+        const res = await call('ListJobs', {model: m, state: 'JOB_STATE_SUCCEEDED', page_size: 20}, signal);
+        const j = (res.jobs || []).find((x) => ((x.spec || {}).models || []).includes(m));
+        if (j && !ids.includes(String(j.id))) ids.push(String(j.id));
+      }
+      if (!ids.length) {
+        main.append(el('p', {}, 'No finished job audited these models.'));
+        return;
+      }
+    }
+    if (!ids.length) {
+      main.append(el('p', {class: 'note'}, 'Name job ids (e.g. 1,2) and optionally models, or tick jobs in the job list or models on the models page.'));
+      return;
+    }
+    const res = await call('CompareJobs', {job_ids: ids.slice(0, 16)}, signal);
+    const reports = res.reports || [];
+    // One series per (job, model); mean ± sd rows per job of several models.
+    const series = [];
+    const across = [];
+    for (const rep of reports) {
+      const ix = reportIndex(rep);
+      const jid = String(rep.job.id);
+      for (const m of ix.models) {
+        if (models.length && !models.includes(m)) continue;
+        series.push({label: `job ${jid} · ${m}`, ix, model: m, job: jid});
+      }
+      if (!models.length && ix.models.length > 1) across.push({label: `job ${jid} · mean ± sd [min, max]`, ix, job: jid});
+    }
+    main.append(table({caption: 'Jobs compared', id: 'compare-jobs-table', head: ['job', 'state', 'label', 'models', 'dense twin', 'eval sha256', 'created'],
+      rows: reports.map((rep) => {
+        const j = rep.job || {};
+        return {th: link(jobHref(j.id), String(j.id)), key: String(j.id), cells: [el('td', {}, stateBadge(j.state)), el('td', {}, (j.spec || {}).label || ''),
+          el('td', {}, (rep.models || []).length ? (rep.models || []).map((m, k) => [k ? ', ' : '', link(modelHref(m), m)]) : 'no rows yet'),
+          el('td', {}, rep.dense_twin || ''), el('td', {}, el('code', {}, shaPrefix(rep.eval_sha256))), el('td', {}, fmtTime(j.created_at))]};
+      })}));
+    if (!series.length) {
+      main.append(el('p', {}, 'None of these jobs has result rows for the chosen models yet.'));
+      return;
+    }
+    const interventions = INTERVENTIONS.filter((i) => i !== 'correct' && series.some((s) => s.ix.find(s.model, i, 'penalty')));
+    const f = metricFormat('penalty').f;
+    main.append(section('Penalties', 'penalty = NLL(I) − NLL(correct) in nats/token with the 95% bootstrap CI; one bar per job and model.',
+      barChart({title: 'Penalty per intervention (nats/token, 95% CI)', yLabel: 'penalty (nats/token)', id: 'compare-penalty-chart',
+        series: series.map((s) => s.label), groups: interventions.map((i) => ({label: i, bars: series.map((s, k) => {
+          const r = s.ix.find(s.model, i, 'penalty');
+          if (!r || !r.defined) return null;
+          return {k, value: num(r.value), lo: num(r.ci_low), hi: num(r.ci_high), tip: `${s.label} ${i}: ${f(num(r.value))}`};
+        }).filter(Boolean)}))}),
+      compareTable('Penalty per intervention (nats/token, 95% CI)', 'compare-penalty', series, across,
+        interventions.map((i) => ({text: i, i, m: 'penalty'})))));
+    const profiles = PROFILES.filter((i) => series.some((s) => s.ix.find(s.model, i, 'retention_pct')));
+    main.append(section('Gap retention', 'Share of the gap NLL(global_mean) − NLL(correct) that each static profile retains (%).',
+      profiles.length ? compareTable('Gap retention (%)', 'compare-retention', series, across,
+        profiles.map((i) => ({text: i, i, m: 'retention_pct'}))) : el('p', {}, 'No retention rows.')));
+    const families = [...new Set(reports.flatMap((r) => r.families || []))].sort();
+    main.append(section('Coefficient variation', 'eta2 per family: the share of the coefficients\' variance explained by the site (layer).',
+      families.length ? compareTable('eta2 per family', 'compare-eta2', series, across,
+        families.map((fam) => ({text: `eta2 ${fam}`, i: 'variation', m: `eta2.${fam}`}))) : el('p', {}, 'No variation rows.')));
+    const empty = reports.filter((r) => !(r.models || []).length);
+    if (empty.length) {
+      main.append(el('p', {class: 'note'}, `No rows yet for ${empty.map((r) => `job ${r.job.id} (${stateName(r.job.state)})`).join(', ')}.`));
+    }
+  }
+
+  // Rows: one per series (job, model) and per job's mean ± sd; columns:
+  // the given (intervention, metric)s.
+  function compareTable(caption, id, series, across, columns) {
+    return table({caption, id, head: ['job · model', ...columns.map((c) => ({text: c.text, num: true}))],
+      rows: [
+        ...series.map((s, k) => ({th: `${k + 1}. ${s.label}`, key: `${s.job}/${s.model}`,
+          cells: columns.map((c) => resultCell(s.ix.find(s.model, c.i, c.m), c.m, {'data-job': s.job}))})),
+        ...across.map((a) => ({th: a.label, cls: 'across', key: `${a.job}/across`,
+          cells: columns.map((c) => acrossCell(a.ix.metric(c.i, c.m), {'data-job': a.job}))})),
+      ]});
+  }
+
+  // ----------------------------------------------------- auth and routing
+
+  function showError(where, err) {
+    const text = err instanceof ApiError
+      ? `${err.code ? err.code + ': ' : ''}${err.message} (HTTP ${err.status})` : `Error: ${err.message || err}`;
+    where.append(el('p', {class: 'error', role: 'alert'}, text));
+  }
+
+  function askForKey(message) {
+    const form = document.getElementById('login');
+    form.hidden = false;
+    document.getElementById('signed-in').hidden = true;
+    const input = document.getElementById('api-key');
+    input.setAttribute('aria-describedby', 'login-why');
+    if (!document.getElementById('login-why')) {
+      form.append(el('span', {id: 'login-why', class: 'note'}, message || 'This server needs an API key.'));
+    }
+    input.focus();
+  }
+
+  function showAuthState(authOn) {
+    const key = sessionStorage.getItem(KEY_STORE);
+    document.getElementById('signed-in').hidden = !key;
+    document.getElementById('login').hidden = !!key || !authOn;
+  }
+
+  async function serverInfo() {
+    const foot = document.getElementById('server-info');
+    try {
+      const info = await call('GetServerInfo', {});
+      showAuthState(info.auth);
+      foot.textContent = [`fca-server ${info.server_version}`, `engine ${info.engine_version}`,
+        info.torch_version ? `torch ${info.torch_version}` : '', `${info.dtype} on ${(info.devices || []).join(', ') || '?'}`,
+        plural(num(info.workers), 'worker'), `executor ${info.executor}`, `auth ${info.auth ? 'on' : 'off'}`]
+        .filter(Boolean).join(' · ');
+    } catch (err) {
+      foot.textContent = `Server information unavailable: ${err.message}`;
+    }
+  }
+
+  let current = null;
+  function route() {
+    if (current) current.abort();
+    current = new AbortController();
+    const signal = current.signal;
+    const main = document.getElementById('main');
+    main.replaceChildren();
+    const hash = location.hash.replace(/^#\/?/, '');
+    const q = hash.indexOf('?');
+    const path = q >= 0 ? hash.slice(0, q) : hash;
+    const params = Object.fromEntries(new URLSearchParams(q >= 0 ? hash.slice(q + 1) : ''));
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    let view;
+    if (!parts.length || parts[0] === 'jobs') view = jobsView(main, params, signal);
+    else if (parts[0] === 'job' && /^\d+$/.test(parts[1] || '')) view = jobView(main, parts[1], signal);
+    else if (parts[0] === 'models') view = modelsView(main, params, signal);
+    else if (parts[0] === 'model' && parts[1]) view = modelView(main, parts[1], signal);
+    else if (parts[0] === 'compare') view = compareView(main, params, signal);
+    else view = Promise.reject(new Error(`no page at #/${path}`));
+    for (const a of document.querySelectorAll('nav a')) {
+      const here = `#/${parts[0] || 'jobs'}`;
+      if (a.getAttribute('href') === here || (here === '#/job' && a.getAttribute('href') === '#/jobs') ||
+          (here === '#/model' && a.getAttribute('href') === '#/models')) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    view.catch((err) => { if (!signal.aborted) showError(main, err); });
+  }
+
+  function start() {
+    document.getElementById('login').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const input = document.getElementById('api-key');
+      if (!input.value) return;
+      sessionStorage.setItem(KEY_STORE, input.value);
+      input.value = '';
+      const why = document.getElementById('login-why');
+      if (why) why.remove();
+      showAuthState(true);
+      serverInfo();
+      route();
+    });
+    document.getElementById('sign-out').addEventListener('click', () => {
+      sessionStorage.removeItem(KEY_STORE);
+      showAuthState(true);
+      route();
+    });
+    window.addEventListener('hashchange', route);
+    serverInfo();
+    route();
+  }
+  start();
+})();

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The dashboard's browser test (ctest: dashboard_test). Builds nothing: it
+# takes the built binaries, starts a real fca-server with its HTTP gateway
+# (--http_listen) and API keys on, makes tiny models, uploads datasets and
+# runs one audit to completion and starts a slow one with the fca CLI
+# (tests/web/jobs_lib.sh), writes `fca report 1 --save_json`, then runs
+# dashboard_test.js (headless Debian chromium + puppeteer-core) against the
+# server's HTTP address. Screenshots go to --out.
+#
+# A server built without the gateway (no --http_listen flag) cannot serve the
+# dashboard: then the test runs against tests/web/mock_server.js and its
+# recorded responses instead, and says so loudly.
+#
+#   tests/web/run_dashboard_test.sh [--build=DIR] [--server=BIN] [--cli=BIN]
+#       [--local_audit=BIN] [--out=DIR] [--mock]
+# Needs tests/web/setup.sh to have run (chromium, tests/web/node_modules).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$here/../../build
+SERVER_BIN="" CLI_BIN="" LOCAL_AUDIT_BIN="" out="" force_mock=0
+for arg in "$@"; do
+  case $arg in
+    --build=*) build=${arg#*=} ;;
+    --server=*) SERVER_BIN=${arg#*=} ;;
+    --cli=*) CLI_BIN=${arg#*=} ;;
+    --local_audit=*) LOCAL_AUDIT_BIN=${arg#*=} ;;
+    --out=*) out=${arg#*=} ;;
+    --mock) force_mock=1 ;;
+    *) echo "unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+SERVER_BIN=${SERVER_BIN:-$build/server/fca-server}
+CLI_BIN=${CLI_BIN:-$build/client/fca}
+LOCAL_AUDIT_BIN=${LOCAL_AUDIT_BIN:-$build/server/fca-local-audit}
+out=${out:-$build/web-screenshots}
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+
+for need in node "$CHROMIUM"; do
+  command -v "$need" >/dev/null || { echo "dashboard_test: $need missing: run tests/web/setup.sh" >&2; exit 1; }
+done
+[ -d "$here/node_modules/puppeteer-core" ] ||
+  { echo "dashboard_test: puppeteer-core missing: run tests/web/setup.sh" >&2; exit 1; }
+
+WORK=$(mktemp -d)
+SERVER_PID="" MOCK_PID=""
+cleanup() {
+  # Only the processes started here, by their ids.
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null && wait "$MOCK_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+mkdir -p "$out"
+key=dashboard-test-key-0123456789
+
+# shellcheck source=jobs_lib.sh
+. "$here/jobs_lib.sh"
+if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
+  printf '# key user role\n%s tester user\n' "$key" >"$WORK/keys.txt"
+  chmod 600 "$WORK/keys.txt"
+  fca_start_server --auth --api_keys="$WORK/keys.txt"
+  export FCA_TOKEN=$key
+  fca_make_jobs
+  fca_cli report 1 --save_json="$WORK/report-1.json" >/dev/null
+  echo "dashboard_test: real fca-server, gRPC $GRPC_ADDR, HTTP $HTTP_ADDR"
+  status=0
+  node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
+    --out="$out" --api_key="$key" --chromium="$CHROMIUM" || status=$?
+  fca_cli jobs cancel 2 >/dev/null 2>&1 || true
+  exit $status
+fi
+
+banner() {
+  local line='!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!'
+  printf '%s\n' "$line" "!! dashboard_test: $1" "!! $2" "!! $3" "$line"
+}
+if [ "$force_mock" = 1 ]; then
+  banner "--mock given: running against tests/web/mock_server.js," \
+    "recorded responses (tests/web/fixtures), NOT a real fca-server." ""
+else
+  banner "$SERVER_BIN has no --http_listen flag (no HTTP gateway):" \
+    "running against tests/web/mock_server.js and its recorded responses" \
+    "(tests/web/fixtures), NOT against the real server." | tee /dev/stderr
+fi
+node "$here/mock_server.js" --port=0 --api_key="$key" >"$WORK/mock.out" 2>&1 &
+MOCK_PID=$!
+addr=""
+for _ in $(seq 100); do
+  addr=$(sed -n 's/^http listening on \([0-9.]*:[0-9]*\)$/\1/p' "$WORK/mock.out")
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+[ -n "$addr" ] || { cat "$WORK/mock.out" >&2; exit 1; }
+node "$here/dashboard_test.js" --url="http://$addr" --report_json="$here/fixtures/report-1.json" \
+  --out="$out" --api_key="$key" --chromium="$CHROMIUM"
