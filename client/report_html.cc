@@ -327,7 +327,7 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
         absl::StrJoin(points, " "), ModelColour(k), Dash(k)));
     for (const std::string& m : markers) c.Add(m);
     const SitePoint& last = it->second.back();
-    c.Text(x_of(last.layer) + 8, c.Y(variance ? last.variance : last.mean) - 6,
+    c.Text(x_of(last.layer()) + 8, c.Y(variance ? last.variance() : last.mean()) - 6,
            absl::StrCat(k + 1), "start", " class=\"tick\"");
   }
   return c.Render(variance ? "variance" : "mean");

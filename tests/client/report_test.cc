@@ -308,7 +308,7 @@ TEST(ReportHtmlTest, SelfContainedWithChartsAndTables) {
 // The page reads on a phone and with a screen reader, and its charts do not
 // rest on colour alone.
 TEST(ReportHtmlTest, AccessibleTablesAndChartsBeyondColour) {
-  const std::string html = FormatReportHtml(ReportView(ThreeSeedJob(), ThreeSeedRows()));
+  const std::string html = FormatReportHtml(ReportView(ThreeSeedReport()));
   EXPECT_THAT(html, HasSubstr("<meta name=\"viewport\" content=\"width=device-width, "
                               "initial-scale=1\">"));
   // Every table: in a scrolling box, with a caption, scoped header cells and

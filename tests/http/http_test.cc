@@ -460,8 +460,7 @@ TEST_F(HttpTest, EveryReadEndpointAnswersAsOverGrpc) {
   ExpectSame("Tokenize", tokenize, kAlice, &S::Tokenize);
   tokenize.set_model("no-such-model");
   ExpectSame("Tokenize", tokenize, kAlice, &S::Tokenize);
-  // Issue 11's new read RPCs: UNIMPLEMENTED both ways until their core
-  // lands, then the same rows.
+  // Issue 11's report RPCs: the same reports both ways.
   v1::GetReportRequest report;
   report.set_job_id(job_);
   ExpectSame("GetReport", report, kAlice, &S::GetReport);
@@ -522,8 +521,6 @@ TEST_F(HttpTest, AuthIsTheSameAsOnGrpc) {
   // Another user's job does not exist for bob: 404, for every method.
   for (const char* method : {"GetJob", "CancelJob", "DeleteJob", "GetReport"}) {
     r = Post(std::string("/api/v1/") + method, get, kBob);
-    // (GetReport: 501 until its core lands.)
-    if (std::string(method) == "GetReport" && r.status == 501) continue;
     EXPECT_EQ(r.status, 404) << method << ": " << r.body;
     EXPECT_NE(r.body.find("\"code\":\"NOT_FOUND\""), std::string::npos) << r.body;
   }
