@@ -139,9 +139,7 @@ absl::Status Train() {
   if (o.out_dir.empty()) return absl::InvalidArgumentError("--out is required");
   FCA_ASSIGN_OR_RETURN(engine::CorpusSplit split, engine::SplitCorpus(SplitOptions()));
   PrintSplit(split);
-  o.train_text = std::move(split.train);
-  o.eval_text = std::move(split.eval);
-  o.provenance = engine::CorpusSplitToJson(split);
+  engine::UseCorpusSplit(std::move(split), &o);
   o.log_path = absl::GetFlag(FLAGS_log);
   o.window_length = absl::GetFlag(FLAGS_window);
   o.batch_size = absl::GetFlag(FLAGS_batch);

@@ -394,6 +394,12 @@ class Trainer {
 
 }  // namespace
 
+void UseCorpusSplit(CorpusSplit split, TrainOptions* o) {
+  o->provenance = CorpusSplitToJson(split);
+  o->train_text = std::move(split.train);
+  o->eval_text = std::move(split.eval);
+}
+
 absl::StatusOr<TrainReport> TrainModel(const TrainOptions& options, const TransformerConfig& config,
                                        const ProgressFn& progress) {
   FCA_RETURN_IF_ERROR(ValidateOptions(options, config));

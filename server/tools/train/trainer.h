@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/json.h"
 #include "server/engine/models/model_config.h"
+#include "server/tools/train/corpus_split.h"
 
 namespace fca::engine {
 
@@ -56,6 +57,12 @@ struct TrainOptions {
   // Recorded verbatim under "corpus" in the log (split rule, file hashes).
   json::Value provenance;
 };
+
+// Takes the training and evaluation texts of `split` into `o` and records
+// the split (rule, file and part hashes) as its provenance. The provenance
+// is computed before the texts move: logs written before this existed
+// recorded the moved-from (empty) train and eval parts.
+void UseCorpusSplit(CorpusSplit split, TrainOptions* o);
 
 // One entry of the training log.
 struct TrainLogEntry {
