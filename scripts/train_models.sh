@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Retrains the four bundled models from scratch into models/ (or $FCA_MODELS_OUT):
+# Retrains the bundled models from scratch into models/ (or $FCA_MODELS_OUT):
 # featuregate-s1, featuregate-s2, featuregate-s3 and their dense twin (same
-# width and depth, seed 1), byte-level, on the Debian `fortunes` corpus
+# width and depth, seed 1), then the size trend: featuregate-small /
+# dense-small (~0.5M parameters) and featuregate-large / dense-large (~5M),
+# seed 1 each; byte-level, on the Debian `fortunes` corpus
 # (evaluation file `fortunes`, calibration file `literature`, training = every
 # other file; `fca-train split` prints the full rule). Prints the time each
 # model took. Each writes config.json, model.safetensors (bfloat16) and
@@ -13,6 +15,14 @@
 # with float32 master weights, 2 torch threads. Measured on an idle 2-core
 # machine: ~15-16k tokens/s for featuregate (~9 min per model) and ~20k for
 # dense (~7 min). A busy machine is much slower: train on an idle one.
+#
+# The size trend keeps depth, G, T, the data and the token budget (8.2 M
+# tokens) and scales the width (d_ff = 4 d_model, controller width about
+# d_model / 3, head width 24-64) and the peak learning rate down with it (4e-3
+# at d_model 96, 3e-3 at 192, 2e-3 at 320; the floor stays a tenth of the
+# peak). The large pair is ~2.7x the seeds, not more, so that the whole
+# set trains in about two hours on 2 cores. `--only=seeds` or `--only=sizes`
+# trains one group.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,11 +50,30 @@ train() {
   echo "== $name: $((SECONDS - start)) s"
 }
 
+only=all
+case "${1:-}" in
+  "") ;;
+  --only=seeds | --only=sizes) only=${1#--only=} ;;
+  *) echo "usage: $0 [--only=seeds|--only=sizes]" >&2; exit 2 ;;
+esac
+
+# Later flags override the common ones.
+small=(--d_model=96 --n_heads=4 --d_ff=384 --controller_width=32 --lr=4e-3 --min_lr=4e-4)
+large=(--d_model=320 --n_heads=5 --d_ff=1280 --controller_width=96 --lr=2e-3 --min_lr=2e-4)
+
 mkdir -p "$out"
 total=$SECONDS
-train featuregate-s1 --family=featuregate --seed=1
-train featuregate-s2 --family=featuregate --seed=2
-train featuregate-s3 --family=featuregate --seed=3
-train dense --family=dense --seed=1
-echo "== all four: $((SECONDS - total)) s"
-du -ch "$out"/featuregate-s1 "$out"/featuregate-s2 "$out"/featuregate-s3 "$out"/dense | tail -1
+if [ "$only" != sizes ]; then
+  train featuregate-s1 --family=featuregate --seed=1
+  train featuregate-s2 --family=featuregate --seed=2
+  train featuregate-s3 --family=featuregate --seed=3
+  train dense --family=dense --seed=1
+fi
+if [ "$only" != seeds ]; then
+  train featuregate-small --family=featuregate --seed=1 "${small[@]}"
+  train dense-small --family=dense --seed=1 "${small[@]}"
+  train featuregate-large --family=featuregate --seed=1 "${large[@]}"
+  train dense-large --family=dense --seed=1 "${large[@]}"
+fi
+echo "== all: $((SECONDS - total)) s"
+du -ch "$out"/* | tail -1
