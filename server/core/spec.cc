@@ -60,7 +60,8 @@ absl::Status CheckLabel(const std::string& label) {
   return absl::OkStatus();
 }
 
-// Defaults and ranges of the adaptive timing (after timing_repeats').
+// Defaults and ranges of the adaptive timing; timing_repeats has its
+// default already.
 absl::Status CheckTiming(v1::AuditSpec* s, const SpecLimits& limits) {
   Default<int32_t>(s->timing_max_repeats(), std::max(200, s->timing_repeats()),
                    &v1::AuditSpec::set_timing_max_repeats, s);
