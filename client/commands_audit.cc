@@ -32,7 +32,12 @@ ABSL_FLAG(bool, per_site_shuffle, false, "audit: one token permutation per site"
 ABSL_FLAG(int32_t, bootstrap, 0, "audit: bootstrap resamples [1000]");
 ABSL_FLAG(double, ci_level, 0, "audit: confidence level in (0,1) [0.95]");
 ABSL_FLAG(bool, allow_overlap, false, "audit: allow eval/calib windows to overlap");
-ABSL_FLAG(int32_t, timing_repeats, 0, "audit: timed forwards per model [7]");
+ABSL_FLAG(int32_t, timing_repeats, 0,
+          "audit: timed (model, dense twin) pairs per model, at least [7]");
+ABSL_FLAG(int32_t, timing_max_repeats, 0,
+          "audit: timed pairs per model, at most (adaptive stop) [max(200, timing_repeats)]");
+ABSL_FLAG(double, timing_budget_seconds, 0,
+          "audit: wall time the adaptive timing may take per model [60]");
 ABSL_FLAG(std::string, label, "", "audit: free text shown in listings");
 ABSL_FLAG(std::string, manifest, "", "audit: JSON AuditSpec to start from");
 ABSL_FLAG(std::string, save_manifest, "", "audit: write the submitted spec here");
@@ -86,6 +91,12 @@ SpecOverrides OverridesFromFlags(const CommandContext& ctx) {
   if (given("allow_overlap")) o.allow_overlap = absl::GetFlag(FLAGS_allow_overlap);
   if (given("timing_repeats")) {
     o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
+  }
+  if (given("timing_max_repeats")) {
+    o.timing_max_repeats = absl::GetFlag(FLAGS_timing_max_repeats);
+  }
+  if (given("timing_budget_seconds")) {
+    o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
   }
   if (given("label")) o.label = absl::GetFlag(FLAGS_label);
   return o;
@@ -196,7 +207,7 @@ const std::vector<std::string>& AuditFlagNames() {
       "models", "dense_twin", "eval", "calib", "interventions", "window",
       "max_eval_windows", "max_calib_windows", "batch", "seed", "per_site_shuffle",
       "bootstrap", "ci_level", "allow_overlap", "timing_repeats", "label",
-      "manifest", "save_manifest", "watch", "detach"};
+      "timing_max_repeats", "timing_budget_seconds", "manifest", "save_manifest", "watch", "detach"};
   // clang-format on
   static const auto* names = new std::vector<std::string>(std::begin(kNames), std::end(kNames));
   return *names;

@@ -103,6 +103,8 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   if (o.allow_overlap) base.set_allow_overlap(*o.allow_overlap);
   if (o.timing_repeats) base.set_timing_repeats(*o.timing_repeats);
   if (o.label) base.set_label(*o.label);
+  if (o.timing_max_repeats) base.set_timing_max_repeats(*o.timing_max_repeats);
+  if (o.timing_budget_seconds) base.set_timing_budget_seconds(*o.timing_budget_seconds);
   return base;
 }
 

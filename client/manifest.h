@@ -54,6 +54,8 @@ struct SpecOverrides {
   std::optional<bool> allow_overlap;
   std::optional<int32_t> timing_repeats;
   std::optional<std::string> label;
+  std::optional<int32_t> timing_max_repeats;
+  std::optional<double> timing_budget_seconds;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

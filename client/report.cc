@@ -2,6 +2,7 @@
 #include "client/report.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -167,18 +168,46 @@ TextTable RetentionTable(const ReportView& r) {
   return t;
 }
 
+// A fraction in percent: "+5.2%".
+std::string Percent(double v, int digits) { return absl::StrFormat("%+.*f%%", digits, 100 * v); }
+
+// fca.md "Execution": the verdict row is +1 / -1 / 0.
+std::string VerdictName(double verdict) {
+  if (verdict > 0) return "slower";
+  if (verdict < 0) return "faster";
+  return "no detectable difference";
+}
+
 std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& m) {
   auto get = [&](const std::string& metric) { return r.Find(m, "execution", metric); };
   const v1::Result* slowdown = get("slowdown");
+  const v1::Result* verdict = get("slowdown_verdict");
   return {Cell(get("blocks_per_token"), GeneralDigits, 0),
           Cell(get("blocks_executed_fraction"), Fixed, 4),
           Cell(get("flops_per_token"), GeneralDigits, 0),
+          Cell(get("flops_overhead"), Percent, 1),
           Cell(get("latency_us_per_token"), Fixed, 2),
-          slowdown ? absl::StrFormat("%+.1f%%", 100 * slowdown->value()) : "-"};
+          slowdown ? Cell(slowdown, Percent, 1) : "-",
+          verdict ? VerdictName(verdict->value()) : "",
+          slowdown ? absl::StrCat(slowdown->n()) : ""};
 }
 
-// Slowdowns are shown in percent: "+5.0% ± 2.0% (+3.0%..+7.0%)".
-std::string SlowdownAcross(const AcrossModels& s) {
+// "2 slower, 1 no detectable difference" over the audited models.
+std::string VerdictsAcross(const ReportView& r) {
+  std::map<std::string, int> counts;
+  for (const std::string& m : r.models()) {
+    const v1::Result* v = r.Find(m, "execution", "slowdown_verdict");
+    if (v != nullptr) ++counts[VerdictName(v->value())];
+  }
+  std::vector<std::string> parts;
+  for (const char* name : {"slower", "faster", "no detectable difference"}) {
+    if (counts.count(name)) parts.push_back(absl::StrFormat("%d %s", counts[name], name));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Fractions across models in percent: "+5.0% ± 2.0% (+3.0%..+7.0%)".
+std::string PercentAcross(const AcrossModels& s) {
   if (s.n() == 0) return "-";
   std::string out = absl::StrFormat("%+.1f%% ± %.1f%%", 100 * s.mean(), 100 * s.sd());
   if (s.n() > 1) out += absl::StrFormat(" (%+.1f%%..%+.1f%%)", 100 * s.min(), 100 * s.max());
@@ -187,8 +216,9 @@ std::string SlowdownAcross(const AcrossModels& s) {
 
 TextTable ExecutionTable(const ReportView& r) {
   TextTable t({{"MODEL"}, {"BLOCKS/TOKEN", Align::kRight}, {"EXECUTED", Align::kRight},
-               {"FLOPS/TOKEN", Align::kRight}, {"LATENCY us/token", Align::kRight},
-               {"SLOWDOWN vs DENSE", Align::kRight}});
+               {"FLOPS/TOKEN", Align::kRight}, {"FLOPS vs DENSE", Align::kRight},
+               {"LATENCY us/token", Align::kRight}, {"SLOWDOWN vs DENSE [CI]", Align::kRight},
+               {"VERDICT"}, {"PAIRS", Align::kRight}});
   for (const std::string& m : r.models()) {
     std::vector<std::string> row = {m};
     for (std::string& c : ExecutionCells(r, m)) row.push_back(std::move(c));
@@ -200,8 +230,9 @@ TextTable ExecutionTable(const ReportView& r) {
     };
     t.AddRow({kAcrossLabel, across("blocks_per_token", GeneralDigits, 0),
               across("blocks_executed_fraction", Fixed, 4), across("flops_per_token", GeneralDigits, 0),
+              PercentAcross(r.Across("execution", "flops_overhead")),
               across("latency_us_per_token", Fixed, 2),
-              SlowdownAcross(r.Across("execution", "slowdown"))});
+              PercentAcross(r.Across("execution", "slowdown")), VerdictsAcross(r), ""});
   }
   if (!r.dense_twin().empty()) {
     std::vector<std::string> row = {r.dense_twin() + " (dense twin)"};
@@ -228,7 +259,10 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                  "undefined when the gap is ~0, above 100 when P beats the model's own A",
                  RetentionTable(r)});
   out.push_back({"EXECUTION",
-                 "counted blocks and matmul FLOPs per token; slowdown = t_model / t_dense - 1",
+                 "counted blocks and matmul FLOPs per token, FLOPS vs DENSE = F_model / F_dense - "
+                 "1; slowdown = geometric mean over interleaved pairs of t_model / t_dense, "
+                 "minus 1, with its bootstrap CI; verdict slower or faster only when the CI "
+                 "excludes 0",
                  ExecutionTable(r)});
   return out;
 }

@@ -12,7 +12,8 @@
 #   FCA_DEMO_MODELS    model repository [models]
 #   FCA_DEMO_WINDOWS   evaluation and calibration windows per model [0 = all];
 #                      the training-log check needs all
-#   FCA_DEMO_TIMING    timed forwards per model for the slowdown [25]
+#   FCA_DEMO_TIMING    timed (model, dense twin) pairs per model, at least [25]
+#   FCA_DEMO_TIMING_BUDGET  seconds the adaptive timing may take per model [60]
 #   FCA_DEMO_SKIP_BUILD=1 and FCA_SERVER_BIN / FCA_CLI_BIN / FCA_TRAIN_BIN:
 #                      use already built binaries (the end-to-end test does)
 set -euo pipefail
@@ -29,6 +30,7 @@ out=${FCA_DEMO_OUT:-out/demo}
 models=${FCA_DEMO_MODELS:-models}
 windows=${FCA_DEMO_WINDOWS:-0}
 timing=${FCA_DEMO_TIMING:-25}
+timing_budget=${FCA_DEMO_TIMING_BUDGET:-60}
 seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
 
 mkdir -p "$out"
@@ -58,6 +60,7 @@ export FCA_SERVER=$address
 job=$("$fca" audit --models="$(IFS=,; echo "${seeds[*]}")" --dense_twin=dense \
   --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
   --max_calib_windows="$windows" --timing_repeats="$timing" \
+  --timing_budget_seconds="$timing_budget" \
   --save_manifest="$out/manifest.json" --detach)
 echo "submitted job $job"
 "$fca" watch "$job" | tee "$out/audit.log"

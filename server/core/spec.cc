@@ -1,5 +1,6 @@
 #include "server/core/spec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -59,6 +60,23 @@ absl::Status CheckLabel(const std::string& label) {
   return absl::OkStatus();
 }
 
+// Defaults and ranges of the adaptive timing; timing_repeats has its
+// default already.
+absl::Status CheckTiming(v1::AuditSpec* s, const SpecLimits& limits) {
+  Default<int32_t>(s->timing_max_repeats(), std::max(200, s->timing_repeats()),
+                   &v1::AuditSpec::set_timing_max_repeats, s);
+  if (s->timing_budget_seconds() == 0) s->set_timing_budget_seconds(60);
+  FCA_RETURN_IF_ERROR(Range("timing_max_repeats", s->timing_max_repeats(), s->timing_repeats(),
+                            limits.max_timing_max_repeats));
+  if (!(s->timing_budget_seconds() > 0 &&
+        s->timing_budget_seconds() <= limits.max_timing_budget_seconds)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "spec field 'timing_budget_seconds' is %g; it must be in (0, %g]",
+        s->timing_budget_seconds(), limits.max_timing_budget_seconds));
+  }
+  return absl::OkStatus();
+}
+
 engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   engine::AuditOptions o;
   o.interventions.assign(s.interventions().begin(), s.interventions().end());
@@ -72,6 +90,8 @@ engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   o.ci_level = s.ci_level();
   o.allow_overlap = s.allow_overlap();
   o.timing_repeats = s.timing_repeats();
+  o.timing_max_repeats = s.timing_max_repeats();
+  o.timing_budget_seconds = s.timing_budget_seconds();
   return o;
 }
 
@@ -112,6 +132,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
     return absl::InvalidArgumentError(
         absl::StrFormat("spec field 'ci_level' is %g; it must be in (0, 1)", s.ci_level()));
   }
+  FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;
 }

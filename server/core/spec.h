@@ -23,10 +23,13 @@ struct SpecLimits {
   int64_t max_batch_size = 256;
   int64_t max_bootstrap_resamples = 100000;
   int64_t max_timing_repeats = 100;
+  int64_t max_timing_max_repeats = 2000;   // pairs of the adaptive timing
+  double max_timing_budget_seconds = 3600;  // per model
 };
 
 // Checks every field and fills defaults (window 128, batch 8, bootstrap
-// 1000, ci 0.95, timing 7, all interventions, max windows = the limit).
+// 1000, ci 0.95, timing 7 to max(200, timing) pairs within 60 s, all
+// interventions, max windows = the limit).
 // INVALID_ARGUMENT naming the field, with the limit where one applies.
 absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec, const SpecLimits& limits);
 

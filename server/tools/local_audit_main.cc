@@ -54,7 +54,9 @@ ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
 ABSL_FLAG(int64_t, max_calib_windows, 64, "audit: calibration windows (0 = all)");
 ABSL_FLAG(int64_t, batch, 8, "audit: windows per forward pass");
 ABSL_FLAG(int, bootstrap, 1000, "audit: bootstrap resamples");
-ABSL_FLAG(int, timing_repeats, 7, "audit: timed forwards per model");
+ABSL_FLAG(int, timing_repeats, 7, "audit: timed (model, dense twin) pairs per model, at least");
+ABSL_FLAG(int, timing_max_repeats, 200, "audit: timed pairs per model, at most (adaptive stop)");
+ABSL_FLAG(double, timing_budget_seconds, 60, "audit: wall time the timing may take per model");
 ABSL_FLAG(std::string, device, "cpu", "audit: torch device");
 ABSL_FLAG(std::string, dtype, "float32", "audit: float32 | bfloat16");
 ABSL_FLAG(int, threads, 0, "torch threads (0 = one per core)");
@@ -214,6 +216,8 @@ absl::Status Audit() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.bootstrap_resamples = absl::GetFlag(FLAGS_bootstrap);
   o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
+  o.timing_max_repeats = absl::GetFlag(FLAGS_timing_max_repeats);
+  o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
   std::string last_phase;
   req.on_progress = [&](const engine::AuditProgress& p) {
     if (p.phase == last_phase && p.windows_done != p.windows_total) return;

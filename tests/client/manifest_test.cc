@@ -35,6 +35,8 @@ v1::AuditSpec FullSpec() {
   spec.set_allow_overlap(true);
   spec.set_timing_repeats(7);
   spec.set_label("seven seeds, \"quoted\"");
+  spec.set_timing_max_repeats(300);
+  spec.set_timing_budget_seconds(12.5);
   return spec;
 }
 
@@ -151,6 +153,8 @@ TEST(MergeSpecTest, EveryOverrideReachesItsField) {
   o.allow_overlap = true;
   o.timing_repeats = 7;
   o.label = "l";
+  o.timing_max_repeats = 8;
+  o.timing_budget_seconds = 9.5;
   const v1::AuditSpec s = MergeSpec(v1::AuditSpec(), o);
   EXPECT_EQ(s.models(0), "m");
   EXPECT_EQ(s.dense_twin(), "d");
@@ -168,6 +172,8 @@ TEST(MergeSpecTest, EveryOverrideReachesItsField) {
   EXPECT_TRUE(s.allow_overlap());
   EXPECT_EQ(s.timing_repeats(), 7);
   EXPECT_EQ(s.label(), "l");
+  EXPECT_EQ(s.timing_max_repeats(), 8);
+  EXPECT_DOUBLE_EQ(s.timing_budget_seconds(), 9.5);
 }
 
 TEST(CheckSpecCompleteTest, NeedsModelsAndEval) {

@@ -180,10 +180,21 @@ v1::GetReportResponse ThreeSeedReport() {
   AddMetric(&r, "execution", "blocks_per_token", "blocks/token",
             PerSeed("execution", "blocks_per_token", [](size_t, v1::Result x) { return Set(x, 4); }),
             Across(3, 4, 0, 4, 4));
+  AddMetric(&r, "execution", "flops_overhead", "1",
+            PerSeed("execution", "flops_overhead", [](size_t, v1::Result x) { return Set(x, 0.026); }),
+            Across(3, 0.026, 0, 0.026, 0.026));
+  // Slowdowns +5%, +10%, +15%, each with a CI of +-6%: the first spans 0.
+  auto slowdown = [](size_t k) { return 0.05 * static_cast<double>(k + 1); };
   AddMetric(&r, "execution", "slowdown", "1",
             PerSeed("execution", "slowdown",
-                    [](size_t k, v1::Result x) { return Set(x, 0.05 * static_cast<double>(k + 1)); }),
+                    [&](size_t k, v1::Result x) {
+                      return WithCi(Set(x, slowdown(k)), slowdown(k) - 0.06, slowdown(k) + 0.06);
+                    }),
             Across(3, 0.1, 0.05, 0.05, 0.15));
+  AddMetric(&r, "execution", "slowdown_verdict", "1",
+            PerSeed("execution", "slowdown_verdict",
+                    [](size_t k, v1::Result x) { return Set(x, k == 0 ? 0 : 1); }),
+            Across(3, 2.0 / 3, 0.58, 0, 1));
   AddMetric(&r, "replay", "live_nll", "nats/token",
             PerSeed("replay", "live_nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + p(k)); }),
             Across(3, 1.7, 0.1, 1.6, 1.8));
@@ -232,6 +243,12 @@ TEST(ReportTextTest, ShowsEverySectionAndTheServersSummaries) {
   EXPECT_THAT(text, HasSubstr("150.0 ± 70.7 (100.0..200.0) (1 undefined)"));  // retention
   EXPECT_THAT(text, HasSubstr("undefined"));
   EXPECT_THAT(text, HasSubstr("+10.0% ± 5.0% (+5.0%..+15.0%)"));  // slowdown
+  // Each seed's slowdown with its CI and verdict; the FLOP overhead beside.
+  EXPECT_THAT(text, HasSubstr("+5.0% [-1.0%, +11.0%]"));
+  EXPECT_THAT(text, HasSubstr("+15.0% [+9.0%, +21.0%]"));
+  EXPECT_THAT(text, HasSubstr("no detectable difference"));
+  EXPECT_THAT(text, HasSubstr("2 slower, 1 no detectable difference"));
+  EXPECT_THAT(text, HasSubstr("+2.6%"));
   EXPECT_THAT(text, HasSubstr("mean ± sd (min..max)"));
   EXPECT_THAT(text, HasSubstr("dense (dense twin)"));
 }
@@ -255,7 +272,7 @@ TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
   ASSERT_EQ(models.size(), 3u);
   EXPECT_EQ(models[0].Find("weights_sha256")->as_string(), "w-fg-s1");
   EXPECT_EQ(models[0].Find("sites")->as_array().size(), 3u);
-  EXPECT_EQ(models[0].Find("results")->as_array().size(), 13u);  // every metric of the report
+  EXPECT_EQ(models[0].Find("results")->as_array().size(), 15u);  // every metric of the report
   EXPECT_EQ(models[0].Find("results")->as_array()[0].Find("unit")->as_string(), "nats/token");
   bool saw_penalty = false, saw_retention = false;
   for (const json::Value& a : v->Find("across_models")->as_array()) {

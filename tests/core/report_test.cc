@@ -256,6 +256,10 @@ TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
   m.execution.timing_repeats = 3;
   m.execution.dense_latency_us_per_token = 5;
   m.execution.slowdown = 0.1;
+  m.execution.slowdown_ci = engine::Interval{0.05, 0.15};
+  m.execution.slowdown_verdict = 1;
+  m.execution.dense_flops_per_token = 100;
+  m.execution.flops_overhead = 0.02;
   std::set<std::string> seen;
   for (const engine::ResultRow& row : engine::ResultRows(m)) {
     const MetricEntry* e = core::FindMetric(row.metric);

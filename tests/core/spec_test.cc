@@ -48,6 +48,8 @@ TEST(NormalizeSpecTest, FillsEveryDefault) {
   EXPECT_EQ(s->bootstrap_resamples(), 1000);
   EXPECT_DOUBLE_EQ(s->ci_level(), 0.95);
   EXPECT_EQ(s->timing_repeats(), 7);
+  EXPECT_EQ(s->timing_max_repeats(), 200);
+  EXPECT_DOUBLE_EQ(s->timing_budget_seconds(), 60);
   EXPECT_EQ(s->max_eval_windows(), 321);
   EXPECT_EQ(s->max_calib_windows(), 321);
   EXPECT_EQ(s->seed(), 0u);
@@ -159,6 +161,31 @@ TEST(NormalizeSpecTest, BatchBootstrapAndTimingAreBounded) {
                 "timing_repeats", "9");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_repeats(-1); }),
                 "timing_repeats");
+}
+
+// fca.md "Execution": at least timing_repeats pairs, at most
+// timing_max_repeats, within timing_budget_seconds.
+TEST(NormalizeSpecTest, AdaptiveTimingHasDefaultsAndBounds) {
+  SpecLimits limits;
+  limits.max_timing_repeats = 500;
+  limits.max_timing_max_repeats = 1000;
+  v1::AuditSpec in = Minimal();
+  in.set_timing_repeats(300);
+  auto s = NormalizeSpec(in, limits);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->timing_max_repeats(), 300);  // never below the minimum
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) {
+                  s->set_timing_repeats(20);
+                  s->set_timing_max_repeats(10);
+                }),
+                "timing_max_repeats", "20");
+  ExpectInvalid(
+      NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_max_repeats(1001); }, limits),
+      "timing_max_repeats", "1000");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_budget_seconds(-1); }),
+                "timing_budget_seconds");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_budget_seconds(1e9); }),
+                "timing_budget_seconds", "3600");
 }
 
 TEST(NormalizeSpecTest, CiLevelMustBeInsideTheOpenUnitInterval) {

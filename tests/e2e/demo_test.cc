@@ -93,7 +93,7 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
                         {"FCA_DEMO_SKIP_BUILD=1", "FCA_SERVER_BIN=" FCA_SERVER_BIN,
                          "FCA_CLI_BIN=" FCA_CLI_BIN, "FCA_TRAIN_BIN=" FCA_TRAIN_BIN,
                          "FCA_DEMO_OUT=" + out.path().string(), "FCA_DEMO_WINDOWS=8",
-                         "FCA_DEMO_TIMING=1"},
+                         "FCA_DEMO_TIMING=1", "FCA_DEMO_TIMING_BUDGET=1"},
                         600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));

@@ -11,6 +11,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/coefficients.h"
+#include "server/engine/audit/execution.h"
 #include "server/engine/models/torch_util.h"
 
 #ifndef FCA_VERSION
@@ -71,6 +72,13 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   }
   if (o.timing_repeats < 0 || o.timing_repeats > 1000 || o.timing_warmup < 0) {
     return absl::InvalidArgumentError("timing_repeats must be in [0, 1000], warmup >= 0");
+  }
+  if (o.timing_max_repeats < 0 || o.timing_max_repeats > 100000 ||
+      !(o.timing_budget_seconds >= 0) || !(o.timing_relative_precision >= 0) ||
+      !(o.timing_resolution >= 0)) {
+    return absl::InvalidArgumentError(
+        "timing_max_repeats must be in [0, 100000]; the timing budget, precision and "
+        "resolution >= 0");
   }
   if (!(o.fidelity_tolerance >= 0)) {
     return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");
@@ -440,73 +448,28 @@ class ModelAudit {
                                opt_.ci_level, DeriveSeed(opt_.seed, "retention"));
   }
 
-  // Counts blocks and FLOPs on one LIVE and one REPLAY batch, then times
-  // LIVE forwards interleaved with the dense twin (order alternating).
+  // The execution audit (execution.cc) on the first batch of E, with the
+  // batch's `correct` coefficients for the REPLAY count.
   absl::Status ExecutionAudit() {
-    Progress("timing", 0, opt_.timing_repeats);
-    ExecutionResult& x = report_.execution;
-    x.model = model_.info().name;
-    at::Tensor ids = BatchIds(eval_, 0, std::min<int64_t>(eval_.count(), opt_.batch_size));
-    const double tokens = static_cast<double>(ids.numel());
-    model_.ResetCounters();
-    FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kLive, nullptr).status());
-    ExecutionCounters live = model_.counters();
-    x.blocks_per_token = live.blocks_executed / tokens;
-    x.blocks_executed_fraction = double(live.blocks_executed) / double(live.blocks_total);
-    x.flops_per_token = live.flops / tokens;
-    SiteTensors replay = CorrectIntervention(ids.size(0));
-    model_.ResetCounters();
-    FCA_RETURN_IF_ERROR(Forward(ids, CoefficientMode::kReplay, &replay).status());
-    x.replay_flops_per_token = model_.counters().flops / tokens;
-    FCA_ASSIGN_OR_RETURN(std::vector<double> own, TimeInterleaved(ids));
-    x.latency_us_per_token = own.empty() ? 0.0 : Median(own);
-    x.timing_repeats = static_cast<int64_t>(own.size());
-    if (req_.dense_twin != nullptr && !dense_us_per_token_.empty()) {
-      x.dense_latency_us_per_token = Median(dense_us_per_token_);
-      x.slowdown = x.latency_us_per_token / *x.dense_latency_us_per_token - 1.0;
+    const int64_t rows = std::min<int64_t>(eval_.count(), opt_.batch_size);
+    const at::Tensor ids = BatchIds(eval_, 0, rows);
+    SiteTensors replay;
+    for (const at::Tensor& t : eval_coeff_) replay.push_back(t.slice(0, 0, rows));
+    ExecutionInputs in{&model_, req_.dense_twin, &ids, &replay, opt_,
+                       [this](int64_t done, int64_t total) {
+                         Progress("timing", done, total);
+                         return CheckCancelled();
+                       }};
+    FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
+    report_.execution = std::move(out.result);
+    dense_us_per_token_ = std::move(out.twin_us_per_token);
+    forward_seconds_ += out.forward_seconds;
+    forward_tokens_ += out.forward_tokens;
+    if (req_.on_note && out.stop != TimingStop::kContinue) {
+      req_.on_note(absl::StrFormat("model '%s': timed %d pairs against the dense twin; stopped: %s",
+                                   model_.info().name, report_.execution.timing_repeats,
+                                   TimingStopName(out.stop)));
     }
-    return absl::OkStatus();
-  }
-
-  SiteTensors CorrectIntervention(int64_t rows) const {
-    SiteTensors a;
-    for (const at::Tensor& t : eval_coeff_) a.push_back(t.slice(0, 0, rows));
-    return a;
-  }
-
-  // Microseconds per token of one LIVE forward of `m`.
-  absl::StatusOr<double> TimeOne(ControlledModel& m, const at::Tensor& ids) {
-    const Clock::time_point t0 = Clock::now();
-    FCA_RETURN_IF_ERROR(m.Forward(ids, CoefficientMode::kLive, nullptr).status());
-    const double seconds = Seconds(t0);
-    forward_seconds_ += seconds;
-    forward_tokens_ += ids.numel();
-    return seconds * 1e6 / static_cast<double>(ids.numel());
-  }
-
-  absl::StatusOr<std::vector<double>> TimeInterleaved(const at::Tensor& ids) {
-    ControlledModel* dense = req_.dense_twin;
-    for (int w = 0; w < opt_.timing_warmup; ++w) {
-      FCA_RETURN_IF_ERROR(TimeOne(model_, ids).status());
-      if (dense != nullptr) FCA_RETURN_IF_ERROR(TimeOne(*dense, ids).status());
-    }
-    std::vector<double> own;
-    for (int r = 0; r < opt_.timing_repeats; ++r) {
-      FCA_RETURN_IF_ERROR(CheckCancelled());
-      // Alternate which model goes first so drift and cache effects cancel.
-      const bool dense_first = dense != nullptr && r % 2 == 1;
-      if (dense_first) FCA_RETURN_IF_ERROR(TimeDense(*dense, ids));
-      FCA_ASSIGN_OR_RETURN(double t, TimeOne(model_, ids));
-      own.push_back(t);
-      if (dense != nullptr && !dense_first) FCA_RETURN_IF_ERROR(TimeDense(*dense, ids));
-      Progress("timing", r + 1, opt_.timing_repeats);
-    }
-    return own;
-  }
-
-  absl::Status TimeDense(ControlledModel& dense, const at::Tensor& ids) {
-    FCA_ASSIGN_OR_RETURN(double t, TimeOne(dense, ids));
-    dense_us_per_token_.push_back(t);
     return absl::OkStatus();
   }
 

@@ -52,8 +52,20 @@ struct AuditOptions {
   // Retention is undefined when |NLL(global_mean) - NLL(correct)| is below
   // this (nats/token): a ratio of noise is not a number worth printing.
   double retention_min_gap = 1e-5;
-  int timing_repeats = 7;          // interleaved timed forwards per model
-  int timing_warmup = 2;
+  // Execution timing (fca.md "Execution"): pairs (model, dense twin) run
+  // back to back in alternating order; at least `timing_repeats` pairs, then
+  // more until the slowdown's CI is narrower than the effect it claims
+  // (half-width <= timing_relative_precision * |slowdown|, CI excluding 0)
+  // or its half-width is <= timing_resolution, at most
+  // max(timing_repeats, timing_max_repeats) pairs and, past the minimum,
+  // about timing_budget_seconds of wall time per model. Without a twin:
+  // timing_repeats model forwards. 0 repeats: no timing.
+  int timing_repeats = 7;
+  int timing_max_repeats = 200;
+  double timing_budget_seconds = 60;
+  double timing_relative_precision = 0.5;
+  double timing_resolution = 0.01;  // slowdown units: 0.01 = one percent
+  int timing_warmup = 2;            // untimed pairs first
 };
 
 // Progress of a running audit; `fraction` is over the whole job.
@@ -113,10 +125,17 @@ struct ExecutionResult {
   double blocks_executed_fraction = 0; // executed / present
   double flops_per_token = 0;          // counted matmul FLOPs, LIVE pass
   double replay_flops_per_token = 0;   // the same under REPLAY (no controller)
+  std::optional<double> dense_flops_per_token;  // the twin's, on the same batch
+  std::optional<double> flops_overhead;         // F_model / F_dense - 1
   double latency_us_per_token = 0;     // median of timed LIVE forwards
-  std::optional<double> dense_latency_us_per_token;
-  std::optional<double> slowdown;      // t_model / t_dense - 1
-  int64_t timing_repeats = 0;
+  std::optional<double> dense_latency_us_per_token;  // the twin's, same pairs
+  // Geometric mean over the timed pairs of t_model / t_dense, minus 1, with
+  // its bootstrap CI over pairs and the verdict: +1 slower (CI above 0), -1
+  // faster (CI below 0), 0 no detectable difference (CI contains 0).
+  std::optional<double> slowdown;
+  std::optional<Interval> slowdown_ci;
+  std::optional<int> slowdown_verdict;
+  int64_t timing_repeats = 0;          // timed pairs (model forwards without a twin)
 };
 
 struct ModelReport {

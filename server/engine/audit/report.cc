@@ -96,12 +96,19 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
   w.Add("execution", "blocks_executed_fraction", x.blocks_executed_fraction, 0);
   w.Add("execution", "flops_per_token", x.flops_per_token, 0);
   w.Add("execution", "replay_flops_per_token", x.replay_flops_per_token, 0);
+  if (x.dense_flops_per_token) {
+    w.Add("execution", "dense_flops_per_token", *x.dense_flops_per_token, 0);
+  }
+  if (x.flops_overhead) w.Add("execution", "flops_overhead", *x.flops_overhead, 0);
   // Without timed repeats there is no latency to report (not a zero).
   if (reps > 0) w.Add("execution", "latency_us_per_token", x.latency_us_per_token, reps);
   if (x.dense_latency_us_per_token) {
     w.Add("execution", "dense_latency_us_per_token", *x.dense_latency_us_per_token, reps);
   }
-  if (x.slowdown) w.Add("execution", "slowdown", *x.slowdown, reps);
+  if (x.slowdown) {
+    w.AddOptional("execution", "slowdown", x.slowdown, reps, x.slowdown_ci);
+  }
+  if (x.slowdown_verdict) w.Add("execution", "slowdown_verdict", *x.slowdown_verdict, reps);
   return rows;
 }
 
@@ -194,6 +201,8 @@ json::Value OptionsToJson(const AuditOptions& o) {
   v.Set("fidelity_tolerance", Num(o.fidelity_tolerance));
   v.Set("retention_min_gap", Num(o.retention_min_gap));
   v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
+  v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
+  v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));
   return v;
 }
 

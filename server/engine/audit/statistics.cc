@@ -50,6 +50,24 @@ Interval PairedBootstrapCI(const std::vector<double>& treated,
   return {Quantile(means, (1 - level) / 2), Quantile(means, (1 + level) / 2)};
 }
 
+SlowdownEstimate PairedSlowdown(const std::vector<double>& model, const std::vector<double>& twin,
+                                int resamples, double level, uint64_t seed) {
+  // Log times: a ratio is a difference of logs, so the paired bootstrap of
+  // differences gives the CI of the mean log ratio.
+  std::vector<double> log_model(model.size()), log_twin(twin.size());
+  for (size_t i = 0; i < model.size(); ++i) {
+    log_model[i] = std::log(model[i]);
+    log_twin[i] = std::log(twin[i]);
+  }
+  const Interval log_ci = PairedBootstrapCI(log_model, log_twin, resamples, level, seed);
+  SlowdownEstimate e;
+  e.slowdown = std::expm1(Mean(log_model) - Mean(log_twin));
+  e.ci = {std::expm1(log_ci.low), std::expm1(log_ci.high)};
+  e.verdict = e.ci.low > 0 ? 1 : e.ci.high < 0 ? -1 : 0;
+  e.pairs = static_cast<int64_t>(model.size());
+  return e;
+}
+
 std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_profile,
                                           double nll_correct, double min_gap) {
   const double gap = nll_global_mean - nll_correct;

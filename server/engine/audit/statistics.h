@@ -25,6 +25,24 @@ Interval PairedBootstrapCI(const std::vector<double>& treated,
                            const std::vector<double>& reference, int resamples, double level,
                            uint64_t seed);
 
+// The slowdown of a model against its dense twin from paired timings
+// (fca.md "Execution"): model[i] and twin[i] are the times of pair i, run
+// back to back. slowdown = exp(mean_i log(model[i] / twin[i])) - 1, the
+// geometric mean of the per-pair ratios minus 1; the CI is the paired
+// percentile bootstrap of the mean log ratio (PairedBootstrapCI over the logs)
+// mapped through exp(.) - 1. verdict: +1 when the CI lies above 0 (slower),
+// -1 below 0 (faster), 0 when it contains 0 (no detectable difference).
+// Requires model.size() == twin.size() >= 1, every time > 0.
+struct SlowdownEstimate {
+  double slowdown = 0;
+  Interval ci;
+  int verdict = 0;
+  int64_t pairs = 0;
+  double half_width() const { return 0.5 * (ci.high - ci.low); }
+};
+SlowdownEstimate PairedSlowdown(const std::vector<double>& model, const std::vector<double>& twin,
+                                int resamples, double level, uint64_t seed);
+
 // R(P) = (NLL(global_mean) - NLL(P)) / (NLL(global_mean) - NLL(correct)) in
 // percent; nullopt (undefined) when |denominator| < min_gap.
 std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_profile,

@@ -5,6 +5,9 @@
 //     g in (0,2)^{2G}; attn gate = g[:G], mlp gate = g[G:].
 //   x = h + gate_attn (.) Attn(LN1(h));  out = x + gate_mlp (.) MLP(LN2(x))
 // where a gate scales the d_model/G channels of its group. Dense: no gates.
+// A branch whose gate is exactly 0 for every token of the batch is skipped
+// (it would add 0), and a block whose branches are both skipped does not
+// count as executed: the execution counters report what ran.
 #include "server/engine/models/transformer_net.h"
 
 #include <torch/torch.h>
@@ -83,11 +86,17 @@ class ForwardPass {
           }
         }
       }
-      at::Tensor a = Attention(LN(x, b.ln1), b, causal);
-      x = x + (ga.defined() ? ApplyGate(a, ga) : a);
-      at::Tensor m = Mlp(LN(x, b.ln2), b);
-      x = x + (gm.defined() ? ApplyGate(m, gm) : m);
-      if (counters_) counters_->blocks_executed += B * T;  // this block ran for every token
+      const bool attn_runs = Runs(ga), mlp_runs = Runs(gm);
+      if (attn_runs) {
+        at::Tensor a = Attention(LN(x, b.ln1), b, causal);
+        x = x + (ga.defined() ? ApplyGate(a, ga) : a);
+      }
+      if (mlp_runs) {
+        at::Tensor m = Mlp(LN(x, b.ln2), b);
+        x = x + (gm.defined() ? ApplyGate(m, gm) : m);
+      }
+      // Counted from what ran: a block with both branches skipped is not.
+      if (counters_ && (attn_runs || mlp_runs)) counters_->blocks_executed += B * T;
     }
     if (counters_) {
       counters_->blocks_total += B * T * c_.n_layers;
@@ -102,6 +111,13 @@ class ForwardPass {
       counters_->flops += 2.0 * (x.numel() / x.size(-1)) * l.w.size(0) * l.w.size(1);
     }
     return at::linear(x, l.w, l.b);
+  }
+  // Whether a branch must be computed: always without a gate; with one,
+  // unless the gate is exactly 0 for every token of the batch, when the
+  // branch would add gate * branch = 0 to the residual (the same result;
+  // a non-finite branch output, which would make it NaN, is not modelled).
+  static bool Runs(const at::Tensor& gate) {
+    return !gate.defined() || gate.ne(0).any().item<bool>();
   }
   at::Tensor LN(const at::Tensor& x, const Norm& n) const {
     return at::layer_norm(x, {x.size(-1)}, n.w, n.b, c_.norm_eps);

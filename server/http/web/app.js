@@ -206,7 +206,7 @@
       return {f: fixed(4), sd: fixed(4)};
     }
     if (metric.endsWith('latency_us_per_token')) return {f: fixed(2), sd: fixed(2)};
-    if (metric === 'slowdown') {
+    if (metric === 'slowdown' || metric === 'flops_overhead') {
       return {f: (v) => `${signed(1)(100 * v)}%`, sd: (v) => `${fixed(1)(100 * v)}%`, scale: 100};
     }
     return {f: general, sd: general};
@@ -573,10 +573,12 @@
     const execution = [
       ['blocks_per_token', 'blocks per token'], ['blocks_executed_fraction', 'blocks executed (fraction)'],
       ['flops_per_token', 'FLOPs per token'], ['replay_flops_per_token', 'replay FLOPs per token'],
+      ['dense_flops_per_token', 'dense twin FLOPs per token'], ['flops_overhead', 'FLOPs vs dense twin'],
       ['latency_us_per_token', 'latency (us/token)'], ['dense_latency_us_per_token', 'dense twin latency (us/token)'],
-      ['slowdown', 'slowdown vs dense twin'],
+      ['slowdown', 'slowdown vs dense twin (CI)'],
+      ['slowdown_verdict', 'verdict: +1 slower, −1 faster, 0 no detectable difference'],
     ].filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));
-    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = t_model / t_dense − 1, timed interleaved.',
+    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with its bootstrap CI; the verdict says slower or faster only when the CI excludes 0.',
       metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label})),
         {shown, twin: rep.dense_twin, id: 'table-execution'})));
 

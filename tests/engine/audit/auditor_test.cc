@@ -248,21 +248,39 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   auto dense = RandomModel(TinyConfig("dense"), Seeded(1));
   AuditRequest req = Request({gated.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
   req.dense_twin = dense.get();
-  req.options.timing_repeats = 3;
+  req.options.timing_repeats = 4;
+  req.options.timing_max_repeats = 6;
   auto report = RunAudit(req);
   ASSERT_TRUE(report.ok()) << report.status();
   const ExecutionResult& x = report->models[0].execution;
   EXPECT_EQ(x.blocks_per_token, 2.0);
   EXPECT_EQ(x.blocks_executed_fraction, 1.0);
   EXPECT_GT(x.flops_per_token, x.replay_flops_per_token);
+  ASSERT_TRUE(x.dense_flops_per_token.has_value());
+  EXPECT_EQ(*x.dense_flops_per_token, x.replay_flops_per_token);
+  EXPECT_NEAR(*x.flops_overhead, x.flops_per_token / *x.dense_flops_per_token - 1, 1e-12);
+  EXPECT_GT(*x.flops_overhead, 0);
   ASSERT_TRUE(x.slowdown.has_value());
+  ASSERT_TRUE(x.slowdown_ci.has_value());
+  EXPECT_LE(x.slowdown_ci->low, *x.slowdown);
+  EXPECT_GE(x.slowdown_ci->high, *x.slowdown);
+  ASSERT_TRUE(x.slowdown_verdict.has_value());
+  EXPECT_EQ(*x.slowdown_verdict, x.slowdown_ci->low > 0 ? 1 : x.slowdown_ci->high < 0 ? -1 : 0);
   EXPECT_GT(x.latency_us_per_token, 0);
-  EXPECT_EQ(x.timing_repeats, 3);
+  EXPECT_GE(x.timing_repeats, 4);  // the adaptive stop decides, within [4, 6]
+  EXPECT_LE(x.timing_repeats, 6);
   ASSERT_TRUE(report->dense_twin.has_value());
   EXPECT_EQ(report->dense_twin->blocks_executed_fraction, 1.0);
   EXPECT_EQ(report->dense_twin->flops_per_token, x.replay_flops_per_token);
-  EXPECT_NEAR(*x.slowdown,
-              x.latency_us_per_token / report->dense_twin->latency_us_per_token - 1, 1e-9);
+  EXPECT_EQ(report->dense_twin->timing_repeats, x.timing_repeats);
+  // Every execution figure is a row; the slowdown carries its CI.
+  std::map<std::string, ResultRow> rows;
+  for (const ResultRow& r : ExecutionRows(x)) rows[r.metric] = r;
+  for (const char* m : {"dense_flops_per_token", "flops_overhead", "slowdown", "slowdown_verdict"}) {
+    EXPECT_EQ(rows.count(m), 1u) << m;
+  }
+  EXPECT_EQ(*rows["slowdown"].ci_low, x.slowdown_ci->low);
+  EXPECT_EQ(rows["slowdown"].n, x.timing_repeats);
   // A dense model cannot be the audited model, and a gated one is no twin.
   req.models = {dense.get()};
   req.dense_twin = nullptr;
@@ -270,6 +288,32 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   req.models = {gated.get()};
   req.dense_twin = gated.get();
   EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A model whose controller closes both gates of block 1 for every token:
+// fca.md "Execution" says the block is skipped, and the counters show it.
+TEST(AuditorTest, ABlockSkippedByItsControllerIsCountedAsNotExecuted) {
+  TransformerConfig c = TinyConfig("featuregate");
+  auto weights = InitTransformerWeights(c, Varying(4));
+  ASSERT_TRUE(weights.ok());
+  // 2 * sigmoid(-1e4) is exactly 0 in float32.
+  testing::SetTensor(&*weights, "blocks.1.ctrl.fc2.bias", std::vector<float>(2 * 4, -1e4f));
+  auto closed = testing::LoadWritten(c, *weights);
+  auto open = RandomModel(c, Varying(4));
+  auto dense = RandomModel(TinyConfig("dense"), Seeded(1));
+  AuditRequest req = Request({closed.get(), open.get()}, RandomText(16 * 8, 1),
+                             RandomText(16 * 8, 2));
+  req.dense_twin = dense.get();
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();  // replay stays faithful
+  const ExecutionResult& x = report->models[0].execution;
+  const ExecutionResult& y = report->models[1].execution;
+  EXPECT_EQ(x.blocks_per_token, 1.0);
+  EXPECT_EQ(x.blocks_executed_fraction, 0.5);
+  EXPECT_EQ(y.blocks_executed_fraction, 1.0);
+  EXPECT_LT(x.flops_per_token, y.flops_per_token);
+  EXPECT_LT(*x.flops_overhead, 0);  // less work than the dense twin
+  EXPECT_EQ(report->models[0].replay_max_abs_diff, 0.0);
 }
 
 TEST(AuditorTest, BadRequestsAreInvalidArgument) {

@@ -119,5 +119,55 @@ TEST(StatisticsTest, RetentionCIIsNarrowForAClearGapAndWideForNoise) {
   EXPECT_GT(wide->high - wide->low, 100.0);
 }
 
+// fca.md "Execution": slowdown = exp(mean log(t_model / t_twin)) - 1.
+TEST(StatisticsTest, PairedSlowdownOfAConstantRatioIsThatRatio) {
+  const std::vector<double> twin = {10, 20, 15, 40};  // the machine's speed drifts
+  std::vector<double> model;
+  for (double t : twin) model.push_back(1.25 * t);
+  const SlowdownEstimate e = PairedSlowdown(model, twin, 1000, 0.95, 5);
+  EXPECT_NEAR(e.slowdown, 0.25, 1e-12);
+  EXPECT_NEAR(e.ci.low, 0.25, 1e-12);
+  EXPECT_NEAR(e.ci.high, 0.25, 1e-12);
+  EXPECT_EQ(e.verdict, 1);
+  EXPECT_EQ(e.pairs, 4);
+  // The other way round: faster by 1 - 1/1.25 = 20%.
+  const SlowdownEstimate f = PairedSlowdown(twin, model, 1000, 0.95, 5);
+  EXPECT_NEAR(f.slowdown, -0.2, 1e-12);
+  EXPECT_EQ(f.verdict, -1);
+}
+
+TEST(StatisticsTest, PairedSlowdownIsTheGeometricMeanOfPairRatios) {
+  // Ratios 2 and 1/2: the geometric mean is 1 and the CI spans 0.
+  const SlowdownEstimate e = PairedSlowdown({2, 1}, {1, 2}, 2000, 0.95, 3);
+  EXPECT_NEAR(e.slowdown, 0.0, 1e-12);
+  EXPECT_NEAR(e.ci.low, -0.5, 1e-12);  // resamples of only the fast pair
+  EXPECT_NEAR(e.ci.high, 1.0, 1e-12);  // ... of only the slow one
+  EXPECT_EQ(e.verdict, 0);
+  // Ratios 1.1 and 1.21: geometric mean 1.1^1.5, inside [0.1, 0.21].
+  const SlowdownEstimate g = PairedSlowdown({1.1, 12.1}, {1, 10}, 2000, 0.95, 3);
+  EXPECT_NEAR(g.slowdown, std::pow(1.1, 1.5) - 1, 1e-12);
+  EXPECT_NEAR(g.ci.low, 0.1, 1e-12);
+  EXPECT_NEAR(g.ci.high, 0.21, 1e-12);
+  EXPECT_EQ(g.verdict, 1);
+}
+
+TEST(StatisticsTest, PairedSlowdownCIOfNoisyPairsCoversTheTrueRatio) {
+  // 400 pairs: common drift (shared by both members) plus independent noise
+  // around a true ratio of 1.05.
+  Rng rng(17);
+  std::vector<double> model, twin;
+  for (int i = 0; i < 400; ++i) {
+    const double drift = 1.0 + rng.Uniform(1000) / 1000.0;
+    const double noise = 1.0 + (rng.Uniform(1000) / 1000.0 - 0.5) * 0.1;
+    twin.push_back(100 * drift);
+    model.push_back(105 * drift * noise);
+  }
+  const SlowdownEstimate e = PairedSlowdown(model, twin, 2000, 0.95, 1);
+  EXPECT_LT(e.ci.low, 0.05);
+  EXPECT_GT(e.ci.high, 0.05);
+  EXPECT_LT(e.half_width(), 0.01);  // pairing removes the drift
+  EXPECT_EQ(e.verdict, 1);
+}
+
 }  // namespace
 }  // namespace fca::engine

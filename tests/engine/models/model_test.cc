@@ -141,6 +141,64 @@ TEST(ModelTest, CountersShowEveryBlockRuns) {
   EXPECT_DOUBLE_EQ(live - replay, 2.0 * 32 * 2 * (32 * 16 + 16 * 8));
 }
 
+// Gates of layer 1 (attn_gate.1, mlp_gate.1) of a recording, replaced.
+std::vector<at::Tensor> WithLayerOneGates(const std::vector<at::Tensor>& rec, double attn,
+                                          double mlp) {
+  std::vector<at::Tensor> a;
+  for (const at::Tensor& t : rec) a.push_back(t.clone());
+  a[2].fill_(attn);
+  a[3].fill_(mlp);
+  return a;
+}
+
+double ReplayedFlops(ControlledModel* m, const at::Tensor& ids, std::vector<at::Tensor> a,
+                     at::Tensor* logits = nullptr) {
+  m->ResetCounters();
+  auto out = m->Forward(ids, CoefficientMode::kReplay, &a);
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (logits != nullptr && out.ok()) *logits = *out;
+  return m->counters().flops;
+}
+
+// fca.md "Execution": a branch whose gate is exactly 0 for every token of
+// the batch is not computed, and a block with both branches skipped is not
+// counted; the result is that of multiplying the branch by 0.
+TEST(ModelTest, ClosedGatesSkipWorkAndTheCountersShowIt) {
+  auto model = RandomModel(TinyConfig("featuregate"), VaryingGates());
+  const at::Tensor one = RandomIds(1, 16, 9);
+  const at::Tensor ids = at::cat({one, one});  // two identical sequences
+  std::vector<at::Tensor> rec;
+  ASSERT_TRUE(model->Forward(ids, CoefficientMode::kLiveRecord, &rec).ok());
+  const double open = ReplayedFlops(model.get(), ids, rec);
+  EXPECT_EQ(model->counters().blocks_executed, 2 * 32);
+
+  at::Tensor skipped;
+  const double closed = ReplayedFlops(model.get(), ids, WithLayerOneGates(rec, 0, 0), &skipped);
+  EXPECT_EQ(model->counters().blocks_executed, 1 * 32);
+  EXPECT_EQ(model->counters().blocks_total, 2 * 32);
+  // Block 1 costs qkv, out, fc1, fc2 and attention (d=32, d_ff=64, T=16).
+  const double block = 2.0 * 32 * (32 * 96 + 32 * 32 + 32 * 64 + 64 * 32) + 2.0 * 2 * 2 * 16 * 16 * 32;
+  EXPECT_DOUBLE_EQ(open - closed, block);
+
+  // One open token in the other sequence keeps both branches running: the
+  // first sequence's branches are computed and multiplied by 0, with the
+  // same logits as when they were skipped.
+  std::vector<at::Tensor> one_open = WithLayerOneGates(rec, 0, 0);
+  one_open[2][1][0].fill_(1.0);
+  one_open[3][1][0].fill_(1.0);
+  at::Tensor computed;
+  EXPECT_DOUBLE_EQ(ReplayedFlops(model.get(), ids, one_open, &computed), open);
+  EXPECT_EQ(model->counters().blocks_executed, 2 * 32);
+  EXPECT_LE((computed[0] - skipped[0]).abs().max().item<double>(), 1e-6);
+  EXPECT_GT((computed[1] - skipped[1]).abs().max().item<double>(), 1e-4);
+
+  // Only the attention branch closed: the block still runs, its MLP counted.
+  const double attn_closed = ReplayedFlops(model.get(), ids, WithLayerOneGates(rec, 0, 1));
+  EXPECT_EQ(model->counters().blocks_executed, 2 * 32);
+  EXPECT_LT(attn_closed, open);
+  EXPECT_GT(attn_closed, closed);
+}
+
 TEST(ModelTest, WeightsIdentityIsContentHash) {
   auto a = RandomModel(TinyConfig("featuregate"), VaryingGates(1));
   auto b = RandomModel(TinyConfig("featuregate"), VaryingGates(1));

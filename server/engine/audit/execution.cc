@@ -1,0 +1,210 @@
+#include "server/engine/audit/execution.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "common/random.h"
+#include "common/status_macros.h"
+#include "server/engine/models/torch_util.h"
+
+namespace fca::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Interim CIs only decide whether to go on; the final one uses every
+// resample the job asked for.
+constexpr int kInterimResamples = 1000;
+
+SlowdownEstimate Estimate(const std::vector<double>& model, const std::vector<double>& twin,
+                          const TimingPlan& plan, int resamples) {
+  return PairedSlowdown(model, twin, resamples, plan.ci_level, DeriveSeed(plan.seed, "timing"));
+}
+
+}  // namespace
+
+TimingPlan MakeTimingPlan(const AuditOptions& o) {
+  TimingPlan p;
+  p.warmup_pairs = o.timing_warmup;
+  p.min_pairs = o.timing_repeats;
+  p.max_pairs = std::max(o.timing_repeats, o.timing_max_repeats);
+  p.budget_seconds = o.timing_budget_seconds;
+  p.relative_precision = o.timing_relative_precision;
+  p.resolution = o.timing_resolution;
+  p.resamples = o.bootstrap_resamples;
+  p.ci_level = o.ci_level;
+  p.seed = o.seed;
+  return p;
+}
+
+const char* TimingStopName(TimingStop stop) {
+  switch (stop) {
+    case TimingStop::kContinue: return "not stopped";
+    case TimingStop::kResolved: return "the CI excludes 0 and is narrower than the slowdown";
+    case TimingStop::kPrecise: return "the CI half-width is below the resolution";
+    case TimingStop::kMaxPairs: return "the most pairs allowed";
+    case TimingStop::kBudget: return "the time budget was spent";
+  }
+  return "unknown";
+}
+
+TimingStop DecideTimingStop(const std::vector<double>& model, const std::vector<double>& twin,
+                            double elapsed_seconds, const TimingPlan& plan) {
+  const int64_t n = static_cast<int64_t>(model.size());
+  if (n < plan.min_pairs) return TimingStop::kContinue;
+  if (n >= plan.max_pairs) return TimingStop::kMaxPairs;
+  if (n % 2 != 0) return TimingStop::kContinue;
+  const SlowdownEstimate e =
+      Estimate(model, twin, plan, std::min(plan.resamples, kInterimResamples));
+  if (e.verdict != 0 && e.half_width() <= plan.relative_precision * std::fabs(e.slowdown)) {
+    return TimingStop::kResolved;
+  }
+  if (e.half_width() <= plan.resolution) return TimingStop::kPrecise;
+  if (elapsed_seconds >= plan.budget_seconds) return TimingStop::kBudget;
+  return TimingStop::kContinue;
+}
+
+absl::StatusOr<PairedTimes> TimePairs(const TimedForward& model, const TimedForward& twin,
+                                      const TimingPlan& plan,
+                                      const std::function<absl::Status(int64_t)>& after_pair) {
+  for (int w = 0; w < plan.warmup_pairs; ++w) {
+    FCA_RETURN_IF_ERROR(model().status());
+    FCA_RETURN_IF_ERROR(twin().status());
+  }
+  PairedTimes t;
+  const Clock::time_point start = Clock::now();
+  while (t.stop == TimingStop::kContinue && plan.max_pairs > 0) {
+    // Alternating the order cancels what the first or second forward of a
+    // pair gains or loses (caches, frequency scaling, a neighbour's load).
+    const bool twin_first = t.model.size() % 2 == 1;
+    absl::StatusOr<double> d = twin_first ? twin() : absl::StatusOr<double>(0.0);
+    FCA_RETURN_IF_ERROR(d.status());
+    FCA_ASSIGN_OR_RETURN(double m, model());
+    if (!twin_first) d = twin();
+    FCA_RETURN_IF_ERROR(d.status());
+    t.model.push_back(m);
+    t.twin.push_back(*d);
+    if (after_pair) FCA_RETURN_IF_ERROR(after_pair(static_cast<int64_t>(t.model.size())));
+    t.stop = DecideTimingStop(t.model, t.twin, Seconds(start), plan);
+  }
+  return t;
+}
+
+namespace {
+
+// Counts and times the forwards of one model's execution audit.
+class ExecutionRun {
+ public:
+  explicit ExecutionRun(const ExecutionInputs& in)
+      : in_(in), tokens_(static_cast<double>(in.ids->numel())) {}
+
+  absl::StatusOr<ExecutionOutcome> Run() {
+    FCA_RETURN_IF_ERROR(Count());
+    FCA_RETURN_IF_ERROR(Time());
+    return std::move(out_);
+  }
+
+ private:
+  // Blocks and FLOPs as the models count them while they run.
+  absl::Status Count() {
+    ExecutionResult& x = out_.result;
+    ControlledModel& m = *in_.model;
+    x.model = m.info().name;
+    m.ResetCounters();
+    FCA_RETURN_IF_ERROR(Forward(m, CoefficientMode::kLive, nullptr).status());
+    const ExecutionCounters live = m.counters();
+    x.blocks_per_token = live.blocks_executed / tokens_;
+    x.blocks_executed_fraction = double(live.blocks_executed) / double(live.blocks_total);
+    x.flops_per_token = live.flops / tokens_;
+    std::vector<at::Tensor> replay = *in_.replay;
+    m.ResetCounters();
+    FCA_RETURN_IF_ERROR(Forward(m, CoefficientMode::kReplay, &replay).status());
+    x.replay_flops_per_token = m.counters().flops / tokens_;
+    if (in_.twin == nullptr) return absl::OkStatus();
+    in_.twin->ResetCounters();
+    FCA_RETURN_IF_ERROR(Forward(*in_.twin, CoefficientMode::kLive, nullptr).status());
+    x.dense_flops_per_token = in_.twin->counters().flops / tokens_;
+    x.flops_overhead = x.flops_per_token / *x.dense_flops_per_token - 1.0;
+    return absl::OkStatus();
+  }
+
+  absl::Status Time() {
+    const TimingPlan plan = MakeTimingPlan(in_.options);
+    if (plan.min_pairs == 0) return absl::OkStatus();
+    auto progress = [&](int64_t done) {
+      return in_.after_pair ? in_.after_pair(done, plan.max_pairs) : absl::OkStatus();
+    };
+    FCA_RETURN_IF_ERROR(progress(0));
+    if (in_.twin == nullptr) return TimeAlone(plan, progress);
+    FCA_ASSIGN_OR_RETURN(PairedTimes t,
+                         TimePairs([&] { return TimeOne(*in_.model); },
+                                   [&] { return TimeOne(*in_.twin); }, plan, progress));
+    ExecutionResult& x = out_.result;
+    const SlowdownEstimate e = Estimate(t.model, t.twin, plan, plan.resamples);
+    x.latency_us_per_token = Median(t.model);
+    x.dense_latency_us_per_token = Median(t.twin);
+    x.slowdown = e.slowdown;
+    x.slowdown_ci = e.ci;
+    x.slowdown_verdict = e.verdict;
+    x.timing_repeats = e.pairs;
+    out_.twin_us_per_token = std::move(t.twin);
+    out_.stop = t.stop;
+    return absl::OkStatus();
+  }
+
+  // Without a twin there is nothing to compare: a fixed number of forwards
+  // gives the latency.
+  absl::Status TimeAlone(const TimingPlan& plan,
+                         const std::function<absl::Status(int64_t)>& progress) {
+    for (int w = 0; w < plan.warmup_pairs; ++w) {
+      FCA_RETURN_IF_ERROR(TimeOne(*in_.model).status());
+    }
+    std::vector<double> own;
+    for (int r = 0; r < plan.min_pairs; ++r) {
+      FCA_ASSIGN_OR_RETURN(double t, TimeOne(*in_.model));
+      own.push_back(t);
+      FCA_RETURN_IF_ERROR(progress(r + 1));
+    }
+    out_.result.latency_us_per_token = Median(own);
+    out_.result.timing_repeats = static_cast<int64_t>(own.size());
+    return absl::OkStatus();
+  }
+
+  // Microseconds per token of one LIVE forward. Reading one logit waits for
+  // an asynchronous device (CUDA) to finish; on the CPU it costs nothing.
+  absl::StatusOr<double> TimeOne(ControlledModel& m) {
+    const Clock::time_point t0 = Clock::now();
+    FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(m, CoefficientMode::kLive, nullptr));
+    logits.reshape(-1)[0].item();
+    return Seconds(t0) * 1e6 / tokens_;
+  }
+
+  absl::StatusOr<at::Tensor> Forward(ControlledModel& m, CoefficientMode mode,
+                                     std::vector<at::Tensor>* coefficients) {
+    const Clock::time_point t0 = Clock::now();
+    absl::StatusOr<at::Tensor> logits = m.Forward(*in_.ids, mode, coefficients);
+    out_.forward_seconds += Seconds(t0);
+    out_.forward_tokens += in_.ids->numel();
+    return logits;
+  }
+
+  const ExecutionInputs& in_;
+  const double tokens_;
+  ExecutionOutcome out_;
+};
+
+}  // namespace
+
+absl::StatusOr<ExecutionOutcome> AuditExecution(const ExecutionInputs& in) {
+  return GuardTorch("the execution audit of model '" + in.model->info().name + "'",
+                    [&] { return ExecutionRun(in).Run(); });
+}
+
+}  // namespace fca::engine

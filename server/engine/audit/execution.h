@@ -1,0 +1,100 @@
+// The execution audit (fca.md "Execution"): what a model runs (blocks and
+// FLOPs, counted by the model while it runs) and what it costs in wall-clock
+// time against its dense twin, timed in interleaved pairs until the
+// slowdown's CI is narrow enough to say something. Used by the auditor; the
+// pair timing is exposed so that tests can drive it with any two forwards.
+// Torch-free header.
+#ifndef FCA_SERVER_ENGINE_AUDIT_EXECUTION_H_
+#define FCA_SERVER_ENGINE_AUDIT_EXECUTION_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/statistics.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace fca::engine {
+
+// How one model is timed against its twin (AuditOptions' timing fields).
+struct TimingPlan {
+  int warmup_pairs = 2;             // untimed pairs first: allocator, caches
+  int min_pairs = 7;
+  int max_pairs = 200;              // >= min_pairs
+  double budget_seconds = 60;       // past min_pairs, stop after this much wall time
+  double relative_precision = 0.5;  // resolved: half-width <= this * |slowdown|
+  double resolution = 0.01;         // precise: half-width <= this
+  int resamples = 1000;             // of the final CI; interim CIs use at most 1000
+  double ci_level = 0.95;
+  uint64_t seed = 0;
+};
+
+TimingPlan MakeTimingPlan(const AuditOptions& options);
+
+// Why the timing stopped adding pairs.
+enum class TimingStop {
+  kContinue,   // not yet
+  kResolved,   // the CI excludes 0 and is narrower than the effect
+  kPrecise,    // the CI half-width is below the resolution (may contain 0)
+  kMaxPairs,   // max_pairs reached
+  kBudget,     // budget_seconds spent
+};
+const char* TimingStopName(TimingStop stop);
+
+// The stop rule after `model.size()` timed pairs and `elapsed_seconds`:
+// nothing before min_pairs, kMaxPairs at max_pairs, and otherwise only after
+// an even number of pairs (so each order, model first and twin first, has
+// run equally often and an order effect cancels in the estimate), the first
+// of kResolved, kPrecise, kBudget that holds.
+TimingStop DecideTimingStop(const std::vector<double>& model, const std::vector<double>& twin,
+                            double elapsed_seconds, const TimingPlan& plan);
+
+// One timed forward; returns its wall time in microseconds per token.
+using TimedForward = std::function<absl::StatusOr<double>()>;
+
+struct PairedTimes {
+  std::vector<double> model, twin;  // us/token of pair i
+  TimingStop stop = TimingStop::kContinue;
+};
+
+// Runs plan.warmup_pairs untimed pairs, then timed pairs (model first in
+// even pairs, twin first in odd ones) until DecideTimingStop says stop.
+// `after_pair` (may be empty) is called with the number of timed pairs after
+// each one; an error from it (CANCELLED) or from a forward is returned.
+absl::StatusOr<PairedTimes> TimePairs(const TimedForward& model, const TimedForward& twin,
+                                      const TimingPlan& plan,
+                                      const std::function<absl::Status(int64_t)>& after_pair);
+
+// What the execution audit of one model is given by the auditor.
+struct ExecutionInputs {
+  ControlledModel* model = nullptr;        // audited
+  ControlledModel* twin = nullptr;         // may be null
+  const at::Tensor* ids = nullptr;         // int64 [B, T]: counted and timed
+  const std::vector<at::Tensor>* replay = nullptr;  // its `correct` coefficients
+  AuditOptions options;
+  // Called with (timed pairs so far, most pairs) after each timed pair and
+  // once before the first; an error (CANCELLED) stops the audit.
+  std::function<absl::Status(int64_t, int64_t)> after_pair;
+};
+
+struct ExecutionOutcome {
+  ExecutionResult result;
+  std::vector<double> twin_us_per_token;  // the twin's timings, for its own rows
+  TimingStop stop = TimingStop::kContinue;
+  double forward_seconds = 0;             // inside model forwards (twin's too)
+  int64_t forward_tokens = 0;
+};
+
+// Counts blocks and FLOPs on one LIVE and one REPLAY forward of `ids` (and
+// the twin's on the same batch), then times the model against the twin
+// (or alone). Torch errors come back as INTERNAL naming the model.
+absl::StatusOr<ExecutionOutcome> AuditExecution(const ExecutionInputs& in);
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_AUDIT_EXECUTION_H_
