@@ -60,7 +60,7 @@ class ProvenanceE2ETest : public ::testing::Test {
                                        "--n_layers=2", "--n_heads=2", "--n_groups=4", "--d_ff=64",
                                        "--controller_width=16", "--max_seq_len=64"};
       argv.insert(argv.end(), flags.begin(), flags.end());
-      CommandResult r = Run(argv);
+      CommandResult r = e2e::Run(argv);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     std::ofstream(root_ + "/eval.txt") << RandomWords(16 * 40, 1);
@@ -83,7 +83,7 @@ class ProvenanceE2ETest : public ::testing::Test {
 
   CommandResult Fca(std::vector<std::string> args) {
     args.insert(args.begin(), {FCA_CLI_BIN, "--server=" + server_->address()});
-    return Run(args, {}, 300);
+    return e2e::Run(args, {}, 300);
   }
 
   json::Value Json(const CommandResult& r) {
@@ -123,7 +123,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   CommandResult show = Fca({"jobs", "show", "1"});
   ASSERT_EQ(show.exit_code, 0) << show.err;
   for (const std::string& needle :
-       {std::string("provenance:"), "ran by local/0 on ", "sha256:" + eval_sha_,
+       {std::string("provenance:"), std::string("ran by local/0 on "), "sha256:" + eval_sha_,
         "sha256:" + calib_sha_, std::string("cpu float32"), std::string("cpu float32, threads=1"),
         std::string("windows T=16: eval 40 (0 cached), calib 30 (0 cached); seed 5"),
         std::string("server_version: ")}) {
@@ -138,8 +138,8 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(Text(*spec, "evalDataset"), "sha256:" + eval_sha_);
   EXPECT_EQ(Text(*spec, "calibDataset"), "sha256:" + calib_sha_);
-  EXPECT_EQ(Text(*spec, "seed"), "\"5\"");  // uint64 in proto3 JSON: a string
-  EXPECT_EQ(Text(*spec, "windowLength"), "\"16\"");
+  EXPECT_EQ(Text(*spec, "seed"), "5");  // uint64 in proto3 JSON: a string
+  EXPECT_EQ(Text(*spec, "windowLength"), "16");
   CommandResult printed = Fca({"jobs", "manifest", "1"});
   ASSERT_EQ(printed.exit_code, 0) << printed.err;
   EXPECT_EQ(printed.out, ReadFile(manifest));
@@ -173,7 +173,8 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_EQ(Text(*job, "calib_sha256"), calib_sha_);
   const json::Value* job_spec = provenance->Find("spec");
   ASSERT_NE(job_spec, nullptr);
-  EXPECT_NE(Text(*job_spec, "interventions"), "");
+  EXPECT_EQ(Text(*job_spec, "window_length"), "16");
+  EXPECT_EQ(Text(*job_spec, "ci_level"), "0.95");  // defaults applied
   const json::Value* tasks = provenance->Find("tasks");
   ASSERT_NE(tasks, nullptr);
   ASSERT_EQ(tasks->as_array().size(), 1u);
@@ -187,14 +188,14 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
     EXPECT_NE(Text(*task, key), "") << "provenance.tasks[0].provenance." << key;
   }
   EXPECT_EQ(Text(*task, "engine_version"), Text(*job, "server_version"));
-  EXPECT_EQ(Text(*task, "eval_windows"), "\"40\"");
-  EXPECT_EQ(Text(*task, "window_length"), "\"16\"");
+  EXPECT_EQ(Text(*task, "eval_windows"), "40");  // int64 in proto3 JSON: a string
+  EXPECT_EQ(Text(*task, "window_length"), "16");
   EXPECT_EQ(Text(*task, "device"), "cpu");
   EXPECT_EQ(Text(*task, "dtype"), "float32");
 
   // The local tool records the same runtime fields, from the same helper.
   const std::string local_json = root_ + "/local.json";
-  CommandResult local = Run({FCA_LOCAL_AUDIT_BIN, "audit", "--models=" + root_ + "/models/fg-a",
+  CommandResult local = e2e::Run({FCA_LOCAL_AUDIT_BIN, "audit", "--models=" + root_ + "/models/fg-a",
                              "--eval=" + root_ + "/eval.txt", "--calib=" + root_ + "/calib.txt",
                              "--window=16", "--max_eval_windows=4", "--max_calib_windows=4",
                              "--batch=4", "--bootstrap=50", "--timing_repeats=0", "--threads=1",
