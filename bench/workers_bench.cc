@@ -82,8 +82,9 @@ class TimingBroker : public core::TaskBroker {
                           const std::vector<engine::ResultRow>& rows) override {
     return Timed([&] { return inner_->ReportRows(lease, model, weights, rows); });
   }
-  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome) override {
-    return Timed([&] { return inner_->Finish(lease, outcome); });
+  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
+                      const v1::TaskProvenance& provenance) override {
+    return Timed([&] { return inner_->Finish(lease, outcome, provenance); });
   }
   absl::Status Release(const core::Lease& lease, const absl::Status& reason,
                        bool refund) override {
@@ -223,7 +224,7 @@ absl::Status DeathToRerun(Env* env, std::chrono::milliseconds lease) {
     if (!again) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const double ms = Ms(died);
-  if (again) (void)coordinator.Finish(again->lease, absl::CancelledError("benchmark"));
+  if (again) (void)coordinator.Finish(again->lease, absl::CancelledError("benchmark"), {});
   coordinator.Stop();
   if (!again) return absl::DeadlineExceededError("the task never ran again");
   std::printf("  lease %6lld ms: task held again after %7.1f ms (sweep every 200 ms)\n",

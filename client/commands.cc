@@ -17,6 +17,7 @@
 #include "client/cli_flags.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/manifest.h"
 #include "client/report.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -58,7 +59,7 @@ ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained
 ABSL_FLAG(bool, json, false, "tokenize, info, windows: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
-ABSL_FLAG(std::string, out, "", "export: output file");
+ABSL_FLAG(std::string, out, "", "export: output file; jobs manifest: output file [stdout]");
 
 namespace fca::client {
 
@@ -226,6 +227,21 @@ CommandResult RunJobsShow(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
   ctx.out() << FormatJobDetails(job);
+  return kExitOk;
+}
+
+// A stored job as a manifest `fca audit --manifest` reruns.
+CommandResult RunJobsManifest(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs manifest ID [--out=FILE]"));
+  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, RerunSpec(job));
+  if (!ctx.Specified("out")) {
+    ctx.out() << ManifestJson(spec);
+    return kExitOk;
+  }
+  FCA_RETURN_IF_ERROR(SaveManifest(absl::GetFlag(FLAGS_out), spec));
   return kExitOk;
 }
 
@@ -486,7 +502,16 @@ const std::vector<Command>& Commands() {
        "list jobs, newest first (--owner: admins)",
        {"state", "page_size", "model", "dataset", "label", "owner", "since", "until"},
        RunJobsList},
-      {{"jobs", "show"}, "jobs show ID", "show one job and its spec", {}, RunJobsShow},
+      {{"jobs", "show"},
+       "jobs show ID",
+       "show one job: its spec, tasks and provenance",
+       {},
+       RunJobsShow},
+      {{"jobs", "manifest"},
+       "jobs manifest ID [--out=FILE]",
+       "the job's spec as a manifest, datasets pinned by sha256 (rerun: audit --manifest)",
+       {"out"},
+       RunJobsManifest},
       {{"jobs", "cancel"}, "jobs cancel ID", "cancel a queued or running job", {}, RunJobsCancel},
       {{"jobs", "delete"},
        "jobs delete ID",

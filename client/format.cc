@@ -28,6 +28,7 @@ std::string ShaPrefix(const std::string& sha) {
 }
 
 // Proto JSON of one message; the printer only fails on broken descriptors.
+
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = pretty;
@@ -44,6 +45,7 @@ std::string RightTrim(std::string line) {
 }
 
 }  // namespace
+
 
 // ---------------------------------------------------------------- TextTable
 
@@ -169,6 +171,51 @@ std::string FormatJobsTable(const std::vector<v1::Job>& jobs) {
   return table.Render();
 }
 
+namespace {
+
+std::string DatasetLine(const std::string& ref, const std::string& sha256) {
+  return absl::StrFormat("%s (sha256:%s)", SanitizeForTerminal(ref),
+                         sha256.empty() ? "?" : SanitizeForTerminal(sha256));
+}
+
+// Indented lines under a task: who ran it, on what, with which windows.
+std::string FormatTaskProvenance(const v1::TaskProvenance& p) {
+  auto s = [](const std::string& text) { return SanitizeForTerminal(text); };
+  std::string out;
+  absl::StrAppendFormat(&out, "      ran by %s on %s: engine %s, torch %s, %s %s, threads=%d\n",
+                        s(p.worker()), s(p.host()), s(p.engine_version()), s(p.torch_version()),
+                        s(p.device()), s(p.dtype()), p.threads());
+  absl::StrAppendFormat(&out, "      weights sha256:%s", s(p.weights_sha256()));
+  if (!p.dense_twin().empty()) {
+    absl::StrAppendFormat(&out, ", twin %s sha256:%s", s(p.dense_twin()),
+                          s(p.dense_twin_weights_sha256()));
+  }
+  absl::StrAppendFormat(&out,
+                        "\n      windows T=%d: eval %d (%d cached), calib %d (%d cached); "
+                        "seed %d; attempt %d\n",
+                        p.window_length(), p.eval_windows(), p.cached_eval_windows(),
+                        p.calib_windows(), p.cached_calib_windows(), p.seed(), p.attempt());
+  absl::StrAppendFormat(&out, "      interventions %s\n",
+                        s(absl::StrJoin(p.interventions(), ",")));
+  absl::StrAppendFormat(&out, "      options %s\n", s(p.options_json()));
+  absl::StrAppendFormat(&out, "      ran %s .. %s\n", FormatTimestamp(p.started_at()),
+                        FormatTimestamp(p.finished_at()));
+  return out;
+}
+
+std::string FormatJobProvenance(const v1::Provenance& p) {
+  std::string out = "provenance:\n";
+  absl::StrAppendFormat(&out, "  eval:           %s\n",
+                        DatasetLine(p.eval_dataset(), p.eval_sha256()));
+  absl::StrAppendFormat(&out, "  calib:          %s\n",
+                        DatasetLine(p.calib_dataset(), p.calib_sha256()));
+  absl::StrAppendFormat(&out, "  seed:           %d\n", p.seed());
+  absl::StrAppendFormat(&out, "  server_version: %s\n", SanitizeForTerminal(p.server_version()));
+  return out;
+}
+
+}  // namespace
+
 std::string FormatJobDetails(const v1::Job& job) {
   std::string out;
   absl::StrAppendFormat(&out, "id:               %d\n", job.id());
@@ -193,7 +240,9 @@ std::string FormatJobDetails(const v1::Job& job) {
     }
     if (!t.error().empty()) absl::StrAppendFormat(&out, "\n      %s", SanitizeForTerminal(t.error()));
     out += "\n";
+    if (t.has_provenance()) out += FormatTaskProvenance(t.provenance());
   }
+  if (job.has_provenance()) out += FormatJobProvenance(job.provenance());
   // Proto JSON escapes control characters but not every character a
   // terminal acts on (bidi controls); an escape is still valid JSON.
   absl::StrAppendFormat(&out, "spec:\n%s\n",

@@ -53,7 +53,8 @@ class TextTable {
 std::string FormatModelsTable(const std::vector<fca::v1::Model>& models);
 std::string FormatDatasetsTable(const std::vector<fca::v1::Dataset>& sets);
 std::string FormatJobsTable(const std::vector<fca::v1::Job>& jobs);
-// `fca jobs show`: one "key: value" line per field, then the spec as JSON.
+// `fca jobs show`: one "key: value" line per field, the tasks with their
+// provenance, the job's provenance, then the spec as JSON.
 std::string FormatJobDetails(const fca::v1::Job& job);
 // One line summarising an upload: name, id, size, sha, deduplicated.
 std::string FormatUploadSummary(const fca::v1::UploadDatasetResponse& r);

@@ -108,6 +108,20 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   return base;
 }
 
+absl::StatusOr<v1::AuditSpec> RerunSpec(const v1::Job& job) {
+  const v1::Provenance& p = job.provenance();
+  if (p.eval_sha256().empty() || p.calib_sha256().empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %d was stored without its dataset hashes (before provenance was kept); "
+        "its spec is in `fca jobs show %d`",
+        job.id(), job.id()));
+  }
+  v1::AuditSpec spec = job.spec();
+  spec.set_eval_dataset("sha256:" + p.eval_sha256());
+  spec.set_calib_dataset("sha256:" + p.calib_sha256());
+  return spec;
+}
+
 absl::Status CheckSpecComplete(const v1::AuditSpec& spec) {
   if (spec.models_size() == 0) {
     return UsageError("no models: pass --models=a,b or a --manifest");

@@ -35,6 +35,14 @@ std::string ManifestJson(const fca::v1::AuditSpec& spec);
 // failed write never leaves half a manifest). Usage error on failure.
 absl::Status SaveManifest(const std::string& path, const fca::v1::AuditSpec& spec);
 
+// The manifest that reruns a stored job (`fca jobs manifest`): its spec as
+// the server normalized it (every default applied), with both datasets
+// pinned by content ("sha256:<hex>" from the job's provenance), so a rerun
+// reads the same bytes whatever the names stand for by then.
+// FAILED_PRECONDITION for a job stored before provenance was kept (its
+// dataset hashes are unknown).
+absl::StatusOr<fca::v1::AuditSpec> RerunSpec(const fca::v1::Job& job);
+
 // The AuditSpec fields a user set explicitly with flags; unset members leave
 // the base spec's field alone.
 struct SpecOverrides {

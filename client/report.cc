@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -267,6 +269,45 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
   return out;
 }
 
+bool HasProvenance(const ReportView& r) {
+  if (r.job().has_provenance()) return true;
+  for (const v1::JobTask& t : r.job().tasks()) {
+    if (t.has_provenance()) return true;
+  }
+  return false;
+}
+
+ReportSection ProvenanceSection(const ReportView& r) {
+  const v1::Provenance& job = r.job().provenance();
+  ReportSection s{"PROVENANCE",
+                  absl::StrFormat("eval %s sha256:%s, calib %s sha256:%s, seed %d, T=%d, "
+                                  "server %s; each task as its worker recorded it",
+                                  job.eval_dataset(), job.eval_sha256(), job.calib_dataset(),
+                                  job.calib_sha256(), job.seed(), r.job().spec().window_length(),
+                                  job.server_version()),
+                  TextTable({{"MODEL"},
+                             {"WORKER"},
+                             {"HOST"},
+                             {"ENGINE"},
+                             {"TORCH"},
+                             {"DEVICE"},
+                             {"DTYPE"},
+                             {"THREADS", Align::kRight},
+                             {"EVAL (CACHED)", Align::kRight},
+                             {"CALIB (CACHED)", Align::kRight},
+                             {"WEIGHTS SHA256"}})};
+  for (const v1::JobTask& t : r.job().tasks()) {
+    if (!t.has_provenance()) continue;
+    const v1::TaskProvenance& p = t.provenance();
+    s.table.AddRow({t.model(), p.worker(), p.host(), p.engine_version(), p.torch_version(),
+                    p.device(), p.dtype(), absl::StrFormat("%d", p.threads()),
+                    absl::StrFormat("%d (%d)", p.eval_windows(), p.cached_eval_windows()),
+                    absl::StrFormat("%d (%d)", p.calib_windows(), p.cached_calib_windows()),
+                    p.weights_sha256()});
+  }
+  return s;
+}
+
 std::string FormatReportText(const ReportView& r) {
   const v1::AuditSpec& spec = r.job().spec();
   std::string out = absl::StrFormat(
@@ -284,6 +325,11 @@ std::string FormatReportText(const ReportView& r) {
         "\nmean ± sd (min..max): across the %d audited models (sample sd), computed by the "
         "server.\n",
         r.models().size());
+  }
+  if (HasProvenance(r)) {
+    const ReportSection p = ProvenanceSection(r);
+    out += absl::StrFormat("\n%s (%s)\n%s", p.title, SanitizeForTerminal(p.note),
+                           p.table.empty() ? "(no rows)\n" : p.table.Render());
   }
   return out;
 }
@@ -372,6 +418,37 @@ std::string WeightsOf(const ReportView& r, const std::string& model) {
   return "";
 }
 
+// A message as a json::Value: every field present, named as in the proto
+// (snake_case, like the rest of report.json).
+json::Value MessageJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string text;
+  if (!google::protobuf::util::MessageToJsonString(m, &text, options).ok()) {
+    return json::Value::MakeObject();
+  }
+  absl::StatusOr<json::Value> v = json::Parse(text);
+  return v.ok() ? *std::move(v) : json::Value::MakeObject();
+}
+
+json::Value ProvenanceJson(const v1::Job& job) {
+  json::Value v = json::Value::MakeObject();
+  v.Set("job", MessageJson(job.provenance()));
+  v.Set("spec", MessageJson(job.spec()));
+  json::Value tasks = json::Value::MakeArray();
+  for (const v1::JobTask& t : job.tasks()) {
+    json::Value o = json::Value::MakeObject();
+    o.Set("index", json::Value::Int(t.index()));
+    o.Set("model", Str(t.model()));
+    o.Set("state", Str(JobStateName(t.state())));
+    o.Set("provenance", MessageJson(t.provenance()));
+    tasks.mutable_array().push_back(std::move(o));
+  }
+  v.Set("tasks", std::move(tasks));
+  return v;
+}
+
 }  // namespace
 
 std::string FormatReportJson(const ReportView& r) {
@@ -399,6 +476,7 @@ std::string FormatReportJson(const ReportView& r) {
     v.Set("dense_twin_execution", std::move(o));
   }
   v.Set("across_models", AcrossJson(r));
+  v.Set("provenance", ProvenanceJson(r.job()));
   return json::Write(v, /*pretty=*/true) + "\n";
 }
 

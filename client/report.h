@@ -73,12 +73,25 @@ struct ReportSection {
 // execution row.
 std::vector<ReportSection> ReportSections(const ReportView& report);
 
+// PROVENANCE (docs/fca.md "Reproducibility"): one row per task (who ran
+// it, where, on which versions, device, dtype and threads, the weights and
+// windows used); the note names the datasets with their hashes, the seed,
+// the window length and the server version. Empty table for a job stored
+// before provenance was kept.
+ReportSection ProvenanceSection(const ReportView& report);
+// Whether the job has any provenance to show.
+bool HasProvenance(const ReportView& report);
+
 // The report as aligned text tables: models, coefficient variation,
-// functional dependence (NLL, penalties with CI, retention), execution.
+// functional dependence (NLL, penalties with CI, retention), execution,
+// and provenance when the job has it.
 std::string FormatReportText(const ReportView& report);
 // The report as JSON: the job, each model's rows and sites, the dense twin's
-// execution rows and the across-model summaries (n, mean, sd, min, max,
-// unit). Undefined values are null.
+// execution rows, the across-model summaries (n, mean, sd, min, max,
+// unit) and "provenance": {"job": Provenance, "spec": the normalized
+// AuditSpec, "tasks": [{"index", "model", "state", "provenance":
+// TaskProvenance}]}, every field printed (proto3 JSON: int64 as strings).
+// Undefined values are null.
 std::string FormatReportJson(const ReportView& report);
 // One HTML page with inline CSS and SVG (no scripts, no external files):
 // the tables of the text report, penalty bars with their CIs, and the

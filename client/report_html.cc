@@ -407,6 +407,10 @@ std::string FormatReportHtml(const ReportView& r) {
                            "models (sample standard deviation), computed by the server.</p>\n",
                            r.models().size());
   }
+  if (HasProvenance(r)) {
+    const ReportSection p = ProvenanceSection(r);
+    out += Heading(p.title) + SectionHtml(p);
+  }
   return out + "<footer>Written by <code>fca report</code> from the report the server computed "
                "from this job's stored rows.</footer>\n</body>\n</html>\n";
 }

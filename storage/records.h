@@ -62,6 +62,9 @@ struct JobRecord {
   int64_t finished_at_us = 0;  // 0 until terminal
   int attempts = 0;            // claims so far (restarts after a crash count)
   bool cancel_requested = false;
+  // What the spec was resolved to at submission (opaque to the store: the
+  // core's JSON); "" for jobs stored before it was kept.
+  std::string provenance_json;
 };
 
 // One unit of a job's work: the audit of one model (the job's `index`-th),
@@ -86,6 +89,9 @@ struct TaskRecord {
   std::string executor_ref;
   int64_t started_at_us = 0;
   int64_t finished_at_us = 0;
+  // What its worker ran on, recorded when it ended (opaque to the store:
+  // the core's JSON); "" until then.
+  std::string provenance_json;
 };
 
 // A claimed task with its job.
@@ -127,6 +133,7 @@ struct ResultRow {
   std::string model;
   std::string weights_sha256;
   std::string dataset_sha256;  // the evaluation dataset
+  std::string calib_sha256;    // the calibration dataset ("" in old rows)
   std::string intervention;
   std::string metric;
   double value = 0;  // meaningful when `defined`; NaN round-trips as NaN

@@ -227,10 +227,24 @@ const char* const kVersion3[] = {
     nullptr,
 };
 
+// Version 4: provenance (docs/fca.md "Reproducibility"). A job keeps what
+// its spec was resolved to at submission (dataset hashes, server version), a
+// task what its worker ran on (host, versions, device, dtype, threads,
+// windows), both as JSON the core reads; a result row keeps its calibration
+// hash besides its evaluation hash. Older rows get empty values: their
+// provenance was never recorded, and nothing is made up for them.
+const char* const kVersion4[] = {
+    "ALTER TABLE jobs ADD COLUMN provenance_json TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE tasks ADD COLUMN provenance_json TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE results ADD COLUMN calib_sha256 TEXT NOT NULL DEFAULT ''",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
     {1, kVersion1},
     {2, kVersion2},
     {3, kVersion3},
+    {4, kVersion4},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

@@ -200,9 +200,11 @@ class Store {
   // A new QUEUED job with one QUEUED task per entry of `task_models` (the
   // audited models, in order), all in one transaction. owner must be
   // non-empty. A job without tasks ends when SettleJob finds it.
+  // `provenance_json` is kept as given (JobRecord::provenance_json).
   [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(const std::string& owner,
                                                     const std::string& spec_json,
-                                                    const std::vector<std::string>& task_models = {});
+                                                    const std::vector<std::string>& task_models = {},
+                                                    const std::string& provenance_json = "");
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id);
   // Jobs matching `filter`, newest first. Pass the returned
   // next_page_token back to continue; jobs created after the first page are
@@ -255,9 +257,11 @@ class Store {
   // FAILED_PRECONDITION otherwise, NOT_FOUND for an unknown task.
   [[nodiscard]] absl::StatusOr<TaskClaim> CheckLease(int64_t task_id, int64_t lease_seq);
   // RUNNING under the lease -> `state` (terminal, else INVALID_ARGUMENT)
-  // with `error`.
+  // with `error`, and `provenance_json` as the task's provenance when it is
+  // not empty (TaskRecord::provenance_json), in the same transaction.
   [[nodiscard]] absl::StatusOr<TaskRecord> FinishTask(int64_t task_id, int64_t lease_seq,
-                                                      JobState state, const std::string& error);
+                                                      JobState state, const std::string& error,
+                                                      const std::string& provenance_json = "");
   // RUNNING under the lease -> QUEUED, with `reason` kept as its error: a
   // worker refused the task (its weights differ) or is draining. With
   // refund_attempt the claim does not count against the attempt cap;

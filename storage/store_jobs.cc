@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kSelectJob[] =
     "SELECT id, owner, spec_json, error, state, created_at_us, started_at_us, "
-    "finished_at_us, attempts, cancel_requested FROM jobs";
+    "finished_at_us, attempts, cancel_requested, provenance_json FROM jobs";
 constexpr char kJobTokenKind = 'j';
 
 absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
@@ -31,6 +31,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
   job.finished_at_us = stmt.ColumnInt(7);
   job.attempts = static_cast<int>(stmt.ColumnInt(8));
   job.cancel_requested = stmt.ColumnInt(9) != 0;
+  job.provenance_json = stmt.ColumnText(10);
   return job;
 }
 
@@ -90,7 +91,8 @@ absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
 }
 
 absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json,
-                                           const std::vector<std::string>& task_models) {
+                                           const std::vector<std::string>& task_models,
+                                           const std::string& provenance_json) {
   if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
   FCA_RETURN_IF_ERROR(Inject("create_job"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -98,11 +100,13 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement insert,
                          db_->Prepare("INSERT INTO jobs (owner, spec_json, state, "
-                                      "created_at_us) VALUES (?1, ?2, 'QUEUED', ?3)",
+                                      "created_at_us, provenance_json) "
+                                      "VALUES (?1, ?2, 'QUEUED', ?3, ?4)",
                                       "create job"));
     insert.BindText(1, owner);
     insert.BindText(2, spec_json);
     insert.BindInt(3, Now());
+    insert.BindText(4, provenance_json);
     FCA_RETURN_IF_ERROR(insert.Run());
     const int64_t id = db_->last_insert_rowid();
     FCA_ASSIGN_OR_RETURN(Statement task,

@@ -67,8 +67,8 @@ absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id, const std::vector<R
         Statement insert,
         db_->Prepare("INSERT INTO results (job_id, model, weights_sha256, "
                      "dataset_sha256, intervention, metric, value, defined, ci_low, "
-                     "ci_high, n, created_at_us) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                     "ci_high, n, created_at_us, calib_sha256) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
                      "ON CONFLICT (job_id, model, intervention, metric) DO NOTHING",
                      "insert results"));
     const int64_t now = Now();
@@ -85,6 +85,7 @@ absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id, const std::vector<R
       BindOptionalDouble(insert, 10, row.ci_high);
       insert.BindInt(11, row.n);
       insert.BindInt(12, now);
+      insert.BindText(13, row.calib_sha256);
       FCA_RETURN_IF_ERROR(insert.Run());
       inserted += db_->changes();
       FCA_RETURN_IF_ERROR(insert.Reset());
@@ -119,7 +120,7 @@ absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter, int p
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare("SELECT id, job_id, model, weights_sha256, dataset_sha256, "
                                     "intervention, metric, value, defined, ci_low, ci_high, n, "
-                                    "created_at_us FROM results" +
+                                    "created_at_us, calib_sha256 FROM results" +
                                         where.Sql() + " ORDER BY id LIMIT ?",
                                     "query results"));
   where.BindAll(stmt);
@@ -147,6 +148,7 @@ absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter, int p
     result.ci_high = ColumnOptionalDouble(stmt, 10);
     result.n = stmt.ColumnInt(11);
     result.created_at_us = stmt.ColumnInt(12);
+    result.calib_sha256 = stmt.ColumnText(13);
     page.rows.push_back(std::move(result));
   }
   return page;

@@ -13,7 +13,7 @@ namespace {
 
 constexpr char kSelectTask[] =
     "SELECT id, job_id, idx, model, state, attempts, lease_seq, worker, lease_expires_us, "
-    "error, executor_ref, started_at_us, finished_at_us FROM tasks";
+    "error, executor_ref, started_at_us, finished_at_us, provenance_json FROM tasks";
 
 absl::StatusOr<TaskRecord> ReadTask(const Statement& stmt) {
   TaskRecord t;
@@ -32,6 +32,7 @@ absl::StatusOr<TaskRecord> ReadTask(const Statement& stmt) {
   t.executor_ref = stmt.ColumnText(10);
   t.started_at_us = stmt.ColumnInt(11);
   t.finished_at_us = stmt.ColumnInt(12);
+  t.provenance_json = stmt.ColumnText(13);
   return t;
 }
 
@@ -180,7 +181,8 @@ absl::StatusOr<TaskClaim> Store::RenewLease(int64_t task_id, int64_t lease_seq,
 }
 
 absl::StatusOr<TaskRecord> Store::FinishTask(int64_t task_id, int64_t lease_seq, JobState state,
-                                             const std::string& error) {
+                                             const std::string& error,
+                                             const std::string& provenance_json) {
   if (!IsTerminal(state)) {
     return absl::InvalidArgumentError("a task can only finish as SUCCEEDED, FAILED or CANCELLED");
   }
@@ -191,12 +193,15 @@ absl::StatusOr<TaskRecord> Store::FinishTask(int64_t task_id, int64_t lease_seq,
     FCA_RETURN_IF_ERROR(CheckLeaseLocked(task_id, lease_seq).status());
     FCA_ASSIGN_OR_RETURN(Statement update,
                          db_->Prepare("UPDATE tasks SET state = ?1, error = ?2, "
-                                      "finished_at_us = ?3, lease_expires_us = 0 WHERE id = ?4",
+                                      "finished_at_us = ?3, lease_expires_us = 0, "
+                                      "provenance_json = CASE ?5 WHEN '' THEN provenance_json "
+                                      "ELSE ?5 END WHERE id = ?4",
                                       "finish task"));
     update.BindText(1, JobStateName(state));
     update.BindText(2, error);
     update.BindInt(3, Now());
     update.BindInt(4, task_id);
+    update.BindText(5, provenance_json);
     FCA_RETURN_IF_ERROR(update.Run());
     FCA_ASSIGN_OR_RETURN(task, GetTaskLocked(task_id));
     return absl::OkStatus();

@@ -254,7 +254,7 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(
   absl::StatusOr<TaskAssignment> assignment = MakeAssignment(*claim, verify_weights);
   if (!assignment.ok()) {
     // Nothing can run it anywhere (say, its folder is gone): fail the task.
-    (void)Finish(Lease{claim->task.id, claim->task.lease_seq}, assignment.status());
+    (void)Finish(Lease{claim->task.id, claim->task.lease_seq}, assignment.status(), {});
     return assignment.status();
   }
   return std::optional<TaskAssignment>(*std::move(assignment));
@@ -351,8 +351,10 @@ absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& mode
   }
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
                        FindDatasetRef(store_, spec.eval_dataset(), claim.job.owner));
+  FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord calib,
+                       FindDatasetRef(store_, spec.calib_dataset(), claim.job.owner));
   const std::vector<storage::ResultRow> rows =
-      ToStorageRows(engine_rows, weights_sha256, job_id, eval.sha256);
+      ToStorageRows(engine_rows, weights_sha256, job_id, {eval.sha256, calib.sha256});
   std::chrono::milliseconds delay = options_.end_retry_delay;
   absl::StatusOr<int64_t> inserted = store_->InsertResults(job_id, rows);
   for (int attempt = 0; attempt < options_.end_retries && Transient(inserted.status());
@@ -387,7 +389,7 @@ absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& mode
 absl::Status Coordinator::RecordTaskEnd(const TaskEnd& end) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskRecord task,
                        store_->FinishTask(end.lease.task_id, end.lease.lease_seq, end.state,
-                                          end.error));
+                                          end.error, end.provenance_json));
   if (end.state == storage::JobState::kFailed) {
     EmitOrLog(task.job_id, NoteEvent("model " + task.model + " failed: " + end.error));
     StopJob(task.job_id);
@@ -396,11 +398,23 @@ absl::Status Coordinator::RecordTaskEnd(const TaskEnd& end) {
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome) {
+std::string Coordinator::RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance) {
+  if (provenance.ByteSizeLong() == 0) return "";
+  // The holder is who the coordinator leased the task to ("name@user" for a
+  // remote worker), whatever name the worker gives itself. When the lease
+  // cannot be read now, the end itself will say why.
+  absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
+  if (claim.ok()) provenance.set_worker(claim->task.worker);
+  return ToStoredJson(provenance);
+}
+
+absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome,
+                                 const v1::TaskProvenance& provenance) {
   TaskEnd end;
   end.lease = lease;
   end.state = EndState(outcome);
   end.error = end.state == storage::JobState::kFailed ? StatusText(outcome) : "";
+  end.provenance_json = RecordedProvenance(lease, provenance);
   std::chrono::milliseconds delay = options_.end_retry_delay;
   absl::Status status;
   for (int attempt = 0; attempt <= options_.end_retries; ++attempt) {

@@ -129,7 +129,8 @@ class Coordinator : public TaskBroker {
   absl::Status ReportRows(const Lease& lease, const std::string& model,
                           const std::string& weights_sha256,
                           const std::vector<engine::ResultRow>& rows) override;
-  absl::Status Finish(const Lease& lease, const absl::Status& outcome) override;
+  absl::Status Finish(const Lease& lease, const absl::Status& outcome,
+                      const v1::TaskProvenance& provenance) override;
   absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) override;
   absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) override;
   std::optional<std::string> GetCoefficients(const Lease& lease,
@@ -155,6 +156,7 @@ class Coordinator : public TaskBroker {
     int64_t job_id = 0;
     storage::JobState state = storage::JobState::kFailed;
     std::string error;
+    std::string provenance_json;  // "" when the worker sent none
   };
   // Per job: each task's progress fraction, and when the last progress
   // event went out.
@@ -174,6 +176,8 @@ class Coordinator : public TaskBroker {
   void StopJob(int64_t job_id);
   void LogCacheError(int64_t job_id, const char* what, const absl::Status& status);
   void EmitOrLog(int64_t job_id, v1::JobEvent event);
+  // The stored form of a task's provenance, naming the lease holder.
+  std::string RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance);
   absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
                                                 bool verify_weights);
   void ForgetProgress(int64_t job_id);

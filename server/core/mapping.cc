@@ -71,6 +71,7 @@ v1::Result ToProto(const storage::ResultRow& r) {
   out.set_model(r.model);
   out.set_weights_sha256(r.weights_sha256);
   out.set_dataset_sha256(r.dataset_sha256);
+  out.set_calib_sha256(r.calib_sha256);
   out.set_intervention(r.intervention);
   out.set_metric(r.metric);
   out.set_value(r.defined ? r.value : 0.0);
@@ -103,13 +104,15 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
   return m;
 }
 
-std::string SpecToJson(const v1::AuditSpec& spec) {
+std::string ToStoredJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(spec, &out, options);
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
   return out;
 }
+
+std::string SpecToJson(const v1::AuditSpec& spec) { return ToStoredJson(spec); }
 
 absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json) {
   v1::AuditSpec spec;
@@ -118,6 +121,18 @@ absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json) {
     return absl::InvalidArgumentError(absl::StrCat("stored job spec: ", st.message().ToString()));
   }
   return spec;
+}
+
+absl::Status ProvenanceFromJson(const std::string& json, google::protobuf::Message* out) {
+  out->Clear();
+  if (json.empty()) return absl::OkStatus();
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(json, out, options);
+  if (!st.ok()) {
+    return absl::DataLossError(absl::StrCat("stored provenance: ", st.message().ToString()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) {
@@ -135,10 +150,14 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   out.set_attempts(job.attempts);
   out.set_cancel_requested(job.cancel_requested);
   out.set_progress(job.state == storage::JobState::kSucceeded ? 1.0 : progress);
+  if (!job.provenance_json.empty()) {
+    absl::Status st = ProvenanceFromJson(job.provenance_json, out.mutable_provenance());
+    if (!st.ok()) return st;
+  }
   return out;
 }
 
-v1::JobTask ToProto(const storage::TaskRecord& task) {
+absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task) {
   v1::JobTask out;
   out.set_index(task.index);
   out.set_model(task.model);
@@ -148,19 +167,24 @@ v1::JobTask ToProto(const storage::TaskRecord& task) {
   out.set_error(task.error);
   if (task.started_at_us > 0) ToTimestamp(task.started_at_us, out.mutable_started_at());
   if (task.finished_at_us > 0) ToTimestamp(task.finished_at_us, out.mutable_finished_at());
+  if (!task.provenance_json.empty()) {
+    absl::Status st = ProvenanceFromJson(task.provenance_json, out.mutable_provenance());
+    if (!st.ok()) return st;
+  }
   return out;
 }
 
 std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRow>& engine_rows,
                                               const std::string& weights_sha256, int64_t job_id,
-                                              const std::string& dataset_sha256) {
+                                              const RowDatasets& datasets) {
   std::vector<storage::ResultRow> rows;
   for (const engine::ResultRow& r : engine_rows) {
     storage::ResultRow s;
     s.job_id = job_id;
     s.model = r.model;
     s.weights_sha256 = weights_sha256;
-    s.dataset_sha256 = dataset_sha256;
+    s.dataset_sha256 = datasets.eval_sha256;
+    s.calib_sha256 = datasets.calib_sha256;
     s.intervention = r.intervention;
     s.metric = r.metric;
     s.value = r.value;

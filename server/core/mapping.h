@@ -31,16 +31,31 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 std::string SpecToJson(const v1::AuditSpec& spec);
 absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
 
-// A job as clients see it; `progress` comes from the coordinator.
+// A message as the store keeps it (specs, provenance): proto3 JSON with the
+// proto field names.
+std::string ToStoredJson(const google::protobuf::Message& message);
+// Stored provenance: fields it does not know (a newer server wrote them)
+// are ignored, "" (a job or task stored before provenance was kept) gives
+// an empty message; malformed JSON is DATA_LOSS.
+absl::Status ProvenanceFromJson(const std::string& json, google::protobuf::Message* out);
+
+// A job as clients see it (its provenance included, not its tasks);
+// `progress` comes from the coordinator.
 absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
 
-// A task as clients see it (placement is the coordinator's to add).
-v1::JobTask ToProto(const storage::TaskRecord& task);
+// A task as clients see it, with its provenance (placement is the
+// coordinator's to add).
+absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task);
+
+// The datasets a stored row was computed on.
+struct RowDatasets {
+  std::string eval_sha256, calib_sha256;
+};
 
 // Engine rows of one model (weights `weights_sha256`) -> storage rows of a job.
 std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRow>& rows,
                                               const std::string& weights_sha256, int64_t job_id,
-                                              const std::string& dataset_sha256);
+                                              const RowDatasets& datasets);
 
 // "CODE: message", the form job errors are stored and shown in.
 std::string StatusText(const absl::Status& status);

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/build_version.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
@@ -182,12 +183,32 @@ absl::StatusOr<v1::TokenizeResponse> AuditServiceCore::Tokenize(
 
 // --- jobs ---
 
+namespace {
+
+// What a spec is resolved to at submission, kept with the job: the bytes
+// its dataset names stand for now, and the server that took it.
+v1::Provenance SubmitProvenance(const v1::AuditSpec& spec, const storage::DatasetRecord& eval,
+                                const storage::DatasetRecord& calib) {
+  v1::Provenance p;
+  p.set_eval_dataset(spec.eval_dataset());
+  p.set_eval_sha256(eval.sha256);
+  p.set_calib_dataset(spec.calib_dataset());
+  p.set_calib_sha256(calib.sha256);
+  p.set_server_version(BuildVersion());
+  p.set_seed(spec.seed());
+  return p;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
     const Caller& caller, const v1::SubmitAuditRequest& request) {
   FCA_ASSIGN_OR_RETURN(v1::AuditSpec spec, NormalizeSpec(request.spec(), limits_.spec));
   FCA_RETURN_IF_ERROR(CheckModels(spec));
-  FCA_RETURN_IF_ERROR(FindDatasetRef(store_, spec.eval_dataset(), caller.user).status());
-  FCA_RETURN_IF_ERROR(FindDatasetRef(store_, spec.calib_dataset(), caller.user).status());
+  FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
+                       FindDatasetRef(store_, spec.eval_dataset(), caller.user));
+  FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord calib,
+                       FindDatasetRef(store_, spec.calib_dataset(), caller.user));
   FCA_ASSIGN_OR_RETURN(int64_t queued,
                        store_->CountJobs(caller.user, {storage::JobState::kQueued}));
   if (queued >= limits_.max_queued_jobs_per_user) {
@@ -210,7 +231,8 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
   queued_event.set_state(v1::JOB_STATE_QUEUED);
   FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
     const std::vector<std::string> models(spec.models().begin(), spec.models().end());
-    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec), models));
+    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec), models,
+                                                ToStoredJson(SubmitProvenance(spec, eval, calib))));
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job.id, queued_event.SerializeAsString()));
     return absl::OkStatus();
   }));
@@ -289,14 +311,19 @@ absl::StatusOr<v1::GetJobResponse> AuditServiceCore::GetJob(const Caller& caller
                                                             const v1::GetJobRequest& request) {
   FCA_ASSIGN_OR_RETURN(storage::JobRecord job, VisibleJob(caller, request.job_id()));
   v1::GetJobResponse response;
-  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, hub_->Progress(job.id)));
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), JobWithTasks(job));
+  return response;
+}
+
+absl::StatusOr<v1::Job> AuditServiceCore::JobWithTasks(const storage::JobRecord& job) {
+  FCA_ASSIGN_OR_RETURN(v1::Job out, ToProto(job, hub_->Progress(job.id)));
   FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> tasks, store_->ListTasks(job.id));
   for (const storage::TaskRecord& task : tasks) {
-    v1::JobTask* out = response.mutable_job()->add_tasks();
-    *out = ToProto(task);
-    out->set_placement(coordinator_->DescribePlacement(task));
+    FCA_ASSIGN_OR_RETURN(v1::JobTask one, ToProto(task));
+    one.set_placement(coordinator_->DescribePlacement(task));
+    *out.add_tasks() = std::move(one);
   }
-  return response;
+  return out;
 }
 
 absl::StatusOr<storage::JobFilter> AuditServiceCore::JobFilterFor(
@@ -620,7 +647,7 @@ absl::StatusOr<std::vector<v1::Result>> AuditServiceCore::JobRows(int64_t job_id
 absl::StatusOr<v1::GetReportResponse> AuditServiceCore::GetReport(
     const Caller& caller, const v1::GetReportRequest& request) {
   FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, VisibleJob(caller, request.job_id()));
-  FCA_ASSIGN_OR_RETURN(const v1::Job proto, ToProto(job, hub_->Progress(job.id)));
+  FCA_ASSIGN_OR_RETURN(const v1::Job proto, JobWithTasks(job));
   FCA_ASSIGN_OR_RETURN(const std::vector<v1::Result> rows, JobRows(job.id));
   return BuildReport(proto, rows);
 }
@@ -644,7 +671,7 @@ absl::StatusOr<v1::CompareJobsResponse> AuditServiceCore::CompareJobs(
 
 absl::StatusOr<v1::GetServerInfoResponse> AuditServiceCore::GetServerInfo(const Caller&) {
   v1::GetServerInfoResponse r;
-  r.set_server_version(FCA_VERSION);
+  r.set_server_version(BuildVersion());
   r.set_engine_version(engine::EngineVersion());
   r.set_torch_version(engine::TorchVersion());
   r.mutable_devices()->Assign(facts_.devices.begin(), facts_.devices.end());

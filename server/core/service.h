@@ -157,6 +157,9 @@ class AuditServiceCore {
   // The job, if the caller may see it; NOT_FOUND otherwise (not
   // PERMISSION_DENIED: other users' job ids are not disclosed).
   absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
+  // The job with its tasks (each with its provenance and placement), as
+  // GetJob and GetReport return it.
+  absl::StatusOr<v1::Job> JobWithTasks(const storage::JobRecord& job);
 
   // FAILED_PRECONDITION when a queued or running job of `owner` names the
   // dataset (by name or by content hash).

@@ -198,7 +198,7 @@ void SlurmExecutor::FailUnplaceable(const storage::TaskRecord& task, const std::
   absl::StatusOr<std::optional<TaskAssignment>> claim =
       coordinator_->Claim("slurm-executor", task.id);
   if (!claim.ok() || !claim->has_value()) return;  // someone claimed it after all
-  (void)coordinator_->Finish((*claim)->lease, absl::UnavailableError(why));
+  (void)coordinator_->Finish((*claim)->lease, absl::UnavailableError(why), {});
 }
 
 void SlurmExecutor::StopJob(int64_t job_id) {

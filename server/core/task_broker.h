@@ -68,8 +68,11 @@ class TaskBroker {
                                   const std::string& weights_sha256,
                                   const std::vector<engine::ResultRow>& rows) = 0;
   // Ends the task: OK -> SUCCEEDED, CANCELLED -> CANCELLED, else FAILED
-  // with the status as its reason.
-  virtual absl::Status Finish(const Lease& lease, const absl::Status& outcome) = 0;
+  // with the status as its reason. `provenance` is what the task ran on
+  // (docs/fca.md "Reproducibility"), stored with its end; its `worker` is
+  // replaced by the lease holder. An empty one stores nothing.
+  virtual absl::Status Finish(const Lease& lease, const absl::Status& outcome,
+                              const v1::TaskProvenance& provenance) = 0;
   // Gives the task back to the queue: the worker refuses it (`reason`; the
   // claim counts against the task's attempts) or is shutting down
   // (`refund`: it does not).

@@ -6,6 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
 #include "server/core/server_metrics.h"
@@ -15,6 +18,11 @@ namespace fca::core {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The SHA-256 of the datasets a task read.
+struct DatasetHashes {
+  std::string eval, calib;
+};
 
 // The coefficient cache of the engine, kept by the broker in the job
 // owner's namespace.
@@ -41,6 +49,54 @@ absl::Status WeightsDiffer(const std::string& model, const std::string& mine,
       "the weights of model '%s' on this worker (sha256 %s) differ from the coordinator's "
       "(sha256 %s); check the worker's --models folder",
       model, mine.substr(0, 16), expected.substr(0, 16)));
+}
+
+void SetNow(google::protobuf::Timestamp* out) {
+  ToTimestamp(absl::ToUnixMicros(absl::Now()), out);
+}
+
+// What runs the task: this process and thread (torch keeps its thread
+// count per thread, so this is read on the worker's own thread).
+void RecordRuntime(const std::string& worker, const TaskAssignment& task,
+                   v1::TaskProvenance* p) {
+  const engine::RuntimeProvenance runtime = engine::CurrentRuntime();
+  p->set_worker(worker);
+  p->set_host(runtime.host);
+  p->set_engine_version(runtime.engine_version);
+  p->set_torch_version(runtime.torch_version);
+  p->set_threads(runtime.threads);
+  p->set_attempt(task.attempt);
+  SetNow(p->mutable_started_at());
+}
+
+// What the engine is asked to run: models as loaded, datasets as read,
+// options with every default applied.
+void RecordRequest(const engine::AuditRequest& req, const DatasetHashes& datasets,
+                   v1::TaskProvenance* p) {
+  const engine::ModelInfo& model = req.models[0]->info();
+  p->set_device(model.compute.device);
+  p->set_dtype(model.compute.dtype);
+  p->set_weights_sha256(model.weights_sha256);
+  if (req.dense_twin != nullptr) {
+    p->set_dense_twin(req.dense_twin->info().name);
+    p->set_dense_twin_weights_sha256(req.dense_twin->info().weights_sha256);
+  }
+  p->set_eval_sha256(datasets.eval);
+  p->set_calib_sha256(datasets.calib);
+  p->set_window_length(req.options.window_length);
+  p->set_seed(req.options.seed);
+  p->set_options_json(json::Write(engine::AuditOptionsToJson(req.options)));
+}
+
+// What the audit of the task's model used: windows, the cache's share of
+// them, the interventions replayed.
+void RecordModelReport(const engine::ModelReport& r, v1::TaskProvenance* p) {
+  p->set_eval_windows(r.eval_windows);
+  p->set_calib_windows(r.calib_windows);
+  p->set_cached_eval_windows(r.cached_eval_windows);
+  p->set_cached_calib_windows(r.cached_calib_windows);
+  p->clear_interventions();
+  for (const engine::InterventionResult& i : r.interventions) p->add_interventions(i.name);
 }
 
 }  // namespace
@@ -143,7 +199,9 @@ void Worker::RunTask(const TaskAssignment& task) {
   absl::StatusOr<bool> stop = broker_->Renew(task.lease);
   if (stop.ok() && *stop) interrupt_ = true;
   std::thread heartbeat([&] { Heartbeat(task); });
-  absl::Status outcome = Execute(task);
+  v1::TaskProvenance provenance;
+  absl::Status outcome = Execute(task, &provenance);
+  SetNow(provenance.mutable_finished_at());
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_job_ = 0;
@@ -165,7 +223,7 @@ void Worker::RunTask(const TaskAssignment& task) {
           "the audit of model '%s' ran longer than the limit of %.3g s per task", task.model,
           std::chrono::duration<double>(options_.max_task_duration).count()));
     }
-    reported = broker_->Finish(task.lease, outcome);
+    reported = broker_->Finish(task.lease, outcome, provenance);
   }
   if (!reported.ok()) {
     std::fprintf(stderr, "fca worker %s: task %lld: cannot report its end: %s\n",
@@ -186,15 +244,18 @@ absl::Status Worker::CheckWeights(const TaskAssignment& task, const engine::Mode
   return absl::OkStatus();
 }
 
-absl::Status Worker::Execute(const TaskAssignment& task) {
+absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* provenance) {
+  RecordRuntime(options_.name, task, provenance);
   FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(task.spec_json));
   FCA_ASSIGN_OR_RETURN(DatasetBytes eval_bytes, broker_->ReadDataset(task.lease, false));
   FCA_ASSIGN_OR_RETURN(DatasetBytes calib_bytes, broker_->ReadDataset(task.lease, true));
+  const DatasetHashes datasets{eval_bytes.sha256, calib_bytes.sha256};
   FCA_ASSIGN_OR_RETURN(engine::Dataset eval, MakeDataset(std::move(eval_bytes)));
   FCA_ASSIGN_OR_RETURN(engine::Dataset calib, MakeDataset(std::move(calib_bytes)));
   FCA_ASSIGN_OR_RETURN(ResolvedAudit audit,
                        ResolveTask(spec, task.model, models_, std::move(eval), std::move(calib)));
   engine::AuditRequest& req = audit.request;
+  RecordRequest(req, datasets, provenance);
   const absl::Status weights = CheckWeights(
       task, req.models[0]->info(), req.dense_twin ? &req.dense_twin->info() : nullptr);
   if (!weights.ok()) {
@@ -235,6 +296,7 @@ absl::Status Worker::Execute(const TaskAssignment& task) {
     if (!report_error.ok()) interrupt_ = true;
   };
   req.on_model_done = [&](const engine::ModelReport& r) {
+    RecordModelReport(r, provenance);
     ObserveForwards(r.model.name, r.forward_tokens, r.forward_seconds);
     report(r.model.name, r.model.weights_sha256, engine::ResultRows(r));
   };

@@ -77,8 +77,10 @@ class Worker {
 
  private:
   void Loop();
-  // The audit of one task; its status is the task's outcome.
-  absl::Status Execute(const TaskAssignment& task);
+  // The audit of one task; its status is the task's outcome. Fills
+  // `provenance` with what it learns as it goes (a failed task keeps what
+  // was known when it failed).
+  absl::Status Execute(const TaskAssignment& task, v1::TaskProvenance* provenance);
   absl::Status CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,
                             const engine::ModelInfo* twin) const;
   void Heartbeat(const TaskAssignment& task);

@@ -288,11 +288,13 @@ absl::Status RemoteBroker::ReportRows(const core::Lease& lease, const std::strin
   });
 }
 
-absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& outcome) {
+absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& outcome,
+                                  const v1::TaskProvenance& provenance) {
   v1::FinishTaskRequest request;
   request.set_worker(options_.worker);
   SetLease(lease, request.mutable_lease());
   SetOutcome(outcome, request.mutable_outcome());
+  *request.mutable_provenance() = provenance;
   v1::FinishTaskResponse response;
   return WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
     return stub_->FinishTask(context, request, &response);

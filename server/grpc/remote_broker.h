@@ -69,7 +69,8 @@ class RemoteBroker final : public core::TaskBroker {
   absl::Status ReportRows(const core::Lease& lease, const std::string& model,
                           const std::string& weights_sha256,
                           const std::vector<engine::ResultRow>& rows) override;
-  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome) override;
+  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
+                      const v1::TaskProvenance& provenance) override;
   absl::Status Release(const core::Lease& lease, const absl::Status& reason,
                        bool refund) override;
   absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,

@@ -297,7 +297,11 @@ grpc::Status WorkerServiceImpl::FinishTask(grpc::ServerContext* ctx,
     const core::Lease lease = LeaseOf(claim);
     absl::Status outcome;
     FCA_RETURN_IF_ERROR(FromProto(req->outcome(), limits_.max_outcome_bytes, &outcome));
-    return coordinator_->Finish(lease, outcome);
+    if (req->provenance().ByteSizeLong() > limits_.max_provenance_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "provenance must be at most %d bytes", limits_.max_provenance_bytes));
+    }
+    return coordinator_->Finish(lease, outcome, req->provenance());
   });
 }
 

@@ -33,6 +33,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
     int max_rows = 100000;          // ReportRows
     size_t max_note_bytes = 4096;   // ReportNote
     size_t max_outcome_bytes = 16384;  // FinishTask / ReleaseTask messages
+    size_t max_provenance_bytes = 65536;  // FinishTask's provenance, serialized
   };
   // Chunks this service sends (ReadDataset, GetCoefficients).
   static constexpr size_t kChunkBytes = size_t{1} << 20;

@@ -112,9 +112,7 @@ bool NameChar(char c) {
 
 // host:pid, with anything a name may not hold in the host replaced.
 std::string DefaultName() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "worker");
-  std::string name(host);
+  std::string name = engine::HostName();
   for (char& c : name) {
     if (!NameChar(c) || c == ':') c = '-';
   }
@@ -229,10 +227,9 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
 
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<grpc_server::RemoteBroker> broker,
                        grpc_server::RemoteBroker::Create(broker_options));
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
   FCA_ASSIGN_OR_RETURN(const v1::RegisterWorkerResponse terms,
-                       broker->Register(repository.compute.device, host, engine::EngineVersion()));
+                       broker->Register(repository.compute.device, engine::HostName(),
+                                        engine::EngineVersion()));
   std::fprintf(stderr, "fca-worker: registered with %s as %s (device %s, lease %.3g s)\n",
                broker_options.address.c_str(), terms.holder().c_str(),
                repository.compute.device.c_str(), static_cast<double>(terms.lease_ms()) / 1000);

@@ -243,4 +243,45 @@ TEST(ListingTest, JobDetailsShowEachTaskWithItsWorkerAndPlacement) {
 }
 
 }  // namespace
+TEST(ListingTest, JobDetailsShowProvenance) {
+  v1::Job job;
+  job.set_id(5);
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  v1::Provenance* p = job.mutable_provenance();
+  p->set_eval_dataset("eval");
+  p->set_eval_sha256("e1");
+  p->set_calib_dataset("calib");
+  p->set_calib_sha256("c2");
+  p->set_server_version("v1-3-gabc");
+  p->set_seed(7);
+  v1::JobTask* t = job.add_tasks();
+  t->set_model("fg_a");
+  t->set_state(v1::JOB_STATE_SUCCEEDED);
+  v1::TaskProvenance* tp = t->mutable_provenance();
+  tp->set_worker("w1@alice");
+  tp->set_host("node7");
+  tp->set_engine_version("v1-3-gabc");
+  tp->set_torch_version("1.13.1");
+  tp->set_device("cpu");
+  tp->set_dtype("float32");
+  tp->set_threads(4);
+  tp->set_weights_sha256("ww");
+  tp->set_window_length(16);
+  tp->set_eval_windows(6);
+  tp->set_cached_eval_windows(2);
+  tp->set_calib_windows(4);
+  tp->set_seed(7);
+  tp->set_attempt(1);
+  tp->add_interventions("correct");
+  tp->add_interventions("cross_input");
+  const std::string details = FormatJobDetails(job);
+  EXPECT_THAT(details, HasSubstr("ran by w1@alice on node7: engine v1-3-gabc, torch 1.13.1, cpu "
+                                 "float32, threads=4\n"));
+  EXPECT_THAT(details, HasSubstr("windows T=16: eval 6 (2 cached), calib 4 (0 cached); seed 7"));
+  EXPECT_THAT(details, HasSubstr("interventions correct,cross_input"));
+  EXPECT_THAT(details, HasSubstr("  eval:           eval (sha256:e1)\n"));
+  EXPECT_THAT(details, HasSubstr("  calib:          calib (sha256:c2)\n"));
+  EXPECT_THAT(details, HasSubstr("  server_version: v1-3-gabc\n"));
+}
+
 }  // namespace fca::client

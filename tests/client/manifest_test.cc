@@ -188,4 +188,33 @@ TEST(CheckSpecCompleteTest, NeedsModelsAndEval) {
 }
 
 }  // namespace
+TEST(RerunSpecTest, PinsBothDatasetsByTheirSubmittedHashes) {
+  v1::Job job;
+  job.mutable_spec()->add_models("fg_a");
+  job.mutable_spec()->set_eval_dataset("eval");
+  job.mutable_spec()->set_calib_dataset("calib");
+  job.mutable_spec()->set_seed(9);
+  job.mutable_provenance()->set_eval_sha256("aa11");
+  job.mutable_provenance()->set_calib_sha256("bb22");
+  auto spec = RerunSpec(job);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->eval_dataset(), "sha256:aa11");
+  EXPECT_EQ(spec->calib_dataset(), "sha256:bb22");
+  EXPECT_EQ(spec->seed(), 9u);
+  EXPECT_EQ(spec->models(0), "fg_a");
+  // What it writes is a manifest `fca audit --manifest` reads back.
+  auto parsed = ParseManifest(ManifestJson(*spec));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->eval_dataset(), "sha256:aa11");
+}
+
+TEST(RerunSpecTest, AJobWithoutProvenanceIsFailedPrecondition) {
+  v1::Job job;
+  job.set_id(4);
+  job.mutable_spec()->set_eval_dataset("eval");
+  auto spec = RerunSpec(job);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("job 4"));
+}
+
 }  // namespace fca::client

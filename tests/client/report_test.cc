@@ -485,4 +485,42 @@ TEST(CompareTest, JsonCarriesEveryJob) {
 }
 
 }  // namespace
+TEST(ReportProvenanceTest, EveryFormCarriesTheJobsAndTasksProvenance) {
+  v1::GetReportResponse report = ThreeSeedReport();
+  v1::Job* job = report.mutable_job();
+  job->mutable_provenance()->set_eval_sha256("e5e5");
+  job->mutable_provenance()->set_calib_sha256("c6c6");
+  job->mutable_provenance()->set_server_version("v9");
+  v1::JobTask* task = job->add_tasks();
+  task->set_model("fg-s1");
+  task->mutable_provenance()->set_worker("local/0");
+  task->mutable_provenance()->set_host("node<7>");
+  task->mutable_provenance()->set_engine_version("v9");
+  task->mutable_provenance()->set_eval_windows(12);
+  const ReportView r(report);
+  const std::string text = FormatReportText(r);
+  EXPECT_THAT(text, HasSubstr("PROVENANCE (eval  sha256:e5e5, calib  sha256:c6c6"));
+  EXPECT_THAT(text, HasSubstr("node<7>"));
+  const std::string html = FormatReportHtml(r);
+  EXPECT_THAT(html, HasSubstr("<h2>Provenance</h2>"));
+  EXPECT_THAT(html, HasSubstr("node&lt;7&gt;"));
+  auto v = json::Parse(FormatReportJson(r));
+  ASSERT_TRUE(v.ok()) << v.status();
+  const json::Value* p = v->Find("provenance");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->Find("job")->Find("calib_sha256")->as_string(), "c6c6");
+  EXPECT_NE(p->Find("job")->Find("eval_dataset"), nullptr);  // every field, even empty
+  const json::Value& t = p->Find("tasks")->as_array().at(0);
+  EXPECT_EQ(t.Find("model")->as_string(), "fg-s1");
+  EXPECT_EQ(t.Find("provenance")->Find("host")->as_string(), "node<7>");
+  EXPECT_EQ(t.Find("provenance")->Find("eval_windows")->as_string(), "12");  // int64: a string
+  EXPECT_NE(p->Find("spec")->Find("window_length"), nullptr);
+}
+
+TEST(ReportProvenanceTest, AJobWithoutProvenanceHasNoSection) {
+  const ReportView r(ThreeSeedReport());
+  EXPECT_THAT(FormatReportText(r), ::testing::Not(HasSubstr("PROVENANCE")));
+  EXPECT_THAT(FormatReportHtml(r), ::testing::Not(HasSubstr("Provenance")));
+}
+
 }  // namespace fca::client

@@ -257,7 +257,7 @@ TEST(WorkersTest, ALostLeaseRunsTheTaskAgainElsewhere) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(env.coordinator()->ReportRows(stale, testing::kGateA, "x", {}).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(env.coordinator()->Finish(stale, absl::OkStatus()).code(),
+  EXPECT_EQ(env.coordinator()->Finish(stale, absl::OkStatus(), {}).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(env.coordinator()->ReadDataset(stale, false).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -299,7 +299,7 @@ TEST(WorkersTest, AFailedTaskStopsItsJob) {
   auto first = env.coordinator()->Claim("w", 0);
   ASSERT_TRUE(first.ok() && first->has_value());
   ASSERT_TRUE(env.coordinator()
-                  ->Finish((*first)->lease, absl::InternalError("the GPU caught fire"))
+                  ->Finish((*first)->lease, absl::InternalError("the GPU caught fire"), {})
                   .ok());
   const v1::Job end = WaitForEnd(&env, job->id());
   EXPECT_EQ(end.state(), v1::JOB_STATE_FAILED);

@@ -332,6 +332,23 @@ TEST_F(RemoteWorkerE2ETest, RemoteWorkersMatchAnInProcessWorker) {
   const std::string notes = Notes(c, job);
   EXPECT_NE(notes.find("running on worker w"), std::string::npos) << notes;
   EXPECT_EQ(notes.find("local/"), std::string::npos) << notes;
+  // Each task's provenance came with FinishTask from the worker that ran
+  // it, stored under the lease holder ("w1@<user>").
+  ASSERT_EQ(done.tasks_size(), 2);
+  for (const v1::JobTask& t : done.tasks()) {
+    const v1::TaskProvenance& p = t.provenance();
+    EXPECT_EQ(p.worker().rfind("w", 0), 0u) << p.worker();
+    EXPECT_NE(p.worker().find('@'), std::string::npos) << p.worker();
+    EXPECT_FALSE(p.host().empty());
+    EXPECT_FALSE(p.engine_version().empty());
+    EXPECT_FALSE(p.torch_version().empty());
+    EXPECT_EQ(p.device(), "cpu");
+    EXPECT_EQ(p.dtype(), "float32");
+    EXPECT_GT(p.threads(), 0);
+    EXPECT_EQ(p.weights_sha256().size(), 64u);
+    EXPECT_GT(p.eval_windows(), 0);
+    EXPECT_TRUE(p.has_finished_at());
+  }
   const std::map<std::string, double> remote = Nlls(Results(c, job));
   ASSERT_GE(local.size(), 12u);
   ASSERT_EQ(remote.size(), local.size());

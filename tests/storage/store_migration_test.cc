@@ -1,5 +1,6 @@
-// Migration of a schema-version-2 database (jobs without tasks) to version
-// 3: active jobs get one QUEUED task per model of their spec.
+// Migrations of old databases: a schema-version-2 one (jobs without tasks)
+// to version 3, where active jobs get one QUEUED task per model of their
+// spec, and a version-3 one to version 4 (provenance).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -370,6 +371,106 @@ TEST_F(StoreMigrationTest, SpecsWithoutAModelListDoNotBreakTheMigration) {
     ASSERT_OK(ok);
     EXPECT_EQ(Models(*ok), std::vector<std::string>{"ok"});
   }
+}
+
+// Schema version 3's additions as published in storage/schema.cc (its data
+// statements left out: the database below has no active job to give tasks).
+const char* const kVersion3Tables[] = {
+    R"sql(CREATE TABLE tasks (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      idx INTEGER NOT NULL,
+      model TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN
+          ('QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+      attempts INTEGER NOT NULL DEFAULT 0,
+      lease_seq INTEGER NOT NULL DEFAULT 0,
+      worker TEXT NOT NULL DEFAULT '',
+      lease_expires_us INTEGER NOT NULL DEFAULT 0,
+      error TEXT NOT NULL DEFAULT '',
+      executor_ref TEXT NOT NULL DEFAULT '',
+      started_at_us INTEGER NOT NULL DEFAULT 0,
+      finished_at_us INTEGER NOT NULL DEFAULT 0,
+      UNIQUE (job_id, idx)))sql",
+    "CREATE INDEX tasks_by_state ON tasks(state, job_id, idx)",
+    R"sql(INSERT INTO tasks (job_id, idx, model, state, attempts, lease_seq, worker,
+                         started_at_us, finished_at_us)
+      VALUES (1, 0, 'a', 'SUCCEEDED', 1, 1, 'local/0', 400, 450))sql",
+    "PRAGMA user_version = 3",
+};
+
+// Version 3 -> 4 (provenance): old jobs, tasks and rows are kept with empty
+// provenance (none was recorded, none is made up); new ones keep theirs.
+TEST_F(StoreMigrationTest, Version3RowsKeepTheirDataAndGetEmptyProvenance) {
+  WriteVersion2({{R"({"models":["a"]})", "SUCCEEDED", 400, 450, 1}});
+  {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_, 1000);
+    ASSERT_OK(db);
+    for (const char* sql : kVersion3Tables) ASSERT_OK((*db)->Execute(sql, "test"));
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(const JobRecord old_job, store->GetJob(1));
+  EXPECT_EQ(old_job.state, JobState::kSucceeded);
+  EXPECT_EQ(old_job.provenance_json, "");
+  ASSERT_OK_AND_ASSIGN(const std::vector<TaskRecord> old_tasks, store->ListTasks(1));
+  ASSERT_EQ(old_tasks.size(), 1u);
+  EXPECT_EQ(old_tasks[0].worker, "local/0");
+  EXPECT_EQ(old_tasks[0].finished_at_us, 450);
+  EXPECT_EQ(old_tasks[0].provenance_json, "");
+  ASSERT_OK_AND_ASSIGN(const ResultPage old_rows, store->QueryResults({}, 10, ""));
+  ASSERT_EQ(old_rows.rows.size(), 1u);
+  EXPECT_EQ(old_rows.rows[0].dataset_sha256, "d");
+  EXPECT_EQ(old_rows.rows[0].calib_sha256, "");
+  EXPECT_EQ(old_rows.rows[0].value, 1.5);
+
+  // New jobs, tasks and rows keep their provenance.
+  ASSERT_OK_AND_ASSIGN(const JobRecord job,
+                       store->CreateJob("bob", "{}", {"m"}, R"({"eval_sha256":"e"})"));
+  EXPECT_EQ(job.provenance_json, R"({"eval_sha256":"e"})");
+  ClaimRequest request;
+  request.worker = "w";
+  request.lease_us = 1000;
+  ASSERT_OK_AND_ASSIGN(const std::optional<TaskClaim> claim, store->ClaimTask(request));
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_OK_AND_ASSIGN(const TaskRecord done,
+                       store->FinishTask(claim->task.id, claim->task.lease_seq,
+                                         JobState::kSucceeded, "", R"({"host":"h"})"));
+  EXPECT_EQ(done.provenance_json, R"({"host":"h"})");
+  ResultRow row;
+  row.model = "m";
+  row.intervention = "correct";
+  row.metric = "nll";
+  row.dataset_sha256 = "e";
+  row.calib_sha256 = "c";
+  ASSERT_OK(store->InsertResults(job.id, {row}).status());
+  ResultFilter filter;
+  filter.job_id = job.id;
+  ASSERT_OK_AND_ASSIGN(const ResultPage rows, store->QueryResults(filter, 10, ""));
+  ASSERT_EQ(rows.rows.size(), 1u);
+  EXPECT_EQ(rows.rows[0].calib_sha256, "c");
+
+  // Reopening migrates nothing twice.
+  store.reset();
+  ASSERT_OK_AND_ASSIGN(store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(const JobRecord again, store->GetJob(job.id));
+  EXPECT_EQ(again.provenance_json, R"({"eval_sha256":"e"})");
+}
+
+// A task that ends without provenance (an older worker) keeps what it had.
+TEST_F(StoreMigrationTest, FinishingWithoutProvenanceKeepsItEmpty) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store->CreateJob("bob", "{}", {"m"}));
+  EXPECT_EQ(job.provenance_json, "");
+  ClaimRequest request;
+  request.worker = "w";
+  request.lease_us = 1000;
+  ASSERT_OK_AND_ASSIGN(const std::optional<TaskClaim> claim, store->ClaimTask(request));
+  ASSERT_TRUE(claim.has_value());
+  ASSERT_OK_AND_ASSIGN(const TaskRecord done, store->FinishTask(claim->task.id,
+                                                                claim->task.lease_seq,
+                                                                JobState::kFailed, "boom"));
+  EXPECT_EQ(done.provenance_json, "");
+  EXPECT_EQ(done.error, "boom");
 }
 
 }  // namespace

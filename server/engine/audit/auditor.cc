@@ -7,16 +7,13 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "common/build_version.h"
 #include "common/random.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/audit/execution.h"
 #include "server/engine/models/torch_util.h"
-
-#ifndef FCA_VERSION
-#define FCA_VERSION "dev"
-#endif
 
 namespace fca::engine {
 namespace {
@@ -592,7 +589,7 @@ const std::vector<std::string>& AllInterventions() {
   return kAll;
 }
 
-std::string EngineVersion() { return FCA_VERSION; }
+std::string EngineVersion() { return BuildVersion(); }
 
 absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   FCA_RETURN_IF_ERROR(ValidateModels(req));
@@ -602,8 +599,7 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   report.options = req.options;
   report.eval_dataset_sha256 = DatasetHash(req.eval);
   report.calib_dataset_sha256 = DatasetHash(req.calib);
-  report.engine_version = EngineVersion();
-  report.torch_version = TorchVersion();
+  report.runtime = CurrentRuntime();
   double done = 0;
   const double total = TotalUnits(req, interventions.size());
   std::vector<double> dense_times;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "common/json.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/audit/provenance.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/audit/windows.h"
 
@@ -179,7 +180,7 @@ struct AuditReport {
   // Provenance (fca.md "Reproducibility").
   AuditOptions options;
   std::string eval_dataset_sha256, calib_dataset_sha256;
-  std::string engine_version, torch_version;
+  RuntimeProvenance runtime;  // engine and torch versions, host, threads
 };
 
 // What identifies one window's recorded coefficients in a CoefficientCache.
@@ -244,7 +245,11 @@ std::vector<AggregateRow> Aggregate(const std::vector<ModelReport>& reports);
 // The whole report as JSON (rows per model, aggregate, provenance);
 // undefined values are written as null.
 json::Value ReportToJson(const AuditReport& report);
+// The options as the engine ran them (defaults applied), as ReportToJson
+// writes them; the service records them with each task.
+json::Value AuditOptionsToJson(const AuditOptions& options);
 
+// fca::BuildVersion() (git describe at build time).
 std::string EngineVersion();
 
 }  // namespace fca::engine

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/engine/audit/auditor.h"
+#include "server/engine/audit/provenance.h"
 
 namespace fca::engine {
 namespace {
@@ -165,6 +166,8 @@ json::Value ModelToJson(const ModelReport& r) {
   v.Set("dtype", Str(r.model.compute.dtype));
   v.Set("eval_windows", json::Value::Int(r.eval_windows));
   v.Set("calib_windows", json::Value::Int(r.calib_windows));
+  v.Set("cached_eval_windows", json::Value::Int(r.cached_eval_windows));
+  v.Set("cached_calib_windows", json::Value::Int(r.cached_calib_windows));
   v.Set("window_length", json::Value::Int(r.window_length));
   v.Set("seconds", Num(r.seconds));
   json::Value rows = json::Value::MakeArray();
@@ -184,7 +187,9 @@ json::Value ModelToJson(const ModelReport& r) {
   return v;
 }
 
-json::Value OptionsToJson(const AuditOptions& o) {
+}  // namespace
+
+json::Value AuditOptionsToJson(const AuditOptions& o) {
   json::Value v = json::Value::MakeObject();
   json::Value names = json::Value::MakeArray();
   for (const std::string& n : o.interventions) names.mutable_array().push_back(Str(n));
@@ -203,18 +208,23 @@ json::Value OptionsToJson(const AuditOptions& o) {
   v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));
+  v.Set("timing_warmup", json::Value::Int(o.timing_warmup));
   return v;
 }
 
-}  // namespace
-
 json::Value ReportToJson(const AuditReport& report) {
   json::Value v = json::Value::MakeObject();
-  v.Set("engine_version", Str(report.engine_version));
-  v.Set("torch_version", Str(report.torch_version));
+  // The runtime's fields at the top (as the service's report.json has
+  // them), device and dtype from the models (one compute setting per run).
+  const json::Value runtime = RuntimeToJson(report.runtime);
+  for (const auto& [key, value] : runtime.as_object()) v.Set(key, value);
+  if (!report.models.empty()) {
+    v.Set("device", Str(report.models[0].model.compute.device));
+    v.Set("dtype", Str(report.models[0].model.compute.dtype));
+  }
   v.Set("eval_dataset_sha256", Str(report.eval_dataset_sha256));
   v.Set("calib_dataset_sha256", Str(report.calib_dataset_sha256));
-  v.Set("options", OptionsToJson(report.options));
+  v.Set("options", AuditOptionsToJson(report.options));
   json::Value models = json::Value::MakeArray();
   for (const ModelReport& m : report.models) models.mutable_array().push_back(ModelToJson(m));
   v.Set("models", std::move(models));

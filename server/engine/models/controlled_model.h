@@ -137,6 +137,8 @@ struct RuntimeOptions {
 void ConfigureRuntime(const RuntimeOptions& options);
 // "1.13.1": recorded with results.
 std::string TorchVersion();
+// Torch intra-op threads of the calling thread (set by ConfigureRuntime).
+int TorchThreads();
 
 }  // namespace fca::engine
 

@@ -132,6 +132,8 @@ void ConfigureRuntime(const RuntimeOptions& options) {
   at::set_num_threads(n);
 }
 
+int TorchThreads() { return at::get_num_threads(); }
+
 std::string TorchVersion() {
   return absl::StrCat(TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".", TORCH_VERSION_PATCH);
 }

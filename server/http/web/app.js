@@ -701,6 +701,8 @@
       ['owner', job.owner], ['label', s.label], ['models', (s.models || []).map((m, k) => [k ? ', ' : '', link(modelHref(m), m)])],
       ['dense twin', s.dense_twin ? link(modelHref(s.dense_twin), s.dense_twin) : ''],
       ['evaluation / calibration', `${s.eval_dataset || ''} / ${s.calib_dataset || ''}`],
+      ['dataset sha256 (eval / calib)', job.provenance ? `${job.provenance.eval_sha256} / ${job.provenance.calib_sha256}` : ''],
+      ['server version', (job.provenance || {}).server_version],
       ['interventions', (s.interventions || []).length ? s.interventions.join(', ') : 'all'],
       ['window length', s.window_length], ['batch size', s.batch_size], ['seed', s.seed],
       ['bootstrap resamples', s.bootstrap_resamples], ['CI level', s.ci_level],
@@ -717,6 +719,21 @@
         el('td', {}, link(modelHref(t.model), t.model)), el('td', {}, stateBadge(t.state)),
         el('td', {class: 'num'}, t.attempts), el('td', {}, t.worker), el('td', {}, t.placement),
         el('td', {}, fmtTime(t.started_at)), el('td', {}, fmtTime(t.finished_at)), el('td', {}, t.error)]}))});
+  }
+
+  // What each task ran on (docs/fca.md "Reproducibility"); nothing for jobs
+  // stored before provenance was kept.
+  function provenanceTable(job) {
+    const rows = (job.tasks || []).filter((t) => t.provenance && t.provenance.worker);
+    if (!rows.length) return '';
+    const windows = (n, cached) => `${num(n)} (${num(cached)} cached)`;
+    return table({caption: 'Provenance (what each task ran on)', id: 'provenance-table',
+      head: ['model', 'worker', 'host', 'engine', 'torch', 'device', 'dtype', {text: 'threads', num: true}, 'eval windows', 'calib windows', 'weights sha256'],
+      rows: rows.map((t) => { const p = t.provenance; return {th: t.model, cells: [
+        el('td', {}, p.worker), el('td', {}, p.host), el('td', {}, p.engine_version), el('td', {}, p.torch_version),
+        el('td', {}, p.device), el('td', {}, p.dtype), el('td', {class: 'num'}, p.threads),
+        el('td', {}, windows(p.eval_windows, p.cached_eval_windows)), el('td', {}, windows(p.calib_windows, p.cached_calib_windows)),
+        el('td', {}, el('code', {}, p.weights_sha256))]}; })});
   }
 
   function progressText(p, fraction) {
@@ -757,7 +774,7 @@
       const text = el('span', {class: 'progress-text', id: 'job-progress-text'}, progressText(lastProgress, job.progress));
       live.replaceChildren(el('h2', {}, 'Progress'), el('p', {}, progressBar(job.progress, `Progress of job ${job.id}`, true), text));
       live.querySelector('[role=progressbar]').id = 'job-progress';
-      tasks.replaceChildren(tasksTable(job));
+      tasks.replaceChildren(tasksTable(job), provenanceTable(job));
     }
     let reportTimer = null;
     async function loadReport() {

@@ -1,0 +1,35 @@
+#include "server/engine/audit/provenance.h"
+
+#include <unistd.h>
+
+#include "common/build_version.h"
+#include "server/engine/models/controlled_model.h"
+
+namespace fca::engine {
+
+std::string HostName() {
+  char name[256] = {};
+  // The name may be cut without a terminating NUL: the last byte stays 0.
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "unknown";
+  return name;
+}
+
+RuntimeProvenance CurrentRuntime() {
+  RuntimeProvenance r;
+  r.engine_version = BuildVersion();
+  r.torch_version = TorchVersion();
+  r.host = HostName();
+  r.threads = TorchThreads();
+  return r;
+}
+
+json::Value RuntimeToJson(const RuntimeProvenance& runtime) {
+  json::Value v = json::Value::MakeObject();
+  v.Set("engine_version", json::Value::String(runtime.engine_version));
+  v.Set("torch_version", json::Value::String(runtime.torch_version));
+  v.Set("host", json::Value::String(runtime.host));
+  v.Set("threads", json::Value::Int(runtime.threads));
+  return v;
+}
+
+}  // namespace fca::engine
