@@ -103,6 +103,10 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   if (o.allow_overlap) base.set_allow_overlap(*o.allow_overlap);
   if (o.timing_repeats) base.set_timing_repeats(*o.timing_repeats);
   if (o.label) base.set_label(*o.label);
+  if (o.per_layer_interventions) {
+    ReplaceRepeated(*o.per_layer_interventions, base.mutable_per_layer_interventions());
+  }
+  if (o.per_layer_scope) base.set_per_layer_scope(*o.per_layer_scope);
   return base;
 }
 

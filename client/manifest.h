@@ -54,6 +54,8 @@ struct SpecOverrides {
   std::optional<bool> allow_overlap;
   std::optional<int32_t> timing_repeats;
   std::optional<std::string> label;
+  std::optional<std::vector<std::string>> per_layer_interventions;
+  std::optional<std::string> per_layer_scope;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

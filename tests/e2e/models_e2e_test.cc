@@ -201,7 +201,7 @@ TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
                           "global_mean"}) {
       EXPECT_NE(Row(rows, m, i, "penalty"), nullptr) << i;
     }
-    for (const char* family : {"q", "k", "v", "r"}) {
+    for (const char* family : {"q", "k", "v", "r", "out"}) {
       EXPECT_NE(Row(rows, m, "variation", std::string("eta2.") + family), nullptr) << family;
     }
     const json::Value* fraction = Row(rows, m, "execution", "blocks_executed_fraction");
