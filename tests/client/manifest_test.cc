@@ -35,6 +35,8 @@ v1::AuditSpec FullSpec() {
   spec.set_allow_overlap(true);
   spec.set_timing_repeats(7);
   spec.set_label("seven seeds, \"quoted\"");
+  spec.add_per_layer_interventions("static_layer");
+  spec.set_per_layer_scope("site");
   return spec;
 }
 
@@ -151,6 +153,8 @@ TEST(MergeSpecTest, EveryOverrideReachesItsField) {
   o.allow_overlap = true;
   o.timing_repeats = 7;
   o.label = "l";
+  o.per_layer_interventions = std::vector<std::string>{"static_token", "neutral"};
+  o.per_layer_scope = "family";
   const v1::AuditSpec s = MergeSpec(v1::AuditSpec(), o);
   EXPECT_EQ(s.models(0), "m");
   EXPECT_EQ(s.dense_twin(), "d");
@@ -168,6 +172,9 @@ TEST(MergeSpecTest, EveryOverrideReachesItsField) {
   EXPECT_TRUE(s.allow_overlap());
   EXPECT_EQ(s.timing_repeats(), 7);
   EXPECT_EQ(s.label(), "l");
+  ASSERT_EQ(s.per_layer_interventions_size(), 2);
+  EXPECT_EQ(s.per_layer_interventions(1), "neutral");
+  EXPECT_EQ(s.per_layer_scope(), "family");
 }
 
 TEST(CheckSpecCompleteTest, NeedsModelsAndEval) {

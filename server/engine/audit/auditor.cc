@@ -53,21 +53,6 @@ bool Contains(const std::vector<std::string>& list, const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
 }
 
-absl::Status ValidateDependence(const AuditOptions& o) {
-  for (const std::string& name : o.per_layer_interventions) {
-    if (name == kCorrect || !Contains(AllInterventions(), name)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "per-layer intervention '%s' is not one of %s (correct is the reference)", name,
-          InterventionList()));
-    }
-  }
-  if (!Contains(AllDependenceScopes(), o.per_layer_scope)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown per-layer scope '%s' (known: layer, site, family)", o.per_layer_scope));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateOptions(const AuditOptions& o) {
   for (const std::string& name : o.interventions) {
     if (!Contains(AllInterventions(), name)) {
@@ -75,7 +60,7 @@ absl::Status ValidateOptions(const AuditOptions& o) {
           absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
     }
   }
-  FCA_RETURN_IF_ERROR(ValidateDependence(o));
+  FCA_RETURN_IF_ERROR(ValidateDependenceOptions(o));
   if (o.batch_size < 1 || o.batch_size > 4096) {
     return absl::InvalidArgumentError(
         absl::StrFormat("batch_size %d is outside [1, 4096]", o.batch_size));
@@ -718,17 +703,6 @@ const std::vector<std::string>& AllInterventions() {
   static const std::vector<std::string> kAll = {
       kCorrect,    kCrossInput, kTokenShuffle, kStaticLayer, kStaticLayerPosition,
       kGlobalMean, kStaticToken, kNeutral};
-  return kAll;
-}
-
-std::string InterventionList() {
-  std::string out;
-  for (const std::string& name : AllInterventions()) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
-
-const std::vector<std::string>& AllDependenceScopes() {
-  static const std::vector<std::string> kAll = {kScopeLayer, kScopeSite, kScopeFamily};
   return kAll;
 }
 

@@ -71,6 +71,10 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const Intervention
 absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
                                                 const at::Tensor& calib_ids);
 
+// INVALID_ARGUMENT unless every per_layer_interventions name is a known
+// intervention other than correct and per_layer_scope is a known scope.
+absl::Status ValidateDependenceOptions(const AuditOptions& options);
+
 // Per-group dependence (interventions.cc): the sites of one group.
 struct SiteGroup {
   std::string name;          // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)

@@ -3,8 +3,8 @@
 // dependence audit.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -88,7 +88,37 @@ class GroupIntervention : public Intervention {
   std::vector<bool> in_group_;
 };
 
+bool Contains(const std::vector<std::string>& list, const std::string& name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
 }  // namespace
+
+std::string InterventionList() {
+  std::string out;
+  for (const std::string& name : AllInterventions()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+const std::vector<std::string>& AllDependenceScopes() {
+  static const std::vector<std::string> kAll = {kScopeLayer, kScopeSite, kScopeFamily};
+  return kAll;
+}
+
+absl::Status ValidateDependenceOptions(const AuditOptions& o) {
+  for (const std::string& name : o.per_layer_interventions) {
+    if (name == kCorrect || !Contains(AllInterventions(), name)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "per-layer intervention '%s' is not one of %s (correct is the reference)", name,
+          InterventionList()));
+    }
+  }
+  if (!Contains(AllDependenceScopes(), o.per_layer_scope)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown per-layer scope '%s' (known: layer, site, family)", o.per_layer_scope));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const InterventionContext& ctx) {
   const SiteTensors& eval = *ctx.eval;

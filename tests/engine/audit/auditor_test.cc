@@ -107,13 +107,17 @@ TEST(AuditorTest, ConstantControllerHasNoPenaltyAndUndefinedRetention) {
   EXPECT_TRUE(saw_retention);
 }
 
+// The whole audit of a GateDependentModel on 16 windows of 32 tokens
+// (shorter {a, b} windows repeat by chance between E and C).
+absl::StatusOr<AuditReport> AuditGateDependent(ControlledModel* model) {
+  AuditRequest req = Request({model}, GateDependentText(32 * 16, 1), GateDependentText(32 * 16, 2));
+  req.options.window_length = 32;
+  return RunAudit(req);
+}
+
 TEST(AuditorTest, InputDependentGatesGiveAClearCrossInputPenalty) {
   auto model = GateDependentModel();
-  // 32-token windows: shorter {a, b} windows repeat by chance between E and C.
-  AuditRequest req = Request({model.get()}, GateDependentText(32 * 16, 1),
-                             GateDependentText(32 * 16, 2));
-  req.options.window_length = 32;
-  auto report = RunAudit(req);
+  auto report = AuditGateDependent(model.get());
   ASSERT_TRUE(report.ok()) << report.status();
   const ModelReport& r = report->models[0];
   const InterventionResult& cross = Find(r, kCrossInput);
@@ -503,10 +507,7 @@ TEST(AuditorScienceTest, NeutralIsAReplayWithEveryGateOne) {
 // table of the calibration gate per token is the model's own controller.
 TEST(AuditorScienceTest, StaticTokenRetainsTheWholeGapOfATokenLookupController) {
   auto model = GateDependentModel();
-  AuditRequest req = Request({model.get()}, GateDependentText(32 * 16, 1),
-                             GateDependentText(32 * 16, 2));
-  req.options.window_length = 32;
-  auto report = RunAudit(req);
+  auto report = AuditGateDependent(model.get());
   ASSERT_TRUE(report.ok()) << report.status();
   const ModelReport& r = report->models[0];
   EXPECT_GT(Find(r, kStaticLayer).penalty, 0.1);
