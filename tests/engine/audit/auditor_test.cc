@@ -584,7 +584,9 @@ TEST(AuditorScienceTest, PerLayerDependenceIsZeroWhereTheGateIsConstant) {
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->models[0].dependence.size(), model->sites().size());
   for (const GroupDependence& d : report->models[0].dependence) {
-    if (d.group.back() == '0') EXPECT_EQ(d.penalty, 0.0) << d.group;
+    if (d.group.back() == '0') {
+      EXPECT_EQ(d.penalty, 0.0) << d.group;
+    }
   }
 }
 

@@ -375,6 +375,28 @@ TEST(MuddPythiaTest, RejectsBadIds) {
 
 // --- sites, info, counters ---
 
+// The controller removed: each site's neutral coefficients are its row of
+// the checkpoint's dense_bs.<layer> (stream c of layer i: dense_bs.i[c]).
+TEST(MuddPythiaTest, NeutralCoefficientsAreTheStaticDenseBs) {
+  auto model = Load(kTinyDir);
+  ASSERT_NE(model, nullptr);
+  auto neutral = model->NeutralCoefficients();
+  ASSERT_TRUE(neutral.ok()) << neutral.status();
+  ASSERT_EQ(neutral->size(), model->sites().size());
+  auto src = TensorSource::OpenFile(std::string(kTinyDir) + "/model.safetensors");
+  ASSERT_TRUE(src.ok()) << src.status();
+  size_t s = 0;
+  for (int64_t i = 0; i < kLayers; ++i) {
+    auto view = (*src)->Get(absl::StrCat("dense_bs.", i));
+    ASSERT_TRUE(view.ok()) << view.status();
+    const at::Tensor bs = ToTensor(*view);  // [C, L]
+    for (int64_t c = 0; c < bs.size(0); ++c, ++s) {
+      EXPECT_TRUE(at::equal((*neutral)[s].to(at::kFloat), bs[c].to(at::kFloat)))
+          << model->sites()[s].name;
+    }
+  }
+}
+
 TEST(MuddPythiaTest, SitesAndInfo) {
   auto model = Load(kTinyDir);
   ASSERT_NE(model, nullptr);
