@@ -24,8 +24,10 @@ ABSL_FLAG(std::string, calib, "", "audit: calibration dataset");
 ABSL_FLAG(std::vector<std::string>, interventions, {},
           "audit: interventions, comma-separated [all]");
 ABSL_FLAG(int64_t, window, 0, "audit: tokens per window [128]");
-ABSL_FLAG(int64_t, max_eval_windows, 0, "audit: eval windows [all]");
-ABSL_FLAG(int64_t, max_calib_windows, 0, "audit: calibration windows [all]");
+ABSL_FLAG(int64_t, max_eval_windows, 0,
+          "audit: eval windows [all, at most the server's max_windows]");
+ABSL_FLAG(int64_t, max_calib_windows, 0,
+          "audit: calibration windows [all, at most the server's max_windows]");
 ABSL_FLAG(int64_t, batch, 0, "audit: windows per forward pass [8]");
 ABSL_FLAG(uint64_t, seed, 0, "audit: seed [0]");
 ABSL_FLAG(bool, per_site_shuffle, false, "audit: one token permutation per site");
@@ -39,6 +41,10 @@ ABSL_FLAG(int32_t, timing_max_repeats, 0,
 ABSL_FLAG(double, timing_budget_seconds, 0,
           "audit: wall time the adaptive timing may take per model [60]");
 ABSL_FLAG(std::string, label, "", "audit: free text shown in listings");
+ABSL_FLAG(std::vector<std::string>, per_layer, {},
+          "audit: interventions to replay one group of sites at a time, comma-separated "
+          "(one replay per group each) [none]");
+ABSL_FLAG(std::string, per_layer_scope, "", "audit: per_layer groups: layer, site or family [layer]");
 ABSL_FLAG(std::string, manifest, "", "audit: JSON AuditSpec to start from");
 ABSL_FLAG(std::string, save_manifest, "", "audit: write the submitted spec here");
 ABSL_FLAG(bool, watch, true, "audit: watch the job after submitting");
@@ -99,6 +105,8 @@ SpecOverrides OverridesFromFlags(const CommandContext& ctx) {
     o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
   }
   if (given("label")) o.label = absl::GetFlag(FLAGS_label);
+  if (given("per_layer")) o.per_layer_interventions = CleanList(absl::GetFlag(FLAGS_per_layer));
+  if (given("per_layer_scope")) o.per_layer_scope = absl::GetFlag(FLAGS_per_layer_scope);
   return o;
 }
 
@@ -207,7 +215,7 @@ const std::vector<std::string>& AuditFlagNames() {
       "models", "dense_twin", "eval", "calib", "interventions", "window",
       "max_eval_windows", "max_calib_windows", "batch", "seed", "per_site_shuffle",
       "bootstrap", "ci_level", "allow_overlap", "timing_repeats", "label",
-      "timing_max_repeats", "timing_budget_seconds", "manifest", "save_manifest", "watch", "detach"};
+      "timing_max_repeats", "timing_budget_seconds",       "per_layer", "per_layer_scope", "manifest", "save_manifest", "watch", "detach"};
   // clang-format on
   static const auto* names = new std::vector<std::string>(std::begin(kNames), std::end(kNames));
   return *names;

@@ -105,6 +105,10 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   if (o.label) base.set_label(*o.label);
   if (o.timing_max_repeats) base.set_timing_max_repeats(*o.timing_max_repeats);
   if (o.timing_budget_seconds) base.set_timing_budget_seconds(*o.timing_budget_seconds);
+  if (o.per_layer_interventions) {
+    ReplaceRepeated(*o.per_layer_interventions, base.mutable_per_layer_interventions());
+  }
+  if (o.per_layer_scope) base.set_per_layer_scope(*o.per_layer_scope);
   return base;
 }
 

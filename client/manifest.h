@@ -64,6 +64,8 @@ struct SpecOverrides {
   std::optional<std::string> label;
   std::optional<int32_t> timing_max_repeats;
   std::optional<double> timing_budget_seconds;
+  std::optional<std::vector<std::string>> per_layer_interventions;
+  std::optional<std::string> per_layer_scope;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

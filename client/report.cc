@@ -60,6 +60,19 @@ std::vector<SitePoint> ReportView::Sites(const std::string& model) const {
   return out;
 }
 
+std::vector<GroupPenalty> GroupPenalties(const ReportView& r) {
+  std::vector<GroupPenalty> out;
+  for (const v1::ReportMetric& m : r.report().metrics()) {
+    for (const char* scope : {"layer", "site", "family"}) {
+      const std::string prefix = std::string(scope) + "_penalty.";
+      if (m.metric().size() > prefix.size() && m.metric().compare(0, prefix.size(), prefix) == 0) {
+        out.push_back({m.intervention(), scope, m.metric().substr(prefix.size()), m.metric()});
+      }
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- text
 
 namespace {
@@ -113,19 +126,23 @@ TextTable ModelsTable(const ReportView& r) {
 }
 
 TextTable VariationTable(const ReportView& r) {
-  TextTable t({{"FAMILY"}, {"MODEL"}, {"ETA2", Align::kRight}, {"TOTAL VAR", Align::kRight},
+  TextTable t({{"FAMILY"}, {"MODEL"}, {"ETA2 LAYER", Align::kRight},
+               {"ETA2 (SITE, CHANNEL)", Align::kRight}, {"TOTAL VAR", Align::kRight},
                {"BETWEEN-INPUT VAR", Align::kRight}, {"WITHIN-INPUT VAR", Align::kRight}});
   for (const std::string& f : r.families()) {
     const std::string eta = "eta2." + f, total = "total_variance." + f,
-                      between = "between_input_variance." + f, within = "within_input_variance." + f;
+                      between = "between_input_variance." + f, within = "within_input_variance." + f,
+                      layer = "eta2_layer." + f;
     for (const std::string& m : r.models()) {
-      t.AddRow({f, m, Cell(r.Find(m, "variation", eta), Fixed, 4),
+      t.AddRow({f, m, Cell(r.Find(m, "variation", layer), Fixed, 4),
+                Cell(r.Find(m, "variation", eta), Fixed, 4),
                 Cell(r.Find(m, "variation", total), GeneralDigits, 0),
                 Cell(r.Find(m, "variation", between), GeneralDigits, 0),
                 Cell(r.Find(m, "variation", within), GeneralDigits, 0)});
     }
     if (r.models().size() > 1) {
-      t.AddRow({f, kAcrossLabel, AcrossCell(r.Across("variation", eta), Fixed, 4),
+      t.AddRow({f, kAcrossLabel, AcrossCell(r.Across("variation", layer), Fixed, 4),
+                AcrossCell(r.Across("variation", eta), Fixed, 4),
                 AcrossCell(r.Across("variation", total), GeneralDigits, 0),
                 AcrossCell(r.Across("variation", between), GeneralDigits, 0),
                 AcrossCell(r.Across("variation", within), GeneralDigits, 0)});
@@ -155,7 +172,7 @@ TextTable RetentionTable(const ReportView& r) {
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
   if (r.models().size() > 1) cols.push_back({kAcrossLabel, Align::kRight});
   TextTable t(cols);
-  for (const std::string i : {"static_layer", "static_layer_position"}) {
+  for (const std::string i : {"static_layer", "static_layer_position", "static_token"}) {
     std::vector<std::string> row = {i};
     bool has = false;
     for (const std::string& m : r.models()) {
@@ -178,6 +195,24 @@ std::string VerdictName(double verdict) {
   if (verdict > 0) return "slower";
   if (verdict < 0) return "faster";
   return "no detectable difference";
+}
+
+// One row per (intervention, group): which layers need their own
+// coefficients.
+TextTable GroupTable(const ReportView& r) {
+  std::vector<TextTable::Column> cols = {{"INTERVENTION"}, {"GROUP"}};
+  for (const std::string& m : r.models()) cols.push_back({"PENALTY " + m, Align::kRight});
+  if (r.models().size() > 1) cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
+  TextTable t(cols);
+  for (const GroupPenalty& g : GroupPenalties(r)) {
+    std::vector<std::string> row = {g.intervention, g.scope + " " + g.group};
+    for (const std::string& m : r.models()) {
+      row.push_back(Cell(r.Find(m, g.intervention, g.metric), Signed, 4));
+    }
+    if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(g.intervention, g.metric), Signed, 4));
+    t.AddRow(std::move(row));
+  }
+  return t;
 }
 
 std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& m) {
@@ -250,8 +285,9 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
   std::vector<ReportSection> out;
   out.push_back({"MODELS", "NLL in nats/token over the evaluation windows", ModelsTable(r)});
   out.push_back({"COEFFICIENT VARIATION",
-                 "eta2 = share of the variance between sites; the within-site variance splits "
-                 "into between-input and within-input parts",
+                 "eta2 layer = share of the variance explained by one mean per site (layer "
+                 "identity), eta2 (site, channel) by one per site and channel; the within-site "
+                 "variance splits into between-input and within-input parts",
                  VariationTable(r)});
   out.push_back({"FUNCTIONAL DEPENDENCE",
                  "penalty = NLL(I) - NLL(correct) in nats/token, with its paired 95% bootstrap CI",
@@ -260,6 +296,13 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                  "100 * (NLL(global_mean) - NLL(P)) / (NLL(global_mean) - NLL(correct)); "
                  "undefined when the gap is ~0, above 100 when P beats the model's own A",
                  RetentionTable(r)});
+  TextTable groups = GroupTable(r);
+  if (!groups.empty()) {
+    out.push_back({"PER-GROUP DEPENDENCE",
+                   "penalty with the intervention at one group of sites and the correct "
+                   "coefficients elsewhere, nats/token, 95% CI",
+                   std::move(groups)});
+  }
   out.push_back({"EXECUTION",
                  "counted blocks and matmul FLOPs per token, FLOPS vs DENSE = F_model / F_dense - "
                  "1; slowdown = geometric mean over interleaved pairs of t_model / t_dense, "

@@ -61,6 +61,15 @@ class ReportView {
   std::vector<std::string> models_, interventions_, families_;
 };
 
+// A per-group dependence penalty of the report: the row "<scope>_penalty.
+// <group>" under `intervention` (fca.md "Per-group dependence").
+struct GroupPenalty {
+  std::string intervention, scope, group, metric;
+};
+// Every one in the server's order (by intervention, then group; layers by
+// number).
+std::vector<GroupPenalty> GroupPenalties(const ReportView& report);
+
 // One titled table of a report.
 struct ReportSection {
   std::string title;  // "EXECUTION"

@@ -280,6 +280,57 @@ std::string PenaltyChart(const ReportView& r) {
          Legend(r.models(), LegendKind::kBars, r.models().size() > 1);
 }
 
+// The per-group penalties of one intervention as bars, one group after the
+// other (layers in order): per model the model's value with its CI, or with
+// several models the across-model mean with +-sd.
+std::string GroupChart(const ReportView& r, const std::string& intervention,
+                       const std::vector<GroupPenalty>& groups) {
+  const bool across = r.models().size() > 1;
+  struct Bar {
+    std::string label;
+    double value, low, high;
+  };
+  std::vector<Bar> bars;
+  double lo = 0, hi = 0;
+  for (const GroupPenalty& g : groups) {
+    if (g.intervention != intervention) continue;
+    Bar b{g.group, 0, 0, 0};
+    if (across) {
+      const AcrossModels a = r.Across(g.intervention, g.metric);
+      if (a.n() == 0 || !std::isfinite(a.mean()) || !std::isfinite(a.sd())) continue;
+      b = {g.group, a.mean(), a.mean() - a.sd(), a.mean() + a.sd()};
+    } else {
+      const v1::Result* p = Plottable(r.Find(r.models()[0], g.intervention, g.metric));
+      if (p == nullptr) continue;
+      b = {g.group, p->value(), p->has_ci_low() ? p->ci_low() : p->value(),
+           p->has_ci_high() ? p->ci_high() : p->value()};
+    }
+    lo = std::min({lo, b.value, b.low});
+    hi = std::max({hi, b.value, b.high});
+    bars.push_back(b);
+  }
+  if (bars.empty()) return "";
+  const double step = std::max(14.0, std::min(48.0, 640.0 / bars.size()));
+  Chart c(std::max(340.0, Chart::kLeft + Chart::kRight + step * bars.size()), 220, lo, hi,
+          absl::StrFormat("%s at one %s at a time: penalty (%s)", intervention, groups[0].scope,
+                          across ? "mean \u00B1 sd across models" : "95% CI"));
+  for (size_t k = 0; k < bars.size(); ++k) {
+    const Bar& b = bars[k];
+    const double x = c.left() + k * step, y = c.Y(b.value), y0 = c.Y(0), xm = x + step / 2;
+    c.Add(absl::StrFormat(
+        "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
+        "<title>%s %s: %+.4f</title></rect>\n",
+        x + 1, std::min(y, y0), step - 2, std::max(1.0, std::abs(y0 - y)), ModelColour(0),
+        HtmlEscape(groups[0].scope), HtmlEscape(b.label), b.value));
+    c.Line(xm, c.Y(b.low), xm, c.Y(b.high), "#222", 1.2);
+    // Long site names would overlap: label every bar only when they fit.
+    if (b.label.size() * 6.5 < step || k % std::max<size_t>(1, bars.size() / 12) == 0) {
+      c.Text(xm, c.bottom() + 16, b.label, "middle", " class=\"tick\"");
+    }
+  }
+  return c.Render("penalty (nats/token)");
+}
+
 // One value per site and layer of `family` for every model, as lines.
 std::string LayerChart(const ReportView& r, const std::string& family, bool variance) {
   std::map<std::string, std::vector<SitePoint>> by_model;
@@ -393,6 +444,18 @@ std::string FormatReportHtml(const ReportView& r) {
   for (const ReportSection& s : ReportSections(r)) {
     out += Heading(s.title);
     if (s.title == "FUNCTIONAL DEPENDENCE") out += PenaltyChart(r);
+    if (s.title == "PER-GROUP DEPENDENCE") {
+      const std::vector<GroupPenalty> groups = GroupPenalties(r);
+      std::vector<std::string> names;
+      for (const GroupPenalty& g : groups) {
+        if (std::find(names.begin(), names.end(), g.intervention) == names.end()) {
+          names.push_back(g.intervention);
+        }
+      }
+      out += "<div class=\"charts\">\n";
+      for (const std::string& i : names) out += GroupChart(r, i, groups);
+      out += "</div>\n";
+    }
     out += SectionHtml(s);
     if (s.title == "COEFFICIENT VARIATION") {
       out += Legend(r.models(), LegendKind::kLines, false) + "<div class=\"charts\">\n";

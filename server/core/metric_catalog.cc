@@ -24,9 +24,29 @@ const std::vector<MetricEntry>& MetricCatalog() {
       {"retention_pct", "", "%",
        "gap retention of a static profile P: 100 * (NLL(global_mean) - NLL(P)) / "
        "(NLL(global_mean) - NLL(correct)); undefined when the gap is ~0"},
+      {"unseen_token_positions", "static_token", "positions",
+       "evaluation positions whose token id never occurs in the calibration set (static_token "
+       "uses the site mean mu_s there)"},
+      {"unseen_token_ids", "static_token", "ids",
+       "distinct token ids of those positions"},
+      {"layer_nll.<layer>", "", "nats/token",
+       "NLL with the intervention at one layer's sites and the correct coefficients elsewhere"},
+      {"layer_penalty.<layer>", "", "nats/token",
+       "layer_nll - NLL(correct), with a paired bootstrap CI over sequences"},
+      {"site_nll.<site>", "", "nats/token",
+       "NLL with the intervention at one site and the correct coefficients elsewhere"},
+      {"site_penalty.<site>", "", "nats/token",
+       "site_nll - NLL(correct), with a paired bootstrap CI over sequences"},
+      {"family_nll.<family>", "", "nats/token",
+       "NLL with the intervention at one family's sites and the correct coefficients elsewhere"},
+      {"family_penalty.<family>", "", "nats/token",
+       "family_nll - NLL(correct), with a paired bootstrap CI over sequences"},
       {"eta2.<family>", "variation", "1",
-       "variance of the family's coefficients explained by site identity: 1 - within-site / "
-       "total"},
+       "variance of the family's coefficients explained by per-(site, channel) means: "
+       "1 - SS around mu_{s,c} / SS around the family mean"},
+      {"eta2_layer.<family>", "variation", "1",
+       "variance explained by layer identity, one mean per site: 1 - SS around mu_s / SS "
+       "around the family mean"},
       {"total_variance.<family>", "variation", "coef^2",
        "variance of the family's coefficients around the family mean"},
       {"within_site_variance.<family>", "variation", "coef^2",
@@ -61,6 +81,9 @@ const std::vector<MetricEntry>& MetricCatalog() {
       {"live_nll", "replay", "nats/token", "NLL of the LIVE pass on the evaluation windows"},
       {"max_abs_logit_diff", "replay", "logit",
        "replay fidelity: largest |logit| difference of REPLAY(A(x)) against LIVE"},
+      {"fidelity_checked_windows", "replay", "windows",
+       "evaluation windows whose correct replay was compared with a LIVE pass (at least the "
+       "first batch, even when every window is cached)"},
   };
   return *catalog;
 }
@@ -75,6 +98,11 @@ const std::vector<InterventionEntry>& InterventionCatalog() {
       {"static_layer", "per-site, per-channel mean over the calibration set, for every token"},
       {"static_layer_position", "per-site, per-position, per-channel mean over the calibration set"},
       {"global_mean", "one scalar per family: the calibration mean over sites, positions, channels"},
+      {"static_token",
+       "per site, the calibration mean of the coefficients at positions with the same current "
+       "token id (the site mean for ids unseen in calibration)"},
+      {"neutral",
+       "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone"},
   };
   return *catalog;
 }

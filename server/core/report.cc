@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "server/core/metric_catalog.h"
+#include "server/engine/audit/auditor.h"
 #include "server/engine/audit/statistics.h"
 
 namespace fca::core {
@@ -113,6 +114,34 @@ std::vector<Key> KnownOrder(const std::vector<std::string>& interventions,
     }
   }
   return order;
+}
+
+// The per-group dependence rows ("<scope>_nll.<group>",
+// "<scope>_penalty.<group>") of `present`, right after the interventions'
+// own rows: by intervention, scope and group (layers by number), nll before
+// penalty, so a report reads them as per-layer tables.
+std::vector<Key> GroupOrder(const std::set<Key>& present,
+                            const std::vector<std::string>& interventions) {
+  using Rank = std::tuple<size_t, std::string, int64_t, std::string, int>;
+  std::vector<std::pair<Rank, Key>> ranked;
+  for (const Key& key : present) {
+    const auto at = std::find(interventions.begin(), interventions.end(), key.first);
+    if (at == interventions.end()) continue;
+    for (const std::string& scope : engine::AllDependenceScopes()) {
+      for (int kind = 0; kind < 2; ++kind) {
+        const std::string prefix = scope + (kind == 0 ? "_nll." : "_penalty.");
+        if (!StartsWith(key.second, prefix) || key.second.size() == prefix.size()) continue;
+        const std::string group = key.second.substr(prefix.size());
+        int64_t layer = -1;
+        if (!absl::SimpleAtoi(group, &layer)) layer = -1;
+        ranked.push_back({{size_t(at - interventions.begin()), scope, layer, group, kind}, key});
+      }
+    }
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<Key> out;
+  for (auto& [rank, key] : ranked) out.push_back(std::move(key));
+  return out;
 }
 
 // The keys of `present` in KnownOrder, then the others sorted.
@@ -241,8 +270,11 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
   out.mutable_interventions()->Assign(interventions.begin(), interventions.end());
   out.mutable_families()->Assign(families.begin(), families.end());
   out.set_eval_sha256(EvalSha256(models, split));
-  const std::vector<Key> known = KnownOrder(interventions, families);
-  for (const Key& key : OrderKeys(AuditedKeys(split), known)) {
+  std::vector<Key> known = KnownOrder(interventions, families);
+  const std::set<Key> audited_keys = AuditedKeys(split);
+  const std::vector<Key> groups = GroupOrder(audited_keys, interventions);
+  known.insert(known.begin() + 2 * interventions.size(), groups.begin(), groups.end());
+  for (const Key& key : OrderKeys(audited_keys, known)) {
     *out.add_metrics() = MakeMetric(key, models, split);
   }
   for (const std::string& m : models) {

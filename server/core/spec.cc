@@ -22,21 +22,41 @@ void Default(T value, T fallback, void (v1::AuditSpec::*set)(T), v1::AuditSpec* 
   if (value == 0) (spec->*set)(fallback);
 }
 
-absl::Status CheckInterventions(const v1::AuditSpec& spec) {
+bool KnownIntervention(const std::string& name) {
+  for (const std::string& k : engine::AllInterventions()) {
+    if (k == name) return true;
+  }
+  return false;
+}
+
+// `field` names the spec field in messages ("intervention", "per-layer
+// intervention"); `correct` is refused where it would compare with itself.
+absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& names,
+                        const char* field, bool allow_correct) {
   std::set<std::string> seen;
-  for (const std::string& name : spec.interventions()) {
-    bool known = false;
-    for (const std::string& k : engine::AllInterventions()) known = known || k == name;
-    if (!known) {
+  for (const std::string& name : names) {
+    if (!KnownIntervention(name) || (!allow_correct && name == engine::kCorrect)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "unknown intervention '%s' (known: correct, cross_input, token_shuffle, static_layer, "
-          "static_layer_position, global_mean)", name.substr(0, 64)));
+          "unknown %s '%s' (known: %s%s)", field, name.substr(0, 64), engine::InterventionList(),
+          allow_correct ? "" : "; not correct, the reference"));
     }
     if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError("intervention '" + name + "' is listed twice");
+      return absl::InvalidArgumentError(absl::StrFormat("%s '%s' is listed twice", field, name));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckInterventions(const v1::AuditSpec& spec) {
+  FCA_RETURN_IF_ERROR(CheckNames(spec.interventions(), "intervention", true));
+  FCA_RETURN_IF_ERROR(
+      CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
+  for (const std::string& scope : engine::AllDependenceScopes()) {
+    if (spec.per_layer_scope() == scope) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown per_layer_scope '%s' (known: layer, site, family)",
+      spec.per_layer_scope().substr(0, 64)));
 }
 
 // Labels are shown in listings and terminals: printable UTF-8 only (no
@@ -76,6 +96,7 @@ absl::Status CheckTiming(v1::AuditSpec* s, const SpecLimits& limits) {
   }
   return absl::OkStatus();
 }
+}  // namespace
 
 engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   engine::AuditOptions o;
@@ -92,10 +113,11 @@ engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   o.timing_repeats = s.timing_repeats();
   o.timing_max_repeats = s.timing_max_repeats();
   o.timing_budget_seconds = s.timing_budget_seconds();
+  o.per_layer_interventions.assign(s.per_layer_interventions().begin(),
+                                   s.per_layer_interventions().end());
+  o.per_layer_scope = s.per_layer_scope();
   return o;
 }
-
-}  // namespace
 
 absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecLimits& limits) {
   v1::AuditSpec s = in;
@@ -113,6 +135,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   if (s.eval_dataset().empty() || s.calib_dataset().empty()) {
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }
+  if (s.per_layer_scope().empty()) s.set_per_layer_scope(engine::kScopeLayer);
   FCA_RETURN_IF_ERROR(CheckInterventions(s));
   Default<int64_t>(s.window_length(), 128, &v1::AuditSpec::set_window_length, &s);
   Default<int64_t>(s.batch_size(), 8, &v1::AuditSpec::set_batch_size, &s);
@@ -161,7 +184,9 @@ absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::Aud
   const std::string& ref = calibration ? spec.calib_dataset() : spec.eval_dataset();
   const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
   FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record, FindDatasetRef(store, ref, owner));
-  const int64_t max_token_bytes = max_windows * spec.window_length() * 4;
+  // One window more than the job uses, so the engine can tell (and note)
+  // that max windows left some out.
+  const int64_t max_token_bytes = (max_windows + 1) * spec.window_length() * 4;
   DatasetBytes out;
   FCA_ASSIGN_OR_RETURN(out.bytes, record.kind == "tokens" && max_windows > 0
                                       ? store->ReadDatasetPrefix(record.id, max_token_bytes)

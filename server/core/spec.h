@@ -29,9 +29,14 @@ struct SpecLimits {
 
 // Checks every field and fills defaults (window 128, batch 8, bootstrap
 // 1000, ci 0.95, timing 7 to max(200, timing) pairs within 60 s, all
-// interventions, max windows = the limit).
+// interventions, per_layer_scope "layer", max windows = the limit: the
+// engine notes when a dataset has more).
 // INVALID_ARGUMENT naming the field, with the limit where one applies.
 absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec, const SpecLimits& limits);
+
+// The engine's options of a normalized spec (every AuditSpec field the
+// engine reads, per-group dependence included).
+engine::AuditOptions ToEngineOptions(const v1::AuditSpec& spec);
 
 // A spec resolved against the repository and the store, ready to run. The
 // request's raw model pointers point into `models`, which keeps every model

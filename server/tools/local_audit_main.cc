@@ -49,6 +49,9 @@ ABSL_FLAG(std::string, dense_twin, "", "audit: dense twin model folder (optional
 ABSL_FLAG(std::string, eval, "", "audit: evaluation text file");
 ABSL_FLAG(std::string, calib, "", "audit: calibration text file");
 ABSL_FLAG(std::vector<std::string>, interventions, {}, "audit: subset (default all)");
+ABSL_FLAG(std::vector<std::string>, per_layer, {},
+          "audit: interventions replayed one group of sites at a time (default none)");
+ABSL_FLAG(std::string, per_layer_scope, "layer", "audit: per_layer groups: layer | site | family");
 ABSL_FLAG(int64_t, window, 128, "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
 ABSL_FLAG(int64_t, max_calib_windows, 64, "audit: calibration windows (0 = all)");
@@ -158,14 +161,26 @@ void PrintModel(const ModelReport& r) {
                   i.penalty, i.penalty_ci.low, i.penalty_ci.high);
     }
   }
-  std::printf("   gap retention: static_layer %s, static_layer_position %s\n",
+  std::printf("   gap retention: static_layer %s, static_layer_position %s, static_token %s\n",
               Retention(r.retention_static_layer, r.retention_static_layer_ci).c_str(),
               Retention(r.retention_static_layer_position,
-                        r.retention_static_layer_position_ci).c_str());
+                        r.retention_static_layer_position_ci).c_str(),
+              Retention(r.retention_static_token, r.retention_static_token_ci).c_str());
+  if (r.static_token_coverage) {
+    std::printf("   static_token: %lld evaluation positions (%lld ids) unseen in calibration\n",
+                static_cast<long long>(r.static_token_coverage->unseen_positions),
+                static_cast<long long>(r.static_token_coverage->unseen_ids));
+  }
+  for (const auto& d : r.dependence) {
+    std::printf("   %-22s %s %-12s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", d.intervention.c_str(),
+                d.scope.c_str(), d.group.c_str(), d.nll, d.penalty, d.penalty_ci.low,
+                d.penalty_ci.high);
+  }
   for (const auto& f : r.variation) {
-    std::printf("   variation %-10s eta2 %s  total var %.4g = between-site %.4g + between-input "
+    std::printf("   variation %-10s eta2_layer %s eta2 %s  total var %.4g = between-site %.4g + between-input "
                 "%.4g + within-input %.4g\n",
-                f.family.c_str(), Opt(f.eta2, 4).c_str(), f.total_variance,
+                f.family.c_str(), Opt(f.eta2_layer, 4).c_str(), Opt(f.eta2, 4).c_str(),
+                f.total_variance,
                 f.total_variance - f.within_site_variance, f.between_input_variance,
                 f.within_input_variance);
   }
@@ -218,6 +233,9 @@ absl::Status Audit() {
   o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
   o.timing_max_repeats = absl::GetFlag(FLAGS_timing_max_repeats);
   o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
+  o.per_layer_interventions = absl::GetFlag(FLAGS_per_layer);
+  o.per_layer_scope = absl::GetFlag(FLAGS_per_layer_scope);
+  req.on_note = [](const std::string& note) { std::fprintf(stderr, "note: %s\n", note.c_str()); };
   std::string last_phase;
   req.on_progress = [&](const engine::AuditProgress& p) {
     if (p.phase == last_phase && p.windows_done != p.windows_total) return;

@@ -37,6 +37,8 @@ v1::AuditSpec FullSpec() {
   spec.set_label("seven seeds, \"quoted\"");
   spec.set_timing_max_repeats(300);
   spec.set_timing_budget_seconds(12.5);
+  spec.add_per_layer_interventions("static_layer");
+  spec.set_per_layer_scope("site");
   return spec;
 }
 
@@ -155,6 +157,8 @@ TEST(MergeSpecTest, EveryOverrideReachesItsField) {
   o.label = "l";
   o.timing_max_repeats = 8;
   o.timing_budget_seconds = 9.5;
+  o.per_layer_interventions = std::vector<std::string>{"static_token", "neutral"};
+  o.per_layer_scope = "family";
   const v1::AuditSpec s = MergeSpec(v1::AuditSpec(), o);
   EXPECT_EQ(s.models(0), "m");
   EXPECT_EQ(s.dense_twin(), "d");
@@ -174,6 +178,9 @@ TEST(MergeSpecTest, EveryOverrideReachesItsField) {
   EXPECT_EQ(s.label(), "l");
   EXPECT_EQ(s.timing_max_repeats(), 8);
   EXPECT_DOUBLE_EQ(s.timing_budget_seconds(), 9.5);
+  ASSERT_EQ(s.per_layer_interventions_size(), 2);
+  EXPECT_EQ(s.per_layer_interventions(1), "neutral");
+  EXPECT_EQ(s.per_layer_scope(), "family");
 }
 
 TEST(CheckSpecCompleteTest, NeedsModelsAndEval) {

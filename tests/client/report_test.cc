@@ -253,6 +253,43 @@ TEST(ReportTextTest, ShowsEverySectionAndTheServersSummaries) {
   EXPECT_THAT(text, HasSubstr("dense (dense twin)"));
 }
 
+// Per-layer penalties of static_layer (layers 0 and 1), as the server
+// orders them: a text table and one bar chart per intervention.
+v1::GetReportResponse WithLayerPenalties() {
+  v1::GetReportResponse r = ThreeSeedReport();
+  for (int layer : {0, 1}) {
+    const std::string metric = absl::StrFormat("layer_penalty.%d", layer);
+    AddMetric(&r, "static_layer", metric, "nats/token",
+              PerSeed("static_layer", metric,
+                      [&](size_t k, v1::Result x) {
+                        const double v = layer == 0 ? 0.0 : 0.01 * static_cast<double>(k + 1);
+                        return WithCi(Set(x, v), v - 0.005, v + 0.005);
+                      }),
+              layer == 0 ? Across(3, 0, 0, 0, 0) : Across(3, 0.02, 0.01, 0.01, 0.03));
+  }
+  return r;
+}
+
+TEST(ReportTextTest, PerGroupPenaltiesGetTheirOwnTable) {
+  const ReportView view(WithLayerPenalties());
+  const std::vector<GroupPenalty> groups = GroupPenalties(view);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[1].intervention, "static_layer");
+  EXPECT_EQ(groups[1].scope, "layer");
+  EXPECT_EQ(groups[1].group, "1");
+  const std::string text = FormatReportText(view);
+  EXPECT_THAT(text, HasSubstr("PER-GROUP DEPENDENCE"));
+  EXPECT_THAT(text, HasSubstr("layer 1"));
+  EXPECT_THAT(text, HasSubstr("+0.0200 ± 0.0100 (+0.0100..+0.0300)"));
+  EXPECT_THAT(text, HasSubstr("+0.0300 [+0.0250, +0.0350]"));  // fg-s3 at layer 1
+  // Without such rows there is no such section.
+  EXPECT_THAT(FormatReportText(ReportView(ThreeSeedReport())),
+              Not(HasSubstr("PER-GROUP DEPENDENCE")));
+  const std::string html = FormatReportHtml(view);
+  EXPECT_THAT(html, HasSubstr("static_layer at one layer at a time"));
+  EXPECT_THAT(html, HasSubstr("<title>layer 1: +0.0200</title>"));  // the across-model mean
+}
+
 TEST(ReportTextTest, ColumnsAlignWithMultiByteCells) {
   // "±" is two bytes but one column: right-aligned cells end together.
   TextTable t({{"A"}, {"VALUE", TextTable::Align::kRight}, {"Z"}});

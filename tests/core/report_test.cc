@@ -165,6 +165,32 @@ TEST(ReportTest, MetricsComeInReportOrder) {
   EXPECT_EQ(FindMetric(r, "execution", "zz_new_metric")->unit(), "");
 }
 
+// Per-group dependence rows follow the interventions' own rows, by
+// intervention then group, layers by number, nll before penalty.
+TEST(ReportTest, PerGroupRowsReadAsPerLayerTables) {
+  std::vector<v1::Result> rows = ThreeSeedRows();
+  for (const char* m : {"s1", "s2"}) {
+    rows.push_back(Row(m, "static_layer", "layer_penalty.0", 0.0));
+    rows.push_back(Row(m, "cross_input", "layer_penalty.10", 0.3));
+    rows.push_back(Row(m, "cross_input", "layer_nll.2", 1.7));
+    rows.push_back(Row(m, "cross_input", "layer_penalty.2", 0.2));
+  }
+  const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), rows);
+  std::vector<std::string> keys;
+  for (const v1::ReportMetric& m : r.metrics()) keys.push_back(m.intervention() + "/" + m.metric());
+  EXPECT_THAT(keys, ElementsAre("correct/nll", "cross_input/nll", "cross_input/penalty",
+                                "static_layer/nll", "global_mean/nll", "future_intervention/nll",
+                                "cross_input/layer_nll.2", "cross_input/layer_penalty.2",
+                                "cross_input/layer_penalty.10", "static_layer/layer_penalty.0",
+                                "static_layer/retention_pct", "variation/eta2.gate",
+                                "execution/blocks_per_token", "execution/slowdown",
+                                "replay/live_nll", "execution/zz_new_metric"));
+  const v1::ReportMetric* p = FindMetric(r, "cross_input", "layer_penalty.10");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->unit(), "nats/token");
+  EXPECT_EQ(p->across_models().n(), 2);
+}
+
 TEST(ReportTest, SitesAreTypedRowsNotMetrics) {
   const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), ThreeSeedRows());
   for (const v1::ReportMetric& m : r.metrics()) {
@@ -248,9 +274,19 @@ TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
   }
   m.retention_static_layer = 50;
   m.retention_static_layer_position = 60;
+  m.retention_static_token = 70;
+  m.static_token_coverage = engine::TokenCoverage{3, 2};
+  for (const std::string& scope : engine::AllDependenceScopes()) {
+    engine::GroupDependence d;
+    d.intervention = engine::kStaticLayer;
+    d.scope = scope;
+    d.group = scope == engine::kScopeLayer ? "0" : "attn_gate";
+    m.dependence.push_back(d);
+  }
   engine::FamilyVariation f;
   f.family = "attn_gate";
   f.eta2 = 0.5;
+  f.eta2_layer = 0.4;
   m.variation.push_back(f);
   m.site_variation.push_back({"attn_gate.0", "attn_gate", 0, 1.0, 0.1});
   m.execution.timing_repeats = 3;

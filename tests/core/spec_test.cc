@@ -121,6 +121,33 @@ TEST(NormalizeSpecTest, InterventionsMustBeKnownAndUnique) {
                 "global_mean", "twice");
 }
 
+TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->add_per_layer_interventions("dropout"); }),
+                "per-layer intervention", "dropout");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->add_per_layer_interventions("correct"); }),
+                "per-layer intervention", "correct");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) {
+                  s->add_per_layer_interventions("neutral");
+                  s->add_per_layer_interventions("neutral");
+                }),
+                "neutral", "twice");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_per_layer_scope("block"); }),
+                "per_layer_scope", "block");
+  auto plain = NormalizeSpec(Minimal(), {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->per_layer_scope(), "layer");
+  EXPECT_TRUE(ToEngineOptions(*plain).per_layer_interventions.empty());
+  v1::AuditSpec in = Minimal();
+  in.add_per_layer_interventions("static_layer");
+  in.add_per_layer_interventions("static_token");
+  in.set_per_layer_scope("family");
+  auto s = NormalizeSpec(in, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const engine::AuditOptions o = ToEngineOptions(*s);
+  EXPECT_EQ(o.per_layer_interventions, (std::vector<std::string>{"static_layer", "static_token"}));
+  EXPECT_EQ(o.per_layer_scope, "family");
+}
+
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {
   SpecLimits limits;
   limits.max_window_length = 512;

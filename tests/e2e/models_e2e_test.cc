@@ -201,7 +201,7 @@ TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
                           "global_mean"}) {
       EXPECT_NE(Row(rows, m, i, "penalty"), nullptr) << i;
     }
-    for (const char* family : {"q", "k", "v", "r"}) {
+    for (const char* family : {"q", "k", "v", "r", "out"}) {
       EXPECT_NE(Row(rows, m, "variation", std::string("eta2.") + family), nullptr) << family;
     }
     const json::Value* fraction = Row(rows, m, "execution", "blocks_executed_fraction");
@@ -215,6 +215,31 @@ TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
   CommandResult report = Fca({"report", std::to_string(job)});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("eta2"), std::string::npos);
+}
+
+// Per-group dependence from the CLI's flags to stored rows and the report,
+// and a bad scope refused before a job exists.
+TEST_F(ModelsE2ETest, PerFamilyDependenceOfMuddPythia) {
+  Upload("eval");
+  Upload("calib");
+  CommandResult bad = Fca({"audit", "--models=mudd-tiny", "--eval=eval", "--calib=calib",
+                           "--per_layer=neutral", "--per_layer_scope=block"});
+  EXPECT_EQ(bad.exit_code, 3) << bad.err;  // INVALID_ARGUMENT
+  EXPECT_NE(bad.err.find("block"), std::string::npos) << bad.err;
+  const int job = AuditAndWatch({"--models=mudd-tiny", "--eval=eval", "--calib=calib",
+                                  "--window=16", "--max_eval_windows=8", "--max_calib_windows=8",
+                                  "--interventions=neutral", "--per_layer=neutral",
+                                  "--per_layer_scope=family", "--timing_repeats=0"});
+  ASSERT_GT(job, 0);
+  const json::Value rows = Results(job);
+  for (const char* family : {"q", "k", "v", "r", "out"}) {
+    EXPECT_NE(Row(rows, "mudd-tiny", "neutral", std::string("family_penalty.") + family), nullptr)
+        << family;
+  }
+  CommandResult report = Fca({"report", std::to_string(job)});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("PER-GROUP DEPENDENCE"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("family out"), std::string::npos) << report.out;
 }
 
 // A text dataset audited on the BPE model is tokenized by the server with

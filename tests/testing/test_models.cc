@@ -124,6 +124,19 @@ std::unique_ptr<ControlledModel> GateDependentModel() {
   return LoadWritten(c, *w);
 }
 
+std::unique_ptr<ControlledModel> LayerOneDependentModel(uint64_t seed) {
+  const TransformerConfig c = TinyConfig("featuregate");
+  InitOptions init;
+  init.seed = seed;
+  init.controller_out_std = 1.0;
+  auto weights = InitTransformerWeights(c, init);
+  EXPECT_TRUE(weights.ok()) << weights.status();
+  const size_t gates = 2 * c.n_groups;
+  SetTensor(&*weights, "blocks.0.ctrl.fc2.weight", Zeros(gates * c.controller_width));
+  SetTensor(&*weights, "blocks.0.ctrl.fc2.bias", Zeros(gates));
+  return LoadWritten(c, *weights);
+}
+
 std::string GateDependentText(size_t length, uint64_t seed) {
   Rng rng(seed);
   std::string s;

@@ -38,6 +38,10 @@ std::unique_ptr<ControlledModel> LoadWritten(const TransformerConfig& config,
 // after 'a' and 0 after 'b', and whose head predicts 'b' after 'a' only when
 // that gate is open: the correct per-token gates matter by construction.
 std::unique_ptr<ControlledModel> GateDependentModel();
+// A two-layer TinyConfig featuregate model with random, input-dependent
+// gates at layer 1 and layer 0's controller output weights and bias zero,
+// so every layer-0 gate is exactly 2 * sigmoid(0) = 1 whatever the input.
+std::unique_ptr<ControlledModel> LayerOneDependentModel(uint64_t seed);
 // Text over {a, b} where 'a' is always followed by 'b' and 'b' by either.
 std::string GateDependentText(size_t length, uint64_t seed);
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -46,16 +47,18 @@ void AppendTo(std::vector<double>* out, const at::Tensor& values) {
   for (int64_t i = 0; i < values.size(0); ++i) out->push_back(acc[i]);
 }
 
+bool Contains(const std::vector<std::string>& list, const std::string& name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
 absl::Status ValidateOptions(const AuditOptions& o) {
   for (const std::string& name : o.interventions) {
-    bool known = false;
-    for (const std::string& k : AllInterventions()) known = known || k == name;
-    if (!known) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "unknown intervention '%s' (known: correct, cross_input, token_shuffle, "
-          "static_layer, static_layer_position, global_mean)", name));
+    if (!Contains(AllInterventions(), name)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
     }
   }
+  FCA_RETURN_IF_ERROR(ValidateDependenceOptions(o));
   if (o.batch_size < 1 || o.batch_size > 4096) {
     return absl::InvalidArgumentError(
         absl::StrFormat("batch_size %d is outside [1, 4096]", o.batch_size));
@@ -104,9 +107,11 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(LiveEvalPass());
     FCA_RETURN_IF_ERROR(LiveCalibPass());
     FCA_ASSIGN_OR_RETURN(calib_stats_, ComputeCalibrationStats(calib_coeff_, model_.sites()));
+    FCA_ASSIGN_OR_RETURN(neutral_, model_.NeutralCoefficients());
     for (const std::string& name : interventions_) {
       if (name != kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(name));
     }
+    FCA_RETURN_IF_ERROR(DependencePasses());
     Summarize();
     FCA_RETURN_IF_ERROR(ExecutionAudit());
     report_.seconds = Seconds(start);
@@ -123,11 +128,12 @@ class ModelAudit {
   absl::Status MakeWindowSets() {
     Progress("windowing", 0, 0);
     const Tokenizer& tok = model_.tokenizer();
-    // Only as many tokens as the windows take.
+    // Only as many tokens as the windows take, plus one window to tell
+    // whether max_*_windows left windows out (NoteCapped).
     FCA_ASSIGN_OR_RETURN(std::vector<int32_t> e,
-                         TokenStream(req_.eval, tok, opt_.max_eval_windows * opt_.window_length));
+                         TokenStream(req_.eval, tok, TokensFor(opt_.max_eval_windows)));
     FCA_ASSIGN_OR_RETURN(std::vector<int32_t> c,
-                         TokenStream(req_.calib, tok, opt_.max_calib_windows * opt_.window_length));
+                         TokenStream(req_.calib, tok, TokensFor(opt_.max_calib_windows)));
     FCA_ASSIGN_OR_RETURN(eval_, MakeWindows(e, opt_.window_length, opt_.max_eval_windows,
                                             req_.eval.name));
     FCA_ASSIGN_OR_RETURN(calib_, MakeWindows(c, opt_.window_length, opt_.max_calib_windows,
@@ -135,6 +141,10 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(CheckNoOverlap(eval_, calib_, opt_.allow_overlap));
     FCA_RETURN_IF_ERROR(CheckFits(eval_, req_.eval.name));
     FCA_RETURN_IF_ERROR(CheckFits(calib_, req_.calib.name));
+    NoteCapped("evaluation", req_.eval.name, e, opt_.max_eval_windows);
+    NoteCapped("calibration", req_.calib.name, c, opt_.max_calib_windows);
+    eval_ids_ = BatchIds(eval_, 0, eval_.count()).clone();
+    calib_ids_ = BatchIds(calib_, 0, calib_.count()).clone();
     if (model_.sites().empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "model '%s' (family %s) has no controller coefficients to audit; name it as the "
@@ -146,6 +156,23 @@ class ModelAudit {
     report_.eval_window_hashes = eval_.hashes;
     report_.calib_window_hashes = calib_.hashes;
     return absl::OkStatus();
+  }
+
+  int64_t TokensFor(int64_t max_windows) const {
+    return max_windows > 0 ? (max_windows + 1) * opt_.window_length : 0;
+  }
+
+  // "All windows" is bounded by max_*_windows (the server's --max_windows
+  // by default): say so when the dataset had more, never drop them silently.
+  void NoteCapped(const char* set, const std::string& dataset, const std::vector<int32_t>& stream,
+                  int64_t max_windows) const {
+    const int64_t complete = static_cast<int64_t>(stream.size()) / opt_.window_length;
+    if (max_windows <= 0 || complete <= max_windows || !req_.on_note) return;
+    req_.on_note(absl::StrFormat(
+        "model '%s': the %s dataset '%s' has more than %d windows of %d tokens; the audit uses "
+        "the first %d (max_%s_windows)",
+        model_.info().name, set, dataset, max_windows, opt_.window_length, max_windows,
+        set[0] == 'e' ? "eval" : "calib"));
   }
 
   absl::Status CheckFits(const WindowSet& w, const std::string& dataset) const {
@@ -231,6 +258,7 @@ class ModelAudit {
     SiteTensors replay = *rec;
     FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits, Forward(ids, CoefficientMode::kReplay, &replay));
     FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
+    report_.fidelity_checked_windows += e - b;
     AppendTo(live, SequenceNll(live_logits, ids));
     AppendTo(correct, SequenceNll(replay_logits, ids));
     if (cached.empty() || cache_trust_ == CacheTrust::kIgnored) PutBatch(eval_, *rec, b);
@@ -385,27 +413,68 @@ class ModelAudit {
         cached > 0 ? " (their LIVE pass was skipped)" : ""));
   }
 
-  absl::Status ReplayPass(const std::string& name) {
+  InterventionContext Context() const {
     InterventionContext ctx;
     ctx.eval = &eval_coeff_;
     ctx.calib = &calib_stats_;
     ctx.sites = &model_.sites();
     ctx.seed = opt_.seed;
     ctx.per_site_shuffle = opt_.per_site_shuffle;
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(name, ctx));
+    ctx.eval_ids = &eval_ids_;
+    ctx.calib_ids = &calib_ids_;
+    ctx.calib_coeff = &calib_coeff_;
+    ctx.neutral = &neutral_;
+    return ctx;
+  }
+
+  absl::Status ReplayPass(const std::string& name) {
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(name, Context()));
+    FCA_ASSIGN_OR_RETURN(nll_[name], Replay(*plan, "replay:" + name));
+    if (name == kStaticToken) {
+      FCA_ASSIGN_OR_RETURN(report_.static_token_coverage, CountUnseenTokens(eval_ids_, calib_ids_));
+    }
+    return absl::OkStatus();
+  }
+
+  // Per-sequence NLL of E under `plan`.
+  absl::StatusOr<std::vector<double>> Replay(const Intervention& plan, const std::string& phase) {
     std::vector<double> nll;
     const int64_t n = eval_.count();
     for (int64_t b = 0; b < n; b += opt_.batch_size) {
       FCA_RETURN_IF_ERROR(CheckCancelled());
       const int64_t e = std::min(n, b + opt_.batch_size);
       at::Tensor ids = BatchIds(eval_, b, e);
-      SiteTensors a = plan->Batch(b, e);
+      SiteTensors a = plan.Batch(b, e);
       FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &a));
       AppendTo(&nll, SequenceNll(logits, ids));
       Advance(0.5 * (e - b));
-      Progress("replay:" + name, e, n);
+      Progress(phase, e, n);
     }
-    nll_[name] = std::move(nll);
+    return nll;
+  }
+
+  // One replay per (intervention, group): I at the group's sites, correct
+  // elsewhere (fca.md "Per-group dependence").
+  absl::Status DependencePasses() {
+    FCA_ASSIGN_OR_RETURN(const std::vector<SiteGroup> groups,
+                         DependenceGroups(model_.sites(), opt_.per_layer_scope));
+    for (const std::string& name : opt_.per_layer_interventions) {
+      for (const SiteGroup& g : groups) {
+        FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> inner, MakeIntervention(name, Context()));
+        const auto plan = RestrictToGroup(std::move(inner), eval_coeff_, g);
+        GroupDependence d;
+        d.intervention = name;
+        d.scope = opt_.per_layer_scope;
+        d.group = g.name;
+        FCA_ASSIGN_OR_RETURN(std::vector<double> nll,
+                             Replay(*plan, absl::StrFormat("replay:%s@%s", name, g.name)));
+        d.nll = Mean(nll);
+        d.penalty = d.nll - Mean(nll_[kCorrect]);
+        d.penalty_ci = PairedBootstrapCI(nll, nll_[kCorrect], opt_.bootstrap_resamples,
+                                         opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
+        report_.dependence.push_back(std::move(d));
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -427,6 +496,7 @@ class ModelAudit {
       Retention(kStaticLayer, &report_.retention_static_layer, &report_.retention_static_layer_ci);
       Retention(kStaticLayerPosition, &report_.retention_static_layer_position,
                 &report_.retention_static_layer_position_ci);
+      Retention(kStaticToken, &report_.retention_static_token, &report_.retention_static_token_ci);
     }
     Variation v = ComputeVariation(eval_coeff_, model_.sites());
     report_.variation = std::move(v.families);
@@ -493,7 +563,9 @@ class ModelAudit {
   double* units_done_;
   double units_total_;
   WindowSet eval_, calib_;
+  at::Tensor eval_ids_, calib_ids_;  // [N, T] / [M, T] int64: static_token
   SiteTensors eval_coeff_, calib_coeff_;
+  SiteTensors neutral_;              // the model's NeutralCoefficients()
   CalibrationStats calib_stats_;
   std::map<std::string, std::vector<double>> nll_;
   std::vector<double> dense_us_per_token_;
@@ -540,7 +612,12 @@ double TotalUnits(const AuditRequest& req, size_t interventions) {
   };
   const double e = windows(req.eval, req.options.max_eval_windows);
   const double c = windows(req.calib, req.options.max_calib_windows);
-  return req.models.size() * (e + 0.5 * c + 0.5 * e * (interventions - 1));
+  double groups = 0;  // per-group dependence replays, over all models
+  for (const ControlledModel* m : req.models) {
+    auto g = DependenceGroups(m->sites(), req.options.per_layer_scope);
+    if (g.ok()) groups += g->size() * req.options.per_layer_interventions.size();
+  }
+  return req.models.size() * (e + 0.5 * c + 0.5 * e * (interventions - 1)) + 0.5 * e * groups;
 }
 
 // The dense twin's own execution figures: counted on the first batch of E,
@@ -583,9 +660,9 @@ absl::Status ValidateModels(const AuditRequest& req) {
 }  // namespace
 
 const std::vector<std::string>& AllInterventions() {
-  static const std::vector<std::string> kAll = {kCorrect,     kCrossInput,
-                                                kTokenShuffle, kStaticLayer,
-                                                kStaticLayerPosition, kGlobalMean};
+  static const std::vector<std::string> kAll = {
+      kCorrect,    kCrossInput, kTokenShuffle, kStaticLayer, kStaticLayerPosition,
+      kGlobalMean, kStaticToken, kNeutral};
   return kAll;
 }
 

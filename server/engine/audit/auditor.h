@@ -32,8 +32,18 @@ inline constexpr char kTokenShuffle[] = "token_shuffle";
 inline constexpr char kStaticLayer[] = "static_layer";
 inline constexpr char kStaticLayerPosition[] = "static_layer_position";
 inline constexpr char kGlobalMean[] = "global_mean";
+inline constexpr char kStaticToken[] = "static_token";
+inline constexpr char kNeutral[] = "neutral";
 // All of them, in report order.
 const std::vector<std::string>& AllInterventions();
+// "correct, cross_input, ...": for error messages and help texts.
+std::string InterventionList();
+
+// Groups of sites for per-group dependence (AuditOptions::per_layer_scope).
+inline constexpr char kScopeLayer[] = "layer";
+inline constexpr char kScopeSite[] = "site";
+inline constexpr char kScopeFamily[] = "family";
+const std::vector<std::string>& AllDependenceScopes();
 
 struct AuditOptions {
   // Interventions to replay besides `correct` (always run). Empty: all.
@@ -67,6 +77,13 @@ struct AuditOptions {
   double timing_relative_precision = 0.5;
   double timing_resolution = 0.01;  // slowdown units: 0.01 = one percent
   int timing_warmup = 2;            // untimed pairs first
+  // Per-group dependence (fca.md "Per-group dependence"): for each named
+  // intervention I (not `correct`) and each group g of sites (a layer's
+  // sites, one site or one family, by per_layer_scope), one more replay with
+  // I's coefficients at g's sites and `correct` elsewhere. Empty: none (each
+  // costs one replay pass per group).
+  std::vector<std::string> per_layer_interventions;
+  std::string per_layer_scope = kScopeLayer;
 };
 
 // Progress of a running audit; `fraction` is over the whole job.
@@ -111,6 +128,26 @@ struct FamilyVariation {
   double within_site_variance = 0;     // SS_within / count (around mu_{s,c})
   double between_input_variance = 0;   // part of within-site: sequence means
   double within_input_variance = 0;    // part of within-site: tokens
+  // 1 - SS around the per-site mean mu_s / SS_total: "layer identity" with
+  // one mean per site (eta2 uses one per site and channel).
+  std::optional<double> eta2_layer;
+};
+
+// One group's replay in the per-group dependence audit.
+struct GroupDependence {
+  std::string intervention;            // I
+  std::string scope;                   // kScopeLayer / kScopeSite / kScopeFamily
+  std::string group;                   // "3", "attn_gate.3", "attn_gate"
+  double nll = 0;
+  double penalty = 0;                  // NLL(I at g, correct elsewhere) - NLL(correct)
+  Interval penalty_ci;                 // paired bootstrap, as for `penalty`
+};
+
+// Evaluation positions whose token id never occurs in the calibration set
+// (static_token falls back to mu_s there).
+struct TokenCoverage {
+  int64_t unseen_positions = 0;        // positions of E
+  int64_t unseen_ids = 0;              // distinct ids among them
 };
 
 struct SiteVariation {
@@ -159,6 +196,13 @@ struct ModelReport {
   // Bootstrap CIs of the retentions (undefined when too many resamples have
   // a ~0 gap): a retention whose gap is noise has a very wide CI.
   std::optional<Interval> retention_static_layer_ci, retention_static_layer_position_ci;
+  std::optional<double> retention_static_token;            // percent
+  std::optional<Interval> retention_static_token_ci;
+  std::optional<TokenCoverage> static_token_coverage;      // when static_token ran
+  std::vector<GroupDependence> dependence;                 // per-group replays
+  // Evaluation windows whose replay was compared with a LIVE pass (the
+  // fidelity gate); at least the first batch, cached or not.
+  int64_t fidelity_checked_windows = 0;
   std::vector<FamilyVariation> variation;
   std::vector<SiteVariation> site_variation;
   ExecutionResult execution;

@@ -158,9 +158,22 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string
     }
     return std::make_unique<StaticIntervention>(eval, CastLike(profiles, eval));
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown intervention '%s' (known: correct, cross_input, token_shuffle, static_layer, "
-      "static_layer_position, global_mean)", name));
+  if (name == kStaticToken) return MakeStaticToken(ctx);
+  if (name == kNeutral) {
+    if (ctx.neutral == nullptr || ctx.neutral->size() != eval.size()) {
+      return absl::InvalidArgumentError("neutral needs the model's neutral coefficients");
+    }
+    for (size_t s = 0; s < eval.size(); ++s) {
+      if ((*ctx.neutral)[s].numel() != eval[s].size(2)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "neutral: the model's neutral coefficients of site %d have %d values, not %d", s,
+            (*ctx.neutral)[s].numel(), eval[s].size(2)));
+      }
+    }
+    return std::make_unique<StaticIntervention>(eval, CastLike(*ctx.neutral, eval));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
 }
 
 Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites) {
@@ -177,7 +190,7 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     f.sites += 1;
     f.count += eval[s].numel();
   }
-  std::map<std::string, double> ss_total;
+  std::map<std::string, double> ss_total, ss_layer;
   for (size_t s = 0; s < eval.size(); ++s) {
     at::Tensor a = F64(eval[s]);  // [N, T, d]
     FamilyVariation& f = fam[sites[s].family];
@@ -187,12 +200,13 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     const double within = (a - mu).pow(2).sum().item<double>();
     const double between = (seq - mu).pow(2).sum().item<double>() * a.size(1);
     const double tokens = (a - seq).pow(2).sum().item<double>();
+    const double mu_s = a.mean().item<double>();             // one mean per site
     ss_total[f.family] += (a - m_f).pow(2).sum().item<double>();
+    ss_layer[f.family] += (a - mu_s).pow(2).sum().item<double>();
     f.within_site_variance += within;
     f.between_input_variance += between;
     f.within_input_variance += tokens;
-    v.sites.push_back({sites[s].name, sites[s].family, sites[s].layer, a.mean().item<double>(),
-                       within / a.numel()});
+    v.sites.push_back({sites[s].name, sites[s].family, sites[s].layer, mu_s, within / a.numel()});
   }
   for (const std::string& name : order) {
     FamilyVariation f = fam[name];
@@ -200,7 +214,10 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     const double total = ss_total[name];
     // A family whose every scalar is the same value has no variance to
     // explain: eta2 is undefined rather than 0/0.
-    if (total > 1e-12 * n) f.eta2 = 1.0 - f.within_site_variance / total;
+    if (total > 1e-12 * n) {
+      f.eta2 = 1.0 - f.within_site_variance / total;
+      f.eta2_layer = 1.0 - ss_layer[name] / total;
+    }
     f.total_variance = total / n;
     f.within_site_variance /= n;
     f.between_input_variance /= n;

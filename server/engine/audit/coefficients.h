@@ -47,12 +47,47 @@ struct InterventionContext {
   const std::vector<CoefficientSite>* sites = nullptr;
   uint64_t seed = 0;
   bool per_site_shuffle = false;
+  // static_token: the token ids of E ([N, T] int64) and of C ([M, T]), and
+  // A(c) of C (one [M, T, d_s] tensor per site).
+  const at::Tensor* eval_ids = nullptr;
+  const at::Tensor* calib_ids = nullptr;
+  const SiteTensors* calib_coeff = nullptr;
+  // neutral: the model's NeutralCoefficients(), one [d_s] tensor per site.
+  const SiteTensors* neutral = nullptr;
 };
 
 // INVALID_ARGUMENT for an unknown name or an impossible one (cross_input
 // with a single window).
 absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string& name,
                                                                const InterventionContext& ctx);
+
+// static_token (interventions.cc): per site, the calibration mean of the
+// coefficients at positions whose current token id is v, for evaluation
+// positions whose id is v; mu_s where v never occurs in C. INVALID_ARGUMENT
+// when the ids or calibration tensors are missing or misshapen.
+absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const InterventionContext& ctx);
+
+// Evaluation positions (and distinct ids) whose id never occurs in C.
+absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
+                                                const at::Tensor& calib_ids);
+
+// INVALID_ARGUMENT unless every per_layer_interventions name is a known
+// intervention other than correct and per_layer_scope is a known scope.
+absl::Status ValidateDependenceOptions(const AuditOptions& options);
+
+// Per-group dependence (interventions.cc): the sites of one group.
+struct SiteGroup {
+  std::string name;          // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
+  std::vector<size_t> sites;  // indices into sites()
+};
+// The groups of a scope (kScopeLayer by ascending layer, kScopeSite in
+// sites() order, kScopeFamily by first appearance); INVALID_ARGUMENT for an
+// unknown scope.
+absl::StatusOr<std::vector<SiteGroup>> DependenceGroups(const std::vector<CoefficientSite>& sites,
+                                                        const std::string& scope);
+// `inner`'s coefficients at the group's sites, A(x_i) (correct) elsewhere.
+std::unique_ptr<Intervention> RestrictToGroup(std::unique_ptr<Intervention> inner,
+                                              const SiteTensors& eval, const SiteGroup& group);
 
 // The seeded permutations the interventions use, exposed for tests.
 std::vector<int64_t> CrossInputAssignment(int64_t n, uint64_t seed);
@@ -63,7 +98,8 @@ struct Variation {
   std::vector<FamilyVariation> families;
   std::vector<SiteVariation> sites;
 };
-// eta2 per family with its between-input / within-input split, on E.
+// eta2 and eta2_layer per family with the between-input / within-input
+// split of the within-site variance, on E.
 Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites);
 
 }  // namespace fca::engine

@@ -52,15 +52,18 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
   const int64_t n = r.eval_windows;
   w.Add("replay", "live_nll", r.live_nll, n);
   w.Add("replay", "max_abs_logit_diff", r.replay_max_abs_diff, n);
+  w.Add("replay", "fidelity_checked_windows", static_cast<double>(r.fidelity_checked_windows),
+        r.fidelity_checked_windows);
   for (const InterventionResult& i : r.interventions) {
     w.Add(i.name, "nll", i.nll, n);
     if (i.name != kCorrect) w.AddCI(i.name, "penalty", i.penalty, i.penalty_ci, n);
   }
-  bool has_global = false, has_layer = false, has_position = false;
+  bool has_global = false, has_layer = false, has_position = false, has_token = false;
   for (const InterventionResult& i : r.interventions) {
     has_global = has_global || i.name == kGlobalMean;
     has_layer = has_layer || i.name == kStaticLayer;
     has_position = has_position || i.name == kStaticLayerPosition;
+    has_token = has_token || i.name == kStaticToken;
   }
   if (has_global && has_layer) {
     w.AddOptional(kStaticLayer, "retention_pct", r.retention_static_layer, n,
@@ -70,8 +73,23 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.AddOptional(kStaticLayerPosition, "retention_pct", r.retention_static_layer_position, n,
                   r.retention_static_layer_position_ci);
   }
+  if (has_global && has_token) {
+    w.AddOptional(kStaticToken, "retention_pct", r.retention_static_token, n,
+                  r.retention_static_token_ci);
+  }
+  if (r.static_token_coverage) {
+    const TokenCoverage& c = *r.static_token_coverage;
+    w.Add(kStaticToken, "unseen_token_positions", static_cast<double>(c.unseen_positions),
+          n * r.window_length);
+    w.Add(kStaticToken, "unseen_token_ids", static_cast<double>(c.unseen_ids), n);
+  }
+  for (const GroupDependence& d : r.dependence) {
+    w.Add(d.intervention, d.scope + "_nll." + d.group, d.nll, n);
+    w.AddCI(d.intervention, d.scope + "_penalty." + d.group, d.penalty, d.penalty_ci, n);
+  }
   for (const FamilyVariation& f : r.variation) {
     w.AddOptional("variation", "eta2." + f.family, f.eta2, f.count);
+    w.AddOptional("variation", "eta2_layer." + f.family, f.eta2_layer, f.count);
     w.Add("variation", "total_variance." + f.family, f.total_variance, f.count);
     w.Add("variation", "within_site_variance." + f.family, f.within_site_variance, f.count);
     w.Add("variation", "between_input_variance." + f.family, f.between_input_variance, f.count);
@@ -209,6 +227,10 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));
   v.Set("timing_warmup", json::Value::Int(o.timing_warmup));
+  json::Value per_layer = json::Value::MakeArray();
+  for (const std::string& n : o.per_layer_interventions) per_layer.mutable_array().push_back(Str(n));
+  v.Set("per_layer_interventions", std::move(per_layer));
+  v.Set("per_layer_scope", Str(o.per_layer_scope));
   return v;
 }
 

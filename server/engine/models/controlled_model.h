@@ -81,6 +81,13 @@ class ControlledModel {
   virtual absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                              std::vector<at::Tensor>* coefficients) = 0;
 
+  // The coefficients with the controller removed, one [d_s] tensor per site
+  // in sites() order, in the compute dtype and on the compute device (a
+  // replay broadcasts each to every token): FeatureGate every gate 1 (the
+  // block unscaled), MUDDPythia the static dense_bs alone (no dynamic part).
+  // Empty for a dense model; INTERNAL for a torch failure.
+  virtual absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const = 0;
+
   virtual ExecutionCounters counters() const = 0;
   virtual void ResetCounters() = 0;
 };

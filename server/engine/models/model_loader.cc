@@ -49,6 +49,9 @@ class ModelWithTokenizer : public ControlledModel {
                                      std::vector<at::Tensor>* coefficients) override {
     return model_->Forward(ids, mode, coefficients);
   }
+  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
+    return model_->NeutralCoefficients();
+  }
   ExecutionCounters counters() const override { return model_->counters(); }
   void ResetCounters() override { model_->ResetCounters(); }
 

@@ -471,6 +471,20 @@ class MuddPythiaModel : public ControlledModel {
   ExecutionCounters counters() const override { return counters_; }
   void ResetCounters() override { counters_ = ExecutionCounters(); }
 
+  // A_i = dense_bs.i with the controller's dynamic part removed: row c of
+  // dense_bs.i for stream c, in sites() order.
+  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
+    return GuardTorch("model '" + info_.name + "' neutral coefficients",
+                      [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
+                        std::vector<at::Tensor> out;
+                        for (int64_t i = 0; i < config_.n_layer; ++i) {
+                          const at::Tensor& bs = weights_.layers[i].dense_bs;  // [C, L]
+                          for (int64_t c = 0; c < bs.size(0); ++c) out.push_back(bs[c].clone());
+                        }
+                        return out;
+                      });
+  }
+
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* coefficients) override {
     FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_,
@@ -508,7 +522,9 @@ std::vector<CoefficientSite> DescribeMuddPythia(const MuddPythiaConfig& config, 
   for (int64_t i = 0; i < config.n_layer; ++i) {
     const int64_t streams = config.streams(i);
     for (int64_t s = 0; s < streams; ++s) {
-      const std::string family = streams == 1 ? "r" : kStreamFamilies[s];
+      // The last layer's one stream feeds the final norm, not a layer's
+      // residual: its own family, so its statistics are not pooled with r.
+      const std::string family = streams == 1 ? "out" : kStreamFamilies[s];
       sites.push_back({absl::StrCat(family, ".", i), family, i, config.channels(i)});
     }
   }

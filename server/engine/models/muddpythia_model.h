@@ -5,7 +5,8 @@
 // hidden list [embedding, out_0, ..., out_i] is mixed into the four input
 // streams of layer i + 1 (one stream, into the final norm, after the last
 // layer). Those weights are the coefficient sites: "q.i", "k.i", "v.i", "r.i"
-// with d_s = i + 2 channels, and "r.<last>" for the last layer.
+// with d_s = i + 2 channels, and "out.<last>" for the last layer (the stream
+// into the final norm: a family of its own, not pooled with r).
 //
 // The forward pass reproduces the reference PyTorch eager full-sequence
 // forward op by op (design note muddpythia.md, section 2). There is no KV
@@ -68,7 +69,7 @@ std::vector<WeightSpec> MuddPythiaWeightSpecs(const MuddPythiaConfig& config,
 
 // Sets the fields of `info` that follow from `config` (family, vocab_size,
 // max_seq_len = block_size, num_layers) and returns the coefficient sites in
-// sites() order (q.i, k.i, v.i, r.i per layer, r.<last> for the last one).
+// sites() order (q.i, k.i, v.i, r.i per layer, out.<last> for the last one).
 // CreateMuddPythiaModel builds its model from the same.
 std::vector<CoefficientSite> DescribeMuddPythia(const MuddPythiaConfig& config, ModelInfo* info);
 

@@ -78,6 +78,19 @@ class TransformerModel : public ControlledModel {
   ExecutionCounters counters() const override { return counters_; }
   void ResetCounters() override { counters_ = ExecutionCounters(); }
 
+  // A gate of 1 leaves its group's channels unscaled: the plain transformer.
+  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
+    return GuardTorch("model '" + info_.name + "' neutral coefficients",
+                      [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
+                        const at::Tensor& any = net_->weights().front();
+                        std::vector<at::Tensor> out;
+                        for (const CoefficientSite& s : sites_) {
+                          out.push_back(at::ones({s.channels}, any.options()));
+                        }
+                        return out;
+                      });
+  }
+
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* coefficients) override {
     FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_,

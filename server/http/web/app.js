@@ -22,8 +22,8 @@
   const STATE_MARK = {QUEUED: '○', RUNNING: '▶', SUCCEEDED: '✓', FAILED: '✗', CANCELLED: '■'};
   // docs/fca.md's interventions in report order.
   const INTERVENTIONS = ['correct', 'cross_input', 'token_shuffle', 'static_layer',
-    'static_layer_position', 'global_mean'];
-  const PROFILES = ['static_layer', 'static_layer_position'];
+    'static_layer_position', 'global_mean', 'static_token', 'neutral'];
+  const PROFILES = ['static_layer', 'static_layer_position', 'static_token'];
   // Paul Tol's colour-blind-safe "bright" palette; every series also has its
   // own number, fill pattern, marker shape and line style.
   const COLOURS = ['#4477aa', '#ee6677', '#228833', '#ccbb44', '#66ccee', '#aa3377', '#777777'];
@@ -202,7 +202,8 @@
     if (metric === 'nll' || metric === 'live_nll') return {f: fixed(4), sd: fixed(4)};
     if (metric === 'penalty') return {f: signed(4), sd: fixed(4)};
     if (metric === 'retention_pct') return {f: fixed(1), sd: fixed(1)};
-    if (metric.startsWith('eta2.') || metric === 'blocks_executed_fraction') {
+    if (metric.startsWith('eta2.') || metric.startsWith('eta2_layer.') ||
+        metric === 'blocks_executed_fraction') {
       return {f: fixed(4), sd: fixed(4)};
     }
     if (metric.endsWith('latency_us_per_token')) return {f: fixed(2), sd: fixed(2)};
@@ -535,7 +536,8 @@
     const variation = [];
     for (const f of families) {
       variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`, [
-        ['eta2', 'eta2 (variance explained by layer)'], ['total_variance', 'total variance'],
+        ['eta2_layer', 'eta2 layer (one mean per site)'],
+        ['eta2', 'eta2 (per site and channel)'], ['total_variance', 'total variance'],
         ['within_site_variance', 'within-site variance'], ['between_input_variance', 'between-input variance'],
         ['within_input_variance', 'within-input variance'],
       ].map(([m, label]) => ({i: 'variation', m: `${m}.${f}`, label})).filter((r) => ix.metric(r.i, r.m)),
@@ -555,7 +557,7 @@
               el('td', {class: 'num', 'data-variance': s.variance}, general(num(s.variance)))]}))})));
       }
     }
-    out.push(section('Coefficient variation', 'eta2 = share of the variance between sites; the within-site variance splits into between-input and within-input parts.', variation));
+    out.push(section('Coefficient variation', 'eta2 layer = share of the variance explained by one mean per site (layer identity); eta2 = by one mean per site and channel; the within-site variance splits into between-input and within-input parts.', variation));
 
     const chart = penaltyChartOf(ix, interventions, 'penalty-chart');
     out.push(section('Functional dependence', 'penalty = NLL(I) − NLL(correct) in nats/token, with its paired 95% bootstrap CI.',

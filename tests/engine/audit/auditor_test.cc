@@ -84,7 +84,7 @@ TEST(AuditorTest, ConstantControllerHasNoPenaltyAndUndefinedRetention) {
   const ModelReport& r = report->models[0];
   EXPECT_EQ(r.eval_windows, 8);
   EXPECT_EQ(r.calib_windows, 6);
-  ASSERT_EQ(r.interventions.size(), 6u);
+  ASSERT_EQ(r.interventions.size(), AllInterventions().size());
   EXPECT_EQ(r.interventions[0].name, kCorrect);
   for (const InterventionResult& i : r.interventions) {
     EXPECT_NEAR(i.penalty, 0.0, 1e-9) << i.name;
@@ -107,13 +107,17 @@ TEST(AuditorTest, ConstantControllerHasNoPenaltyAndUndefinedRetention) {
   EXPECT_TRUE(saw_retention);
 }
 
+// The whole audit of a GateDependentModel on 16 windows of 32 tokens
+// (shorter {a, b} windows repeat by chance between E and C).
+absl::StatusOr<AuditReport> AuditGateDependent(ControlledModel* model) {
+  AuditRequest req = Request({model}, GateDependentText(32 * 16, 1), GateDependentText(32 * 16, 2));
+  req.options.window_length = 32;
+  return RunAudit(req);
+}
+
 TEST(AuditorTest, InputDependentGatesGiveAClearCrossInputPenalty) {
   auto model = GateDependentModel();
-  // 32-token windows: shorter {a, b} windows repeat by chance between E and C.
-  AuditRequest req = Request({model.get()}, GateDependentText(32 * 16, 1),
-                             GateDependentText(32 * 16, 2));
-  req.options.window_length = 32;
-  auto report = RunAudit(req);
+  auto report = AuditGateDependent(model.get());
   ASSERT_TRUE(report.ok()) << report.status();
   const ModelReport& r = report->models[0];
   const InterventionResult& cross = Find(r, kCrossInput);
@@ -180,6 +184,9 @@ class UnfaithfulReplay : public ControlledModel {
   const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
   ExecutionCounters counters() const override { return inner_->counters(); }
   void ResetCounters() override { inner_->ResetCounters(); }
+  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
+    return inner_->NeutralCoefficients();
+  }
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* c) override {
     auto out = inner_->Forward(ids, mode, c);
@@ -498,6 +505,188 @@ TEST(TokenStreamTest, APrefixGivesTheFirstIdsOfTheWholeText) {
       EXPECT_TRUE(std::equal(part->begin(), part->end(), whole->begin())) << tok->name();
     }
   }
+}
+
+}  // namespace
+}  // namespace fca::engine
+
+// --- issue 12: the interventions beyond the paper, per-group dependence,
+// fidelity with a full cache, and the window cap ---
+
+namespace fca::engine {
+namespace {
+
+// NLL of `text` (byte ids) in T-token windows under REPLAY of all-ones
+// gates, from the model's logits by fca.md's formula.
+double AllOnesReplayNll(ControlledModel& model, const std::string& text, int64_t T) {
+  const int64_t n = static_cast<int64_t>(text.size()) / T;
+  std::vector<int64_t> flat;
+  for (int64_t i = 0; i < n * T; ++i) flat.push_back(static_cast<uint8_t>(text[i]));
+  const at::Tensor ids = at::tensor(flat, at::kLong).view({n, T});
+  std::vector<at::Tensor> ones;
+  for (const CoefficientSite& s : model.sites()) ones.push_back(at::ones({n, T, s.channels}));
+  auto logits = model.Forward(ids, CoefficientMode::kReplay, &ones);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  const at::Tensor lp = at::log_softmax(logits->slice(1, 0, T - 1).to(at::kDouble), -1);
+  const at::Tensor target = ids.slice(1, 1, T).unsqueeze(-1);
+  return -lp.gather(-1, target).mean().item<double>();
+}
+
+TEST(AuditorScienceTest, NeutralIsAReplayWithEveryGateOne) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(21));
+  const std::string eval = RandomText(16 * 8, 1);
+  AuditRequest req = Request({model.get()}, eval, RandomText(16 * 8, 2));
+  req.options.interventions = {kNeutral};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ModelReport& r = report->models[0];
+  const double want = AllOnesReplayNll(*model, eval, 16);
+  EXPECT_NEAR(Find(r, kNeutral).nll, want, 1e-5);
+  EXPECT_NEAR(Find(r, kNeutral).penalty, want - Find(r, kCorrect).nll, 1e-5);
+  // The gates vary, so removing the controller changes the NLL.
+  EXPECT_GT(std::fabs(Find(r, kNeutral).penalty), 1e-4);
+}
+
+// GateDependentModel's gates read only the current token's embedding: a
+// table of the calibration gate per token is the model's own controller.
+TEST(AuditorScienceTest, StaticTokenRetainsTheWholeGapOfATokenLookupController) {
+  auto model = GateDependentModel();
+  auto report = AuditGateDependent(model.get());
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ModelReport& r = report->models[0];
+  EXPECT_GT(Find(r, kStaticLayer).penalty, 0.1);
+  EXPECT_NEAR(Find(r, kStaticToken).penalty, 0.0, 1e-6);
+  ASSERT_TRUE(r.retention_static_token.has_value());
+  EXPECT_NEAR(*r.retention_static_token, 100.0, 1e-3);
+  ASSERT_TRUE(r.static_token_coverage.has_value());
+  EXPECT_EQ(r.static_token_coverage->unseen_positions, 0);
+  std::map<std::string, double> rows;
+  for (const ResultRow& row : ResultRows(r)) rows[row.intervention + "/" + row.metric] = row.value;
+  EXPECT_NEAR(rows.at("static_token/retention_pct"), 100.0, 1e-3);
+  EXPECT_EQ(rows.at("static_token/unseen_token_positions"), 0.0);
+}
+
+TEST(AuditorScienceTest, UnseenEvaluationTokensAreCounted) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(5));
+  // C uses only a..m; E's letters n..z (13 ids) are unseen.
+  std::string calib = RandomText(16 * 8, 2);
+  for (char& ch : calib) ch = static_cast<char>('a' + (ch - 'a') % 13);
+  const std::string eval = RandomText(16 * 8, 1);
+  AuditRequest req = Request({model.get()}, eval, calib);
+  req.options.interventions = {kStaticToken};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  int64_t positions = 0;
+  std::set<char> ids;
+  for (char ch : eval) {
+    if (ch > 'm') {
+      ++positions;
+      ids.insert(ch);
+    }
+  }
+  ASSERT_TRUE(report->models[0].static_token_coverage.has_value());
+  EXPECT_EQ(report->models[0].static_token_coverage->unseen_positions, positions);
+  EXPECT_EQ(report->models[0].static_token_coverage->unseen_ids, static_cast<int64_t>(ids.size()));
+}
+
+// Layer 0's gates are 1 whatever the input: replacing them (by their
+// calibration mean, another input's, or 1) changes nothing, while layer 1's
+// gates depend on the input.
+TEST(AuditorScienceTest, PerLayerDependenceIsZeroWhereTheGateIsConstant) {
+  auto model = testing::LayerOneDependentModel(7);
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.options.interventions = {kStaticLayer};
+  req.options.per_layer_interventions = {kStaticLayer, kCrossInput, kNeutral};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ModelReport& r = report->models[0];
+  ASSERT_EQ(r.dependence.size(), 3u * 2);
+  for (const GroupDependence& d : r.dependence) {
+    SCOPED_TRACE(d.intervention + " at layer " + d.group);
+    EXPECT_EQ(d.scope, kScopeLayer);
+    if (d.group == "0") {
+      EXPECT_EQ(d.penalty, 0.0);
+      EXPECT_EQ(d.penalty_ci.low, 0.0);
+      EXPECT_EQ(d.penalty_ci.high, 0.0);
+    } else {
+      EXPECT_GT(std::fabs(d.penalty), 1e-5);
+    }
+    if (d.intervention == kStaticLayer && d.group == "1") {
+      // Layer 0 is inert, so I at layer 1 alone is I everywhere.
+      EXPECT_NEAR(d.nll, Find(r, kStaticLayer).nll, 1e-9);
+    }
+  }
+  bool row = false;
+  for (const ResultRow& x : ResultRows(r)) {
+    row = row || (x.intervention == kCrossInput && x.metric == "layer_penalty.1" && x.ci_low);
+  }
+  EXPECT_TRUE(row);
+  // Site scope: one group per site, and layer 0's sites are inert.
+  req.options.per_layer_interventions = {kCrossInput};
+  req.options.per_layer_scope = kScopeSite;
+  report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->models[0].dependence.size(), model->sites().size());
+  for (const GroupDependence& d : report->models[0].dependence) {
+    if (d.group.back() == '0') {
+      EXPECT_EQ(d.penalty, 0.0) << d.group;
+    }
+  }
+}
+
+TEST(AuditorScienceTest, BadPerLayerOptionsAreInvalidArgument) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});
+  AuditRequest req = Request({model.get()}, RandomText(16 * 4, 1), RandomText(16 * 4, 2));
+  for (const std::string& name : {std::string(kCorrect), std::string("telepathy")}) {
+    req.options.per_layer_interventions = {name};
+    auto st = RunAudit(req).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(st.message().find(name), std::string::npos) << st;
+  }
+  req.options.per_layer_interventions = {kCrossInput};
+  req.options.per_layer_scope = "block";
+  auto st = RunAudit(req).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("block"), std::string::npos) << st;
+}
+
+// Every audit compares a LIVE pass with the replay on at least one batch,
+// even when every window's coefficients are in the cache.
+TEST(AuditorScienceTest, AFullyCachedAuditStillChecksReplayFidelity) {
+  auto inner = RandomModel(TinyConfig("featuregate"), Varying(8));
+  ControlledModel* real = inner.get();
+  MapCache cache;
+  AuditRequest req = Request({real}, RandomText(16 * 8, 1), RandomText(16 * 4, 2));
+  req.cache = &cache;
+  auto first = RunAudit(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->models[0].fidelity_checked_windows, 8);
+  auto second = RunAudit(req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->models[0].cached_eval_windows, 8 - 4);
+  EXPECT_EQ(second->models[0].fidelity_checked_windows, 4);  // the first batch
+  // The same weights (so the same cache entries), replayed unfaithfully.
+  UnfaithfulReplay unfaithful(std::move(inner));
+  req.models = {&unfaithful};
+  auto third = RunAudit(req);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kFailedPrecondition) << third.status();
+}
+
+TEST(AuditorScienceTest, AWindowCapThatDropsWindowsIsNoted) {
+  auto model = RandomModel(TinyConfig("featuregate"), InitOptions{});
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 4, 2));
+  std::vector<std::string> notes;
+  req.on_note = [&](const std::string& n) { notes.push_back(n); };
+  req.options.max_eval_windows = 8;  // exactly what there is
+  ASSERT_TRUE(RunAudit(req).ok());
+  EXPECT_TRUE(notes.empty()) << notes[0];
+  req.options.max_eval_windows = 5;
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->models[0].eval_windows, 5);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("more than 5 windows of 16 tokens"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("max_eval_windows"), std::string::npos) << notes[0];
 }
 
 }  // namespace

@@ -341,8 +341,8 @@ TEST(MuddPythiaTest, ReplayRejectsBadCoefficients) {
   } cases[] = {
       {0, at::zeros({kBatch, kLength, 3}), "q.0"},              // one channel too many
       {5, at::zeros({kBatch, kLength}), "k.1"},                 // missing the channel dim
-      {12, at::zeros({1, kLength, 5}), "r.3"},                  // wrong batch
-      {12, at::zeros({kBatch, kLength, 5}, at::kLong), "r.3"},  // not floating point
+      {12, at::zeros({1, kLength, 5}), "out.3"},                  // wrong batch
+      {12, at::zeros({kBatch, kLength, 5}, at::kLong), "out.3"},  // not floating point
       {7, at::Tensor(), "r.1"},                                 // undefined
   };
   for (const Case& c : cases) {
@@ -375,17 +375,39 @@ TEST(MuddPythiaTest, RejectsBadIds) {
 
 // --- sites, info, counters ---
 
+// The controller removed: each site's neutral coefficients are its row of
+// the checkpoint's dense_bs.<layer> (stream c of layer i: dense_bs.i[c]).
+TEST(MuddPythiaTest, NeutralCoefficientsAreTheStaticDenseBs) {
+  auto model = Load(kTinyDir);
+  ASSERT_NE(model, nullptr);
+  auto neutral = model->NeutralCoefficients();
+  ASSERT_TRUE(neutral.ok()) << neutral.status();
+  ASSERT_EQ(neutral->size(), model->sites().size());
+  auto src = TensorSource::OpenFile(std::string(kTinyDir) + "/model.safetensors");
+  ASSERT_TRUE(src.ok()) << src.status();
+  size_t s = 0;
+  for (int64_t i = 0; i < kLayers; ++i) {
+    auto view = (*src)->Get(absl::StrCat("dense_bs.", i));
+    ASSERT_TRUE(view.ok()) << view.status();
+    const at::Tensor bs = ToTensor(*view);  // [C, L]
+    for (int64_t c = 0; c < bs.size(0); ++c, ++s) {
+      EXPECT_TRUE(at::equal((*neutral)[s].to(at::kFloat), bs[c].to(at::kFloat)))
+          << model->sites()[s].name;
+    }
+  }
+}
+
 TEST(MuddPythiaTest, SitesAndInfo) {
   auto model = Load(kTinyDir);
   ASSERT_NE(model, nullptr);
   const std::vector<std::string> names = {"q.0", "k.0", "v.0", "r.0", "q.1", "k.1", "v.1",
-                                          "r.1", "q.2", "k.2", "v.2", "r.2", "r.3"};
+                                          "r.1", "q.2", "k.2", "v.2", "r.2", "out.3"};
   const std::vector<CoefficientSite>& sites = model->sites();
   ASSERT_EQ(sites.size(), names.size());
   for (size_t s = 0; s < sites.size(); ++s) {
     const int64_t layer = s < 12 ? static_cast<int64_t>(s / 4) : 3;
     EXPECT_EQ(sites[s].name, names[s]);
-    EXPECT_EQ(sites[s].family, names[s].substr(0, 1));
+    EXPECT_EQ(sites[s].family, names[s].substr(0, names[s].find('.')));
     EXPECT_EQ(sites[s].layer, layer) << names[s];
     EXPECT_EQ(sites[s].channels, layer + 2) << names[s];
   }

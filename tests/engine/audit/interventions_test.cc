@@ -1,0 +1,267 @@
+// The interventions and metrics beyond the paper (fca.md "Beyond the paper")
+// against their formulas on small hand-made tensors.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <set>
+
+#include "server/engine/audit/coefficients.h"
+
+namespace fca::engine {
+namespace {
+
+std::vector<CoefficientSite> OneFamily(int64_t layers, int64_t d) {
+  std::vector<CoefficientSite> s;
+  for (int64_t l = 0; l < layers; ++l) s.push_back({"g." + std::to_string(l), "g", l, d});
+  return s;
+}
+
+// --- eta2_layer ---
+
+TEST(Eta2LayerTest, OneWhenEverySiteIsConstantOverTokensAndChannels) {
+  auto sites = OneFamily(3, 4);
+  SiteTensors eval;
+  for (int64_t s = 0; s < 3; ++s) eval.push_back(at::full({5, 7, 4}, 0.5 + s, at::kFloat));
+  Variation v = ComputeVariation(eval, sites);
+  ASSERT_EQ(v.families.size(), 1u);
+  ASSERT_TRUE(v.families[0].eta2_layer.has_value());
+  EXPECT_NEAR(*v.families[0].eta2_layer, 1.0, 1e-12);
+  EXPECT_NEAR(*v.families[0].eta2, 1.0, 1e-12);
+}
+
+// Channels that differ inside a site are explained by per-(site, channel)
+// means but not by one mean per site. Sites (0, 2) and (4, 6) per channel,
+// constant over tokens: m_f = 3, SS_total = 9+1+1+9 = 20 per position,
+// SS around mu_s (1 and 5) = 1+1+1+1 = 4 per position: eta2_layer = 0.8.
+TEST(Eta2LayerTest, ChannelDifferencesCountAgainstLayerIdentityOnly) {
+  auto sites = OneFamily(2, 2);
+  SiteTensors eval;
+  for (float base : {0.0f, 4.0f}) {
+    at::Tensor a = at::empty({3, 5, 2});
+    a.select(2, 0).fill_(base);
+    a.select(2, 1).fill_(base + 2);
+    eval.push_back(a);
+  }
+  Variation v = ComputeVariation(eval, sites);
+  EXPECT_NEAR(*v.families[0].eta2, 1.0, 1e-12);
+  EXPECT_NEAR(*v.families[0].eta2_layer, 0.8, 1e-12);
+}
+
+TEST(Eta2LayerTest, MatchesItsFormulaOnRandomTensors) {
+  auto sites = OneFamily(3, 3);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  SiteTensors eval;
+  for (int64_t s = 0; s < 3; ++s) eval.push_back(at::rand({4, 6, 3}, gen) * (s + 1) + s);
+  // By hand, in double: per-site scalar means, one family mean.
+  double sum = 0, count = 0;
+  std::vector<double> site_mean;
+  for (const at::Tensor& a : eval) {
+    auto acc = a.accessor<float, 3>();
+    double s_sum = 0;
+    for (int i = 0; i < 4; ++i)
+      for (int t = 0; t < 6; ++t)
+        for (int c = 0; c < 3; ++c) s_sum += acc[i][t][c];
+    site_mean.push_back(s_sum / 72);
+    sum += s_sum;
+    count += 72;
+  }
+  const double m_f = sum / count;
+  double ss_total = 0, ss_layer = 0;
+  for (size_t s = 0; s < eval.size(); ++s) {
+    auto acc = eval[s].accessor<float, 3>();
+    for (int i = 0; i < 4; ++i)
+      for (int t = 0; t < 6; ++t)
+        for (int c = 0; c < 3; ++c) {
+          ss_total += (acc[i][t][c] - m_f) * (acc[i][t][c] - m_f);
+          ss_layer += (acc[i][t][c] - site_mean[s]) * (acc[i][t][c] - site_mean[s]);
+        }
+  }
+  Variation v = ComputeVariation(eval, sites);
+  EXPECT_NEAR(*v.families[0].eta2_layer, 1 - ss_layer / ss_total, 1e-9);
+  EXPECT_LE(*v.families[0].eta2_layer, *v.families[0].eta2 + 1e-12);
+}
+
+// --- static_token ---
+
+// Coefficient of site s, channel c at a position whose current token is v.
+float TokenFunction(int64_t s, int64_t v, int64_t c) { return 0.25f * v + 0.5f * c + 2.0f * s; }
+
+struct TokenCase {
+  std::vector<CoefficientSite> sites = OneFamily(2, 3);
+  at::Tensor eval_ids, calib_ids;
+  SiteTensors eval, calib;
+  CalibrationStats stats;
+};
+
+// Coefficients that are an exact function of the current token, plus
+// `noise` * a position code in the calibration set.
+TokenCase MakeTokenCase(const at::Tensor& eval_ids, const at::Tensor& calib_ids, float noise) {
+  TokenCase k;
+  k.eval_ids = eval_ids;
+  k.calib_ids = calib_ids;
+  for (int64_t s = 0; s < 2; ++s) {
+    for (const auto& [ids, out, jitter] :
+         {std::make_tuple(eval_ids, &k.eval, 0.0f), std::make_tuple(calib_ids, &k.calib, noise)}) {
+      at::Tensor a = at::empty({ids.size(0), ids.size(1), 3});
+      for (int64_t i = 0; i < ids.size(0); ++i)
+        for (int64_t t = 0; t < ids.size(1); ++t)
+          for (int64_t c = 0; c < 3; ++c) {
+            a[i][t][c] = TokenFunction(s, ids[i][t].item<int64_t>(), c) + jitter * (t % 3 - 1);
+          }
+      out->push_back(a);
+    }
+  }
+  k.stats = *ComputeCalibrationStats(k.calib, k.sites);
+  return k;
+}
+
+InterventionContext TokenContext(const TokenCase& k) {
+  InterventionContext ctx;
+  ctx.eval = &k.eval;
+  ctx.calib = &k.stats;
+  ctx.sites = &k.sites;
+  ctx.eval_ids = &k.eval_ids;
+  ctx.calib_ids = &k.calib_ids;
+  ctx.calib_coeff = &k.calib;
+  return ctx;
+}
+
+TEST(StaticTokenTest, ReproducesACoefficientThatIsAFunctionOfTheToken) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor calib_ids = at::randint(0, 6, {5, 8}, gen).to(at::kLong);
+  calib_ids[0].copy_(at::arange(8) % 6);  // every id 0..5 occurs in C
+  const TokenCase k = MakeTokenCase(at::randint(0, 6, {4, 8}, gen).to(at::kLong), calib_ids, 0);
+  auto plan = MakeIntervention(kStaticToken, TokenContext(k));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SiteTensors out = (*plan)->Batch(1, 4);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_TRUE(at::allclose(out[s], k.eval[s].slice(0, 1, 4), 0, 1e-6)) << s;
+  }
+  auto coverage = CountUnseenTokens(k.eval_ids, k.calib_ids);
+  ASSERT_TRUE(coverage.ok());
+  EXPECT_EQ(coverage->unseen_positions, 0);
+  EXPECT_EQ(coverage->unseen_ids, 0);
+}
+
+// The table is the mean over calibration positions of each id; ids that C
+// never has get mu_s, and are counted.
+TEST(StaticTokenTest, MeansPerTokenAndFallsBackToTheSiteMeanForUnseenIds) {
+  const at::Tensor calib_ids = at::tensor({0, 1, 1, 0, 1, 0, 0, 1, 1}, at::kLong).view({3, 3});
+  const at::Tensor eval_ids = at::tensor({0, 2, 1, 7, 7, 0}, at::kLong).view({2, 3});
+  const TokenCase k = MakeTokenCase(eval_ids, calib_ids, 0.5f);
+  auto plan = MakeIntervention(kStaticToken, TokenContext(k));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SiteTensors out = (*plan)->Batch(0, 2);
+  for (int64_t s = 0; s < 2; ++s) {
+    // By hand: sums and counts per id over C, and mu_s over all of C.
+    std::map<int64_t, std::vector<double>> sum;
+    std::map<int64_t, double> count;
+    std::vector<double> all(3, 0);
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t t = 0; t < 3; ++t) {
+        const int64_t v = calib_ids[i][t].item<int64_t>();
+        sum[v].resize(3, 0);
+        count[v] += 1;
+        for (int64_t c = 0; c < 3; ++c) {
+          const double a = k.calib[s][i][t][c].item<double>();
+          sum[v][c] += a;
+          all[c] += a / 9;
+        }
+      }
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t t = 0; t < 3; ++t) {
+        const int64_t v = eval_ids[i][t].item<int64_t>();
+        for (int64_t c = 0; c < 3; ++c) {
+          const double want = count.count(v) ? sum[v][c] / count[v] : all[c];
+          EXPECT_NEAR(out[s][i][t][c].item<double>(), want, 1e-6) << s << " " << v << " " << c;
+        }
+      }
+  }
+  auto coverage = CountUnseenTokens(eval_ids, calib_ids);
+  ASSERT_TRUE(coverage.ok());
+  EXPECT_EQ(coverage->unseen_positions, 3);  // 2, 7, 7
+  EXPECT_EQ(coverage->unseen_ids, 2);        // {2, 7}
+}
+
+TEST(StaticTokenTest, MissingOrMisshapenIdsAreInvalidArgument) {
+  const at::Tensor ids = at::zeros({2, 3}, at::kLong);
+  TokenCase k = MakeTokenCase(ids, ids, 0);
+  InterventionContext ctx = TokenContext(k);
+  ctx.eval_ids = nullptr;
+  EXPECT_EQ(MakeIntervention(kStaticToken, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const at::Tensor wrong = at::zeros({2, 4}, at::kLong);
+  ctx = TokenContext(k);
+  ctx.calib_ids = &wrong;
+  EXPECT_EQ(MakeIntervention(kStaticToken, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// --- neutral ---
+
+TEST(NeutralTest, BroadcastsTheModelsNeutralCoefficients) {
+  auto sites = OneFamily(2, 3);
+  SiteTensors eval = {at::rand({4, 5, 3}), at::rand({4, 5, 3})};
+  SiteTensors neutral = {at::ones({3}), at::tensor({0.5f, -1.0f, 2.0f})};
+  InterventionContext ctx;
+  ctx.eval = &eval;
+  ctx.sites = &sites;
+  ctx.neutral = &neutral;
+  auto plan = MakeIntervention(kNeutral, ctx);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SiteTensors out = (*plan)->Batch(1, 3);
+  ASSERT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 5, 3}));
+  EXPECT_TRUE(at::equal(out[0], at::ones({2, 5, 3})));
+  EXPECT_EQ(out[1][1][4][2].item<float>(), 2.0f);
+  EXPECT_EQ(out[1][0][0][1].item<float>(), -1.0f);
+  SiteTensors short_neutral = {at::ones({3}), at::ones({2})};
+  ctx.neutral = &short_neutral;
+  EXPECT_EQ(MakeIntervention(kNeutral, ctx).status().code(), absl::StatusCode::kInvalidArgument);
+  ctx.neutral = nullptr;
+  EXPECT_EQ(MakeIntervention(kNeutral, ctx).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// --- per-group dependence ---
+
+TEST(DependenceGroupsTest, LayersSitesAndFamilies) {
+  std::vector<CoefficientSite> sites = {{"q.0", "q", 0, 2}, {"r.0", "r", 0, 2},
+                                        {"q.1", "q", 1, 3}, {"r.1", "r", 1, 3},
+                                        {"out.2", "out", 2, 4}};
+  auto layers = DependenceGroups(sites, kScopeLayer);
+  ASSERT_TRUE(layers.ok());
+  ASSERT_EQ(layers->size(), 3u);
+  EXPECT_EQ((*layers)[1].name, "1");
+  EXPECT_EQ((*layers)[1].sites, (std::vector<size_t>{2, 3}));
+  auto families = DependenceGroups(sites, kScopeFamily);
+  ASSERT_TRUE(families.ok());
+  ASSERT_EQ(families->size(), 3u);
+  EXPECT_EQ((*families)[0].name, "q");
+  EXPECT_EQ((*families)[0].sites, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ((*families)[2].name, "out");
+  auto each = DependenceGroups(sites, kScopeSite);
+  ASSERT_TRUE(each.ok());
+  ASSERT_EQ(each->size(), 5u);
+  EXPECT_EQ((*each)[4].name, "out.2");
+  EXPECT_EQ(DependenceGroups(sites, "block").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DependenceGroupsTest, RestrictedInterventionIsCorrectOutsideTheGroup) {
+  auto sites = OneFamily(3, 2);
+  SiteTensors eval = {at::rand({4, 5, 2}), at::rand({4, 5, 2}), at::rand({4, 5, 2})};
+  SiteTensors neutral = {at::zeros({2}), at::zeros({2}), at::zeros({2})};
+  InterventionContext ctx;
+  ctx.eval = &eval;
+  ctx.sites = &sites;
+  ctx.neutral = &neutral;
+  auto inner = MakeIntervention(kNeutral, ctx);
+  ASSERT_TRUE(inner.ok());
+  auto plan = RestrictToGroup(std::move(*inner), eval, SiteGroup{"1", {1}});
+  SiteTensors out = plan->Batch(1, 3);
+  EXPECT_TRUE(at::equal(out[0], eval[0].slice(0, 1, 3)));
+  EXPECT_TRUE(at::equal(out[1], at::zeros({2, 5, 2})));
+  EXPECT_TRUE(at::equal(out[2], eval[2].slice(0, 1, 3)));
+}
+
+}  // namespace
+}  // namespace fca::engine
