@@ -215,7 +215,8 @@ const std::vector<std::string>& AuditFlagNames() {
       "models", "dense_twin", "eval", "calib", "interventions", "window",
       "max_eval_windows", "max_calib_windows", "batch", "seed", "per_site_shuffle",
       "bootstrap", "ci_level", "allow_overlap", "timing_repeats", "label",
-      "timing_max_repeats", "timing_budget_seconds",       "per_layer", "per_layer_scope", "manifest", "save_manifest", "watch", "detach"};
+      "timing_max_repeats", "timing_budget_seconds", "per_layer", "per_layer_scope",
+      "manifest", "save_manifest", "watch", "detach"};
   // clang-format on
   static const auto* names = new std::vector<std::string>(std::begin(kNames), std::end(kNames));
   return *names;
