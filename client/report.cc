@@ -540,7 +540,8 @@ void AddUnique(std::vector<std::string>* names, const std::string& name) {
 }
 
 // The columns every compared job can fill, in report order: the NLL of
-// `correct`, each penalty, each retention, each family's eta2.
+// `correct` (after the parameters, when stored), each penalty, each
+// retention, each family's eta2 both ways.
 std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
   std::vector<std::string> interventions, retentions, families;
   for (const v1::GetReportResponse& r : c.reports()) {
@@ -550,7 +551,14 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
       if (m.metric() == "retention_pct") AddUnique(&retentions, m.intervention());
     }
   }
-  std::vector<CompareColumn> cols = {{"correct", "nll", "NLL correct", Fixed, 4}};
+  std::vector<CompareColumn> cols;
+  // Parameters first: a comparison across model sizes reads as a trend.
+  bool sized = false;
+  for (const v1::GetReportResponse& r : c.reports()) {
+    for (const v1::ReportMetric& m : r.metrics()) sized = sized || m.metric() == "parameters";
+  }
+  if (sized) cols.push_back({"execution", "parameters", "PARAMS", Fixed, 0});
+  cols.push_back({"correct", "nll", "NLL correct", Fixed, 4});
   for (const std::string& i : interventions) {
     if (i != "correct") cols.push_back({i, "penalty", "PENALTY " + i, Signed, 4});
   }
@@ -559,6 +567,7 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
   }
   for (const std::string& f : families) {
     cols.push_back({"variation", "eta2." + f, "ETA2 " + f, Fixed, 4});
+    cols.push_back({"variation", "eta2_layer." + f, "ETA2 LAYER " + f, Fixed, 4});
   }
   return cols;
 }

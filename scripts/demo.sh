@@ -4,7 +4,9 @@
 # by fca-train) and a fresh database, upload the evaluation and calibration
 # parts of the fortunes corpus, submit one audit of all three seeds with the
 # dense twin and every intervention, stream its progress, print the report
-# (per model and mean ± sd across seeds), write it as JSON and HTML, check the
+# (per model and mean ± sd across seeds), write it as JSON and HTML, audit
+# one smaller and one larger FeatureGate model against their own dense twins
+# and compare the three sizes side by side, check the
 # server's LIVE NLL against each model's training log, and stop the server.
 #
 # Environment (all optional):
@@ -13,7 +15,7 @@
 #   FCA_DEMO_WINDOWS   evaluation and calibration windows per model [0 = all];
 #                      the training-log check needs all
 #   FCA_DEMO_TIMING    timed (model, dense twin) pairs per model, at least [25]
-#   FCA_DEMO_TIMING_BUDGET  seconds the adaptive timing may take per model [60]
+#   FCA_DEMO_TIMING_BUDGET  seconds the adaptive timing may take per model [30]
 #   FCA_DEMO_SKIP_BUILD=1 and FCA_SERVER_BIN / FCA_CLI_BIN / FCA_TRAIN_BIN:
 #                      use already built binaries (the end-to-end test does)
 set -euo pipefail
@@ -30,7 +32,10 @@ out=${FCA_DEMO_OUT:-out/demo}
 models=${FCA_DEMO_MODELS:-models}
 windows=${FCA_DEMO_WINDOWS:-0}
 timing=${FCA_DEMO_TIMING:-25}
-timing_budget=${FCA_DEMO_TIMING_BUDGET:-60}
+timing_budget=${FCA_DEMO_TIMING_BUDGET:-30}
+# Which layers need their own coefficients: each profile applied at one
+# layer at a time (fca.md "Per-group dependence").
+per_layer=static_layer,static_token
 seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
 
 mkdir -p "$out"
@@ -60,7 +65,7 @@ export FCA_SERVER=$address
 job=$("$fca" audit --models="$(IFS=,; echo "${seeds[*]}")" --dense_twin=dense \
   --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
   --max_calib_windows="$windows" --timing_repeats="$timing" \
-  --timing_budget_seconds="$timing_budget" \
+  --timing_budget_seconds="$timing_budget" --per_layer="$per_layer" \
   --save_manifest="$out/manifest.json" --detach)
 echo "submitted job $job"
 "$fca" watch "$job" | tee "$out/audit.log"
@@ -69,23 +74,46 @@ echo
   tee "$out/report.txt"
 "$fca" results --job="$job" --format=csv >"$out/results.csv"
 
+# The size trend: the same audit of one FeatureGate model per size (~0.5M,
+# ~2M: the seeds above, ~5M parameters), each timed against its own dense
+# twin, compared side by side: does static-profile retention grow with size
+# as the paper reports at 76M and 504M?
+trend=()
+for size in small large; do
+  trend_job=$("$fca" audit --models="featuregate-$size" --dense_twin="dense-$size" \
+    --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
+    --max_calib_windows="$windows" --timing_repeats="$timing" \
+    --timing_budget_seconds="$timing_budget" --per_layer="$per_layer" --label="size $size" --detach)
+  echo "submitted job $trend_job (featuregate-$size)"
+  "$fca" watch "$trend_job" >"$out/audit-$size.log"
+  trend+=("$trend_job")
+done
+echo
+echo "size trend (jobs ${trend[0]}, $job, ${trend[1]}):"
+"$fca" compare "${trend[0]}" "$job" "${trend[1]}" | tee "$out/size_trend.txt"
+"$fca" compare "${trend[0]}" "$job" "${trend[1]}" --format=json >"$out/size_trend.json"
+
 # The committed weights must give the NLL their training log states (the
 # trainer's final evaluation runs every evaluation window through the
 # server's loader in float32, as this audit's LIVE pass does).
 if [ "$windows" = 0 ]; then
   echo
   echo "training log vs server (LIVE NLL over all evaluation windows, nats/byte):"
-  for m in "${seeds[@]}"; do
+  checks=()
+  for m in "${seeds[@]}"; do checks+=("$job:$m"); done
+  checks+=("${trend[0]}:featuregate-small" "${trend[1]}:featuregate-large")
+  for check in "${checks[@]}"; do
+    m=${check#*:}
     logged=$(sed -n 's/.*"final_eval_nll_nats_per_byte": *\([-0-9.eE+]*\).*/\1/p' \
       "$models/$m/training_log.json")
-    served=$("$fca" results --job="$job" --model="$m" --intervention=replay --metric=live_nll \
+    served=$("$fca" results --job="${check%%:*}" --model="$m" --intervention=replay --metric=live_nll \
       --format=csv | awk -F, 'NR == 2 { for (i = 1; i <= NF; i++) if (h[i] == "value") print $i }
                               NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i }')
     [ -n "$logged" ] && [ -n "$served" ] ||
       { echo "demo: no logged or served NLL for $m" >&2; exit 1; }
     awk -v m="$m" -v a="$logged" -v b="$served" 'BEGIN {
       d = a - b; if (d < 0) d = -d
-      printf "  %-16s log %.6f  server %.6f  |diff| %.1e\n", m, a, b, d
+      printf "  %-18s log %.6f  server %.6f  |diff| %.1e\n", m, a, b, d
       exit d > 1e-4 }' || { echo "demo: $m does not reproduce its training log" >&2; exit 1; }
   done
 fi
@@ -95,5 +123,6 @@ wait $server_pid
 trap - EXIT
 echo
 echo "report: $out/report.txt, $out/report.json, $out/report.html; rows: $out/results.csv"
+echo "size trend: $out/size_trend.txt, $out/size_trend.json"
 echo "rerun with: $fca audit --manifest=$out/manifest.json"
 echo "demo took $((SECONDS - start)) s"

@@ -59,6 +59,8 @@ const std::vector<MetricEntry>& MetricCatalog() {
        "mean coefficient of one site over sequences, positions and channels"},
       {"site_variance.<site>", "variation", "coef^2",
        "variance of one site's coefficients around its per-channel means"},
+      {"parameters", "execution", "parameters",
+       "the model's parameters: elements of the tensors in its weights"},
       {"blocks_per_token", "execution", "blocks/token", "blocks executed per token (counted)"},
       {"blocks_executed_fraction", "execution", "1", "blocks executed / blocks present"},
       {"flops_per_token", "execution", "FLOP/token", "counted matmul FLOPs per token, LIVE pass"},

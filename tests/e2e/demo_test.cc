@@ -25,6 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* const kSeeds[] = {"featuregate-s1", "featuregate-s2", "featuregate-s3"};
+// The size trend's models (the demo audits each against its own twin).
+const char* const kSizes[] = {"featuregate-small", "dense-small", "featuregate-large",
+                              "dense-large"};
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -78,6 +81,10 @@ class DemoTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(fs::exists("/usr/share/games/fortunes/fortunes"))
         << "the fortunes corpus is missing: run scripts/setup.sh";
+    for (const char* m : kSizes) {
+      ASSERT_TRUE(fs::exists(fs::path(FCA_SOURCE_DIR) / "models" / m / "model.safetensors"))
+          << "bundled model " << m << " is missing";
+    }
     for (const char* m : kSeeds) {
       ASSERT_TRUE(fs::exists(fs::path(FCA_SOURCE_DIR) / "models" / m / "model.safetensors"))
           << "bundled model " << m << " is missing";
@@ -136,6 +143,23 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   const std::string html = ReadFile(out.path() / "report.html");
   EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
   EXPECT_THAT(html, ::testing::Not(::testing::HasSubstr("<script")));
+
+  // The size trend: three jobs compared, smallest first, each model with its
+  // parameter count and its own numbers.
+  auto trend = json::Parse(ReadFile(out.path() / "size_trend.json"));
+  ASSERT_TRUE(trend.ok()) << trend.status();
+  const auto& jobs = trend->Find("jobs")->as_array();
+  ASSERT_EQ(jobs.size(), 3u);
+  std::vector<double> sizes;
+  for (const json::Value& job : jobs) {
+    for (const json::Value& m : job.Find("models")->as_array()) {
+      sizes.push_back(Number(Metric(*m.Find("results"), "execution", "parameters")));
+      EXPECT_TRUE(std::isfinite(Number(Metric(*m.Find("results"), "correct", "nll"))));
+    }
+  }
+  ASSERT_EQ(sizes.size(), 5u);  // small, the three seeds, large
+  EXPECT_LT(sizes.front(), sizes[1]);
+  EXPECT_LT(sizes[3], sizes.back());
 }
 
 // The committed weights, served by fca-server, give the evaluation NLL each

@@ -636,6 +636,7 @@ absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
   const ExecutionCounters c = dense.counters();
   ExecutionResult x;
   x.model = dense.info().name;
+  x.parameters = dense.info().num_parameters;
   x.blocks_per_token = double(c.blocks_executed) / double(c.tokens);
   x.blocks_executed_fraction = double(c.blocks_executed) / double(c.blocks_total);
   x.flops_per_token = x.replay_flops_per_token = c.flops / double(c.tokens);

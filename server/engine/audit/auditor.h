@@ -159,6 +159,7 @@ struct SiteVariation {
 
 struct ExecutionResult {
   std::string model;
+  int64_t parameters = 0;              // the model's (tensor elements of its weights)
   double blocks_per_token = 0;         // counted
   double blocks_executed_fraction = 0; // executed / present
   double flops_per_token = 0;          // counted matmul FLOPs, LIVE pass

@@ -117,6 +117,7 @@ class ExecutionRun {
     ExecutionResult& x = out_.result;
     ControlledModel& m = *in_.model;
     x.model = m.info().name;
+    x.parameters = m.info().num_parameters;
     m.ResetCounters();
     FCA_RETURN_IF_ERROR(Forward(m, CoefficientMode::kLive, nullptr).status());
     const ExecutionCounters live = m.counters();

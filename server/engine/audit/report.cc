@@ -111,6 +111,8 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
   std::vector<ResultRow> rows;
   RowWriter w(x.model, &rows);
   const int64_t reps = x.timing_repeats;
+  // The size axis of a comparison across models (the demo's size trend).
+  if (x.parameters > 0) w.Add("execution", "parameters", double(x.parameters), 0);
   w.Add("execution", "blocks_per_token", x.blocks_per_token, 0);
   w.Add("execution", "blocks_executed_fraction", x.blocks_executed_fraction, 0);
   w.Add("execution", "flops_per_token", x.flops_per_token, 0);
