@@ -27,7 +27,7 @@ if [ "${FCA_DEMO_SKIP_BUILD:-0}" != 1 ]; then
 fi
 server_bin=${FCA_SERVER_BIN:-build/server/fca-server}
 fca=${FCA_CLI_BIN:-build/client/fca}
-train_bin=${FCA_TRAIN_BIN:-build/server/fca-train}
+train_bin=${FCA_TRAIN_BIN:-build/server/tools/train/fca-train}
 out=${FCA_DEMO_OUT:-out/demo}
 models=${FCA_DEMO_MODELS:-models}
 windows=${FCA_DEMO_WINDOWS:-0}

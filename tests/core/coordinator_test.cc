@@ -165,11 +165,14 @@ TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
   }
   // The dense twin gets execution rows only: it runs every block too.
   const v1::QueryResultsResponse dense = Query("dense");
-  EXPECT_EQ(dense.results_size(), 5);
+  EXPECT_EQ(dense.results_size(), 6);
   for (const v1::Result& r : dense.results()) EXPECT_EQ(r.intervention(), "execution");
   const v1::QueryResultsResponse fraction = Query("dense", "execution", "blocks_executed_fraction");
   ASSERT_EQ(fraction.results_size(), 1);
   EXPECT_EQ(fraction.results(0).value(), 1.0);
+  const v1::QueryResultsResponse parameters = Query("dense", "execution", "parameters");
+  ASSERT_EQ(parameters.results_size(), 1);
+  EXPECT_GT(parameters.results(0).value(), 0.0);
 }
 
 TEST_F(FinishedJobTest, StoredRowsAreTheStreamedRows) {

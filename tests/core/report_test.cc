@@ -289,6 +289,7 @@ TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
   f.eta2_layer = 0.4;
   m.variation.push_back(f);
   m.site_variation.push_back({"attn_gate.0", "attn_gate", 0, 1.0, 0.1});
+  m.execution.parameters = 1000;
   m.execution.timing_repeats = 3;
   m.execution.dense_latency_us_per_token = 5;
   m.execution.slowdown = 0.1;
