@@ -573,6 +573,7 @@
         {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));
 
     const execution = [
+      ['parameters', 'parameters'],
       ['blocks_per_token', 'blocks per token'], ['blocks_executed_fraction', 'blocks executed (fraction)'],
       ['flops_per_token', 'FLOPs per token'], ['replay_flops_per_token', 'replay FLOPs per token'],
       ['dense_flops_per_token', 'dense twin FLOPs per token'], ['flops_overhead', 'FLOPs vs dense twin'],
