@@ -663,6 +663,8 @@ std::string HelpText() {
       "  --per_layer=static_layer,cross_input  replay each intervention at one group of\n"
       "      sites at a time, correct elsewhere (one replay per group)\n"
       "  --per_layer_scope=layer|site|family    the groups [layer]\n"
+      "  --fidelity_check_every=K  compare REPLAY with LIVE on the first and every\n"
+      "      K-th evaluation batch; 1 checks every batch [8]\n"
       "  (interventions: correct, cross_input, token_shuffle, static_layer,\n"
       "   static_layer_position, global_mean, static_token, neutral)\n"
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"

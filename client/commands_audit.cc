@@ -45,6 +45,9 @@ ABSL_FLAG(std::vector<std::string>, per_layer, {},
           "audit: interventions to replay one group of sites at a time, comma-separated "
           "(one replay per group each) [none]");
 ABSL_FLAG(std::string, per_layer_scope, "", "audit: per_layer groups: layer, site or family [layer]");
+ABSL_FLAG(int32_t, fidelity_check_every, 0,
+          "audit: replay fidelity checked on the first and every k-th evaluation batch; 1 checks "
+          "all [8]");
 ABSL_FLAG(std::string, manifest, "", "audit: JSON AuditSpec to start from");
 ABSL_FLAG(std::string, save_manifest, "", "audit: write the submitted spec here");
 ABSL_FLAG(bool, watch, true, "audit: watch the job after submitting");
@@ -107,6 +110,9 @@ SpecOverrides OverridesFromFlags(const CommandContext& ctx) {
   if (given("label")) o.label = absl::GetFlag(FLAGS_label);
   if (given("per_layer")) o.per_layer_interventions = CleanList(absl::GetFlag(FLAGS_per_layer));
   if (given("per_layer_scope")) o.per_layer_scope = absl::GetFlag(FLAGS_per_layer_scope);
+  if (given("fidelity_check_every")) {
+    o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
+  }
   return o;
 }
 
@@ -216,7 +222,7 @@ const std::vector<std::string>& AuditFlagNames() {
       "max_eval_windows", "max_calib_windows", "batch", "seed", "per_site_shuffle",
       "bootstrap", "ci_level", "allow_overlap", "timing_repeats", "label",
       "timing_max_repeats", "timing_budget_seconds", "per_layer", "per_layer_scope",
-      "manifest", "save_manifest", "watch", "detach"};
+      "fidelity_check_every", "manifest", "save_manifest", "watch", "detach"};
   // clang-format on
   static const auto* names = new std::vector<std::string>(std::begin(kNames), std::end(kNames));
   return *names;

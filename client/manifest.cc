@@ -109,6 +109,7 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
     ReplaceRepeated(*o.per_layer_interventions, base.mutable_per_layer_interventions());
   }
   if (o.per_layer_scope) base.set_per_layer_scope(*o.per_layer_scope);
+  if (o.fidelity_check_every) base.set_fidelity_check_every(*o.fidelity_check_every);
   return base;
 }
 

@@ -66,6 +66,7 @@ struct SpecOverrides {
   std::optional<double> timing_budget_seconds;
   std::optional<std::vector<std::string>> per_layer_interventions;
   std::optional<std::string> per_layer_scope;
+  std::optional<int32_t> fidelity_check_every;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

@@ -116,6 +116,7 @@ engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   o.per_layer_interventions.assign(s.per_layer_interventions().begin(),
                                    s.per_layer_interventions().end());
   o.per_layer_scope = s.per_layer_scope();
+  o.fidelity_check_every = s.fidelity_check_every();
   return o;
 }
 
@@ -141,6 +142,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   Default<int64_t>(s.batch_size(), 8, &v1::AuditSpec::set_batch_size, &s);
   Default<int32_t>(s.bootstrap_resamples(), 1000, &v1::AuditSpec::set_bootstrap_resamples, &s);
   Default<int32_t>(s.timing_repeats(), 7, &v1::AuditSpec::set_timing_repeats, &s);
+  Default<int32_t>(s.fidelity_check_every(), 8, &v1::AuditSpec::set_fidelity_check_every, &s);
   Default<int64_t>(s.max_eval_windows(), limits.max_windows, &v1::AuditSpec::set_max_eval_windows, &s);
   Default<int64_t>(s.max_calib_windows(), limits.max_windows, &v1::AuditSpec::set_max_calib_windows, &s);
   if (s.ci_level() == 0) s.set_ci_level(0.95);
@@ -151,6 +153,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   FCA_RETURN_IF_ERROR(Range("bootstrap_resamples", s.bootstrap_resamples(), 1,
                             limits.max_bootstrap_resamples));
   FCA_RETURN_IF_ERROR(Range("timing_repeats", s.timing_repeats(), 0, limits.max_timing_repeats));
+  FCA_RETURN_IF_ERROR(Range("fidelity_check_every", s.fidelity_check_every(), 1, 1000000));
   if (!(s.ci_level() > 0 && s.ci_level() < 1)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("spec field 'ci_level' is %g; it must be in (0, 1)", s.ci_level()));

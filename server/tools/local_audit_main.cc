@@ -52,6 +52,8 @@ ABSL_FLAG(std::vector<std::string>, interventions, {}, "audit: subset (default a
 ABSL_FLAG(std::vector<std::string>, per_layer, {},
           "audit: interventions replayed one group of sites at a time (default none)");
 ABSL_FLAG(std::string, per_layer_scope, "layer", "audit: per_layer groups: layer | site | family");
+ABSL_FLAG(int, fidelity_check_every, 8,
+          "audit: replay fidelity checked on the first and every k-th evaluation batch (1: all)");
 ABSL_FLAG(int64_t, window, 128, "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
 ABSL_FLAG(int64_t, max_calib_windows, 64, "audit: calibration windows (0 = all)");
@@ -235,6 +237,7 @@ absl::Status Audit() {
   o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
   o.per_layer_interventions = absl::GetFlag(FLAGS_per_layer);
   o.per_layer_scope = absl::GetFlag(FLAGS_per_layer_scope);
+  o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
   req.on_note = [](const std::string& note) { std::fprintf(stderr, "note: %s\n", note.c_str()); };
   std::string last_phase;
   req.on_progress = [&](const engine::AuditProgress& p) {

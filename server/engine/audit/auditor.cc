@@ -8,10 +8,12 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/build_version.h"
 #include "common/random.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "server/engine/audit/batches.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/audit/execution.h"
 #include "server/engine/models/torch_util.h"
@@ -42,9 +44,10 @@ at::Tensor BatchIds(const WindowSet& w, int64_t begin, int64_t end) {
       .to(at::kLong);
 }
 
-void AppendTo(std::vector<double>* out, const at::Tensor& values) {
+// Writes values [n] (float64) to (*out)[at .. at + n).
+void WriteAt(std::vector<double>* out, const at::Tensor& values, int64_t at) {
   auto acc = values.accessor<double, 1>();
-  for (int64_t i = 0; i < values.size(0); ++i) out->push_back(acc[i]);
+  for (int64_t i = 0; i < values.size(0); ++i) (*out)[at + i] = acc[i];
 }
 
 bool Contains(const std::vector<std::string>& list, const std::string& name) {
@@ -83,6 +86,10 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   if (!(o.fidelity_tolerance >= 0)) {
     return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");
   }
+  if (o.fidelity_check_every < 1 || o.fidelity_check_every > 1000000) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fidelity_check_every %d is outside [1, 1000000]", o.fidelity_check_every));
+  }
   return absl::OkStatus();
 }
 
@@ -104,6 +111,10 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(MakeWindowSets());
     report_.model = model_.info();
     report_.sites = model_.sites();
+    // The passes' FLOPs: the model's counters grow with every forward until
+    // the execution audit resets them.
+    const double flops_before = model_.counters().flops;
+    const Clock::time_point passes_start = Clock::now();
     FCA_RETURN_IF_ERROR(LiveEvalPass());
     FCA_RETURN_IF_ERROR(LiveCalibPass());
     FCA_ASSIGN_OR_RETURN(calib_stats_, ComputeCalibrationStats(calib_coeff_, model_.sites()));
@@ -112,11 +123,18 @@ class ModelAudit {
       if (name != kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(name));
     }
     FCA_RETURN_IF_ERROR(DependencePasses());
+    report_.pass_seconds = Seconds(passes_start);
+    report_.pass_flops = model_.counters().flops - flops_before;
     Summarize();
     FCA_RETURN_IF_ERROR(ExecutionAudit());
     report_.seconds = Seconds(start);
-    report_.forward_seconds = forward_seconds_;
-    report_.forward_tokens = forward_tokens_;
+    {
+      absl::MutexLock lock(&mu_);
+      report_.forward_seconds = forward_seconds_;
+      report_.forward_tokens = forward_tokens_;
+      report_.cache_read_seconds = cache_read_seconds_;
+      report_.cache_write_seconds = cache_write_seconds_;
+    }
     Progress("done", 0, 0);
     return std::move(report_);
   }
@@ -125,6 +143,10 @@ class ModelAudit {
   const std::vector<double>& dense_timings() const { return dense_us_per_token_; }
 
  private:
+  // Whether this model's audit may take coefficients from the cache: not
+  // until one cached batch has matched a fresh recording (JudgeCache).
+  enum class CacheTrust { kUnchecked, kTrusted, kIgnored };
+
   absl::Status MakeWindowSets() {
     Progress("windowing", 0, 0);
     const Tokenizer& tok = model_.tokenizer();
@@ -196,7 +218,9 @@ class ModelAudit {
                                      SiteTensors* coeff) {
     const Clock::time_point t0 = Clock::now();
     auto logits = model_.Forward(ids, mode, coeff);
-    forward_seconds_ += Seconds(t0);
+    const double seconds = Seconds(t0);
+    absl::MutexLock lock(&mu_);
+    forward_seconds_ += seconds;
     forward_tokens_ += ids.numel();
     return logits;
   }
@@ -208,7 +232,37 @@ class ModelAudit {
     return absl::OkStatus();
   }
 
-  // Copies a batch's recorded coefficients into the full-set tensors.
+  // Threads this audit runs batches on.
+  int Threads() const { return req_.threads > 0 ? req_.threads : AuditThreads(); }
+
+  // Runs `fn(b, e)` on every batch of windows [0, n) on Threads() threads,
+  // with progress (`units` per window) and cancellation on this thread.
+  // `serial_first`: the first batch runs alone before the others, to settle
+  // what they share (the full-set tensors, whether the cache is trusted).
+  absl::Status Pass(const std::string& phase, int64_t n, double units, bool serial_first,
+                    const std::function<absl::Status(int64_t, int64_t)>& fn) {
+    int64_t reported = 0;
+    auto after = [&](int64_t done) -> absl::Status {
+      Advance(units * static_cast<double>(done - reported));
+      reported = done;
+      FlushNotes();
+      Progress(phase, done, n);
+      return CheckCancelled();
+    };
+    FCA_RETURN_IF_ERROR(CheckCancelled());
+    int64_t first = 0;
+    if (serial_first && n > 0) {
+      first = std::min(n, opt_.batch_size);
+      FCA_RETURN_IF_ERROR(fn(0, first));
+      FCA_RETURN_IF_ERROR(after(first));
+    }
+    absl::Status status = RunBatches(first, n, opt_.batch_size, Threads(), fn, after);
+    FlushNotes();
+    return status;
+  }
+
+  // Copies a batch's recorded coefficients into the full-set tensors (made
+  // by the first batch, which runs alone; later batches write disjoint rows).
   static void Store(SiteTensors* all, const SiteTensors& batch, int64_t begin, int64_t n) {
     if (all->empty()) {
       for (const at::Tensor& b : batch) {
@@ -220,79 +274,97 @@ class ModelAudit {
     }
   }
 
-  // LIVE+record over E, and the `correct` replay of each batch right after
-  // it, so the fidelity gate compares logits without keeping them. Batches
-  // found whole in the cache skip LIVE, except the first.
+  // LIVE+record over E. The `correct` replay of a batch runs right after its
+  // LIVE pass on the batches the fidelity gate samples (FidelityChecked), so
+  // the gate compares logits without keeping them; on the other batches
+  // NLL(correct) is the LIVE NLL, which the gate shows a replay reproduces.
+  // Batches found whole in the cache skip LIVE, except the first.
   absl::Status LiveEvalPass() {
-    std::vector<double> live, correct;
     const int64_t n = eval_.count();
-    for (int64_t b = 0; b < n; b += opt_.batch_size) {
-      FCA_RETURN_IF_ERROR(CheckCancelled());
-      const int64_t e = std::min(n, b + opt_.batch_size);
-      at::Tensor ids = BatchIds(eval_, b, e);
-      SiteTensors cached = CachedBatch(eval_, b, e);
-      SiteTensors rec;
-      if (!cached.empty() && cache_trust_ == CacheTrust::kTrusted) {
-        rec = std::move(cached);
-        FCA_RETURN_IF_ERROR(ReplayCachedBatch(ids, rec, &live, &correct));
-        report_.cached_eval_windows += e - b;
-      } else {
-        FCA_RETURN_IF_ERROR(LiveBatch(ids, b, e, cached, &rec, &live, &correct));
-      }
-      Store(&eval_coeff_, rec, b, n);
-      Advance(e - b);
-      Progress("live", e, n);
-    }
-    report_.live_nll = Mean(live);
-    nll_[kCorrect] = std::move(correct);
+    live_nll_.assign(n, 0.0);
+    correct_nll_.assign(n, 0.0);
+    FCA_RETURN_IF_ERROR(Pass("live", n, 1.0, /*serial_first=*/true,
+                             [this](int64_t b, int64_t e) { return EvalBatch(b, e); }));
+    report_.live_nll = Mean(live_nll_);
+    nll_[kCorrect] = correct_nll_;
     Note("evaluation", report_.cached_eval_windows, n);
     return absl::OkStatus();
   }
 
-  // LIVE+record, then the fidelity-checked `correct` replay of the batch.
+  absl::Status EvalBatch(int64_t b, int64_t e) {
+    const at::Tensor ids = BatchIds(eval_, b, e);
+    SiteTensors cached = CachedBatch(eval_, b, e);
+    SiteTensors rec;
+    if (!cached.empty() && Trust() == CacheTrust::kTrusted) {
+      rec = std::move(cached);
+      FCA_RETURN_IF_ERROR(ReplayCachedBatch(ids, rec, b));
+      absl::MutexLock lock(&mu_);
+      report_.cached_eval_windows += e - b;
+    } else {
+      FCA_RETURN_IF_ERROR(LiveBatch(ids, b, e, cached, &rec));
+    }
+    Store(&eval_coeff_, rec, b, eval_.count());
+    return absl::OkStatus();
+  }
+
+  // Whether the fidelity gate compares the batch starting at window `b`
+  // with its replay: the first batch and every fidelity_check_every-th.
+  bool FidelityChecked(int64_t b) const {
+    const int64_t k = b / opt_.batch_size;
+    return opt_.fidelity_check_every <= 1 || k % opt_.fidelity_check_every == 0;
+  }
+
+  // LIVE+record, then (on sampled batches) the fidelity-checked replay.
   absl::Status LiveBatch(const at::Tensor& ids, int64_t b, int64_t e, const SiteTensors& cached,
-                         SiteTensors* rec, std::vector<double>* live,
-                         std::vector<double>* correct) {
+                         SiteTensors* rec) {
     FCA_ASSIGN_OR_RETURN(at::Tensor live_logits, Forward(ids, CoefficientMode::kLiveRecord, rec));
     if (!cached.empty()) JudgeCache(cached, *rec, "evaluation", b, e);
-    SiteTensors replay = *rec;
-    FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits, Forward(ids, CoefficientMode::kReplay, &replay));
-    FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
-    report_.fidelity_checked_windows += e - b;
-    AppendTo(live, SequenceNll(live_logits, ids));
-    AppendTo(correct, SequenceNll(replay_logits, ids));
-    if (cached.empty() || cache_trust_ == CacheTrust::kIgnored) PutBatch(eval_, *rec, b);
+    const at::Tensor live = SequenceNll(live_logits, ids);
+    at::Tensor correct = live;
+    if (FidelityChecked(b)) {
+      SiteTensors replay = *rec;
+      FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits,
+                           Forward(ids, CoefficientMode::kReplay, &replay));
+      FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
+      correct = SequenceNll(replay_logits, ids);
+    }
+    WriteAt(&live_nll_, live, b);
+    WriteAt(&correct_nll_, correct, b);
+    if (cached.empty() || Trust() == CacheTrust::kIgnored) PutBatch(eval_, *rec, b);
     return absl::OkStatus();
   }
 
   // A cached batch skips LIVE; its `correct` replay stands for both.
-  absl::Status ReplayCachedBatch(const at::Tensor& ids, const SiteTensors& rec,
-                                 std::vector<double>* live, std::vector<double>* correct) {
+  absl::Status ReplayCachedBatch(const at::Tensor& ids, const SiteTensors& rec, int64_t b) {
     SiteTensors replay = rec;
     FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &replay));
-    at::Tensor nll = SequenceNll(logits, ids);
-    AppendTo(live, nll);
-    AppendTo(correct, nll);
+    const at::Tensor nll = SequenceNll(logits, ids);
+    WriteAt(&live_nll_, nll, b);
+    WriteAt(&correct_nll_, nll, b);
     return absl::OkStatus();
   }
 
   absl::Status CheckFidelity(const at::Tensor& live, const at::Tensor& replay, int64_t b,
                              int64_t e) {
     const double diff = (live.to(at::kFloat) - replay.to(at::kFloat)).abs().max().item<double>();
+    absl::MutexLock lock(&mu_);
     report_.replay_max_abs_diff = std::max(report_.replay_max_abs_diff, diff);
-    if (diff <= opt_.fidelity_tolerance) return absl::OkStatus();
+    if (diff <= opt_.fidelity_tolerance) {
+      report_.fidelity_checked_windows += e - b;
+      return absl::OkStatus();
+    }
     return absl::FailedPreconditionError(absl::StrFormat(
         "model '%s' is refused for audit: replay is not faithful (max |logit(REPLAY) - "
         "logit(LIVE)| = %.3g > %.3g on evaluation windows %d..%d)",
         model_.info().name, diff, opt_.fidelity_tolerance, b, e - 1));
   }
 
-  // The first batch found in the cache is also recorded LIVE and compared:
-  // entries made in another batch layout differ by rounding (trusted within
-  // the fidelity tolerance, plus one unit in the last place of a 16-bit
-  // dtype); entries that differ by more (a corrupt cache, a model that is
-  // not deterministic) are ignored for this model and rewritten, never
-  // allowed to fail the audit.
+  // A batch found in the cache before any was checked is also recorded LIVE
+  // and compared: entries made in another batch layout differ by rounding
+  // (trusted within the fidelity tolerance, plus one unit in the last place
+  // of a 16-bit dtype); entries that differ by more (a corrupt cache, a
+  // model that is not deterministic) are ignored for this model and
+  // rewritten, never allowed to fail the audit. Ignoring is final.
   void JudgeCache(const SiteTensors& cached, const SiteTensors& rec, const char* set, int64_t b,
                   int64_t e) {
     const double rtol = model_.info().compute.dtype == "bfloat16" ? 1.0 / 128
@@ -307,52 +379,74 @@ class ModelAudit {
       const at::Tensor excess = diff - (opt_.fidelity_tolerance + rtol * fresh.abs());
       worst_excess = std::max(worst_excess, excess.max().item<double>());
     }
+    absl::MutexLock lock(&mu_);
     report_.cache_max_abs_diff = std::max(report_.cache_max_abs_diff, max_diff);
     if (worst_excess <= 0) {
-      cache_trust_ = CacheTrust::kTrusted;
+      if (cache_trust_ == CacheTrust::kUnchecked) cache_trust_ = CacheTrust::kTrusted;
       return;
     }
+    if (cache_trust_ == CacheTrust::kIgnored) return;
     cache_trust_ = CacheTrust::kIgnored;
-    if (!req_.on_note) return;
-    req_.on_note(absl::StrFormat(
+    pending_notes_.push_back(absl::StrFormat(
         "model '%s': cached coefficients of %s windows %d..%d differ from a fresh LIVE recording "
         "(max |diff| %.3g); the cache is not used for this model and its entries are rewritten",
         model_.info().name, set, b, e - 1, max_diff));
   }
 
+  // Calibration needs coefficients only: kRecordOnly stops each forward
+  // once they are known.
   absl::Status LiveCalibPass() {
     const int64_t n = calib_.count();
-    for (int64_t b = 0; b < n; b += opt_.batch_size) {
-      FCA_RETURN_IF_ERROR(CheckCancelled());
-      const int64_t e = std::min(n, b + opt_.batch_size);
-      SiteTensors cached = CachedBatch(calib_, b, e);
-      SiteTensors rec;
-      if (!cached.empty() && cache_trust_ == CacheTrust::kTrusted) {
-        rec = std::move(cached);
-        report_.cached_calib_windows += e - b;
-      } else {
-        FCA_RETURN_IF_ERROR(
-            Forward(BatchIds(calib_, b, e), CoefficientMode::kLiveRecord, &rec).status());
-        if (!cached.empty()) JudgeCache(cached, rec, "calibration", b, e);
-        if (cached.empty() || cache_trust_ == CacheTrust::kIgnored) PutBatch(calib_, rec, b);
-      }
-      Store(&calib_coeff_, rec, b, n);
-      Advance(0.5 * (e - b));
-      Progress("calibration", e, n);
-    }
+    FCA_RETURN_IF_ERROR(Pass("calibration", n, 0.5, /*serial_first=*/true,
+                             [this](int64_t b, int64_t e) { return CalibBatch(b, e); }));
     Note("calibration", report_.cached_calib_windows, n);
     return absl::OkStatus();
   }
 
+  absl::Status CalibBatch(int64_t b, int64_t e) {
+    SiteTensors cached = CachedBatch(calib_, b, e);
+    SiteTensors rec;
+    if (!cached.empty() && Trust() == CacheTrust::kTrusted) {
+      rec = std::move(cached);
+      absl::MutexLock lock(&mu_);
+      report_.cached_calib_windows += e - b;
+    } else {
+      FCA_RETURN_IF_ERROR(
+          Forward(BatchIds(calib_, b, e), CoefficientMode::kRecordOnly, &rec).status());
+      if (!cached.empty()) JudgeCache(cached, rec, "calibration", b, e);
+      if (cached.empty() || Trust() == CacheTrust::kIgnored) PutBatch(calib_, rec, b);
+    }
+    Store(&calib_coeff_, rec, b, calib_.count());
+    return absl::OkStatus();
+  }
+
+  CacheTrust Trust() const {
+    absl::MutexLock lock(&mu_);
+    return cache_trust_;
+  }
+
   // The cached coefficients of windows [b, e) as [e-b, T, d_s] tensors, or
   // an empty list unless every window is cached.
-  SiteTensors CachedBatch(const WindowSet& w, int64_t b, int64_t e) const {
-    if (req_.cache == nullptr || cache_trust_ == CacheTrust::kIgnored) return {};
+  SiteTensors CachedBatch(const WindowSet& w, int64_t b, int64_t e) {
+    if (req_.cache == nullptr || Trust() == CacheTrust::kIgnored) return {};
+    const Clock::time_point t0 = Clock::now();
+    SiteTensors out = ReadCache(w, b, e);
+    const double seconds = Seconds(t0);
+    absl::MutexLock lock(&mu_);
+    cache_read_seconds_ += seconds;
+    return out;
+  }
+
+  SiteTensors ReadCache(const WindowSet& w, int64_t b, int64_t e) const {
     std::vector<std::string> blobs;
-    for (int64_t i = b; i < e; ++i) {
-      auto blob = req_.cache->Get(CacheKey(w.hashes[i]));
-      if (!blob || blob->size() != WindowBytes()) return {};
-      blobs.push_back(std::move(*blob));
+    {
+      // CoefficientCache is thread-compatible: one call at a time.
+      absl::MutexLock lock(&cache_mu_);
+      for (int64_t i = b; i < e; ++i) {
+        auto blob = req_.cache->Get(CacheKey(w.hashes[i]));
+        if (!blob || blob->size() != WindowBytes()) return {};
+        blobs.push_back(std::move(*blob));
+      }
     }
     return DecodeWindows(blobs);
   }
@@ -385,8 +479,16 @@ class ModelAudit {
     return out;
   }
 
-  void PutBatch(const WindowSet& w, const SiteTensors& rec, int64_t b) const {
+  void PutBatch(const WindowSet& w, const SiteTensors& rec, int64_t b) {
     if (req_.cache == nullptr) return;
+    const Clock::time_point t0 = Clock::now();
+    WriteCache(w, rec, b);
+    const double seconds = Seconds(t0);
+    absl::MutexLock lock(&mu_);
+    cache_write_seconds_ += seconds;
+  }
+
+  void WriteCache(const WindowSet& w, const SiteTensors& rec, int64_t b) const {
     std::vector<at::Tensor> host;
     for (const at::Tensor& t : rec) host.push_back(t.cpu().contiguous());
     for (int64_t i = 0; i < host[0].size(0); ++i) {
@@ -396,6 +498,7 @@ class ModelAudit {
         at::Tensor row = t[i];
         bytes.append(static_cast<const char*>(row.data_ptr()), row.nbytes());
       }
+      absl::MutexLock lock(&cache_mu_);
       req_.cache->Put(CacheKey(w.hashes[b + i]), bytes);
     }
   }
@@ -405,12 +508,19 @@ class ModelAudit {
     return {info.weights_sha256, window_hash, info.compute.dtype, info.compute.device};
   }
 
-  void Note(const char* set, int64_t cached, int64_t total) const {
+  void Note(const char* set, int64_t cached, int64_t total) {
     if (!req_.on_note || req_.cache == nullptr) return;
+    double read = 0, written = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      read = cache_read_seconds_;
+      written = cache_write_seconds_;
+    }
     req_.on_note(absl::StrFormat(
-        "model '%s': %d of %d %s windows came from the coefficient cache%s", model_.info().name,
-        cached, total, set,
-        cached > 0 ? " (their LIVE pass was skipped)" : ""));
+        "model '%s': %d of %d %s windows came from the coefficient cache%s; cache reads so far "
+        "%.3f s, writes %.3f s",
+        model_.info().name, cached, total, set,
+        cached > 0 ? " (their LIVE pass was skipped)" : "", read, written));
   }
 
   InterventionContext Context() const {
@@ -438,18 +548,17 @@ class ModelAudit {
 
   // Per-sequence NLL of E under `plan`.
   absl::StatusOr<std::vector<double>> Replay(const Intervention& plan, const std::string& phase) {
-    std::vector<double> nll;
     const int64_t n = eval_.count();
-    for (int64_t b = 0; b < n; b += opt_.batch_size) {
-      FCA_RETURN_IF_ERROR(CheckCancelled());
-      const int64_t e = std::min(n, b + opt_.batch_size);
-      at::Tensor ids = BatchIds(eval_, b, e);
-      SiteTensors a = plan.Batch(b, e);
-      FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &a));
-      AppendTo(&nll, SequenceNll(logits, ids));
-      Advance(0.5 * (e - b));
-      Progress(phase, e, n);
-    }
+    std::vector<double> nll(n, 0.0);
+    FCA_RETURN_IF_ERROR(Pass(phase, n, 0.5, /*serial_first=*/false,
+                             [&](int64_t b, int64_t e) -> absl::Status {
+                               const at::Tensor ids = BatchIds(eval_, b, e);
+                               SiteTensors a = plan.Batch(b, e);
+                               FCA_ASSIGN_OR_RETURN(at::Tensor logits,
+                                                    Forward(ids, CoefficientMode::kReplay, &a));
+                               WriteAt(&nll, SequenceNll(logits, ids), b);
+                               return absl::OkStatus();
+                             }));
     return nll;
   }
 
@@ -530,8 +639,11 @@ class ModelAudit {
     FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
     report_.execution = std::move(out.result);
     dense_us_per_token_ = std::move(out.twin_us_per_token);
-    forward_seconds_ += out.forward_seconds;
-    forward_tokens_ += out.forward_tokens;
+    {
+      absl::MutexLock lock(&mu_);
+      forward_seconds_ += out.forward_seconds;
+      forward_tokens_ += out.forward_tokens;
+    }
     if (req_.on_note && out.stop != TimingStop::kContinue) {
       req_.on_note(absl::StrFormat("model '%s': timed %d pairs against the dense twin; stopped: %s",
                                    model_.info().name, report_.execution.timing_repeats,
@@ -541,6 +653,17 @@ class ModelAudit {
   }
 
   void Advance(double windows) { *units_done_ += windows; }
+
+  // Notes queued by batches on other threads, passed on from this one.
+  void FlushNotes() {
+    std::vector<std::string> notes;
+    {
+      absl::MutexLock lock(&mu_);
+      notes.swap(pending_notes_);
+    }
+    if (!req_.on_note) return;
+    for (const std::string& note : notes) req_.on_note(note);
+  }
 
   void Progress(const std::string& phase, int64_t done, int64_t total) const {
     if (!req_.on_progress) return;
@@ -569,13 +692,19 @@ class ModelAudit {
   CalibrationStats calib_stats_;
   std::map<std::string, std::vector<double>> nll_;
   std::vector<double> dense_us_per_token_;
-  double forward_seconds_ = 0;
-  int64_t forward_tokens_ = 0;
+  // Per-sequence NLL of the LIVE pass and of `correct` on E, by window.
+  std::vector<double> live_nll_, correct_nll_;
   ModelReport report_;
-  // Whether this model's audit may take coefficients from the cache: not
-  // until one cached batch has matched a fresh recording (JudgeCache).
-  enum class CacheTrust { kUnchecked, kTrusted, kIgnored };
-  CacheTrust cache_trust_ = CacheTrust::kUnchecked;
+  // Guards what batches running at once share: the report's counters and
+  // maxima, the cache verdict, queued notes and the forward totals.
+  mutable absl::Mutex mu_;
+  CacheTrust cache_trust_ ABSL_GUARDED_BY(mu_) = CacheTrust::kUnchecked;
+  double forward_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t forward_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  double cache_read_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double cache_write_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> pending_notes_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex cache_mu_;  // one CoefficientCache call at a time
 };
 
 std::vector<std::string> ResolveInterventions(const AuditOptions& o) {

@@ -58,8 +58,13 @@ struct AuditOptions {
   int bootstrap_resamples = 1000;
   double ci_level = 0.95;
   bool allow_overlap = false;      // allow E and C to share windows
-  // Replay-fidelity gate: max |logit(REPLAY(A(x))) - logit(LIVE)|.
+  // Replay-fidelity gate: max |logit(REPLAY(A(x))) - logit(LIVE)|, checked
+  // on the first evaluation batch and every fidelity_check_every-th after it
+  // (1: every batch). On the other batches NLL(correct) is the LIVE NLL,
+  // which the checked batches show the replay reproduces: one forward
+  // instead of two.
   double fidelity_tolerance = 1e-5;
+  int fidelity_check_every = 8;
   // Retention is undefined when |NLL(global_mean) - NLL(correct)| is below
   // this (nats/token): a ratio of noise is not a number worth printing.
   double retention_min_gap = 1e-5;
@@ -202,14 +207,22 @@ struct ModelReport {
   std::optional<TokenCoverage> static_token_coverage;      // when static_token ran
   std::vector<GroupDependence> dependence;                 // per-group replays
   // Evaluation windows whose replay was compared with a LIVE pass (the
-  // fidelity gate); at least the first batch, cached or not.
+  // fidelity gate): the first batch, cached or not, and every
+  // fidelity_check_every-th batch recorded LIVE.
   int64_t fidelity_checked_windows = 0;
   std::vector<FamilyVariation> variation;
   std::vector<SiteVariation> site_variation;
   ExecutionResult execution;
   double seconds = 0;                  // wall time of this model's audit
+  // Wall time and counted matmul FLOPs of its LIVE and REPLAY passes (the
+  // execution timing excluded): what the audit's throughput is measured on.
+  double pass_seconds = 0;
+  double pass_flops = 0;
   double forward_seconds = 0;          // of which inside model forwards
   int64_t forward_tokens = 0;          // tokens through those forwards (twin's included)
+  // Thread-seconds spent reading the coefficient cache (lookups and
+  // decoding, hits and misses) and writing it.
+  double cache_read_seconds = 0, cache_write_seconds = 0;
 };
 
 struct AggregateRow {
@@ -270,8 +283,12 @@ struct AuditRequest {
   // without the cache and rewrites its entries); recorded windows are
   // stored here.
   CoefficientCache* cache = nullptr;
-  // Human-readable notes worth showing a user (cache use, for one).
+  // Human-readable notes worth showing a user (cache use, for one); called
+  // from the auditing thread.
   std::function<void(const std::string&)> on_note;
+  // Batches run at once, each forward on one thread; 0: AuditThreads()
+  // (engine::ConfigureRuntime). Results do not depend on it.
+  int threads = 0;
 };
 
 // Runs the audit. INVALID_ARGUMENT for a bad request (unknown intervention,

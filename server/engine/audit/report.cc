@@ -190,6 +190,10 @@ json::Value ModelToJson(const ModelReport& r) {
   v.Set("cached_calib_windows", json::Value::Int(r.cached_calib_windows));
   v.Set("window_length", json::Value::Int(r.window_length));
   v.Set("seconds", Num(r.seconds));
+  v.Set("pass_seconds", Num(r.pass_seconds));
+  v.Set("pass_flops", Num(r.pass_flops));
+  v.Set("cache_read_seconds", Num(r.cache_read_seconds));
+  v.Set("cache_write_seconds", Num(r.cache_write_seconds));
   json::Value rows = json::Value::MakeArray();
   for (const ResultRow& row : ResultRows(r)) rows.mutable_array().push_back(RowToJson(row));
   v.Set("results", std::move(rows));
@@ -224,6 +228,7 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("ci_level", Num(o.ci_level));
   v.Set("allow_overlap", json::Value::Bool(o.allow_overlap));
   v.Set("fidelity_tolerance", Num(o.fidelity_tolerance));
+  v.Set("fidelity_check_every", json::Value::Int(o.fidelity_check_every));
   v.Set("retention_min_gap", Num(o.retention_min_gap));
   v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));

@@ -33,6 +33,10 @@ enum class CoefficientMode {
   kLive,        // the controller runs
   kLiveRecord,  // the controller runs and its outputs are returned
   kReplay,      // the controller does not run; given coefficients are used
+  // As kLiveRecord, but no logits: the model stops once every coefficient
+  // is known (calibration needs coefficients only) and returns an undefined
+  // tensor. Counters count what ran.
+  kRecordOnly,
 };
 
 // Where and in what precision a model computes.
@@ -48,6 +52,14 @@ struct ExecutionCounters {
   int64_t blocks_executed = 0;  // sum over calls of (blocks run) * tokens
   int64_t blocks_total = 0;     // sum over calls of (blocks in model) * tokens
   double flops = 0;             // matmul FLOPs (2 per multiply-add) executed
+
+  ExecutionCounters& operator+=(const ExecutionCounters& o) {
+    tokens += o.tokens;
+    blocks_executed += o.blocks_executed;
+    blocks_total += o.blocks_total;
+    flops += o.flops;
+    return *this;
+  }
 };
 
 struct ModelInfo {
@@ -61,7 +73,8 @@ struct ModelInfo {
   ComputeOptions compute;
 };
 
-// Thread-compatible: one Forward at a time per instance.
+// Thread-safe: Forward may run concurrently on one instance (the auditor runs
+// independent batches at once); the counters add up every call's work.
 class ControlledModel {
  public:
   virtual ~ControlledModel() = default;
@@ -74,7 +87,8 @@ class ControlledModel {
   // ids: int64 [B, T] with 1 <= T <= max_seq_len and ids < vocab_size.
   // Returns logits [B, T, vocab_size] in the compute dtype.
   // kLiveRecord: `coefficients` receives one tensor per site, [B, T, d_s],
-  //   in the compute dtype, in sites() order.
+  //   in the compute dtype, in sites() order. kRecordOnly: the same, and the
+  //   returned tensor is undefined.
   // kReplay: `coefficients` must hold exactly that; the controller does not run.
   // INVALID_ARGUMENT for bad ids or coefficient shapes; INTERNAL for a torch
   // failure, naming the model.
@@ -136,16 +150,33 @@ absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelInfo& inf
 // tokenizer.json.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir);
 
-// Process-wide torch settings; call once at start-up (libtorch 1.13 starts
-// with one thread on small machines).
+// How a process spends its cores on torch.
+enum class Parallelism {
+  // Inference (the audit): independent batches run at once, each forward on
+  // one thread. A small model's operators are too short to split across
+  // threads without the threads waiting on each other (and spinning, which
+  // on a shared machine costs a busy neighbour's time).
+  kAcrossBatches,
+  // Training: one forward/backward at a time, each operator split across
+  // the threads (torch intra-op parallelism).
+  kWithinOps,
+};
+
+// Process-wide settings; call at start-up and from each worker thread
+// before it audits. Also keeps glibc from returning activation-sized blocks
+// to the kernel after every forward (torch_util.cc says why).
 struct RuntimeOptions {
-  int num_threads = 0;  // 0: one per hardware core
+  int num_threads = 0;  // cores to compute on; 0: one per hardware core
+  Parallelism parallelism = Parallelism::kAcrossBatches;
 };
 void ConfigureRuntime(const RuntimeOptions& options);
 // "1.13.1": recorded with results.
 std::string TorchVersion();
-// Torch intra-op threads of the calling thread (set by ConfigureRuntime).
+// Threads an audit computes on: concurrent forwards times torch intra-op
+// threads of the calling thread (set by ConfigureRuntime).
 int TorchThreads();
+// Forwards an audit runs at once (kAcrossBatches: num_threads; else 1).
+int AuditThreads();
 
 }  // namespace fca::engine
 

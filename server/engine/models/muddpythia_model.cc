@@ -290,7 +290,7 @@ class ForwardPass {
         a = Replayed(i, *coeff, &next_site, hidden.back().options());
       } else {
         a = Controller(i, hidden.back());
-        if (mode == CoefficientMode::kLiveRecord) {
+        if (Records(mode)) {
           for (int64_t s = 0; s < a.size(0); ++s) coeff->push_back(a[s].contiguous());
         }
       }
@@ -301,6 +301,8 @@ class ForwardPass {
       counters_->blocks_total += B * T * c_.n_layer;
       counters_->tokens += B * T;
     }
+    // The last layer's coefficients mix the final streams: all are known.
+    if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
     return Lin(LayerNorm(streams[0], w_.norm), Linear{w_.head, at::Tensor()});
   }
 
@@ -468,8 +470,8 @@ class MuddPythiaModel : public ControlledModel {
   const ModelInfo& info() const override { return info_; }
   const std::vector<CoefficientSite>& sites() const override { return sites_; }
   const Tokenizer& tokenizer() const override { return tokenizer_; }
-  ExecutionCounters counters() const override { return counters_; }
-  void ResetCounters() override { counters_ = ExecutionCounters(); }
+  ExecutionCounters counters() const override { return counters_.Get(); }
+  void ResetCounters() override { counters_.Reset(); }
 
   // A_i = dense_bs.i with the controller's dynamic part removed: row c of
   // dense_bs.i for stream c, in sites() order.
@@ -493,11 +495,12 @@ class MuddPythiaModel : public ControlledModel {
       c10::InferenceMode guard;
       std::vector<at::Tensor> recorded;
       const at::Tensor on_device = ids.to(weights_.embed.device());
-      at::Tensor logits = ForwardPass(config_, weights_, &counters_)
-                              .Run(on_device, mode,
-                                   mode == CoefficientMode::kLiveRecord ? &recorded : coefficients);
+      ExecutionCounters counted;
+      at::Tensor logits = ForwardPass(config_, weights_, &counted)
+                              .Run(on_device, mode, Records(mode) ? &recorded : coefficients);
+      counters_.Add(counted);
       // Only a completed pass replaces the caller's list.
-      if (mode == CoefficientMode::kLiveRecord) *coefficients = std::move(recorded);
+      if (Records(mode)) *coefficients = std::move(recorded);
       return logits;
     });
   }
@@ -507,7 +510,7 @@ class MuddPythiaModel : public ControlledModel {
   ModelInfo info_;
   std::vector<CoefficientSite> sites_;
   ByteTokenizer tokenizer_;
-  ExecutionCounters counters_;
+  SharedCounters counters_;
   Weights weights_;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/io/safetensors.h"
 
@@ -40,6 +41,33 @@ absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
                                 const std::vector<at::Tensor>* coefficients,
                                 const ModelInfo& info, const std::vector<CoefficientSite>& sites,
                                 int64_t max_len, int64_t vocab_size);
+
+// The counters of a model whose Forward may run on several threads at once:
+// each call counts into its own ExecutionCounters and adds them here.
+class SharedCounters {
+ public:
+  void Add(const ExecutionCounters& c) {
+    absl::MutexLock lock(&mu_);
+    total_ += c;
+  }
+  ExecutionCounters Get() const {
+    absl::MutexLock lock(&mu_);
+    return total_;
+  }
+  void Reset() {
+    absl::MutexLock lock(&mu_);
+    total_ = ExecutionCounters();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  ExecutionCounters total_ ABSL_GUARDED_BY(mu_);
+};
+
+// Whether `mode` runs the controller and hands its coefficients back.
+inline bool Records(CoefficientMode mode) {
+  return mode == CoefficientMode::kLiveRecord || mode == CoefficientMode::kRecordOnly;
+}
 
 // Runs `fn` (returning absl::Status or StatusOr) and turns any exception
 // thrown by torch into INTERNAL "<what>: <first line of the message>", so no

@@ -75,8 +75,8 @@ class TransformerModel : public ControlledModel {
   const ModelInfo& info() const override { return info_; }
   const std::vector<CoefficientSite>& sites() const override { return sites_; }
   const Tokenizer& tokenizer() const override { return tokenizer_; }
-  ExecutionCounters counters() const override { return counters_; }
-  void ResetCounters() override { counters_ = ExecutionCounters(); }
+  ExecutionCounters counters() const override { return counters_.Get(); }
+  void ResetCounters() override { counters_.Reset(); }
 
   // A gate of 1 leaves its group's channels unscaled: the plain transformer.
   absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
@@ -95,11 +95,13 @@ class TransformerModel : public ControlledModel {
                                      std::vector<at::Tensor>* coefficients) override {
     FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_,
                                            config_.max_seq_len, config_.vocab_size));
-    if (mode == CoefficientMode::kLiveRecord) coefficients->clear();
+    if (Records(mode)) coefficients->clear();
     return GuardTorch("model '" + info_.name + "' forward", [&]() -> absl::StatusOr<at::Tensor> {
       c10::InferenceMode guard;
       const at::Tensor on_device = ids.to(net_->weights().front().device());
-      absl::StatusOr<at::Tensor> logits = net_->Forward(on_device, mode, coefficients, &counters_);
+      ExecutionCounters counted;
+      absl::StatusOr<at::Tensor> logits = net_->Forward(on_device, mode, coefficients, &counted);
+      counters_.Add(counted);
       if (!logits.ok()) {
         return absl::Status(logits.status().code(), absl::StrFormat("model '%s': %s", info_.name,
                                                                     logits.status().message()));
@@ -113,7 +115,7 @@ class TransformerModel : public ControlledModel {
   ModelInfo info_;
   std::vector<CoefficientSite> sites_;
   ByteTokenizer tokenizer_;
-  ExecutionCounters counters_;
+  SharedCounters counters_;
   std::unique_ptr<TransformerNet> net_;
 };
 

@@ -80,11 +80,14 @@ class ForwardPass {
           at::Tensor g = Controller(x, b);
           ga = g.slice(-1, 0, G);
           gm = g.slice(-1, G, 2 * G);
-          if (mode == CoefficientMode::kLiveRecord) {
+          if (Records(mode)) {
             coeff->push_back(ga.contiguous());
             coeff->push_back(gm.contiguous());
           }
         }
+        // The last block's gates come from its input: nothing after them
+        // is needed when only coefficients are.
+        if (mode == CoefficientMode::kRecordOnly && l + 1 == w_.blocks.size()) break;
       }
       const bool attn_runs = Runs(ga), mlp_runs = Runs(gm);
       if (attn_runs) {
@@ -102,6 +105,7 @@ class ForwardPass {
       counters_->blocks_total += B * T * c_.n_layers;
       counters_->tokens += B * T;
     }
+    if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
     return Lin(LN(x, w_.ln_f), Linear{w_.head, at::Tensor()});
   }
 

@@ -212,7 +212,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: fca-train split|train [flags]  (--help for flags)\n");
     return 2;
   }
-  fca::engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
+  // One training step at a time: its operators use the threads.
+  fca::engine::ConfigureRuntime(
+      {absl::GetFlag(FLAGS_threads), fca::engine::Parallelism::kWithinOps});
   const std::string cmd = args[1];
   absl::Status st = cmd == "split"   ? fca::Split()
                     : cmd == "train" ? fca::Train()

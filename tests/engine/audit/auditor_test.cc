@@ -658,6 +658,7 @@ TEST(AuditorScienceTest, AFullyCachedAuditStillChecksReplayFidelity) {
   MapCache cache;
   AuditRequest req = Request({real}, RandomText(16 * 8, 1), RandomText(16 * 4, 2));
   req.cache = &cache;
+  req.options.fidelity_check_every = 1;
   auto first = RunAudit(req);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->models[0].fidelity_checked_windows, 8);
@@ -687,6 +688,89 @@ TEST(AuditorScienceTest, AWindowCapThatDropsWindowsIsNoted) {
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("more than 5 windows of 16 tokens"), std::string::npos) << notes[0];
   EXPECT_NE(notes[0].find("max_eval_windows"), std::string::npos) << notes[0];
+}
+
+// Batches run on several threads at once give every number one thread gives.
+TEST(AuditorParallelTest, ThreeThreadsGiveExactlyTheNumbersOfOne) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(12));
+  AuditRequest req = Request({model.get()}, RandomText(16 * 23, 1), RandomText(16 * 13, 2));
+  req.options.per_layer_interventions = {kStaticLayer};
+  req.threads = 1;
+  auto one = RunAudit(req);
+  req.threads = 3;
+  auto three = RunAudit(req);
+  ASSERT_TRUE(one.ok() && three.ok()) << one.status() << three.status();
+  const std::vector<ResultRow> a = ResultRows(one->models[0]);
+  const std::vector<ResultRow> b = ResultRows(three->models[0]);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].intervention == "execution") continue;  // timings
+    EXPECT_EQ(a[i].metric, b[i].metric);
+    EXPECT_EQ(a[i].value, b[i].value) << a[i].intervention << " " << a[i].metric;
+  }
+  for (size_t i = 0; i < one->models[0].interventions.size(); ++i) {
+    EXPECT_EQ(one->models[0].interventions[i].nll_per_sequence,
+              three->models[0].interventions[i].nll_per_sequence);
+  }
+}
+
+// Perturbs the replayed logits of the one batch whose first window is
+// `target`: unfaithful on that batch only.
+class UnfaithfulOnOneBatch : public ControlledModel {
+ public:
+  UnfaithfulOnOneBatch(ControlledModel* inner, at::Tensor target)
+      : inner_(inner), target_(std::move(target)) {}
+  const ModelInfo& info() const override { return inner_->info(); }
+  const std::vector<CoefficientSite>& sites() const override { return inner_->sites(); }
+  const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
+  ExecutionCounters counters() const override { return inner_->counters(); }
+  void ResetCounters() override { inner_->ResetCounters(); }
+  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
+    return inner_->NeutralCoefficients();
+  }
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
+                                     std::vector<at::Tensor>* c) override {
+    auto out = inner_->Forward(ids, mode, c);
+    if (out.ok() && mode == CoefficientMode::kReplay && ids[0].equal(target_)) return *out + 1e-3;
+    return out;
+  }
+
+ private:
+  ControlledModel* inner_;
+  at::Tensor target_;
+};
+
+// The gate compares LIVE and replay on the first batch and every k-th after
+// it; elsewhere NLL(correct) is the LIVE NLL.
+TEST(AuditorTest, TheFidelityGateChecksTheSampledBatches) {
+  auto real = RandomModel(TinyConfig("featuregate"), Varying(13));
+  const std::string eval = RandomText(16 * 20, 1);  // 5 batches of 4 windows
+  AuditRequest req = Request({real.get()}, eval, RandomText(16 * 8, 2));
+  req.options.fidelity_check_every = 2;  // batches 0, 2, 4
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->models[0].fidelity_checked_windows, 12);
+  EXPECT_NEAR(report->models[0].live_nll, Find(report->models[0], kCorrect).nll, 1e-6);
+  req.options.fidelity_check_every = 1;
+  report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->models[0].fidelity_checked_windows, 20);
+
+  // Batch 2 (windows 8..11) replays unfaithfully: found when sampled...
+  std::vector<int64_t> window8;
+  for (int i = 0; i < 16; ++i) window8.push_back(static_cast<unsigned char>(eval[8 * 16 + i]));
+  UnfaithfulOnOneBatch model(real.get(), at::tensor(window8, at::kLong));
+  req.models = {&model};
+  req.options.fidelity_check_every = 2;
+  auto refused = RunAudit(req);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("windows 8..11"), std::string::npos)
+      << refused.status();
+  // ...and not seen when the sample skips it (the price of sampling).
+  req.options.fidelity_check_every = 3;  // batches 0 and 3
+  EXPECT_TRUE(RunAudit(req).ok());
+  req.options.fidelity_check_every = 0;
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

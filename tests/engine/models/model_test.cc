@@ -141,6 +141,34 @@ TEST(ModelTest, CountersShowEveryBlockRuns) {
   EXPECT_DOUBLE_EQ(live - replay, 2.0 * 32 * 2 * (32 * 16 + 16 * 8));
 }
 
+// Calibration needs coefficients only: kRecordOnly gives kLiveRecord's and
+// stops after the last block's controller (that block's branches and the
+// output head do not run, and are not counted).
+TEST(ModelTest, RecordOnlyGivesTheCoefficientsAndSkipsTheRest) {
+  const TransformerConfig c = TinyConfig("featuregate");
+  auto m = RandomModel(c, VaryingGates());
+  const int64_t B = 2, T = 16, tokens = B * T;
+  at::Tensor ids = RandomIds(B, T, 5);
+  std::vector<at::Tensor> full, only;
+  m->ResetCounters();
+  ASSERT_TRUE(m->Forward(ids, CoefficientMode::kLiveRecord, &full).ok());
+  const ExecutionCounters live = m->counters();
+  m->ResetCounters();
+  auto out = m->Forward(ids, CoefficientMode::kRecordOnly, &only);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->defined());
+  ASSERT_EQ(only.size(), full.size());
+  for (size_t s = 0; s < full.size(); ++s) EXPECT_TRUE(only[s].equal(full[s])) << s;
+  const ExecutionCounters counted = m->counters();
+  EXPECT_EQ(counted.tokens, tokens);
+  EXPECT_EQ(counted.blocks_executed, 1 * tokens);  // block 0 of 2
+  EXPECT_EQ(counted.blocks_total, 2 * tokens);
+  const double d = c.d_model, ff = c.d_ff;
+  const double branches = tokens * 2.0 * (4 * d * d + 2 * d * ff) + 2.0 * 2.0 * B * T * T * d;
+  const double head = tokens * 2.0 * d * c.vocab_size;
+  EXPECT_DOUBLE_EQ(live.flops - counted.flops, branches + head);
+}
+
 // Gates of layer 1 (attn_gate.1, mlp_gate.1) of a recording, replaced.
 std::vector<at::Tensor> WithLayerOneGates(const std::vector<at::Tensor>& rec, double attn,
                                           double mlp) {

@@ -226,6 +226,13 @@ TEST(MuddPythiaTest, RecordedCoefficientsMatchReference) {
     worst = std::max(worst, diff);
   }
   Report("fp32 coefficients vs reference, max |diff|", worst);
+  // Coefficients only (calibration): the same tensors, no logits.
+  std::vector<at::Tensor> only;
+  auto none = model->Forward(ref.ids, CoefficientMode::kRecordOnly, &only);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->defined());
+  ASSERT_EQ(only.size(), rec.size());
+  for (size_t s = 0; s < rec.size(); ++s) EXPECT_TRUE(only[s].equal(rec[s])) << s;
 }
 
 TEST(MuddPythiaTest, PerTokenNllMatchesReference) {
