@@ -161,6 +161,13 @@ void ConfigureRuntime(const RuntimeOptions& options) {
   g_audit_threads.store(across ? n : 1);
 }
 
+at::Tensor LayerNormInFloat(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            double eps) {
+  if (x.scalar_type() == at::kFloat) return at::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  const auto f = [](const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; };
+  return at::layer_norm(f(x), {x.size(-1)}, f(weight), f(bias), eps).to(x.scalar_type());
+}
+
 int AuditThreads() { return g_audit_threads.load(); }
 
 int TorchThreads() { return AuditThreads() * at::get_num_threads(); }

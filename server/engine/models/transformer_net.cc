@@ -124,7 +124,7 @@ class ForwardPass {
     return !gate.defined() || gate.ne(0).any().item<bool>();
   }
   at::Tensor LN(const at::Tensor& x, const Norm& n) const {
-    return at::layer_norm(x, {x.size(-1)}, n.w, n.b, c_.norm_eps);
+    return LayerNormInFloat(x, n.w, n.b, c_.norm_eps);
   }
   // Scales each of the G channel groups of `x` [B,T,D] by gate [B,T,G].
   at::Tensor ApplyGate(const at::Tensor& x, const at::Tensor& gate) const {
