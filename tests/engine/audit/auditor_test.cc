@@ -175,10 +175,11 @@ TEST(AuditorTest, RefusesCalibrationEvaluationOverlap) {
   EXPECT_TRUE(RunAudit(req).ok());
 }
 
-// Wraps a real model but perturbs replayed logits: an unfaithful replay.
-class UnfaithfulReplay : public ControlledModel {
+// A real model behind the ControlledModel interface; subclasses change what
+// Forward returns.
+class WrappedModel : public ControlledModel {
  public:
-  explicit UnfaithfulReplay(std::unique_ptr<ControlledModel> inner) : inner_(std::move(inner)) {}
+  explicit WrappedModel(ControlledModel* inner) : inner_(inner) {}
   const ModelInfo& info() const override { return inner_->info(); }
   const std::vector<CoefficientSite>& sites() const override { return inner_->sites(); }
   const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
@@ -189,13 +190,27 @@ class UnfaithfulReplay : public ControlledModel {
   }
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* c) override {
-    auto out = inner_->Forward(ids, mode, c);
+    return inner_->Forward(ids, mode, c);
+  }
+
+ private:
+  ControlledModel* inner_;
+};
+
+// Wraps a real model but perturbs replayed logits: an unfaithful replay.
+class UnfaithfulReplay : public WrappedModel {
+ public:
+  explicit UnfaithfulReplay(std::unique_ptr<ControlledModel> inner)
+      : WrappedModel(inner.get()), owned_(std::move(inner)) {}
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
+                                     std::vector<at::Tensor>* c) override {
+    auto out = WrappedModel::Forward(ids, mode, c);
     if (out.ok() && mode == CoefficientMode::kReplay) return *out + 3e-4;
     return out;
   }
 
  private:
-  std::unique_ptr<ControlledModel> inner_;
+  std::unique_ptr<ControlledModel> owned_;
 };
 
 TEST(AuditorTest, UnfaithfulReplayIsRefusedWithTheMeasuredDifference) {
@@ -716,27 +731,18 @@ TEST(AuditorParallelTest, ThreeThreadsGiveExactlyTheNumbersOfOne) {
 
 // Perturbs the replayed logits of the one batch whose first window is
 // `target`: unfaithful on that batch only.
-class UnfaithfulOnOneBatch : public ControlledModel {
+class UnfaithfulOnOneBatch : public WrappedModel {
  public:
   UnfaithfulOnOneBatch(ControlledModel* inner, at::Tensor target)
-      : inner_(inner), target_(std::move(target)) {}
-  const ModelInfo& info() const override { return inner_->info(); }
-  const std::vector<CoefficientSite>& sites() const override { return inner_->sites(); }
-  const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
-  ExecutionCounters counters() const override { return inner_->counters(); }
-  void ResetCounters() override { inner_->ResetCounters(); }
-  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
-    return inner_->NeutralCoefficients();
-  }
+      : WrappedModel(inner), target_(std::move(target)) {}
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* c) override {
-    auto out = inner_->Forward(ids, mode, c);
+    auto out = WrappedModel::Forward(ids, mode, c);
     if (out.ok() && mode == CoefficientMode::kReplay && ids[0].equal(target_)) return *out + 1e-3;
     return out;
   }
 
  private:
-  ControlledModel* inner_;
   at::Tensor target_;
 };
 
