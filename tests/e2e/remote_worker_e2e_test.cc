@@ -105,6 +105,16 @@ class Process {
   }
   bool Running() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
   std::string Stderr() const { return Slurp(err_path_); }
+  // Waits until stderr holds `text` (false if the process ends or
+  // `timeout_s` passes first).
+  bool WaitForStderr(const std::string& text, int timeout_s) {
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    while (Clock::now() < deadline && Running()) {
+      if (Stderr().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Stderr().find(text) != std::string::npos;
+  }
 
  private:
   Process() = default;
@@ -175,10 +185,15 @@ class RemoteWorkerE2ETest : public ::testing::Test {
 
   std::unique_ptr<Process> StartWorker(const std::string& address, const std::string& name,
                                        const std::string& models = "models") {
-    return Process::Start({FCA_WORKER_BIN, "--coordinator=" + address,
-                           "--models=" + g_root + "/" + models, "--name=" + name,
-                           "--api_key_file=" + g_root + "/worker.key", "--threads=1",
-                           "--poll_ms=50"});
+    auto worker = Process::Start({FCA_WORKER_BIN, "--coordinator=" + address,
+                                  "--models=" + g_root + "/" + models, "--name=" + name,
+                                  "--api_key_file=" + g_root + "/worker.key", "--threads=1",
+                                  "--poll_ms=50"});
+    // Until main() has blocked SIGTERM (after the dynamic loader has mapped
+    // libtorch: seconds on a loaded machine) a SIGTERM kills the process
+    // outright, so a test signals only a worker that has registered.
+    EXPECT_TRUE(worker->WaitForStderr("fca-worker: registered with", 60)) << worker->Stderr();
+    return worker;
   }
 
   static void Upload(Client& c, const std::string& name, const std::string& file) {
