@@ -16,8 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
-#include "common/sha256.h"
 #include "common/status_macros.h"
+#include "server/engine/io/weights_hash_cache.h"
 
 namespace fca::engine {
 namespace {
@@ -27,7 +27,6 @@ constexpr char kSingleFileName[] = "model.safetensors";
 constexpr char kMetadataKey[] = "__metadata__";
 // Headers are {name: {dtype, shape: [..], data_offsets: [..]}}: three levels.
 constexpr int kHeaderMaxDepth = 8;
-constexpr size_t kHashChunkBytes = size_t{1} << 20;
 
 struct DTypeInfo {
   DType dtype;
@@ -368,25 +367,6 @@ bool IsPlainFileName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." &&
          name.find_first_of("/\\") == std::string_view::npos &&
          name.find('\0') == std::string_view::npos;
-}
-
-absl::Status HashFileInto(const std::string& path, Sha256& hasher) {
-  FCA_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
-  std::unique_ptr<uint8_t[]> chunk(new uint8_t[kHashChunkBytes]);
-  while (true) {
-    const ssize_t n = ::read(fd, chunk.get(), kHashChunkBytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err,
-                        absl::StrCat("cannot read '", BaseName(path), "'"));
-    }
-    if (n == 0) break;
-    hasher.Update(chunk.get(), static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -741,11 +721,9 @@ void TensorSource::ReleasePages(const TensorView& view) const {
   if (it != owner_.end()) it->second->ReleasePages(view);
 }
 
-absl::StatusOr<std::string> TensorSource::ContentSha256() const {
-  Sha256 hasher;
-  for (const std::string& path : files_)
-    FCA_RETURN_IF_ERROR(HashFileInto(path, hasher));
-  return hasher.FinishHex();
+absl::StatusOr<std::string> TensorSource::ContentSha256(WeightsHashCache* cache) const {
+  if (cache != nullptr) return cache->Sha256Of(files_);
+  return Sha256OfFiles(files_);
 }
 
 // ---------------------------------------------------------------------------

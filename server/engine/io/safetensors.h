@@ -24,6 +24,8 @@
 
 namespace fca::engine {
 
+class WeightsHashCache;
+
 enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 
 // "F32", "BF16", ... as written in safetensors headers.
@@ -117,8 +119,10 @@ class TensorSource {
   const std::vector<std::string>& files() const { return files_; }
   // SafetensorsFile::ReleasePages for the shard holding `view`.
   void ReleasePages(const TensorView& view) const;
-  // SHA-256 (hex) over the bytes of files() in order, computed on demand.
-  absl::StatusOr<std::string> ContentSha256() const;
+  // SHA-256 (hex) over the bytes of files() in order: the weights identity.
+  // Read from the files on demand, or answered by `cache` (optional, not
+  // owned) when they have not changed since it hashed them.
+  absl::StatusOr<std::string> ContentSha256(WeightsHashCache* cache = nullptr) const;
 
  private:
   TensorSource() = default;
