@@ -426,8 +426,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     }
     file->base_ = static_cast<const uint8_t*>(base);
     file->mapped_ = true;
+    file->fd_ = fd;  // kept for ReadInto: the same file as the mapping
+  } else {
+    ::close(fd);
   }
-  ::close(fd);  // the mapping keeps the file open
   FCA_RETURN_IF_ERROR(file->ParseHeader(limits));
   return file;
 }
@@ -446,6 +448,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBytes(
 
 SafetensorsFile::~SafetensorsFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
@@ -563,6 +566,37 @@ void SafetensorsFile::ReleasePages(const TensorView& view) const {
   const uintptr_t first = (begin + page - 1) / page * page;  // pages wholly inside the view
   const uintptr_t last = (begin + view.num_bytes) / page * page;
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+absl::Status SafetensorsFile::ReadInto(const TensorView& view, void* dst) const {
+  if (view.num_bytes == 0) return absl::OkStatus();
+  if (view.data < base_ || view.num_bytes > size_ ||
+      view.data - base_ > static_cast<ptrdiff_t>(size_ - view.num_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: tensor '%s' is not in this file", display_name_, view.name));
+  }
+  if (fd_ < 0) {
+    std::memcpy(dst, view.data, view.num_bytes);
+    return absl::OkStatus();
+  }
+  auto* out = static_cast<uint8_t*>(dst);
+  const off_t offset = view.data - base_;
+  size_t done = 0;
+  while (done < view.num_bytes) {
+    const ssize_t n = ::pread(fd_, out + done, view.num_bytes - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return ErrnoError(errno, absl::StrFormat("cannot read tensor '%s' from '%s'", view.name,
+                                               display_name_));
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: the file ends inside tensor '%s': it was truncated after it was opened",
+          display_name_, view.name));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorView> SafetensorsFile::Get(std::string_view name) const {
@@ -719,6 +753,15 @@ absl::StatusOr<TensorView> TensorSource::Get(std::string_view name) const {
 void TensorSource::ReleasePages(const TensorView& view) const {
   const auto it = owner_.find(view.name);
   if (it != owner_.end()) it->second->ReleasePages(view);
+}
+
+absl::Status TensorSource::ReadInto(const TensorView& view, void* dst) const {
+  const auto it = owner_.find(view.name);
+  if (it == owner_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("no tensor named '%s' in the checkpoint", view.name));
+  }
+  return it->second->ReadInto(view, dst);
 }
 
 absl::StatusOr<std::string> TensorSource::ContentSha256(WeightsHashCache* cache) const {
