@@ -65,6 +65,7 @@ RUN apt-get update -q \
       libabsl20220623 \
       libsqlite3-0 \
       libcpp-httplib0.11 \
+      libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && update-alternatives --query "libblas.so.3-$(uname -m)-linux-gnu" \
       | grep -q '^Value: .*/openblas-openmp/' \

@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev libcpp-httplib-dev pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
-  fortunes openssl
+  libssl-dev fortunes openssl
 )
 
 missing=()

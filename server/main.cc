@@ -38,6 +38,7 @@
 #include "server/core/slurm_executor.h"
 #include "server/core/worker.h"
 #include "server/core/service.h"
+#include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/worker_service_impl.h"
@@ -165,6 +166,11 @@ ABSL_FLAG(int64_t, model_memory_bytes, 0,
                           "to make room, 0..%d (0 = unlimited)",
                           fca::flag_limits::kMaxModelMemoryBytes));
 ABSL_FLAG(bool, coeff_cache, true, "reuse cached coefficients across audits");
+ABSL_FLAG(std::string, weights_hash_cache, "",
+          "file remembering the SHA-256 of each model's weight files by path, size, times and "
+          "inode, so an unchanged model is not read in full to hash it at every start; a stale "
+          "or damaged file is ignored and rewritten (default: <db>.weights-hash-cache beside "
+          "the database; 'none': remember within this process only)");
 ABSL_FLAG(bool, auth, false,
           "require 'authorization: Bearer <key>' on every call (implied by --api_keys)");
 ABSL_FLAG(std::string, api_keys, "",
@@ -401,6 +407,15 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore() {
   return storage::Store::Open(options);
 }
 
+std::unique_ptr<engine::WeightsHashCache> OpenWeightsHashCache() {
+  std::string path = absl::GetFlag(FLAGS_weights_hash_cache);
+  if (path.empty()) path = absl::GetFlag(FLAGS_db) + ".weights-hash-cache";
+  if (path == "none") path.clear();
+  std::fprintf(stderr, "fca-server: weights hashes are remembered %s%s\n",
+               path.empty() ? "in memory only" : "in ", path.c_str());
+  return engine::WeightsHashCache::Open(path);
+}
+
 absl::Status CreateApiKey() {
   FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
   FCA_ASSIGN_OR_RETURN(std::string key, storage::Store::GenerateApiKey());
@@ -566,6 +581,9 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   FCA_RETURN_IF_ERROR(core::ModelRepository::Open(repo_options).status());
   FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
   repo_options.registry = store.get();
+  // Opened once the store's lock is held: one server writes the file.
+  const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache = OpenWeightsHashCache();
+  repo_options.weights_hash_cache = weights_hash_cache.get();
   FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
   FCA_ASSIGN_OR_RETURN(auto authenticator, grpc_server::Authenticator::Create(
                                                auth, absl::GetFlag(FLAGS_api_keys), store.get()));

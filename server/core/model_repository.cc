@@ -38,7 +38,13 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Open(const Opt
     return absl::FailedPreconditionError("model repository is not a folder: " + options.root);
   }
   Options with_loader = options;
-  if (!with_loader.loader) with_loader.loader = engine::LoadModel;
+  if (!with_loader.loader) {
+    engine::WeightsHashCache* cache = options.weights_hash_cache;
+    with_loader.loader = [cache](const std::string& dir, const std::string& name,
+                                 const engine::ComputeOptions& compute) {
+      return engine::LoadModel(dir, name, compute, cache);
+    };
+  }
   return std::unique_ptr<ModelRepository>(new ModelRepository(std::move(with_loader)));
 }
 
@@ -196,7 +202,7 @@ absl::StatusOr<std::string> ModelRepository::WeightsHash(const std::string& name
   // Off the lock: hashing reads every byte of the weights.
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::TensorSource> weights,
                        engine::TensorSource::OpenDir(dir));
-  FCA_ASSIGN_OR_RETURN(std::string hash, weights->ContentSha256());
+  FCA_ASSIGN_OR_RETURN(std::string hash, weights->ContentSha256(options_.weights_hash_cache));
   absl::MutexLock lock(&mu_);
   EntryFor(name, signature).weights_sha256 = hash;
   return hash;

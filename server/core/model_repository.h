@@ -58,8 +58,13 @@ class ModelRepository {
     // repository keeps: a model unloaded while a caller holds it lives on
     // until released, so the process may briefly hold more.
     int64_t memory_budget_bytes = 0;
-    // Empty: engine::LoadModel. Tests substitute a loader that blocks.
+    // Empty: engine::LoadModel with weights_hash_cache. Tests substitute a
+    // loader that blocks.
     Loader loader;
+    // Optional, not owned, may be shared by repositories: answers the
+    // SHA-256 of weight files unchanged since they were last hashed (by
+    // loads and by WeightsHash), across server starts when it has a file.
+    engine::WeightsHashCache* weights_hash_cache = nullptr;
     // Optional, not owned: each model loaded is recorded here
     // (Store::UpsertModel: name, family, weights hash, config.json,
     // parameters), so stored results can be traced to the weights they
@@ -113,7 +118,8 @@ class ModelRepository {
 
   // SHA-256 of the model's weight files (the weights_sha256 a load gives),
   // without loading them: the loaded model's, or else computed once per
-  // folder state (reading every byte, off the lock). Errors as for Get.
+  // folder state (from Options::weights_hash_cache, or reading every byte,
+  // off the lock). Errors as for Get.
   [[nodiscard]] absl::StatusOr<std::string> WeightsHash(const std::string& name);
 
   const Options& options() const { return options_; }

@@ -39,6 +39,7 @@
 #include "server/core/model_repository.h"
 #include "server/core/worker.h"
 #include "server/engine/audit/auditor.h"
+#include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/remote_broker.h"
 
@@ -83,6 +84,11 @@ ABSL_FLAG(int64_t, max_task_seconds, 24 * 3600,
                           "(0 = no limit)",
                           fca::worker_limits::kMaxTaskSeconds));
 ABSL_FLAG(bool, coeff_cache, true, "reuse the coordinator's cached coefficients");
+ABSL_FLAG(std::string, weights_hash_cache, "",
+          "file remembering the SHA-256 of each model's weight files by path, size, times and "
+          "inode, so a worker started per task (Slurm) does not read an unchanged model in "
+          "full to hash it (as fca-server --weights_hash_cache; workers of one node may share "
+          "it); empty: remember within this process only");
 
 namespace fca {
 namespace {
@@ -222,6 +228,9 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   repository.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
   // No store here: the coordinator records the weights its results name.
   repository.registry = nullptr;
+  const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache =
+      engine::WeightsHashCache::Open(absl::GetFlag(FLAGS_weights_hash_cache));
+  repository.weights_hash_cache = weights_hash_cache.get();
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<core::ModelRepository> models,
                        core::ModelRepository::Open(repository));
 

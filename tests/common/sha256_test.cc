@@ -40,6 +40,30 @@ TEST(Sha256Test, OneMillionA) {
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+// The "extremely long message" vector (16,777,216 repetitions of a 64-byte
+// string, 1 GiB: a bit length past 2^32), fed in pieces that straddle block
+// boundaries.
+TEST(Sha256Test, OneGibibyteInPieces) {
+  const std::string unit = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmno";
+  std::string block;
+  for (int i = 0; i < 4096; ++i) block += unit;  // 256 KiB
+  const size_t total = size_t{1} << 30;
+  Sha256 hasher;
+  size_t fed = 0;
+  size_t offset = 0;  // where in `block` the next piece starts
+  size_t piece = 1;
+  while (fed < total) {
+    const size_t n = std::min({piece, block.size() - offset, total - fed});
+    hasher.Update(block.data() + offset, n);
+    fed += n;
+    offset = (offset + n) % block.size();
+    piece = piece * 7 % 300007 + 13;  // sizes from bytes to ~300 KB, unaligned
+  }
+  EXPECT_EQ(hasher.FinishHex(),
+            "50e72a0e26442fe2552dc3938ac58658228c0cbfb1d2ca872ae435266fcd055e");
+  EXPECT_TRUE(hasher.status().ok()) << hasher.status();
+}
+
 TEST(Sha256Test, PaddingBoundaries) {
   // Lengths around the 55/56/64-byte padding edges, checked against the
   // incremental path fed byte by byte.
@@ -86,6 +110,35 @@ TEST(Sha256Test, FinishBytesMatchHex) {
   EXPECT_EQ(digest[0], 0xba);
   EXPECT_EQ(digest[1], 0x78);
   EXPECT_EQ(digest[31], 0xad);
+}
+
+// An OpenSSL whose configuration loads no provider that offers SHA-256 (only
+// the null provider): every digest is refused as an error, none is returned
+// as if valid. In a fresh process, since OpenSSL reads its configuration once.
+TEST(Sha256DeathTest, NoSha256ProviderIsAnError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string conf = ::testing::TempDir() + "sha256_test_null_provider.cnf";
+  FILE* f = std::fopen(conf.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("openssl_conf = init\n[init]\nproviders = providers\n"
+             "[providers]\nnull = null\n[null]\nactivate = 1\n",
+             f);
+  ASSERT_EQ(std::fclose(f), 0);
+  EXPECT_EXIT(
+      {
+        ::setenv("OPENSSL_CONF", conf.c_str(), 1);
+        Sha256 hasher;
+        hasher.Update("abc");
+        const bool zeros = hasher.FinishHex() == std::string(64, '0');
+        const bool refused = hasher.status().code() == absl::StatusCode::kInternal;
+        const absl::StatusOr<std::string> file = Sha256FileHex(conf);
+        const bool file_refused = file.status().code() == absl::StatusCode::kInternal;
+        std::fprintf(stderr, "%s | %s\n", hasher.status().ToString().c_str(),
+                     file.status().ToString().c_str());
+        std::exit(zeros && refused && file_refused ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "OpenSSL has no SHA-256");
+  std::remove(conf.c_str());
 }
 
 TEST(Sha256Test, FileHashing) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "server/engine/io/weights_hash_cache.h"
 
 #include "tests/core/core_env.h"
 
@@ -276,6 +277,49 @@ TEST(ModelRepositoryTest, AChangedFolderIsReloadedOnNextUse) {
   EXPECT_EQ(repo->loads_attempted(), 2);
   EXPECT_NE(after->get(), before->get());
   EXPECT_EQ((*after)->info().weights_sha256, (*before)->info().weights_sha256);
+  std::filesystem::remove_all(root);
+}
+
+// Loads and WeightsHash of every repository sharing a cache, and a restarted
+// server's (a cache opened again from its file), take the hash of unchanged
+// weights from it without reading them.
+TEST(ModelRepositoryTest, TheWeightsHashCacheSparesHashingUnchangedWeights) {
+  const std::string root = ::testing::TempDir() + "fca_repo_hash_cache";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/models");
+  std::filesystem::copy(ModelRoot() + "/" + testing::kGateA, root + "/models/m");
+  const std::string cache_file = root + "/fca.sqlite.weights-hash-cache";
+  // The cache remembers only files that have not changed for a moment.
+  std::this_thread::sleep_for(
+      std::chrono::nanoseconds(engine::WeightsHashCache::kSettleNanos + 50'000'000));
+  const std::string expected =
+      *engine::Sha256OfFiles({root + "/models/m/model.safetensors"});
+
+  std::unique_ptr<engine::WeightsHashCache> cache = engine::WeightsHashCache::Open(cache_file);
+  ModelRepository::Options options;
+  options.root = root + "/models";
+  options.weights_hash_cache = cache.get();
+  auto loader_repo = OpenRepo(options);
+  auto other_repo = OpenRepo(options);  // another worker's
+  ASSERT_NE(loader_repo, nullptr);
+  ASSERT_NE(other_repo, nullptr);
+  auto model = loader_repo->Get("m");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->info().weights_sha256, expected);
+  EXPECT_EQ(cache->stats().misses, 1);
+  EXPECT_EQ(*other_repo->WeightsHash("m"), expected);
+  EXPECT_EQ(cache->stats().misses, 1);
+  EXPECT_EQ(cache->stats().hits, 1);
+
+  std::unique_ptr<engine::WeightsHashCache> restarted = engine::WeightsHashCache::Open(cache_file);
+  options.weights_hash_cache = restarted.get();
+  auto restarted_repo = OpenRepo(options);
+  ASSERT_NE(restarted_repo, nullptr);
+  auto reloaded = restarted_repo->Get("m");
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ((*reloaded)->info().weights_sha256, expected);
+  EXPECT_EQ(restarted->stats().hits, 1);
+  EXPECT_EQ(restarted->stats().bytes_hashed, 0);
   std::filesystem::remove_all(root);
 }
 

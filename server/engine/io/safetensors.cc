@@ -16,8 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
-#include "common/sha256.h"
 #include "common/status_macros.h"
+#include "server/engine/io/weights_hash_cache.h"
 
 namespace fca::engine {
 namespace {
@@ -27,7 +27,6 @@ constexpr char kSingleFileName[] = "model.safetensors";
 constexpr char kMetadataKey[] = "__metadata__";
 // Headers are {name: {dtype, shape: [..], data_offsets: [..]}}: three levels.
 constexpr int kHeaderMaxDepth = 8;
-constexpr size_t kHashChunkBytes = size_t{1} << 20;
 
 struct DTypeInfo {
   DType dtype;
@@ -370,25 +369,6 @@ bool IsPlainFileName(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
-absl::Status HashFileInto(const std::string& path, Sha256& hasher) {
-  FCA_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
-  std::unique_ptr<uint8_t[]> chunk(new uint8_t[kHashChunkBytes]);
-  while (true) {
-    const ssize_t n = ::read(fd, chunk.get(), kHashChunkBytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err,
-                        absl::StrCat("cannot read '", BaseName(path), "'"));
-    }
-    if (n == 0) break;
-    hasher.Update(chunk.get(), static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -446,8 +426,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     }
     file->base_ = static_cast<const uint8_t*>(base);
     file->mapped_ = true;
+    file->fd_ = fd;  // kept for ReadInto: the same file as the mapping
+  } else {
+    ::close(fd);
   }
-  ::close(fd);  // the mapping keeps the file open
   FCA_RETURN_IF_ERROR(file->ParseHeader(limits));
   return file;
 }
@@ -466,6 +448,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBytes(
 
 SafetensorsFile::~SafetensorsFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
@@ -583,6 +566,37 @@ void SafetensorsFile::ReleasePages(const TensorView& view) const {
   const uintptr_t first = (begin + page - 1) / page * page;  // pages wholly inside the view
   const uintptr_t last = (begin + view.num_bytes) / page * page;
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+absl::Status SafetensorsFile::ReadInto(const TensorView& view, void* dst) const {
+  if (view.num_bytes == 0) return absl::OkStatus();
+  if (view.data < base_ || view.num_bytes > size_ ||
+      view.data - base_ > static_cast<ptrdiff_t>(size_ - view.num_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: tensor '%s' is not in this file", display_name_, view.name));
+  }
+  if (fd_ < 0) {
+    std::memcpy(dst, view.data, view.num_bytes);
+    return absl::OkStatus();
+  }
+  auto* out = static_cast<uint8_t*>(dst);
+  const off_t offset = view.data - base_;
+  size_t done = 0;
+  while (done < view.num_bytes) {
+    const ssize_t n = ::pread(fd_, out + done, view.num_bytes - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return ErrnoError(errno, absl::StrFormat("cannot read tensor '%s' from '%s'", view.name,
+                                               display_name_));
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: the file ends inside tensor '%s': it was truncated after it was opened",
+          display_name_, view.name));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorView> SafetensorsFile::Get(std::string_view name) const {
@@ -741,11 +755,18 @@ void TensorSource::ReleasePages(const TensorView& view) const {
   if (it != owner_.end()) it->second->ReleasePages(view);
 }
 
-absl::StatusOr<std::string> TensorSource::ContentSha256() const {
-  Sha256 hasher;
-  for (const std::string& path : files_)
-    FCA_RETURN_IF_ERROR(HashFileInto(path, hasher));
-  return hasher.FinishHex();
+absl::Status TensorSource::ReadInto(const TensorView& view, void* dst) const {
+  const auto it = owner_.find(view.name);
+  if (it == owner_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("no tensor named '%s' in the checkpoint", view.name));
+  }
+  return it->second->ReadInto(view, dst);
+}
+
+absl::StatusOr<std::string> TensorSource::ContentSha256(WeightsHashCache* cache) const {
+  if (cache != nullptr) return cache->Sha256Of(files_);
+  return Sha256OfFiles(files_);
 }
 
 // ---------------------------------------------------------------------------

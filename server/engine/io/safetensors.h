@@ -24,6 +24,8 @@
 
 namespace fca::engine {
 
+class WeightsHashCache;
+
 enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 
 // "F32", "BF16", ... as written in safetensors headers.
@@ -73,6 +75,15 @@ class SafetensorsFile {
   // touched again), so a loaded model costs its weights once in RSS, not
   // twice. No-op unless this file is mapped and the view lies inside it.
   void ReleasePages(const TensorView& view) const;
+  // Copies the bytes of `view`, one of this file's tensors, into `dst`
+  // (view.num_bytes of them). A mapped file is read with pread, not through
+  // the mapping: its pages never enter the process's resident set and no
+  // page fault is taken per 4 KiB page, which is where a multi-GB load
+  // spent most of its time. The read is from the file opened by Open, even
+  // if its path has been replaced since. INVALID_ARGUMENT when `view` is
+  // not this file's, DATA_LOSS when the file has been truncated since it
+  // was opened, else the read's error (by errno), naming the file.
+  absl::Status ReadInto(const TensorView& view, void* dst) const;
   // The "__metadata__" string map (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
@@ -88,6 +99,7 @@ class SafetensorsFile {
   const uint8_t* base_ = nullptr;  // start of the file bytes
   uint64_t size_ = 0;
   bool mapped_ = false;
+  int fd_ = -1;  // the mapped file, for ReadInto; -1 for FromBytes
   std::map<std::string, TensorView, std::less<>> tensors_;
   std::map<std::string, std::string> metadata_;
 };
@@ -117,8 +129,13 @@ class TensorSource {
   const std::vector<std::string>& files() const { return files_; }
   // SafetensorsFile::ReleasePages for the shard holding `view`.
   void ReleasePages(const TensorView& view) const;
-  // SHA-256 (hex) over the bytes of files() in order, computed on demand.
-  absl::StatusOr<std::string> ContentSha256() const;
+  // SafetensorsFile::ReadInto for the shard holding `view`; NOT_FOUND when
+  // no shard holds a tensor of its name.
+  absl::Status ReadInto(const TensorView& view, void* dst) const;
+  // SHA-256 (hex) over the bytes of files() in order: the weights identity.
+  // Read from the files on demand, or answered by `cache` (optional, not
+  // owned) when they have not changed since it hashed them.
+  absl::StatusOr<std::string> ContentSha256(WeightsHashCache* cache = nullptr) const;
 
  private:
   TensorSource() = default;

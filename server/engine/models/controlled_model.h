@@ -106,12 +106,17 @@ class ControlledModel {
   virtual void ResetCounters() = 0;
 };
 
+class WeightsHashCache;  // server/engine/io/weights_hash_cache.h
+
 // Loads a model folder (config.json + model.safetensors or a sharded index).
-// `name` is what info().name will say. NOT_FOUND when files are missing,
-// INVALID_ARGUMENT for malformed or mismatching config/weights.
-absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& dir,
-                                                           const std::string& name,
-                                                           const ComputeOptions& compute);
+// `name` is what info().name will say. info().weights_sha256 is read from
+// `weights_hash_cache` (optional, not owned) when the weight files have not
+// changed since it hashed them, else computed from every byte (and taught
+// to the cache). NOT_FOUND when files are missing, INVALID_ARGUMENT for
+// malformed or mismatching config/weights.
+absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(
+    const std::string& dir, const std::string& name, const ComputeOptions& compute,
+    WeightsHashCache* weights_hash_cache = nullptr);
 
 // What a model folder holds, known without reading its weights: what
 // ListModels shows and what the model repository budgets memory by.

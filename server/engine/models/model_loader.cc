@@ -1,9 +1,10 @@
 // LoadModel: a model folder -> ControlledModel, dispatching on model_type, with
-// the folder's tokenizer.json when it has one.
-#include <ATen/core/Tensor.h>  // ModelWithTokenizer passes Forward's result on
+// the weights' SHA-256 and the folder's tokenizer.json when it has one.
+#include <ATen/core/Tensor.h>  // FolderModel passes Forward's result on
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -35,16 +36,22 @@ absl::StatusOr<std::string> ReadConfigText(const std::string& dir) {
   return ss.str();
 }
 
-// A model whose tokenizer comes from its folder rather than its family;
-// everything else is the wrapped model's.
-class ModelWithTokenizer : public ControlledModel {
+// A model as loaded from its folder: the family's model, with the identity
+// of its weights (hashed beside the load) and, when the folder has a
+// tokenizer.json, that tokenizer; everything else is the family model's.
+class FolderModel : public ControlledModel {
  public:
-  ModelWithTokenizer(std::unique_ptr<ControlledModel> model, std::unique_ptr<Tokenizer> tokenizer)
-      : model_(std::move(model)), tokenizer_(std::move(tokenizer)) {}
+  FolderModel(std::unique_ptr<ControlledModel> model, std::string weights_sha256,
+              std::unique_ptr<Tokenizer> tokenizer)
+      : model_(std::move(model)), info_(model_->info()), tokenizer_(std::move(tokenizer)) {
+    info_.weights_sha256 = std::move(weights_sha256);
+  }
 
-  const ModelInfo& info() const override { return model_->info(); }
+  const ModelInfo& info() const override { return info_; }
   const std::vector<CoefficientSite>& sites() const override { return model_->sites(); }
-  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const Tokenizer& tokenizer() const override {
+    return tokenizer_ != nullptr ? *tokenizer_ : model_->tokenizer();
+  }
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* coefficients) override {
     return model_->Forward(ids, mode, coefficients);
@@ -57,7 +64,8 @@ class ModelWithTokenizer : public ControlledModel {
 
  private:
   std::unique_ptr<ControlledModel> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelInfo info_;
+  std::unique_ptr<Tokenizer> tokenizer_;  // null: the family's own
 };
 
 bool HasTokenizerJson(const std::string& dir) {
@@ -65,16 +73,16 @@ bool HasTokenizerJson(const std::string& dir) {
   return std::filesystem::exists(dir + "/tokenizer.json", ec);
 }
 
-// Gives `model` the BPE tokenizer of `dir`/tokenizer.json when that file
-// exists. The tokenizer may cover fewer ids than the embedding has rows
-// (Pythia pads its embedding), never more.
-absl::StatusOr<std::unique_ptr<ControlledModel>> AttachTokenizer(
-    const std::string& dir, std::unique_ptr<ControlledModel> model) {
-  if (!HasTokenizerJson(dir)) return model;
+// The BPE tokenizer of `dir`/tokenizer.json when that file exists, checked
+// against the model; null when the folder has none (the family's own then).
+// The tokenizer may cover fewer ids than the embedding has rows (Pythia pads
+// its embedding), never more.
+absl::StatusOr<std::unique_ptr<Tokenizer>> FolderTokenizer(const std::string& dir,
+                                                           const ModelInfo& info) {
+  if (!HasTokenizerJson(dir)) return std::unique_ptr<Tokenizer>();
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadFolderTokenizer(dir));
-  FCA_RETURN_IF_ERROR(CheckTokenizerFits(*tokenizer, model->info()));
-  return std::unique_ptr<ControlledModel>(
-      std::make_unique<ModelWithTokenizer>(std::move(model), std::move(tokenizer)));
+  FCA_RETURN_IF_ERROR(CheckTokenizerFits(*tokenizer, info));
+  return tokenizer;
 }
 
 absl::Status UnsupportedFamily(const std::string& family) {
@@ -84,27 +92,38 @@ absl::Status UnsupportedFamily(const std::string& family) {
                       family));
 }
 
-absl::StatusOr<std::unique_ptr<ControlledModel>> LoadFamily(const std::string& dir,
-                                                            const std::string& family,
-                                                            const std::string& config_text,
-                                                            ModelInfo info) {
+// config.json parsed for its family, before any weight is touched.
+struct FamilyConfig {
+  std::string family;
+  TransformerConfig transformer;  // dense, featuregate
+  MuddPythiaConfig muddpythia;
+};
+
+absl::StatusOr<FamilyConfig> ParseFamilyConfig(const std::string& family,
+                                               const std::string& config_text) {
+  FamilyConfig config;
+  config.family = family;
   if (family == "dense" || family == "featuregate") {
-    FCA_ASSIGN_OR_RETURN(TransformerConfig config, ParseTransformerConfig(config_text));
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
-    FCA_ASSIGN_OR_RETURN(info.weights_sha256, weights->ContentSha256());
-    return CreateTransformerModel(config, *weights, std::move(info));
+    FCA_ASSIGN_OR_RETURN(config.transformer, ParseTransformerConfig(config_text));
+  } else if (family == "muddpythia") {
+    FCA_ASSIGN_OR_RETURN(config.muddpythia, ParseMuddPythiaConfig(config_text));
+  } else {
+    return UnsupportedFamily(family);
   }
-  if (family == "muddpythia") {
-    FCA_ASSIGN_OR_RETURN(MuddPythiaConfig config, ParseMuddPythiaConfig(config_text));
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
-    FCA_ASSIGN_OR_RETURN(info.weights_sha256, weights->ContentSha256());
-    return CreateMuddPythiaModel(config, *weights, std::move(info));
+  return config;
+}
+
+absl::StatusOr<std::unique_ptr<ControlledModel>> CreateFamilyModel(const FamilyConfig& config,
+                                                                   const TensorSource& weights,
+                                                                   ModelInfo info) {
+  if (config.family == "muddpythia") {
+    return CreateMuddPythiaModel(config.muddpythia, weights, std::move(info));
   }
-  return UnsupportedFamily(family);
+  return CreateTransformerModel(config.transformer, weights, std::move(info));
 }
 
 // The family-specific part of DescribeModel: the same parse and the same
-// site schema as LoadFamily's model gets.
+// site schema as CreateFamilyModel's model gets.
 absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& family,
                                                             const std::string& config_text,
                                                             ModelInfo* info) {
@@ -173,15 +192,31 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string
 
 absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& dir,
                                                            const std::string& name,
-                                                           const ComputeOptions& compute) {
+                                                           const ComputeOptions& compute,
+                                                           WeightsHashCache* weights_hash_cache) {
   FCA_ASSIGN_OR_RETURN(std::string text, ReadConfigText(dir));
   FCA_ASSIGN_OR_RETURN(std::string family, ReadModelFamily(text));
+  FCA_ASSIGN_OR_RETURN(const FamilyConfig config, ParseFamilyConfig(family, text));
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
+  // Hashing is bound by the CPU (~1 GB/s), copying the weights mostly by the
+  // memory they are copied into: side by side, a first load takes the longer
+  // of the two rather than their sum. (libstdc++ runs the hash here, on the
+  // calling thread, when it cannot start one.)
+  std::future<absl::StatusOr<std::string>> weights_sha256 =
+      std::async(std::launch::async | std::launch::deferred,
+                 [&weights, weights_hash_cache] { return weights->ContentSha256(weights_hash_cache); });
   ModelInfo info;
   info.name = name;
   info.compute = compute;
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<ControlledModel> model,
-                       LoadFamily(dir, family, text, std::move(info)));
-  return AttachTokenizer(dir, std::move(model));
+  absl::StatusOr<std::unique_ptr<ControlledModel>> model =
+      CreateFamilyModel(config, *weights, std::move(info));
+  absl::StatusOr<std::string> sha256 = weights_sha256.get();
+  FCA_RETURN_IF_ERROR(sha256.status());
+  FCA_RETURN_IF_ERROR(model.status());
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                       FolderTokenizer(dir, (*model)->info()));
+  return std::unique_ptr<ControlledModel>(std::make_unique<FolderModel>(
+      *std::move(model), *std::move(sha256), std::move(tokenizer)));
 }
 
 }  // namespace fca::engine

@@ -209,8 +209,9 @@ absl::StatusOr<int64_t> FfnWidth(const TensorSource& src, int64_t l, int64_t dim
   return view.shape[0];
 }
 
-absl::StatusOr<at::Tensor> LoadTensor(const TensorSource& src, const WeightSpec& spec,
-                                      const ComputeOptions& compute) {
+// The view of `spec` in `src`, checked against the shape the config implies
+// and the dtypes a muddpythia checkpoint may store.
+absl::StatusOr<TensorView> CheckedView(const TensorSource& src, const WeightSpec& spec) {
   if (!src.Has(spec.name)) return MissingTensor(spec.name);
   FCA_ASSIGN_OR_RETURN(TensorView view, src.Get(spec.name));
   if (view.shape != spec.shape) {
@@ -223,9 +224,7 @@ absl::StatusOr<at::Tensor> LoadTensor(const TensorSource& src, const WeightSpec&
         absl::StrFormat("tensor '%s' is stored as %s; muddpythia weights must be F32 or BF16",
                         spec.name, std::string(DTypeName(view.dtype))));
   }
-  absl::StatusOr<at::Tensor> t = TensorFromView(view, compute);
-  src.ReleasePages(view);  // copied: the mapped pages need not stay resident
-  return t;
+  return view;
 }
 
 // `all` holds every tensor of MuddPythiaWeightSpecs (checked by the caller).
@@ -451,19 +450,26 @@ class MuddPythiaModel : public ControlledModel {
     for (int64_t l = 0; l < config_.n_layer; ++l) {
       FCA_ASSIGN_OR_RETURN(ffn[l], FfnWidth(src, l, config_.dim));
     }
-    std::map<std::string, at::Tensor> tensors;
+    // Every tensor is checked before any is read: a mismatch costs no copy.
+    const std::vector<WeightSpec> specs = MuddPythiaWeightSpecs(config_, ffn);
+    std::vector<TensorView> views;
+    std::set<std::string> expected;
     int64_t params = 0;
-    for (const WeightSpec& spec : MuddPythiaWeightSpecs(config_, ffn)) {
-      FCA_ASSIGN_OR_RETURN(at::Tensor t, LoadTensor(src, spec, info_.compute));
-      params += t.numel();
-      tensors[spec.name] = std::move(t);
+    for (const WeightSpec& spec : specs) {
+      FCA_ASSIGN_OR_RETURN(TensorView view, CheckedView(src, spec));
+      params += view.numel();
+      expected.insert(spec.name);
+      views.push_back(std::move(view));
     }
     for (const std::string& name : src.Names()) {
-      if (tensors.count(name) == 0) {
+      if (expected.count(name) == 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "tensor '%s' is not part of a muddpythia model with this config.json", name));
       }
     }
+    FCA_ASSIGN_OR_RETURN(std::vector<at::Tensor> loaded, LoadTensors(src, views, info_.compute));
+    std::map<std::string, at::Tensor> tensors;
+    for (size_t i = 0; i < specs.size(); ++i) tensors[specs[i].name] = std::move(loaded[i]);
     info_.num_parameters = params;
     weights_ = BindWeights(config_, tensors);
     return absl::OkStatus();

@@ -1,15 +1,21 @@
 #include "server/engine/models/torch_util.h"
 
+#include <sys/mman.h>
 #include <torch/torch.h>
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace fca::engine {
 namespace {
@@ -32,6 +38,77 @@ absl::StatusOr<at::ScalarType> ViewDType(DType d) {
       return absl::InvalidArgumentError(
           absl::StrCat("dtype ", std::string(DTypeName(d)), " is not a floating-point weight type"));
   }
+}
+
+// c10's alignment of CPU tensors, which vectorized kernels may rely on.
+constexpr size_t kTensorAlignment = 64;
+constexpr size_t kHugePage = size_t{2} << 20;
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Anonymous memory for a model's weights, aligned to a huge page so that
+// all of it can be backed by huge pages.
+class HostBlock {
+ public:
+  static absl::StatusOr<std::shared_ptr<HostBlock>> Allocate(size_t bytes);
+  ~HostBlock() { ::munmap(data_, size_); }
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  uint8_t* data() const { return data_; }
+
+ private:
+  HostBlock(uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t* data_;
+  size_t size_;
+};
+
+absl::StatusOr<std::shared_ptr<HostBlock>> HostBlock::Allocate(size_t bytes) {
+  const size_t size = RoundUp(std::max<size_t>(bytes, 1), kHugePage);
+  // One huge page more than needed, so that an aligned start exists; the
+  // slack on either side goes back at once.
+  void* raw = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot map %d bytes for the weights: %s", size, std::strerror(errno)));
+  }
+  auto* begin = static_cast<uint8_t*>(raw);
+  auto* data = reinterpret_cast<uint8_t*>(RoundUp(reinterpret_cast<uintptr_t>(begin), kHugePage));
+  if (data > begin) ::munmap(begin, data - begin);
+  if (begin + kHugePage > data) ::munmap(data + size, begin + kHugePage - data);
+  std::shared_ptr<HostBlock> block(new HostBlock(data, size));
+  // Hints: refused (EINVAL) by kernels without transparent huge pages or
+  // older than 5.14; the block then fills page by page as it is written.
+  ::madvise(data, size, MADV_HUGEPAGE);
+  if (::madvise(data, size, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("not enough memory for the weights (%d bytes)", size));
+  }
+  return block;
+}
+
+absl::StatusOr<at::ScalarType> CheckedViewDType(const TensorView& view) {
+  auto dtype = ViewDType(view.dtype);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", view.name, "': ", dtype.status().message()));
+  }
+  return dtype;
+}
+
+// LoadTensors on a device other than the CPU: through host memory, one
+// tensor at a time, dropping each one's mapped pages once copied.
+absl::StatusOr<std::vector<at::Tensor>> LoadTensorsViaHost(const TensorSource& src,
+                                                           const std::vector<TensorView>& views,
+                                                           const ComputeOptions& compute) {
+  std::vector<at::Tensor> out;
+  for (const TensorView& view : views) {
+    absl::StatusOr<at::Tensor> t = TensorFromView(view, compute);
+    src.ReleasePages(view);
+    if (!t.ok()) return t.status();
+    out.push_back(*std::move(t));
+  }
+  return out;
 }
 
 }  // namespace
@@ -70,6 +147,50 @@ absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeO
     at::Tensor host = at::empty(view.shape, at::TensorOptions().dtype(*src));
     if (view.num_bytes > 0) std::memcpy(host.data_ptr(), view.data, view.num_bytes);
     return host.to(at::TensorOptions().dtype(*dst).device(c10::Device(compute.device)));
+  });
+}
+
+absl::StatusOr<std::vector<at::Tensor>> LoadTensors(const TensorSource& src,
+                                                    const std::vector<TensorView>& views,
+                                                    const ComputeOptions& compute) {
+  const bool on_cpu = [&] {
+    try {
+      return c10::Device(compute.device).is_cpu();
+    } catch (const std::exception&) {
+      return false;  // TensorFromView reports the bad name
+    }
+  }();
+  if (!on_cpu) return LoadTensorsViaHost(src, views, compute);
+  FCA_ASSIGN_OR_RETURN(const at::ScalarType dst, ComputeDType(compute.dtype));
+  const size_t element_bytes = c10::elementSize(dst);
+  std::vector<size_t> offsets;
+  size_t total = 0, scratch_bytes = 0;
+  for (const TensorView& view : views) {
+    FCA_ASSIGN_OR_RETURN(const at::ScalarType stored, CheckedViewDType(view));
+    offsets.push_back(total);
+    total += RoundUp(static_cast<size_t>(view.numel()) * element_bytes, kTensorAlignment);
+    if (stored != dst) scratch_bytes = std::max(scratch_bytes, view.num_bytes);
+  }
+  FCA_ASSIGN_OR_RETURN(std::shared_ptr<HostBlock> block, HostBlock::Allocate(total));
+  return GuardTorch("loading weights", [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
+    // Views stored in another dtype are read here, then converted into place.
+    const at::Tensor scratch = at::empty({static_cast<int64_t>(scratch_bytes)}, at::kByte);
+    std::vector<at::Tensor> out;
+    for (size_t i = 0; i < views.size(); ++i) {
+      const TensorView& view = views[i];
+      uint8_t* data = block->data() + offsets[i];
+      // Each tensor keeps the block alive; the last one frees it.
+      at::Tensor t = at::from_blob(data, view.shape, [block](void*) {}, at::TensorOptions(dst));
+      const at::ScalarType stored = *ViewDType(view.dtype);
+      if (stored == dst) {
+        FCA_RETURN_IF_ERROR(src.ReadInto(view, data));
+      } else {
+        FCA_RETURN_IF_ERROR(src.ReadInto(view, scratch.data_ptr()));
+        t.copy_(at::from_blob(scratch.data_ptr(), view.shape, at::TensorOptions(stored)));
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
   });
 }
 

@@ -25,6 +25,24 @@ absl::Status ValidateCompute(const ComputeOptions& compute);
 // Only floating-point views are accepted.
 absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeOptions& compute);
 
+// A model's weights: the tensors `views` of `src` (floating-point, as for
+// TensorFromView) copied into new tensors of the compute dtype and device,
+// in order.
+//
+// On the CPU the tensors share one block of memory the size of their sum,
+// filled straight from the files (TensorSource::ReadInto) and freed with the
+// last of them, so a model costs its weights once in RSS (plus, when a view
+// must be converted to the compute dtype, the largest such view while it
+// is). The block asks the kernel for transparent huge pages and for all its
+// page tables at once (MADV_HUGEPAGE, MADV_POPULATE_WRITE; hints, ignored
+// where unsupported): page faults, about 7e5 for 2.8 GB of 4 KiB pages,
+// took most of the time of copying a large model here. RESOURCE_EXHAUSTED when the
+// block cannot be had. Elsewhere (CUDA) each tensor goes through host
+// memory, as TensorFromView.
+absl::StatusOr<std::vector<at::Tensor>> LoadTensors(const TensorSource& src,
+                                                    const std::vector<TensorView>& views,
+                                                    const ComputeOptions& compute);
+
 // The input checks every family's Forward makes, with messages naming the
 // model. INVALID_ARGUMENT unless `ids` is int64 [B >= 1, 1 <= T <= max_len]
 // with every id in [0, vocab_size).

@@ -258,6 +258,50 @@ TEST_F(SafetensorsTest, ScalarAndZeroElementTensors) {
   EXPECT_EQ(value, 3.25);
 }
 
+// ReadInto gives the bytes the view maps, from the file opened, whether the
+// source is a file, an in-memory image or a shard.
+TEST_F(SafetensorsTest, ReadIntoCopiesTheTensorsBytes) {
+  std::string big(100000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
+  const std::vector<TensorData> tensors = {
+      {"a", DType::kI16, {3}, Bytes<int16_t>({1, -2, 3})},
+      {"big", DType::kU8, {100000}, big},
+      {"empty", DType::kF32, {0}, ""},
+  };
+  ASSERT_TRUE(WriteSafetensors(Path("model.safetensors"), tensors).ok());
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+      SafetensorsFile::Open(Path("model.safetensors"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> in_memory =
+      SafetensorsFile::FromBytes(ReadFile("model.safetensors"), "mem.safetensors");
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  for (const TensorData& t : tensors) {
+    for (const SafetensorsFile* f : {file->get(), in_memory->get()}) {
+      std::string out(t.bytes.size(), '\x55');
+      ASSERT_TRUE(f->ReadInto(*f->Get(t.name), out.data()).ok()) << t.name;
+      EXPECT_EQ(out, t.bytes) << t.name;
+    }
+  }
+  // A view of another file is refused, not read from wherever it points.
+  std::string out(6, '\0');
+  EXPECT_EQ((*file)->ReadInto(*(*in_memory)->Get("a"), out.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Through a sharded source: each tensor from its own shard.
+  ASSERT_TRUE(WriteShardedSafetensors(dir_, tensors, 1000).ok());
+  absl::StatusOr<std::unique_ptr<TensorSource>> sharded = TensorSource::OpenDir(dir_);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  ASSERT_GT((*sharded)->files().size(), 1u);
+  std::string big_out(big.size(), '\0');
+  ASSERT_TRUE((*sharded)->ReadInto(*(*sharded)->Get("big"), big_out.data()).ok());
+  EXPECT_EQ(big_out, big);
+
+  // Truncated after it was opened: the mapping's header no longer holds.
+  ASSERT_EQ(::truncate(Path("model.safetensors").c_str(), 200), 0);
+  EXPECT_EQ((*file)->ReadInto(*(*file)->Get("big"), big_out.data()).code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST_F(SafetensorsTest, ZeroLengthTensorsOverlapNothing) {
   // Two empty tensors at the same offset, one of them inside a's byte range.
   const std::string header =
