@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
-# Configures and builds fca into build/ (RelWithDebInfo, ccache, ninja).
+# Configures and builds fca into build/ (RelWithDebInfo, ccache, ninja,
+# precompiled torch headers: FCA_PCH).
+#
+#   scripts/build.sh [-DNAME=VALUE ...] [TARGET ...]
+#
+# Arguments that start with '-' go to CMake, the others are the ninja
+# targets to build (with what they need); none builds everything, tests and
+# benchmarks included. scripts/demo.sh builds only fca-server, fca and
+# fca-train; scripts/test.sh builds everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
-# Two jobs: a translation unit including torch takes ~1.4 GB and ~30 s.
-ninja -C build -j "${FCA_BUILD_JOBS:-2}"
+cmake_args=()
+targets=()
+for arg in "$@"; do
+  case $arg in
+    -*) cmake_args+=("$arg") ;;
+    *) targets+=("$arg") ;;
+  esac
+done
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}"
+# Two jobs: a translation unit including torch takes up to ~1 GB of memory.
+ninja -C build -j "${FCA_BUILD_JOBS:-2}" "${targets[@]}"

@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 if [ "${FCA_DEMO_SKIP_BUILD:-0}" != 1 ]; then
   scripts/setup.sh
-  scripts/build.sh
+  # Only what this script runs; scripts/test.sh builds the rest.
+  scripts/build.sh fca-server fca fca-train
 fi
 server_bin=${FCA_SERVER_BIN:-build/server/fca-server}
 fca=${FCA_CLI_BIN:-build/client/fca}

@@ -4,7 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>  // a Forward on a model the repository has unloaded
+#include <ATen/ATen.h>  // a Forward on a model the repository has unloaded
 
 #include <atomic>
 #include <chrono>
@@ -231,7 +231,7 @@ TEST(ModelRepositoryTest, TheMemoryBudgetUnloadsTheLeastRecentlyUsed) {
   EXPECT_TRUE(repo->IsLoaded(testing::kGateB));
   EXPECT_LE(repo->resident_bytes(), one_model);
   // The unloaded fg_a still runs for whoever holds it.
-  const at::Tensor ids = torch::tensor({{1, 2, 3, 4}}, torch::kLong);
+  const at::Tensor ids = at::arange(1, 5, at::kLong).unsqueeze(0);  // [[1, 2, 3, 4]]
   auto logits = (*a)->Forward(ids, engine::CoefficientMode::kLive, nullptr);
   ASSERT_TRUE(logits.ok()) << logits.status();
   EXPECT_EQ(logits->size(1), 4);

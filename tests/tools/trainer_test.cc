@@ -3,7 +3,7 @@
 #include "server/tools/train/trainer.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,6 @@
 #include "server/engine/audit/auditor.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <chrono>
 #include <cmath>

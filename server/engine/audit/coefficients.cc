@@ -1,6 +1,7 @@
 #include "server/engine/audit/coefficients.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include "absl/strings/str_format.h"
 #include "common/random.h"

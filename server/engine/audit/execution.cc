@@ -1,6 +1,6 @@
 #include "server/engine/audit/execution.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,8 @@
 // Interventions beyond the paper (fca.md "Beyond the paper"): static_token,
 // the token coverage it reports, and the site groups of the per-group
 // dependence audit.
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <map>

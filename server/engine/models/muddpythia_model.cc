@@ -12,7 +12,8 @@
 // in the model dtype.
 #include "server/engine/models/muddpythia_model.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include <cmath>
 #include <map>

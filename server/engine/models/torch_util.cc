@@ -1,7 +1,10 @@
 #include "server/engine/models/torch_util.h"
 
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <sys/mman.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>     // torch::cuda::is_available (declarations only)
+#include <torch/version.h>  // TORCH_VERSION_*
 
 #include <malloc.h>
 

@@ -3,7 +3,9 @@
 // that runs TransformerNet (transformer_net.cc) for inference.
 #include "server/engine/models/transformer_model.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
 
 #include <cmath>
 #include <filesystem>

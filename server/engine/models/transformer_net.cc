@@ -10,7 +10,7 @@
 // count as executed: the execution counters report what ran.
 #include "server/engine/models/transformer_net.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <cmath>
 #include <limits>

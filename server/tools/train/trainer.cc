@@ -1,6 +1,11 @@
 #include "server/tools/train/trainer.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/types.h>  // clip_grad.h needs it and does not include it
+#include <torch/nn/utils/clip_grad.h>  // torch::nn::utils::clip_grad_norm_
+#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <chrono>

@@ -3,7 +3,7 @@
 #include "server/engine/audit/auditor.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <algorithm>
 #include <map>

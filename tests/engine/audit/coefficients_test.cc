@@ -1,7 +1,8 @@
 // Interventions and variation metrics against their fca.md formulas on small
 // hand-made tensors.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <set>
 

@@ -4,7 +4,7 @@
 #include "server/engine/audit/execution.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <chrono>
 #include <string>

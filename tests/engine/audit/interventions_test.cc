@@ -1,7 +1,8 @@
 // The interventions and metrics beyond the paper (fca.md "Beyond the paper")
 // against their formulas on small hand-made tensors.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
 #include <set>

@@ -1,7 +1,8 @@
 // Models: loading, forward modes, replay fidelity, execution counters and
 // malformed model folders.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,7 @@
 #include "server/engine/models/muddpythia_init.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <string>
 #include <vector>

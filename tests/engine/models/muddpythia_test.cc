@@ -3,7 +3,7 @@
 // one [2, 16] batch), coefficient record and replay, sharded and bf16
 // checkpoints, malformed folders, and tokenizer.json in model folders.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstdio>
