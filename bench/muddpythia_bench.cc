@@ -81,7 +81,8 @@ double Median(std::vector<double> v) {
 
 absl::Status Run() {
   const std::string dir = absl::GetFlag(FLAGS_model);
-  ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
+  // One forward of one sequence at a time: its threads work inside the ops.
+  ConfigureRuntime({absl::GetFlag(FLAGS_threads), Parallelism::kWithinOps});
   ComputeOptions compute;
   compute.dtype = absl::GetFlag(FLAGS_dtype);
   const std::unique_ptr<WeightsHashCache> hash_cache =
