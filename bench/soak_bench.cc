@@ -52,6 +52,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/soak_process.h"
 #include "bench/soak_stats.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/random.h"
 #include "common/sha256.h"
@@ -1598,7 +1599,7 @@ int Main() {
       f.fds_peak = std::max(f.fds_peak, r.fds);
     }
   }
-  const std::string log = ReadWholeFile(server->stderr_path());
+  const std::string log = ReadFileOrEmpty(server->stderr_path());
   std::vector<std::string> lines = absl::StrSplit(log, '\n', absl::SkipEmpty());
   f.server_log_lines = static_cast<int64_t>(lines.size());
   for (size_t i = lines.size() > 12 ? lines.size() - 12 : 0; i < lines.size(); ++i) {

@@ -10,8 +10,9 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "common/file.h"
 
 namespace fca::soak {
 namespace {
@@ -66,13 +67,6 @@ std::string TempFile(const std::string& dir, const std::string& tag) {
 
 }  // namespace
 
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string ExitInfo::Describe() const {
   if (!exited) return "still running";
   if (by_signal) return "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
@@ -99,8 +93,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_s) {
       r.exit_code = WEXITSTATUS(status);
     }
   }
-  r.out = ReadWholeFile(out);
-  r.err = ReadWholeFile(err);
+  r.out = ReadFileOrEmpty(out);
+  r.err = ReadFileOrEmpty(err);
   unlink(out.c_str());
   unlink(err.c_str());
   return r;
@@ -123,7 +117,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
   const std::string marker = "listening on 127.0.0.1:";
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(start_timeout_s);
   while (Clock::now() < deadline) {
-    const std::string text = ReadWholeFile(server->out_path_);
+    const std::string text = ReadFileOrEmpty(server->out_path_);
     const size_t at = text.find(marker);
     if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
       server->port_ = std::atoi(text.c_str() + at + marker.size());
@@ -132,13 +126,13 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
     const ExitInfo e = server->Poll();
     if (e.exited) {
       *error = "fca-server ended before listening (" + e.Describe() +
-               "): " + ReadWholeFile(server->err_path_);
+               "): " + ReadFileOrEmpty(server->err_path_);
       return nullptr;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   *error = "fca-server printed no 'listening on' line within " + std::to_string(start_timeout_s) +
-           " s: " + ReadWholeFile(server->err_path_);
+           " s: " + ReadFileOrEmpty(server->err_path_);
   return nullptr;  // the destructor kills it
 }
 

@@ -23,7 +23,6 @@ struct CommandResult {
 };
 CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_s);
 
-std::string ReadWholeFile(const std::string& path);
 
 // How a child process ended.
 struct ExitInfo {

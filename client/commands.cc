@@ -19,6 +19,7 @@
 #include "client/format.h"
 #include "client/manifest.h"
 #include "client/report.h"
+#include "common/file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
@@ -98,12 +99,11 @@ std::string FlagOrEnv(const std::string& flag, const char* env, const std::strin
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
+// A file the user named on the command line: unreadable is a usage error.
 absl::StatusOr<std::string> ReadLocalFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) return UsageError(absl::StrFormat("cannot read %s %s", what, path));
-  return text.str();
+  absl::StatusOr<std::string> text = ReadFile(path, what);
+  if (!text.ok()) return UsageError(std::string(text.status().message()));
+  return text;
 }
 
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {

@@ -2,10 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
+#include "common/file.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace fca::client {
@@ -25,16 +25,9 @@ absl::StatusOr<v1::AuditSpec> ParseManifest(std::string_view json) {
 }
 
 absl::StatusOr<v1::AuditSpec> LoadManifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return UsageError(absl::StrFormat("cannot read manifest %s", path));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return UsageError(absl::StrFormat("cannot read manifest %s", path));
-  }
-  auto spec = ParseManifest(text.str());
+  const absl::StatusOr<std::string> text = ReadFile(path, "manifest");
+  if (!text.ok()) return UsageError(std::string(text.status().message()));
+  auto spec = ParseManifest(*text);
   if (!spec.ok()) {
     return UsageError(absl::StrFormat("manifest %s: %s", path, spec.status().message()));
   }

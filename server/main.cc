@@ -16,8 +16,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -32,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/coordinator.h"
@@ -194,14 +193,6 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 
 namespace fca {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // --------------------------------------------------------------- flags
 
@@ -390,8 +381,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   }
   grpc::SslServerCredentialsOptions options;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  FCA_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(cert));
-  FCA_ASSIGN_OR_RETURN(pair.private_key, ReadFile(key));
+  FCA_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(cert, "the TLS certificate file"));
+  FCA_ASSIGN_OR_RETURN(pair.private_key, ReadFile(key, "the TLS key file"));
   options.pem_key_cert_pairs.push_back(pair);
   return grpc::SslServerCredentials(options);
 }

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
@@ -119,13 +119,9 @@ absl::Status Init() {
 }
 
 absl::StatusOr<engine::Dataset> ReadText(const std::string& path, const std::string& name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
   engine::Dataset d;
   d.name = name;
-  d.text = ss.str();
+  FCA_ASSIGN_OR_RETURN(d.text, ReadFile(path, "the " + name + " text"));
   d.sha256 = Sha256Hex(d.text);
   return d;
 }

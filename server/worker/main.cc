@@ -21,8 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -35,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/worker.h"
@@ -158,14 +157,6 @@ std::string DefaultName() {
     return absl::InvalidArgumentError("--name must be 1-128 chars of [A-Za-z0-9._:-]");
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return absl::NotFoundError(absl::StrFormat("cannot read %s %s", what, path));
-  return text.str();
 }
 
 // The worker's key: --api_key_file (which only its owner may read: a key

@@ -9,11 +9,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/file.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,15 +28,8 @@ const char* const kSeeds[] = {"featuregate-s1", "featuregate-s2", "featuregate-s
 const char* const kSizes[] = {"featuregate-small", "dense-small", "featuregate-large",
                               "dense-large"};
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 json::Value ParseFile(const fs::path& path) {
-  auto v = json::Parse(ReadFile(path));
+  auto v = json::Parse(ReadFileOrEmpty(path));
   EXPECT_TRUE(v.ok()) << path << ": " << v.status();
   return v.ok() ? *v : json::Value();
 }
@@ -140,13 +132,13 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   ASSERT_NE(twin, nullptr);
   EXPECT_EQ(Number(Metric(*twin->Find("results"), "execution", "blocks_executed_fraction")), 1.0);
 
-  const std::string html = ReadFile(out.path() / "report.html");
+  const std::string html = ReadFileOrEmpty(out.path() / "report.html");
   EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
   EXPECT_THAT(html, ::testing::Not(::testing::HasSubstr("<script")));
 
   // The size trend: three jobs compared, smallest first, each model with its
   // parameter count and its own numbers.
-  auto trend = json::Parse(ReadFile(out.path() / "size_trend.json"));
+  auto trend = json::Parse(ReadFileOrEmpty(out.path() / "size_trend.json"));
   ASSERT_TRUE(trend.ok()) << trend.status();
   const auto& jobs = trend->Find("jobs")->as_array();
   ASSERT_EQ(jobs.size(), 3u);

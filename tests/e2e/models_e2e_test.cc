@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file.h"
 #include "common/json.h"
 #include "tests/e2e/process.h"
 
@@ -21,13 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kData = FCA_TEST_DATA_DIR;
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class ModelsE2ETest : public ::testing::Test {
  protected:
@@ -141,7 +135,7 @@ TEST_F(ModelsE2ETest, ListsMuddPythiaAndTheBpeModel) {
 }
 
 TEST_F(ModelsE2ETest, TokenizeMatchesTheReferenceCases) {
-  std::istringstream cases(ReadFile(fs::path(kData) / "tokenizer" / "cases.jsonl"));
+  std::istringstream cases(ReadFileOrEmpty(fs::path(kData) / "tokenizer" / "cases.jsonl"));
   std::string line;
   int checked = 0;
   while (std::getline(cases, line) && checked < 12) {
@@ -248,7 +242,7 @@ TEST_F(ModelsE2ETest, PerFamilyDependenceOfMuddPythia) {
 TEST_F(ModelsE2ETest, TextDatasetsUseTheModelsTokenizer) {
   Upload("eval");
   Upload("calib");
-  const std::string eval = ReadFile(*root_ + "/eval.txt");
+  const std::string eval = ReadFileOrEmpty(*root_ + "/eval.txt");
   CommandResult tok = Tokenize("bpe-fg", eval, /*json=*/true);
   ASSERT_EQ(tok.exit_code, 0) << tok.err;
   auto parsed = json::Parse(tok.out);

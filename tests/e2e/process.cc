@@ -7,10 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "common/file.h"
 #include "common/random.h"
 
 namespace fca::e2e {
@@ -37,13 +36,6 @@ std::string TempPath(const std::string& tag) {
   const int fd = mkstemp(buf.data());
   if (fd >= 0) close(fd);
   return std::string(buf.data());
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // fork + exec with stdout/stderr redirected to files.
@@ -87,8 +79,8 @@ CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::s
   const std::string out = TempPath("out"), err = TempPath("err");
   CommandResult r;
   r.exit_code = WaitFor(Spawn(argv, env, out, err), timeout_s);
-  r.out = Slurp(out);
-  r.err = Slurp(err);
+  r.out = ReadFileOrEmpty(out);
+  r.err = ReadFileOrEmpty(err);
   unlink(out.c_str());
   unlink(err.c_str());
   return r;
@@ -105,7 +97,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
   server->pid_ = Spawn(argv, {}, out, server->err_path_);
   const std::string marker = "listening on 127.0.0.1:";
   for (int i = 0; i < 600; ++i) {  // up to 30 s: loading torch takes a while
-    const std::string text = Slurp(out);
+    const std::string text = ReadFileOrEmpty(out);
     const size_t at = text.find(marker);
     if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
       server->port_ = std::stoi(text.substr(at + marker.size()));
@@ -121,7 +113,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
     if (waitpid(server->pid_, &status, WNOHANG) == server->pid_) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ADD_FAILURE() << "fca-server did not start: " << Slurp(server->err_path_);
+  ADD_FAILURE() << "fca-server did not start: " << ReadFileOrEmpty(server->err_path_);
   return nullptr;
 }
 
@@ -140,6 +132,6 @@ int ServerProcess::Wait(int timeout_s) {
   return code;
 }
 
-std::string ServerProcess::Stderr() const { return Slurp(err_path_); }
+std::string ServerProcess::Stderr() const { return ReadFileOrEmpty(err_path_); }
 
 }  // namespace fca::e2e

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/file.h"
 #include "common/json.h"
 #include "common/sha256.h"
 #include "tests/e2e/process.h"
@@ -23,15 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string FileSha256(const std::string& path) {
-  const std::string bytes = ReadFile(path);
+  const std::string bytes = ReadFileOrEmpty(path);
   Sha256 h;
   h.Update(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   return h.FinishHex();
@@ -134,7 +127,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   const std::string manifest = root_ + "/rerun.json";
   CommandResult saved = Fca({"jobs", "manifest", "1", "--out=" + manifest});
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
-  absl::StatusOr<json::Value> spec = json::Parse(ReadFile(manifest));
+  absl::StatusOr<json::Value> spec = json::Parse(ReadFileOrEmpty(manifest));
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(Text(*spec, "evalDataset"), "sha256:" + eval_sha_);
   EXPECT_EQ(Text(*spec, "calibDataset"), "sha256:" + calib_sha_);
@@ -142,7 +135,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_EQ(Text(*spec, "windowLength"), "16");
   CommandResult printed = Fca({"jobs", "manifest", "1"});
   ASSERT_EQ(printed.exit_code, 0) << printed.err;
-  EXPECT_EQ(printed.out, ReadFile(manifest));
+  EXPECT_EQ(printed.out, ReadFileOrEmpty(manifest));
   EXPECT_EQ(Fca({"jobs", "manifest", "99"}).exit_code, Fca({"jobs", "show", "99"}).exit_code);
 
   // Rerun: the same NLLs, every row traceable to the same datasets.
@@ -159,7 +152,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
                               "--save_html=" + report_html});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("PROVENANCE"), std::string::npos) << report.out;
-  absl::StatusOr<json::Value> parsed = json::Parse(ReadFile(report_json));
+  absl::StatusOr<json::Value> parsed = json::Parse(ReadFileOrEmpty(report_json));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const json::Value* provenance = parsed->Find("provenance");
   ASSERT_NE(provenance, nullptr);
@@ -201,7 +194,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
                              "--batch=4", "--bootstrap=50", "--timing_repeats=0", "--threads=1",
                              "--json=" + local_json});
   ASSERT_EQ(local.exit_code, 0) << local.err;
-  absl::StatusOr<json::Value> tool = json::Parse(ReadFile(local_json));
+  absl::StatusOr<json::Value> tool = json::Parse(ReadFileOrEmpty(local_json));
   ASSERT_TRUE(tool.ok()) << tool.status();
   for (const char* key : {"engine_version", "torch_version", "host", "threads", "device", "dtype",
                           "eval_dataset_sha256", "calib_dataset_sha256", "options"}) {
@@ -216,7 +209,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_EQ(Text(tool_model, "cached_eval_windows"), "0");
 
   // The HTML report shows the same.
-  const std::string html = ReadFile(report_html);
+  const std::string html = ReadFileOrEmpty(report_html);
   for (const std::string& needle :
        {std::string("<h2>Provenance</h2>"), eval_sha_, calib_sha_, Text(*task, "host"),
         Text(*task, "engine_version"), Text(*task, "weights_sha256")}) {

@@ -19,9 +19,9 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
+#include "common/file.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "proto/fca/v1/worker_service.grpc.pb.h"
 #include "tests/e2e/process.h"
@@ -39,13 +39,6 @@ std::string g_root;  // models/, other-models/, data/, keys, per-test databases
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 void InitModel(const std::string& dir, const std::vector<std::string>& flags) {
@@ -104,7 +97,7 @@ class Process {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   bool Running() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-  std::string Stderr() const { return Slurp(err_path_); }
+  std::string Stderr() const { return ReadFileOrEmpty(err_path_); }
   // Waits until stderr holds `text` (false if the process ends or
   // `timeout_s` passes first).
   bool WaitForStderr(const std::string& text, int timeout_s) {
@@ -197,7 +190,7 @@ class RemoteWorkerE2ETest : public ::testing::Test {
   }
 
   static void Upload(Client& c, const std::string& name, const std::string& file) {
-    const std::string bytes = Slurp(g_root + "/data/" + file);
+    const std::string bytes = ReadFileOrEmpty(g_root + "/data/" + file);
     auto context = Ctx(kUserKey);
     v1::UploadDatasetResponse response;
     auto writer = c.audit->UploadDataset(context.get(), &response);

@@ -7,8 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "common/file.h"
 #include "common/json.h"
 #include "common/random.h"
 #include "common/sha256.h"
@@ -56,13 +56,6 @@ TrainReport Train(const TrainOptions& o, const std::string& family = "featuregat
   auto r = TrainModel(o, TinyConfig(family), nullptr);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : TrainReport();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Mean NLL (fca.md) of a loaded model over the consecutive windows of `text`.
@@ -122,7 +115,7 @@ TEST(TrainerTest, WrittenFolderLoadsAndMatchesTheLoggedEvalNll) {
   EXPECT_NEAR(nll, r.final_eval_nll, 1e-4);
   EXPECT_EQ(r.final_eval_windows, 2048 / 32);
 
-  auto log = json::Parse(ReadFile(o.out_dir + "/training_log.json"));
+  auto log = json::Parse(ReadFileOrEmpty(o.out_dir + "/training_log.json"));
   ASSERT_TRUE(log.ok()) << log.status();
   const json::Value* result = log->Find("result");
   ASSERT_NE(result, nullptr);
@@ -228,7 +221,7 @@ TEST(CorpusSplitTest, SplitsByFileAndDropsRepeatsOfHeldOutRecords) {
 
   const std::string out = TempDir("split");
   ASSERT_TRUE(WriteCorpusSplit(*s, out).ok());
-  EXPECT_EQ(ReadFile(out + "/calib.txt"), s->calib);
+  EXPECT_EQ(ReadFileOrEmpty(out + "/calib.txt"), s->calib);
   auto again = SplitCorpus(o);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(json::Write(CorpusSplitToJson(*again)), json::Write(CorpusSplitToJson(*s)));
@@ -287,7 +280,7 @@ TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
                            "dense-large"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
-    auto log = json::Parse(ReadFile(dir + "/training_log.json"));
+    auto log = json::Parse(ReadFileOrEmpty(dir + "/training_log.json"));
     ASSERT_TRUE(log.ok()) << log.status();
     EXPECT_EQ(log->Find("data")->Find("eval_sha256")->as_string(), Sha256Hex(split->eval));
     // The corpus section names the parts it was trained, evaluated and

@@ -3,12 +3,11 @@
 #include <ATen/core/Tensor.h>  // FolderModel passes Forward's result on
 
 #include <filesystem>
-#include <fstream>
 #include <future>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "server/engine/text/bpe_tokenizer.h"
 #include "server/engine/models/controlled_model.h"
@@ -18,22 +17,22 @@
 namespace fca::engine {
 namespace {
 
-constexpr uintmax_t kMaxConfigBytes = 1 << 20;
+constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
+// Its messages reach clients, so they name no server path.
 absl::StatusOr<std::string> ReadConfigText(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::NotFoundError("model folder has no readable config.json");
-  if (size > kMaxConfigBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("config.json is %d bytes; the limit is %d", size, kMaxConfigBytes));
+  absl::StatusOr<std::string> text = ReadFile(dir + "/config.json", "config.json", kMaxConfigBytes);
+  if (text.ok()) return text;
+  switch (text.status().code()) {
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+      return absl::NotFoundError("model folder has no readable config.json");
+    case absl::StatusCode::kInvalidArgument:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "config.json is not a regular file of at most %d bytes", kMaxConfigBytes));
+    default:
+      return absl::InternalError("cannot read config.json");
   }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) return absl::InternalError("cannot read config.json");
-  return ss.str();
 }
 
 // A model as loaded from its folder: the family's model, with the identity

@@ -1,11 +1,6 @@
 #include "server/engine/text/bpe_tokenizer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <functional>
 #include <mutex>
 #include <unordered_set>
@@ -13,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "server/engine/text/unicode.h"
@@ -113,40 +109,6 @@ bool IsTokenId(const json::Value& v) {
 
 absl::Status BadTokenId(std::string_view field) {
   return Invalid(field, absl::StrFormat("must be an integer id in [0, %d)", kMaxVocabSize));
-}
-
-absl::Status ErrnoError(int err, std::string_view what) {
-  const std::string message = absl::StrFormat("%s: %s", what, std::strerror(err));
-  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-  return absl::InternalError(message);
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, absl::StrFormat("cannot open '%s'", name));
-  std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err, absl::StrFormat("cannot read '%s'", name));
-    }
-    if (n == 0) break;
-    if (contents.size() + static_cast<size_t>(n) > kMaxFileBytes) {
-      ::close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: larger than %d bytes", name, kMaxFileBytes));
-    }
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return contents;
 }
 
 // Where the code point that ends text[0, end) starts (end > 0, valid UTF-8).
@@ -340,8 +302,9 @@ BpeTokenizer::BpeTokenizer()
 BpeTokenizer::~BpeTokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFile(const std::string& path) {
-  FCA_ASSIGN_OR_RETURN(const std::string contents, ReadFile(path));
-  return FromJson(contents);
+  absl::StatusOr<std::string> contents = ReadFile(path, "tokenizer file", kMaxFileBytes);
+  if (!contents.ok()) return WithBaseName(contents.status(), path);
+  return FromJson(*contents);
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string_view json) {

@@ -5,12 +5,12 @@
 #include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 #include <string_view>
 #include <unordered_set>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
@@ -18,15 +18,6 @@ namespace fca::engine {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) return absl::InternalError("cannot read " + path);
-  return ss.str();
-}
 
 // Records of a fortune file: the text before each line "%" (with its line
 // ends), plus a non-blank tail without a terminating "%".
@@ -140,7 +131,7 @@ absl::StatusOr<CorpusSplit> SplitCorpus(const CorpusSplitOptions& options) {
   split.rule = Rule(options);
   std::map<std::string, std::vector<std::string>> records;  // by file
   for (const std::string& name : names) {
-    FCA_ASSIGN_OR_RETURN(std::string text, ReadFile(options.corpus_dir + "/" + name));
+    FCA_ASSIGN_OR_RETURN(std::string text, ReadFile(options.corpus_dir + "/" + name, "corpus file"));
     CorpusFile f;
     f.name = name;
     f.part = part.count(name) ? part[name] : "train";

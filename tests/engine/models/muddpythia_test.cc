@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/muddpythia_model.h"
@@ -42,18 +42,11 @@ constexpr int64_t kSites = 3 * 4 + 1;
   return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
-std::string TinyConfigText() { return ReadFile(std::string(kTinyDir) + "/config.json"); }
+std::string TinyConfigText() { return ReadFileOrEmpty(std::string(kTinyDir) + "/config.json"); }
 
 void Report(const char* what, double value) { std::printf("[ measured ] %s: %.3g\n", what, value); }
 

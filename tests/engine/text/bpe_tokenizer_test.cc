@@ -5,13 +5,13 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "server/engine/text/unicode.h"
 
@@ -21,13 +21,6 @@ namespace {
 using ::fca::json::Value;
 
 const char kDataDir[] = FCA_TEST_DATA_DIR "/tokenizer";
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 ::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
   if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
@@ -417,7 +410,7 @@ TEST(BpeTokenizerTest, RefusesMalformedJson) {
     const absl::Status status = LoadStatus(text);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << text << ": " << status;
   }
-  std::string truncated = ReadAll(std::string(kDataDir) + "/tokenizer.json");
+  std::string truncated = ReadFileOrEmpty(std::string(kDataDir) + "/tokenizer.json");
   ASSERT_GT(truncated.size(), 1000u);
   truncated.resize(truncated.size() / 2);
   EXPECT_EQ(LoadStatus(truncated).code(), absl::StatusCode::kInvalidArgument);
