@@ -25,8 +25,8 @@
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
-#include "server/engine/models/controlled_model.h"
 #include "server/engine/audit/statistics.h"
+#include "server/engine/models/controlled_model.h"
 #include "server/engine/models/transformer_model.h"
 
 namespace fca::engine {
@@ -60,7 +60,7 @@ struct ForwardTimes {
 };
 
 struct AuditTimes {
-  double wall = 0;            // median seconds of RunAudit
+  double wall = 0;  // median seconds of RunAudit
   // Median of wall x threads / ModelReport::forward_seconds: forward_seconds
   // sums the time of forwards that run side by side (one per audit thread).
   double forward_ratio = 0;
@@ -109,8 +109,8 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-absl::StatusOr<double> TimeForward(ControlledModel& m, const at::Tensor& ids,
-                                   CoefficientMode mode, std::vector<at::Tensor>* coeff) {
+absl::StatusOr<double> TimeForward(ControlledModel& m, const at::Tensor& ids, CoefficientMode mode,
+                                   std::vector<at::Tensor>* coeff) {
   const Clock::time_point t0 = Clock::now();
   FCA_RETURN_IF_ERROR(m.Forward(ids, mode, coeff).status());
   return Since(t0);
@@ -234,8 +234,8 @@ void Summarize(const Samples& s, DtypeResult* r) {
   AuditTimes& a = r->audit;
   a.wall = Median(s.audit_wall);
   a.forward_ratio = Median(s.audit_ratio);
-  a.expected_ratio = a.wall / (a.live_forwards * f.median[kGateLive] +
-                               a.replay_forwards * f.median[kGateReplay]);
+  a.expected_ratio =
+      a.wall / (a.live_forwards * f.median[kGateLive] + a.replay_forwards * f.median[kGateReplay]);
 }
 
 absl::StatusOr<DtypeResult> BenchDtype(const std::string& root, const std::string& dtype,
@@ -245,8 +245,7 @@ absl::StatusOr<DtypeResult> BenchDtype(const std::string& root, const std::strin
   FCA_ASSIGN_OR_RETURN(b.gate, LoadModel(root + "/featuregate", "featuregate", compute));
   FCA_ASSIGN_OR_RETURN(b.dense, LoadModel(root + "/dense", "dense", compute));
   b.ids = at::randint(0, 256, {o.batch, o.window}, at::kLong);
-  FCA_RETURN_IF_ERROR(
-      b.gate->Forward(b.ids, CoefficientMode::kLiveRecord, &b.recorded).status());
+  FCA_RETURN_IF_ERROR(b.gate->Forward(b.ids, CoefficientMode::kLiveRecord, &b.recorded).status());
   b.audit = MakeAuditRequest(b.gate.get(), o);
   DtypeResult r;
   r.dtype = dtype;
@@ -267,8 +266,7 @@ struct Row {
 };
 
 std::string TokensPerSecond(const BenchOptions& o, const ForwardTimes& f, Kind k) {
-  return absl::StrFormat("%.0f (+-%.0f%%)", o.batch * o.window / f.median[k],
-                         100 * f.spread[k]);
+  return absl::StrFormat("%.0f (+-%.0f%%)", o.batch * o.window / f.median[k], 100 * f.spread[k]);
 }
 
 std::string Verdict(double value, double bound, bool at_least) {
@@ -312,10 +310,11 @@ std::vector<Row> BuildRows(const std::vector<DtypeResult>& results, const BenchO
 }
 
 void PrintTable(const std::vector<DtypeResult>& results, const BenchOptions& o) {
-  std::printf("fca_engine_bench  torch %s  threads %d  T=%lld batch=%lld  repeats %d "
-              "(warmup %d)  audits %d\n",
-              TorchVersion().c_str(), o.threads, static_cast<long long>(o.window),
-              static_cast<long long>(o.batch), o.repeats, o.warmup, o.audit_repeats);
+  std::printf(
+      "fca_engine_bench  torch %s  threads %d  T=%lld batch=%lld  repeats %d "
+      "(warmup %d)  audits %d\n",
+      TorchVersion().c_str(), o.threads, static_cast<long long>(o.window),
+      static_cast<long long>(o.batch), o.repeats, o.warmup, o.audit_repeats);
   if (!results.empty()) {
     std::printf("parameters: featuregate %lld, dense twin %lld\n",
                 static_cast<long long>(results[0].gate_params),
@@ -331,8 +330,9 @@ void PrintTable(const std::vector<DtypeResult>& results, const BenchOptions& o) 
     for (const std::string& c : row.cells) std::printf(" %18s", c.c_str());
     std::printf("  %s\n", row.target.c_str());
   }
-  std::printf("\ntokens/s: median (+- half interquartile range). (b) counts LIVE-record "
-              "forwards at the standalone LIVE time.\n");
+  std::printf(
+      "\ntokens/s: median (+- half interquartile range). (b) counts LIVE-record "
+      "forwards at the standalone LIVE time.\n");
 }
 
 json::Value ResultJson(const DtypeResult& r, const BenchOptions& o) {
@@ -404,7 +404,8 @@ absl::StatusOr<BenchOptions> ParseFlags(int argc, char** argv) {
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "unknown flag '%s'; flags: --repeats=N --warmup=N --threads=N --audit_repeats=N "
-          "--dtypes=float32,bfloat16 --json=FILE", argv[i]));
+          "--dtypes=float32,bfloat16 --json=FILE",
+          argv[i]));
     }
   }
   return o;

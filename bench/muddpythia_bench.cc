@@ -7,10 +7,9 @@
 // Prints load time (and how much of it hashed the weights, or whether the
 // hash came from --weights_hash_cache), peak RSS against the weight bytes,
 // and tokens/s.
+#include <ATen/ATen.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-#include <ATen/ATen.h>
 
 #include <algorithm>
 #include <chrono>
@@ -110,10 +109,11 @@ absl::Status Run() {
   std::printf("load: %.2f s (%s; weights %.2f GB): target <= %.1f s %s\n", load_s,
               hash_note.c_str(), weights / 1e9, load_target, Verdict(load_s <= load_target));
   const double load_rss_target = absl::GetFlag(FLAGS_load_rss_target);
-  std::printf("load RSS: %.2f GB before the load, peak %.2f GB after = %.3fx the weights: "
-              "target <= %.2fx %s\n",
-              rss_before_load / 1e9, rss_after_load / 1e9, rss_after_load / weights,
-              load_rss_target, Verdict(rss_after_load / weights <= load_rss_target));
+  std::printf(
+      "load RSS: %.2f GB before the load, peak %.2f GB after = %.3fx the weights: "
+      "target <= %.2fx %s\n",
+      rss_before_load / 1e9, rss_after_load / 1e9, rss_after_load / weights, load_rss_target,
+      Verdict(rss_after_load / weights <= load_rss_target));
 
   const int64_t T = absl::GetFlag(FLAGS_seq);
   const at::Tensor ids = at::randint(0, model->info().vocab_size, {1, T}, at::kLong);
@@ -136,22 +136,24 @@ absl::Status Run() {
       const Clock::time_point t = Clock::now();
       std::vector<at::Tensor> given = recorded;
       FCA_RETURN_IF_ERROR(model
-                              ->Forward(ids, live ? CoefficientMode::kLive : CoefficientMode::kReplay,
+                              ->Forward(ids,
+                                        live ? CoefficientMode::kLive : CoefficientMode::kReplay,
                                         live ? nullptr : &given)
                               .status());
       (live ? live_s : replay_s).push_back(Seconds(t));
     }
   }
   const double peak = PeakRssBytes();
-  std::printf("peak RSS: %.2f GB after load, %.2f GB after the first forward, %.2f GB after "
-              "all = %.2fx the weights (target < %.1fx): %s\n",
-              rss_after_load / 1e9, rss_after_live / 1e9, peak / 1e9, peak / weights,
-              absl::GetFlag(FLAGS_rss_target),
-              Verdict(peak / weights < absl::GetFlag(FLAGS_rss_target)));
-  std::printf("T = %lld, median of %zu: LIVE %.2f s (%.1f tokens/s), REPLAY %.2f s "
-              "(%.1f tokens/s), REPLAY/LIVE throughput %.3f\n",
-              static_cast<long long>(T), live_s.size(), Median(live_s), T / Median(live_s),
-              Median(replay_s), T / Median(replay_s), Median(live_s) / Median(replay_s));
+  std::printf(
+      "peak RSS: %.2f GB after load, %.2f GB after the first forward, %.2f GB after "
+      "all = %.2fx the weights (target < %.1fx): %s\n",
+      rss_after_load / 1e9, rss_after_live / 1e9, peak / 1e9, peak / weights,
+      absl::GetFlag(FLAGS_rss_target), Verdict(peak / weights < absl::GetFlag(FLAGS_rss_target)));
+  std::printf(
+      "T = %lld, median of %zu: LIVE %.2f s (%.1f tokens/s), REPLAY %.2f s "
+      "(%.1f tokens/s), REPLAY/LIVE throughput %.3f\n",
+      static_cast<long long>(T), live_s.size(), Median(live_s), T / Median(live_s),
+      Median(replay_s), T / Median(replay_s), Median(live_s) / Median(replay_s));
   std::printf("replay fidelity: REPLAY(A(x)) logits %s LIVE; logits %s\n",
               bitwise ? "are bitwise equal to" : "DIFFER from", finite ? "finite" : "NOT FINITE");
   return absl::OkStatus();
@@ -163,7 +165,8 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_model).empty()) {
-    std::fprintf(stderr, "usage: fca_muddpythia_bench --model=DIR [--seq=512] [--dtype=bfloat16]\n");
+    std::fprintf(stderr,
+                 "usage: fca_muddpythia_bench --model=DIR [--seq=512] [--dtype=bfloat16]\n");
     return 2;
   }
   absl::Status st = fca::engine::Run();

@@ -128,7 +128,9 @@ absl::Status Bench() {
   const std::string eval = Letters(16 * 8, 1), calib = Letters(16 * 8, 2);
   FCA_RETURN_IF_ERROR(store->PutDataset("eval", "text", "local", eval).status());
   FCA_RETURN_IF_ERROR(store->PutDataset("calib", "text", "local", calib).status());
-  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open({root + "/models", {}}));
+  core::ModelRepository::Options repository;
+  repository.root = root + "/models";
+  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repository));
   core::EventHub hub;
   core::Coordinator coordinator(store.get(), &hub, {});
   core::Worker::Options worker_options;
@@ -146,8 +148,8 @@ absl::Status Bench() {
   auto server = builder.BuildAndStart();
   FCA_RETURN_IF_ERROR(coordinator.Start());
   worker.Start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = v1::AuditService::NewStub(channel);
   std::vector<double> service_ms, engine_ms;
   for (int r = -2; r < kRepeats; ++r) {  // two warm-up rounds
@@ -159,8 +161,10 @@ absl::Status Bench() {
     }
   }
   const double s = engine::Median(service_ms), e = engine::Median(engine_ms);
-  std::printf("fca_service_bench: tiny audit (1 model, 8+8 windows of 16, all interventions), "
-              "%d interleaved repeats\n", kRepeats);
+  std::printf(
+      "fca_service_bench: tiny audit (1 model, 8+8 windows of 16, all interventions), "
+      "%d interleaved repeats\n",
+      kRepeats);
   std::printf("  submit -> last result via gRPC   %8.2f ms (median)\n", s);
   std::printf("  engine alone                     %8.2f ms (median)\n", e);
   std::printf("  service overhead                 %8.2f ms   target < %.0f ms: %s\n", s - e,

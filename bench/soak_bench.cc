@@ -45,9 +45,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/soak_process.h"
@@ -102,12 +102,11 @@ constexpr int kExportDeadlineS = 60;
 const char* const kGateModels[] = {"fg-a", "fg-b"};
 const char* const kDenseModel = "dense";
 constexpr int64_t kMaxSeqLen = 64;
-const char* const kInterventions[] = {"correct",      "cross_input",
-                                      "token_shuffle", "static_layer",
-                                      "static_layer_position", "global_mean"};
-const char* const kResultInterventions[] = {"correct", "cross_input", "global_mean", "replay",
-                                            "variation", "execution", "static_layer"};
-const char* const kMetrics[] = {"nll", "penalty", "retention_pct", "eta2.attn_gate",
+const char* const kInterventions[] = {"correct",      "cross_input",           "token_shuffle",
+                                      "static_layer", "static_layer_position", "global_mean"};
+const char* const kResultInterventions[] = {"correct",   "cross_input", "global_mean", "replay",
+                                            "variation", "execution",   "static_layer"};
+const char* const kMetrics[] = {"nll",      "penalty",  "retention_pct",   "eta2.attn_gate",
                                 "live_nll", "slowdown", "blocks_per_token"};
 
 double MsSince(Clock::time_point t0) {
@@ -119,30 +118,47 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 
 std::string CodeName(StatusCode c) {
   switch (c) {
-    case StatusCode::OK: return "OK";
-    case StatusCode::CANCELLED: return "CANCELLED";
-    case StatusCode::UNKNOWN: return "UNKNOWN";
-    case StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case StatusCode::ABORTED: return "ABORTED";
-    case StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case StatusCode::INTERNAL: return "INTERNAL";
-    case StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "CODE_" + std::to_string(static_cast<int>(c));
+    case StatusCode::OK:
+      return "OK";
+    case StatusCode::CANCELLED:
+      return "CANCELLED";
+    case StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case StatusCode::ABORTED:
+      return "ABORTED";
+    case StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case StatusCode::INTERNAL:
+      return "INTERNAL";
+    case StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "CODE_" + std::to_string(static_cast<int>(c));
   }
 }
 
 bool IsTerminal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
 }
 
 // Random lowercase letters and spaces: 27^16 possible 16-byte windows, so two
@@ -209,7 +225,7 @@ struct Shared {
   int64_t max_tokenize_bytes = kMiB;
   int think_ms = 0;
   int weights_of_ops[kNumOps] = {5, 8, 6, 5, 12, 10, 12, 10, 3, 14, 10};
-  std::string run_tag;  // makes dataset names unique across runs on one database
+  std::string run_tag;        // makes dataset names unique across runs on one database
   uint64_t content_salt = 0;  // with --db: new bytes are new to the old database too
   std::atomic<int64_t> max_job_id{0};
   std::atomic<int64_t> submitted{0}, cancels_accepted{0}, watched_to_end{0};
@@ -248,8 +264,8 @@ class Call {
   const int op;
   const Clock::time_point t0;
   float first_ms = -1;
-  bool dropped = false;           // cancelled by the client on purpose
-  std::atomic<bool> cut{false};   // cancelled by the bench at the end
+  bool dropped = false;          // cancelled by the client on purpose
+  std::atomic<bool> cut{false};  // cancelled by the bench at the end
 
  private:
   Client* client_;
@@ -258,8 +274,10 @@ class Call {
 class Client {
  public:
   Client(int index, Shared* shared, uint64_t seed)
-      : index_(index), shared_(shared), rng_(seed), stub_(v1::AuditService::NewStub(
-                                                        NewChannel(shared->address))) {}
+      : index_(index),
+        shared_(shared),
+        rng_(seed),
+        stub_(v1::AuditService::NewStub(NewChannel(shared->address))) {}
 
   void Run() {
     const int* kWeights = shared_->weights_of_ops;
@@ -269,17 +287,39 @@ class Client {
       int pick = static_cast<int>(rng_.Uniform(total)), op = 0;
       while (pick >= kWeights[op]) pick -= kWeights[op++];
       switch (op) {
-        case kListModels: ListModels(); break;
-        case kTokenize: Tokenize(); break;
-        case kUploadDataset: Upload(); break;
-        case kListDatasets: ListDatasets(); break;
-        case kSubmitAudit: Submit(); break;
-        case kWatchJob: Watch(PickJob(/*prefer_running=*/true)); break;
-        case kGetJob: GetJob(); break;
-        case kListJobs: ListJobs(); break;
-        case kCancelJob: Cancel(); break;
-        case kQueryResults: QueryResults(); break;
-        case kExportCoefficients: Export(); break;
+        case kListModels:
+          ListModels();
+          break;
+        case kTokenize:
+          Tokenize();
+          break;
+        case kUploadDataset:
+          Upload();
+          break;
+        case kListDatasets:
+          ListDatasets();
+          break;
+        case kSubmitAudit:
+          Submit();
+          break;
+        case kWatchJob:
+          Watch(PickJob(/*prefer_running=*/true));
+          break;
+        case kGetJob:
+          GetJob();
+          break;
+        case kListJobs:
+          ListJobs();
+          break;
+        case kCancelJob:
+          Cancel();
+          break;
+        case kQueryResults:
+          QueryResults();
+          break;
+        case kExportCoefficients:
+          Export();
+          break;
       }
       if (shared_->think_ms > 0 && !Done()) {
         std::this_thread::sleep_for(
@@ -697,8 +737,7 @@ class Client {
         bad = absl::StrFormat("job %d was %s, GetJob now says %s", id,
                               v1::JobState_Name(job->state), v1::JobState_Name(j.state()));
       } else if (IsTerminal(j.state()) && !j.has_finished_at()) {
-        bad = absl::StrFormat("job %d is %s without finished_at", id,
-                              v1::JobState_Name(j.state()));
+        bad = absl::StrFormat("job %d is %s without finished_at", id, v1::JobState_Name(j.state()));
       }
     }
     Finish(call, st, bad,
@@ -757,8 +796,8 @@ class Client {
       const bool fine = j.state() == v1::JOB_STATE_CANCELLED ||
                         (j.state() == v1::JOB_STATE_RUNNING && j.cancel_requested());
       if (!fine) {
-        bad = absl::StrFormat("CancelJob %d answered OK with state %s cancel_requested %d",
-                              job.id, v1::JobState_Name(j.state()), j.cancel_requested());
+        bad = absl::StrFormat("CancelJob %d answered OK with state %s cancel_requested %d", job.id,
+                              v1::JobState_Name(j.state()), j.cancel_requested());
       } else if (IsTerminal(job.state)) {
         bad = absl::StrFormat("CancelJob of job %d, known %s, answered OK", job.id,
                               v1::JobState_Name(job.state));
@@ -913,8 +952,8 @@ class Client {
       const std::string bytes = datasets_[job.dataset].Bytes();
       for (size_t i = 0; i < need; ++i) ids.push_back(static_cast<uint8_t>(bytes[4 * i]));
     } else {
-      const std::string text = job.dataset >= 0 ? datasets_[job.dataset].Bytes()
-                                                : shared_->eval_text;
+      const std::string text =
+          job.dataset >= 0 ? datasets_[job.dataset].Bytes() : shared_->eval_text;
       v1::TokenizeRequest req;
       req.set_model(job.models[0]);
       // Byte-level: the first `need` ids are the ids of the first `need` bytes.
@@ -939,8 +978,7 @@ class Client {
   Call* active_ = nullptr;  // guarded by active_mu_
 };
 
-Call::Call(Client* client, int op, int deadline_s)
-    : op(op), t0(Clock::now()), client_(client) {
+Call::Call(Client* client, int op, int deadline_s) : op(op), t0(Clock::now()), client_(client) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
   client_->Register(this);
 }
@@ -966,9 +1004,14 @@ std::string MakeWorkDir() {
 // takes a fraction of a second.
 bool InitModel(const std::string& dir, const std::string& name,
                const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {absl::GetFlag(FLAGS_local_audit), "init",
-                                   "--out=" + dir + "/" + name, "--d_model=32", "--n_layers=2",
-                                   "--n_heads=2", "--n_groups=4", "--d_ff=64",
+  std::vector<std::string> argv = {absl::GetFlag(FLAGS_local_audit),
+                                   "init",
+                                   "--out=" + dir + "/" + name,
+                                   "--d_model=32",
+                                   "--n_layers=2",
+                                   "--n_heads=2",
+                                   "--n_groups=4",
+                                   "--d_ff=64",
                                    "--controller_width=16",
                                    absl::StrCat("--max_seq_len=", kMaxSeqLen)};
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -1095,8 +1138,10 @@ void PrintFigures(const Figures& f) {
   std::printf("\n== fca_soak_bench: %d clients, %.0f s of load against %s (pid %lld), %s\n",
               f.clients, f.load_s, f.address.c_str(), static_cast<long long>(f.server_pid),
               f.server_binary.c_str());
-  std::printf("   setup %.1f s; one small audit (2 models + twin, 8+8 windows of 16) alone: "
-              "%.2f s\n\n", f.setup_s, f.idle_audit_s);
+  std::printf(
+      "   setup %.1f s; one small audit (2 models + twin, 8+8 windows of 16) alone: "
+      "%.2f s\n\n",
+      f.setup_s, f.idle_audit_s);
   std::printf("%-18s %8s %8s  %-40s %-28s %9s  %-26s %-26s\n", "RPC", "calls", "ok",
               "expected refusals", "errors", "drop/cut", "latency ms p50/p99/max",
               "first msg ms p50/p99/max");
@@ -1110,9 +1155,8 @@ void PrintFigures(const Figures& f) {
                 static_cast<long long>(o.dropped), static_cast<long long>(o.cut),
                 Lat(o.total).c_str(), o.stream ? Lat(o.first).c_str() : "");
   }
-  std::printf("%-18s %8lld  (%.1f calls/s), errors %lld\n", "all",
-              static_cast<long long>(calls), calls / std::max(1.0, f.load_s),
-              static_cast<long long>(errors));
+  std::printf("%-18s %8lld  (%.1f calls/s), errors %lld\n", "all", static_cast<long long>(calls),
+              calls / std::max(1.0, f.load_s), static_cast<long long>(errors));
   for (const OpSummary& o : f.ops) {
     for (const auto& [code, list] : o.error_messages) {
       for (const std::string& m : list) {
@@ -1124,27 +1168,26 @@ void PrintFigures(const Figures& f) {
               static_cast<long long>(f.submitted), Codes(f.jobs_by_state).c_str(),
               f.sweep_ok ? "" : " (ListJobs sweep failed)");
   std::printf("      %lld cancels accepted, %lld watches followed a job to its terminal event\n",
-              static_cast<long long>(f.cancels_accepted),
-              static_cast<long long>(f.watched_to_end));
+              static_cast<long long>(f.cancels_accepted), static_cast<long long>(f.watched_to_end));
   for (const std::string& e : f.failed_job_errors) std::printf("      FAILED: %s\n", e.c_str());
   std::printf("\nserver: RSS start %.1f MB, end %.1f MB, peak %.1f MB (sampled; VmHWM %.1f MB)\n",
-              Mb(f.at_start.vm_rss_kb), Mb(f.at_end.vm_rss_kb), Mb(f.rss_peak_kb),
-              Mb(f.hwm_kb));
-  std::printf("        threads start %lld, peak %lld, end %lld; open fds start %lld, peak %lld, "
-              "end %lld\n",
-              static_cast<long long>(f.at_start.threads), static_cast<long long>(f.threads_peak),
-              static_cast<long long>(f.at_end.threads), static_cast<long long>(f.fds_start),
-              static_cast<long long>(f.fds_peak), static_cast<long long>(f.fds_end));
+              Mb(f.at_start.vm_rss_kb), Mb(f.at_end.vm_rss_kb), Mb(f.rss_peak_kb), Mb(f.hwm_kb));
+  std::printf(
+      "        threads start %lld, peak %lld, end %lld; open fds start %lld, peak %lld, "
+      "end %lld\n",
+      static_cast<long long>(f.at_start.threads), static_cast<long long>(f.threads_peak),
+      static_cast<long long>(f.at_end.threads), static_cast<long long>(f.fds_start),
+      static_cast<long long>(f.fds_peak), static_cast<long long>(f.fds_end));
   std::printf("        still serving after the load: %s; crashed during the soak: %s%s\n",
-              f.serving_after_load ? "yes" : "NO", f.crashed ? "YES, " : "no",
-              f.crash.c_str());
+              f.serving_after_load ? "yes" : "NO", f.crashed ? "YES, " : "no", f.crash.c_str());
   std::printf("        SIGTERM: %s (%s after %.1f s%s)\n",
               f.sigterm_clean ? "exited cleanly" : "NOT CLEAN", f.exit_description.c_str(),
               f.shutdown_s, f.killed_after_sigterm ? ", then SIGKILLed" : "");
-  std::printf("sqlite: PRAGMA integrity_check: %s; foreign_key_check: %s; %.1f MB (+ %.1f MB "
-              "wal)\n        rows: %s\n",
-              f.integrity.c_str(), f.foreign_keys.empty() ? "clean" : f.foreign_keys.c_str(),
-              f.db_bytes / 1048576.0, f.wal_bytes / 1048576.0, f.table_rows.c_str());
+  std::printf(
+      "sqlite: PRAGMA integrity_check: %s; foreign_key_check: %s; %.1f MB (+ %.1f MB "
+      "wal)\n        rows: %s\n",
+      f.integrity.c_str(), f.foreign_keys.empty() ? "clean" : f.foreign_keys.c_str(),
+      f.db_bytes / 1048576.0, f.wal_bytes / 1048576.0, f.table_rows.c_str());
   std::printf("server log: %lld lines%s\n", static_cast<long long>(f.server_log_lines),
               f.server_log_tail.empty() ? "" : "; last ones:");
   for (const std::string& line : f.server_log_tail) std::printf("   | %s\n", line.c_str());
@@ -1157,9 +1200,8 @@ void PrintFigures(const Figures& f) {
                 Lat(b.unary_ok).c_str(), Mb(b.rss_max_kb), static_cast<long long>(b.threads_max),
                 static_cast<long long>(b.fds_max));
   }
-  static const char* kShort[kNumOps] = {"Models", "Tokenize", "Upload", "ListDs", "Submit",
-                                        "Watch", "GetJob", "ListJobs", "Cancel", "Query",
-                                        "Export"};
+  static const char* kShort[kNumOps] = {"Models", "Tokenize", "Upload", "ListDs", "Submit", "Watch",
+                                        "GetJob", "ListJobs", "Cancel", "Query",  "Export"};
   std::printf("\np50 latency ms per RPC over time (Watch: whole streams):\n%-13s", "seconds");
   for (int op = 0; op < kNumOps; ++op) std::printf(" %8s", kShort[op]);
   std::printf("\n");
@@ -1403,7 +1445,8 @@ int Main() {
     for (const v1::Model& m : resp.models()) {
       shared.weights[m.name()] = m.weights_sha256();
       if (m.name() == "fg-a") {
-        for (const v1::CoefficientSite& s : m.sites()) shared.coeff_bytes_per_token += 4 * s.channels();
+        for (const v1::CoefficientSite& s : m.sites())
+          shared.coeff_bytes_per_token += 4 * s.channels();
       }
     }
     for (const auto& [name, text] : {std::pair<std::string, std::string>{"eval", shared.eval_text},
@@ -1498,8 +1541,9 @@ int Main() {
       next_report += progress_every;
       std::lock_guard<std::mutex> lock(resources_mu);
       const ResourceSample last = f.resources.empty() ? ResourceSample() : f.resources.back();
-      std::fprintf(stderr, "soak: t=%.0f s: %lld jobs submitted, server RSS %.1f MB, %lld threads\n",
-                   t, static_cast<long long>(shared.submitted.load()), Mb(last.rss_kb),
+      std::fprintf(stderr,
+                   "soak: t=%.0f s: %lld jobs submitted, server RSS %.1f MB, %lld threads\n", t,
+                   static_cast<long long>(shared.submitted.load()), Mb(last.rss_kb),
                    static_cast<long long>(last.threads));
     }
   }
@@ -1560,8 +1604,8 @@ int Main() {
           for (const char* name : {"fg-a", "fg-b"}) {
             for (size_t at; (at = key.find(name)) != std::string::npos;) key.replace(at, 4, "*");
           }
-          auto it = failed.try_emplace(key, 0, absl::StrFormat("job %d: %s", j.id(), j.error()))
-                        .first;
+          auto it =
+              failed.try_emplace(key, 0, absl::StrFormat("job %d: %s", j.id(), j.error())).first;
           ++it->second.first;
         }
       }

@@ -23,12 +23,11 @@ struct CommandResult {
 };
 CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_s);
 
-
 // How a child process ended.
 struct ExitInfo {
-  bool exited = false;    // it has ended (and was reaped)
+  bool exited = false;  // it has ended (and was reaped)
   bool by_signal = false;
-  int code = 0;           // exit code, or the signal number when by_signal
+  int code = 0;  // exit code, or the signal number when by_signal
   std::string Describe() const;
 };
 

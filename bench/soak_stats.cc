@@ -78,7 +78,9 @@ std::vector<OpSummary> SummarizeOps(const Recorder& all) {
     OpSummary& o = out[op];
     o.calls += n;
     switch (outcome) {
-      case kOk: o.ok += n; break;
+      case kOk:
+        o.ok += n;
+        break;
       case kExpected:
         o.expected += n;
         o.expected_by_code[code] += n;
@@ -87,8 +89,12 @@ std::vector<OpSummary> SummarizeOps(const Recorder& all) {
         o.errors += n;
         o.errors_by_code[code] += n;
         break;
-      case kDropped: o.dropped += n; break;
-      case kCut: o.cut += n; break;
+      case kDropped:
+        o.dropped += n;
+        break;
+      case kCut:
+        o.cut += n;
+        break;
     }
   }
   for (const auto& [key, list] : all.messages) out[key.first].error_messages[key.second] = list;
@@ -117,7 +123,8 @@ std::vector<Bucket> Buckets(const Recorder& all, const std::vector<ResourceSampl
     if (s.outcome == kOk && !IsServerStream(s.op) && s.op != kUploadDataset) {
       unary[index(s.t_s)].push_back(s.total_ms);
     }
-    if (s.outcome != kDropped && s.outcome != kCut) per_op[index(s.t_s)][s.op].push_back(s.total_ms);
+    if (s.outcome != kDropped && s.outcome != kCut)
+      per_op[index(s.t_s)][s.op].push_back(s.total_ms);
   }
   for (const ResourceSample& r : resources) {
     if (r.t_s < 0 || r.t_s > duration_s) continue;

@@ -82,7 +82,7 @@ std::vector<OpSummary> SummarizeOps(const Recorder& all);
 struct Bucket {
   double t0_s = 0, t1_s = 0;
   int64_t calls = 0, errors = 0;
-  Latency unary_ok;  // unary calls that succeeded
+  Latency unary_ok;             // unary calls that succeeded
   std::vector<Latency> per_op;  // [kNumOps]: finished calls (dropped and cut excluded)
   int64_t rss_max_kb = 0, threads_max = 0, fds_max = 0;
 };

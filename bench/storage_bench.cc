@@ -256,7 +256,15 @@ Throughput BenchCacheOnce(const std::string& dir, int entries, int64_t bytes, in
     const uint64_t v = rng.Next();
     std::memcpy(&blob[i], &v, std::min<size_t>(8, blob.size() - i));
   }
-  auto key = [](int i) { return CoefficientKey{absl::StrCat("weights-", i), "window", "float32"}; };
+  auto key = [](int i) {
+    CoefficientKey k;
+    k.owner = "bench";
+    k.weights_sha256 = absl::StrCat("weights-", i);
+    k.window_hash = "window";
+    k.dtype = "float32";
+    k.device = "cpu";
+    return k;
+  };
   const Clock::time_point write_start = Clock::now();
   for (int i = 0; i < entries; ++i) {
     blob[0] = static_cast<char>(i);

@@ -12,13 +12,13 @@
 // bench/scale_out.sh (real processes).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
-#include <thread>
-#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -86,8 +86,7 @@ class TimingBroker : public core::TaskBroker {
                       const v1::TaskProvenance& provenance) override {
     return Timed([&] { return inner_->Finish(lease, outcome, provenance); });
   }
-  absl::Status Release(const core::Lease& lease, const absl::Status& reason,
-                       bool refund) override {
+  absl::Status Release(const core::Lease& lease, const absl::Status& reason, bool refund) override {
     return Timed([&] { return inner_->Release(lease, reason, refund); });
   }
   absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
@@ -214,8 +213,7 @@ absl::Status DeathToRerun(Env* env, std::chrono::milliseconds lease) {
   FCA_ASSIGN_OR_RETURN(const int64_t job, Submit(env->store.get()));
   FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> tasks, env->store->ListTasks(job));
   const int64_t task = tasks.at(0).id;
-  FCA_ASSIGN_OR_RETURN(std::optional<core::TaskAssignment> dead,
-                       coordinator.Claim("dead", task));
+  FCA_ASSIGN_OR_RETURN(std::optional<core::TaskAssignment> dead, coordinator.Claim("dead", task));
   if (!dead) return absl::InternalError("nothing to claim");
   const Clock::time_point died = Clock::now();  // it never renews
   std::optional<core::TaskAssignment> again;

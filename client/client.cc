@@ -287,8 +287,8 @@ absl::StatusOr<v1::CompareJobsResponse> AuditClient::CompareJobs(
 absl::StatusOr<v1::GetServerInfoResponse> AuditClient::GetServerInfo() {
   auto context = NewContext(/*unary=*/true);
   v1::GetServerInfoResponse response;
-  FCA_RETURN_IF_ERROR(ToAbslStatus(
-      stub_->GetServerInfo(context.get(), v1::GetServerInfoRequest(), &response)));
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->GetServerInfo(context.get(), v1::GetServerInfoRequest(), &response)));
   return response;
 }
 

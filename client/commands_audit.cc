@@ -44,7 +44,8 @@ ABSL_FLAG(std::string, label, "", "audit: free text shown in listings");
 ABSL_FLAG(std::vector<std::string>, per_layer, {},
           "audit: interventions to replay one group of sites at a time, comma-separated "
           "(one replay per group each) [none]");
-ABSL_FLAG(std::string, per_layer_scope, "", "audit: per_layer groups: layer, site or family [layer]");
+ABSL_FLAG(std::string, per_layer_scope, "",
+          "audit: per_layer groups: layer, site or family [layer]");
 ABSL_FLAG(int32_t, fidelity_check_every, 0,
           "audit: replay fidelity checked on the first and every k-th evaluation batch; 1 checks "
           "all [8]");

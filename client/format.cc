@@ -46,7 +46,6 @@ std::string RightTrim(std::string line) {
 
 }  // namespace
 
-
 // ---------------------------------------------------------------- TextTable
 
 TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
@@ -103,13 +102,13 @@ std::string TextTable::Render() const {
 std::string TextTable::RenderHtml(std::string_view caption) const {
   auto cell = [&](const char* tag, const char* scope, size_t c, const std::string& text) {
     const bool num = columns_[c].align == Align::kRight;
-    return absl::StrCat("<", tag, scope, num ? " class=\"num\">" : ">", HtmlEscape(text), "</",
-                        tag, ">");
+    return absl::StrCat("<", tag, scope, num ? " class=\"num\">" : ">", HtmlEscape(text), "</", tag,
+                        ">");
   };
   const std::string label = HtmlEscape(caption);
-  std::string out = absl::StrCat(
-      "<div class=\"table-wrap\" role=\"region\" aria-label=\"", label,
-      "\" tabindex=\"0\">\n<table>\n<caption>", label, "</caption>\n<thead><tr>");
+  std::string out =
+      absl::StrCat("<div class=\"table-wrap\" role=\"region\" aria-label=\"", label,
+                   "\" tabindex=\"0\">\n<table>\n<caption>", label, "</caption>\n<thead><tr>");
   for (size_t c = 0; c < columns_.size(); ++c) {
     out += cell("th", " scope=\"col\"", c, columns_[c].title);
   }
@@ -195,8 +194,7 @@ std::string FormatTaskProvenance(const v1::TaskProvenance& p) {
                         "seed %d; attempt %d\n",
                         p.window_length(), p.eval_windows(), p.cached_eval_windows(),
                         p.calib_windows(), p.cached_calib_windows(), p.seed(), p.attempt());
-  absl::StrAppendFormat(&out, "      interventions %s\n",
-                        s(absl::StrJoin(p.interventions(), ",")));
+  absl::StrAppendFormat(&out, "      interventions %s\n", s(absl::StrJoin(p.interventions(), ",")));
   absl::StrAppendFormat(&out, "      options %s\n", s(p.options_json()));
   absl::StrAppendFormat(&out, "      ran %s .. %s\n", FormatTimestamp(p.started_at()),
                         FormatTimestamp(p.finished_at()));
@@ -234,11 +232,13 @@ std::string FormatJobDetails(const v1::Job& job) {
   for (const v1::JobTask& t : job.tasks()) {
     absl::StrAppendFormat(&out, "  %d %-20s %-9s attempts %d", t.index(),
                           SanitizeForTerminal(t.model()), JobStateName(t.state()), t.attempts());
-    if (!t.worker().empty()) absl::StrAppendFormat(&out, "  on %s", SanitizeForTerminal(t.worker()));
+    if (!t.worker().empty())
+      absl::StrAppendFormat(&out, "  on %s", SanitizeForTerminal(t.worker()));
     if (!t.placement().empty()) {
       absl::StrAppendFormat(&out, "  [%s]", SanitizeForTerminal(t.placement()));
     }
-    if (!t.error().empty()) absl::StrAppendFormat(&out, "\n      %s", SanitizeForTerminal(t.error()));
+    if (!t.error().empty())
+      absl::StrAppendFormat(&out, "\n      %s", SanitizeForTerminal(t.error()));
     out += "\n";
     if (t.has_provenance()) out += FormatTaskProvenance(t.provenance());
   }
@@ -527,12 +527,23 @@ std::string HtmlEscape(std::string_view text) {
   out.reserve(text.size());
   for (char ch : text) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;

@@ -1,11 +1,11 @@
 // ReportView, the text and JSON forms of a report, and comparisons.
 #include "client/report.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <map>
 #include <utility>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -41,8 +41,7 @@ const v1::Result* ReportView::Find(const std::string& model, const std::string& 
   return it == rows_.end() ? nullptr : it->second;
 }
 
-AcrossModels ReportView::Across(const std::string& intervention,
-                                const std::string& metric) const {
+AcrossModels ReportView::Across(const std::string& intervention, const std::string& metric) const {
   auto it = metrics_.find({intervention, metric});
   return it == metrics_.end() ? AcrossModels() : it->second->across_models();
 }
@@ -114,7 +113,9 @@ std::string AcrossCell(const AcrossModels& a, std::string (*fmt)(double, int), i
 std::string GeneralDigits(double v, int) { return General(v); }
 
 TextTable ModelsTable(const ReportView& r) {
-  TextTable t({{"MODEL"}, {"LIVE NLL", Align::kRight}, {"REPLAY MAX |dLOGIT|", Align::kRight},
+  TextTable t({{"MODEL"},
+               {"LIVE NLL", Align::kRight},
+               {"REPLAY MAX |dLOGIT|", Align::kRight},
                {"EVAL WINDOWS", Align::kRight}});
   for (const std::string& m : r.models()) {
     const v1::Result* live = r.Find(m, "replay", "live_nll");
@@ -126,13 +127,17 @@ TextTable ModelsTable(const ReportView& r) {
 }
 
 TextTable VariationTable(const ReportView& r) {
-  TextTable t({{"FAMILY"}, {"MODEL"}, {"ETA2 LAYER", Align::kRight},
-               {"ETA2 (SITE, CHANNEL)", Align::kRight}, {"TOTAL VAR", Align::kRight},
-               {"BETWEEN-INPUT VAR", Align::kRight}, {"WITHIN-INPUT VAR", Align::kRight}});
+  TextTable t({{"FAMILY"},
+               {"MODEL"},
+               {"ETA2 LAYER", Align::kRight},
+               {"ETA2 (SITE, CHANNEL)", Align::kRight},
+               {"TOTAL VAR", Align::kRight},
+               {"BETWEEN-INPUT VAR", Align::kRight},
+               {"WITHIN-INPUT VAR", Align::kRight}});
   for (const std::string& f : r.families()) {
     const std::string eta = "eta2." + f, total = "total_variance." + f,
-                      between = "between_input_variance." + f, within = "within_input_variance." + f,
-                      layer = "eta2_layer." + f;
+                      between = "between_input_variance." + f,
+                      within = "within_input_variance." + f, layer = "eta2_layer." + f;
     for (const std::string& m : r.models()) {
       t.AddRow({f, m, Cell(r.Find(m, "variation", layer), Fixed, 4),
                 Cell(r.Find(m, "variation", eta), Fixed, 4),
@@ -155,7 +160,8 @@ TextTable DependenceTable(const ReportView& r) {
   std::vector<TextTable::Column> cols = {{"INTERVENTION"},
                                          {std::string("NLL ") + kAcrossLabel, Align::kRight}};
   for (const std::string& m : r.models()) cols.push_back({"PENALTY " + m, Align::kRight});
-  if (r.models().size() > 1) cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
+  if (r.models().size() > 1)
+    cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
   for (const std::string& i : r.interventions()) {
     std::vector<std::string> row = {i, AcrossCell(r.Across(i, "nll"), Fixed, 4)};
@@ -202,14 +208,16 @@ std::string VerdictName(double verdict) {
 TextTable GroupTable(const ReportView& r) {
   std::vector<TextTable::Column> cols = {{"INTERVENTION"}, {"GROUP"}};
   for (const std::string& m : r.models()) cols.push_back({"PENALTY " + m, Align::kRight});
-  if (r.models().size() > 1) cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
+  if (r.models().size() > 1)
+    cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
   for (const GroupPenalty& g : GroupPenalties(r)) {
     std::vector<std::string> row = {g.intervention, g.scope + " " + g.group};
     for (const std::string& m : r.models()) {
       row.push_back(Cell(r.Find(m, g.intervention, g.metric), Signed, 4));
     }
-    if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(g.intervention, g.metric), Signed, 4));
+    if (r.models().size() > 1)
+      row.push_back(AcrossCell(r.Across(g.intervention, g.metric), Signed, 4));
     t.AddRow(std::move(row));
   }
   return t;
@@ -252,10 +260,15 @@ std::string PercentAcross(const AcrossModels& s) {
 }
 
 TextTable ExecutionTable(const ReportView& r) {
-  TextTable t({{"MODEL"}, {"BLOCKS/TOKEN", Align::kRight}, {"EXECUTED", Align::kRight},
-               {"FLOPS/TOKEN", Align::kRight}, {"FLOPS vs DENSE", Align::kRight},
-               {"LATENCY us/token", Align::kRight}, {"SLOWDOWN vs DENSE [CI]", Align::kRight},
-               {"VERDICT"}, {"PAIRS", Align::kRight}});
+  TextTable t({{"MODEL"},
+               {"BLOCKS/TOKEN", Align::kRight},
+               {"EXECUTED", Align::kRight},
+               {"FLOPS/TOKEN", Align::kRight},
+               {"FLOPS vs DENSE", Align::kRight},
+               {"LATENCY us/token", Align::kRight},
+               {"SLOWDOWN vs DENSE [CI]", Align::kRight},
+               {"VERDICT"},
+               {"PAIRS", Align::kRight}});
   for (const std::string& m : r.models()) {
     std::vector<std::string> row = {m};
     for (std::string& c : ExecutionCells(r, m)) row.push_back(std::move(c));
@@ -266,7 +279,8 @@ TextTable ExecutionTable(const ReportView& r) {
       return AcrossCell(r.Across("execution", metric), fmt, digits);
     };
     t.AddRow({kAcrossLabel, across("blocks_per_token", GeneralDigits, 0),
-              across("blocks_executed_fraction", Fixed, 4), across("flops_per_token", GeneralDigits, 0),
+              across("blocks_executed_fraction", Fixed, 4),
+              across("flops_per_token", GeneralDigits, 0),
               PercentAcross(r.Across("execution", "flops_overhead")),
               across("latency_us_per_token", Fixed, 2),
               PercentAcross(r.Across("execution", "slowdown")), VerdictsAcross(r), ""});
@@ -577,7 +591,8 @@ void AddJobRows(const ReportView& r, const std::vector<CompareColumn>& cols, Tex
   const std::string label = r.job().spec().label();
   for (const std::string& m : r.models()) {
     std::vector<std::string> row = {id, label, m};
-    for (const CompareColumn& c : cols) row.push_back(Cell(r.Find(m, c.intervention, c.metric), c.fmt, c.digits));
+    for (const CompareColumn& c : cols)
+      row.push_back(Cell(r.Find(m, c.intervention, c.metric), c.fmt, c.digits));
     t->AddRow(std::move(row));
   }
   if (r.models().size() > 1) {

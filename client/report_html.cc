@@ -42,13 +42,26 @@ std::string PatternDefs() {
     std::string body;
     const std::string stroke = absl::StrFormat(" stroke=\"%s\" stroke-width=\"1.6\"", c);
     switch (k) {
-      case 1: body = "<path d=\"M-1,7 L7,-1\"" + stroke + "/>"; break;
-      case 2: body = absl::StrFormat("<circle cx=\"3\" cy=\"3\" r=\"1.6\" fill=\"%s\"/>", c); break;
-      case 3: body = "<path d=\"M-1,7 L7,-1 M-1,-1 L7,7\"" + stroke + "/>"; break;
-      case 4: body = "<path d=\"M0,3 H6\"" + stroke + "/>"; break;
-      case 5: body = "<path d=\"M3,0 V6\"" + stroke + "/>"; break;
-      case 6: body = "<path d=\"M-1,-1 L7,7\"" + stroke + "/>"; break;
-      default: break;
+      case 1:
+        body = "<path d=\"M-1,7 L7,-1\"" + stroke + "/>";
+        break;
+      case 2:
+        body = absl::StrFormat("<circle cx=\"3\" cy=\"3\" r=\"1.6\" fill=\"%s\"/>", c);
+        break;
+      case 3:
+        body = "<path d=\"M-1,7 L7,-1 M-1,-1 L7,7\"" + stroke + "/>";
+        break;
+      case 4:
+        body = "<path d=\"M0,3 H6\"" + stroke + "/>";
+        break;
+      case 5:
+        body = "<path d=\"M3,0 V6\"" + stroke + "/>";
+        break;
+      case 6:
+        body = "<path d=\"M-1,-1 L7,7\"" + stroke + "/>";
+        break;
+      default:
+        break;
     }
     defs += absl::StrFormat(
         "<pattern id=\"fca-fill-%d\" patternUnits=\"userSpaceOnUse\" width=\"6\" height=\"6\">"
@@ -71,7 +84,8 @@ const char* Dash(size_t k) {
 // plus, cross; `inner` goes inside the element (a <title>).
 std::string Marker(size_t k, double x, double y, double r, const std::string& inner) {
   const char* c = ModelColour(k);
-  const std::string paint = absl::StrFormat(" fill=\"%s\" stroke=\"%s\" stroke-width=\"1.5\"", c, c);
+  const std::string paint =
+      absl::StrFormat(" fill=\"%s\" stroke=\"%s\" stroke-width=\"1.5\"", c, c);
   auto pts = [&](std::initializer_list<std::pair<double, double>> list) {
     std::vector<std::string> out;
     for (const auto& [dx, dy] : list) out.push_back(absl::StrFormat("%.1f,%.1f", x + dx, y + dy));
@@ -79,8 +93,9 @@ std::string Marker(size_t k, double x, double y, double r, const std::string& in
   };
   switch (k % kStyles) {
     case 0:
-      return absl::StrFormat("<circle class=\"marker\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\"%s>%s</circle>",
-                             x, y, r, paint, inner);
+      return absl::StrFormat(
+          "<circle class=\"marker\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\"%s>%s</circle>", x, y, r,
+          paint, inner);
     case 1:
       return absl::StrFormat(
           "<rect class=\"marker\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"%s>%s</rect>",
@@ -159,10 +174,11 @@ class Chart {
                         anchor, extra, HtmlEscape(text)));
   }
   void Line(double x1, double y1, double x2, double y2, const char* stroke, double w = 1) {
-    Add(absl::StrFormat(
-        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"/>"
-        "\n",
-        x1, y1, x2, y2, stroke, w));
+    Add(
+        absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                        "stroke-width=\"%.1f\"/>"
+                        "\n",
+                        x1, y1, x2, y2, stroke, w));
   }
 
   std::string Render(const std::string& y_label) const {
@@ -208,13 +224,15 @@ std::string Legend(const std::vector<std::string>& models, LegendKind kind, bool
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string swatch =
         kind == LegendKind::kBars
-            ? absl::StrFormat("<svg width=\"16\" height=\"16\" aria-hidden=\"true\"><rect x=\"1\" "
-                              "y=\"1\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"%s\"/></svg>",
-                              Fill(i), ModelColour(i))
-            : absl::StrFormat("<svg width=\"30\" height=\"16\" aria-hidden=\"true\"><line x1=\"1\" "
-                              "y1=\"8\" x2=\"29\" y2=\"8\" stroke=\"%s\" stroke-width=\"1.5\" "
-                              "stroke-dasharray=\"%s\"/>%s</svg>",
-                              ModelColour(i), Dash(i), Marker(i, 15, 8, 3.5, ""));
+            ? absl::StrFormat(
+                  "<svg width=\"16\" height=\"16\" aria-hidden=\"true\"><rect x=\"1\" "
+                  "y=\"1\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"%s\"/></svg>",
+                  Fill(i), ModelColour(i))
+            : absl::StrFormat(
+                  "<svg width=\"30\" height=\"16\" aria-hidden=\"true\"><line x1=\"1\" "
+                  "y1=\"8\" x2=\"29\" y2=\"8\" stroke=\"%s\" stroke-width=\"1.5\" "
+                  "stroke-dasharray=\"%s\"/>%s</svg>",
+                  ModelColour(i), Dash(i), Marker(i, 15, 8, 3.5, ""));
     out += absl::StrFormat("<li>%s %d. %s</li>", swatch, i + 1, HtmlEscape(models[i]));
   }
   if (with_mean) out += "<li><b>&#9670;</b> mean &#177; sd across models</li>";
@@ -366,16 +384,17 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
     for (const SitePoint& p : it->second) {
       const double v = variance ? p.variance() : p.mean();
       points.push_back(absl::StrFormat("%.1f,%.1f", x_of(p.layer()), c.Y(v)));
-      markers.push_back(Marker(k, x_of(p.layer()), c.Y(v), 3.5,
-                               absl::StrFormat("<title>%s %s: %.5g</title>",
-                                               HtmlEscape(r.models()[k]), HtmlEscape(p.site()), v)) +
-                        "\n");
+      markers.push_back(
+          Marker(k, x_of(p.layer()), c.Y(v), 3.5,
+                 absl::StrFormat("<title>%s %s: %.5g</title>", HtmlEscape(r.models()[k]),
+                                 HtmlEscape(p.site()), v)) +
+          "\n");
     }
     // Line style and marker shape per model, and its number at the line's end.
-    c.Add(absl::StrFormat(
-        "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
-        "stroke-dasharray=\"%s\"/>\n",
-        absl::StrJoin(points, " "), ModelColour(k), Dash(k)));
+    c.Add(
+        absl::StrFormat("<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                        "stroke-dasharray=\"%s\"/>\n",
+                        absl::StrJoin(points, " "), ModelColour(k), Dash(k)));
     for (const std::string& m : markers) c.Add(m);
     const SitePoint& last = it->second.back();
     c.Text(x_of(last.layer()) + 8, c.Y(variance ? last.variance() : last.mean()) - 6,
@@ -418,9 +437,9 @@ std::string TitleCase(const std::string& title) {
 }
 
 std::string SectionHtml(const ReportSection& s) {
-  return absl::StrFormat("<p class=\"note\">%s</p>\n%s", HtmlEscape(s.note),
-                         s.table.empty() ? "<p>(no rows)</p>\n"
-                                         : s.table.RenderHtml(TitleCase(s.title)));
+  return absl::StrFormat(
+      "<p class=\"note\">%s</p>\n%s", HtmlEscape(s.note),
+      s.table.empty() ? "<p>(no rows)</p>\n" : s.table.RenderHtml(TitleCase(s.title)));
 }
 
 std::string Heading(const std::string& title) {
@@ -466,16 +485,18 @@ std::string FormatReportHtml(const ReportView& r) {
     }
   }
   if (r.models().size() > 1) {
-    out += absl::StrFormat("<p class=\"note\">mean &#177; sd (min..max): across the %d audited "
-                           "models (sample standard deviation), computed by the server.</p>\n",
-                           r.models().size());
+    out += absl::StrFormat(
+        "<p class=\"note\">mean &#177; sd (min..max): across the %d audited "
+        "models (sample standard deviation), computed by the server.</p>\n",
+        r.models().size());
   }
   if (HasProvenance(r)) {
     const ReportSection p = ProvenanceSection(r);
     out += Heading(p.title) + SectionHtml(p);
   }
-  return out + "<footer>Written by <code>fca report</code> from the report the server computed "
-               "from this job's stored rows.</footer>\n</body>\n</html>\n";
+  return out +
+         "<footer>Written by <code>fca report</code> from the report the server computed "
+         "from this job's stored rows.</footer>\n</body>\n</html>\n";
 }
 
 }  // namespace fca::client

@@ -81,8 +81,7 @@ absl::Status WithBaseName(const absl::Status& status, const std::string& path) {
   if (status.ok() || path.empty()) return status;
   const size_t slash = path.find_last_of('/');
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return absl::Status(status.code(),
-                      absl::StrReplaceAll(status.message(), {{path, base}}));
+  return absl::Status(status.code(), absl::StrReplaceAll(status.message(), {{path, base}}));
 }
 
 }  // namespace fca

@@ -235,8 +235,8 @@ class Parser {
  private:
   // Records the first error; returns false so callers can `return Error(..)`.
   bool Fail(size_t offset, std::string_view what) {
-    error_ = absl::InvalidArgumentError(
-        absl::StrFormat("invalid JSON at byte %d: %s", offset, what));
+    error_ =
+        absl::InvalidArgumentError(absl::StrFormat("invalid JSON at byte %d: %s", offset, what));
     return false;
   }
   absl::Status Error(size_t offset, std::string_view what) {
@@ -249,8 +249,7 @@ class Parser {
   }
 
   bool ParseValue(Value& out, int depth) {
-    if (pos_ >= text_.size())
-      return Fail(pos_, "unexpected end of input, expected a value");
+    if (pos_ >= text_.size()) return Fail(pos_, "unexpected end of input, expected a value");
     const char c = text_[pos_];
     switch (c) {
       case '{':
@@ -284,16 +283,14 @@ class Parser {
   static std::string UnexpectedChar(char c, std::string_view expected) {
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x20 && u < 0x7F) {
-      return absl::StrFormat("unexpected character '%c', expected %s", c,
-                             expected);
+      return absl::StrFormat("unexpected character '%c', expected %s", c, expected);
     }
     return absl::StrFormat("unexpected byte 0x%02x, expected %s", u, expected);
   }
 
   bool ParseLiteral(std::string_view word) {
     if (text_.substr(pos_, word.size()) != word) {
-      return Fail(pos_,
-                  absl::StrFormat("invalid literal, expected '%s'", word));
+      return Fail(pos_, absl::StrFormat("invalid literal, expected '%s'", word));
     }
     pos_ += word.size();
     return true;
@@ -301,8 +298,7 @@ class Parser {
 
   bool ParseArray(Value& out, int depth) {
     if (depth > max_depth_) {
-      return Fail(pos_,
-                  absl::StrCat("nesting deeper than ", max_depth_, " levels"));
+      return Fail(pos_, absl::StrCat("nesting deeper than ", max_depth_, " levels"));
     }
     ++pos_;  // '['
     Array items;
@@ -317,8 +313,7 @@ class Parser {
       items.emplace_back();
       if (!ParseValue(items.back(), depth)) return false;
       SkipSpace();
-      if (pos_ >= text_.size())
-        return Fail(pos_, "unexpected end of input inside an array");
+      if (pos_ >= text_.size()) return Fail(pos_, "unexpected end of input inside an array");
       const char c = text_[pos_++];
       if (c == ']') break;
       if (c != ',') return Fail(pos_ - 1, UnexpectedChar(c, "',' or ']'"));
@@ -329,8 +324,7 @@ class Parser {
 
   bool ParseObject(Value& out, int depth) {
     if (depth > max_depth_) {
-      return Fail(pos_,
-                  absl::StrCat("nesting deeper than ", max_depth_, " levels"));
+      return Fail(pos_, absl::StrCat("nesting deeper than ", max_depth_, " levels"));
     }
     ++pos_;  // '{'
     Object members;
@@ -343,10 +337,8 @@ class Parser {
     }
     while (true) {
       SkipSpace();
-      if (pos_ >= text_.size())
-        return Fail(pos_, "unexpected end of input inside an object");
-      if (text_[pos_] != '"')
-        return Fail(pos_, UnexpectedChar(text_[pos_], "a string key"));
+      if (pos_ >= text_.size()) return Fail(pos_, "unexpected end of input inside an object");
+      if (text_[pos_] != '"') return Fail(pos_, UnexpectedChar(text_[pos_], "a string key"));
       key_offsets.push_back(pos_);
       members.emplace_back();
       if (!ParseString(members.back().first)) return false;
@@ -358,8 +350,7 @@ class Parser {
       SkipSpace();
       if (!ParseValue(members.back().second, depth)) return false;
       SkipSpace();
-      if (pos_ >= text_.size())
-        return Fail(pos_, "unexpected end of input inside an object");
+      if (pos_ >= text_.size()) return Fail(pos_, "unexpected end of input inside an object");
       const char c = text_[pos_++];
       if (c == '}') break;
       if (c != ',') return Fail(pos_ - 1, UnexpectedChar(c, "',' or '}'"));
@@ -371,8 +362,7 @@ class Parser {
 
   // Sorting views of the keys is O(n log n) without per-key allocation, which
   // matters for the 50k-entry vocabularies in tokenizer.json.
-  bool CheckUniqueKeys(const Object& members,
-                       const std::vector<size_t>& offsets) {
+  bool CheckUniqueKeys(const Object& members, const std::vector<size_t>& offsets) {
     const size_t n = members.size();
     if (n < 2) return true;
     if (n <= 8) {
@@ -398,14 +388,12 @@ class Parser {
       }
     }
     if (first_dup == n) return true;
-    return Fail(offsets[first_dup],
-                DuplicateKeyMessage(members[first_dup].first));
+    return Fail(offsets[first_dup], DuplicateKeyMessage(members[first_dup].first));
   }
 
   static std::string DuplicateKeyMessage(const std::string& key) {
     constexpr size_t kMaxShown = 64;
-    std::string shown =
-        key.size() > kMaxShown ? key.substr(0, kMaxShown) + "..." : key;
+    std::string shown = key.size() > kMaxShown ? key.substr(0, kMaxShown) + "..." : key;
     return absl::StrCat("duplicate object key '", shown, "'");
   }
 
@@ -429,14 +417,11 @@ class Parser {
         return true;
       }
       if (u < 0x20) {
-        return Fail(pos_,
-                    absl::StrFormat(
-                        "unescaped control character 0x%02x in a string", u));
+        return Fail(pos_, absl::StrFormat("unescaped control character 0x%02x in a string", u));
       }
       if (u >= 0x80) {
         const size_t len = Utf8SequenceLength(
-            reinterpret_cast<const unsigned char*>(text_.data()) + pos_,
-            n - pos_);
+            reinterpret_cast<const unsigned char*>(text_.data()) + pos_, n - pos_);
         if (len == 0) return Fail(pos_, "invalid UTF-8 in a string");
         out.append(text_.data() + pos_, len);
         pos_ += len;
@@ -449,15 +434,13 @@ class Parser {
   // pos_ is at the backslash.
   bool ParseEscape(std::string& out) {
     const size_t start = pos_;
-    if (pos_ + 1 >= text_.size())
-      return Fail(start, "unterminated escape sequence");
+    if (pos_ + 1 >= text_.size()) return Fail(start, "unterminated escape sequence");
     const char e = text_[pos_ + 1];
     pos_ += 2;
     if (e != 'u') {
       const size_t k = kEscapeLetters.find(e);
       if (k == std::string_view::npos) {
-        return Fail(start,
-                    UnexpectedChar(e, "a valid escape character after '\\'"));
+        return Fail(start, UnexpectedChar(e, "a valid escape character after '\\'"));
       }
       out.push_back(kEscapedChars[k]);
       return true;
@@ -468,18 +451,15 @@ class Parser {
       return Fail(start, "unpaired low surrogate in a \\u escape");
     }
     if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (pos_ + 1 >= text_.size() || text_[pos_] != '\\' ||
-          text_[pos_ + 1] != 'u') {
-        return Fail(start,
-                    "high surrogate not followed by a low surrogate escape");
+      if (pos_ + 1 >= text_.size() || text_[pos_] != '\\' || text_[pos_ + 1] != 'u') {
+        return Fail(start, "high surrogate not followed by a low surrogate escape");
       }
       const size_t low_start = pos_;
       pos_ += 2;
       uint32_t low = 0;
       if (!ParseHex4(low_start, low)) return false;
       if (low < 0xDC00 || low > 0xDFFF) {
-        return Fail(low_start,
-                    "high surrogate not followed by a low surrogate escape");
+        return Fail(low_start, "high surrogate not followed by a low surrogate escape");
       }
       cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
     }
@@ -488,8 +468,7 @@ class Parser {
   }
 
   bool ParseHex4(size_t escape_start, uint32_t& cp) {
-    if (pos_ + 4 > text_.size())
-      return Fail(escape_start, "truncated \\u escape");
+    if (pos_ + 4 > text_.size()) return Fail(escape_start, "truncated \\u escape");
     cp = 0;
     for (int i = 0; i < 4; ++i) {
       const int d = HexDigit(text_[pos_ + i]);
@@ -508,8 +487,7 @@ class Parser {
       negative = true;
       ++pos_;
     }
-    if (pos_ >= n || !IsDigit(text_[pos_]))
-      return Fail(start, "a number needs digits");
+    if (pos_ >= n || !IsDigit(text_[pos_])) return Fail(start, "a number needs digits");
     const size_t int_start = pos_;
     if (text_[pos_] == '0') {
       ++pos_;
@@ -545,18 +523,15 @@ class Parser {
     return ParseDouble(start, out);
   }
 
-  static bool ExactInt(std::string_view digits, bool negative,
-                       int64_t& result) {
-    const uint64_t limit =
-        negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  static bool ExactInt(std::string_view digits, bool negative, int64_t& result) {
+    const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
     uint64_t acc = 0;
     for (char c : digits) {
       const uint64_t d = static_cast<uint64_t>(c - '0');
       if (acc > (limit - d) / 10) return false;
       acc = acc * 10 + d;
     }
-    result =
-        negative ? static_cast<int64_t>(0 - acc) : static_cast<int64_t>(acc);
+    result = negative ? static_cast<int64_t>(0 - acc) : static_cast<int64_t>(acc);
     return true;
   }
 
@@ -634,9 +609,7 @@ void WriteNumber(const Value& v, std::string& out) {
   if (text.find_first_of(".eE") == std::string_view::npos) out.append(".0");
 }
 
-void Indent(int level, std::string& out) {
-  out.append(static_cast<size_t>(level) * 2, ' ');
-}
+void Indent(int level, std::string& out) { out.append(static_cast<size_t>(level) * 2, ' '); }
 
 // Recursion depth is bounded by the depth of the value, which Parse limits;
 // values built by hand are expected to be shallow.
@@ -710,16 +683,14 @@ absl::StatusOr<const Value*> FindField(const Value& obj, std::string_view key) {
   }
   const Value* v = obj.Find(key);
   if (v == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("field '%s' is missing", key));
+    return absl::InvalidArgumentError(absl::StrFormat("field '%s' is missing", key));
   }
   return v;
 }
 
 }  // namespace
 
-absl::StatusOr<Value> Parse(std::string_view text,
-                            const ParseOptions& options) {
+absl::StatusOr<Value> Parse(std::string_view text, const ParseOptions& options) {
   return Parser(text, options).ParseDocument();
 }
 
@@ -732,8 +703,7 @@ std::string Write(const Value& v, bool pretty) {
 absl::StatusOr<int64_t> GetInt(const Value& obj, std::string_view key) {
   FCA_ASSIGN_OR_RETURN(const Value* v, FindField(obj, key));
   if (!v->is_int()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("field '%s' must be an integer", key));
+    return absl::InvalidArgumentError(absl::StrFormat("field '%s' must be an integer", key));
   }
   return v->as_int();
 }
@@ -741,8 +711,7 @@ absl::StatusOr<int64_t> GetInt(const Value& obj, std::string_view key) {
 absl::StatusOr<double> GetDouble(const Value& obj, std::string_view key) {
   FCA_ASSIGN_OR_RETURN(const Value* v, FindField(obj, key));
   if (!v->is_number()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("field '%s' must be a number", key));
+    return absl::InvalidArgumentError(absl::StrFormat("field '%s' must be a number", key));
   }
   return v->as_double();
 }
@@ -750,8 +719,7 @@ absl::StatusOr<double> GetDouble(const Value& obj, std::string_view key) {
 absl::StatusOr<std::string> GetString(const Value& obj, std::string_view key) {
   FCA_ASSIGN_OR_RETURN(const Value* v, FindField(obj, key));
   if (!v->is_string()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("field '%s' must be a string", key));
+    return absl::InvalidArgumentError(absl::StrFormat("field '%s' must be a string", key));
   }
   return v->as_string();
 }
@@ -759,8 +727,7 @@ absl::StatusOr<std::string> GetString(const Value& obj, std::string_view key) {
 absl::StatusOr<bool> GetBool(const Value& obj, std::string_view key) {
   FCA_ASSIGN_OR_RETURN(const Value* v, FindField(obj, key));
   if (!v->is_bool()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("field '%s' must be a boolean", key));
+    return absl::InvalidArgumentError(absl::StrFormat("field '%s' must be a boolean", key));
   }
   return v->as_bool();
 }

@@ -28,9 +28,8 @@ const char* TypeName(Type type) {
 
 // `{a="x",b="y"}` (with `extra` appended as one more label), or "" when
 // there are no labels at all.
-std::string LabelText(const std::vector<std::string>& names,
-                      const std::vector<std::string>& values, const std::string& extra_name = "",
-                      const std::string& extra_value = "") {
+std::string LabelText(const std::vector<std::string>& names, const std::vector<std::string>& values,
+                      const std::string& extra_name = "", const std::string& extra_value = "") {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
     out += out.empty() ? "{" : ",";
@@ -83,9 +82,9 @@ bool SameBuckets(const std::vector<double>& a, const std::vector<double>& b) { r
 
 // Ascending, finite, no duplicates.
 std::vector<double> CleanBounds(std::vector<double> bounds) {
-  bounds.erase(std::remove_if(bounds.begin(), bounds.end(),
-                              [](double b) { return !std::isfinite(b); }),
-               bounds.end());
+  bounds.erase(
+      std::remove_if(bounds.begin(), bounds.end(), [](double b) { return !std::isfinite(b); }),
+      bounds.end());
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   return bounds;
@@ -107,8 +106,8 @@ Histogram::Histogram(std::vector<double> bounds)
 
 void Histogram::Observe(double v) {
   if (std::isnan(v)) return;
-  const size_t bucket = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  const size_t bucket =
+      static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
   std::lock_guard<std::mutex> lock(mu_);
   ++counts_[bucket];
   sum_ += v;
@@ -200,8 +199,8 @@ Family<Counter>& Registry::AddCounter(const std::string& name, const std::string
   std::unique_ptr<Family<Counter>> f(
       new Family<Counter>(name, help, label_names, Type::kCounter, {}));
   Family<Counter>& ref = *f;
-  const bool valid = ValidMetricName(name) &&
-                     std::all_of(label_names.begin(), label_names.end(), ValidLabelName);
+  const bool valid =
+      ValidMetricName(name) && std::all_of(label_names.begin(), label_names.end(), ValidLabelName);
   if (families_.count(name) || !valid) {
     orphans_.push_back(std::move(f));
   } else {
@@ -218,8 +217,8 @@ Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& he
   }
   std::unique_ptr<Family<Gauge>> f(new Family<Gauge>(name, help, label_names, Type::kGauge, {}));
   Family<Gauge>& ref = *f;
-  const bool valid = ValidMetricName(name) &&
-                     std::all_of(label_names.begin(), label_names.end(), ValidLabelName);
+  const bool valid =
+      ValidMetricName(name) && std::all_of(label_names.begin(), label_names.end(), ValidLabelName);
   if (families_.count(name) || !valid) {
     orphans_.push_back(std::move(f));
   } else {
@@ -235,13 +234,14 @@ Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::st
   if (FamilyBase* f = Find(name, Type::kHistogram, label_names, buckets)) {
     return *static_cast<Family<Histogram>*>(f);
   }
-  std::unique_ptr<Family<Histogram>> f(new Family<Histogram>(
-      name, help, label_names, Type::kHistogram, CleanBounds(buckets)));
+  std::unique_ptr<Family<Histogram>> f(
+      new Family<Histogram>(name, help, label_names, Type::kHistogram, CleanBounds(buckets)));
   Family<Histogram>& ref = *f;
   // "le" is the histogram's own label.
   const bool valid = ValidMetricName(name) &&
-                     std::all_of(label_names.begin(), label_names.end(),
-                                 [](const std::string& l) { return ValidLabelName(l) && l != "le"; });
+                     std::all_of(label_names.begin(), label_names.end(), [](const std::string& l) {
+                       return ValidLabelName(l) && l != "le";
+                     });
   if (families_.count(name) || !valid) {
     orphans_.push_back(std::move(f));
   } else {
@@ -255,8 +255,7 @@ Registry::CollectorHandle::CollectorHandle(CollectorHandle&& other) noexcept
   other.registry_ = nullptr;
 }
 
-Registry::CollectorHandle& Registry::CollectorHandle::operator=(
-    CollectorHandle&& other) noexcept {
+Registry::CollectorHandle& Registry::CollectorHandle::operator=(CollectorHandle&& other) noexcept {
   if (this != &other) {
     if (registry_ != nullptr) registry_->RemoveCollector(id_);
     registry_ = other.registry_;

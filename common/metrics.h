@@ -64,8 +64,8 @@ class Histogram {
   void Observe(double v);
 
   struct Snapshot {
-    std::vector<double> bounds;          // upper bounds, ascending, without +Inf
-    std::vector<uint64_t> cumulative;    // per bound, then +Inf (== count)
+    std::vector<double> bounds;        // upper bounds, ascending, without +Inf
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf (== count)
     double sum = 0;
     uint64_t count = 0;
   };
@@ -96,8 +96,7 @@ class FamilyBase {
   Type type() const { return type_; }
 
  protected:
-  FamilyBase(std::string name, std::string help, std::vector<std::string> label_names,
-             Type type)
+  FamilyBase(std::string name, std::string help, std::vector<std::string> label_names, Type type)
       : name_(std::move(name)),
         help_(std::move(help)),
         label_names_(std::move(label_names)),
@@ -176,8 +175,7 @@ class Registry {
   std::string Expose() const;
 
  private:
-  FamilyBase* Find(const std::string& name, Type type,
-                   const std::vector<std::string>& label_names,
+  FamilyBase* Find(const std::string& name, Type type, const std::vector<std::string>& label_names,
                    const std::vector<double>& buckets);
   void RemoveCollector(int64_t id);
 
@@ -188,7 +186,7 @@ class Registry {
   // Held while collectors run, and to add or remove one.
   mutable std::mutex collect_mu_;
   std::map<int64_t, std::function<void()>> collectors_;  // guarded by collect_mu_
-  int64_t next_collector_ = 1;                            // guarded by collect_mu_
+  int64_t next_collector_ = 1;                           // guarded by collect_mu_
 };
 
 // The text format's pieces, for tests and for other exposers.

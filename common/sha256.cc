@@ -91,8 +91,8 @@ void Sha256::Update(const void* data, size_t size) {
 std::array<uint8_t, 32> Sha256::Finish() {
   std::array<uint8_t, 32> digest{};
   unsigned int length = 0;
-  if (status_.ok() && (EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length) != 1 ||
-                       length != digest.size())) {
+  if (status_.ok() &&
+      (EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length) != 1 || length != digest.size())) {
     Fail("finish SHA-256");
   }
   if (!status_.ok()) digest.fill(0);

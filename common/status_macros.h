@@ -9,10 +9,10 @@
 #define FCA_STATUS_CONCAT_(a, b) FCA_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define FCA_RETURN_IF_ERROR(expr)                \
-  do {                                           \
-    ::absl::Status fca_status_ = (expr);         \
-    if (!fca_status_.ok()) return fca_status_;   \
+#define FCA_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::absl::Status fca_status_ = (expr);       \
+    if (!fca_status_.ok()) return fca_status_; \
   } while (false)
 
 // `lhs = value` of the absl::StatusOr `rexpr`, or returns its status.

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 
@@ -76,8 +76,7 @@ absl::StatusOr<CommandOutput> RunCommand(const std::vector<std::string>& argv, i
   close(out_pipe[1]);
   close(err_pipe[1]);
   CommandOutput result;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   const bool finished = spawned == 0 && Drain(out_pipe[0], err_pipe[0], deadline, &result);
   close(out_pipe[0]);
   close(err_pipe[0]);

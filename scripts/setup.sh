@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libsqlite3-dev libcpp-httplib-dev pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev fortunes openssl
+  clang-format-14
 )
 
 missing=()

@@ -9,6 +9,9 @@ scripts/setup.sh
 tests/web/setup.sh
 # Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
 scripts/slurm_cluster.sh install
-scripts/build.sh
+# Formatting first: it takes seconds, the build minutes.
+scripts/check_format.sh
+# Warnings are errors here (FCA_WERROR), not in a user's build.
+scripts/build.sh -DFCA_WERROR=ON
 scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
 ctest --test-dir build --output-on-failure

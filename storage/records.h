@@ -74,16 +74,16 @@ struct JobRecord {
 struct TaskRecord {
   int64_t id = 0;
   int64_t job_id = 0;
-  int index = 0;      // the model's position in the job's spec
+  int index = 0;  // the model's position in the job's spec
   std::string model;
   JobState state = JobState::kQueued;
-  int attempts = 0;   // claims that did not end in a refusal or a drain
+  int attempts = 0;  // claims that did not end in a refusal or a drain
   // Increases with every claim and never goes back, so a worker holding an
   // older lease of the task is told it lost it.
   int64_t lease_seq = 0;
-  std::string worker;           // holder of the lease ("" when none)
-  int64_t lease_expires_us = 0; // 0 when not RUNNING
-  std::string error;            // why it FAILED, or the last lost attempt
+  std::string worker;            // holder of the lease ("" when none)
+  int64_t lease_expires_us = 0;  // 0 when not RUNNING
+  std::string error;             // why it FAILED, or the last lost attempt
   // Where an executor placed it ("slurm:<id>"), "" when no executor did:
   // in-process and remote workers claim only tasks no executor holds.
   std::string executor_ref;
@@ -111,7 +111,7 @@ struct JobFilter {
   // The spec's eval_dataset or calib_dataset, as submitted (a name or
   // "sha256:<hex>").
   std::optional<std::string> dataset;
-  std::optional<std::string> label;  // the spec's label, exactly
+  std::optional<std::string> label;          // the spec's label, exactly
   std::optional<int64_t> created_after_us;   // inclusive
   std::optional<int64_t> created_before_us;  // exclusive
 };

@@ -76,8 +76,8 @@ struct StoreOptions {
 
 // How a task's lease is claimed (Store::ClaimTask).
 struct ClaimRequest {
-  std::string worker;        // who holds the lease; non-empty
-  int64_t lease_us = 0;      // the lease runs out this long after the claim
+  std::string worker;    // who holds the lease; non-empty
+  int64_t lease_us = 0;  // the lease runs out this long after the claim
   // 0: the oldest claimable task (QUEUED, placed by no executor, of a job
   // whose cancel was not requested), by job then index. Otherwise exactly
   // this task, when it is QUEUED and its job's cancel was not requested,
@@ -88,7 +88,7 @@ struct ClaimRequest {
 // Tasks whose lease was lost (Store::ExpireLeases).
 struct ExpiredTasks {
   std::vector<TaskRecord> requeued;
-  std::vector<TaskRecord> failed;  // out of attempts: now FAILED with the reason
+  std::vector<TaskRecord> failed;     // out of attempts: now FAILED with the reason
   std::vector<TaskRecord> cancelled;  // of jobs being stopped: now CANCELLED
 };
 
@@ -201,10 +201,9 @@ class Store {
   // audited models, in order), all in one transaction. owner must be
   // non-empty. A job without tasks ends when SettleJob finds it.
   // `provenance_json` is kept as given (JobRecord::provenance_json).
-  [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(const std::string& owner,
-                                                    const std::string& spec_json,
-                                                    const std::vector<std::string>& task_models = {},
-                                                    const std::string& provenance_json = "");
+  [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(
+      const std::string& owner, const std::string& spec_json,
+      const std::vector<std::string>& task_models = {}, const std::string& provenance_json = "");
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id);
   // Jobs matching `filter`, newest first. Pass the returned
   // next_page_token back to continue; jobs created after the first page are
@@ -242,8 +241,7 @@ class Store {
   [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);
   [[nodiscard]] absl::StatusOr<TaskRecord> GetTask(int64_t id);
   // Tasks in `state` across jobs, oldest first, at most `limit`.
-  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasksInState(JobState state,
-                                                                         int limit);
+  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasksInState(JobState state, int limit);
   // Atomically moves a task (see ClaimRequest) QUEUED -> RUNNING under a new
   // lease (lease_seq + 1, attempts + 1, expiry now + lease_us) and its job
   // QUEUED -> RUNNING; nullopt when there is none to claim. Safe with
@@ -270,8 +268,7 @@ class Store {
   // CANCELLED. Returns the task after the change.
   [[nodiscard]] absl::StatusOr<TaskRecord> ReleaseTask(int64_t task_id, int64_t lease_seq,
                                                        bool refund_attempt,
-                                                       const std::string& reason,
-                                                       int max_attempts);
+                                                       const std::string& reason, int max_attempts);
   // Every RUNNING task whose lease ran out by now, and (when `lost_worker`
   // is not empty) every RUNNING task of a worker whose name starts with
   // `lost_worker` (a restarted server's own threads), goes back to QUEUED,

@@ -82,9 +82,9 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
   }
   std::lock_guard<std::recursive_mutex> lock(mu_);
   return db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(Statement remove,
-                         db_->Prepare(std::string("DELETE FROM coeff_cache") + kKeyMatch,
-                                      "replace coefficients"));
+    FCA_ASSIGN_OR_RETURN(
+        Statement remove,
+        db_->Prepare(std::string("DELETE FROM coeff_cache") + kKeyMatch, "replace coefficients"));
     BindKey(remove, key);
     FCA_RETURN_IF_ERROR(remove.Run());
     FCA_RETURN_IF_ERROR(EvictForLocked(size));

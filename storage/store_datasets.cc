@@ -106,9 +106,9 @@ absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner) {
   if (owner.empty()) return absl::InvalidArgumentError("upload owner is empty");
   FCA_RETURN_IF_ERROR(Inject("upload"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  FCA_ASSIGN_OR_RETURN(Statement insert,
-                       db_->Prepare("INSERT INTO uploads (owner, created_at_us) VALUES (?1, ?2)",
-                                    "begin upload"));
+  FCA_ASSIGN_OR_RETURN(
+      Statement insert,
+      db_->Prepare("INSERT INTO uploads (owner, created_at_us) VALUES (?1, ?2)", "begin upload"));
   insert.BindText(1, owner);
   insert.BindInt(2, Now());
   FCA_RETURN_IF_ERROR(insert.Run());
@@ -156,8 +156,7 @@ absl::StatusOr<DatasetRecord> Store::FinishUpload(int64_t upload_id, const std::
   return stored;
 }
 
-absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id,
-                                                        const std::string& name,
+absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id, const std::string& name,
                                                         const std::string& kind,
                                                         const std::string& sha256) {
   FCA_ASSIGN_OR_RETURN(Statement upload,
@@ -187,7 +186,8 @@ absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id,
       db_->Prepare("SELECT 1 FROM dataset_blobs WHERE sha256 = ?1", "find dataset content"));
   has_blob.BindText(1, sha256);
   FCA_ASSIGN_OR_RETURN(const bool blob_exists, has_blob.Step());
-  if (!blob_exists) FCA_RETURN_IF_ERROR(KeepUploadAsBlob(*db_, upload_id, sha256, size, num_chunks));
+  if (!blob_exists)
+    FCA_RETURN_IF_ERROR(KeepUploadAsBlob(*db_, upload_id, sha256, size, num_chunks));
   FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
   FCA_ASSIGN_OR_RETURN(Statement insert,
                        db_->Prepare("INSERT INTO datasets (name, kind, owner, sha256, "

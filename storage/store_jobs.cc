@@ -47,7 +47,8 @@ constexpr char kSpecModelIs[] =
     "? IN (SELECT value FROM json_each(CASE WHEN json_valid(spec_json) AND "
     "json_type(spec_json, '$.models') = 'array' THEN spec_json ELSE '{\"models\":[]}' END, "
     "'$.models') UNION ALL SELECT json_extract(" FCA_SPEC ", '$.dense_twin'))";
-constexpr char kSpecDatasetIs[] = "? IN (json_extract(" FCA_SPEC ", '$.eval_dataset'), "
+constexpr char kSpecDatasetIs[] = "? IN (json_extract(" FCA_SPEC
+                                  ", '$.eval_dataset'), "
                                   "json_extract(" FCA_SPEC ", '$.calib_dataset'))";
 constexpr char kSpecLabelIs[] = "json_extract(" FCA_SPEC ", '$.label') = ?";
 #undef FCA_SPEC
@@ -273,10 +274,9 @@ absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id, const std::string&
 absl::StatusOr<int64_t> Store::AppendJobEventLocked(int64_t job_id, const std::string& payload) {
   FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
   if (!exists) return NotFound(job_id);
-  FCA_ASSIGN_OR_RETURN(Statement last,
-                       db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
-                                    "WHERE job_id = ?1",
-                                    "append job event"));
+  FCA_ASSIGN_OR_RETURN(Statement last, db_->Prepare("SELECT COALESCE(MAX(seq), 0) FROM job_events "
+                                                    "WHERE job_id = ?1",
+                                                    "append job event"));
   last.BindInt(1, job_id);
   FCA_RETURN_IF_ERROR(last.Step().status());
   const int64_t seq = last.ColumnInt(0) + 1;

@@ -52,8 +52,8 @@ absl::Status LeaseLost(const TaskRecord& t, int64_t lease_seq) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "task %d: this lease is stale (the task was claimed again by %s)", t.id, t.worker));
   }
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "task %d: the lease is gone (the task is %s)", t.id, JobStateName(t.state)));
+  return absl::FailedPreconditionError(
+      absl::StrFormat("task %d: the lease is gone (the task is %s)", t.id, JobStateName(t.state)));
 }
 
 }  // namespace
@@ -76,19 +76,19 @@ absl::StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
   if (!exists) return absl::NotFoundError(absl::StrFormat("job %d not found", job_id));
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectTask) + " WHERE job_id = ?1 ORDER BY idx",
-                                    "list tasks"));
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectTask) + " WHERE job_id = ?1 ORDER BY idx", "list tasks"));
   stmt.BindInt(1, job_id);
   return ReadTasks(stmt);
 }
 
 absl::StatusOr<std::vector<TaskRecord>> Store::ListTasksInState(JobState state, int limit) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectTask) +
-                                        " WHERE state = ?1 ORDER BY job_id, idx LIMIT ?2",
-                                    "list tasks"));
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectTask) + " WHERE state = ?1 ORDER BY job_id, idx LIMIT ?2",
+                   "list tasks"));
   stmt.BindText(1, JobStateName(state));
   stmt.BindInt(2, limit);
   return ReadTasks(stmt);
@@ -121,11 +121,11 @@ absl::StatusOr<std::optional<TaskClaim>> Store::ClaimTask(const ClaimRequest& re
     FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> id, NextClaimableLocked(request));
     if (!id) return absl::OkStatus();
     const int64_t now = Now();
-    FCA_ASSIGN_OR_RETURN(Statement task,
-                         db_->Prepare("UPDATE tasks SET state = 'RUNNING', attempts = attempts + 1, "
-                                      "lease_seq = lease_seq + 1, worker = ?1, "
-                                      "lease_expires_us = ?2, started_at_us = ?3 WHERE id = ?4",
-                                      "claim task"));
+    FCA_ASSIGN_OR_RETURN(
+        Statement task, db_->Prepare("UPDATE tasks SET state = 'RUNNING', attempts = attempts + 1, "
+                                     "lease_seq = lease_seq + 1, worker = ?1, "
+                                     "lease_expires_us = ?2, started_at_us = ?3 WHERE id = ?4",
+                                     "claim task"));
     task.BindText(1, request.worker);
     task.BindInt(2, now + request.lease_us);
     task.BindInt(3, now);
@@ -160,17 +160,16 @@ absl::StatusOr<TaskClaim> Store::CheckLease(int64_t task_id, int64_t lease_seq) 
   return CheckLeaseLocked(task_id, lease_seq);
 }
 
-absl::StatusOr<TaskClaim> Store::RenewLease(int64_t task_id, int64_t lease_seq,
-                                            int64_t lease_us) {
+absl::StatusOr<TaskClaim> Store::RenewLease(int64_t task_id, int64_t lease_seq, int64_t lease_us) {
   if (lease_us <= 0) return absl::InvalidArgumentError("a lease must be positive");
   FCA_RETURN_IF_ERROR(Inject("renew_lease"));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   TaskClaim claim;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     FCA_RETURN_IF_ERROR(CheckLeaseLocked(task_id, lease_seq).status());
-    FCA_ASSIGN_OR_RETURN(Statement renew,
-                         db_->Prepare("UPDATE tasks SET lease_expires_us = ?1 WHERE id = ?2",
-                                      "renew lease"));
+    FCA_ASSIGN_OR_RETURN(
+        Statement renew,
+        db_->Prepare("UPDATE tasks SET lease_expires_us = ?1 WHERE id = ?2", "renew lease"));
     renew.BindInt(1, Now() + lease_us);
     renew.BindInt(2, task_id);
     FCA_RETURN_IF_ERROR(renew.Run());
@@ -247,8 +246,8 @@ absl::StatusOr<ExpiredTasks> Store::ExpireLeases(int max_attempts, const std::st
   ExpiredTasks out;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
     out = ExpiredTasks();
-    std::string sql = std::string(kSelectTask) +
-                      " WHERE state = 'RUNNING' AND (lease_expires_us < ?1";
+    std::string sql =
+        std::string(kSelectTask) + " WHERE state = 'RUNNING' AND (lease_expires_us < ?1";
     // substr(): a prefix match without LIKE's wildcards.
     sql += lost_worker.empty() ? ")" : " OR substr(worker, 1, length(?2)) = ?2)";
     FCA_ASSIGN_OR_RETURN(Statement find, db_->Prepare(sql + " ORDER BY id", "expire leases"));
@@ -278,9 +277,10 @@ absl::StatusOr<ExpiredTasks> Store::ExpireLeases(int max_attempts, const std::st
         continue;
       }
       t.state = exhausted ? JobState::kFailed : JobState::kQueued;
-      t.error = exhausted ? absl::StrFormat("ABORTED: %s (worker %s); the task was lost %d "
-                                            "times and is not retried again",
-                                            reason, t.worker, t.attempts)
+      t.error = exhausted ? absl::StrFormat(
+                                "ABORTED: %s (worker %s); the task was lost %d "
+                                "times and is not retried again",
+                                reason, t.worker, t.attempts)
                           : absl::StrFormat("%s (worker %s)", reason, t.worker);
       update.BindText(1, JobStateName(t.state));
       update.BindText(2, t.error);
@@ -297,13 +297,14 @@ absl::StatusOr<ExpiredTasks> Store::ExpireLeases(int max_attempts, const std::st
 
 absl::Status Store::SetExecutorRef(int64_t task_id, const std::string& ref) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  FCA_ASSIGN_OR_RETURN(Statement update,
-                       db_->Prepare("UPDATE tasks SET executor_ref = ?1 WHERE id = ?2",
-                                    "place task"));
+  FCA_ASSIGN_OR_RETURN(
+      Statement update,
+      db_->Prepare("UPDATE tasks SET executor_ref = ?1 WHERE id = ?2", "place task"));
   update.BindText(1, ref);
   update.BindInt(2, task_id);
   FCA_RETURN_IF_ERROR(update.Run());
-  if (db_->changes() == 0) return absl::NotFoundError(absl::StrFormat("task %d not found", task_id));
+  if (db_->changes() == 0)
+    return absl::NotFoundError(absl::StrFormat("task %d not found", task_id));
   return absl::OkStatus();
 }
 
@@ -360,9 +361,9 @@ absl::StatusOr<std::optional<Store::Settled>> Store::SettleJob(int64_t job_id,
     settled.reset();
     FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(job_id));
     if (IsTerminal(job.state)) return absl::OkStatus();
-    FCA_ASSIGN_OR_RETURN(Statement stmt,
-                         db_->Prepare(std::string(kSelectTask) + " WHERE job_id = ?1 ORDER BY idx",
-                                      "settle job"));
+    FCA_ASSIGN_OR_RETURN(
+        Statement stmt,
+        db_->Prepare(std::string(kSelectTask) + " WHERE job_id = ?1 ORDER BY idx", "settle job"));
     stmt.BindInt(1, job_id);
     FCA_ASSIGN_OR_RETURN(const std::vector<TaskRecord> tasks, ReadTasks(stmt));
     JobState state = JobState::kSucceeded;
@@ -381,10 +382,9 @@ absl::StatusOr<std::optional<Store::Settled>> Store::SettleJob(int64_t job_id,
       state = JobState::kFailed;
       error = "INTERNAL: the job has nothing to run";
     }
-    FCA_ASSIGN_OR_RETURN(Statement update,
-                         db_->Prepare("UPDATE jobs SET state = ?1, error = ?2, "
-                                      "finished_at_us = ?3 WHERE id = ?4",
-                                      "settle job"));
+    FCA_ASSIGN_OR_RETURN(Statement update, db_->Prepare("UPDATE jobs SET state = ?1, error = ?2, "
+                                                        "finished_at_us = ?3 WHERE id = ?4",
+                                                        "settle job"));
     update.BindText(1, JobStateName(state));
     update.BindText(2, error);
     update.BindInt(3, Now());

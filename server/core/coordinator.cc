@@ -73,9 +73,9 @@ absl::Status Coordinator::Start() {
                  static_cast<long long>(t.job_id), t.model.c_str(), t.error.c_str());
   }
   for (const storage::TaskRecord& t : lost.requeued) {
-    EmitOrLog(t.job_id, NoteEvent(absl::StrFormat(
-                            "model %s: the server restarted while running it; queued again",
-                            t.model)));
+    EmitOrLog(t.job_id,
+              NoteEvent(absl::StrFormat(
+                  "model %s: the server restarted while running it; queued again", t.model)));
   }
   for (const storage::TaskRecord& t : lost.failed) StopJob(t.job_id);
   // Their streams died with the previous process.
@@ -234,8 +234,9 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::Claim(const std::stri
   return ClaimChecked(worker, task_id, /*verify_weights=*/false);
 }
 
-absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(
-    const std::string& worker, int64_t task_id, bool verify_weights) {
+absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const std::string& worker,
+                                                                        int64_t task_id,
+                                                                        bool verify_weights) {
   storage::ClaimRequest request;
   request.worker = worker;
   request.lease_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
@@ -247,9 +248,9 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(
     EmitOrLog(claim->job.id, StateEvent(v1::JOB_STATE_RUNNING));
   }
   if (claim->task.attempts > 1 || worker.rfind(kLocalWorkerPrefix, 0) != 0) {
-    EmitOrLog(claim->job.id, NoteEvent(absl::StrFormat("model %s: running on worker %s (attempt %d)",
-                                                       claim->task.model, worker,
-                                                       claim->task.attempts)));
+    EmitOrLog(claim->job.id,
+              NoteEvent(absl::StrFormat("model %s: running on worker %s (attempt %d)",
+                                        claim->task.model, worker, claim->task.attempts)));
   }
   absl::StatusOr<TaskAssignment> assignment = MakeAssignment(*claim, verify_weights);
   if (!assignment.ok()) {
@@ -345,9 +346,9 @@ absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& mode
   const int64_t job_id = claim.job.id;
   FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
   if (model != claim.task.model && model != spec.dense_twin()) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "task %d audits model '%s'; it may not report rows of '%s'", claim.task.id,
-        claim.task.model, model.substr(0, 128)));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("task %d audits model '%s'; it may not report rows of '%s'", claim.task.id,
+                        claim.task.model, model.substr(0, 128)));
   }
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
                        FindDatasetRef(store_, spec.eval_dataset(), claim.job.owner));

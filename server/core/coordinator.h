@@ -121,8 +121,7 @@ class Coordinator : public TaskBroker {
   absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
                                                       int64_t task_id) override;
   absl::StatusOr<std::optional<TaskAssignment>> ClaimChecked(const std::string& worker,
-                                                             int64_t task_id,
-                                                             bool verify_weights);
+                                                             int64_t task_id, bool verify_weights);
   absl::StatusOr<bool> Renew(const Lease& lease) override;
   absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) override;
   absl::Status ReportNote(const Lease& lease, const std::string& text) override;
@@ -191,13 +190,13 @@ class Coordinator : public TaskBroker {
   std::atomic<bool> running_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool wake_ = false;                                     // guarded by mu_
+  bool wake_ = false;                                         // guarded by mu_
   std::vector<std::function<void(int64_t)>> stop_listeners_;  // guarded by mu_
-  std::vector<std::function<void()>> wake_listeners_;     // guarded by mu_
-  std::map<int64_t, JobProgress> progress_;               // guarded by mu_
-  std::set<int64_t> cache_errors_logged_;                 // guarded by mu_
+  std::vector<std::function<void()>> wake_listeners_;         // guarded by mu_
+  std::map<int64_t, JobProgress> progress_;                   // guarded by mu_
+  std::set<int64_t> cache_errors_logged_;                     // guarded by mu_
   std::mutex ends_mu_;
-  std::vector<TaskEnd> pending_ends_;                     // guarded by ends_mu_
+  std::vector<TaskEnd> pending_ends_;  // guarded by ends_mu_
 };
 
 }  // namespace fca::core

@@ -1,9 +1,9 @@
 #include "server/core/mapping.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <limits>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,23 +25,34 @@ int64_t FromTimestamp(const google::protobuf::Timestamp& t) {
 
 v1::JobState ToProto(storage::JobState s) {
   switch (s) {
-    case storage::JobState::kQueued: return v1::JOB_STATE_QUEUED;
-    case storage::JobState::kRunning: return v1::JOB_STATE_RUNNING;
-    case storage::JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
-    case storage::JobState::kFailed: return v1::JOB_STATE_FAILED;
-    case storage::JobState::kCancelled: return v1::JOB_STATE_CANCELLED;
+    case storage::JobState::kQueued:
+      return v1::JOB_STATE_QUEUED;
+    case storage::JobState::kRunning:
+      return v1::JOB_STATE_RUNNING;
+    case storage::JobState::kSucceeded:
+      return v1::JOB_STATE_SUCCEEDED;
+    case storage::JobState::kFailed:
+      return v1::JOB_STATE_FAILED;
+    case storage::JobState::kCancelled:
+      return v1::JOB_STATE_CANCELLED;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
 absl::StatusOr<storage::JobState> FromProto(v1::JobState s) {
   switch (s) {
-    case v1::JOB_STATE_QUEUED: return storage::JobState::kQueued;
-    case v1::JOB_STATE_RUNNING: return storage::JobState::kRunning;
-    case v1::JOB_STATE_SUCCEEDED: return storage::JobState::kSucceeded;
-    case v1::JOB_STATE_FAILED: return storage::JobState::kFailed;
-    case v1::JOB_STATE_CANCELLED: return storage::JobState::kCancelled;
-    default: return absl::InvalidArgumentError("job state must be set");
+    case v1::JOB_STATE_QUEUED:
+      return storage::JobState::kQueued;
+    case v1::JOB_STATE_RUNNING:
+      return storage::JobState::kRunning;
+    case v1::JOB_STATE_SUCCEEDED:
+      return storage::JobState::kSucceeded;
+    case v1::JOB_STATE_FAILED:
+      return storage::JobState::kFailed;
+    case v1::JOB_STATE_CANCELLED:
+      return storage::JobState::kCancelled;
+    default:
+      return absl::InvalidArgumentError("job state must be set");
   }
 }
 

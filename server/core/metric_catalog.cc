@@ -27,8 +27,7 @@ const std::vector<MetricEntry>& MetricCatalog() {
       {"unseen_token_positions", "static_token", "positions",
        "evaluation positions whose token id never occurs in the calibration set (static_token "
        "uses the site mean mu_s there)"},
-      {"unseen_token_ids", "static_token", "ids",
-       "distinct token ids of those positions"},
+      {"unseen_token_ids", "static_token", "ids", "distinct token ids of those positions"},
       {"layer_nll.<layer>", "", "nats/token",
        "NLL with the intervention at one layer's sites and the correct coefficients elsewhere"},
       {"layer_penalty.<layer>", "", "nats/token",
@@ -98,8 +97,10 @@ const std::vector<InterventionEntry>& InterventionCatalog() {
        "each input's coefficients with positions permuted (seeded, one permutation per "
        "sequence unless per-site)"},
       {"static_layer", "per-site, per-channel mean over the calibration set, for every token"},
-      {"static_layer_position", "per-site, per-position, per-channel mean over the calibration set"},
-      {"global_mean", "one scalar per family: the calibration mean over sites, positions, channels"},
+      {"static_layer_position",
+       "per-site, per-position, per-channel mean over the calibration set"},
+      {"global_mean",
+       "one scalar per family: the calibration mean over sites, positions, channels"},
       {"static_token",
        "per site, the calibration mean of the coefficients at positions with the same current "
        "token id (the site mean for ids unseen in calibration)"},

@@ -19,13 +19,14 @@ absl::Status ValidateName(const std::string& name, const char* what) {
   const bool ok_length = !name.empty() && name.size() <= 128;
   bool ok_chars = ok_length && name[0] != '.';
   for (char c : name) {
-    ok_chars = ok_chars && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-                            c == '_' || c == '-');
+    ok_chars = ok_chars &&
+               (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
   }
   if (!ok_chars) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s name '%s' is not valid: use 1-128 characters of [A-Za-z0-9._-], not starting "
-        "with '.'", what, name.substr(0, 130)));
+        "with '.'",
+        what, name.substr(0, 130)));
   }
   return absl::OkStatus();
 }
@@ -71,8 +72,8 @@ std::string FolderSignature(const fs::path& dir) {
     std::error_code size_ec, time_ec;
     const uintmax_t size = e.file_size(size_ec);
     const auto mtime = e.last_write_time(time_ec).time_since_epoch().count();
-    parts.push_back(absl::StrFormat("%s:%d:%d", e.path().filename().string(),
-                                    size_ec ? 0 : size, time_ec ? 0 : mtime));
+    parts.push_back(absl::StrFormat("%s:%d:%d", e.path().filename().string(), size_ec ? 0 : size,
+                                    time_ec ? 0 : mtime));
   }
   std::sort(parts.begin(), parts.end());
   return absl::StrJoin(parts, "|");

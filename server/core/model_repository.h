@@ -141,12 +141,12 @@ class ModelRepository {
     std::shared_ptr<engine::ControlledModel> model;  // null when not loaded
     // A model unloaded while in use: handed out again while it lives.
     std::weak_ptr<engine::ControlledModel> unloaded;
-    absl::Status load_failure;  // a failed load of this signature
+    absl::Status load_failure;   // a failed load of this signature
     std::string weights_sha256;  // WeightsHash of this signature, once computed
-    int64_t bytes = 0;          // the model's estimate, once described
-    bool reserved = false;      // `bytes` counted in resident_bytes_
-    uint64_t last_used = 0;     // LRU clock
-    bool loading = false;       // one load at a time per name
+    int64_t bytes = 0;           // the model's estimate, once described
+    bool reserved = false;       // `bytes` counted in resident_bytes_
+    uint64_t last_used = 0;      // LRU clock
+    bool loading = false;        // one load at a time per name
   };
 
   explicit ModelRepository(Options options);
@@ -167,8 +167,7 @@ class ModelRepository {
       const std::string& name, const std::string& dir, const std::string& signature);
   // Reserves `bytes` for `name`, unloading least recently used models;
   // RESOURCE_EXHAUSTED when `bytes` exceeds the whole budget.
-  absl::Status MakeRoom(const std::string& name, int64_t bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unload(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordLoaded(const Listing& listing, const engine::ControlledModel& model);
 

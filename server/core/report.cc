@@ -189,8 +189,8 @@ std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& r
   for (const auto& [key, r] : rows) {
     if (!IsSiteMetric(key)) continue;
     const bool mean = StartsWith(key.second, kSiteMean);
-    const std::string site = key.second.substr(mean ? sizeof(kSiteMean) - 1
-                                                    : sizeof(kSiteVariance) - 1);
+    const std::string site =
+        key.second.substr(mean ? sizeof(kSiteMean) - 1 : sizeof(kSiteVariance) - 1);
     std::string family;
     int64_t layer = 0;
     if (!ParseSiteName(site, &family, &layer)) continue;

@@ -16,11 +16,9 @@ std::string Lower(const char* name) {
   return out;
 }
 
-constexpr storage::JobState kStates[] = {storage::JobState::kQueued,
-                                          storage::JobState::kRunning,
-                                          storage::JobState::kSucceeded,
-                                          storage::JobState::kFailed,
-                                          storage::JobState::kCancelled};
+constexpr storage::JobState kStates[] = {storage::JobState::kQueued, storage::JobState::kRunning,
+                                         storage::JobState::kSucceeded, storage::JobState::kFailed,
+                                         storage::JobState::kCancelled};
 
 metrics::Family<metrics::Gauge>& Jobs() {
   static auto& f = R().AddGauge("fca_jobs", "Jobs in the store by state.", {"state"});
@@ -55,10 +53,10 @@ metrics::Family<metrics::Counter>& ForwardSeconds() {
   return f;
 }
 metrics::Family<metrics::Histogram>& TokensPerSecond() {
-  static auto& f = R().AddHistogram(
-      "fca_forward_tokens_per_second",
-      "Forward throughput of each model audit by this server's own workers.", {"model"},
-      metrics::ExponentialBuckets(10, 2, 20));
+  static auto& f =
+      R().AddHistogram("fca_forward_tokens_per_second",
+                       "Forward throughput of each model audit by this server's own workers.",
+                       {"model"}, metrics::ExponentialBuckets(10, 2, 20));
   return f;
 }
 metrics::Counter& CacheHits() {
@@ -88,15 +86,14 @@ metrics::Counter& CacheWrittenBytes() {
   return c;
 }
 metrics::Gauge& CacheBytes() {
-  static auto& g = R().AddGauge("fca_coeff_cache_bytes",
-                                "Bytes the coefficient cache holds against its budget.")
-                       .WithLabels();
+  static auto& g =
+      R().AddGauge("fca_coeff_cache_bytes", "Bytes the coefficient cache holds against its budget.")
+          .WithLabels();
   return g;
 }
 metrics::Family<metrics::Gauge>& Workers() {
-  static auto& f = R().AddGauge("fca_workers",
-                                "This server's own workers, busy (running a task) or idle.",
-                                {"state"});
+  static auto& f = R().AddGauge(
+      "fca_workers", "This server's own workers, busy (running a task) or idle.", {"state"});
   return f;
 }
 metrics::Family<metrics::Counter>& ScrapeErrors() {

@@ -21,8 +21,7 @@ namespace {
 constexpr int64_t kChunkBytes = 1 << 20;
 
 bool IsTerminal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
 }
 
 // A listing's time bound, when set: protobuf's Timestamp keeps nanos in
@@ -52,9 +51,9 @@ absl::Status CheckTimeRange(const std::optional<int64_t>& after,
 absl::Status CheckWindowFits(const ModelRepository::Listing& m, int64_t window_length) {
   const int64_t max = m.description.info.max_seq_len;
   if (max <= 0 || window_length <= max) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "window_length %d exceeds the max_seq_len of model '%s' (%d tokens)", window_length,
-      m.description.info.name, max));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("window_length %d exceeds the max_seq_len of model '%s' (%d tokens)",
+                      window_length, m.description.info.name, max));
 }
 
 }  // namespace
@@ -81,9 +80,9 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
   }
   if (header.size_bytes() < 0) return absl::InvalidArgumentError("upload size_bytes is negative");
   if (header.size_bytes() > limits_.max_dataset_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "dataset of %d bytes exceeds the server's limit of %d bytes", header.size_bytes(),
-        limits_.max_dataset_bytes));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("dataset of %d bytes exceeds the server's limit of %d bytes",
+                        header.size_bytes(), limits_.max_dataset_bytes));
   }
   if (header.kind() == v1::DATASET_KIND_TOKENS_INT32 && header.size_bytes() % 4 != 0) {
     return absl::InvalidArgumentError("a tokens dataset must be a whole number of int32 ids");
@@ -126,12 +125,13 @@ absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish() {
   }
   // Only the caller's own datasets: whether someone else uploaded these
   // bytes is not the caller's business.
-  const absl::StatusOr<storage::DatasetRecord> mine = store_->FindDatasetByContent(sha, caller_.user);
+  const absl::StatusOr<storage::DatasetRecord> mine =
+      store_->FindDatasetByContent(sha, caller_.user);
   if (!mine.ok() && !absl::IsNotFound(mine.status())) return mine.status();
   const bool known = mine.ok();
-  FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord record,
-                       store_->FinishUpload(upload_id_, header_.name(),
-                                            DatasetKindName(header_.kind()), sha));
+  FCA_ASSIGN_OR_RETURN(
+      const storage::DatasetRecord record,
+      store_->FinishUpload(upload_id_, header_.name(), DatasetKindName(header_.kind()), sha));
   upload_id_ = 0;
   v1::UploadDatasetResponse response;
   *response.mutable_dataset() = ToProto(record);
@@ -212,9 +212,9 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
   FCA_ASSIGN_OR_RETURN(int64_t queued,
                        store_->CountJobs(caller.user, {storage::JobState::kQueued}));
   if (queued >= limits_.max_queued_jobs_per_user) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "you have %d queued jobs; the limit is %d per user", queued,
-        limits_.max_queued_jobs_per_user));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("you have %d queued jobs; the limit is %d per user", queued,
+                        limits_.max_queued_jobs_per_user));
   }
   FCA_ASSIGN_OR_RETURN(int64_t kept, store_->CountJobs(caller.user, {}));
   if (kept >= limits_.max_jobs_per_user) {
@@ -257,10 +257,10 @@ std::string TokenizerIdentity(const ModelRepository::Listing& m) {
 absl::Status CheckSameTokenizer(const ModelRepository::Listing& first,
                                 const ModelRepository::Listing& other) {
   if (TokenizerIdentity(first) == TokenizerIdentity(other)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "models of one job must share a tokenizer: '%s' uses %s, '%s' uses %s",
-      first.description.info.name, TokenizerIdentity(first), other.description.info.name,
-      TokenizerIdentity(other)));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("models of one job must share a tokenizer: '%s' uses %s, '%s' uses %s",
+                      first.description.info.name, TokenizerIdentity(first),
+                      other.description.info.name, TokenizerIdentity(other)));
 }
 
 }  // namespace
@@ -278,9 +278,9 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
           "model '%s' has no controller coefficients to audit; name it as dense_twin", name));
     }
     if (first && m.description.info.family != first->description.info.family) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "models of one job must share a family: '%s' is %s, not %s", name,
-          m.description.info.family, first->description.info.family));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("models of one job must share a family: '%s' is %s, not %s", name,
+                          m.description.info.family, first->description.info.family));
     }
     if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, m));
     FCA_RETURN_IF_ERROR(CheckWindowFits(m, spec.window_length()));
@@ -290,9 +290,9 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
   FCA_ASSIGN_OR_RETURN(ModelRepository::Listing twin, models_->Describe(spec.dense_twin()));
   FCA_RETURN_IF_ERROR(models_->CheckFitsBudget(twin));
   if (!twin.description.sites.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "dense twin '%s' has controller coefficients; a dense twin must have none",
-        spec.dense_twin()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dense twin '%s' has controller coefficients; a dense twin must have none",
+                        spec.dense_twin()));
   }
   if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, twin));
   return CheckWindowFits(twin, spec.window_length());
@@ -341,12 +341,12 @@ absl::StatusOr<storage::JobFilter> AuditServiceCore::JobFilterFor(
   if (!request.model().empty()) filter.model = request.model();
   if (!request.dataset().empty()) filter.dataset = request.dataset();
   if (!request.label().empty()) filter.label = request.label();
-  FCA_ASSIGN_OR_RETURN(filter.created_after_us,
-                       TimeBound(request.has_created_after(), request.created_after(),
-                                 "created_after"));
-  FCA_ASSIGN_OR_RETURN(filter.created_before_us,
-                       TimeBound(request.has_created_before(), request.created_before(),
-                                 "created_before"));
+  FCA_ASSIGN_OR_RETURN(
+      filter.created_after_us,
+      TimeBound(request.has_created_after(), request.created_after(), "created_after"));
+  FCA_ASSIGN_OR_RETURN(
+      filter.created_before_us,
+      TimeBound(request.has_created_before(), request.created_before(), "created_before"));
   FCA_RETURN_IF_ERROR(CheckTimeRange(filter.created_after_us, filter.created_before_us));
   return filter;
 }
@@ -422,9 +422,9 @@ absl::Status AuditServiceCore::WatchJob(
     const std::function<bool()>& stop) {
   const StreamSlot slot(&watch_streams_);
   if (slot.count() > limits_.max_watch_streams) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the server is following %d job streams, its limit; retry shortly",
-        limits_.max_watch_streams));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the server is following %d job streams, its limit; retry shortly",
+                        limits_.max_watch_streams));
   }
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
@@ -437,8 +437,8 @@ absl::Status AuditServiceCore::WatchJob(
       v1::WatchJobResponse response;
       v1::JobEvent* e = response.mutable_event();
       if (!e->ParseFromString(stored.payload)) {
-        return absl::DataLossError(absl::StrFormat("job %d: event %d is unreadable",
-                                                   request.job_id(), stored.seq));
+        return absl::DataLossError(
+            absl::StrFormat("job %d: event %d is unreadable", request.job_id(), stored.seq));
       }
       e->set_seq(stored.seq);
       ToTimestamp(stored.created_at_us, e->mutable_time());
@@ -512,9 +512,9 @@ absl::Status AuditServiceCore::CheckDatasetUnused(const storage::DatasetRecord& 
         if (!spec.ok()) continue;
         for (const std::string& ref : {spec->eval_dataset(), spec->calib_dataset()}) {
           if (ref == dataset.name || ref == "sha256:" + dataset.sha256) {
-            return absl::FailedPreconditionError(absl::StrFormat(
-                "dataset '%s' is used by job %d, which is %s; cancel it or wait", dataset.name,
-                job.id, storage::JobStateName(job.state)));
+            return absl::FailedPreconditionError(
+                absl::StrFormat("dataset '%s' is used by job %d, which is %s; cancel it or wait",
+                                dataset.name, job.id, storage::JobStateName(job.state)));
           }
         }
       }
@@ -532,8 +532,8 @@ namespace {
 template <typename Repeated, typename T>
 absl::Status CopyFilterValues(const Repeated& values, const char* field, std::vector<T>* out) {
   if (values.size() > AuditServiceCore::kMaxFilterValues) {
-    return absl::InvalidArgumentError(absl::StrFormat("filter.%s has %d values; at most %d",
-                                                      field, values.size(),
+    return absl::InvalidArgumentError(absl::StrFormat("filter.%s has %d values; at most %d", field,
+                                                      values.size(),
                                                       AuditServiceCore::kMaxFilterValues));
   }
   out->assign(values.begin(), values.end());
@@ -547,8 +547,8 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 
 }  // namespace
 
-absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(
-    const Caller& caller, const v1::ResultFilter& f) {
+absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(const Caller& caller,
+                                                                        const v1::ResultFilter& f) {
   storage::ResultFilter filter;
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.job_ids(), "job_ids", &filter.job_ids));
   if (f.job_id() != 0) filter.job_id = f.job_id();
@@ -563,8 +563,7 @@ absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(
   filter.intervention = NonEmpty(f.intervention());
   filter.metric = NonEmpty(f.metric());
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.models(), "models", &filter.models));
-  FCA_RETURN_IF_ERROR(
-      CopyFilterValues(f.interventions(), "interventions", &filter.interventions));
+  FCA_RETURN_IF_ERROR(CopyFilterValues(f.interventions(), "interventions", &filter.interventions));
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.metrics(), "metrics", &filter.metrics));
   FCA_ASSIGN_OR_RETURN(filter.created_after_us,
                        TimeBound(f.has_created_after(), f.created_after(), "created_after"));
@@ -598,14 +597,14 @@ absl::Status AuditServiceCore::ExportCoefficients(
   if (request.window_hash().empty()) return absl::InvalidArgumentError("window_hash is empty");
   // The caller's own entries only: a guessed window hash must not reveal,
   // let alone hand over, what another user audited.
-  FCA_ASSIGN_OR_RETURN(std::optional<storage::CoefficientEntry> entry,
-                       store_->GetCoefficients({caller.user, model->info().weights_sha256,
-                                                request.window_hash(), dtype,
-                                                model->info().compute.device}));
+  FCA_ASSIGN_OR_RETURN(
+      std::optional<storage::CoefficientEntry> entry,
+      store_->GetCoefficients({caller.user, model->info().weights_sha256, request.window_hash(),
+                               dtype, model->info().compute.device}));
   if (!entry) {
-    return absl::NotFoundError(absl::StrFormat(
-        "no cached coefficients of model '%s' on window %s in %s", request.model(),
-        request.window_hash().substr(0, 64), dtype));
+    return absl::NotFoundError(
+        absl::StrFormat("no cached coefficients of model '%s' on window %s in %s", request.model(),
+                        request.window_hash().substr(0, 64), dtype));
   }
   int64_t per_token = 0;
   for (const engine::CoefficientSite& s : model->sites()) per_token += s.channels;
@@ -655,8 +654,8 @@ absl::StatusOr<v1::GetReportResponse> AuditServiceCore::GetReport(
 absl::StatusOr<v1::CompareJobsResponse> AuditServiceCore::CompareJobs(
     const Caller& caller, const v1::CompareJobsRequest& request) {
   if (request.job_ids().empty() || request.job_ids_size() > kMaxCompareJobs) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "compare 1 to %d jobs; the request names %d", kMaxCompareJobs, request.job_ids_size()));
+    return absl::InvalidArgumentError(absl::StrFormat("compare 1 to %d jobs; the request names %d",
+                                                      kMaxCompareJobs, request.job_ids_size()));
   }
   v1::CompareJobsResponse response;
   for (int64_t id : request.job_ids()) {
@@ -705,8 +704,7 @@ namespace {
 // token stream up to the windows' need, then MakeWindows.
 absl::StatusOr<engine::WindowSet> JobWindows(storage::Store* store, const v1::AuditSpec& spec,
                                              const std::string& owner,
-                                             const engine::Tokenizer& tokenizer,
-                                             bool calibration) {
+                                             const engine::Tokenizer& tokenizer, bool calibration) {
   FCA_ASSIGN_OR_RETURN(DatasetBytes bytes, ReadJobDataset(store, spec, owner, calibration));
   FCA_ASSIGN_OR_RETURN(const engine::Dataset dataset, MakeDataset(std::move(bytes)));
   const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
@@ -721,12 +719,11 @@ absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
     const Caller& caller, const v1::ListJobWindowsRequest& request) {
   FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, VisibleJob(caller, request.job_id()));
   FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(job.spec_json));
-  const std::string model = request.model().empty() && spec.models_size() > 0
-                                ? spec.models(0)
-                                : request.model();
+  const std::string model =
+      request.model().empty() && spec.models_size() > 0 ? spec.models(0) : request.model();
   if (std::find(spec.models().begin(), spec.models().end(), model) == spec.models().end()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "job %d does not audit model '%s'", job.id, model.substr(0, 128)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("job %d does not audit model '%s'", job.id, model.substr(0, 128)));
   }
   // The tokenizer only: listing windows must not load multi-GB weights.
   FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const engine::Tokenizer> tokenizer,

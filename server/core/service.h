@@ -13,9 +13,9 @@
 #include "absl/status/statusor.h"
 #include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/coordinator.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
-#include "server/core/coordinator.h"
 #include "server/core/spec.h"
 #include "storage/store.h"
 
@@ -108,8 +108,8 @@ class AuditServiceCore {
                                                   const v1::CancelJobRequest& request);
   absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const Caller& caller,
                                                   const v1::DeleteJobRequest& request);
-  absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(
-      const Caller& caller, const v1::DeleteDatasetRequest& request);
+  absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(const Caller& caller,
+                                                          const v1::DeleteDatasetRequest& request);
   absl::StatusOr<v1::QueryResultsResponse> QueryResults(const Caller& caller,
                                                         const v1::QueryResultsRequest& request);
   // Streams events after request.after_seq until the job is terminal, the

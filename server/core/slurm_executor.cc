@@ -30,8 +30,8 @@ std::string SlurmId(const storage::TaskRecord& task) {
 // Slurm states after which the job runs nothing any more.
 bool Ended(const std::string& state) {
   static const std::set<std::string> kEnded = {
-      "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-      "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"};
+      "BOOT_FAIL",     "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",      "NODE_FAIL",
+      "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT",   "REVOKED",  "SPECIAL_EXIT"};
   return kEnded.count(state) > 0;
 }
 
@@ -62,9 +62,8 @@ absl::Status SlurmExecutor::CheckCluster() {
   absl::StatusOr<CommandOutput> out =
       RunCommand({"squeue", "-h", "-o", "%i", "--name", kJobName}, options_.command_timeout_ms);
   if (!out.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--executor=slurm: cannot run squeue (is Slurm installed?): ",
-                     out.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--executor=slurm: cannot run squeue (is Slurm installed?): ", out.status().message()));
   }
   if (out->exit_code != 0) {
     return absl::FailedPreconditionError(
@@ -174,7 +173,9 @@ absl::StatusOr<std::string> SlurmExecutor::Submit(const storage::TaskRecord& tas
   std::vector<std::string> quoted;
   for (const std::string& arg : command) quoted.push_back(ShellQuote(arg));
   std::vector<std::string> argv = {
-      "sbatch", "--parsable", absl::StrCat("--job-name=", kJobName),
+      "sbatch",
+      "--parsable",
+      absl::StrCat("--job-name=", kJobName),
       absl::StrCat("--cpus-per-task=", options_.cpus_per_task),
       absl::StrFormat("--output=%s/%s-%%j.log", options_.log_dir, kJobName),
       absl::StrFormat("--comment=fca job %d task %d model %s", task.job_id, task.id, task.model)};

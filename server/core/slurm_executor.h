@@ -28,19 +28,19 @@ namespace fca::core {
 class SlurmExecutor : public Executor {
  public:
   struct Options {
-    std::string partition;               // "" = the cluster's default
+    std::string partition;                 // "" = the cluster's default
     std::vector<std::string> sbatch_args;  // extra arguments, e.g. "--gres=gpu:1"
-    int max_in_flight = 8;               // tasks placed and not ended, at most
+    int max_in_flight = 8;                 // tasks placed and not ended, at most
     // The worker command: the fca-worker binary and the arguments every
     // placement gets (--coordinator, --models, --device, credentials);
     // --task=ID is appended.
     std::vector<std::string> worker_command;
     int cpus_per_task = 1;
-    std::string log_dir;                 // --output of each Slurm job
+    std::string log_dir;  // --output of each Slurm job
     // squeue is asked at most this often (it is the slurmctld's load).
     std::chrono::milliseconds poll_interval{1000};
     int command_timeout_ms = 30000;
-    int max_attempts = 3;                // placements that die unclaimed
+    int max_attempts = 3;  // placements that die unclaimed
   };
 
   SlurmExecutor(storage::Store* store, Coordinator* coordinator, Options options);

@@ -49,14 +49,13 @@ absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& n
 
 absl::Status CheckInterventions(const v1::AuditSpec& spec) {
   FCA_RETURN_IF_ERROR(CheckNames(spec.interventions(), "intervention", true));
-  FCA_RETURN_IF_ERROR(
-      CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
+  FCA_RETURN_IF_ERROR(CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
   for (const std::string& scope : engine::AllDependenceScopes()) {
     if (spec.per_layer_scope() == scope) return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown per_layer_scope '%s' (known: layer, site, family)",
-      spec.per_layer_scope().substr(0, 64)));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown per_layer_scope '%s' (known: layer, site, family)",
+                      spec.per_layer_scope().substr(0, 64)));
 }
 
 // Labels are shown in listings and terminals: printable UTF-8 only (no
@@ -73,8 +72,7 @@ absl::Status CheckLabel(const std::string& label) {
     const char32_t c = engine::unicode::NextCodePoint(label, &pos);
     if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "spec label has a control character (U+%04X) at byte %d", static_cast<uint32_t>(c),
-          at));
+          "spec label has a control character (U+%04X) at byte %d", static_cast<uint32_t>(c), at));
     }
   }
   return absl::OkStatus();
@@ -90,9 +88,9 @@ absl::Status CheckTiming(v1::AuditSpec* s, const SpecLimits& limits) {
                             limits.max_timing_max_repeats));
   if (!(s->timing_budget_seconds() > 0 &&
         s->timing_budget_seconds() <= limits.max_timing_budget_seconds)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "spec field 'timing_budget_seconds' is %g; it must be in (0, %g]",
-        s->timing_budget_seconds(), limits.max_timing_budget_seconds));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("spec field 'timing_budget_seconds' is %g; it must be in (0, %g]",
+                        s->timing_budget_seconds(), limits.max_timing_budget_seconds));
   }
   return absl::OkStatus();
 }
@@ -124,13 +122,14 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   v1::AuditSpec s = in;
   if (s.models_size() == 0) return absl::InvalidArgumentError("spec names no model to audit");
   if (s.models_size() > limits.max_models) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "spec names %d models; the limit is %d", s.models_size(), limits.max_models));
+    return absl::InvalidArgumentError(absl::StrFormat("spec names %d models; the limit is %d",
+                                                      s.models_size(), limits.max_models));
   }
   std::set<std::string> names;
   for (const std::string& m : s.models()) {
     FCA_RETURN_IF_ERROR(ValidateName(m, "model"));
-    if (!names.insert(m).second) return absl::InvalidArgumentError("model '" + m + "' is listed twice");
+    if (!names.insert(m).second)
+      return absl::InvalidArgumentError("model '" + m + "' is listed twice");
   }
   if (!s.dense_twin().empty()) FCA_RETURN_IF_ERROR(ValidateName(s.dense_twin(), "dense_twin"));
   if (s.eval_dataset().empty() || s.calib_dataset().empty()) {
@@ -143,15 +142,17 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   Default<int32_t>(s.bootstrap_resamples(), 1000, &v1::AuditSpec::set_bootstrap_resamples, &s);
   Default<int32_t>(s.timing_repeats(), 7, &v1::AuditSpec::set_timing_repeats, &s);
   Default<int32_t>(s.fidelity_check_every(), 8, &v1::AuditSpec::set_fidelity_check_every, &s);
-  Default<int64_t>(s.max_eval_windows(), limits.max_windows, &v1::AuditSpec::set_max_eval_windows, &s);
-  Default<int64_t>(s.max_calib_windows(), limits.max_windows, &v1::AuditSpec::set_max_calib_windows, &s);
+  Default<int64_t>(s.max_eval_windows(), limits.max_windows, &v1::AuditSpec::set_max_eval_windows,
+                   &s);
+  Default<int64_t>(s.max_calib_windows(), limits.max_windows, &v1::AuditSpec::set_max_calib_windows,
+                   &s);
   if (s.ci_level() == 0) s.set_ci_level(0.95);
   FCA_RETURN_IF_ERROR(Range("window_length", s.window_length(), 2, limits.max_window_length));
   FCA_RETURN_IF_ERROR(Range("batch_size", s.batch_size(), 1, limits.max_batch_size));
   FCA_RETURN_IF_ERROR(Range("max_eval_windows", s.max_eval_windows(), 1, limits.max_windows));
   FCA_RETURN_IF_ERROR(Range("max_calib_windows", s.max_calib_windows(), 1, limits.max_windows));
-  FCA_RETURN_IF_ERROR(Range("bootstrap_resamples", s.bootstrap_resamples(), 1,
-                            limits.max_bootstrap_resamples));
+  FCA_RETURN_IF_ERROR(
+      Range("bootstrap_resamples", s.bootstrap_resamples(), 1, limits.max_bootstrap_resamples));
   FCA_RETURN_IF_ERROR(Range("timing_repeats", s.timing_repeats(), 0, limits.max_timing_repeats));
   FCA_RETURN_IF_ERROR(Range("fidelity_check_every", s.fidelity_check_every(), 1, 1000000));
   if (!(s.ci_level() > 0 && s.ci_level() < 1)) {
@@ -163,8 +164,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   return s;
 }
 
-absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
-                                                      const std::string& ref,
+absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, const std::string& ref,
                                                       const std::string& owner) {
   const std::string prefix = "sha256:";
   if (ref.rfind(prefix, 0) == 0) {
@@ -206,9 +206,9 @@ absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data) {
   d.sha256 = data.sha256;
   if (data.kind == "tokens") {
     if (data.bytes.size() % 4 != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "dataset '%s' holds %d bytes, not a whole number of int32 tokens", data.name,
-          data.bytes.size()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("dataset '%s' holds %d bytes, not a whole number of int32 tokens",
+                          data.name, data.bytes.size()));
     }
     d.kind = engine::Dataset::Kind::kTokens;
     d.tokens.resize(data.bytes.size() / 4);

@@ -23,7 +23,7 @@ struct SpecLimits {
   int64_t max_batch_size = 256;
   int64_t max_bootstrap_resamples = 100000;
   int64_t max_timing_repeats = 100;
-  int64_t max_timing_max_repeats = 2000;   // pairs of the adaptive timing
+  int64_t max_timing_max_repeats = 2000;    // pairs of the adaptive timing
   double max_timing_budget_seconds = 3600;  // per model
 };
 
@@ -75,8 +75,7 @@ absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec, const std::
                                           engine::Dataset calib);
 
 // Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
-absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
-                                                      const std::string& ref,
+absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, const std::string& ref,
                                                       const std::string& owner);
 
 }  // namespace fca::core

@@ -51,14 +51,11 @@ absl::Status WeightsDiffer(const std::string& model, const std::string& mine,
       model, mine.substr(0, 16), expected.substr(0, 16)));
 }
 
-void SetNow(google::protobuf::Timestamp* out) {
-  ToTimestamp(absl::ToUnixMicros(absl::Now()), out);
-}
+void SetNow(google::protobuf::Timestamp* out) { ToTimestamp(absl::ToUnixMicros(absl::Now()), out); }
 
 // What runs the task: this process and thread (torch keeps its thread
 // count per thread, so this is read on the worker's own thread).
-void RecordRuntime(const std::string& worker, const TaskAssignment& task,
-                   v1::TaskProvenance* p) {
+void RecordRuntime(const std::string& worker, const TaskAssignment& task, v1::TaskProvenance* p) {
   const engine::RuntimeProvenance runtime = engine::CurrentRuntime();
   p->set_worker(worker);
   p->set_host(runtime.host);
@@ -155,16 +152,15 @@ void Worker::Loop() {
 }
 
 absl::StatusOr<bool> Worker::RunOne(int64_t task_id) {
-  FCA_ASSIGN_OR_RETURN(std::optional<TaskAssignment> task,
-                       broker_->Claim(options_.name, task_id));
+  FCA_ASSIGN_OR_RETURN(std::optional<TaskAssignment> task, broker_->Claim(options_.name, task_id));
   if (!task) return false;
   RunTask(*task);
   return true;
 }
 
 void Worker::Heartbeat(const TaskAssignment& task) {
-  const auto interval = std::min<std::chrono::milliseconds>(options_.heartbeat_interval,
-                                                           task.lease_duration / 4);
+  const auto interval =
+      std::min<std::chrono::milliseconds>(options_.heartbeat_interval, task.lease_duration / 4);
   std::unique_lock<std::mutex> lock(mu_);
   while (!task_done_) {
     cv_.wait_for(lock, interval, [&] { return task_done_; });
@@ -256,15 +252,15 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
                        ResolveTask(spec, task.model, models_, std::move(eval), std::move(calib)));
   engine::AuditRequest& req = audit.request;
   RecordRequest(req, datasets, provenance);
-  const absl::Status weights = CheckWeights(
-      task, req.models[0]->info(), req.dense_twin ? &req.dense_twin->info() : nullptr);
+  const absl::Status weights =
+      CheckWeights(task, req.models[0]->info(), req.dense_twin ? &req.dense_twin->info() : nullptr);
   if (!weights.ok()) {
     refused_ = true;
-    const absl::Status released =
-        broker_->Release(task.lease, absl::FailedPreconditionError(absl::StrFormat(
-                                         "worker %s refused it: %s", options_.name,
-                                         std::string(weights.message()))),
-                         /*refund=*/false);
+    const absl::Status released = broker_->Release(
+        task.lease,
+        absl::FailedPreconditionError(absl::StrFormat("worker %s refused it: %s", options_.name,
+                                                      std::string(weights.message()))),
+        /*refund=*/false);
     if (!released.ok()) refused_ = false;  // report the refusal as the task's end
     return weights;
   }

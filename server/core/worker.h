@@ -14,11 +14,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,8 +35,8 @@ class Worker {
     // Torch intra-op threads of the worker's thread (torch keeps the count
     // per thread); 0: one per core.
     int threads = 0;
-    std::chrono::milliseconds poll_interval{200};       // idle wait between claims
-    std::chrono::milliseconds progress_interval{500};   // reports at most this often
+    std::chrono::milliseconds poll_interval{200};      // idle wait between claims
+    std::chrono::milliseconds progress_interval{500};  // reports at most this often
     // Lease renewals at most this far apart (and at most a quarter of the
     // lease): a cancel reaches a remote task within about this long.
     std::chrono::milliseconds heartbeat_interval{1000};
@@ -92,9 +92,9 @@ class Worker {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool wake_ = false;          // guarded by mu_
-  int64_t running_job_ = 0;    // guarded by mu_
-  bool task_done_ = false;     // guarded by mu_: ends the heartbeat
+  bool wake_ = false;                    // guarded by mu_
+  int64_t running_job_ = 0;              // guarded by mu_
+  bool task_done_ = false;               // guarded by mu_: ends the heartbeat
   std::atomic<bool> interrupt_{false};   // stops the running audit
   std::atomic<bool> timed_out_{false};   // interrupt_ came from the time limit
   std::atomic<bool> lease_lost_{false};  // interrupt_ came from a lost lease
@@ -117,8 +117,8 @@ class WorkerPool {
   };
   // FAILED_PRECONDITION when a repository cannot open its folder;
   // INVALID_ARGUMENT for no devices.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(
-      Coordinator* coordinator, const Options& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(Coordinator* coordinator,
+                                                                          const Options& options);
   ~WorkerPool();  // Stop()
 
   void Start();

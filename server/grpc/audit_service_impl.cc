@@ -163,8 +163,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
   if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
     std::fprintf(stderr, "fca-server: %s\n", status.ToString().c_str());
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 grpc::Status AuditServiceImpl::ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
@@ -175,17 +174,17 @@ grpc::Status AuditServiceImpl::ListModels(grpc::ServerContext* ctx, const v1::Li
 grpc::Status AuditServiceImpl::UploadDataset(grpc::ServerContext* ctx,
                                              grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                                              v1::UploadDatasetResponse* resp) {
-  return Unary(auth_, ctx, resp, [&](const core::Caller& c)
-                                     -> absl::StatusOr<v1::UploadDatasetResponse> {
-    core::DatasetUpload upload(c, core_->store(), core_->limits());
-    v1::UploadDatasetRequest part;
-    while (reader->Read(&part)) {
-      absl::Status st = part.has_header() ? upload.Start(part.header())
-                                          : upload.Append(part.chunk());
-      if (!st.ok()) return st;
-    }
-    return upload.Finish();
-  });
+  return Unary(
+      auth_, ctx, resp, [&](const core::Caller& c) -> absl::StatusOr<v1::UploadDatasetResponse> {
+        core::DatasetUpload upload(c, core_->store(), core_->limits());
+        v1::UploadDatasetRequest part;
+        while (reader->Read(&part)) {
+          absl::Status st =
+              part.has_header() ? upload.Start(part.header()) : upload.Append(part.chunk());
+          if (!st.ok()) return st;
+        }
+        return upload.Finish();
+      });
 }
 
 grpc::Status AuditServiceImpl::ListDatasets(grpc::ServerContext* ctx,
@@ -220,14 +219,12 @@ grpc::Status AuditServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::List
   return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->ListJobs(c, *req); });
 }
 
-grpc::Status AuditServiceImpl::CancelJob(grpc::ServerContext* ctx,
-                                         const v1::CancelJobRequest* req,
+grpc::Status AuditServiceImpl::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                          v1::CancelJobResponse* resp) {
   return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->CancelJob(c, *req); });
 }
 
-grpc::Status AuditServiceImpl::DeleteJob(grpc::ServerContext* ctx,
-                                         const v1::DeleteJobRequest* req,
+grpc::Status AuditServiceImpl::DeleteJob(grpc::ServerContext* ctx, const v1::DeleteJobRequest* req,
                                          v1::DeleteJobResponse* resp) {
   return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->DeleteJob(c, *req); });
 }

@@ -3,8 +3,8 @@
 #ifndef FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 #define FCA_SERVER_GRPC_AUDIT_SERVICE_IMPL_H_
 
-#include <grpcpp/server.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server.h>
 #include <grpcpp/support/server_interceptor.h>
 
 #include <atomic>

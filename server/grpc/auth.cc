@@ -136,8 +136,7 @@ absl::StatusOr<Authenticator> Authenticator::Create(bool enabled, const std::str
   return auth;
 }
 
-absl::StatusOr<core::Caller> Authenticator::Authenticate(
-    const grpc::ServerContext& context) const {
+absl::StatusOr<core::Caller> Authenticator::Authenticate(const grpc::ServerContext& context) const {
   if (!enabled_) return core::Caller{"local", true};
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");

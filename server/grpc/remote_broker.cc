@@ -35,7 +35,11 @@ std::string Utf8Text(const std::string& text, size_t max_bytes) {
   size_t i = 0;
   while (i < text.size()) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     bool valid = len > 0 && i + len <= text.size();
     for (size_t k = 1; valid && k < len; ++k) {
       valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
@@ -96,7 +100,8 @@ grpc::ChannelArguments ChannelArgs() {
 // A stream that broke the protocol: the call is cancelled, the error kept.
 grpc::Status ProtocolError(grpc::ClientContext* context, const std::string& what) {
   context->TryCancel();
-  return grpc::Status(grpc::StatusCode::DATA_LOSS, "the coordinator's stream is malformed: " + what);
+  return grpc::Status(grpc::StatusCode::DATA_LOSS,
+                      "the coordinator's stream is malformed: " + what);
 }
 
 }  // namespace
@@ -143,8 +148,7 @@ void RemoteBroker::Prepare(grpc::ClientContext* context, std::chrono::millisecon
 }
 
 template <typename Call>
-absl::Status RemoteBroker::WithRetries(std::chrono::milliseconds timeout, bool held,
-                                       Call&& call) {
+absl::Status RemoteBroker::WithRetries(std::chrono::milliseconds timeout, bool held, Call&& call) {
   const Clock::time_point start = Clock::now();
   std::chrono::milliseconds backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
@@ -175,10 +179,10 @@ absl::StatusOr<v1::RegisterWorkerResponse> RemoteBroker::Register(const std::str
   request.set_host(Utf8Text(host, 128));
   request.set_version(version);
   v1::RegisterWorkerResponse response;
-  FCA_RETURN_IF_ERROR(WithRetries(options_.call_timeout, /*held=*/true,
-                                  [&](grpc::ClientContext* context) {
-                                    return stub_->RegisterWorker(context, request, &response);
-                                  }));
+  FCA_RETURN_IF_ERROR(
+      WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
+        return stub_->RegisterWorker(context, request, &response);
+      }));
   if (response.lease_ms() <= 0 || response.heartbeat_ms() <= 0) {
     return absl::InternalError("the coordinator sent no lease terms");
   }
@@ -196,10 +200,9 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   request.set_task_id(task_id);
   v1::ClaimTaskResponse response;
   // Not retried for long: the worker polls again anyway.
-  FCA_RETURN_IF_ERROR(WithRetries(options_.call_timeout, /*held=*/false,
-                                  [&](grpc::ClientContext* context) {
-                                    return stub_->ClaimTask(context, request, &response);
-                                  }));
+  FCA_RETURN_IF_ERROR(WithRetries(
+      options_.call_timeout, /*held=*/false,
+      [&](grpc::ClientContext* context) { return stub_->ClaimTask(context, request, &response); }));
   if (!response.has_assignment()) return std::optional<core::TaskAssignment>();
   const v1::TaskAssignment& a = response.assignment();
   if (a.lease_ms() <= 0 || a.lease().task_id() <= 0) {
@@ -224,10 +227,10 @@ absl::StatusOr<bool> RemoteBroker::Renew(const core::Lease& lease) {
   request.set_worker(options_.worker);
   SetLease(lease, request.mutable_lease());
   v1::RenewLeaseResponse response;
-  FCA_RETURN_IF_ERROR(WithRetries(options_.call_timeout, /*held=*/true,
-                                  [&](grpc::ClientContext* context) {
-                                    return stub_->RenewLease(context, request, &response);
-                                  }));
+  FCA_RETURN_IF_ERROR(
+      WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
+        return stub_->RenewLease(context, request, &response);
+      }));
   return response.stop();
 }
 
@@ -321,8 +324,8 @@ absl::StatusOr<core::DatasetBytes> RemoteBroker::ReadDataset(const core::Lease& 
   SetLease(lease, request.mutable_lease());
   request.set_calibration(calibration);
   core::DatasetBytes data;
-  FCA_RETURN_IF_ERROR(WithRetries(
-      options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
+  FCA_RETURN_IF_ERROR(
+      WithRetries(options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
         data = core::DatasetBytes();
         bool header = false;
         int64_t size = 0;
@@ -377,8 +380,8 @@ std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& leas
   SetLease(lease, request.mutable_lease());
   *request.mutable_key() = ToProto(key);
   std::optional<std::string> blob;
-  const absl::Status status = WithRetries(
-      options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
+  const absl::Status status =
+      WithRetries(options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
         blob.reset();
         bool header = false;
         int64_t size = 0;
@@ -395,8 +398,7 @@ std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& leas
             }
             header = true;
             if (part.header().found()) blob.emplace().reserve(static_cast<size_t>(size));
-          } else if (!blob ||
-                     static_cast<int64_t>(blob->size() + part.chunk().size()) > size) {
+          } else if (!blob || static_cast<int64_t>(blob->size() + part.chunk().size()) > size) {
             broken = ProtocolError(context, "chunks without an entry or past its size");
           } else {
             *blob += part.chunk();
@@ -418,8 +420,7 @@ std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& leas
   return blob;
 }
 
-void RemoteBroker::PutCoefficients(const core::Lease& lease,
-                                   const engine::CoefficientCacheKey& key,
+void RemoteBroker::PutCoefficients(const core::Lease& lease, const engine::CoefficientCacheKey& key,
                                    const std::string& bytes) {
   if (static_cast<int64_t>(bytes.size()) > kMaxCoefficientBytes) return;  // the service's limit
   v1::PutCoefficientsRequest header;
@@ -428,8 +429,8 @@ void RemoteBroker::PutCoefficients(const core::Lease& lease,
   SetLease(lease, h->mutable_lease());
   *h->mutable_key() = ToProto(key);
   h->set_size_bytes(static_cast<int64_t>(bytes.size()));
-  const absl::Status status = WithRetries(
-      options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
+  const absl::Status status =
+      WithRetries(options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
         v1::PutCoefficientsResponse response;
         std::unique_ptr<grpc::ClientWriter<v1::PutCoefficientsRequest>> writer =
             stub_->PutCoefficients(context, &response);

@@ -46,8 +46,7 @@ class RemoteBroker final : public core::TaskBroker {
     std::chrono::milliseconds max_backoff{2000};
   };
   // INVALID_ARGUMENT for an empty address or worker name.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteBroker>> Create(
-      const Options& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteBroker>> Create(const Options& options);
   RemoteBroker(std::shared_ptr<grpc::Channel> channel, Options options);
 
   // Announces the worker (and checks key, name and address early). Retries
@@ -71,8 +70,7 @@ class RemoteBroker final : public core::TaskBroker {
                           const std::vector<engine::ResultRow>& rows) override;
   absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
                       const v1::TaskProvenance& provenance) override;
-  absl::Status Release(const core::Lease& lease, const absl::Status& reason,
-                       bool refund) override;
+  absl::Status Release(const core::Lease& lease, const absl::Status& reason, bool refund) override;
   absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
                                                  bool calibration) override;
   std::optional<std::string> GetCoefficients(const core::Lease& lease,
@@ -94,7 +92,7 @@ class RemoteBroker final : public core::TaskBroker {
   std::atomic<int64_t> retry_window_ms_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
-  std::condition_variable cv_;  // wakes backoffs on StopRetrying
+  std::condition_variable cv_;   // wakes backoffs on StopRetrying
   int cache_errors_logged_ = 0;  // guarded by mu_
 };
 

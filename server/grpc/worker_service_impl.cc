@@ -20,8 +20,8 @@ constexpr size_t kMaxNameBytes = 128;
 // Worker names travel into job events and the log: a short, plain token.
 absl::Status CheckWorkerName(const std::string& name) {
   const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
   });
   if (name.empty() || name.size() > kMaxNameBytes || !plain) {
     return absl::InvalidArgumentError(
@@ -44,8 +44,7 @@ absl::Status CheckLabel(const std::string& text, const char* field) {
 
 absl::Status CheckKeyField(const std::string& value, const char* field) {
   if (value.empty() || value.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("key.%s must be 1-128 bytes", field));
+    return absl::InvalidArgumentError(absl::StrFormat("key.%s must be 1-128 bytes", field));
   }
   return absl::OkStatus();
 }
@@ -104,9 +103,8 @@ absl::StatusOr<std::string> WorkerServiceImpl::Holder(const grpc::ServerContext&
 absl::StatusOr<storage::TaskClaim> WorkerServiceImpl::HeldLease(const std::string& holder,
                                                                 const v1::TaskLease& lease) {
   if (lease.task_id() <= 0 || lease.lease_seq() <= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("no lease on task %d (seq %d): ids start at 1", lease.task_id(),
-                        lease.lease_seq()));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no lease on task %d (seq %d): ids start at 1", lease.task_id(), lease.lease_seq()));
   }
   absl::StatusOr<storage::TaskClaim> claim =
       coordinator_->CheckLease(core::Lease{lease.task_id(), lease.lease_seq()});
@@ -116,8 +114,8 @@ absl::StatusOr<storage::TaskClaim> WorkerServiceImpl::HeldLease(const std::strin
   }
   if (!claim.ok()) return claim.status();
   if (claim->task.worker != holder) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "task %d is not held by worker %s", lease.task_id(), holder));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("task %d is not held by worker %s", lease.task_id(), holder));
   }
   return *std::move(claim);
 }
@@ -144,15 +142,13 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* ctx,
     resp->set_holder(holder);
     resp->set_lease_ms(lease.count());
     // A cancel reaches a remote task within about one beat.
-    resp->set_heartbeat_ms(std::max<int64_t>(
-        1, std::min<int64_t>(lease.count() / 4, 2000)));
+    resp->set_heartbeat_ms(std::max<int64_t>(1, std::min<int64_t>(lease.count() / 4, 2000)));
     resp->set_coordinator_version(engine::EngineVersion());
     return absl::OkStatus();
   });
 }
 
-grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx,
-                                          const v1::ClaimTaskRequest* req,
+grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx, const v1::ClaimTaskRequest* req,
                                           v1::ClaimTaskResponse* resp) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const std::string holder, Holder(*ctx, req->worker()));
@@ -182,8 +178,7 @@ grpc::Status WorkerServiceImpl::RenewLease(grpc::ServerContext* ctx,
                                            const v1::RenewLeaseRequest* req,
                                            v1::RenewLeaseResponse* resp) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     FCA_ASSIGN_OR_RETURN(const bool stop, coordinator_->Renew(lease));
     resp->set_stop(stop);
@@ -195,8 +190,7 @@ grpc::Status WorkerServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                                const v1::ReportProgressRequest* req,
                                                v1::ReportProgressResponse*) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     const v1::Progress& p = req->progress();
     // The job's progress is the mean of its tasks' fractions.
@@ -222,8 +216,7 @@ grpc::Status WorkerServiceImpl::ReportNote(grpc::ServerContext* ctx,
                                            const v1::ReportNoteRequest* req,
                                            v1::ReportNoteResponse*) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     if (req->text().size() > limits_.max_note_bytes) {
       return absl::InvalidArgumentError(
@@ -237,8 +230,7 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
                                            const v1::ReportRowsRequest* req,
                                            v1::ReportRowsResponse*) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     if (req->rows_size() > limits_.max_rows) {
       return absl::InvalidArgumentError(
@@ -292,14 +284,13 @@ grpc::Status WorkerServiceImpl::FinishTask(grpc::ServerContext* ctx,
                                            const v1::FinishTaskRequest* req,
                                            v1::FinishTaskResponse*) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     absl::Status outcome;
     FCA_RETURN_IF_ERROR(FromProto(req->outcome(), limits_.max_outcome_bytes, &outcome));
     if (req->provenance().ByteSizeLong() > limits_.max_provenance_bytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "provenance must be at most %d bytes", limits_.max_provenance_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("provenance must be at most %d bytes", limits_.max_provenance_bytes));
     }
     return coordinator_->Finish(lease, outcome, req->provenance());
   });
@@ -309,8 +300,7 @@ grpc::Status WorkerServiceImpl::ReleaseTask(grpc::ServerContext* ctx,
                                             const v1::ReleaseTaskRequest* req,
                                             v1::ReleaseTaskResponse*) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     absl::Status reason;
     FCA_RETURN_IF_ERROR(FromProto(req->reason(), limits_.max_outcome_bytes, &reason));
@@ -323,8 +313,7 @@ grpc::Status WorkerServiceImpl::ReadDataset(grpc::ServerContext* ctx,
                                             const v1::ReadDatasetRequest* req,
                                             grpc::ServerWriter<v1::ReadDatasetResponse>* writer) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     FCA_ASSIGN_OR_RETURN(const core::DatasetBytes data,
                          coordinator_->ReadDataset(lease, req->calibration()));
@@ -347,8 +336,7 @@ grpc::Status WorkerServiceImpl::GetCoefficients(
     grpc::ServerContext* ctx, const v1::GetCoefficientsRequest* req,
     grpc::ServerWriter<v1::GetCoefficientsResponse>* writer) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
-                         Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
     const core::Lease lease = LeaseOf(claim);
     FCA_ASSIGN_OR_RETURN(const engine::CoefficientCacheKey key, FromProto(req->key()));
     const std::optional<std::string> blob = coordinator_->GetCoefficients(lease, key);
@@ -402,8 +390,7 @@ grpc::Status WorkerServiceImpl::PutCoefficients(
     if (ctx->IsCancelled()) return absl::CancelledError("the worker went away");
     if (static_cast<int64_t>(bytes.size()) != header.size_bytes()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "the chunks carry %d bytes, the header announced %d", bytes.size(),
-          header.size_bytes()));
+          "the chunks carry %d bytes, the header announced %d", bytes.size(), header.size_bytes()));
     }
     coordinator_->PutCoefficients(lease, key, bytes);
     return absl::OkStatus();

@@ -30,9 +30,9 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
     // chunk (INVALID_ARGUMENT above).
     int64_t max_coefficient_bytes = int64_t{1} << 30;
     int64_t max_chunk_bytes = int64_t{1} << 20;
-    int max_rows = 100000;          // ReportRows
-    size_t max_note_bytes = 4096;   // ReportNote
-    size_t max_outcome_bytes = 16384;  // FinishTask / ReleaseTask messages
+    int max_rows = 100000;                // ReportRows
+    size_t max_note_bytes = 4096;         // ReportNote
+    size_t max_outcome_bytes = 16384;     // FinishTask / ReleaseTask messages
     size_t max_provenance_bytes = 65536;  // FinishTask's provenance, serialized
   };
   // Chunks this service sends (ReadDataset, GetCoefficients).

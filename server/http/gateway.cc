@@ -192,9 +192,9 @@ absl::Status ParseJson(const std::string& body, Message* message) {
   std::string why(status.message());
   absl::StrReplaceAll({{"\n", " "}}, &why);
   absl::StripAsciiWhitespace(&why);
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "the request body is not a valid %s in JSON: %s", Message::descriptor()->full_name(),
-      why.empty() ? "malformed" : why));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("the request body is not a valid %s in JSON: %s",
+                      Message::descriptor()->full_name(), why.empty() ? "malformed" : why));
 }
 
 template <typename Message>
@@ -250,8 +250,8 @@ std::string Peer(const httplib::Request& req) {
 absl::Status SplitHostPort(const std::string& listen, std::string* host, int* port) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the HTTP address '%s' is not HOST:PORT (e.g. 127.0.0.1:7401)", listen));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the HTTP address '%s' is not HOST:PORT (e.g. 127.0.0.1:7401)", listen));
   }
   *host = listen.substr(0, colon);
   if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
@@ -334,9 +334,8 @@ Gateway::Gateway(core::AuditServiceCore* core, grpc_server::Authenticator auth,
   // ExportCoefficients (client and server streams of binary chunks) are
   // served by gRPC only; WatchJob is the event stream below.
   methods_["ListModels"] = Unary<v1::ListModelsRequest, v1::ListModelsResponse>(
-      true, [c](const Caller& caller, const v1::ListModelsRequest&) {
-        return c->ListModels(caller);
-      });
+      true,
+      [c](const Caller& caller, const v1::ListModelsRequest&) { return c->ListModels(caller); });
   methods_["ListDatasets"] = Unary<v1::ListDatasetsRequest, v1::ListDatasetsResponse>(
       true, [c](const Caller& caller, const v1::ListDatasetsRequest&) {
         return c->ListDatasets(caller);
@@ -375,8 +374,9 @@ Gateway::Gateway(core::AuditServiceCore* core, grpc_server::Authenticator auth,
         return c->CompareJobs(caller, r);
       });
   methods_["GetServerInfo"] = Unary<v1::GetServerInfoRequest, v1::GetServerInfoResponse>(
-      true,
-      [c](const Caller& caller, const v1::GetServerInfoRequest&) { return c->GetServerInfo(caller); });
+      true, [c](const Caller& caller, const v1::GetServerInfoRequest&) {
+        return c->GetServerInfo(caller);
+      });
   methods_["ListJobWindows"] = Unary<v1::ListJobWindowsRequest, v1::ListJobWindowsResponse>(
       true, [c](const Caller& caller, const v1::ListJobWindowsRequest& r) {
         return c->ListJobWindows(caller, r);
@@ -403,12 +403,12 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* 
   }
   if (!o.tls_cert_file.empty()) {
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-    auto tls = std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(),
-                                                    o.tls_key_file.c_str());
+    auto tls =
+        std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
     if (!tls->is_valid()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "the HTTP gateway cannot use the TLS certificate %s with the key %s", o.tls_cert_file,
-          o.tls_key_file));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("the HTTP gateway cannot use the TLS certificate %s with the key %s",
+                          o.tls_cert_file, o.tls_key_file));
     }
     g->server_ = std::move(tls);
     g->tls_ = true;
@@ -479,8 +479,8 @@ void Gateway::Route() {
   HttpLatency();
   EventStreams();
 
-  s.set_pre_routing_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request&, httplib::Response& res) {
+  s.set_pre_routing_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
         t_request.started = true;
         t_request.start = Clock::now();
         t_request.handler = "unmatched";
@@ -501,28 +501,28 @@ void Gateway::Route() {
   });
   // httplib's own refusals (a malformed request, 404 of an unknown path,
   // 413) get the API's JSON error body too.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&,
-                                                                httplib::Response& res) {
-    if (!res.body.empty() || res.get_header_value("Content-Type") == "text/event-stream") {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    absl::StatusCode code = absl::StatusCode::kInvalidArgument;
-    std::string message = "malformed request";
-    if (res.status == 404) {
-      code = absl::StatusCode::kNotFound;
-      message = "no such endpoint (the API is POST /api/v1/<RpcName>)";
-    } else if (res.status == 413) {
-      code = absl::StatusCode::kResourceExhausted;
-      message = "the request body is too large";
-    } else if (res.status == 414) {
-      message = "the request line is too long";
-    } else if (res.status >= 500) {
-      code = absl::StatusCode::kInternal;
-      message = "internal error";
-    }
-    res.set_content(ErrorJson(absl::Status(code, message)), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty() || res.get_header_value("Content-Type") == "text/event-stream") {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+        std::string message = "malformed request";
+        if (res.status == 404) {
+          code = absl::StatusCode::kNotFound;
+          message = "no such endpoint (the API is POST /api/v1/<RpcName>)";
+        } else if (res.status == 413) {
+          code = absl::StatusCode::kResourceExhausted;
+          message = "the request body is too large";
+        } else if (res.status == 414) {
+          message = "the request line is too long";
+        } else if (res.status >= 500) {
+          code = absl::StatusCode::kInternal;
+          message = "internal error";
+        }
+        res.set_content(ErrorJson(absl::Status(code, message)), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   s.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
         std::string what = "unknown exception";
@@ -554,8 +554,9 @@ void Gateway::Route() {
                                     const std::string& name, const std::string& body) {
     auto it = methods_.find(name);
     if (it == methods_.end()) {
-      SendError(res, absl::NotFoundError(absl::StrFormat(
-                         "no such method: %s (fca.v1.AuditService over JSON)", name.substr(0, 64))));
+      SendError(res,
+                absl::NotFoundError(absl::StrFormat(
+                    "no such method: %s (fca.v1.AuditService over JSON)", name.substr(0, 64))));
       return;
     }
     t_request.handler = name;
@@ -686,10 +687,11 @@ void Gateway::Route() {
               who, request,
               [&](const v1::WatchJobResponse& r) {
                 absl::StatusOr<std::string> json = PrintJson(r);
-                if (!json.ok()) return send(absl::StrCat(": event ", r.event().seq(),
-                                                         " cannot be written as JSON\n\n"));
-                return send(absl::StrCat("id: ", r.event().seq(), "\nevent: job\ndata: ", *json,
-                                         "\n\n"));
+                if (!json.ok())
+                  return send(
+                      absl::StrCat(": event ", r.event().seq(), " cannot be written as JSON\n\n"));
+                return send(
+                    absl::StrCat("id: ", r.event().seq(), "\nevent: job\ndata: ", *json, "\n\n"));
               },
               [&] {
                 if (client_gone || shutting_down_) return true;
@@ -710,7 +712,8 @@ void Gateway::Route() {
   s.Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     t_request.handler = "metrics";
     res.set_header("Cache-Control", "no-store");
-    res.set_content(metrics::Registry::Default().Expose(), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics::Registry::Default().Expose(),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     t_request.handler = "healthz";
@@ -718,7 +721,7 @@ void Gateway::Route() {
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     t_request.handler = "readyz";
-    absl::Status ready = shutting_down_ ? absl::UnavailableError("shutting down")
+    absl::Status ready = shutting_down_   ? absl::UnavailableError("shutting down")
                          : options_.ready ? options_.ready()
                                           : absl::OkStatus();
     if (ready.ok()) {

@@ -99,8 +99,7 @@ class Gateway {
   // the JSON response out.
   struct Method {
     bool read_only = false;  // GET accepted too
-    std::function<absl::StatusOr<std::string>(const core::Caller&, const std::string& body)>
-        call;
+    std::function<absl::StatusOr<std::string>(const core::Caller&, const std::string& body)> call;
   };
 
  private:

@@ -237,8 +237,9 @@ TEST(ListingTest, JobDetailsShowEachTaskWithItsWorkerAndPlacement) {
   b->set_model("fg_b");
   b->set_state(v1::JOB_STATE_QUEUED);
   const std::string details = FormatJobDetails(job);
-  EXPECT_THAT(details, HasSubstr("tasks:\n  0 fg_a                 RUNNING   attempts 2  on node7:991  "
-                                 "[slurm job 41 RUNNING]\n      its worker stopped renewing"));
+  EXPECT_THAT(details,
+              HasSubstr("tasks:\n  0 fg_a                 RUNNING   attempts 2  on node7:991  "
+                        "[slurm job 41 RUNNING]\n      its worker stopped renewing"));
   EXPECT_THAT(details, HasSubstr("  1 fg_b                 QUEUED    attempts 0\n"));
 }
 

@@ -26,8 +26,8 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-v1::Result Row(const std::string& model, const std::string& intervention,
-               const std::string& metric, double value) {
+v1::Result Row(const std::string& model, const std::string& intervention, const std::string& metric,
+               double value) {
   v1::Result r;
   r.set_job_id(3);
   r.set_model(model);
@@ -65,9 +65,9 @@ v1::AcrossModels Across(int64_t n, double mean, double sd, double min, double ma
   return a;
 }
 
-void AddMetric(v1::GetReportResponse* r, const std::string& intervention,
-               const std::string& metric, const std::string& unit,
-               const std::vector<v1::Result>& rows, const v1::AcrossModels& across) {
+void AddMetric(v1::GetReportResponse* r, const std::string& intervention, const std::string& metric,
+               const std::string& unit, const std::vector<v1::Result>& rows,
+               const v1::AcrossModels& across) {
   v1::ReportMetric* m = r->add_metrics();
   m->set_intervention(intervention);
   m->set_metric(metric);
@@ -135,10 +135,10 @@ v1::GetReportResponse ThreeSeedReport() {
   AddMetric(&r, "correct", "nll", "nats/token",
             PerSeed("correct", "nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + p(k)); }),
             Across(3, 1.7, 0.1, 1.6, 1.8));
-  AddMetric(&r, "cross_input", "nll", "nats/token",
-            PerSeed("cross_input", "nll",
-                    [&](size_t k, v1::Result x) { return Set(x, 1.5 + 2 * p(k)); }),
-            Across(3, 1.9, 0.2, 1.7, 2.1));
+  AddMetric(
+      &r, "cross_input", "nll", "nats/token",
+      PerSeed("cross_input", "nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + 2 * p(k)); }),
+      Across(3, 1.9, 0.2, 1.7, 2.1));
   AddMetric(&r, "cross_input", "penalty", "nats/token",
             PerSeed("cross_input", "penalty",
                     [&](size_t k, v1::Result x) {
@@ -169,20 +169,23 @@ v1::GetReportResponse ThreeSeedReport() {
                       return k == 2 ? Undefined(x) : Set(x, 100.0 * static_cast<double>(k + 1));
                     }),
             Across(2, 150, 70.710678118654755, 100, 200, /*undefined=*/1));
-  AddMetric(&r, "variation", "eta2.gate", "1",
-            PerSeed("variation", "eta2.gate",
-                    [](size_t k, v1::Result x) { return Set(x, 0.5 + 0.2 * static_cast<double>(k)); }),
-            Across(3, 0.7, 0.2, 0.5, 0.9));
+  AddMetric(
+      &r, "variation", "eta2.gate", "1",
+      PerSeed("variation", "eta2.gate",
+              [](size_t k, v1::Result x) { return Set(x, 0.5 + 0.2 * static_cast<double>(k)); }),
+      Across(3, 0.7, 0.2, 0.5, 0.9));
   AddMetric(&r, "variation", "total_variance.gate", "coef^2",
             PerSeed("variation", "total_variance.gate",
                     [](size_t, v1::Result x) { return Set(x, 0.01); }),
             Across(3, 0.01, 0, 0.01, 0.01));
-  AddMetric(&r, "execution", "blocks_per_token", "blocks/token",
-            PerSeed("execution", "blocks_per_token", [](size_t, v1::Result x) { return Set(x, 4); }),
-            Across(3, 4, 0, 4, 4));
-  AddMetric(&r, "execution", "flops_overhead", "1",
-            PerSeed("execution", "flops_overhead", [](size_t, v1::Result x) { return Set(x, 0.026); }),
-            Across(3, 0.026, 0, 0.026, 0.026));
+  AddMetric(
+      &r, "execution", "blocks_per_token", "blocks/token",
+      PerSeed("execution", "blocks_per_token", [](size_t, v1::Result x) { return Set(x, 4); }),
+      Across(3, 4, 0, 4, 4));
+  AddMetric(
+      &r, "execution", "flops_overhead", "1",
+      PerSeed("execution", "flops_overhead", [](size_t, v1::Result x) { return Set(x, 0.026); }),
+      Across(3, 0.026, 0, 0.026, 0.026));
   // Slowdowns +5%, +10%, +15%, each with a CI of +-6%: the first spans 0.
   auto slowdown = [](size_t k) { return 0.05 * static_cast<double>(k + 1); };
   AddMetric(&r, "execution", "slowdown", "1",
@@ -195,9 +198,10 @@ v1::GetReportResponse ThreeSeedReport() {
             PerSeed("execution", "slowdown_verdict",
                     [](size_t k, v1::Result x) { return Set(x, k == 0 ? 0 : 1); }),
             Across(3, 2.0 / 3, 0.58, 0, 1));
-  AddMetric(&r, "replay", "live_nll", "nats/token",
-            PerSeed("replay", "live_nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + p(k)); }),
-            Across(3, 1.7, 0.1, 1.6, 1.8));
+  AddMetric(
+      &r, "replay", "live_nll", "nats/token",
+      PerSeed("replay", "live_nll", [&](size_t k, v1::Result x) { return Set(x, 1.5 + p(k)); }),
+      Across(3, 1.7, 0.1, 1.6, 1.8));
   for (const std::string& m : Seeds()) {
     for (int layer = 0; layer < 3; ++layer) {
       AddSite(&r, m, "gate", layer, 1.0 - 0.1 * layer, 0.01 * (layer + 1));
@@ -233,13 +237,13 @@ TEST(ReportViewTest, LooksUpRowsSummariesAndSites) {
 
 TEST(ReportTextTest, ShowsEverySectionAndTheServersSummaries) {
   const std::string text = FormatReportText(ReportView(ThreeSeedReport()));
-  for (const char* section : {"MODELS", "COEFFICIENT VARIATION", "FUNCTIONAL DEPENDENCE",
-                              "GAP RETENTION", "EXECUTION"}) {
+  for (const char* section :
+       {"MODELS", "COEFFICIENT VARIATION", "FUNCTIONAL DEPENDENCE", "GAP RETENTION", "EXECUTION"}) {
     EXPECT_THAT(text, HasSubstr(section));
   }
-  EXPECT_THAT(text, HasSubstr("+0.2000 ± 0.1000 (+0.1000..+0.3000)"));  // cross_input penalty
-  EXPECT_THAT(text, HasSubstr("+0.1000 [+0.0500, +0.1500]"));            // fg-s1 with CI
-  EXPECT_THAT(text, HasSubstr("0.7000 ± 0.2000 (0.5000..0.9000)"));      // eta2
+  EXPECT_THAT(text, HasSubstr("+0.2000 ± 0.1000 (+0.1000..+0.3000)"));        // cross_input penalty
+  EXPECT_THAT(text, HasSubstr("+0.1000 [+0.0500, +0.1500]"));                 // fg-s1 with CI
+  EXPECT_THAT(text, HasSubstr("0.7000 ± 0.2000 (0.5000..0.9000)"));           // eta2
   EXPECT_THAT(text, HasSubstr("150.0 ± 70.7 (100.0..200.0) (1 undefined)"));  // retention
   EXPECT_THAT(text, HasSubstr("undefined"));
   EXPECT_THAT(text, HasSubstr("+10.0% ± 5.0% (+5.0%..+15.0%)"));  // slowdown
@@ -313,7 +317,8 @@ TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
   EXPECT_EQ(models[0].Find("results")->as_array()[0].Find("unit")->as_string(), "nats/token");
   bool saw_penalty = false, saw_retention = false;
   for (const json::Value& a : v->Find("across_models")->as_array()) {
-    const std::string key = a.Find("intervention")->as_string() + "/" + a.Find("metric")->as_string();
+    const std::string key =
+        a.Find("intervention")->as_string() + "/" + a.Find("metric")->as_string();
     if (key == "cross_input/penalty") {
       saw_penalty = true;
       EXPECT_NEAR(a.Find("mean")->as_double(), 0.2, 1e-12);
@@ -414,10 +419,10 @@ TEST(ReportHtmlTest, EscapesNamesInTablesAndCharts) {
             {WithCi(Row(models[0], "cross_input", "penalty", 0.5), 0.4, 0.6),
              WithCi(Row(models[1], "cross_input", "penalty", 0.5), 0.4, 0.6)},
             Across(2, 0.5, 0, 0.5, 0.5));
-  AddMetric(&r, "variation", "eta2.<g>", "1",
-            {Row(models[0], "variation", "eta2.<g>", 0.5),
-             Row(models[1], "variation", "eta2.<g>", 0.5)},
-            Across(2, 0.5, 0, 0.5, 0.5));
+  AddMetric(
+      &r, "variation", "eta2.<g>", "1",
+      {Row(models[0], "variation", "eta2.<g>", 0.5), Row(models[1], "variation", "eta2.<g>", 0.5)},
+      Across(2, 0.5, 0, 0.5, 0.5));
   *r.add_dense_twin_rows() = Row("<twin>", "execution", "blocks_per_token", 4);
   const std::string html = FormatReportHtml(ReportView(r));
   EXPECT_THAT(html, HasSubstr("a&lt;b&amp;c"));
@@ -493,8 +498,8 @@ v1::CompareJobsResponse TwoJobs() {
 TEST(CompareTest, TextHasARowPerJobAndModelAndTheUnionOfColumns) {
   const std::string text = FormatComparisonText(TwoJobs());
   EXPECT_THAT(text, HasSubstr("job 3 SUCCEEDED, job 4 SUCCEEDED"));
-  for (const char* column : {"PENALTY cross_input", "PENALTY token_shuffle",
-                             "RETENTION % static_layer", "ETA2 gate"}) {
+  for (const char* column :
+       {"PENALTY cross_input", "PENALTY token_shuffle", "RETENTION % static_layer", "ETA2 gate"}) {
     EXPECT_THAT(text, HasSubstr(column));
   }
   EXPECT_THAT(text, HasSubstr("+0.2000 ± 0.1000 (+0.1000..+0.3000)"));

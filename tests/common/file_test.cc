@@ -46,8 +46,8 @@ TEST_F(FileTest, ReadsEveryByte) {
 TEST_F(FileTest, ErrorsSayWhatWhichAndWhy) {
   const absl::StatusOr<std::string> missing = ReadFile(dir_ + "/nope", "the API key file");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(missing.status().message(), "cannot read the API key file '" + dir_ +
-                                            "/nope': No such file or directory");
+  EXPECT_EQ(missing.status().message(),
+            "cannot read the API key file '" + dir_ + "/nope': No such file or directory");
   const absl::StatusOr<std::string> dir = ReadFile(dir_, "manifest");
   EXPECT_EQ(dir.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos);
@@ -76,7 +76,8 @@ TEST_F(FileTest, WithBaseNameHidesTheFolder) {
   const std::string path = dir_ + "/tokenizer.json";
   const absl::Status hidden = WithBaseName(ReadFile(path, "tokenizer file").status(), path);
   EXPECT_EQ(hidden.code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(hidden.message(), "cannot read tokenizer file 'tokenizer.json': No such file or directory");
+  EXPECT_EQ(hidden.message(),
+            "cannot read tokenizer file 'tokenizer.json': No such file or directory");
   EXPECT_TRUE(WithBaseName(absl::OkStatus(), path).ok());
 }
 

@@ -13,12 +13,9 @@ namespace fca::json {
 namespace {
 
 // absl::string_view is not std::string_view in Debian's Abseil build.
-::testing::AssertionResult Contains(absl::string_view haystack,
-                                    absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "'" << haystack << "' lacks '" << needle << "'";
+::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
+  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
 }
 
 Value ParseOk(std::string_view text) {
@@ -86,8 +83,7 @@ TEST(JsonParseTest, ExtremeDoubles) {
 }
 
 TEST(JsonParseTest, ArraysAndObjects) {
-  Value v =
-      ParseOk(R"( { "a" : [1, 2.5, "x", null, true, {"b": []}], "c": {} } )");
+  Value v = ParseOk(R"( { "a" : [1, 2.5, "x", null, true, {"b": []}], "c": {} } )");
   ASSERT_TRUE(v.is_object());
   ASSERT_EQ(v.as_object().size(), 2u);
   EXPECT_EQ(v.as_object()[0].first, "a");
@@ -112,10 +108,8 @@ TEST(JsonParseTest, ArraysAndObjects) {
 }
 
 TEST(JsonParseTest, StringEscapes) {
-  EXPECT_EQ(ParseOk(R"("a\"b\\c\/d\b\f\n\r\t")").as_string(),
-            "a\"b\\c/d\b\f\n\r\t");
-  EXPECT_EQ(ParseOk(R"("\u0041\u00e9\u20AC")").as_string(),
-            "A\xC3\xA9\xE2\x82\xAC");
+  EXPECT_EQ(ParseOk(R"("a\"b\\c\/d\b\f\n\r\t")").as_string(), "a\"b\\c/d\b\f\n\r\t");
+  EXPECT_EQ(ParseOk(R"("\u0041\u00e9\u20AC")").as_string(), "A\xC3\xA9\xE2\x82\xAC");
   EXPECT_EQ(ParseOk(R"("\u0000")").as_string(), std::string(1, '\0'));
   // U+1F600 as a surrogate pair becomes four UTF-8 bytes.
   EXPECT_EQ(ParseOk(R"("\ud83d\ude00")").as_string(), "\xF0\x9F\x98\x80");
@@ -195,18 +189,15 @@ TEST(JsonParseTest, ErrorNamesByteOffset) {
 
 TEST(JsonParseTest, RejectsDuplicateKeys) {
   ExpectInvalid(R"({"a": 1, "a": 2})", "duplicate object key 'a'");
-  ExpectInvalid(R"({"a": 1, "b": {"x": 1, "x": 1}})",
-                "duplicate object key 'x'");
+  ExpectInvalid(R"({"a": 1, "b": {"x": 1, "x": 1}})", "duplicate object key 'x'");
   // The large-object path (sorted check) too, with escaped spellings of a key.
   std::string big = "{";
-  for (int i = 0; i < 100; ++i)
-    absl::StrAppend(&big, "\"k", i, "\": ", i, ", ");
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&big, "\"k", i, "\": ", i, ", ");
   std::string dup = big + R"("\u006b42": 0})";
   absl::StatusOr<Value> v = Parse(dup);
   ASSERT_FALSE(v.ok());
   EXPECT_TRUE(Contains(v.status().message(), "duplicate object key 'k42'"));
-  EXPECT_TRUE(
-      Contains(v.status().message(), absl::StrCat("at byte ", big.size())));
+  EXPECT_TRUE(Contains(v.status().message(), absl::StrCat("at byte ", big.size())));
   big += "\"last\": 1}";
   EXPECT_EQ(ParseOk(big).as_object().size(), 101u);
 }
@@ -241,16 +232,12 @@ TEST(JsonWriteTest, CompactAndPretty) {
   Value v = Value::MakeObject();
   v.Set("name", Value::String("a\"b\\c\n\x01"));
   v.Set("n", Value::Int(-5));
-  v.Set("list", Value::MakeArray(
-                    {Value::Bool(true), Value::Null(), Value::Number(0.5)}));
+  v.Set("list", Value::MakeArray({Value::Bool(true), Value::Null(), Value::Number(0.5)}));
   v.Set("empty", Value::MakeObject());
-  EXPECT_EQ(
-      Write(v),
-      R"({"name":"a\"b\\c\n\u0001","n":-5,"list":[true,null,0.5],"empty":{}})");
-  EXPECT_EQ(
-      Write(v, /*pretty=*/true),
-      "{\n  \"name\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"n\": -5,\n  \"list\": [\n"
-      "    true,\n    null,\n    0.5\n  ],\n  \"empty\": {}\n}");
+  EXPECT_EQ(Write(v), R"({"name":"a\"b\\c\n\u0001","n":-5,"list":[true,null,0.5],"empty":{}})");
+  EXPECT_EQ(Write(v, /*pretty=*/true),
+            "{\n  \"name\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"n\": -5,\n  \"list\": [\n"
+            "    true,\n    null,\n    0.5\n  ],\n  \"empty\": {}\n}");
   // Set replaces an existing member in place.
   v.Set("n", Value::Int(6));
   EXPECT_EQ(v.as_object()[1].second.as_int(), 6);
@@ -259,20 +246,16 @@ TEST(JsonWriteTest, CompactAndPretty) {
 
 TEST(JsonWriteTest, Numbers) {
   EXPECT_EQ(Write(Value::Int(9007199254740993LL)), "9007199254740993");
-  EXPECT_EQ(Write(Value::Int(std::numeric_limits<int64_t>::min())),
-            "-9223372036854775808");
+  EXPECT_EQ(Write(Value::Int(std::numeric_limits<int64_t>::min())), "-9223372036854775808");
   EXPECT_EQ(Write(Value::Number(std::nan(""))), "null");
-  EXPECT_EQ(Write(Value::Number(std::numeric_limits<double>::infinity())),
-            "null");
-  EXPECT_EQ(Write(Value::Number(-std::numeric_limits<double>::infinity())),
-            "null");
+  EXPECT_EQ(Write(Value::Number(std::numeric_limits<double>::infinity())), "null");
+  EXPECT_EQ(Write(Value::Number(-std::numeric_limits<double>::infinity())), "null");
   // An integral double stays a double when read back.
   EXPECT_EQ(Write(Value::Number(2.0)), "2.0");
   EXPECT_FALSE(ParseOk(Write(Value::Number(2.0))).is_int());
-  for (double d :
-       {0.1, 1.0 / 3.0, 6.02214076e23, -1e-300, 123456789.123456789,
-        std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
-        std::numeric_limits<double>::denorm_min()}) {
+  for (double d : {0.1, 1.0 / 3.0, 6.02214076e23, -1e-300, 123456789.123456789,
+                   std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
+                   std::numeric_limits<double>::denorm_min()}) {
     const Value back = ParseOk(Write(Value::Number(d)));
     EXPECT_EQ(back.as_double(), d) << Write(Value::Number(d));
   }
@@ -308,8 +291,7 @@ TEST(JsonValueTest, CopiesDoNotShareMutations) {
 }
 
 TEST(JsonGetterTest, TypedGetters) {
-  Value v = ParseOk(
-      R"({"i": 3, "d": 2.5, "s": "x", "b": true, "di": 4.0, "n": null})");
+  Value v = ParseOk(R"({"i": 3, "d": 2.5, "s": "x", "b": true, "di": 4.0, "n": null})");
   EXPECT_EQ(*GetInt(v, "i"), 3);
   EXPECT_DOUBLE_EQ(*GetDouble(v, "d"), 2.5);
   EXPECT_DOUBLE_EQ(*GetDouble(v, "i"), 3.0);  // an integer is a number
@@ -330,8 +312,7 @@ TEST(JsonGetterTest, TypedGetters) {
   expect_error(GetDouble(v, "s").status(), "field 's' must be a number");
   expect_error(GetString(v, "i").status(), "field 'i' must be a string");
   expect_error(GetBool(v, "n").status(), "field 'n' must be a boolean");
-  EXPECT_EQ(GetInt(Value::MakeArray(), "i").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetInt(Value::MakeArray(), "i").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(JsonParseTest, LargeDocumentIsFast) {
@@ -351,8 +332,7 @@ TEST(JsonParseTest, LargeDocumentIsFast) {
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Value> v = Parse(text);
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->Find("model")->Find("vocab")->as_object().size(), 60000u);
   EXPECT_LT(seconds, 1.0);

@@ -16,13 +16,10 @@ namespace {
 
 // FIPS 180-4 / NIST CSRC example vectors.
 TEST(Sha256Test, NistVectors) {
-  EXPECT_EQ(Sha256Hex(""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(Sha256Hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(
-      Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   EXPECT_EQ(Sha256Hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmn"
                       "hijklmnoijklmnop"
                       "jklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
@@ -36,8 +33,7 @@ TEST(Sha256Test, OneMillionA) {
   Sha256 hasher;
   const std::string chunk(1000, 'a');
   for (int i = 0; i < 1000; ++i) hasher.Update(chunk);
-  EXPECT_EQ(hasher.FinishHex(),
-            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(hasher.FinishHex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 // The "extremely long message" vector (16,777,216 repetitions of a 64-byte
@@ -59,8 +55,7 @@ TEST(Sha256Test, OneGibibyteInPieces) {
     offset = (offset + n) % block.size();
     piece = piece * 7 % 300007 + 13;  // sizes from bytes to ~300 KB, unaligned
   }
-  EXPECT_EQ(hasher.FinishHex(),
-            "50e72a0e26442fe2552dc3938ac58658228c0cbfb1d2ca872ae435266fcd055e");
+  EXPECT_EQ(hasher.FinishHex(), "50e72a0e26442fe2552dc3938ac58658228c0cbfb1d2ca872ae435266fcd055e");
   EXPECT_TRUE(hasher.status().ok()) << hasher.status();
 }
 
@@ -80,8 +75,7 @@ TEST(Sha256Test, PaddingBoundaries) {
 
 TEST(Sha256Test, IncrementalEqualsOneShot) {
   std::string msg;
-  for (int i = 0; i < 5000; ++i)
-    msg.push_back(static_cast<char>((i * 131 + 7) & 0xFF));
+  for (int i = 0; i < 5000; ++i) msg.push_back(static_cast<char>((i * 131 + 7) & 0xFF));
   const std::string expected = Sha256Hex(msg);
   for (size_t split : {1u, 3u, 7u, 63u, 64u, 65u, 127u, 1000u, 4999u}) {
     Sha256 hasher;
@@ -120,9 +114,10 @@ TEST(Sha256DeathTest, NoSha256ProviderIsAnError) {
   const std::string conf = ::testing::TempDir() + "sha256_test_null_provider.cnf";
   FILE* f = std::fopen(conf.c_str(), "w");
   ASSERT_NE(f, nullptr);
-  std::fputs("openssl_conf = init\n[init]\nproviders = providers\n"
-             "[providers]\nnull = null\n[null]\nactivate = 1\n",
-             f);
+  std::fputs(
+      "openssl_conf = init\n[init]\nproviders = providers\n"
+      "[providers]\nnull = null\n[null]\nactivate = 1\n",
+      f);
   ASSERT_EQ(std::fclose(f), 0);
   EXPECT_EXIT(
       {
@@ -147,12 +142,10 @@ TEST(Sha256Test, FileHashing) {
   const std::string path = dir + "/data.bin";
   // Larger than the 1 MiB read chunk so the streaming loop runs twice.
   std::string contents((1 << 20) + 12345, '\0');
-  for (size_t i = 0; i < contents.size(); ++i)
-    contents[i] = static_cast<char>(i * 7);
+  for (size_t i = 0; i < contents.size(); ++i) contents[i] = static_cast<char>(i * 7);
   FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fwrite(contents.data(), 1, contents.size(), f),
-            contents.size());
+  ASSERT_EQ(std::fwrite(contents.data(), 1, contents.size(), f), contents.size());
   ASSERT_EQ(std::fclose(f), 0);
 
   absl::StatusOr<std::string> hex = Sha256FileHex(path);

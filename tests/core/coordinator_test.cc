@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -18,18 +17,17 @@
 namespace fca::core {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::Admin;
 using testing::Alice;
 using testing::CoreEnv;
+using ::testing::HasSubstr;
 using testing::SmallSpec;
+using ::testing::StartsWith;
 
 using Responses = std::vector<v1::WatchJobResponse>;
 
 bool IsTerminal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
 }
 
 std::vector<std::string> Messages(const Responses& responses) {
@@ -178,8 +176,8 @@ TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
 TEST_F(FinishedJobTest, StoredRowsAreTheStreamedRows) {
   int streamed = 0;
   for (const auto& r : *events_) streamed += r.event().results().results_size();
-  const int stored = Query("fg_a").results_size() + Query("fg_b").results_size() +
-                     Query("dense").results_size();
+  const int stored =
+      Query("fg_a").results_size() + Query("fg_b").results_size() + Query("dense").results_size();
   EXPECT_EQ(stored, streamed);
 }
 

@@ -139,8 +139,8 @@ void CoreEnv::MakeRunners(const ServiceLimits& limits) {
   Worker* worker = worker_.get();
   coordinator_->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
   coordinator_->AddWakeListener([worker] { worker->Wake(); });
-  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), coordinator_.get(),
-                                             &hub_, limits);
+  core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), coordinator_.get(), &hub_,
+                                             limits);
 }
 
 CoreEnv::~CoreEnv() {

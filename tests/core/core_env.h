@@ -13,9 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/coordinator.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
-#include "server/core/coordinator.h"
 #include "server/core/service.h"
 #include "server/core/worker.h"
 #include "storage/store.h"
@@ -23,12 +23,12 @@
 namespace fca::core::testing {
 
 // Folders of the test repository (ModelRoot()).
-inline constexpr char kGateA[] = "fg_a";        // featuregate, input-dependent gates
-inline constexpr char kGateB[] = "fg_b";        // the same family, another seed
-inline constexpr char kDense[] = "dense";       // the dense twin of fg_a
-inline constexpr char kBroken[] = "broken";     // config.json is "{"
+inline constexpr char kGateA[] = "fg_a";          // featuregate, input-dependent gates
+inline constexpr char kGateB[] = "fg_b";          // the same family, another seed
+inline constexpr char kDense[] = "dense";         // the dense twin of fg_a
+inline constexpr char kBroken[] = "broken";       // config.json is "{"
 inline constexpr char kNoConfig[] = "no_config";  // a folder without config.json
-inline constexpr char kHidden[] = ".hidden";    // config.json, but not a valid name
+inline constexpr char kHidden[] = ".hidden";      // config.json, but not a valid name
 
 // The repository, written once per process into a temporary folder.
 const std::string& ModelRoot();
@@ -64,8 +64,7 @@ Caller Admin();
 class CoreEnv {
  public:
   // `fault_injector`: StoreOptions::fault_injector of the store.
-  explicit CoreEnv(ServiceLimits limits = {},
-                   RunOptions options = FastRunOptions(),
+  explicit CoreEnv(ServiceLimits limits = {}, RunOptions options = FastRunOptions(),
                    std::function<absl::Status(std::string_view)> fault_injector = nullptr);
   ~CoreEnv();
 
@@ -83,9 +82,9 @@ class CoreEnv {
   AuditServiceCore* core() { return core_.get(); }
 
   // Uploads `bytes` through DatasetUpload in chunks of at most 1 MiB.
-  absl::StatusOr<v1::UploadDatasetResponse> Upload(
-      const Caller& caller, const std::string& name, const std::string& bytes,
-      v1::DatasetKind kind = v1::DATASET_KIND_TEXT);
+  absl::StatusOr<v1::UploadDatasetResponse> Upload(const Caller& caller, const std::string& name,
+                                                   const std::string& bytes,
+                                                   v1::DatasetKind kind = v1::DATASET_KIND_TEXT);
   // Uploads "eval" (6 windows) and "calib" (4 other windows) for `caller`.
   absl::Status UploadEvalAndCalib(const Caller& caller);
 

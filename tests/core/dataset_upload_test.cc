@@ -12,10 +12,10 @@
 namespace fca::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Alice;
 using testing::Bob;
 using testing::CoreEnv;
+using ::testing::HasSubstr;
 
 v1::UploadDatasetHeader Header(const std::string& name, int64_t size,
                                v1::DatasetKind kind = v1::DATASET_KIND_TEXT) {
@@ -125,8 +125,8 @@ TEST(DatasetUploadTest, ChecksumIsVerified) {
 
 TEST(DatasetUploadTest, TokensMustBeWholeInt32s) {
   CoreEnv env;
-  const absl::Status st =
-      DatasetUpload(Alice(), env.store(), Limit(1000)).Start(Header("t", 6, v1::DATASET_KIND_TOKENS_INT32));
+  const absl::Status st = DatasetUpload(Alice(), env.store(), Limit(1000))
+                              .Start(Header("t", 6, v1::DATASET_KIND_TOKENS_INT32));
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   auto ok = env.Upload(Alice(), "t", std::string(8, '\1'), v1::DATASET_KIND_TOKENS_INT32);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -208,8 +208,7 @@ TEST(DatasetUploadTest, SameNameWithOtherBytesIsAlreadyExists) {
   auto again = env.Upload(Alice(), "d", "first");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->deduplicated());
-  EXPECT_EQ(env.Upload(Alice(), "d", "second").status().code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(env.Upload(Alice(), "d", "second").status().code(), absl::StatusCode::kAlreadyExists);
   // Names are per owner.
   EXPECT_TRUE(env.Upload(Bob(), "d", "second").ok());
 }

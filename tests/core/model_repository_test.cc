@@ -2,9 +2,9 @@
 // tiny models, a broken one and folders that are not models.
 #include "server/core/model_repository.h"
 
+#include <ATen/ATen.h>  // a Forward on a model the repository has unloaded
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <ATen/ATen.h>  // a Forward on a model the repository has unloaded
 
 #include <atomic>
 #include <chrono>
@@ -15,7 +15,6 @@
 
 #include "absl/synchronization/notification.h"
 #include "server/engine/io/weights_hash_cache.h"
-
 #include "tests/core/core_env.h"
 
 namespace fca::core {
@@ -23,8 +22,8 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::ModelRoot;
+using ::testing::Not;
 
 std::unique_ptr<ModelRepository> OpenRepo(ModelRepository::Options options = {}) {
   if (options.root.empty()) options.root = ModelRoot();
@@ -36,11 +35,9 @@ std::unique_ptr<ModelRepository> OpenRepo(ModelRepository::Options options = {})
 TEST(ModelRepositoryTest, OpenRefusesAMissingRoot) {
   ModelRepository::Options options;
   options.root = ModelRoot() + "/does_not_exist";
-  EXPECT_EQ(ModelRepository::Open(options).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ModelRepository::Open(options).status().code(), absl::StatusCode::kFailedPrecondition);
   options.root = ModelRoot() + "/stray_file";
-  EXPECT_EQ(ModelRepository::Open(options).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ModelRepository::Open(options).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(ModelRepositoryTest, NamesListsValidFoldersWithConfigSorted) {
@@ -292,8 +289,7 @@ TEST(ModelRepositoryTest, TheWeightsHashCacheSparesHashingUnchangedWeights) {
   // The cache remembers only files that have not changed for a moment.
   std::this_thread::sleep_for(
       std::chrono::nanoseconds(engine::WeightsHashCache::kSettleNanos + 50'000'000));
-  const std::string expected =
-      *engine::Sha256OfFiles({root + "/models/m/model.safetensors"});
+  const std::string expected = *engine::Sha256OfFiles({root + "/models/m/model.safetensors"});
 
   std::unique_ptr<engine::WeightsHashCache> cache = engine::WeightsHashCache::Open(cache_file);
   ModelRepository::Options options;

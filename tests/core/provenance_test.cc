@@ -170,8 +170,7 @@ TEST(CoordinatorProvenanceTest, TheEndStoresTheProvenanceUnderTheLeaseHolder) {
             absl::StatusCode::kFailedPrecondition);
   auto second = env.coordinator()->Claim("node8@alice", 0);
   ASSERT_TRUE(second.ok() && second->has_value());
-  ASSERT_TRUE(
-      env.coordinator()->Finish((*second)->lease, absl::InternalError("boom"), {}).ok());
+  ASSERT_TRUE(env.coordinator()->Finish((*second)->lease, absl::InternalError("boom"), {}).ok());
 
   auto stored = env.Get(Alice(), job->id());
   ASSERT_TRUE(stored.ok()) << stored.status();

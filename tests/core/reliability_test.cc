@@ -25,10 +25,10 @@
 namespace fca::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Alice;
 using testing::Bob;
 using testing::CoreEnv;
+using ::testing::HasSubstr;
 using testing::SmallSpec;
 
 using Clock = std::chrono::steady_clock;
@@ -60,8 +60,7 @@ class Faults {
 };
 
 bool Terminal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
 }
 
 // Polls the job until it is terminal (or `limit` passes) and returns it.
@@ -132,8 +131,7 @@ size_t CleanRowCount() {
 TEST_P(StoreFaultTest, EveryJobEndsWithAReasonAndNoRowTwice) {
   const FaultCase& c = GetParam();
   Faults faults(c.op, c.code, c.from, c.count);
-  CoreEnv env({}, testing::FastRunOptions(),
-              [&](std::string_view op) { return faults.Check(op); });
+  CoreEnv env({}, testing::FastRunOptions(), [&](std::string_view op) { return faults.Check(op); });
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();
@@ -162,7 +160,9 @@ TEST_P(StoreFaultTest, EveryJobEndsWithAReasonAndNoRowTwice) {
     EXPECT_THAT(end.error(), HasSubstr("injected fault"));
   }
   const std::vector<v1::Result> rows = StoredRows(&env, job->id());
-  if (end.state() == v1::JOB_STATE_SUCCEEDED) EXPECT_EQ(rows.size(), CleanRowCount());
+  if (end.state() == v1::JOB_STATE_SUCCEEDED) {
+    EXPECT_EQ(rows.size(), CleanRowCount());
+  }
   // A watcher from the start is released with the terminal state last.
   auto events = env.Watch(Alice(), job->id(), 0);
   ASSERT_TRUE(events.ok()) << events.status();
@@ -179,9 +179,8 @@ std::vector<FaultCase> AllFaultCases() {
   // claim: the job's start; append_event: QUEUED->RUNNING (call 0), progress
   // (call 2), and with finish_job the end; insert_results: the rows.
   const std::vector<std::pair<const char*, int>> points = {
-      {"claim_job", 0},     {"append_event", 0},     {"append_event", 2},
-      {"insert_results", 0}, {"finish_job", 0},       {"put_coefficients", 0},
-      {"get_coefficients", 0}};
+      {"claim_job", 0},  {"append_event", 0},     {"append_event", 2},    {"insert_results", 0},
+      {"finish_job", 0}, {"put_coefficients", 0}, {"get_coefficients", 0}};
   for (const auto& [op, from] : points) {
     for (absl::StatusCode code :
          {absl::StatusCode::kUnavailable, absl::StatusCode::kResourceExhausted}) {
@@ -191,8 +190,7 @@ std::vector<FaultCase> AllFaultCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(EachWrite, StoreFaultTest, ::testing::ValuesIn(AllFaultCases()),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(EachWrite, StoreFaultTest, ::testing::ValuesIn(AllFaultCases()), CaseName);
 
 // A job that crashed the server max_attempts times is failed at the next
 // start, with the reason, instead of crashing it again.
@@ -204,7 +202,9 @@ TEST(ReliabilityTest, AJobThatKeepsCrashingTheServerFailsAfterItsAttempts) {
   for (int crash = 0; crash < 3; ++crash) {
     auto claimed = testing::ClaimAsLocalWorker(env.store());  // the "server" runs it ...
     ASSERT_TRUE(claimed.ok() && claimed->has_value());
-    if (crash < 2) ASSERT_TRUE(testing::CrashRecovery(env.store()).ok());  // ... and dies
+    if (crash < 2) {
+      ASSERT_TRUE(testing::CrashRecovery(env.store()).ok());  // ... and dies
+    }
   }
   ASSERT_TRUE(env.Start().ok());  // the third restart
   const v1::Job end = WaitForEnd(&env, job->id(), std::chrono::seconds(10));

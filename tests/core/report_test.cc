@@ -19,8 +19,8 @@ namespace {
 
 using ::testing::ElementsAre;
 
-v1::Result Row(const std::string& model, const std::string& intervention,
-               const std::string& metric, double value) {
+v1::Result Row(const std::string& model, const std::string& intervention, const std::string& metric,
+               double value) {
   v1::Result r;
   r.set_job_id(3);
   r.set_model(model);
@@ -151,11 +151,11 @@ TEST(ReportTest, MetricsComeInReportOrder) {
   const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), ThreeSeedRows());
   std::vector<std::string> keys;
   for (const v1::ReportMetric& m : r.metrics()) keys.push_back(m.intervention() + "/" + m.metric());
-  EXPECT_THAT(keys, ElementsAre("correct/nll", "cross_input/nll", "cross_input/penalty",
-                                "static_layer/nll", "global_mean/nll", "future_intervention/nll",
-                                "static_layer/retention_pct", "variation/eta2.gate",
-                                "execution/blocks_per_token", "execution/slowdown",
-                                "replay/live_nll", "execution/zz_new_metric"));
+  EXPECT_THAT(
+      keys, ElementsAre("correct/nll", "cross_input/nll", "cross_input/penalty", "static_layer/nll",
+                        "global_mean/nll", "future_intervention/nll", "static_layer/retention_pct",
+                        "variation/eta2.gate", "execution/blocks_per_token", "execution/slowdown",
+                        "replay/live_nll", "execution/zz_new_metric"));
   // A metric only one model has summarizes that one model.
   const v1::ReportMetric* future = FindMetric(r, "future_intervention", "nll");
   ASSERT_NE(future, nullptr);
@@ -178,13 +178,13 @@ TEST(ReportTest, PerGroupRowsReadAsPerLayerTables) {
   const v1::GetReportResponse r = BuildReport(ThreeSeedJob(), rows);
   std::vector<std::string> keys;
   for (const v1::ReportMetric& m : r.metrics()) keys.push_back(m.intervention() + "/" + m.metric());
-  EXPECT_THAT(keys, ElementsAre("correct/nll", "cross_input/nll", "cross_input/penalty",
-                                "static_layer/nll", "global_mean/nll", "future_intervention/nll",
-                                "cross_input/layer_nll.2", "cross_input/layer_penalty.2",
-                                "cross_input/layer_penalty.10", "static_layer/layer_penalty.0",
-                                "static_layer/retention_pct", "variation/eta2.gate",
-                                "execution/blocks_per_token", "execution/slowdown",
-                                "replay/live_nll", "execution/zz_new_metric"));
+  EXPECT_THAT(
+      keys, ElementsAre("correct/nll", "cross_input/nll", "cross_input/penalty", "static_layer/nll",
+                        "global_mean/nll", "future_intervention/nll", "cross_input/layer_nll.2",
+                        "cross_input/layer_penalty.2", "cross_input/layer_penalty.10",
+                        "static_layer/layer_penalty.0", "static_layer/retention_pct",
+                        "variation/eta2.gate", "execution/blocks_per_token", "execution/slowdown",
+                        "replay/live_nll", "execution/zz_new_metric"));
   const v1::ReportMetric* p = FindMetric(r, "cross_input", "layer_penalty.10");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->unit(), "nats/token");
@@ -214,8 +214,7 @@ TEST(ReportTest, SitesAreTypedRowsNotMetrics) {
 TEST(ReportTest, SingleModelHasZeroSdAndMinEqualsMax) {
   v1::Job job;
   job.mutable_spec()->add_models("only");
-  const v1::GetReportResponse r =
-      BuildReport(job, {Row("only", "cross_input", "penalty", 0.25)});
+  const v1::GetReportResponse r = BuildReport(job, {Row("only", "cross_input", "penalty", 0.25)});
   ASSERT_EQ(r.metrics_size(), 1);
   const v1::AcrossModels& a = r.metrics(0).across_models();
   EXPECT_EQ(a.n(), 1);
@@ -303,7 +302,9 @@ TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
     ASSERT_NE(e, nullptr) << row.metric;
     EXPECT_FALSE(e->unit.empty()) << row.metric;
     EXPECT_FALSE(e->description.empty()) << row.metric;
-    if (!e->intervention.empty()) EXPECT_EQ(e->intervention, row.intervention) << row.metric;
+    if (!e->intervention.empty()) {
+      EXPECT_EQ(e->intervention, row.intervention) << row.metric;
+    }
     seen.insert(e->name);
   }
   EXPECT_EQ(seen.size(), MetricCatalog().size());  // and no entry is stale

@@ -20,12 +20,12 @@
 namespace fca::core {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::Admin;
 using testing::Alice;
 using testing::Bob;
 using testing::CoreEnv;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using testing::SmallSpec;
 
 storage::ResultRow StoredRow(const std::string& model, const std::string& intervention,
@@ -363,8 +363,7 @@ TEST_F(ServiceApiTest, ListJobWindowsCutsTheSpecsWindowsWithoutRunning) {
   r.set_model("");
   EXPECT_EQ(env_.core()->ListJobWindows(Bob(), r).status().code(), absl::StatusCode::kNotFound);
   r.set_job_id(9999);
-  EXPECT_EQ(env_.core()->ListJobWindows(Alice(), r).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(env_.core()->ListJobWindows(Alice(), r).status().code(), absl::StatusCode::kNotFound);
 }
 
 // A finished job: the report matches the stored rows, and every listed
@@ -424,8 +423,8 @@ TEST(FinishedJobApiTest, ReportAndWindowsOfARealAudit) {
     e.set_model("fg_a");
     e.set_window_hash(w.hash());
     int64_t bytes = 0;
-    const absl::Status exported = env.core()->ExportCoefficients(
-        Alice(), e, [&](const v1::ExportCoefficientsResponse& part) {
+    const absl::Status exported =
+        env.core()->ExportCoefficients(Alice(), e, [&](const v1::ExportCoefficientsResponse& part) {
           bytes += static_cast<int64_t>(part.chunk().size());
           return true;
         });

@@ -12,11 +12,11 @@
 namespace fca::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Admin;
 using testing::Alice;
 using testing::Bob;
 using testing::CoreEnv;
+using ::testing::HasSubstr;
 using testing::SmallSpec;
 
 class ServiceTest : public ::testing::Test {
@@ -75,8 +75,7 @@ TEST_F(ServiceTest, SubmitQueuesTheNormalizedSpec) {
 }
 
 TEST_F(ServiceTest, SubmitUnknownModelOrDatasetIsNotFound) {
-  EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"nope"}, "eval", "calib")),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"nope"}, "eval", "calib")), absl::StatusCode::kNotFound);
   v1::AuditSpec twin = SmallSpec({"fg_a"}, "eval", "calib");
   twin.set_dense_twin("nope");
   EXPECT_EQ(SubmitCode(Alice(), twin), absl::StatusCode::kNotFound);
@@ -94,8 +93,7 @@ TEST_F(ServiceTest, SubmitByContentHashFindsOwnDatasetOnly) {
   const std::string own = "sha256:" + env_.core()->ListDatasets(Alice())->datasets(0).sha256();
   EXPECT_TRUE(env_.Submit(Alice(), SmallSpec({"fg_a"}, own, "calib")).ok());
   const std::string carols = "sha256:" + carol_data->dataset().sha256();
-  EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"fg_a"}, carols, "calib")),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"fg_a"}, carols, "calib")), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ServiceTest, SubmitChecksModelRoles) {
@@ -264,8 +262,7 @@ TEST_F(ServiceTest, FarFutureTimeBoundsDoNotWrapAround) {
 
 TEST_F(ServiceTest, WatchWithNegativeAfterSeqIsInvalid) {
   const v1::Job job = MustSubmit(Alice());
-  EXPECT_EQ(env_.Watch(Alice(), job.id(), -1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(env_.Watch(Alice(), job.id(), -1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ServiceTest, ListModelsSkipsBrokenAndDescribesSites) {
@@ -315,8 +312,7 @@ TEST_F(ServiceTest, TokenizeUsesTheModelsTokenizer) {
 TEST_F(ServiceTest, TokenizeRefusesUnknownModelsBadNamesAndLargeText) {
   v1::TokenizeRequest request;
   request.set_model("no_such_model");
-  EXPECT_EQ(env_.core()->Tokenize(Alice(), request).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(env_.core()->Tokenize(Alice(), request).status().code(), absl::StatusCode::kNotFound);
   request.set_model("../fg_a");
   EXPECT_EQ(env_.core()->Tokenize(Alice(), request).status().code(),
             absl::StatusCode::kInvalidArgument);

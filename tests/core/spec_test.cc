@@ -1,6 +1,8 @@
 // NormalizeSpec (server/core/spec.h) and ValidateName
 // (server/core/model_repository.h): defaults, and INVALID_ARGUMENT naming
 // the bad field with the limit where one applies.
+#include "server/core/spec.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "server/core/model_repository.h"
-#include "server/core/spec.h"
 
 namespace fca::core {
 namespace {
@@ -35,7 +36,9 @@ void ExpectInvalid(const absl::Status& st, const std::string& needle1,
                    const std::string& needle2 = "") {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr(needle1));
-  if (!needle2.empty()) EXPECT_THAT(std::string(st.message()), HasSubstr(needle2));
+  if (!needle2.empty()) {
+    EXPECT_THAT(std::string(st.message()), HasSubstr(needle2));
+  }
 }
 
 TEST(NormalizeSpecTest, FillsEveryDefault) {
@@ -83,8 +86,7 @@ TEST(NormalizeSpecTest, KeepsGivenValues) {
 
 TEST(NormalizeSpecTest, ModelsAreRequiredUniqueValidAndBounded) {
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->clear_models(); }), "model");
-  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->add_models("fg_a"); }), "fg_a",
-                "twice");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->add_models("fg_a"); }), "fg_a", "twice");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_models(0, "../x"); }), "model");
   SpecLimits limits;
   limits.max_models = 2;
@@ -98,15 +100,13 @@ TEST(NormalizeSpecTest, ModelsAreRequiredUniqueValidAndBounded) {
 }
 
 TEST(NormalizeSpecTest, DenseTwinNameIsChecked) {
-  const absl::Status st =
-      NormalizeEdited([](v1::AuditSpec* s) { s->set_dense_twin("a/b"); });
+  const absl::Status st = NormalizeEdited([](v1::AuditSpec* s) { s->set_dense_twin("a/b"); });
   // The header promises an error naming the field.
   ExpectInvalid(st, "dense_twin");
 }
 
 TEST(NormalizeSpecTest, DatasetsAreRequired) {
-  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->clear_eval_dataset(); }),
-                "eval_dataset");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->clear_eval_dataset(); }), "eval_dataset");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->clear_calib_dataset(); }),
                 "calib_dataset");
 }
@@ -122,10 +122,12 @@ TEST(NormalizeSpecTest, InterventionsMustBeKnownAndUnique) {
 }
 
 TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
-  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->add_per_layer_interventions("dropout"); }),
-                "per-layer intervention", "dropout");
-  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->add_per_layer_interventions("correct"); }),
-                "per-layer intervention", "correct");
+  ExpectInvalid(
+      NormalizeEdited([](v1::AuditSpec* s) { s->add_per_layer_interventions("dropout"); }),
+      "per-layer intervention", "dropout");
+  ExpectInvalid(
+      NormalizeEdited([](v1::AuditSpec* s) { s->add_per_layer_interventions("correct"); }),
+      "per-layer intervention", "correct");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) {
                   s->add_per_layer_interventions("neutral");
                   s->add_per_layer_interventions("neutral");
@@ -179,9 +181,8 @@ TEST(NormalizeSpecTest, BatchBootstrapAndTimingAreBounded) {
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_batch_size(33); }, limits),
                 "batch_size", "32");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_batch_size(-1); }), "batch_size");
-  ExpectInvalid(
-      NormalizeEdited([](v1::AuditSpec* s) { s->set_bootstrap_resamples(5001); }, limits),
-      "bootstrap_resamples", "5000");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_bootstrap_resamples(5001); }, limits),
+                "bootstrap_resamples", "5000");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_bootstrap_resamples(-2); }),
                 "bootstrap_resamples");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_repeats(10); }, limits),
@@ -206,9 +207,8 @@ TEST(NormalizeSpecTest, AdaptiveTimingHasDefaultsAndBounds) {
                   s->set_timing_max_repeats(10);
                 }),
                 "timing_max_repeats", "20");
-  ExpectInvalid(
-      NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_max_repeats(1001); }, limits),
-      "timing_max_repeats", "1000");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_max_repeats(1001); }, limits),
+                "timing_max_repeats", "1000");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_budget_seconds(-1); }),
                 "timing_budget_seconds");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_timing_budget_seconds(1e9); }),
@@ -217,8 +217,7 @@ TEST(NormalizeSpecTest, AdaptiveTimingHasDefaultsAndBounds) {
 
 TEST(NormalizeSpecTest, CiLevelMustBeInsideTheOpenUnitInterval) {
   for (double bad : {1.0, 1.5, -0.2}) {
-    ExpectInvalid(NormalizeEdited([bad](v1::AuditSpec* s) { s->set_ci_level(bad); }),
-                  "ci_level");
+    ExpectInvalid(NormalizeEdited([bad](v1::AuditSpec* s) { s->set_ci_level(bad); }), "ci_level");
   }
   EXPECT_TRUE(NormalizeEdited([](v1::AuditSpec* s) { s->set_ci_level(0.5); }).ok());
 }
@@ -229,17 +228,17 @@ TEST(NormalizeSpecTest, LabelIsBounded) {
   EXPECT_TRUE(NormalizeEdited([](v1::AuditSpec* s) { s->set_label(std::string(256, 'x')); }).ok());
   // Issue 9: labels are printed in terminals: no escape sequences, no
   // control characters (C0, DEL, C1), valid UTF-8 only.
-  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("red \x1b[31m"); }),
-                "label", "control character");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("red \x1b[31m"); }), "label",
+                "control character");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("a\nb"); }), "label",
                 "control character");
-  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("c1 \xc2\x9b"); }),
-                "label", "control character");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("c1 \xc2\x9b"); }), "label",
+                "control character");
   ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_label("bad \xff"); }), "label",
                 "UTF-8");
-  EXPECT_TRUE(
-      NormalizeEdited([](v1::AuditSpec* s) { s->set_label("Gate-Lauf \xc3\xa4 \xe2\x9c\x93"); })
-          .ok());
+  EXPECT_TRUE(NormalizeEdited([](v1::AuditSpec* s) {
+                s->set_label("Gate-Lauf \xc3\xa4 \xe2\x9c\x93");
+              }).ok());
 }
 
 TEST(ValidateNameTest, RefusesPathsHiddenEmptyAndLongNames) {
@@ -255,8 +254,8 @@ TEST(ValidateNameTest, RefusesPathsHiddenEmptyAndLongNames) {
 
 TEST(ValidateNameTest, AcceptsPlainNames) {
   for (const std::string& good :
-       {std::string("a"), std::string("fg_a"), std::string("model-1.v2"),
-        std::string("x..y"), std::string(128, 'z'), std::string("UPPER09")}) {
+       {std::string("a"), std::string("fg_a"), std::string("model-1.v2"), std::string("x..y"),
+        std::string(128, 'z'), std::string("UPPER09")}) {
     EXPECT_TRUE(ValidateName(good, "model").ok()) << good;
   }
 }

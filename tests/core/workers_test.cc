@@ -20,17 +20,16 @@
 namespace fca::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Admin;
 using testing::Alice;
 using testing::Bob;
 using testing::CoreEnv;
+using ::testing::HasSubstr;
 using testing::SmallSpec;
 using Clock = std::chrono::steady_clock;
 
 bool Terminal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
 }
 
 v1::Job WaitForEnd(CoreEnv* env, int64_t job_id) {
@@ -60,9 +59,8 @@ Rows StoredRows(CoreEnv* env, int64_t job_id) {
     EXPECT_TRUE(page.ok()) << page.status();
     if (!page.ok()) break;
     for (const v1::Result& r : page->results()) {
-      EXPECT_TRUE(rows.emplace(std::make_tuple(r.model(), r.intervention(), r.metric()),
-                               r.value())
-                      .second)
+      EXPECT_TRUE(
+          rows.emplace(std::make_tuple(r.model(), r.intervention(), r.metric()), r.value()).second)
           << "row twice: " << r.model() << " " << r.intervention() << " " << r.metric();
     }
     if (page->next_page_token().empty()) break;
@@ -253,8 +251,7 @@ TEST(WorkersTest, ALostLeaseRunsTheTaskAgainElsewhere) {
   EXPECT_TRUE(noted) << "no event says the lease was lost";
   // The silent worker comes back: everything it says is refused.
   const Lease stale = (*silent)->lease;
-  EXPECT_EQ(env.coordinator()->Renew(stale).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env.coordinator()->Renew(stale).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(env.coordinator()->ReportRows(stale, testing::kGateA, "x", {}).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(env.coordinator()->Finish(stale, absl::OkStatus(), {}).code(),

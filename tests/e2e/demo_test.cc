@@ -88,12 +88,12 @@ class DemoTest : public ::testing::Test {
 // must hang together.
 TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   TempDir out;
-  CommandResult r = e2e::Run({"/bin/bash", std::string(FCA_SOURCE_DIR) + "/scripts/demo.sh"},
-                        {"FCA_DEMO_SKIP_BUILD=1", "FCA_SERVER_BIN=" FCA_SERVER_BIN,
-                         "FCA_CLI_BIN=" FCA_CLI_BIN, "FCA_TRAIN_BIN=" FCA_TRAIN_BIN,
-                         "FCA_DEMO_OUT=" + out.path().string(), "FCA_DEMO_WINDOWS=8",
-                         "FCA_DEMO_TIMING=1", "FCA_DEMO_TIMING_BUDGET=1"},
-                        600);
+  CommandResult r = e2e::Run(
+      {"/bin/bash", std::string(FCA_SOURCE_DIR) + "/scripts/demo.sh"},
+      {"FCA_DEMO_SKIP_BUILD=1", "FCA_SERVER_BIN=" FCA_SERVER_BIN, "FCA_CLI_BIN=" FCA_CLI_BIN,
+       "FCA_TRAIN_BIN=" FCA_TRAIN_BIN, "FCA_DEMO_OUT=" + out.path().string(), "FCA_DEMO_WINDOWS=8",
+       "FCA_DEMO_TIMING=1", "FCA_DEMO_TIMING_BUDGET=1"},
+      600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("mean ± sd"));
@@ -162,9 +162,9 @@ TEST_F(DemoTest, ServerReproducesTrainingLogNll) {
   const fs::path data = dir.path() / "data";
   CommandResult split = e2e::Run({FCA_TRAIN_BIN, "split", "--out=" + data.string()});
   ASSERT_EQ(split.exit_code, 0) << split.err;
-  auto server = ServerProcess::Start(
-      FCA_SERVER_BIN, {"--models=" + std::string(FCA_SOURCE_DIR) + "/models",
-                       "--db=" + (dir.path() / "fca.sqlite").string()});
+  auto server =
+      ServerProcess::Start(FCA_SERVER_BIN, {"--models=" + std::string(FCA_SOURCE_DIR) + "/models",
+                                            "--db=" + (dir.path() / "fca.sqlite").string()});
   ASSERT_NE(server, nullptr);
   const std::vector<std::string> env = {"FCA_SERVER=" + server->address()};
   auto fca = [&](std::vector<std::string> args) {
@@ -174,10 +174,9 @@ TEST_F(DemoTest, ServerReproducesTrainingLogNll) {
   ASSERT_EQ(fca({"datasets", "upload", "--name=eval", (data / "eval.txt").string()}).exit_code, 0);
   ASSERT_EQ(fca({"datasets", "upload", "--name=calib", (data / "calib.txt").string()}).exit_code,
             0);
-  CommandResult audit =
-      fca({"audit", "--models=featuregate-s1,featuregate-s2,featuregate-s3", "--eval=eval",
-           "--calib=calib", "--interventions=correct", "--max_calib_windows=2",
-           "--timing_repeats=0"});
+  CommandResult audit = fca({"audit", "--models=featuregate-s1,featuregate-s2,featuregate-s3",
+                             "--eval=eval", "--calib=calib", "--interventions=correct",
+                             "--max_calib_windows=2", "--timing_repeats=0"});
   ASSERT_EQ(audit.exit_code, 0) << audit.out << audit.err;
   for (const char* m : kSeeds) {
     SCOPED_TRACE(m);

@@ -27,9 +27,11 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 void InitModel(const std::string& name, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init", "--out=" + g_root + "/models/" + name,
-                                   "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
-                                   "--d_ff=64", "--controller_width=16", "--max_seq_len=64"};
+  std::vector<std::string> argv = {
+      FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + g_root + "/models/" + name,
+      "--d_model=32",      "--n_layers=2", "--n_heads=2",
+      "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
+      "--max_seq_len=64"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   CommandResult r = Run(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -45,8 +47,8 @@ class E2ETest : public ::testing::Test {
     InitModel("fg-b", {"--seed=2", "--controller_out_std=1.0"});
     InitModel("dense", {"--family=dense", "--seed=1"});
     // A slower model for jobs that must still be running when interrupted.
-    InitModel("fg-wide", {"--seed=3", "--controller_out_std=1.0", "--d_model=256",
-                          "--d_ff=1024", "--n_heads=4"});
+    InitModel("fg-wide", {"--seed=3", "--controller_out_std=1.0", "--d_model=256", "--d_ff=1024",
+                          "--n_heads=4"});
     fs::create_directories(g_root + "/models/broken");
     WriteFile(g_root + "/models/broken/config.json", "{");
     WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 40, 1));
@@ -76,8 +78,8 @@ class E2ETest : public ::testing::Test {
   }
 
   void Upload(const std::string& name, const std::string& file, const std::string& token = "") {
-    CommandResult r = Cli({"datasets", "upload", "--name=" + name, g_root + "/data/" + file},
-                          token);
+    CommandResult r =
+        Cli({"datasets", "upload", "--name=" + name, g_root + "/data/" + file}, token);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
@@ -89,8 +91,10 @@ class E2ETest : public ::testing::Test {
   }
 
   std::vector<std::string> SmallAudit() {
-    return {"audit", "--models=fg-a,fg-b", "--dense_twin=dense", "--eval=eval", "--calib=calib",
-            "--window=16", "--batch=4", "--bootstrap=200", "--timing_repeats=2", "--seed=5"};
+    return {"audit",       "--models=fg-a,fg-b", "--dense_twin=dense",
+            "--eval=eval", "--calib=calib",      "--window=16",
+            "--batch=4",   "--bootstrap=200",    "--timing_repeats=2",
+            "--seed=5"};
   }
 
   json::Value Results(const std::string& job, const std::string& token = "") {
@@ -188,8 +192,8 @@ TEST_F(E2ETest, UploadSubmitWatchQuery) {
   }
   const std::string out = g_root + "/coeff.bin";
   const std::string first_hash = h.FinishHex();
-  CommandResult exp = Cli({"export", "--model=fg-a", "--window_hash=" + first_hash,
-                           "--out=" + out});
+  CommandResult exp =
+      Cli({"export", "--model=fg-a", "--window_hash=" + first_hash, "--out=" + out});
   ASSERT_EQ(exp.exit_code, 0) << exp.err;
   EXPECT_EQ(fs::file_size(out), 16u * 4 /*sites*/ * 4 /*G*/ * 4 /*float32*/);
 
@@ -219,8 +223,8 @@ TEST_F(E2ETest, CancelARunningJob) {
   StartServer();
   Upload("long", "long.txt");
   Upload("calib", "calib.txt");
-  CommandResult sub = Cli({"audit", "--detach", "--models=fg-wide", "--eval=long",
-                           "--calib=calib", "--window=64", "--batch=2", "--timing_repeats=0"});
+  CommandResult sub = Cli({"audit", "--detach", "--models=fg-wide", "--eval=long", "--calib=calib",
+                           "--window=64", "--batch=2", "--timing_repeats=0"});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   ASSERT_TRUE(WaitFor([&] { return State("1") == "RUNNING"; }, 30));
   const auto t0 = std::chrono::steady_clock::now();
@@ -302,8 +306,9 @@ TEST_F(E2ETest, SigtermDrainsAndTheJobResumes) {
 
 TEST_F(E2ETest, AuthSeparatesUsers) {
   const std::string keys = g_root + "/keys.txt";
-  WriteFile(keys, "# key user role\nalice-key-0123456789 alice user\n"
-                  "bob-key-0123456789ab bob user\nroot-key-0123456789a root admin\n");
+  WriteFile(keys,
+            "# key user role\nalice-key-0123456789 alice user\n"
+            "bob-key-0123456789ab bob user\nroot-key-0123456789a root admin\n");
   // fca-server refuses a key file that group or others may read.
   fs::permissions(keys, fs::perms::owner_read | fs::perms::owner_write);
   StartServer({"--auth", "--api_keys=" + keys});
@@ -353,7 +358,9 @@ TEST_F(E2ETest, BadInputGetsAClearCodeAndTheServerKeepsServing) {
       {"dense model audited", audit({"--models=dense"}), 3, "no controller"},
       {"featuregate twin", audit({"--models=fg-a", "--dense_twin=fg-b"}), 3, "dense twin"},
       {"unknown dataset",
-       {"audit", "--models=fg-a", "--eval=nope", "--calib=calib", "--window=16"}, 4, "nope"},
+       {"audit", "--models=fg-a", "--eval=nope", "--calib=calib", "--window=16"},
+       4,
+       "nope"},
       {"unknown intervention", audit({"--models=fg-a", "--interventions=telepathy"}), 3,
        "telepathy"},
       {"window too long", audit({"--models=fg-a", "--window=100000"}), 3, "512"},
@@ -361,18 +368,28 @@ TEST_F(E2ETest, BadInputGetsAClearCodeAndTheServerKeepsServing) {
       // Refused at submission (it used to fail the job when it ran).
       {"window longer than the model", audit({"--models=fg-a", "--window=65"}), 3,
        "max_seq_len of model 'fg-a' (64 tokens)"},
-      {"overlapping calibration", {"audit", "--models=fg-a", "--eval=eval", "--calib=eval",
-                                   "--window=16"}, 9, "share"},
-      {"oversized upload", {"datasets", "upload", "--name=big", g_root + "/data/big.txt"}, 7,
+      {"overlapping calibration",
+       {"audit", "--models=fg-a", "--eval=eval", "--calib=eval", "--window=16"},
+       9,
+       "share"},
+      {"oversized upload",
+       {"datasets", "upload", "--name=big", g_root + "/data/big.txt"},
+       7,
        "100000"},
-      {"bad dataset name", {"datasets", "upload", "--name=../etc", g_root + "/data/eval.txt"},
-       3, "not valid"},
-      {"tokens not int32", {"datasets", "upload", "--name=odd", "--kind=tokens",
-                            g_root + "/data/odd.bin"}, 3, "int32"},
+      {"bad dataset name",
+       {"datasets", "upload", "--name=../etc", g_root + "/data/eval.txt"},
+       3,
+       "not valid"},
+      {"tokens not int32",
+       {"datasets", "upload", "--name=odd", "--kind=tokens", g_root + "/data/odd.bin"},
+       3,
+       "int32"},
       {"unknown job", {"jobs", "show", "999"}, 4, "999"},
       {"cancel unknown job", {"jobs", "cancel", "999"}, 4, "999"},
       {"watch unknown job", {"watch", "999"}, 4, "999"},
-      {"malformed manifest", {"audit", "--manifest=" + g_root + "/data/bad_manifest.json"}, 2,
+      {"malformed manifest",
+       {"audit", "--manifest=" + g_root + "/data/bad_manifest.json"},
+       2,
        "nonsense"},
   };
   for (const Case& c : cases) {
@@ -385,9 +402,10 @@ TEST_F(E2ETest, BadInputGetsAClearCodeAndTheServerKeepsServing) {
 
 TEST_F(E2ETest, TlsFromCertificateFlags) {
   const std::string cert = g_root + "/cert.pem", key = g_root + "/key.pem";
-  CommandResult gen = e2e::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                           "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-                           "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+  CommandResult gen =
+      e2e::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                "-out", cert, "-days", "1", "-subj", "/CN=localhost", "-addext",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost"});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   StartServer({"--tls_cert=" + cert, "--tls_key=" + key});
   CommandResult tls = Cli({"--ca_cert=" + cert, "models"});
@@ -404,8 +422,8 @@ TEST_F(E2ETest, QueuedJobLimitIsResourceExhausted) {
   Upload("calib", "calib.txt");
   int exhausted = 0;
   for (int i = 0; i < 3; ++i) {
-    CommandResult r = Cli({"audit", "--detach", "--models=fg-wide", "--eval=long",
-                           "--calib=calib", "--window=64", "--timing_repeats=0"});
+    CommandResult r = Cli({"audit", "--detach", "--models=fg-wide", "--eval=long", "--calib=calib",
+                           "--window=64", "--timing_repeats=0"});
     if (r.exit_code == 7) {
       ++exhausted;
       EXPECT_NE(r.err.find("limit is 1"), std::string::npos) << r.err;

@@ -34,15 +34,14 @@ class ModelsE2ETest : public ::testing::Test {
     fs::copy_file(tiny / "model.safetensors", models / "mudd-tiny" / "model.safetensors");
     fs::copy(tiny / "sharded", models / "mudd-sharded");
     // A small FeatureGate model with the GPT-NeoX vocabulary and tokenizer.
-    CommandResult init = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + (models / "bpe-fg").string(),
-                              "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
-                              "--d_ff=64", "--controller_width=16", "--max_seq_len=64",
-                              "--vocab_size=50304", "--seed=3", "--controller_out_std=1.0"});
+    CommandResult init = e2e::Run(
+        {FCA_LOCAL_AUDIT_BIN, "init", "--out=" + (models / "bpe-fg").string(), "--d_model=32",
+         "--n_layers=2", "--n_heads=2", "--n_groups=4", "--d_ff=64", "--controller_width=16",
+         "--max_seq_len=64", "--vocab_size=50304", "--seed=3", "--controller_out_std=1.0"});
     ASSERT_EQ(init.exit_code, 0) << init.err;
-    CommandResult dense = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--family=dense",
-                                    "--out=" + (models / "dense-byte").string(), "--d_model=32",
-                                    "--n_layers=2", "--n_heads=2", "--d_ff=64",
-                                    "--max_seq_len=64"});
+    CommandResult dense = e2e::Run(
+        {FCA_LOCAL_AUDIT_BIN, "init", "--family=dense", "--out=" + (models / "dense-byte").string(),
+         "--d_model=32", "--n_layers=2", "--n_heads=2", "--d_ff=64", "--max_seq_len=64"});
     ASSERT_EQ(dense.exit_code, 0) << dense.err;
     fs::copy_file(fs::path(kData) / "tokenizer" / "tokenizer.json",
                   models / "bpe-fg" / "tokenizer.json");
@@ -50,8 +49,8 @@ class ModelsE2ETest : public ::testing::Test {
       std::ofstream(fs::path(*root_) / (std::string(name) + ".txt"))
           << RandomWords(3000, name[0] == 'e' ? 11 : 12);
     }
-    server_ = ServerProcess::Start(FCA_SERVER_BIN, {"--models=" + models.string(),
-                                                    "--db=" + *root_ + "/fca.sqlite"})
+    server_ = ServerProcess::Start(
+                  FCA_SERVER_BIN, {"--models=" + models.string(), "--db=" + *root_ + "/fca.sqlite"})
                   .release();
   }
 
@@ -72,14 +71,14 @@ class ModelsE2ETest : public ::testing::Test {
 
   // `fca tokenize --model=M [--json]` with `text` on stdin.
   static CommandResult Tokenize(const std::string& model, const std::string& text, bool json) {
-    return e2e::Run({"/bin/sh", "-c", "printf '%s' \"$FCA_TEXT\" | \"$0\" tokenize --model=\"$1\" $2",
-                FCA_CLI_BIN, model, json ? "--json" : ""},
-               {"FCA_SERVER=" + server_->address(), "FCA_TEXT=" + text});
+    return e2e::Run(
+        {"/bin/sh", "-c", "printf '%s' \"$FCA_TEXT\" | \"$0\" tokenize --model=\"$1\" $2",
+         FCA_CLI_BIN, model, json ? "--json" : ""},
+        {"FCA_SERVER=" + server_->address(), "FCA_TEXT=" + text});
   }
 
   static void Upload(const std::string& name) {
-    CommandResult r =
-        Fca({"datasets", "upload", "--name=" + name, *root_ + "/" + name + ".txt"});
+    CommandResult r = Fca({"datasets", "upload", "--name=" + name, *root_ + "/" + name + ".txt"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
@@ -165,7 +164,7 @@ TEST_F(ModelsE2ETest, TokenizePlainAndErrors) {
   EXPECT_EQ(r.out, "72 105 33\n");  // no tokenizer.json: one id per byte
   EXPECT_NE(r.err.find("byte"), std::string::npos) << r.err;
   EXPECT_EQ(Tokenize("no-such-model", "x", false).exit_code, 4);  // NOT_FOUND
-  EXPECT_EQ(Fca({"tokenize"}).exit_code, 2);                     // --model missing
+  EXPECT_EQ(Fca({"tokenize"}).exit_code, 2);                      // --model missing
   // Not UTF-8: the BPE tokenizer refuses it (INVALID_ARGUMENT) and the
   // server keeps serving.
   CommandResult bad = Tokenize("bpe-fg", "ok \xff\xfe", false);
@@ -180,9 +179,9 @@ TEST_F(ModelsE2ETest, TokenizePlainAndErrors) {
 TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
   Upload("eval");
   Upload("calib");
-  const int job = AuditAndWatch({"--models=mudd-tiny,mudd-sharded", "--eval=eval",
-                                  "--calib=calib", "--window=16", "--max_eval_windows=12",
-                                  "--max_calib_windows=12", "--timing_repeats=1"});
+  const int job = AuditAndWatch({"--models=mudd-tiny,mudd-sharded", "--eval=eval", "--calib=calib",
+                                 "--window=16", "--max_eval_windows=12", "--max_calib_windows=12",
+                                 "--timing_repeats=1"});
   ASSERT_GT(job, 0);
   const json::Value rows = Results(job);
   for (const char* m : {"mudd-tiny", "mudd-sharded"}) {
@@ -191,8 +190,8 @@ TEST_F(ModelsE2ETest, AuditsMuddPythiaThroughServerAndCli) {
     const json::Value* correct = Row(rows, m, "correct", "nll");
     ASSERT_TRUE(live && correct);
     EXPECT_NEAR(live->Find("value")->as_double(), correct->Find("value")->as_double(), 1e-6);
-    for (const char* i : {"cross_input", "token_shuffle", "static_layer", "static_layer_position",
-                          "global_mean"}) {
+    for (const char* i :
+         {"cross_input", "token_shuffle", "static_layer", "static_layer_position", "global_mean"}) {
       EXPECT_NE(Row(rows, m, i, "penalty"), nullptr) << i;
     }
     for (const char* family : {"q", "k", "v", "r", "out"}) {
@@ -220,10 +219,10 @@ TEST_F(ModelsE2ETest, PerFamilyDependenceOfMuddPythia) {
                            "--per_layer=neutral", "--per_layer_scope=block"});
   EXPECT_EQ(bad.exit_code, 3) << bad.err;  // INVALID_ARGUMENT
   EXPECT_NE(bad.err.find("block"), std::string::npos) << bad.err;
-  const int job = AuditAndWatch({"--models=mudd-tiny", "--eval=eval", "--calib=calib",
-                                  "--window=16", "--max_eval_windows=8", "--max_calib_windows=8",
-                                  "--interventions=neutral", "--per_layer=neutral",
-                                  "--per_layer_scope=family", "--timing_repeats=0"});
+  const int job =
+      AuditAndWatch({"--models=mudd-tiny", "--eval=eval", "--calib=calib", "--window=16",
+                     "--max_eval_windows=8", "--max_calib_windows=8", "--interventions=neutral",
+                     "--per_layer=neutral", "--per_layer_scope=family", "--timing_repeats=0"});
   ASSERT_GT(job, 0);
   const json::Value rows = Results(job);
   for (const char* family : {"q", "k", "v", "r", "out"}) {
@@ -249,9 +248,8 @@ TEST_F(ModelsE2ETest, TextDatasetsUseTheModelsTokenizer) {
   ASSERT_TRUE(parsed.ok()) << tok.out;
   const int64_t tokens = static_cast<int64_t>(parsed->Find("ids")->as_array().size());
   ASSERT_LT(tokens, static_cast<int64_t>(eval.size()) / 2);  // BPE, not bytes
-  const int job = AuditAndWatch({"--models=bpe-fg", "--eval=eval", "--calib=calib",
-                                  "--window=32", "--interventions=cross_input",
-                                  "--timing_repeats=0"});
+  const int job = AuditAndWatch({"--models=bpe-fg", "--eval=eval", "--calib=calib", "--window=32",
+                                 "--interventions=cross_input", "--timing_repeats=0"});
   ASSERT_GT(job, 0);
   const json::Value rows = Results(job);
   const json::Value* live = Row(rows, "bpe-fg", "replay", "live_nll");

@@ -15,9 +15,10 @@
 namespace fca::e2e {
 
 std::string RandomWords(size_t bytes, uint64_t seed) {
-  static const char* kWords[] = {"the", "frozen", "controller", "gate", "model", "token",
-                                 "layer", "audit", "replay", "coefficient", "of", "and",
-                                 "a", "dynamic", "inference", "cost", "static", "profile"};
+  static const char* kWords[] = {"the",   "frozen", "controller", "gate",    "model",
+                                 "token", "layer",  "audit",      "replay",  "coefficient",
+                                 "of",    "and",    "a",          "dynamic", "inference",
+                                 "cost",  "static", "profile"};
   Rng rng(seed);
   std::string s;
   while (s.size() < bytes) {

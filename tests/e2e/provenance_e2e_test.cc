@@ -48,23 +48,24 @@ class ProvenanceE2ETest : public ::testing::Test {
     for (const auto& [name, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"fg-a", {"--seed=1", "--controller_out_std=1.0"}},
              {"dense", {"--family=dense", "--seed=1"}}}) {
-      std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init",
-                                       "--out=" + root_ + "/models/" + name, "--d_model=32",
-                                       "--n_layers=2", "--n_heads=2", "--n_groups=4", "--d_ff=64",
-                                       "--controller_width=16", "--max_seq_len=64"};
+      std::vector<std::string> argv = {
+          FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + root_ + "/models/" + name,
+          "--d_model=32",      "--n_layers=2", "--n_heads=2",
+          "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
+          "--max_seq_len=64"};
       argv.insert(argv.end(), flags.begin(), flags.end());
       CommandResult r = e2e::Run(argv);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     std::ofstream(root_ + "/eval.txt") << RandomWords(16 * 40, 1);
     std::ofstream(root_ + "/calib.txt") << RandomWords(16 * 30, 2);
-    server_ = ServerProcess::Start(FCA_SERVER_BIN, {"--models=" + root_ + "/models",
-                                                    "--db=" + root_ + "/fca.sqlite",
-                                                    "--threads=1", "--http_listen="});
+    server_ = ServerProcess::Start(
+        FCA_SERVER_BIN, {"--models=" + root_ + "/models", "--db=" + root_ + "/fca.sqlite",
+                         "--threads=1", "--http_listen="});
     ASSERT_NE(server_, nullptr);
     for (const char* name : {"eval", "calib"}) {
-      CommandResult r = Fca({"datasets", "upload", std::string("--name=") + name,
-                             root_ + "/" + name + ".txt"});
+      CommandResult r =
+          Fca({"datasets", "upload", std::string("--name=") + name, root_ + "/" + name + ".txt"});
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
   }
@@ -107,9 +108,9 @@ class ProvenanceE2ETest : public ::testing::Test {
 TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEverywhere) {
   eval_sha_ = FileSha256(root_ + "/eval.txt");
   calib_sha_ = FileSha256(root_ + "/calib.txt");
-  CommandResult audit = Fca({"audit", "--models=fg-a", "--dense_twin=dense", "--eval=eval",
-                             "--calib=calib", "--window=16", "--batch=4", "--bootstrap=200",
-                             "--timing_repeats=2", "--seed=5"});
+  CommandResult audit =
+      Fca({"audit", "--models=fg-a", "--dense_twin=dense", "--eval=eval", "--calib=calib",
+           "--window=16", "--batch=4", "--bootstrap=200", "--timing_repeats=2", "--seed=5"});
   ASSERT_EQ(audit.exit_code, 0) << audit.err;
 
   // GetJob, as `fca jobs show` prints it.
@@ -148,8 +149,8 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   // report.json: every field of docs/fca.md "Reproducibility" present and
   // non-empty.
   const std::string report_json = root_ + "/report.json", report_html = root_ + "/report.html";
-  CommandResult report = Fca({"report", "1", "--save_json=" + report_json,
-                              "--save_html=" + report_html});
+  CommandResult report =
+      Fca({"report", "1", "--save_json=" + report_json, "--save_html=" + report_html});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("PROVENANCE"), std::string::npos) << report.out;
   absl::StatusOr<json::Value> parsed = json::Parse(ReadFileOrEmpty(report_json));
@@ -158,8 +159,8 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   ASSERT_NE(provenance, nullptr);
   const json::Value* job = provenance->Find("job");
   ASSERT_NE(job, nullptr);
-  for (const char* key : {"eval_dataset", "eval_sha256", "calib_dataset", "calib_sha256",
-                          "server_version", "seed"}) {
+  for (const char* key :
+       {"eval_dataset", "eval_sha256", "calib_dataset", "calib_sha256", "server_version", "seed"}) {
     EXPECT_NE(Text(*job, key), "") << "provenance.job." << key;
   }
   EXPECT_EQ(Text(*job, "eval_sha256"), eval_sha_);
@@ -173,11 +174,17 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   ASSERT_EQ(tasks->as_array().size(), 1u);
   const json::Value* task = tasks->as_array()[0].Find("provenance");
   ASSERT_NE(task, nullptr);
-  for (const char* key :
-       {"worker", "host", "engine_version", "torch_version", "device", "dtype", "threads",
-        "weights_sha256", "dense_twin", "dense_twin_weights_sha256", "eval_sha256",
-        "calib_sha256", "window_length", "eval_windows", "calib_windows", "seed",
-        "interventions", "options_json", "attempt", "started_at", "finished_at"}) {
+  for (const char* key : {"worker",         "host",
+                          "engine_version", "torch_version",
+                          "device",         "dtype",
+                          "threads",        "weights_sha256",
+                          "dense_twin",     "dense_twin_weights_sha256",
+                          "eval_sha256",    "calib_sha256",
+                          "window_length",  "eval_windows",
+                          "calib_windows",  "seed",
+                          "interventions",  "options_json",
+                          "attempt",        "started_at",
+                          "finished_at"}) {
     EXPECT_NE(Text(*task, key), "") << "provenance.tasks[0].provenance." << key;
   }
   EXPECT_EQ(Text(*task, "engine_version"), Text(*job, "server_version"));
@@ -188,11 +195,11 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
 
   // The local tool records the same runtime fields, from the same helper.
   const std::string local_json = root_ + "/local.json";
-  CommandResult local = e2e::Run({FCA_LOCAL_AUDIT_BIN, "audit", "--models=" + root_ + "/models/fg-a",
-                             "--eval=" + root_ + "/eval.txt", "--calib=" + root_ + "/calib.txt",
-                             "--window=16", "--max_eval_windows=4", "--max_calib_windows=4",
-                             "--batch=4", "--bootstrap=50", "--timing_repeats=0", "--threads=1",
-                             "--json=" + local_json});
+  CommandResult local =
+      e2e::Run({FCA_LOCAL_AUDIT_BIN, "audit", "--models=" + root_ + "/models/fg-a",
+                "--eval=" + root_ + "/eval.txt", "--calib=" + root_ + "/calib.txt", "--window=16",
+                "--max_eval_windows=4", "--max_calib_windows=4", "--batch=4", "--bootstrap=50",
+                "--timing_repeats=0", "--threads=1", "--json=" + local_json});
   ASSERT_EQ(local.exit_code, 0) << local.err;
   absl::StatusOr<json::Value> tool = json::Parse(ReadFileOrEmpty(local_json));
   ASSERT_TRUE(tool.ok()) << tool.status();

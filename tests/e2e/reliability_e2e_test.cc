@@ -35,10 +35,10 @@ class ReliabilityE2ETest : public ::testing::Test {
     for (const auto& [name, flags] : std::vector<std::pair<std::string, std::string>>{
              {"fg", "--controller_out_std=1.0"}, {"dense", "--family=dense"}}) {
       // Wide enough that the job runs for a while (~1-2 s) between kills.
-      CommandResult r = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + *root_ + "/models/" + name,
-                             "--d_model=128", "--n_layers=2", "--n_heads=4", "--n_groups=4",
-                             "--d_ff=512", "--controller_width=16", "--max_seq_len=64", "--seed=1",
-                             flags});
+      CommandResult r =
+          e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + *root_ + "/models/" + name,
+                    "--d_model=128", "--n_layers=2", "--n_heads=4", "--n_groups=4", "--d_ff=512",
+                    "--controller_width=16", "--max_seq_len=64", "--seed=1", flags});
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     std::ofstream(*root_ + "/data/eval.txt") << RandomWords(32 * 96, 1);
@@ -64,13 +64,13 @@ class ReliabilityE2ETest : public ::testing::Test {
   // Uploads calib and submits the job, as a user would; fails quietly when
   // the server is killed meanwhile.
   void UploadAndSubmit(const ServerProcess& server) const {
-    if (Cli(server, {"datasets", "upload", "--name=calib", *root_ + "/data/calib.txt"})
-            .exit_code != 0) {
+    if (Cli(server, {"datasets", "upload", "--name=calib", *root_ + "/data/calib.txt"}).exit_code !=
+        0) {
       return;
     }
-    Cli(server, {"audit", "--detach", "--models=fg", "--dense_twin=dense", "--eval=eval",
-                 "--calib=calib", "--window=32", "--batch=4", "--bootstrap=400",
-                 "--timing_repeats=3", "--seed=3"});
+    Cli(server,
+        {"audit", "--detach", "--models=fg", "--dense_twin=dense", "--eval=eval", "--calib=calib",
+         "--window=32", "--batch=4", "--bootstrap=400", "--timing_repeats=3", "--seed=3"});
   }
 
   // After a restart: whatever the kill interrupted is redone, then the job
@@ -112,8 +112,8 @@ class ReliabilityE2ETest : public ::testing::Test {
     auto integrity = (*store)->IntegrityCheck();
     ASSERT_TRUE(integrity.ok()) << integrity.status();
     EXPECT_EQ(*integrity, "ok");
-    auto running = (*store)->CountJobs(std::nullopt, {storage::JobState::kRunning,
-                                                      storage::JobState::kQueued});
+    auto running = (*store)->CountJobs(std::nullopt,
+                                       {storage::JobState::kRunning, storage::JobState::kQueued});
     ASSERT_TRUE(running.ok());
     EXPECT_EQ(*running, 0);
   }
@@ -130,9 +130,9 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
   {
     auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(0)));
     ASSERT_NE(server, nullptr);
-    ASSERT_EQ(Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"})
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"}).exit_code,
+        0);
     // The job's life: from the calib upload to the job's end; and its run.
     const auto start = Clock::now();
     std::thread user([&] { UploadAndSubmit(*server); });
@@ -154,9 +154,9 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
     SCOPED_TRACE("run " + std::to_string(run));
     auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(run)));
     ASSERT_NE(server, nullptr);
-    ASSERT_EQ(Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"})
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"}).exit_code,
+        0);
     // Odd runs: anywhere in the job's life; even runs: once it runs.
     const bool while_running = run % 2 == 0;
     const double kill_after_s =
@@ -177,7 +177,7 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
     const int attempts = at == std::string::npos ? 0 : std::atoi(before.c_str() + at + 9);
     const bool requeued = before.find("QUEUED") != std::string::npos;
     const bool ran_before = attempts >= 2 || (attempts == 1 && requeued);
-    ++landed[!had_job ? "before the job was stored"
+    ++landed[!had_job                                        ? "before the job was stored"
              : before.find("SUCCEEDED") != std::string::npos ? "after the job ended"
              : ran_before                                    ? "while the job ran"
                                                              : "while the job was queued"];
@@ -193,9 +193,10 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
     ExpectIntact(Db(run));
   }
   EXPECT_EQ(succeeded, 20);
-  std::printf("kill -9 runs: 20, jobs succeeded after restart: %d, rows per job: %lld, "
-              "job life %.2f s, of which running %.2f s\n",
-              succeeded, static_cast<long long>(clean_rows), life_s, run_s);
+  std::printf(
+      "kill -9 runs: 20, jobs succeeded after restart: %d, rows per job: %lld, "
+      "job life %.2f s, of which running %.2f s\n",
+      succeeded, static_cast<long long>(clean_rows), life_s, run_s);
   for (const auto& [where, count] : landed) std::printf("  killed %s: %d\n", where.c_str(), count);
 }
 
@@ -219,9 +220,8 @@ TEST_F(ReliabilityE2ETest, ASecondServerOnTheSameDatabaseRefusesToStart) {
 TEST_F(ReliabilityE2ETest, OwnersDeleteJobsAndDatasetsThroughTheCli) {
   auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(200)));
   ASSERT_NE(server, nullptr);
-  ASSERT_EQ(Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"}).exit_code, 0);
   UploadAndSubmit(*server);
   // (Refusals while the job is queued or running: core's ReliabilityTest.)
   EXPECT_EQ(Cli(*server, {"watch", "1"}).exit_code, 0);

@@ -5,9 +5,9 @@
 // restarted under a running worker (nothing lost), and bad input on the
 // worker protocol through raw stubs (each refused with its code; the server
 // keeps serving).
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +42,7 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 void InitModel(const std::string& dir, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init",  "--out=" + dir,
+  std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + dir,
                                    "--d_model=32",      "--n_layers=2", "--n_heads=2",
                                    "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
                                    "--max_seq_len=64"};
@@ -149,15 +149,15 @@ class RemoteWorkerE2ETest : public ::testing::Test {
     InitModel(g_root + "/models/fg-b", {"--seed=2", "--controller_out_std=1.0"});
     InitModel(g_root + "/models/dense", {"--family=dense", "--seed=1"});
     // Slow enough (a few seconds on the long dataset) to be interrupted.
-    InitModel(g_root + "/models/fg-wide", {"--seed=3", "--controller_out_std=1.0",
-                                           "--d_model=256", "--d_ff=1024", "--n_heads=4"});
+    InitModel(g_root + "/models/fg-wide", {"--seed=3", "--controller_out_std=1.0", "--d_model=256",
+                                           "--d_ff=1024", "--n_heads=4"});
     // Same name, other weights: a worker on this folder must refuse fg-a.
     InitModel(g_root + "/other-models/fg-a", {"--seed=7", "--controller_out_std=1.0"});
     WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 40, 1));
     WriteFile(g_root + "/data/calib.txt", RandomWords(16 * 30, 2));
     WriteFile(g_root + "/data/long.txt", RandomWords(16 * 160, 3));
-    WriteFile(g_root + "/keys", std::string(kUserKey) + " alice user\n" + kWorkerKey +
-                                    " pool worker\n");
+    WriteFile(g_root + "/keys",
+              std::string(kUserKey) + " alice user\n" + kWorkerKey + " pool worker\n");
     fs::permissions(g_root + "/keys", fs::perms::owner_read | fs::perms::owner_write);
     WriteFile(g_root + "/worker.key", std::string(kWorkerKey) + "\n");
     fs::permissions(g_root + "/worker.key", fs::perms::owner_read | fs::perms::owner_write);
@@ -170,18 +170,18 @@ class RemoteWorkerE2ETest : public ::testing::Test {
   }
 
   std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"--models=" + g_root + "/models", "--db=" + db_,
-                                     "--threads=1", "--api_keys=" + g_root + "/keys"};
+    std::vector<std::string> args = {"--models=" + g_root + "/models", "--db=" + db_, "--threads=1",
+                                     "--api_keys=" + g_root + "/keys"};
     args.insert(args.end(), extra.begin(), extra.end());
     return ServerProcess::Start(FCA_SERVER_BIN, args);
   }
 
   std::unique_ptr<Process> StartWorker(const std::string& address, const std::string& name,
                                        const std::string& models = "models") {
-    auto worker = Process::Start({FCA_WORKER_BIN, "--coordinator=" + address,
-                                  "--models=" + g_root + "/" + models, "--name=" + name,
-                                  "--api_key_file=" + g_root + "/worker.key", "--threads=1",
-                                  "--poll_ms=50"});
+    auto worker =
+        Process::Start({FCA_WORKER_BIN, "--coordinator=" + address,
+                        "--models=" + g_root + "/" + models, "--name=" + name,
+                        "--api_key_file=" + g_root + "/worker.key", "--threads=1", "--poll_ms=50"});
     // Until main() has blocked SIGTERM (after the dynamic loader has mapped
     // libtorch: seconds on a loaded machine) a SIGTERM kills the process
     // outright, so a test signals only a worker that has registered.
@@ -242,9 +242,11 @@ class RemoteWorkerE2ETest : public ::testing::Test {
   }
 
   // Polls until `done(job)` or `seconds` pass; returns the last job seen.
-  static v1::Job WaitJob(Client& c, int64_t id, int seconds,
-                         const std::function<bool(const v1::Job&)>& done =
-                             [](const v1::Job& j) { return Terminal(j.state()); }) {
+  static v1::Job WaitJob(
+      Client& c, int64_t id, int seconds,
+      const std::function<bool(const v1::Job&)>& done = [](const v1::Job& j) {
+        return Terminal(j.state());
+      }) {
     v1::Job job;
     const auto deadline = Clock::now() + std::chrono::seconds(seconds);
     while (Clock::now() < deadline) {
@@ -281,8 +283,7 @@ class RemoteWorkerE2ETest : public ::testing::Test {
     request.set_page_size(1000);
     do {
       v1::QueryResultsResponse response;
-      const grpc::Status status =
-          c.audit->QueryResults(Ctx(kUserKey).get(), request, &response);
+      const grpc::Status status = c.audit->QueryResults(Ctx(kUserKey).get(), request, &response);
       EXPECT_TRUE(status.ok()) << Describe(status);
       if (!status.ok()) break;
       for (const v1::Result& r : response.results()) {
@@ -396,8 +397,7 @@ TEST_F(RemoteWorkerE2ETest, KilledWorkerLosesItsLeaseAndAnotherFinishes) {
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
   const std::string notes = Notes(c, job);
   EXPECT_NE(notes.find("worker doomed@pool lost its lease"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("running on worker rescuer@pool (attempt 2)"), std::string::npos)
-      << notes;
+  EXPECT_NE(notes.find("running on worker rescuer@pool (attempt 2)"), std::string::npos) << notes;
   const std::map<std::string, v1::Result> rows = Results(c, job);  // fails on a row twice
   EXPECT_GE(Nlls(rows).size(), 6u);
   rescuer->Signal(SIGTERM);
@@ -449,8 +449,8 @@ TEST_F(RemoteWorkerE2ETest, CoordinatorRestartLosesNothing) {
 // worker whose weights differ refuses the task; the server keeps serving.
 TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
   // A worker key in the store (the schema accepts the role).
-  CommandResult created = e2e::Run(
-      {FCA_SERVER_BIN, "--db=" + db_, "--create_api_key=robot", "--role=worker"}, {}, 60);
+  CommandResult created =
+      e2e::Run({FCA_SERVER_BIN, "--db=" + db_, "--create_api_key=robot", "--role=worker"}, {}, 60);
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const std::string robot = created.out.substr(0, created.out.find('\n'));
   ASSERT_EQ(robot.size(), 64u) << created.out;
@@ -578,9 +578,8 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
       put.set_chunk(std::string(8, 'x'));
       writer->Write(put);
       writer->WritesDone();
-      EXPECT_EQ(writer->Finish().error_code(), announced > 4
-                                                    ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                                    : grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_EQ(writer->Finish().error_code(), announced > 4 ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                                                             : grpc::StatusCode::INVALID_ARGUMENT);
     }
   }
   // The lease works meanwhile; then it runs out (1 s, never renewed), and

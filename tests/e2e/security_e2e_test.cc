@@ -52,9 +52,9 @@ class SecurityE2ETest : public ::testing::Test {
     fs::create_directories(g_root + "/models");
     fs::create_directories(g_root + "/data");
     CommandResult r = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + g_root + "/models/fg-a",
-                           "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
-                           "--d_ff=64", "--controller_width=16", "--max_seq_len=64", "--seed=1",
-                           "--controller_out_std=1.0"});
+                                "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
+                                "--d_ff=64", "--controller_width=16", "--max_seq_len=64",
+                                "--seed=1", "--controller_out_std=1.0"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 12, 1));
     WriteFile(g_root + "/data/calib.txt", RandomWords(16 * 8, 2));
@@ -104,8 +104,8 @@ class SecurityE2ETest : public ::testing::Test {
   }
 
   std::vector<std::string> Audit(const std::string& label) {
-    return {"audit",      "--detach",    "--models=fg-a",       "--eval=eval",
-            "--calib=calib", "--window=16", "--timing_repeats=0", "--bootstrap=50",
+    return {"audit",           "--detach",    "--models=fg-a",      "--eval=eval",
+            "--calib=calib",   "--window=16", "--timing_repeats=0", "--bootstrap=50",
             "--label=" + label};
   }
 
@@ -230,8 +230,8 @@ TEST_F(SecurityE2ETest, HelpListsTheFlags) {
 TEST_F(SecurityE2ETest, HostileLabelsArePrintedSanitizedAndNonUtf8IsRefused) {
   StartServer();
   for (const char* name : {"eval", "calib"}) {
-    CommandResult r = Cli({"datasets", "upload", std::string("--name=") + name,
-                           g_root + "/data/" + name + ".txt"});
+    CommandResult r = Cli(
+        {"datasets", "upload", std::string("--name=") + name, g_root + "/data/" + name + ".txt"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   // Escape sequences: the server refuses the label outright.
@@ -266,8 +266,8 @@ TEST_F(SecurityE2ETest, HostileLabelsArePrintedSanitizedAndNonUtf8IsRefused) {
 TEST_F(SecurityE2ETest, UpperCaseDatasetHashIsAccepted) {
   StartServer();
   for (const char* name : {"eval", "calib"}) {
-    CommandResult r = Cli({"datasets", "upload", std::string("--name=") + name,
-                           g_root + "/data/" + name + ".txt"});
+    CommandResult r = Cli(
+        {"datasets", "upload", std::string("--name=") + name, g_root + "/data/" + name + ".txt"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   auto sha = Sha256FileHex(g_root + "/data/eval.txt");

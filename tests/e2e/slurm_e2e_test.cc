@@ -42,9 +42,11 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 void InitModel(const std::string& name, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init", "--out=" + g_root + "/models/" + name,
-                                   "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
-                                   "--d_ff=64", "--controller_width=16", "--max_seq_len=64"};
+  std::vector<std::string> argv = {
+      FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + g_root + "/models/" + name,
+      "--d_model=32",      "--n_layers=2", "--n_heads=2",
+      "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
+      "--max_seq_len=64"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   CommandResult r = e2e::Run(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -63,8 +65,8 @@ class SlurmE2ETest : public ::testing::Test {
     InitModel("fg-b", {"--seed=2", "--controller_out_std=1.0"});
     InitModel("fg-c", {"--seed=4", "--controller_out_std=1.0"});
     InitModel("dense", {"--family=dense", "--seed=1"});
-    InitModel("fg-wide", {"--seed=3", "--controller_out_std=1.0", "--d_model=256",
-                          "--d_ff=1024", "--n_heads=4"});
+    InitModel("fg-wide", {"--seed=3", "--controller_out_std=1.0", "--d_model=256", "--d_ff=1024",
+                          "--n_heads=4"});
     WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 40, 1));
     WriteFile(g_root + "/data/calib.txt", RandomWords(16 * 30, 2));
     WriteFile(g_root + "/data/long.txt", RandomWords(64 * 300, 3));
@@ -179,8 +181,9 @@ std::vector<std::string> Placements(const std::string& watch_output) {
 }
 
 std::vector<std::string> ThreeModelAudit() {
-  return {"audit", "--models=fg-a,fg-b,fg-c", "--dense_twin=dense", "--eval=eval",
-          "--calib=calib", "--window=16", "--batch=4", "--bootstrap=200", "--timing_repeats=2",
+  return {"audit",       "--models=fg-a,fg-b,fg-c", "--dense_twin=dense",
+          "--eval=eval", "--calib=calib",           "--window=16",
+          "--batch=4",   "--bootstrap=200",         "--timing_repeats=2",
           "--seed=5"};
 }
 
@@ -252,8 +255,8 @@ TEST_F(SlurmE2ETest, CancellingAJobStopsItsSlurmJobs) {
                  "--window=64", "--batch=2", "--timing_repeats=1", "--bootstrap=100"})
                 .exit_code,
             0);
-  ASSERT_TRUE(WaitFor([&] { return Show("1").find("RUNNING   attempts") != std::string::npos; },
-                      60))
+  ASSERT_TRUE(
+      WaitFor([&] { return Show("1").find("RUNNING   attempts") != std::string::npos; }, 60))
       << Show("1");
   ASSERT_EQ(Cli({"jobs", "cancel", "1"}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return State("1") == "CANCELLED"; }, 60)) << Show("1");

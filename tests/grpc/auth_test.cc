@@ -12,10 +12,10 @@
 namespace fca::grpc_server {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using core::testing::SmallSpec;
 using testing::GrpcEnv;
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ServerConfig;
 using testing::WriteTempFile;
 

@@ -25,8 +25,8 @@ GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits) {
   server_ = builder.BuildAndStart();
   if (!started()) return;
   SetServing(*server_, true);
-  stub_ = v1::AuditService::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+  stub_ = v1::AuditService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                                        grpc::InsecureChannelCredentials()));
 }
 
 GrpcEnv::~GrpcEnv() {

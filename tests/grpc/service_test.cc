@@ -13,9 +13,9 @@
 namespace fca::grpc_server {
 namespace {
 
-using ::testing::HasSubstr;
 using core::testing::SmallSpec;
 using testing::GrpcEnv;
+using ::testing::HasSubstr;
 using testing::ServerConfig;
 
 // The server still answers a plain call.
@@ -203,10 +203,10 @@ TEST_F(GrpcServiceTest, WatchUnknownJobIsNotFound) {
 // HealthCheckRequest{service = 1} goes out, the HealthCheckResponse's bytes
 // come back ("\x08\x01" is status SERVING, "\x08\x02" NOT_SERVING).
 grpc::Status HealthCheck(int port, const std::string& service, std::string* reply) {
-  grpc::GenericStub stub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                             grpc::InsecureChannelCredentials()));
-  const std::string request = std::string(1, '\x0a') +
-                              std::string(1, static_cast<char>(service.size())) + service;
+  grpc::GenericStub stub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  const std::string request =
+      std::string(1, '\x0a') + std::string(1, static_cast<char>(service.size())) + service;
   grpc::Slice slice(request);
   grpc::ByteBuffer in(&slice, 1), out;
   auto ctx = GrpcEnv::Context();

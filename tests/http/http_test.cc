@@ -12,14 +12,14 @@
 //   - /metrics passes a strict text-format parser (prom_text.h) and its
 //     counters move when jobs run (jobs, RPCs, HTTP requests, the
 //     coefficient cache, forwards).
+#include <arpa/inet.h>
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <arpa/inet.h>
-#include <signal.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -151,14 +151,14 @@ class HttpTest : public ::testing::Test {
     root_ = new std::string(::testing::TempDir() + "fca_http_" + std::to_string(getpid()));
     const std::string& root = *root_;
     fs::create_directories(root + "/models");
-    for (const auto& [name, flags] :
-         std::vector<std::pair<std::string, std::vector<std::string>>>{
+    for (const auto& [name, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"fg-a", {"--seed=1", "--controller_out_std=1.0"}},
              {"dense", {"--family=dense", "--seed=1"}}}) {
-      std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init", "--out=" + root + "/models/" + name,
-                                       "--d_model=32", "--n_layers=2", "--n_heads=2",
-                                       "--n_groups=4", "--d_ff=64", "--controller_width=16",
-                                       "--max_seq_len=64"};
+      std::vector<std::string> argv = {
+          FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + root + "/models/" + name,
+          "--d_model=32",      "--n_layers=2", "--n_heads=2",
+          "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
+          "--max_seq_len=64"};
       argv.insert(argv.end(), flags.begin(), flags.end());
       CommandResult r = e2e::Run(argv);
       ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -166,9 +166,9 @@ class HttpTest : public ::testing::Test {
     WriteFile(root + "/keys", std::string(kAlice) + " alice user\n" + kBob + " bob user\n" +
                                   kWorker + " pool worker\n");
     fs::permissions(root + "/keys", fs::perms::owner_read | fs::perms::owner_write);
-    server_ = ServerProcess::Start(
-                  FCA_SERVER_BIN, {"--models=" + root + "/models", "--db=" + root + "/fca.sqlite",
-                                   "--threads=1", "--workers=1", "--api_keys=" + root + "/keys"})
+    server_ = ServerProcess::Start(FCA_SERVER_BIN,
+                                   {"--models=" + root + "/models", "--db=" + root + "/fca.sqlite",
+                                    "--threads=1", "--workers=1", "--api_keys=" + root + "/keys"})
                   .release();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0) << "no 'http listening on' line";
@@ -286,8 +286,7 @@ class HttpTest : public ::testing::Test {
     return r;
   }
 
-  static Reply Get(const std::string& path, const std::string& key,
-                   httplib::Headers headers = {}) {
+  static Reply Get(const std::string& path, const std::string& key, httplib::Headers headers = {}) {
     httplib::Client c = Client();
     for (auto& h : Auth(key)) headers.insert(h);
     auto result = c.Get(path.c_str(), headers);
@@ -304,8 +303,8 @@ class HttpTest : public ::testing::Test {
   // came (then the connection is dropped). `done` says whether the server
   // ended it.
   static std::vector<Event> ReadEvents(const std::string& path, const std::string& key,
-                                       httplib::Headers headers, size_t stop_after,
-                                       bool* done, Reply* reply = nullptr) {
+                                       httplib::Headers headers, size_t stop_after, bool* done,
+                                       Reply* reply = nullptr) {
     httplib::Client c = Client();
     for (auto& h : Auth(key)) headers.insert(h);
     std::string buffer;
@@ -351,9 +350,9 @@ class HttpTest : public ::testing::Test {
   // The call over gRPC and over HTTP answer the same: OK with equal
   // messages, or the same error (HTTP status and JSON code).
   template <typename Req, typename Resp>
-  static void ExpectSame(
-      const std::string& method, const Req& request, const std::string& key,
-      grpc::Status (v1::AuditService::Stub::*call)(grpc::ClientContext*, const Req&, Resp*)) {
+  static void ExpectSame(const std::string& method, const Req& request, const std::string& key,
+                         grpc::Status (v1::AuditService::Stub::*call)(grpc::ClientContext*,
+                                                                      const Req&, Resp*)) {
     SCOPED_TRACE(method + " " + ToJson(request));
     Resp over_grpc;
     const grpc::Status status = (stub_->*call)(Ctx(key).get(), request, &over_grpc);
@@ -608,9 +607,9 @@ TEST_F(HttpTest, EventStreamResumesFromLastEventIdWithoutLoss) {
   std::vector<Event> first = ReadEvents(path, kAlice, {}, 2, &done, &head);
   ASSERT_EQ(first.size(), 2u);
   // Resume: Last-Event-ID wins over ?after_seq.
-  std::vector<Event> rest = ReadEvents(path + "?after_seq=0", kAlice,
-                                       {{"Last-Event-ID", std::to_string(first.back().id)}},
-                                       1 << 20, &done, &head);
+  std::vector<Event> rest =
+      ReadEvents(path + "?after_seq=0", kAlice,
+                 {{"Last-Event-ID", std::to_string(first.back().id)}}, 1 << 20, &done, &head);
   EXPECT_TRUE(done) << "the stream did not end after the terminal event";
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.Header("Content-Type"), "text/event-stream");
@@ -640,7 +639,8 @@ TEST_F(HttpTest, EventStreamResumesFromLastEventIdWithoutLoss) {
     v1::WatchJobResponse over_http;
     ASSERT_TRUE(FromJson(all[i].data, &over_http));
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(over_grpc[i], over_http.event()))
-        << over_grpc[i].ShortDebugString() << "\n" << over_http.event().ShortDebugString();
+        << over_grpc[i].ShortDebugString() << "\n"
+        << over_http.event().ShortDebugString();
   }
   // From the start again (?after_seq=), and past the end: nothing more.
   std::vector<Event> tail =
@@ -657,18 +657,17 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
   auto before = Scrape();
   ASSERT_TRUE(before.ok()) << before.status();
   for (const char* family :
-       {"fca_jobs", "fca_job_queue_wait_seconds", "fca_job_run_seconds",
-        "fca_forward_tokens_total", "fca_forward_seconds_total", "fca_forward_tokens_per_second",
-        "fca_coeff_cache_hits_total", "fca_coeff_cache_misses_total",
-        "fca_coeff_cache_read_bytes_total", "fca_coeff_cache_written_bytes_total",
-        "fca_coeff_cache_bytes", "fca_workers", "fca_grpc_requests_total",
-        "fca_grpc_request_duration_seconds", "fca_http_requests_total",
+       {"fca_jobs", "fca_job_queue_wait_seconds", "fca_job_run_seconds", "fca_forward_tokens_total",
+        "fca_forward_seconds_total", "fca_forward_tokens_per_second", "fca_coeff_cache_hits_total",
+        "fca_coeff_cache_misses_total", "fca_coeff_cache_read_bytes_total",
+        "fca_coeff_cache_written_bytes_total", "fca_coeff_cache_bytes", "fca_workers",
+        "fca_grpc_requests_total", "fca_grpc_request_duration_seconds", "fca_http_requests_total",
         "fca_http_request_duration_seconds", "fca_http_event_streams"}) {
     EXPECT_TRUE(before->count(family)) << family;
   }
   const std::map<std::string, std::string> succeeded = {{"state", "succeeded"}};
-  const std::map<std::string, std::string> get_ok = {
-      {"method", "/fca.v1.AuditService/GetJob"}, {"code", "OK"}};
+  const std::map<std::string, std::string> get_ok = {{"method", "/fca.v1.AuditService/GetJob"},
+                                                     {"code", "OK"}};
   const std::map<std::string, std::string> submit_ok = {{"handler", "SubmitAudit"},
                                                         {"code", "200"}};
   auto value = [](const std::map<std::string, prom::Family>& f, const std::string& name,
@@ -715,7 +714,8 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
   ASSERT_EQ(WaitJob(second, kAlice), v1::JOB_STATE_SUCCEEDED);
   auto after = Scrape();
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_GT(value(*after, "fca_coeff_cache_hits_total"), value(*middle, "fca_coeff_cache_hits_total"));
+  EXPECT_GT(value(*after, "fca_coeff_cache_hits_total"),
+            value(*middle, "fca_coeff_cache_hits_total"));
   EXPECT_GT(value(*after, "fca_coeff_cache_read_bytes_total"),
             value(*middle, "fca_coeff_cache_read_bytes_total"));
   EXPECT_EQ(value(*after, "fca_jobs", succeeded), value(*middle, "fca_jobs", succeeded) + 1);
@@ -727,15 +727,15 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
 // With --tls_cert/--tls_key the HTTP port speaks HTTPS with the same files.
 TEST_F(HttpTest, HttpsWithTheGrpcCertificate) {
   const std::string cert = *root_ + "/cert.pem", key = *root_ + "/key.pem";
-  CommandResult gen = e2e::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048",
-                                "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj",
-                                "/CN=localhost", "-addext",
-                                "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+  CommandResult gen =
+      e2e::Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                "-out", cert, "-days", "1", "-subj", "/CN=localhost", "-addext",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost"});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   auto server = ServerProcess::Start(
-      FCA_SERVER_BIN, {"--models=" + *root_ + "/models", "--db=" + *root_ + "/tls.sqlite",
-                       "--threads=1", "--workers=0", "--api_keys=" + *root_ + "/keys",
-                       "--tls_cert=" + cert, "--tls_key=" + key});
+      FCA_SERVER_BIN,
+      {"--models=" + *root_ + "/models", "--db=" + *root_ + "/tls.sqlite", "--threads=1",
+       "--workers=0", "--api_keys=" + *root_ + "/keys", "--tls_cert=" + cert, "--tls_key=" + key});
   ASSERT_NE(server, nullptr);
   ASSERT_GT(server->http_port(), 0);
   httplib::SSLClient tls("127.0.0.1", server->http_port());
@@ -763,8 +763,7 @@ TEST_F(HttpTest, AnHttpAddressInUseStopsTheServer) {
        "--models=" + *root_ + "/models", "--db=" + *root_ + "/second.sqlite", "--workers=0"},
       {}, 60);
   EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
-  EXPECT_NE(second.err.find("cannot listen for HTTP on " + taken), std::string::npos)
-      << second.err;
+  EXPECT_NE(second.err.find("cannot listen for HTTP on " + taken), std::string::npos) << second.err;
   EXPECT_EQ(Get("/healthz", "").status, 200);
 }
 

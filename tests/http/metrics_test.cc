@@ -1,13 +1,14 @@
 // common/metrics.h and the strict text-format parser the HTTP tests use:
 // the parser refuses what the format forbids, and the registry's exposition
 // passes it, escaping included.
+#include "common/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <thread>
 #include <vector>
 
-#include "common/metrics.h"
 #include "tests/http/prom_text.h"
 
 namespace fca {
@@ -84,8 +85,8 @@ TEST(MetricsTest, ExposesCountersGaugesAndHistogramsInTheTextFormat) {
   EXPECT_EQ(parsed->at("t_requests_total").help, "Requests\\served.\nSecond line.");
   EXPECT_EQ(prom::Value(*parsed, "t_requests_total", {{"method", "Get\"Job\""}, {"code", "OK"}}),
             3);
-  EXPECT_EQ(prom::Value(*parsed, "t_requests_total", {{"method", "a\\b\nc"}, {"code", "NOT_FOUND"}}),
-            0);
+  EXPECT_EQ(
+      prom::Value(*parsed, "t_requests_total", {{"method", "a\\b\nc"}, {"code", "NOT_FOUND"}}), 0);
   EXPECT_EQ(prom::Value(*parsed, "t_open"), -2.5);
   EXPECT_EQ(prom::Value(*parsed, "t_seconds_bucket", {{"method", "x"}, {"le", "0.1"}}), 2);
   EXPECT_EQ(prom::Value(*parsed, "t_seconds_bucket", {{"method", "x"}, {"le", "10"}}), 3);

@@ -202,9 +202,9 @@ absl::StatusOr<std::map<std::string, Family>> Parse(const std::string& text) {
     return absl::InvalidArgumentError("the text must end with a newline");
   }
   std::map<std::string, Family> families;
-  std::set<std::string> ended;    // families whose samples are over
-  std::set<std::string> series;   // every series seen
-  std::string current;            // the family of the last sample
+  std::set<std::string> ended;   // families whose samples are over
+  std::set<std::string> series;  // every series seen
+  std::string current;           // the family of the last sample
   const std::vector<std::string> lines = absl::StrSplit(text.substr(0, text.size() - 1), '\n');
   for (size_t n = 0; n < lines.size(); ++n) {
     const int line = static_cast<int>(n) + 1;
@@ -255,7 +255,8 @@ absl::StatusOr<std::map<std::string, Family>> Parse(const std::string& text) {
     }
     if (i >= l.size() || l[i] != ' ') return Bad(line, "expected a space before the value");
     const std::vector<std::string> fields = absl::StrSplit(l.substr(i + 1), ' ');
-    if (fields.empty() || fields.size() > 2) return Bad(line, "expected a value and a timestamp at most");
+    if (fields.empty() || fields.size() > 2)
+      return Bad(line, "expected a value and a timestamp at most");
     if (!ParseValue(fields[0], &s.value)) return Bad(line, "bad value '" + fields[0] + "'");
     if (fields.size() == 2) {
       static const std::regex ts("-?[0-9]+");

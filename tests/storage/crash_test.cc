@@ -147,8 +147,8 @@ TEST_F(CrashTest, KilledInsideTransactionLeavesNoTrace) {
       // crash leaves a torn transaction on disk for recovery to discard.
       FCA_RETURN_IF_ERROR(
           store.PutDataset("big", "text", "crashed", std::string(8 << 20, 'z')).status());
-      FCA_RETURN_IF_ERROR(
-          store.PutCoefficients({"u", "w", "h", "float32", "cpu"}, "meta", std::string(4 << 20, 'c')));
+      FCA_RETURN_IF_ERROR(store.PutCoefficients({"u", "w", "h", "float32", "cpu"}, "meta",
+                                                std::string(4 << 20, 'c')));
       Signal(ready_fd);
       BlockForever();
     });

@@ -22,6 +22,13 @@ using ::absl::StatusCode;
 class StoreJobsTest : public StoreFixture {
  protected:
   // Every job matching `filter`, page by page; fails the test on a repeat.
+  static JobFilter Filter(std::optional<std::string> owner, std::optional<JobState> state) {
+    JobFilter filter;
+    filter.owner = std::move(owner);
+    filter.state = state;
+    return filter;
+  }
+
   std::vector<int64_t> AllJobIds(const JobFilter& filter, int page_size) {
     std::vector<int64_t> ids;
     std::set<int64_t> seen;
@@ -261,13 +268,13 @@ TEST_P(StoreJobsTest, ListJobsPagesNewestFirstWithoutGapsOrRepeats) {
   }));
   for (int page_size : {1, 3, 7, 25, 100}) {
     EXPECT_EQ(AllJobIds({}, page_size), all_ids) << page_size;
-    EXPECT_EQ(AllJobIds({std::string("ann"), std::nullopt}, page_size), ann_ids) << page_size;
+    EXPECT_EQ(AllJobIds(Filter("ann", std::nullopt), page_size), ann_ids) << page_size;
   }
   ASSERT_OK(store_->ClaimTask(Claim("w")));  // the oldest job (bob's)
-  const std::vector<int64_t> running = AllJobIds({std::nullopt, JobState::kRunning}, 2);
+  const std::vector<int64_t> running = AllJobIds(Filter(std::nullopt, JobState::kRunning), 2);
   ASSERT_EQ(running.size(), 1u);
   EXPECT_EQ(running[0], all_ids.back());
-  EXPECT_TRUE(AllJobIds({std::string("ann"), JobState::kRunning}, 2).empty());
+  EXPECT_TRUE(AllJobIds(Filter("ann", JobState::kRunning), 2).empty());
 
   // A job created between pages does not disturb the pages still to come.
   ASSERT_OK_AND_ASSIGN(const JobPage first, store_->ListJobs({}, 10, ""));

@@ -466,9 +466,9 @@ TEST_F(StoreMigrationTest, FinishingWithoutProvenanceKeepsItEmpty) {
   request.lease_us = 1000;
   ASSERT_OK_AND_ASSIGN(const std::optional<TaskClaim> claim, store->ClaimTask(request));
   ASSERT_TRUE(claim.has_value());
-  ASSERT_OK_AND_ASSIGN(const TaskRecord done, store->FinishTask(claim->task.id,
-                                                                claim->task.lease_seq,
-                                                                JobState::kFailed, "boom"));
+  ASSERT_OK_AND_ASSIGN(
+      const TaskRecord done,
+      store->FinishTask(claim->task.id, claim->task.lease_seq, JobState::kFailed, "boom"));
   EXPECT_EQ(done.provenance_json, "");
   EXPECT_EQ(done.error, "boom");
 }

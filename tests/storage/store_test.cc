@@ -345,7 +345,9 @@ TEST_P(StoreTest, DatasetEdgeCasesAndErrors) {
 
 // ----------------------------------------------------- coefficient cache
 
-CoefficientKey Key(int i) { return {"u", absl::StrCat("w", i), absl::StrCat("h", i), "float32", "cpu"}; }
+CoefficientKey Key(int i) {
+  return {"u", absl::StrCat("w", i), absl::StrCat("h", i), "float32", "cpu"};
+}
 
 TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   std::string blob;
@@ -386,7 +388,8 @@ TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   ASSERT_TRUE(empty.has_value());
   EXPECT_EQ(empty->blob, "");
 
-  EXPECT_CODE(store_->PutCoefficients({"u", "", "h", "f32", "cpu"}, "", "x"), StatusCode::kInvalidArgument);
+  EXPECT_CODE(store_->PutCoefficients({"u", "", "h", "f32", "cpu"}, "", "x"),
+              StatusCode::kInvalidArgument);
   EXPECT_CODE(store_->GetCoefficients({"u", "w", "", "f32", "cpu"}), StatusCode::kInvalidArgument);
 }
 

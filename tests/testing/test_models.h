@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_config.h"
-#include "server/engine/io/safetensors.h"
 #include "server/engine/models/transformer_model.h"
 
 namespace fca::engine::testing {

@@ -2,8 +2,8 @@
 // written folder against the log, a frozen controller, bad options.
 #include "server/tools/train/trainer.h"
 
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,10 +12,10 @@
 #include "common/json.h"
 #include "common/random.h"
 #include "common/sha256.h"
-#include "server/tools/train/corpus_split.h"
+#include "server/engine/audit/windows.h"
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/transformer_model.h"
-#include "server/engine/audit/windows.h"
+#include "server/tools/train/corpus_split.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {
@@ -236,9 +236,10 @@ TEST(CorpusSplitTest, TrainingRecordsTheHashesOfTheTextsItTrainsOn) {
   UseCorpusSplit(split, &o);
   EXPECT_EQ(o.train_text, split.train);
   EXPECT_EQ(o.eval_text, split.eval);
-  for (const auto& [part, text] : {std::pair<const char*, const std::string*>{"train", &split.train},
-                                   {"calib", &split.calib},
-                                   {"eval", &split.eval}}) {
+  for (const auto& [part, text] :
+       {std::pair<const char*, const std::string*>{"train", &split.train},
+        {"calib", &split.calib},
+        {"eval", &split.eval}}) {
     SCOPED_TRACE(part);
     EXPECT_EQ(o.provenance.Find(part)->Find("sha256")->as_string(), Sha256Hex(*text));
     EXPECT_EQ(o.provenance.Find(part)->Find("bytes")->as_int(), int64_t(text->size()));
@@ -275,9 +276,9 @@ namespace {
 TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
   auto split = SplitCorpus(CorpusSplitOptions{});
   ASSERT_TRUE(split.ok()) << split.status() << " (scripts/setup.sh installs fortunes)";
-  for (const char* name : {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense",
-                           "featuregate-small", "dense-small", "featuregate-large",
-                           "dense-large"}) {
+  for (const char* name :
+       {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense", "featuregate-small",
+        "dense-small", "featuregate-large", "dense-large"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
     auto log = json::Parse(ReadFileOrEmpty(dir + "/training_log.json"));

@@ -101,7 +101,8 @@ v1::GetReportResponse Report(const v1::Job& job, const std::vector<v1::Result>& 
   for (const char* pseudo : {"variation", "execution", "replay"}) {
     std::vector<std::string> metrics;
     for (const v1::Result& x : rows) {
-      if (x.intervention() == pseudo && x.model() != view.dense_twin()) metrics.push_back(x.metric());
+      if (x.intervention() == pseudo && x.model() != view.dense_twin())
+        metrics.push_back(x.metric());
     }
     std::sort(metrics.begin(), metrics.end());
     for (const auto& m : metrics) add(pseudo, m);

@@ -2,13 +2,13 @@
 // server/http/web, the right content types, nothing else served, and no
 // reference to any other host (the dashboard works with no network access
 // beyond the server).
-#include "server/http/web/assets.h"
-
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
 #include <string>
+
+#include "server/http/web/assets.h"
 
 namespace fca::http {
 namespace {
@@ -36,9 +36,9 @@ TEST(WebAssetsTest, EveryFileIsEmbeddedByteForByte) {
 }
 
 TEST(WebAssetsTest, OnlyExactNamesAreFound) {
-  for (const char* path : {"", "/index.html", "ui/app.js", "../index.html", "index.htm",
-                           "index.html/", "INDEX.HTML", "CMakeLists.txt", "embed.cmake",
-                           "assets.h"}) {
+  for (const char* path :
+       {"", "/index.html", "ui/app.js", "../index.html", "index.htm", "index.html/", "INDEX.HTML",
+        "CMakeLists.txt", "embed.cmake", "assets.h"}) {
     EXPECT_FALSE(FindAsset(path).has_value()) << path;
   }
   EXPECT_FALSE(FindAsset(std::string_view("app.js\0x", 8)).has_value());

@@ -2,9 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -39,8 +39,7 @@ at::Tensor SequenceNll(const at::Tensor& logits, const at::Tensor& ids) {
 // Windows [begin, end) as an int64 [end - begin, T] tensor.
 at::Tensor BatchIds(const WindowSet& w, int64_t begin, int64_t end) {
   const int64_t T = w.window_length;
-  return at::from_blob(const_cast<int32_t*>(w.ids.data()) + begin * T, {end - begin, T},
-                       at::kInt)
+  return at::from_blob(const_cast<int32_t*>(w.ids.data()) + begin * T, {end - begin, T}, at::kInt)
       .to(at::kLong);
 }
 
@@ -67,8 +66,8 @@ absl::Status ValidateOptions(const AuditOptions& o) {
         absl::StrFormat("batch_size %d is outside [1, 4096]", o.batch_size));
   }
   if (o.bootstrap_resamples < 1 || o.bootstrap_resamples > 1000000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bootstrap_resamples %d is outside [1, 1000000]", o.bootstrap_resamples));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("bootstrap_resamples %d is outside [1, 1000000]", o.bootstrap_resamples));
   }
   if (!(o.ci_level > 0 && o.ci_level < 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("ci_level %g is outside (0, 1)", o.ci_level));
@@ -87,8 +86,8 @@ absl::Status ValidateOptions(const AuditOptions& o) {
     return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");
   }
   if (o.fidelity_check_every < 1 || o.fidelity_check_every > 1000000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fidelity_check_every %d is outside [1, 1000000]", o.fidelity_check_every));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fidelity_check_every %d is outside [1, 1000000]", o.fidelity_check_every));
   }
   return absl::OkStatus();
 }
@@ -96,8 +95,8 @@ absl::Status ValidateOptions(const AuditOptions& o) {
 // Everything needed to audit one model; members keep the phases small.
 class ModelAudit {
  public:
-  ModelAudit(const AuditRequest& req, const std::vector<std::string>& interventions,
-             int64_t index, double* units_done, double units_total)
+  ModelAudit(const AuditRequest& req, const std::vector<std::string>& interventions, int64_t index,
+             double* units_done, double units_total)
       : req_(req),
         opt_(req.options),
         interventions_(interventions),
@@ -156,10 +155,10 @@ class ModelAudit {
                          TokenStream(req_.eval, tok, TokensFor(opt_.max_eval_windows)));
     FCA_ASSIGN_OR_RETURN(std::vector<int32_t> c,
                          TokenStream(req_.calib, tok, TokensFor(opt_.max_calib_windows)));
-    FCA_ASSIGN_OR_RETURN(eval_, MakeWindows(e, opt_.window_length, opt_.max_eval_windows,
-                                            req_.eval.name));
-    FCA_ASSIGN_OR_RETURN(calib_, MakeWindows(c, opt_.window_length, opt_.max_calib_windows,
-                                             req_.calib.name));
+    FCA_ASSIGN_OR_RETURN(eval_,
+                         MakeWindows(e, opt_.window_length, opt_.max_eval_windows, req_.eval.name));
+    FCA_ASSIGN_OR_RETURN(
+        calib_, MakeWindows(c, opt_.window_length, opt_.max_calib_windows, req_.calib.name));
     FCA_RETURN_IF_ERROR(CheckNoOverlap(eval_, calib_, opt_.allow_overlap));
     FCA_RETURN_IF_ERROR(CheckFits(eval_, req_.eval.name));
     FCA_RETURN_IF_ERROR(CheckFits(calib_, req_.calib.name));
@@ -170,7 +169,8 @@ class ModelAudit {
     if (model_.sites().empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "model '%s' (family %s) has no controller coefficients to audit; name it as the "
-          "dense twin instead", model_.info().name, model_.info().family));
+          "dense twin instead",
+          model_.info().name, model_.info().family));
     }
     report_.eval_windows = eval_.count();
     report_.calib_windows = calib_.count();
@@ -200,15 +200,15 @@ class ModelAudit {
   absl::Status CheckFits(const WindowSet& w, const std::string& dataset) const {
     const ModelInfo& info = model_.info();
     if (w.window_length > info.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "window length %d exceeds model '%s' maximum %d", w.window_length, info.name,
-          info.max_seq_len));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("window length %d exceeds model '%s' maximum %d", w.window_length,
+                          info.name, info.max_seq_len));
     }
     for (size_t i = 0; i < w.ids.size(); ++i) {
       if (w.ids[i] >= info.vocab_size) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "dataset '%s': token %d at position %d is outside model '%s' vocabulary of %d",
-            dataset, w.ids[i], i, info.name, info.vocab_size));
+            "dataset '%s': token %d at position %d is outside model '%s' vocabulary of %d", dataset,
+            w.ids[i], i, info.name, info.vocab_size));
       }
     }
     return absl::OkStatus();
@@ -367,7 +367,7 @@ class ModelAudit {
   // rewritten, never allowed to fail the audit. Ignoring is final.
   void JudgeCache(const SiteTensors& cached, const SiteTensors& rec, const char* set, int64_t b,
                   int64_t e) {
-    const double rtol = model_.info().compute.dtype == "bfloat16" ? 1.0 / 128
+    const double rtol = model_.info().compute.dtype == "bfloat16"  ? 1.0 / 128
                         : model_.info().compute.dtype == "float16" ? 1.0 / 1024
                                                                    : 0.0;
     double max_diff = 0, worst_excess = 0;
@@ -461,7 +461,7 @@ class ModelAudit {
 
   SiteTensors DecodeWindows(const std::vector<std::string>& blobs) const {
     const int64_t T = opt_.window_length;
-    const auto dtype = model_.info().compute.dtype == "float32" ? at::kFloat
+    const auto dtype = model_.info().compute.dtype == "float32"    ? at::kFloat
                        : model_.info().compute.dtype == "bfloat16" ? at::kBFloat16
                                                                    : at::kHalf;
     SiteTensors out;
@@ -469,9 +469,8 @@ class ModelAudit {
     for (const CoefficientSite& s : model_.sites()) {
       std::vector<at::Tensor> rows;
       for (const std::string& blob : blobs) {
-        rows.push_back(at::from_blob(const_cast<char*>(blob.data()) + offset, {T, s.channels},
-                                     dtype)
-                           .clone());
+        rows.push_back(
+            at::from_blob(const_cast<char*>(blob.data()) + offset, {T, s.channels}, dtype).clone());
       }
       offset += T * s.channels * ElementSize();
       out.push_back(at::stack(rows).to(c10::Device(model_.info().compute.device)));
@@ -519,8 +518,8 @@ class ModelAudit {
     req_.on_note(absl::StrFormat(
         "model '%s': %d of %d %s windows came from the coefficient cache%s; cache reads so far "
         "%.3f s, writes %.3f s",
-        model_.info().name, cached, total, set,
-        cached > 0 ? " (their LIVE pass was skipped)" : "", read, written));
+        model_.info().name, cached, total, set, cached > 0 ? " (their LIVE pass was skipped)" : "",
+        read, written));
   }
 
   InterventionContext Context() const {
@@ -550,15 +549,14 @@ class ModelAudit {
   absl::StatusOr<std::vector<double>> Replay(const Intervention& plan, const std::string& phase) {
     const int64_t n = eval_.count();
     std::vector<double> nll(n, 0.0);
-    FCA_RETURN_IF_ERROR(Pass(phase, n, 0.5, /*serial_first=*/false,
-                             [&](int64_t b, int64_t e) -> absl::Status {
-                               const at::Tensor ids = BatchIds(eval_, b, e);
-                               SiteTensors a = plan.Batch(b, e);
-                               FCA_ASSIGN_OR_RETURN(at::Tensor logits,
-                                                    Forward(ids, CoefficientMode::kReplay, &a));
-                               WriteAt(&nll, SequenceNll(logits, ids), b);
-                               return absl::OkStatus();
-                             }));
+    FCA_RETURN_IF_ERROR(
+        Pass(phase, n, 0.5, /*serial_first=*/false, [&](int64_t b, int64_t e) -> absl::Status {
+          const at::Tensor ids = BatchIds(eval_, b, e);
+          SiteTensors a = plan.Batch(b, e);
+          FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &a));
+          WriteAt(&nll, SequenceNll(logits, ids), b);
+          return absl::OkStatus();
+        }));
     return nll;
   }
 
@@ -569,7 +567,8 @@ class ModelAudit {
                          DependenceGroups(model_.sites(), opt_.per_layer_scope));
     for (const std::string& name : opt_.per_layer_interventions) {
       for (const SiteGroup& g : groups) {
-        FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> inner, MakeIntervention(name, Context()));
+        FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> inner,
+                             MakeIntervention(name, Context()));
         const auto plan = RestrictToGroup(std::move(inner), eval_coeff_, g);
         GroupDependence d;
         d.intervention = name;
@@ -631,11 +630,11 @@ class ModelAudit {
     const at::Tensor ids = BatchIds(eval_, 0, rows);
     SiteTensors replay;
     for (const at::Tensor& t : eval_coeff_) replay.push_back(t.slice(0, 0, rows));
-    ExecutionInputs in{&model_, req_.dense_twin, &ids, &replay, opt_,
-                       [this](int64_t done, int64_t total) {
-                         Progress("timing", done, total);
-                         return CheckCancelled();
-                       }};
+    ExecutionInputs in{
+        &model_, req_.dense_twin, &ids, &replay, opt_, [this](int64_t done, int64_t total) {
+          Progress("timing", done, total);
+          return CheckCancelled();
+        }};
     FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
     report_.execution = std::move(out.result);
     dense_us_per_token_ = std::move(out.twin_us_per_token);
@@ -688,7 +687,7 @@ class ModelAudit {
   WindowSet eval_, calib_;
   at::Tensor eval_ids_, calib_ids_;  // [N, T] / [M, T] int64: static_token
   SiteTensors eval_coeff_, calib_coeff_;
-  SiteTensors neutral_;              // the model's NeutralCoefficients()
+  SiteTensors neutral_;  // the model's NeutralCoefficients()
   CalibrationStats calib_stats_;
   std::map<std::string, std::vector<double>> nll_;
   std::vector<double> dense_us_per_token_;
@@ -708,8 +707,8 @@ class ModelAudit {
 };
 
 std::vector<std::string> ResolveInterventions(const AuditOptions& o) {
-  const std::vector<std::string>& wanted = o.interventions.empty() ? AllInterventions()
-                                                                   : o.interventions;
+  const std::vector<std::string>& wanted =
+      o.interventions.empty() ? AllInterventions() : o.interventions;
   std::vector<std::string> out = {kCorrect};
   for (const std::string& name : AllInterventions()) {
     if (name == kCorrect) continue;
@@ -780,9 +779,9 @@ absl::Status ValidateModels(const AuditRequest& req) {
     if (m == nullptr) return absl::InvalidArgumentError("the audit names a null model");
   }
   if (req.dense_twin != nullptr && !req.dense_twin->sites().empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "dense twin '%s' has controller coefficients; a dense twin must have none",
-        req.dense_twin->info().name));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dense twin '%s' has controller coefficients; a dense twin must have none",
+                        req.dense_twin->info().name));
   }
   return absl::OkStatus();
 }
@@ -791,7 +790,7 @@ absl::Status ValidateModels(const AuditRequest& req) {
 
 const std::vector<std::string>& AllInterventions() {
   static const std::vector<std::string> kAll = {
-      kCorrect,    kCrossInput, kTokenShuffle, kStaticLayer, kStaticLayerPosition,
+      kCorrect,    kCrossInput,  kTokenShuffle, kStaticLayer, kStaticLayerPosition,
       kGlobalMean, kStaticToken, kNeutral};
   return kAll;
 }
@@ -821,9 +820,9 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
     report.models.push_back(std::move(mr));
   }
   if (req.dense_twin != nullptr) {
-    FCA_ASSIGN_OR_RETURN(report.dense_twin,
-                         GuardTorch("timing the dense twin",
-                                    [&] { return DenseTwinExecution(req, dense_times); }));
+    FCA_ASSIGN_OR_RETURN(report.dense_twin, GuardTorch("timing the dense twin", [&] {
+                           return DenseTwinExecution(req, dense_times);
+                         }));
   }
   report.aggregate = Aggregate(report.models);
   return report;

@@ -18,10 +18,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/json.h"
-#include "server/engine/models/controlled_model.h"
 #include "server/engine/audit/provenance.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/audit/windows.h"
+#include "server/engine/models/controlled_model.h"
 
 namespace fca::engine {
 
@@ -49,15 +49,15 @@ struct AuditOptions {
   // Interventions to replay besides `correct` (always run). Empty: all.
   // Retention needs global_mean plus the profile.
   std::vector<std::string> interventions;
-  int64_t window_length = 128;     // T
-  int64_t max_eval_windows = 0;    // 0 = every complete window
+  int64_t window_length = 128;   // T
+  int64_t max_eval_windows = 0;  // 0 = every complete window
   int64_t max_calib_windows = 0;
-  int64_t batch_size = 8;          // windows per forward pass
-  uint64_t seed = 0;               // derangement, permutations, bootstrap
-  bool per_site_shuffle = false;   // token_shuffle: independent sigma per site
+  int64_t batch_size = 8;         // windows per forward pass
+  uint64_t seed = 0;              // derangement, permutations, bootstrap
+  bool per_site_shuffle = false;  // token_shuffle: independent sigma per site
   int bootstrap_resamples = 1000;
   double ci_level = 0.95;
-  bool allow_overlap = false;      // allow E and C to share windows
+  bool allow_overlap = false;  // allow E and C to share windows
   // Replay-fidelity gate: max |logit(REPLAY(A(x))) - logit(LIVE)|, checked
   // on the first evaluation batch and every fidelity_check_every-th after it
   // (1: every batch). On the other batches NLL(correct) is the LIVE NLL,
@@ -97,9 +97,9 @@ struct AuditProgress {
   std::string model;
   int64_t model_index = 0;
   int64_t model_count = 0;
-  int64_t windows_done = 0;   // within this phase
+  int64_t windows_done = 0;  // within this phase
   int64_t windows_total = 0;
-  double fraction = 0;        // [0, 1]
+  double fraction = 0;  // [0, 1]
 };
 
 // One number of a report; the flat form stored and queried by the service.
@@ -113,26 +113,26 @@ struct ResultRow {
   double value = 0;
   bool defined = true;  // false: undefined (e.g. retention with ~0 gap)
   std::optional<double> ci_low, ci_high;
-  int64_t n = 0;        // units behind the value (sequences, tokens, models)
+  int64_t n = 0;  // units behind the value (sequences, tokens, models)
 };
 
 struct InterventionResult {
   std::string name;
-  double nll = 0;                      // nats/token over all predicted positions
+  double nll = 0;  // nats/token over all predicted positions
   std::vector<double> nll_per_sequence;
-  double penalty = 0;                  // NLL(I) - NLL(correct)
-  Interval penalty_ci;                 // paired bootstrap
+  double penalty = 0;   // NLL(I) - NLL(correct)
+  Interval penalty_ci;  // paired bootstrap
 };
 
 struct FamilyVariation {
   std::string family;
   int64_t sites = 0;
-  int64_t count = 0;                   // scalars in the family on E
-  std::optional<double> eta2;          // undefined when total variance is 0
-  double total_variance = 0;           // SS_total / count (around m_f)
-  double within_site_variance = 0;     // SS_within / count (around mu_{s,c})
-  double between_input_variance = 0;   // part of within-site: sequence means
-  double within_input_variance = 0;    // part of within-site: tokens
+  int64_t count = 0;                  // scalars in the family on E
+  std::optional<double> eta2;         // undefined when total variance is 0
+  double total_variance = 0;          // SS_total / count (around m_f)
+  double within_site_variance = 0;    // SS_within / count (around mu_{s,c})
+  double between_input_variance = 0;  // part of within-site: sequence means
+  double within_input_variance = 0;   // part of within-site: tokens
   // 1 - SS around the per-site mean mu_s / SS_total: "layer identity" with
   // one mean per site (eta2 uses one per site and channel).
   std::optional<double> eta2_layer;
@@ -140,38 +140,38 @@ struct FamilyVariation {
 
 // One group's replay in the per-group dependence audit.
 struct GroupDependence {
-  std::string intervention;            // I
-  std::string scope;                   // kScopeLayer / kScopeSite / kScopeFamily
-  std::string group;                   // "3", "attn_gate.3", "attn_gate"
+  std::string intervention;  // I
+  std::string scope;         // kScopeLayer / kScopeSite / kScopeFamily
+  std::string group;         // "3", "attn_gate.3", "attn_gate"
   double nll = 0;
-  double penalty = 0;                  // NLL(I at g, correct elsewhere) - NLL(correct)
-  Interval penalty_ci;                 // paired bootstrap, as for `penalty`
+  double penalty = 0;   // NLL(I at g, correct elsewhere) - NLL(correct)
+  Interval penalty_ci;  // paired bootstrap, as for `penalty`
 };
 
 // Evaluation positions whose token id never occurs in the calibration set
 // (static_token falls back to mu_s there).
 struct TokenCoverage {
-  int64_t unseen_positions = 0;        // positions of E
-  int64_t unseen_ids = 0;              // distinct ids among them
+  int64_t unseen_positions = 0;  // positions of E
+  int64_t unseen_ids = 0;        // distinct ids among them
 };
 
 struct SiteVariation {
   std::string site, family;
   int64_t layer = 0;
-  double mean = 0;                     // over sequences, positions, channels
-  double variance = 0;                 // around mu_{s,c}, per scalar
+  double mean = 0;      // over sequences, positions, channels
+  double variance = 0;  // around mu_{s,c}, per scalar
 };
 
 struct ExecutionResult {
   std::string model;
-  int64_t parameters = 0;              // the model's (tensor elements of its weights)
-  double blocks_per_token = 0;         // counted
-  double blocks_executed_fraction = 0; // executed / present
-  double flops_per_token = 0;          // counted matmul FLOPs, LIVE pass
-  double replay_flops_per_token = 0;   // the same under REPLAY (no controller)
-  std::optional<double> dense_flops_per_token;  // the twin's, on the same batch
-  std::optional<double> flops_overhead;         // F_model / F_dense - 1
-  double latency_us_per_token = 0;     // median of timed LIVE forwards
+  int64_t parameters = 0;                            // the model's (tensor elements of its weights)
+  double blocks_per_token = 0;                       // counted
+  double blocks_executed_fraction = 0;               // executed / present
+  double flops_per_token = 0;                        // counted matmul FLOPs, LIVE pass
+  double replay_flops_per_token = 0;                 // the same under REPLAY (no controller)
+  std::optional<double> dense_flops_per_token;       // the twin's, on the same batch
+  std::optional<double> flops_overhead;              // F_model / F_dense - 1
+  double latency_us_per_token = 0;                   // median of timed LIVE forwards
   std::optional<double> dense_latency_us_per_token;  // the twin's, same pairs
   // Geometric mean over the timed pairs of t_model / t_dense, minus 1, with
   // its bootstrap CI over pairs and the verdict: +1 slower (CI above 0), -1
@@ -179,7 +179,7 @@ struct ExecutionResult {
   std::optional<double> slowdown;
   std::optional<Interval> slowdown_ci;
   std::optional<int> slowdown_verdict;
-  int64_t timing_repeats = 0;          // timed pairs (model forwards without a twin)
+  int64_t timing_repeats = 0;  // timed pairs (model forwards without a twin)
 };
 
 struct ModelReport {
@@ -187,25 +187,25 @@ struct ModelReport {
   int64_t eval_windows = 0, calib_windows = 0, window_length = 0;
   std::vector<std::string> eval_window_hashes, calib_window_hashes;
   std::vector<CoefficientSite> sites;
-  double live_nll = 0;                 // NLL of the LIVE pass on E (see below)
+  double live_nll = 0;  // NLL of the LIVE pass on E (see below)
   // Windows whose coefficients came from the cache; their LIVE pass was
   // skipped and live_nll counts their `correct` replay (equal within the
   // fidelity tolerance).
   int64_t cached_eval_windows = 0, cached_calib_windows = 0;
-  double replay_max_abs_diff = 0;      // fidelity: correct replay vs LIVE logits
+  double replay_max_abs_diff = 0;  // fidelity: correct replay vs LIVE logits
   // Largest |cached - fresh| coefficient seen where the cache was checked
   // against a fresh recording (0 when the cache was not used).
   double cache_max_abs_diff = 0;
-  std::vector<InterventionResult> interventions;  // `correct` first
+  std::vector<InterventionResult> interventions;          // `correct` first
   std::optional<double> retention_static_layer;           // percent
   std::optional<double> retention_static_layer_position;  // percent
   // Bootstrap CIs of the retentions (undefined when too many resamples have
   // a ~0 gap): a retention whose gap is noise has a very wide CI.
   std::optional<Interval> retention_static_layer_ci, retention_static_layer_position_ci;
-  std::optional<double> retention_static_token;            // percent
+  std::optional<double> retention_static_token;  // percent
   std::optional<Interval> retention_static_token_ci;
-  std::optional<TokenCoverage> static_token_coverage;      // when static_token ran
-  std::vector<GroupDependence> dependence;                 // per-group replays
+  std::optional<TokenCoverage> static_token_coverage;  // when static_token ran
+  std::vector<GroupDependence> dependence;             // per-group replays
   // Evaluation windows whose replay was compared with a LIVE pass (the
   // fidelity gate): the first batch, cached or not, and every
   // fidelity_check_every-th batch recorded LIVE.
@@ -213,13 +213,13 @@ struct ModelReport {
   std::vector<FamilyVariation> variation;
   std::vector<SiteVariation> site_variation;
   ExecutionResult execution;
-  double seconds = 0;                  // wall time of this model's audit
+  double seconds = 0;  // wall time of this model's audit
   // Wall time and counted matmul FLOPs of its LIVE and REPLAY passes (the
   // execution timing excluded): what the audit's throughput is measured on.
   double pass_seconds = 0;
   double pass_flops = 0;
-  double forward_seconds = 0;          // of which inside model forwards
-  int64_t forward_tokens = 0;          // tokens through those forwards (twin's included)
+  double forward_seconds = 0;  // of which inside model forwards
+  int64_t forward_tokens = 0;  // tokens through those forwards (twin's included)
   // Thread-seconds spent reading the coefficient cache (lookups and
   // decoding, hits and misses) and writing it.
   double cache_read_seconds = 0, cache_write_seconds = 0;
@@ -227,8 +227,8 @@ struct ModelReport {
 
 struct AggregateRow {
   std::string intervention, metric;
-  Summary summary;                     // across models (defined values only)
-  int64_t undefined = 0;               // models for which the value is undefined
+  Summary summary;        // across models (defined values only)
+  int64_t undefined = 0;  // models for which the value is undefined
 };
 
 struct AuditReport {

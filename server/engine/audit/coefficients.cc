@@ -196,12 +196,12 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     at::Tensor a = F64(eval[s]);  // [N, T, d]
     FamilyVariation& f = fam[sites[s].family];
     const double m_f = sum[f.family] / f.count;
-    at::Tensor mu = a.mean(at::IntArrayRef{0, 1});            // mu_{s,c}
-    at::Tensor seq = a.mean(1, true);          // per-sequence means [N, 1, d]
+    at::Tensor mu = a.mean(at::IntArrayRef{0, 1});  // mu_{s,c}
+    at::Tensor seq = a.mean(1, true);               // per-sequence means [N, 1, d]
     const double within = (a - mu).pow(2).sum().item<double>();
     const double between = (seq - mu).pow(2).sum().item<double>() * a.size(1);
     const double tokens = (a - seq).pow(2).sum().item<double>();
-    const double mu_s = a.mean().item<double>();             // one mean per site
+    const double mu_s = a.mean().item<double>();  // one mean per site
     ss_total[f.family] += (a - m_f).pow(2).sum().item<double>();
     ss_layer[f.family] += (a - mu_s).pow(2).sum().item<double>();
     f.within_site_variance += within;

@@ -22,13 +22,13 @@ using SiteTensors = std::vector<at::Tensor>;
 
 // Static profiles estimated on the calibration set C.
 struct CalibrationStats {
-  SiteTensors site_mean;           // mu_s: [d_s]
-  SiteTensors site_position_mean;  // mu_{s,t}: [T, d_s]
+  SiteTensors site_mean;                      // mu_s: [d_s]
+  SiteTensors site_position_mean;             // mu_{s,t}: [T, d_s]
   std::map<std::string, double> family_mean;  // m_f
 };
 
-absl::StatusOr<CalibrationStats> ComputeCalibrationStats(
-    const SiteTensors& calib, const std::vector<CoefficientSite>& sites);
+absl::StatusOr<CalibrationStats> ComputeCalibrationStats(const SiteTensors& calib,
+                                                         const std::vector<CoefficientSite>& sites);
 
 // A' for every evaluation window, produced a batch at a time. Each
 // implementation is a pure function of the cached tensors, the calibration
@@ -42,8 +42,8 @@ class Intervention {
 };
 
 struct InterventionContext {
-  const SiteTensors* eval = nullptr;              // A(x_i), required
-  const CalibrationStats* calib = nullptr;        // static profiles
+  const SiteTensors* eval = nullptr;        // A(x_i), required
+  const CalibrationStats* calib = nullptr;  // static profiles
   const std::vector<CoefficientSite>* sites = nullptr;
   uint64_t seed = 0;
   bool per_site_shuffle = false;
@@ -77,7 +77,7 @@ absl::Status ValidateDependenceOptions(const AuditOptions& options);
 
 // Per-group dependence (interventions.cc): the sites of one group.
 struct SiteGroup {
-  std::string name;          // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
+  std::string name;           // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
   std::vector<size_t> sites;  // indices into sites()
 };
 // The groups of a scope (kScopeLayer by ascending layer, kScopeSite in

@@ -46,11 +46,16 @@ TimingPlan MakeTimingPlan(const AuditOptions& o) {
 
 const char* TimingStopName(TimingStop stop) {
   switch (stop) {
-    case TimingStop::kContinue: return "not stopped";
-    case TimingStop::kResolved: return "the CI excludes 0 and is narrower than the slowdown";
-    case TimingStop::kPrecise: return "the CI half-width is below the resolution";
-    case TimingStop::kMaxPairs: return "the most pairs allowed";
-    case TimingStop::kBudget: return "the time budget was spent";
+    case TimingStop::kContinue:
+      return "not stopped";
+    case TimingStop::kResolved:
+      return "the CI excludes 0 and is narrower than the slowdown";
+    case TimingStop::kPrecise:
+      return "the CI half-width is below the resolution";
+    case TimingStop::kMaxPairs:
+      return "the most pairs allowed";
+    case TimingStop::kBudget:
+      return "the time budget was spent";
   }
   return "unknown";
 }

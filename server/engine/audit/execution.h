@@ -23,7 +23,7 @@ namespace fca::engine {
 
 // How one model is timed against its twin (AuditOptions' timing fields).
 struct TimingPlan {
-  int warmup_pairs = 2;             // untimed pairs first: allocator, caches
+  int warmup_pairs = 2;  // untimed pairs first: allocator, caches
   int min_pairs = 7;
   int max_pairs = 200;              // >= min_pairs
   double budget_seconds = 60;       // past min_pairs, stop after this much wall time
@@ -38,11 +38,11 @@ TimingPlan MakeTimingPlan(const AuditOptions& options);
 
 // Why the timing stopped adding pairs.
 enum class TimingStop {
-  kContinue,   // not yet
-  kResolved,   // the CI excludes 0 and is narrower than the effect
-  kPrecise,    // the CI half-width is below the resolution (may contain 0)
-  kMaxPairs,   // max_pairs reached
-  kBudget,     // budget_seconds spent
+  kContinue,  // not yet
+  kResolved,  // the CI excludes 0 and is narrower than the effect
+  kPrecise,   // the CI half-width is below the resolution (may contain 0)
+  kMaxPairs,  // max_pairs reached
+  kBudget,    // budget_seconds spent
 };
 const char* TimingStopName(TimingStop stop);
 
@@ -72,9 +72,9 @@ absl::StatusOr<PairedTimes> TimePairs(const TimedForward& model, const TimedForw
 
 // What the execution audit of one model is given by the auditor.
 struct ExecutionInputs {
-  ControlledModel* model = nullptr;        // audited
-  ControlledModel* twin = nullptr;         // may be null
-  const at::Tensor* ids = nullptr;         // int64 [B, T]: counted and timed
+  ControlledModel* model = nullptr;                 // audited
+  ControlledModel* twin = nullptr;                  // may be null
+  const at::Tensor* ids = nullptr;                  // int64 [B, T]: counted and timed
   const std::vector<at::Tensor>* replay = nullptr;  // its `correct` coefficients
   AuditOptions options;
   // Called with (timed pairs so far, most pairs) after each timed pair and
@@ -86,7 +86,7 @@ struct ExecutionOutcome {
   ExecutionResult result;
   std::vector<double> twin_us_per_token;  // the twin's timings, for its own rows
   TimingStop stop = TimingStop::kContinue;
-  double forward_seconds = 0;             // inside model forwards (twin's too)
+  double forward_seconds = 0;  // inside model forwards (twin's too)
   int64_t forward_tokens = 0;
 };
 

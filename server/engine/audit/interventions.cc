@@ -42,9 +42,9 @@ absl::Status CheckIds(const char* what, const at::Tensor* ids, const at::Tensor&
     return absl::InvalidArgumentError(absl::StrFormat("static_token needs the %s token ids", what));
   }
   if (ids->dim() != 2 || ids->size(0) != coeff.size(0) || ids->size(1) != coeff.size(1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "static_token: %s ids [%s] do not match its coefficients [%d, %d, ...]", what,
-        absl::StrJoin(ids->sizes(), ", "), coeff.size(0), coeff.size(1)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("static_token: %s ids [%s] do not match its coefficients [%d, %d, ...]",
+                        what, absl::StrJoin(ids->sizes(), ", "), coeff.size(0), coeff.size(1)));
   }
   return absl::OkStatus();
 }
@@ -109,9 +109,9 @@ const std::vector<std::string>& AllDependenceScopes() {
 absl::Status ValidateDependenceOptions(const AuditOptions& o) {
   for (const std::string& name : o.per_layer_interventions) {
     if (name == kCorrect || !Contains(AllInterventions(), name)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "per-layer intervention '%s' is not one of %s (correct is the reference)", name,
-          InterventionList()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("per-layer intervention '%s' is not one of %s (correct is the reference)",
+                          name, InterventionList()));
     }
   }
   if (!Contains(AllDependenceScopes(), o.per_layer_scope)) {
@@ -123,7 +123,8 @@ absl::Status ValidateDependenceOptions(const AuditOptions& o) {
 
 absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const InterventionContext& ctx) {
   const SiteTensors& eval = *ctx.eval;
-  if (ctx.calib == nullptr || ctx.calib_coeff == nullptr || ctx.calib_coeff->size() != eval.size()) {
+  if (ctx.calib == nullptr || ctx.calib_coeff == nullptr ||
+      ctx.calib_coeff->size() != eval.size()) {
     return absl::InvalidArgumentError("static_token needs the calibration coefficients");
   }
   FCA_RETURN_IF_ERROR(CheckIds("evaluation", ctx.eval_ids, eval[0]));
@@ -133,7 +134,8 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const Intervention
     const TokenRows t = MapTokens(ctx.eval_ids->cpu(), ctx.calib_ids->cpu());
     const int64_t u = t.distinct.size(0);
     const at::Tensor counts =
-        at::zeros({u}, at::kDouble).index_add_(0, t.inverse, at::ones({t.inverse.size(0)}, at::kDouble));
+        at::zeros({u}, at::kDouble)
+            .index_add_(0, t.inverse, at::ones({t.inverse.size(0)}, at::kDouble));
     SiteTensors tables;
     for (size_t s = 0; s < eval.size(); ++s) {
       const int64_t d = eval[s].size(2);
@@ -142,8 +144,8 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const Intervention
       const at::Tensor mu_s = ctx.calib->site_mean[s].to(at::kDouble).cpu().view({1, d});
       tables.push_back(at::cat({sums / counts.unsqueeze(1), mu_s}).to(eval[s].options()));
     }
-    return std::unique_ptr<Intervention>(std::make_unique<StaticTokenIntervention>(
-        std::move(tables), t.rows.to(eval[0].device())));
+    return std::unique_ptr<Intervention>(
+        std::make_unique<StaticTokenIntervention>(std::move(tables), t.rows.to(eval[0].device())));
   });
 }
 

@@ -21,8 +21,8 @@ class RowWriter {
     r.n = n;
     out_->push_back(std::move(r));
   }
-  void AddCI(const std::string& intervention, const std::string& metric, double value,
-             Interval ci, int64_t n) {
+  void AddCI(const std::string& intervention, const std::string& metric, double value, Interval ci,
+             int64_t n) {
     Add(intervention, metric, value, n);
     out_->back().ci_low = ci.low;
     out_->back().ci_high = ci.high;
@@ -235,7 +235,8 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));
   v.Set("timing_warmup", json::Value::Int(o.timing_warmup));
   json::Value per_layer = json::Value::MakeArray();
-  for (const std::string& n : o.per_layer_interventions) per_layer.mutable_array().push_back(Str(n));
+  for (const std::string& n : o.per_layer_interventions)
+    per_layer.mutable_array().push_back(Str(n));
   v.Set("per_layer_interventions", std::move(per_layer));
   v.Set("per_layer_scope", Str(o.per_layer_scope));
   return v;

@@ -33,9 +33,8 @@ double Median(std::vector<double> x) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-Interval PairedBootstrapCI(const std::vector<double>& treated,
-                           const std::vector<double>& reference, int resamples, double level,
-                           uint64_t seed) {
+Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector<double>& reference,
+                           int resamples, double level, uint64_t seed) {
   const size_t n = treated.size();
   std::vector<double> diff(n);
   for (size_t i = 0; i < n; ++i) diff[i] = treated[i] - reference[i];
@@ -77,9 +76,8 @@ std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_pro
 
 std::optional<Interval> RetentionBootstrapCI(const std::vector<double>& nll_global_mean,
                                              const std::vector<double>& nll_profile,
-                                             const std::vector<double>& nll_correct,
-                                             double min_gap, int resamples, double level,
-                                             uint64_t seed) {
+                                             const std::vector<double>& nll_correct, double min_gap,
+                                             int resamples, double level, uint64_t seed) {
   const size_t n = nll_correct.size();
   Rng rng(seed);
   std::vector<double> values;

@@ -21,9 +21,8 @@ struct Interval {
 // (sequences): `resamples` draws of n units with replacement, seeded; the CI
 // is the (1-level)/2 and (1+level)/2 quantiles (linear interpolation).
 // Requires treated.size() == reference.size() >= 1 and resamples >= 1.
-Interval PairedBootstrapCI(const std::vector<double>& treated,
-                           const std::vector<double>& reference, int resamples, double level,
-                           uint64_t seed);
+Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector<double>& reference,
+                           int resamples, double level, uint64_t seed);
 
 // The slowdown of a model against its dense twin from paired timings
 // (fca.md "Execution"): model[i] and twin[i] are the times of pair i, run
@@ -53,9 +52,8 @@ std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_pro
 // more than 5% of the resamples have an undefined retention.
 std::optional<Interval> RetentionBootstrapCI(const std::vector<double>& nll_global_mean,
                                              const std::vector<double>& nll_profile,
-                                             const std::vector<double>& nll_correct,
-                                             double min_gap, int resamples, double level,
-                                             uint64_t seed);
+                                             const std::vector<double>& nll_correct, double min_gap,
+                                             int resamples, double level, uint64_t seed);
 
 // Mean, sample standard deviation (0 for one value), min and max.
 struct Summary {

@@ -36,9 +36,9 @@ absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream, int64_
   int64_t n = static_cast<int64_t>(stream.size()) / window_length;
   if (max_windows > 0) n = std::min(n, max_windows);
   if (n == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "dataset '%s' has %d tokens: not one window of %d", dataset_name, stream.size(),
-        window_length));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dataset '%s' has %d tokens: not one window of %d", dataset_name,
+                        stream.size(), window_length));
   }
   WindowSet w;
   w.window_length = window_length;
@@ -67,8 +67,7 @@ size_t SafeCut(const std::string& text, size_t from) {
 
 // Encodes growing prefixes (doubling) until one yields max_tokens ids.
 absl::StatusOr<std::vector<int32_t>> EncodePrefix(const std::string& text,
-                                                  const Tokenizer& tokenizer,
-                                                  int64_t max_tokens) {
+                                                  const Tokenizer& tokenizer, int64_t max_tokens) {
   // Bytes per token is 1 for bytes and ~4 for BPE on English text.
   size_t want = static_cast<size_t>(max_tokens) * 2 + 1024;
   while (want < text.size()) {
@@ -84,8 +83,8 @@ absl::StatusOr<std::vector<int32_t>> EncodePrefix(const std::string& text,
 
 }  // namespace
 
-absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
-                                                 const Tokenizer& tokenizer, int64_t max_tokens) {
+absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset, const Tokenizer& tokenizer,
+                                                 int64_t max_tokens) {
   if (dataset.kind == Dataset::Kind::kText) {
     if (max_tokens <= 0) return tokenizer.Encode(dataset.text);
     return EncodePrefix(dataset.text, tokenizer, max_tokens);
@@ -93,8 +92,7 @@ absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
   for (size_t i = 0; i < dataset.tokens.size(); ++i) {
     if (dataset.tokens[i] < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "dataset '%s': token %d at position %d is negative", dataset.name, dataset.tokens[i],
-          i));
+          "dataset '%s': token %d at position %d is negative", dataset.name, dataset.tokens[i], i));
     }
   }
   return dataset.tokens;

@@ -17,9 +17,9 @@ struct Dataset {
   enum class Kind { kText, kTokens };
   std::string name;
   Kind kind = Kind::kText;
-  std::string text;            // kText
+  std::string text;             // kText
   std::vector<int32_t> tokens;  // kTokens
-  std::string sha256;          // content hash, recorded with results
+  std::string sha256;           // content hash, recorded with results
 };
 
 // The consecutive, non-overlapping windows of one token stream.
@@ -46,8 +46,7 @@ absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream, int64_
 // ASCII letter or digit. No tokenizer of this engine (bytes, or GPT-NeoX BPE
 // with NFC and the GPT-2 split) lets a token or a pre-token cross such a
 // cut, so a prefix's ids are exactly the first ids of the whole text's.
-absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
-                                                 const Tokenizer& tokenizer,
+absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset, const Tokenizer& tokenizer,
                                                  int64_t max_tokens = 0);
 
 // INVALID_ARGUMENT when the sets share a window (by hash), with the count

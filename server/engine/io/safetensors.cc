@@ -35,11 +35,10 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF32, "F32", 4},   {DType::kF16, "F16", 2},
-    {DType::kBF16, "BF16", 2}, {DType::kF64, "F64", 8},
-    {DType::kI64, "I64", 8},   {DType::kI32, "I32", 4},
-    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},
-    {DType::kU8, "U8", 1},     {DType::kBool, "BOOL", 1},
+    {DType::kF32, "F32", 4},   {DType::kF16, "F16", 2}, {DType::kBF16, "BF16", 2},
+    {DType::kF64, "F64", 8},   {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},
+    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
+    {DType::kBool, "BOOL", 1},
 };
 
 const DTypeInfo* FindDType(DType d) {
@@ -53,8 +52,7 @@ const DTypeInfo* FindDType(DType d) {
 std::string BaseName(std::string_view path) {
   while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
   const size_t slash = path.find_last_of('/');
-  return std::string(slash == std::string_view::npos ? path
-                                                     : path.substr(slash + 1));
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
 std::string DirName(const std::string& path) {
@@ -71,8 +69,7 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 }
 
 absl::Status ErrnoError(int err, std::string_view what) {
-  const std::string message =
-      absl::StrFormat("%s: %s", what, std::strerror(err));
+  const std::string message = absl::StrFormat("%s: %s", what, std::strerror(err));
   switch (err) {
     case ENOENT:
     case ENOTDIR:
@@ -87,8 +84,7 @@ absl::Status ErrnoError(int err, std::string_view what) {
 
 // Keeps the status code, puts `prefix: ` in front of the message.
 absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
-  return absl::Status(status.code(),
-                      absl::StrFormat("%s: %s", prefix, status.message()));
+  return absl::Status(status.code(), absl::StrFormat("%s: %s", prefix, status.message()));
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -110,8 +106,7 @@ uint64_t ReadLittleEndian64(const uint8_t* p) {
 // overflows. The element count must fit int64 dimension by dimension, as
 // TensorView::numel and torch multiply it: a zero dimension after the
 // overflow would make the byte count 0 but not the multiplication defined.
-bool CheckedNumBytes(const std::vector<int64_t>& shape, DType dtype,
-                     uint64_t* out) {
+bool CheckedNumBytes(const std::vector<int64_t>& shape, DType dtype, uint64_t* out) {
   int64_t numel = 1;
   for (int64_t dim : shape) {
     if (dim < 0) return false;
@@ -141,8 +136,7 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path) {
 }
 
 // Reads a whole small file (index JSON), refusing anything over max_bytes.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
-                                          uint64_t max_bytes) {
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
   const std::string name = BaseName(path);
   FCA_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   std::string contents;
@@ -158,8 +152,8 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
     if (n == 0) break;
     if (contents.size() + static_cast<size_t>(n) > max_bytes) {
       ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": file is larger than the limit of ", max_bytes, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": file is larger than the limit of ", max_bytes, " bytes"));
     }
     contents.append(buffer, static_cast<size_t>(n));
   }
@@ -185,16 +179,14 @@ absl::Status WriteFileAtomically(const std::string& path,
   std::string tmp = path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0)
-    return ErrnoError(
-        errno, absl::StrCat("cannot create a temporary file for '", name, "'"));
+    return ErrnoError(errno, absl::StrCat("cannot create a temporary file for '", name, "'"));
   absl::Status status;
   if (::fchmod(fd, 0644) != 0) status = ErrnoError(errno, "fchmod failed");
   for (std::string_view piece : pieces) {
     if (!status.ok()) break;
     status = WriteAll(fd, piece);
   }
-  if (::close(fd) != 0 && status.ok())
-    status = ErrnoError(errno, "close failed");
+  if (::close(fd) != 0 && status.ok()) status = ErrnoError(errno, "close failed");
   if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     status = ErrnoError(errno, "rename failed");
   }
@@ -207,27 +199,22 @@ absl::Status WriteFileAtomically(const std::string& path,
 
 // Validates one tensor entry of a header against the data area; messages
 // carry no file or tensor prefix (the caller adds it).
-absl::Status ParseTensorEntry(const json::Value& entry, uint64_t data_size,
-                              TensorView* view, uint64_t* begin,
-                              uint64_t* end) {
-  if (!entry.is_object())
-    return absl::InvalidArgumentError("entry must be a JSON object");
+absl::Status ParseTensorEntry(const json::Value& entry, uint64_t data_size, TensorView* view,
+                              uint64_t* begin, uint64_t* end) {
+  if (!entry.is_object()) return absl::InvalidArgumentError("entry must be a JSON object");
   const json::Value* dtype = entry.Find("dtype");
   if (dtype == nullptr) return absl::InvalidArgumentError("missing 'dtype'");
-  if (!dtype->is_string())
-    return absl::InvalidArgumentError("'dtype' must be a string");
+  if (!dtype->is_string()) return absl::InvalidArgumentError("'dtype' must be a string");
   FCA_ASSIGN_OR_RETURN(view->dtype, ParseDType(dtype->as_string()));
 
   const json::Value* shape = entry.Find("shape");
   if (shape == nullptr) return absl::InvalidArgumentError("missing 'shape'");
   if (!shape->is_array()) {
-    return absl::InvalidArgumentError(
-        "'shape' must be an array of non-negative integers");
+    return absl::InvalidArgumentError("'shape' must be an array of non-negative integers");
   }
   for (const json::Value& dim : shape->as_array()) {
     if (!dim.is_int()) {
-      return absl::InvalidArgumentError(
-          "'shape' must be an array of non-negative integers");
+      return absl::InvalidArgumentError("'shape' must be an array of non-negative integers");
     }
     if (dim.as_int() < 0) {
       return absl::InvalidArgumentError(
@@ -237,45 +224,38 @@ absl::Status ParseTensorEntry(const json::Value& entry, uint64_t data_size,
   }
 
   const json::Value* offsets = entry.Find("data_offsets");
-  if (offsets == nullptr)
-    return absl::InvalidArgumentError("missing 'data_offsets'");
-  if (!offsets->is_array() || offsets->as_array().size() != 2 ||
-      !offsets->as_array()[0].is_int() || !offsets->as_array()[1].is_int() ||
-      offsets->as_array()[0].as_int() < 0 ||
+  if (offsets == nullptr) return absl::InvalidArgumentError("missing 'data_offsets'");
+  if (!offsets->is_array() || offsets->as_array().size() != 2 || !offsets->as_array()[0].is_int() ||
+      !offsets->as_array()[1].is_int() || offsets->as_array()[0].as_int() < 0 ||
       offsets->as_array()[1].as_int() < 0) {
-    return absl::InvalidArgumentError(
-        "'data_offsets' must be two non-negative integers");
+    return absl::InvalidArgumentError("'data_offsets' must be two non-negative integers");
   }
   *begin = static_cast<uint64_t>(offsets->as_array()[0].as_int());
   *end = static_cast<uint64_t>(offsets->as_array()[1].as_int());
   if (*begin > *end) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "data_offsets [%d, %d] begin after they end", *begin, *end));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("data_offsets [%d, %d] begin after they end", *begin, *end));
   }
   if (*end > data_size) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "data_offsets [%d, %d] end beyond the %d-byte data area", *begin, *end,
-        data_size));
+        "data_offsets [%d, %d] end beyond the %d-byte data area", *begin, *end, data_size));
   }
   uint64_t needed = 0;
   if (!CheckedNumBytes(view->shape, view->dtype, &needed)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shape %s of %s is too large", ShapeString(view->shape),
-                        DTypeName(view->dtype)));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shape %s of %s is too large", ShapeString(view->shape), DTypeName(view->dtype)));
   }
   if (*end - *begin != needed) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "data_offsets [%d, %d] hold %d bytes but shape %s of %s needs %d",
-        *begin, *end, *end - *begin, ShapeString(view->shape),
-        DTypeName(view->dtype), needed));
+        "data_offsets [%d, %d] hold %d bytes but shape %s of %s needs %d", *begin, *end,
+        *end - *begin, ShapeString(view->shape), DTypeName(view->dtype), needed));
   }
   view->num_bytes = static_cast<size_t>(needed);
   return absl::OkStatus();
 }
 
 absl::Status CheckTensorData(const TensorData& t) {
-  if (t.name.empty())
-    return absl::InvalidArgumentError("a tensor has an empty name");
+  if (t.name.empty()) return absl::InvalidArgumentError("a tensor has an empty name");
   if (t.name == kMetadataKey) {
     return absl::InvalidArgumentError(
         absl::StrCat("a tensor may not be named '", kMetadataKey, "'"));
@@ -288,9 +268,9 @@ absl::Status CheckTensorData(const TensorData& t) {
                         t.name, ShapeString(t.shape)));
   }
   if (t.bytes.size() != needed) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor '%s': %d bytes given but shape %s of %s needs %d", t.name,
-        t.bytes.size(), ShapeString(t.shape), DTypeName(t.dtype), needed));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s': %d bytes given but shape %s of %s needs %d", t.name,
+                        t.bytes.size(), ShapeString(t.shape), DTypeName(t.dtype), needed));
   }
   return absl::OkStatus();
 }
@@ -305,13 +285,11 @@ absl::StatusOr<std::vector<const TensorData*>> SortedTensors(
     sorted.push_back(&t);
   }
   std::sort(sorted.begin(), sorted.end(),
-            [](const TensorData* a, const TensorData* b) {
-              return a->name < b->name;
-            });
+            [](const TensorData* a, const TensorData* b) { return a->name < b->name; });
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (sorted[i]->name == sorted[i - 1]->name) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", sorted[i]->name, "' appears more than once"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", sorted[i]->name, "' appears more than once"));
     }
   }
   return sorted;
@@ -323,8 +301,7 @@ std::string BuildHeader(const std::vector<const TensorData*>& sorted,
   json::Object header;
   if (!metadata.empty()) {
     json::Object meta;
-    for (const auto& [key, value] : metadata)
-      meta.emplace_back(key, json::Value::String(value));
+    for (const auto& [key, value] : metadata) meta.emplace_back(key, json::Value::String(value));
     header.emplace_back(kMetadataKey, json::Value::MakeObject(std::move(meta)));
   }
   int64_t offset = 0;
@@ -333,17 +310,14 @@ std::string BuildHeader(const std::vector<const TensorData*>& sorted,
     for (int64_t dim : t->shape) shape.push_back(json::Value::Int(dim));
     const int64_t end = offset + static_cast<int64_t>(t->bytes.size());
     json::Object entry;
-    entry.emplace_back("dtype",
-                       json::Value::String(std::string(DTypeName(t->dtype))));
+    entry.emplace_back("dtype", json::Value::String(std::string(DTypeName(t->dtype))));
     entry.emplace_back("shape", json::Value::MakeArray(std::move(shape)));
     entry.emplace_back("data_offsets",
-                       json::Value::MakeArray(
-                           {json::Value::Int(offset), json::Value::Int(end)}));
+                       json::Value::MakeArray({json::Value::Int(offset), json::Value::Int(end)}));
     header.emplace_back(t->name, json::Value::MakeObject(std::move(entry)));
     offset = end;
   }
-  std::string json_text =
-      json::Write(json::Value::MakeObject(std::move(header)));
+  std::string json_text = json::Write(json::Value::MakeObject(std::move(header)));
   json_text.append((8 - json_text.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   const uint64_t n = json_text.size();
@@ -352,8 +326,7 @@ std::string BuildHeader(const std::vector<const TensorData*>& sorted,
   return out;
 }
 
-absl::Status WriteSorted(const std::string& path,
-                         const std::vector<const TensorData*>& sorted,
+absl::Status WriteSorted(const std::string& path, const std::vector<const TensorData*>& sorted,
                          const std::map<std::string, std::string>& metadata) {
   const std::string header = BuildHeader(sorted, metadata);
   std::vector<std::string_view> pieces;
@@ -383,8 +356,7 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.name == name) return info.dtype;
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown dtype '%s'", name));
+  return absl::InvalidArgumentError(absl::StrFormat("unknown dtype '%s'", name));
 }
 
 size_t DTypeSize(DType d) {
@@ -411,8 +383,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return ErrnoError(err,
-                      absl::StrCat("cannot stat '", file->display_name_, "'"));
+    return ErrnoError(err, absl::StrCat("cannot stat '", file->display_name_, "'"));
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
   // A file too short for the length prefix is reported by ParseHeader.
@@ -421,8 +392,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     if (base == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return ErrnoError(err,
-                        absl::StrCat("cannot map '", file->display_name_, "'"));
+      return ErrnoError(err, absl::StrCat("cannot map '", file->display_name_, "'"));
     }
     file->base_ = static_cast<const uint8_t*>(base);
     file->mapped_ = true;
@@ -435,8 +405,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBytes(
-    std::string bytes, std::string display_name,
-    const SafetensorsLimits& limits) {
+    std::string bytes, std::string display_name, const SafetensorsLimits& limits) {
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->display_name_ = std::move(display_name);
   file->owned_ = std::move(bytes);
@@ -455,32 +424,28 @@ absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
   const std::string& file = display_name_;
   if (size_ < 8) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: file is %d bytes, too short for the 8-byte header length", file,
-        size_));
+        "%s: file is %d bytes, too short for the 8-byte header length", file, size_));
   }
   const uint64_t header_len = ReadLittleEndian64(base_);
   if (header_len > limits.max_header_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s: header length %d exceeds the limit of %d bytes",
-                        file, header_len, limits.max_header_bytes));
+        absl::StrFormat("%s: header length %d exceeds the limit of %d bytes", file, header_len,
+                        limits.max_header_bytes));
   }
   if (header_len > size_ - 8) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: header length %d exceeds the %d bytes that follow it", file,
-        header_len, size_ - 8));
+        "%s: header length %d exceeds the %d bytes that follow it", file, header_len, size_ - 8));
   }
-  const std::string_view header_text(reinterpret_cast<const char*>(base_ + 8),
-                                     header_len);
+  const std::string_view header_text(reinterpret_cast<const char*>(base_ + 8), header_len);
   json::ParseOptions options;
   options.max_depth = kHeaderMaxDepth;
   absl::StatusOr<json::Value> header = json::Parse(header_text, options);
   if (!header.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, ": header is not valid JSON: ", header.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": header is not valid JSON: ", header.status().message()));
   }
   if (!header->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": header is not a JSON object"));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": header is not a JSON object"));
   }
   const uint8_t* data = base_ + 8 + header_len;
   const uint64_t data_size = size_ - 8 - header_len;
@@ -493,28 +458,25 @@ absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
   for (const auto& [name, entry] : header->as_object()) {
     if (name == kMetadataKey) {
       if (!entry.is_object()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ": '", kMetadataKey, "' must be an object of strings"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": '", kMetadataKey, "' must be an object of strings"));
       }
       for (const auto& [key, value] : entry.as_object()) {
         if (!value.is_string()) {
           return absl::InvalidArgumentError(
-              absl::StrCat(file, ": '", kMetadataKey, "' value for '", key,
-                           "' must be a string"));
+              absl::StrCat(file, ": '", kMetadataKey, "' value for '", key, "' must be a string"));
         }
         metadata_[key] = value.as_string();
       }
       continue;
     }
     if (name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file, ": a tensor has an empty name"));
+      return absl::InvalidArgumentError(absl::StrCat(file, ": a tensor has an empty name"));
     }
     TensorView view;
     view.name = name;
     uint64_t begin = 0, end = 0;
-    absl::Status status =
-        ParseTensorEntry(entry, data_size, &view, &begin, &end);
+    absl::Status status = ParseTensorEntry(entry, data_size, &view, &begin, &end);
     if (!status.ok()) {
       return Prefixed(status, absl::StrCat(file, ": tensor '", name, "'"));
     }
@@ -536,8 +498,7 @@ absl::Status SafetensorsFile::ParseHeader(const SafetensorsLimits& limits) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: tensor '%s': data_offsets [%d, %d] overlap "
                           "tensor '%s' at [%d, %d]",
-                          file, *cur.name, cur.begin, cur.end, *prev.name,
-                          prev.begin, prev.end));
+                          file, *cur.name, cur.begin, cur.end, *prev.name, prev.begin, prev.end));
     }
   }
   return absl::OkStatus();
@@ -586,8 +547,8 @@ absl::Status SafetensorsFile::ReadInto(const TensorView& view, void* dst) const 
     const ssize_t n = ::pread(fd_, out + done, view.num_bytes - done, offset + done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return ErrnoError(errno, absl::StrFormat("cannot read tensor '%s' from '%s'", view.name,
-                                               display_name_));
+      return ErrnoError(
+          errno, absl::StrFormat("cannot read tensor '%s' from '%s'", view.name, display_name_));
     }
     if (n == 0) {
       return absl::DataLossError(absl::StrFormat(
@@ -602,8 +563,7 @@ absl::Status SafetensorsFile::ReadInto(const TensorView& view, void* dst) const 
 absl::StatusOr<TensorView> SafetensorsFile::Get(std::string_view name) const {
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) {
-    return absl::NotFoundError(
-        absl::StrFormat("%s: no tensor named '%s'", display_name_, name));
+    return absl::NotFoundError(absl::StrFormat("%s: no tensor named '%s'", display_name_, name));
   }
   return it->second;
 }
@@ -619,18 +579,15 @@ absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenDir(
   if (IsRegularFile(index)) return OpenIndex(index, limits);
   const std::string single = JoinPath(dir, kSingleFileName);
   if (IsRegularFile(single)) return OpenFile(single, limits);
-  return absl::NotFoundError(absl::StrCat("no ", kSingleFileName, " or ",
-                                          kIndexFileName, " in '",
-                                          BaseName(dir), "'"));
+  return absl::NotFoundError(
+      absl::StrCat("no ", kSingleFileName, " or ", kIndexFileName, " in '", BaseName(dir), "'"));
 }
 
 absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenFile(
     const std::string& path, const SafetensorsLimits& limits) {
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                       SafetensorsFile::Open(path, limits));
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path, limits));
   std::unique_ptr<TensorSource> source(new TensorSource());
-  for (const std::string& name : file->Names())
-    source->owner_.emplace(name, file.get());
+  for (const std::string& name : file->Names()) source->owner_.emplace(name, file.get());
   source->files_.push_back(path);
   source->shards_.push_back(std::move(file));
   return source;
@@ -639,30 +596,26 @@ absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenFile(
 absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenIndex(
     const std::string& index_path, const SafetensorsLimits& limits) {
   const std::string index_name = BaseName(index_path);
-  FCA_ASSIGN_OR_RETURN(std::string text,
-                       ReadSmallFile(index_path, limits.max_header_bytes));
+  FCA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(index_path, limits.max_header_bytes));
   absl::StatusOr<json::Value> index = json::Parse(text);
   if (!index.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        index_name, ": not valid JSON: ", index.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_name, ": not valid JSON: ", index.status().message()));
   }
   if (!index->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_name, ": not a JSON object"));
+    return absl::InvalidArgumentError(absl::StrCat(index_name, ": not a JSON object"));
   }
   const json::Value* metadata = index->Find("metadata");
   if (metadata != nullptr && !metadata->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_name, ": 'metadata' must be an object"));
+    return absl::InvalidArgumentError(absl::StrCat(index_name, ": 'metadata' must be an object"));
   }
   const json::Value* weight_map = index->Find("weight_map");
   if (weight_map == nullptr || !weight_map->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        index_name, ": 'weight_map' must be an object of tensor -> file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_name, ": 'weight_map' must be an object of tensor -> file"));
   }
   if (weight_map->as_object().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_name, ": 'weight_map' is empty"));
+    return absl::InvalidArgumentError(absl::StrCat(index_name, ": 'weight_map' is empty"));
   }
 
   // shard file name -> tensors the weight map places in it.
@@ -670,14 +623,12 @@ absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenIndex(
   std::map<std::string, std::string, std::less<>> mapped;  // tensor -> shard
   for (const auto& [tensor, shard] : weight_map->as_object()) {
     if (!shard.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(index_name, ": tensor '", tensor,
-                       "': weight_map value must be a file name"));
+      return absl::InvalidArgumentError(absl::StrCat(index_name, ": tensor '", tensor,
+                                                     "': weight_map value must be a file name"));
     }
     if (!IsPlainFileName(shard.as_string())) {
       return absl::InvalidArgumentError(
-          absl::StrCat(index_name, ": tensor '", tensor, "': shard name '",
-                       shard.as_string(),
+          absl::StrCat(index_name, ": tensor '", tensor, "': shard name '", shard.as_string(),
                        "' must be a plain file name in the index's folder"));
     }
     // open() would fail with ENAMETOOLONG (INTERNAL); too long to echo.
@@ -699,28 +650,28 @@ absl::StatusOr<std::unique_ptr<TensorSource>> TensorSource::OpenIndex(
     if (!shard.ok()) return Prefixed(shard.status(), index_name);
     for (const std::string& tensor : tensors) {
       if (!(*shard)->Has(tensor)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(index_name, ": tensor '", tensor, "' is mapped to '",
-                         shard_name, "' but that file does not contain it"));
+        return absl::InvalidArgumentError(absl::StrCat(index_name, ": tensor '", tensor,
+                                                       "' is mapped to '", shard_name,
+                                                       "' but that file does not contain it"));
       }
     }
     for (const std::string& tensor : (*shard)->Names()) {
       const auto owner = source->owner_.find(tensor);
       if (owner != source->owner_.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            index_name, ": tensor '", tensor, "' appears in both '",
-            BaseName(owner->second->path()), "' and '", shard_name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_name, ": tensor '", tensor, "' appears in both '",
+                         BaseName(owner->second->path()), "' and '", shard_name, "'"));
       }
       const auto listed = mapped.find(tensor);
       if (listed == mapped.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(index_name, ": tensor '", tensor, "' is in '",
-                         shard_name, "' but the weight map does not list it"));
+        return absl::InvalidArgumentError(absl::StrCat(index_name, ": tensor '", tensor,
+                                                       "' is in '", shard_name,
+                                                       "' but the weight map does not list it"));
       }
       if (listed->second != shard_name) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            index_name, ": tensor '", tensor, "' is in '", shard_name,
-            "' but the weight map places it in '", listed->second, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_name, ": tensor '", tensor, "' is in '", shard_name,
+                         "' but the weight map places it in '", listed->second, "'"));
       }
       source->owner_.emplace(tensor, shard->get());
     }
@@ -737,15 +688,12 @@ std::vector<std::string> TensorSource::Names() const {
   return names;
 }
 
-bool TensorSource::Has(std::string_view name) const {
-  return owner_.find(name) != owner_.end();
-}
+bool TensorSource::Has(std::string_view name) const { return owner_.find(name) != owner_.end(); }
 
 absl::StatusOr<TensorView> TensorSource::Get(std::string_view name) const {
   const auto it = owner_.find(name);
   if (it == owner_.end()) {
-    return absl::NotFoundError(
-        absl::StrFormat("no tensor named '%s' in the checkpoint", name));
+    return absl::NotFoundError(absl::StrFormat("no tensor named '%s' in the checkpoint", name));
   }
   return it->second->Get(name);
 }
@@ -773,10 +721,8 @@ absl::StatusOr<std::string> TensorSource::ContentSha256(WeightsHashCache* cache)
 // Writer
 
 absl::StatusOr<std::string> SerializeSafetensors(
-    const std::vector<TensorData>& tensors,
-    const std::map<std::string, std::string>& metadata) {
-  FCA_ASSIGN_OR_RETURN(std::vector<const TensorData*> sorted,
-                       SortedTensors(tensors));
+    const std::vector<TensorData>& tensors, const std::map<std::string, std::string>& metadata) {
+  FCA_ASSIGN_OR_RETURN(std::vector<const TensorData*> sorted, SortedTensors(tensors));
   std::string out = BuildHeader(sorted, metadata);
   size_t total = out.size();
   for (const TensorData* t : sorted) total += t->bytes.size();
@@ -785,23 +731,19 @@ absl::StatusOr<std::string> SerializeSafetensors(
   return out;
 }
 
-absl::Status WriteSafetensors(
-    const std::string& path, const std::vector<TensorData>& tensors,
-    const std::map<std::string, std::string>& metadata) {
-  FCA_ASSIGN_OR_RETURN(std::vector<const TensorData*> sorted,
-                       SortedTensors(tensors));
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorData>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  FCA_ASSIGN_OR_RETURN(std::vector<const TensorData*> sorted, SortedTensors(tensors));
   return WriteSorted(path, sorted, metadata);
 }
 
-absl::Status WriteShardedSafetensors(const std::string& dir,
-                                     const std::vector<TensorData>& tensors,
+absl::Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorData>& tensors,
                                      uint64_t max_shard_bytes) {
   if (max_shard_bytes == 0) {
     return absl::InvalidArgumentError("max_shard_bytes must be positive");
   }
   if (tensors.empty()) return absl::InvalidArgumentError("no tensors to write");
-  FCA_ASSIGN_OR_RETURN(std::vector<const TensorData*> sorted,
-                       SortedTensors(tensors));
+  FCA_ASSIGN_OR_RETURN(std::vector<const TensorData*> sorted, SortedTensors(tensors));
 
   // Greedy packing in name order; a tensor larger than the limit gets its own
   // shard.
@@ -809,8 +751,7 @@ absl::Status WriteShardedSafetensors(const std::string& dir,
   uint64_t shard_bytes = 0;
   uint64_t total_size = 0;
   for (const TensorData* t : sorted) {
-    if (!shards.back().empty() &&
-        shard_bytes + t->bytes.size() > max_shard_bytes) {
+    if (!shards.back().empty() && shard_bytes + t->bytes.size() > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
@@ -830,10 +771,8 @@ absl::Status WriteShardedSafetensors(const std::string& dir,
   }
   // Shards hold consecutive runs of the sorted names, so weight_map is sorted.
   json::Value index = json::Value::MakeObject();
-  index.Set("metadata",
-            json::Value::MakeObject(
-                {{"total_size",
-                  json::Value::Int(static_cast<int64_t>(total_size))}}));
+  index.Set("metadata", json::Value::MakeObject(
+                            {{"total_size", json::Value::Int(static_cast<int64_t>(total_size))}}));
   index.Set("weight_map", json::Value::MakeObject(std::move(weight_map)));
   const std::string text = json::Write(index, /*pretty=*/true) + "\n";
   return WriteFileAtomically(JoinPath(dir, kIndexFileName), {text});

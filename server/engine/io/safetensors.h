@@ -45,7 +45,6 @@ struct TensorView {
   int64_t numel() const;
 };
 
-
 struct SafetensorsLimits {
   // A header larger than this is refused before it is read (the format's own
   // reference implementation uses 100 MB).
@@ -59,8 +58,7 @@ class SafetensorsFile {
       const std::string& path, const SafetensorsLimits& limits = {});
   // Parses an in-memory buffer (tests, uploads). The bytes are copied.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(
-      std::string bytes, std::string display_name,
-      const SafetensorsLimits& limits = {});
+      std::string bytes, std::string display_name, const SafetensorsLimits& limits = {});
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -95,7 +93,7 @@ class SafetensorsFile {
 
   std::string path_;
   std::string display_name_;
-  std::string owned_;           // FromBytes storage
+  std::string owned_;              // FromBytes storage
   const uint8_t* base_ = nullptr;  // start of the file bytes
   uint64_t size_ = 0;
   bool mapped_ = false;
@@ -160,14 +158,12 @@ absl::StatusOr<std::string> SerializeSafetensors(
     const std::vector<TensorData>& tensors,
     const std::map<std::string, std::string>& metadata = {});
 // Writes atomically (temporary file + rename).
-absl::Status WriteSafetensors(const std::string& path,
-                              const std::vector<TensorData>& tensors,
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorData>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
 // Writes `dir`/model-0000i-of-0000n.safetensors shards of at most
 // `max_shard_bytes` each (a tensor never spans shards) plus
 // `dir`/model.safetensors.index.json.
-absl::Status WriteShardedSafetensors(const std::string& dir,
-                                     const std::vector<TensorData>& tensors,
+absl::Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorData>& tensors,
                                      uint64_t max_shard_bytes);
 
 }  // namespace fca::engine

@@ -13,8 +13,7 @@ absl::Status Invalid(absl::string_view what) {
 
 // Reads an integer field into *out when present; keeps the default otherwise
 // only for `optional` fields.
-absl::Status ReadInt(const json::Value& obj, const char* key, bool optional,
-                     int64_t* out) {
+absl::Status ReadInt(const json::Value& obj, const char* key, bool optional, int64_t* out) {
   if (optional && obj.Find(key) == nullptr) return absl::OkStatus();
   auto v = json::GetInt(obj, key);
   if (!v.ok()) return Invalid(v.status().message());
@@ -52,15 +51,15 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
   FCA_RETURN_IF_ERROR(CheckRange("vocab_size", c.vocab_size, 1, 1 << 22));
   FCA_RETURN_IF_ERROR(CheckRange("max_seq_len", c.max_seq_len, 2, 1 << 20));
   if (c.d_model % c.n_heads != 0) {
-    return Invalid(absl::StrFormat("d_model %d is not divisible by n_heads %d", c.d_model,
-                                   c.n_heads));
+    return Invalid(
+        absl::StrFormat("d_model %d is not divisible by n_heads %d", c.d_model, c.n_heads));
   }
   if (c.has_controller()) {
     FCA_RETURN_IF_ERROR(CheckRange("n_groups", c.n_groups, 1, c.d_model));
     FCA_RETURN_IF_ERROR(CheckRange("controller_width", c.controller_width, 1, 1 << 16));
     if (c.d_model % c.n_groups != 0) {
-      return Invalid(absl::StrFormat("d_model %d is not divisible by n_groups %d", c.d_model,
-                                     c.n_groups));
+      return Invalid(
+          absl::StrFormat("d_model %d is not divisible by n_groups %d", c.d_model, c.n_groups));
     }
   }
   if (!(c.norm_eps > 0 && c.norm_eps < 1)) {

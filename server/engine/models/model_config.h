@@ -22,7 +22,7 @@ struct TransformerConfig {
   int64_t d_ff = 512;             // MLP hidden width
   int64_t controller_width = 64;  // controller hidden width (featuregate)
   int64_t vocab_size = 256;
-  int64_t max_seq_len = 256;      // rows of the position embedding
+  int64_t max_seq_len = 256;  // rows of the position embedding
   double norm_eps = 1e-5;
 
   bool has_controller() const { return family == "featuregate"; }

@@ -9,10 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "common/file.h"
 #include "common/status_macros.h"
-#include "server/engine/text/bpe_tokenizer.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/muddpythia_model.h"
 #include "server/engine/models/transformer_model.h"
+#include "server/engine/text/bpe_tokenizer.h"
 
 namespace fca::engine {
 namespace {
@@ -181,7 +181,8 @@ absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir) {
   if (!HasTokenizerJson(dir)) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
-  absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe = BpeTokenizer::FromFile(dir + "/tokenizer.json");
+  absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe =
+      BpeTokenizer::FromFile(dir + "/tokenizer.json");
   if (!bpe.ok()) {
     return absl::Status(bpe.status().code(),
                         absl::StrCat("tokenizer.json: ", bpe.status().message()));
@@ -201,9 +202,9 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& di
   // memory they are copied into: side by side, a first load takes the longer
   // of the two rather than their sum. (libstdc++ runs the hash here, on the
   // calling thread, when it cannot start one.)
-  std::future<absl::StatusOr<std::string>> weights_sha256 =
-      std::async(std::launch::async | std::launch::deferred,
-                 [&weights, weights_hash_cache] { return weights->ContentSha256(weights_hash_cache); });
+  std::future<absl::StatusOr<std::string>> weights_sha256 = std::async(
+      std::launch::async | std::launch::deferred,
+      [&weights, weights_hash_cache] { return weights->ContentSha256(weights_hash_cache); });
   ModelInfo info;
   info.name = name;
   info.compute = compute;
@@ -214,8 +215,8 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& di
   FCA_RETURN_IF_ERROR(model.status());
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                        FolderTokenizer(dir, (*model)->info()));
-  return std::unique_ptr<ControlledModel>(std::make_unique<FolderModel>(
-      *std::move(model), *std::move(sha256), std::move(tokenizer)));
+  return std::unique_ptr<ControlledModel>(
+      std::make_unique<FolderModel>(*std::move(model), *std::move(sha256), std::move(tokenizer)));
 }
 
 }  // namespace fca::engine

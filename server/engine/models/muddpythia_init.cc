@@ -98,19 +98,17 @@ absl::Status WriteRandomMuddPythiaDir(const std::string& dir, const MuddPythiaSi
   }
   const std::string config_text = MuddPythiaConfigJson(sizes);
   FCA_ASSIGN_OR_RETURN(MuddPythiaConfig config, ParseMuddPythiaConfig(config_text));
-  const std::vector<WeightSpec> specs =
-      MuddPythiaWeightSpecs(config, MuddPythiaFfnWidths(sizes));
-  FCA_ASSIGN_OR_RETURN(std::vector<TensorData> tensors,
-                       GuardTorch("initialising weights",
-                                  [&]() -> absl::StatusOr<std::vector<TensorData>> {
-                                    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-                                    std::vector<TensorData> out;
-                                    for (const WeightSpec& spec : specs) {
-                                      out.push_back(
-                                          ToData(spec.name, RandomTensor(spec, gen), dtype));
-                                    }
-                                    return out;
-                                  }));
+  const std::vector<WeightSpec> specs = MuddPythiaWeightSpecs(config, MuddPythiaFfnWidths(sizes));
+  FCA_ASSIGN_OR_RETURN(
+      std::vector<TensorData> tensors,
+      GuardTorch("initialising weights", [&]() -> absl::StatusOr<std::vector<TensorData>> {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+        std::vector<TensorData> out;
+        for (const WeightSpec& spec : specs) {
+          out.push_back(ToData(spec.name, RandomTensor(spec, gen), dtype));
+        }
+        return out;
+      }));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError("cannot create model folder: " + ec.message());

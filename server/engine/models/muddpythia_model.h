@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/models/controlled_model.h"
 #include "server/engine/io/safetensors.h"
+#include "server/engine/models/controlled_model.h"
 #include "server/engine/models/transformer_model.h"  // WeightSpec
 
 namespace fca::engine {

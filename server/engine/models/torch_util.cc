@@ -2,11 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <torch/cuda.h>     // torch::cuda::is_available (declarations only)
 #include <torch/version.h>  // TORCH_VERSION_*
-
-#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,19 +26,23 @@ absl::StatusOr<at::ScalarType> ComputeDType(const std::string& name) {
   if (name == "float32") return at::kFloat;
   if (name == "bfloat16") return at::kBFloat16;
   if (name == "float16") return at::kHalf;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype '%s' is not supported (use float32, bfloat16 or float16)", name));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype '%s' is not supported (use float32, bfloat16 or float16)", name));
 }
 
 absl::StatusOr<at::ScalarType> ViewDType(DType d) {
   switch (d) {
-    case DType::kF32: return at::kFloat;
-    case DType::kF16: return at::kHalf;
-    case DType::kBF16: return at::kBFloat16;
-    case DType::kF64: return at::kDouble;
+    case DType::kF32:
+      return at::kFloat;
+    case DType::kF16:
+      return at::kHalf;
+    case DType::kBF16:
+      return at::kBFloat16;
+    case DType::kF64:
+      return at::kDouble;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", std::string(DTypeName(d)), " is not a floating-point weight type"));
+      return absl::InvalidArgumentError(absl::StrCat("dtype ", std::string(DTypeName(d)),
+                                                     " is not a floating-point weight type"));
   }
 }
 
@@ -69,11 +72,11 @@ absl::StatusOr<std::shared_ptr<HostBlock>> HostBlock::Allocate(size_t bytes) {
   const size_t size = RoundUp(std::max<size_t>(bytes, 1), kHugePage);
   // One huge page more than needed, so that an aligned start exists; the
   // slack on either side goes back at once.
-  void* raw = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw =
+      ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot map %d bytes for the weights: %s", size, std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map %d bytes for the weights: %s", size, std::strerror(errno)));
   }
   auto* begin = static_cast<uint8_t*>(raw);
   auto* data = reinterpret_cast<uint8_t*>(RoundUp(reinterpret_cast<uintptr_t>(begin), kHugePage));
@@ -183,7 +186,8 @@ absl::StatusOr<std::vector<at::Tensor>> LoadTensors(const TensorSource& src,
       const TensorView& view = views[i];
       uint8_t* data = block->data() + offsets[i];
       // Each tensor keeps the block alive; the last one frees it.
-      at::Tensor t = at::from_blob(data, view.shape, [block](void*) {}, at::TensorOptions(dst));
+      at::Tensor t = at::from_blob(
+          data, view.shape, [block](void*) {}, at::TensorOptions(dst));
       const at::ScalarType stored = *ViewDType(view.dtype);
       if (stored == dst) {
         FCA_RETURN_IF_ERROR(src.ReadInto(view, data));
@@ -219,7 +223,8 @@ absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t
   });
 }
 
-absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<CoefficientSite>& sites,
+absl::Status CheckReplayCoefficients(const at::Tensor& ids,
+                                     const std::vector<CoefficientSite>& sites,
                                      const std::vector<at::Tensor>& a) {
   if (a.size() != sites.size()) {
     return absl::InvalidArgumentError(
@@ -242,9 +247,9 @@ absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<Co
 }
 
 absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
-                                const std::vector<at::Tensor>* coefficients,
-                                const ModelInfo& info, const std::vector<CoefficientSite>& sites,
-                                int64_t max_len, int64_t vocab_size) {
+                                const std::vector<at::Tensor>* coefficients, const ModelInfo& info,
+                                const std::vector<CoefficientSite>& sites, int64_t max_len,
+                                int64_t vocab_size) {
   absl::Status st = CheckTokenIds(ids, info, max_len, vocab_size);
   if (!st.ok()) return st;
   if (mode != CoefficientMode::kLive && coefficients == nullptr) {

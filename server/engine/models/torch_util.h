@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "server/engine/models/controlled_model.h"
 #include "server/engine/io/safetensors.h"
+#include "server/engine/models/controlled_model.h"
 
 namespace fca::engine {
 
@@ -50,15 +50,16 @@ absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t
                            int64_t vocab_size);
 // INVALID_ARGUMENT unless `a` holds one floating-point [B, T, d_s] tensor per
 // site, in sites order (B and T from `ids`).
-absl::Status CheckReplayCoefficients(const at::Tensor& ids, const std::vector<CoefficientSite>& sites,
+absl::Status CheckReplayCoefficients(const at::Tensor& ids,
+                                     const std::vector<CoefficientSite>& sites,
                                      const std::vector<at::Tensor>& a);
 // What ControlledModel::Forward promises to refuse: bad ids, a missing
 // coefficient list for record/replay, and replay coefficients of the wrong
 // number or shape.
 absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
-                                const std::vector<at::Tensor>* coefficients,
-                                const ModelInfo& info, const std::vector<CoefficientSite>& sites,
-                                int64_t max_len, int64_t vocab_size);
+                                const std::vector<at::Tensor>* coefficients, const ModelInfo& info,
+                                const std::vector<CoefficientSite>& sites, int64_t max_len,
+                                int64_t vocab_size);
 
 // The counters of a model whose Forward may run on several threads at once:
 // each call counts into its own ExecutionCounters and adds them here.

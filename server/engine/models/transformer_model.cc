@@ -53,9 +53,9 @@ class TransformerModel : public ControlledModel {
       }
       FCA_ASSIGN_OR_RETURN(TensorView view, src.Get(spec.name));
       if (view.shape != spec.shape) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "tensor '%s' has shape [%s]; config.json implies [%s]", spec.name,
-            absl::StrJoin(view.shape, ", "), absl::StrJoin(spec.shape, ", ")));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("tensor '%s' has shape [%s]; config.json implies [%s]", spec.name,
+                            absl::StrJoin(view.shape, ", "), absl::StrJoin(spec.shape, ", ")));
       }
       FCA_ASSIGN_OR_RETURN(at::Tensor t, TensorFromView(view, info_.compute));
       src.ReleasePages(view);
@@ -170,8 +170,8 @@ absl::StatusOr<std::vector<TensorData>> InitTransformerWeights(const Transformer
       const bool is_norm_weight = spec.name.find("ln") != std::string::npos &&
                                   spec.name.size() > 7 &&
                                   spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0;
-      const bool is_bias = spec.name.size() > 5 &&
-                           spec.name.compare(spec.name.size() - 5, 5, ".bias") == 0;
+      const bool is_bias =
+          spec.name.size() > 5 && spec.name.compare(spec.name.size() - 5, 5, ".bias") == 0;
       const bool is_ctrl_out = spec.name.find("ctrl.fc2") != std::string::npos;
       at::Tensor t;
       if (is_norm_weight) {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_config.h"
-#include "server/engine/io/safetensors.h"
 
 namespace fca::engine {
 

@@ -131,7 +131,8 @@ absl::StatusOr<CorpusSplit> SplitCorpus(const CorpusSplitOptions& options) {
   split.rule = Rule(options);
   std::map<std::string, std::vector<std::string>> records;  // by file
   for (const std::string& name : names) {
-    FCA_ASSIGN_OR_RETURN(std::string text, ReadFile(options.corpus_dir + "/" + name, "corpus file"));
+    FCA_ASSIGN_OR_RETURN(std::string text,
+                         ReadFile(options.corpus_dir + "/" + name, "corpus file"));
     CorpusFile f;
     f.name = name;
     f.part = part.count(name) ? part[name] : "train";

@@ -3,8 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/types.h>  // clip_grad.h needs it and does not include it
+// clip_grad.h needs torch/types.h and does not include it.
+// clang-format off
+#include <torch/types.h>
 #include <torch/nn/utils/clip_grad.h>  // torch::nn::utils::clip_grad_norm_
+// clang-format on
 #include <torch/optim/adamw.h>
 
 #include <algorithm>
@@ -19,11 +22,11 @@
 #include "common/random.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "server/engine/audit/windows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/engine/models/transformer_net.h"
-#include "server/engine/audit/windows.h"
 
 namespace fca::engine {
 namespace {

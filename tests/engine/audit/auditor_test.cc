@@ -2,8 +2,8 @@
 // coefficients do not matter from one whose coefficients do.
 #include "server/engine/audit/auditor.h"
 
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
@@ -169,8 +169,7 @@ TEST(AuditorTest, RefusesCalibrationEvaluationOverlap) {
   AuditRequest req = Request({model.get()}, text, text.substr(16 * 3));
   auto report = RunAudit(req);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(report.status().message().find("share 5 window"), std::string::npos)
-      << report.status();
+  EXPECT_NE(report.status().message().find("share 5 window"), std::string::npos) << report.status();
   req.options.allow_overlap = true;
   EXPECT_TRUE(RunAudit(req).ok());
 }
@@ -298,7 +297,8 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   // Every execution figure is a row; the slowdown carries its CI.
   std::map<std::string, ResultRow> rows;
   for (const ResultRow& r : ExecutionRows(x)) rows[r.metric] = r;
-  for (const char* m : {"dense_flops_per_token", "flops_overhead", "slowdown", "slowdown_verdict"}) {
+  for (const char* m :
+       {"dense_flops_per_token", "flops_overhead", "slowdown", "slowdown_verdict"}) {
     EXPECT_EQ(rows.count(m), 1u) << m;
   }
   EXPECT_EQ(*rows["slowdown"].ci_low, x.slowdown_ci->low);
@@ -323,8 +323,8 @@ TEST(AuditorTest, ABlockSkippedByItsControllerIsCountedAsNotExecuted) {
   auto closed = testing::LoadWritten(c, *weights);
   auto open = RandomModel(c, Varying(4));
   auto dense = RandomModel(TinyConfig("dense"), Seeded(1));
-  AuditRequest req = Request({closed.get(), open.get()}, RandomText(16 * 8, 1),
-                             RandomText(16 * 8, 2));
+  AuditRequest req =
+      Request({closed.get(), open.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
   req.dense_twin = dense.get();
   auto report = RunAudit(req);
   ASSERT_TRUE(report.ok()) << report.status();  // replay stays faithful
@@ -363,8 +363,7 @@ TEST(AuditorTest, BadRequestsAreInvalidArgument) {
 TEST(AuditorTest, SubsetOfInterventionsAndBfloat16) {
   ComputeOptions bf16;
   bf16.dtype = "bfloat16";
-  auto model = RandomModel(TinyConfig("featuregate"), Varying(2),
-                           bf16);
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(2), bf16);
   AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
   req.options.interventions = {kCrossInput};
   auto report = RunAudit(req);
@@ -430,7 +429,8 @@ TEST(AuditorCacheTest, SecondAuditSkipsLiveForCachedWindowsWithIdenticalResults)
   }
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_NE(notes[0].find("6 of 10 evaluation windows came from the coefficient cache"),
-            std::string::npos) << notes[0];
+            std::string::npos)
+      << notes[0];
 }
 
 // Issue 9: a cache that disagrees with a fresh recording (corrupt, or a
@@ -506,8 +506,8 @@ TEST(TokenStreamTest, APrefixGivesTheFirstIdsOfTheWholeText) {
   auto bpe = BpeTokenizer::FromFile(FCA_TEST_DATA_DIR "/tokenizer/tokenizer.json");
   ASSERT_TRUE(bpe.ok()) << bpe.status();
   ByteTokenizer bytes;
-  for (const Tokenizer* tok : {static_cast<const Tokenizer*>(bpe->get()),
-                               static_cast<const Tokenizer*>(&bytes)}) {
+  for (const Tokenizer* tok :
+       {static_cast<const Tokenizer*>(bpe->get()), static_cast<const Tokenizer*>(&bytes)}) {
     auto whole = TokenStream(d, *tok);
     ASSERT_TRUE(whole.ok()) << whole.status();
     for (int64_t want : {1, 100, 1000, 5000}) {

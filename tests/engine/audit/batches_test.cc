@@ -58,9 +58,7 @@ TEST(RunBatchesTest, AnErrorFromAfterStopsThePassAndIsReturned) {
   std::atomic<int> ran{0};
   absl::Status s = RunBatches(
       0, 100, 2, 1, [&](int64_t, int64_t) { return ran.fetch_add(1), absl::OkStatus(); },
-      [](int64_t done) {
-        return done >= 10 ? absl::CancelledError("stop") : absl::OkStatus();
-      });
+      [](int64_t done) { return done >= 10 ? absl::CancelledError("stop") : absl::OkStatus(); });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(ran.load(), 5);  // one thread: no batch after the one that reached 10
 }

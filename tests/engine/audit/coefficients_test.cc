@@ -1,12 +1,12 @@
 // Interventions and variation metrics against their fca.md formulas on small
 // hand-made tensors.
-#include <gtest/gtest.h>
+#include "server/engine/audit/coefficients.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
 
 #include <set>
-
-#include "server/engine/audit/coefficients.h"
 
 namespace fca::engine {
 namespace {
@@ -58,8 +58,7 @@ TEST(InterventionTest, CrossInputSubstitutesAnotherWindowsCoefficients) {
   }
   SiteTensors one = RandomSites(1, 1, 5, 3, 2);
   ctx.eval = &one;
-  EXPECT_EQ(MakeIntervention(kCrossInput, ctx).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeIntervention(kCrossInput, ctx).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(InterventionTest, TokenShuffleIsASharedPermutationOfEachSequence) {

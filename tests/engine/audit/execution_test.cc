@@ -3,8 +3,8 @@
 // model timed against itself.
 #include "server/engine/audit/execution.h"
 
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
@@ -38,7 +38,12 @@ TEST(TimePairsTest, AlternatesTheOrderAndStopsWhenTheEffectIsResolved) {
   ASSERT_TRUE(t.ok()) << t.status();
   // Warm-up, then model first in even pairs and twin first in odd ones;
   // the rule is checked at the first even count from the minimum (4).
-  EXPECT_EQ(log, "md" "md" "dm" "md" "dm");
+  EXPECT_EQ(log,
+            "md"
+            "md"
+            "dm"
+            "md"
+            "dm");
   EXPECT_EQ(t->model.size(), 4u);
   EXPECT_EQ(t->stop, TimingStop::kResolved);
 }
@@ -55,8 +60,8 @@ TEST(TimePairsTest, IdenticalTimesArePreciseAndShowNoDifference) {
 TEST(TimePairsTest, NoisyPairsRunToTheMaximumOrTheBudget) {
   std::string log;
   // Pair ratios 1.5, 1/1.5, ...: no difference, never within 1%.
-  auto t = TimePairs(Fake("m", {150, 100}, &log), Fake("d", {100, 150}, &log), Plan(2, 30),
-                     nullptr);
+  auto t =
+      TimePairs(Fake("m", {150, 100}, &log), Fake("d", {100, 150}, &log), Plan(2, 30), nullptr);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->stop, TimingStop::kMaxPairs);
   EXPECT_EQ(t->model.size(), 30u);
@@ -70,18 +75,15 @@ TEST(TimePairsTest, NoisyPairsRunToTheMaximumOrTheBudget) {
 
 TEST(TimePairsTest, ErrorsAndCancellationStopIt) {
   std::string log;
-  TimedForward failing = []() -> absl::StatusOr<double> {
-    return absl::InternalError("boom");
-  };
+  TimedForward failing = []() -> absl::StatusOr<double> { return absl::InternalError("boom"); };
   EXPECT_EQ(TimePairs(Fake("m", {1}, &log), failing, Plan(2, 4), nullptr).status().code(),
             absl::StatusCode::kInternal);
   auto cancel = [](int64_t pairs) {
     return pairs >= 3 ? absl::CancelledError("stop") : absl::OkStatus();
   };
-  EXPECT_EQ(TimePairs(Fake("m", {1}, &log), Fake("d", {2}, &log), Plan(10, 20), cancel)
-                .status()
-                .code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_EQ(
+      TimePairs(Fake("m", {1}, &log), Fake("d", {2}, &log), Plan(10, 20), cancel).status().code(),
+      absl::StatusCode::kCancelled);
 }
 
 TEST(DecideTimingStopTest, FollowsTheDocumentedRule) {
@@ -113,8 +115,7 @@ TEST(ExecutionTimingTest, AModelTimedAgainstItselfShowsNoDifference) {
     const auto t0 = std::chrono::steady_clock::now();
     auto out = model->Forward(ids, CoefficientMode::kLive, nullptr);
     if (!out.ok()) return out.status();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-        .count();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
   TimingPlan p = Plan(20, 200);
   p.warmup_pairs = 3;

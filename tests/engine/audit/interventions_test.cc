@@ -1,8 +1,8 @@
 // The interventions and metrics beyond the paper (fca.md "Beyond the paper")
 // against their formulas on small hand-made tensors.
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <set>
@@ -226,8 +226,10 @@ TEST(NeutralTest, BroadcastsTheModelsNeutralCoefficients) {
 // --- per-group dependence ---
 
 TEST(DependenceGroupsTest, LayersSitesAndFamilies) {
-  std::vector<CoefficientSite> sites = {{"q.0", "q", 0, 2}, {"r.0", "r", 0, 2},
-                                        {"q.1", "q", 1, 3}, {"r.1", "r", 1, 3},
+  std::vector<CoefficientSite> sites = {{"q.0", "q", 0, 2},
+                                        {"r.0", "r", 0, 2},
+                                        {"q.1", "q", 1, 3},
+                                        {"r.1", "r", 1, 3},
                                         {"out.2", "out", 2, 4}};
   auto layers = DependenceGroups(sites, kScopeLayer);
   ASSERT_TRUE(layers.ok());

@@ -21,12 +21,9 @@ namespace fca::engine {
 namespace {
 
 // absl::string_view is not absl::string_view in Debian's Abseil build.
-::testing::AssertionResult Contains(absl::string_view haystack,
-                                    absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "'" << haystack << "' lacks '" << needle << "'";
+::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
+  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
 }
 
 template <typename T>
@@ -55,15 +52,12 @@ class SafetensorsTest : public ::testing::Test {
     ::rmdir(dir_.c_str());
   }
 
-  std::string Path(absl::string_view name) const {
-    return absl::StrCat(dir_, "/", name);
-  }
+  std::string Path(absl::string_view name) const { return absl::StrCat(dir_, "/", name); }
 
   void WriteFile(absl::string_view name, absl::string_view contents) {
     FILE* f = std::fopen(Path(name).c_str(), "wb");
     ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fwrite(contents.data(), 1, contents.size(), f),
-              contents.size());
+    ASSERT_EQ(std::fwrite(contents.data(), 1, contents.size(), f), contents.size());
     ASSERT_EQ(std::fclose(f), 0);
   }
 
@@ -94,46 +88,30 @@ class SafetensorsTest : public ::testing::Test {
 
   // Writes `contents` as model.safetensors, opens it and expects an
   // INVALID_ARGUMENT naming the file's base name and every fragment.
-  void ExpectInvalidFile(absl::string_view contents,
-                         std::vector<std::string> fragments,
+  void ExpectInvalidFile(absl::string_view contents, std::vector<std::string> fragments,
                          const SafetensorsLimits& limits = {}) {
     WriteFile("model.safetensors", contents);
     absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
         SafetensorsFile::Open(Path("model.safetensors"), limits);
     ASSERT_FALSE(file.ok()) << "accepted a malformed file";
-    EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument)
-        << file.status();
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument) << file.status();
     const absl::string_view message = file.status().message();
     EXPECT_TRUE(Contains(message, "model.safetensors: "));
     EXPECT_FALSE(Contains(message, dir_)) << "message leaks the full path";
-    for (const std::string& fragment : fragments)
-      EXPECT_TRUE(Contains(message, fragment));
+    for (const std::string& fragment : fragments) EXPECT_TRUE(Contains(message, fragment));
     // The in-memory path reports the same problem.
     absl::StatusOr<std::unique_ptr<SafetensorsFile>> mem =
-        SafetensorsFile::FromBytes(std::string(contents), "model.safetensors",
-                                   limits);
+        SafetensorsFile::FromBytes(std::string(contents), "model.safetensors", limits);
     ASSERT_FALSE(mem.ok());
     EXPECT_EQ(mem.status(), file.status());
   }
 
   std::vector<TensorData> SampleTensors() {
     std::vector<TensorData> t(5);
-    t[0] = {"blocks.0.w",
-            DType::kF32,
-            {2, 3},
-            Bytes<float>({1.5f, -2, 3, 4.25f, 0, -0.0f})};
-    t[1] = {"blocks.0.bf16",
-            DType::kBF16,
-            {4},
-            Bytes<uint16_t>({0x3f80, 0xc000, 0x7f80, 1})};
-    t[2] = {"embed.f16",
-            DType::kF16,
-            {2, 2},
-            Bytes<uint16_t>({0x3c00, 0x4000, 0xfbff, 0x8001})};
-    t[3] = {"ids",
-            DType::kI64,
-            {3},
-            Bytes<int64_t>({-1, 9007199254740993LL, INT64_MIN})};
+    t[0] = {"blocks.0.w", DType::kF32, {2, 3}, Bytes<float>({1.5f, -2, 3, 4.25f, 0, -0.0f})};
+    t[1] = {"blocks.0.bf16", DType::kBF16, {4}, Bytes<uint16_t>({0x3f80, 0xc000, 0x7f80, 1})};
+    t[2] = {"embed.f16", DType::kF16, {2, 2}, Bytes<uint16_t>({0x3c00, 0x4000, 0xfbff, 0x8001})};
+    t[3] = {"ids", DType::kI64, {3}, Bytes<int64_t>({-1, 9007199254740993LL, INT64_MIN})};
     t[4] = {"a.i32", DType::kI32, {1, 2, 1}, Bytes<int32_t>({7, -7})};
     return t;
   }
@@ -146,11 +124,10 @@ TEST(DTypeTest, NamesSizesAndParsing) {
     DType dtype;
     const char* name;
     size_t size;
-  } kAll[] = {{DType::kF32, "F32", 4},   {DType::kF16, "F16", 2},
-              {DType::kBF16, "BF16", 2}, {DType::kF64, "F64", 8},
-              {DType::kI64, "I64", 8},   {DType::kI32, "I32", 4},
-              {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},
-              {DType::kU8, "U8", 1},     {DType::kBool, "BOOL", 1}};
+  } kAll[] = {{DType::kF32, "F32", 4},  {DType::kF16, "F16", 2}, {DType::kBF16, "BF16", 2},
+              {DType::kF64, "F64", 8},  {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},
+              {DType::kI16, "I16", 2},  {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
+              {DType::kBool, "BOOL", 1}};
   for (const auto& d : kAll) {
     EXPECT_EQ(DTypeName(d.dtype), d.name);
     EXPECT_EQ(DTypeSize(d.dtype), d.size) << d.name;
@@ -159,27 +136,21 @@ TEST(DTypeTest, NamesSizesAndParsing) {
     EXPECT_EQ(*parsed, d.dtype);
   }
   for (const char* bad : {"F8", "f32", "", "FLOAT", "BF16 "}) {
-    EXPECT_EQ(ParseDType(bad).status().code(),
-              absl::StatusCode::kInvalidArgument)
-        << bad;
+    EXPECT_EQ(ParseDType(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
 
 TEST_F(SafetensorsTest, RoundTripKeepsExactBytes) {
   const std::vector<TensorData> tensors = SampleTensors();
-  const std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                       {"note", "\"q\"\n"}};
-  ASSERT_TRUE(
-      WriteSafetensors(Path("model.safetensors"), tensors, metadata).ok());
-  EXPECT_EQ(ListDir(), std::vector<std::string>{
-                           "model.safetensors"});  // no temp files left
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "\"q\"\n"}};
+  ASSERT_TRUE(WriteSafetensors(Path("model.safetensors"), tensors, metadata).ok());
+  EXPECT_EQ(ListDir(), std::vector<std::string>{"model.safetensors"});  // no temp files left
 
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::Open(Path("model.safetensors"));
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->Names(),
-            (std::vector<std::string>{"a.i32", "blocks.0.bf16", "blocks.0.w",
-                                      "embed.f16", "ids"}));
+            (std::vector<std::string>{"a.i32", "blocks.0.bf16", "blocks.0.w", "embed.f16", "ids"}));
   EXPECT_EQ((*file)->metadata(), metadata);
   for (const TensorData& t : tensors) {
     EXPECT_TRUE((*file)->Has(t.name));
@@ -189,11 +160,8 @@ TEST_F(SafetensorsTest, RoundTripKeepsExactBytes) {
     EXPECT_EQ(view->dtype, t.dtype);
     EXPECT_EQ(view->shape, t.shape);
     EXPECT_EQ(view->num_bytes, t.bytes.size());
-    EXPECT_EQ(static_cast<size_t>(view->numel()) * DTypeSize(t.dtype),
-              t.bytes.size());
-    EXPECT_EQ(
-        std::string(reinterpret_cast<const char*>(view->data), view->num_bytes),
-        t.bytes)
+    EXPECT_EQ(static_cast<size_t>(view->numel()) * DTypeSize(t.dtype), t.bytes.size());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(view->data), view->num_bytes), t.bytes)
         << t.name;
   }
   EXPECT_FALSE((*file)->Has("nope"));
@@ -213,13 +181,11 @@ TEST_F(SafetensorsTest, SerializedLayout) {
   absl::StatusOr<std::string> bytes = SerializeSafetensors(tensors);
   ASSERT_TRUE(bytes.ok());
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i)
-    header_len = (header_len << 8) | static_cast<uint8_t>((*bytes)[i]);
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>((*bytes)[i]);
   EXPECT_EQ((8 + header_len) % 8, 0u);
   const std::string header = bytes->substr(8, header_len);
-  const std::string expected_json =
-      R"({"a":{"dtype":"I16","shape":[2],"data_offsets":[0,4]},)"
-      R"("b":{"dtype":"U8","shape":[3],"data_offsets":[4,7]}})";
+  const std::string expected_json = R"({"a":{"dtype":"I16","shape":[2],"data_offsets":[0,4]},)"
+                                    R"("b":{"dtype":"U8","shape":[3],"data_offsets":[4,7]}})";
   ASSERT_GE(header.size(), expected_json.size());
   EXPECT_EQ(header.substr(0, expected_json.size()), expected_json);
   EXPECT_EQ(header.substr(expected_json.size()),
@@ -229,9 +195,7 @@ TEST_F(SafetensorsTest, SerializedLayout) {
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::FromBytes(*bytes, "mem.safetensors");
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_EQ(
-      std::string(reinterpret_cast<const char*>((*file)->Get("b")->data), 3),
-      "xyz");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*file)->Get("b")->data), 3), "xyz");
   EXPECT_TRUE((*file)->metadata().empty());
 }
 
@@ -304,11 +268,10 @@ TEST_F(SafetensorsTest, ReadIntoCopiesTheTensorsBytes) {
 
 TEST_F(SafetensorsTest, ZeroLengthTensorsOverlapNothing) {
   // Two empty tensors at the same offset, one of them inside a's byte range.
-  const std::string header =
-      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("z1":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
-      R"("z2":{"dtype":"I8","shape":[3,0],"data_offsets":[4,4]},)"
-      R"("z3":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}})";
+  const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("z1":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                             R"("z2":{"dtype":"I8","shape":[3,0],"data_offsets":[4,4]},)"
+                             R"("z3":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}})";
   WriteFile("model.safetensors", RawFile(header, std::string(8, '\x11')));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::Open(Path("model.safetensors"));
@@ -320,8 +283,7 @@ TEST_F(SafetensorsTest, ZeroLengthTensorsOverlapNothing) {
 TEST_F(SafetensorsTest, ShardedMatchesSingle) {
   std::vector<TensorData> tensors = SampleTensors();
   tensors.push_back({"zero", DType::kF32, {0, 4}, ""});
-  ASSERT_TRUE(
-      WriteShardedSafetensors(dir_, tensors, /*max_shard_bytes=*/24).ok());
+  ASSERT_TRUE(WriteShardedSafetensors(dir_, tensors, /*max_shard_bytes=*/24).ok());
   // Sorted sizes: a.i32 8, blocks.0.bf16 8, blocks.0.w 24, embed.f16 8, ids 24,
   // zero 0.
   const std::vector<std::string> expected_files = {
@@ -330,28 +292,20 @@ TEST_F(SafetensorsTest, ShardedMatchesSingle) {
       "model.safetensors.index.json"};
   EXPECT_EQ(ListDir(), expected_files);
 
-  absl::StatusOr<json::Value> index =
-      json::Parse(ReadFile("model.safetensors.index.json"));
+  absl::StatusOr<json::Value> index = json::Parse(ReadFile("model.safetensors.index.json"));
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->Find("metadata")->Find("total_size")->as_int(), 72);
   const json::Value* weight_map = index->Find("weight_map");
   ASSERT_NE(weight_map, nullptr);
   EXPECT_EQ(weight_map->as_object().size(), 6u);
-  EXPECT_EQ(weight_map->Find("a.i32")->as_string(),
-            "model-00001-of-00004.safetensors");
-  EXPECT_EQ(weight_map->Find("blocks.0.bf16")->as_string(),
-            "model-00001-of-00004.safetensors");
-  EXPECT_EQ(weight_map->Find("blocks.0.w")->as_string(),
-            "model-00002-of-00004.safetensors");
-  EXPECT_EQ(weight_map->Find("embed.f16")->as_string(),
-            "model-00003-of-00004.safetensors");
-  EXPECT_EQ(weight_map->Find("ids")->as_string(),
-            "model-00004-of-00004.safetensors");
-  EXPECT_EQ(weight_map->Find("zero")->as_string(),
-            "model-00004-of-00004.safetensors");
+  EXPECT_EQ(weight_map->Find("a.i32")->as_string(), "model-00001-of-00004.safetensors");
+  EXPECT_EQ(weight_map->Find("blocks.0.bf16")->as_string(), "model-00001-of-00004.safetensors");
+  EXPECT_EQ(weight_map->Find("blocks.0.w")->as_string(), "model-00002-of-00004.safetensors");
+  EXPECT_EQ(weight_map->Find("embed.f16")->as_string(), "model-00003-of-00004.safetensors");
+  EXPECT_EQ(weight_map->Find("ids")->as_string(), "model-00004-of-00004.safetensors");
+  EXPECT_EQ(weight_map->Find("zero")->as_string(), "model-00004-of-00004.safetensors");
 
-  absl::StatusOr<std::unique_ptr<TensorSource>> sharded =
-      TensorSource::OpenDir(dir_);
+  absl::StatusOr<std::unique_ptr<TensorSource>> sharded = TensorSource::OpenDir(dir_);
   ASSERT_TRUE(sharded.ok()) << sharded.status();
   ASSERT_TRUE(WriteSafetensors(Path("single.safetensors"), tensors).ok());
   absl::StatusOr<std::unique_ptr<TensorSource>> single =
@@ -371,8 +325,7 @@ TEST_F(SafetensorsTest, ShardedMatchesSingle) {
     }
   }
   EXPECT_TRUE((*sharded)->Has("ids"));
-  EXPECT_EQ((*sharded)->Get("nope").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*sharded)->Get("nope").status().code(), absl::StatusCode::kNotFound);
 
   std::vector<std::string> shard_paths;
   std::string concatenated;
@@ -384,30 +337,24 @@ TEST_F(SafetensorsTest, ShardedMatchesSingle) {
   absl::StatusOr<std::string> digest = (*sharded)->ContentSha256();
   ASSERT_TRUE(digest.ok()) << digest.status();
   EXPECT_EQ(*digest, Sha256Hex(concatenated));
-  EXPECT_EQ(*(*single)->ContentSha256(),
-            Sha256Hex(ReadFile("single.safetensors")));
+  EXPECT_EQ(*(*single)->ContentSha256(), Sha256Hex(ReadFile("single.safetensors")));
 }
 
 TEST_F(SafetensorsTest, OversizedTensorGetsItsOwnShard) {
-  std::vector<TensorData> tensors = {
-      {"big", DType::kU8, {100}, std::string(100, 'b')},
-      {"small", DType::kU8, {1}, "s"}};
+  std::vector<TensorData> tensors = {{"big", DType::kU8, {100}, std::string(100, 'b')},
+                                     {"small", DType::kU8, {1}, "s"}};
   ASSERT_TRUE(WriteShardedSafetensors(dir_, tensors, 10).ok());
-  absl::StatusOr<std::unique_ptr<TensorSource>> source =
-      TensorSource::OpenDir(dir_);
+  absl::StatusOr<std::unique_ptr<TensorSource>> source = TensorSource::OpenDir(dir_);
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ((*source)->files().size(), 2u);
   EXPECT_EQ((*source)->Get("big")->num_bytes, 100u);
 }
 
 TEST_F(SafetensorsTest, OpenDirPrefersIndexAndFallsBackToSingleFile) {
-  absl::StatusOr<std::unique_ptr<TensorSource>> none =
-      TensorSource::OpenDir(dir_);
+  absl::StatusOr<std::unique_ptr<TensorSource>> none = TensorSource::OpenDir(dir_);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(
-      WriteSafetensors(Path("model.safetensors"), SampleTensors()).ok());
-  absl::StatusOr<std::unique_ptr<TensorSource>> single =
-      TensorSource::OpenDir(dir_ + "/");
+  ASSERT_TRUE(WriteSafetensors(Path("model.safetensors"), SampleTensors()).ok());
+  absl::StatusOr<std::unique_ptr<TensorSource>> single = TensorSource::OpenDir(dir_ + "/");
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_EQ((*single)->files().size(), 1u);
   EXPECT_EQ((*single)->Names().size(), 5u);
@@ -423,8 +370,7 @@ TEST_F(SafetensorsTest, MissingFileIsNotFound) {
 }
 
 TEST_F(SafetensorsTest, GetMissingTensorIsNotFound) {
-  ASSERT_TRUE(
-      WriteSafetensors(Path("model.safetensors"), SampleTensors()).ok());
+  ASSERT_TRUE(WriteSafetensors(Path("model.safetensors"), SampleTensors()).ok());
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::Open(Path("model.safetensors"));
   ASSERT_TRUE(file.ok());
@@ -438,8 +384,7 @@ TEST_F(SafetensorsTest, RejectsTruncatedFiles) {
   ExpectInvalidFile(std::string("\x05\x00\x00", 3), {"3 bytes", "too short"});
   std::string valid = *SerializeSafetensors(SampleTensors());
   // Cutting the data area leaves offsets that reach past the end.
-  ExpectInvalidFile(valid.substr(0, valid.size() - 1),
-                    {"tensor 'ids'", "beyond"});
+  ExpectInvalidFile(valid.substr(0, valid.size() - 1), {"tensor 'ids'", "beyond"});
 }
 
 TEST_F(SafetensorsTest, RejectsHeaderLengthBeyondFile) {
@@ -459,24 +404,20 @@ TEST_F(SafetensorsTest, RejectsHeaderOverLimit) {
   limits.max_header_bytes = 16;
   const std::string header = R"({"__metadata__":{"k":"a long enough value"}})";
   ExpectInvalidFile(RawFile(header), {"exceeds the limit of 16 bytes"}, limits);
-  EXPECT_TRUE(
-      SafetensorsFile::FromBytes(RawFile(header), "x.safetensors").ok());
+  EXPECT_TRUE(SafetensorsFile::FromBytes(RawFile(header), "x.safetensors").ok());
 }
 
 TEST_F(SafetensorsTest, RejectsBadJsonHeaders) {
   ExpectInvalidFile(RawFile(R"({"w": {"dtype": )"), {"not valid JSON"});
   ExpectInvalidFile(RawFile(R"({"w": 1} trailing)"), {"not valid JSON"});
   ExpectInvalidFile(RawFile(R"([1, 2])"), {"not a JSON object"});
-  ExpectInvalidFile(RawFile(R"({"w": 1})"),
-                    {"tensor 'w'", "must be a JSON object"});
-  ExpectInvalidFile(
-      RawFile(R"({"w":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
-              R"("w":{"dtype":"F32","shape":[],"data_offsets":[4,8]}})",
-              std::string(8, '\0')),
-      {"duplicate object key 'w'"});
+  ExpectInvalidFile(RawFile(R"({"w": 1})"), {"tensor 'w'", "must be a JSON object"});
+  ExpectInvalidFile(RawFile(R"({"w":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
+                            R"("w":{"dtype":"F32","shape":[],"data_offsets":[4,8]}})",
+                            std::string(8, '\0')),
+                    {"duplicate object key 'w'"});
   ExpectInvalidFile(RawFile(R"({"__metadata__": []})"), {"__metadata__"});
-  ExpectInvalidFile(RawFile(R"({"__metadata__": {"format": 1}})"),
-                    {"'format'", "string"});
+  ExpectInvalidFile(RawFile(R"({"__metadata__": {"format": 1}})"), {"'format'", "string"});
 }
 
 TEST_F(SafetensorsTest, RejectsBadTensorEntries) {
@@ -490,36 +431,28 @@ TEST_F(SafetensorsTest, RejectsBadTensorEntries) {
                     {"tensor 'blocks.0.w'", "'dtype' must be a string"});
   ExpectInvalidFile(entry(R"({"shape":[4],"data_offsets":[0,16]})"),
                     {"tensor 'blocks.0.w'", "missing 'dtype'"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]})"),
-      {"tensor 'blocks.0.w'", "negative dimension -1"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[2.0,2],"data_offsets":[0,16]})"),
-      {"tensor 'blocks.0.w'", "non-negative integers"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]})"),
+                    {"tensor 'blocks.0.w'", "negative dimension -1"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[2.0,2],"data_offsets":[0,16]})"),
+                    {"tensor 'blocks.0.w'", "non-negative integers"});
   ExpectInvalidFile(entry(R"({"dtype":"F32","shape":4,"data_offsets":[0,16]})"),
                     {"tensor 'blocks.0.w'", "'shape' must be an array"});
   ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[4]})"),
                     {"tensor 'blocks.0.w'", "missing 'data_offsets'"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[4],"data_offsets":[0,8,16]})"),
-      {"tensor 'blocks.0.w'", "two non-negative integers"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[4],"data_offsets":[-4,12]})"),
-      {"tensor 'blocks.0.w'", "two non-negative integers"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[0],"data_offsets":[8,4]})"),
-      {"tensor 'blocks.0.w'", "[8, 4] begin after they end"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[8],"data_offsets":[0,32]})"),
-      {"tensor 'blocks.0.w'", "[0, 32] end beyond the 16-byte data area"});
-  ExpectInvalidFile(
-      entry(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,12]})"),
-      {"model.safetensors: tensor 'blocks.0.w': data_offsets [0, 12] hold 12 "
-       "bytes but shape [2, 2] of F32 needs 16"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[4],"data_offsets":[0,8,16]})"),
+                    {"tensor 'blocks.0.w'", "two non-negative integers"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[4],"data_offsets":[-4,12]})"),
+                    {"tensor 'blocks.0.w'", "two non-negative integers"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[0],"data_offsets":[8,4]})"),
+                    {"tensor 'blocks.0.w'", "[8, 4] begin after they end"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[8],"data_offsets":[0,32]})"),
+                    {"tensor 'blocks.0.w'", "[0, 32] end beyond the 16-byte data area"});
+  ExpectInvalidFile(entry(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,12]})"),
+                    {"model.safetensors: tensor 'blocks.0.w': data_offsets [0, 12] hold 12 "
+                     "bytes but shape [2, 2] of F32 needs 16"});
   // numel * itemsize overflows uint64 and must not wrap to a small number.
   ExpectInvalidFile(
-      entry(
-          R"({"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]})"),
+      entry(R"({"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]})"),
       {"tensor 'blocks.0.w'", "too large"});
   // 2^31 * 2^32 bytes of BOOL fit uint64 and a trailing 0 makes the tensor
   // empty, but the element count overflowed int64 in TensorView::numel
@@ -530,42 +463,34 @@ TEST_F(SafetensorsTest, RejectsBadTensorEntries) {
   EXPECT_EQ(
       SerializeSafetensors({{"w", DType::kBool, {2147483648, 4294967296, 0}, ""}}).status().code(),
       absl::StatusCode::kInvalidArgument);
-  ExpectInvalidFile(
-      RawFile(R"({"":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})"),
-      {"empty name"});
+  ExpectInvalidFile(RawFile(R"({"":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})"),
+                    {"empty name"});
 }
 
 TEST_F(SafetensorsTest, RejectsOverlappingTensors) {
-  const std::string header =
-      R"({"first":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-      R"("second":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
+  const std::string header = R"({"first":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                             R"("second":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
   ExpectInvalidFile(RawFile(header, std::string(20, '\0')),
                     {"tensor 'second'", "overlap tensor 'first'"});
-  const std::string same =
-      R"({"x":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
-      R"("y":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})";
+  const std::string same = R"({"x":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                           R"("y":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})";
   ExpectInvalidFile(RawFile(same, std::string(4, '\0')), {"overlap"});
 }
 
 TEST_F(SafetensorsTest, WriterRejectsBadInput) {
-  EXPECT_EQ(
-      SerializeSafetensors({{"w", DType::kF32, {2}, "abc"}}).status().code(),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SerializeSafetensors(
-                {{"w", DType::kU8, {1}, "a"}, {"w", DType::kU8, {1}, "b"}})
+  EXPECT_EQ(SerializeSafetensors({{"w", DType::kF32, {2}, "abc"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SerializeSafetensors({{"w", DType::kU8, {1}, "a"}, {"w", DType::kU8, {1}, "b"}})
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SerializeSafetensors({{"w", DType::kU8, {-1}, ""}}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SerializeSafetensors({{"__metadata__", DType::kU8, {1}, "a"}})
-                .status()
-                .code(),
+  EXPECT_EQ(SerializeSafetensors({{"__metadata__", DType::kU8, {1}, "a"}}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(WriteShardedSafetensors(dir_, SampleTensors(), 0).code(),
             absl::StatusCode::kInvalidArgument);
-  absl::Status bad =
-      WriteSafetensors(Path("m.safetensors"), {{"w", DType::kF32, {2}, "abc"}});
+  absl::Status bad = WriteSafetensors(Path("m.safetensors"), {{"w", DType::kF32, {2}, "abc"}});
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(bad.message(), "tensor 'w'"));
   EXPECT_TRUE(ListDir().empty());
@@ -573,8 +498,7 @@ TEST_F(SafetensorsTest, WriterRejectsBadInput) {
 
 TEST_F(SafetensorsTest, WriteReplacesExistingFile) {
   WriteFile("model.safetensors", "old contents");
-  ASSERT_TRUE(
-      WriteSafetensors(Path("model.safetensors"), SampleTensors()).ok());
+  ASSERT_TRUE(WriteSafetensors(Path("model.safetensors"), SampleTensors()).ok());
   EXPECT_TRUE(SafetensorsFile::Open(Path("model.safetensors")).ok());
   EXPECT_EQ(ListDir(), std::vector<std::string>{"model.safetensors"});
 }
@@ -584,33 +508,25 @@ class ShardedIndexTest : public SafetensorsTest {
  protected:
   void SetUp() override {
     SafetensorsTest::SetUp();
-    ASSERT_TRUE(
-        WriteSafetensors(Path("s1.safetensors"), {{"a", DType::kU8, {1}, "a"}})
-            .ok());
-    ASSERT_TRUE(
-        WriteSafetensors(Path("s2.safetensors"), {{"b", DType::kU8, {1}, "b"}})
-            .ok());
+    ASSERT_TRUE(WriteSafetensors(Path("s1.safetensors"), {{"a", DType::kU8, {1}, "a"}}).ok());
+    ASSERT_TRUE(WriteSafetensors(Path("s2.safetensors"), {{"b", DType::kU8, {1}, "b"}}).ok());
   }
 
   absl::Status OpenWithIndex(absl::string_view weight_map_json) {
-    WriteFile("model.safetensors.index.json",
-              absl::StrCat(R"({"metadata": {"total_size": 2}, "weight_map": )",
-                           weight_map_json, "}"));
-    return TensorSource::OpenIndex(Path("model.safetensors.index.json"))
-        .status();
+    WriteFile(
+        "model.safetensors.index.json",
+        absl::StrCat(R"({"metadata": {"total_size": 2}, "weight_map": )", weight_map_json, "}"));
+    return TensorSource::OpenIndex(Path("model.safetensors.index.json")).status();
   }
 };
 
 TEST_F(ShardedIndexTest, ValidIndexOpens) {
-  ASSERT_TRUE(
-      OpenWithIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})").ok());
-  absl::StatusOr<std::unique_ptr<TensorSource>> source =
-      TensorSource::OpenDir(dir_);
+  ASSERT_TRUE(OpenWithIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})").ok());
+  absl::StatusOr<std::unique_ptr<TensorSource>> source = TensorSource::OpenDir(dir_);
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ((*source)->Names(), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ((*source)->files(),
-            (std::vector<std::string>{Path("s1.safetensors"),
-                                      Path("s2.safetensors")}));
+            (std::vector<std::string>{Path("s1.safetensors"), Path("s2.safetensors")}));
   EXPECT_EQ(*(*source)->Get("b")->data, 'b');
 }
 
@@ -618,32 +534,27 @@ TEST_F(ShardedIndexTest, ValidIndexOpens) {
 // forever; it is refused as not a regular file.
 TEST_F(ShardedIndexTest, AFifoIsNotARegularFileAndDoesNotBlock) {
   ASSERT_EQ(mkfifo(Path("s3.safetensors").c_str(), 0600), 0);
-  absl::Status status =
-      OpenWithIndex(R"({"a": "s1.safetensors", "b": "s3.safetensors"})");
+  absl::Status status = OpenWithIndex(R"({"a": "s1.safetensors", "b": "s3.safetensors"})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_NE(status.message().find("not a regular file"), std::string::npos)
-      << status;
+  EXPECT_NE(status.message().find("not a regular file"), std::string::npos) << status;
   ASSERT_EQ(mkfifo(Path("fifo.index.json").c_str(), 0600), 0);
-  absl::Status index =
-      TensorSource::OpenIndex(Path("fifo.index.json")).status();
+  absl::Status index = TensorSource::OpenIndex(Path("fifo.index.json")).status();
   EXPECT_EQ(index.code(), absl::StatusCode::kInvalidArgument) << index;
 }
 
 TEST_F(ShardedIndexTest, MissingShardIsNotFound) {
-  absl::Status status =
-      OpenWithIndex(R"({"a": "s1.safetensors", "b": "s3.safetensors"})");
+  absl::Status status = OpenWithIndex(R"({"a": "s1.safetensors", "b": "s3.safetensors"})");
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
   EXPECT_TRUE(Contains(status.message(), "s3.safetensors"));
   EXPECT_FALSE(Contains(status.message(), dir_));
 }
 
 TEST_F(ShardedIndexTest, ShardNamesMustBePlain) {
-  for (const char* shard : {"../x.safetensors", "sub/s1.safetensors", "..", ".",
-                            "", "..\\\\s1.safetensors", "/etc/passwd"}) {
-    absl::Status status = OpenWithIndex(
-        absl::StrCat(R"({"a": "s1.safetensors", "b": ")", shard, R"("})"));
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
-        << shard << ": " << status;
+  for (const char* shard : {"../x.safetensors", "sub/s1.safetensors", "..", ".", "",
+                            "..\\\\s1.safetensors", "/etc/passwd"}) {
+    absl::Status status =
+        OpenWithIndex(absl::StrCat(R"({"a": "s1.safetensors", "b": ")", shard, R"("})"));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << shard << ": " << status;
     EXPECT_TRUE(Contains(status.message(), "tensor 'b'")) << shard;
     EXPECT_TRUE(Contains(status.message(), "plain file name")) << shard;
   }
@@ -662,20 +573,17 @@ TEST_F(ShardedIndexTest, OverlongShardNameIsInvalid) {
 }
 
 TEST_F(ShardedIndexTest, TensorMissingFromItsShard) {
-  absl::Status status =
-      OpenWithIndex(R"({"a": "s1.safetensors", "b": "s1.safetensors"})");
+  absl::Status status = OpenWithIndex(R"({"a": "s1.safetensors", "b": "s1.safetensors"})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_TRUE(Contains(status.message(), "tensor 'b'"));
   EXPECT_TRUE(Contains(status.message(), "does not contain it"));
 }
 
 TEST_F(ShardedIndexTest, TensorInTwoShards) {
-  ASSERT_TRUE(WriteSafetensors(
-                  Path("s2.safetensors"),
-                  {{"a", DType::kU8, {1}, "x"}, {"b", DType::kU8, {1}, "b"}})
+  ASSERT_TRUE(WriteSafetensors(Path("s2.safetensors"),
+                               {{"a", DType::kU8, {1}, "x"}, {"b", DType::kU8, {1}, "b"}})
                   .ok());
-  absl::Status status =
-      OpenWithIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})");
+  absl::Status status = OpenWithIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_TRUE(Contains(status.message(), "tensor 'a' appears in both"));
 }
@@ -684,8 +592,7 @@ TEST_F(ShardedIndexTest, ShardTensorNotInWeightMap) {
   absl::Status status = OpenWithIndex(R"({"a": "s1.safetensors"})");
   ASSERT_TRUE(status.ok()) << status;  // s2 is not referenced at all
   ASSERT_TRUE(WriteSafetensors(Path("s1.safetensors"),
-                               {{"a", DType::kU8, {1}, "a"},
-                                {"extra", DType::kU8, {1}, "e"}})
+                               {{"a", DType::kU8, {1}, "a"}, {"extra", DType::kU8, {1}, "e"}})
                   .ok());
   status = OpenWithIndex(R"({"a": "s1.safetensors"})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -694,22 +601,19 @@ TEST_F(ShardedIndexTest, ShardTensorNotInWeightMap) {
 
 TEST_F(ShardedIndexTest, MalformedIndex) {
   WriteFile("model.safetensors.index.json", "{not json");
-  absl::Status status =
-      TensorSource::OpenIndex(Path("model.safetensors.index.json")).status();
+  absl::Status status = TensorSource::OpenIndex(Path("model.safetensors.index.json")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status.message(), "model.safetensors.index.json"));
   EXPECT_EQ(OpenWithIndex("[]").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenWithIndex("{}").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenWithIndex(R"({"a": 1})").code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenWithIndex(R"({"a": 1})").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(TensorSource::OpenIndex(Path("absent.index.json")).status().code(),
             absl::StatusCode::kNotFound);
   // A corrupt shard is reported with its name and the index's.
   WriteFile("s2.safetensors", "bad");
   status = OpenWithIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(status.message(),
-                       "model.safetensors.index.json: s2.safetensors: "));
+  EXPECT_TRUE(Contains(status.message(), "model.safetensors.index.json: s2.safetensors: "));
 }
 
 }  // namespace

@@ -185,9 +185,9 @@ TEST_F(WeightsHashCacheTest, CorruptCacheFileIsIgnoredAndRewritten) {
   Write(Path("model.safetensors"), contents);
   LetFilesSettle();
   const std::vector<std::string> files = {Path("model.safetensors")};
-  const std::string valid_entry = absl::StrCat(
-      R"({"sha256": ")", Sha256Hex("x"), R"(", "files": [{"path": "/p", "size": 1, )",
-      R"("mtime_ns": 1, "ctime_ns": 1, "device": "1", "inode": "1"}]})");
+  const std::string valid_entry =
+      absl::StrCat(R"({"sha256": ")", Sha256Hex("x"), R"(", "files": [{"path": "/p", "size": 1, )",
+                   R"("mtime_ns": 1, "ctime_ns": 1, "device": "1", "inode": "1"}]})");
   const std::vector<std::string> corrupt = {
       std::string("\0\0\0garbage", 10),
       R"({"format": "fca weights hash cache 1", "entries": [)",  // truncated

@@ -1,8 +1,8 @@
 // Models: loading, forward modes, replay fidelity, execution counters and
 // malformed model folders.
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -108,10 +108,9 @@ TEST(ModelTest, RejectsBadIds) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->Forward(at::zeros({4}, at::kLong), CoefficientMode::kLive, nullptr)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      model->Forward(at::zeros({4}, at::kLong), CoefficientMode::kLive, nullptr).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ModelTest, CountersShowEveryBlockRuns) {
@@ -206,7 +205,8 @@ TEST(ModelTest, ClosedGatesSkipWorkAndTheCountersShowIt) {
   EXPECT_EQ(model->counters().blocks_executed, 1 * 32);
   EXPECT_EQ(model->counters().blocks_total, 2 * 32);
   // Block 1 costs qkv, out, fc1, fc2 and attention (d=32, d_ff=64, T=16).
-  const double block = 2.0 * 32 * (32 * 96 + 32 * 32 + 32 * 64 + 64 * 32) + 2.0 * 2 * 2 * 16 * 16 * 32;
+  const double block =
+      2.0 * 32 * (32 * 96 + 32 * 32 + 32 * 64 + 64 * 32) + 2.0 * 2 * 2 * 16 * 16 * 32;
   EXPECT_DOUBLE_EQ(open - closed, block);
 
   // One open token in the other sequence keeps both branches running: the
@@ -265,19 +265,24 @@ TEST(ModelConfigTest, MalformedConfigsAreInvalidArgument) {
       {R"({"model_type": "featuregate", "d_model": 32})", "n_layers"},
       {R"({"model_type": "featuregate", "d_model": "32", "n_layers": 2, "n_heads": 2,
            "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
-           "controller_width": 16})", "d_model"},
+           "controller_width": 16})",
+       "d_model"},
       {R"({"model_type": "featuregate", "d_model": 32, "n_layers": 2, "n_heads": 3,
            "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
-           "controller_width": 16})", "n_heads"},
+           "controller_width": 16})",
+       "n_heads"},
       {R"({"model_type": "featuregate", "d_model": 32, "n_layers": -1, "n_heads": 2,
            "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
-           "controller_width": 16})", "n_layers"},
+           "controller_width": 16})",
+       "n_layers"},
       {R"({"model_type": "featuregate", "d_model": 32, "n_layers": 2, "n_heads": 2,
            "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 5,
-           "controller_width": 16})", "n_groups"},
+           "controller_width": 16})",
+       "n_groups"},
       {R"({"model_type": "featuregate", "d_model": 1000000000, "n_layers": 2, "n_heads": 2,
            "d_ff": 64, "vocab_size": 256, "max_seq_len": 64, "n_groups": 4,
-           "controller_width": 16})", "d_model"},
+           "controller_width": 16})",
+       "d_model"},
       {R"({"model_type": "mystery"})", "mystery"},
   };
   for (const Case& c : cases) {
@@ -299,8 +304,7 @@ TEST(ModelConfigTest, MissingFilesAreNotFound) {
 TEST(ModelConfigTest, WeightsThatDoNotMatchTheConfigAreInvalidArgument) {
   // Dense weights under a featuregate config: controller tensors missing.
   const std::string dir = GoodModelDir(TinyConfig("dense"));
-  WriteFile(dir + "/config.json",
-            json::Write(TransformerConfigToJson(TinyConfig("featuregate"))));
+  WriteFile(dir + "/config.json", json::Write(TransformerConfigToJson(TinyConfig("featuregate"))));
   absl::Status st = LoadStatus(dir);
   EXPECT_NE(st.code(), absl::StatusCode::kOk);
   EXPECT_NE(st.message().find("ctrl"), std::string::npos) << st;

@@ -2,14 +2,14 @@
 // formula, and a written folder against the reference checkpoint's layout.
 #include "server/engine/models/muddpythia_init.h"
 
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "server/engine/models/controlled_model.h"
 #include "server/engine/io/safetensors.h"
+#include "server/engine/models/controlled_model.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {
@@ -30,8 +30,8 @@ TEST(MuddPythiaInitTest, FfnWidthsRoundHalfToEvenAsPython) {
   // Python rounds to 0 (and std::round to 1).
   EXPECT_EQ(MuddPythiaFfnWidths(TinySizes()), (std::vector<int64_t>{0, 128, 128, 256}));
   // The 1.4B table of muddpythia.md section 2.4.
-  const std::vector<int64_t> want = {4096, 4480, 4864, 5120, 5504, 5888, 6272, 6528,
-                                     6912, 7296, 7680, 8064, 8320, 8704, 9088, 9472,
+  const std::vector<int64_t> want = {4096, 4480,  4864,  5120,  5504,  5888,  6272,  6528,
+                                     6912, 7296,  7680,  8064,  8320,  8704,  9088,  9472,
                                      9856, 10112, 10496, 10880, 11264, 11520, 11904, 12288};
   EXPECT_EQ(MuddPythiaFfnWidths(MuddPythiaSizes{}), want);
 }
@@ -87,8 +87,7 @@ TEST(MuddPythiaInitTest, SeededAndStartsFromTheIdentityPattern) {
 }
 
 TEST(MuddPythiaInitTest, OtherDtypesAreRefused) {
-  EXPECT_EQ(WriteRandomMuddPythiaDir(testing::TempDir("mudd_init_f16"), TinySizes(), 1,
-                                     DType::kF16)
+  EXPECT_EQ(WriteRandomMuddPythiaDir(testing::TempDir("mudd_init_f16"), TinySizes(), 1, DType::kF16)
                 .code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -2,8 +2,8 @@
 // tests/data/muddpythia-tiny-fp32 (outputs of the official PyTorch forward on
 // one [2, 16] batch), coefficient record and replay, sharded and bf16
 // checkpoints, malformed folders, and tokenizer.json in model folders.
-#include <gtest/gtest.h>
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,9 +18,9 @@
 #include "absl/strings/string_view.h"
 #include "common/file.h"
 #include "common/json.h"
+#include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/muddpythia_model.h"
-#include "server/engine/io/safetensors.h"
 #include "server/engine/models/transformer_model.h"
 #include "tests/testing/test_models.h"
 
@@ -339,11 +339,11 @@ TEST(MuddPythiaTest, ReplayRejectsBadCoefficients) {
     at::Tensor value;
     std::string name;
   } cases[] = {
-      {0, at::zeros({kBatch, kLength, 3}), "q.0"},              // one channel too many
-      {5, at::zeros({kBatch, kLength}), "k.1"},                 // missing the channel dim
+      {0, at::zeros({kBatch, kLength, 3}), "q.0"},                // one channel too many
+      {5, at::zeros({kBatch, kLength}), "k.1"},                   // missing the channel dim
       {12, at::zeros({1, kLength, 5}), "out.3"},                  // wrong batch
       {12, at::zeros({kBatch, kLength, 5}, at::kLong), "out.3"},  // not floating point
-      {7, at::Tensor(), "r.1"},                                 // undefined
+      {7, at::Tensor(), "r.1"},                                   // undefined
   };
   for (const Case& c : cases) {
     std::vector<at::Tensor> bad = rec;
@@ -400,7 +400,7 @@ TEST(MuddPythiaTest, NeutralCoefficientsAreTheStaticDenseBs) {
 TEST(MuddPythiaTest, SitesAndInfo) {
   auto model = Load(kTinyDir);
   ASSERT_NE(model, nullptr);
-  const std::vector<std::string> names = {"q.0", "k.0", "v.0", "r.0", "q.1", "k.1", "v.1",
+  const std::vector<std::string> names = {"q.0", "k.0", "v.0", "r.0", "q.1", "k.1",  "v.1",
                                           "r.1", "q.2", "k.2", "v.2", "r.2", "out.3"};
   const std::vector<CoefficientSite>& sites = model->sites();
   ASSERT_EQ(sites.size(), names.size());
