@@ -91,6 +91,25 @@ bin=$root/usr/bin
 unit_bin=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$root/usr/lib/systemd/system/fca-server.service")
 [ -x "$root$unit_bin" ] || fail "the unit's ExecStart $unit_bin is not in the package"
 
+# What postinst does with the sysusers.d and tmpfiles.d entries, applied to
+# the scratch root (--root: its own /etc/passwd). Needs root to chown.
+if [ "$(id -u)" = 0 ] && command -v systemd-sysusers >/dev/null; then
+  systemd-sysusers --root="$root" fca-server.conf
+  systemd-tmpfiles --root="$root" --create fca-server.conf
+  fca_ids=$(awk -F: '$1 == "fca" { print $3 ":" $4 }' "$root/etc/passwd")
+  [ -n "$fca_ids" ] || fail "sysusers.d created no user fca"
+  check_mode() {
+    [ "$(stat -c '%a %u:%g' "$root$1")" = "$2" ] ||
+      fail "$1 is $(stat -c '%a %u:%g' "$root$1"), not $2"
+  }
+  check_mode /var/lib/fca "700 $fca_ids"
+  check_mode /etc/fca "750 0:${fca_ids#*:}"
+  check_mode /etc/fca/api_keys "600 0:0"
+  check_mode /srv/fca/models "755 0:0"
+else
+  echo "package_smoke: not root or no systemd-sysusers: sysusers.d/tmpfiles.d not applied"
+fi
+
 # Every binary prints "<name> <version>", the same version.
 version=$("$bin/fca" --version) || fail "fca --version exited $?"
 [[ "$version" =~ ^fca\ [^\ ]+$ ]] || fail "fca --version printed '$version'"
@@ -136,8 +155,12 @@ export FCA_SERVER=$address
 echo "fca-server listening on $address"
 
 fca() { "$bin/fca" "$@"; }
-fca info | grep -qF "$version" || fail "fca info does not report version $version"
-fca models | grep -q tiny-dense || fail "fca models does not list the tiny models"
+# Outputs are captured before grep -q looks at them: with pipefail, a grep
+# that stops reading early would fail the pipeline with fca's SIGPIPE.
+info=$(fca info)
+grep -qF "$version" <<<"$info" || fail "fca info does not report version $version"
+models=$(fca models)
+grep -q tiny-dense <<<"$models" || fail "fca models does not list the tiny models"
 fca datasets upload --name=eval "$work/data/eval.txt"
 fca datasets upload --name=calib "$work/data/calib.txt"
 job=$(fca audit --models=tiny --dense_twin=tiny-dense --eval=eval --calib=calib --window=16 \
@@ -147,7 +170,8 @@ echo "submitted job $job"
 fca watch "$job" >"$work/watch.log" || { cat "$work/watch.log" >&2; fail "fca watch $job"; }
 fca report "$job" | tee "$work/report.txt"
 grep -q tiny "$work/report.txt" || fail "the report does not name the model"
-fca jobs show "$job" | grep -qi succeeded || fail "job $job did not succeed"
+job_state=$(fca jobs show "$job")
+grep -qi succeeded <<<"$job_state" || fail "job $job did not succeed"
 
 # SIGTERM drains and exits 0.
 kill -TERM "$server_pid"
