@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# fca-server (and the fca CLI) on Debian 12.
+# fca-server (with fca-worker, fca-local-audit, fca-train and the fca CLI)
+# on Debian 12.
 #
 #   docker build -t fca-server .
 #   # the first key (stored in the database on the fca-db volume; printed once):
@@ -22,7 +23,10 @@
 # does not work in this image.
 
 # ---------------------------------------------------------------------------
-# Build stage: the same scripts a developer runs, without tests and benchmarks.
+# Build stage: the same scripts a developer runs, only the installed binaries
+# (no tests, benchmarks or fuzz replays), installed by their install() rules
+# (cmake/packaging.cmake: components fca-server and fca-client; the systemd
+# files of the Debian package are left out of a plain install).
 FROM debian:12 AS build
 
 ENV DEBIAN_FRONTEND=noninteractive
@@ -40,13 +44,13 @@ ARG FCA_BUILD_JOBS=2
 RUN --mount=type=cache,target=/root/.cache/ccache \
     FCA_BUILD_JOBS="${FCA_BUILD_JOBS}" \
       scripts/build.sh -DFCA_BUILD_TESTS=OFF -DFCA_BUILD_BENCH=OFF \
- && mkdir -p /out \
- && objcopy --strip-debug build/server/fca-server /out/fca-server \
- && objcopy --strip-debug build/client/fca /out/fca
+        fca-server fca-worker fca-local-audit fca-train fca \
+ && cmake --install build --prefix /out/usr/local --strip
 
 # ---------------------------------------------------------------------------
-# Runtime stage: only the shared libraries the two binaries link against
-# (readelf NEEDED -> dpkg -S). libtorch1.13 pulls in its own dependencies.
+# Runtime stage: only the shared libraries the binaries link against
+# (readelf NEEDED -> dpkg -S; the fca-server .deb's Depends, from
+# dpkg-shlibdeps, list the same). libtorch1.13 pulls in its own dependencies.
 FROM debian:12
 
 ENV DEBIAN_FRONTEND=noninteractive
@@ -81,10 +85,12 @@ RUN groupadd --gid 10001 fca \
  && chown fca:fca /var/lib/fca \
  && chmod 0750 /var/lib/fca
 
-COPY --from=build /out/fca-server /out/fca /usr/local/bin/
+# /usr/local/bin: fca-server, fca-worker, fca-local-audit, fca-train, fca;
+# /usr/local/share/fca/proto: the API's .proto files.
+COPY --from=build /out/usr/local/ /usr/local/
 
 # Fail the build, not the first start, if a shared library is missing.
-RUN ! ldd /usr/local/bin/fca-server /usr/local/bin/fca | grep 'not found'
+RUN ! ldd /usr/local/bin/fca* | grep 'not found'
 
 # /var/lib/fca: the SQLite database (fca.sqlite plus its -wal/-shm files);
 # a new named volume inherits the fca ownership set above.

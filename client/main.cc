@@ -5,33 +5,20 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "client/cli_flags.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
-
-namespace {
-
-// --help prints HelpText(); --helpshort lists the flags of the commands.
-// absl's default only lists flags defined in a file named after the
-// program (fca.cc) and printed "No flags matched".
-void ConfigureFlagsHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "client/commands");
-  };
-  config.contains_help_flags = config.contains_helpshort_flags;
-  config.contains_helppackage_flags = config.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(config);
-}
-
-}  // namespace
+#include "common/flags_usage.h"
 
 int main(int argc, char** argv) {
   using fca::client::CheckCommandLine;
   absl::SetProgramUsageMessage("client of the fca audit server; see 'fca help'");
-  ConfigureFlagsHelp();
+  // --help prints HelpText(); --helpshort lists the flags of the commands.
+  // --version passes CheckCommandLine and is answered by absl.
+  fca::ConfigureFlagsUsage("fca", [](absl::string_view file) {
+    return absl::StrContains(file, "client/commands");
+  });
   // Checked first so bad flags exit 2 with our message; absl would exit 1.
   auto check = CheckCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (!check.ok()) {

@@ -9,6 +9,10 @@ packages=(
   libabsl-dev libsqlite3-dev libcpp-httplib-dev pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev fortunes openssl
+  # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,
+  # with which CPack finds the binaries to pass to it.
+  dpkg-dev file
+  # scripts/check_format.sh (the version fixes the formatting).
   clang-format-14
 )
 

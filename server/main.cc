@@ -21,7 +21,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/file.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/coordinator.h"
@@ -669,19 +669,6 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   return absl::OkStatus();
 }
 
-// --help lists the flags of this file. absl's default only lists flags
-// defined in a file named after the program (fca-server.cc), so without
-// this --help printed "No flags matched".
-void ConfigureFlagsHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  config.contains_helppackage_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-}
-
 absl::Status Run(int argc, char** argv, const sigset_t& signals) {
   FCA_RETURN_IF_ERROR(ValidateFlags());
   if (!absl::GetFlag(FLAGS_create_api_key).empty()) return CreateApiKey();
@@ -702,7 +689,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fca-server --models=DIR --db=FILE [--listen=127.0.0.1:7400] [flags]: the FCA audit "
       "service");
-  fca::ConfigureFlagsHelp();
+  // --help lists the flags of this file.
+  fca::ConfigureFlagsUsage("fca-server", [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  });
   const sigset_t signals = fca::BlockShutdownSignals();
   absl::ParseCommandLine(argc, argv);
   const absl::Status st = fca::Run(argc, argv, signals);

@@ -16,11 +16,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/file.h"
+#include "common/flags_usage.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
@@ -254,26 +254,16 @@ absl::Status Audit() {
   return absl::OkStatus();
 }
 
-// --help lists the flags of this file. absl's default only lists flags
-// defined in a file named after the program (fca-local-audit.cc), so without this
-// --help printed "No flags matched".
-void ConfigureFlagsHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/tools/local_audit_main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  config.contains_helppackage_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-}
-
 }  // namespace
 }  // namespace fca
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fca-local-audit init|audit [flags]: engine-level audit without the server");
-  fca::ConfigureFlagsHelp();
+  // --help lists the flags of this file.
+  fca::ConfigureFlagsUsage("fca-local-audit", [](absl::string_view file) {
+    return absl::EndsWith(file, "server/tools/local_audit_main.cc");
+  });
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "usage: fca-local-audit init|audit [flags]  (--help for flags)\n");

@@ -26,7 +26,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -34,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/file.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/worker.h"
@@ -291,18 +291,6 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   return 0;
 }
 
-// --help lists the flags of this file (absl's default only lists flags of a
-// file named after the program).
-void ConfigureFlagsHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/worker/main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  config.contains_helppackage_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-}
-
 }  // namespace
 }  // namespace fca
 
@@ -310,7 +298,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fca-worker --coordinator=HOST:PORT --models=DIR [--device=cuda:0] [flags]: runs audit "
       "tasks for an fca-server");
-  fca::ConfigureFlagsHelp();
+  // --help lists the flags of this file.
+  fca::ConfigureFlagsUsage("fca-worker", [](absl::string_view file) {
+    return absl::EndsWith(file, "server/worker/main.cc");
+  });
   // Before any thread starts: they all inherit the blocked signals.
   const sigset_t signals = fca::BlockShutdownSignals();
   absl::ParseCommandLine(argc, argv);

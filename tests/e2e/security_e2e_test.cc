@@ -1,5 +1,5 @@
 // End to end, the real binaries: fca-server's start-up checks (flags, the
-// API key file, file modes, --help), what a refused call logs, and how the
+// API key file, file modes, --help, --version), what a refused call logs, and how the
 // real fca CLI treats hostile or malformed text.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
+#include "common/build_version.h"
 #include "common/sha256.h"
 #include "tests/e2e/process.h"
 
@@ -225,6 +227,20 @@ TEST_F(SecurityE2ETest, HelpListsTheFlags) {
   CommandResult train = e2e::Run({FCA_TRAIN_BIN, "--help"});
   EXPECT_THAT(train.out, HasSubstr("--steps"));
   EXPECT_THAT(train.out, Not(HasSubstr("No flags matched")));
+}
+
+TEST_F(SecurityE2ETest, VersionPrintsTheBuild) {
+  const std::pair<const char*, const char*> binaries[] = {
+      {FCA_SERVER_BIN, "fca-server"},
+      {FCA_WORKER_BIN, "fca-worker"},
+      {FCA_CLI_BIN, "fca"},
+      {FCA_LOCAL_AUDIT_BIN, "fca-local-audit"},
+      {FCA_TRAIN_BIN, "fca-train"}};
+  for (const auto& [path, name] : binaries) {
+    CommandResult r = e2e::Run({path, "--version"});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out, std::string(name) + " " + BuildVersion() + "\n");
+  }
 }
 
 TEST_F(SecurityE2ETest, HostileLabelsArePrintedSanitizedAndNonUtf8IsRefused) {

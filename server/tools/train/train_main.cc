@@ -17,9 +17,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/tools/train/corpus_split.h"
@@ -188,25 +188,15 @@ absl::Status Train() {
   return absl::OkStatus();
 }
 
-// --help lists the flags of this file. absl's default only lists flags
-// defined in a file named after the program (fca-train.cc), so without this
-// --help printed "No flags matched".
-void ConfigureFlagsHelp() {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/tools/train/train_main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  config.contains_helppackage_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-}
-
 }  // namespace
 }  // namespace fca
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("fca-train split|train [flags]: byte-level models on fortunes");
-  fca::ConfigureFlagsHelp();
+  // --help lists the flags of this file.
+  fca::ConfigureFlagsUsage("fca-train", [](absl::string_view file) {
+    return absl::EndsWith(file, "server/tools/train/train_main.cc");
+  });
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "usage: fca-train split|train [flags]  (--help for flags)\n");

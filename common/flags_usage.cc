@@ -1,0 +1,25 @@
+#include "common/flags_usage.h"
+
+#include <utility>
+
+#include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
+#include "common/build_version.h"
+
+namespace fca {
+
+std::string VersionText(absl::string_view program) {
+  return absl::StrCat(program, " ", BuildVersion(), "\n");
+}
+
+void ConfigureFlagsUsage(absl::string_view program,
+                         std::function<bool(absl::string_view)> help_files) {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = std::move(help_files);
+  config.contains_helpshort_flags = config.contains_help_flags;
+  config.contains_helppackage_flags = config.contains_help_flags;
+  config.version_string = [text = VersionText(program)] { return text; };
+  absl::SetFlagsUsageConfig(config);
+}
+
+}  // namespace fca

@@ -1,0 +1,26 @@
+// absl's built-in usage flags (--help, --helpshort, --helppackage,
+// --version) for every fca binary, configured in one place.
+#ifndef FCA_COMMON_FLAGS_USAGE_H_
+#define FCA_COMMON_FLAGS_USAGE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace fca {
+
+// What `program --version` prints: "<program> <BuildVersion()>\n".
+std::string VersionText(absl::string_view program);
+
+// Call before absl::ParseCommandLine. --version prints VersionText(program)
+// and exits 0 (absl handles it during the parse). --help and its variants
+// list the flags defined in the source files `help_files` accepts: absl's
+// default only lists flags defined in a file named after the program
+// (fca-server.cc), which no binary has, so --help printed "No flags matched".
+void ConfigureFlagsUsage(absl::string_view program,
+                         std::function<bool(absl::string_view)> help_files);
+
+}  // namespace fca
+
+#endif  // FCA_COMMON_FLAGS_USAGE_H_
