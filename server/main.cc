@@ -10,7 +10,6 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,16 +31,16 @@
 #include "common/file.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
-#include "server/core/model_repository.h"
 #include "server/core/coordinator.h"
+#include "server/core/model_repository.h"
+#include "server/core/server_metrics.h"
+#include "server/core/service.h"
 #include "server/core/slurm_executor.h"
 #include "server/core/worker.h"
-#include "server/core/service.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/worker_service_impl.h"
-#include "server/core/server_metrics.h"
 #include "server/http/gateway.h"
 #include "storage/store.h"
 
@@ -221,10 +220,9 @@ namespace {
       std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--%s='%s' is not cpu, cuda or cuda:N",
-                      absl::GetFlag(FLAGS_devices).empty() ? "device" : "devices entry",
-                      device.substr(0, 64)));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--%s='%s' is not cpu, cuda or cuda:N",
+      absl::GetFlag(FLAGS_devices).empty() ? "device" : "devices entry", device.substr(0, 64)));
 }
 
 // The devices of this server's own workers: --devices, or --workers times
@@ -263,12 +261,12 @@ std::vector<std::string> WorkerDevices() {
                                  flag_limits::kMaxRpcThreads));
   FCA_RETURN_IF_ERROR(CheckRange("max_http_threads", absl::GetFlag(FLAGS_max_http_threads), 4,
                                  flag_limits::kMaxRpcThreads));
-  FCA_RETURN_IF_ERROR(CheckRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
-                                 flag_limits::kMaxAttempts));
+  FCA_RETURN_IF_ERROR(
+      CheckRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1, flag_limits::kMaxAttempts));
   FCA_RETURN_IF_ERROR(CheckRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
                                  flag_limits::kMaxJobSeconds));
-  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
-                                 0, flag_limits::kMaxModelMemoryBytes));
+  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes), 0,
+                                 flag_limits::kMaxModelMemoryBytes));
   FCA_RETURN_IF_ERROR(
       CheckRange("workers", absl::GetFlag(FLAGS_workers), 0, flag_limits::kMaxWorkers));
   FCA_RETURN_IF_ERROR(CheckRange("threads_per_worker", absl::GetFlag(FLAGS_threads_per_worker), 0,
@@ -280,8 +278,8 @@ std::vector<std::string> WorkerDevices() {
   FCA_RETURN_IF_ERROR(CheckOneOf("executor", absl::GetFlag(FLAGS_executor), {"local", "slurm"}));
   FCA_RETURN_IF_ERROR(
       CheckRange("slurm_max_tasks", absl::GetFlag(FLAGS_slurm_max_tasks), 1, 10000));
-  FCA_RETURN_IF_ERROR(CheckRange("slurm_cpus_per_task", absl::GetFlag(FLAGS_slurm_cpus_per_task),
-                                 1, flag_limits::kMaxThreads));
+  FCA_RETURN_IF_ERROR(CheckRange("slurm_cpus_per_task", absl::GetFlag(FLAGS_slurm_cpus_per_task), 1,
+                                 flag_limits::kMaxThreads));
   for (const std::string& device : WorkerDevices()) {
     FCA_RETURN_IF_ERROR(CheckDevice(device));
     if (dtype == "float16" && device == "cpu") {
@@ -290,8 +288,7 @@ std::vector<std::string> WorkerDevices() {
           "use bfloat16)");
     }
   }
-  FCA_RETURN_IF_ERROR(
-      CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin", "worker"}));
+  FCA_RETURN_IF_ERROR(CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin", "worker"}));
   if (absl::GetFlag(FLAGS_listen).empty()) {
     return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
   }
@@ -435,11 +432,11 @@ void LogAuthMode(bool auth) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   const std::string http = absl::GetFlag(FLAGS_http_listen);
   if (!auth) {
-    const char* open_to_others =
-        !IsLoopback(listen) ? " (and --listen is not a loopback address; use --auth)"
-        : !http.empty() && !IsLoopback(http)
-            ? " (and --http_listen is not a loopback address; use --auth)"
-            : "";
+    const char* open_to_others = !IsLoopback(listen)
+                                     ? " (and --listen is not a loopback address; use --auth)"
+                                 : !http.empty() && !IsLoopback(http)
+                                     ? " (and --http_listen is not a loopback address; use --auth)"
+                                     : "";
     std::fprintf(stderr, "fca-server: authentication is off: every caller is the admin%s\n",
                  open_to_others);
     return;
@@ -502,8 +499,8 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
   }
   o.log_dir = absl::GetFlag(FLAGS_slurm_log_dir);
   if (o.log_dir.empty()) {
-    o.log_dir = std::filesystem::path(Absolute(absl::GetFlag(FLAGS_db))).parent_path() /
-                "slurm-logs";
+    o.log_dir =
+        std::filesystem::path(Absolute(absl::GetFlag(FLAGS_db))).parent_path() / "slurm-logs";
   }
   o.log_dir = Absolute(o.log_dir);
   std::error_code error;
@@ -627,9 +624,9 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   }
   // Health checks name the service as well as the server ("").
   grpc_server::SetServing(*server, true);
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<http::Gateway> gateway,
-                       StartHttp(&core, http_authenticator, store.get(), &coordinator,
-                                 http_on_command_line));
+  FCA_ASSIGN_OR_RETURN(
+      std::unique_ptr<http::Gateway> gateway,
+      StartHttp(&core, http_authenticator, store.get(), &coordinator, http_on_command_line));
   std::unique_ptr<core::SlurmExecutor> executor;
   if (absl::GetFlag(FLAGS_executor) == "slurm") {
     FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
@@ -690,9 +687,8 @@ int main(int argc, char** argv) {
       "fca-server --models=DIR --db=FILE [--listen=127.0.0.1:7400] [flags]: the FCA audit "
       "service");
   // --help lists the flags of this file.
-  fca::ConfigureFlagsUsage("fca-server", [](absl::string_view file) {
-    return absl::EndsWith(file, "server/main.cc");
-  });
+  fca::ConfigureFlagsUsage(
+      "fca-server", [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); });
   const sigset_t signals = fca::BlockShutdownSignals();
   absl::ParseCommandLine(argc, argv);
   const absl::Status st = fca::Run(argc, argv, signals);

@@ -30,7 +30,8 @@
 ABSL_FLAG(std::string, family, "featuregate",
           "init: dense | featuregate | muddpythia (the 1.4B's switches; --d_ff is its "
           "intermediate_size, --max_seq_len its block_size)");
-ABSL_FLAG(std::string, storage_dtype, "float32", "init: model.safetensors dtype: float32 | bfloat16");
+ABSL_FLAG(std::string, storage_dtype, "float32",
+          "init: model.safetensors dtype: float32 | bfloat16");
 ABSL_FLAG(uint64_t, seed, 0, "init: weight seed; audit: intervention/bootstrap seed");
 ABSL_FLAG(std::string, out, "", "init: model folder to write");
 ABSL_FLAG(int64_t, d_model, 128, "init: width");
@@ -147,23 +148,24 @@ void PrintModel(const ModelReport& r) {
   std::printf("\n== %s (%s, %lld parameters, weights %s...)\n", r.model.name.c_str(),
               r.model.family.c_str(), static_cast<long long>(r.model.num_parameters),
               r.model.weights_sha256.substr(0, 12).c_str());
-  std::printf("   E = %lld windows, C = %lld windows, T = %lld; replay fidelity max|dlogit| = %.2g\n",
-              static_cast<long long>(r.eval_windows), static_cast<long long>(r.calib_windows),
-              static_cast<long long>(r.window_length), r.replay_max_abs_diff);
+  std::printf(
+      "   E = %lld windows, C = %lld windows, T = %lld; replay fidelity max|dlogit| = %.2g\n",
+      static_cast<long long>(r.eval_windows), static_cast<long long>(r.calib_windows),
+      static_cast<long long>(r.window_length), r.replay_max_abs_diff);
   std::printf("   %-22s %10s %10s %24s\n", "intervention", "NLL", "penalty", "95% CI");
   for (const auto& i : r.interventions) {
     if (i.name == engine::kCorrect) {
       std::printf("   %-22s %10.4f %10s %24s\n", i.name.c_str(), i.nll, "-", "-");
     } else {
-      std::printf("   %-22s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", i.name.c_str(), i.nll,
-                  i.penalty, i.penalty_ci.low, i.penalty_ci.high);
+      std::printf("   %-22s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", i.name.c_str(), i.nll, i.penalty,
+                  i.penalty_ci.low, i.penalty_ci.high);
     }
   }
-  std::printf("   gap retention: static_layer %s, static_layer_position %s, static_token %s\n",
-              Retention(r.retention_static_layer, r.retention_static_layer_ci).c_str(),
-              Retention(r.retention_static_layer_position,
-                        r.retention_static_layer_position_ci).c_str(),
-              Retention(r.retention_static_token, r.retention_static_token_ci).c_str());
+  std::printf(
+      "   gap retention: static_layer %s, static_layer_position %s, static_token %s\n",
+      Retention(r.retention_static_layer, r.retention_static_layer_ci).c_str(),
+      Retention(r.retention_static_layer_position, r.retention_static_layer_position_ci).c_str(),
+      Retention(r.retention_static_token, r.retention_static_token_ci).c_str());
   if (r.static_token_coverage) {
     std::printf("   static_token: %lld evaluation positions (%lld ids) unseen in calibration\n",
                 static_cast<long long>(r.static_token_coverage->unseen_positions),
@@ -175,19 +177,21 @@ void PrintModel(const ModelReport& r) {
                 d.penalty_ci.high);
   }
   for (const auto& f : r.variation) {
-    std::printf("   variation %-10s eta2_layer %s eta2 %s  total var %.4g = between-site %.4g + between-input "
-                "%.4g + within-input %.4g\n",
-                f.family.c_str(), Opt(f.eta2_layer, 4).c_str(), Opt(f.eta2, 4).c_str(),
-                f.total_variance,
-                f.total_variance - f.within_site_variance, f.between_input_variance,
-                f.within_input_variance);
+    std::printf(
+        "   variation %-10s eta2_layer %s eta2 %s  total var %.4g = between-site %.4g + "
+        "between-input "
+        "%.4g + within-input %.4g\n",
+        f.family.c_str(), Opt(f.eta2_layer, 4).c_str(), Opt(f.eta2, 4).c_str(), f.total_variance,
+        f.total_variance - f.within_site_variance, f.between_input_variance,
+        f.within_input_variance);
   }
   const auto& x = r.execution;
-  std::printf("   execution: %.2f blocks/token (fraction %.3f), %.3g FLOPs/token LIVE, %.3g "
-              "REPLAY, %.2f us/token, slowdown vs dense %s\n",
-              x.blocks_per_token, x.blocks_executed_fraction, x.flops_per_token,
-              x.replay_flops_per_token, x.latency_us_per_token,
-              x.slowdown ? absl::StrFormat("%+.1f%%", 100 * *x.slowdown).c_str() : "n/a");
+  std::printf(
+      "   execution: %.2f blocks/token (fraction %.3f), %.3g FLOPs/token LIVE, %.3g "
+      "REPLAY, %.2f us/token, slowdown vs dense %s\n",
+      x.blocks_per_token, x.blocks_executed_fraction, x.flops_per_token, x.replay_flops_per_token,
+      x.latency_us_per_token,
+      x.slowdown ? absl::StrFormat("%+.1f%%", 100 * *x.slowdown).c_str() : "n/a");
 }
 
 void PrintAggregate(const AuditReport& report) {

@@ -111,8 +111,8 @@ namespace {
 }
 
 bool NameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == ':' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
 }
 
 // host:pid, with anything a name may not hold in the host replaced.
@@ -134,10 +134,10 @@ std::string DefaultName() {
   FCA_RETURN_IF_ERROR(
       CheckRange("threads", absl::GetFlag(FLAGS_threads), 0, worker_limits::kMaxThreads));
   FCA_RETURN_IF_ERROR(CheckRange("task", absl::GetFlag(FLAGS_task), 0, worker_limits::kMaxTaskId));
-  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
-                                 0, worker_limits::kMaxModelMemoryBytes));
-  FCA_RETURN_IF_ERROR(CheckRange("poll_ms", absl::GetFlag(FLAGS_poll_ms),
-                                 worker_limits::kMinPollMs, worker_limits::kMaxPollMs));
+  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes), 0,
+                                 worker_limits::kMaxModelMemoryBytes));
+  FCA_RETURN_IF_ERROR(CheckRange("poll_ms", absl::GetFlag(FLAGS_poll_ms), worker_limits::kMinPollMs,
+                                 worker_limits::kMaxPollMs));
   FCA_RETURN_IF_ERROR(CheckRange("max_task_seconds", absl::GetFlag(FLAGS_max_task_seconds), 0,
                                  worker_limits::kMaxTaskSeconds));
   const std::string device = absl::GetFlag(FLAGS_device);
@@ -167,8 +167,8 @@ absl::StatusOr<std::string> ApiKey() {
   if (!path.empty()) {
     struct stat info {};
     if (stat(path.c_str(), &info) != 0) {
-      return absl::NotFoundError(absl::StrFormat("cannot read the API key file %s: %s", path,
-                                                 std::strerror(errno)));
+      return absl::NotFoundError(
+          absl::StrFormat("cannot read the API key file %s: %s", path, std::strerror(errno)));
     }
     if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -227,9 +227,9 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
 
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<grpc_server::RemoteBroker> broker,
                        grpc_server::RemoteBroker::Create(broker_options));
-  FCA_ASSIGN_OR_RETURN(const v1::RegisterWorkerResponse terms,
-                       broker->Register(repository.compute.device, engine::HostName(),
-                                        engine::EngineVersion()));
+  FCA_ASSIGN_OR_RETURN(
+      const v1::RegisterWorkerResponse terms,
+      broker->Register(repository.compute.device, engine::HostName(), engine::EngineVersion()));
   std::fprintf(stderr, "fca-worker: registered with %s as %s (device %s, lease %.3g s)\n",
                broker_options.address.c_str(), terms.holder().c_str(),
                repository.compute.device.c_str(), static_cast<double>(terms.lease_ms()) / 1000);
@@ -281,8 +281,9 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   signal_thread.join();
   FCA_ASSIGN_OR_RETURN(const bool ran, claimed);
   if (!ran) {
-    std::fprintf(stderr, "fca-worker: task %lld cannot be claimed (unknown, not queued, or its "
-                         "job was cancelled)\n",
+    std::fprintf(stderr,
+                 "fca-worker: task %lld cannot be claimed (unknown, not queued, or its "
+                 "job was cancelled)\n",
                  static_cast<long long>(task_id));
     return 3;
   }

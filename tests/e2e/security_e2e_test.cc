@@ -230,12 +230,11 @@ TEST_F(SecurityE2ETest, HelpListsTheFlags) {
 }
 
 TEST_F(SecurityE2ETest, VersionPrintsTheBuild) {
-  const std::pair<const char*, const char*> binaries[] = {
-      {FCA_SERVER_BIN, "fca-server"},
-      {FCA_WORKER_BIN, "fca-worker"},
-      {FCA_CLI_BIN, "fca"},
-      {FCA_LOCAL_AUDIT_BIN, "fca-local-audit"},
-      {FCA_TRAIN_BIN, "fca-train"}};
+  const std::pair<const char*, const char*> binaries[] = {{FCA_SERVER_BIN, "fca-server"},
+                                                          {FCA_WORKER_BIN, "fca-worker"},
+                                                          {FCA_CLI_BIN, "fca"},
+                                                          {FCA_LOCAL_AUDIT_BIN, "fca-local-audit"},
+                                                          {FCA_TRAIN_BIN, "fca-train"}};
   for (const auto& [path, name] : binaries) {
     CommandResult r = e2e::Run({path, "--version"});
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
