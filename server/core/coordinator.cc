@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
 #include "server/core/server_metrics.h"
@@ -184,7 +185,7 @@ void Coordinator::SettleJobs() {
     if (executor_ != nullptr) executor_->StopJob(id);
   }
   // Statistics for the planner, now and then (cheap when nothing grew).
-  if (!ids->empty()) (void)store_->Optimize();
+  if (!ids->empty()) LogIfError("optimizing the store", store_->Optimize());
 }
 
 void Coordinator::StopJob(int64_t job_id) {
@@ -255,7 +256,8 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
   absl::StatusOr<TaskAssignment> assignment = MakeAssignment(*claim, verify_weights);
   if (!assignment.ok()) {
     // Nothing can run it anywhere (say, its folder is gone): fail the task.
-    (void)Finish(Lease{claim->task.id, claim->task.lease_seq}, assignment.status(), {});
+    LogIfError(absl::StrFormat("task %d: failing it", claim->task.id),
+               Finish(Lease{claim->task.id, claim->task.lease_seq}, assignment.status(), {}));
     return assignment.status();
   }
   return std::optional<TaskAssignment>(*std::move(assignment));

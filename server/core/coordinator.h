@@ -105,6 +105,8 @@ class Coordinator : public TaskBroker {
 
   // Appends an event to a job and wakes its watchers.
   absl::Status Emit(int64_t job_id, v1::JobEvent event);
+  // Emit, logging a failure: for events that nothing could act on.
+  void EmitOrLog(int64_t job_id, v1::JobEvent event);
 
   // Ends whose recording the store refused so far (they are retried).
   int64_t PendingEnds();
@@ -174,7 +176,6 @@ class Coordinator : public TaskBroker {
   // The job's other tasks are not worth running: stop them.
   void StopJob(int64_t job_id);
   void LogCacheError(int64_t job_id, const char* what, const absl::Status& status);
-  void EmitOrLog(int64_t job_id, v1::JobEvent event);
   // The stored form of a task's provenance, naming the lease holder.
   std::string RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance);
   absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,

@@ -119,6 +119,7 @@ std::string ToStoredJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
+  // Fails only for an Any without a type resolver; fca's messages have none.
   (void)google::protobuf::util::MessageToJsonString(message, &out, options);
   return out;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 
@@ -134,12 +135,11 @@ void SlurmExecutor::Replace(const std::map<std::string, std::string>& queue) {
       FailUnplaceable(t, absl::StrFormat("%s (%d placements)", why, dead));
       continue;
     }
-    (void)store_->SetExecutorRef(t.id, "");
-    (void)coordinator_->Emit(t.job_id, [&] {
-      v1::JobEvent e;
-      e.set_message(absl::StrFormat("model %s: %s; placing it again", t.model, why));
-      return e;
-    }());
+    LogIfError(absl::StrFormat("slurm: task %d: forgetting its placement", t.id),
+               store_->SetExecutorRef(t.id, ""));
+    v1::JobEvent e;
+    e.set_message(absl::StrFormat("model %s: %s; placing it again", t.model, why));
+    coordinator_->EmitOrLog(t.job_id, std::move(e));
   }
 }
 
@@ -160,10 +160,11 @@ void SlurmExecutor::Place(int budget) {
       continue;
     }
     --budget;
-    (void)store_->SetExecutorRef(t.id, kRefPrefix + *id);
+    LogIfError(absl::StrFormat("slurm: task %d: recording Slurm job %s", t.id, *id),
+               store_->SetExecutorRef(t.id, kRefPrefix + *id));
     v1::JobEvent e;
     e.set_message(absl::StrFormat("model %s: placed as Slurm job %s", t.model, *id));
-    (void)coordinator_->Emit(t.job_id, std::move(e));
+    coordinator_->EmitOrLog(t.job_id, std::move(e));
   }
 }
 
@@ -199,7 +200,8 @@ void SlurmExecutor::FailUnplaceable(const storage::TaskRecord& task, const std::
   absl::StatusOr<std::optional<TaskAssignment>> claim =
       coordinator_->Claim("slurm-executor", task.id);
   if (!claim.ok() || !claim->has_value()) return;  // someone claimed it after all
-  (void)coordinator_->Finish((*claim)->lease, absl::UnavailableError(why), {});
+  LogIfError(absl::StrFormat("slurm: task %d: failing it", task.id),
+             coordinator_->Finish((*claim)->lease, absl::UnavailableError(why), {}));
 }
 
 void SlurmExecutor::StopJob(int64_t job_id) {

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
 #include "server/core/server_metrics.h"
@@ -296,7 +297,10 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
     ObserveForwards(r.model.name, r.forward_tokens, r.forward_seconds);
     report(r.model.name, r.model.weights_sha256, engine::ResultRows(r));
   };
-  req.on_note = [&](const std::string& text) { (void)broker_->ReportNote(task.lease, text); };
+  // A note that cannot be stored is logged; the audit goes on.
+  req.on_note = [&](const std::string& text) {
+    LogIfError("job note not reported", broker_->ReportNote(task.lease, text));
+  };
   absl::StatusOr<engine::AuditReport> result = engine::RunAudit(req);
   if (!report_error.ok()) return report_error;
   if (!result.ok()) return result.status();
