@@ -14,4 +14,6 @@ scripts/check_format.sh
 # Warnings are errors here (FCA_WERROR), not in a user's build.
 scripts/build.sh -DFCA_WERROR=ON
 scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
+# The torch-free suites under ASan + UBSan (build-asan/).
+scripts/sanitize.sh
 ctest --test-dir build --output-on-failure

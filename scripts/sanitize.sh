@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the torch-free test suites with sanitizers and runs them:
+#
+#   scripts/sanitize.sh          ASan + UBSan (CMakePresets.json "asan"; CI runs this)
+#   scripts/sanitize.sh tsan     ThreadSanitizer ("tsan")
+#
+# Torch-free only: libtorch is not built with the sanitizers, and ASan's
+# checks of memory torch allocates would report its code, not ours. The
+# suites that link torch run in the normal build (scripts/test.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-asan}
+suites=(common_test io_test text_test storage_test client_test)
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "${FCA_BUILD_JOBS:-2}" --target "${suites[@]}"
+regex="^($(IFS='|'; echo "${suites[*]}"))\$"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+ctest --test-dir "build-$preset" --output-on-failure -R "$regex"
