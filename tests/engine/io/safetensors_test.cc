@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
@@ -62,15 +63,9 @@ class SafetensorsTest : public ::testing::Test {
   }
 
   std::string ReadFile(absl::string_view name) {
-    std::string out;
-    FILE* f = std::fopen(Path(name).c_str(), "rb");
-    EXPECT_NE(f, nullptr);
-    if (f == nullptr) return out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    std::fclose(f);
-    return out;
+    absl::StatusOr<std::string> bytes = fca::ReadFile(Path(name));
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    return bytes.ok() ? *std::move(bytes) : std::string();
   }
 
   std::vector<std::string> ListDir() const {

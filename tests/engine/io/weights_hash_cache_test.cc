@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
@@ -46,16 +47,7 @@ class WeightsHashCacheTest : public ::testing::Test {
     ASSERT_EQ(std::fclose(f), 0);
   }
 
-  static std::string Read(const std::string& path) {
-    std::string out;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    std::fclose(f);
-    return out;
-  }
+  static std::string Read(const std::string& path) { return ReadFileOrEmpty(path); }
 
   // The cache remembers only files whose last change is older than
   // kSettleNanos when hashing begins.
