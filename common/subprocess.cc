@@ -63,6 +63,7 @@ absl::StatusOr<CommandOutput> RunCommand(const std::vector<std::string>& argv, i
   // posix_spawn, not fork: this process has many threads, and a forked
   // child of a threaded process may only call async-signal-safe functions.
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;

@@ -101,8 +101,7 @@ const char* const kVersion1[] = {
     "CREATE INDEX results_by_metric ON results(metric)",
     "CREATE INDEX results_by_dataset ON results(dataset_sha256)",
     "CREATE INDEX results_by_time ON results(created_at_us)",
-    "CREATE INDEX results_by_model_intervention_metric "
-    "ON results(model, intervention, metric)",
+    "CREATE INDEX results_by_model_intervention_metric ON results(model, intervention, metric)",
 
     // last_used_seq orders eviction; unlike last_used_us it is strictly
     // increasing, so ties and wall-clock steps cannot reorder the LRU.
@@ -213,8 +212,8 @@ const char* const kVersion3[] = {
                                 THEN jobs.spec_json ELSE '{"models":[]}' END,
                            '$.models') AS models
       WHERE jobs.state IN ('QUEUED', 'RUNNING') AND models.type = 'text')sql",
-    "UPDATE jobs SET state = 'QUEUED', started_at_us = 0 "
-    "WHERE state = 'RUNNING' AND cancel_requested = 0",
+    R"sql(UPDATE jobs SET state = 'QUEUED', started_at_us = 0
+      WHERE state = 'RUNNING' AND cancel_requested = 0)sql",
     R"sql(CREATE TABLE api_keys_v3 (
       key_sha256 TEXT PRIMARY KEY,
       user TEXT NOT NULL,

@@ -255,8 +255,8 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
     // chose to ignore it: nothing of it was kept.
     return absl::AbortedError("storage: transaction was rolled back");
   }
-  const absl::Status commit = outermost ? Execute("COMMIT", "commit transaction")
-                                        : Execute("RELEASE fca_nested", "release savepoint");
+  absl::Status commit = outermost ? Execute("COMMIT", "commit transaction")
+                                  : Execute("RELEASE fca_nested", "release savepoint");
   if (!commit.ok()) {
     (void)Rollback(outermost);
     return commit;

@@ -166,6 +166,7 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
   if (owner.has_value()) where.Add("owner = ?", *owner);
   if (!states.empty()) {
     std::vector<std::string> names;
+    names.reserve(states.size());
     for (JobState state : states) names.emplace_back(JobStateName(state));
     where.AddIn("state", names);
   }

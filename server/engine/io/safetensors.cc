@@ -526,7 +526,9 @@ void SafetensorsFile::ReleasePages(const TensorView& view) const {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(view.data);
   const uintptr_t first = (begin + page - 1) / page * page;  // pages wholly inside the view
   const uintptr_t last = (begin + view.num_bytes) / page * page;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  // The address as a pointer into the mapping, not an integer cast back.
+  uint8_t* const start = const_cast<uint8_t*>(view.data) + (first - begin);
+  if (last > first) ::madvise(start, last - first, MADV_DONTNEED);
 }
 
 absl::Status SafetensorsFile::ReadInto(const TensorView& view, void* dst) const {

@@ -344,11 +344,10 @@ void WeightsHashCache::Save() {
   json::Array entries;
   std::vector<std::string> stale;
   for (const auto& [key, entry] : snapshot) {
-    absl::StatusOr<std::vector<FileIdentity>> now = [&]() {
-      std::vector<std::string> paths;
-      for (const FileIdentity& f : entry.files) paths.push_back(f.path);
-      return IdentifyAll(paths);
-    }();
+    std::vector<std::string> paths;
+    paths.reserve(entry.files.size());
+    for (const FileIdentity& f : entry.files) paths.push_back(f.path);
+    absl::StatusOr<std::vector<FileIdentity>> now = IdentifyAll(paths);
     // A file changed, moved or gone: its entry can never match again.
     if (!now.ok() || *now != entry.files) {
       stale.push_back(key);
