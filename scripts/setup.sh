@@ -12,8 +12,8 @@ packages=(
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,
   # with which CPack finds the binaries to pass to it.
   dpkg-dev file
-  # scripts/check_format.sh (the version fixes the formatting).
-  clang-format-14
+  # scripts/check_format.sh (the version fixes the formatting), scripts/tidy.sh.
+  clang-format-14 clang-tidy-14
 )
 
 missing=()

@@ -13,6 +13,8 @@ scripts/slurm_cluster.sh install
 scripts/check_format.sh
 # Warnings are errors here (FCA_WERROR), not in a user's build.
 scripts/build.sh -DFCA_WERROR=ON
+# clang-tidy (bugprone, performance) on the torch-free libraries.
+scripts/tidy.sh
 scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
 # The torch-free suites under ASan + UBSan (build-asan/).
 scripts/sanitize.sh
