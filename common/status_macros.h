@@ -20,9 +20,13 @@
 #define FCA_ASSIGN_OR_RETURN(lhs, rexpr) \
   FCA_ASSIGN_OR_RETURN_IMPL_(FCA_STATUS_CONCAT_(fca_statusor_, __LINE__), lhs, rexpr)
 
+// `statusor` names a variable and `lhs` may declare one: neither can be
+// parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define FCA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                               \
   if (!statusor.ok()) return statusor.status();          \
   lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // FCA_COMMON_STATUS_MACROS_H_
