@@ -102,7 +102,7 @@ void SlurmExecutor::Sweep() {
       return;  // nothing is placed while Slurm does not answer
     }
     Replace(*queue);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_ = *std::move(queue);
   }
   int in_flight = 0;
@@ -227,7 +227,7 @@ void SlurmExecutor::StopJob(int64_t job_id) {
 std::string SlurmExecutor::Describe(const storage::TaskRecord& task) {
   const std::string id = SlurmId(task);
   if (id.empty()) return "";
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = queue_.find(id);
   return absl::StrFormat("slurm job %s %s", id, it == queue_.end() ? "" : it->second);
 }

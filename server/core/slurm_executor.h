@@ -15,11 +15,12 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/core/coordinator.h"
 #include "storage/store.h"
 
@@ -68,9 +69,9 @@ class SlurmExecutor : public Executor {
   Coordinator* coordinator_;
   const Options options_;
   std::chrono::steady_clock::time_point last_poll_;
-  std::mutex mu_;
-  std::map<std::string, std::string> queue_;  // last squeue answer; guarded by mu_
-  std::map<int64_t, int> dead_placements_;    // task id -> count; sweep thread only
+  absl::Mutex mu_;
+  std::map<std::string, std::string> queue_ ABSL_GUARDED_BY(mu_);  // last squeue answer
+  std::map<int64_t, int> dead_placements_;  // task id -> count; sweep thread only
 };
 
 }  // namespace fca::core

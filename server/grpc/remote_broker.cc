@@ -131,11 +131,8 @@ RemoteBroker::RemoteBroker(std::shared_ptr<grpc::Channel> channel, Options optio
       retry_window_ms_(options_.retry_window.count()) {}
 
 void RemoteBroker::StopRetrying() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
 }
 
 void RemoteBroker::Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
@@ -164,8 +161,13 @@ absl::Status RemoteBroker::WithRetries(std::chrono::milliseconds timeout, bool h
                                                     options_.address, attempt,
                                                     status.error_message()));
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, backoff, [&] { return stopping_.load(); });
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](std::atomic<bool>* stopping) { return stopping->load(); }, &stopping_),
+          absl::FromChrono(backoff));
+    }
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
 }
@@ -365,7 +367,7 @@ absl::StatusOr<core::DatasetBytes> RemoteBroker::ReadDataset(const core::Lease& 
 }
 
 void RemoteBroker::LogCacheError(const char* what, const absl::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // A broken cache fails every window the same way: a few lines suffice.
   if (++cache_errors_logged_ > 3) return;
   std::fprintf(stderr, "fca-worker %s: %s: %s%s\n", options_.worker.c_str(), what,

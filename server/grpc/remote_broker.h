@@ -17,12 +17,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/worker_service.grpc.pb.h"
 #include "server/core/task_broker.h"
 
@@ -91,9 +91,10 @@ class RemoteBroker final : public core::TaskBroker {
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   std::atomic<int64_t> retry_window_ms_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;   // wakes backoffs on StopRetrying
-  int cache_errors_logged_ = 0;  // guarded by mu_
+  // Backoffs wait on mu_ until stopping_ (absl::Mutex re-checks the
+  // condition whenever mu_ is released, so StopRetrying needs no notify).
+  absl::Mutex mu_;
+  int cache_errors_logged_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fca::grpc_server
