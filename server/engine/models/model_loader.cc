@@ -9,8 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "common/file.h"
 #include "common/status_macros.h"
+#include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/muddpythia_model.h"
+#include "server/engine/models/torchscript_model.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/engine/text/bpe_tokenizer.h"
 
@@ -87,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FolderTokenizer(const std::string& di
 absl::Status UnsupportedFamily(const std::string& family) {
   return absl::InvalidArgumentError(
       absl::StrFormat("config.json: model_type '%s' is not supported (known: dense, "
-                      "featuregate, muddpythia)",
+                      "featuregate, muddpythia, torchscript)",
                       family));
 }
 
@@ -96,6 +98,7 @@ struct FamilyConfig {
   std::string family;
   TransformerConfig transformer;  // dense, featuregate
   MuddPythiaConfig muddpythia;
+  TorchScriptConfig torchscript;
 };
 
 absl::StatusOr<FamilyConfig> ParseFamilyConfig(const std::string& family,
@@ -106,6 +109,8 @@ absl::StatusOr<FamilyConfig> ParseFamilyConfig(const std::string& family,
     FCA_ASSIGN_OR_RETURN(config.transformer, ParseTransformerConfig(config_text));
   } else if (family == "muddpythia") {
     FCA_ASSIGN_OR_RETURN(config.muddpythia, ParseMuddPythiaConfig(config_text));
+  } else if (family == "torchscript") {
+    FCA_ASSIGN_OR_RETURN(config.torchscript, ParseTorchScriptConfig(config_text));
   } else {
     return UnsupportedFamily(family);
   }
@@ -134,6 +139,10 @@ absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& f
     FCA_ASSIGN_OR_RETURN(MuddPythiaConfig config, ParseMuddPythiaConfig(config_text));
     return DescribeMuddPythia(config, info);
   }
+  if (family == "torchscript") {
+    FCA_ASSIGN_OR_RETURN(TorchScriptConfig config, ParseTorchScriptConfig(config_text));
+    return DescribeTorchScript(config, info);
+  }
   return UnsupportedFamily(family);
 }
 
@@ -143,6 +152,52 @@ absl::StatusOr<int64_t> ComputeElementBytes(const std::string& dtype) {
   if (dtype == "bfloat16" || dtype == "float16") return 2;
   return absl::InvalidArgumentError(
       absl::StrFormat("compute dtype '%s' is not supported (float32, bfloat16, float16)", dtype));
+}
+
+// A torchscript folder keeps code and tensors together in model.pt (a zip
+// whose records are not read here): its size, at the saved dtype's element
+// size, stands in for the parameter count the safetensors headers give the
+// other families (an upper bound: the code and the zip's framing count too).
+absl::Status DescribeModuleFile(const std::string& dir, const std::string& config_text,
+                                int64_t compute_element_bytes, ModelDescription* d) {
+  FCA_ASSIGN_OR_RETURN(const TorchScriptConfig config, ParseTorchScriptConfig(config_text));
+  FCA_ASSIGN_OR_RETURN(const int64_t saved_element_bytes, ComputeElementBytes(config.dtype));
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(dir + "/model.pt", ec);
+  if (ec) return absl::NotFoundError("model folder has no readable model.pt");
+  d->weight_file_bytes = static_cast<int64_t>(size);
+  d->info.num_parameters = d->weight_file_bytes / saved_element_bytes;
+  d->estimated_memory_bytes = d->info.num_parameters * compute_element_bytes;
+  return absl::OkStatus();
+}
+
+// The loaded model with the identity of its weights and the folder's
+// tokenizer.json, when it has one.
+absl::StatusOr<std::unique_ptr<ControlledModel>> WithFolderIdentity(
+    const std::string& dir, std::unique_ptr<ControlledModel> model, std::string weights_sha256) {
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, FolderTokenizer(dir, model->info()));
+  return std::unique_ptr<ControlledModel>(std::make_unique<FolderModel>(
+      std::move(model), std::move(weights_sha256), std::move(tokenizer)));
+}
+
+// model.pt hashed beside the load, as LoadModel hashes safetensors.
+absl::StatusOr<std::unique_ptr<ControlledModel>> LoadTorchScriptFolder(
+    const std::string& dir, const TorchScriptConfig& config, ModelInfo info,
+    WeightsHashCache* weights_hash_cache) {
+  const std::vector<std::string> files = {dir + "/model.pt"};
+  std::future<absl::StatusOr<std::string>> weights_sha256 =
+      std::async(std::launch::async | std::launch::deferred, [&files, weights_hash_cache] {
+        return weights_hash_cache != nullptr ? weights_hash_cache->Sha256Of(files)
+                                             : Sha256OfFiles(files);
+      });
+  absl::StatusOr<std::unique_ptr<ControlledModel>> model =
+      CreateTorchScriptModel(files[0], config, std::move(info));
+  absl::StatusOr<std::string> sha256 = weights_sha256.get();
+  // The model's error first: it says what is wrong with the folder without
+  // naming a server path.
+  FCA_RETURN_IF_ERROR(model.status());
+  FCA_RETURN_IF_ERROR(sha256.status());
+  return WithFolderIdentity(dir, *std::move(model), *std::move(sha256));
 }
 
 }  // namespace
@@ -163,6 +218,10 @@ absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std
   d.info.compute = compute;
   FCA_ASSIGN_OR_RETURN(d.sites, DescribeFamily(family, d.config_json, &d.info));
   FCA_ASSIGN_OR_RETURN(const int64_t element_bytes, ComputeElementBytes(compute.dtype));
+  if (family == "torchscript") {
+    FCA_RETURN_IF_ERROR(DescribeModuleFile(dir, d.config_json, element_bytes, &d));
+    return d;
+  }
   // Opening maps the files and parses their headers; the tensors' bytes are
   // only read when touched, and nothing here touches them.
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
@@ -197,6 +256,12 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& di
   FCA_ASSIGN_OR_RETURN(std::string text, ReadConfigText(dir));
   FCA_ASSIGN_OR_RETURN(std::string family, ReadModelFamily(text));
   FCA_ASSIGN_OR_RETURN(const FamilyConfig config, ParseFamilyConfig(family, text));
+  ModelInfo info;
+  info.name = name;
+  info.compute = compute;
+  if (family == "torchscript") {
+    return LoadTorchScriptFolder(dir, config.torchscript, std::move(info), weights_hash_cache);
+  }
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
   // Hashing is bound by the CPU (~1 GB/s), copying the weights mostly by the
   // memory they are copied into: side by side, a first load takes the longer
@@ -205,18 +270,12 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& di
   std::future<absl::StatusOr<std::string>> weights_sha256 = std::async(
       std::launch::async | std::launch::deferred,
       [&weights, weights_hash_cache] { return weights->ContentSha256(weights_hash_cache); });
-  ModelInfo info;
-  info.name = name;
-  info.compute = compute;
   absl::StatusOr<std::unique_ptr<ControlledModel>> model =
       CreateFamilyModel(config, *weights, std::move(info));
   absl::StatusOr<std::string> sha256 = weights_sha256.get();
   FCA_RETURN_IF_ERROR(sha256.status());
   FCA_RETURN_IF_ERROR(model.status());
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
-                       FolderTokenizer(dir, (*model)->info()));
-  return std::unique_ptr<ControlledModel>(
-      std::make_unique<FolderModel>(*std::move(model), *std::move(sha256), std::move(tokenizer)));
+  return WithFolderIdentity(dir, *std::move(model), *std::move(sha256));
 }
 
 }  // namespace fca::engine

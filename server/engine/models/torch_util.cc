@@ -20,8 +20,6 @@
 #include "common/status_macros.h"
 
 namespace fca::engine {
-namespace {
-
 absl::StatusOr<at::ScalarType> ComputeDType(const std::string& name) {
   if (name == "float32") return at::kFloat;
   if (name == "bfloat16") return at::kBFloat16;
@@ -29,6 +27,8 @@ absl::StatusOr<at::ScalarType> ComputeDType(const std::string& name) {
   return absl::InvalidArgumentError(
       absl::StrFormat("dtype '%s' is not supported (use float32, bfloat16 or float16)", name));
 }
+
+namespace {
 
 absl::StatusOr<at::ScalarType> ViewDType(DType d) {
   switch (d) {

@@ -2,6 +2,7 @@
 #ifndef FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_
 #define FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_
 
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -15,7 +16,15 @@
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 
+namespace c10 {
+enum class ScalarType : int8_t;  // c10/core/ScalarType.h, which this header keeps out
+}  // namespace c10
+
 namespace fca::engine {
+
+// The torch dtype of a ComputeOptions::dtype name ("float32", "bfloat16",
+// "float16"); INVALID_ARGUMENT for any other.
+[[nodiscard]] absl::StatusOr<c10::ScalarType> ComputeDType(const std::string& name);
 
 // Validates a ComputeOptions (known dtype, parseable device); INVALID_ARGUMENT
 // otherwise. UNAVAILABLE when the device is CUDA and none is present.

@@ -1,0 +1,34 @@
+// The `torchscript` family: a lab's own dynamic model, saved with
+// torch.jit.save, driven through the method contract of docs/torchscript.md
+// (live, replay; optionally record, neutral, count). Torch-free header.
+#ifndef FCA_SERVER_ENGINE_MODELS_TORCHSCRIPT_MODEL_H_
+#define FCA_SERVER_ENGINE_MODELS_TORCHSCRIPT_MODEL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torchscript_config.h"
+
+namespace fca::engine {
+
+// Loads the module at `path` (model.pt) onto info.compute's device, converts
+// its floating-point parameters and buffers to the compute dtype, and checks
+// the contract before anything is audited: the methods and their
+// signatures, then a probe (a few token windows) that the coefficients
+// match `config`'s sites, record() agrees with live(), neutral() has one
+// value per channel, and replay() depends on every site's coefficients (a
+// replay that recomputes its controller is refused here, with the measured
+// difference). INVALID_ARGUMENT naming what is wrong, for a file that is not
+// a TorchScript module or a module that breaks the contract.
+//
+// The returned model's Forward turns an exception thrown by the module's
+// code into FAILED_PRECONDITION naming the model and the method; nothing
+// thrown leaves it.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTorchScriptModel(
+    const std::string& path, const TorchScriptConfig& config, ModelInfo info);
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_MODELS_TORCHSCRIPT_MODEL_H_
