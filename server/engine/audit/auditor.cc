@@ -110,6 +110,10 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(MakeWindowSets());
     report_.model = model_.info();
     report_.sites = model_.sites();
+    // Asked before any pass, so a model without them fails in a moment,
+    // not after its LIVE passes.
+    FCA_ASSIGN_OR_RETURN(neutral_, model_.NeutralCoefficients());
+    FCA_RETURN_IF_ERROR(CheckNeutralAvailable());
     // The passes' FLOPs: the model's counters grow with every forward until
     // the execution audit resets them.
     const double flops_before = model_.counters().flops;
@@ -117,7 +121,6 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(LiveEvalPass());
     FCA_RETURN_IF_ERROR(LiveCalibPass());
     FCA_ASSIGN_OR_RETURN(calib_stats_, ComputeCalibrationStats(calib_coeff_, model_.sites()));
-    FCA_ASSIGN_OR_RETURN(neutral_, model_.NeutralCoefficients());
     for (const std::string& name : interventions_) {
       if (name != kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(name));
     }
@@ -305,6 +308,18 @@ class ModelAudit {
     }
     Store(&eval_coeff_, rec, b, eval_.count());
     return absl::OkStatus();
+  }
+
+  // A model may have no neutral coefficients (a TorchScript module without
+  // neutral()): then the neutral intervention cannot be replayed.
+  absl::Status CheckNeutralAvailable() const {
+    const bool wanted =
+        std::find(interventions_.begin(), interventions_.end(), kNeutral) != interventions_.end();
+    if (!wanted || model_.sites().empty() || !neutral_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model '%s' has no neutral coefficients (its TorchScript module exports no neutral()); "
+        "leave the neutral intervention out",
+        model_.info().name));
   }
 
   // Whether the fidelity gate compares the batch starting at window `b`

@@ -36,6 +36,7 @@ SCRIPTED = {
     "throws": modules.Throws,
     "throws-on-long-windows": modules.ThrowsOnLongWindows,
     "record-disagrees": modules.RecordDisagrees,
+    "no-optional-methods": modules.NoNeutral,
 }
 
 

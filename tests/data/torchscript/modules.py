@@ -259,3 +259,19 @@ class RecordDisagrees(nn.Module):
     @torch.jit.export
     def neutral(self) -> List[Tensor]:
         return self.inner.neutral()
+
+
+class NoNeutral(nn.Module):
+    """Keeps the contract without the optional methods (no record, neutral or count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = TinyGate()
+
+    @torch.jit.export
+    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
+        return self.inner.live(ids)
+
+    @torch.jit.export
+    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
+        return self.inner.replay(ids, coefficients)

@@ -169,6 +169,13 @@ Dataset Text(const std::string& name, std::string text) {
   return d;
 }
 
+// Text of `n` bytes whose ids are below the tiny modules' vocabulary (32).
+std::string SmallIdText(int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) text += static_cast<char>(1 + (i * 7) % 26);
+  return text;
+}
+
 // Replay that does not reproduce LIVE passes the load (it uses its
 // coefficients) and is refused by the audit's fidelity gate, with the
 // measured difference.
@@ -177,8 +184,7 @@ TEST(TorchScriptModelTest, AnUnfaithfulReplayIsRefusedByTheFidelityGate) {
   ASSERT_TRUE(model.ok()) << model.status();
   AuditRequest req;
   req.models = {model->get()};
-  std::string text;
-  for (int i = 0; i < 400; ++i) text += static_cast<char>(1 + (i * 7) % 26);  // ids < 32
+  const std::string text = SmallIdText(400);
   req.eval = Text("e", text.substr(0, 200));
   req.calib = Text("c", text.substr(200));
   req.options.window_length = 16;
@@ -186,6 +192,38 @@ TEST(TorchScriptModelTest, AnUnfaithfulReplayIsRefusedByTheFidelityGate) {
   auto report = RunAudit(req);
   ASSERT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition) << report.status();
   EXPECT_NE(report.status().message().find("0.001"), std::string::npos) << report.status();
+}
+
+TEST(TorchScriptModelTest, WithoutTheOptionalMethods) {
+  auto model = Load("no-optional-methods");
+  ASSERT_TRUE(model.ok()) << model.status();
+  ControlledModel& m = **model;
+  // No record(): calibration records with live(). No count(): every block
+  // counted as run, no FLOPs.
+  std::vector<at::Tensor> recorded;
+  auto record = m.Forward(Ids(2, 10), CoefficientMode::kRecordOnly, &recorded);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(recorded.size(), 2u);
+  EXPECT_EQ(m.counters().blocks_executed, 2 * 20);
+  EXPECT_EQ(m.counters().flops, 0);
+  // No neutral(): an audit asking for it fails before any pass; one
+  // without it runs.
+  auto neutral = m.NeutralCoefficients();
+  ASSERT_TRUE(neutral.ok());
+  EXPECT_TRUE(neutral->empty());
+  AuditRequest req;
+  req.models = {&m};
+  const std::string text = SmallIdText(400);
+  req.eval = Text("e", text.substr(0, 200));
+  req.calib = Text("c", text.substr(200));
+  req.options.window_length = 16;
+  req.options.allow_overlap = true;
+  auto refused = RunAudit(req);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find("has no neutral coefficients"), std::string::npos);
+  req.options.interventions = {"cross_input", "global_mean", "static_layer"};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
 }
 
 // --- featuregate-s1 in TorchScript against the native family
