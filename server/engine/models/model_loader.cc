@@ -205,8 +205,8 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadTorchScriptFolder(
 absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelInfo& info) {
   if (tokenizer.vocab_size() <= info.vocab_size) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrFormat("tokenizer.json has %d token ids but the model's vocabulary has only %d",
-                      tokenizer.vocab_size(), info.vocab_size));
+      absl::StrFormat("its tokenizer (%s) has %d token ids but the model's vocabulary has only %d",
+                      tokenizer.name(), tokenizer.vocab_size(), info.vocab_size));
 }
 
 absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std::string& name,

@@ -18,34 +18,33 @@ absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("config.json: ", what));
 }
 
-absl::StatusOr<int64_t> IntInRange(const json::Value& obj, absl::string_view where,
-                                   const char* key, int64_t lo, int64_t hi) {
+absl::StatusOr<int64_t> IntInRange(const json::Value& obj, absl::string_view where, const char* key,
+                                   int64_t lo, int64_t hi) {
   absl::StatusOr<int64_t> v = json::GetInt(obj, key);
   if (!v.ok()) return Invalid(absl::StrCat(where, v.status().message()));
   if (*v < lo || *v > hi) {
-    return Invalid(absl::StrFormat("%sfield '%s' is %d; it must be in [%d, %d]", where, key, *v,
-                                   lo, hi));
+    return Invalid(
+        absl::StrFormat("%sfield '%s' is %d; it must be in [%d, %d]", where, key, *v, lo, hi));
   }
   return *v;
 }
 
 // A site or family name: printable ASCII without spaces, bounded.
-absl::StatusOr<std::string> Name(const json::Value& obj, absl::string_view where,
-                                 const char* key) {
+absl::StatusOr<std::string> Name(const json::Value& obj, absl::string_view where, const char* key) {
   absl::StatusOr<std::string> v = json::GetString(obj, key);
   if (!v.ok()) return Invalid(absl::StrCat(where, v.status().message()));
   bool printable = !v->empty() && v->size() <= kMaxNameBytes;
   for (char ch : *v) printable = printable && ch > ' ' && ch < 127;
   if (!printable) {
-    return Invalid(absl::StrFormat("%sfield '%s' must be 1 to %d printable ASCII characters "
-                                   "without spaces",
-                                   where, key, kMaxNameBytes));
+    return Invalid(
+        absl::StrFormat("%sfield '%s' must be 1 to %d printable ASCII characters "
+                        "without spaces",
+                        where, key, kMaxNameBytes));
   }
   return *v;
 }
 
-absl::StatusOr<CoefficientSite> ParseSite(const json::Value& v, size_t index,
-                                          int64_t num_layers) {
+absl::StatusOr<CoefficientSite> ParseSite(const json::Value& v, size_t index, int64_t num_layers) {
   const std::string where = absl::StrFormat("sites[%d]: ", index);
   if (!v.is_object()) return Invalid(absl::StrCat(where, "must be an object"));
   CoefficientSite s;
@@ -109,8 +108,7 @@ absl::StatusOr<TorchScriptConfig> ParseTorchScriptConfig(std::string_view json_t
   FCA_ASSIGN_OR_RETURN(c.num_layers, IntInRange(*doc, "", "num_layers", 1, 1024));
   c.blocks_per_token = c.num_layers;
   if (doc->Find("blocks_per_token") != nullptr) {
-    FCA_ASSIGN_OR_RETURN(c.blocks_per_token,
-                         IntInRange(*doc, "", "blocks_per_token", 1, 1 << 20));
+    FCA_ASSIGN_OR_RETURN(c.blocks_per_token, IntInRange(*doc, "", "blocks_per_token", 1, 1 << 20));
   }
   FCA_ASSIGN_OR_RETURN(c.dtype, Dtype(*doc));
   FCA_ASSIGN_OR_RETURN(c.sites, ParseSites(*doc, c.num_layers));

@@ -34,15 +34,21 @@ struct MethodContract {
   const char* usage;
 };
 
-const MethodContract kLive{"live", {"Tensor"}, "Tuple[Tensor, List[Tensor]]",
+const MethodContract kLive{"live",
+                           {"Tensor"},
+                           "Tuple[Tensor, List[Tensor]]",
                            "live(ids: Tensor) -> Tuple[Tensor, List[Tensor]]"};
-const MethodContract kReplay{"replay", {"Tensor", "List[Tensor]"}, "Tensor",
+const MethodContract kReplay{"replay",
+                             {"Tensor", "List[Tensor]"},
+                             "Tensor",
                              "replay(ids: Tensor, coefficients: List[Tensor]) -> Tensor"};
-const MethodContract kRecord{"record", {"Tensor"}, "List[Tensor]",
-                             "record(ids: Tensor) -> List[Tensor]"};
+const MethodContract kRecord{
+    "record", {"Tensor"}, "List[Tensor]", "record(ids: Tensor) -> List[Tensor]"};
 const MethodContract kNeutral{"neutral", {}, "List[Tensor]", "neutral() -> List[Tensor]"};
 const MethodContract kCount{
-    "count", {"Tensor", "List[Tensor]", "str"}, "Tuple[int, float]",
+    "count",
+    {"Tensor", "List[Tensor]", "str"},
+    "Tuple[int, float]",
     "count(ids: Tensor, coefficients: List[Tensor], mode: str) -> Tuple[int, float]"};
 
 absl::Status Invalid(absl::string_view what) {
@@ -232,15 +238,16 @@ class TorchScriptModel : public ControlledModel {
     try {
       return module_.get_method(c.name)(std::move(args));
     } catch (const std::exception& e) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "model '%s': its TorchScript %s() failed: %s", info_.name, c.name, ModuleErrorText(e.what())));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("model '%s': its TorchScript %s() failed: %s", info_.name, c.name,
+                          ModuleErrorText(e.what())));
     }
   }
 
   absl::Status Broken(const MethodContract& c, absl::string_view what) const {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "model '%s': %s() %s (the contract is %s; docs/torchscript.md)", info_.name, c.name, what,
-        c.usage));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("model '%s': %s() %s (the contract is %s; docs/torchscript.md)", info_.name,
+                        c.name, what, c.usage));
   }
 
   // Logits of `method` for ids [B, T]: [B, T, vocab_size], floating point,
@@ -271,11 +278,11 @@ class TorchScriptModel : public ControlledModel {
       const CoefficientSite& site = sites()[s];
       const std::vector<int64_t> want = {ids.size(0), ids.size(1), site.channels};
       if (!list[s].defined() || !list[s].is_floating_point() || list[s].sizes().vec() != want) {
-        return Broken(c, absl::StrFormat(
-                             "returned coefficients of shape [%s] for site %d (%s); config.json "
-                             "implies floating point [%s]",
-                             list[s].defined() ? absl::StrJoin(list[s].sizes(), ", ") : "", s,
-                             site.name, absl::StrJoin(want, ", ")));
+        return Broken(
+            c, absl::StrFormat("returned coefficients of shape [%s] for site %d (%s); config.json "
+                               "implies floating point [%s]",
+                               list[s].defined() ? absl::StrJoin(list[s].sizes(), ", ") : "", s,
+                               site.name, absl::StrJoin(want, ", ")));
       }
       list[s] = list[s].to(dtype_).contiguous();
     }
@@ -297,7 +304,8 @@ class TorchScriptModel : public ControlledModel {
 
   absl::StatusOr<at::Tensor> Replay(const at::Tensor& ids,
                                     const std::vector<at::Tensor>& coefficients) {
-    FCA_ASSIGN_OR_RETURN(c10::IValue out, Call(kReplay, {ids, c10::List<at::Tensor>(coefficients)}));
+    FCA_ASSIGN_OR_RETURN(c10::IValue out,
+                         Call(kReplay, {ids, c10::List<at::Tensor>(coefficients)}));
     return CheckedLogits(out, ids, kReplay);
   }
 
@@ -311,16 +319,16 @@ class TorchScriptModel : public ControlledModel {
     c.blocks_total = config_.blocks_per_token * tokens;
     c.blocks_executed = c.blocks_total;
     if (methods_.count) {
-      FCA_ASSIGN_OR_RETURN(c10::IValue out,
-                           Call(kCount, {ids, c10::List<at::Tensor>(coefficients), std::string(mode)}));
+      FCA_ASSIGN_OR_RETURN(c10::IValue out, Call(kCount, {ids, c10::List<at::Tensor>(coefficients),
+                                                          std::string(mode)}));
       const auto elements = out.toTuple()->elements();
       c.blocks_executed = elements[0].toInt();
       c.flops = elements[1].toDouble();
       if (c.blocks_executed < 0 || c.blocks_executed > c.blocks_total || !(c.flops >= 0)) {
-        return Broken(kCount, absl::StrFormat(
-                                  "returned (%d, %g) for %d tokens; blocks must be in [0, %d] "
-                                  "(blocks_per_token x tokens) and FLOPs >= 0",
-                                  c.blocks_executed, c.flops, tokens, c.blocks_total));
+        return Broken(kCount,
+                      absl::StrFormat("returned (%d, %g) for %d tokens; blocks must be in [0, %d] "
+                                      "(blocks_per_token x tokens) and FLOPs >= 0",
+                                      c.blocks_executed, c.flops, tokens, c.blocks_total));
       }
     }
     counters_.Add(c);

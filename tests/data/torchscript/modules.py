@@ -1,7 +1,7 @@
 """Tiny TorchScript modules for the tests of fca's torchscript family: one that keeps
 the contract of docs/torchscript.md and several that break it, each in its own way.
 
-TinyGate: byte ids (vocab 32) -> embedding (d = 16) -> 2 blocks, each an MLP branch
+TinyGate: byte ids (vocab 256) -> embedding (d = 16) -> 2 blocks, each an MLP branch
 scaled per channel group by a gate g = 2 sigmoid(W x) of 4 channels (sites gate.0,
 gate.1), -> head. count() reports distinct per-token figures per mode so a test can
 tell which method ran: blocks 2 (live), 1 (record), 2 (replay); FLOPs 200, 100, 300.
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-VOCAB, D, GROUPS, LAYERS = 32, 16, 4, 2
+VOCAB, D, GROUPS, LAYERS = 256, 16, 4, 2
 
 
 class TinyBlock(nn.Module):

@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> Load(const std::string& name) {
 }
 
 at::Tensor Ids(int64_t B, int64_t T) {
-  return at::arange(B * T, at::kLong).remainder(32).view({B, T});
+  return at::arange(B * T, at::kLong).remainder(256).view({B, T});
 }
 
 TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
@@ -32,10 +32,10 @@ TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
   ASSERT_TRUE(model.ok()) << model.status();
   ControlledModel& m = **model;
   EXPECT_EQ(m.info().family, "torchscript");
-  EXPECT_EQ(m.info().vocab_size, 32);
+  EXPECT_EQ(m.info().vocab_size, 256);
   EXPECT_EQ(m.info().num_layers, 2);
-  // 32x16 embedding, two blocks of (16x4 + 4) + (16x16 + 16), 16x32 head.
-  EXPECT_EQ(m.info().num_parameters, 512 + 2 * (68 + 272) + 512);
+  // 256x16 embedding, two blocks of (16x4 + 4) + (16x16 + 16), 16x256 head.
+  EXPECT_EQ(m.info().num_parameters, 4096 + 2 * (68 + 272) + 4096);
   EXPECT_EQ(m.info().weights_sha256.size(), 64u);
   ASSERT_EQ(m.sites().size(), 2u);
   EXPECT_EQ(m.sites()[1].name, "gate.1");
@@ -45,7 +45,7 @@ TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
   std::vector<at::Tensor> coefficients;
   auto live = m.Forward(ids, CoefficientMode::kLiveRecord, &coefficients);
   ASSERT_TRUE(live.ok()) << live.status();
-  EXPECT_EQ(live->sizes().vec(), (std::vector<int64_t>{3, 20, 32}));
+  EXPECT_EQ(live->sizes().vec(), (std::vector<int64_t>{3, 20, 256}));
   ASSERT_EQ(coefficients.size(), 2u);
   EXPECT_EQ(coefficients[0].sizes().vec(), (std::vector<int64_t>{3, 20, 4}));
   // The counters are count()'s: per token 2 blocks and 200 FLOPs for live.
@@ -93,7 +93,7 @@ TEST(TorchScriptModelTest, ForwardRefusesBadInputsLikeEveryFamily) {
   std::vector<at::Tensor> none;
   EXPECT_EQ((*model)->Forward(Ids(1, 65), CoefficientMode::kLive, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);  // longer than max_seq_len
-  EXPECT_EQ((*model)->Forward(Ids(1, 8).add(40), CoefficientMode::kLive, nullptr).status().code(),
+  EXPECT_EQ((*model)->Forward(Ids(1, 8).add(256), CoefficientMode::kLive, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);  // ids >= vocab_size
   EXPECT_EQ((*model)->Forward(Ids(1, 8), CoefficientMode::kReplay, &none).status().code(),
             absl::StatusCode::kInvalidArgument);  // no coefficients
@@ -131,8 +131,7 @@ TEST(TorchScriptModelTest, ModulesThatBreakTheContractAreRefusedSayingWhy) {
   auto thrown = Load("throws");
   EXPECT_NE(thrown.status().message().find("this module always fails"), std::string::npos)
       << thrown.status();
-  EXPECT_EQ(thrown.status().message().find("code/__torch__"), std::string::npos)
-      << thrown.status();
+  EXPECT_EQ(thrown.status().message().find("code/__torch__"), std::string::npos) << thrown.status();
 }
 
 TEST(TorchScriptModelTest, AModuleThatThrowsLaterIsFailedPreconditionNamingTheModel) {
@@ -169,7 +168,7 @@ Dataset Text(const std::string& name, std::string text) {
   return d;
 }
 
-// Text of `n` bytes whose ids are below the tiny modules' vocabulary (32).
+// Text of `n` bytes that repeats every 26 bytes.
 std::string SmallIdText(int n) {
   std::string text;
   for (int i = 0; i < n; ++i) text += static_cast<char>(1 + (i * 7) % 26);
@@ -282,8 +281,8 @@ TEST(TorchScriptModelTest, FeatureGateS1InTorchScriptGivesTheNativeAuditsNumbers
   ASSERT_TRUE(ts.ok()) << ts.status();
   EXPECT_EQ((*ts)->sites().size(), (*native)->sites().size());
 
-  absl::StatusOr<std::string> eval = ReadFile(std::string(FCA_TEST_DATA_DIR) + "/../../README.md",
-                                              "README.md", 1 << 20);
+  absl::StatusOr<std::string> eval =
+      ReadFile(std::string(FCA_TEST_DATA_DIR) + "/../../README.md", "README.md", 1 << 20);
   ASSERT_TRUE(eval.ok()) << eval.status();
   AuditRequest req;
   req.eval = Text("e", eval->substr(0, 24 * 64));
