@@ -29,14 +29,7 @@ SCRIPTED = {
     "tiny-gate": modules.TinyGate,
     "no-replay": modules.NoReplay,
     "wrong-signature": modules.WrongSignature,
-    "too-few-coefficients": modules.TooFewCoefficients,
-    "wrong-channels": modules.WrongChannels,
-    "replay-recomputes": modules.ReplayRecomputes,
-    "unfaithful": modules.Unfaithful,
-    "throws": modules.Throws,
-    "throws-on-long-windows": modules.ThrowsOnLongWindows,
-    "record-disagrees": modules.RecordDisagrees,
-    "no-optional-methods": modules.NoNeutral,
+    "no-optional-methods": modules.NoOptionalMethods,
 }
 
 
@@ -53,11 +46,15 @@ def main():
     for name, cls in SCRIPTED.items():
         torch.manual_seed(7)  # the same weights in every folder
         torch.jit.script(cls().eval()).save(os.path.join(folder(name), "model.pt"))
+    for defect in modules.DEFECTS:
+        torch.manual_seed(7)
+        module = modules.Defective(defect).eval()
+        torch.jit.script(module).save(os.path.join(folder(defect), "model.pt"))
     torch.manual_seed(7)
     torch.save(modules.TinyGate(), os.path.join(folder("not-torchscript"), "model.pt"))
     with open(os.path.join(folder("garbage"), "model.pt"), "wb") as f:
         f.write(b"this is not a zip archive\n" * 8)
-    print("wrote", len(SCRIPTED) + 2, "folders under", HERE)
+    print("wrote", len(SCRIPTED) + len(modules.DEFECTS) + 2, "folders under", HERE)
 
 
 if __name__ == "__main__":

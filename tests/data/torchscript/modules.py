@@ -5,6 +5,10 @@ TinyGate: byte ids (vocab 256) -> embedding (d = 16) -> 2 blocks, each an MLP br
 scaled per channel group by a gate g = 2 sigmoid(W x) of 4 channels (sites gate.0,
 gate.1), -> head. count() reports distinct per-token figures per mode so a test can
 tell which method ran: blocks 2 (live), 1 (record), 2 (replay); FLOPs 200, 100, 300.
+
+The broken modules wrap a TinyGate: those whose methods are missing or misdeclared
+are classes of their own; the others are one class, Defective, whose `defect` says
+which rule of the contract its methods break.
 """
 from typing import List, Tuple
 
@@ -89,12 +93,8 @@ class NoReplay(nn.Module):
         return self.inner.live(ids)
 
 
-class WrongSignature(nn.Module):
+class WrongSignature(NoReplay):
     """live() takes a second argument."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
 
     @torch.jit.export
     def live(self, ids: Tensor, scale: float) -> Tuple[Tensor, List[Tensor]]:
@@ -105,173 +105,63 @@ class WrongSignature(nn.Module):
     def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
         return self.inner.replay(ids, coefficients)
 
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
 
-
-class TooFewCoefficients(nn.Module):
-    """live() returns one coefficient tensor for two declared sites."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        logits, c = self.inner.live(ids)
-        return logits, c[:1]
+class NoOptionalMethods(NoReplay):
+    """Keeps the contract without the optional methods (no record, neutral or count)."""
 
     @torch.jit.export
     def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
         return self.inner.replay(ids, coefficients)
 
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
+
+DEFECTS = {
+    "too-few-coefficients": "live() returns one coefficient tensor for two declared sites",
+    "wrong-channels": "live() returns gates of 3 channels where config.json declares 4",
+    "replay-recomputes": "replay() runs the controllers again, ignoring its coefficients",
+    "unfaithful": "replay() uses its coefficients but adds 1e-3 to every logit",
+    "throws": "live() raises on every call",
+    "throws-on-long-windows": "passes the load-time probe (8 tokens), raises on longer windows",
+    "record-disagrees": "record() returns other coefficients than live()",
+}
 
 
-class WrongChannels(nn.Module):
-    """live() returns gates of 3 channels where config.json declares 4."""
+class Defective(nn.Module):
+    """A TinyGate whose methods break the contract as DEFECTS[defect] says."""
 
-    def __init__(self):
+    def __init__(self, defect: str):
         super().__init__()
+        self.defect = defect
         self.inner = TinyGate()
 
     @torch.jit.export
     def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        logits, c = self.inner.live(ids)
-        return logits, [t[..., :3] for t in c]
-
-    @torch.jit.export
-    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.replay(ids, coefficients)
-
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
-
-
-class ReplayRecomputes(nn.Module):
-    """replay() runs the controllers again and ignores the coefficients it is given."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
-
-    @torch.jit.export
-    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.live(ids)[0]
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        return self.inner.live(ids)
-
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
-
-
-class Unfaithful(nn.Module):
-    """replay() uses its coefficients but does not reproduce live(): +1e-3 on every logit."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
-
-    @torch.jit.export
-    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.replay(ids, coefficients) + 1e-3
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        return self.inner.live(ids)
-
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
-
-
-class Throws(nn.Module):
-    """live() raises on every call."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        if ids.shape[0] > 0:
+        if self.defect == "throws":
             raise RuntimeError("this module always fails")
-        return self.inner.live(ids)
-
-    @torch.jit.export
-    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.replay(ids, coefficients)
-
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
-
-
-class ThrowsOnLongWindows(nn.Module):
-    """Passes the load-time probe (8 tokens) and raises on longer windows."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        if ids.shape[1] > 8:
+        if self.defect == "throws-on-long-windows" and ids.shape[1] > 8:
             raise ValueError("windows longer than 8 tokens are not supported")
-        return self.inner.live(ids)
+        logits, c = self.inner.live(ids)
+        if self.defect == "too-few-coefficients":
+            return logits, c[:1]
+        if self.defect == "wrong-channels":
+            return logits, [t[..., :3] for t in c]
+        return logits, c
 
     @torch.jit.export
     def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.replay(ids, coefficients)
-
-    @torch.jit.export
-    def neutral(self) -> List[Tensor]:
-        return self.inner.neutral()
-
-
-class RecordDisagrees(nn.Module):
-    """record() returns other coefficients than live()."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
+        if self.defect == "replay-recomputes":
+            return self.inner.live(ids)[0]
+        logits = self.inner.replay(ids, coefficients)
+        if self.defect == "unfaithful":
+            return logits + 1e-3
+        return logits
 
     @torch.jit.export
     def record(self, ids: Tensor) -> List[Tensor]:
-        return [c * 0.5 for c in self.inner.live(ids)[1]]
-
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        return self.inner.live(ids)
-
-    @torch.jit.export
-    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.replay(ids, coefficients)
+        c = self.live(ids)[1]
+        if self.defect == "record-disagrees":
+            return [t * 0.5 for t in c]
+        return c
 
     @torch.jit.export
     def neutral(self) -> List[Tensor]:
         return self.inner.neutral()
-
-
-class NoNeutral(nn.Module):
-    """Keeps the contract without the optional methods (no record, neutral or count)."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = TinyGate()
-
-    @torch.jit.export
-    def live(self, ids: Tensor) -> Tuple[Tensor, List[Tensor]]:
-        return self.inner.live(ids)
-
-    @torch.jit.export
-    def replay(self, ids: Tensor, coefficients: List[Tensor]) -> Tensor:
-        return self.inner.replay(ids, coefficients)
