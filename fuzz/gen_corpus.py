@@ -255,8 +255,27 @@ def text_seeds():
             write(target, "text_%02d.txt" % i, sample)
 
 
+# ---------------------------------------------------------------------------
+# model_config: config.json of the dense/featuregate and torchscript families
+
+def model_config_seeds():
+    for src, name in [("models/featuregate-s1/config.json", "featuregate.json"),
+                      ("models/dense/config.json", "dense.json"),
+                      ("examples/models/featuregate-s1-ts/config.json", "torchscript_fg.json"),
+                      ("examples/models/moe-tiny/config.json", "torchscript_moe.json")]:
+        with open(os.path.join(ROOT, src), "rb") as f:
+            write("model_config", name, f.read())
+    site = {"name": "g.0", "family": "g", "layer": 0, "channels": 4}
+    base = {"model_type": "torchscript", "vocab_size": 8, "max_seq_len": 8, "num_layers": 1,
+            "dtype": "float32", "sites": [site]}
+    write("model_config", "ts_duplicate_site.json", dumps(dict(base, sites=[site, site])))
+    write("model_config", "ts_bad_layer.json", dumps(dict(base, sites=[dict(site, layer=3)])))
+    write("model_config", "ts_blocks.json", dumps(dict(base, blocks_per_token=5)))
+
+
 def main():
     json_seeds()
+    model_config_seeds()
     safetensors_seeds()
     index_seeds()
     tokenizer_seeds()

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-30}"
 jobs="${FCA_FUZZ_JOBS:-2}"
-targets=(${FCA_FUZZ_TARGETS:-json safetensors safetensors_index tokenizer_json bpe_encode unicode})
+targets=(${FCA_FUZZ_TARGETS:-json safetensors safetensors_index tokenizer_json bpe_encode unicode model_config})
 build=build-fuzz
 
 # clang-14 and its sanitizer/libFuzzer runtimes; idempotent like setup.sh.
