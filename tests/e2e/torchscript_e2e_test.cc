@@ -44,8 +44,8 @@ class TorchScriptE2ETest : public ::testing::Test {
                   .release();
     if (server_ == nullptr) return;
     for (const char* name : {"eval", "calib"}) {
-      CommandResult r = Fca({"datasets", "upload", std::string("--name=") + name,
-                             *root_ + "/" + name + ".txt"});
+      CommandResult r =
+          Fca({"datasets", "upload", std::string("--name=") + name, *root_ + "/" + name + ".txt"});
       EXPECT_EQ(r.exit_code, 0) << r.err;
     }
   }
@@ -129,7 +129,8 @@ TEST_F(TorchScriptE2ETest, FeatureGateS1InTorchScriptGivesTheNativeNumbers) {
   }
   int compared = 0;
   for (const auto& [key, value] : numbers[0]) {
-    const bool science = key.rfind("execution/", 0) != 0 && key.find("seconds") == std::string::npos;
+    const bool science =
+        key.rfind("execution/", 0) != 0 && key.find("seconds") == std::string::npos;
     if (!science) continue;
     ASSERT_EQ(numbers[1].count(key), 1u) << key;
     EXPECT_NEAR(numbers[1][key], value, 1e-6 * std::max(1.0, std::abs(value))) << key;

@@ -154,53 +154,9 @@ class TorchScriptModel : public ControlledModel {
                       [&] { return CheckedForward(ids, mode, coefficients); });
   }
 
-  absl::StatusOr<at::Tensor> CheckedForward(const at::Tensor& ids, CoefficientMode mode,
-                                            std::vector<at::Tensor>* coefficients) {
-    c10::InferenceMode guard;
-    const at::Tensor on_device = ids.to(device_);
-    if (mode == CoefficientMode::kReplay) {
-      std::vector<at::Tensor> given;
-      for (const at::Tensor& c : *coefficients) given.push_back(c.to(device_, dtype_));
-      FCA_ASSIGN_OR_RETURN(at::Tensor logits, Replay(on_device, given));
-      FCA_RETURN_IF_ERROR(Count(on_device, given, "replay"));
-      return logits;
-    }
-    std::vector<at::Tensor> recorded;
-    at::Tensor logits;
-    const bool record_only = mode == CoefficientMode::kRecordOnly && methods_.record;
-    if (record_only) {
-      FCA_ASSIGN_OR_RETURN(recorded, Record(on_device));
-    } else {
-      FCA_ASSIGN_OR_RETURN(logits, Live(on_device, &recorded));
-    }
-    FCA_RETURN_IF_ERROR(Count(on_device, recorded, record_only ? "record" : "live"));
-    if (Records(mode)) {
-      for (at::Tensor& c : recorded) coefficients->push_back(std::move(c));
-    }
-    if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
-    return logits;
-  }
-
   absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
     if (!methods_.neutral) return std::vector<at::Tensor>();
-    c10::InferenceMode guard;
-    FCA_ASSIGN_OR_RETURN(c10::IValue out, Call(kNeutral, {}));
-    std::vector<at::Tensor> neutral = out.toTensorVector();
-    if (neutral.size() != sites().size()) {
-      return Broken(kNeutral, absl::StrFormat("returned %d tensors for %d coefficient sites",
-                                              neutral.size(), sites().size()));
-    }
-    for (size_t s = 0; s < neutral.size(); ++s) {
-      const CoefficientSite& site = sites()[s];
-      if (!neutral[s].defined() || !neutral[s].is_floating_point() ||
-          neutral[s].numel() != site.channels) {
-        return Broken(kNeutral,
-                      absl::StrFormat("tensor %d (site %s) must hold %d floating-point values", s,
-                                      site.name, site.channels));
-      }
-      neutral[s] = neutral[s].reshape({site.channels}).to(device_, dtype_).contiguous();
-    }
-    return neutral;
+    return GuardTorch(absl::StrCat("model '", info_.name, "'"), [&] { return CheckedNeutral(); });
   }
 
   ExecutionCounters counters() const override { return counters_.Get(); }
@@ -232,6 +188,57 @@ class TorchScriptModel : public ControlledModel {
   }
 
  private:
+  // neutral()'s tensors, checked: one [channels] per site, in the compute
+  // dtype and on the compute device.
+  absl::StatusOr<std::vector<at::Tensor>> CheckedNeutral() const {
+    c10::InferenceMode guard;
+    FCA_ASSIGN_OR_RETURN(c10::IValue out, Call(kNeutral, {}));
+    std::vector<at::Tensor> neutral = out.toTensorVector();
+    if (neutral.size() != sites().size()) {
+      return Broken(kNeutral, absl::StrFormat("returned %d tensors for %d coefficient sites",
+                                              neutral.size(), sites().size()));
+    }
+    for (size_t s = 0; s < neutral.size(); ++s) {
+      const CoefficientSite& site = sites()[s];
+      if (!neutral[s].defined() || !neutral[s].is_floating_point() ||
+          neutral[s].numel() != site.channels) {
+        return Broken(kNeutral,
+                      absl::StrFormat("tensor %d (site %s) must hold %d floating-point values", s,
+                                      site.name, site.channels));
+      }
+      neutral[s] = neutral[s].reshape({site.channels}).to(device_, dtype_).contiguous();
+    }
+    return neutral;
+  }
+
+  // Forward after its input checks.
+  absl::StatusOr<at::Tensor> CheckedForward(const at::Tensor& ids, CoefficientMode mode,
+                                            std::vector<at::Tensor>* coefficients) {
+    c10::InferenceMode guard;
+    const at::Tensor on_device = ids.to(device_);
+    if (mode == CoefficientMode::kReplay) {
+      std::vector<at::Tensor> given;
+      for (const at::Tensor& c : *coefficients) given.push_back(c.to(device_, dtype_));
+      FCA_ASSIGN_OR_RETURN(at::Tensor logits, Replay(on_device, given));
+      FCA_RETURN_IF_ERROR(Count(on_device, given, "replay"));
+      return logits;
+    }
+    std::vector<at::Tensor> recorded;
+    at::Tensor logits;
+    const bool record_only = mode == CoefficientMode::kRecordOnly && methods_.record;
+    if (record_only) {
+      FCA_ASSIGN_OR_RETURN(recorded, Record(on_device));
+    } else {
+      FCA_ASSIGN_OR_RETURN(logits, Live(on_device, &recorded));
+    }
+    FCA_RETURN_IF_ERROR(Count(on_device, recorded, record_only ? "record" : "live"));
+    if (Records(mode)) {
+      for (at::Tensor& c : recorded) coefficients->push_back(std::move(c));
+    }
+    if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
+    return logits;
+  }
+
   // Runs a method of the module; whatever its code throws becomes
   // FAILED_PRECONDITION naming the model and the method.
   absl::StatusOr<c10::IValue> Call(const MethodContract& c, std::vector<c10::IValue> args) const {
