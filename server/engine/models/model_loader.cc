@@ -204,9 +204,11 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadTorchScriptFolder(
 
 absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelInfo& info) {
   if (tokenizer.vocab_size() <= info.vocab_size) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrFormat("its tokenizer (%s) has %d token ids but the model's vocabulary has only %d",
-                      tokenizer.name(), tokenizer.vocab_size(), info.vocab_size));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s has %d token ids but the model's vocabulary has only %d",
+      tokenizer.name() == "byte" ? "the byte tokenizer (the folder has no tokenizer.json)"
+                                 : "tokenizer.json",
+      tokenizer.vocab_size(), info.vocab_size));
 }
 
 absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std::string& name,
