@@ -14,28 +14,13 @@ which experts, and how much work is skipped (top_k of n_experts expert MLPs run)
 The methods are the contract of docs/torchscript.md; `record` is left out on
 purpose (fca then records with `live`).
 """
-import math
 from typing import List, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-
-class Attention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
-
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        B, T, D = x.shape
-        hd = D // self.n_heads
-        qkv = self.qkv(x).view(B, T, 3, self.n_heads, hd).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        att = torch.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(hd)) + mask, dim=-1)
-        return self.out((att @ v).transpose(1, 2).reshape(B, T, D))
+from featuregate_ts import Attention  # the same causal softmax attention
 
 
 class Expert(nn.Module):
