@@ -147,7 +147,7 @@ void PrintModel(const ModelReport& r) {
       static_cast<long long>(r.window_length), r.replay_max_abs_diff);
   std::printf("   %-22s %10s %10s %24s\n", "intervention", "NLL", "penalty", "95% CI");
   for (const auto& i : r.interventions) {
-    if (i.name == engine::kCorrect) {
+    if (i.name == kCorrect) {
       std::printf("   %-22s %10.4f %10s %24s\n", i.name.c_str(), i.nll, "-", "-");
     } else {
       std::printf("   %-22s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", i.name.c_str(), i.nll, i.penalty,

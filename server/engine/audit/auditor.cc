@@ -114,12 +114,7 @@ absl::Status ValidateModels(const AuditRequest& req) {
 
 }  // namespace
 
-const std::vector<std::string>& AllInterventions() {
-  static const std::vector<std::string> kAll = {
-      kCorrect,    kCrossInput,  kTokenShuffle, kStaticLayer, kStaticLayerPosition,
-      kGlobalMean, kStaticToken, kNeutral};
-  return kAll;
-}
+const std::vector<std::string>& AllInterventions() { return InterventionNames(); }
 
 std::string EngineVersion() { return BuildVersion(); }
 
