@@ -22,6 +22,7 @@
 #include "common/file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 
 // Connection (every command).
 ABSL_FLAG(std::string, server, "", "host:port of fca-server [env FCA_SERVER, else 127.0.0.1:7400]");
@@ -600,6 +601,24 @@ absl::StatusOr<const Command*> Resolve(const std::vector<std::string>& words,
   return command;
 }
 
+// "  (interventions: correct, ..., neutral)\n" from the vocabulary,
+// wrapped at 80 columns with the continuation lines indented.
+std::string InterventionsHelp() {
+  const std::vector<std::string>& names = InterventionNames();
+  std::string out, line = "  (interventions: ";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string word = names[i] + (i + 1 < names.size() ? "," : ")");
+    if (line.size() + word.size() > 80) {
+      line.pop_back();  // the space after the last word
+      out += line + "\n";
+      line = "   ";
+    }
+    line += word + " ";
+  }
+  line.pop_back();
+  return out + line + "\n";
+}
+
 }  // namespace
 
 absl::StatusOr<AuditClient*> CommandContext::Client() {
@@ -662,11 +681,12 @@ std::string HelpText() {
       "  --timing_budget_seconds=S --label=TEXT\n"
       "  --per_layer=static_layer,cross_input  replay each intervention at one group of\n"
       "      sites at a time, correct elsewhere (one replay per group)\n"
-      "  --per_layer_scope=layer|site|family    the groups [layer]\n"
+      "  --per_layer_scope=" +
+      ScopeNameList("|") + "    the groups [" + kScopeLayer +
+      "]\n"
       "  --fidelity_check_every=K  compare REPLAY with LIVE on the first and every\n"
-      "      K-th evaluation batch; 1 checks every batch [8]\n"
-      "  (interventions: correct, cross_input, token_shuffle, static_layer,\n"
-      "   static_layer_position, global_mean, static_token, neutral)\n"
+      "      K-th evaluation batch; 1 checks every batch [8]\n" +
+      InterventionsHelp() +
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
       "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
       "  --detach              print the job id and exit (same as --nowatch)\n"

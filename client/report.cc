@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "common/json.h"
+#include "common/vocabulary.h"
 
 namespace fca::client {
 namespace {
@@ -62,10 +63,10 @@ std::vector<SitePoint> ReportView::Sites(const std::string& model) const {
 std::vector<GroupPenalty> GroupPenalties(const ReportView& r) {
   std::vector<GroupPenalty> out;
   for (const v1::ReportMetric& m : r.report().metrics()) {
-    for (const char* scope : {"layer", "site", "family"}) {
-      const std::string prefix = std::string(scope) + "_penalty.";
+    for (const ScopeDef& scope : ScopeDefs()) {
+      const std::string prefix = KeyedMetric(scope.penalty_metric, "");
       if (m.metric().size() > prefix.size() && m.metric().compare(0, prefix.size(), prefix) == 0) {
-        out.push_back({m.intervention(), scope, m.metric().substr(prefix.size()), m.metric()});
+        out.push_back({m.intervention(), scope.name, m.metric().substr(prefix.size()), m.metric()});
       }
     }
   }
@@ -118,8 +119,8 @@ TextTable ModelsTable(const ReportView& r) {
                {"REPLAY MAX |dLOGIT|", Align::kRight},
                {"EVAL WINDOWS", Align::kRight}});
   for (const std::string& m : r.models()) {
-    const v1::Result* live = r.Find(m, "replay", "live_nll");
-    const v1::Result* fid = r.Find(m, "replay", "max_abs_logit_diff");
+    const v1::Result* live = r.Find(m, kReplay, kLiveNll);
+    const v1::Result* fid = r.Find(m, kReplay, kMaxAbsLogitDiff);
     t.AddRow({m, Cell(live, Fixed, 4), fid ? General(fid->value()) : "",
               live ? absl::StrCat(live->n()) : ""});
   }
@@ -135,22 +136,23 @@ TextTable VariationTable(const ReportView& r) {
                {"BETWEEN-INPUT VAR", Align::kRight},
                {"WITHIN-INPUT VAR", Align::kRight}});
   for (const std::string& f : r.families()) {
-    const std::string eta = "eta2." + f, total = "total_variance." + f,
-                      between = "between_input_variance." + f,
-                      within = "within_input_variance." + f, layer = "eta2_layer." + f;
+    const std::string eta = KeyedMetric(kEta2, f), total = KeyedMetric(kTotalVariance, f),
+                      between = KeyedMetric(kBetweenInputVariance, f),
+                      within = KeyedMetric(kWithinInputVariance, f),
+                      layer = KeyedMetric(kEta2Layer, f);
     for (const std::string& m : r.models()) {
-      t.AddRow({f, m, Cell(r.Find(m, "variation", layer), Fixed, 4),
-                Cell(r.Find(m, "variation", eta), Fixed, 4),
-                Cell(r.Find(m, "variation", total), GeneralDigits, 0),
-                Cell(r.Find(m, "variation", between), GeneralDigits, 0),
-                Cell(r.Find(m, "variation", within), GeneralDigits, 0)});
+      t.AddRow({f, m, Cell(r.Find(m, kVariation, layer), Fixed, 4),
+                Cell(r.Find(m, kVariation, eta), Fixed, 4),
+                Cell(r.Find(m, kVariation, total), GeneralDigits, 0),
+                Cell(r.Find(m, kVariation, between), GeneralDigits, 0),
+                Cell(r.Find(m, kVariation, within), GeneralDigits, 0)});
     }
     if (r.models().size() > 1) {
-      t.AddRow({f, kAcrossLabel, AcrossCell(r.Across("variation", layer), Fixed, 4),
-                AcrossCell(r.Across("variation", eta), Fixed, 4),
-                AcrossCell(r.Across("variation", total), GeneralDigits, 0),
-                AcrossCell(r.Across("variation", between), GeneralDigits, 0),
-                AcrossCell(r.Across("variation", within), GeneralDigits, 0)});
+      t.AddRow({f, kAcrossLabel, AcrossCell(r.Across(kVariation, layer), Fixed, 4),
+                AcrossCell(r.Across(kVariation, eta), Fixed, 4),
+                AcrossCell(r.Across(kVariation, total), GeneralDigits, 0),
+                AcrossCell(r.Across(kVariation, between), GeneralDigits, 0),
+                AcrossCell(r.Across(kVariation, within), GeneralDigits, 0)});
     }
   }
   return t;
@@ -164,10 +166,10 @@ TextTable DependenceTable(const ReportView& r) {
     cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
   for (const std::string& i : r.interventions()) {
-    std::vector<std::string> row = {i, AcrossCell(r.Across(i, "nll"), Fixed, 4)};
-    for (const std::string& m : r.models()) row.push_back(Cell(r.Find(m, i, "penalty"), Signed, 4));
-    if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(i, "penalty"), Signed, 4));
-    if (i == "correct") std::fill(row.begin() + 2, row.end(), "-");
+    std::vector<std::string> row = {i, AcrossCell(r.Across(i, kNll), Fixed, 4)};
+    for (const std::string& m : r.models()) row.push_back(Cell(r.Find(m, i, kPenalty), Signed, 4));
+    if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(i, kPenalty), Signed, 4));
+    if (i == kCorrect) std::fill(row.begin() + 2, row.end(), "-");
     t.AddRow(std::move(row));
   }
   return t;
@@ -178,16 +180,16 @@ TextTable RetentionTable(const ReportView& r) {
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
   if (r.models().size() > 1) cols.push_back({kAcrossLabel, Align::kRight});
   TextTable t(cols);
-  for (const std::string i : {"static_layer", "static_layer_position", "static_token"}) {
+  for (const std::string& i : StaticProfileNames()) {
     std::vector<std::string> row = {i};
     bool has = false;
     for (const std::string& m : r.models()) {
-      const v1::Result* x = r.Find(m, i, "retention_pct");
+      const v1::Result* x = r.Find(m, i, kRetentionPct);
       has = has || x != nullptr;
       row.push_back(Cell(x, Fixed, 1));
     }
     if (!has) continue;
-    if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(i, "retention_pct"), Fixed, 1));
+    if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(i, kRetentionPct), Fixed, 1));
     t.AddRow(std::move(row));
   }
   return t;
@@ -224,24 +226,21 @@ TextTable GroupTable(const ReportView& r) {
 }
 
 std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& m) {
-  auto get = [&](const std::string& metric) { return r.Find(m, "execution", metric); };
-  const v1::Result* slowdown = get("slowdown");
-  const v1::Result* verdict = get("slowdown_verdict");
-  return {Cell(get("blocks_per_token"), GeneralDigits, 0),
-          Cell(get("blocks_executed_fraction"), Fixed, 4),
-          Cell(get("flops_per_token"), GeneralDigits, 0),
-          Cell(get("flops_overhead"), Percent, 1),
-          Cell(get("latency_us_per_token"), Fixed, 2),
-          slowdown ? Cell(slowdown, Percent, 1) : "-",
-          verdict ? VerdictName(verdict->value()) : "",
-          slowdown ? absl::StrCat(slowdown->n()) : ""};
+  auto get = [&](const std::string& metric) { return r.Find(m, kExecution, metric); };
+  const v1::Result* slowdown = get(kSlowdown);
+  const v1::Result* verdict = get(kSlowdownVerdict);
+  return {
+      Cell(get(kBlocksPerToken), GeneralDigits, 0), Cell(get(kBlocksExecutedFraction), Fixed, 4),
+      Cell(get(kFlopsPerToken), GeneralDigits, 0),  Cell(get(kFlopsOverhead), Percent, 1),
+      Cell(get(kLatencyUsPerToken), Fixed, 2),      slowdown ? Cell(slowdown, Percent, 1) : "-",
+      verdict ? VerdictName(verdict->value()) : "", slowdown ? absl::StrCat(slowdown->n()) : ""};
 }
 
 // "2 slower, 1 no detectable difference" over the audited models.
 std::string VerdictsAcross(const ReportView& r) {
   std::map<std::string, int> counts;
   for (const std::string& m : r.models()) {
-    const v1::Result* v = r.Find(m, "execution", "slowdown_verdict");
+    const v1::Result* v = r.Find(m, kExecution, kSlowdownVerdict);
     if (v != nullptr) ++counts[VerdictName(v->value())];
   }
   std::vector<std::string> parts;
@@ -276,14 +275,13 @@ TextTable ExecutionTable(const ReportView& r) {
   }
   if (r.models().size() > 1) {
     auto across = [&](const std::string& metric, std::string (*fmt)(double, int), int digits) {
-      return AcrossCell(r.Across("execution", metric), fmt, digits);
+      return AcrossCell(r.Across(kExecution, metric), fmt, digits);
     };
-    t.AddRow({kAcrossLabel, across("blocks_per_token", GeneralDigits, 0),
-              across("blocks_executed_fraction", Fixed, 4),
-              across("flops_per_token", GeneralDigits, 0),
-              PercentAcross(r.Across("execution", "flops_overhead")),
-              across("latency_us_per_token", Fixed, 2),
-              PercentAcross(r.Across("execution", "slowdown")), VerdictsAcross(r), ""});
+    t.AddRow({kAcrossLabel, across(kBlocksPerToken, GeneralDigits, 0),
+              across(kBlocksExecutedFraction, Fixed, 4), across(kFlopsPerToken, GeneralDigits, 0),
+              PercentAcross(r.Across(kExecution, kFlopsOverhead)),
+              across(kLatencyUsPerToken, Fixed, 2), PercentAcross(r.Across(kExecution, kSlowdown)),
+              VerdictsAcross(r), ""});
   }
   if (!r.dense_twin().empty()) {
     std::vector<std::string> row = {r.dense_twin() + " (dense twin)"};
@@ -562,26 +560,26 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
     for (const std::string& i : r.interventions()) AddUnique(&interventions, i);
     for (const std::string& f : r.families()) AddUnique(&families, f);
     for (const v1::ReportMetric& m : r.metrics()) {
-      if (m.metric() == "retention_pct") AddUnique(&retentions, m.intervention());
+      if (m.metric() == kRetentionPct) AddUnique(&retentions, m.intervention());
     }
   }
   std::vector<CompareColumn> cols;
   // Parameters first: a comparison across model sizes reads as a trend.
   bool sized = false;
   for (const v1::GetReportResponse& r : c.reports()) {
-    for (const v1::ReportMetric& m : r.metrics()) sized = sized || m.metric() == "parameters";
+    for (const v1::ReportMetric& m : r.metrics()) sized = sized || m.metric() == kParameters;
   }
-  if (sized) cols.push_back({"execution", "parameters", "PARAMS", Fixed, 0});
-  cols.push_back({"correct", "nll", "NLL correct", Fixed, 4});
+  if (sized) cols.push_back({kExecution, kParameters, "PARAMS", Fixed, 0});
+  cols.push_back({kCorrect, kNll, absl::StrCat("NLL ", kCorrect), Fixed, 4});
   for (const std::string& i : interventions) {
-    if (i != "correct") cols.push_back({i, "penalty", "PENALTY " + i, Signed, 4});
+    if (i != kCorrect) cols.push_back({i, kPenalty, "PENALTY " + i, Signed, 4});
   }
   for (const std::string& i : retentions) {
-    cols.push_back({i, "retention_pct", "RETENTION % " + i, Fixed, 1});
+    cols.push_back({i, kRetentionPct, "RETENTION % " + i, Fixed, 1});
   }
   for (const std::string& f : families) {
-    cols.push_back({"variation", "eta2." + f, "ETA2 " + f, Fixed, 4});
-    cols.push_back({"variation", "eta2_layer." + f, "ETA2 LAYER " + f, Fixed, 4});
+    cols.push_back({kVariation, KeyedMetric(kEta2, f), "ETA2 " + f, Fixed, 4});
+    cols.push_back({kVariation, KeyedMetric(kEta2Layer, f), "ETA2 LAYER " + f, Fixed, 4});
   }
   return cols;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "client/report.h"
+#include "common/vocabulary.h"
 
 namespace fca::client {
 namespace {
@@ -245,15 +246,15 @@ std::string PenaltyChart(const ReportView& r) {
   std::vector<std::string> groups;
   double lo = 0, hi = 0;
   for (const std::string& i : r.interventions()) {
-    if (i == "correct") continue;
+    if (i == kCorrect) continue;
     groups.push_back(i);
     for (const std::string& m : r.models()) {
-      const v1::Result* p = Plottable(r.Find(m, i, "penalty"));
+      const v1::Result* p = Plottable(r.Find(m, i, kPenalty));
       if (p == nullptr) continue;
       lo = std::min({lo, p->value(), p->has_ci_low() ? p->ci_low() : p->value()});
       hi = std::max({hi, p->value(), p->has_ci_high() ? p->ci_high() : p->value()});
     }
-    const AcrossModels a = r.Across(i, "penalty");
+    const AcrossModels a = r.Across(i, kPenalty);
     if (r.models().size() > 1 && a.n() > 0 && std::isfinite(a.mean()) && std::isfinite(a.sd())) {
       lo = std::min(lo, a.mean() - a.sd());
       hi = std::max(hi, a.mean() + a.sd());
@@ -267,7 +268,7 @@ std::string PenaltyChart(const ReportView& r) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const double x0 = c.left() + g * group_w + 15;
     for (size_t k = 0; k < r.models().size(); ++k) {
-      const v1::Result* p = Plottable(r.Find(r.models()[k], groups[g], "penalty"));
+      const v1::Result* p = Plottable(r.Find(r.models()[k], groups[g], kPenalty));
       if (p == nullptr) continue;
       const double x = x0 + k * bar_w, y = c.Y(p->value()), y0 = c.Y(0);
       c.Add(absl::StrFormat(
@@ -286,7 +287,7 @@ std::string PenaltyChart(const ReportView& r) {
       // The model's number above its bar: the bars differ in more than colour.
       c.Text(xm, label_y, absl::StrCat(k + 1), "middle", " class=\"tick\"");
     }
-    const AcrossModels a = r.Across(groups[g], "penalty");
+    const AcrossModels a = r.Across(groups[g], kPenalty);
     if (r.models().size() > 1 && a.n() > 0 && std::isfinite(a.mean()) && std::isfinite(a.sd())) {
       const double xm = x0 + r.models().size() * bar_w + bar_w / 2;
       c.Line(xm, c.Y(a.mean() - a.sd()), xm, c.Y(a.mean() + a.sd()), "#000", 1.5);

@@ -1,41 +1,22 @@
-// The metrics and interventions an audit reports, with their units and a
-// one-line description each: one table shared by GetReport (the unit of
-// every reported metric) and GetServerInfo (what a dashboard shows in its
-// legends and tooltips). docs/fca.md defines every entry; keep both in step.
+// The audit's vocabulary (common/vocabulary.h) as the service serves it:
+// GetServerInfo's interventions and metrics, with their units and one-line
+// descriptions (what a dashboard shows in its legends and tooltips). The
+// proto carries names as strings; this is the one place that maps the
+// tables to its messages.
 #ifndef FCA_SERVER_CORE_METRIC_CATALOG_H_
 #define FCA_SERVER_CORE_METRIC_CATALOG_H_
 
-#include <string>
-#include <vector>
+#include "common/vocabulary.h"
+#include "proto/fca/v1/audit_service.pb.h"
 
 namespace fca::core {
 
-struct MetricEntry {
-  // The stored metric name; a name ending in ".<family>" or ".<site>"
-  // stands for every metric with that prefix ("eta2.attn_gate").
-  std::string name;
-  // The pseudo-intervention its rows are stored under ("variation",
-  // "execution", "replay"), or "" for metrics of each intervention.
-  std::string intervention;
-  std::string unit;
-  std::string description;
-};
+v1::InterventionInfo InterventionInfoOf(const InterventionDef& intervention);
+// Its name is the pattern of a keyed metric ("eta2.<family>").
+v1::MetricInfo MetricInfoOf(const MetricDef& metric);
 
-struct InterventionEntry {
-  std::string name;
-  std::string description;
-};
-
-// Every metric, in report order.
-const std::vector<MetricEntry>& MetricCatalog();
-// Every intervention, in report order (the engine's, fca.md's).
-const std::vector<InterventionEntry>& InterventionCatalog();
-
-// The catalog entry of a stored metric name ("eta2.attn_gate" finds
-// "eta2.<family>"); nullptr for a metric the catalog does not know.
-const MetricEntry* FindMetric(const std::string& metric);
-// Its unit, or "" when unknown.
-std::string MetricUnit(const std::string& metric);
+// Every intervention and metric, in report order.
+void AddVocabulary(v1::GetServerInfoResponse* info);
 
 }  // namespace fca::core
 

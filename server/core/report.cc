@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
-#include "server/core/metric_catalog.h"
+#include "common/vocabulary.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/statistics.h"
 
@@ -17,8 +17,15 @@ namespace {
 using Key = std::pair<std::string, std::string>;  // intervention, metric
 using ModelRows = std::map<Key, v1::Result>;
 
-constexpr char kSiteMean[] = "site_mean.";
-constexpr char kSiteVariance[] = "site_variance.";
+// "site_mean." and "site_variance.": the per-site rows' prefixes.
+const std::string& SiteMeanPrefix() {
+  static const auto* prefix = new std::string(KeyedMetric(kSiteMean, ""));
+  return *prefix;
+}
+const std::string& SiteVariancePrefix() {
+  static const auto* prefix = new std::string(KeyedMetric(kSiteVariance, ""));
+  return *prefix;
+}
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -26,14 +33,18 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
 
 // Per-site rows become SiteRow messages, not report metrics.
 bool IsSiteMetric(const Key& key) {
-  return key.first == "variation" &&
-         (StartsWith(key.second, kSiteMean) || StartsWith(key.second, kSiteVariance));
+  return key.first == kVariation &&
+         (StartsWith(key.second, SiteMeanPrefix()) || StartsWith(key.second, SiteVariancePrefix()));
 }
 
-// "eta2.<family>" -> "eta2."; "" for a catalog name that is no pattern.
-std::string PatternPrefix(const std::string& name, const std::string& placeholder) {
-  const size_t at = name.rfind("." + placeholder);
-  return at == std::string::npos ? "" : name.substr(0, at + 1);
+// The variation metrics kept per family ("eta2.<family>", ...), in report
+// order.
+std::vector<const MetricDef*> FamilyVariationMetrics() {
+  std::vector<const MetricDef*> out;
+  for (const MetricDef& d : MetricDefs()) {
+    if (d.key == MetricKey::kFamily && std::string(d.stored_under) == kVariation) out.push_back(&d);
+  }
+  return out;
 }
 
 // The rows of one job, split by model; rows of models the job does not
@@ -57,18 +68,18 @@ JobRows SplitRows(const v1::AuditSpec& spec, const std::vector<v1::Result>& rows
   return out;
 }
 
-// Interventions with an "nll" row: the catalog's order, then unknown ones
-// by name (an engine newer than this catalog).
+// Interventions with an "nll" row: the vocabulary's order, then unknown ones
+// by name (an engine newer than this server).
 std::vector<std::string> ReportInterventions(const JobRows& rows) {
   std::set<std::string> present;
   for (const auto& [model, by_key] : rows.audited) {
     for (const auto& [key, r] : by_key) {
-      if (key.second == "nll") present.insert(key.first);
+      if (key.second == kNll) present.insert(key.first);
     }
   }
   std::vector<std::string> out;
-  for (const InterventionEntry& e : InterventionCatalog()) {
-    if (present.erase(e.name)) out.push_back(e.name);
+  for (const std::string& name : InterventionNames()) {
+    if (present.erase(name)) out.push_back(name);
   }
   out.insert(out.end(), present.begin(), present.end());
   return out;
@@ -77,12 +88,11 @@ std::vector<std::string> ReportInterventions(const JobRows& rows) {
 // Families named by any "<metric>.<family>" variation row, sorted.
 std::vector<std::string> ReportFamilies(const JobRows& rows) {
   std::set<std::string> families;
-  for (const MetricEntry& e : MetricCatalog()) {
-    const std::string prefix = PatternPrefix(e.name, "<family>");
-    if (prefix.empty()) continue;
+  for (const MetricDef* d : FamilyVariationMetrics()) {
+    const std::string prefix = KeyedMetric(d->name, "");
     for (const auto& [model, by_key] : rows.audited) {
       for (const auto& [key, r] : by_key) {
-        if (key.first == e.intervention && StartsWith(key.second, prefix) &&
+        if (key.first == kVariation && StartsWith(key.second, prefix) &&
             key.second.size() > prefix.size()) {
           families.insert(key.second.substr(prefix.size()));
         }
@@ -98,19 +108,18 @@ std::vector<Key> KnownOrder(const std::vector<std::string>& interventions,
                             const std::vector<std::string>& families) {
   std::vector<Key> order;
   for (const std::string& i : interventions) {
-    order.emplace_back(i, "nll");
-    order.emplace_back(i, "penalty");
+    order.emplace_back(i, kNll);
+    order.emplace_back(i, kPenalty);
   }
-  for (const std::string& i : interventions) order.emplace_back(i, "retention_pct");
+  for (const std::string& i : interventions) order.emplace_back(i, kRetentionPct);
   for (const std::string& f : families) {
-    for (const MetricEntry& e : MetricCatalog()) {
-      const std::string prefix = PatternPrefix(e.name, "<family>");
-      if (!prefix.empty()) order.emplace_back(e.intervention, prefix + f);
+    for (const MetricDef* d : FamilyVariationMetrics()) {
+      order.emplace_back(kVariation, KeyedMetric(d->name, f));
     }
   }
-  for (const char* section : {"execution", "replay"}) {
-    for (const MetricEntry& e : MetricCatalog()) {
-      if (e.intervention == section) order.emplace_back(e.intervention, e.name);
+  for (const char* section : {kExecution, kReplay}) {
+    for (const MetricDef& d : MetricDefs()) {
+      if (std::string(d.stored_under) == section) order.emplace_back(section, d.name);
     }
   }
   return order;
@@ -127,14 +136,16 @@ std::vector<Key> GroupOrder(const std::set<Key>& present,
   for (const Key& key : present) {
     const auto at = std::find(interventions.begin(), interventions.end(), key.first);
     if (at == interventions.end()) continue;
-    for (const std::string& scope : engine::AllDependenceScopes()) {
+    for (const ScopeDef& scope : ScopeDefs()) {
       for (int kind = 0; kind < 2; ++kind) {
-        const std::string prefix = scope + (kind == 0 ? "_nll." : "_penalty.");
+        const std::string prefix =
+            KeyedMetric(kind == 0 ? scope.nll_metric : scope.penalty_metric, "");
         if (!StartsWith(key.second, prefix) || key.second.size() == prefix.size()) continue;
         const std::string group = key.second.substr(prefix.size());
         int64_t layer = -1;
         if (!absl::SimpleAtoi(group, &layer)) layer = -1;
-        ranked.push_back({{size_t(at - interventions.begin()), scope, layer, group, kind}, key});
+        ranked.push_back(
+            {{size_t(at - interventions.begin()), scope.name, layer, group, kind}, key});
       }
     }
   }
@@ -188,9 +199,9 @@ std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& r
   std::map<std::string, v1::SiteRow> by_site;
   for (const auto& [key, r] : rows) {
     if (!IsSiteMetric(key)) continue;
-    const bool mean = StartsWith(key.second, kSiteMean);
+    const bool mean = StartsWith(key.second, SiteMeanPrefix());
     const std::string site =
-        key.second.substr(mean ? sizeof(kSiteMean) - 1 : sizeof(kSiteVariance) - 1);
+        key.second.substr(mean ? SiteMeanPrefix().size() : SiteVariancePrefix().size());
     std::string family;
     int64_t layer = 0;
     if (!ParseSiteName(site, &family, &layer)) continue;

@@ -683,18 +683,7 @@ absl::StatusOr<v1::GetServerInfoResponse> AuditServiceCore::GetServerInfo(const 
   r.set_max_window_length(limits_.spec.max_window_length);
   r.set_max_models(limits_.spec.max_models);
   r.set_max_queued_jobs_per_user(limits_.max_queued_jobs_per_user);
-  for (const InterventionEntry& e : InterventionCatalog()) {
-    v1::InterventionInfo* out = r.add_interventions();
-    out->set_name(e.name);
-    out->set_description(e.description);
-  }
-  for (const MetricEntry& e : MetricCatalog()) {
-    v1::MetricInfo* out = r.add_metrics();
-    out->set_name(e.name);
-    out->set_unit(e.unit);
-    out->set_description(e.description);
-    out->set_intervention(e.intervention);
-  }
+  AddVocabulary(&r);
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "server/engine/text/unicode.h"
 
 namespace fca::core {
@@ -22,22 +23,15 @@ void Default(T value, T fallback, void (v1::AuditSpec::*set)(T), v1::AuditSpec* 
   if (value == 0) (spec->*set)(fallback);
 }
 
-bool KnownIntervention(const std::string& name) {
-  for (const std::string& k : engine::AllInterventions()) {
-    if (k == name) return true;
-  }
-  return false;
-}
-
 // `field` names the spec field in messages ("intervention", "per-layer
 // intervention"); `correct` is refused where it would compare with itself.
 absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& names,
                         const char* field, bool allow_correct) {
   std::set<std::string> seen;
   for (const std::string& name : names) {
-    if (!KnownIntervention(name) || (!allow_correct && name == engine::kCorrect)) {
+    if (!ParseIntervention(name) || (!allow_correct && name == kCorrect)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "unknown %s '%s' (known: %s%s)", field, name.substr(0, 64), engine::InterventionList(),
+          "unknown %s '%s' (known: %s%s)", field, name.substr(0, 64), InterventionNameList(),
           allow_correct ? "" : "; not correct, the reference"));
     }
     if (!seen.insert(name).second) {
@@ -50,12 +44,10 @@ absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& n
 absl::Status CheckInterventions(const v1::AuditSpec& spec) {
   FCA_RETURN_IF_ERROR(CheckNames(spec.interventions(), "intervention", true));
   FCA_RETURN_IF_ERROR(CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
-  for (const std::string& scope : engine::AllDependenceScopes()) {
-    if (spec.per_layer_scope() == scope) return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown per_layer_scope '%s' (known: layer, site, family)",
-                      spec.per_layer_scope().substr(0, 64)));
+  if (FindScope(spec.per_layer_scope()) != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat("unknown per_layer_scope '%s' (known: %s)",
+                                                    spec.per_layer_scope().substr(0, 64),
+                                                    ScopeNameList()));
 }
 
 // Labels are shown in listings and terminals: printable UTF-8 only (no
@@ -135,7 +127,7 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   if (s.eval_dataset().empty() || s.calib_dataset().empty()) {
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }
-  if (s.per_layer_scope().empty()) s.set_per_layer_scope(engine::kScopeLayer);
+  if (s.per_layer_scope().empty()) s.set_per_layer_scope(kScopeLayer);
   FCA_RETURN_IF_ERROR(CheckInterventions(s));
   Default<int64_t>(s.window_length(), 128, &v1::AuditSpec::set_window_length, &s);
   Default<int64_t>(s.batch_size(), 8, &v1::AuditSpec::set_batch_size, &s);

@@ -17,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/file.h"
@@ -26,20 +27,12 @@
 #include "server/engine/audit/auditor.h"
 #include "server/engine/models/muddpythia_init.h"
 #include "server/engine/models/transformer_model.h"
+#include "server/tools/model_flags.h"
 
-ABSL_FLAG(std::string, family, "featuregate",
-          "init: dense | featuregate | muddpythia (the 1.4B's switches; --d_ff is its "
-          "intermediate_size, --max_seq_len its block_size)");
 ABSL_FLAG(std::string, storage_dtype, "float32",
           "init: model.safetensors dtype: float32 | bfloat16");
 ABSL_FLAG(uint64_t, seed, 0, "init: weight seed; audit: intervention/bootstrap seed");
 ABSL_FLAG(std::string, out, "", "init: model folder to write");
-ABSL_FLAG(int64_t, d_model, 128, "init: width");
-ABSL_FLAG(int64_t, n_layers, 4, "init: depth");
-ABSL_FLAG(int64_t, n_heads, 4, "init: attention heads");
-ABSL_FLAG(int64_t, n_groups, 8, "init: gate groups G per branch");
-ABSL_FLAG(int64_t, d_ff, 512, "init: MLP width");
-ABSL_FLAG(int64_t, controller_width, 64, "init: controller hidden width");
 ABSL_FLAG(int64_t, max_seq_len, 256, "init: maximum window length");
 ABSL_FLAG(int64_t, vocab_size, 256,
           "init: embedding rows (more than 256 for a folder given a BPE tokenizer.json)");
@@ -81,16 +74,25 @@ absl::StatusOr<engine::DType> StorageDType() {
   return absl::InvalidArgumentError("--storage_dtype must be float32 or bfloat16");
 }
 
+// init's shape where no flag says otherwise: the engine's TransformerConfig
+// defaults, a small random folder.
+engine::TransformerConfig InitConfig() {
+  engine::TransformerConfig c = tools::ModelConfigFromFlags(engine::TransformerConfig());
+  c.max_seq_len = absl::GetFlag(FLAGS_max_seq_len);
+  c.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+  return c;
+}
+
 // A random MUDDPythia folder (the 1.4B: --d_model=2048 --n_layers=24
 // --n_heads=16 --vocab_size=50432 --d_ff=8192 --max_seq_len=2048).
-absl::Status InitMuddPythia() {
+absl::Status InitMuddPythia(const engine::TransformerConfig& c) {
   engine::MuddPythiaSizes s;
-  s.dim = absl::GetFlag(FLAGS_d_model);
-  s.n_layer = absl::GetFlag(FLAGS_n_layers);
-  s.n_head = absl::GetFlag(FLAGS_n_heads);
-  s.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  s.intermediate_size = absl::GetFlag(FLAGS_d_ff);
-  s.block_size = absl::GetFlag(FLAGS_max_seq_len);
+  s.dim = c.d_model;
+  s.n_layer = c.n_layers;
+  s.n_head = c.n_heads;
+  s.vocab_size = c.vocab_size;
+  s.intermediate_size = c.d_ff;
+  s.block_size = c.max_seq_len;
   FCA_ASSIGN_OR_RETURN(engine::DType dtype, StorageDType());
   return engine::WriteRandomMuddPythiaDir(absl::GetFlag(FLAGS_out), s, absl::GetFlag(FLAGS_seed),
                                           dtype);
@@ -98,20 +100,11 @@ absl::Status InitMuddPythia() {
 
 absl::Status Init() {
   if (absl::GetFlag(FLAGS_out).empty()) return absl::InvalidArgumentError("--out is required");
-  if (absl::GetFlag(FLAGS_family) == "muddpythia") return InitMuddPythia();
+  const engine::TransformerConfig c = InitConfig();
+  if (c.family == "muddpythia") return InitMuddPythia(c);
   if (absl::GetFlag(FLAGS_storage_dtype) != "float32") {
     return absl::InvalidArgumentError("--storage_dtype applies to muddpythia only");
   }
-  engine::TransformerConfig c;
-  c.family = absl::GetFlag(FLAGS_family);
-  c.d_model = absl::GetFlag(FLAGS_d_model);
-  c.n_layers = absl::GetFlag(FLAGS_n_layers);
-  c.n_heads = absl::GetFlag(FLAGS_n_heads);
-  c.n_groups = absl::GetFlag(FLAGS_n_groups);
-  c.d_ff = absl::GetFlag(FLAGS_d_ff);
-  c.controller_width = absl::GetFlag(FLAGS_controller_width);
-  c.max_seq_len = absl::GetFlag(FLAGS_max_seq_len);
-  c.vocab_size = absl::GetFlag(FLAGS_vocab_size);
   engine::InitOptions init;
   init.seed = absl::GetFlag(FLAGS_seed);
   init.controller_out_std = absl::GetFlag(FLAGS_controller_out_std);
@@ -154,7 +147,7 @@ void PrintModel(const ModelReport& r) {
       static_cast<long long>(r.window_length), r.replay_max_abs_diff);
   std::printf("   %-22s %10s %10s %24s\n", "intervention", "NLL", "penalty", "95% CI");
   for (const auto& i : r.interventions) {
-    if (i.name == engine::kCorrect) {
+    if (i.name == kCorrect) {
       std::printf("   %-22s %10.4f %10s %24s\n", i.name.c_str(), i.nll, "-", "-");
     } else {
       std::printf("   %-22s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", i.name.c_str(), i.nll, i.penalty,
@@ -262,11 +255,14 @@ absl::Status Audit() {
 }  // namespace fca
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fca-local-audit init|audit [flags]: engine-level audit without the server");
-  // --help lists the flags of this file.
+  absl::SetProgramUsageMessage(absl::StrCat(
+      "fca-local-audit init|audit [flags]: engine-level audit without the server; init's model "
+      "shape where no flag sets it: ",
+      fca::tools::ModelShapeText(fca::engine::TransformerConfig())));
+  // --help lists the flags of this file and the model-shape flags.
   fca::ConfigureFlagsUsage("fca-local-audit", [](absl::string_view file) {
-    return absl::EndsWith(file, "server/tools/local_audit_main.cc");
+    return absl::EndsWith(file, "server/tools/local_audit_main.cc") ||
+           fca::tools::DefinesModelFlags(file);
   });
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {

@@ -260,9 +260,9 @@ TEST(ReportTest, SiteNamesParse) {
   }
 }
 
-// Every row the engine writes has a catalog entry under the right
+// Every row the engine writes has a vocabulary entry under the right
 // pseudo-intervention, so every reported metric has a unit.
-TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
+TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
   engine::ModelReport m;
   m.model.name = "m";
   m.eval_windows = 4;
@@ -277,9 +277,9 @@ TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
   m.static_token_coverage = engine::TokenCoverage{3, 2};
   for (const std::string& scope : engine::AllDependenceScopes()) {
     engine::GroupDependence d;
-    d.intervention = engine::kStaticLayer;
+    d.intervention = kStaticLayer;
     d.scope = scope;
-    d.group = scope == engine::kScopeLayer ? "0" : "attn_gate";
+    d.group = scope == kScopeLayer ? "0" : "attn_gate";
     m.dependence.push_back(d);
   }
   engine::FamilyVariation f;
@@ -298,28 +298,17 @@ TEST(MetricCatalogTest, CoversEveryRowTheEngineWrites) {
   m.execution.flops_overhead = 0.02;
   std::set<std::string> seen;
   for (const engine::ResultRow& row : engine::ResultRows(m)) {
-    const MetricEntry* e = core::FindMetric(row.metric);
+    const MetricDef* e = fca::FindMetric(row.metric);
     ASSERT_NE(e, nullptr) << row.metric;
-    EXPECT_FALSE(e->unit.empty()) << row.metric;
-    EXPECT_FALSE(e->description.empty()) << row.metric;
-    if (!e->intervention.empty()) {
-      EXPECT_EQ(e->intervention, row.intervention) << row.metric;
+    EXPECT_FALSE(std::string(e->unit).empty()) << row.metric;
+    EXPECT_FALSE(std::string(e->description).empty()) << row.metric;
+    if (!std::string(e->stored_under).empty()) {
+      EXPECT_EQ(e->stored_under, row.intervention) << row.metric;
     }
     seen.insert(e->name);
   }
-  EXPECT_EQ(seen.size(), MetricCatalog().size());  // and no entry is stale
-  std::vector<std::string> names;
-  for (const InterventionEntry& i : InterventionCatalog()) names.push_back(i.name);
-  EXPECT_EQ(names, engine::AllInterventions());
-}
-
-TEST(MetricCatalogTest, PatternsMatchByPrefixOnly) {
-  EXPECT_EQ(MetricUnit("eta2.mlp_gate"), "1");
-  EXPECT_EQ(MetricUnit("within_input_variance.q"), "coef^2");
-  EXPECT_EQ(MetricUnit("eta2."), "");  // no family
-  EXPECT_EQ(MetricUnit("eta2"), "");
-  EXPECT_EQ(MetricUnit("penalty"), "nats/token");
-  EXPECT_EQ(MetricUnit("penalty.x"), "");
+  EXPECT_EQ(seen.size(), MetricDefs().size());  // and no entry is stale
+  EXPECT_EQ(engine::AllInterventions(), InterventionNames());
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rewrites tests/web/fixtures (the canned responses of mock_server.js) from a
 # real fca-server: the jobs of jobs_lib.sh, dumped in the HTTP gateway's JSON
-# by fca-web-fixtures, and `fca report 1 --save_json` (what the browser test
-# compares the job page with).
+# by fca-web-fixtures, `fca report 1 --save_json` (what the browser test
+# compares the job page with) and GetServerInfo (the vocabulary).
 #   ninja -C build fca-server fca fca-local-audit fca-web-fixtures
 #   tests/web/make_fixtures.sh [BUILD_DIR]
 set -euo pipefail
@@ -24,5 +24,8 @@ mkdir -p "$out"
 "$build/tests/web/fca-web-fixtures" --server="$GRPC_ADDR" --out="$out" --jobs=1,2 \
   --watch_seconds=4
 fca_cli report 1 --save_json="$out/report-1.json" >/dev/null
+# The vocabulary the dashboard takes its lists and labels from, as the
+# gateway serves it.
+curl -sf -X POST -d '{}' "http://$HTTP_ADDR/api/v1/GetServerInfo" >"$out/GetServerInfo.json"
 fca_cli jobs cancel 2 >/dev/null
 echo "fixtures written to $out"

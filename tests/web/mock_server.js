@@ -27,6 +27,8 @@ const ASSETS = {'index.html': 'text/html; charset=utf-8', 'app.js': 'text/javasc
 
 const load = (name) => JSON.parse(fs.readFileSync(path.join(FIXTURES, name), 'utf8'));
 const models = load('ListModels.json');
+// The interventions and metrics, from a real server.
+const vocabulary = load('GetServerInfo.json');
 const jobsList = load('ListJobs.json').jobs;
 const jobs = new Map();
 const reports = new Map();
@@ -72,7 +74,7 @@ const rpcs = {
   GetServerInfo: () => ({server_version: '0.1.0 (mock)', engine_version: 'mock', torch_version: '', devices: ['cpu'],
     dtype: 'float32', workers: 1, executor: 'local', auth: !!args.api_key, max_dataset_bytes: String(256 << 20),
     max_windows: '4096', max_window_length: '4096', max_models: '16', max_queued_jobs_per_user: '16',
-    interventions: [], metrics: []}),
+    interventions: vocabulary.interventions, metrics: vocabulary.metrics}),
   ListJobs: (req) => {
     const state = stateOf(req.state);
     const list = jobsList.map((j) => liveJob(String(j.id), false)).filter((j) => {

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/json.h"
+#include "common/vocabulary.h"
 #include "server/engine/audit/provenance.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/audit/windows.h"
@@ -25,24 +26,13 @@
 
 namespace fca::engine {
 
-// Intervention names (fca.md "Interventions").
-inline constexpr char kCorrect[] = "correct";
-inline constexpr char kCrossInput[] = "cross_input";
-inline constexpr char kTokenShuffle[] = "token_shuffle";
-inline constexpr char kStaticLayer[] = "static_layer";
-inline constexpr char kStaticLayerPosition[] = "static_layer_position";
-inline constexpr char kGlobalMean[] = "global_mean";
-inline constexpr char kStaticToken[] = "static_token";
-inline constexpr char kNeutral[] = "neutral";
-// All of them, in report order.
+// Intervention and scope names (kCorrect, ..., kScopeLayer, ...) are
+// common/vocabulary.h's. All interventions, in report order.
 const std::vector<std::string>& AllInterventions();
 // "correct, cross_input, ...": for error messages and help texts.
 std::string InterventionList();
 
 // Groups of sites for per-group dependence (AuditOptions::per_layer_scope).
-inline constexpr char kScopeLayer[] = "layer";
-inline constexpr char kScopeSite[] = "site";
-inline constexpr char kScopeFamily[] = "family";
 const std::vector<std::string>& AllDependenceScopes();
 
 struct AuditOptions {

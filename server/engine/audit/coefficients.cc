@@ -125,56 +125,81 @@ absl::StatusOr<CalibrationStats> ComputeCalibrationStats(
   });
 }
 
+namespace {
+
+// static_layer, static_layer_position and global_mean: a calibration profile
+// for every window.
+absl::StatusOr<std::unique_ptr<Intervention>> MakeProfileIntervention(
+    InterventionId id, const InterventionContext& ctx) {
+  const SiteTensors& eval = *ctx.eval;
+  const std::string name = InterventionName(id);
+  if (ctx.calib == nullptr) return absl::InvalidArgumentError(name + " needs calibration data");
+  SiteTensors profiles;
+  if (id == InterventionId::kStaticLayer) profiles = ctx.calib->site_mean;
+  if (id == InterventionId::kStaticLayerPosition) {
+    const int64_t T = eval[0].size(1);
+    if (ctx.calib->site_position_mean[0].size(0) != T) {
+      return absl::InvalidArgumentError(
+          "static_layer_position: calibration and evaluation window lengths differ");
+    }
+    profiles = ctx.calib->site_position_mean;
+  }
+  if (id == InterventionId::kGlobalMean) {
+    for (const CoefficientSite& site : *ctx.sites) {
+      profiles.push_back(at::full({1}, ctx.calib->family_mean.at(site.family), at::kDouble));
+    }
+  }
+  return std::make_unique<StaticIntervention>(eval, CastLike(profiles, eval));
+}
+
+absl::StatusOr<std::unique_ptr<Intervention>> MakeNeutral(const InterventionContext& ctx) {
+  const SiteTensors& eval = *ctx.eval;
+  if (ctx.neutral == nullptr || ctx.neutral->size() != eval.size()) {
+    return absl::InvalidArgumentError("neutral needs the model's neutral coefficients");
+  }
+  for (size_t s = 0; s < eval.size(); ++s) {
+    if ((*ctx.neutral)[s].numel() != eval[s].size(2)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "neutral: the model's neutral coefficients of site %d have %d values, not %d", s,
+          (*ctx.neutral)[s].numel(), eval[s].size(2)));
+    }
+  }
+  return std::make_unique<StaticIntervention>(eval, CastLike(*ctx.neutral, eval));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string& name,
                                                                const InterventionContext& ctx) {
   const SiteTensors& eval = *ctx.eval;
   if (eval.empty()) return absl::InvalidArgumentError("the model has no coefficient sites");
   const int64_t n = eval[0].size(0);
-  if (name == kCorrect) return std::make_unique<CorrectIntervention>(eval);
-  if (name == kCrossInput) {
-    if (n < 2) {
-      return absl::InvalidArgumentError("cross_input needs at least 2 evaluation windows");
-    }
-    return std::make_unique<CrossInputIntervention>(eval, CrossInputAssignment(n, ctx.seed));
+  const std::optional<InterventionId> id = ParseIntervention(name);
+  if (!id) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
   }
-  if (name == kTokenShuffle) {
-    return std::make_unique<TokenShuffleIntervention>(eval, ctx.seed, ctx.per_site_shuffle);
-  }
-  if (name == kStaticLayer || name == kStaticLayerPosition || name == kGlobalMean) {
-    if (ctx.calib == nullptr) return absl::InvalidArgumentError(name + " needs calibration data");
-    SiteTensors profiles;
-    if (name == kStaticLayer) profiles = ctx.calib->site_mean;
-    if (name == kStaticLayerPosition) {
-      const int64_t T = eval[0].size(1);
-      if (ctx.calib->site_position_mean[0].size(0) != T) {
-        return absl::InvalidArgumentError(
-            "static_layer_position: calibration and evaluation window lengths differ");
+  // No default: every intervention of the vocabulary has its case.
+  switch (*id) {
+    case InterventionId::kCorrect:
+      return std::make_unique<CorrectIntervention>(eval);
+    case InterventionId::kCrossInput:
+      if (n < 2) {
+        return absl::InvalidArgumentError("cross_input needs at least 2 evaluation windows");
       }
-      profiles = ctx.calib->site_position_mean;
-    }
-    if (name == kGlobalMean) {
-      for (const CoefficientSite& site : *ctx.sites) {
-        profiles.push_back(at::full({1}, ctx.calib->family_mean.at(site.family), at::kDouble));
-      }
-    }
-    return std::make_unique<StaticIntervention>(eval, CastLike(profiles, eval));
+      return std::make_unique<CrossInputIntervention>(eval, CrossInputAssignment(n, ctx.seed));
+    case InterventionId::kTokenShuffle:
+      return std::make_unique<TokenShuffleIntervention>(eval, ctx.seed, ctx.per_site_shuffle);
+    case InterventionId::kStaticLayer:
+    case InterventionId::kStaticLayerPosition:
+    case InterventionId::kGlobalMean:
+      return MakeProfileIntervention(*id, ctx);
+    case InterventionId::kStaticToken:
+      return MakeStaticToken(ctx);
+    case InterventionId::kNeutral:
+      return MakeNeutral(ctx);
   }
-  if (name == kStaticToken) return MakeStaticToken(ctx);
-  if (name == kNeutral) {
-    if (ctx.neutral == nullptr || ctx.neutral->size() != eval.size()) {
-      return absl::InvalidArgumentError("neutral needs the model's neutral coefficients");
-    }
-    for (size_t s = 0; s < eval.size(); ++s) {
-      if ((*ctx.neutral)[s].numel() != eval[s].size(2)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "neutral: the model's neutral coefficients of site %d have %d values, not %d", s,
-            (*ctx.neutral)[s].numel(), eval[s].size(2)));
-      }
-    }
-    return std::make_unique<StaticIntervention>(eval, CastLike(*ctx.neutral, eval));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
+  return absl::InternalError("intervention '" + name + "' has no implementation");
 }
 
 Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites) {

@@ -95,15 +95,15 @@ bool Contains(const std::vector<std::string>& list, const std::string& name) {
 
 }  // namespace
 
-std::string InterventionList() {
-  std::string out;
-  for (const std::string& name : AllInterventions()) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
+std::string InterventionList() { return InterventionNameList(); }
 
 const std::vector<std::string>& AllDependenceScopes() {
-  static const std::vector<std::string> kAll = {kScopeLayer, kScopeSite, kScopeFamily};
-  return kAll;
+  static const auto* all = [] {
+    auto* out = new std::vector<std::string>;
+    for (const ScopeDef& d : ScopeDefs()) out->emplace_back(d.name);
+    return out;
+  }();
+  return *all;
 }
 
 absl::Status ValidateDependenceOptions(const AuditOptions& o) {
@@ -115,8 +115,8 @@ absl::Status ValidateDependenceOptions(const AuditOptions& o) {
     }
   }
   if (!Contains(AllDependenceScopes(), o.per_layer_scope)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown per-layer scope '%s' (known: layer, site, family)", o.per_layer_scope));
+    return absl::InvalidArgumentError(absl::StrFormat("unknown per-layer scope '%s' (known: %s)",
+                                                      o.per_layer_scope, ScopeNameList()));
   }
   return absl::OkStatus();
 }

@@ -50,13 +50,13 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
   std::vector<ResultRow> rows;
   RowWriter w(r.model.name, &rows);
   const int64_t n = r.eval_windows;
-  w.Add("replay", "live_nll", r.live_nll, n);
-  w.Add("replay", "max_abs_logit_diff", r.replay_max_abs_diff, n);
-  w.Add("replay", "fidelity_checked_windows", static_cast<double>(r.fidelity_checked_windows),
+  w.Add(kReplay, kLiveNll, r.live_nll, n);
+  w.Add(kReplay, kMaxAbsLogitDiff, r.replay_max_abs_diff, n);
+  w.Add(kReplay, kFidelityCheckedWindows, static_cast<double>(r.fidelity_checked_windows),
         r.fidelity_checked_windows);
   for (const InterventionResult& i : r.interventions) {
-    w.Add(i.name, "nll", i.nll, n);
-    if (i.name != kCorrect) w.AddCI(i.name, "penalty", i.penalty, i.penalty_ci, n);
+    w.Add(i.name, kNll, i.nll, n);
+    if (i.name != kCorrect) w.AddCI(i.name, kPenalty, i.penalty, i.penalty_ci, n);
   }
   bool has_global = false, has_layer = false, has_position = false, has_token = false;
   for (const InterventionResult& i : r.interventions) {
@@ -66,39 +66,46 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     has_token = has_token || i.name == kStaticToken;
   }
   if (has_global && has_layer) {
-    w.AddOptional(kStaticLayer, "retention_pct", r.retention_static_layer, n,
+    w.AddOptional(kStaticLayer, kRetentionPct, r.retention_static_layer, n,
                   r.retention_static_layer_ci);
   }
   if (has_global && has_position) {
-    w.AddOptional(kStaticLayerPosition, "retention_pct", r.retention_static_layer_position, n,
+    w.AddOptional(kStaticLayerPosition, kRetentionPct, r.retention_static_layer_position, n,
                   r.retention_static_layer_position_ci);
   }
   if (has_global && has_token) {
-    w.AddOptional(kStaticToken, "retention_pct", r.retention_static_token, n,
+    w.AddOptional(kStaticToken, kRetentionPct, r.retention_static_token, n,
                   r.retention_static_token_ci);
   }
   if (r.static_token_coverage) {
     const TokenCoverage& c = *r.static_token_coverage;
-    w.Add(kStaticToken, "unseen_token_positions", static_cast<double>(c.unseen_positions),
+    w.Add(kStaticToken, kUnseenTokenPositions, static_cast<double>(c.unseen_positions),
           n * r.window_length);
-    w.Add(kStaticToken, "unseen_token_ids", static_cast<double>(c.unseen_ids), n);
+    w.Add(kStaticToken, kUnseenTokenIds, static_cast<double>(c.unseen_ids), n);
   }
   for (const GroupDependence& d : r.dependence) {
-    w.Add(d.intervention, d.scope + "_nll." + d.group, d.nll, n);
-    w.AddCI(d.intervention, d.scope + "_penalty." + d.group, d.penalty, d.penalty_ci, n);
+    // The scope names its two metrics; an unknown one (refused by the
+    // options' validation) writes nothing.
+    const ScopeDef* scope = FindScope(d.scope);
+    if (scope == nullptr) continue;
+    w.Add(d.intervention, KeyedMetric(scope->nll_metric, d.group), d.nll, n);
+    w.AddCI(d.intervention, KeyedMetric(scope->penalty_metric, d.group), d.penalty, d.penalty_ci,
+            n);
   }
   for (const FamilyVariation& f : r.variation) {
-    w.AddOptional("variation", "eta2." + f.family, f.eta2, f.count);
-    w.AddOptional("variation", "eta2_layer." + f.family, f.eta2_layer, f.count);
-    w.Add("variation", "total_variance." + f.family, f.total_variance, f.count);
-    w.Add("variation", "within_site_variance." + f.family, f.within_site_variance, f.count);
-    w.Add("variation", "between_input_variance." + f.family, f.between_input_variance, f.count);
-    w.Add("variation", "within_input_variance." + f.family, f.within_input_variance, f.count);
+    w.AddOptional(kVariation, KeyedMetric(kEta2, f.family), f.eta2, f.count);
+    w.AddOptional(kVariation, KeyedMetric(kEta2Layer, f.family), f.eta2_layer, f.count);
+    w.Add(kVariation, KeyedMetric(kTotalVariance, f.family), f.total_variance, f.count);
+    w.Add(kVariation, KeyedMetric(kWithinSiteVariance, f.family), f.within_site_variance, f.count);
+    w.Add(kVariation, KeyedMetric(kBetweenInputVariance, f.family), f.between_input_variance,
+          f.count);
+    w.Add(kVariation, KeyedMetric(kWithinInputVariance, f.family), f.within_input_variance,
+          f.count);
   }
   // Per-site rows feed a report's per-layer plots.
   for (const SiteVariation& s : r.site_variation) {
-    w.Add("variation", "site_mean." + s.site, s.mean, n);
-    w.Add("variation", "site_variance." + s.site, s.variance, n);
+    w.Add(kVariation, KeyedMetric(kSiteMean, s.site), s.mean, n);
+    w.Add(kVariation, KeyedMetric(kSiteVariance, s.site), s.variance, n);
   }
   for (ResultRow& row : ExecutionRows(r.execution)) {
     row.model = r.model.name;
@@ -112,24 +119,24 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
   RowWriter w(x.model, &rows);
   const int64_t reps = x.timing_repeats;
   // The size axis of a comparison across models (the demo's size trend).
-  if (x.parameters > 0) w.Add("execution", "parameters", double(x.parameters), 0);
-  w.Add("execution", "blocks_per_token", x.blocks_per_token, 0);
-  w.Add("execution", "blocks_executed_fraction", x.blocks_executed_fraction, 0);
-  w.Add("execution", "flops_per_token", x.flops_per_token, 0);
-  w.Add("execution", "replay_flops_per_token", x.replay_flops_per_token, 0);
+  if (x.parameters > 0) w.Add(kExecution, kParameters, double(x.parameters), 0);
+  w.Add(kExecution, kBlocksPerToken, x.blocks_per_token, 0);
+  w.Add(kExecution, kBlocksExecutedFraction, x.blocks_executed_fraction, 0);
+  w.Add(kExecution, kFlopsPerToken, x.flops_per_token, 0);
+  w.Add(kExecution, kReplayFlopsPerToken, x.replay_flops_per_token, 0);
   if (x.dense_flops_per_token) {
-    w.Add("execution", "dense_flops_per_token", *x.dense_flops_per_token, 0);
+    w.Add(kExecution, kDenseFlopsPerToken, *x.dense_flops_per_token, 0);
   }
-  if (x.flops_overhead) w.Add("execution", "flops_overhead", *x.flops_overhead, 0);
+  if (x.flops_overhead) w.Add(kExecution, kFlopsOverhead, *x.flops_overhead, 0);
   // Without timed repeats there is no latency to report (not a zero).
-  if (reps > 0) w.Add("execution", "latency_us_per_token", x.latency_us_per_token, reps);
+  if (reps > 0) w.Add(kExecution, kLatencyUsPerToken, x.latency_us_per_token, reps);
   if (x.dense_latency_us_per_token) {
-    w.Add("execution", "dense_latency_us_per_token", *x.dense_latency_us_per_token, reps);
+    w.Add(kExecution, kDenseLatencyUsPerToken, *x.dense_latency_us_per_token, reps);
   }
   if (x.slowdown) {
-    w.AddOptional("execution", "slowdown", x.slowdown, reps, x.slowdown_ci);
+    w.AddOptional(kExecution, kSlowdown, x.slowdown, reps, x.slowdown_ci);
   }
-  if (x.slowdown_verdict) w.Add("execution", "slowdown_verdict", *x.slowdown_verdict, reps);
+  if (x.slowdown_verdict) w.Add(kExecution, kSlowdownVerdict, *x.slowdown_verdict, reps);
   return rows;
 }
 

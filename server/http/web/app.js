@@ -20,10 +20,6 @@
   const STATES = ['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
   const STATE_MARK = {QUEUED: '○', RUNNING: '▶', SUCCEEDED: '✓', FAILED: '✗', CANCELLED: '■'};
-  // docs/fca.md's interventions in report order.
-  const INTERVENTIONS = ['correct', 'cross_input', 'token_shuffle', 'static_layer',
-    'static_layer_position', 'global_mean', 'static_token', 'neutral'];
-  const PROFILES = ['static_layer', 'static_layer_position', 'static_token'];
   // Paul Tol's colour-blind-safe "bright" palette; every series also has its
   // own number, fill pattern, marker shape and line style.
   const COLOURS = ['#4477aa', '#ee6677', '#228833', '#ccbb44', '#66ccee', '#aa3377', '#777777'];
@@ -100,6 +96,32 @@
     if (!res.ok) throw await failure(res);
     return res.json();
   }
+
+  // The audit's vocabulary as GetServerInfo serves it (common/vocabulary.h):
+  // the interventions in report order, which of them are static profiles,
+  // and every metric with what it is stored under and its label. Asked for
+  // once; a failed call is asked again next time.
+  let vocabularyPromise = null;
+  function vocabulary() {
+    if (!vocabularyPromise) {
+      vocabularyPromise = call('GetServerInfo', {}).then((info) => ({
+        interventions: (info.interventions || []).map((i) => i.name),
+        profiles: (info.interventions || []).filter((i) => i.static_profile).map((i) => i.name),
+        metrics: info.metrics || [],
+      }));
+      vocabularyPromise.catch(() => { vocabularyPromise = null; });
+    }
+    return vocabularyPromise;
+  }
+
+  // The metrics stored under `under` ("execution", "variation"), in report
+  // order, as [name, label]; a keyed one's name ends in `.${key}` with its
+  // placeholder ("<family>") when `key` is given, and only those are taken.
+  function metricsUnder(vocab, under, key) {
+    return vocab.metrics.filter((x) => x.intervention === under && (key ? x.name.endsWith(`.${key}`) : !x.name.includes('.<')))
+      .map((x) => [key ? x.name.slice(0, -key.length - 1) : x.name, x.label]);
+  }
+  const labelOf = (vocab, metric) => (vocab.metrics.find((x) => x.name === metric) || {}).label || metric;
 
   const sleep = (ms, signal) => new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
@@ -514,7 +536,7 @@
 
   // The report of one job: the tables of `fca report` (per model, and
   // mean ± sd [min, max] across models), penalty bars and per-layer plots.
-  function renderReport(rep) {
+  function renderReport(rep, vocab) {
     const ix = reportIndex(rep);
     if (!ix.models.length) return [el('p', {class: 'note'}, 'No result rows stored yet.')];
     const shown = new Set();
@@ -529,18 +551,14 @@
       })});
     out.push(section('Models', 'NLL in nats/token over the evaluation windows; replay fidelity is the largest |logit| difference of REPLAY(A(x)) against LIVE.',
       weights, metricTable(ix, 'Replay', [
-        {i: 'replay', m: 'live_nll', label: withUnit('live NLL', unitOf(ix, 'replay', 'live_nll'))},
-        {i: 'replay', m: 'max_abs_logit_diff', label: 'replay max |Δlogit|'},
+        {i: 'replay', m: 'live_nll', label: withUnit(labelOf(vocab, 'live_nll'), unitOf(ix, 'replay', 'live_nll'))},
+        {i: 'replay', m: 'max_abs_logit_diff', label: labelOf(vocab, 'max_abs_logit_diff')},
       ].filter((r) => ix.metric(r.i, r.m)), {shown, id: 'table-replay'})));
 
     const variation = [];
     for (const f of families) {
-      variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`, [
-        ['eta2_layer', 'eta2 layer (one mean per site)'],
-        ['eta2', 'eta2 (per site and channel)'], ['total_variance', 'total variance'],
-        ['within_site_variance', 'within-site variance'], ['between_input_variance', 'between-input variance'],
-        ['within_input_variance', 'within-input variance'],
-      ].map(([m, label]) => ({i: 'variation', m: `${m}.${f}`, label})).filter((r) => ix.metric(r.i, r.m)),
+      variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`,
+        metricsUnder(vocab, 'variation', '<family>').map(([m, label]) => ({i: 'variation', m: `${m}.${f}`, label})).filter((r) => ix.metric(r.i, r.m)),
       {shown, id: `table-variation-${f}`}));
       const sites = (rep.sites || []).filter((s) => s.family === f);
       if (sites.length) {
@@ -567,20 +585,12 @@
       metricTable(ix, 'Penalty per intervention (nats/token, 95% CI)', interventions.filter((i) => ix.metric(i, 'penalty'))
         .map((i) => ({i, m: 'penalty', label: i})), {shown, rowHead: 'intervention', id: 'table-penalty'})));
 
-    const retention = PROFILES.filter((i) => ix.metric(i, 'retention_pct'));
+    const retention = vocab.profiles.filter((i) => ix.metric(i, 'retention_pct'));
     out.push(section('Gap retention', '100 × (NLL(global_mean) − NLL(P)) / (NLL(global_mean) − NLL(correct)); undefined when the gap is ~0.',
       retention.length ? metricTable(ix, 'Gap retention of the static profiles (%)', retention.map((i) => ({i, m: 'retention_pct', label: i})),
         {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));
 
-    const execution = [
-      ['parameters', 'parameters'],
-      ['blocks_per_token', 'blocks per token'], ['blocks_executed_fraction', 'blocks executed (fraction)'],
-      ['flops_per_token', 'FLOPs per token'], ['replay_flops_per_token', 'replay FLOPs per token'],
-      ['dense_flops_per_token', 'dense twin FLOPs per token'], ['flops_overhead', 'FLOPs vs dense twin'],
-      ['latency_us_per_token', 'latency (us/token)'], ['dense_latency_us_per_token', 'dense twin latency (us/token)'],
-      ['slowdown', 'slowdown vs dense twin (CI)'],
-      ['slowdown_verdict', 'verdict: +1 slower, −1 faster, 0 no detectable difference'],
-    ].filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));
+    const execution = metricsUnder(vocab, 'execution').filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));
     out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with its bootstrap CI; the verdict says slower or faster only when the CI excludes 0.',
       metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label})),
         {shown, twin: rep.dense_twin, id: 'table-execution'})));
@@ -783,8 +793,8 @@
     async function loadReport() {
       reportTimer = null;
       try {
-        const rep = await call('GetReport', {job_id: String(id)}, signal);
-        report.replaceChildren(...renderReport(rep));
+        const [rep, vocab] = await Promise.all([call('GetReport', {job_id: String(id)}, signal), vocabulary()]);
+        report.replaceChildren(...renderReport(rep, vocab));
       } catch (err) {
         if (!signal.aborted) showError(report, err);
       }
@@ -921,7 +931,7 @@
       main.append(el('p', {class: 'note'}, 'Name job ids (e.g. 1,2) and optionally models, or tick jobs in the job list or models on the models page.'));
       return;
     }
-    const res = await call('CompareJobs', {job_ids: ids.slice(0, 16)}, signal);
+    const [res, vocab] = await Promise.all([call('CompareJobs', {job_ids: ids.slice(0, 16)}, signal), vocabulary()]);
     const reports = res.reports || [];
     // One series per (job, model); mean ± sd rows per job of several models.
     const series = [];
@@ -946,7 +956,7 @@
       main.append(el('p', {}, 'None of these jobs has result rows for the chosen models yet.'));
       return;
     }
-    const interventions = INTERVENTIONS.filter((i) => i !== 'correct' && series.some((s) => s.ix.find(s.model, i, 'penalty')));
+    const interventions = vocab.interventions.filter((i) => i !== 'correct' && series.some((s) => s.ix.find(s.model, i, 'penalty')));
     const f = metricFormat('penalty').f;
     main.append(section('Penalties', 'penalty = NLL(I) − NLL(correct) in nats/token with the 95% bootstrap CI; one bar per job and model.',
       barChart({title: 'Penalty per intervention (nats/token, 95% CI)', yLabel: 'penalty (nats/token)', id: 'compare-penalty-chart',
@@ -957,7 +967,7 @@
         }).filter(Boolean)}))}),
       compareTable('Penalty per intervention (nats/token, 95% CI)', 'compare-penalty', series, across,
         interventions.map((i) => ({text: i, i, m: 'penalty'})))));
-    const profiles = PROFILES.filter((i) => series.some((s) => s.ix.find(s.model, i, 'retention_pct')));
+    const profiles = vocab.profiles.filter((i) => series.some((s) => s.ix.find(s.model, i, 'retention_pct')));
     main.append(section('Gap retention', 'Share of the gap NLL(global_mean) − NLL(correct) that each static profile retains (%).',
       profiles.length ? compareTable('Gap retention (%)', 'compare-retention', series, across,
         profiles.map((i) => ({text: i, i, m: 'retention_pct'}))) : el('p', {}, 'No retention rows.')));

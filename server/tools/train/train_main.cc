@@ -18,10 +18,12 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/tools/model_flags.h"
 #include "server/tools/train/corpus_split.h"
 #include "server/tools/train/trainer.h"
 
@@ -31,13 +33,6 @@ ABSL_FLAG(std::vector<std::string>, calib_files, {"literature"},
           "corpus files for calibration (kept out of training)");
 ABSL_FLAG(std::string, out, "", "split: folder for the texts; train: model folder");
 ABSL_FLAG(std::string, log, "", "train: training log path (default OUT/training_log.json)");
-ABSL_FLAG(std::string, family, "featuregate", "dense | featuregate");
-ABSL_FLAG(int64_t, d_model, 192, "width");
-ABSL_FLAG(int64_t, n_layers, 4, "depth");
-ABSL_FLAG(int64_t, n_heads, 6, "attention heads");
-ABSL_FLAG(int64_t, n_groups, 8, "gate groups G per branch");
-ABSL_FLAG(int64_t, d_ff, 768, "MLP width");
-ABSL_FLAG(int64_t, controller_width, 64, "controller hidden width");
 ABSL_FLAG(int64_t, window, 128, "window length T (also the model's max_seq_len)");
 ABSL_FLAG(int64_t, batch, 16, "windows per step");
 ABSL_FLAG(int64_t, steps, 4000, "optimisation steps");
@@ -133,6 +128,20 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point last_draw_;
 };
 
+// The bundled models' shape (README "The bundled models"), where no flag
+// sets it.
+engine::TransformerConfig TrainShape() {
+  engine::TransformerConfig c;
+  c.family = "featuregate";
+  c.d_model = 192;
+  c.n_layers = 4;
+  c.n_heads = 6;
+  c.n_groups = 8;
+  c.d_ff = 768;
+  c.controller_width = 64;
+  return c;
+}
+
 absl::Status Train() {
   engine::TrainOptions o;
   o.out_dir = absl::GetFlag(FLAGS_out);
@@ -158,14 +167,7 @@ absl::Status Train() {
   o.storage_dtype = absl::GetFlag(FLAGS_storage_dtype);
   o.freeze_controller = absl::GetFlag(FLAGS_freeze_controller);
 
-  engine::TransformerConfig c;
-  c.family = absl::GetFlag(FLAGS_family);
-  c.d_model = absl::GetFlag(FLAGS_d_model);
-  c.n_layers = absl::GetFlag(FLAGS_n_layers);
-  c.n_heads = absl::GetFlag(FLAGS_n_heads);
-  c.n_groups = absl::GetFlag(FLAGS_n_groups);
-  c.d_ff = absl::GetFlag(FLAGS_d_ff);
-  c.controller_width = absl::GetFlag(FLAGS_controller_width);
+  engine::TransformerConfig c = tools::ModelConfigFromFlags(TrainShape());
   c.max_seq_len = o.window_length;
 
   std::fprintf(stderr,
@@ -192,10 +194,14 @@ absl::Status Train() {
 }  // namespace fca
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("fca-train split|train [flags]: byte-level models on fortunes");
-  // --help lists the flags of this file.
+  absl::SetProgramUsageMessage(
+      absl::StrCat("fca-train split|train [flags]: byte-level models on fortunes; the model "
+                   "shape where no flag sets it: ",
+                   fca::tools::ModelShapeText(fca::TrainShape())));
+  // --help lists the flags of this file and the model-shape flags.
   fca::ConfigureFlagsUsage("fca-train", [](absl::string_view file) {
-    return absl::EndsWith(file, "server/tools/train/train_main.cc");
+    return absl::EndsWith(file, "server/tools/train/train_main.cc") ||
+           fca::tools::DefinesModelFlags(file);
   });
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {

@@ -1,0 +1,36 @@
+// One model's audit (fca.md): its windows, the LIVE passes over E and C
+// (through the coefficient cache), calibration statistics, one REPLAY per
+// intervention and per-group dependence, the statistics and the execution
+// audit. RunAudit (auditor.cc) runs one per model. Torch-free header.
+#ifndef FCA_SERVER_ENGINE_AUDIT_MODEL_AUDIT_H_
+#define FCA_SERVER_ENGINE_AUDIT_MODEL_AUDIT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/audit/auditor.h"
+
+namespace fca::engine {
+
+struct ModelAuditResult {
+  ModelReport report;
+  // The dense twin's per-token times, taken interleaved with this model's.
+  std::vector<double> dense_us_per_token;
+};
+
+// Audits req.models[index] with `interventions` (`correct` first). Adds its
+// work to `*units_done` as it goes, for progress over `units_total`.
+absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
+                                            const std::vector<std::string>& interventions,
+                                            int64_t index, double* units_done, double units_total);
+
+// The dense twin's own execution figures: counted on the first batch of E,
+// with the latency of the times taken interleaved with every audited model.
+absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
+                                                   const std::vector<double>& us_per_token);
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_AUDIT_MODEL_AUDIT_H_

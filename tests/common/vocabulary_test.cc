@@ -1,0 +1,118 @@
+// common/vocabulary.h: each table names its entries once, in the order of
+// its enum, and every name reads back as the entry it came from.
+#include "common/vocabulary.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace fca {
+namespace {
+
+TEST(VocabularyTest, InterventionsAreInEnumOrderAndRoundTrip) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < InterventionDefs().size(); ++i) {
+    const InterventionDef& d = InterventionDefs()[i];
+    EXPECT_EQ(static_cast<size_t>(d.id), i) << d.name;
+    EXPECT_TRUE(names.insert(d.name).second) << d.name;
+    EXPECT_EQ(ParseIntervention(d.name), d.id);
+    EXPECT_STREQ(InterventionName(d.id), d.name);
+    EXPECT_EQ(&InterventionDefOf(d.id), &d);
+    EXPECT_FALSE(std::string(d.description).empty()) << d.name;
+  }
+  // The last enumerator has its entry: none was left out of the table.
+  EXPECT_EQ(InterventionDefs().back().id, InterventionId::kNeutral);
+}
+
+// fca.md "Interventions" lists them in this order.
+TEST(VocabularyTest, InterventionsAreFcaMdsInReportOrder) {
+  EXPECT_EQ(InterventionNameList(),
+            "correct, cross_input, token_shuffle, static_layer, static_layer_position, "
+            "global_mean, static_token, neutral");
+  EXPECT_EQ(InterventionNameList("|"),
+            "correct|cross_input|token_shuffle|static_layer|static_layer_position|global_mean|"
+            "static_token|neutral");
+  EXPECT_EQ(InterventionNames().size(), InterventionDefs().size());
+  EXPECT_EQ(StaticProfileNames(),
+            (std::vector<std::string>{"static_layer", "static_layer_position", "static_token"}));
+}
+
+TEST(VocabularyTest, UnknownNamesParseToNothing) {
+  for (const char* bad : {"", "Correct", "correct ", "static", "variation", "nll"}) {
+    EXPECT_FALSE(ParseIntervention(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(FindScope("layers"), nullptr);
+  EXPECT_EQ(FindScope(""), nullptr);
+}
+
+TEST(VocabularyTest, ScopesNameTheirMetrics) {
+  EXPECT_EQ(ScopeNameList(), "layer, site, family");
+  for (size_t i = 0; i < ScopeDefs().size(); ++i) {
+    const ScopeDef& d = ScopeDefs()[i];
+    EXPECT_EQ(static_cast<size_t>(d.id), i) << d.name;
+    EXPECT_EQ(FindScope(d.name), &d);
+    // Its metrics are keyed metrics of the vocabulary, keyed by the group.
+    for (const char* metric : {d.nll_metric, d.penalty_metric}) {
+      const MetricDef* m = FindMetric(KeyedMetric(metric, "3"));
+      ASSERT_NE(m, nullptr) << metric;
+      EXPECT_STREQ(m->name, metric);
+      EXPECT_STREQ(m->stored_under, "") << metric;  // under the intervention replayed
+    }
+  }
+  EXPECT_STREQ(FindScope("layer")->nll_metric, "layer_nll");
+  EXPECT_STREQ(FindScope("family")->penalty_metric, "family_penalty");
+}
+
+TEST(VocabularyTest, MetricsAreInEnumOrderAndRoundTrip) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < MetricDefs().size(); ++i) {
+    const MetricDef& d = MetricDefs()[i];
+    EXPECT_EQ(static_cast<size_t>(d.id), i) << d.name;
+    EXPECT_TRUE(names.insert(d.name).second) << d.name;
+    EXPECT_EQ(&MetricDefOf(d.id), &d);
+    EXPECT_EQ(ParseMetric(MetricPattern(d)), d.id) << MetricPattern(d);
+    if (d.key == MetricKey::kNone) {
+      EXPECT_EQ(ParseMetric(d.name), d.id) << d.name;
+      EXPECT_FALSE(ParseMetric(KeyedMetric(d.name, "x")).has_value()) << d.name;
+    } else {
+      EXPECT_EQ(ParseMetric(KeyedMetric(d.name, "attn_gate.3")), d.id) << d.name;
+      EXPECT_FALSE(ParseMetric(d.name).has_value()) << d.name;  // a key is needed
+      EXPECT_FALSE(ParseMetric(KeyedMetric(d.name, "")).has_value()) << d.name;
+    }
+    for (const char* text : {d.unit, d.label, d.description}) {
+      EXPECT_FALSE(std::string(text).empty()) << d.name;
+    }
+  }
+  EXPECT_EQ(MetricDefs().back().id, MetricId::kFidelityCheckedWindows);
+}
+
+// Rows are stored under each intervention, one intervention, or one of the
+// three pseudo-interventions.
+TEST(VocabularyTest, MetricsAreStoredUnderKnownNames) {
+  for (const MetricDef& d : MetricDefs()) {
+    const std::string under = d.stored_under;
+    EXPECT_TRUE(under.empty() || ParseIntervention(under).has_value() || under == kVariation ||
+                under == kExecution || under == kReplay)
+        << d.name << " under " << under;
+  }
+}
+
+TEST(VocabularyTest, KeyedNamesMatchByPrefixOnly) {
+  EXPECT_EQ(MetricUnit("eta2.mlp_gate"), "1");
+  EXPECT_EQ(MetricUnit("eta2_layer.mlp_gate"), "1");
+  EXPECT_EQ(MetricUnit("within_input_variance.q"), "coef^2");
+  EXPECT_EQ(MetricUnit("eta2."), "");  // no family
+  EXPECT_EQ(MetricUnit("eta2"), "");
+  EXPECT_EQ(MetricUnit("eta2x.q"), "");
+  EXPECT_EQ(MetricUnit("penalty"), "nats/token");
+  EXPECT_EQ(MetricUnit("penalty.x"), "");
+  EXPECT_EQ(MetricUnit("no_such_metric"), "");
+  EXPECT_EQ(MetricPattern(MetricDefOf(MetricId::kEta2Layer)), "eta2_layer.<family>");
+  EXPECT_EQ(KeyedMetric(kSiteMean, "attn_gate.0"), "site_mean.attn_gate.0");
+}
+
+}  // namespace
+}  // namespace fca

@@ -1,0 +1,63 @@
+// server/core/metric_catalog.h: the vocabulary's tables as GetServerInfo
+// serves them. Names travel as strings; each one read back from the proto
+// must be the entry it was made from.
+#include "server/core/metric_catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
+#include <string>
+
+namespace fca::core {
+namespace {
+
+v1::GetServerInfoResponse Served() {
+  v1::GetServerInfoResponse info;
+  AddVocabulary(&info);
+  return info;
+}
+
+TEST(MetricCatalogTest, EveryInterventionIsServedOnceInOrderAndReadsBack) {
+  const v1::GetServerInfoResponse info = Served();
+  ASSERT_EQ(info.interventions_size(), static_cast<int>(InterventionDefs().size()));
+  for (int i = 0; i < info.interventions_size(); ++i) {
+    const InterventionDef& def = InterventionDefs()[i];
+    const v1::InterventionInfo& served = info.interventions(i);
+    // enum -> name -> proto -> name -> enum
+    const std::optional<InterventionId> back = ParseIntervention(served.name());
+    ASSERT_TRUE(back.has_value()) << served.name();
+    EXPECT_EQ(*back, def.id) << served.name();
+    EXPECT_EQ(served.description(), def.description);
+    EXPECT_EQ(served.static_profile(), def.static_profile) << served.name();
+  }
+}
+
+TEST(MetricCatalogTest, EveryMetricIsServedOnceInOrderAndReadsBack) {
+  const v1::GetServerInfoResponse info = Served();
+  ASSERT_EQ(info.metrics_size(), static_cast<int>(MetricDefs().size()));
+  std::set<std::string> names;
+  for (int i = 0; i < info.metrics_size(); ++i) {
+    const MetricDef& def = MetricDefs()[i];
+    const v1::MetricInfo& served = info.metrics(i);
+    EXPECT_TRUE(names.insert(served.name()).second) << served.name();
+    const std::optional<MetricId> back = ParseMetric(served.name());
+    ASSERT_TRUE(back.has_value()) << served.name();
+    EXPECT_EQ(*back, def.id) << served.name();
+    EXPECT_EQ(served.unit(), def.unit);
+    EXPECT_EQ(served.label(), def.label);
+    EXPECT_EQ(served.description(), def.description);
+    EXPECT_EQ(served.intervention(), def.stored_under);
+  }
+}
+
+// The names GetServerInfo gives a keyed metric are the documented patterns.
+TEST(MetricCatalogTest, KeyedMetricsAreServedAsPatterns) {
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kEta2)).name(), "eta2.<family>");
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kSiteMean)).name(), "site_mean.<site>");
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kLayerPenalty)).name(), "layer_penalty.<layer>");
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kPenalty)).name(), "penalty");
+}
+
+}  // namespace
+}  // namespace fca::core
