@@ -93,36 +93,38 @@ absl::Status Coordinator::Start() {
 
 void Coordinator::Stop() {
   running_ = false;
-  stopping_ = true;
-  cv_.notify_all();
+  {
+    // Under mu_, so that the sweep thread's wait sees it at once.
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   if (sweeper_.joinable()) sweeper_.join();
 }
 
 void Coordinator::AddStopListener(std::function<void(int64_t)> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stop_listeners_.push_back(std::move(listener));
 }
 
 void Coordinator::AddWakeListener(std::function<void()> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   wake_listeners_.push_back(std::move(listener));
 }
 
 void Coordinator::Wake() {
   std::vector<std::function<void()>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     wake_ = true;
     listeners = wake_listeners_;
   }
-  cv_.notify_all();
   for (const auto& l : listeners) l();
 }
 
 void Coordinator::Cancel(int64_t job_id) {
   std::vector<std::function<void(int64_t)>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     listeners = stop_listeners_;
   }
   for (const auto& l : listeners) l(job_id);
@@ -132,8 +134,9 @@ void Coordinator::Cancel(int64_t job_id) {
 void Coordinator::Loop() {
   while (!stopping_) {
     SweepOnce();
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.sweep_interval, [&] { return stopping_.load() || wake_; });
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Coordinator::SweepDue),
+                         absl::FromChrono(options_.sweep_interval));
     wake_ = false;
   }
   // A last chance before exit; what is still pending is recovered at the
@@ -209,12 +212,12 @@ void Coordinator::EmitOrLog(int64_t job_id, v1::JobEvent event) {
 }
 
 int64_t Coordinator::PendingEnds() {
-  std::lock_guard<std::mutex> lock(ends_mu_);
+  absl::MutexLock lock(&ends_mu_);
   return static_cast<int64_t>(pending_ends_.size());
 }
 
 void Coordinator::ForgetProgress(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   progress_.erase(job_id);
   cache_errors_logged_.erase(job_id);
 }
@@ -222,7 +225,7 @@ void Coordinator::ForgetProgress(int64_t job_id) {
 void Coordinator::LogCacheError(int64_t job_id, const char* what, const absl::Status& status) {
   {
     // One line per job: a broken cache fails every window the same way.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!cache_errors_logged_.insert(job_id).second) return;
   }
   LogError(job_id, what, status);
@@ -276,7 +279,7 @@ absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskCl
   FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
   a.task_count = spec.models_size();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     progress_[a.job_id].task_count = a.task_count;
   }
   if (verify_weights && options_.models != nullptr) {
@@ -306,7 +309,7 @@ absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::Audit
   const int64_t job_id = claim.job.id;
   v1::JobEvent e;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     JobProgress& jp = progress_[job_id];
     if (jp.fractions.empty()) jp.first_event = Clock::now();
     jp.fractions[claim.task.index] = p.fraction;
@@ -429,7 +432,7 @@ absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome
     if (EndSettled(status)) return status;
   }
   LogError(0, "cannot record a task's end yet; retrying", status);
-  std::lock_guard<std::mutex> lock(ends_mu_);
+  absl::MutexLock lock(&ends_mu_);
   pending_ends_.push_back(end);
   return absl::OkStatus();
 }
@@ -437,7 +440,7 @@ absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome
 void Coordinator::RetryPendingEnds() {
   std::vector<TaskEnd> pending;
   {
-    std::lock_guard<std::mutex> lock(ends_mu_);
+    absl::MutexLock lock(&ends_mu_);
     pending.swap(pending_ends_);
   }
   std::vector<TaskEnd> still;
@@ -449,7 +452,7 @@ void Coordinator::RetryPendingEnds() {
       still.push_back(end);
     }
   }
-  std::lock_guard<std::mutex> lock(ends_mu_);
+  absl::MutexLock lock(&ends_mu_);
   pending_ends_.insert(pending_ends_.end(), still.begin(), still.end());
 }
 

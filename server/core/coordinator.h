@@ -25,17 +25,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
@@ -169,6 +169,8 @@ class Coordinator : public TaskBroker {
   };
 
   void Loop();
+  // Stop() or Wake() was called: the sweep thread's wait ends.
+  bool SweepDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
   void ExpireLeases();
   void SettleJobs();
   absl::Status RecordTaskEnd(const TaskEnd& end);
@@ -189,15 +191,16 @@ class Coordinator : public TaskBroker {
   std::thread sweeper_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> running_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool wake_ = false;                                         // guarded by mu_
-  std::vector<std::function<void(int64_t)>> stop_listeners_;  // guarded by mu_
-  std::vector<std::function<void()>> wake_listeners_;         // guarded by mu_
-  std::map<int64_t, JobProgress> progress_;                   // guarded by mu_
-  std::set<int64_t> cache_errors_logged_;                     // guarded by mu_
-  std::mutex ends_mu_;
-  std::vector<TaskEnd> pending_ends_;  // guarded by ends_mu_
+  // The sweep thread waits on mu_ until SweepDue(); absl::Mutex re-checks
+  // that whenever mu_ is released, so setters need no notify.
+  absl::Mutex mu_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void(int64_t)>> stop_listeners_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> wake_listeners_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, JobProgress> progress_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex ends_mu_;
+  std::vector<TaskEnd> pending_ends_ ABSL_GUARDED_BY(ends_mu_);
 };
 
 }  // namespace fca::core

@@ -109,9 +109,10 @@ void Worker::Start() {
 }
 
 void Worker::RequestStop() {
+  // Under mu_, so that the idle wait sees it at once.
+  absl::MutexLock lock(&mu_);
   stopping_ = true;
   interrupt_ = true;
-  cv_.notify_all();
 }
 
 void Worker::Stop() {
@@ -120,20 +121,17 @@ void Worker::Stop() {
 }
 
 void Worker::Wake() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_ = true;
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
 }
 
 void Worker::StopJob(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (running_job_ == job_id && job_id != 0) interrupt_ = true;
 }
 
 bool Worker::Busy() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return running_job_ != 0;
 }
 
@@ -146,8 +144,9 @@ void Worker::Loop() {
                    ran.status().ToString().c_str());
     }
     if (ran.ok() && *ran) continue;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_.load() || wake_; });
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Worker::ClaimDue),
+                         absl::FromChrono(options_.poll_interval));
     wake_ = false;
   }
 }
@@ -162,11 +161,11 @@ absl::StatusOr<bool> Worker::RunOne(int64_t task_id) {
 void Worker::Heartbeat(const TaskAssignment& task) {
   const auto interval =
       std::min<std::chrono::milliseconds>(options_.heartbeat_interval, task.lease_duration / 4);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!task_done_) {
-    cv_.wait_for(lock, interval, [&] { return task_done_; });
-    if (task_done_) break;
-    lock.unlock();
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&task_done_), absl::FromChrono(interval))) break;
+    }
     absl::StatusOr<bool> stop = broker_->Renew(task.lease);
     if (stop.ok() && *stop) interrupt_ = true;
     if (absl::IsFailedPrecondition(stop.status()) || absl::IsNotFound(stop.status())) {
@@ -178,13 +177,12 @@ void Worker::Heartbeat(const TaskAssignment& task) {
     // Other errors (the coordinator unreachable for a moment): try again
     // at the next beat; if the lease runs out meanwhile, the task runs
     // elsewhere and this worker's reports are refused.
-    lock.lock();
   }
 }
 
 void Worker::RunTask(const TaskAssignment& task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_job_ = task.job_id;
     task_done_ = false;
     interrupt_ = stopping_.load();
@@ -200,11 +198,10 @@ void Worker::RunTask(const TaskAssignment& task) {
   absl::Status outcome = Execute(task, &provenance);
   SetNow(provenance.mutable_finished_at());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_job_ = 0;
     task_done_ = true;
   }
-  cv_.notify_all();
   heartbeat.join();
   if (refused_ || lease_lost_) return;  // given back, or someone else's now
   const bool cancelled = absl::IsCancelled(outcome);
