@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace fca::storage {
@@ -239,7 +240,9 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
     status = fn();
   } catch (...) {
     --depth_;
-    (void)Rollback(outermost);
+    // The exception tells the caller that nothing was kept; a rollback that
+    // fails as well can only be logged.
+    LogIfError("storage: rollback after an exception", Rollback(outermost));
     throw;
   }
   --depth_;
@@ -258,7 +261,9 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
   absl::Status commit = outermost ? Execute("COMMIT", "commit transaction")
                                   : Execute("RELEASE fca_nested", "release savepoint");
   if (!commit.ok()) {
-    (void)Rollback(outermost);
+    // The caller gets the commit's error; a rollback that fails as well
+    // can only be logged.
+    LogIfError("storage: rollback after a failed commit", Rollback(outermost));
     return commit;
   }
   return absl::OkStatus();

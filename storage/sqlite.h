@@ -151,12 +151,12 @@ class Database {
   // READONLY -> FAILED_PRECONDITION, constraint violations -> ALREADY_EXISTS /
   // FAILED_PRECONDITION / INVALID_ARGUMENT, anything else -> INTERNAL) whose
   // message names `what` only. Writes SQLite's own message to stderr.
-  absl::Status Error(int rc, const char* what) const;
+  [[nodiscard]] absl::Status Error(int rc, const char* what) const;
 
  private:
   friend class BlobReader;
   explicit Database(sqlite3* db) : db_(db) {}
-  absl::Status Rollback(bool outermost);
+  [[nodiscard]] absl::Status Rollback(bool outermost);
 
   sqlite3* db_ = nullptr;
   int depth_ = 0;  // nesting depth of Transaction()

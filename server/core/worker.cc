@@ -268,6 +268,7 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   const Clock::time_point start = Clock::now();
   Clock::time_point last_report = start - options_.progress_interval;
   std::string last_phase;
+  absl::Status progress_error;
   req.on_progress = [&](const engine::AuditProgress& p) {
     // Progress comes after every batch: the time limit is honoured within one.
     if (options_.max_task_duration.count() > 0 &&
@@ -279,7 +280,16 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
     if (p.phase == last_phase && now - last_report < options_.progress_interval) return;
     last_phase = p.phase;
     last_report = now;
-    (void)broker_->ReportProgress(task.lease, p);  // progress is best effort
+    // Progress is best effort: the rows and the task's end are what count,
+    // so a report that fails does not stop the audit. The first failure of
+    // the task is logged (a broker that is down would fail every report).
+    const absl::Status reported = broker_->ReportProgress(task.lease, p);
+    if (!reported.ok() && progress_error.ok()) {
+      progress_error = reported;
+      LogIfError(absl::StrFormat("worker %s: task %d: progress not reported", options_.name,
+                                 task.lease.task_id),
+                 reported);
+    }
   };
   absl::Status report_error;
   auto report = [&](const std::string& model, const std::string& weights_sha256,

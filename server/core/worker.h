@@ -66,7 +66,7 @@ class Worker {
   // the calling thread. Returns whether a task was claimed; an error only
   // when the broker could not be asked (the task's own failure is reported
   // to the broker, not returned).
-  absl::StatusOr<bool> RunOne(int64_t task_id);
+  [[nodiscard]] absl::StatusOr<bool> RunOne(int64_t task_id);
 
   // Runs a task this worker has claimed (through its broker) to its end.
   void RunTask(const TaskAssignment& task);
@@ -82,9 +82,10 @@ class Worker {
   // The audit of one task; its status is the task's outcome. Fills
   // `provenance` with what it learns as it goes (a failed task keeps what
   // was known when it failed).
-  absl::Status Execute(const TaskAssignment& task, v1::TaskProvenance* provenance);
-  absl::Status CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,
-                            const engine::ModelInfo* twin) const;
+  [[nodiscard]] absl::Status Execute(const TaskAssignment& task, v1::TaskProvenance* provenance);
+  [[nodiscard]] absl::Status CheckWeights(const TaskAssignment& task,
+                                          const engine::ModelInfo& model,
+                                          const engine::ModelInfo* twin) const;
   void Heartbeat(const TaskAssignment& task);
 
   TaskBroker* broker_;
