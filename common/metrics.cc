@@ -1,5 +1,7 @@
 #include "common/metrics.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -185,8 +187,7 @@ FamilyBase* Registry::Find(const std::string& name, Type type,
     same = SameBuckets(static_cast<Family<Histogram>*>(f)->buckets_, CleanBounds(buckets));
   }
   if (same) return f;
-  std::fprintf(stderr, "metrics: %s registered again with another type, labels or buckets\n",
-               name.c_str());
+  LOG(ERROR) << "metrics: " << name << " registered again with another type, labels or buckets";
   return nullptr;
 }
 

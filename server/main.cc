@@ -5,6 +5,7 @@
 // Loopback by default. SIGTERM or SIGINT drains: the server stops accepting
 // calls, a running job is interrupted within one batch and queued again,
 // and the process exits; the next start resumes it.
+#include <glog/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -30,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/core/coordinator.h"
 #include "server/core/model_repository.h"
@@ -344,7 +346,7 @@ bool FlagOnCommandLine(int argc, char** argv, absl::string_view name) {
     return absl::InvalidArgumentError(
         "--api_keys with --auth=false: the keys would never be checked; drop --auth=false");
   }
-  std::fprintf(stderr, "fca-server: --api_keys implies --auth: authentication is on\n");
+  LOG(INFO) << "fca-server: --api_keys implies --auth: authentication is on";
   return true;
 }
 
@@ -363,10 +365,9 @@ void WarnIfOpenToOthers(const std::string& db) {
   for (const std::string& path : {db, db + "-wal", db + "-shm"}) {
     struct stat info {};
     if (stat(path.c_str(), &info) != 0 || (info.st_mode & (S_IRWXG | S_IRWXO)) == 0) continue;
-    std::fprintf(stderr,
-                 "fca-server: warning: %s has mode %04o and is open to group or others; run: "
-                 "chmod 600 %s\n",
-                 path.c_str(), static_cast<unsigned>(info.st_mode & 07777), path.c_str());
+    LOG(WARNING) << absl::StrFormat(
+        "fca-server: warning: %s has mode %04o and is open to group or others; run: chmod 600 %s",
+        path, info.st_mode & 07777, path);
   }
 }
 
@@ -399,8 +400,8 @@ std::unique_ptr<engine::WeightsHashCache> OpenWeightsHashCache() {
   std::string path = absl::GetFlag(FLAGS_weights_hash_cache);
   if (path.empty()) path = absl::GetFlag(FLAGS_db) + ".weights-hash-cache";
   if (path == "none") path.clear();
-  std::fprintf(stderr, "fca-server: weights hashes are remembered %s%s\n",
-               path.empty() ? "in memory only" : "in ", path.c_str());
+  LOG(INFO) << "fca-server: weights hashes are remembered "
+            << (path.empty() ? "in memory only" : "in ") << path;
   return engine::WeightsHashCache::Open(path);
 }
 
@@ -437,14 +438,13 @@ void LogAuthMode(bool auth) {
                                  : !http.empty() && !IsLoopback(http)
                                      ? " (and --http_listen is not a loopback address; use --auth)"
                                      : "";
-    std::fprintf(stderr, "fca-server: authentication is off: every caller is the admin%s\n",
-                 open_to_others);
+    LOG(WARNING) << "fca-server: authentication is off: every caller is the admin"
+                 << open_to_others;
     return;
   }
-  std::fprintf(stderr,
-               "fca-server: authentication is on; keys from the database%s (create one with "
-               "fca-server --db=FILE --create_api_key=USER)\n",
-               absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys");
+  LOG(INFO) << "fca-server: authentication is on; keys from the database"
+            << (absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys")
+            << " (create one with fca-server --db=FILE --create_api_key=USER)";
 }
 
 // The folder this binary lies in ("" when unknown).
@@ -508,8 +508,9 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
   if (error) return absl::FailedPreconditionError("cannot create --slurm_log_dir " + o.log_dir);
   auto executor = std::make_unique<core::SlurmExecutor>(store, coordinator, o);
   FCA_RETURN_IF_ERROR(executor->CheckCluster());
-  std::fprintf(stderr, "fca-server: tasks run as Slurm jobs (%s, logs in %s)\n",
-               o.partition.empty() ? "default partition" : o.partition.c_str(), o.log_dir.c_str());
+  LOG(INFO) << "fca-server: tasks run as Slurm jobs ("
+            << (o.partition.empty() ? "default partition" : o.partition) << ", logs in "
+            << o.log_dir << ")";
   return executor;
 }
 
@@ -548,8 +549,8 @@ absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
   absl::StatusOr<std::unique_ptr<http::Gateway>> gateway =
       http::Gateway::Start(core, authenticator, options);
   if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_on_command_line) {
-    std::fprintf(stderr, "fca-server: warning: %s; serving without HTTP (set --http_listen)\n",
-                 std::string(gateway.status().message()).c_str());
+    LOG(WARNING) << "fca-server: warning: " << gateway.status().message()
+                 << "; serving without HTTP (set --http_listen)";
     return nullptr;
   }
   return gateway;
@@ -643,15 +644,15 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
     const std::string http = absl::GetFlag(FLAGS_http_listen);
     std::printf("fca-server: http listening on %s:%d\n", http.substr(0, http.rfind(':')).c_str(),
                 gateway->port());
-    std::fprintf(stderr, "fca-server: the HTTP gateway serves %s\n",
-                 gateway->tls() ? "HTTPS (--tls_cert, --tls_key)"
-                                : "plain HTTP (for loopback, or behind a TLS proxy)");
+    LOG(INFO) << "fca-server: the HTTP gateway serves "
+              << (gateway->tls() ? "HTTPS (--tls_cert, --tls_key)"
+                                 : "plain HTTP (for loopback, or behind a TLS proxy)");
   }
   std::fflush(stdout);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "fca-server: signal %d: draining\n", signal_number);
+  LOG(INFO) << "fca-server: signal " << signal_number << ": draining";
   grpc_server::SetServing(*server, false);
   service.Shutdown();
   // Ends its event streams (within half a second) and waits for its calls.
@@ -662,7 +663,7 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   if (workers != nullptr) workers->Stop();
   coordinator.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  std::fprintf(stderr, "fca-server: stopped\n");
+  LOG(INFO) << "fca-server: stopped";
   return absl::OkStatus();
 }
 
@@ -680,6 +681,7 @@ absl::Status Run(int argc, char** argv, const sigset_t& signals) {
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  fca::InitServerLogging(argv[0]);
   // Before anything creates a file: the database, its -wal and -shm hold
   // every user's data and the API key hashes.
   umask(0077);
@@ -693,6 +695,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const absl::Status st = fca::Run(argc, argv, signals);
   if (!st.ok()) {
+    // The answer to the command line (a bad flag, a database in use), plain
+    // like the CLI's errors: the process ends with it.
     std::fprintf(stderr, "fca-server: %s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
                  std::string(st.message()).c_str());
     return 1;

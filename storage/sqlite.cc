@@ -1,12 +1,13 @@
 #include "storage/sqlite.h"
 
+#include <glog/logging.h>
 #include <sqlite3.h>
 
 #include <cctype>
-#include <cstdio>
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -190,7 +191,7 @@ absl::StatusOr<Statement> Database::Prepare(std::string_view sql, const char* wh
   Statement statement(this, stmt, what);
   for (const char* p = tail; p != nullptr && p < sql.data() + sql.size(); ++p) {
     if (!std::isspace(static_cast<unsigned char>(*p))) {
-      std::fprintf(stderr, "fca storage: %s: more than one SQL statement\n", what);
+      LOG(ERROR) << "storage: " << what << ": more than one SQL statement";
       return absl::InternalError(absl::StrFormat("storage: %s failed", what));
     }
   }
@@ -247,10 +248,7 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
   }
   --depth_;
   if (!status.ok()) {
-    const absl::Status rollback = Rollback(outermost);
-    if (!rollback.ok()) {
-      std::fprintf(stderr, "fca storage: rollback failed after: %s\n", status.ToString().c_str());
-    }
+    LogIfError(absl::StrCat("storage: rollback after: ", status.ToString()), Rollback(outermost));
     return status;
   }
   if (sqlite3_get_autocommit(db_) != 0) {
@@ -272,8 +270,9 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
 absl::Status Database::Error(int rc, const char* what) const {
   const int primary = rc & 0xff;
   if (primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
-    std::fprintf(stderr, "fca storage: %s: sqlite error %d (%s): %s\n", what, rc,
-                 sqlite3_errstr(rc), db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
+    // The detail stays in the log: statuses carry short, sanitized messages.
+    LOG(ERROR) << "storage: " << what << ": sqlite error " << rc << " (" << sqlite3_errstr(rc)
+               << "): " << (db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
   }
   switch (primary) {
     case SQLITE_BUSY:

@@ -1,6 +1,7 @@
 #include "server/core/coordinator.h"
 
-#include <cstdio>
+#include <glog/logging.h>
+
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -15,8 +16,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void LogError(int64_t job_id, const char* what, const absl::Status& status) {
-  std::fprintf(stderr, "fca-server: job %lld: %s: %s\n", static_cast<long long>(job_id), what,
-               status.ToString().c_str());
+  LOG(ERROR) << "job " << job_id << ": " << what << ": " << status;
 }
 
 v1::JobEvent StateEvent(v1::JobState state) {
@@ -66,12 +66,10 @@ absl::Status Coordinator::Start() {
                        store_->ExpireLeases(options_.max_attempts, kLocalWorkerPrefix,
                                             "the server stopped while running it"));
   if (!lost.requeued.empty()) {
-    std::fprintf(stderr, "fca-server: %zu interrupted task(s) queued again\n",
-                 lost.requeued.size());
+    LOG(INFO) << lost.requeued.size() << " interrupted task(s) queued again";
   }
   for (const storage::TaskRecord& t : lost.failed) {
-    std::fprintf(stderr, "fca-server: job %lld, model %s failed: %s\n",
-                 static_cast<long long>(t.job_id), t.model.c_str(), t.error.c_str());
+    LOG(WARNING) << "job " << t.job_id << ", model " << t.model << " failed: " << t.error;
   }
   for (const storage::TaskRecord& t : lost.requeued) {
     EmitOrLog(t.job_id,
@@ -81,10 +79,7 @@ absl::Status Coordinator::Start() {
   for (const storage::TaskRecord& t : lost.failed) StopJob(t.job_id);
   // Their streams died with the previous process.
   FCA_ASSIGN_OR_RETURN(const int64_t uploads, store_->DropUnfinishedUploads());
-  if (uploads > 0) {
-    std::fprintf(stderr, "fca-server: %lld unfinished upload(s) dropped\n",
-                 static_cast<long long>(uploads));
-  }
+  if (uploads > 0) LOG(INFO) << uploads << " unfinished upload(s) dropped";
   SettleJobs();
   sweeper_ = std::thread([this] { Loop(); });
   running_ = true;
@@ -446,8 +441,7 @@ void Coordinator::RetryPendingEnds() {
   std::vector<TaskEnd> still;
   for (const TaskEnd& end : pending) {
     if (EndSettled(RecordTaskEnd(end))) {
-      std::fprintf(stderr, "fca-server: task %lld: its end is recorded\n",
-                   static_cast<long long>(end.lease.task_id));
+      LOG(INFO) << "task " << end.lease.task_id << ": its end is recorded";
     } else {
       still.push_back(end);
     }

@@ -1,7 +1,8 @@
 #include "server/core/worker.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -140,8 +141,7 @@ void Worker::Loop() {
   while (!stopping_) {
     absl::StatusOr<bool> ran = RunOne(0);
     if (!ran.ok()) {
-      std::fprintf(stderr, "fca worker %s: cannot claim a task: %s\n", options_.name.c_str(),
-                   ran.status().ToString().c_str());
+      LOG(WARNING) << "worker " << options_.name << ": cannot claim a task: " << ran.status();
     }
     if (ran.ok() && *ran) continue;
     absl::MutexLock lock(&mu_);
@@ -219,11 +219,11 @@ void Worker::RunTask(const TaskAssignment& task) {
     }
     reported = broker_->Finish(task.lease, outcome, provenance);
   }
-  if (!reported.ok()) {
-    std::fprintf(stderr, "fca worker %s: task %lld: cannot report its end: %s\n",
-                 options_.name.c_str(), static_cast<long long>(task.lease.task_id),
-                 reported.ToString().c_str());
-  }
+  // The lease runs out and the task runs again elsewhere: nothing to return
+  // this to.
+  LogIfError(absl::StrFormat("worker %s: task %d: cannot report its end", options_.name,
+                             task.lease.task_id),
+             reported);
 }
 
 absl::Status Worker::CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,

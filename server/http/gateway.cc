@@ -1,9 +1,9 @@
 #include "server/http/gateway.h"
 
+#include <glog/logging.h>
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 
-#include <cstdio>
 #include <deque>
 #include <utility>
 
@@ -238,7 +238,7 @@ void SendJson(httplib::Response& res, int status, const std::string& json) {
 
 void SendError(httplib::Response& res, const absl::Status& status, int http_status = 0) {
   if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
-    std::fprintf(stderr, "fca-server: http: %s\n", status.ToString().c_str());
+    LOG(ERROR) << "http: " << status;
   }
   SendJson(res, http_status != 0 ? http_status : HttpStatus(status.code()), ErrorJson(status));
 }
@@ -533,7 +533,7 @@ void Gateway::Route() {
           what = e.what();
         } catch (...) {
         }
-        std::fprintf(stderr, "fca-server: http: request failed: %s\n", what.c_str());
+        LOG(ERROR) << "http: request failed: " << what;
         SendError(res, absl::InternalError("internal error"));
       });
 

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/flags_usage.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/tools/train/corpus_split.h"
@@ -192,6 +193,9 @@ absl::Status Train() {
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  // The libraries' diagnostics; this tool's own progress, notes and report
+  // are its output, printed as they are.
+  fca::InitServerLogging(argv[0]);
   absl::SetProgramUsageMessage("fca-train split|train [flags]: byte-level models on fortunes");
   // --help lists the flags of this file.
   fca::ConfigureFlagsUsage("fca-train", [](absl::string_view file) {
