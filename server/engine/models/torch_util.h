@@ -96,17 +96,21 @@ inline bool Records(CoefficientMode mode) {
   return mode == CoefficientMode::kLiveRecord || mode == CoefficientMode::kRecordOnly;
 }
 
+// The status GuardTorch returns for an exception `e` thrown while doing
+// `what`: INTERNAL "<what> failed (see the server log)". The full text of
+// e.what() (torch's message, its source paths and C++ frames) is logged as
+// an ERROR naming `what`, and kept out of the status, which reaches clients.
+[[nodiscard]] absl::Status TorchFailure(const std::string& what, const std::exception& e);
+
 // Runs `fn` (returning absl::Status or StatusOr) and turns any exception
-// thrown by torch into INTERNAL "<what>: <first line of the message>", so no
-// exception crosses a library boundary.
+// thrown by torch into TorchFailure(what, e), so no exception crosses a
+// library boundary.
 template <typename Fn>
 [[nodiscard]] auto GuardTorch(const std::string& what, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    msg = msg.substr(0, msg.find('\n'));
-    return absl::InternalError(absl::StrCat(what, ": ", msg));
+    return TorchFailure(what, e);
   }
 }
 
