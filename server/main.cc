@@ -306,43 +306,14 @@ std::vector<std::string> WorkerDevices() {
   return absl::OkStatus();
 }
 
-// True when `name` (a boolean flag) was given on the command line in any
-// form: --name, --name=VALUE, --noname (single dashes too). absl does not
-// say whether a flag was set or defaulted, and `--auth=false` must be told
-// apart from no --auth at all.
-bool BoolFlagOnCommandLine(int argc, char** argv, absl::string_view name) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "-")) continue;
-    absl::ConsumePrefix(&arg, "-");
-    arg = arg.substr(0, arg.find('='));
-    if (arg == name || arg == absl::StrCat("no", name)) return true;
-  }
-  return false;
-}
-
-// True when the flag `name` (any type) was given on the command line:
-// --name=VALUE or --name VALUE.
-bool FlagOnCommandLine(int argc, char** argv, absl::string_view name) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "-")) continue;
-    absl::ConsumePrefix(&arg, "-");
-    if (arg.substr(0, arg.find('=')) == name) return true;
-  }
-  return false;
-}
-
 // --auth, or implied by --api_keys: a key file nobody checks would let
 // every caller in as the local admin while the operator believes the
 // server is protected. Only an explicit --auth=false together with
 // --api_keys is refused, as a contradiction.
-[[nodiscard]] absl::StatusOr<bool> AuthEnabled(bool auth_on_command_line) {
+[[nodiscard]] absl::StatusOr<bool> AuthEnabled(bool auth_specified) {
   const bool auth = absl::GetFlag(FLAGS_auth);
   if (absl::GetFlag(FLAGS_api_keys).empty() || auth) return auth;
-  if (auth_on_command_line) {
+  if (auth_specified) {
     return absl::InvalidArgumentError(
         "--api_keys with --auth=false: the keys would never be checked; drop --auth=false");
   }
@@ -528,7 +499,7 @@ sigset_t BlockShutdownSignals() {
 // default address only, when that address is taken).
 absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
     core::AuditServiceCore* core, const grpc_server::Authenticator& authenticator,
-    storage::Store* store, core::Coordinator* coordinator, bool http_on_command_line) {
+    storage::Store* store, core::Coordinator* coordinator, bool http_specified) {
   const std::string listen = absl::GetFlag(FLAGS_http_listen);
   if (listen.empty()) return nullptr;
   http::GatewayOptions options;
@@ -548,7 +519,7 @@ absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
   };
   absl::StatusOr<std::unique_ptr<http::Gateway>> gateway =
       http::Gateway::Start(core, authenticator, options);
-  if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_on_command_line) {
+  if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_specified) {
     LOG(WARNING) << "fca-server: warning: " << gateway.status().message()
                  << "; serving without HTTP (set --http_listen)";
     return nullptr;
@@ -556,7 +527,7 @@ absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
   return gateway;
 }
 
-absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line) {
+absl::Status Serve(const sigset_t& signals, bool auth, bool http_specified) {
   const core::ServiceLimits limits = Limits();
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
   core::ModelRepository::Options repo_options;
@@ -627,7 +598,7 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   grpc_server::SetServing(*server, true);
   FCA_ASSIGN_OR_RETURN(
       std::unique_ptr<http::Gateway> gateway,
-      StartHttp(&core, http_authenticator, store.get(), &coordinator, http_on_command_line));
+      StartHttp(&core, http_authenticator, store.get(), &coordinator, http_specified));
   std::unique_ptr<core::SlurmExecutor> executor;
   if (absl::GetFlag(FLAGS_executor) == "slurm") {
     FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
@@ -667,14 +638,15 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   return absl::OkStatus();
 }
 
-absl::Status Run(int argc, char** argv, const sigset_t& signals) {
+absl::Status Run(const sigset_t& signals) {
   FCA_RETURN_IF_ERROR(ValidateFlags());
   if (!absl::GetFlag(FLAGS_create_api_key).empty()) return CreateApiKey();
   if (absl::GetFlag(FLAGS_models).empty()) {
     return absl::InvalidArgumentError("--models is required (the model repository folder)");
   }
-  FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(BoolFlagOnCommandLine(argc, argv, "auth")));
-  return Serve(signals, auth, FlagOnCommandLine(argc, argv, "http_listen"));
+  // Given explicitly (the command line or a --flagfile), or defaulted.
+  FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(FlagSpecified("auth")));
+  return Serve(signals, auth, FlagSpecified("http_listen"));
 }
 
 }  // namespace
@@ -693,7 +665,7 @@ int main(int argc, char** argv) {
       "fca-server", [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); });
   const sigset_t signals = fca::BlockShutdownSignals();
   absl::ParseCommandLine(argc, argv);
-  const absl::Status st = fca::Run(argc, argv, signals);
+  const absl::Status st = fca::Run(signals);
   if (!st.ok()) {
     // The answer to the command line (a bad flag, a database in use), plain
     // like the CLI's errors: the process ends with it.

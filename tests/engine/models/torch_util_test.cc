@@ -28,14 +28,14 @@ TEST(GuardTorchTest, ATorchErrorNamesTheStepForTheClientAndIsLoggedInFull) {
   ASSERT_FALSE(torch_text.empty()) << "a 2x3 by 2x3 product no longer throws";
   ::testing::internal::CaptureStderr();
   const absl::StatusOr<at::Tensor> product =
-      GuardTorch("multiplying the test matrices", [&]() -> absl::StatusOr<at::Tensor> {
-        return BadProduct();
-      });
+      GuardTorch("multiplying the test matrices",
+                 [&]() -> absl::StatusOr<at::Tensor> { return BadProduct(); });
   const std::string log = ::testing::internal::GetCapturedStderr();
   ASSERT_FALSE(product.ok());
   EXPECT_EQ(product.status().code(), absl::StatusCode::kInternal);
   // Nothing of torch's text: not its message, not its paths or frames.
-  EXPECT_EQ(product.status().message(), "multiplying the test matrices failed (see the server log)");
+  EXPECT_EQ(product.status().message(),
+            "multiplying the test matrices failed (see the server log)");
   const std::string first_line = torch_text.substr(0, torch_text.find('\n'));
   EXPECT_EQ(product.status().message().find(first_line), absl::string_view::npos);
   // The log has it all: the message, where torch raised it, the frames
