@@ -269,7 +269,13 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
 
 absl::Status Database::Error(int rc, const char* what) const {
   const int primary = rc & 0xff;
-  if (primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
+  // A lock another connection holds past the busy timeout (BUSY, LOCKED,
+  // and PROTOCOL: WAL mode's locking race lost for seconds on end, "very,
+  // very rarely", sqlite.org/rescode.html#protocol) is the moment's, not a
+  // fault: UNAVAILABLE, which callers retry, and no error in the log.
+  const bool busy =
+      primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
+  if (!busy) {
     // The detail stays in the log: statuses carry short, sanitized messages.
     LOG(ERROR) << "storage: " << what << ": sqlite error " << rc << " (" << sqlite3_errstr(rc)
                << "): " << (db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
@@ -277,6 +283,7 @@ absl::Status Database::Error(int rc, const char* what) const {
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
       return absl::UnavailableError(absl::StrFormat("storage: %s: database is busy, retry", what));
     case SQLITE_FULL:
       return absl::ResourceExhaustedError(

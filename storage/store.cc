@@ -448,6 +448,7 @@ absl::StatusOr<std::optional<ApiKeyInfo>> Store::LookupApiKey(const std::string&
   // Looked up by hash, so timing reveals nothing useful about stored keys.
   const std::string hash = Sha256Hex(plaintext);
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_RETURN_IF_ERROR(Inject("lookup_api_key"));
   FCA_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare("SELECT user, role FROM api_keys WHERE key_sha256 = ?1", "look up API key"));

@@ -65,10 +65,11 @@ struct StoreOptions {
   // instead of running the same jobs twice. Off by default: tools and tests
   // open one file several times on purpose.
   bool exclusive = false;
-  // Fault injection for tests: called at the start of every write with the
-  // operation's name ("create_job", "claim_job", "finish_job",
-  // "requeue_jobs", "renew_lease", "append_event", "insert_results",
-  // "put_coefficients", "get_coefficients", "upload", "delete"); a non-OK
+  // Fault injection for tests: called at the start of every write, and of
+  // the reads named here, with the operation's name ("create_job",
+  // "claim_job", "finish_job", "requeue_jobs", "renew_lease",
+  // "append_event", "insert_results", "put_coefficients",
+  // "get_coefficients", "upload", "delete", "lookup_api_key"); a non-OK
   // status is returned by that call as if SQLite had failed, and nothing is
   // written.
   std::function<absl::Status(std::string_view op)> fault_injector;
