@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -47,6 +48,11 @@ TEST(RunBatchesTest, TheFirstErrorStopsThePass) {
       [&](int64_t b, int64_t) {
         ran.fetch_add(1);
         if (b == 5) return absl::InvalidArgumentError("batch 5 is bad");
+        // Batches that take a while, as real ones do: empty ones let the
+        // other threads run all 400 while the thread holding batch 5 waits
+        // to be scheduled (a test that failed on a loaded machine). Now it
+        // would have to wait ~0.4 s.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
         return absl::OkStatus();
       },
       [](int64_t) { return absl::OkStatus(); });
