@@ -67,6 +67,7 @@ RUN apt-get update -q \
       libgrpc29 \
       libprotobuf32 \
       libabsl20220623 \
+      libgoogle-glog0v6 \
       libsqlite3-0 \
       libcpp-httplib0.11 \
       libssl3 \

@@ -222,9 +222,12 @@ absl::Status DeathToRerun(Env* env, std::chrono::milliseconds lease) {
     if (!again) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const double ms = Ms(died);
-  if (again) (void)coordinator.Finish(again->lease, absl::CancelledError("benchmark"), {});
+  const absl::Status finished =
+      again ? coordinator.Finish(again->lease, absl::CancelledError("benchmark"), {})
+            : absl::OkStatus();
   coordinator.Stop();
   if (!again) return absl::DeadlineExceededError("the task never ran again");
+  FCA_RETURN_IF_ERROR(finished);
   std::printf("  lease %6lld ms: task held again after %7.1f ms (sweep every 200 ms)\n",
               static_cast<long long>(lease.count()), ms);
   return absl::OkStatus();

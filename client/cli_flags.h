@@ -26,7 +26,8 @@ struct CommandLineCheck {
 // `args` excludes the program name. Values are validated by parsing them
 // into the flag (absl::CommandLineFlag::ParseFrom), which stores them; the
 // real parse that follows stores the same values again.
-absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>& args);
+[[nodiscard]] absl::StatusOr<CommandLineCheck> CheckCommandLine(
+    const std::vector<std::string>& args);
 
 // Usage error naming the first flag of `specified` whose current value is
 // not valid UTF-8, skipping `byte_flags` (local file paths, which may be

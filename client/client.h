@@ -29,7 +29,7 @@
 namespace fca::client {
 
 // The one place a grpc::Status becomes an absl::Status.
-absl::Status ToAbslStatus(const grpc::Status& status);
+[[nodiscard]] absl::Status ToAbslStatus(const grpc::Status& status);
 
 // Usage error naming the first `string` field of `message` (nested
 // messages and repeated fields included; `bytes` fields excluded) that is
@@ -54,62 +54,66 @@ struct ClientOptions {
 // Drives a paged listing: calls `fetch_page(token)` with "" and then with each
 // returned next_page_token until one is empty. A server that hands back the
 // token it was given would loop forever, so that is INTERNAL.
-absl::Status FollowPages(
+[[nodiscard]] absl::Status FollowPages(
     const std::function<absl::StatusOr<std::string>(const std::string&)>& fetch_page);
 
 class AuditClient {
  public:
   // Creates the channel (it connects lazily, on the first call; an
   // unreachable server shows up there as UNAVAILABLE).
-  static absl::StatusOr<std::unique_ptr<AuditClient>> Open(const ClientOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<AuditClient>> Open(
+      const ClientOptions& options);
 
   // For tests and embedding: wraps an existing channel.
   AuditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
-  absl::StatusOr<std::vector<fca::v1::Model>> ListModels();
+  [[nodiscard]] absl::StatusOr<std::vector<fca::v1::Model>> ListModels();
 
   // Sends `header`, then `data` in chunks of kUploadChunkBytes until EOF.
   // `header.size_bytes` and `header.sha256` must already describe the bytes.
-  absl::StatusOr<fca::v1::UploadDatasetResponse> UploadDataset(
+  [[nodiscard]] absl::StatusOr<fca::v1::UploadDatasetResponse> UploadDataset(
       const fca::v1::UploadDatasetHeader& header, std::istream& data);
 
-  absl::StatusOr<std::vector<fca::v1::Dataset>> ListDatasets();
+  [[nodiscard]] absl::StatusOr<std::vector<fca::v1::Dataset>> ListDatasets();
 
-  absl::StatusOr<fca::v1::Job> SubmitAudit(const fca::v1::AuditSpec& spec);
+  [[nodiscard]] absl::StatusOr<fca::v1::Job> SubmitAudit(const fca::v1::AuditSpec& spec);
 
   // Streams the job's events after `after_seq` to `on_event` until the server
   // ends the stream (its final status is returned) or `on_event` returns
   // false (the call is cancelled and OK returned). Blocks.
-  absl::Status WatchJob(int64_t job_id, int64_t after_seq,
-                        const std::function<bool(const fca::v1::WatchJobResponse&)>& on_event);
+  [[nodiscard]] absl::Status WatchJob(
+      int64_t job_id, int64_t after_seq,
+      const std::function<bool(const fca::v1::WatchJobResponse&)>& on_event);
 
-  absl::StatusOr<fca::v1::Job> GetJob(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<fca::v1::Job> GetJob(int64_t job_id);
 
   // One page; see FollowPages.
-  absl::StatusOr<fca::v1::ListJobsResponse> ListJobs(const fca::v1::ListJobsRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::ListJobsResponse> ListJobs(
+      const fca::v1::ListJobsRequest& request);
 
-  absl::StatusOr<fca::v1::Job> CancelJob(int64_t job_id);
-  absl::Status DeleteJob(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<fca::v1::Job> CancelJob(int64_t job_id);
+  [[nodiscard]] absl::Status DeleteJob(int64_t job_id);
   // Returns the bytes the server freed.
-  absl::StatusOr<int64_t> DeleteDataset(const std::string& name);
+  [[nodiscard]] absl::StatusOr<int64_t> DeleteDataset(const std::string& name);
 
   // One page; see FollowPages.
-  absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(
+  [[nodiscard]] absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(
       const fca::v1::QueryResultsRequest& request);
 
-  absl::StatusOr<fca::v1::TokenizeResponse> Tokenize(const fca::v1::TokenizeRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::TokenizeResponse> Tokenize(
+      const fca::v1::TokenizeRequest& request);
 
   // The job's report, computed by the server (GetReport).
-  absl::StatusOr<fca::v1::GetReportResponse> GetReport(int64_t job_id);
-  absl::StatusOr<fca::v1::CompareJobsResponse> CompareJobs(
+  [[nodiscard]] absl::StatusOr<fca::v1::GetReportResponse> GetReport(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<fca::v1::CompareJobsResponse> CompareJobs(
       const fca::v1::CompareJobsRequest& request);
-  absl::StatusOr<fca::v1::GetServerInfoResponse> GetServerInfo();
-  absl::StatusOr<fca::v1::ListJobWindowsResponse> ListJobWindows(
+  [[nodiscard]] absl::StatusOr<fca::v1::GetServerInfoResponse> GetServerInfo();
+  [[nodiscard]] absl::StatusOr<fca::v1::ListJobWindowsResponse> ListJobWindows(
       const fca::v1::ListJobWindowsRequest& request);
 
   // Calls `on_header` once with the first message, then `on_chunk` for every
   // chunk in order. A callback's error cancels the stream and is returned.
-  absl::Status ExportCoefficients(
+  [[nodiscard]] absl::Status ExportCoefficients(
       const fca::v1::ExportCoefficientsRequest& request,
       const std::function<absl::Status(const fca::v1::CoefficientsHeader&)>& on_header,
       const std::function<absl::Status(const std::string&)>& on_chunk);

@@ -32,10 +32,10 @@ class CommandContext {
 
   // Opens the connection on first use from --server/FCA_SERVER,
   // --token/FCA_TOKEN, --tls, --ca_cert and --timeout.
-  absl::StatusOr<AuditClient*> Client();
+  [[nodiscard]] absl::StatusOr<AuditClient*> Client();
   // Replaces the connection with a fresh channel (after a dropped stream) and
   // returns it; pointers from earlier Client() calls become invalid.
-  absl::StatusOr<AuditClient*> ReopenClient();
+  [[nodiscard]] absl::StatusOr<AuditClient*> ReopenClient();
 
  private:
   std::vector<std::string> args_;
@@ -60,13 +60,13 @@ int RunCommand(const std::vector<std::string>& words, const std::set<std::string
 std::string HelpText();
 
 // Defined in commands_audit.cc.
-CommandResult RunAudit(CommandContext& ctx);
-CommandResult RunWatch(CommandContext& ctx);
+[[nodiscard]] CommandResult RunAudit(CommandContext& ctx);
+[[nodiscard]] CommandResult RunWatch(CommandContext& ctx);
 // Flags `fca audit` accepts beyond the global ones.
 const std::vector<std::string>& AuditFlagNames();
 
 // Parses a positional job id; usage error when it is not a positive integer.
-absl::StatusOr<int64_t> ParseJobId(const std::string& text);
+[[nodiscard]] absl::StatusOr<int64_t> ParseJobId(const std::string& text);
 
 }  // namespace fca::client
 

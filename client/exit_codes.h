@@ -30,7 +30,7 @@ enum ExitCode : int {
 // A usage error: the command line or a local input file is wrong, so the
 // server was never asked. Carried as INVALID_ARGUMENT with a payload so it
 // travels through ordinary absl::Status plumbing yet maps to kExitUsage.
-absl::Status UsageError(std::string_view message);
+[[nodiscard]] absl::Status UsageError(std::string_view message);
 bool IsUsageError(const absl::Status& status);
 
 // The exit code for a failed (or OK) call. Usage errors map to kExitUsage

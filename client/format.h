@@ -65,7 +65,7 @@ std::string FormatCoefficientsHeader(const fca::v1::CoefficientsHeader& h);
 
 enum class ResultFormat { kTable, kJson, kCsv };
 // "table", "json" or "csv"; anything else is a usage error.
-absl::StatusOr<ResultFormat> ParseResultFormat(std::string_view name);
+[[nodiscard]] absl::StatusOr<ResultFormat> ParseResultFormat(std::string_view name);
 
 // Aligned columns JOB MODEL INTERVENTION METRIC VALUE CI N; VALUE is
 // "undefined" when defined is false; CI is "[lo, hi]" or "-".
@@ -143,12 +143,12 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& ts);
 // "QUEUED", "RUNNING", ... (the enum name without its prefix).
 std::string JobStateName(fca::v1::JobState state);
 // queued|running|succeeded|failed|cancelled, any case; else a usage error.
-absl::StatusOr<fca::v1::JobState> ParseJobState(std::string_view name);
+[[nodiscard]] absl::StatusOr<fca::v1::JobState> ParseJobState(std::string_view name);
 // text|tokens; else a usage error.
-absl::StatusOr<fca::v1::DatasetKind> ParseDatasetKind(std::string_view name);
+[[nodiscard]] absl::StatusOr<fca::v1::DatasetKind> ParseDatasetKind(std::string_view name);
 std::string DatasetKindName(fca::v1::DatasetKind kind);
 // RFC 3339 ("2024-05-01T12:00:00Z", offsets and fractions allowed).
-absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(std::string_view text);
+[[nodiscard]] absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(std::string_view text);
 
 // ---------------------------------------------------------------- progress
 

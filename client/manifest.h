@@ -23,17 +23,17 @@ namespace fca::client {
 // Strict parse: an unknown field, a wrong type or malformed JSON is a usage
 // error naming the problem. Both lowerCamelCase and snake_case names are
 // accepted (the proto3 JSON mapping allows either).
-absl::StatusOr<fca::v1::AuditSpec> ParseManifest(std::string_view json);
+[[nodiscard]] absl::StatusOr<fca::v1::AuditSpec> ParseManifest(std::string_view json);
 // ParseManifest of a file; an unreadable file is a usage error too. Errors
 // are prefixed with the path.
-absl::StatusOr<fca::v1::AuditSpec> LoadManifest(const std::string& path);
+[[nodiscard]] absl::StatusOr<fca::v1::AuditSpec> LoadManifest(const std::string& path);
 
 // Pretty canonical JSON with every field printed (defaults included), so a
 // saved manifest doubles as a template showing every knob.
 std::string ManifestJson(const fca::v1::AuditSpec& spec);
 // Writes ManifestJson to `path` (via a temporary file and a rename, so a
 // failed write never leaves half a manifest). Usage error on failure.
-absl::Status SaveManifest(const std::string& path, const fca::v1::AuditSpec& spec);
+[[nodiscard]] absl::Status SaveManifest(const std::string& path, const fca::v1::AuditSpec& spec);
 
 // The manifest that reruns a stored job (`fca jobs manifest`): its spec as
 // the server normalized it (every default applied), with both datasets
@@ -41,7 +41,7 @@ absl::Status SaveManifest(const std::string& path, const fca::v1::AuditSpec& spe
 // reads the same bytes whatever the names stand for by then.
 // FAILED_PRECONDITION for a job stored before provenance was kept (its
 // dataset hashes are unknown).
-absl::StatusOr<fca::v1::AuditSpec> RerunSpec(const fca::v1::Job& job);
+[[nodiscard]] absl::StatusOr<fca::v1::AuditSpec> RerunSpec(const fca::v1::Job& job);
 
 // The AuditSpec fields a user set explicitly with flags; unset members leave
 // the base spec's field alone.
@@ -76,7 +76,7 @@ fca::v1::AuditSpec MergeSpec(fca::v1::AuditSpec base, const SpecOverrides& overr
 // Client-side sanity check before submitting: at least one model and an
 // evaluation dataset. Everything else is the server's to validate, so the
 // CLI never disagrees with it. Usage error naming the missing flag.
-absl::Status CheckSpecComplete(const fca::v1::AuditSpec& spec);
+[[nodiscard]] absl::Status CheckSpecComplete(const fca::v1::AuditSpec& spec);
 
 }  // namespace fca::client
 

@@ -56,9 +56,10 @@ struct WatchOutcome {
 // keeps it open cannot hang the CLI), when a stream ends OK, on the first
 // non-UNAVAILABLE error, or with the last UNAVAILABLE once the budget is
 // spent.
-absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq, const WatchStreamFn& stream,
-                                                const WatchEventFn& on_event,
-                                                const WatchOptions& options);
+[[nodiscard]] absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq,
+                                                              const WatchStreamFn& stream,
+                                                              const WatchEventFn& on_event,
+                                                              const WatchOptions& options);
 
 // Decides which progress events earn a line when output is not a terminal:
 // the first, a change of phase or model, each new 10% of the job, and

@@ -29,7 +29,7 @@ std::string ReadFileOrEmpty(const std::string& path);
 // `status` with every occurrence of `path` in its message replaced by the
 // file's base name (same code): for errors that reach clients, which are
 // not told the server's paths.
-absl::Status WithBaseName(const absl::Status& status, const std::string& path);
+[[nodiscard]] absl::Status WithBaseName(const absl::Status& status, const std::string& path);
 
 }  // namespace fca
 

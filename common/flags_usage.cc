@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/flags/internal/parse.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "common/build_version.h"
@@ -20,6 +21,14 @@ void ConfigureFlagsUsage(absl::string_view program,
   config.contains_helppackage_flags = config.contains_help_flags;
   config.version_string = [text = VersionText(program)] { return text; };
   absl::SetFlagsUsageConfig(config);
+}
+
+bool FlagSpecified(absl::string_view name) {
+  // absl (20220623, Debian 12's) has no public call for this: a flag's
+  // value cannot tell --auth=false from the default false, and gflags'
+  // GetCommandLineFlagInfo().is_default is not absl's. ParseCommandLine
+  // records every flag it sets, from flag files too, for this function.
+  return absl::flags_internal::WasPresentOnCommandLine(name);
 }
 
 }  // namespace fca

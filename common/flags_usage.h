@@ -21,6 +21,13 @@ std::string VersionText(absl::string_view program);
 void ConfigureFlagsUsage(absl::string_view program,
                          std::function<bool(absl::string_view)> help_files);
 
+// Whether the flag `name` was given at start, in any form (--name,
+// --name=VALUE, --noname), on the command line or in a file a --flagfile
+// names: what tells an explicit default (--auth=false) from no flag at all.
+// A scan of argv would miss the flag file, which is where a service's flags
+// are (deploy/debian/fca-server.flags). Call after absl::ParseCommandLine.
+bool FlagSpecified(absl::string_view name);
+
 }  // namespace fca
 
 #endif  // FCA_COMMON_FLAGS_USAGE_H_

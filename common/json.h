@@ -84,17 +84,17 @@ struct ParseOptions {
 };
 
 // Parses a complete JSON document; trailing non-space text is an error.
-absl::StatusOr<Value> Parse(std::string_view text, const ParseOptions& options = {});
+[[nodiscard]] absl::StatusOr<Value> Parse(std::string_view text, const ParseOptions& options = {});
 
 // Serializes compactly (no spaces) or with two-space indentation.
 std::string Write(const Value& v, bool pretty = false);
 
 // Typed getters for reading config-like objects with good messages:
 // "config.json: field 'd_model' must be a positive integer".
-absl::StatusOr<int64_t> GetInt(const Value& obj, std::string_view key);
-absl::StatusOr<double> GetDouble(const Value& obj, std::string_view key);
-absl::StatusOr<std::string> GetString(const Value& obj, std::string_view key);
-absl::StatusOr<bool> GetBool(const Value& obj, std::string_view key);
+[[nodiscard]] absl::StatusOr<int64_t> GetInt(const Value& obj, std::string_view key);
+[[nodiscard]] absl::StatusOr<double> GetDouble(const Value& obj, std::string_view key);
+[[nodiscard]] absl::StatusOr<std::string> GetString(const Value& obj, std::string_view key);
+[[nodiscard]] absl::StatusOr<bool> GetBool(const Value& obj, std::string_view key);
 
 }  // namespace fca::json
 

@@ -1,18 +1,19 @@
 #include "common/log.h"
 
-#include <errno.h>  // program_invocation_short_name (GNU)
-
-#include <cstdio>
-#include <string>
+#include <glog/logging.h>
 
 namespace fca {
 
-void LogIfError(std::string_view what, const absl::Status& status) {
+void LogIfError(std::string_view what, const absl::Status& status, const char* file, int line) {
   if (status.ok()) return;
-  // One fprintf per line, so lines of concurrent threads do not interleave.
-  const std::string text = status.ToString();
-  std::fprintf(stderr, "%s: %.*s: %s\n", program_invocation_short_name,
-               static_cast<int>(what.size()), what.data(), text.c_str());
+  google::LogMessage(file, line, google::GLOG_WARNING).stream() << what << ": " << status;
+}
+
+void InitServerLogging(const char* argv0) {
+  FLAGS_logtostderr = true;
+  // glog aborts on a second InitGoogleLogging (torch's c10::InitCaffeLogging
+  // calls it too, when something has called that first).
+  if (!google::IsGoogleLoggingInitialized()) google::InitGoogleLogging(argv0);
 }
 
 }  // namespace fca

@@ -1,6 +1,14 @@
+// Diagnostics of the server side (fca-server, fca-worker and the tools, and
+// the libraries under them) go through glog: LOG(INFO), LOG(WARNING),
+// LOG(ERROR), each line prefixed with severity, time, thread id and source
+// file:line. They go to stderr (InitServerLogging), where systemd's journal,
+// `docker logs` and `kubectl logs` read them. What a program prints as its
+// result (a --help text, a created API key, the "listening on" lines that
+// scripts read, a CLI's answer) stays on stdout/stderr as plain text.
+//
 // Errors with no caller to return them to (background loops, best-effort
 // bookkeeping beside a result that is already decided) are logged, never
-// dropped.
+// dropped: LogIfError.
 #ifndef FCA_COMMON_LOG_H_
 #define FCA_COMMON_LOG_H_
 
@@ -10,8 +18,15 @@
 
 namespace fca {
 
-// Writes "<program>: <what>: <status>" to stderr when `status` is not OK.
-void LogIfError(std::string_view what, const absl::Status& status);
+// Logs "<what>: <status>" as a WARNING when `status` is not OK, under the
+// caller's file and line (the defaults are evaluated at the call site).
+void LogIfError(std::string_view what, const absl::Status& status,
+                const char* file = __builtin_FILE(), int line = __builtin_LINE());
+
+// Sets glog up for a server-side binary: every severity to stderr and no
+// log files (a service's files would need rotating; its stderr is already
+// collected). Call first thing in main, before any thread starts.
+void InitServerLogging(const char* argv0);
 
 }  // namespace fca
 

@@ -1,5 +1,7 @@
 #include "common/metrics.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -108,7 +110,7 @@ void Histogram::Observe(double v) {
   if (std::isnan(v)) return;
   const size_t bucket =
       static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++counts_[bucket];
   sum_ += v;
 }
@@ -116,7 +118,7 @@ void Histogram::Observe(double v) {
 Histogram::Snapshot Histogram::Take() const {
   Snapshot s;
   s.bounds = bounds_;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   uint64_t running = 0;
   for (uint64_t c : counts_) {
     running += c;
@@ -148,7 +150,7 @@ template <typename T>
 T& Family<T>::WithLabels(const std::vector<std::string>& values) {
   std::vector<std::string> key = values;
   key.resize(label_names().size());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::unique_ptr<T>& series = series_[key];
   if (series == nullptr) series = MakeSeries<T>(buckets_);
   return *series;
@@ -157,7 +159,7 @@ T& Family<T>::WithLabels(const std::vector<std::string>& values) {
 template <typename T>
 void Family<T>::Expose(std::string* out) const {
   Header(*this, out);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [values, series] : series_) {
     ExposeSeries(name(), label_names(), values, *series, out);
   }
@@ -185,14 +187,13 @@ FamilyBase* Registry::Find(const std::string& name, Type type,
     same = SameBuckets(static_cast<Family<Histogram>*>(f)->buckets_, CleanBounds(buckets));
   }
   if (same) return f;
-  std::fprintf(stderr, "metrics: %s registered again with another type, labels or buckets\n",
-               name.c_str());
+  LOG(ERROR) << "metrics: " << name << " registered again with another type, labels or buckets";
   return nullptr;
 }
 
 Family<Counter>& Registry::AddCounter(const std::string& name, const std::string& help,
                                       const std::vector<std::string>& label_names) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (FamilyBase* f = Find(name, Type::kCounter, label_names, {})) {
     return *static_cast<Family<Counter>*>(f);
   }
@@ -211,7 +212,7 @@ Family<Counter>& Registry::AddCounter(const std::string& name, const std::string
 
 Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& help,
                                   const std::vector<std::string>& label_names) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (FamilyBase* f = Find(name, Type::kGauge, label_names, {})) {
     return *static_cast<Family<Gauge>*>(f);
   }
@@ -230,7 +231,7 @@ Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& he
 Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::string& help,
                                           const std::vector<std::string>& label_names,
                                           const std::vector<double>& buckets) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (FamilyBase* f = Find(name, Type::kHistogram, label_names, buckets)) {
     return *static_cast<Family<Histogram>*>(f);
   }
@@ -270,24 +271,24 @@ Registry::CollectorHandle::~CollectorHandle() {
 }
 
 Registry::CollectorHandle Registry::AddCollector(std::function<void()> collect) {
-  std::lock_guard<std::mutex> lock(collect_mu_);
+  absl::MutexLock lock(&collect_mu_);
   const int64_t id = next_collector_++;
   collectors_[id] = std::move(collect);
   return CollectorHandle(this, id);
 }
 
 void Registry::RemoveCollector(int64_t id) {
-  std::lock_guard<std::mutex> lock(collect_mu_);
+  absl::MutexLock lock(&collect_mu_);
   collectors_.erase(id);
 }
 
 std::string Registry::Expose() const {
   {
-    std::lock_guard<std::mutex> lock(collect_mu_);
+    absl::MutexLock lock(&collect_mu_);
     for (const auto& [id, collect] : collectors_) collect();
   }
   std::string out;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [name, family] : families_) family->Expose(&out);
   return out;
 }

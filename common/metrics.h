@@ -26,10 +26,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace fca::metrics {
 
@@ -73,9 +75,9 @@ class Histogram {
 
  private:
   const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // guarded by mu_: per bucket, last is +Inf
-  double sum_ = 0;                // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);  // per bucket, last is +Inf
+  double sum_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Bucket bounds: `count` bounds start, start*factor, start*factor^2, ...
@@ -130,8 +132,8 @@ class Family final : public FamilyBase {
   void Expose(std::string* out) const override;
 
   const std::vector<double> buckets_;  // histograms only
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>> series_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<T>> series_ ABSL_GUARDED_BY(mu_);
 };
 
 class Registry {
@@ -176,17 +178,17 @@ class Registry {
 
  private:
   FamilyBase* Find(const std::string& name, Type type, const std::vector<std::string>& label_names,
-                   const std::vector<double>& buckets);
+                   const std::vector<double>& buckets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCollector(int64_t id);
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<FamilyBase>> families_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<FamilyBase>> families_ ABSL_GUARDED_BY(mu_);
   // Families registered twice inconsistently: usable, never exposed.
-  std::vector<std::unique_ptr<FamilyBase>> orphans_;  // guarded by mu_
+  std::vector<std::unique_ptr<FamilyBase>> orphans_ ABSL_GUARDED_BY(mu_);
   // Held while collectors run, and to add or remove one.
-  mutable std::mutex collect_mu_;
-  std::map<int64_t, std::function<void()>> collectors_;  // guarded by collect_mu_
-  int64_t next_collector_ = 1;                           // guarded by collect_mu_
+  mutable absl::Mutex collect_mu_;
+  std::map<int64_t, std::function<void()>> collectors_ ABSL_GUARDED_BY(collect_mu_);
+  int64_t next_collector_ ABSL_GUARDED_BY(collect_mu_) = 1;
 };
 
 // The text format's pieces, for tests and for other exposers.

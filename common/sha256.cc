@@ -62,6 +62,8 @@ Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   // without a context has no state to fall back on; so this aborts, as a
   // failed `new` would.
   if (ctx_ == nullptr) {
+    // A plain write, not glog: nothing is allocated on the way to abort,
+    // and the CLI, which hashes uploads too, does not link glog.
     std::fprintf(stderr, "fca: out of memory: OpenSSL cannot allocate a SHA-256 context\n");
     std::abort();
   }

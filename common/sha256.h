@@ -61,7 +61,7 @@ class Sha256 {
 std::string Sha256Hex(std::string_view data);
 // Hashes a file by streaming it; NOT_FOUND / INTERNAL on I/O errors, and
 // INTERNAL when OpenSSL fails.
-absl::StatusOr<std::string> Sha256FileHex(const std::string& path);
+[[nodiscard]] absl::StatusOr<std::string> Sha256FileHex(const std::string& path);
 
 }  // namespace fca
 

@@ -21,7 +21,8 @@ struct CommandOutput {
 // NOT_FOUND when it cannot be executed, DEADLINE_EXCEEDED when it ran too
 // long (it is killed), INTERNAL when it died of a signal; otherwise its exit
 // code and output (each stream cut at 1 MiB).
-absl::StatusOr<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeout_ms);
+[[nodiscard]] absl::StatusOr<CommandOutput> RunCommand(const std::vector<std::string>& argv,
+                                                       int timeout_ms);
 
 }  // namespace fca
 

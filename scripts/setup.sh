@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build ccache git
   libtorch-dev libopenblas0-openmp
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libsqlite3-dev libcpp-httplib-dev pkg-config
+  libabsl-dev libgoogle-glog-dev libsqlite3-dev libcpp-httplib-dev pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev fortunes openssl
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,

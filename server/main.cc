@@ -5,6 +5,7 @@
 // Loopback by default. SIGTERM or SIGINT drains: the server stops accepting
 // calls, a running job is interrupted within one batch and queued again,
 // and the process exits; the next start resumes it.
+#include <glog/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -30,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/core/coordinator.h"
 #include "server/core/model_repository.h"
@@ -304,47 +306,18 @@ std::vector<std::string> WorkerDevices() {
   return absl::OkStatus();
 }
 
-// True when `name` (a boolean flag) was given on the command line in any
-// form: --name, --name=VALUE, --noname (single dashes too). absl does not
-// say whether a flag was set or defaulted, and `--auth=false` must be told
-// apart from no --auth at all.
-bool BoolFlagOnCommandLine(int argc, char** argv, absl::string_view name) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "-")) continue;
-    absl::ConsumePrefix(&arg, "-");
-    arg = arg.substr(0, arg.find('='));
-    if (arg == name || arg == absl::StrCat("no", name)) return true;
-  }
-  return false;
-}
-
-// True when the flag `name` (any type) was given on the command line:
-// --name=VALUE or --name VALUE.
-bool FlagOnCommandLine(int argc, char** argv, absl::string_view name) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "-")) continue;
-    absl::ConsumePrefix(&arg, "-");
-    if (arg.substr(0, arg.find('=')) == name) return true;
-  }
-  return false;
-}
-
 // --auth, or implied by --api_keys: a key file nobody checks would let
 // every caller in as the local admin while the operator believes the
 // server is protected. Only an explicit --auth=false together with
 // --api_keys is refused, as a contradiction.
-[[nodiscard]] absl::StatusOr<bool> AuthEnabled(bool auth_on_command_line) {
+[[nodiscard]] absl::StatusOr<bool> AuthEnabled(bool auth_specified) {
   const bool auth = absl::GetFlag(FLAGS_auth);
   if (absl::GetFlag(FLAGS_api_keys).empty() || auth) return auth;
-  if (auth_on_command_line) {
+  if (auth_specified) {
     return absl::InvalidArgumentError(
         "--api_keys with --auth=false: the keys would never be checked; drop --auth=false");
   }
-  std::fprintf(stderr, "fca-server: --api_keys implies --auth: authentication is on\n");
+  LOG(INFO) << "fca-server: --api_keys implies --auth: authentication is on";
   return true;
 }
 
@@ -363,10 +336,9 @@ void WarnIfOpenToOthers(const std::string& db) {
   for (const std::string& path : {db, db + "-wal", db + "-shm"}) {
     struct stat info {};
     if (stat(path.c_str(), &info) != 0 || (info.st_mode & (S_IRWXG | S_IRWXO)) == 0) continue;
-    std::fprintf(stderr,
-                 "fca-server: warning: %s has mode %04o and is open to group or others; run: "
-                 "chmod 600 %s\n",
-                 path.c_str(), static_cast<unsigned>(info.st_mode & 07777), path.c_str());
+    LOG(WARNING) << absl::StrFormat(
+        "fca-server: warning: %s has mode %04o and is open to group or others; run: chmod 600 %s",
+        path, info.st_mode & 07777, path);
   }
 }
 
@@ -399,8 +371,8 @@ std::unique_ptr<engine::WeightsHashCache> OpenWeightsHashCache() {
   std::string path = absl::GetFlag(FLAGS_weights_hash_cache);
   if (path.empty()) path = absl::GetFlag(FLAGS_db) + ".weights-hash-cache";
   if (path == "none") path.clear();
-  std::fprintf(stderr, "fca-server: weights hashes are remembered %s%s\n",
-               path.empty() ? "in memory only" : "in ", path.c_str());
+  LOG(INFO) << "fca-server: weights hashes are remembered "
+            << (path.empty() ? "in memory only" : "in ") << path;
   return engine::WeightsHashCache::Open(path);
 }
 
@@ -437,14 +409,13 @@ void LogAuthMode(bool auth) {
                                  : !http.empty() && !IsLoopback(http)
                                      ? " (and --http_listen is not a loopback address; use --auth)"
                                      : "";
-    std::fprintf(stderr, "fca-server: authentication is off: every caller is the admin%s\n",
-                 open_to_others);
+    LOG(WARNING) << "fca-server: authentication is off: every caller is the admin"
+                 << open_to_others;
     return;
   }
-  std::fprintf(stderr,
-               "fca-server: authentication is on; keys from the database%s (create one with "
-               "fca-server --db=FILE --create_api_key=USER)\n",
-               absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys");
+  LOG(INFO) << "fca-server: authentication is on; keys from the database"
+            << (absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys")
+            << " (create one with fca-server --db=FILE --create_api_key=USER)";
 }
 
 // The folder this binary lies in ("" when unknown).
@@ -508,8 +479,9 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
   if (error) return absl::FailedPreconditionError("cannot create --slurm_log_dir " + o.log_dir);
   auto executor = std::make_unique<core::SlurmExecutor>(store, coordinator, o);
   FCA_RETURN_IF_ERROR(executor->CheckCluster());
-  std::fprintf(stderr, "fca-server: tasks run as Slurm jobs (%s, logs in %s)\n",
-               o.partition.empty() ? "default partition" : o.partition.c_str(), o.log_dir.c_str());
+  LOG(INFO) << "fca-server: tasks run as Slurm jobs ("
+            << (o.partition.empty() ? "default partition" : o.partition) << ", logs in "
+            << o.log_dir << ")";
   return executor;
 }
 
@@ -527,7 +499,7 @@ sigset_t BlockShutdownSignals() {
 // default address only, when that address is taken).
 absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
     core::AuditServiceCore* core, const grpc_server::Authenticator& authenticator,
-    storage::Store* store, core::Coordinator* coordinator, bool http_on_command_line) {
+    storage::Store* store, core::Coordinator* coordinator, bool http_specified) {
   const std::string listen = absl::GetFlag(FLAGS_http_listen);
   if (listen.empty()) return nullptr;
   http::GatewayOptions options;
@@ -547,15 +519,15 @@ absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
   };
   absl::StatusOr<std::unique_ptr<http::Gateway>> gateway =
       http::Gateway::Start(core, authenticator, options);
-  if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_on_command_line) {
-    std::fprintf(stderr, "fca-server: warning: %s; serving without HTTP (set --http_listen)\n",
-                 std::string(gateway.status().message()).c_str());
+  if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_specified) {
+    LOG(WARNING) << "fca-server: warning: " << gateway.status().message()
+                 << "; serving without HTTP (set --http_listen)";
     return nullptr;
   }
   return gateway;
 }
 
-absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line) {
+absl::Status Serve(const sigset_t& signals, bool auth, bool http_specified) {
   const core::ServiceLimits limits = Limits();
   engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
   core::ModelRepository::Options repo_options;
@@ -626,7 +598,7 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   grpc_server::SetServing(*server, true);
   FCA_ASSIGN_OR_RETURN(
       std::unique_ptr<http::Gateway> gateway,
-      StartHttp(&core, http_authenticator, store.get(), &coordinator, http_on_command_line));
+      StartHttp(&core, http_authenticator, store.get(), &coordinator, http_specified));
   std::unique_ptr<core::SlurmExecutor> executor;
   if (absl::GetFlag(FLAGS_executor) == "slurm") {
     FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
@@ -643,15 +615,15 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
     const std::string http = absl::GetFlag(FLAGS_http_listen);
     std::printf("fca-server: http listening on %s:%d\n", http.substr(0, http.rfind(':')).c_str(),
                 gateway->port());
-    std::fprintf(stderr, "fca-server: the HTTP gateway serves %s\n",
-                 gateway->tls() ? "HTTPS (--tls_cert, --tls_key)"
-                                : "plain HTTP (for loopback, or behind a TLS proxy)");
+    LOG(INFO) << "fca-server: the HTTP gateway serves "
+              << (gateway->tls() ? "HTTPS (--tls_cert, --tls_key)"
+                                 : "plain HTTP (for loopback, or behind a TLS proxy)");
   }
   std::fflush(stdout);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "fca-server: signal %d: draining\n", signal_number);
+  LOG(INFO) << "fca-server: signal " << signal_number << ": draining";
   grpc_server::SetServing(*server, false);
   service.Shutdown();
   // Ends its event streams (within half a second) and waits for its calls.
@@ -662,24 +634,26 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_on_command_line
   if (workers != nullptr) workers->Stop();
   coordinator.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  std::fprintf(stderr, "fca-server: stopped\n");
+  LOG(INFO) << "fca-server: stopped";
   return absl::OkStatus();
 }
 
-absl::Status Run(int argc, char** argv, const sigset_t& signals) {
+absl::Status Run(const sigset_t& signals) {
   FCA_RETURN_IF_ERROR(ValidateFlags());
   if (!absl::GetFlag(FLAGS_create_api_key).empty()) return CreateApiKey();
   if (absl::GetFlag(FLAGS_models).empty()) {
     return absl::InvalidArgumentError("--models is required (the model repository folder)");
   }
-  FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(BoolFlagOnCommandLine(argc, argv, "auth")));
-  return Serve(signals, auth, FlagOnCommandLine(argc, argv, "http_listen"));
+  // Given explicitly (the command line or a --flagfile), or defaulted.
+  FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(FlagSpecified("auth")));
+  return Serve(signals, auth, FlagSpecified("http_listen"));
 }
 
 }  // namespace
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  fca::InitServerLogging(argv[0]);
   // Before anything creates a file: the database, its -wal and -shm hold
   // every user's data and the API key hashes.
   umask(0077);
@@ -691,8 +665,10 @@ int main(int argc, char** argv) {
       "fca-server", [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); });
   const sigset_t signals = fca::BlockShutdownSignals();
   absl::ParseCommandLine(argc, argv);
-  const absl::Status st = fca::Run(argc, argv, signals);
+  const absl::Status st = fca::Run(signals);
   if (!st.ok()) {
+    // The answer to the command line (a bad flag, a database in use), plain
+    // like the CLI's errors: the process ends with it.
     std::fprintf(stderr, "fca-server: %s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
                  std::string(st.message()).c_str());
     return 1;

@@ -47,7 +47,7 @@ enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 // "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".
 const char* JobStateName(JobState state);
 // Inverse of JobStateName (exact, upper case); INVALID_ARGUMENT otherwise.
-absl::StatusOr<JobState> ParseJobState(std::string_view name);
+[[nodiscard]] absl::StatusOr<JobState> ParseJobState(std::string_view name);
 // SUCCEEDED, FAILED and CANCELLED.
 bool IsTerminal(JobState state);
 

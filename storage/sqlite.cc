@@ -1,13 +1,15 @@
 #include "storage/sqlite.h"
 
+#include <glog/logging.h>
 #include <sqlite3.h>
 
 #include <cctype>
-#include <cstdio>
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace fca::storage {
@@ -189,7 +191,7 @@ absl::StatusOr<Statement> Database::Prepare(std::string_view sql, const char* wh
   Statement statement(this, stmt, what);
   for (const char* p = tail; p != nullptr && p < sql.data() + sql.size(); ++p) {
     if (!std::isspace(static_cast<unsigned char>(*p))) {
-      std::fprintf(stderr, "fca storage: %s: more than one SQL statement\n", what);
+      LOG(ERROR) << "storage: " << what << ": more than one SQL statement";
       return absl::InternalError(absl::StrFormat("storage: %s failed", what));
     }
   }
@@ -239,15 +241,14 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
     status = fn();
   } catch (...) {
     --depth_;
-    (void)Rollback(outermost);
+    // The exception tells the caller that nothing was kept; a rollback that
+    // fails as well can only be logged.
+    LogIfError("storage: rollback after an exception", Rollback(outermost));
     throw;
   }
   --depth_;
   if (!status.ok()) {
-    const absl::Status rollback = Rollback(outermost);
-    if (!rollback.ok()) {
-      std::fprintf(stderr, "fca storage: rollback failed after: %s\n", status.ToString().c_str());
-    }
+    LogIfError(absl::StrCat("storage: rollback after: ", status.ToString()), Rollback(outermost));
     return status;
   }
   if (sqlite3_get_autocommit(db_) != 0) {
@@ -258,7 +259,9 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
   absl::Status commit = outermost ? Execute("COMMIT", "commit transaction")
                                   : Execute("RELEASE fca_nested", "release savepoint");
   if (!commit.ok()) {
-    (void)Rollback(outermost);
+    // The caller gets the commit's error; a rollback that fails as well
+    // can only be logged.
+    LogIfError("storage: rollback after a failed commit", Rollback(outermost));
     return commit;
   }
   return absl::OkStatus();
@@ -266,13 +269,21 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
 
 absl::Status Database::Error(int rc, const char* what) const {
   const int primary = rc & 0xff;
-  if (primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
-    std::fprintf(stderr, "fca storage: %s: sqlite error %d (%s): %s\n", what, rc,
-                 sqlite3_errstr(rc), db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
+  // A lock another connection holds past the busy timeout (BUSY, LOCKED,
+  // and PROTOCOL: WAL mode's locking race lost for seconds on end, "very,
+  // very rarely", sqlite.org/rescode.html#protocol) is the moment's, not a
+  // fault: UNAVAILABLE, which callers retry, and no error in the log.
+  const bool busy =
+      primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
+  if (!busy) {
+    // The detail stays in the log: statuses carry short, sanitized messages.
+    LOG(ERROR) << "storage: " << what << ": sqlite error " << rc << " (" << sqlite3_errstr(rc)
+               << "): " << (db_ != nullptr ? sqlite3_errmsg(db_) : "no connection");
   }
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
       return absl::UnavailableError(absl::StrFormat("storage: %s: database is busy, retry", what));
     case SQLITE_FULL:
       return absl::ResourceExhaustedError(

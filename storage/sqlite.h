@@ -146,17 +146,18 @@ class Database {
   // Rows changed by the most recent INSERT/UPDATE/DELETE.
   int64_t changes() const;
 
-  // Maps SQLite result code `rc` to a status (BUSY/LOCKED -> UNAVAILABLE,
+  // Maps SQLite result code `rc` to a status (BUSY/LOCKED/PROTOCOL -> UNAVAILABLE,
   // FULL -> RESOURCE_EXHAUSTED, CORRUPT/NOTADB -> DATA_LOSS, CANTOPEN and
   // READONLY -> FAILED_PRECONDITION, constraint violations -> ALREADY_EXISTS /
   // FAILED_PRECONDITION / INVALID_ARGUMENT, anything else -> INTERNAL) whose
-  // message names `what` only. Writes SQLite's own message to stderr.
-  absl::Status Error(int rc, const char* what) const;
+  // message names `what` only. Logs SQLite's own message, except for the
+  // UNAVAILABLE ones.
+  [[nodiscard]] absl::Status Error(int rc, const char* what) const;
 
  private:
   friend class BlobReader;
   explicit Database(sqlite3* db) : db_(db) {}
-  absl::Status Rollback(bool outermost);
+  [[nodiscard]] absl::Status Rollback(bool outermost);
 
   sqlite3* db_ = nullptr;
   int depth_ = 0;  // nesting depth of Transaction()

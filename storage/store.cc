@@ -4,18 +4,19 @@
 #include "storage/store.h"
 
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "storage/schema.h"
@@ -177,10 +178,8 @@ Store::Store(const StoreOptions& options, std::unique_ptr<Database> db)
     : options_(options), db_(std::move(db)) {}
 
 Store::~Store() {
-  const absl::Status status = Optimize();
-  if (!status.ok()) {
-    std::fprintf(stderr, "fca storage: optimize at close: %s\n", status.ToString().c_str());
-  }
+  // Statistics for the next start's planner; the store closes either way.
+  LogIfError("storage: optimize at close", Optimize());
   db_.reset();  // close the database before giving up the lock
   if (lock_fd_ >= 0) close(lock_fd_);
 }
@@ -222,7 +221,7 @@ absl::Status EnableIncrementalVacuum(Database& db) {
                        db.QueryText("PRAGMA user_version", "read schema version"));
   FCA_RETURN_IF_ERROR(db.Execute("PRAGMA auto_vacuum = INCREMENTAL", "set vacuum mode"));
   if (version == "0") return absl::OkStatus();  // a new file: takes effect now
-  std::fprintf(stderr, "fca storage: rewriting the database once for incremental vacuum\n");
+  LOG(INFO) << "storage: rewriting the database once for incremental vacuum";
   return db.Execute("VACUUM", "vacuum");
 }
 
@@ -449,6 +448,7 @@ absl::StatusOr<std::optional<ApiKeyInfo>> Store::LookupApiKey(const std::string&
   // Looked up by hash, so timing reveals nothing useful about stored keys.
   const std::string hash = Sha256Hex(plaintext);
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  FCA_RETURN_IF_ERROR(Inject("lookup_api_key"));
   FCA_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare("SELECT user, role FROM api_keys WHERE key_sha256 = ?1", "look up API key"));

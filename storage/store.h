@@ -65,10 +65,11 @@ struct StoreOptions {
   // instead of running the same jobs twice. Off by default: tools and tests
   // open one file several times on purpose.
   bool exclusive = false;
-  // Fault injection for tests: called at the start of every write with the
-  // operation's name ("create_job", "claim_job", "finish_job",
-  // "requeue_jobs", "renew_lease", "append_event", "insert_results",
-  // "put_coefficients", "get_coefficients", "upload", "delete"); a non-OK
+  // Fault injection for tests: called at the start of every write, and of
+  // the reads named here, with the operation's name ("create_job",
+  // "claim_job", "finish_job", "requeue_jobs", "renew_lease",
+  // "append_event", "insert_results", "put_coefficients",
+  // "get_coefficients", "upload", "delete", "lookup_api_key"); a non-OK
   // status is returned by that call as if SQLite had failed, and nothing is
   // written.
   std::function<absl::Status(std::string_view op)> fault_injector;
@@ -364,31 +365,35 @@ class Store {
  private:
   explicit Store(const StoreOptions& options, std::unique_ptr<Database> db);
   // Open() after the exclusive lock, if any, is held.
-  static absl::StatusOr<std::unique_ptr<Store>> OpenLocked(const StoreOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Store>> OpenLocked(
+      const StoreOptions& options);
   int64_t Now() const;
 
   // The *Locked helpers require mu_ held (and run inside a transaction
   // where they write).
-  absl::StatusOr<JobRecord> GetJobLocked(int64_t id);
-  absl::StatusOr<DatasetRecord> GetDatasetLocked(int64_t id);
-  absl::StatusOr<bool> JobExistsLocked(int64_t id);
-  absl::Status EvictForLocked(int64_t incoming_bytes);
+  [[nodiscard]] absl::StatusOr<JobRecord> GetJobLocked(int64_t id);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> GetDatasetLocked(int64_t id);
+  [[nodiscard]] absl::StatusOr<bool> JobExistsLocked(int64_t id);
+  [[nodiscard]] absl::Status EvictForLocked(int64_t incoming_bytes);
   // options_.fault_injector's verdict on `op` (OK without one).
-  absl::Status Inject(std::string_view op) const;
-  absl::StatusOr<DatasetRecord> FinishUploadLocked(int64_t upload_id, const std::string& name,
-                                                   const std::string& kind,
-                                                   const std::string& sha256);
-  absl::Status DeleteUploadLocked(int64_t upload_id);
-  absl::StatusOr<TaskRecord> GetTaskLocked(int64_t id);
+  [[nodiscard]] absl::Status Inject(std::string_view op) const;
+  [[nodiscard]] absl::StatusOr<DatasetRecord> FinishUploadLocked(int64_t upload_id,
+                                                                 const std::string& name,
+                                                                 const std::string& kind,
+                                                                 const std::string& sha256);
+  [[nodiscard]] absl::Status DeleteUploadLocked(int64_t upload_id);
+  [[nodiscard]] absl::StatusOr<TaskRecord> GetTaskLocked(int64_t id);
   // The task and its job when (task_id, lease_seq) is its current lease.
-  absl::StatusOr<TaskClaim> CheckLeaseLocked(int64_t task_id, int64_t lease_seq);
-  absl::StatusOr<std::optional<int64_t>> NextClaimableLocked(const ClaimRequest& request);
+  [[nodiscard]] absl::StatusOr<TaskClaim> CheckLeaseLocked(int64_t task_id, int64_t lease_seq);
+  [[nodiscard]] absl::StatusOr<std::optional<int64_t>> NextClaimableLocked(
+      const ClaimRequest& request);
   // Every task of the job that has not ended -> CANCELLED.
-  absl::Status CancelTasksLocked(int64_t job_id);
-  absl::StatusOr<int64_t> CancelQueuedTasksLocked(int64_t job_id);
+  [[nodiscard]] absl::Status CancelTasksLocked(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<int64_t> CancelQueuedTasksLocked(int64_t job_id);
   // AppendJobEvent inside the caller's transaction.
-  absl::StatusOr<int64_t> AppendJobEventLocked(int64_t job_id, const std::string& payload);
-  absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes);
+  [[nodiscard]] absl::StatusOr<int64_t> AppendJobEventLocked(int64_t job_id,
+                                                             const std::string& payload);
+  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes);
 
   const StoreOptions options_;
   // Recursive: methods called from inside Transaction()'s fn, on the same

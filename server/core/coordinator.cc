@@ -1,6 +1,7 @@
 #include "server/core/coordinator.h"
 
-#include <cstdio>
+#include <glog/logging.h>
+
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -15,8 +16,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void LogError(int64_t job_id, const char* what, const absl::Status& status) {
-  std::fprintf(stderr, "fca-server: job %lld: %s: %s\n", static_cast<long long>(job_id), what,
-               status.ToString().c_str());
+  LOG(ERROR) << "job " << job_id << ": " << what << ": " << status;
 }
 
 v1::JobEvent StateEvent(v1::JobState state) {
@@ -66,12 +66,10 @@ absl::Status Coordinator::Start() {
                        store_->ExpireLeases(options_.max_attempts, kLocalWorkerPrefix,
                                             "the server stopped while running it"));
   if (!lost.requeued.empty()) {
-    std::fprintf(stderr, "fca-server: %zu interrupted task(s) queued again\n",
-                 lost.requeued.size());
+    LOG(INFO) << lost.requeued.size() << " interrupted task(s) queued again";
   }
   for (const storage::TaskRecord& t : lost.failed) {
-    std::fprintf(stderr, "fca-server: job %lld, model %s failed: %s\n",
-                 static_cast<long long>(t.job_id), t.model.c_str(), t.error.c_str());
+    LOG(WARNING) << "job " << t.job_id << ", model " << t.model << " failed: " << t.error;
   }
   for (const storage::TaskRecord& t : lost.requeued) {
     EmitOrLog(t.job_id,
@@ -81,10 +79,7 @@ absl::Status Coordinator::Start() {
   for (const storage::TaskRecord& t : lost.failed) StopJob(t.job_id);
   // Their streams died with the previous process.
   FCA_ASSIGN_OR_RETURN(const int64_t uploads, store_->DropUnfinishedUploads());
-  if (uploads > 0) {
-    std::fprintf(stderr, "fca-server: %lld unfinished upload(s) dropped\n",
-                 static_cast<long long>(uploads));
-  }
+  if (uploads > 0) LOG(INFO) << uploads << " unfinished upload(s) dropped";
   SettleJobs();
   sweeper_ = std::thread([this] { Loop(); });
   running_ = true;
@@ -93,36 +88,38 @@ absl::Status Coordinator::Start() {
 
 void Coordinator::Stop() {
   running_ = false;
-  stopping_ = true;
-  cv_.notify_all();
+  {
+    // Under mu_, so that the sweep thread's wait sees it at once.
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   if (sweeper_.joinable()) sweeper_.join();
 }
 
 void Coordinator::AddStopListener(std::function<void(int64_t)> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stop_listeners_.push_back(std::move(listener));
 }
 
 void Coordinator::AddWakeListener(std::function<void()> listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   wake_listeners_.push_back(std::move(listener));
 }
 
 void Coordinator::Wake() {
   std::vector<std::function<void()>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     wake_ = true;
     listeners = wake_listeners_;
   }
-  cv_.notify_all();
   for (const auto& l : listeners) l();
 }
 
 void Coordinator::Cancel(int64_t job_id) {
   std::vector<std::function<void(int64_t)>> listeners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     listeners = stop_listeners_;
   }
   for (const auto& l : listeners) l(job_id);
@@ -132,8 +129,9 @@ void Coordinator::Cancel(int64_t job_id) {
 void Coordinator::Loop() {
   while (!stopping_) {
     SweepOnce();
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.sweep_interval, [&] { return stopping_.load() || wake_; });
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Coordinator::SweepDue),
+                         absl::FromChrono(options_.sweep_interval));
     wake_ = false;
   }
   // A last chance before exit; what is still pending is recovered at the
@@ -209,12 +207,12 @@ void Coordinator::EmitOrLog(int64_t job_id, v1::JobEvent event) {
 }
 
 int64_t Coordinator::PendingEnds() {
-  std::lock_guard<std::mutex> lock(ends_mu_);
+  absl::MutexLock lock(&ends_mu_);
   return static_cast<int64_t>(pending_ends_.size());
 }
 
 void Coordinator::ForgetProgress(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   progress_.erase(job_id);
   cache_errors_logged_.erase(job_id);
 }
@@ -222,7 +220,7 @@ void Coordinator::ForgetProgress(int64_t job_id) {
 void Coordinator::LogCacheError(int64_t job_id, const char* what, const absl::Status& status) {
   {
     // One line per job: a broken cache fails every window the same way.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!cache_errors_logged_.insert(job_id).second) return;
   }
   LogError(job_id, what, status);
@@ -276,7 +274,7 @@ absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskCl
   FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
   a.task_count = spec.models_size();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     progress_[a.job_id].task_count = a.task_count;
   }
   if (verify_weights && options_.models != nullptr) {
@@ -306,7 +304,7 @@ absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::Audit
   const int64_t job_id = claim.job.id;
   v1::JobEvent e;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     JobProgress& jp = progress_[job_id];
     if (jp.fractions.empty()) jp.first_event = Clock::now();
     jp.fractions[claim.task.index] = p.fraction;
@@ -429,7 +427,7 @@ absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome
     if (EndSettled(status)) return status;
   }
   LogError(0, "cannot record a task's end yet; retrying", status);
-  std::lock_guard<std::mutex> lock(ends_mu_);
+  absl::MutexLock lock(&ends_mu_);
   pending_ends_.push_back(end);
   return absl::OkStatus();
 }
@@ -437,19 +435,18 @@ absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome
 void Coordinator::RetryPendingEnds() {
   std::vector<TaskEnd> pending;
   {
-    std::lock_guard<std::mutex> lock(ends_mu_);
+    absl::MutexLock lock(&ends_mu_);
     pending.swap(pending_ends_);
   }
   std::vector<TaskEnd> still;
   for (const TaskEnd& end : pending) {
     if (EndSettled(RecordTaskEnd(end))) {
-      std::fprintf(stderr, "fca-server: task %lld: its end is recorded\n",
-                   static_cast<long long>(end.lease.task_id));
+      LOG(INFO) << "task " << end.lease.task_id << ": its end is recorded";
     } else {
       still.push_back(end);
     }
   }
-  std::lock_guard<std::mutex> lock(ends_mu_);
+  absl::MutexLock lock(&ends_mu_);
   pending_ends_.insert(pending_ends_.end(), still.begin(), still.end());
 }
 

@@ -25,17 +25,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/event_hub.h"
 #include "server/core/model_repository.h"
@@ -84,7 +84,7 @@ class Coordinator : public TaskBroker {
 
   // Recovers from a crash (see above), drops unfinished uploads, then starts
   // the sweep thread.
-  absl::Status Start();
+  [[nodiscard]] absl::Status Start();
   void Stop();  // idempotent; blocks until the sweep thread has exited
   // Started and not stopped (GET /readyz).
   bool Running() const { return running_.load(); }
@@ -104,7 +104,7 @@ class Coordinator : public TaskBroker {
   void Cancel(int64_t job_id);
 
   // Appends an event to a job and wakes its watchers.
-  absl::Status Emit(int64_t job_id, v1::JobEvent event);
+  [[nodiscard]] absl::Status Emit(int64_t job_id, v1::JobEvent event);
   // Emit, logging a failure: for events that nothing could act on.
   void EmitOrLog(int64_t job_id, v1::JobEvent event);
 
@@ -120,20 +120,23 @@ class Coordinator : public TaskBroker {
   // TaskBroker, for in-process workers (remote ones reach it through the
   // gRPC WorkerService). `verify_weights` asks Claim to hand out the
   // coordinator's weights hashes.
-  absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
-                                                      int64_t task_id) override;
-  absl::StatusOr<std::optional<TaskAssignment>> ClaimChecked(const std::string& worker,
-                                                             int64_t task_id, bool verify_weights);
-  absl::StatusOr<bool> Renew(const Lease& lease) override;
-  absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) override;
-  absl::Status ReportNote(const Lease& lease, const std::string& text) override;
-  absl::Status ReportRows(const Lease& lease, const std::string& model,
-                          const std::string& weights_sha256,
-                          const std::vector<engine::ResultRow>& rows) override;
-  absl::Status Finish(const Lease& lease, const absl::Status& outcome,
-                      const v1::TaskProvenance& provenance) override;
-  absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) override;
-  absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) override;
+  [[nodiscard]] absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
+                                                                    int64_t task_id) override;
+  [[nodiscard]] absl::StatusOr<std::optional<TaskAssignment>> ClaimChecked(
+      const std::string& worker, int64_t task_id, bool verify_weights);
+  [[nodiscard]] absl::StatusOr<bool> Renew(const Lease& lease) override;
+  [[nodiscard]] absl::Status ReportProgress(const Lease& lease,
+                                            const engine::AuditProgress& p) override;
+  [[nodiscard]] absl::Status ReportNote(const Lease& lease, const std::string& text) override;
+  [[nodiscard]] absl::Status ReportRows(const Lease& lease, const std::string& model,
+                                        const std::string& weights_sha256,
+                                        const std::vector<engine::ResultRow>& rows) override;
+  [[nodiscard]] absl::Status Finish(const Lease& lease, const absl::Status& outcome,
+                                    const v1::TaskProvenance& provenance) override;
+  [[nodiscard]] absl::Status Release(const Lease& lease, const absl::Status& reason,
+                                     bool refund) override;
+  [[nodiscard]] absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease,
+                                                         bool calibration) override;
   std::optional<std::string> GetCoefficients(const Lease& lease,
                                              const engine::CoefficientCacheKey& key) override;
   void PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
@@ -144,11 +147,11 @@ class Coordinator : public TaskBroker {
   // record): they go back to the queue now instead of when their lease runs
   // out, the lost claim counting against their attempts. Remote claims call
   // it first (worker names are unique).
-  absl::Status ReleaseLost(const std::string& worker);
+  [[nodiscard]] absl::Status ReleaseLost(const std::string& worker);
 
   // The owner of the job a lease belongs to (the gRPC layer checks that a
   // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
-  absl::StatusOr<storage::TaskClaim> CheckLease(const Lease& lease);
+  [[nodiscard]] absl::StatusOr<storage::TaskClaim> CheckLease(const Lease& lease);
   const Options& options() const { return options_; }
 
  private:
@@ -169,17 +172,19 @@ class Coordinator : public TaskBroker {
   };
 
   void Loop();
+  // Stop() or Wake() was called: the sweep thread's wait ends.
+  bool SweepDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
   void ExpireLeases();
   void SettleJobs();
-  absl::Status RecordTaskEnd(const TaskEnd& end);
+  [[nodiscard]] absl::Status RecordTaskEnd(const TaskEnd& end);
   void RetryPendingEnds();
   // The job's other tasks are not worth running: stop them.
   void StopJob(int64_t job_id);
   void LogCacheError(int64_t job_id, const char* what, const absl::Status& status);
   // The stored form of a task's provenance, naming the lease holder.
   std::string RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance);
-  absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
-                                                bool verify_weights);
+  [[nodiscard]] absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
+                                                              bool verify_weights);
   void ForgetProgress(int64_t job_id);
 
   storage::Store* store_;
@@ -189,15 +194,16 @@ class Coordinator : public TaskBroker {
   std::thread sweeper_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> running_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool wake_ = false;                                         // guarded by mu_
-  std::vector<std::function<void(int64_t)>> stop_listeners_;  // guarded by mu_
-  std::vector<std::function<void()>> wake_listeners_;         // guarded by mu_
-  std::map<int64_t, JobProgress> progress_;                   // guarded by mu_
-  std::set<int64_t> cache_errors_logged_;                     // guarded by mu_
-  std::mutex ends_mu_;
-  std::vector<TaskEnd> pending_ends_;  // guarded by ends_mu_
+  // The sweep thread waits on mu_ until SweepDue(); absl::Mutex re-checks
+  // that whenever mu_ is released, so setters need no notify.
+  absl::Mutex mu_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void(int64_t)>> stop_listeners_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> wake_listeners_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, JobProgress> progress_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex ends_mu_;
+  std::vector<TaskEnd> pending_ends_ ABSL_GUARDED_BY(ends_mu_);
 };
 
 }  // namespace fca::core

@@ -17,7 +17,7 @@ void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out);
 int64_t FromTimestamp(const google::protobuf::Timestamp& t);
 
 v1::JobState ToProto(storage::JobState s);
-absl::StatusOr<storage::JobState> FromProto(v1::JobState s);
+[[nodiscard]] absl::StatusOr<storage::JobState> FromProto(v1::JobState s);
 
 std::string DatasetKindName(v1::DatasetKind kind);  // "text" | "tokens"
 v1::DatasetKind DatasetKindFromName(const std::string& name);
@@ -29,7 +29,7 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 
 // The canonical JSON of a spec (what the store keeps and a manifest holds).
 std::string SpecToJson(const v1::AuditSpec& spec);
-absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
+[[nodiscard]] absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
 
 // A message as the store keeps it (specs, provenance): proto3 JSON with the
 // proto field names.
@@ -37,15 +37,16 @@ std::string ToStoredJson(const google::protobuf::Message& message);
 // Stored provenance: fields it does not know (a newer server wrote them)
 // are ignored, "" (a job or task stored before provenance was kept) gives
 // an empty message; malformed JSON is DATA_LOSS.
-absl::Status ProvenanceFromJson(const std::string& json, google::protobuf::Message* out);
+[[nodiscard]] absl::Status ProvenanceFromJson(const std::string& json,
+                                              google::protobuf::Message* out);
 
 // A job as clients see it (its provenance included, not its tasks);
 // `progress` comes from the coordinator.
-absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
+[[nodiscard]] absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
 
 // A task as clients see it, with its provenance (placement is the
 // coordinator's to add).
-absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task);
+[[nodiscard]] absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task);
 
 // The datasets a stored row was computed on.
 struct RowDatasets {

@@ -1,13 +1,15 @@
 #include "server/core/model_repository.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/io/safetensors.h"
 
@@ -170,7 +172,7 @@ absl::StatusOr<ModelRepository::Listing> ModelRepository::DescribeAt(const std::
     e.listing_status = listing.status();
     // Once per folder state, whoever asked: a listing every few seconds must
     // not flood the log with the same broken folder.
-    std::fprintf(stderr, "fca-server: %s\n", listing.status().ToString().c_str());
+    LOG(WARNING) << "model repository: " << listing.status();
   }
   return listing;
 }
@@ -293,11 +295,8 @@ void ModelRepository::RecordLoaded(const Listing& listing, const engine::Control
   record.weights_sha256 = model.info().weights_sha256;
   record.config_json = listing.description.config_json;
   record.num_parameters = model.info().num_parameters;
-  const absl::Status status = options_.registry->UpsertModel(record).status();
-  if (!status.ok()) {
-    std::fprintf(stderr, "fca-server: cannot record model '%s' in the store: %s\n",
-                 record.name.c_str(), status.ToString().c_str());
-  }
+  LogIfError(absl::StrFormat("cannot record model '%s' in the store", record.name),
+             options_.registry->UpsertModel(record).status());
 }
 
 absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::Get(

@@ -151,23 +151,24 @@ class ModelRepository {
 
   explicit ModelRepository(Options options);
   // The folder of a valid, present model name; NOT_FOUND otherwise.
-  absl::StatusOr<std::string> ModelDir(const std::string& name) const;
+  [[nodiscard]] absl::StatusOr<std::string> ModelDir(const std::string& name) const;
   // The entry of `name`, reset when the folder's signature has changed.
   Entry& EntryFor(const std::string& name, const std::string& signature)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Describe for a checked name, its folder and the folder's signature.
-  absl::StatusOr<Listing> DescribeAt(const std::string& name, const std::string& dir,
-                                     const std::string& signature);
+  [[nodiscard]] absl::StatusOr<Listing> DescribeAt(const std::string& name, const std::string& dir,
+                                                   const std::string& signature);
   // The folder's tokenizer, kept in the entry (loaded off the lock).
-  absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> FolderTokenizer(
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> FolderTokenizer(
       const std::string& name, const std::string& dir, const std::string& signature);
   // Describe, loading and the budget check off the lock; the entry's
   // `loading` flag (set by the caller) keeps a second load out.
-  absl::StatusOr<std::shared_ptr<engine::ControlledModel>> LoadUnlocked(
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<engine::ControlledModel>> LoadUnlocked(
       const std::string& name, const std::string& dir, const std::string& signature);
   // Reserves `bytes` for `name`, unloading least recently used models;
   // RESOURCE_EXHAUSTED when `bytes` exceeds the whole budget.
-  absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::Status MakeRoom(const std::string& name, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unload(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordLoaded(const Listing& listing, const engine::ControlledModel& model);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "common/build_version.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/core/mapping.h"
@@ -62,12 +63,8 @@ absl::Status CheckWindowFits(const ModelRepository::Listing& m, int64_t window_l
 
 DatasetUpload::~DatasetUpload() {
   if (upload_id_ == 0) return;
-  const absl::Status status = store_->AbortUpload(upload_id_);
-  if (!status.ok()) {
-    // Dropped at the next start at the latest (Store::DropUnfinishedUploads).
-    std::fprintf(stderr, "fca-server: cannot drop an unfinished upload: %s\n",
-                 status.ToString().c_str());
-  }
+  // Dropped at the next start at the latest (Store::DropUnfinishedUploads).
+  LogIfError("cannot drop an unfinished upload", store_->AbortUpload(upload_id_));
 }
 
 absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
@@ -472,10 +469,9 @@ absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJob(
     const Caller& caller, const v1::DeleteJobRequest& request) {
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   FCA_RETURN_IF_ERROR(store_->DeleteJob(request.job_id()));
-  const absl::Status reclaimed = store_->ReclaimSpace();
-  if (!reclaimed.ok()) {
-    std::fprintf(stderr, "fca-server: reclaim space: %s\n", reclaimed.ToString().c_str());
-  }
+  // The job is deleted either way; its pages are reclaimed with the next
+  // deletion's.
+  LogIfError("reclaim space", store_->ReclaimSpace());
   return v1::DeleteJobResponse();
 }
 

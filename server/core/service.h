@@ -97,43 +97,44 @@ class AuditServiceCore {
   // Before the server takes calls.
   void set_facts(ServerFacts facts) { facts_ = std::move(facts); }
 
-  absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
-  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
-  absl::StatusOr<v1::SubmitAuditResponse> SubmitAudit(const Caller& caller,
-                                                      const v1::SubmitAuditRequest& request);
-  absl::StatusOr<v1::GetJobResponse> GetJob(const Caller& caller, const v1::GetJobRequest& request);
-  absl::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
-                                                const v1::ListJobsRequest& request);
-  absl::StatusOr<v1::CancelJobResponse> CancelJob(const Caller& caller,
-                                                  const v1::CancelJobRequest& request);
-  absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const Caller& caller,
-                                                  const v1::DeleteJobRequest& request);
-  absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(const Caller& caller,
-                                                          const v1::DeleteDatasetRequest& request);
-  absl::StatusOr<v1::QueryResultsResponse> QueryResults(const Caller& caller,
-                                                        const v1::QueryResultsRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
+  [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
+  [[nodiscard]] absl::StatusOr<v1::SubmitAuditResponse> SubmitAudit(
+      const Caller& caller, const v1::SubmitAuditRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::GetJobResponse> GetJob(const Caller& caller,
+                                                          const v1::GetJobRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
+                                                              const v1::ListJobsRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::CancelJobResponse> CancelJob(
+      const Caller& caller, const v1::CancelJobRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::DeleteJobResponse> DeleteJob(
+      const Caller& caller, const v1::DeleteJobRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(
+      const Caller& caller, const v1::DeleteDatasetRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::QueryResultsResponse> QueryResults(
+      const Caller& caller, const v1::QueryResultsRequest& request);
   // Streams events after request.after_seq until the job is terminal, the
   // writer fails (client gone) or `stop()` returns true. RESOURCE_EXHAUSTED
   // when max_watch_streams streams are open already.
-  absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
-                        const std::function<bool(const v1::WatchJobResponse&)>& write,
-                        const std::function<bool()>& stop);
+  [[nodiscard]] absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
+                                      const std::function<bool(const v1::WatchJobResponse&)>& write,
+                                      const std::function<bool()>& stop);
   // The model's tokenizer on request.text (no BOS/EOS added).
-  absl::StatusOr<v1::TokenizeResponse> Tokenize(const Caller& caller,
-                                                const v1::TokenizeRequest& request);
-  absl::Status ExportCoefficients(
+  [[nodiscard]] absl::StatusOr<v1::TokenizeResponse> Tokenize(const Caller& caller,
+                                                              const v1::TokenizeRequest& request);
+  [[nodiscard]] absl::Status ExportCoefficients(
       const Caller& caller, const v1::ExportCoefficientsRequest& request,
       const std::function<bool(const v1::ExportCoefficientsResponse&)>& write);
   // The job's report from its stored rows (server/core/report.h).
-  absl::StatusOr<v1::GetReportResponse> GetReport(const Caller& caller,
-                                                  const v1::GetReportRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::GetReportResponse> GetReport(
+      const Caller& caller, const v1::GetReportRequest& request);
   // The reports of 1 to kMaxCompareJobs jobs, in request order.
-  absl::StatusOr<v1::CompareJobsResponse> CompareJobs(const Caller& caller,
-                                                      const v1::CompareJobsRequest& request);
-  absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo(const Caller& caller);
+  [[nodiscard]] absl::StatusOr<v1::CompareJobsResponse> CompareJobs(
+      const Caller& caller, const v1::CompareJobsRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo(const Caller& caller);
   // The job's windows as its tasks cut them: the datasets tokenized with the
   // model's tokenizer, at most the spec's max windows each.
-  absl::StatusOr<v1::ListJobWindowsResponse> ListJobWindows(
+  [[nodiscard]] absl::StatusOr<v1::ListJobWindowsResponse> ListJobWindows(
       const Caller& caller, const v1::ListJobWindowsRequest& request);
 
   static constexpr int kMaxCompareJobs = 16;
@@ -144,26 +145,26 @@ class AuditServiceCore {
   // Audited models exist, have coefficient sites and share a family; the
   // dense twin exists and has none; every model takes windows of the
   // spec's length.
-  absl::Status CheckModels(const v1::AuditSpec& spec);
+  [[nodiscard]] absl::Status CheckModels(const v1::AuditSpec& spec);
   // ListJobs' request as a store filter, with the caller's visibility.
-  absl::StatusOr<storage::JobFilter> JobFilterFor(const Caller& caller,
-                                                  const v1::ListJobsRequest& request);
+  [[nodiscard]] absl::StatusOr<storage::JobFilter> JobFilterFor(const Caller& caller,
+                                                                const v1::ListJobsRequest& request);
   // QueryResults' filter as a store filter; the caller must see every job
   // it names.
-  absl::StatusOr<storage::ResultFilter> ResultFilterFor(const Caller& caller,
-                                                        const v1::ResultFilter& filter);
+  [[nodiscard]] absl::StatusOr<storage::ResultFilter> ResultFilterFor(
+      const Caller& caller, const v1::ResultFilter& filter);
   // Every stored row of a job, in insertion order.
-  absl::StatusOr<std::vector<v1::Result>> JobRows(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<std::vector<v1::Result>> JobRows(int64_t job_id);
   // The job, if the caller may see it; NOT_FOUND otherwise (not
   // PERMISSION_DENIED: other users' job ids are not disclosed).
-  absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
+  [[nodiscard]] absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
   // The job with its tasks (each with its provenance and placement), as
   // GetJob and GetReport return it.
-  absl::StatusOr<v1::Job> JobWithTasks(const storage::JobRecord& job);
+  [[nodiscard]] absl::StatusOr<v1::Job> JobWithTasks(const storage::JobRecord& job);
 
   // FAILED_PRECONDITION when a queued or running job of `owner` names the
   // dataset (by name or by content hash).
-  absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
+  [[nodiscard]] absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
 
   storage::Store* store_;
   ModelRepository* models_;

@@ -1,6 +1,7 @@
 #include "server/core/slurm_executor.h"
 
-#include <cstdio>
+#include <glog/logging.h>
+
 #include <set>
 #include <utility>
 
@@ -98,7 +99,7 @@ void SlurmExecutor::Sweep() {
     absl::StatusOr<std::map<std::string, std::string>> queue = QueryQueue();
     last_poll_ = now;
     if (!queue.ok()) {
-      std::fprintf(stderr, "fca-server: slurm: %s\n", queue.status().ToString().c_str());
+      LOG(WARNING) << "slurm: " << queue.status();
       return;  // nothing is placed while Slurm does not answer
     }
     Replace(*queue);
@@ -152,8 +153,7 @@ void SlurmExecutor::Place(int budget) {
     if (!t.executor_ref.empty()) continue;
     absl::StatusOr<std::string> id = Submit(t);
     if (!id.ok()) {
-      std::fprintf(stderr, "fca-server: slurm: task %lld: %s\n", static_cast<long long>(t.id),
-                   id.status().ToString().c_str());
+      LOG(WARNING) << "slurm: task " << t.id << ": " << id.status();
       if (++dead_placements_[t.id] >= options_.max_attempts) {
         FailUnplaceable(t, "sbatch refused the task: " + std::string(id.status().message()));
       }
@@ -218,9 +218,8 @@ void SlurmExecutor::StopJob(int64_t job_id) {
   if (argv.size() == 1) return;
   absl::StatusOr<CommandOutput> out = RunCommand(argv, options_.command_timeout_ms);
   if (!out.ok() || out->exit_code != 0) {
-    std::fprintf(stderr, "fca-server: slurm: scancel for job %lld failed: %s\n",
-                 static_cast<long long>(job_id),
-                 out.ok() ? FirstLine(out->err).c_str() : out.status().ToString().c_str());
+    LOG(WARNING) << "slurm: scancel for job " << job_id
+                 << " failed: " << (out.ok() ? FirstLine(out->err) : out.status().ToString());
   }
 }
 

@@ -48,7 +48,7 @@ class SlurmExecutor : public Executor {
 
   // Checks that sbatch and squeue answer; FAILED_PRECONDITION naming what
   // is wrong (Slurm not installed, SLURM_CONF unset, no controller).
-  absl::Status CheckCluster();
+  [[nodiscard]] absl::Status CheckCluster();
 
   void Sweep() override;
   void StopJob(int64_t job_id) override;
@@ -57,12 +57,12 @@ class SlurmExecutor : public Executor {
  private:
   // Slurm job id -> state (PENDING, RUNNING, COMPLETED, ...) of every job
   // of ours Slurm still knows about; error when squeue failed.
-  absl::StatusOr<std::map<std::string, std::string>> QueryQueue();
+  [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> QueryQueue();
   // Tasks placed whose Slurm job is gone while the task was never claimed:
   // placed again (or failed after max_attempts placements).
   void Replace(const std::map<std::string, std::string>& queue);
   void Place(int budget);
-  absl::StatusOr<std::string> Submit(const storage::TaskRecord& task);
+  [[nodiscard]] absl::StatusOr<std::string> Submit(const storage::TaskRecord& task);
   void FailUnplaceable(const storage::TaskRecord& task, const std::string& why);
 
   storage::Store* store_;

@@ -32,7 +32,8 @@ struct SpecLimits {
 // interventions, per_layer_scope "layer", max windows = the limit: the
 // engine notes when a dataset has more).
 // INVALID_ARGUMENT naming the field, with the limit where one applies.
-absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec, const SpecLimits& limits);
+[[nodiscard]] absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec,
+                                                          const SpecLimits& limits);
 
 // The engine's options of a normalized spec (every AuditSpec field the
 // engine reads, per-group dependence included).
@@ -60,23 +61,28 @@ struct DatasetBytes {
 // The evaluation (or calibration) dataset of a job of `owner`. NOT_FOUND
 // for an unknown dataset (looked up among the owner's, by name or
 // "sha256:<hex>").
-absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::AuditSpec& spec,
-                                            const std::string& owner, bool calibration);
+[[nodiscard]] absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store,
+                                                          const v1::AuditSpec& spec,
+                                                          const std::string& owner,
+                                                          bool calibration);
 
 // The engine's dataset; INVALID_ARGUMENT for tokens that are not whole
 // int32s or an unknown kind.
-absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data);
+[[nodiscard]] absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data);
 
 // The request of one task of a job: the audit of `model` (with the spec's
 // dense twin, if any) on the given datasets, models taken from `models`.
 // NOT_FOUND for an unknown model, or the repository's load error.
-absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec, const std::string& model,
-                                          ModelRepository* models, engine::Dataset eval,
-                                          engine::Dataset calib);
+[[nodiscard]] absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec,
+                                                        const std::string& model,
+                                                        ModelRepository* models,
+                                                        engine::Dataset eval,
+                                                        engine::Dataset calib);
 
 // Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
-absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, const std::string& ref,
-                                                      const std::string& owner);
+[[nodiscard]] absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
+                                                                    const std::string& ref,
+                                                                    const std::string& owner);
 
 }  // namespace fca::core
 

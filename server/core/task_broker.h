@@ -53,32 +53,35 @@ class TaskBroker {
 
   // Claims a task for `worker`: the oldest claimable one (task_id 0) or
   // exactly `task_id`. nullopt when there is none.
-  virtual absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
-                                                              int64_t task_id) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::optional<TaskAssignment>> Claim(
+      const std::string& worker, int64_t task_id) = 0;
   // Extends the lease. Returns true when the task should stop (its job was
   // cancelled, or another of its tasks failed).
-  virtual absl::StatusOr<bool> Renew(const Lease& lease) = 0;
+  [[nodiscard]] virtual absl::StatusOr<bool> Renew(const Lease& lease) = 0;
   // Progress of the task's audit (model_index/model_count are the task's:
   // 0 of 1); the coordinator turns it into the job's progress.
-  virtual absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) = 0;
-  virtual absl::Status ReportNote(const Lease& lease, const std::string& text) = 0;
+  [[nodiscard]] virtual absl::Status ReportProgress(const Lease& lease,
+                                                    const engine::AuditProgress& p) = 0;
+  [[nodiscard]] virtual absl::Status ReportNote(const Lease& lease, const std::string& text) = 0;
   // Result rows of one model (the task's, or the dense twin's), stored once:
   // rows already stored for the job are skipped.
-  virtual absl::Status ReportRows(const Lease& lease, const std::string& model,
-                                  const std::string& weights_sha256,
-                                  const std::vector<engine::ResultRow>& rows) = 0;
+  [[nodiscard]] virtual absl::Status ReportRows(const Lease& lease, const std::string& model,
+                                                const std::string& weights_sha256,
+                                                const std::vector<engine::ResultRow>& rows) = 0;
   // Ends the task: OK -> SUCCEEDED, CANCELLED -> CANCELLED, else FAILED
   // with the status as its reason. `provenance` is what the task ran on
   // (docs/fca.md "Reproducibility"), stored with its end; its `worker` is
   // replaced by the lease holder. An empty one stores nothing.
-  virtual absl::Status Finish(const Lease& lease, const absl::Status& outcome,
-                              const v1::TaskProvenance& provenance) = 0;
+  [[nodiscard]] virtual absl::Status Finish(const Lease& lease, const absl::Status& outcome,
+                                            const v1::TaskProvenance& provenance) = 0;
   // Gives the task back to the queue: the worker refuses it (`reason`; the
   // claim counts against the task's attempts) or is shutting down
   // (`refund`: it does not).
-  virtual absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) = 0;
+  [[nodiscard]] virtual absl::Status Release(const Lease& lease, const absl::Status& reason,
+                                             bool refund) = 0;
   // The job's evaluation (or calibration) dataset.
-  virtual absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) = 0;
+  [[nodiscard]] virtual absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease,
+                                                                 bool calibration) = 0;
   // The job owner's coefficient cache (the worker never names the owner).
   // A failed read is a miss, a failed write a later miss; both are logged by
   // the broker.

@@ -1,7 +1,8 @@
 #include "server/core/worker.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -109,9 +110,10 @@ void Worker::Start() {
 }
 
 void Worker::RequestStop() {
+  // Under mu_, so that the idle wait sees it at once.
+  absl::MutexLock lock(&mu_);
   stopping_ = true;
   interrupt_ = true;
-  cv_.notify_all();
 }
 
 void Worker::Stop() {
@@ -120,20 +122,17 @@ void Worker::Stop() {
 }
 
 void Worker::Wake() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_ = true;
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
 }
 
 void Worker::StopJob(int64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (running_job_ == job_id && job_id != 0) interrupt_ = true;
 }
 
 bool Worker::Busy() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return running_job_ != 0;
 }
 
@@ -142,12 +141,12 @@ void Worker::Loop() {
   while (!stopping_) {
     absl::StatusOr<bool> ran = RunOne(0);
     if (!ran.ok()) {
-      std::fprintf(stderr, "fca worker %s: cannot claim a task: %s\n", options_.name.c_str(),
-                   ran.status().ToString().c_str());
+      LOG(WARNING) << "worker " << options_.name << ": cannot claim a task: " << ran.status();
     }
     if (ran.ok() && *ran) continue;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_.load() || wake_; });
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Worker::ClaimDue),
+                         absl::FromChrono(options_.poll_interval));
     wake_ = false;
   }
 }
@@ -162,11 +161,11 @@ absl::StatusOr<bool> Worker::RunOne(int64_t task_id) {
 void Worker::Heartbeat(const TaskAssignment& task) {
   const auto interval =
       std::min<std::chrono::milliseconds>(options_.heartbeat_interval, task.lease_duration / 4);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!task_done_) {
-    cv_.wait_for(lock, interval, [&] { return task_done_; });
-    if (task_done_) break;
-    lock.unlock();
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&task_done_), absl::FromChrono(interval))) break;
+    }
     absl::StatusOr<bool> stop = broker_->Renew(task.lease);
     if (stop.ok() && *stop) interrupt_ = true;
     if (absl::IsFailedPrecondition(stop.status()) || absl::IsNotFound(stop.status())) {
@@ -178,13 +177,12 @@ void Worker::Heartbeat(const TaskAssignment& task) {
     // Other errors (the coordinator unreachable for a moment): try again
     // at the next beat; if the lease runs out meanwhile, the task runs
     // elsewhere and this worker's reports are refused.
-    lock.lock();
   }
 }
 
 void Worker::RunTask(const TaskAssignment& task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_job_ = task.job_id;
     task_done_ = false;
     interrupt_ = stopping_.load();
@@ -200,11 +198,10 @@ void Worker::RunTask(const TaskAssignment& task) {
   absl::Status outcome = Execute(task, &provenance);
   SetNow(provenance.mutable_finished_at());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_job_ = 0;
     task_done_ = true;
   }
-  cv_.notify_all();
   heartbeat.join();
   if (refused_ || lease_lost_) return;  // given back, or someone else's now
   const bool cancelled = absl::IsCancelled(outcome);
@@ -222,11 +219,11 @@ void Worker::RunTask(const TaskAssignment& task) {
     }
     reported = broker_->Finish(task.lease, outcome, provenance);
   }
-  if (!reported.ok()) {
-    std::fprintf(stderr, "fca worker %s: task %lld: cannot report its end: %s\n",
-                 options_.name.c_str(), static_cast<long long>(task.lease.task_id),
-                 reported.ToString().c_str());
-  }
+  // The lease runs out and the task runs again elsewhere: nothing to return
+  // this to.
+  LogIfError(absl::StrFormat("worker %s: task %d: cannot report its end", options_.name,
+                             task.lease.task_id),
+             reported);
 }
 
 absl::Status Worker::CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,
@@ -271,6 +268,7 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   const Clock::time_point start = Clock::now();
   Clock::time_point last_report = start - options_.progress_interval;
   std::string last_phase;
+  absl::Status progress_error;
   req.on_progress = [&](const engine::AuditProgress& p) {
     // Progress comes after every batch: the time limit is honoured within one.
     if (options_.max_task_duration.count() > 0 &&
@@ -282,7 +280,16 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
     if (p.phase == last_phase && now - last_report < options_.progress_interval) return;
     last_phase = p.phase;
     last_report = now;
-    (void)broker_->ReportProgress(task.lease, p);  // progress is best effort
+    // Progress is best effort: the rows and the task's end are what count,
+    // so a report that fails does not stop the audit. The first failure of
+    // the task is logged (a broker that is down would fail every report).
+    const absl::Status reported = broker_->ReportProgress(task.lease, p);
+    if (!reported.ok() && progress_error.ok()) {
+      progress_error = reported;
+      LogIfError(absl::StrFormat("worker %s: task %d: progress not reported", options_.name,
+                                 task.lease.task_id),
+                 reported);
+    }
   };
   absl::Status report_error;
   auto report = [&](const std::string& model, const std::string& weights_sha256,

@@ -12,16 +12,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/core/coordinator.h"
 #include "server/core/model_repository.h"
 #include "server/core/task_broker.h"
@@ -66,7 +66,7 @@ class Worker {
   // the calling thread. Returns whether a task was claimed; an error only
   // when the broker could not be asked (the task's own failure is reported
   // to the broker, not returned).
-  absl::StatusOr<bool> RunOne(int64_t task_id);
+  [[nodiscard]] absl::StatusOr<bool> RunOne(int64_t task_id);
 
   // Runs a task this worker has claimed (through its broker) to its end.
   void RunTask(const TaskAssignment& task);
@@ -77,12 +77,15 @@ class Worker {
 
  private:
   void Loop();
+  // Stop() or Wake() was called: the idle wait ends.
+  bool ClaimDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
   // The audit of one task; its status is the task's outcome. Fills
   // `provenance` with what it learns as it goes (a failed task keeps what
   // was known when it failed).
-  absl::Status Execute(const TaskAssignment& task, v1::TaskProvenance* provenance);
-  absl::Status CheckWeights(const TaskAssignment& task, const engine::ModelInfo& model,
-                            const engine::ModelInfo* twin) const;
+  [[nodiscard]] absl::Status Execute(const TaskAssignment& task, v1::TaskProvenance* provenance);
+  [[nodiscard]] absl::Status CheckWeights(const TaskAssignment& task,
+                                          const engine::ModelInfo& model,
+                                          const engine::ModelInfo* twin) const;
   void Heartbeat(const TaskAssignment& task);
 
   TaskBroker* broker_;
@@ -90,14 +93,16 @@ class Worker {
   const Options options_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool wake_ = false;                    // guarded by mu_
-  int64_t running_job_ = 0;              // guarded by mu_
-  bool task_done_ = false;               // guarded by mu_: ends the heartbeat
-  std::atomic<bool> interrupt_{false};   // stops the running audit
-  std::atomic<bool> timed_out_{false};   // interrupt_ came from the time limit
-  std::atomic<bool> lease_lost_{false};  // interrupt_ came from a lost lease
+  // The idle wait and the heartbeat wait on mu_ for their conditions;
+  // absl::Mutex re-checks them whenever mu_ is released, so setters need no
+  // notify (but must set under mu_: stopping_ too).
+  absl::Mutex mu_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t running_job_ ABSL_GUARDED_BY(mu_) = 0;
+  bool task_done_ ABSL_GUARDED_BY(mu_) = false;  // ends the heartbeat
+  std::atomic<bool> interrupt_{false};           // stops the running audit
+  std::atomic<bool> timed_out_{false};           // interrupt_ came from the time limit
+  std::atomic<bool> lease_lost_{false};          // interrupt_ came from a lost lease
   // The task was refused (weights differ): already given back.
   bool refused_ = false;
 };

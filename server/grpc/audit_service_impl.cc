@@ -1,9 +1,9 @@
 #include "server/grpc/audit_service_impl.h"
 
+#include <glog/logging.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
-#include <cstdio>
 
 #include "absl/status/status.h"
 #include "common/metrics.h"
@@ -31,8 +31,8 @@ class UnparsableRequestInterceptor final : public grpc::experimental::Intercepto
         methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status sent = methods->GetSendStatus();
       if (sent.error_code() == grpc::StatusCode::INTERNAL && sent.error_message().empty()) {
-        std::fprintf(stderr, "fca-server: unparsable %s request from %s\n", info_->method(),
-                     info_->server_context()->peer().c_str());
+        LOG(WARNING) << "unparsable " << info_->method() << " request from "
+                     << info_->server_context()->peer();
         methods->ModifySendStatus(grpc::Status(
             grpc::StatusCode::INVALID_ARGUMENT,
             "the request is not a valid fca.v1 message (text fields must be valid UTF-8)"));
@@ -161,7 +161,7 @@ void SetServing(grpc::Server& server, bool serving) {
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
-    std::fprintf(stderr, "fca-server: %s\n", status.ToString().c_str());
+    LOG(ERROR) << status;
   }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }

@@ -1,12 +1,12 @@
 #include "server/grpc/auth.h"
 
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -106,9 +106,7 @@ Authenticator::KeyLookup StoreLookup(storage::Store* store) {
 // it tells a forgotten --token from a wrong one and reveals nothing the
 // caller did not send.
 absl::Status Refuse(absl::string_view peer, absl::string_view reason) {
-  std::fprintf(stderr, "fca-server: authentication failed: peer %.*s: %.*s\n",
-               static_cast<int>(peer.size()), peer.data(), static_cast<int>(reason.size()),
-               reason.data());
+  LOG(WARNING) << "authentication failed: peer " << peer << ": " << reason;
   return absl::UnauthenticatedError(reason);
 }
 
@@ -164,8 +162,7 @@ absl::StatusOr<core::Caller> Authenticator::Authenticate(
     if (!found.ok()) {
       // Not the caller's fault: refusing it as unauthenticated would make a
       // script drop a valid key. The details stay in the server's log.
-      std::fprintf(stderr, "fca-server: API key lookup failed (peer %.*s): %s\n",
-                   static_cast<int>(peer.size()), peer.data(), found.status().ToString().c_str());
+      LOG(ERROR) << "API key lookup failed (peer " << peer << "): " << found.status();
       return absl::UnavailableError("cannot check the API key right now; retry");
     }
     if (found->has_value()) return **found;

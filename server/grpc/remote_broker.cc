@@ -1,7 +1,8 @@
 #include "server/grpc/remote_broker.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -370,9 +371,8 @@ void RemoteBroker::LogCacheError(const char* what, const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   // A broken cache fails every window the same way: a few lines suffice.
   if (++cache_errors_logged_ > 3) return;
-  std::fprintf(stderr, "fca-worker %s: %s: %s%s\n", options_.worker.c_str(), what,
-               status.ToString().c_str(),
-               cache_errors_logged_ == 3 ? " (further cache errors are not logged)" : "");
+  LOG(WARNING) << "worker " << options_.worker << ": " << what << ": " << status
+               << (cache_errors_logged_ == 3 ? " (further cache errors are not logged)" : "");
 }
 
 std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& lease,

@@ -60,19 +60,21 @@ class RemoteBroker final : public core::TaskBroker {
   void StopRetrying();
 
   // core::TaskBroker. `worker` must be Options::worker.
-  absl::StatusOr<std::optional<core::TaskAssignment>> Claim(const std::string& worker,
-                                                            int64_t task_id) override;
-  absl::StatusOr<bool> Renew(const core::Lease& lease) override;
-  absl::Status ReportProgress(const core::Lease& lease, const engine::AuditProgress& p) override;
-  absl::Status ReportNote(const core::Lease& lease, const std::string& text) override;
-  absl::Status ReportRows(const core::Lease& lease, const std::string& model,
-                          const std::string& weights_sha256,
-                          const std::vector<engine::ResultRow>& rows) override;
-  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
-                      const v1::TaskProvenance& provenance) override;
-  absl::Status Release(const core::Lease& lease, const absl::Status& reason, bool refund) override;
-  absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
-                                                 bool calibration) override;
+  [[nodiscard]] absl::StatusOr<std::optional<core::TaskAssignment>> Claim(const std::string& worker,
+                                                                          int64_t task_id) override;
+  [[nodiscard]] absl::StatusOr<bool> Renew(const core::Lease& lease) override;
+  [[nodiscard]] absl::Status ReportProgress(const core::Lease& lease,
+                                            const engine::AuditProgress& p) override;
+  [[nodiscard]] absl::Status ReportNote(const core::Lease& lease, const std::string& text) override;
+  [[nodiscard]] absl::Status ReportRows(const core::Lease& lease, const std::string& model,
+                                        const std::string& weights_sha256,
+                                        const std::vector<engine::ResultRow>& rows) override;
+  [[nodiscard]] absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
+                                    const v1::TaskProvenance& provenance) override;
+  [[nodiscard]] absl::Status Release(const core::Lease& lease, const absl::Status& reason,
+                                     bool refund) override;
+  [[nodiscard]] absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
+                                                               bool calibration) override;
   std::optional<std::string> GetCoefficients(const core::Lease& lease,
                                              const engine::CoefficientCacheKey& key) override;
   void PutCoefficients(const core::Lease& lease, const engine::CoefficientCacheKey& key,
@@ -83,7 +85,7 @@ class RemoteBroker final : public core::TaskBroker {
   // UNAVAILABLE or the retries are spent; `held`: the call acts on a held
   // lease, so it may retry for the whole retry window.
   template <typename Call>
-  absl::Status WithRetries(std::chrono::milliseconds timeout, bool held, Call&& call);
+  [[nodiscard]] absl::Status WithRetries(std::chrono::milliseconds timeout, bool held, Call&& call);
   void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const;
   void LogCacheError(const char* what, const absl::Status& status);
 

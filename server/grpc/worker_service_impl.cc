@@ -1,8 +1,9 @@
 #include "server/grpc/worker_service_impl.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -136,9 +137,8 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* ctx,
     FCA_RETURN_IF_ERROR(CheckLabel(req->host(), "host"));
     FCA_RETURN_IF_ERROR(CheckLabel(req->version(), "version"));
     const std::chrono::milliseconds lease = coordinator_->options().lease;
-    std::fprintf(stderr, "fca-server: worker %s registered (device %s, host %s, version %s)\n",
-                 holder.c_str(), req->device().c_str(), req->host().c_str(),
-                 req->version().c_str());
+    LOG(INFO) << "worker " << holder << " registered (device " << req->device() << ", host "
+              << req->host() << ", version " << req->version() << ")";
     resp->set_holder(holder);
     resp->set_lease_ms(lease.count());
     // A cancel reaches a remote task within about one beat.

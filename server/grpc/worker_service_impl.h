@@ -70,14 +70,16 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
  private:
   // The holder name of an authenticated worker caller (see above);
   // PERMISSION_DENIED for a user key, INVALID_ARGUMENT for a bad name.
-  absl::StatusOr<std::string> Holder(const grpc::ServerContext& ctx, const std::string& worker);
+  [[nodiscard]] absl::StatusOr<std::string> Holder(const grpc::ServerContext& ctx,
+                                                   const std::string& worker);
   // The task and its job, when `holder` holds the lease now;
   // FAILED_PRECONDITION otherwise.
-  absl::StatusOr<storage::TaskClaim> HeldLease(const std::string& holder,
-                                               const v1::TaskLease& lease);
+  [[nodiscard]] absl::StatusOr<storage::TaskClaim> HeldLease(const std::string& holder,
+                                                             const v1::TaskLease& lease);
   // Holder + HeldLease: the checks every call after a claim starts with.
-  absl::StatusOr<storage::TaskClaim> Check(const grpc::ServerContext& ctx,
-                                           const std::string& worker, const v1::TaskLease& lease);
+  [[nodiscard]] absl::StatusOr<storage::TaskClaim> Check(const grpc::ServerContext& ctx,
+                                                         const std::string& worker,
+                                                         const v1::TaskLease& lease);
 
   core::Coordinator* coordinator_;
   Authenticator auth_;

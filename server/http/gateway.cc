@@ -1,19 +1,19 @@
 #include "server/http/gateway.h"
 
+#include <glog/logging.h>
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 
-#include <condition_variable>
-#include <cstdio>
 #include <deque>
-#include <mutex>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
 #include "server/http/web/assets.h"
@@ -71,45 +71,46 @@ class BoundedThreadPool final : public httplib::TaskQueue {
   ~BoundedThreadPool() override = default;
 
   void enqueue(std::function<void()> fn) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [&] { return jobs_.size() < max_queued_ || shutdown_; });
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &BoundedThreadPool::HasSpace));
     jobs_.push_back(std::move(fn));
-    lock.unlock();
-    work_.notify_one();
   }
 
   void shutdown() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       shutdown_ = true;
     }
-    work_.notify_all();
-    space_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
 
  private:
+  // Conditions of the waits on mu_, which absl::Mutex re-checks whenever
+  // mu_ is released: enqueue, Work and shutdown need no notify.
+  bool HasSpace() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return jobs_.size() < max_queued_ || shutdown_;
+  }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !jobs_.empty() || shutdown_; }
+
   void Work() {
     for (;;) {
       std::function<void()> fn;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        work_.wait(lock, [&] { return !jobs_.empty() || shutdown_; });
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &BoundedThreadPool::HasWork));
         if (jobs_.empty()) return;  // shut down
         fn = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      space_.notify_one();
       fn();
     }
   }
 
   const size_t max_queued_;
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable work_, space_;
-  std::deque<std::function<void()>> jobs_;  // guarded by mu_
-  bool shutdown_ = false;                   // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // ---------------------------------------------------------------- JSON
@@ -237,7 +238,7 @@ void SendJson(httplib::Response& res, int status, const std::string& json) {
 
 void SendError(httplib::Response& res, const absl::Status& status, int http_status = 0) {
   if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
-    std::fprintf(stderr, "fca-server: http: %s\n", status.ToString().c_str());
+    LOG(ERROR) << "http: " << status;
   }
   SendJson(res, http_status != 0 ? http_status : HttpStatus(status.code()), ErrorJson(status));
 }
@@ -532,7 +533,7 @@ void Gateway::Route() {
           what = e.what();
         } catch (...) {
         }
-        std::fprintf(stderr, "fca-server: http: request failed: %s\n", what.c_str());
+        LOG(ERROR) << "http: request failed: " << what;
         SendError(res, absl::InternalError("internal error"));
       });
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
@@ -255,6 +256,9 @@ absl::Status Audit() {
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  // The libraries' diagnostics; this tool's own progress, notes and report
+  // are its output, printed as they are.
+  fca::InitServerLogging(argv[0]);
   absl::SetProgramUsageMessage(absl::StrCat(
       "fca-local-audit init|audit [flags]: engine-level audit without the server; init's model "
       "shape where no flag sets it: ",

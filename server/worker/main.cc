@@ -11,6 +11,7 @@
 //
 // Exit codes: 0 done (or stopped); 1 an error (flags, key, coordinator);
 // 3 --task could not be claimed; 75 --task was given back on a signal.
+#include <glog/logging.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/worker.h"
@@ -230,14 +232,13 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   FCA_ASSIGN_OR_RETURN(
       const v1::RegisterWorkerResponse terms,
       broker->Register(repository.compute.device, engine::HostName(), engine::EngineVersion()));
-  std::fprintf(stderr, "fca-worker: registered with %s as %s (device %s, lease %.3g s)\n",
-               broker_options.address.c_str(), terms.holder().c_str(),
-               repository.compute.device.c_str(), static_cast<double>(terms.lease_ms()) / 1000);
+  LOG(INFO) << absl::StrFormat("fca-worker: registered with %s as %s (device %s, lease %.3g s)",
+                               broker_options.address, terms.holder(), repository.compute.device,
+                               static_cast<double>(terms.lease_ms()) / 1000);
   if (terms.coordinator_version() != engine::EngineVersion()) {
-    std::fprintf(stderr,
-                 "fca-worker: warning: engine version %s differs from the coordinator's (%s); "
-                 "results may differ from its own workers'\n",
-                 engine::EngineVersion().c_str(), terms.coordinator_version().c_str());
+    LOG(WARNING) << "fca-worker: warning: engine version " << engine::EngineVersion()
+                 << " differs from the coordinator's (" << terms.coordinator_version()
+                 << "); results may differ from its own workers'";
   }
 
   core::Worker::Options worker_options;
@@ -254,11 +255,11 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
     worker.Start();
     int signal_number = 0;
     sigwait(&signals, &signal_number);
-    std::fprintf(stderr, "fca-worker: signal %d: stopping; a running task goes back to the queue\n",
-                 signal_number);
+    LOG(INFO) << "fca-worker: signal " << signal_number
+              << ": stopping; a running task goes back to the queue";
     broker->StopRetrying();
     worker.Stop();
-    std::fprintf(stderr, "fca-worker: stopped\n");
+    LOG(INFO) << "fca-worker: stopped";
     return 0;
   }
 
@@ -268,8 +269,8 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     if (done) return;  // woken below: the task has ended
-    std::fprintf(stderr, "fca-worker: signal %d: stopping; the task goes back to the queue\n",
-                 signal_number);
+    LOG(INFO) << "fca-worker: signal " << signal_number
+              << ": stopping; the task goes back to the queue";
     signalled = true;
     broker->StopRetrying();
     worker.RequestStop();
@@ -281,14 +282,12 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   signal_thread.join();
   FCA_ASSIGN_OR_RETURN(const bool ran, claimed);
   if (!ran) {
-    std::fprintf(stderr,
-                 "fca-worker: task %lld cannot be claimed (unknown, not queued, or its "
-                 "job was cancelled)\n",
-                 static_cast<long long>(task_id));
+    LOG(WARNING) << "fca-worker: task " << task_id
+                 << " cannot be claimed (unknown, not queued, or its job was cancelled)";
     return 3;
   }
   if (signalled) return 75;
-  std::fprintf(stderr, "fca-worker: task %lld done\n", static_cast<long long>(task_id));
+  LOG(INFO) << "fca-worker: task " << task_id << " done";
   return 0;
 }
 
@@ -296,6 +295,7 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  fca::InitServerLogging(argv[0]);
   absl::SetProgramUsageMessage(
       "fca-worker --coordinator=HOST:PORT --models=DIR [--device=cuda:0] [flags]: runs audit "
       "tasks for an fca-server");
@@ -308,6 +308,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const absl::StatusOr<int> code = fca::Run(signals);
   if (!code.ok()) {
+    // The answer to the command line (a bad flag, no coordinator), plain
+    // like the CLI's errors: the process ends with it.
     std::fprintf(stderr, "fca-worker: %s: %s\n",
                  absl::StatusCodeToString(code.status().code()).c_str(),
                  std::string(code.status().message()).c_str());

@@ -1,6 +1,7 @@
 #include "common/log.h"
 
-#include <errno.h>  // program_invocation_short_name
+#include <glog/logging.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,18 +9,35 @@
 namespace fca {
 namespace {
 
-TEST(LogTest, AnErrorIsOneLineNamingTheProgramWhatAndWhy) {
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+
+TEST(LogTest, AnErrorIsOneWarningLineNamingWhatWhyAndTheCaller) {
   ::testing::internal::CaptureStderr();
+  const int line = __LINE__ + 1;
   LogIfError("optimizing the store", absl::UnavailableError("database is busy"));
-  const std::string line = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(line, std::string(program_invocation_short_name) +
-                      ": optimizing the store: UNAVAILABLE: database is busy\n");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  // glog's prefix: severity W, then the caller's file and line, not log.cc's.
+  EXPECT_THAT(log,
+              ContainsRegex("(^|\n)W[0-9]+ [0-9:.]+ +[0-9]+ log_test\\.cc:" + std::to_string(line) +
+                            "\\] optimizing the store: UNAVAILABLE: database is busy\n"))
+      << log;
 }
 
 TEST(LogTest, OkIsNotLogged) {
   ::testing::internal::CaptureStderr();
   LogIfError("optimizing the store", absl::OkStatus());
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(LogTest, ServerLoggingWritesEverySeverityToStderr) {
+  InitServerLogging("log_test");
+  InitServerLogging("log_test");  // a second call is harmless
+  ::testing::internal::CaptureStderr();
+  LOG(INFO) << "an info line";
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("] an info line\n")) << log;
+  EXPECT_THAT(log, ContainsRegex("(^|\n)I[0-9]+ ")) << log;
 }
 
 }  // namespace

@@ -373,10 +373,11 @@ TEST(ReliabilityTest, WatchStreamsAreBounded) {
   ASSERT_TRUE(job.ok());
   std::atomic<bool> stop{false};
   std::atomic<bool> watching{false};
+  absl::Status first_status;
   std::thread first([&] {
     v1::WatchJobRequest request;
     request.set_job_id(job->id());
-    (void)env.core()->WatchJob(
+    first_status = env.core()->WatchJob(
         Alice(), request,
         [&](const v1::WatchJobResponse&) {
           watching = true;
@@ -389,6 +390,8 @@ TEST(ReliabilityTest, WatchStreamsAreBounded) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
   stop = true;
   first.join();
+  // Stopped from outside, as a draining server stops its streams.
+  EXPECT_EQ(first_status.code(), absl::StatusCode::kUnavailable) << first_status;
   // The slot is free again: a watch that stops at once is let in.
   v1::WatchJobRequest request;
   request.set_job_id(job->id());

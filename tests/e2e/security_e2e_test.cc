@@ -142,6 +142,19 @@ TEST_F(SecurityE2ETest, ApiKeysWithAuthExplicitlyOffIsRefused) {
   EXPECT_THAT(r.err, HasSubstr("--api_keys with --auth=false"));
 }
 
+// The same in a --flagfile, where a service keeps its flags: an explicit
+// --auth=false there is as explicit as on the command line.
+TEST_F(SecurityE2ETest, ApiKeysWithAuthOffInAFlagFileIsRefused) {
+  const std::string keys = g_root + "/keys_" + name_;
+  WriteFile(keys, std::string(kAliceKey) + " alice admin\n");
+  const std::string flags = g_root + "/" + name_ + ".flags";
+  WriteFile(flags, "--api_keys=" + keys + "\n--auth=false\n");
+  CommandResult r = RunServer(ServerArgs({"--flagfile=" + flags}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--api_keys with --auth=false"));
+  EXPECT_THAT(r.out, Not(HasSubstr("listening on")));
+}
+
 TEST_F(SecurityE2ETest, KeyFileReadableByOthersIsRefused) {
   const std::string keys = g_root + "/keys_" + name_;
   WriteFile(keys, std::string(kAliceKey) + " alice admin\n", 0644);

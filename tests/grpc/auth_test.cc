@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <optional>
+#include <string>
+#include <string_view>
 
+#include "common/status_macros.h"
+#include "storage/store.h"
 #include "tests/grpc/grpc_env.h"
 
 namespace fca::grpc_server {
@@ -271,6 +276,55 @@ TEST(AuthenticateTest, AnInternalStoreErrorIsUnavailableToo) {
       });
   const Outcome outcome = AuthenticateCapturing(auth, std::string("Bearer ") + kAliceKey);
   EXPECT_EQ(outcome.caller.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// What a SQLite store answers when another connection holds its write lock
+// past the busy timeout: two stores on one file, one waiting for nothing.
+absl::Status RealBusyStatus() {
+  const std::string path = WriteTempFile("") + ".sqlite";
+  storage::StoreOptions options;
+  options.path = path;
+  options.busy_timeout_ms = 0;
+  auto holder = storage::Store::Open(options);
+  auto other = storage::Store::Open(options);
+  if (!holder.ok() || !other.ok()) return absl::InternalError("cannot open the test stores");
+  absl::Status busy;
+  const absl::Status held = (*holder)->Transaction([&]() -> absl::Status {
+    FCA_RETURN_IF_ERROR((*holder)->CreateJob("ann", "{}").status());
+    busy = (*other)->AddApiKey("bob", "user", "bob-key-000000000009");
+    return absl::OkStatus();
+  });
+  return held.ok() ? busy : held;
+}
+
+// A busy key store is the server's moment, not the caller's fault: through
+// the real store, Authenticator and gRPC it is UNAVAILABLE ("retry"), never
+// UNAUTHENTICATED or INTERNAL, and the same key works once the store answers.
+TEST(BusyKeyStoreTest, IsUnavailableOverGrpcAndTheKeyWorksAfterwards) {
+  const absl::Status busy_status = RealBusyStatus();
+  ASSERT_EQ(busy_status.code(), absl::StatusCode::kUnavailable) << busy_status;
+  std::atomic<bool> busy{false};
+  ServerConfig config;
+  config.auth = true;
+  config.fault_injector = [&](std::string_view op) {
+    return busy && op == "lookup_api_key" ? busy_status : absl::OkStatus();
+  };
+  GrpcEnv env(config);
+  ASSERT_TRUE(env.started());
+  constexpr char kCarolKey[] = "carol-key-0000000004";
+  ASSERT_TRUE(env.core_env()->store()->AddApiKey("carol", "user", kCarolKey).ok());
+  EXPECT_TRUE(env.ListModels(kCarolKey).ok());
+  busy = true;
+  ::testing::internal::CaptureStderr();
+  const grpc::Status refused = env.ListModels(kCarolKey);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("retry"));
+  EXPECT_THAT(log, HasSubstr("database is busy"));
+  EXPECT_THAT(log, Not(HasSubstr("authentication failed")));
+  busy = false;
+  const grpc::Status again = env.ListModels(kCarolKey);
+  EXPECT_TRUE(again.ok()) << again.error_message();
 }
 
 TEST(AuthenticateTest, FileKeysDoNotNeedTheStore) {

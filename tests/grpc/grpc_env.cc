@@ -7,7 +7,8 @@
 
 namespace fca::grpc_server::testing {
 
-GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits) {
+GrpcEnv::GrpcEnv(const ServerConfig& config)
+    : core_env_(config.limits, core::testing::FastRunOptions(), config.fault_injector) {
   auto auth = Authenticator::Create(config.auth, config.key_file, core_env_.store());
   if (!auth.ok()) {
     std::fprintf(stderr, "GrpcEnv: %s\n", auth.status().ToString().c_str());

@@ -6,8 +6,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "proto/fca/v1/audit_service.grpc.pb.h"
@@ -21,6 +23,8 @@ struct ServerConfig {
   core::ServiceLimits limits;
   bool auth = false;
   std::string key_file;  // lines "<key> <user> <role>"
+  // StoreOptions::fault_injector of the core's store.
+  std::function<absl::Status(std::string_view)> fault_injector;
 };
 
 class GrpcEnv {

@@ -767,6 +767,22 @@ TEST_F(HttpTest, AnHttpAddressInUseStopsTheServer) {
   EXPECT_EQ(Get("/healthz", "").status, 200);
 }
 
+// The same in a --flagfile (the systemd unit keeps its --http_listen there):
+// given is given, wherever it was written.
+TEST_F(HttpTest, AnHttpAddressInUseGivenInAFlagFileStopsTheServer) {
+  const std::string taken = "127.0.0.1:" + std::to_string(server_->http_port());
+  const std::string flags = *root_ + "/taken_http.flags";
+  WriteFile(flags, "# as deploy/debian/fca-server.flags\n--http_listen=" + taken + "\n");
+  CommandResult second = e2e::Run(
+      {FCA_SERVER_BIN, "--listen=127.0.0.1:0", "--flagfile=" + flags,
+       "--models=" + *root_ + "/models", "--db=" + *root_ + "/flagfile.sqlite", "--workers=0"},
+      {}, 60);
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("cannot listen for HTTP on " + taken), std::string::npos) << second.err;
+  EXPECT_EQ(second.out.find("listening on"), std::string::npos) << second.out;
+  EXPECT_EQ(Get("/healthz", "").status, 200);
+}
+
 TEST_F(HttpTest, DashboardAndHealth) {
   Reply r = Get("/", "");
   EXPECT_EQ(r.status, 200);

@@ -103,6 +103,29 @@ TEST_F(SqliteTest, ErrorsAreMappedAndSanitized) {
   EXPECT_CODE(stmt.Step(), StatusCode::kInternal);
 }
 
+// SQLite's busy codes, extended ones included, are all UNAVAILABLE (retry);
+// the numbers are sqlite3.h's, which only storage/*.cc include.
+TEST_F(SqliteTest, EveryBusyCodeIsUnavailable) {
+  const struct {
+    int rc;
+    const char* name;
+  } busy[] = {
+      {5, "SQLITE_BUSY"},
+      {261, "SQLITE_BUSY_RECOVERY"},
+      {517, "SQLITE_BUSY_SNAPSHOT"},
+      {773, "SQLITE_BUSY_TIMEOUT"},
+      {6, "SQLITE_LOCKED"},
+      {262, "SQLITE_LOCKED_SHAREDCACHE"},
+      {15, "SQLITE_PROTOCOL"},  // WAL's locking race lost for seconds on end
+  };
+  for (const auto& b : busy) {
+    const absl::Status status = db_->Error(b.rc, "look up API key");
+    EXPECT_CODE(status, StatusCode::kUnavailable) << b.name;
+    EXPECT_EQ(status.message(), "storage: look up API key: database is busy, retry") << b.name;
+  }
+  EXPECT_CODE(db_->Error(10 /*SQLITE_IOERR*/, "look up API key"), StatusCode::kInternal);
+}
+
 TEST_F(SqliteTest, TransactionCommitsRollsBackAndNests) {
   ASSERT_OK(db_->Transaction([&] { return Insert("committed"); }));
   EXPECT_EQ(Count(), 1);

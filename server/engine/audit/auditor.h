@@ -285,7 +285,7 @@ struct AuditRequest {
 // too few windows, overlap, ids outside a model's vocabulary),
 // FAILED_PRECONDITION when replay is not faithful (with the measured
 // difference), CANCELLED, or INTERNAL naming the model for a torch failure.
-absl::StatusOr<AuditReport> RunAudit(const AuditRequest& request);
+[[nodiscard]] absl::StatusOr<AuditReport> RunAudit(const AuditRequest& request);
 
 // The flat rows of a model report (what the service stores).
 std::vector<ResultRow> ResultRows(const ModelReport& report);

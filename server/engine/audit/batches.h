@@ -24,9 +24,10 @@ namespace fca::engine {
 // concurrently with itself. Stops at the first error of `fn` or `after`
 // (batches already started finish) and returns it; an exception thrown by
 // `fn` becomes INTERNAL.
-absl::Status RunBatches(int64_t first, int64_t n, int64_t batch, int threads,
-                        const std::function<absl::Status(int64_t begin, int64_t end)>& fn,
-                        const std::function<absl::Status(int64_t windows_done)>& after);
+[[nodiscard]] absl::Status RunBatches(
+    int64_t first, int64_t n, int64_t batch, int threads,
+    const std::function<absl::Status(int64_t begin, int64_t end)>& fn,
+    const std::function<absl::Status(int64_t windows_done)>& after);
 
 }  // namespace fca::engine
 

@@ -27,8 +27,8 @@ struct CalibrationStats {
   std::map<std::string, double> family_mean;  // m_f
 };
 
-absl::StatusOr<CalibrationStats> ComputeCalibrationStats(const SiteTensors& calib,
-                                                         const std::vector<CoefficientSite>& sites);
+[[nodiscard]] absl::StatusOr<CalibrationStats> ComputeCalibrationStats(
+    const SiteTensors& calib, const std::vector<CoefficientSite>& sites);
 
 // A' for every evaluation window, produced a batch at a time. Each
 // implementation is a pure function of the cached tensors, the calibration
@@ -58,22 +58,23 @@ struct InterventionContext {
 
 // INVALID_ARGUMENT for an unknown name or an impossible one (cross_input
 // with a single window).
-absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string& name,
-                                                               const InterventionContext& ctx);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(
+    const std::string& name, const InterventionContext& ctx);
 
 // static_token (interventions.cc): per site, the calibration mean of the
 // coefficients at positions whose current token id is v, for evaluation
 // positions whose id is v; mu_s where v never occurs in C. INVALID_ARGUMENT
 // when the ids or calibration tensors are missing or misshapen.
-absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const InterventionContext& ctx);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
+    const InterventionContext& ctx);
 
 // Evaluation positions (and distinct ids) whose id never occurs in C.
-absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
-                                                const at::Tensor& calib_ids);
+[[nodiscard]] absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
+                                                              const at::Tensor& calib_ids);
 
 // INVALID_ARGUMENT unless every per_layer_interventions name is a known
 // intervention other than correct and per_layer_scope is a known scope.
-absl::Status ValidateDependenceOptions(const AuditOptions& options);
+[[nodiscard]] absl::Status ValidateDependenceOptions(const AuditOptions& options);
 
 // Per-group dependence (interventions.cc): the sites of one group.
 struct SiteGroup {
@@ -83,8 +84,8 @@ struct SiteGroup {
 // The groups of a scope (kScopeLayer by ascending layer, kScopeSite in
 // sites() order, kScopeFamily by first appearance); INVALID_ARGUMENT for an
 // unknown scope.
-absl::StatusOr<std::vector<SiteGroup>> DependenceGroups(const std::vector<CoefficientSite>& sites,
-                                                        const std::string& scope);
+[[nodiscard]] absl::StatusOr<std::vector<SiteGroup>> DependenceGroups(
+    const std::vector<CoefficientSite>& sites, const std::string& scope);
 // `inner`'s coefficients at the group's sites, A(x_i) (correct) elsewhere.
 std::unique_ptr<Intervention> RestrictToGroup(std::unique_ptr<Intervention> inner,
                                               const SiteTensors& eval, const SiteGroup& group);

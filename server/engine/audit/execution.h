@@ -66,9 +66,9 @@ struct PairedTimes {
 // even pairs, twin first in odd ones) until DecideTimingStop says stop.
 // `after_pair` (may be empty) is called with the number of timed pairs after
 // each one; an error from it (CANCELLED) or from a forward is returned.
-absl::StatusOr<PairedTimes> TimePairs(const TimedForward& model, const TimedForward& twin,
-                                      const TimingPlan& plan,
-                                      const std::function<absl::Status(int64_t)>& after_pair);
+[[nodiscard]] absl::StatusOr<PairedTimes> TimePairs(
+    const TimedForward& model, const TimedForward& twin, const TimingPlan& plan,
+    const std::function<absl::Status(int64_t)>& after_pair);
 
 // What the execution audit of one model is given by the auditor.
 struct ExecutionInputs {
@@ -93,7 +93,7 @@ struct ExecutionOutcome {
 // Counts blocks and FLOPs on one LIVE and one REPLAY forward of `ids` (and
 // the twin's on the same batch), then times the model against the twin
 // (or alone). Torch errors come back as INTERNAL naming the model.
-absl::StatusOr<ExecutionOutcome> AuditExecution(const ExecutionInputs& in);
+[[nodiscard]] absl::StatusOr<ExecutionOutcome> AuditExecution(const ExecutionInputs& in);
 
 }  // namespace fca::engine
 

@@ -36,8 +36,9 @@ std::string WindowHash(const int32_t* ids, int64_t length);
 // Windows of `stream`: slices [k*T, (k+1)*T) from the start, the remainder
 // dropped, at most `max_windows` (0 = all). INVALID_ARGUMENT when T < 2 or
 // the stream holds no complete window.
-absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream, int64_t window_length,
-                                      int64_t max_windows, const std::string& dataset_name);
+[[nodiscard]] absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream,
+                                                    int64_t window_length, int64_t max_windows,
+                                                    const std::string& dataset_name);
 
 // Tokenizes (kText) or copies (kTokens) a dataset into one id stream. With
 // max_tokens > 0 the stream may stop once it holds max_tokens ids (it may
@@ -46,12 +47,14 @@ absl::StatusOr<WindowSet> MakeWindows(const std::vector<int32_t>& stream, int64_
 // ASCII letter or digit. No tokenizer of this engine (bytes, or GPT-NeoX BPE
 // with NFC and the GPT-2 split) lets a token or a pre-token cross such a
 // cut, so a prefix's ids are exactly the first ids of the whole text's.
-absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset, const Tokenizer& tokenizer,
-                                                 int64_t max_tokens = 0);
+[[nodiscard]] absl::StatusOr<std::vector<int32_t>> TokenStream(const Dataset& dataset,
+                                                               const Tokenizer& tokenizer,
+                                                               int64_t max_tokens = 0);
 
 // INVALID_ARGUMENT when the sets share a window (by hash), with the count
 // and the first shared pair, unless allow_overlap.
-absl::Status CheckNoOverlap(const WindowSet& eval, const WindowSet& calib, bool allow_overlap);
+[[nodiscard]] absl::Status CheckNoOverlap(const WindowSet& eval, const WindowSet& calib,
+                                          bool allow_overlap);
 
 }  // namespace fca::engine
 

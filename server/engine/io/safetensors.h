@@ -30,7 +30,7 @@ enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 
 // "F32", "BF16", ... as written in safetensors headers.
 std::string_view DTypeName(DType d);
-absl::StatusOr<DType> ParseDType(std::string_view name);
+[[nodiscard]] absl::StatusOr<DType> ParseDType(std::string_view name);
 size_t DTypeSize(DType d);
 
 // A read-only view of one tensor's bytes inside a mapped file.
@@ -54,10 +54,10 @@ struct SafetensorsLimits {
 // One memory-mapped .safetensors file.
 class SafetensorsFile {
  public:
-  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(
       const std::string& path, const SafetensorsLimits& limits = {});
   // Parses an in-memory buffer (tests, uploads). The bytes are copied.
-  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(
       std::string bytes, std::string display_name, const SafetensorsLimits& limits = {});
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
@@ -67,7 +67,7 @@ class SafetensorsFile {
   std::vector<std::string> Names() const;
   bool Has(std::string_view name) const;
   // NOT_FOUND naming the tensor when absent.
-  absl::StatusOr<TensorView> Get(std::string_view name) const;
+  [[nodiscard]] absl::StatusOr<TensorView> Get(std::string_view name) const;
   // Drops the memory pages wholly inside `view` from the process's resident
   // set once its bytes have been copied (they are re-read from the file if
   // touched again), so a loaded model costs its weights once in RSS, not
@@ -81,7 +81,7 @@ class SafetensorsFile {
   // if its path has been replaced since. INVALID_ARGUMENT when `view` is
   // not this file's, DATA_LOSS when the file has been truncated since it
   // was opened, else the read's error (by errno), naming the file.
-  absl::Status ReadInto(const TensorView& view, void* dst) const;
+  [[nodiscard]] absl::Status ReadInto(const TensorView& view, void* dst) const;
   // The "__metadata__" string map (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
@@ -89,7 +89,7 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
-  absl::Status ParseHeader(const SafetensorsLimits& limits);
+  [[nodiscard]] absl::Status ParseHeader(const SafetensorsLimits& limits);
 
   std::string path_;
   std::string display_name_;
@@ -111,17 +111,17 @@ class TensorSource {
  public:
   // Opens `dir`/model.safetensors.index.json when it exists, otherwise
   // `dir`/model.safetensors. NOT_FOUND when neither exists.
-  static absl::StatusOr<std::unique_ptr<TensorSource>> OpenDir(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TensorSource>> OpenDir(
       const std::string& dir, const SafetensorsLimits& limits = {});
-  static absl::StatusOr<std::unique_ptr<TensorSource>> OpenFile(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TensorSource>> OpenFile(
       const std::string& path, const SafetensorsLimits& limits = {});
-  static absl::StatusOr<std::unique_ptr<TensorSource>> OpenIndex(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TensorSource>> OpenIndex(
       const std::string& index_path, const SafetensorsLimits& limits = {});
   ~TensorSource();
 
   std::vector<std::string> Names() const;
   bool Has(std::string_view name) const;
-  absl::StatusOr<TensorView> Get(std::string_view name) const;
+  [[nodiscard]] absl::StatusOr<TensorView> Get(std::string_view name) const;
   // The files backing this source, in a fixed (sorted) order; the weights
   // identity is the SHA-256 over their bytes in this order.
   const std::vector<std::string>& files() const { return files_; }
@@ -129,11 +129,11 @@ class TensorSource {
   void ReleasePages(const TensorView& view) const;
   // SafetensorsFile::ReadInto for the shard holding `view`; NOT_FOUND when
   // no shard holds a tensor of its name.
-  absl::Status ReadInto(const TensorView& view, void* dst) const;
+  [[nodiscard]] absl::Status ReadInto(const TensorView& view, void* dst) const;
   // SHA-256 (hex) over the bytes of files() in order: the weights identity.
   // Read from the files on demand, or answered by `cache` (optional, not
   // owned) when they have not changed since it hashed them.
-  absl::StatusOr<std::string> ContentSha256(WeightsHashCache* cache = nullptr) const;
+  [[nodiscard]] absl::StatusOr<std::string> ContentSha256(WeightsHashCache* cache = nullptr) const;
 
  private:
   TensorSource() = default;
@@ -154,17 +154,19 @@ struct TensorData {
 // Serializes tensors (sorted by name, contiguous offsets, header padded with
 // spaces to a multiple of 8 bytes). INVALID_ARGUMENT on a size mismatch or a
 // duplicate name.
-absl::StatusOr<std::string> SerializeSafetensors(
+[[nodiscard]] absl::StatusOr<std::string> SerializeSafetensors(
     const std::vector<TensorData>& tensors,
     const std::map<std::string, std::string>& metadata = {});
 // Writes atomically (temporary file + rename).
-absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorData>& tensors,
-                              const std::map<std::string, std::string>& metadata = {});
+[[nodiscard]] absl::Status WriteSafetensors(
+    const std::string& path, const std::vector<TensorData>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
 // Writes `dir`/model-0000i-of-0000n.safetensors shards of at most
 // `max_shard_bytes` each (a tensor never spans shards) plus
 // `dir`/model.safetensors.index.json.
-absl::Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorData>& tensors,
-                                     uint64_t max_shard_bytes);
+[[nodiscard]] absl::Status WriteShardedSafetensors(const std::string& dir,
+                                                   const std::vector<TensorData>& tensors,
+                                                   uint64_t max_shard_bytes);
 
 }  // namespace fca::engine
 

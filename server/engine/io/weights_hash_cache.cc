@@ -1,12 +1,13 @@
 #include "server/engine/io/weights_hash_cache.h"
 
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
+#include <cstdio>  // rename
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -259,8 +260,7 @@ absl::Status WriteAtomically(const std::string& path, const std::string& text) {
 }
 
 void LogCacheProblem(const std::string& path, const absl::Status& status, const char* outcome) {
-  std::fprintf(stderr, "fca: weights hash cache %s: %s; %s\n", path.c_str(),
-               std::string(status.message()).c_str(), outcome);
+  LOG(WARNING) << "weights hash cache " << path << ": " << status.message() << "; " << outcome;
 }
 
 }  // namespace

@@ -92,15 +92,15 @@ class ControlledModel {
   // kReplay: `coefficients` must hold exactly that; the controller does not run.
   // INVALID_ARGUMENT for bad ids or coefficient shapes; INTERNAL for a torch
   // failure, naming the model.
-  virtual absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
-                                             std::vector<at::Tensor>* coefficients) = 0;
+  [[nodiscard]] virtual absl::StatusOr<at::Tensor> Forward(
+      const at::Tensor& ids, CoefficientMode mode, std::vector<at::Tensor>* coefficients) = 0;
 
   // The coefficients with the controller removed, one [d_s] tensor per site
   // in sites() order, in the compute dtype and on the compute device (a
   // replay broadcasts each to every token): FeatureGate every gate 1 (the
   // block unscaled), MUDDPythia the static dense_bs alone (no dynamic part).
   // Empty for a dense model; INTERNAL for a torch failure.
-  virtual absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const = 0;
 
   virtual ExecutionCounters counters() const = 0;
   virtual void ResetCounters() = 0;
@@ -114,7 +114,7 @@ class WeightsHashCache;  // server/engine/io/weights_hash_cache.h
 // changed since it hashed them, else computed from every byte (and taught
 // to the cache). NOT_FOUND when files are missing, INVALID_ARGUMENT for
 // malformed or mismatching config/weights.
-absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(
     const std::string& dir, const std::string& name, const ComputeOptions& compute,
     WeightsHashCache* weights_hash_cache = nullptr);
 
@@ -141,19 +141,21 @@ struct ModelDescription {
 // NOT_FOUND when files are missing, INVALID_ARGUMENT for a malformed
 // config.json or header, an unsupported family or compute dtype. A folder
 // that describes may still fail to load (say, a tensor of the wrong shape).
-absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std::string& name,
-                                               const ComputeOptions& compute);
+[[nodiscard]] absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir,
+                                                             const std::string& name,
+                                                             const ComputeOptions& compute);
 
 // OK when a tokenizer of a folder may drive a model of `info`: it may cover
 // fewer ids than the embedding has rows (Pythia pads its embedding), never
 // more (INVALID_ARGUMENT).
-absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelInfo& info);
+[[nodiscard]] absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelInfo& info);
 
 // The tokenizer LoadModel gives a model of `dir`: the GPT-NeoX BPE of
 // `dir`/tokenizer.json when that file exists, else one id per byte. Loads no
 // weights (cheap next to LoadModel). INVALID_ARGUMENT for a malformed
 // tokenizer.json.
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(const std::string& dir);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFolderTokenizer(
+    const std::string& dir);
 
 // How a process spends its cores on torch.
 enum class Parallelism {

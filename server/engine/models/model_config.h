@@ -31,13 +31,13 @@ struct TransformerConfig {
 // Parses and validates config.json text. Every problem is INVALID_ARGUMENT
 // starting with "config.json:" and naming the field. Sizes are bounded so a
 // hostile config cannot make the server allocate absurd amounts of memory.
-absl::StatusOr<TransformerConfig> ParseTransformerConfig(std::string_view json_text);
-absl::Status ValidateTransformerConfig(const TransformerConfig& c);
+[[nodiscard]] absl::StatusOr<TransformerConfig> ParseTransformerConfig(std::string_view json_text);
+[[nodiscard]] absl::Status ValidateTransformerConfig(const TransformerConfig& c);
 json::Value TransformerConfigToJson(const TransformerConfig& c);
 
 // The model family named by a config.json ("model_type"), without full
 // validation; INVALID_ARGUMENT when it is not JSON or has no model_type.
-absl::StatusOr<std::string> ReadModelFamily(std::string_view json_text);
+[[nodiscard]] absl::StatusOr<std::string> ReadModelFamily(std::string_view json_text);
 
 }  // namespace fca::engine
 

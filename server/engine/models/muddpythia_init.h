@@ -39,8 +39,9 @@ std::vector<int64_t> MuddPythiaFfnWidths(const MuddPythiaSizes& sizes);
 // gains 1 and biases 0, QK-norm gains 1, controller W2 N(0, 0.02) and
 // dense_bs the identity-to-newest pattern (last column 1) plus N(0, 0.02), so
 // the coefficients vary by token around the reference's starting point.
-absl::Status WriteRandomMuddPythiaDir(const std::string& dir, const MuddPythiaSizes& sizes,
-                                      uint64_t seed, DType dtype);
+[[nodiscard]] absl::Status WriteRandomMuddPythiaDir(const std::string& dir,
+                                                    const MuddPythiaSizes& sizes, uint64_t seed,
+                                                    DType dtype);
 
 }  // namespace fca::engine
 

@@ -59,7 +59,7 @@ struct MuddPythiaConfig {
 // dynamic_dense, dense_type "qkvr", sepln, expand_last, round64, use_qk_norm,
 // use_parallel_residual, use_linear_bias, untied embeddings, stack_hidden
 // false or absent; n_local_heads == n_head; dim % n_head == 0).
-absl::StatusOr<MuddPythiaConfig> ParseMuddPythiaConfig(std::string_view json_text);
+[[nodiscard]] absl::StatusOr<MuddPythiaConfig> ParseMuddPythiaConfig(std::string_view json_text);
 
 // Every tensor of the reference state dict, in state-dict order, given the
 // FFN width of each layer (a layer past the end of `ffn_widths` gets width 0).
@@ -80,7 +80,7 @@ std::vector<CoefficientSite> DescribeMuddPythia(const MuddPythiaConfig& config, 
 // extra, mistyped or misshapen tensor (with both shapes), or for a compute
 // dtype other than float32 / bfloat16. Weights are copied to the compute
 // device and dtype; `weights` need not outlive the model.
-absl::StatusOr<std::unique_ptr<ControlledModel>> CreateMuddPythiaModel(
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ControlledModel>> CreateMuddPythiaModel(
     const MuddPythiaConfig& config, const TensorSource& weights, ModelInfo info);
 
 }  // namespace fca::engine

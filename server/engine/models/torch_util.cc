@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <glog/logging.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <torch/cuda.h>     // torch::cuda::is_available (declarations only)
@@ -303,6 +304,11 @@ int TorchThreads() { return AuditThreads() * at::get_num_threads(); }
 
 std::string TorchVersion() {
   return absl::StrCat(TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".", TORCH_VERSION_PATCH);
+}
+
+absl::Status TorchFailure(const std::string& what, const std::exception& e) {
+  LOG(ERROR) << what << " failed: " << e.what();
+  return absl::InternalError(absl::StrCat(what, " failed (see the server log)"));
 }
 
 }  // namespace fca::engine

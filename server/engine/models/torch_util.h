@@ -28,11 +28,12 @@ namespace fca::engine {
 
 // Validates a ComputeOptions (known dtype, parseable device); INVALID_ARGUMENT
 // otherwise. UNAVAILABLE when the device is CUDA and none is present.
-absl::Status ValidateCompute(const ComputeOptions& compute);
+[[nodiscard]] absl::Status ValidateCompute(const ComputeOptions& compute);
 
 // Copies a safetensors view into a new tensor of the compute dtype/device.
 // Only floating-point views are accepted.
-absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeOptions& compute);
+[[nodiscard]] absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view,
+                                                        const ComputeOptions& compute);
 
 // A model's weights: the tensors `views` of `src` (floating-point, as for
 // TensorFromView) copied into new tensors of the compute dtype and device,
@@ -48,27 +49,27 @@ absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeO
 // took most of the time of copying a large model here. RESOURCE_EXHAUSTED when the
 // block cannot be had. Elsewhere (CUDA) each tensor goes through host
 // memory, as TensorFromView.
-absl::StatusOr<std::vector<at::Tensor>> LoadTensors(const TensorSource& src,
-                                                    const std::vector<TensorView>& views,
-                                                    const ComputeOptions& compute);
+[[nodiscard]] absl::StatusOr<std::vector<at::Tensor>> LoadTensors(
+    const TensorSource& src, const std::vector<TensorView>& views, const ComputeOptions& compute);
 
 // The input checks every family's Forward makes, with messages naming the
 // model. INVALID_ARGUMENT unless `ids` is int64 [B >= 1, 1 <= T <= max_len]
 // with every id in [0, vocab_size).
-absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info, int64_t max_len,
-                           int64_t vocab_size);
+[[nodiscard]] absl::Status CheckTokenIds(const at::Tensor& ids, const ModelInfo& info,
+                                         int64_t max_len, int64_t vocab_size);
 // INVALID_ARGUMENT unless `a` holds one floating-point [B, T, d_s] tensor per
 // site, in sites order (B and T from `ids`).
-absl::Status CheckReplayCoefficients(const at::Tensor& ids,
-                                     const std::vector<CoefficientSite>& sites,
-                                     const std::vector<at::Tensor>& a);
+[[nodiscard]] absl::Status CheckReplayCoefficients(const at::Tensor& ids,
+                                                   const std::vector<CoefficientSite>& sites,
+                                                   const std::vector<at::Tensor>& a);
 // What ControlledModel::Forward promises to refuse: bad ids, a missing
 // coefficient list for record/replay, and replay coefficients of the wrong
 // number or shape.
-absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
-                                const std::vector<at::Tensor>* coefficients, const ModelInfo& info,
-                                const std::vector<CoefficientSite>& sites, int64_t max_len,
-                                int64_t vocab_size);
+[[nodiscard]] absl::Status CheckForwardInputs(const at::Tensor& ids, CoefficientMode mode,
+                                              const std::vector<at::Tensor>* coefficients,
+                                              const ModelInfo& info,
+                                              const std::vector<CoefficientSite>& sites,
+                                              int64_t max_len, int64_t vocab_size);
 
 // The counters of a model whose Forward may run on several threads at once:
 // each call counts into its own ExecutionCounters and adds them here.
@@ -104,17 +105,21 @@ inline bool Records(CoefficientMode mode) {
   return mode == CoefficientMode::kLiveRecord || mode == CoefficientMode::kRecordOnly;
 }
 
+// The status GuardTorch returns for an exception `e` thrown while doing
+// `what`: INTERNAL "<what> failed (see the server log)". The full text of
+// e.what() (torch's message, its source paths and C++ frames) is logged as
+// an ERROR naming `what`, and kept out of the status, which reaches clients.
+[[nodiscard]] absl::Status TorchFailure(const std::string& what, const std::exception& e);
+
 // Runs `fn` (returning absl::Status or StatusOr) and turns any exception
-// thrown by torch into INTERNAL "<what>: <first line of the message>", so no
-// exception crosses a library boundary.
+// thrown by torch into TorchFailure(what, e), so no exception crosses a
+// library boundary.
 template <typename Fn>
-auto GuardTorch(const std::string& what, Fn&& fn) -> decltype(fn()) {
+[[nodiscard]] auto GuardTorch(const std::string& what, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    msg = msg.substr(0, msg.find('\n'));
-    return absl::InternalError(absl::StrCat(what, ": ", msg));
+    return TorchFailure(what, e);
   }
 }
 

@@ -32,12 +32,13 @@ struct InitOptions {
 };
 
 // Random float32 weights for `config` (deterministic for a seed).
-absl::StatusOr<std::vector<TensorData>> InitTransformerWeights(const TransformerConfig& config,
-                                                               const InitOptions& options);
+[[nodiscard]] absl::StatusOr<std::vector<TensorData>> InitTransformerWeights(
+    const TransformerConfig& config, const InitOptions& options);
 
 // Writes `dir`/config.json and `dir`/model.safetensors (creating `dir`).
-absl::Status WriteTransformerModelDir(const std::string& dir, const TransformerConfig& config,
-                                      const std::vector<TensorData>& weights);
+[[nodiscard]] absl::Status WriteTransformerModelDir(const std::string& dir,
+                                                    const TransformerConfig& config,
+                                                    const std::vector<TensorData>& weights);
 
 // Sets the fields of `info` that follow from `config` (family, vocab_size,
 // max_seq_len, num_layers) and returns the coefficient sites of such a model
@@ -48,7 +49,7 @@ std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config
 
 // Builds a model from validated config and tensors (checked against
 // TransformerWeightSpecs: INVALID_ARGUMENT naming the first bad tensor).
-absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTransformerModel(
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTransformerModel(
     const TransformerConfig& config, const TensorSource& weights, ModelInfo info);
 
 }  // namespace fca::engine

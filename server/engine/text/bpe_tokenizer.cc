@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <functional>
-#include <mutex>
 #include <unordered_set>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "common/status_macros.h"
@@ -263,7 +264,7 @@ class BpeTokenizer::WordCache {
  public:
   bool Lookup(std::string_view word, std::vector<int32_t>* ids) const {
     Shard& shard = ShardFor(word);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     auto it = shard.words.find(std::string(word));
     if (it == shard.words.end()) return false;
     ids->insert(ids->end(), it->second.begin(), it->second.end());
@@ -272,7 +273,7 @@ class BpeTokenizer::WordCache {
 
   void Insert(std::string_view word, const int32_t* ids, size_t count) const {
     Shard& shard = ShardFor(word);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     if (shard.words.size() >= kMaxWordsPerShard) shard.words.clear();
     shard.words.emplace(std::string(word), std::vector<int32_t>(ids, ids + count));
   }
@@ -281,8 +282,8 @@ class BpeTokenizer::WordCache {
   static constexpr size_t kShards = 16;
   static constexpr size_t kMaxWordsPerShard = 4096;
   struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>> words;
+    absl::Mutex mu;
+    std::unordered_map<std::string, std::vector<int32_t>> words ABSL_GUARDED_BY(mu);
   };
 
   Shard& ShardFor(std::string_view word) const {

@@ -73,9 +73,9 @@ class BpeTokenizer : public Tokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
 
   // INVALID_ARGUMENT when `text` is not valid UTF-8 (naming the byte offset).
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
   // Decode with special tokens kept.
-  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
+  [[nodiscard]] absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
   // The ByteLevel decoder: the bytes of every token, concatenated, with each
   // ill-formed UTF-8 subpart replaced by U+FFFD (no clean-up of spaces).
   // Added tokens decode to their content, which, as in the library, also
@@ -83,12 +83,12 @@ class BpeTokenizer : public Tokenizer {
   // characters (e.g. "é", the stand-in for byte 0xE9) decodes to those bytes.
   // INVALID_ARGUMENT naming the first id that has no token (the library
   // would skip it silently).
-  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids,
-                                     const BpeDecodeOptions& options) const;
+  [[nodiscard]] absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids,
+                                                   const BpeDecodeOptions& options) const;
 
   // The token string of `id` as tokenizer.json spells it (byte-level
   // alphabet, e.g. "Ġworld"); INVALID_ARGUMENT when `id` has no token.
-  absl::StatusOr<std::string> IdToToken(int32_t id) const;
+  [[nodiscard]] absl::StatusOr<std::string> IdToToken(int32_t id) const;
 
  private:
   struct AddedToken {

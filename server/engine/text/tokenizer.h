@@ -22,9 +22,11 @@ class Tokenizer {
   // Ids the tokenizer can produce are < vocab_size(). A model's embedding may
   // have more rows than this.
   virtual int64_t vocab_size() const = 0;
-  virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<int32_t>> Encode(
+      std::string_view text) const = 0;
   // INVALID_ARGUMENT naming the first id outside the vocabulary.
-  virtual absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::string> Decode(
+      const std::vector<int32_t>& ids) const = 0;
 };
 
 // One id per byte (0..255); decoding is exact for any byte string.
@@ -32,8 +34,8 @@ class ByteTokenizer : public Tokenizer {
  public:
   std::string name() const override { return "byte"; }
   int64_t vocab_size() const override { return 256; }
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
-  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
+  [[nodiscard]] absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
 };
 
 }  // namespace fca::engine

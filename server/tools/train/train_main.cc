@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/flags_usage.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/tools/model_flags.h"
@@ -194,6 +195,9 @@ absl::Status Train() {
 }  // namespace fca
 
 int main(int argc, char** argv) {
+  // The libraries' diagnostics; this tool's own progress, notes and report
+  // are its output, printed as they are.
+  fca::InitServerLogging(argv[0]);
   absl::SetProgramUsageMessage(
       absl::StrCat("fca-train split|train [flags]: byte-level models on fortunes; the model "
                    "shape where no flag sets it: ",
