@@ -44,42 +44,37 @@ TEST_P(StoreJobSettleTest, SettleJobTakesTheErrorOfTheFirstFailedTaskByIndex) {
                                 {JobState::kFailed, "first in time"},
                                 {JobState::kCancelled, ""}},
                                {2, 3, 1, 0});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_EQ(settled->job.error, "first by index");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_EQ(settled.error, "first by index");
 }
 
 TEST_P(StoreJobSettleTest, SettleJobFailedBeatsCancelled) {
   const JobRecord job = RunJob({{JobState::kCancelled, ""}, {JobState::kFailed, "x"}});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_EQ(settled->job.error, "x");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_EQ(settled.error, "x");
 }
 
 TEST_P(StoreJobSettleTest, SettleJobCancelledBeatsSucceeded) {
   const JobRecord job = RunJob({{JobState::kSucceeded, ""}, {JobState::kCancelled, ""}});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kCancelled);
-  EXPECT_EQ(settled->job.error, "");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kCancelled);
+  EXPECT_EQ(settled.error, "");
   // A queued job whose tasks were all cancelled ends CANCELLED too.
   const JobRecord queued = NewJob({"a", "b"});
   ASSERT_OK_AND_ASSIGN(const int64_t cancelled, store_->CancelQueuedTasks(queued.id));
   EXPECT_EQ(cancelled, 2);
-  ASSERT_OK_AND_ASSIGN(const auto settled_queued, store_->SettleJob(queued.id, nullptr));
-  ASSERT_TRUE(settled_queued.has_value());
-  EXPECT_EQ(settled_queued->job.state, JobState::kCancelled);
+  const JobRecord settled_queued = Settle(queued.id);
+  EXPECT_EQ(settled_queued.state, JobState::kCancelled);
 }
 
 TEST_P(StoreJobSettleTest, SettleJobWithoutTasksIsFailed) {
   const JobRecord job = NewJob({});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_FALSE(settled->job.error.empty());
-  EXPECT_GT(settled->job.finished_at_us, 0);
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_FALSE(settled.error.empty());
+  EXPECT_GT(settled.finished_at_us, 0);
 }
 
 TEST_P(StoreJobSettleTest, SettleJobWaitsForQueuedAndRunningTasks) {
