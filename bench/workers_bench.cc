@@ -131,8 +131,7 @@ absl::Status WriteModel(const std::string& dir) {
   engine::InitOptions init;
   init.seed = 1;
   init.controller_out_std = 1.0;
-  FCA_ASSIGN_OR_RETURN(auto weights, engine::InitTransformerWeights(c, init));
-  return engine::WriteTransformerModelDir(dir, c, weights);
+  return engine::WriteRandomTransformerModelDir(dir, c, init);
 }
 
 v1::AuditSpec Spec() {

@@ -30,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/signals.h"
 #include "common/status_macros.h"
 #include "server/core/coordinator.h"
 #include "server/core/model_repository.h"
@@ -511,16 +512,6 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
   std::fprintf(stderr, "fca-server: tasks run as Slurm jobs (%s, logs in %s)\n",
                o.partition.empty() ? "default partition" : o.partition.c_str(), o.log_dir.c_str());
   return executor;
-}
-
-// Blocks SIGTERM/SIGINT in every thread so one thread can wait for them.
-sigset_t BlockShutdownSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
 }
 
 // The HTTP gateway on --http_listen, or null when it is off (or, for the

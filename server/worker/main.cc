@@ -34,6 +34,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/signals.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/worker.h"
@@ -186,16 +187,6 @@ absl::StatusOr<std::string> ApiKey() {
         "the API key must be one line of printable ASCII without spaces");
   }
   return key;
-}
-
-// Blocks SIGTERM/SIGINT in every thread so one thread can wait for them.
-sigset_t BlockShutdownSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
 }
 
 absl::StatusOr<int> Run(const sigset_t& signals) {
