@@ -98,9 +98,8 @@ absl::Status WriteModels(const std::string& root) {
   init.seed = 1;
   init.controller_out_std = 1.0;  // input-dependent gates
   for (const std::string family : {"featuregate", "dense"}) {
-    const TransformerConfig config = BenchConfig(family);
-    FCA_ASSIGN_OR_RETURN(std::vector<TensorData> w, InitTransformerWeights(config, init));
-    FCA_RETURN_IF_ERROR(WriteTransformerModelDir(root + "/" + family, config, w));
+    FCA_RETURN_IF_ERROR(
+        WriteRandomTransformerModelDir(root + "/" + family, BenchConfig(family), init));
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench/bench_models.h"
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
@@ -37,23 +38,6 @@ std::string Letters(size_t n, uint64_t seed) {
   std::string s;
   for (size_t i = 0; i < n; ++i) s.push_back(static_cast<char>('a' + rng.Uniform(26)));
   return s;
-}
-
-absl::Status WriteModel(const std::string& dir, const std::string& family) {
-  engine::TransformerConfig c;
-  c.family = family;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_groups = 4;
-  c.d_ff = 64;
-  c.controller_width = 16;
-  c.max_seq_len = 64;
-  engine::InitOptions init;
-  init.seed = 1;
-  init.controller_out_std = 1.0;
-  FCA_ASSIGN_OR_RETURN(auto weights, engine::InitTransformerWeights(c, init));
-  return engine::WriteTransformerModelDir(dir, c, weights);
 }
 
 v1::AuditSpec TinySpec() {
@@ -121,7 +105,7 @@ absl::Status Bench() {
   engine::ConfigureRuntime({1});
   const std::string root = "/tmp/fca_service_bench_" + std::to_string(getpid());
   std::filesystem::create_directories(root + "/models");
-  FCA_RETURN_IF_ERROR(WriteModel(root + "/models/fg", "featuregate"));
+  FCA_RETURN_IF_ERROR(bench::WriteSmallModel(root + "/models/fg", 32, 64));
   storage::StoreOptions store_options;
   store_options.path = root + "/fca.sqlite";
   FCA_ASSIGN_OR_RETURN(auto store, storage::Store::Open(store_options));

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_models.h"
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "server/core/coordinator.h"
@@ -118,23 +119,6 @@ std::string Letters(size_t n, uint64_t seed) {
   return s;
 }
 
-absl::Status WriteModel(const std::string& dir) {
-  engine::TransformerConfig c;
-  c.family = "featuregate";
-  c.d_model = 64;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_groups = 4;
-  c.d_ff = 128;
-  c.controller_width = 16;
-  c.max_seq_len = 64;
-  engine::InitOptions init;
-  init.seed = 1;
-  init.controller_out_std = 1.0;
-  FCA_ASSIGN_OR_RETURN(auto weights, engine::InitTransformerWeights(c, init));
-  return engine::WriteTransformerModelDir(dir, c, weights);
-}
-
 v1::AuditSpec Spec() {
   v1::AuditSpec spec;
   spec.add_models("fg");
@@ -158,7 +142,7 @@ struct Env {
 
 absl::Status Open(const std::string& root, Env* env) {
   std::filesystem::create_directories(root + "/models");
-  FCA_RETURN_IF_ERROR(WriteModel(root + "/models/fg"));
+  FCA_RETURN_IF_ERROR(bench::WriteSmallModel(root + "/models/fg", 64, 128));
   storage::StoreOptions options;
   options.path = root + "/fca.sqlite";
   FCA_ASSIGN_OR_RETURN(env->store, storage::Store::Open(options));

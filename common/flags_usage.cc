@@ -1,13 +1,29 @@
 #include "common/flags_usage.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/flags/internal/parse.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/build_version.h"
 
 namespace fca {
+
+absl::Status CheckFlagRange(absl::string_view flag, int64_t value, int64_t min, int64_t max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--%s=%d is out of range: it must be in [%d, %d]", flag, value, min, max));
+}
+
+bool IsDeviceName(absl::string_view device) {
+  if (device == "cpu" || device == "cuda") return true;
+  absl::string_view index = device;
+  return absl::ConsumePrefix(&index, "cuda:") && !index.empty() && index.size() <= 4 &&
+         std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 std::string VersionText(absl::string_view program) {
   return absl::StrCat(program, " ", BuildVersion(), "\n");

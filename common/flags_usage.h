@@ -3,12 +3,23 @@
 #ifndef FCA_COMMON_FLAGS_USAGE_H_
 #define FCA_COMMON_FLAGS_USAGE_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace fca {
+
+// OK when min <= value <= max, else INVALID_ARGUMENT naming --`flag` and
+// the range.
+absl::Status CheckFlagRange(absl::string_view flag, int64_t value, int64_t min, int64_t max);
+
+// Whether `device` is "cpu", "cuda" or "cuda:N" (N at most four digits):
+// what the engine can run on, checked at start so a typo stops a binary
+// instead of failing every model load.
+bool IsDeviceName(absl::string_view device);
 
 // What `program --version` prints: "<program> <BuildVersion()>\n".
 std::string VersionText(absl::string_view program);

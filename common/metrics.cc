@@ -315,26 +315,16 @@ bool ValidLabelName(std::string_view name) {
   return true;
 }
 
-std::string EscapeHelp(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+namespace {
 
-std::string EscapeLabelValue(std::string_view text) {
+// The text format's escapes: backslash and newline everywhere, the double
+// quote only inside a label value (which it delimits).
+std::string Escape(std::string_view text, bool quotes) {
   std::string out;
   for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && quotes) {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -344,6 +334,12 @@ std::string EscapeLabelValue(std::string_view text) {
   }
   return out;
 }
+
+}  // namespace
+
+std::string EscapeHelp(std::string_view text) { return Escape(text, /*quotes=*/false); }
+
+std::string EscapeLabelValue(std::string_view text) { return Escape(text, /*quotes=*/true); }
 
 std::string FormatValue(double v) {
   if (std::isnan(v)) return "NaN";

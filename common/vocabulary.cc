@@ -14,6 +14,14 @@ std::string JoinNames(const std::vector<Def>& defs, std::string_view separator) 
   return out;
 }
 
+// The names of `defs`, kept for the life of the process.
+template <typename Def>
+const std::vector<std::string>* NewNames(const std::vector<Def>& defs) {
+  auto* out = new std::vector<std::string>;
+  for (const Def& d : defs) out->emplace_back(d.name);
+  return out;
+}
+
 const char* KeyPlaceholder(MetricKey key) {
   switch (key) {
     case MetricKey::kNone:
@@ -68,11 +76,7 @@ std::optional<InterventionId> ParseIntervention(std::string_view name) {
 const char* InterventionName(InterventionId id) { return InterventionDefOf(id).name; }
 
 const std::vector<std::string>& InterventionNames() {
-  static const auto* names = [] {
-    auto* out = new std::vector<std::string>;
-    for (const InterventionDef& d : InterventionDefs()) out->emplace_back(d.name);
-    return out;
-  }();
+  static const auto* names = NewNames(InterventionDefs());
   return *names;
 }
 
@@ -102,6 +106,11 @@ const ScopeDef* FindScope(std::string_view name) {
     if (name == d.name) return &d;
   }
   return nullptr;
+}
+
+const std::vector<std::string>& ScopeNames() {
+  static const auto* names = NewNames(ScopeDefs());
+  return *names;
 }
 
 std::string ScopeNameList(std::string_view separator) { return JoinNames(ScopeDefs(), separator); }

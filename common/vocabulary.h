@@ -86,6 +86,8 @@ struct ScopeDef {
 const std::vector<ScopeDef>& ScopeDefs();
 // nullptr for a name that is no scope.
 const ScopeDef* FindScope(std::string_view name);
+// Every name, in order.
+const std::vector<std::string>& ScopeNames();
 // "layer, site, family".
 std::string ScopeNameList(std::string_view separator = ", ");
 

@@ -32,6 +32,7 @@
 #include "common/file.h"
 #include "common/flags_usage.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/status_macros.h"
 #include "server/core/coordinator.h"
 #include "server/core/model_repository.h"
@@ -197,13 +198,6 @@ namespace {
 
 // --------------------------------------------------------------- flags
 
-[[nodiscard]] absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t min,
-                                      int64_t max) {
-  if (value >= min && value <= max) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--%s=%d is out of range: it must be in [%d, %d]", flag, value, min, max));
-}
-
 [[nodiscard]] absl::Status CheckOneOf(absl::string_view flag, const std::string& value,
                                       const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) {
@@ -216,12 +210,7 @@ namespace {
 // "cpu", "cuda" or "cuda:N": what the engine can run on. Checked here so a
 // typo stops the server at start instead of failing every model load.
 [[nodiscard]] absl::Status CheckDevice(const std::string& device) {
-  absl::string_view index = device;
-  if (device == "cpu" || device == "cuda") return absl::OkStatus();
-  if (absl::ConsumePrefix(&index, "cuda:") && !index.empty() && index.size() <= 4 &&
-      std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return absl::OkStatus();
-  }
+  if (IsDeviceName(device)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "--%s='%s' is not cpu, cuda or cuda:N",
       absl::GetFlag(FLAGS_devices).empty() ? "device" : "devices entry", device.substr(0, 64)));
@@ -240,48 +229,49 @@ std::vector<std::string> WorkerDevices() {
 // flag's name and its allowed range.
 [[nodiscard]] absl::Status ValidateFlags() {
   FCA_RETURN_IF_ERROR(
-      CheckRange("threads", absl::GetFlag(FLAGS_threads), 0, flag_limits::kMaxThreads));
-  FCA_RETURN_IF_ERROR(CheckRange("max_dataset_bytes", absl::GetFlag(FLAGS_max_dataset_bytes), 1,
-                                 flag_limits::kMaxDatasetBytes));
-  FCA_RETURN_IF_ERROR(CheckRange("max_tokenize_bytes", absl::GetFlag(FLAGS_max_tokenize_bytes), 1,
-                                 flag_limits::kMaxTokenizeBytes));
+      CheckFlagRange("threads", absl::GetFlag(FLAGS_threads), 0, flag_limits::kMaxThreads));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_dataset_bytes", absl::GetFlag(FLAGS_max_dataset_bytes), 1,
+                                     flag_limits::kMaxDatasetBytes));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_tokenize_bytes", absl::GetFlag(FLAGS_max_tokenize_bytes),
+                                     1, flag_limits::kMaxTokenizeBytes));
   FCA_RETURN_IF_ERROR(
-      CheckRange("max_windows", absl::GetFlag(FLAGS_max_windows), 1, flag_limits::kMaxWindows));
-  FCA_RETURN_IF_ERROR(CheckRange("max_window_length", absl::GetFlag(FLAGS_max_window_length),
-                                 flag_limits::kMinWindowLength, flag_limits::kMaxWindowLength));
-  FCA_RETURN_IF_ERROR(CheckRange("max_queued_jobs", absl::GetFlag(FLAGS_max_queued_jobs), 1,
-                                 flag_limits::kMaxQueuedJobs));
-  FCA_RETURN_IF_ERROR(CheckRange("coeff_cache_bytes", absl::GetFlag(FLAGS_coeff_cache_bytes), 0,
-                                 flag_limits::kMaxCoeffCacheBytes));
-  FCA_RETURN_IF_ERROR(CheckRange("max_jobs_per_user", absl::GetFlag(FLAGS_max_jobs_per_user), 1,
-                                 flag_limits::kMaxJobsPerUser));
-  FCA_RETURN_IF_ERROR(CheckRange("max_user_bytes", absl::GetFlag(FLAGS_max_user_bytes), 1,
-                                 flag_limits::kMaxUserBytes));
-  FCA_RETURN_IF_ERROR(CheckRange("max_watch_streams", absl::GetFlag(FLAGS_max_watch_streams), 1,
-                                 flag_limits::kMaxWatchStreams));
-  FCA_RETURN_IF_ERROR(CheckRange("max_rpc_threads", absl::GetFlag(FLAGS_max_rpc_threads), 16,
-                                 flag_limits::kMaxRpcThreads));
-  FCA_RETURN_IF_ERROR(CheckRange("max_http_threads", absl::GetFlag(FLAGS_max_http_threads), 4,
-                                 flag_limits::kMaxRpcThreads));
+      CheckFlagRange("max_windows", absl::GetFlag(FLAGS_max_windows), 1, flag_limits::kMaxWindows));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_window_length", absl::GetFlag(FLAGS_max_window_length),
+                                     flag_limits::kMinWindowLength, flag_limits::kMaxWindowLength));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_queued_jobs", absl::GetFlag(FLAGS_max_queued_jobs), 1,
+                                     flag_limits::kMaxQueuedJobs));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("coeff_cache_bytes", absl::GetFlag(FLAGS_coeff_cache_bytes), 0,
+                                     flag_limits::kMaxCoeffCacheBytes));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_jobs_per_user", absl::GetFlag(FLAGS_max_jobs_per_user), 1,
+                                     flag_limits::kMaxJobsPerUser));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_user_bytes", absl::GetFlag(FLAGS_max_user_bytes), 1,
+                                     flag_limits::kMaxUserBytes));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_watch_streams", absl::GetFlag(FLAGS_max_watch_streams), 1,
+                                     flag_limits::kMaxWatchStreams));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_rpc_threads", absl::GetFlag(FLAGS_max_rpc_threads), 16,
+                                     flag_limits::kMaxRpcThreads));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_http_threads", absl::GetFlag(FLAGS_max_http_threads), 4,
+                                     flag_limits::kMaxRpcThreads));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
+                                     flag_limits::kMaxAttempts));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
+                                     flag_limits::kMaxJobSeconds));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
+                                     0, flag_limits::kMaxModelMemoryBytes));
   FCA_RETURN_IF_ERROR(
-      CheckRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1, flag_limits::kMaxAttempts));
-  FCA_RETURN_IF_ERROR(CheckRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
-                                 flag_limits::kMaxJobSeconds));
-  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes), 0,
-                                 flag_limits::kMaxModelMemoryBytes));
-  FCA_RETURN_IF_ERROR(
-      CheckRange("workers", absl::GetFlag(FLAGS_workers), 0, flag_limits::kMaxWorkers));
-  FCA_RETURN_IF_ERROR(CheckRange("threads_per_worker", absl::GetFlag(FLAGS_threads_per_worker), 0,
-                                 flag_limits::kMaxThreads));
-  FCA_RETURN_IF_ERROR(CheckRange("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
-                                 flag_limits::kMinLeaseSeconds, flag_limits::kMaxLeaseSeconds));
+      CheckFlagRange("workers", absl::GetFlag(FLAGS_workers), 0, flag_limits::kMaxWorkers));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("threads_per_worker", absl::GetFlag(FLAGS_threads_per_worker),
+                                     0, flag_limits::kMaxThreads));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
+                                     flag_limits::kMinLeaseSeconds, flag_limits::kMaxLeaseSeconds));
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   FCA_RETURN_IF_ERROR(CheckOneOf("dtype", dtype, {"float32", "bfloat16", "float16"}));
   FCA_RETURN_IF_ERROR(CheckOneOf("executor", absl::GetFlag(FLAGS_executor), {"local", "slurm"}));
   FCA_RETURN_IF_ERROR(
-      CheckRange("slurm_max_tasks", absl::GetFlag(FLAGS_slurm_max_tasks), 1, 10000));
-  FCA_RETURN_IF_ERROR(CheckRange("slurm_cpus_per_task", absl::GetFlag(FLAGS_slurm_cpus_per_task), 1,
-                                 flag_limits::kMaxThreads));
+      CheckFlagRange("slurm_max_tasks", absl::GetFlag(FLAGS_slurm_max_tasks), 1, 10000));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("slurm_cpus_per_task",
+                                     absl::GetFlag(FLAGS_slurm_cpus_per_task), 1,
+                                     flag_limits::kMaxThreads));
   for (const std::string& device : WorkerDevices()) {
     FCA_RETURN_IF_ERROR(CheckDevice(device));
     if (dtype == "float16" && device == "cpu") {
@@ -483,16 +473,6 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
             << (o.partition.empty() ? "default partition" : o.partition) << ", logs in "
             << o.log_dir << ")";
   return executor;
-}
-
-// Blocks SIGTERM/SIGINT in every thread so one thread can wait for them.
-sigset_t BlockShutdownSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
 }
 
 // The HTTP gateway on --http_listen, or null when it is off (or, for the

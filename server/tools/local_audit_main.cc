@@ -15,13 +15,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/file.h"
-#include "common/flags_usage.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -29,6 +26,7 @@
 #include "server/engine/models/muddpythia_init.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/tools/model_flags.h"
+#include "server/tools/tool_main.h"
 
 ABSL_FLAG(std::string, storage_dtype, "float32",
           "init: model.safetensors dtype: float32 | bfloat16");
@@ -109,8 +107,7 @@ absl::Status Init() {
   engine::InitOptions init;
   init.seed = absl::GetFlag(FLAGS_seed);
   init.controller_out_std = absl::GetFlag(FLAGS_controller_out_std);
-  FCA_ASSIGN_OR_RETURN(auto weights, engine::InitTransformerWeights(c, init));
-  return engine::WriteTransformerModelDir(absl::GetFlag(FLAGS_out), c, weights);
+  return engine::WriteRandomTransformerModelDir(absl::GetFlag(FLAGS_out), c, init);
 }
 
 absl::StatusOr<engine::Dataset> ReadText(const std::string& path, const std::string& name) {
@@ -259,29 +256,13 @@ int main(int argc, char** argv) {
   // The libraries' diagnostics; this tool's own progress, notes and report
   // are its output, printed as they are.
   fca::InitServerLogging(argv[0]);
-  absl::SetProgramUsageMessage(absl::StrCat(
-      "fca-local-audit init|audit [flags]: engine-level audit without the server; init's model "
-      "shape where no flag sets it: ",
-      fca::tools::ModelShapeText(fca::engine::TransformerConfig())));
-  // --help lists the flags of this file and the model-shape flags.
-  fca::ConfigureFlagsUsage("fca-local-audit", [](absl::string_view file) {
-    return absl::EndsWith(file, "server/tools/local_audit_main.cc") ||
-           fca::tools::DefinesModelFlags(file);
-  });
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) {
-    std::fprintf(stderr, "usage: fca-local-audit init|audit [flags]  (--help for flags)\n");
-    return 2;
-  }
+  fca::tools::ConfigureToolUsage(
+      "fca-local-audit", "server/tools/local_audit_main.cc",
+      absl::StrCat("fca-local-audit init|audit [flags]: engine-level audit without the server; "
+                   "init's model shape where no flag sets it: ",
+                   fca::tools::ModelShapeText(fca::engine::TransformerConfig())));
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   fca::engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
-  const std::string cmd = args[1];
-  absl::Status st = cmd == "init"    ? fca::Init()
-                    : cmd == "audit" ? fca::Audit()
-                                     : absl::InvalidArgumentError("unknown command " + cmd);
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
-                 std::string(st.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return fca::tools::RunSubcommand("fca-local-audit", args,
+                                   {{"init", fca::Init}, {"audit", fca::Audit}});
 }

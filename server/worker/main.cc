@@ -36,6 +36,7 @@
 #include "common/file.h"
 #include "common/flags_usage.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/status_macros.h"
 #include "server/core/model_repository.h"
 #include "server/core/worker.h"
@@ -94,20 +95,8 @@ ABSL_FLAG(std::string, weights_hash_cache, "",
 namespace fca {
 namespace {
 
-[[nodiscard]] absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t min,
-                                      int64_t max) {
-  if (value >= min && value <= max) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--%s=%d is out of range: it must be in [%d, %d]", flag, value, min, max));
-}
-
 [[nodiscard]] absl::Status CheckDevice(const std::string& device) {
-  absl::string_view index = device;
-  if (device == "cpu" || device == "cuda") return absl::OkStatus();
-  if (absl::ConsumePrefix(&index, "cuda:") && !index.empty() && index.size() <= 4 &&
-      std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return absl::OkStatus();
-  }
+  if (IsDeviceName(device)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrFormat("--device='%s' is not cpu, cuda or cuda:N", device.substr(0, 64)));
 }
@@ -134,14 +123,15 @@ std::string DefaultName() {
     return absl::InvalidArgumentError("--models is required (the shared model folder)");
   }
   FCA_RETURN_IF_ERROR(
-      CheckRange("threads", absl::GetFlag(FLAGS_threads), 0, worker_limits::kMaxThreads));
-  FCA_RETURN_IF_ERROR(CheckRange("task", absl::GetFlag(FLAGS_task), 0, worker_limits::kMaxTaskId));
-  FCA_RETURN_IF_ERROR(CheckRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes), 0,
-                                 worker_limits::kMaxModelMemoryBytes));
-  FCA_RETURN_IF_ERROR(CheckRange("poll_ms", absl::GetFlag(FLAGS_poll_ms), worker_limits::kMinPollMs,
-                                 worker_limits::kMaxPollMs));
-  FCA_RETURN_IF_ERROR(CheckRange("max_task_seconds", absl::GetFlag(FLAGS_max_task_seconds), 0,
-                                 worker_limits::kMaxTaskSeconds));
+      CheckFlagRange("threads", absl::GetFlag(FLAGS_threads), 0, worker_limits::kMaxThreads));
+  FCA_RETURN_IF_ERROR(
+      CheckFlagRange("task", absl::GetFlag(FLAGS_task), 0, worker_limits::kMaxTaskId));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
+                                     0, worker_limits::kMaxModelMemoryBytes));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("poll_ms", absl::GetFlag(FLAGS_poll_ms),
+                                     worker_limits::kMinPollMs, worker_limits::kMaxPollMs));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_task_seconds", absl::GetFlag(FLAGS_max_task_seconds), 0,
+                                     worker_limits::kMaxTaskSeconds));
   const std::string device = absl::GetFlag(FLAGS_device);
   FCA_RETURN_IF_ERROR(CheckDevice(device));
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
@@ -188,16 +178,6 @@ absl::StatusOr<std::string> ApiKey() {
         "the API key must be one line of printable ASCII without spaces");
   }
   return key;
-}
-
-// Blocks SIGTERM/SIGINT in every thread so one thread can wait for them.
-sigset_t BlockShutdownSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
 }
 
 absl::StatusOr<int> Run(const sigset_t& signals) {

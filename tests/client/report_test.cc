@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/result_rows.h"
 
 namespace fca::client {
 namespace {
@@ -26,20 +27,7 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-v1::Result Row(const std::string& model, const std::string& intervention, const std::string& metric,
-               double value) {
-  v1::Result r;
-  r.set_job_id(3);
-  r.set_model(model);
-  r.set_weights_sha256("w-" + model);
-  r.set_dataset_sha256("e5e5");
-  r.set_intervention(intervention);
-  r.set_metric(metric);
-  r.set_value(value);
-  r.set_defined(true);
-  r.set_n(10);
-  return r;
-}
+using report_testing::Row;
 
 v1::Result WithCi(v1::Result r, double lo, double hi) {
   r.set_ci_low(lo);

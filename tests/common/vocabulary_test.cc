@@ -50,6 +50,7 @@ TEST(VocabularyTest, UnknownNamesParseToNothing) {
 
 TEST(VocabularyTest, ScopesNameTheirMetrics) {
   EXPECT_EQ(ScopeNameList(), "layer, site, family");
+  EXPECT_EQ(ScopeNames(), (std::vector<std::string>{"layer", "site", "family"}));
   for (size_t i = 0; i < ScopeDefs().size(); ++i) {
     const ScopeDef& d = ScopeDefs()[i];
     EXPECT_EQ(static_cast<size_t>(d.id), i) << d.name;

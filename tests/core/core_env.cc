@@ -18,10 +18,7 @@ absl::Status WriteModel(const std::string& dir, const std::string& family, uint6
   engine::InitOptions init;
   init.seed = seed;
   init.controller_out_std = controller_out_std;
-  const engine::TransformerConfig config = engine::testing::TinyConfig(family);
-  FCA_ASSIGN_OR_RETURN(std::vector<engine::TensorData> weights,
-                       engine::InitTransformerWeights(config, init));
-  return engine::WriteTransformerModelDir(dir, config, weights);
+  return engine::WriteRandomTransformerModelDir(dir, engine::testing::TinyConfig(family), init);
 }
 
 void WriteFile(const fs::path& path, const std::string& text) {

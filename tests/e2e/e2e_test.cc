@@ -22,18 +22,8 @@ namespace fs = std::filesystem;
 
 std::string g_root;  // models/, data/, per-test databases
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
 void InitModel(const std::string& name, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {
-      FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + g_root + "/models/" + name,
-      "--d_model=32",      "--n_layers=2", "--n_heads=2",
-      "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
-      "--max_seq_len=64"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  CommandResult r = Run(argv);
+  CommandResult r = InitTinyModel(FCA_LOCAL_AUDIT_BIN, g_root + "/models/" + name, flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
@@ -114,22 +104,9 @@ class E2ETest : public ::testing::Test {
     return rest.substr(0, rest.find('\n'));
   }
 
-  bool WaitFor(const std::function<bool()>& done, int seconds) {
-    for (int i = 0; i < seconds * 20; ++i) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-
   std::string db_;
   std::unique_ptr<ServerProcess> server_;
 };
-
-std::string Field(const json::Value& row, const char* key) {
-  const json::Value* v = row.Find(key);
-  return v && v->is_string() ? v->as_string() : "";
-}
 
 TEST_F(E2ETest, UploadSubmitWatchQuery) {
   StartServer();
@@ -147,8 +124,9 @@ TEST_F(E2ETest, UploadSubmitWatchQuery) {
   std::set<std::string> models;
   int penalties = 0;
   for (const json::Value& row : rows.as_array()) {
-    models.insert(Field(row, "model"));
-    if (Field(row, "intervention") == "cross_input" && Field(row, "metric") == "penalty") {
+    models.insert(StringField(row, "model"));
+    if (StringField(row, "intervention") == "cross_input" &&
+        StringField(row, "metric") == "penalty") {
       ++penalties;
       EXPECT_NE(row.Find("ciLow"), nullptr);
     }
@@ -226,7 +204,7 @@ TEST_F(E2ETest, CancelARunningJob) {
   CommandResult sub = Cli({"audit", "--detach", "--models=fg-wide", "--eval=long", "--calib=calib",
                            "--window=64", "--batch=2", "--timing_repeats=0"});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  ASSERT_TRUE(WaitFor([&] { return State("1") == "RUNNING"; }, 30));
+  ASSERT_TRUE(PollUntil([&] { return State("1") == "RUNNING"; }, 30));
   const auto t0 = std::chrono::steady_clock::now();
   CommandResult cancel = Cli({"jobs", "cancel", "1"});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
@@ -267,7 +245,7 @@ TEST_F(E2ETest, KilledServerFinishesTheJobAfterRestartWithoutDuplicates) {
                 .exit_code,
             0);
   // Kill it once the first model's results are stored, mid-job.
-  ASSERT_TRUE(WaitFor([&] { return Results("1").as_array().size() > 0; }, 60));
+  ASSERT_TRUE(PollUntil([&] { return Results("1").as_array().size() > 0; }, 60));
   ASSERT_NE(State("1"), "SUCCEEDED");
   server_->Signal(SIGKILL);
   server_->Wait(10);
@@ -278,8 +256,8 @@ TEST_F(E2ETest, KilledServerFinishesTheJobAfterRestartWithoutDuplicates) {
   json::Value rows = Results("1");
   std::set<std::string> keys;
   for (const json::Value& row : rows.as_array()) {
-    keys.insert(Field(row, "model") + "/" + Field(row, "intervention") + "/" +
-                Field(row, "metric"));
+    keys.insert(StringField(row, "model") + "/" + StringField(row, "intervention") + "/" +
+                StringField(row, "metric"));
   }
   EXPECT_EQ(keys.size(), rows.as_array().size());  // no row written twice
   EXPECT_GT(rows.as_array().size(), 40u);
@@ -295,7 +273,7 @@ TEST_F(E2ETest, SigtermDrainsAndTheJobResumes) {
                  "--window=64", "--batch=2", "--timing_repeats=0", "--bootstrap=100"})
                 .exit_code,
             0);
-  ASSERT_TRUE(WaitFor([&] { return State("1") == "RUNNING"; }, 30));
+  ASSERT_TRUE(PollUntil([&] { return State("1") == "RUNNING"; }, 30));
   server_->Signal(SIGTERM);
   EXPECT_EQ(server_->Wait(20), 0) << server_->Stderr();
   StartServer();

@@ -34,14 +34,13 @@ class ModelsE2ETest : public ::testing::Test {
     fs::copy_file(tiny / "model.safetensors", models / "mudd-tiny" / "model.safetensors");
     fs::copy(tiny / "sharded", models / "mudd-sharded");
     // A small FeatureGate model with the GPT-NeoX vocabulary and tokenizer.
-    CommandResult init = e2e::Run(
-        {FCA_LOCAL_AUDIT_BIN, "init", "--out=" + (models / "bpe-fg").string(), "--d_model=32",
-         "--n_layers=2", "--n_heads=2", "--n_groups=4", "--d_ff=64", "--controller_width=16",
-         "--max_seq_len=64", "--vocab_size=50304", "--seed=3", "--controller_out_std=1.0"});
+    CommandResult init =
+        InitTinyModel(FCA_LOCAL_AUDIT_BIN, (models / "bpe-fg").string(),
+                      {"--vocab_size=50304", "--seed=3", "--controller_out_std=1.0"});
     ASSERT_EQ(init.exit_code, 0) << init.err;
-    CommandResult dense = e2e::Run(
-        {FCA_LOCAL_AUDIT_BIN, "init", "--family=dense", "--out=" + (models / "dense-byte").string(),
-         "--d_model=32", "--n_layers=2", "--n_heads=2", "--d_ff=64", "--max_seq_len=64"});
+    // A dense model ignores the tiny shape's gate groups and controller width.
+    CommandResult dense =
+        InitTinyModel(FCA_LOCAL_AUDIT_BIN, (models / "dense-byte").string(), {"--family=dense"});
     ASSERT_EQ(dense.exit_code, 0) << dense.err;
     fs::copy_file(fs::path(kData) / "tokenizer" / "tokenizer.json",
                   models / "bpe-fg" / "tokenizer.json");

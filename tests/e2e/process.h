@@ -5,9 +5,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "common/json.h"
 
 namespace fca::e2e {
 
@@ -20,6 +23,25 @@ struct CommandResult {
 // code and output. `env` entries ("K=V") are added to the environment.
 CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                   int timeout_s = 180);
+
+// Writes a tiny random model folder at `out` with fca-local-audit
+// (`local_audit`): the shape every end-to-end test audits (d_model 32, two
+// layers, G = 4, windows up to 64 tokens; an audit of a few windows takes a
+// fraction of a second), then `flags` (a later flag wins).
+CommandResult InitTinyModel(const std::string& local_audit, const std::string& out,
+                            const std::vector<std::string>& flags = {});
+
+// Replaces `path` with `text`.
+void WriteFile(const std::string& path, const std::string& text);
+
+// Calls `done`, then again after every `poll_ms`, until it is true (true),
+// at most seconds * 1000 / poll_ms times (false): the sleeps add up to
+// `seconds`, the checks' own time comes on top (a check that runs the CLI
+// takes a while on a loaded machine; the wait stretches with it).
+bool PollUntil(const std::function<bool()>& done, int seconds, int poll_ms = 50);
+
+// A JSON row's string field, "" when absent or not a string.
+std::string StringField(const json::Value& row, const char* key);
 
 // English-like text of `bytes` bytes from a fixed word list, different for
 // each seed (so two seeds share no window).

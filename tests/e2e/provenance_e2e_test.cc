@@ -48,13 +48,7 @@ class ProvenanceE2ETest : public ::testing::Test {
     for (const auto& [name, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"fg-a", {"--seed=1", "--controller_out_std=1.0"}},
              {"dense", {"--family=dense", "--seed=1"}}}) {
-      std::vector<std::string> argv = {
-          FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + root_ + "/models/" + name,
-          "--d_model=32",      "--n_layers=2", "--n_heads=2",
-          "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
-          "--max_seq_len=64"};
-      argv.insert(argv.end(), flags.begin(), flags.end());
-      CommandResult r = e2e::Run(argv);
+      CommandResult r = InitTinyModel(FCA_LOCAL_AUDIT_BIN, root_ + "/models/" + name, flags);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     std::ofstream(root_ + "/eval.txt") << RandomWords(16 * 40, 1);

@@ -37,17 +37,8 @@ constexpr char kWorkerKey[] = "pool-worker-key-0123456789";
 
 std::string g_root;  // models/, other-models/, data/, keys, per-test databases
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
 void InitModel(const std::string& dir, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + dir,
-                                   "--d_model=32",      "--n_layers=2", "--n_heads=2",
-                                   "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
-                                   "--max_seq_len=64"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  CommandResult r = Run(argv);
+  CommandResult r = InitTinyModel(FCA_LOCAL_AUDIT_BIN, dir, flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 

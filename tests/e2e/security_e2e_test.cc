@@ -53,10 +53,8 @@ class SecurityE2ETest : public ::testing::Test {
     g_root = ::testing::TempDir() + "fca_security_e2e_" + std::to_string(getpid());
     fs::create_directories(g_root + "/models");
     fs::create_directories(g_root + "/data");
-    CommandResult r = e2e::Run({FCA_LOCAL_AUDIT_BIN, "init", "--out=" + g_root + "/models/fg-a",
-                                "--d_model=32", "--n_layers=2", "--n_heads=2", "--n_groups=4",
-                                "--d_ff=64", "--controller_width=16", "--max_seq_len=64",
-                                "--seed=1", "--controller_out_std=1.0"});
+    CommandResult r = InitTinyModel(FCA_LOCAL_AUDIT_BIN, g_root + "/models/fg-a",
+                                    {"--seed=1", "--controller_out_std=1.0"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 12, 1));
     WriteFile(g_root + "/data/calib.txt", RandomWords(16 * 8, 2));

@@ -30,6 +30,8 @@ namespace {
 using e2e::CommandResult;
 using e2e::RandomWords;
 using e2e::ServerProcess;
+using e2e::StringField;
+using e2e::WriteFile;
 
 namespace fs = std::filesystem;
 
@@ -37,18 +39,8 @@ std::string g_root;     // models/, data/, databases
 std::string g_cluster;  // the cluster's state folder
 bool g_cluster_up = false;
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
 void InitModel(const std::string& name, const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {
-      FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + g_root + "/models/" + name,
-      "--d_model=32",      "--n_layers=2", "--n_heads=2",
-      "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
-      "--max_seq_len=64"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  CommandResult r = e2e::Run(argv);
+  CommandResult r = e2e::InitTinyModel(FCA_LOCAL_AUDIT_BIN, g_root + "/models/" + name, flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
@@ -134,22 +126,14 @@ class SlurmE2ETest : public ::testing::Test {
     return m[1].str();
   }
 
+  // Each check runs the CLI (and squeue): every 100 ms is often enough.
   bool WaitFor(const std::function<bool()>& done, int seconds) {
-    for (int i = 0; i < seconds * 10; ++i) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
+    return e2e::PollUntil(done, seconds, 100);
   }
 
   std::string db_;
   std::unique_ptr<ServerProcess> server_;
 };
-
-std::string Field(const json::Value& row, const char* key) {
-  const json::Value* v = row.Find(key);
-  return v && v->is_string() ? v->as_string() : "";
-}
 
 // (model/intervention/metric) -> value of the rows whose metric is an NLL
 // or a penalty (timings differ from run to run); a row twice fails.
@@ -157,10 +141,10 @@ std::map<std::string, double> NllRows(const json::Value& rows) {
   std::map<std::string, double> out;
   std::set<std::string> keys;
   for (const json::Value& row : rows.as_array()) {
-    const std::string key =
-        Field(row, "model") + "/" + Field(row, "intervention") + "/" + Field(row, "metric");
+    const std::string key = StringField(row, "model") + "/" + StringField(row, "intervention") +
+                            "/" + StringField(row, "metric");
     EXPECT_TRUE(keys.insert(key).second) << "row twice: " << key;
-    const std::string metric = Field(row, "metric");
+    const std::string metric = StringField(row, "metric");
     const json::Value* value = row.Find("value");
     if ((metric == "nll" || metric == "penalty") && value != nullptr && value->is_number()) {
       out[key] = value->as_double();

@@ -49,9 +49,7 @@ constexpr char kAlice[] = "alice-key-0123456789abcdef";
 constexpr char kBob[] = "bob-key-0123456789abcdefgh";
 constexpr char kWorker[] = "pool-worker-key-0123456789";
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
+using e2e::WriteFile;
 
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
@@ -154,13 +152,7 @@ class HttpTest : public ::testing::Test {
     for (const auto& [name, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"fg-a", {"--seed=1", "--controller_out_std=1.0"}},
              {"dense", {"--family=dense", "--seed=1"}}}) {
-      std::vector<std::string> argv = {
-          FCA_LOCAL_AUDIT_BIN, "init",         "--out=" + root + "/models/" + name,
-          "--d_model=32",      "--n_layers=2", "--n_heads=2",
-          "--n_groups=4",      "--d_ff=64",    "--controller_width=16",
-          "--max_seq_len=64"};
-      argv.insert(argv.end(), flags.begin(), flags.end());
-      CommandResult r = e2e::Run(argv);
+      CommandResult r = e2e::InitTinyModel(FCA_LOCAL_AUDIT_BIN, root + "/models/" + name, flags);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     WriteFile(root + "/keys", std::string(kAlice) + " alice user\n" + kBob + " bob user\n" +

@@ -295,10 +295,9 @@ TEST_P(StoreTaskLeaseTest, ReleaseTaskRefundsOrCountsTheAttempt) {
   EXPECT_EQ(r.finished_at_us, 7'777'777);
   EXPECT_EQ(r.lease_expires_us, 0);
   EXPECT_FALSE(Claim("w").has_value());
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_EQ(settled->job.error, "refused");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_EQ(settled.error, "refused");
 }
 
 TEST_P(StoreTaskLeaseTest, ReleaseTaskWithoutACapNeverFails) {
@@ -415,9 +414,8 @@ TEST_P(StoreTaskLeaseTest, InjectedFaultsInTaskCallsWriteNothing) {
   ASSERT_OK_AND_ASSIGN(const auto events, store_->ListJobEvents(job.id, 0, 10));
   EXPECT_TRUE(events.empty());
   failing = "";
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kCancelled);
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kCancelled);
 }
 
 }  // namespace

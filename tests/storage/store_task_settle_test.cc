@@ -17,7 +17,20 @@ namespace {
 
 using ::absl::StatusCode;
 
-class StoreJobSettleTest : public StoreTasksFixture {};
+class StoreJobSettleTest : public StoreTasksFixture {
+ protected:
+  // After its worker lost or gave back `task_id`: nobody claims the task of
+  // the cancelled job again, and the job ends CANCELLED.
+  void ExpectTheCancelledJobEnds(int64_t job_id, int64_t task_id) {
+    EXPECT_FALSE(Claim("w").has_value());
+    EXPECT_NE(Task(task_id).state, JobState::kQueued) << "a task nobody will ever claim is QUEUED";
+    ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> unsettled, store_->UnsettledJobs());
+    EXPECT_EQ(unsettled, std::vector<int64_t>{job_id});
+    ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job_id, nullptr));
+    ASSERT_TRUE(settled.has_value()) << "the job can never end";
+    EXPECT_EQ(settled->job.state, JobState::kCancelled);
+  }
+};
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreJobSettleTest,
                          ::testing::Values(Backend::kMemory, Backend::kFile), BackendName);
@@ -44,42 +57,37 @@ TEST_P(StoreJobSettleTest, SettleJobTakesTheErrorOfTheFirstFailedTaskByIndex) {
                                 {JobState::kFailed, "first in time"},
                                 {JobState::kCancelled, ""}},
                                {2, 3, 1, 0});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_EQ(settled->job.error, "first by index");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_EQ(settled.error, "first by index");
 }
 
 TEST_P(StoreJobSettleTest, SettleJobFailedBeatsCancelled) {
   const JobRecord job = RunJob({{JobState::kCancelled, ""}, {JobState::kFailed, "x"}});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_EQ(settled->job.error, "x");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_EQ(settled.error, "x");
 }
 
 TEST_P(StoreJobSettleTest, SettleJobCancelledBeatsSucceeded) {
   const JobRecord job = RunJob({{JobState::kSucceeded, ""}, {JobState::kCancelled, ""}});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kCancelled);
-  EXPECT_EQ(settled->job.error, "");
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kCancelled);
+  EXPECT_EQ(settled.error, "");
   // A queued job whose tasks were all cancelled ends CANCELLED too.
   const JobRecord queued = NewJob({"a", "b"});
   ASSERT_OK_AND_ASSIGN(const int64_t cancelled, store_->CancelQueuedTasks(queued.id));
   EXPECT_EQ(cancelled, 2);
-  ASSERT_OK_AND_ASSIGN(const auto settled_queued, store_->SettleJob(queued.id, nullptr));
-  ASSERT_TRUE(settled_queued.has_value());
-  EXPECT_EQ(settled_queued->job.state, JobState::kCancelled);
+  const JobRecord settled_queued = Settle(queued.id);
+  EXPECT_EQ(settled_queued.state, JobState::kCancelled);
 }
 
 TEST_P(StoreJobSettleTest, SettleJobWithoutTasksIsFailed) {
   const JobRecord job = NewJob({});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value());
-  EXPECT_EQ(settled->job.state, JobState::kFailed);
-  EXPECT_FALSE(settled->job.error.empty());
-  EXPECT_GT(settled->job.finished_at_us, 0);
+  const JobRecord settled = Settle(job.id);
+  EXPECT_EQ(settled.state, JobState::kFailed);
+  EXPECT_FALSE(settled.error.empty());
+  EXPECT_GT(settled.finished_at_us, 0);
 }
 
 TEST_P(StoreJobSettleTest, SettleJobWaitsForQueuedAndRunningTasks) {
@@ -243,13 +251,7 @@ TEST_P(StoreJobSettleTest, ALostTaskOfACancelledJobEndsTheJob) {
   ASSERT_OK(store_->RequestCancel(job.id));
   now_us_ += 1000;  // the worker died; its lease runs out
   ASSERT_OK(store_->ExpireLeases(3, "", "lease lost"));
-  EXPECT_FALSE(Claim("w").has_value());
-  EXPECT_NE(Task(a->task.id).state, JobState::kQueued) << "a task nobody will ever claim is QUEUED";
-  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> unsettled, store_->UnsettledJobs());
-  EXPECT_EQ(unsettled, std::vector<int64_t>{job.id});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value()) << "the job can never end";
-  EXPECT_EQ(settled->job.state, JobState::kCancelled);
+  ExpectTheCancelledJobEnds(job.id, a->task.id);
 }
 
 // BUG: as above, when the worker gives the task back (drain, refusal).
@@ -259,13 +261,7 @@ TEST_P(StoreJobSettleTest, AReleasedTaskOfACancelledJobEndsTheJob) {
   ASSERT_TRUE(a.has_value());
   ASSERT_OK(store_->RequestCancel(job.id));
   ASSERT_OK(store_->ReleaseTask(a->task.id, a->task.lease_seq, true, "draining", 3));
-  EXPECT_FALSE(Claim("w").has_value());
-  EXPECT_NE(Task(a->task.id).state, JobState::kQueued) << "a task nobody will ever claim is QUEUED";
-  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> unsettled, store_->UnsettledJobs());
-  EXPECT_EQ(unsettled, std::vector<int64_t>{job.id});
-  ASSERT_OK_AND_ASSIGN(const auto settled, store_->SettleJob(job.id, nullptr));
-  ASSERT_TRUE(settled.has_value()) << "the job can never end";
-  EXPECT_EQ(settled->job.state, JobState::kCancelled);
+  ExpectTheCancelledJobEnds(job.id, a->task.id);
 }
 
 TEST_P(StoreJobSettleTest, FinishJobCancelsItsUnfinishedTasks) {

@@ -100,6 +100,18 @@ class StoreTasksFixture : public StoreFixture {
         << "seq " << lease_seq;
   }
 
+  // SettleJob without an end event, expecting it to end the job: the job as
+  // it ended (a default JobRecord, and a failure, when it did not).
+  JobRecord Settle(int64_t job_id) {
+    absl::StatusOr<std::optional<Store::Settled>> settled = store_->SettleJob(job_id, nullptr);
+    EXPECT_TRUE(settled.ok()) << settled.status();
+    if (!settled.ok() || !settled->has_value()) {
+      ADD_FAILURE() << "job " << job_id << " did not end";
+      return JobRecord();
+    }
+    return (*settled)->job;
+  }
+
   // Claims every task of a new job and ends task i as outcomes[i], in the
   // order `finish_order` (indexes; all of them when empty). Returns the job.
   JobRecord RunJob(const std::vector<std::pair<JobState, std::string>>& outcomes,

@@ -2,7 +2,9 @@
 // (server/tools/model_flags.h), set the way a command line sets them.
 #include "server/tools/model_flags.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/flags/reflection.h"
 #include "gtest/gtest.h"
@@ -27,15 +29,16 @@ class ModelFlagsTest : public ::testing::Test {
     ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << ": " << error;
   }
 
+  // A tool's shape, unlike any flag value below.
   static engine::TransformerConfig Shape() {
     engine::TransformerConfig c;
     c.family = "featuregate";
-    c.d_model = 192;
-    c.n_layers = 4;
-    c.n_heads = 6;
-    c.n_groups = 8;
-    c.d_ff = 768;
-    c.controller_width = 64;
+    c.d_model = 40;
+    c.n_layers = 3;
+    c.n_heads = 5;
+    c.n_groups = 2;
+    c.d_ff = 80;
+    c.controller_width = 24;
     c.vocab_size = 300;
     c.max_seq_len = 77;
     return c;
@@ -58,22 +61,23 @@ TEST_F(ModelFlagsTest, UnsetFlagsKeepTheToolsShape) {
   ExpectSame(ModelConfigFromFlags(Shape()), Shape());
 }
 
+// One flag at a time: it replaces its own field and no other.
 TEST_F(ModelFlagsTest, EachGivenFlagReplacesItsFieldOnly) {
+  using C = engine::TransformerConfig;
+  const std::pair<const char*, int64_t C::*> sizes[] = {
+      {"d_model", &C::d_model}, {"n_layers", &C::n_layers},
+      {"n_heads", &C::n_heads}, {"n_groups", &C::n_groups},
+      {"d_ff", &C::d_ff},       {"controller_width", &C::controller_width}};
+  for (const auto& [flag, field] : sizes) {
+    Set(flag, "7");
+    C want = Shape();
+    want.*field = 7;
+    ExpectSame(ModelConfigFromFlags(Shape()), want);
+    Set(flag, "");
+  }
   Set("family", "dense");
-  Set("d_model", "32");
-  Set("n_layers", "2");
-  Set("n_heads", "2");
-  Set("n_groups", "4");
-  Set("d_ff", "64");
-  Set("controller_width", "16");
-  engine::TransformerConfig want = Shape();
+  C want = Shape();
   want.family = "dense";
-  want.d_model = 32;
-  want.n_layers = 2;
-  want.n_heads = 2;
-  want.n_groups = 4;
-  want.d_ff = 64;
-  want.controller_width = 16;
   ExpectSame(ModelConfigFromFlags(Shape()), want);
 }
 
@@ -90,8 +94,7 @@ TEST_F(ModelFlagsTest, ZeroIsAValueNotUnset) {
 
 TEST_F(ModelFlagsTest, ShapeTextNamesEveryShapeFlag) {
   EXPECT_EQ(ModelShapeText(Shape()),
-            "featuregate d_model=192 n_layers=4 n_heads=6 n_groups=8 d_ff=768 "
-            "controller_width=64");
+            "featuregate d_model=40 n_layers=3 n_heads=5 n_groups=2 d_ff=80 controller_width=24");
 }
 
 TEST_F(ModelFlagsTest, HelpFilterAcceptsTheDefiningFileOnly) {

@@ -97,14 +97,7 @@ bool Contains(const std::vector<std::string>& list, const std::string& name) {
 
 std::string InterventionList() { return InterventionNameList(); }
 
-const std::vector<std::string>& AllDependenceScopes() {
-  static const auto* all = [] {
-    auto* out = new std::vector<std::string>;
-    for (const ScopeDef& d : ScopeDefs()) out->emplace_back(d.name);
-    return out;
-  }();
-  return *all;
-}
+const std::vector<std::string>& AllDependenceScopes() { return ScopeNames(); }
 
 absl::Status ValidateDependenceOptions(const AuditOptions& o) {
   for (const std::string& name : o.per_layer_interventions) {

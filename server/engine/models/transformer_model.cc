@@ -204,6 +204,12 @@ absl::Status WriteTransformerModelDir(const std::string& dir, const TransformerC
   return WriteSafetensors(dir + "/model.safetensors", weights);
 }
 
+absl::Status WriteRandomTransformerModelDir(const std::string& dir, const TransformerConfig& config,
+                                            const InitOptions& init) {
+  FCA_ASSIGN_OR_RETURN(std::vector<TensorData> weights, InitTransformerWeights(config, init));
+  return WriteTransformerModelDir(dir, config, weights);
+}
+
 absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTransformerModel(
     const TransformerConfig& config, const TensorSource& weights, ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateTransformerConfig(config));

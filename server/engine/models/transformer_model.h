@@ -39,6 +39,10 @@ struct InitOptions {
 [[nodiscard]] absl::Status WriteTransformerModelDir(const std::string& dir,
                                                     const TransformerConfig& config,
                                                     const std::vector<TensorData>& weights);
+// The same with InitTransformerWeights(config, init): a random model folder.
+[[nodiscard]] absl::Status WriteRandomTransformerModelDir(const std::string& dir,
+                                                          const TransformerConfig& config,
+                                                          const InitOptions& init);
 
 // Sets the fields of `info` that follow from `config` (family, vocab_size,
 // max_seq_len, num_layers) and returns the coefficient sites of such a model

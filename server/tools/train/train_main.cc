@@ -16,15 +16,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/flags_usage.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/tools/model_flags.h"
+#include "server/tools/tool_main.h"
 #include "server/tools/train/corpus_split.h"
 #include "server/tools/train/trainer.h"
 
@@ -198,31 +196,15 @@ int main(int argc, char** argv) {
   // The libraries' diagnostics; this tool's own progress, notes and report
   // are its output, printed as they are.
   fca::InitServerLogging(argv[0]);
-  absl::SetProgramUsageMessage(
+  fca::tools::ConfigureToolUsage(
+      "fca-train", "server/tools/train/train_main.cc",
       absl::StrCat("fca-train split|train [flags]: byte-level models on fortunes; the model "
                    "shape where no flag sets it: ",
                    fca::tools::ModelShapeText(fca::TrainShape())));
-  // --help lists the flags of this file and the model-shape flags.
-  fca::ConfigureFlagsUsage("fca-train", [](absl::string_view file) {
-    return absl::EndsWith(file, "server/tools/train/train_main.cc") ||
-           fca::tools::DefinesModelFlags(file);
-  });
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) {
-    std::fprintf(stderr, "usage: fca-train split|train [flags]  (--help for flags)\n");
-    return 2;
-  }
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   // One training step at a time: its operators use the threads.
   fca::engine::ConfigureRuntime(
       {absl::GetFlag(FLAGS_threads), fca::engine::Parallelism::kWithinOps});
-  const std::string cmd = args[1];
-  absl::Status st = cmd == "split"   ? fca::Split()
-                    : cmd == "train" ? fca::Train()
-                                     : absl::InvalidArgumentError("unknown command " + cmd);
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
-                 std::string(st.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return fca::tools::RunSubcommand("fca-train", args,
+                                   {{"split", fca::Split}, {"train", fca::Train}});
 }
