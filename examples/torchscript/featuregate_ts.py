@@ -19,6 +19,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+def embed_with_positions(tok_emb: Tensor, pos_emb: Tensor, ids: Tensor) -> Tuple[Tensor, Tensor]:
+    """Token plus learned position embeddings [B, T, D] (the two embedding tables'
+    weights), and the causal mask [T, T] (-inf above the diagonal) in their dtype."""
+    T = ids.shape[1]
+    x = F.embedding(ids, tok_emb) + pos_emb[:T]
+    return x, torch.full((T, T), float("-inf"), dtype=x.dtype).triu(1)
+
+
 class Controller(nn.Module):
     def __init__(self, d_model: int, width: int, n_groups: int, eps: float):
         super().__init__()
@@ -99,10 +107,7 @@ class FeatureGateLM(nn.Module):
         self.lm_head = nn.Linear(D, c["vocab_size"], bias=False)
 
     def embed(self, ids: Tensor) -> Tuple[Tensor, Tensor]:
-        T = ids.shape[1]
-        x = self.tok_emb(ids) + self.pos_emb.weight[:T]
-        mask = torch.full((T, T), float("-inf"), dtype=x.dtype).triu(1)
-        return x, mask
+        return embed_with_positions(self.tok_emb.weight, self.pos_emb.weight, ids)
 
     # ---- the contract (docs/torchscript.md)
 

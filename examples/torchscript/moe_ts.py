@@ -20,17 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from featuregate_ts import Attention  # the same causal softmax attention
-
-
-class Expert(nn.Module):
-    def __init__(self, d_model: int, d_ff: int):
-        super().__init__()
-        self.fc1 = nn.Linear(d_model, d_ff)
-        self.fc2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(x)))
+# The same causal attention, GELU MLP (an expert here) and embedding.
+from featuregate_ts import Attention, embed_with_positions
+from featuregate_ts import Mlp as Expert
 
 
 class MoeBlock(nn.Module):
@@ -89,10 +81,7 @@ class MoeLM(nn.Module):
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
 
     def embed(self, ids: Tensor) -> Tuple[Tensor, Tensor]:
-        T = ids.shape[1]
-        x = self.tok_emb(ids) + self.pos_emb.weight[:T]
-        mask = torch.full((T, T), float("-inf"), dtype=x.dtype).triu(1)
-        return x, mask
+        return embed_with_positions(self.tok_emb.weight, self.pos_emb.weight, ids)
 
     # ---- the contract (docs/torchscript.md)
 
