@@ -186,6 +186,15 @@ ABSL_FLAG(std::string, http_listen, "127.0.0.1:7401",
           "address of the JSON-over-HTTP gateway, /metrics, /healthz and /readyz; empty = off; "
           "port 0 picks a free port (printed on stdout). With --tls_cert/--tls_key it serves "
           "HTTPS. When the default address is taken the server starts without HTTP (a warning)");
+ABSL_FLAG(std::string, http_allowed_hosts, "",
+          "comma-separated host names the HTTP API answers to besides IP addresses, localhost, "
+          "this machine's name and --http_listen's name (a DNS-rebinding guard): the names a "
+          "lab reaches the server by, e.g. fca.lab.example.org; '.example.org' for a domain, "
+          "'*' for any (a proxy in front checks Host)");
+ABSL_FLAG(std::string, http_allowed_origins, "",
+          "comma-separated origins (https://host[:port]) of web pages allowed to call the HTTP "
+          "API besides the server's own dashboard; they get CORS headers. Others are refused "
+          "(403), with or without --auth");
 ABSL_FLAG(int64_t, max_http_threads, 32,
           absl::StrFormat("threads serving HTTP connections (each job event stream holds one; "
                           "at most half of them stream), 4..%d",
@@ -488,6 +497,8 @@ absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
   options.max_event_streams = absl::GetFlag(FLAGS_max_watch_streams);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
+  options.allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
   options.ready = [store, coordinator]() -> absl::Status {
     if (!coordinator->Running()) return absl::UnavailableError("the coordinator is not running");
     absl::StatusOr<int64_t> queued = store->CountJobs(std::nullopt, {storage::JobState::kQueued});

@@ -247,6 +247,59 @@ std::string Peer(const httplib::Request& req) {
   return absl::StrCat("http ", req.remote_addr, ":", req.remote_port);
 }
 
+// ---------------------------------------------------------- cross-site
+
+// The dashboard loads only its own files and may not be framed; no
+// response is sniffed for another type. (Every response: cheap, and a
+// JSON or error page is no more frameable than the dashboard.)
+void SetSecurityHeaders(httplib::Response& res) {
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("X-Frame-Options", "DENY");
+  res.set_header("Referrer-Policy", "no-referrer");
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                 "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+}
+
+std::optional<std::string> Header(const httplib::Request& req, const char* name) {
+  if (!req.has_header(name)) return std::nullopt;
+  return req.get_header_value(name);
+}
+
+CrossSiteRequest CrossSiteOf(const httplib::Request& req, bool changes_state) {
+  CrossSiteRequest r;
+  r.host = Header(req, "Host");
+  r.origin = Header(req, "Origin");
+  r.content_type = Header(req, "Content-Type");
+  r.changes_state = changes_state;
+  return r;
+}
+
+// CORS for an allowed foreign origin (its responses may then be read).
+void AllowOrigin(const httplib::Request& req, httplib::Response& res,
+                 const CrossSitePolicy& policy) {
+  res.set_header("Vary", "Origin");
+  const std::optional<std::string> origin = Header(req, "Origin");
+  if (origin && IsAllowedOrigin(*origin, policy)) {
+    res.set_header("Access-Control-Allow-Origin", *origin);
+  }
+}
+
+// Answers a cross-site request (cross_site.h) with its refusal: false when
+// refused. A caller from an allowed origin gets CORS headers.
+bool PassesCrossSite(const httplib::Request& req, httplib::Response& res, bool changes_state,
+                     const CrossSitePolicy& policy) {
+  const absl::Status status = CheckCrossSite(CrossSiteOf(req, changes_state), policy);
+  if (!status.ok()) {
+    LOG(WARNING) << "http: " << Peer(req) << " " << req.method << " " << req.path.substr(0, 80)
+                 << ": " << status.message();
+    SendError(res, status, absl::IsInvalidArgument(status) ? 415 : 403);
+    return false;
+  }
+  AllowOrigin(req, res, policy);
+  return true;
+}
+
 // "HOST:PORT" -> host, port; "[::1]:7401" -> "::1", 7401.
 absl::Status SplitHostPort(const std::string& listen, std::string* host, int* port) {
   const size_t colon = listen.rfind(':');
@@ -396,7 +449,10 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* 
   std::string host;
   int port = 0;
   FCA_RETURN_IF_ERROR(SplitHostPort(options.listen, &host, &port));
+  FCA_ASSIGN_OR_RETURN(CrossSitePolicy cross_site,
+                       CrossSitePolicy::Make(host, options.allowed_hosts, options.allowed_origins));
   std::unique_ptr<Gateway> g(new Gateway(core, std::move(auth), std::move(options)));
+  g->cross_site_ = std::move(cross_site);
   g->host_ = host;
   const GatewayOptions& o = g->options_;
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
@@ -485,7 +541,7 @@ void Gateway::Route() {
         t_request.started = true;
         t_request.start = Clock::now();
         t_request.handler = "unmatched";
-        res.set_header("X-Content-Type-Options", "nosniff");
+        SetSecurityHeaders(res);
         return httplib::Server::HandlerResponse::Unhandled;
       }));
   s.set_logger([](const httplib::Request&, const httplib::Response& res) {
@@ -521,6 +577,7 @@ void Gateway::Route() {
           code = absl::StatusCode::kInternal;
           message = "internal error";
         }
+        res.set_header("Cache-Control", "no-store");
         res.set_content(ErrorJson(absl::Status(code, message)), "application/json");
         return httplib::Server::HandlerResponse::Handled;
       }));
@@ -550,6 +607,27 @@ void Gateway::Route() {
     return caller;
   };
 
+  // CORS preflight: only for the allowed origins (a browser asks before a
+  // cross-site JSON POST or a request with the Authorization header).
+  s.Options(R"(/api/v1/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+    t_request.handler = "preflight";
+    absl::Status status = CheckCrossSite(CrossSiteOf(req, false), cross_site_);
+    if (status.ok() && !(req.has_header("Origin") &&
+                         IsAllowedOrigin(req.get_header_value("Origin"), cross_site_))) {
+      status = absl::PermissionDeniedError(
+          "cross-site request refused: no CORS for this origin (see --http_allowed_origins)");
+    }
+    if (!status.ok()) {
+      SendError(res, status, 403);
+      return;
+    }
+    AllowOrigin(req, res, cross_site_);
+    res.set_header("Access-Control-Allow-Methods", "GET, POST");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+    res.set_header("Access-Control-Max-Age", "600");
+    res.status = 204;
+  });
+
   // One API call: the method by name, the caller, the body.
   auto serve = [this, authenticate](const httplib::Request& req, httplib::Response& res,
                                     const std::string& name, const std::string& body) {
@@ -567,6 +645,7 @@ void Gateway::Route() {
                 405);
       return;
     }
+    if (!PassesCrossSite(req, res, !it->second.read_only, cross_site_)) return;
     absl::StatusOr<core::Caller> caller = authenticate(req);
     if (!caller.ok()) {
       if (caller.status().code() == absl::StatusCode::kUnauthenticated) {
@@ -625,6 +704,7 @@ void Gateway::Route() {
   s.Get(R"(/api/v1/jobs/([0-9]{1,18})/events)", [this, authenticate](const httplib::Request& req,
                                                                      httplib::Response& res) {
     t_request.handler = "events";
+    if (!PassesCrossSite(req, res, false, cross_site_)) return;
     int64_t job_id = 0;
     if (!absl::SimpleAtoi(std::string(req.matches[1]), &job_id)) {
       SendError(res, absl::InvalidArgumentError("bad job id"));

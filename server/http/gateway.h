@@ -20,6 +20,12 @@
 // unknown fields are refused (400, the message names the field).
 //
 // /metrics, /healthz and /readyz need no key: they reveal no user's data.
+//
+// Whatever --auth says, API requests from other sites are refused (403):
+// a foreign Host (DNS rebinding) or Origin, and a state-changing call
+// without `Content-Type: application/json` is 415 (cross_site.h). Every
+// response forbids framing (CSP frame-ancestors, X-Frame-Options) and
+// sniffing; API responses are never cached.
 #ifndef FCA_SERVER_HTTP_GATEWAY_H_
 #define FCA_SERVER_HTTP_GATEWAY_H_
 
@@ -36,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "server/core/service.h"
 #include "server/grpc/auth.h"
+#include "server/http/cross_site.h"
 
 namespace httplib {
 class Server;
@@ -64,6 +71,9 @@ struct GatewayOptions {
   // GET /readyz: 200 when it returns OK, else 503 with its message. Unset:
   // always ready.
   std::function<absl::Status()> ready;
+  // Comma-separated host names and origins the API answers to besides its
+  // own (cross_site.h; --http_allowed_hosts, --http_allowed_origins).
+  std::string allowed_hosts, allowed_origins;
 };
 
 // The HTTP status of an error code:
@@ -109,6 +119,7 @@ class Gateway {
   core::AuditServiceCore* core_;
   const grpc_server::Authenticator auth_;
   const GatewayOptions options_;
+  CrossSitePolicy cross_site_;
   std::map<std::string, Method> methods_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;

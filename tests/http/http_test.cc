@@ -677,7 +677,18 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
   get.set_job_id(first);
   v1::GetJobResponse unused;
   ASSERT_TRUE(stub_->GetJob(Ctx(kAlice).get(), get, &unused).ok());
+  // A call is counted when the server has finished it, which can be just
+  // after the client got its answer: scrape until both calls are counted.
   auto middle = Scrape();
+  for (const auto deadline = Clock::now() + std::chrono::seconds(10);
+       middle.ok() && Clock::now() < deadline &&
+       (value(*middle, "fca_grpc_requests_total", get_ok) <
+            value(*before, "fca_grpc_requests_total", get_ok) + 1 ||
+        value(*middle, "fca_http_requests_total", submit_ok) <
+            value(*before, "fca_http_requests_total", submit_ok) + 1);
+       middle = Scrape()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   ASSERT_TRUE(middle.ok()) << middle.status();
   EXPECT_EQ(value(*middle, "fca_jobs", succeeded), value(*before, "fca_jobs", succeeded) + 1);
   EXPECT_EQ(value(*middle, "fca_job_run_seconds_count", succeeded),
@@ -773,6 +784,171 @@ TEST_F(HttpTest, AnHttpAddressInUseGivenInAFlagFileStopsTheServer) {
   EXPECT_NE(second.err.find("cannot listen for HTTP on " + taken), std::string::npos) << second.err;
   EXPECT_EQ(second.out.find("listening on"), std::string::npos) << second.out;
   EXPECT_EQ(Get("/healthz", "").status, 200);
+}
+
+// The attacks of issue 22 replayed on a server without --auth (how it runs
+// when started by hand): a page on another site posting text/plain and
+// form bodies, and a page whose name was re-bound to 127.0.0.1 (DNS
+// rebinding: a foreign Host). Each is refused with 403 and changes
+// nothing; the dashboard's own origin and an allowed one still work.
+TEST_F(HttpTest, CrossSiteRequestsAreRefusedWithoutAuth) {
+  const std::string allowed = "https://dash.lab.example.org";
+  auto server = ServerProcess::Start(
+      FCA_SERVER_BIN, {"--models=" + *root_ + "/models", "--db=" + *root_ + "/open.sqlite",
+                       "--threads=1", "--workers=0", "--http_allowed_origins=" + allowed});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  ASSERT_GT(port, 0);
+  const std::string self = "127.0.0.1:" + std::to_string(port);
+  const std::string evil = "https://evil.example";
+  const std::string rebound = "evil.example:" + std::to_string(port);
+  auto call = [port](const std::string& method, const std::string& path, const std::string& body,
+                     const std::string& type, httplib::Headers headers) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    httplib::Result r = method == "POST"      ? c.Post(path.c_str(), headers, body, type.c_str())
+                        : method == "OPTIONS" ? c.Options(path.c_str(), headers)
+                                              : c.Get(path.c_str(), headers);
+    Reply out;
+    if (r) {
+      out.status = r->status;
+      out.body = r->body;
+      out.headers = r->headers;
+    }
+    return out;
+  };
+  // A queued job (no workers): what the attacks try to cancel and delete.
+  v1::SubmitAuditRequest submit;
+  *submit.mutable_spec() = Spec("eval", "calib");
+  v1::UploadDatasetResponse unused;
+  auto stub = v1::AuditService::NewStub(
+      grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  for (const char* name : {"eval", "calib"}) {
+    grpc::ClientContext context;
+    auto writer = stub->UploadDataset(&context, &unused);
+    v1::UploadDatasetRequest part;
+    part.mutable_header()->set_name(name);
+    part.mutable_header()->set_kind(v1::DATASET_KIND_TEXT);
+    const std::string bytes = e2e::RandomWords(16 * 24, 3);
+    part.mutable_header()->set_size_bytes(static_cast<int64_t>(bytes.size()));
+    ASSERT_TRUE(writer->Write(part));
+    part.set_chunk(bytes);
+    ASSERT_TRUE(writer->Write(part));
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+  Reply made = call("POST", "/api/v1/SubmitAudit", ToJson(submit), "application/json", {});
+  ASSERT_EQ(made.status, 200) << made.body;
+  v1::SubmitAuditResponse job;
+  ASSERT_TRUE(FromJson(made.body, &job));
+  const std::string id = "{\"job_id\": " + std::to_string(job.job().id()) + "}";
+
+  struct Attack {
+    std::string what, method, path, body, type;
+    httplib::Headers headers;
+  };
+  const std::vector<Attack> attacks = {
+      {"cancel, text/plain", "POST", "/api/v1/CancelJob", id, "text/plain", {{"Origin", evil}}},
+      {"cancel, form",
+       "POST",
+       "/api/v1/CancelJob",
+       id,
+       "application/x-www-form-urlencoded",
+       {{"Origin", evil}}},
+      {"delete, text/plain", "POST", "/api/v1/DeleteJob", id, "text/plain", {{"Origin", evil}}},
+      {"submit, text/plain",
+       "POST",
+       "/api/v1/SubmitAudit",
+       ToJson(submit),
+       "text/plain",
+       {{"Origin", evil}}},
+      {"delete, rebound",
+       "POST",
+       "/api/v1/DeleteJob",
+       id,
+       "application/json",
+       {{"Host", rebound}, {"Origin", "http://" + rebound}}},
+      {"cancel, rebound, no Origin",
+       "POST",
+       "/api/v1/CancelJob",
+       id,
+       "text/plain",
+       {{"Host", rebound}}},
+      {"read, rebound", "GET", "/api/v1/ListJobs", "", "", {{"Host", rebound}}},
+      {"read, foreign origin", "POST", "/api/v1/GetJob", id, "text/plain", {{"Origin", evil}}},
+      {"events, rebound",
+       "GET",
+       "/api/v1/jobs/" + std::to_string(job.job().id()) + "/events",
+       "",
+       "",
+       {{"Host", rebound}}},
+      {"framed origin", "POST", "/api/v1/CancelJob", id, "text/plain", {{"Origin", "null"}}},
+      {"preflight",
+       "OPTIONS",
+       "/api/v1/CancelJob",
+       "",
+       "",
+       {{"Origin", evil}, {"Access-Control-Request-Method", "POST"}}},
+  };
+  for (const Attack& a : attacks) {
+    const Reply r = call(a.method, a.path, a.body, a.type, a.headers);
+    EXPECT_EQ(r.status, 403) << a.what << ": " << r.body;
+    EXPECT_NE(r.body.find("\"code\":\"PERMISSION_DENIED\""), std::string::npos) << a.what;
+    EXPECT_EQ(r.Header("Access-Control-Allow-Origin"), "") << a.what;
+  }
+  // Without an Origin (an old browser, a plugin), a text body is still no
+  // way to change state: 415.
+  const Reply untyped = call("POST", "/api/v1/CancelJob", id, "text/plain", {});
+  EXPECT_EQ(untyped.status, 415) << untyped.body;
+  // Nothing changed: one job, queued, no cancel asked.
+  const Reply list = call("POST", "/api/v1/ListJobs", "{}", "application/json", {});
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(FromJson(list.body, &jobs));
+  ASSERT_EQ(jobs.jobs_size(), 1) << list.body;
+  EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_FALSE(jobs.jobs(0).cancel_requested());
+  EXPECT_EQ(list.Header("Cache-Control"), "no-store");
+
+  // An allowed origin: CORS preflight and the call itself.
+  const Reply preflight = call("OPTIONS", "/api/v1/CancelJob", "", "",
+                               {{"Origin", allowed}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(preflight.status, 204) << preflight.body;
+  EXPECT_EQ(preflight.Header("Access-Control-Allow-Origin"), allowed);
+  EXPECT_NE(preflight.Header("Access-Control-Allow-Headers").find("Authorization"),
+            std::string::npos);
+  const Reply from_allowed =
+      call("POST", "/api/v1/GetJob", id, "application/json", {{"Origin", allowed}});
+  EXPECT_EQ(from_allowed.status, 200) << from_allowed.body;
+  EXPECT_EQ(from_allowed.Header("Access-Control-Allow-Origin"), allowed);
+  // The dashboard's own origin cancels, as a user clicking Cancel would.
+  const Reply own =
+      call("POST", "/api/v1/CancelJob", id, "application/json", {{"Origin", "http://" + self}});
+  EXPECT_EQ(own.status, 200) << own.body;
+  EXPECT_EQ(own.Header("Access-Control-Allow-Origin"), "");
+
+  // The dashboard cannot be framed or sniffed.
+  const Reply page = call("GET", "/", "", "", {});
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.Header("X-Frame-Options"), "DENY");
+  EXPECT_EQ(page.Header("X-Content-Type-Options"), "nosniff");
+  EXPECT_NE(page.Header("Content-Security-Policy").find("frame-ancestors 'none'"),
+            std::string::npos)
+      << page.Header("Content-Security-Policy");
+  // Probes need no Host check (a load balancer names the server its way).
+  EXPECT_EQ(call("GET", "/healthz", "", "", {{"Host", rebound}}).status, 200);
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(30), 0) << server->Stderr();
+}
+
+// A malformed --http_allowed_origins stops the server at start, naming it.
+TEST_F(HttpTest, AMalformedAllowedOriginStopsTheServer) {
+  CommandResult r =
+      e2e::Run({FCA_SERVER_BIN, "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0",
+                "--http_allowed_origins=evil.example/x", "--models=" + *root_ + "/models",
+                "--db=" + *root_ + "/bad_origin.sqlite", "--workers=0"},
+               {}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("--http_allowed_origins: 'evil.example/x'"), std::string::npos) << r.err;
 }
 
 TEST_F(HttpTest, DashboardAndHealth) {

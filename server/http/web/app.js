@@ -32,6 +32,9 @@
       if (v === undefined || v === null || v === false) continue;
       if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
       else if (k === 'text') node.textContent = v;
+      // Through the CSSOM: the server's Content-Security-Policy forbids
+      // style attributes (style-src 'self').
+      else if (k === 'style') node.style.cssText = String(v);
       else node.setAttribute(k, v === true ? '' : String(v));
     }
     for (const kid of kids.flat(Infinity)) {
