@@ -12,8 +12,9 @@ packages=(
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,
   # with which CPack finds the binaries to pass to it.
   dpkg-dev file
-  # scripts/check_format.sh (the version fixes the formatting), scripts/tidy.sh.
-  clang-format-14 clang-tidy-14
+  # scripts/check_format.sh (the version fixes the formatting), scripts/tidy.sh,
+  # scripts/thread_safety.sh.
+  clang-format-14 clang-tidy-14 clang-14
 )
 
 missing=()

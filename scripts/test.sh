@@ -15,6 +15,8 @@ scripts/check_format.sh
 scripts/build.sh -DFCA_WERROR=ON
 # clang-tidy (bugprone, performance) on the torch-free libraries.
 scripts/tidy.sh
+# clang's -Wthread-safety over the units that hold annotated locks.
+scripts/thread_safety.sh
 scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
 # The torch-free suites under ASan + UBSan (build-asan/).
 scripts/sanitize.sh

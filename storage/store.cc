@@ -233,12 +233,16 @@ absl::Status Store::Inject(std::string_view op) const {
 }
 
 absl::Status Store::ReclaimSpace() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
+  return ReclaimSpaceLocked();
+}
+
+absl::Status Store::ReclaimSpaceLocked() {
   return db_->Execute("PRAGMA incremental_vacuum", "reclaim space");
 }
 
 absl::Status Store::Optimize() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return db_->Execute("PRAGMA optimize", "optimize");
 }
 
@@ -308,12 +312,12 @@ int64_t Store::Now() const {
 }
 
 absl::Status Store::Transaction(const std::function<absl::Status()>& fn) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return db_->Transaction(fn);
 }
 
 absl::StatusOr<std::string> Store::IntegrityCheck() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   std::string report;
   {
     FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare("PRAGMA integrity_check", "check integrity"));
@@ -366,9 +370,9 @@ absl::StatusOr<ModelRecord> Store::UpsertModel(const ModelRecord& model) {
   if (model.num_parameters < 0) {
     return absl::InvalidArgumentError("num_parameters is negative");
   }
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   ModelRecord stored;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(
         Statement upsert,
         db_->Prepare("INSERT INTO models (name, family, weights_sha256, config_json, "
@@ -388,14 +392,18 @@ absl::StatusOr<ModelRecord> Store::UpsertModel(const ModelRecord& model) {
     upsert.BindInt(5, model.num_parameters);
     upsert.BindInt(6, Now());
     FCA_RETURN_IF_ERROR(upsert.Run());
-    FCA_ASSIGN_OR_RETURN(stored, GetModel(model.name));
+    FCA_ASSIGN_OR_RETURN(stored, GetModelLocked(model.name));
     return absl::OkStatus();
   }));
   return stored;
 }
 
 absl::StatusOr<ModelRecord> Store::GetModel(const std::string& name) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
+  return GetModelLocked(name);
+}
+
+absl::StatusOr<ModelRecord> Store::GetModelLocked(const std::string& name) {
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare(std::string(kSelectModel) + " WHERE name = ?1", "get model"));
   stmt.BindText(1, name);
@@ -407,7 +415,7 @@ absl::StatusOr<ModelRecord> Store::GetModel(const std::string& name) {
 }
 
 absl::StatusOr<std::vector<ModelRecord>> Store::ListModels() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare(std::string(kSelectModel) + " ORDER BY name", "list models"));
   std::vector<ModelRecord> models;
@@ -432,7 +440,7 @@ absl::Status Store::AddApiKey(const std::string& user, const std::string& role,
         absl::StrFormat("API key must be at least %d characters", kMinApiKeyBytes));
   }
   const std::string hash = Sha256Hex(plaintext);
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement insert,
                        db_->Prepare("INSERT INTO api_keys (key_sha256, user, role, "
                                     "created_at_us) VALUES (?1, ?2, ?3, ?4)",
@@ -447,7 +455,7 @@ absl::Status Store::AddApiKey(const std::string& user, const std::string& role,
 absl::StatusOr<std::optional<ApiKeyInfo>> Store::LookupApiKey(const std::string& plaintext) {
   // Looked up by hash, so timing reveals nothing useful about stored keys.
   const std::string hash = Sha256Hex(plaintext);
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_RETURN_IF_ERROR(Inject("lookup_api_key"));
   FCA_ASSIGN_OR_RETURN(
       Statement stmt,

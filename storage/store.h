@@ -33,15 +33,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "storage/records.h"
+#include "storage/recursive_mutex.h"
 
 namespace fca::storage {
 
@@ -121,11 +122,12 @@ class Store {
   // fn. Every method that writes several rows uses this itself. `fn` runs on
   // the calling thread with the store held: it must not wait for another
   // thread that uses this store. UNAVAILABLE when the write lock is busy.
-  [[nodiscard]] absl::Status Transaction(const std::function<absl::Status()>& fn);
+  [[nodiscard]] absl::Status Transaction(const std::function<absl::Status()>& fn)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
   // wrong; otherwise the problems they report, one per line.
-  [[nodiscard]] absl::StatusOr<std::string> IntegrityCheck();
+  [[nodiscard]] absl::StatusOr<std::string> IntegrityCheck() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Refreshes the query planner's statistics (PRAGMA optimize): ANALYZEs
   // the tables this connection has queried whose statistics are missing or
@@ -133,17 +135,19 @@ class Store {
   // store); otherwise nearly free. Without statistics, QueryResults with
   // several filters can pick a slow index. Call it now and then (e.g. after
   // a job finishes); the store also runs it when closed.
-  [[nodiscard]] absl::Status Optimize();
+  [[nodiscard]] absl::Status Optimize() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------------------ Models
   // Inserts or replaces the model named `model.name`; registered_at_us is
   // set by the store (and kept when weights_sha256 is unchanged). Returns
   // the stored record.
-  [[nodiscard]] absl::StatusOr<ModelRecord> UpsertModel(const ModelRecord& model);
+  [[nodiscard]] absl::StatusOr<ModelRecord> UpsertModel(const ModelRecord& model)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND when absent.
-  [[nodiscard]] absl::StatusOr<ModelRecord> GetModel(const std::string& name);
+  [[nodiscard]] absl::StatusOr<ModelRecord> GetModel(const std::string& name)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // All models, by name.
-  [[nodiscard]] absl::StatusOr<std::vector<ModelRecord>> ListModels();
+  [[nodiscard]] absl::StatusOr<std::vector<ModelRecord>> ListModels() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---------------------------------------------------------- Datasets
   // Stores `bytes` under (owner, name). The bytes are kept once per SHA-256,
@@ -154,36 +158,43 @@ class Store {
   [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(const std::string& name,
                                                          const std::string& kind,
                                                          const std::string& owner,
-                                                         const std::string& bytes);
-  [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id);
+                                                         const std::string& bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(const std::string& name,
-                                                          const std::string& owner);
+                                                          const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The oldest dataset of `owner` with this content; NOT_FOUND when none.
   // Indexed: does not read the owner's other datasets.
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDatasetByContent(const std::string& sha256,
-                                                                   const std::string& owner);
+                                                                   const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The datasets of `owner`, or of everyone when unset; by id.
   [[nodiscard]] absl::StatusOr<std::vector<DatasetRecord>> ListDatasets(
-      const std::optional<std::string>& owner);
+      const std::optional<std::string>& owner) ABSL_LOCKS_EXCLUDED(mu_);
   // The dataset's bytes; DATA_LOSS when stored chunks are missing.
-  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetBytes(int64_t id);
+  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetBytes(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // At most the first `max_bytes` of the dataset (whole chunks are read, the
   // rest is cut off): a job that uses a few windows reads only those.
-  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetPrefix(int64_t id, int64_t max_bytes);
+  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetPrefix(int64_t id, int64_t max_bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Deletes the dataset (NOT_FOUND when absent). Its bytes are deleted too
   // unless another dataset has the same content. Returns the bytes freed.
-  [[nodiscard]] absl::StatusOr<int64_t> DeleteDataset(int64_t id);
+  [[nodiscard]] absl::StatusOr<int64_t> DeleteDataset(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Bytes `owner` keeps in the store: the content of each of their datasets
   // (once per distinct content) plus their uploads in progress. For quotas.
-  [[nodiscard]] absl::StatusOr<int64_t> UserBytes(const std::string& owner);
+  [[nodiscard]] absl::StatusOr<int64_t> UserBytes(const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ----------------------------------------------------------- Uploads
   // A dataset upload arrives chunk by chunk and is staged in the database,
   // so the server holds one chunk at a time, not the whole upload.
   // BeginUpload returns the upload's id; owner must be non-empty.
-  [[nodiscard]] absl::StatusOr<int64_t> BeginUpload(const std::string& owner);
+  [[nodiscard]] absl::StatusOr<int64_t> BeginUpload(const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Appends one chunk (NOT_FOUND for an unknown upload).
-  [[nodiscard]] absl::Status AppendUpload(int64_t upload_id, const std::string& chunk);
+  [[nodiscard]] absl::Status AppendUpload(int64_t upload_id, const std::string& chunk)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Turns the staged bytes into dataset (owner, name): as PutDataset, with
   // `sha256` the caller's hash of the bytes in order (checked against the
   // staged size only). The staged chunks are gone afterwards, whatever the
@@ -191,11 +202,12 @@ class Store {
   [[nodiscard]] absl::StatusOr<DatasetRecord> FinishUpload(int64_t upload_id,
                                                            const std::string& name,
                                                            const std::string& kind,
-                                                           const std::string& sha256);
+                                                           const std::string& sha256)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Drops an unfinished upload; unknown ids are ignored.
-  [[nodiscard]] absl::Status AbortUpload(int64_t upload_id);
+  [[nodiscard]] absl::Status AbortUpload(int64_t upload_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Drops every unfinished upload (at server start: their streams are gone).
-  [[nodiscard]] absl::StatusOr<int64_t> DropUnfinishedUploads();
+  [[nodiscard]] absl::StatusOr<int64_t> DropUnfinishedUploads() ABSL_LOCKS_EXCLUDED(mu_);
 
   // -------------------------------------------------------------- Jobs
   // A new QUEUED job with one QUEUED task per entry of `task_models` (the
@@ -204,33 +216,37 @@ class Store {
   // `provenance_json` is kept as given (JobRecord::provenance_json).
   [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(
       const std::string& owner, const std::string& spec_json,
-      const std::vector<std::string>& task_models = {}, const std::string& provenance_json = "");
-  [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id);
+      const std::vector<std::string>& task_models = {}, const std::string& provenance_json = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs matching `filter`, newest first. Pass the returned
   // next_page_token back to continue; jobs created after the first page are
   // not shown on later pages, and none is shown twice.
   [[nodiscard]] absl::StatusOr<JobPage> ListJobs(const JobFilter& filter, int page_size,
-                                                 const std::string& page_token);
+                                                 const std::string& page_token)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs of `owner` (everyone when unset) in any of `states` (any state
   // when empty). For per-user queue limits.
   [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& owner,
-                                                  const std::vector<JobState>& states);
+                                                  const std::vector<JobState>& states)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs matching `filter` over all of ListJobs' pages (the same WHERE).
-  [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const JobFilter& filter);
+  [[nodiscard]] absl::StatusOr<int64_t> CountJobs(const JobFilter& filter) ABSL_LOCKS_EXCLUDED(mu_);
   // QUEUED -> CANCELLED at once (with its tasks); RUNNING -> cancel_requested
   // = true and its QUEUED tasks CANCELLED (running tasks see the request at
   // their next lease renewal; SettleJob ends the job once they have ended;
   // repeating is harmless); terminal -> FAILED_PRECONDITION. Returns the
   // job after the change.
-  [[nodiscard]] absl::StatusOr<JobRecord> RequestCancel(int64_t id);
+  [[nodiscard]] absl::StatusOr<JobRecord> RequestCancel(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // RUNNING -> `state` (SUCCEEDED, FAILED or CANCELLED, else
   // INVALID_ARGUMENT) with `error`, whatever its tasks are doing (they are
   // CANCELLED if not ended). FAILED_PRECONDITION unless RUNNING.
   [[nodiscard]] absl::StatusOr<JobRecord> FinishJob(int64_t id, JobState state,
-                                                    const std::string& error);
+                                                    const std::string& error)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Deletes a finished job with its events and results; FAILED_PRECONDITION
   // while it is QUEUED or RUNNING (cancel it first), NOT_FOUND when absent.
-  [[nodiscard]] absl::Status DeleteJob(int64_t id);
+  [[nodiscard]] absl::Status DeleteJob(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------------------- Tasks
   // A job's tasks are claimed by workers under leases. The lease of a task
@@ -239,28 +255,33 @@ class Store {
   // task was claimed again, or the task ended) is FAILED_PRECONDITION.
   //
   // The tasks of a job, by index; NOT_FOUND for an unknown job.
-  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id);
-  [[nodiscard]] absl::StatusOr<TaskRecord> GetTask(int64_t id);
+  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<TaskRecord> GetTask(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Tasks in `state` across jobs, oldest first, at most `limit`.
-  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasksInState(JobState state, int limit);
+  [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasksInState(JobState state, int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Atomically moves a task (see ClaimRequest) QUEUED -> RUNNING under a new
   // lease (lease_seq + 1, attempts + 1, expiry now + lease_us) and its job
   // QUEUED -> RUNNING; nullopt when there is none to claim. Safe with
   // several coordinators, even in several processes.
-  [[nodiscard]] absl::StatusOr<std::optional<TaskClaim>> ClaimTask(const ClaimRequest& request);
+  [[nodiscard]] absl::StatusOr<std::optional<TaskClaim>> ClaimTask(const ClaimRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Extends the lease to now + lease_us and returns the task with its job
   // (whose cancel_requested tells the worker to stop).
   [[nodiscard]] absl::StatusOr<TaskClaim> RenewLease(int64_t task_id, int64_t lease_seq,
-                                                     int64_t lease_us);
+                                                     int64_t lease_us) ABSL_LOCKS_EXCLUDED(mu_);
   // The task and its job when (task_id, lease_seq) is its current lease;
   // FAILED_PRECONDITION otherwise, NOT_FOUND for an unknown task.
-  [[nodiscard]] absl::StatusOr<TaskClaim> CheckLease(int64_t task_id, int64_t lease_seq);
+  [[nodiscard]] absl::StatusOr<TaskClaim> CheckLease(int64_t task_id, int64_t lease_seq)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // RUNNING under the lease -> `state` (terminal, else INVALID_ARGUMENT)
   // with `error`, and `provenance_json` as the task's provenance when it is
   // not empty (TaskRecord::provenance_json), in the same transaction.
   [[nodiscard]] absl::StatusOr<TaskRecord> FinishTask(int64_t task_id, int64_t lease_seq,
                                                       JobState state, const std::string& error,
-                                                      const std::string& provenance_json = "");
+                                                      const std::string& provenance_json = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
   // RUNNING under the lease -> QUEUED, with `reason` kept as its error: a
   // worker refused the task (its weights differ) or is draining. With
   // refund_attempt the claim does not count against the attempt cap;
@@ -269,7 +290,8 @@ class Store {
   // CANCELLED. Returns the task after the change.
   [[nodiscard]] absl::StatusOr<TaskRecord> ReleaseTask(int64_t task_id, int64_t lease_seq,
                                                        bool refund_attempt,
-                                                       const std::string& reason, int max_attempts);
+                                                       const std::string& reason, int max_attempts)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Every RUNNING task whose lease ran out by now, and (when `lost_worker`
   // is not empty) every RUNNING task of a worker whose name starts with
   // `lost_worker` (a restarted server's own threads), goes back to QUEUED,
@@ -278,16 +300,18 @@ class Store {
   // task of a job whose cancel was requested becomes CANCELLED instead.
   [[nodiscard]] absl::StatusOr<ExpiredTasks> ExpireLeases(int max_attempts,
                                                           const std::string& lost_worker,
-                                                          const std::string& reason);
+                                                          const std::string& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Records where an executor placed a task ("" gives it back to any
   // worker). NOT_FOUND for an unknown task.
-  [[nodiscard]] absl::Status SetExecutorRef(int64_t task_id, const std::string& ref);
+  [[nodiscard]] absl::Status SetExecutorRef(int64_t task_id, const std::string& ref)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels the QUEUED tasks of a job (one of its tasks failed: the others
   // are not worth running). Returns how many.
-  [[nodiscard]] absl::StatusOr<int64_t> CancelQueuedTasks(int64_t job_id);
+  [[nodiscard]] absl::StatusOr<int64_t> CancelQueuedTasks(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs QUEUED or RUNNING none of whose tasks is QUEUED or RUNNING: the
   // ones SettleJob would end.
-  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> UnsettledJobs();
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> UnsettledJobs() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends a job all of whose tasks have ended: SUCCEEDED when every task
   // succeeded, else FAILED with the first failed task's error, else
   // CANCELLED; with, in the same transaction, the event that
@@ -301,17 +325,20 @@ class Store {
     int64_t event_seq = 0;
   };
   [[nodiscard]] absl::StatusOr<std::optional<Settled>> SettleJob(int64_t job_id,
-                                                                 const EndEvent& end_event);
+                                                                 const EndEvent& end_event)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // -------------------------------------------------------- Job events
   // Appends an event and returns its sequence number (1, 2, 3, ... per
   // job, without gaps). NOT_FOUND for an unknown job.
-  [[nodiscard]] absl::StatusOr<int64_t> AppendJobEvent(int64_t job_id, const std::string& payload);
+  [[nodiscard]] absl::StatusOr<int64_t> AppendJobEvent(int64_t job_id, const std::string& payload)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Events with seq > after_seq, in order, at most `limit` (1 or more;
   // larger than kMaxEventsPerCall is served as that). Resume a stream by
   // passing the last seq seen. NOT_FOUND for an unknown job.
   [[nodiscard]] absl::StatusOr<std::vector<JobEvent>> ListJobEvents(int64_t job_id,
-                                                                    int64_t after_seq, int limit);
+                                                                    int64_t after_seq, int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ----------------------------------------------------------- Results
   // Inserts rows of job `job_id` (a row's job_id may be 0 or must equal it),
@@ -319,14 +346,16 @@ class Store {
   // stored is skipped, so a restarted job never writes a number twice.
   // Returns the number of rows inserted. NOT_FOUND for an unknown job.
   [[nodiscard]] absl::StatusOr<int64_t> InsertResults(int64_t job_id,
-                                                      const std::vector<ResultRow>& rows);
+                                                      const std::vector<ResultRow>& rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Rows matching `filter`, oldest first (insertion order). page_size: 0 ->
   // kDefaultPageSize, > kMaxPageSize -> kMaxPageSize, < 0 ->
   // INVALID_ARGUMENT. Paging is stable: rows inserted meanwhile appear at the
   // end, no row is shown twice or skipped. A token that this method did not
   // produce is INVALID_ARGUMENT. Pass the same filter with every page.
   [[nodiscard]] absl::StatusOr<ResultPage> QueryResults(const ResultFilter& filter, int page_size,
-                                                        const std::string& page_token);
+                                                        const std::string& page_token)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------- Coefficient cache
   // Stores (or replaces) the entry for `key`, then evicts least recently
@@ -335,13 +364,13 @@ class Store {
   // whole budget is not stored: RESOURCE_EXHAUSTED, and nothing is evicted.
   // Key fields must be non-empty.
   [[nodiscard]] absl::Status PutCoefficients(const CoefficientKey& key, const std::string& meta,
-                                             const std::string& blob);
+                                             const std::string& blob) ABSL_LOCKS_EXCLUDED(mu_);
   // The entry for `key`, marking it most recently used (so it takes the
   // write lock); nullopt when absent. DATA_LOSS when chunks are missing.
   [[nodiscard]] absl::StatusOr<std::optional<CoefficientEntry>> GetCoefficients(
-      const CoefficientKey& key);
+      const CoefficientKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Total bytes the cache counts against its budget.
-  [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes();
+  [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---------------------------------------------------------- API keys
   // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin" |
@@ -351,16 +380,16 @@ class Store {
   // keys shorter than kMinApiKeyBytes are refused (INVALID_ARGUMENT).
   // ALREADY_EXISTS when the key is already registered.
   [[nodiscard]] absl::Status AddApiKey(const std::string& user, const std::string& role,
-                                       const std::string& plaintext);
+                                       const std::string& plaintext) ABSL_LOCKS_EXCLUDED(mu_);
   // Who owns `plaintext`; nullopt when it is no registered key.
-  [[nodiscard]] absl::StatusOr<std::optional<ApiKeyInfo>> LookupApiKey(
-      const std::string& plaintext);
+  [[nodiscard]] absl::StatusOr<std::optional<ApiKeyInfo>> LookupApiKey(const std::string& plaintext)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A new key: 32 bytes from /dev/urandom as 64 lower-case hex digits.
   [[nodiscard]] static absl::StatusOr<std::string> GenerateApiKey();
 
   // Returns the pages that deletions freed to the file system (the database
   // runs with auto_vacuum = INCREMENTAL). Called after every delete.
-  [[nodiscard]] absl::Status ReclaimSpace();
+  [[nodiscard]] absl::Status ReclaimSpace() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit Store(const StoreOptions& options, std::unique_ptr<Database> db);
@@ -370,36 +399,59 @@ class Store {
   int64_t Now() const;
 
   // The *Locked helpers require mu_ held (and run inside a transaction
-  // where they write).
-  [[nodiscard]] absl::StatusOr<JobRecord> GetJobLocked(int64_t id);
-  [[nodiscard]] absl::StatusOr<DatasetRecord> GetDatasetLocked(int64_t id);
-  [[nodiscard]] absl::StatusOr<bool> JobExistsLocked(int64_t id);
-  [[nodiscard]] absl::Status EvictForLocked(int64_t incoming_bytes);
+  // where they write). The store's own code calls only these with mu_ held,
+  // never a public method (ABSL_LOCKS_EXCLUDED: only a caller's Transaction
+  // fn re-enters).
+  [[nodiscard]] absl::StatusOr<ModelRecord> GetModelLocked(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<JobRecord> GetJobLocked(int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> FindDatasetLocked(const std::string& name,
+                                                                const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // BeginUpload and AppendUpload without their own lock (PutDataset).
+  [[nodiscard]] absl::StatusOr<int64_t> BeginUploadLocked(const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::Status AppendUploadLocked(int64_t upload_id, const std::string& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> GetDatasetLocked(int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<bool> JobExistsLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::Status EvictForLocked(int64_t incoming_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // options_.fault_injector's verdict on `op` (OK without one).
   [[nodiscard]] absl::Status Inject(std::string_view op) const;
   [[nodiscard]] absl::StatusOr<DatasetRecord> FinishUploadLocked(int64_t upload_id,
                                                                  const std::string& name,
                                                                  const std::string& kind,
-                                                                 const std::string& sha256);
-  [[nodiscard]] absl::Status DeleteUploadLocked(int64_t upload_id);
-  [[nodiscard]] absl::StatusOr<TaskRecord> GetTaskLocked(int64_t id);
+                                                                 const std::string& sha256)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::Status DeleteUploadLocked(int64_t upload_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<TaskRecord> GetTaskLocked(int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The task and its job when (task_id, lease_seq) is its current lease.
-  [[nodiscard]] absl::StatusOr<TaskClaim> CheckLeaseLocked(int64_t task_id, int64_t lease_seq);
+  [[nodiscard]] absl::StatusOr<TaskClaim> CheckLeaseLocked(int64_t task_id, int64_t lease_seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::StatusOr<std::optional<int64_t>> NextClaimableLocked(
-      const ClaimRequest& request);
+      const ClaimRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every task of the job that has not ended -> CANCELLED.
-  [[nodiscard]] absl::Status CancelTasksLocked(int64_t job_id);
-  [[nodiscard]] absl::StatusOr<int64_t> CancelQueuedTasksLocked(int64_t job_id);
+  [[nodiscard]] absl::Status CancelTasksLocked(int64_t job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<int64_t> CancelQueuedTasksLocked(int64_t job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // AppendJobEvent inside the caller's transaction.
   [[nodiscard]] absl::StatusOr<int64_t> AppendJobEventLocked(int64_t job_id,
-                                                             const std::string& payload);
-  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes);
+                                                             const std::string& payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::Status ReclaimSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;
   // Recursive: methods called from inside Transaction()'s fn, on the same
-  // thread, re-enter. Guards db_ and every statement run on it.
-  std::recursive_mutex mu_;
-  std::unique_ptr<Database> db_;
+  // thread, re-enter. Guards the database and every statement run on it.
+  RecursiveMutex mu_;
+  std::unique_ptr<Database> db_ ABSL_PT_GUARDED_BY(mu_);
   int lock_fd_ = -1;  // options_.exclusive: the flock'ed "<path>.lock"
 };
 

@@ -80,8 +80,8 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
         absl::StrFormat("coefficient entry of %d bytes exceeds the cache budget of %d bytes", size,
                         options_.coeff_cache_budget_bytes));
   }
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  return db_->Transaction([&]() -> absl::Status {
+  RecursiveMutexLock lock(&mu_);
+  return db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(
         Statement remove,
         db_->Prepare(std::string("DELETE FROM coeff_cache") + kKeyMatch, "replace coefficients"));
@@ -127,10 +127,10 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
 absl::StatusOr<std::optional<CoefficientEntry>> Store::GetCoefficients(const CoefficientKey& key) {
   FCA_RETURN_IF_ERROR(ValidateKey(key));
   FCA_RETURN_IF_ERROR(Inject("get_coefficients"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   std::optional<CoefficientEntry> entry;
   // A write transaction: reading marks the entry most recently used.
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement find,
                          db_->Prepare(std::string("SELECT id, meta, blob_bytes, num_chunks "
                                                   "FROM coeff_cache") +
@@ -165,7 +165,7 @@ absl::StatusOr<std::optional<CoefficientEntry>> Store::GetCoefficients(const Coe
 }
 
 absl::StatusOr<int64_t> Store::CoefficientCacheBytes() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare("SELECT COALESCE(SUM(size_bytes), 0) "
                                                     "FROM coeff_cache",
                                                     "measure coefficient cache"));

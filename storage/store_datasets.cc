@@ -86,14 +86,14 @@ absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const s
   if (owner.empty()) return absl::InvalidArgumentError("dataset owner is empty");
   // Hash before taking the lock: it is the slow part for large uploads.
   const std::string sha256 = Sha256Hex(bytes);
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   DatasetRecord stored;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const int64_t upload, BeginUpload(owner));
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    FCA_ASSIGN_OR_RETURN(const int64_t upload, BeginUploadLocked(owner));
     const std::string_view all(bytes);
     for (size_t offset = 0; offset < all.size();
          offset += static_cast<size_t>(options_.chunk_bytes)) {
-      FCA_RETURN_IF_ERROR(AppendUpload(
+      FCA_RETURN_IF_ERROR(AppendUploadLocked(
           upload, std::string(all.substr(offset, static_cast<size_t>(options_.chunk_bytes)))));
     }
     FCA_ASSIGN_OR_RETURN(stored, FinishUploadLocked(upload, name, kind, sha256));
@@ -104,8 +104,12 @@ absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const s
 
 absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner) {
   if (owner.empty()) return absl::InvalidArgumentError("upload owner is empty");
+  RecursiveMutexLock lock(&mu_);
+  return BeginUploadLocked(owner);
+}
+
+absl::StatusOr<int64_t> Store::BeginUploadLocked(const std::string& owner) {
   FCA_RETURN_IF_ERROR(Inject("upload"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
   FCA_ASSIGN_OR_RETURN(
       Statement insert,
       db_->Prepare("INSERT INTO uploads (owner, created_at_us) VALUES (?1, ?2)", "begin upload"));
@@ -116,10 +120,14 @@ absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner) {
 }
 
 absl::Status Store::AppendUpload(int64_t upload_id, const std::string& chunk) {
+  RecursiveMutexLock lock(&mu_);
+  return AppendUploadLocked(upload_id, chunk);
+}
+
+absl::Status Store::AppendUploadLocked(int64_t upload_id, const std::string& chunk) {
   if (chunk.empty()) return absl::OkStatus();
   FCA_RETURN_IF_ERROR(Inject("upload"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  return db_->Transaction([&]() -> absl::Status {
+  return db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement bump,
                          db_->Prepare("UPDATE uploads SET size_bytes = size_bytes + ?1, "
                                       "num_chunks = num_chunks + 1 WHERE id = ?2 "
@@ -147,9 +155,9 @@ absl::StatusOr<DatasetRecord> Store::FinishUpload(int64_t upload_id, const std::
                                                   const std::string& sha256) {
   FCA_RETURN_IF_ERROR(ValidateDataset(name, kind));
   FCA_RETURN_IF_ERROR(Inject("upload"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   DatasetRecord stored;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(stored, FinishUploadLocked(upload_id, name, kind, sha256));
     return absl::OkStatus();
   }));
@@ -170,7 +178,7 @@ absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id, const
   const int64_t size = upload.ColumnInt(1), num_chunks = upload.ColumnInt(2);
   FCA_RETURN_IF_ERROR(upload.Run());
 
-  absl::StatusOr<DatasetRecord> existing = FindDataset(name, owner);
+  absl::StatusOr<DatasetRecord> existing = FindDatasetLocked(name, owner);
   if (existing.ok()) {
     if (existing->sha256 != sha256 || existing->kind != kind) {
       return absl::AlreadyExistsError(
@@ -210,24 +218,24 @@ absl::Status Store::DeleteUploadLocked(int64_t upload_id) {
 }
 
 absl::Status Store::AbortUpload(int64_t upload_id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
-  return ReclaimSpace();
+  return ReclaimSpaceLocked();
 }
 
 absl::StatusOr<int64_t> Store::DropUnfinishedUploads() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_RETURN_IF_ERROR(db_->Execute("DELETE FROM uploads", "drop uploads"));
   const int64_t dropped = db_->changes();
-  if (dropped > 0) FCA_RETURN_IF_ERROR(ReclaimSpace());
+  if (dropped > 0) FCA_RETURN_IF_ERROR(ReclaimSpaceLocked());
   return dropped;
 }
 
 absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
   FCA_RETURN_IF_ERROR(Inject("delete"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   int64_t freed = 0;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const DatasetRecord dataset, GetDatasetLocked(id));
     FCA_ASSIGN_OR_RETURN(Statement remove,
                          db_->Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
@@ -243,12 +251,12 @@ absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
     if (db_->changes() > 0) freed = dataset.size_bytes;
     return absl::OkStatus();
   }));
-  FCA_RETURN_IF_ERROR(ReclaimSpace());
+  FCA_RETURN_IF_ERROR(ReclaimSpaceLocked());
   return freed;
 }
 
 absl::StatusOr<int64_t> Store::UserBytes(const std::string& owner) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare("SELECT COALESCE((SELECT SUM(b.size_bytes) FROM dataset_blobs b WHERE "
@@ -261,13 +269,18 @@ absl::StatusOr<int64_t> Store::UserBytes(const std::string& owner) {
 }
 
 absl::StatusOr<DatasetRecord> Store::GetDataset(int64_t id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return GetDatasetLocked(id);
 }
 
 absl::StatusOr<DatasetRecord> Store::FindDataset(const std::string& name,
                                                  const std::string& owner) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
+  return FindDatasetLocked(name, owner);
+}
+
+absl::StatusOr<DatasetRecord> Store::FindDatasetLocked(const std::string& name,
+                                                       const std::string& owner) {
   FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectDataset) +
                                                         " WHERE d.owner = ?1 AND d.name = ?2",
                                                     "find dataset"));
@@ -278,7 +291,7 @@ absl::StatusOr<DatasetRecord> Store::FindDataset(const std::string& name,
 
 absl::StatusOr<DatasetRecord> Store::FindDatasetByContent(const std::string& sha256,
                                                           const std::string& owner) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare(std::string(kSelectDataset) +
                                         " WHERE d.sha256 = ?1 AND d.owner = ?2 ORDER BY d.id "
@@ -291,7 +304,7 @@ absl::StatusOr<DatasetRecord> Store::FindDatasetByContent(const std::string& sha
 
 absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
     const std::optional<std::string>& owner) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare(std::string(kSelectDataset) + " WHERE ?1 IS NULL OR d.owner = ?1 ORDER BY d.id",
@@ -311,13 +324,13 @@ absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
 }
 
 absl::StatusOr<std::string> Store::ReadDatasetBytes(int64_t id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return ReadDatasetLocked(id, -1);
 }
 
 absl::StatusOr<std::string> Store::ReadDatasetPrefix(int64_t id, int64_t max_bytes) {
   if (max_bytes < 0) return absl::InvalidArgumentError("max_bytes is negative");
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return ReadDatasetLocked(id, max_bytes);
 }
 

@@ -96,9 +96,9 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
                                            const std::string& provenance_json) {
   if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
   FCA_RETURN_IF_ERROR(Inject("create_job"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   JobRecord job;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement insert,
                          db_->Prepare("INSERT INTO jobs (owner, spec_json, state, "
                                       "created_at_us, provenance_json) "
@@ -128,7 +128,7 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
 }
 
 absl::StatusOr<JobRecord> Store::GetJob(int64_t id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return GetJobLocked(id);
 }
 
@@ -139,7 +139,7 @@ absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
                        internal::ParsePageToken(kJobTokenKind, page_token));
   internal::WhereBuilder where = JobWhere(filter);
   if (after.has_value()) where.Add("id < ?", *after);  // newest first
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectJob) + where.Sql() +
                                                         " ORDER BY id DESC LIMIT ?",
                                                     "list jobs"));
@@ -170,7 +170,7 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
     for (JobState state : states) names.emplace_back(JobStateName(state));
     where.AddIn("state", names);
   }
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
   where.BindAll(stmt);
@@ -180,7 +180,7 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
 
 absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
   const internal::WhereBuilder where = JobWhere(filter);
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
   where.BindAll(stmt);
@@ -193,9 +193,9 @@ absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std
     return absl::InvalidArgumentError("a job can only finish as SUCCEEDED, FAILED or CANCELLED");
   }
   FCA_RETURN_IF_ERROR(Inject("finish_job"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   JobRecord job;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
     if (job.state != JobState::kRunning) {
       return absl::FailedPreconditionError(
@@ -217,9 +217,9 @@ absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std
 }
 
 absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   JobRecord job;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(job, GetJobLocked(id));
     if (IsTerminal(job.state)) {
       return absl::FailedPreconditionError(
@@ -244,8 +244,8 @@ absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
 
 absl::Status Store::DeleteJob(int64_t id) {
   FCA_RETURN_IF_ERROR(Inject("delete"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  return db_->Transaction([&]() -> absl::Status {
+  RecursiveMutexLock lock(&mu_);
+  return db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(id));
     if (!IsTerminal(job.state)) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -263,9 +263,9 @@ absl::Status Store::DeleteJob(int64_t id) {
 
 absl::StatusOr<int64_t> Store::AppendJobEvent(int64_t job_id, const std::string& payload) {
   FCA_RETURN_IF_ERROR(Inject("append_event"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   int64_t seq = 0;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(seq, AppendJobEventLocked(job_id, payload));
     return absl::OkStatus();
   }));
@@ -300,7 +300,7 @@ absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id, int64
   }
   if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
   limit = std::min(limit, kMaxEventsPerCall);
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
   if (!exists) return NotFound(job_id);
   FCA_ASSIGN_OR_RETURN(Statement stmt,

@@ -55,9 +55,9 @@ void AddOneOf(internal::WhereBuilder& where, const char* column, const std::opti
 absl::StatusOr<int64_t> Store::InsertResults(int64_t job_id, const std::vector<ResultRow>& rows) {
   FCA_RETURN_IF_ERROR(Inject("insert_results"));
   for (const ResultRow& row : rows) FCA_RETURN_IF_ERROR(ValidateRow(row, job_id));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   int64_t inserted = 0;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     inserted = 0;
     FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
     if (!exists) {
@@ -116,7 +116,7 @@ absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter, int p
   }
   if (after.has_value()) where.Add("id > ?", *after);
 
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare("SELECT id, job_id, model, weights_sha256, dataset_sha256, "
                                     "intervention, metric, value, defined, ci_low, ci_high, n, "

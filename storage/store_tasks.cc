@@ -68,12 +68,12 @@ absl::StatusOr<TaskRecord> Store::GetTaskLocked(int64_t id) {
 }
 
 absl::StatusOr<TaskRecord> Store::GetTask(int64_t id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return GetTaskLocked(id);
 }
 
 absl::StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
   if (!exists) return absl::NotFoundError(absl::StrFormat("job %d not found", job_id));
   FCA_ASSIGN_OR_RETURN(
@@ -84,7 +84,7 @@ absl::StatusOr<std::vector<TaskRecord>> Store::ListTasks(int64_t job_id) {
 }
 
 absl::StatusOr<std::vector<TaskRecord>> Store::ListTasksInState(JobState state, int limit) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare(std::string(kSelectTask) + " WHERE state = ?1 ORDER BY job_id, idx LIMIT ?2",
@@ -115,9 +115,9 @@ absl::StatusOr<std::optional<TaskClaim>> Store::ClaimTask(const ClaimRequest& re
   if (request.worker.empty()) return absl::InvalidArgumentError("a claim names no worker");
   if (request.lease_us <= 0) return absl::InvalidArgumentError("a lease must be positive");
   FCA_RETURN_IF_ERROR(Inject("claim_job"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   std::optional<TaskClaim> claimed;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> id, NextClaimableLocked(request));
     if (!id) return absl::OkStatus();
     const int64_t now = Now();
@@ -156,16 +156,16 @@ absl::StatusOr<TaskClaim> Store::CheckLeaseLocked(int64_t task_id, int64_t lease
 }
 
 absl::StatusOr<TaskClaim> Store::CheckLease(int64_t task_id, int64_t lease_seq) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return CheckLeaseLocked(task_id, lease_seq);
 }
 
 absl::StatusOr<TaskClaim> Store::RenewLease(int64_t task_id, int64_t lease_seq, int64_t lease_us) {
   if (lease_us <= 0) return absl::InvalidArgumentError("a lease must be positive");
   FCA_RETURN_IF_ERROR(Inject("renew_lease"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   TaskClaim claim;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_RETURN_IF_ERROR(CheckLeaseLocked(task_id, lease_seq).status());
     FCA_ASSIGN_OR_RETURN(
         Statement renew,
@@ -186,9 +186,9 @@ absl::StatusOr<TaskRecord> Store::FinishTask(int64_t task_id, int64_t lease_seq,
     return absl::InvalidArgumentError("a task can only finish as SUCCEEDED, FAILED or CANCELLED");
   }
   FCA_RETURN_IF_ERROR(Inject("finish_job"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   TaskRecord task;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_RETURN_IF_ERROR(CheckLeaseLocked(task_id, lease_seq).status());
     FCA_ASSIGN_OR_RETURN(Statement update,
                          db_->Prepare("UPDATE tasks SET state = ?1, error = ?2, "
@@ -212,9 +212,9 @@ absl::StatusOr<TaskRecord> Store::ReleaseTask(int64_t task_id, int64_t lease_seq
                                               bool refund_attempt, const std::string& reason,
                                               int max_attempts) {
   FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   TaskRecord task;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const TaskClaim claim, CheckLeaseLocked(task_id, lease_seq));
     const bool exhausted =
         !refund_attempt && max_attempts > 0 && claim.task.attempts >= max_attempts;
@@ -242,9 +242,9 @@ absl::StatusOr<TaskRecord> Store::ReleaseTask(int64_t task_id, int64_t lease_seq
 absl::StatusOr<ExpiredTasks> Store::ExpireLeases(int max_attempts, const std::string& lost_worker,
                                                  const std::string& reason) {
   FCA_RETURN_IF_ERROR(Inject("requeue_jobs"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   ExpiredTasks out;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     out = ExpiredTasks();
     std::string sql =
         std::string(kSelectTask) + " WHERE state = 'RUNNING' AND (lease_expires_us < ?1";
@@ -296,7 +296,7 @@ absl::StatusOr<ExpiredTasks> Store::ExpireLeases(int max_attempts, const std::st
 }
 
 absl::Status Store::SetExecutorRef(int64_t task_id, const std::string& ref) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(
       Statement update,
       db_->Prepare("UPDATE tasks SET executor_ref = ?1 WHERE id = ?2", "place task"));
@@ -320,7 +320,7 @@ absl::StatusOr<int64_t> Store::CancelQueuedTasksLocked(int64_t job_id) {
 }
 
 absl::StatusOr<int64_t> Store::CancelQueuedTasks(int64_t job_id) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   return CancelQueuedTasksLocked(job_id);
 }
 
@@ -336,7 +336,7 @@ absl::Status Store::CancelTasksLocked(int64_t job_id) {
 }
 
 absl::StatusOr<std::vector<int64_t>> Store::UnsettledJobs() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement find,
                        db_->Prepare("SELECT id FROM jobs WHERE state IN ('QUEUED', 'RUNNING') "
                                     "AND NOT EXISTS (SELECT 1 FROM tasks WHERE "
@@ -355,9 +355,9 @@ absl::StatusOr<std::vector<int64_t>> Store::UnsettledJobs() {
 absl::StatusOr<std::optional<Store::Settled>> Store::SettleJob(int64_t job_id,
                                                                const EndEvent& end_event) {
   FCA_RETURN_IF_ERROR(Inject("finish_job"));
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   std::optional<Settled> settled;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() -> absl::Status {
+  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     settled.reset();
     FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(job_id));
     if (IsTerminal(job.state)) return absl::OkStatus();

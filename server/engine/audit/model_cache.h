@@ -64,7 +64,7 @@ class ModelCache {
   size_t WindowBytes() const;
   size_t ElementSize() const;
 
-  CoefficientCache* const cache_;
+  CoefficientCache* const cache_ ABSL_PT_GUARDED_BY(cache_mu_);
   const ControlledModel& model_;
   const AuditOptions& opt_;
   mutable absl::Mutex mu_;
