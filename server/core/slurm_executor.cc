@@ -2,67 +2,25 @@
 
 #include <glog/logging.h>
 
-#include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 
 namespace fca::core {
-namespace {
 
-// Every Slurm job of ours carries this name, so one squeue call lists them.
-constexpr char kJobName[] = "fca-task";
-constexpr char kRefPrefix[] = "slurm:";
-
-// The Slurm job id of a task placed by this executor; "" otherwise.
-std::string SlurmId(const storage::TaskRecord& task) {
-  if (!absl::StartsWith(task.executor_ref, kRefPrefix)) return "";
-  return task.executor_ref.substr(sizeof(kRefPrefix) - 1);
-}
-
-// Slurm states after which the job runs nothing any more.
-bool Ended(const std::string& state) {
-  static const std::set<std::string> kEnded = {
-      "BOOT_FAIL",     "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",      "NODE_FAIL",
-      "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT",   "REVOKED",  "SPECIAL_EXIT"};
-  return kEnded.count(state) > 0;
-}
-
-// One argument for sh, single-quoted: nothing inside is interpreted.
-std::string ShellQuote(const std::string& arg) {
-  std::string out = "'";
-  for (char c : arg) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-std::string FirstLine(const std::string& text) {
-  std::string line = text.substr(0, text.find('\n'));
-  return line.substr(0, 300);
-}
-
-}  // namespace
+using slurm::FirstLine;
+using slurm::SlurmId;
 
 SlurmExecutor::SlurmExecutor(storage::Store* store, Coordinator* coordinator, Options options)
     : store_(store), coordinator_(coordinator), options_(std::move(options)) {}
 
 absl::Status SlurmExecutor::CheckCluster() {
   absl::StatusOr<CommandOutput> out =
-      RunCommand({"squeue", "-h", "-o", "%i", "--name", kJobName}, options_.command_timeout_ms);
+      RunCommand(slurm::SqueuePingCommand(), options_.command_timeout_ms);
   if (!out.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--executor=slurm: cannot run squeue (is Slurm installed?): ", out.status().message()));
@@ -78,25 +36,16 @@ absl::Status SlurmExecutor::CheckCluster() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, std::string>> SlurmExecutor::QueryQueue() {
-  // -t all: a job that just ended is still listed (for MinJobAge), with its
-  // final state.
+absl::StatusOr<slurm::Queue> SlurmExecutor::QueryQueue() {
   FCA_ASSIGN_OR_RETURN(CommandOutput out,
-                       RunCommand({"squeue", "-h", "-t", "all", "--name", kJobName, "-o", "%i %T"},
-                                  options_.command_timeout_ms));
-  if (out.exit_code != 0) return absl::UnavailableError("squeue: " + FirstLine(out.err));
-  std::map<std::string, std::string> queue;
-  for (absl::string_view line : absl::StrSplit(out.out, '\n', absl::SkipWhitespace())) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    if (fields.size() == 2) queue[fields[0]] = fields[1];
-  }
-  return queue;
+                       RunCommand(slurm::SqueueCommand(), options_.command_timeout_ms));
+  return slurm::ParseSqueue(out);
 }
 
 void SlurmExecutor::Sweep() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_poll_ >= options_.poll_interval) {
-    absl::StatusOr<std::map<std::string, std::string>> queue = QueryQueue();
+    absl::StatusOr<slurm::Queue> queue = QueryQueue();
     last_poll_ = now;
     if (!queue.ok()) {
       LOG(WARNING) << "slurm: " << queue.status();
@@ -115,7 +64,7 @@ void SlurmExecutor::Sweep() {
   if (in_flight < options_.max_in_flight) Place(options_.max_in_flight - in_flight);
 }
 
-void SlurmExecutor::Replace(const std::map<std::string, std::string>& queue) {
+void SlurmExecutor::Replace(const slurm::Queue& queue) {
   absl::StatusOr<std::vector<storage::TaskRecord>> queued =
       store_->ListTasksInState(storage::JobState::kQueued, 10000);
   if (!queued.ok()) return;
@@ -126,12 +75,12 @@ void SlurmExecutor::Replace(const std::map<std::string, std::string>& queue) {
     // Still pending or running: its fca-worker will claim the task. Every
     // placement listed here was made before this squeue answer (placing
     // and asking both happen on the sweep thread), so it is in the answer.
-    if (it != queue.end() && !Ended(it->second)) continue;
+    if (it != queue.end() && !slurm::Ended(it->second)) continue;
     const std::string state = it == queue.end() ? "gone" : it->second;
     const int dead = ++dead_placements_[t.id];
-    const std::string why = absl::StrFormat(
-        "Slurm job %s ended (%s) before its fca-worker claimed the task; see %s/%s-%s.log", id,
-        state, options_.log_dir, kJobName, id);
+    const std::string why =
+        absl::StrFormat("Slurm job %s ended (%s) before its fca-worker claimed the task; see %s",
+                        id, state, slurm::LogPath(options_, id));
     if (dead >= options_.max_attempts) {
       FailUnplaceable(t, absl::StrFormat("%s (%d placements)", why, dead));
       continue;
@@ -161,7 +110,7 @@ void SlurmExecutor::Place(int budget) {
     }
     --budget;
     LogIfError(absl::StrFormat("slurm: task %d: recording Slurm job %s", t.id, *id),
-               store_->SetExecutorRef(t.id, kRefPrefix + *id));
+               store_->SetExecutorRef(t.id, slurm::kRefPrefix + *id));
     v1::JobEvent e;
     e.set_message(absl::StrFormat("model %s: placed as Slurm job %s", t.model, *id));
     coordinator_->EmitOrLog(t.job_id, std::move(e));
@@ -169,30 +118,9 @@ void SlurmExecutor::Place(int budget) {
 }
 
 absl::StatusOr<std::string> SlurmExecutor::Submit(const storage::TaskRecord& task) {
-  std::vector<std::string> command = options_.worker_command;
-  command.push_back(absl::StrCat("--task=", task.id));
-  std::vector<std::string> quoted;
-  for (const std::string& arg : command) quoted.push_back(ShellQuote(arg));
-  std::vector<std::string> argv = {
-      "sbatch",
-      "--parsable",
-      absl::StrCat("--job-name=", kJobName),
-      absl::StrCat("--cpus-per-task=", options_.cpus_per_task),
-      absl::StrFormat("--output=%s/%s-%%j.log", options_.log_dir, kJobName),
-      absl::StrFormat("--comment=fca job %d task %d model %s", task.job_id, task.id, task.model)};
-  if (!options_.partition.empty()) argv.push_back("--partition=" + options_.partition);
-  argv.insert(argv.end(), options_.sbatch_args.begin(), options_.sbatch_args.end());
-  argv.push_back("--wrap=exec " + absl::StrJoin(quoted, " "));
-  FCA_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv, options_.command_timeout_ms));
-  if (out.exit_code != 0) return absl::UnavailableError("sbatch: " + FirstLine(out.err));
-  // --parsable prints "<id>" or "<id>;<cluster>".
-  std::string id = std::string(absl::StripAsciiWhitespace(out.out));
-  id = id.substr(0, id.find(';'));
-  int64_t number = 0;
-  if (!absl::SimpleAtoi(id, &number)) {
-    return absl::InternalError("sbatch printed no job id: " + FirstLine(out.out));
-  }
-  return id;
+  FCA_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(slurm::SbatchCommand(options_, task),
+                                                     options_.command_timeout_ms));
+  return slurm::ParseSbatch(out);
 }
 
 void SlurmExecutor::FailUnplaceable(const storage::TaskRecord& task, const std::string& why) {
@@ -207,15 +135,10 @@ void SlurmExecutor::FailUnplaceable(const storage::TaskRecord& task, const std::
 void SlurmExecutor::StopJob(int64_t job_id) {
   absl::StatusOr<std::vector<storage::TaskRecord>> tasks = store_->ListTasks(job_id);
   if (!tasks.ok()) return;
-  std::vector<std::string> argv = {"scancel"};
-  for (const storage::TaskRecord& t : *tasks) {
-    // A running task stops itself within one batch when its lease renewal
-    // says so, and reports how it ended; the rest have nothing to report.
-    if (t.state == storage::JobState::kRunning) continue;
-    const std::string id = SlurmId(t);
-    if (!id.empty()) argv.push_back(id);
-  }
-  if (argv.size() == 1) return;
+  // A running task stops itself within one batch when its lease renewal
+  // says so, and reports how it ended; the rest have nothing to report.
+  const std::vector<std::string> argv = slurm::ScancelCommand(*tasks);
+  if (argv.empty()) return;
   absl::StatusOr<CommandOutput> out = RunCommand(argv, options_.command_timeout_ms);
   if (!out.ok() || out->exit_code != 0) {
     LOG(WARNING) << "slurm: scancel for job " << job_id

@@ -16,33 +16,20 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/core/coordinator.h"
+#include "server/core/slurm_text.h"
 #include "storage/store.h"
 
 namespace fca::core {
 
 class SlurmExecutor : public Executor {
  public:
-  struct Options {
-    std::string partition;                 // "" = the cluster's default
-    std::vector<std::string> sbatch_args;  // extra arguments, e.g. "--gres=gpu:1"
-    int max_in_flight = 8;                 // tasks placed and not ended, at most
-    // The worker command: the fca-worker binary and the arguments every
-    // placement gets (--coordinator, --models, --device, credentials);
-    // --task=ID is appended.
-    std::vector<std::string> worker_command;
-    int cpus_per_task = 1;
-    std::string log_dir;  // --output of each Slurm job
-    // squeue is asked at most this often (it is the slurmctld's load).
-    std::chrono::milliseconds poll_interval{1000};
-    int command_timeout_ms = 30000;
-    int max_attempts = 3;  // placements that die unclaimed
-  };
+  // The executor's settings (slurm_text.h, with the commands they make).
+  using Options = slurm::Options;
 
   SlurmExecutor(storage::Store* store, Coordinator* coordinator, Options options);
 
@@ -55,12 +42,12 @@ class SlurmExecutor : public Executor {
   std::string Describe(const storage::TaskRecord& task) override;
 
  private:
-  // Slurm job id -> state (PENDING, RUNNING, COMPLETED, ...) of every job
-  // of ours Slurm still knows about; error when squeue failed.
-  [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> QueryQueue();
+  // Every job of ours Slurm still knows about, with its state; error when
+  // squeue failed.
+  [[nodiscard]] absl::StatusOr<slurm::Queue> QueryQueue();
   // Tasks placed whose Slurm job is gone while the task was never claimed:
   // placed again (or failed after max_attempts placements).
-  void Replace(const std::map<std::string, std::string>& queue);
+  void Replace(const slurm::Queue& queue);
   void Place(int budget);
   [[nodiscard]] absl::StatusOr<std::string> Submit(const storage::TaskRecord& task);
   void FailUnplaceable(const storage::TaskRecord& task, const std::string& why);
@@ -70,8 +57,8 @@ class SlurmExecutor : public Executor {
   const Options options_;
   std::chrono::steady_clock::time_point last_poll_;
   absl::Mutex mu_;
-  std::map<std::string, std::string> queue_ ABSL_GUARDED_BY(mu_);  // last squeue answer
-  std::map<int64_t, int> dead_placements_;  // task id -> count; sweep thread only
+  slurm::Queue queue_ ABSL_GUARDED_BY(mu_);  // last squeue answer
+  std::map<int64_t, int> dead_placements_;   // task id -> count; sweep thread only
 };
 
 }  // namespace fca::core

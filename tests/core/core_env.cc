@@ -68,6 +68,9 @@ std::string RandomText(size_t n, uint64_t seed) {
   return s;
 }
 
+std::string EvalText() { return RandomText(size_t{16} * 6, 1); }
+std::string CalibText() { return RandomText(size_t{16} * 4, 2); }
+
 v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::string& eval,
                         const std::string& calib) {
   v1::AuditSpec spec;
@@ -112,11 +115,8 @@ Caller Alice() { return MakeCaller("alice", false); }
 Caller Bob() { return MakeCaller("bob", false); }
 Caller Admin() { return MakeCaller("root", true); }
 
-CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options,
-                 std::function<absl::Status(std::string_view)> fault_injector) {
-  storage::StoreOptions store_options;
-  store_options.path = ":memory:";
-  store_options.fault_injector = std::move(fault_injector);
+CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options, storage::StoreOptions store_options) {
+  if (store_options.path.empty()) store_options.path = ":memory:";
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) std::abort();
   store_ = std::move(*store);
@@ -127,6 +127,7 @@ CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options,
   if (!models.ok()) std::abort();
   models_ = std::move(*models);
   options_ = std::move(options);
+  if (options_.coordinator.models == nullptr) options_.coordinator.models = models_.get();
   MakeRunners(limits);
 }
 
@@ -177,8 +178,8 @@ absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,
 }
 
 absl::Status CoreEnv::UploadEvalAndCalib(const Caller& caller) {
-  FCA_RETURN_IF_ERROR(Upload(caller, "eval", RandomText(16 * 6, 1)).status());
-  return Upload(caller, "calib", RandomText(16 * 4, 2)).status();
+  FCA_RETURN_IF_ERROR(Upload(caller, "eval", EvalText()).status());
+  return Upload(caller, "calib", CalibText()).status();
 }
 
 absl::StatusOr<v1::Job> CoreEnv::Submit(const Caller& caller, const v1::AuditSpec& spec) {

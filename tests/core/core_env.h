@@ -1,4 +1,4 @@
-// A complete core (store on ":memory:", model repository over a temporary
+// A complete core (store on ":memory:" or a file, model repository over a temporary
 // folder of tiny models, event hub, coordinator, one worker, service) for tests of
 // server/core and of the gRPC layer above it. No gRPC here.
 #ifndef FCA_TESTS_CORE_CORE_ENV_H_
@@ -36,6 +36,11 @@ const std::string& ModelRoot();
 // `n` random lower-case letters (deterministic for a seed).
 std::string RandomText(size_t n, uint64_t seed);
 
+// The texts CoreEnv::UploadEvalAndCalib uploads as "eval" (6 windows of
+// 16) and "calib" (4 other windows).
+std::string EvalText();
+std::string CalibText();
+
 // A small, fast spec: T = 16, 6 eval and 4 calib windows, batch 2,
 // bootstrap 100, one timed repeat.
 v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::string& eval,
@@ -63,9 +68,10 @@ Caller Admin();
 
 class CoreEnv {
  public:
-  // `fault_injector`: StoreOptions::fault_injector of the store.
+  // `store`: the store's options; an empty path is ":memory:". The
+  // coordinator checks weights against models() (as fca-server's does).
   explicit CoreEnv(ServiceLimits limits = {}, RunOptions options = FastRunOptions(),
-                   std::function<absl::Status(std::string_view)> fault_injector = nullptr);
+                   storage::StoreOptions store = {});
   ~CoreEnv();
 
   storage::Store* store() { return store_.get(); }

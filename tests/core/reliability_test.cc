@@ -131,7 +131,9 @@ size_t CleanRowCount() {
 TEST_P(StoreFaultTest, EveryJobEndsWithAReasonAndNoRowTwice) {
   const FaultCase& c = GetParam();
   Faults faults(c.op, c.code, c.from, c.count);
-  CoreEnv env({}, testing::FastRunOptions(), [&](std::string_view op) { return faults.Check(op); });
+  storage::StoreOptions store;
+  store.fault_injector = [&](std::string_view op) { return faults.Check(op); };
+  CoreEnv env({}, testing::FastRunOptions(), store);
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();

@@ -306,7 +306,7 @@ TEST(BusyKeyStoreTest, IsUnavailableOverGrpcAndTheKeyWorksAfterwards) {
   std::atomic<bool> busy{false};
   ServerConfig config;
   config.auth = true;
-  config.fault_injector = [&](std::string_view op) {
+  config.store.fault_injector = [&](std::string_view op) {
     return busy && op == "lookup_api_key" ? busy_status : absl::OkStatus();
   };
   GrpcEnv env(config);

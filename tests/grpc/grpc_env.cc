@@ -7,13 +7,13 @@
 
 namespace fca::grpc_server::testing {
 
-GrpcEnv::GrpcEnv(const ServerConfig& config)
-    : core_env_(config.limits, core::testing::FastRunOptions(), config.fault_injector) {
+GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits, config.run, config.store) {
   auto auth = Authenticator::Create(config.auth, config.key_file, core_env_.store());
   if (!auth.ok()) {
     std::fprintf(stderr, "GrpcEnv: %s\n", auth.status().ToString().c_str());
     return;
   }
+  worker_service_ = std::make_unique<WorkerServiceImpl>(core_env_.coordinator(), *auth);
   service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*auth));
   core::ServerFacts facts;
   facts.auth = config.auth;
@@ -23,6 +23,7 @@ GrpcEnv::GrpcEnv(const ServerConfig& config)
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(service_.get());
+  builder.RegisterService(worker_service_.get());
   server_ = builder.BuildAndStart();
   if (!started()) return;
   SetServing(*server_, true);
@@ -67,9 +68,9 @@ grpc::Status GrpcEnv::Upload(const std::string& key, const std::string& name,
 }
 
 grpc::Status GrpcEnv::UploadEvalAndCalib(const std::string& key) {
-  grpc::Status st = Upload(key, "eval", core::testing::RandomText(16 * 6, 1));
+  grpc::Status st = Upload(key, "eval", core::testing::EvalText());
   if (!st.ok()) return st;
-  return Upload(key, "calib", core::testing::RandomText(16 * 4, 2));
+  return Upload(key, "calib", core::testing::CalibText());
 }
 
 grpc::Status GrpcEnv::Submit(const std::string& key, const v1::AuditSpec& spec, v1::Job* job) {

@@ -1,20 +1,19 @@
-// A real gRPC server on 127.0.0.1 (an ephemeral port) serving
-// AuditServiceImpl over a complete core (tests/core/core_env.h), and a
-// client stub connected to it.
+// A real gRPC server on 127.0.0.1 (an ephemeral port) serving, as
+// fca-server does, AuditServiceImpl and WorkerServiceImpl over a complete
+// core (tests/core/core_env.h), and a client stub connected to it.
 #ifndef FCA_TESTS_GRPC_GRPC_ENV_H_
 #define FCA_TESTS_GRPC_GRPC_ENV_H_
 
 #include <grpcpp/grpcpp.h>
 
-#include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/auth.h"
+#include "server/grpc/worker_service_impl.h"
 #include "tests/core/core_env.h"
 
 namespace fca::grpc_server::testing {
@@ -23,8 +22,9 @@ struct ServerConfig {
   core::ServiceLimits limits;
   bool auth = false;
   std::string key_file;  // lines "<key> <user> <role>"
-  // StoreOptions::fault_injector of the core's store.
-  std::function<absl::Status(std::string_view)> fault_injector;
+  core::testing::RunOptions run = core::testing::FastRunOptions();
+  // The core's store (CoreEnv: an empty path is ":memory:").
+  storage::StoreOptions store;
 };
 
 class GrpcEnv {
@@ -59,6 +59,7 @@ class GrpcEnv {
  private:
   core::testing::CoreEnv core_env_;
   std::unique_ptr<AuditServiceImpl> service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::unique_ptr<v1::AuditService::Stub> stub_;
