@@ -18,6 +18,9 @@
 #   FCA_DEMO_TIMING_BUDGET  seconds the adaptive timing may take per model [30]
 #   FCA_DEMO_SKIP_BUILD=1 and FCA_SERVER_BIN / FCA_CLI_BIN / FCA_TRAIN_BIN:
 #                      use already built binaries (the end-to-end test does)
+#
+# scripts/record_results.sh then copies what the README quotes into
+# docs/results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -99,7 +102,8 @@ echo "size trend (jobs ${trend[0]}, $job, ${trend[1]}):"
 # server's loader in float32, as this audit's LIVE pass does).
 if [ "$windows" = 0 ]; then
   echo
-  echo "training log vs server (LIVE NLL over all evaluation windows, nats/byte):"
+  echo "training log vs server (LIVE NLL over all evaluation windows, nats/byte):" |
+    tee "$out/training_log_check.txt"
   checks=()
   for m in "${seeds[@]}"; do checks+=("$job:$m"); done
   checks+=("${trend[0]}:featuregate-small" "${trend[1]}:featuregate-large")
@@ -115,7 +119,8 @@ if [ "$windows" = 0 ]; then
     awk -v m="$m" -v a="$logged" -v b="$served" 'BEGIN {
       d = a - b; if (d < 0) d = -d
       printf "  %-18s log %.6f  server %.6f  |diff| %.1e\n", m, a, b, d
-      exit d > 1e-4 }' || { echo "demo: $m does not reproduce its training log" >&2; exit 1; }
+      exit d > 1e-4 }' | tee -a "$out/training_log_check.txt" ||
+      { echo "demo: $m does not reproduce its training log" >&2; exit 1; }
   done
 fi
 
@@ -125,5 +130,6 @@ trap - EXIT
 echo
 echo "report: $out/report.txt, $out/report.json, $out/report.html; rows: $out/results.csv"
 echo "size trend: $out/size_trend.txt, $out/size_trend.json"
+if [ "$windows" = 0 ]; then echo "training log check: $out/training_log_check.txt"; fi
 echo "rerun with: $fca audit --manifest=$out/manifest.json"
 echo "demo took $((SECONDS - start)) s"

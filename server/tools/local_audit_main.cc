@@ -5,8 +5,7 @@
 //   fca-local-audit audit --models=A,B --dense_twin=D --eval=FILE --calib=FILE
 //
 // The service (fca-server + fca) is the normal way to audit; this tool exists
-// for engine development and for the README's main command until the demo
-// runs through the server.
+// for engine development and benchmarks (bench/audit_vs_eager.sh).
 #include <cstdio>
 #include <fstream>
 #include <iostream>

@@ -127,7 +127,7 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point last_draw_;
 };
 
-// The bundled models' shape (README "The bundled models"), where no flag
+// The bundled models' shape (docs/user-guide.md "The bundled models"), where no flag
 // sets it.
 engine::TransformerConfig TrainShape() {
   engine::TransformerConfig c;

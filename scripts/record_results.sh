@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Copies what the README quotes from a full run of scripts/demo.sh into
+# docs/results/ (committed), so that the README and the measurement cannot
+# drift: docs_test (tests/docs/check_docs.sh) fails while a number in the
+# README's results section is missing from these files.
+#
+#   scripts/demo.sh && scripts/record_results.sh
+#
+# Environment: FCA_DEMO_OUT, the demo's output folder [out/demo].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${FCA_DEMO_OUT:-out/demo}
+dest=docs/results
+files=(report.txt report.json size_trend.txt size_trend.json training_log_check.txt)
+
+for f in "${files[@]}"; do
+  [ -s "$out/$f" ] || {
+    echo "record_results: $out/$f is missing; run scripts/demo.sh (all windows) first" >&2
+    exit 1
+  }
+done
+mkdir -p "$dest"
+for f in "${files[@]}"; do cp "$out/$f" "$dest/$f"; done
+echo "record_results: ${files[*]} copied from $out to $dest/"
+echo "record_results: now check the README's results section: ctest -R docs_test"
