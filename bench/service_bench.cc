@@ -17,10 +17,10 @@
 #include "common/status_macros.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/core/service.h"
-#include "server/core/worker.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/grpc/audit_service_impl.h"
+#include "server/worker/worker.h"
 
 namespace fca {
 namespace {

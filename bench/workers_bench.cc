@@ -26,12 +26,12 @@
 #include "bench/bench_models.h"
 #include "common/random.h"
 #include "common/status_macros.h"
-#include "server/core/coordinator.h"
-#include "server/core/mapping.h"
-#include "server/core/worker.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/models/model_config.h"
 #include "server/engine/models/transformer_model.h"
+#include "server/jobs/coordinator.h"
+#include "server/jobs/mapping.h"
+#include "server/worker/worker.h"
 #include "storage/store.h"
 
 namespace fca {

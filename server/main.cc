@@ -34,17 +34,18 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "server/core/coordinator.h"
-#include "server/core/model_repository.h"
-#include "server/core/server_metrics.h"
 #include "server/core/service.h"
-#include "server/core/slurm_executor.h"
-#include "server/core/worker.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/worker_service_impl.h"
 #include "server/http/gateway.h"
+#include "server/jobs/coordinator.h"
+#include "server/jobs/model_registry.h"
+#include "server/jobs/server_metrics.h"
+#include "server/jobs/slurm_executor.h"
+#include "server/jobs/worker_pool.h"
+#include "server/worker/model_repository.h"
 #include "storage/store.h"
 
 // Allowed ranges of the numeric flags, checked at start (ValidateFlags).
@@ -531,7 +532,7 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_specified) {
   // in the store's models table, so it is opened after the store.
   FCA_RETURN_IF_ERROR(core::ModelRepository::Open(repo_options).status());
   FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
-  repo_options.registry = store.get();
+  repo_options.on_load = core::RecordLoadsIn(store.get());
   // Opened once the store's lock is held: one server writes the file.
   const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache = OpenWeightsHashCache();
   repo_options.weights_hash_cache = weights_hash_cache.get();

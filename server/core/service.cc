@@ -11,10 +11,11 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "server/core/mapping.h"
 #include "server/core/metric_catalog.h"
 #include "server/core/report.h"
 #include "server/engine/audit/windows.h"
+#include "server/jobs/datasets.h"
+#include "server/jobs/mapping.h"
 
 namespace fca::core {
 namespace {

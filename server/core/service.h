@@ -13,10 +13,10 @@
 #include "absl/status/statusor.h"
 #include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/core/coordinator.h"
-#include "server/core/event_hub.h"
-#include "server/core/model_repository.h"
-#include "server/core/spec.h"
+#include "server/jobs/coordinator.h"
+#include "server/jobs/event_hub.h"
+#include "server/worker/model_repository.h"
+#include "server/worker/spec.h"
 #include "storage/store.h"
 
 namespace fca::core {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "server/core/mapping.h"
+#include "server/worker/messages.h"
 
 namespace fca::grpc_server {
 namespace {

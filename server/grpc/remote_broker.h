@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/worker_service.grpc.pb.h"
-#include "server/core/task_broker.h"
+#include "server/worker/task_broker.h"
 
 namespace fca::grpc_server {
 

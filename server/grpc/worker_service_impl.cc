@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "server/core/mapping.h"
 #include "server/engine/audit/auditor.h"
 #include "server/grpc/audit_service_impl.h"
+#include "server/jobs/mapping.h"
 
 namespace fca::grpc_server {
 namespace {

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/worker_service.grpc.pb.h"
-#include "server/core/coordinator.h"
 #include "server/grpc/auth.h"
+#include "server/jobs/coordinator.h"
 
 namespace fca::grpc_server {
 

@@ -38,12 +38,12 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "server/core/model_repository.h"
-#include "server/core/worker.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/remote_broker.h"
+#include "server/worker/model_repository.h"
+#include "server/worker/worker.h"
 
 // Allowed ranges of the numeric flags (as fca-server's: they catch typos).
 namespace fca::worker_limits {
@@ -199,8 +199,8 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   repository.compute.device = absl::GetFlag(FLAGS_device);
   repository.compute.dtype = absl::GetFlag(FLAGS_dtype);
   repository.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
-  // No store here: the coordinator records the weights its results name.
-  repository.registry = nullptr;
+  // No store here (no on_load): the coordinator records the weights its
+  // results name.
   const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache =
       engine::WeightsHashCache::Open(absl::GetFlag(FLAGS_weights_hash_cache));
   repository.weights_hash_cache = weights_hash_cache.get();

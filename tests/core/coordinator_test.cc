@@ -1,4 +1,4 @@
-// Audit jobs run by the coordinator and a worker (server/core/coordinator.h,
+// Audit jobs run by the coordinator and a worker (server/jobs/coordinator.h,
 // worker.h) on tiny models:
 // job states, the event stream and its resumption (WatchJob), stored
 // results, the coefficient cache, failures and the worker thread.

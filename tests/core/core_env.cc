@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/random.h"
 #include "common/status_macros.h"
+#include "server/jobs/model_registry.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::core::testing {
@@ -122,7 +123,7 @@ CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options, storage::StoreOptions
   store_ = std::move(*store);
   ModelRepository::Options repo_options;
   repo_options.root = ModelRoot();
-  repo_options.registry = store_.get();
+  repo_options.on_load = RecordLoadsIn(store_.get());
   auto models = ModelRepository::Open(repo_options);
   if (!models.ok()) std::abort();
   models_ = std::move(*models);

@@ -13,11 +13,11 @@
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/core/coordinator.h"
-#include "server/core/event_hub.h"
-#include "server/core/model_repository.h"
 #include "server/core/service.h"
-#include "server/core/worker.h"
+#include "server/jobs/coordinator.h"
+#include "server/jobs/event_hub.h"
+#include "server/worker/model_repository.h"
+#include "server/worker/worker.h"
 #include "storage/store.h"
 
 namespace fca::core::testing {

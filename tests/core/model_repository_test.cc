@@ -1,6 +1,6 @@
-// ModelRepository (server/core/model_repository.h) over a temporary folder of
+// ModelRepository (server/worker/model_repository.h) over a temporary folder of
 // tiny models, a broken one and folders that are not models.
-#include "server/core/model_repository.h"
+#include "server/worker/model_repository.h"
 
 #include <ATen/ATen.h>  // a Forward on a model the repository has unloaded
 #include <gmock/gmock.h>

@@ -8,7 +8,7 @@
 
 #include "common/build_version.h"
 #include "common/json.h"
-#include "server/core/mapping.h"
+#include "server/jobs/mapping.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {

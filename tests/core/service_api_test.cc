@@ -12,9 +12,9 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/core/mapping.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/windows.h"
+#include "server/jobs/mapping.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {

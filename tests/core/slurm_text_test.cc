@@ -1,10 +1,10 @@
 // The Slurm executor's commands and its reading of their output
-// (server/core/slurm_text.h), on recorded text: what slurm-wlm 22.05 on
+// (server/jobs/slurm_text.h), on recorded text: what slurm-wlm 22.05 on
 // Debian 12 printed on the single-node cluster of scripts/slurm_cluster.sh
 // (marked "recorded"), and, for states that cluster cannot be made to reach
 // on demand (NODE_FAIL, OUT_OF_MEMORY, ...), lines in the same form.
 // tests/e2e/slurm_e2e_test.cc runs the executor against a live cluster.
-#include "server/core/slurm_text.h"
+#include "server/jobs/slurm_text.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// NormalizeSpec (server/core/spec.h) and ValidateName
-// (server/core/model_repository.h): defaults, and INVALID_ARGUMENT naming
+// NormalizeSpec (server/worker/spec.h) and ValidateName
+// (server/worker/model_repository.h): defaults, and INVALID_ARGUMENT naming
 // the bad field with the limit where one applies.
-#include "server/core/spec.h"
+#include "server/worker/spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "server/core/model_repository.h"
+#include "server/worker/model_repository.h"
 
 namespace fca::core {
 namespace {

@@ -20,8 +20,8 @@
 #include <tuple>
 #include <vector>
 
-#include "server/core/mapping.h"
 #include "server/grpc/remote_broker.h"
+#include "server/jobs/mapping.h"
 #include "tests/grpc/grpc_env.h"
 #include "tests/testing/test_models.h"
 

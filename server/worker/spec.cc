@@ -1,4 +1,4 @@
-#include "server/core/spec.h"
+#include "server/worker/spec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -154,42 +154,6 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;
-}
-
-absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, const std::string& ref,
-                                                      const std::string& owner) {
-  const std::string prefix = "sha256:";
-  if (ref.rfind(prefix, 0) == 0) {
-    auto found = store->FindDatasetByContent(ref.substr(prefix.size()), owner);
-    if (absl::IsNotFound(found.status())) {
-      return absl::NotFoundError(absl::StrFormat("no dataset of yours has %s", ref.substr(0, 80)));
-    }
-    return found;
-  }
-  FCA_RETURN_IF_ERROR(ValidateName(ref, "dataset"));
-  auto found = store->FindDataset(ref, owner);
-  if (absl::IsNotFound(found.status())) {
-    return absl::NotFoundError(absl::StrFormat("dataset '%s' is not uploaded", ref));
-  }
-  return found;
-}
-
-absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::AuditSpec& spec,
-                                            const std::string& owner, bool calibration) {
-  const std::string& ref = calibration ? spec.calib_dataset() : spec.eval_dataset();
-  const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
-  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record, FindDatasetRef(store, ref, owner));
-  // One window more than the job uses, so the engine can tell (and note)
-  // that max windows left some out.
-  const int64_t max_token_bytes = (max_windows + 1) * spec.window_length() * 4;
-  DatasetBytes out;
-  FCA_ASSIGN_OR_RETURN(out.bytes, record.kind == "tokens" && max_windows > 0
-                                      ? store->ReadDatasetPrefix(record.id, max_token_bytes)
-                                      : store->ReadDatasetBytes(record.id));
-  out.name = record.name;
-  out.kind = record.kind;
-  out.sha256 = record.sha256;
-  return out;
 }
 
 absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data) {

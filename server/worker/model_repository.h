@@ -24,8 +24,8 @@
 //   - A folder that fails to load is not loaded again (its error is returned)
 //     until one of its files changes, so a broken multi-GB folder does not
 //     cost a reload per request.
-#ifndef FCA_SERVER_CORE_MODEL_REPOSITORY_H_
-#define FCA_SERVER_CORE_MODEL_REPOSITORY_H_
+#ifndef FCA_SERVER_WORKER_MODEL_REPOSITORY_H_
+#define FCA_SERVER_WORKER_MODEL_REPOSITORY_H_
 
 #include <cstdint>
 #include <functional>
@@ -38,7 +38,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine/models/controlled_model.h"
-#include "storage/store.h"
 
 namespace fca::core {
 
@@ -47,6 +46,9 @@ class ModelRepository {
   // Loads the folder `dir` as model `name` (engine::LoadModel's contract).
   using Loader = std::function<absl::StatusOr<std::unique_ptr<engine::ControlledModel>>(
       const std::string& dir, const std::string& name, const engine::ComputeOptions& compute)>;
+  // A model was loaded from the folder whose config.json is `config_json`.
+  using LoadListener =
+      std::function<void(const engine::ModelInfo& model, const std::string& config_json)>;
 
   struct Options {
     std::string root;                // folder holding one folder per model
@@ -65,11 +67,12 @@ class ModelRepository {
     // SHA-256 of weight files unchanged since they were last hashed (by
     // loads and by WeightsHash), across server starts when it has a file.
     engine::WeightsHashCache* weights_hash_cache = nullptr;
-    // Optional, not owned: each model loaded is recorded here
-    // (Store::UpsertModel: name, family, weights hash, config.json,
-    // parameters), so stored results can be traced to the weights they
-    // came from. A failed write is logged and does not fail the load.
-    storage::Store* registry = nullptr;
+    // Optional: told of each model loaded (its info and config.json).
+    // fca-server records them in the store (server/jobs/model_registry.h),
+    // so stored results can be traced to the weights they came from. Called
+    // on the loading thread, outside the repository's lock; it cannot fail
+    // the load.
+    LoadListener on_load;
   };
   // FAILED_PRECONDITION when the root is not a readable folder.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ModelRepository>> Open(
@@ -170,7 +173,6 @@ class ModelRepository {
   [[nodiscard]] absl::Status MakeRoom(const std::string& name, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unload(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordLoaded(const Listing& listing, const engine::ControlledModel& model);
 
   const Options options_;
   mutable absl::Mutex mu_;
@@ -186,4 +188,4 @@ class ModelRepository {
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_MODEL_REPOSITORY_H_
+#endif  // FCA_SERVER_WORKER_MODEL_REPOSITORY_H_

@@ -9,6 +9,7 @@
 //                                                this server's own workers
 //   fca_forward_seconds_total{model}             seconds inside those forwards
 //   fca_forward_tokens_per_second{model}         histogram, one per audited model
+//                                                (these three: server/worker/forward_metrics.h)
 //   fca_coeff_cache_hits_total, _misses_total    coefficient-cache lookups (per window)
 //   fca_coeff_cache_read_bytes_total, fca_coeff_cache_written_bytes_total
 //   fca_coeff_cache_bytes                        gauge, at scrape (Store::CoefficientCacheBytes)
@@ -17,8 +18,8 @@
 //
 // (RPC and HTTP request metrics are the gRPC and HTTP layers':
 // server/grpc/audit_service_impl.h, server/http/gateway.h.)
-#ifndef FCA_SERVER_CORE_SERVER_METRICS_H_
-#define FCA_SERVER_CORE_SERVER_METRICS_H_
+#ifndef FCA_SERVER_JOBS_SERVER_METRICS_H_
+#define FCA_SERVER_JOBS_SERVER_METRICS_H_
 
 #include <string>
 
@@ -32,8 +33,6 @@ class WorkerPool;
 
 // A job ended: its queue wait and run time.
 void ObserveJobEnd(const storage::JobRecord& job);
-// One model's audit by one of this server's workers.
-void ObserveForwards(const std::string& model, int64_t tokens, double seconds);
 // A coefficient-cache lookup of one window and what it read.
 void ObserveCacheLookup(bool hit, int64_t bytes);
 void ObserveCacheWrite(int64_t bytes);
@@ -51,4 +50,4 @@ class ServerGauges {
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_SERVER_METRICS_H_
+#endif  // FCA_SERVER_JOBS_SERVER_METRICS_H_

@@ -1,20 +1,19 @@
-#include "server/core/worker.h"
+#include "server/worker/worker.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "server/core/mapping.h"
-#include "server/core/server_metrics.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/worker/forward_metrics.h"
+#include "server/worker/messages.h"
 
 namespace fca::core {
 namespace {
@@ -316,46 +315,6 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
            engine::ExecutionRows(*result->dense_twin));
   }
   return report_error;
-}
-
-absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(Coordinator* coordinator,
-                                                               const Options& options) {
-  if (options.devices.empty()) return absl::InvalidArgumentError("a worker pool needs a device");
-  std::unique_ptr<WorkerPool> pool(new WorkerPool());
-  for (size_t i = 0; i < options.devices.size(); ++i) {
-    ModelRepository::Options repository = options.repository;
-    repository.compute.device = options.devices[i];
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRepository> models,
-                         ModelRepository::Open(repository));
-    Worker::Options worker = options.worker;
-    worker.name = absl::StrCat(Coordinator::kLocalWorkerPrefix, i);
-    pool->workers_.push_back(std::make_unique<Worker>(coordinator, models.get(), worker));
-    pool->repositories_.push_back(std::move(models));
-  }
-  for (const std::unique_ptr<Worker>& w : pool->workers_) {
-    Worker* worker = w.get();
-    coordinator->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
-    coordinator->AddWakeListener([worker] { worker->Wake(); });
-  }
-  return pool;
-}
-
-WorkerPool::~WorkerPool() { Stop(); }
-
-size_t WorkerPool::Busy() const {
-  size_t busy = 0;
-  for (const std::unique_ptr<Worker>& w : workers_) busy += w->Busy() ? 1 : 0;
-  return busy;
-}
-
-void WorkerPool::Start() {
-  for (const std::unique_ptr<Worker>& w : workers_) w->Start();
-}
-
-void WorkerPool::Stop() {
-  // Interrupt every worker first, then join: the tasks stop in parallel.
-  for (const std::unique_ptr<Worker>& w : workers_) w->RequestStop();
-  for (const std::unique_ptr<Worker>& w : workers_) w->Stop();
 }
 
 }  // namespace fca::core

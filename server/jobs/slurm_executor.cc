@@ -1,4 +1,4 @@
-#include "server/core/slurm_executor.h"
+#include "server/jobs/slurm_executor.h"
 
 #include <glog/logging.h>
 

@@ -1,4 +1,4 @@
-#include "server/core/slurm_text.h"
+#include "server/jobs/slurm_text.h"
 
 #include <set>
 

@@ -9,8 +9,8 @@
 // Everything the executor did is in the job's events (the Slurm job id of
 // each placement) and in the task's executor_ref ("slurm:<id>"), so a
 // restarted coordinator carries on with the placements of the previous one.
-#ifndef FCA_SERVER_CORE_SLURM_EXECUTOR_H_
-#define FCA_SERVER_CORE_SLURM_EXECUTOR_H_
+#ifndef FCA_SERVER_JOBS_SLURM_EXECUTOR_H_
+#define FCA_SERVER_JOBS_SLURM_EXECUTOR_H_
 
 #include <chrono>
 #include <cstdint>
@@ -20,8 +20,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/core/coordinator.h"
-#include "server/core/slurm_text.h"
+#include "server/jobs/coordinator.h"
+#include "server/jobs/slurm_text.h"
 #include "storage/store.h"
 
 namespace fca::core {
@@ -63,4 +63,4 @@ class SlurmExecutor : public Executor {
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_SLURM_EXECUTOR_H_
+#endif  // FCA_SERVER_JOBS_SLURM_EXECUTOR_H_

@@ -1,4 +1,4 @@
-#include "server/core/model_repository.h"
+#include "server/worker/model_repository.h"
 
 #include <glog/logging.h>
 
@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/io/safetensors.h"
 
@@ -283,20 +282,8 @@ absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::LoadUn
       options_.loader(dir, name, options_.compute);
   if (!model.ok()) return NameModel(name, model.status());
   std::shared_ptr<engine::ControlledModel> shared = std::move(*model);
-  RecordLoaded(listing, *shared);
+  if (options_.on_load) options_.on_load(shared->info(), listing.description.config_json);
   return shared;
-}
-
-void ModelRepository::RecordLoaded(const Listing& listing, const engine::ControlledModel& model) {
-  if (options_.registry == nullptr) return;
-  storage::ModelRecord record;
-  record.name = model.info().name;
-  record.family = model.info().family;
-  record.weights_sha256 = model.info().weights_sha256;
-  record.config_json = listing.description.config_json;
-  record.num_parameters = model.info().num_parameters;
-  LogIfError(absl::StrFormat("cannot record model '%s' in the store", record.name),
-             options_.registry->UpsertModel(record).status());
 }
 
 absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::Get(

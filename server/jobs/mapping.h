@@ -1,6 +1,7 @@
-// Conversions between storage records, engine structs and fca.v1 messages.
-#ifndef FCA_SERVER_CORE_MAPPING_H_
-#define FCA_SERVER_CORE_MAPPING_H_
+// Conversions between storage records, engine structs and fca.v1 messages
+// (those that need no storage record: server/worker/messages.h).
+#ifndef FCA_SERVER_JOBS_MAPPING_H_
+#define FCA_SERVER_JOBS_MAPPING_H_
 
 #include <cstdint>
 #include <string>
@@ -9,12 +10,10 @@
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/engine/audit/auditor.h"
+#include "server/worker/messages.h"
 #include "storage/records.h"
 
 namespace fca::core {
-
-void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out);
-int64_t FromTimestamp(const google::protobuf::Timestamp& t);
 
 v1::JobState ToProto(storage::JobState s);
 [[nodiscard]] absl::StatusOr<storage::JobState> FromProto(v1::JobState s);
@@ -26,19 +25,6 @@ v1::Dataset ToProto(const storage::DatasetRecord& d);
 v1::Result ToProto(const storage::ResultRow& r);
 v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::CoefficientSite>& sites,
                   const std::string& tokenizer);
-
-// The canonical JSON of a spec (what the store keeps and a manifest holds).
-std::string SpecToJson(const v1::AuditSpec& spec);
-[[nodiscard]] absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
-
-// A message as the store keeps it (specs, provenance): proto3 JSON with the
-// proto field names.
-std::string ToStoredJson(const google::protobuf::Message& message);
-// Stored provenance: fields it does not know (a newer server wrote them)
-// are ignored, "" (a job or task stored before provenance was kept) gives
-// an empty message; malformed JSON is DATA_LOSS.
-[[nodiscard]] absl::Status ProvenanceFromJson(const std::string& json,
-                                              google::protobuf::Message* out);
 
 // A job as clients see it (its provenance included, not its tasks);
 // `progress` comes from the coordinator.
@@ -58,9 +44,6 @@ std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRo
                                               const std::string& weights_sha256, int64_t job_id,
                                               const RowDatasets& datasets);
 
-// "CODE: message", the form job errors are stored and shown in.
-std::string StatusText(const absl::Status& status);
-
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_MAPPING_H_
+#endif  // FCA_SERVER_JOBS_MAPPING_H_

@@ -20,8 +20,8 @@
 // again at once (or failed after max_attempts: a task that crashes the
 // server is not retried forever); tasks held by remote workers keep their
 // leases, so a coordinator restart loses nothing they do.
-#ifndef FCA_SERVER_CORE_COORDINATOR_H_
-#define FCA_SERVER_CORE_COORDINATOR_H_
+#ifndef FCA_SERVER_JOBS_COORDINATOR_H_
+#define FCA_SERVER_JOBS_COORDINATOR_H_
 
 #include <atomic>
 #include <chrono>
@@ -37,9 +37,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/core/event_hub.h"
-#include "server/core/model_repository.h"
-#include "server/core/task_broker.h"
+#include "server/jobs/event_hub.h"
+#include "server/worker/model_repository.h"
+#include "server/worker/task_broker.h"
 #include "storage/store.h"
 
 namespace fca::core {
@@ -208,4 +208,4 @@ class Coordinator : public TaskBroker {
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_COORDINATOR_H_
+#endif  // FCA_SERVER_JOBS_COORDINATOR_H_

@@ -1,9 +1,10 @@
-#include "server/core/server_metrics.h"
+#include "server/jobs/server_metrics.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "server/core/worker.h"
+#include "server/jobs/worker_pool.h"
+#include "server/worker/forward_metrics.h"
 
 namespace fca::core {
 namespace {
@@ -36,27 +37,6 @@ metrics::Family<metrics::Histogram>& RunTime() {
   static auto& f = R().AddHistogram(
       "fca_job_run_seconds", "Time from a job's (latest) start to its end, by its end state.",
       {"state"}, metrics::DurationBuckets());
-  return f;
-}
-metrics::Family<metrics::Counter>& ForwardTokens() {
-  static auto& f = R().AddCounter(
-      "fca_forward_tokens_total",
-      "Tokens through model forwards of this server's own workers (audited model and dense "
-      "twin), by audited model.",
-      {"model"});
-  return f;
-}
-metrics::Family<metrics::Counter>& ForwardSeconds() {
-  static auto& f = R().AddCounter(
-      "fca_forward_seconds_total",
-      "Seconds inside model forwards of this server's own workers, by audited model.", {"model"});
-  return f;
-}
-metrics::Family<metrics::Histogram>& TokensPerSecond() {
-  static auto& f =
-      R().AddHistogram("fca_forward_tokens_per_second",
-                       "Forward throughput of each model audit by this server's own workers.",
-                       {"model"}, metrics::ExponentialBuckets(10, 2, 20));
   return f;
 }
 metrics::Counter& CacheHits() {
@@ -117,13 +97,6 @@ void ObserveJobEnd(const storage::JobRecord& job) {
   }
 }
 
-void ObserveForwards(const std::string& model, int64_t tokens, double seconds) {
-  if (tokens <= 0 || seconds <= 0) return;
-  ForwardTokens().WithLabels({model}).Increment(static_cast<double>(tokens));
-  ForwardSeconds().WithLabels({model}).Increment(seconds);
-  TokensPerSecond().WithLabels({model}).Observe(static_cast<double>(tokens) / seconds);
-}
-
 void ObserveCacheLookup(bool hit, int64_t bytes) {
   if (hit) {
     CacheHits().Increment();
@@ -144,9 +117,7 @@ ServerGauges::ServerGauges(storage::Store* store, const WorkerPool* workers) {
   CacheWrittenBytes();
   CacheBytes();
   for (const char* state : {"busy", "idle"}) Workers().WithLabels({state});
-  ForwardTokens();
-  ForwardSeconds();
-  TokensPerSecond();
+  RegisterForwardMetrics();
   QueueWait();
   RunTime();
   ScrapeErrors();

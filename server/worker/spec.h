@@ -1,7 +1,8 @@
 // Audit specs: validation against the server's limits, defaults, and
-// resolution of model and dataset names into an engine request.
-#ifndef FCA_SERVER_CORE_SPEC_H_
-#define FCA_SERVER_CORE_SPEC_H_
+// resolution of model and dataset names into an engine request (a job's
+// datasets in the store: server/jobs/datasets.h).
+#ifndef FCA_SERVER_WORKER_SPEC_H_
+#define FCA_SERVER_WORKER_SPEC_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,9 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/core/model_repository.h"
 #include "server/engine/audit/auditor.h"
-#include "storage/store.h"
+#include "server/worker/model_repository.h"
 
 namespace fca::core {
 
@@ -58,14 +58,6 @@ struct DatasetBytes {
   std::string bytes;
 };
 
-// The evaluation (or calibration) dataset of a job of `owner`. NOT_FOUND
-// for an unknown dataset (looked up among the owner's, by name or
-// "sha256:<hex>").
-[[nodiscard]] absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store,
-                                                          const v1::AuditSpec& spec,
-                                                          const std::string& owner,
-                                                          bool calibration);
-
 // The engine's dataset; INVALID_ARGUMENT for tokens that are not whole
 // int32s or an unknown kind.
 [[nodiscard]] absl::StatusOr<engine::Dataset> MakeDataset(DatasetBytes data);
@@ -79,11 +71,6 @@ struct DatasetBytes {
                                                         engine::Dataset eval,
                                                         engine::Dataset calib);
 
-// Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
-[[nodiscard]] absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
-                                                                    const std::string& ref,
-                                                                    const std::string& owner);
-
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_SPEC_H_
+#endif  // FCA_SERVER_WORKER_SPEC_H_

@@ -1,4 +1,4 @@
-#include "server/core/coordinator.h"
+#include "server/jobs/coordinator.h"
 
 #include <glog/logging.h>
 
@@ -7,8 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "server/core/mapping.h"
-#include "server/core/server_metrics.h"
+#include "server/jobs/datasets.h"
+#include "server/jobs/mapping.h"
+#include "server/jobs/server_metrics.h"
 
 namespace fca::core {
 namespace {

@@ -8,8 +8,8 @@
 // and the task was claimed again, or the task ended) every call with it is
 // FAILED_PRECONDITION, and the worker drops the task: what it would report
 // belongs to the task's new holder.
-#ifndef FCA_SERVER_CORE_TASK_BROKER_H_
-#define FCA_SERVER_CORE_TASK_BROKER_H_
+#ifndef FCA_SERVER_WORKER_TASK_BROKER_H_
+#define FCA_SERVER_WORKER_TASK_BROKER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -19,8 +19,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/core/spec.h"
 #include "server/engine/audit/auditor.h"
+#include "server/worker/spec.h"
 
 namespace fca::core {
 
@@ -93,4 +93,4 @@ class TaskBroker {
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_TASK_BROKER_H_
+#endif  // FCA_SERVER_WORKER_TASK_BROKER_H_

@@ -1,8 +1,8 @@
 // Wakes WatchJob streams when a job gets a new event. Events themselves live
 // in the store; the hub only carries "job J has events up to seq S" and the
 // job's latest progress fraction. Thread-safe.
-#ifndef FCA_SERVER_CORE_EVENT_HUB_H_
-#define FCA_SERVER_CORE_EVENT_HUB_H_
+#ifndef FCA_SERVER_JOBS_EVENT_HUB_H_
+#define FCA_SERVER_JOBS_EVENT_HUB_H_
 
 #include <chrono>
 #include <cstdint>
@@ -68,4 +68,4 @@ class EventHub {
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_EVENT_HUB_H_
+#endif  // FCA_SERVER_JOBS_EVENT_HUB_H_

@@ -7,8 +7,8 @@
 // the broker says the job stops (cancel, a failed sibling task), when the
 // lease is lost, when the task's time limit passes, or when the worker is
 // stopped (the task then goes back to the queue).
-#ifndef FCA_SERVER_CORE_WORKER_H_
-#define FCA_SERVER_CORE_WORKER_H_
+#ifndef FCA_SERVER_WORKER_WORKER_H_
+#define FCA_SERVER_WORKER_WORKER_H_
 
 #include <atomic>
 #include <chrono>
@@ -22,9 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/core/coordinator.h"
-#include "server/core/model_repository.h"
-#include "server/core/task_broker.h"
+#include "server/worker/model_repository.h"
+#include "server/worker/task_broker.h"
 
 namespace fca::core {
 
@@ -107,38 +106,6 @@ class Worker {
   bool refused_ = false;
 };
 
-// The server's own workers: one per device, each a thread with its own
-// model repository (so its own copy of the models it runs and its own
-// memory budget), claiming from the coordinator. Cancels and submissions
-// reach them at once through the coordinator's listeners.
-class WorkerPool {
- public:
-  struct Options {
-    // One worker per entry ("cpu", "cuda:0", ...).
-    std::vector<std::string> devices;
-    // Repository options of every worker; compute.device is each worker's.
-    ModelRepository::Options repository;
-    Worker::Options worker;  // name: "<kLocalWorkerPrefix><i>"
-  };
-  // FAILED_PRECONDITION when a repository cannot open its folder;
-  // INVALID_ARGUMENT for no devices.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(Coordinator* coordinator,
-                                                                          const Options& options);
-  ~WorkerPool();  // Stop()
-
-  void Start();
-  // Interrupts running tasks (they go back to the queue) and joins.
-  void Stop();
-  size_t size() const { return workers_.size(); }
-  // How many of them run a task now.
-  size_t Busy() const;
-
- private:
-  WorkerPool() = default;
-  std::vector<std::unique_ptr<ModelRepository>> repositories_;
-  std::vector<std::unique_ptr<Worker>> workers_;
-};
-
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_WORKER_H_
+#endif  // FCA_SERVER_WORKER_WORKER_H_

@@ -1,0 +1,30 @@
+// A job's datasets in the store: what submissions check and workers read
+// (through the coordinator).
+#ifndef FCA_SERVER_JOBS_DATASETS_H_
+#define FCA_SERVER_JOBS_DATASETS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+#include "server/worker/spec.h"
+#include "storage/store.h"
+
+namespace fca::core {
+
+// The evaluation (or calibration) dataset of a job of `owner`. NOT_FOUND
+// for an unknown dataset (looked up among the owner's, by name or
+// "sha256:<hex>").
+[[nodiscard]] absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store,
+                                                          const v1::AuditSpec& spec,
+                                                          const std::string& owner,
+                                                          bool calibration);
+
+// Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
+[[nodiscard]] absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
+                                                                    const std::string& ref,
+                                                                    const std::string& owner);
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_JOBS_DATASETS_H_

@@ -1,0 +1,47 @@
+#include "server/worker/forward_metrics.h"
+
+#include "common/metrics.h"
+
+namespace fca::core {
+namespace {
+
+metrics::Registry& R() { return metrics::Registry::Default(); }
+
+metrics::Family<metrics::Counter>& ForwardTokens() {
+  static auto& f = R().AddCounter(
+      "fca_forward_tokens_total",
+      "Tokens through model forwards of this server's own workers (audited model and dense "
+      "twin), by audited model.",
+      {"model"});
+  return f;
+}
+metrics::Family<metrics::Counter>& ForwardSeconds() {
+  static auto& f = R().AddCounter(
+      "fca_forward_seconds_total",
+      "Seconds inside model forwards of this server's own workers, by audited model.", {"model"});
+  return f;
+}
+metrics::Family<metrics::Histogram>& TokensPerSecond() {
+  static auto& f =
+      R().AddHistogram("fca_forward_tokens_per_second",
+                       "Forward throughput of each model audit by this server's own workers.",
+                       {"model"}, metrics::ExponentialBuckets(10, 2, 20));
+  return f;
+}
+
+}  // namespace
+
+void ObserveForwards(const std::string& model, int64_t tokens, double seconds) {
+  if (tokens <= 0 || seconds <= 0) return;
+  ForwardTokens().WithLabels({model}).Increment(static_cast<double>(tokens));
+  ForwardSeconds().WithLabels({model}).Increment(seconds);
+  TokensPerSecond().WithLabels({model}).Observe(static_cast<double>(tokens) / seconds);
+}
+
+void RegisterForwardMetrics() {
+  ForwardTokens();
+  ForwardSeconds();
+  TokensPerSecond();
+}
+
+}  // namespace fca::core

@@ -1,0 +1,62 @@
+#include "server/worker/messages.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fca::core {
+
+void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out) {
+  out->set_seconds(unix_us / 1000000);
+  out->set_nanos(static_cast<int32_t>((unix_us % 1000000) * 1000));
+}
+
+int64_t FromTimestamp(const google::protobuf::Timestamp& t) {
+  // Clamped: a far-future or far-past bound must not wrap around and turn
+  // "after year 9999" into "after 1970".
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1000000 - 1;
+  const int64_t seconds = std::clamp<int64_t>(t.seconds(), -kMaxSeconds, kMaxSeconds);
+  return seconds * 1000000 + t.nanos() / 1000;
+}
+
+std::string ToStoredJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // Fails only for an Any without a type resolver; fca's messages have none.
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+std::string SpecToJson(const v1::AuditSpec& spec) { return ToStoredJson(spec); }
+
+absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json) {
+  v1::AuditSpec spec;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &spec);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("stored job spec: ", st.message().ToString()));
+  }
+  return spec;
+}
+
+absl::Status ProvenanceFromJson(const std::string& json, google::protobuf::Message* out) {
+  out->Clear();
+  if (json.empty()) return absl::OkStatus();
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(json, out, options);
+  if (!st.ok()) {
+    return absl::DataLossError(absl::StrCat("stored provenance: ", st.message().ToString()));
+  }
+  return absl::OkStatus();
+}
+
+std::string StatusText(const absl::Status& status) {
+  return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()), status.message());
+}
+
+}  // namespace fca::core

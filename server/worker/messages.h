@@ -1,0 +1,37 @@
+// Conversions of fca.v1 messages that need neither the store nor the engine:
+// timestamps, the stored JSON of specs and provenance, status text. Workers
+// and the coordinator share them (server/jobs/mapping.h has the rest).
+#ifndef FCA_SERVER_WORKER_MESSAGES_H_
+#define FCA_SERVER_WORKER_MESSAGES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/fca/v1/audit_service.pb.h"
+
+namespace fca::core {
+
+void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out);
+int64_t FromTimestamp(const google::protobuf::Timestamp& t);
+
+// The canonical JSON of a spec (what the store keeps and a manifest holds).
+std::string SpecToJson(const v1::AuditSpec& spec);
+[[nodiscard]] absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
+
+// A message as the store keeps it (specs, provenance): proto3 JSON with the
+// proto field names.
+std::string ToStoredJson(const google::protobuf::Message& message);
+// Stored provenance: fields it does not know (a newer server wrote them)
+// are ignored, "" (a job or task stored before provenance was kept) gives
+// an empty message; malformed JSON is DATA_LOSS.
+[[nodiscard]] absl::Status ProvenanceFromJson(const std::string& json,
+                                              google::protobuf::Message* out);
+
+// "CODE: message", the form job errors are stored and shown in.
+std::string StatusText(const absl::Status& status);
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_WORKER_MESSAGES_H_
