@@ -103,8 +103,8 @@ std::optional<Origin> ParseOrigin(absl::string_view text) {
 }
 
 std::string Normalized(const Origin& o) {
-  const bool default_port = (o.scheme == "http" && o.port == 80) ||
-                            (o.scheme == "https" && o.port == 443);
+  const bool default_port =
+      (o.scheme == "http" && o.port == 80) || (o.scheme == "https" && o.port == 443);
   const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   return default_port ? absl::StrCat(o.scheme, "://", host)
                       : absl::StrCat(o.scheme, "://", host, ":", o.port);
@@ -115,8 +115,7 @@ bool HostAllowed(const std::string& name, const CrossSitePolicy& policy) {
   for (const std::string& allowed : policy.allowed_hosts) {
     if (allowed == "*" || allowed == name) return true;
     // ".lab.example.org" matches lab.example.org and every name under it.
-    if (allowed.front() == '.' &&
-        (name == allowed.substr(1) || absl::EndsWith(name, allowed))) {
+    if (allowed.front() == '.' && (name == allowed.substr(1) || absl::EndsWith(name, allowed))) {
       return true;
     }
   }
