@@ -6,8 +6,8 @@
 namespace fca {
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
-  const absl::Status malformed = absl::InvalidArgumentError(absl::StrFormat(
-      "'%s' is not HOST:PORT with a port in [0, 65535]", address.substr(0, 64)));
+  const absl::Status malformed = absl::InvalidArgumentError(
+      absl::StrFormat("'%s' is not HOST:PORT with a port in [0, 65535]", address.substr(0, 64)));
   const size_t colon = address.rfind(':');
   if (colon == absl::string_view::npos || colon == 0) return malformed;
   absl::string_view host = address.substr(0, colon);

@@ -129,11 +129,10 @@ absl::Status CheckBindings(const google::protobuf::ServiceDescriptor& service,
       return absl::InternalError(absl::StrFormat(
           "%s has no HTTP binding (server/http/api_handlers.cc)", method.full_name()));
     }
-    if (it->second.request != method.input_type() ||
-        it->second.response != method.output_type()) {
-      return absl::InternalError(absl::StrFormat(
-          "the HTTP binding of %s takes or gives other messages than the method",
-          method.full_name()));
+    if (it->second.request != method.input_type() || it->second.response != method.output_type()) {
+      return absl::InternalError(
+          absl::StrFormat("the HTTP binding of %s takes or gives other messages than the method",
+                          method.full_name()));
     }
   }
   for (const auto& [name, binding] : bindings) {
@@ -173,13 +172,12 @@ ApiReply ApiHandlers::HandleUnary(absl::string_view name, absl::string_view http
                                   absl::string_view body, const Admit& admit) const {
   const ApiMethod* method = Find(name);
   if (method == nullptr) {
-    return ErrorReply(absl::NotFoundError(absl::StrFormat(
-        "no such method: %s (fca.v1.AuditService over JSON)", name.substr(0, 64))));
+    return ErrorReply(absl::NotFoundError(
+        absl::StrFormat("no such method: %s (fca.v1.AuditService over JSON)", name.substr(0, 64))));
   }
   if (http_method == "GET" && !method->read_only) {
-    ApiReply reply = ErrorReply(absl::InvalidArgumentError(absl::StrCat(
-                                    method->name, " changes state: use POST")),
-                                405);
+    ApiReply reply = ErrorReply(
+        absl::InvalidArgumentError(absl::StrCat(method->name, " changes state: use POST")), 405);
     reply.headers.emplace_back("Allow", "POST");
     return reply;
   }

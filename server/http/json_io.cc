@@ -43,7 +43,7 @@ std::string ErrorJson(const absl::Status& status) {
   json::Value error = json::Value::MakeObject();
   error.Set("code", json::Value::String(absl::StatusCodeToString(status.code())));
   error.Set("message", json::Value::String(
-                                  json::ToValidUtf8({status.message().data(), status.message().size()})));
+                           json::ToValidUtf8({status.message().data(), status.message().size()})));
   return json::Write(error);
 }
 

@@ -170,7 +170,7 @@ void InstallHooks(httplib::Server& s) {
         return httplib::Server::HandlerResponse::Handled;
       }));
   s.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+      [](const httplib::Request&, httplib::Response& res, const std::exception_ptr& error) {
         std::string what = "unknown exception";
         try {
           if (error) std::rethrow_exception(error);

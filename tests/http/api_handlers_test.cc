@@ -67,8 +67,7 @@ class ApiHandlersTest : public ::testing::Test {
   }
 
   // A call admitted as Alice; counts the admissions.
-  ApiReply Call(const std::string& name, const std::string& http_method,
-                const std::string& body) {
+  ApiReply Call(const std::string& name, const std::string& http_method, const std::string& body) {
     return api_->HandleUnary(name, http_method, body,
                              [this](const ApiMethod&) -> std::variant<core::Caller, ApiReply> {
                                ++admitted_;
@@ -114,8 +113,8 @@ TEST_F(ApiHandlersTest, GetOnAMethodThatChangesStateIs405BeforeAdmission) {
   EXPECT_EQ(Body(reply).Find("code")->as_string(), "INVALID_ARGUMENT");
   EXPECT_THAT(Body(reply).Find("message")->as_string(),
               HasSubstr("SubmitAudit changes state: use POST"));
-  EXPECT_THAT(reply.headers, ::testing::Contains(std::make_pair(std::string("Allow"),
-                                                                std::string("POST"))));
+  EXPECT_THAT(reply.headers,
+              ::testing::Contains(std::make_pair(std::string("Allow"), std::string("POST"))));
   EXPECT_EQ(admitted_, 0);
 }
 
@@ -127,8 +126,8 @@ TEST_F(ApiHandlersTest, AnAdmissionRefusalIsTheReply) {
       });
   EXPECT_EQ(reply.status, 401);
   EXPECT_EQ(Body(reply).Find("code")->as_string(), "UNAUTHENTICATED");
-  EXPECT_THAT(reply.headers, ::testing::Contains(std::make_pair(
-                                 std::string("WWW-Authenticate"), std::string("Bearer"))));
+  EXPECT_THAT(reply.headers, ::testing::Contains(std::make_pair(std::string("WWW-Authenticate"),
+                                                                std::string("Bearer"))));
 }
 
 TEST_F(ApiHandlersTest, MalformedJsonIs400NamingTheFieldOrTheProblem) {

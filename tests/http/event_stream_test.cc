@@ -108,8 +108,8 @@ TEST_F(JobEventWriterTest, AGoneClientOrAStoppingServerEndsTheStream) {
 TEST_F(JobEventWriterTest, StreamsAJobUntilItsTerminalEvent) {
   CoreEnv env;
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
-  absl::StatusOr<v1::Job> job = env.Submit(
-      Alice(), core::testing::SmallSpec({core::testing::kGateA}, "eval", "calib"));
+  absl::StatusOr<v1::Job> job =
+      env.Submit(Alice(), core::testing::SmallSpec({core::testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();
   v1::CancelJobRequest cancel;
   cancel.set_job_id(job->id());
