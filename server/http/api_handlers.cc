@@ -15,31 +15,34 @@ namespace {
 using core::AuditServiceCore;
 using core::Caller;
 
-// A core method that takes the request message.
-template <typename Req, typename Resp>
-CoreBinding Bind(absl::StatusOr<Resp> (AuditServiceCore::*fn)(const Caller&, const Req&)) {
+// `fn(core, caller, request)` over JSON: the body parsed into a Req, the
+// Resp printed.
+template <typename Req, typename Resp, typename Fn>
+CoreBinding BindJson(Fn fn) {
   return {Req::descriptor(), Resp::descriptor(),
           [fn](AuditServiceCore& core, const Caller& caller,
                absl::string_view body) -> absl::StatusOr<std::string> {
             Req request;
             FCA_RETURN_IF_ERROR(ParseJson(body, &request));
-            FCA_ASSIGN_OR_RETURN(const Resp response, (core.*fn)(caller, request));
+            FCA_ASSIGN_OR_RETURN(const Resp response, fn(core, caller, request));
             return PrintJson(response);
           }};
+}
+
+// A core method that takes the request message.
+template <typename Req, typename Resp>
+CoreBinding Bind(absl::StatusOr<Resp> (AuditServiceCore::*fn)(const Caller&, const Req&)) {
+  return BindJson<Req, Resp>([fn](AuditServiceCore& core, const Caller& caller,
+                                  const Req& request) { return (core.*fn)(caller, request); });
 }
 
 // A core method whose request message has no fields: the body is still
 // parsed, so an unknown field is refused as on every other method.
 template <typename Req, typename Resp>
 CoreBinding BindWithoutRequest(absl::StatusOr<Resp> (AuditServiceCore::*fn)(const Caller&)) {
-  return {Req::descriptor(), Resp::descriptor(),
-          [fn](AuditServiceCore& core, const Caller& caller,
-               absl::string_view body) -> absl::StatusOr<std::string> {
-            Req request;
-            FCA_RETURN_IF_ERROR(ParseJson(body, &request));
-            FCA_ASSIGN_OR_RETURN(const Resp response, (core.*fn)(caller));
-            return PrintJson(response);
-          }};
+  return BindJson<Req, Resp>([fn](AuditServiceCore& core, const Caller& caller, const Req&) {
+    return (core.*fn)(caller);
+  });
 }
 
 bool IsUnary(const google::protobuf::MethodDescriptor& method) {
