@@ -123,7 +123,7 @@ absl::Status Bench() {
   core::Worker worker(&coordinator, models.get(), worker_options);
   coordinator.AddWakeListener([&worker] { worker.Wake(); });
   core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, {});
-  FCA_ASSIGN_OR_RETURN(auto auth, grpc_server::Authenticator::Create(false, "", nullptr));
+  FCA_ASSIGN_OR_RETURN(auto auth, auth::Authenticator::Create(false, "", nullptr));
   grpc_server::AuditServiceImpl service(&core, std::move(auth));
   grpc::ServerBuilder builder;
   int port = 0;

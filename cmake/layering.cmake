@@ -31,10 +31,13 @@ set(fca_layers
   "server/worker/main.cc|common/ proto/ ${fca_engine_all} server/worker/ server/grpc/remote_broker.h"
   "server/jobs/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/"
   "server/core/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/"
-  "server/grpc/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/grpc/"
+  # Authentication, the same for gRPC and HTTP: the store's keys and the
+  # caller type, nothing of either transport.
+  "server/auth/|common/ proto/ storage/ server/auth/ server/core/caller.h"
+  "server/grpc/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/auth/ server/grpc/"
   # RemoteBroker: what fca-worker links of gRPC.
   "server/grpc/remote_broker|common/ proto/ ${fca_engine_all} server/worker/ server/grpc/remote_broker.h"
-  "server/http/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/grpc/ server/http/"
+  "server/http/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/auth/ server/http/"
   # fca-server: everything.
   "server/main.cc|common/ proto/ storage/ server/"
 )

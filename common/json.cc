@@ -694,6 +694,24 @@ absl::StatusOr<Value> Parse(std::string_view text, const ParseOptions& options) 
   return Parser(text, options).ParseDocument();
 }
 
+std::string ToValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data() + i);
+    const size_t n = s[0] < 0x80 ? 1 : Utf8SequenceLength(s, text.size() - i);
+    if (n == 0) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    out.append(text.data() + i, n);
+    i += n;
+  }
+  return out;
+}
+
 std::string Write(const Value& v, bool pretty) {
   std::string out;
   WriteValue(v, pretty, 0, out);

@@ -86,6 +86,12 @@ struct ParseOptions {
 // Parses a complete JSON document; trailing non-space text is an error.
 [[nodiscard]] absl::StatusOr<Value> Parse(std::string_view text, const ParseOptions& options = {});
 
+// `text` with every byte that does not start a well-formed UTF-8 sequence
+// (overlong forms, surrogates, code points past U+10FFFF, truncated
+// sequences) replaced by '?': what Write needs for valid JSON when the text
+// comes from elsewhere (an error message quoting a client's bytes).
+std::string ToValidUtf8(std::string_view text);
+
 // Serializes compactly (no spaces) or with two-space indentation.
 std::string Write(const Value& v, bool pretty = false);
 

@@ -22,7 +22,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
@@ -295,13 +295,10 @@ std::vector<std::string> WorkerDevices() {
     return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
   }
   const std::string http = absl::GetFlag(FLAGS_http_listen);
-  int http_port = -1;
-  if (!http.empty() && (http.rfind(':') == std::string::npos || http.rfind(':') == 0 ||
-                        !absl::SimpleAtoi(http.substr(http.rfind(':') + 1), &http_port) ||
-                        http_port < 0 || http_port > 65535)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--http_listen='%s' is not HOST:PORT with a port in [0, 65535] (empty: no HTTP)",
-        http.substr(0, 64)));
+  if (const absl::StatusOr<HostPort> address = ParseHostPort(http);
+      !http.empty() && !address.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_listen=", address.status().message(), " (empty: no HTTP)"));
   }
   return absl::OkStatus();
 }
@@ -487,9 +484,11 @@ absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
 
 // The HTTP gateway on --http_listen, or null when it is off (or, for the
 // default address only, when that address is taken).
-absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(
-    core::AuditServiceCore* core, const grpc_server::Authenticator& authenticator,
-    storage::Store* store, core::Coordinator* coordinator, bool http_specified) {
+absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(core::AuditServiceCore* core,
+                                                         const auth::Authenticator& authenticator,
+                                                         storage::Store* store,
+                                                         core::Coordinator* coordinator,
+                                                         bool http_specified) {
   const std::string listen = absl::GetFlag(FLAGS_http_listen);
   if (listen.empty()) return nullptr;
   http::GatewayOptions options;
@@ -537,7 +536,7 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_specified) {
   const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache = OpenWeightsHashCache();
   repo_options.weights_hash_cache = weights_hash_cache.get();
   FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
-  FCA_ASSIGN_OR_RETURN(auto authenticator, grpc_server::Authenticator::Create(
+  FCA_ASSIGN_OR_RETURN(auto authenticator, fca::auth::Authenticator::Create(
                                                auth, absl::GetFlag(FLAGS_api_keys), store.get()));
   LogAuthMode(auth);
   FCA_ASSIGN_OR_RETURN(auto credentials, Credentials());
@@ -566,7 +565,7 @@ absl::Status Serve(const sigset_t& signals, bool auth, bool http_specified) {
   const core::ServerGauges gauges(store.get(), workers.get());
   // fca-worker processes (worker keys) claim and run tasks through it.
   grpc_server::WorkerServiceImpl worker_service(&coordinator, authenticator);
-  const grpc_server::Authenticator http_authenticator = authenticator;
+  const fca::auth::Authenticator http_authenticator = authenticator;
   grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
 
   grpc::EnableDefaultHealthCheckService(true);

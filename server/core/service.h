@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/caller.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
 #include "server/worker/model_repository.h"
@@ -20,16 +21,6 @@
 #include "storage/store.h"
 
 namespace fca::core {
-
-// Who is calling. With auth off every caller is the single user "local",
-// an admin. A worker (API key role "worker") runs tasks through the worker
-// protocol (fca.v1.WorkerService) and may call nothing else: it sees no
-// user's jobs, datasets or results.
-struct Caller {
-  std::string user;
-  bool admin = false;
-  bool worker = false;
-};
 
 struct ServiceLimits {
   int64_t max_dataset_bytes = 256ll << 20;

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "common/metrics.h"
+#include "common/status_macros.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -119,20 +120,18 @@ class MetricsInterceptorFactory final
 
 // The caller of an AuditService method. A worker key runs tasks and
 // nothing else: it lists, reads and submits nothing of any user's.
-absl::StatusOr<core::Caller> AuthenticateUser(const Authenticator& auth,
+absl::StatusOr<core::Caller> AuthenticateUser(const auth::Authenticator& authenticator,
                                               const grpc::ServerContext& ctx) {
-  absl::StatusOr<core::Caller> caller = auth.Authenticate(ctx);
-  if (caller.ok() && caller->worker) {
-    return absl::PermissionDeniedError(
-        "a worker key may call fca.v1.WorkerService only; use a user key");
-  }
+  FCA_ASSIGN_OR_RETURN(core::Caller caller, Authenticate(authenticator, ctx));
+  FCA_RETURN_IF_ERROR(auth::MayCallAuditService(caller));
   return caller;
 }
 
 // Unary shim: authenticate, call, copy the response, convert the status.
 template <typename Resp, typename Fn>
-grpc::Status Unary(const Authenticator& auth, grpc::ServerContext* ctx, Resp* resp, Fn&& fn) {
-  auto caller = AuthenticateUser(auth, *ctx);
+grpc::Status Unary(const auth::Authenticator& authenticator, grpc::ServerContext* ctx, Resp* resp,
+                   Fn&& fn) {
+  auto caller = AuthenticateUser(authenticator, *ctx);
   if (!caller.ok()) return ToGrpc(caller.status());
   auto result = fn(*caller);
   if (!result.ok()) return ToGrpc(result.status());

@@ -41,7 +41,7 @@ ServerInterceptors();
 
 class AuditServiceImpl final : public v1::AuditService::Service {
  public:
-  AuditServiceImpl(core::AuditServiceCore* core, Authenticator auth)
+  AuditServiceImpl(core::AuditServiceCore* core, auth::Authenticator auth)
       : core_(core), auth_(std::move(auth)) {}
 
   // Ends open WatchJob streams (server shutdown).
@@ -86,7 +86,7 @@ class AuditServiceImpl final : public v1::AuditService::Service {
 
  private:
   core::AuditServiceCore* core_;
-  Authenticator auth_;
+  auth::Authenticator auth_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -1,72 +1,20 @@
-// Bearer-token authentication of RPCs.
-//
-// Off: every caller is "local", an admin (a single user on a workstation).
-// On: each call must carry `authorization: Bearer <key>` metadata naming an
-// API key from the key file or the store; otherwise UNAUTHENTICATED.
-//
-// Every refused call is logged on stderr with the peer address and the
-// reason (missing header, malformed header, unknown key), never with the
-// key itself. The client only learns that it is unauthenticated.
+// The gRPC side of authentication (server/auth/authenticator.h): the key
+// comes from the call's `authorization` metadata.
 #ifndef FCA_SERVER_GRPC_AUTH_H_
 #define FCA_SERVER_GRPC_AUTH_H_
 
-#include <functional>
-#include <map>
-#include <optional>
-#include <string>
+#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "server/core/service.h"
-#include "storage/store.h"
-
-namespace grpc {
-class ServerContext;  // <grpcpp/grpcpp.h>: not included, so the HTTP gateway
-                      // (server/http) reuses this class without gRPC headers
-}  // namespace grpc
+#include "server/auth/authenticator.h"
+#include "server/core/caller.h"
 
 namespace fca::grpc_server {
 
-class Authenticator {
- public:
-  // Who owns a presented key: nullopt for an unknown key, an error when the
-  // lookup itself failed (e.g. the database is busy).
-  using KeyLookup =
-      std::function<absl::StatusOr<std::optional<core::Caller>>(const std::string& key)>;
-
-  // `enabled` false: everyone is the admin "local"; a `key_file` is then
-  // refused (INVALID_ARGUMENT), since keys nobody checks would only give a
-  // false sense of protection.
-  // `key_file`: optional lines "<key> <user> <role>" (role user|admin|worker;
-  // '#' starts a comment). It must be a regular file that grants group and
-  // others no permission at all: FAILED_PRECONDITION ("chmod 600 FILE")
-  // otherwise. NOT_FOUND when it cannot be opened, INVALID_ARGUMENT for a
-  // malformed line (the message names the line, never the key).
-  // Keys are also looked up in `store` (may be null) / with `lookup` (may be
-  // empty).
-  [[nodiscard]] static absl::StatusOr<Authenticator> Create(bool enabled,
-                                                            const std::string& key_file,
-                                                            storage::Store* store);
-  [[nodiscard]] static absl::StatusOr<Authenticator> Create(bool enabled,
-                                                            const std::string& key_file,
-                                                            KeyLookup lookup);
-
-  // The caller of an RPC, from its `authorization` metadata.
-  [[nodiscard]] absl::StatusOr<core::Caller> Authenticate(const grpc::ServerContext& context) const;
-  // The same check on the metadata value (nullopt: no such metadata);
-  // `peer` names the caller in the log line of a refusal.
-  // UNAUTHENTICATED for a missing or malformed header or an unknown key;
-  // UNAVAILABLE ("retry") when the key store could not be asked.
-  [[nodiscard]] absl::StatusOr<core::Caller> Authenticate(
-      std::optional<absl::string_view> authorization, absl::string_view peer) const;
-
-  bool enabled() const { return enabled_; }
-
- private:
-  bool enabled_ = false;
-  std::map<std::string, core::Caller> file_keys_;  // sha256(key) -> caller
-  KeyLookup lookup_;
-};
+// The caller of an RPC, from its `authorization` metadata
+// (auth::Authenticator::Authenticate; the peer is gRPC's).
+[[nodiscard]] absl::StatusOr<core::Caller> Authenticate(const auth::Authenticator& auth,
+                                                        const grpc::ServerContext& context);
 
 }  // namespace fca::grpc_server
 

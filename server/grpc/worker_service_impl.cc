@@ -88,11 +88,8 @@ grpc::Status Call(Fn&& fn) {
 
 absl::StatusOr<std::string> WorkerServiceImpl::Holder(const grpc::ServerContext& ctx,
                                                       const std::string& worker) {
-  FCA_ASSIGN_OR_RETURN(const core::Caller caller, auth_.Authenticate(ctx));
-  if (!caller.worker && !caller.admin) {
-    return absl::PermissionDeniedError(
-        "only worker keys (role 'worker') and admins may call fca.v1.WorkerService");
-  }
+  FCA_ASSIGN_OR_RETURN(const core::Caller caller, Authenticate(auth_, ctx));
+  FCA_RETURN_IF_ERROR(auth::MayCallWorkerService(caller));
   FCA_RETURN_IF_ERROR(CheckWorkerName(worker));
   // The key's user names the holder too: one key's workers cannot act for
   // another key's tasks (a name holds no '@', so no two (name, user) pairs

@@ -1,7 +1,7 @@
 // fca.v1.WorkerService over gRPC: the worker protocol (core::TaskBroker)
 // for fca-worker processes, over the coordinator.
 //
-// Every call authenticates with the server's Authenticator; only keys of
+// Every call authenticates with the server's auth::Authenticator; only keys of
 // role "worker" (and admins) get in, others are PERMISSION_DENIED. A worker
 // holds leases under "<its name>@<its key's user>", so one key's workers
 // cannot act for another key's tasks. Every call after ClaimTask checks that
@@ -38,9 +38,9 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // Chunks this service sends (ReadDataset, GetCoefficients).
   static constexpr size_t kChunkBytes = size_t{1} << 20;
 
-  WorkerServiceImpl(core::Coordinator* coordinator, Authenticator auth)
+  WorkerServiceImpl(core::Coordinator* coordinator, auth::Authenticator auth)
       : WorkerServiceImpl(coordinator, std::move(auth), Limits()) {}
-  WorkerServiceImpl(core::Coordinator* coordinator, Authenticator auth, Limits limits)
+  WorkerServiceImpl(core::Coordinator* coordinator, auth::Authenticator auth, Limits limits)
       : coordinator_(coordinator), auth_(std::move(auth)), limits_(limits) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
@@ -82,7 +82,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                                                          const v1::TaskLease& lease);
 
   core::Coordinator* coordinator_;
-  Authenticator auth_;
+  auth::Authenticator auth_;
   const Limits limits_;
 };
 

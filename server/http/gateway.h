@@ -12,14 +12,16 @@
 //   GET  /, /ui/<path>             the dashboard (assets.h)
 //
 // Each API call authenticates like gRPC (`Authorization: Bearer <key>`,
-// grpc_server::Authenticator; worker keys are refused), calls the same
-// AuditServiceCore method, and maps an error to its HTTP status with the
-// body {"code": "NOT_FOUND", "message": "..."} (HttpStatus below).
-// JSON is printed with the proto field names (snake_case), every field
-// present, int64 as strings (the proto3 JSON mapping of protobuf's util);
-// unknown fields are refused (400, the message names the field).
+// server/auth; worker keys are refused), calls the same AuditServiceCore
+// method (api_handlers.h), and maps an error to its HTTP status with the
+// body {"code": "NOT_FOUND", "message": "..."} (HttpStatus). JSON is
+// protobuf's proto3 mapping (json_io.h).
 //
 // /metrics, /healthz and /readyz need no key: they reveal no user's data.
+//
+// This file is the wiring: the methods are api_handlers.h's, the event
+// stream event_stream.h's, the cross-site rules cross_site.h's, and the
+// server itself (TLS, threads, limits, metrics) transport.h's.
 //
 // Whatever --auth says, API requests from other sites are refused (403):
 // a foreign Host (DNS rebinding) or Origin, and a state-changing call
@@ -33,22 +35,25 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/auth/authenticator.h"
 #include "server/core/service.h"
-#include "server/grpc/auth.h"
+#include "server/http/api_handlers.h"
 #include "server/http/cross_site.h"
 
 namespace httplib {
-class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace fca::http {
+
+class Transport;  // transport.h, which includes <httplib.h>
 
 struct GatewayOptions {
   // HOST:PORT ("127.0.0.1:7401", "[::1]:7401", "0.0.0.0:7401"); port 0
@@ -76,58 +81,48 @@ struct GatewayOptions {
   std::string allowed_hosts, allowed_origins;
 };
 
-// The HTTP status of an error code:
-//   INVALID_ARGUMENT 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
-//   NOT_FOUND 404, ALREADY_EXISTS 409, FAILED_PRECONDITION 409 (the state of
-//   a resource forbids the call: a conflict; 412 is for conditional request
-//   headers, which this API has none of), RESOURCE_EXHAUSTED 429,
-//   UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, others 500.
-int HttpStatus(absl::StatusCode code);
-
 class Gateway {
  public:
   // Binds and starts serving on threads of its own. `core` must outlive
   // the gateway. UNAVAILABLE when the address cannot be bound,
   // INVALID_ARGUMENT for a malformed address or options, FAILED_PRECONDITION
   // when the TLS files cannot be used.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Gateway>> Start(
-      core::AuditServiceCore* core, grpc_server::Authenticator auth, GatewayOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Gateway>> Start(core::AuditServiceCore* core,
+                                                                      auth::Authenticator auth,
+                                                                      GatewayOptions options);
   ~Gateway();  // Shutdown()
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
   const std::string& host() const { return host_; }
-  int port() const { return port_; }
-  bool tls() const { return tls_; }
+  int port() const;
+  bool tls() const;
 
   // Ends the event streams (each with an UNAVAILABLE error event: resume
   // with Last-Event-ID), stops accepting and waits for the requests in
   // flight. Idempotent.
   void Shutdown();
 
-  // One API method: the caller and the JSON request body (never empty) in,
-  // the JSON response out.
-  struct Method {
-    bool read_only = false;  // GET accepted too
-    std::function<absl::StatusOr<std::string>(const core::Caller&, const std::string& body)> call;
-  };
-
  private:
-  Gateway(core::AuditServiceCore* core, grpc_server::Authenticator auth, GatewayOptions options);
-  void Route();
+  Gateway(core::AuditServiceCore* core, auth::Authenticator auth, GatewayOptions options,
+          ApiHandlers api, CrossSitePolicy cross_site);
+  void RouteApi();
+  void RouteEvents();
+  void RouteProbesAndDashboard();
+  // Cross-site checks and authentication of an API request: the caller, or
+  // the refusal to send. An allowed foreign origin gets CORS headers.
+  std::variant<core::Caller, ApiReply> Admit(const httplib::Request& req, httplib::Response& res,
+                                             bool changes_state) const;
+  void ServeEvents(const httplib::Request& req, httplib::Response& res);
 
   core::AuditServiceCore* core_;
-  const grpc_server::Authenticator auth_;
+  const auth::Authenticator auth_;
   const GatewayOptions options_;
   CrossSitePolicy cross_site_;
-  std::map<std::string, Method> methods_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread listener_;
+  const ApiHandlers api_;
+  std::unique_ptr<Transport> transport_;
   std::string host_;
-  int port_ = 0;
-  bool tls_ = false;
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> stopped_{false};
   std::atomic<int64_t> event_streams_{0};
 };
 

@@ -228,6 +228,19 @@ TEST(JsonParseTest, DeepNestingDoesNotOverflowStack) {
   EXPECT_FALSE(Parse(std::string(129, '[') + std::string(129, ']')).ok());
 }
 
+TEST(ToValidUtf8Test, KeepsWellFormedTextAndMarksEachBadByte) {
+  EXPECT_EQ(ToValidUtf8("plain \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "plain \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(ToValidUtf8(std::string("a\xFF") + "b"), "a?b");
+  EXPECT_EQ(ToValidUtf8("\xC0\xAF"), "??");            // overlong '/'
+  EXPECT_EQ(ToValidUtf8("\xED\xA0\x80"), "???");       // a UTF-16 surrogate
+  EXPECT_EQ(ToValidUtf8("\xF4\x90\x80\x80"), "????");  // past U+10FFFF
+  EXPECT_EQ(ToValidUtf8("end\xE2\x82"), "end??");      // truncated
+  const std::string written = Write(Value::String(ToValidUtf8("x\x80y")));
+  EXPECT_EQ(written, "\"x?y\"");
+  EXPECT_TRUE(Parse(written).ok());
+}
+
 TEST(JsonWriteTest, CompactAndPretty) {
   Value v = Value::MakeObject();
   v.Set("name", Value::String("a\"b\\c\n\x01"));

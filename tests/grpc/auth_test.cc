@@ -1,4 +1,5 @@
-// Bearer-token authentication (server/grpc/auth.h) through a real server:
+// Bearer-token authentication (server/auth/authenticator.h, read from gRPC
+// metadata by server/grpc/auth.h) through a real server:
 // keys from the key file and from the store, and what each caller sees;
 // the key file's permissions; what a refusal logs; a failing key store.
 #include <gmock/gmock.h>
@@ -11,12 +12,14 @@
 #include <string_view>
 
 #include "common/status_macros.h"
+#include "server/auth/authenticator.h"
 #include "storage/store.h"
 #include "tests/grpc/grpc_env.h"
 
 namespace fca::grpc_server {
 namespace {
 
+using auth::Authenticator;
 using core::testing::SmallSpec;
 using testing::GrpcEnv;
 using ::testing::HasSubstr;

@@ -8,13 +8,14 @@
 namespace fca::grpc_server::testing {
 
 GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits, config.run, config.store) {
-  auto auth = Authenticator::Create(config.auth, config.key_file, core_env_.store());
-  if (!auth.ok()) {
-    std::fprintf(stderr, "GrpcEnv: %s\n", auth.status().ToString().c_str());
+  auto authenticator = auth::Authenticator::Create(config.auth, config.key_file, core_env_.store());
+  if (!authenticator.ok()) {
+    std::fprintf(stderr, "GrpcEnv: %s
+", authenticator.status().ToString().c_str());
     return;
   }
-  worker_service_ = std::make_unique<WorkerServiceImpl>(core_env_.coordinator(), *auth);
-  service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*auth));
+  worker_service_ = std::make_unique<WorkerServiceImpl>(core_env_.coordinator(), *authenticator);
+  service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*authenticator));
   core::ServerFacts facts;
   facts.auth = config.auth;
   core_env_.core()->set_facts(facts);

@@ -23,9 +23,9 @@ using ::testing::HasSubstr;
 class Server {
  public:
   explicit Server(bool interceptors) {
-    auto auth = Authenticator::Create(false, "", core_env_.store());
-    EXPECT_TRUE(auth.ok()) << auth.status();
-    service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*auth));
+    auto authenticator = auth::Authenticator::Create(false, "", core_env_.store());
+    EXPECT_TRUE(authenticator.ok()) << authenticator.status();
+    service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*authenticator));
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

@@ -1,0 +1,22 @@
+// Who is calling an RPC, as the transports' authentication (server/auth)
+// hands it to the core.
+#ifndef FCA_SERVER_CORE_CALLER_H_
+#define FCA_SERVER_CORE_CALLER_H_
+
+#include <string>
+
+namespace fca::core {
+
+// Who is calling. With auth off every caller is the single user "local",
+// an admin. A worker (API key role "worker") runs tasks through the worker
+// protocol (fca.v1.WorkerService) and may call nothing else: it sees no
+// user's jobs, datasets or results.
+struct Caller {
+  std::string user;
+  bool admin = false;
+  bool worker = false;
+};
+
+}  // namespace fca::core
+
+#endif  // FCA_SERVER_CORE_CALLER_H_

@@ -1,0 +1,103 @@
+// The HTTP server under the gateway (cpp-httplib, Debian's
+// libcpp-httplib-dev, built with OpenSSL): TLS, a bounded thread pool,
+// binding, limits, the security headers of every response, the JSON error
+// body of httplib's own refusals, and the request metrics
+// (fca_http_requests_total, fca_http_request_duration_seconds by handler and
+// status; fca_http_event_streams). What is served is gateway.cc's.
+#ifndef FCA_SERVER_HTTP_TRANSPORT_H_
+#define FCA_SERVER_HTTP_TRANSPORT_H_
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/host_port.h"
+#include "server/http/api_handlers.h"
+
+namespace fca::http {
+
+struct TransportOptions {
+  HostPort address;
+  int threads = 32;  // connections served at once; 4x as many wait in a queue
+  int64_t max_body_bytes = int64_t{16} << 20;
+  std::string tls_cert_file, tls_key_file;  // both set: HTTPS
+};
+
+// A bound server, listening on a thread of its own from Start() to Stop().
+class Transport {
+ public:
+  // The server with every route-independent setting, bound to the address
+  // (port 0: a free one). INVALID_ARGUMENT for one TLS file without the
+  // other, FAILED_PRECONDITION when they cannot be used, UNAVAILABLE when
+  // the address cannot be bound (`listen` names it in the message).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Transport>> Bind(
+      const TransportOptions& options, const std::string& listen);
+  ~Transport();  // Stop()
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // For the routes, before Start().
+  httplib::Server& server() { return *server_; }
+  int port() const { return port_; }
+  bool tls() const { return tls_; }
+
+  // Serves on a thread of its own; returns once the server runs.
+  void Start();
+  // Stops accepting and waits for the requests in flight. Idempotent.
+  void Stop();
+
+ private:
+  Transport() = default;
+
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
+  int port_ = 0;
+  bool tls_ = false;
+  std::atomic<bool> stopped_{false};
+};
+
+// The handler label of the request served on this thread, in the metrics
+// (an RPC name, "events", "metrics", ...; "unmatched" until set).
+void SetHandler(std::string name);
+
+// Writes `reply` (Cache-Control: no-store).
+void Send(httplib::Response& res, const ApiReply& reply);
+
+// The request's header, nullopt when absent.
+std::optional<std::string> Header(const httplib::Request& req, const char* name);
+// "http <address>:<port>", for log lines.
+std::string Peer(const httplib::Request& req);
+
+// The request's body up to `max_bytes`: RESOURCE_EXHAUSTED (413) beyond it,
+// INVALID_ARGUMENT when it cannot be read. A request with neither
+// Content-Length nor Transfer-Encoding has no body (RFC 9112 6.3).
+[[nodiscard]] absl::StatusOr<std::string> ReadBody(const httplib::Request& req,
+                                                   const httplib::Response& res,
+                                                   const httplib::ContentReader& read,
+                                                   int64_t max_bytes);
+
+// Holds one place among the open event streams while it lives
+// (fca_http_event_streams counts them all).
+class StreamSlot {
+ public:
+  explicit StreamSlot(std::atomic<int64_t>* count);
+  ~StreamSlot();
+  StreamSlot(const StreamSlot&) = delete;
+  StreamSlot& operator=(const StreamSlot&) = delete;
+  int64_t count() const { return n_; }  // the streams open with this one
+
+ private:
+  std::atomic<int64_t>* count_;
+  const int64_t n_;
+};
+
+}  // namespace fca::http
+
+#endif  // FCA_SERVER_HTTP_TRANSPORT_H_
