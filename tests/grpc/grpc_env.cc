@@ -10,8 +10,7 @@ namespace fca::grpc_server::testing {
 GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits, config.run, config.store) {
   auto authenticator = auth::Authenticator::Create(config.auth, config.key_file, core_env_.store());
   if (!authenticator.ok()) {
-    std::fprintf(stderr, "GrpcEnv: %s
-", authenticator.status().ToString().c_str());
+    std::fprintf(stderr, "GrpcEnv: %s\n", authenticator.status().ToString().c_str());
     return;
   }
   worker_service_ = std::make_unique<WorkerServiceImpl>(core_env_.coordinator(), *authenticator);
