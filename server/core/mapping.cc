@@ -126,11 +126,12 @@ std::string ToStoredJson(const google::protobuf::Message& message) {
 
 std::string SpecToJson(const v1::AuditSpec& spec) { return ToStoredJson(spec); }
 
-absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json) {
+absl::StatusOr<v1::AuditSpec> StoredSpec(const storage::JobRecord& job) {
   v1::AuditSpec spec;
-  auto st = google::protobuf::util::JsonStringToMessage(json, &spec);
+  auto st = google::protobuf::util::JsonStringToMessage(job.spec_json, &spec);
   if (!st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("stored job spec: ", st.message().ToString()));
+    return absl::DataLossError(
+        absl::StrFormat("job %d: stored spec: %s", job.id, st.message().ToString()));
   }
   return spec;
 }
@@ -152,7 +153,7 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   out.set_id(job.id);
   out.set_owner(job.owner);
   out.set_state(ToProto(job.state));
-  auto spec = SpecFromJson(job.spec_json);
+  auto spec = StoredSpec(job);
   if (!spec.ok()) return spec.status();
   *out.mutable_spec() = *spec;
   ToTimestamp(job.created_at_us, out.mutable_created_at());

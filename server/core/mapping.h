@@ -29,7 +29,9 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 
 // The canonical JSON of a spec (what the store keeps and a manifest holds).
 std::string SpecToJson(const v1::AuditSpec& spec);
-[[nodiscard]] absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
+// The spec of a stored job; DATA_LOSS naming the job when it cannot be
+// parsed (the store was damaged: the server wrote it from a valid spec).
+[[nodiscard]] absl::StatusOr<v1::AuditSpec> StoredSpec(const storage::JobRecord& job);
 
 // A message as the store keeps it (specs, provenance): proto3 JSON with the
 // proto field names.
