@@ -16,13 +16,27 @@ std::string Number(double value) {
 }
 
 const std::vector<const SpecField*>& SpecFields() {
-  static const auto* fields = new std::vector<const SpecField*>{
-      &kModels,         &kDenseTwin,           &kEvalDataset,       &kCalibDataset,
-      &kInterventions,  &kWindowLength,        &kMaxEvalWindows,    &kMaxCalibWindows,
-      &kBatchSize,      &kSeed,                &kPerSiteShuffle,    &kBootstrapResamples,
-      &kCiLevel,        &kAllowOverlap,        &kTimingRepeats,     &kLabel,
-      &kTimingMaxRepeats, &kTimingBudgetSeconds, &kPerLayerInterventions, &kPerLayerScope,
-      &kFidelityCheckEvery};
+  static const auto* fields = new std::vector<const SpecField*>{&kModels,
+                                                                &kDenseTwin,
+                                                                &kEvalDataset,
+                                                                &kCalibDataset,
+                                                                &kInterventions,
+                                                                &kWindowLength,
+                                                                &kMaxEvalWindows,
+                                                                &kMaxCalibWindows,
+                                                                &kBatchSize,
+                                                                &kSeed,
+                                                                &kPerSiteShuffle,
+                                                                &kBootstrapResamples,
+                                                                &kCiLevel,
+                                                                &kAllowOverlap,
+                                                                &kTimingRepeats,
+                                                                &kLabel,
+                                                                &kTimingMaxRepeats,
+                                                                &kTimingBudgetSeconds,
+                                                                &kPerLayerInterventions,
+                                                                &kPerLayerScope,
+                                                                &kFidelityCheckEvery};
   return *fields;
 }
 

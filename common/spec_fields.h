@@ -67,7 +67,8 @@ struct SpecField {
     f.default_text = text;
     return f;
   }
-  constexpr SpecField Range(double lo, double hi, bool lo_open = false, bool hi_open = false) const {
+  constexpr SpecField Range(double lo, double hi, bool lo_open = false,
+                            bool hi_open = false) const {
     SpecField f = *this;
     f.min = lo;
     f.max = hi;
@@ -199,11 +200,10 @@ inline constexpr SpecField kPerLayerInterventions =
         .DefaultText("none");
 // An enum (ScopeId) from the server's check to the engine; the proto keeps
 // its name. default_value is the ScopeId.
-inline constexpr SpecField kPerLayerScope =
-    Field("per_layer_scope", "per_layer_scope")
-        .Engine("per_layer_scope")
-        .Help("per_layer groups: {scopes}")
-        .Default(static_cast<double>(ScopeId::kLayer));
+inline constexpr SpecField kPerLayerScope = Field("per_layer_scope", "per_layer_scope")
+                                                .Engine("per_layer_scope")
+                                                .Help("per_layer groups: {scopes}")
+                                                .Default(static_cast<double>(ScopeId::kLayer));
 inline constexpr SpecField kFidelityCheckEvery =
     Field("fidelity_check_every", "fidelity_check_every")
         .Engine("fidelity_check_every")
