@@ -21,6 +21,7 @@
 #include "client/report.h"
 #include "common/file.h"
 #include "common/sha256.h"
+#include "common/spec_fields.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
 
@@ -676,17 +677,20 @@ std::string HelpText() {
       "\nAUDIT OPTIONS (each sets one AuditSpec field; see docs/fca.md)\n"
       "  --models=a,b --dense_twin=M --eval=D --calib=D --interventions=x,y\n"
       "  --window=T --max_eval_windows=N --max_calib_windows=N --batch=B\n"
-      "  --seed=S --per_site_shuffle --bootstrap=R --ci_level=0.95\n"
+      "  --seed=S --per_site_shuffle --bootstrap=R --ci_level=" +
+      spec_fields::DefaultText(spec_fields::kCiLevel) +
+      "\n"
       "  --allow_overlap --timing_repeats=K --timing_max_repeats=K\n"
       "  --timing_budget_seconds=S --label=TEXT\n"
       "  --per_layer=static_layer,cross_input  replay each intervention at one group of\n"
       "      sites at a time, correct elsewhere (one replay per group)\n"
       "  --per_layer_scope=" +
-      ScopeNameList("|") + "    the groups [" + kScopeLayer +
+      ScopeNameList("|") + "    the groups [" +
+      spec_fields::DefaultText(spec_fields::kPerLayerScope) +
       "]\n"
       "  --fidelity_check_every=K  compare REPLAY with LIVE on the first and every\n"
-      "      K-th evaluation batch; 1 checks every batch [8]\n" +
-      InterventionsHelp() +
+      "      K-th evaluation batch; 1 checks every batch [" +
+      spec_fields::DefaultText(spec_fields::kFidelityCheckEvery) + "]\n" + InterventionsHelp() +
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
       "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
       "  --detach              print the job id and exit (same as --nowatch)\n"

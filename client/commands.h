@@ -27,6 +27,7 @@ class CommandContext {
   const std::vector<std::string>& args() const { return args_; }
   // True when the flag appeared on the command line (not just defaulted).
   bool Specified(const std::string& flag) const { return specified_.count(flag) > 0; }
+  const std::set<std::string>& specified() const { return specified_; }
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
 

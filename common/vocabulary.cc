@@ -108,6 +108,16 @@ const ScopeDef* FindScope(std::string_view name) {
   return nullptr;
 }
 
+const ScopeDef& ScopeDefOf(ScopeId id) { return ScopeDefs()[static_cast<size_t>(id)]; }
+
+std::optional<ScopeId> ParseScope(std::string_view name) {
+  const ScopeDef* def = FindScope(name);
+  if (def == nullptr) return std::nullopt;
+  return def->id;
+}
+
+const char* ScopeName(ScopeId id) { return ScopeDefOf(id).name; }
+
 const std::vector<std::string>& ScopeNames() {
   static const auto* names = NewNames(ScopeDefs());
   return *names;

@@ -83,9 +83,14 @@ struct ScopeDef {
   const char* penalty_metric;
 };
 
+// In ScopeId's order.
 const std::vector<ScopeDef>& ScopeDefs();
 // nullptr for a name that is no scope.
 const ScopeDef* FindScope(std::string_view name);
+const ScopeDef& ScopeDefOf(ScopeId id);
+// nullopt for a name that is no scope.
+std::optional<ScopeId> ParseScope(std::string_view name);
+const char* ScopeName(ScopeId id);
 // Every name, in order.
 const std::vector<std::string>& ScopeNames();
 // "layer, site, family".

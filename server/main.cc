@@ -57,10 +57,10 @@ constexpr int64_t kMaxDatasetBytes = int64_t{1} << 40;  // 1 TiB
 // gRPC's default 4 MiB receive limit carries a Tokenize request; its reply
 // (up to one id per byte) must fit the CLI's 16 MiB.
 constexpr int64_t kMaxTokenizeBytes = 3 << 20;
-constexpr int64_t kMaxWindows = 1 << 20;
-// Windows are at least 2 tokens long (spec validation refuses shorter).
-constexpr int64_t kMinWindowLength = 2;
-constexpr int64_t kMaxWindowLength = 1 << 20;
+// The spec fields' ranges (common/spec_fields.h).
+constexpr int64_t kMaxWindows = spec_fields::kMaxEvalWindows.max;
+constexpr int64_t kMinWindowLength = spec_fields::kWindowLength.min;
+constexpr int64_t kMaxWindowLength = spec_fields::kWindowLength.max;
 constexpr int64_t kMaxQueuedJobs = 100000;
 constexpr int64_t kMaxCoeffCacheBytes = int64_t{1} << 40;  // 1 TiB
 constexpr int64_t kMaxJobsPerUser = int64_t{1} << 30;
@@ -93,10 +93,10 @@ ABSL_FLAG(int64_t, max_dataset_bytes, 256ll << 20,
 ABSL_FLAG(int64_t, max_tokenize_bytes, 1 << 20,
           absl::StrFormat("largest text one Tokenize call takes, bytes, 1..%d",
                           fca::flag_limits::kMaxTokenizeBytes));
-ABSL_FLAG(int64_t, max_windows, 4096,
+ABSL_FLAG(int64_t, max_windows, fca::core::SpecLimits().max_windows,
           absl::StrFormat("most windows per dataset in one job, 1..%d",
                           fca::flag_limits::kMaxWindows));
-ABSL_FLAG(int64_t, max_window_length, 4096,
+ABSL_FLAG(int64_t, max_window_length, fca::core::SpecLimits().max_window_length,
           absl::StrFormat("longest window, tokens, %d..%d", fca::flag_limits::kMinWindowLength,
                           fca::flag_limits::kMaxWindowLength));
 ABSL_FLAG(int64_t, max_queued_jobs, 16,

@@ -505,7 +505,7 @@ absl::Status AuditServiceCore::CheckDatasetUnused(const storage::DatasetRecord& 
       FCA_ASSIGN_OR_RETURN(storage::JobPage page,
                            store_->ListJobs(filter, storage::Store::kMaxPageSize, token));
       for (const storage::JobRecord& job : page.jobs) {
-        auto spec = SpecFromJson(job.spec_json);
+        auto spec = StoredSpec(job);
         if (!spec.ok()) continue;
         for (const std::string& ref : {spec->eval_dataset(), spec->calib_dataset()}) {
           if (ref == dataset.name || ref == "sha256:" + dataset.sha256) {
@@ -704,7 +704,7 @@ absl::StatusOr<engine::WindowSet> JobWindows(storage::Store* store, const v1::Au
 absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
     const Caller& caller, const v1::ListJobWindowsRequest& request) {
   FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, VisibleJob(caller, request.job_id()));
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(job.spec_json));
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, StoredSpec(job));
   const std::string model =
       request.model().empty() && spec.models_size() > 0 ? spec.models(0) : request.model();
   if (std::find(spec.models().begin(), spec.models().end(), model) == spec.models().end()) {

@@ -218,7 +218,7 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   out.task_count = a.task_count();
   out.attempt = a.attempt();
   out.model = a.model();
-  out.spec_json = core::SpecToJson(a.spec());
+  out.spec = a.spec();
   out.weights_sha256 = a.weights_sha256();
   out.dense_twin_weights_sha256 = a.dense_twin_weights_sha256();
   out.lease_duration = std::chrono::milliseconds(a.lease_ms());

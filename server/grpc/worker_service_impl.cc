@@ -163,7 +163,7 @@ grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx, const v1::Cl
     out->set_task_count(task->task_count);
     out->set_attempt(task->attempt);
     out->set_model(task->model);
-    FCA_ASSIGN_OR_RETURN(*out->mutable_spec(), core::SpecFromJson(task->spec_json));
+    *out->mutable_spec() = task->spec;
     out->set_weights_sha256(task->weights_sha256);
     out->set_dense_twin_weights_sha256(task->dense_twin_weights_sha256);
     out->set_lease_ms(task->lease_duration.count());
@@ -239,9 +239,10 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
     // Rows name the weights they came from: they must be the coordinator's
     // (the worker checked its own at claim; this keeps a stale or lying
     // worker's numbers out of the store).
-    FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, core::SpecFromJson(claim.job.spec_json));
+    FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const v1::AuditSpec> spec,
+                         coordinator_->JobSpec(claim.job));
     const bool own_model = req->model() == claim.task.model ||
-                           (!spec.dense_twin().empty() && req->model() == spec.dense_twin());
+                           (!spec->dense_twin().empty() && req->model() == spec->dense_twin());
     // (Any other model is refused by the coordinator below.)
     if (core::ModelRepository* models = coordinator_->options().models;
         models != nullptr && own_model) {

@@ -212,9 +212,23 @@ int64_t Coordinator::PendingEnds() {
   return static_cast<int64_t>(pending_ends_.size());
 }
 
+absl::StatusOr<std::shared_ptr<const v1::AuditSpec>> Coordinator::JobSpec(
+    const storage::JobRecord& job) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = specs_.find(job.id);
+    if (it != specs_.end()) return it->second;
+  }
+  FCA_ASSIGN_OR_RETURN(v1::AuditSpec parsed, StoredSpec(job));
+  auto spec = std::make_shared<const v1::AuditSpec>(std::move(parsed));
+  absl::MutexLock lock(&mu_);
+  return specs_.emplace(job.id, std::move(spec)).first->second;
+}
+
 void Coordinator::ForgetProgress(int64_t job_id) {
   absl::MutexLock lock(&mu_);
   progress_.erase(job_id);
+  specs_.erase(job_id);
   cache_errors_logged_.erase(job_id);
 }
 
@@ -270,9 +284,10 @@ absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskCl
   a.index = claim.task.index;
   a.attempt = claim.task.attempts;
   a.model = claim.task.model;
-  a.spec_json = claim.job.spec_json;
   a.lease_duration = options_.lease;
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const v1::AuditSpec> job_spec, JobSpec(claim.job));
+  a.spec = *job_spec;
+  const v1::AuditSpec& spec = a.spec;
   a.task_count = spec.models_size();
   {
     absl::MutexLock lock(&mu_);
@@ -345,7 +360,8 @@ absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& mode
                                      const std::vector<engine::ResultRow>& engine_rows) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   const int64_t job_id = claim.job.id;
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const v1::AuditSpec> job_spec, JobSpec(claim.job));
+  const v1::AuditSpec& spec = *job_spec;
   if (model != claim.task.model && model != spec.dense_twin()) {
     return absl::PermissionDeniedError(
         absl::StrFormat("task %d audits model '%s'; it may not report rows of '%s'", claim.task.id,
@@ -485,8 +501,8 @@ absl::Status Coordinator::ReleaseLost(const std::string& worker) {
 
 absl::StatusOr<DatasetBytes> Coordinator::ReadDataset(const Lease& lease, bool calibration) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(claim.job.spec_json));
-  return ReadJobDataset(store_, spec, claim.job.owner, calibration);
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const v1::AuditSpec> spec, JobSpec(claim.job));
+  return ReadJobDataset(store_, *spec, claim.job.owner, calibration);
 }
 
 std::optional<std::string> Coordinator::GetCoefficients(const Lease& lease,

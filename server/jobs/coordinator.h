@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -153,6 +154,11 @@ class Coordinator : public TaskBroker {
   // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
   [[nodiscard]] absl::StatusOr<storage::TaskClaim> CheckLease(const Lease& lease);
   const Options& options() const { return options_; }
+  // The job's spec, parsed from the store once while the job runs (tasks'
+  // claims and reports, local and remote); DATA_LOSS naming the job when the
+  // stored spec cannot be parsed.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const v1::AuditSpec>> JobSpec(
+      const storage::JobRecord& job);
 
  private:
   struct TaskEnd {
@@ -201,6 +207,8 @@ class Coordinator : public TaskBroker {
   std::vector<std::function<void(int64_t)>> stop_listeners_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> wake_listeners_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, JobProgress> progress_ ABSL_GUARDED_BY(mu_);
+  // Each running job's spec, parsed from the store once (JobSpec).
+  std::map<int64_t, std::shared_ptr<const v1::AuditSpec>> specs_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);
   absl::Mutex ends_mu_;
   std::vector<TaskEnd> pending_ends_ ABSL_GUARDED_BY(ends_mu_);

@@ -1,6 +1,10 @@
 #include "server/jobs/mapping.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <utility>
+
+#include "absl/strings/str_format.h"
 
 namespace fca::core {
 
@@ -96,12 +100,22 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
   return m;
 }
 
+absl::StatusOr<v1::AuditSpec> StoredSpec(const storage::JobRecord& job) {
+  v1::AuditSpec spec;
+  auto st = google::protobuf::util::JsonStringToMessage(job.spec_json, &spec);
+  if (!st.ok()) {
+    return absl::DataLossError(
+        absl::StrFormat("job %d: stored spec: %s", job.id, st.message().ToString()));
+  }
+  return spec;
+}
+
 absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) {
   v1::Job out;
   out.set_id(job.id);
   out.set_owner(job.owner);
   out.set_state(ToProto(job.state));
-  auto spec = SpecFromJson(job.spec_json);
+  auto spec = StoredSpec(job);
   if (!spec.ok()) return spec.status();
   *out.mutable_spec() = *spec;
   ToTimestamp(job.created_at_us, out.mutable_created_at());

@@ -26,6 +26,10 @@ v1::Result ToProto(const storage::ResultRow& r);
 v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::CoefficientSite>& sites,
                   const std::string& tokenizer);
 
+// The spec of a stored job; DATA_LOSS naming the job when it cannot be
+// parsed (the store was damaged: the server wrote it from a valid spec).
+[[nodiscard]] absl::StatusOr<v1::AuditSpec> StoredSpec(const storage::JobRecord& job);
+
 // A job as clients see it (its provenance included, not its tasks);
 // `progress` comes from the coordinator.
 [[nodiscard]] absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);

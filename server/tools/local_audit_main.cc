@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "common/spec_fields.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/models/muddpythia_init.h"
@@ -43,17 +45,25 @@ ABSL_FLAG(std::string, calib, "", "audit: calibration text file");
 ABSL_FLAG(std::vector<std::string>, interventions, {}, "audit: subset (default all)");
 ABSL_FLAG(std::vector<std::string>, per_layer, {},
           "audit: interventions replayed one group of sites at a time (default none)");
-ABSL_FLAG(std::string, per_layer_scope, "layer", "audit: per_layer groups: layer | site | family");
-ABSL_FLAG(int, fidelity_check_every, 8,
+// The spec fields' defaults are common/spec_fields.h's.
+ABSL_FLAG(std::string, per_layer_scope, fca::ScopeName(fca::spec_fields::DefaultScope()),
+          absl::StrCat("audit: per_layer groups: ", fca::ScopeNameList(" | ")));
+ABSL_FLAG(int, fidelity_check_every, fca::spec_fields::kFidelityCheckEvery.Default<int>(),
           "audit: replay fidelity checked on the first and every k-th evaluation batch (1: all)");
-ABSL_FLAG(int64_t, window, 128, "audit: window length T in tokens");
+ABSL_FLAG(int64_t, window, fca::spec_fields::kWindowLength.Default<int64_t>(),
+          "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
 ABSL_FLAG(int64_t, max_calib_windows, 64, "audit: calibration windows (0 = all)");
-ABSL_FLAG(int64_t, batch, 8, "audit: windows per forward pass");
-ABSL_FLAG(int, bootstrap, 1000, "audit: bootstrap resamples");
-ABSL_FLAG(int, timing_repeats, 7, "audit: timed (model, dense twin) pairs per model, at least");
-ABSL_FLAG(int, timing_max_repeats, 200, "audit: timed pairs per model, at most (adaptive stop)");
-ABSL_FLAG(double, timing_budget_seconds, 60, "audit: wall time the timing may take per model");
+ABSL_FLAG(int64_t, batch, fca::spec_fields::kBatchSize.Default<int64_t>(),
+          "audit: windows per forward pass");
+ABSL_FLAG(int, bootstrap, fca::spec_fields::kBootstrapResamples.Default<int>(),
+          "audit: bootstrap resamples");
+ABSL_FLAG(int, timing_repeats, fca::spec_fields::kTimingRepeats.Default<int>(),
+          "audit: timed (model, dense twin) pairs per model, at least");
+ABSL_FLAG(int, timing_max_repeats, fca::spec_fields::kTimingMaxRepeats.Default<int>(),
+          "audit: timed pairs per model, at most (adaptive stop)");
+ABSL_FLAG(double, timing_budget_seconds, fca::spec_fields::kTimingBudgetSeconds.Default<double>(),
+          "audit: wall time the timing may take per model");
 ABSL_FLAG(std::string, device, "cpu", "audit: torch device");
 ABSL_FLAG(std::string, dtype, "float32", "audit: float32 | bfloat16");
 ABSL_FLAG(int, threads, 0, "torch threads (0 = one per core)");
@@ -195,12 +205,39 @@ void PrintAggregate(const AuditReport& report) {
   }
 }
 
+// The audit's options; INVALID_ARGUMENT for an unknown scope (the engine
+// checks the rest).
+absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
+  engine::AuditOptions o;
+  o.interventions = absl::GetFlag(FLAGS_interventions);
+  o.window_length = absl::GetFlag(FLAGS_window);
+  o.max_eval_windows = absl::GetFlag(FLAGS_max_eval_windows);
+  o.max_calib_windows = absl::GetFlag(FLAGS_max_calib_windows);
+  o.batch_size = absl::GetFlag(FLAGS_batch);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.bootstrap_resamples = absl::GetFlag(FLAGS_bootstrap);
+  o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
+  o.timing_max_repeats = absl::GetFlag(FLAGS_timing_max_repeats);
+  o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
+  o.per_layer_interventions = absl::GetFlag(FLAGS_per_layer);
+  o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
+  const std::string scope = absl::GetFlag(FLAGS_per_layer_scope);
+  const std::optional<ScopeId> scope_id = ParseScope(scope);
+  if (!scope_id) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown per-layer scope '%s' (known: %s)", scope, ScopeNameList()));
+  }
+  o.per_layer_scope = *scope_id;
+  return o;
+}
+
 absl::Status Audit() {
   engine::ComputeOptions compute;
   compute.device = absl::GetFlag(FLAGS_device);
   compute.dtype = absl::GetFlag(FLAGS_dtype);
   std::vector<std::unique_ptr<engine::ControlledModel>> owned;
   engine::AuditRequest req;
+  FCA_ASSIGN_OR_RETURN(req.options, OptionsFromFlags());
   for (const std::string& dir : absl::GetFlag(FLAGS_models)) {
     FCA_ASSIGN_OR_RETURN(auto m, engine::LoadModel(dir, BaseName(dir), compute));
     req.models.push_back(m.get());
@@ -214,20 +251,6 @@ absl::Status Audit() {
   }
   FCA_ASSIGN_OR_RETURN(req.eval, ReadText(absl::GetFlag(FLAGS_eval), "eval"));
   FCA_ASSIGN_OR_RETURN(req.calib, ReadText(absl::GetFlag(FLAGS_calib), "calib"));
-  engine::AuditOptions& o = req.options;
-  o.interventions = absl::GetFlag(FLAGS_interventions);
-  o.window_length = absl::GetFlag(FLAGS_window);
-  o.max_eval_windows = absl::GetFlag(FLAGS_max_eval_windows);
-  o.max_calib_windows = absl::GetFlag(FLAGS_max_calib_windows);
-  o.batch_size = absl::GetFlag(FLAGS_batch);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.bootstrap_resamples = absl::GetFlag(FLAGS_bootstrap);
-  o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
-  o.timing_max_repeats = absl::GetFlag(FLAGS_timing_max_repeats);
-  o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
-  o.per_layer_interventions = absl::GetFlag(FLAGS_per_layer);
-  o.per_layer_scope = absl::GetFlag(FLAGS_per_layer_scope);
-  o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
   req.on_note = [](const std::string& note) { std::fprintf(stderr, "note: %s\n", note.c_str()); };
   std::string last_phase;
   req.on_progress = [&](const engine::AuditProgress& p) {

@@ -34,15 +34,6 @@ std::string ToStoredJson(const google::protobuf::Message& message) {
 
 std::string SpecToJson(const v1::AuditSpec& spec) { return ToStoredJson(spec); }
 
-absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json) {
-  v1::AuditSpec spec;
-  auto st = google::protobuf::util::JsonStringToMessage(json, &spec);
-  if (!st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("stored job spec: ", st.message().ToString()));
-  }
-  return spec;
-}
-
 absl::Status ProvenanceFromJson(const std::string& json, google::protobuf::Message* out) {
   out->Clear();
   if (json.empty()) return absl::OkStatus();

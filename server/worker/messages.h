@@ -18,7 +18,6 @@ int64_t FromTimestamp(const google::protobuf::Timestamp& t);
 
 // The canonical JSON of a spec (what the store keeps and a manifest holds).
 std::string SpecToJson(const v1::AuditSpec& spec);
-[[nodiscard]] absl::StatusOr<v1::AuditSpec> SpecFromJson(const std::string& json);
 
 // A message as the store keeps it (specs, provenance): proto3 JSON with the
 // proto field names.

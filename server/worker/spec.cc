@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
@@ -12,15 +13,30 @@
 namespace fca::core {
 namespace {
 
-absl::Status Range(const char* field, int64_t value, int64_t lo, int64_t hi) {
-  if (value >= lo && value <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrFormat("spec field '%s' is %d; it must be in [%d, %d]", field, value, lo, hi));
+namespace sf = spec_fields;
+
+// INVALID_ARGUMENT unless lo..hi (the field's open ends) holds `value`;
+// `text` is the value as the message shows it.
+absl::Status CheckRange(const sf::SpecField& field, double value, const std::string& text,
+                        double lo, double hi) {
+  if (sf::InRange(field, value, lo, hi)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "spec field '%s' is %s; it must be in %s", field.name, text, sf::RangeText(field, lo, hi)));
 }
 
+absl::Status Range(const sf::SpecField& field, int64_t value, double hi) {
+  return CheckRange(field, static_cast<double>(value), absl::StrCat(value), field.min, hi);
+}
+
+absl::Status RealRange(const sf::SpecField& field, double value, double hi) {
+  return CheckRange(field, value, absl::StrFormat("%g", value), field.min, hi);
+}
+
+// Sets the field's default where the spec has 0.
 template <typename T>
-void Default(T value, T fallback, void (v1::AuditSpec::*set)(T), v1::AuditSpec* spec) {
-  if (value == 0) (spec->*set)(fallback);
+void Default(const sf::SpecField& field, T value, void (v1::AuditSpec::*set)(T),
+             v1::AuditSpec* spec) {
+  if (value == 0) (spec->*set)(field.Default<T>());
 }
 
 // `field` names the spec field in messages ("intervention", "per-layer
@@ -44,7 +60,7 @@ absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& n
 absl::Status CheckInterventions(const v1::AuditSpec& spec) {
   FCA_RETURN_IF_ERROR(CheckNames(spec.interventions(), "intervention", true));
   FCA_RETURN_IF_ERROR(CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
-  if (FindScope(spec.per_layer_scope()) != nullptr) return absl::OkStatus();
+  if (ParseScope(spec.per_layer_scope())) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat("unknown per_layer_scope '%s' (known: %s)",
                                                     spec.per_layer_scope().substr(0, 64),
                                                     ScopeNameList()));
@@ -53,7 +69,10 @@ absl::Status CheckInterventions(const v1::AuditSpec& spec) {
 // Labels are shown in listings and terminals: printable UTF-8 only (no
 // control characters, so no escape sequences), at most 256 bytes.
 absl::Status CheckLabel(const std::string& label) {
-  if (label.size() > 256) return absl::InvalidArgumentError("spec label exceeds 256 bytes");
+  if (static_cast<double>(label.size()) > sf::kLabel.max) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("spec label exceeds %d bytes", static_cast<int>(sf::kLabel.max)));
+  }
   const size_t bad = engine::unicode::FindInvalidUtf8(label);
   if (bad != std::string_view::npos) {
     return absl::InvalidArgumentError(
@@ -73,18 +92,17 @@ absl::Status CheckLabel(const std::string& label) {
 // Defaults and ranges of the adaptive timing; timing_repeats has its
 // default already.
 absl::Status CheckTiming(v1::AuditSpec* s, const SpecLimits& limits) {
-  Default<int32_t>(s->timing_max_repeats(), std::max(200, s->timing_repeats()),
-                   &v1::AuditSpec::set_timing_max_repeats, s);
-  if (s->timing_budget_seconds() == 0) s->set_timing_budget_seconds(60);
-  FCA_RETURN_IF_ERROR(Range("timing_max_repeats", s->timing_max_repeats(), s->timing_repeats(),
-                            limits.max_timing_max_repeats));
-  if (!(s->timing_budget_seconds() > 0 &&
-        s->timing_budget_seconds() <= limits.max_timing_budget_seconds)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("spec field 'timing_budget_seconds' is %g; it must be in (0, %g]",
-                        s->timing_budget_seconds(), limits.max_timing_budget_seconds));
+  if (s->timing_max_repeats() == 0) {
+    s->set_timing_max_repeats(
+        std::max(sf::kTimingMaxRepeats.Default<int32_t>(), s->timing_repeats()));
   }
-  return absl::OkStatus();
+  Default(sf::kTimingBudgetSeconds, s->timing_budget_seconds(),
+          &v1::AuditSpec::set_timing_budget_seconds, s);
+  FCA_RETURN_IF_ERROR(CheckRange(sf::kTimingMaxRepeats, s->timing_max_repeats(),
+                                 absl::StrCat(s->timing_max_repeats()), s->timing_repeats(),
+                                 static_cast<double>(limits.max_timing_max_repeats)));
+  return RealRange(sf::kTimingBudgetSeconds, s->timing_budget_seconds(),
+                   limits.max_timing_budget_seconds);
 }
 }  // namespace
 
@@ -105,7 +123,8 @@ engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   o.timing_budget_seconds = s.timing_budget_seconds();
   o.per_layer_interventions.assign(s.per_layer_interventions().begin(),
                                    s.per_layer_interventions().end());
-  o.per_layer_scope = s.per_layer_scope();
+  // NormalizeSpec checked the name.
+  o.per_layer_scope = ParseScope(s.per_layer_scope()).value_or(sf::DefaultScope());
   o.fidelity_check_every = s.fidelity_check_every();
   return o;
 }
@@ -127,30 +146,28 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   if (s.eval_dataset().empty() || s.calib_dataset().empty()) {
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }
-  if (s.per_layer_scope().empty()) s.set_per_layer_scope(kScopeLayer);
+  if (s.per_layer_scope().empty()) s.set_per_layer_scope(ScopeName(sf::DefaultScope()));
   FCA_RETURN_IF_ERROR(CheckInterventions(s));
-  Default<int64_t>(s.window_length(), 128, &v1::AuditSpec::set_window_length, &s);
-  Default<int64_t>(s.batch_size(), 8, &v1::AuditSpec::set_batch_size, &s);
-  Default<int32_t>(s.bootstrap_resamples(), 1000, &v1::AuditSpec::set_bootstrap_resamples, &s);
-  Default<int32_t>(s.timing_repeats(), 7, &v1::AuditSpec::set_timing_repeats, &s);
-  Default<int32_t>(s.fidelity_check_every(), 8, &v1::AuditSpec::set_fidelity_check_every, &s);
-  Default<int64_t>(s.max_eval_windows(), limits.max_windows, &v1::AuditSpec::set_max_eval_windows,
-                   &s);
-  Default<int64_t>(s.max_calib_windows(), limits.max_windows, &v1::AuditSpec::set_max_calib_windows,
-                   &s);
-  if (s.ci_level() == 0) s.set_ci_level(0.95);
-  FCA_RETURN_IF_ERROR(Range("window_length", s.window_length(), 2, limits.max_window_length));
-  FCA_RETURN_IF_ERROR(Range("batch_size", s.batch_size(), 1, limits.max_batch_size));
-  FCA_RETURN_IF_ERROR(Range("max_eval_windows", s.max_eval_windows(), 1, limits.max_windows));
-  FCA_RETURN_IF_ERROR(Range("max_calib_windows", s.max_calib_windows(), 1, limits.max_windows));
+  Default(sf::kWindowLength, s.window_length(), &v1::AuditSpec::set_window_length, &s);
+  Default(sf::kBatchSize, s.batch_size(), &v1::AuditSpec::set_batch_size, &s);
+  Default(sf::kBootstrapResamples, s.bootstrap_resamples(), &v1::AuditSpec::set_bootstrap_resamples,
+          &s);
+  Default(sf::kTimingRepeats, s.timing_repeats(), &v1::AuditSpec::set_timing_repeats, &s);
+  Default(sf::kFidelityCheckEvery, s.fidelity_check_every(),
+          &v1::AuditSpec::set_fidelity_check_every, &s);
+  if (s.max_eval_windows() == 0) s.set_max_eval_windows(limits.max_windows);
+  if (s.max_calib_windows() == 0) s.set_max_calib_windows(limits.max_windows);
+  Default(sf::kCiLevel, s.ci_level(), &v1::AuditSpec::set_ci_level, &s);
+  FCA_RETURN_IF_ERROR(Range(sf::kWindowLength, s.window_length(), limits.max_window_length));
+  FCA_RETURN_IF_ERROR(Range(sf::kBatchSize, s.batch_size(), limits.max_batch_size));
+  FCA_RETURN_IF_ERROR(Range(sf::kMaxEvalWindows, s.max_eval_windows(), limits.max_windows));
+  FCA_RETURN_IF_ERROR(Range(sf::kMaxCalibWindows, s.max_calib_windows(), limits.max_windows));
   FCA_RETURN_IF_ERROR(
-      Range("bootstrap_resamples", s.bootstrap_resamples(), 1, limits.max_bootstrap_resamples));
-  FCA_RETURN_IF_ERROR(Range("timing_repeats", s.timing_repeats(), 0, limits.max_timing_repeats));
-  FCA_RETURN_IF_ERROR(Range("fidelity_check_every", s.fidelity_check_every(), 1, 1000000));
-  if (!(s.ci_level() > 0 && s.ci_level() < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("spec field 'ci_level' is %g; it must be in (0, 1)", s.ci_level()));
-  }
+      Range(sf::kBootstrapResamples, s.bootstrap_resamples(), limits.max_bootstrap_resamples));
+  FCA_RETURN_IF_ERROR(Range(sf::kTimingRepeats, s.timing_repeats(), limits.max_timing_repeats));
+  FCA_RETURN_IF_ERROR(
+      Range(sf::kFidelityCheckEvery, s.fidelity_check_every(), sf::kFidelityCheckEvery.max));
+  FCA_RETURN_IF_ERROR(RealRange(sf::kCiLevel, s.ci_level(), sf::kCiLevel.max));
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;

@@ -10,27 +10,27 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/spec_fields.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/engine/audit/auditor.h"
 #include "server/worker/model_repository.h"
 
 namespace fca::core {
 
+// The server's limits on a spec; the defaults are common/spec_fields.h's.
 struct SpecLimits {
-  int64_t max_windows = 4096;        // per dataset and job
-  int64_t max_window_length = 4096;  // tokens
-  int64_t max_models = 16;           // audited models per job
-  int64_t max_batch_size = 256;
-  int64_t max_bootstrap_resamples = 100000;
-  int64_t max_timing_repeats = 100;
-  int64_t max_timing_max_repeats = 2000;    // pairs of the adaptive timing
-  double max_timing_budget_seconds = 3600;  // per model
+  int64_t max_windows = spec_fields::kMaxEvalWindows.ServerLimit();      // per dataset and job
+  int64_t max_window_length = spec_fields::kWindowLength.ServerLimit();  // tokens
+  int64_t max_models = spec_fields::kModels.ServerLimit();               // audited models per job
+  int64_t max_batch_size = spec_fields::kBatchSize.ServerLimit();
+  int64_t max_bootstrap_resamples = spec_fields::kBootstrapResamples.ServerLimit();
+  int64_t max_timing_repeats = spec_fields::kTimingRepeats.ServerLimit();
+  int64_t max_timing_max_repeats = spec_fields::kTimingMaxRepeats.ServerLimit();
+  double max_timing_budget_seconds = spec_fields::kTimingBudgetSeconds.ServerLimit();  // per model
 };
 
-// Checks every field and fills defaults (window 128, batch 8, bootstrap
-// 1000, ci 0.95, timing 7 to max(200, timing) pairs within 60 s, all
-// interventions, per_layer_scope "layer", max windows = the limit: the
-// engine notes when a dataset has more).
+// Checks every field and fills the defaults of common/spec_fields.h (max
+// windows: the limit; the engine notes when a dataset has more).
 // INVALID_ARGUMENT naming the field, with the limit where one applies.
 [[nodiscard]] absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec,
                                                           const SpecLimits& limits);

@@ -37,7 +37,7 @@ struct TaskAssignment {
   int task_count = 0;  // models in the job
   int attempt = 0;     // 1 for the first claim
   std::string model;
-  std::string spec_json;  // the job's normalized spec
+  v1::AuditSpec spec;  // the job's normalized spec, parsed once
   // The coordinator's SHA-256 of the model's (and the dense twin's) weight
   // files; empty when it did not check (in-process workers share its
   // folder). A worker whose loaded weights differ refuses the task.

@@ -239,7 +239,7 @@ absl::Status Worker::CheckWeights(const TaskAssignment& task, const engine::Mode
 
 absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* provenance) {
   RecordRuntime(options_.name, task, provenance);
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, SpecFromJson(task.spec_json));
+  const v1::AuditSpec& spec = task.spec;
   FCA_ASSIGN_OR_RETURN(DatasetBytes eval_bytes, broker_->ReadDataset(task.lease, false));
   FCA_ASSIGN_OR_RETURN(DatasetBytes calib_bytes, broker_->ReadDataset(task.lease, true));
   const DatasetHashes datasets{eval_bytes.sha256, calib_bytes.sha256};

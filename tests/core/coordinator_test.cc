@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_format.h"
 #include "server/engine/audit/windows.h"
 #include "tests/core/core_env.h"
 
@@ -304,6 +305,22 @@ TEST(CoordinatorTest, OverlapIsAllowedWhenTheSpecSaysSo) {
   auto job = env.RunNext();
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->error();
+}
+
+// A stored spec that cannot be parsed was damaged in the store: DATA_LOSS
+// naming the job, when a worker claims its task and when it is read.
+TEST(CoordinatorTest, ACorruptStoredSpecIsDataLossNamingTheJob) {
+  CoreEnv env;
+  auto stored =
+      env.store()->CreateJob("alice", R"({"models": ["fg_a"], "window_length": "x"})", {"fg_a"});
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  const std::string job = absl::StrFormat("job %d", stored->id);
+  auto claimed = env.coordinator()->Claim(env.worker()->options().name, 0);
+  EXPECT_EQ(claimed.status().code(), absl::StatusCode::kDataLoss) << claimed.status();
+  EXPECT_THAT(std::string(claimed.status().message()), HasSubstr(job));
+  auto read = env.Get(Alice(), stored->id);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(job));
 }
 
 // CancelJob on a RUNNING job promises a stop within one batch; here the

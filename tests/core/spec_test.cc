@@ -147,7 +147,7 @@ TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
   ASSERT_TRUE(s.ok()) << s.status();
   const engine::AuditOptions o = ToEngineOptions(*s);
   EXPECT_EQ(o.per_layer_interventions, (std::vector<std::string>{"static_layer", "static_token"}));
-  EXPECT_EQ(o.per_layer_scope, "family");
+  EXPECT_EQ(o.per_layer_scope, ScopeId::kFamily);
 }
 
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {

@@ -224,10 +224,8 @@ TEST_P(TaskBrokerTest, ClaimTakesTheOldestClaimableTaskThenNone) {
   EXPECT_EQ(a->attempt, 1);
   EXPECT_EQ(a->model, kGateA);
   EXPECT_EQ(a->lease_duration, coordinator()->options().lease);
-  absl::StatusOr<v1::AuditSpec> spec = core::SpecFromJson(a->spec_json);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->models_size(), 2);
-  EXPECT_EQ(spec->eval_dataset(), "eval");
+  EXPECT_EQ(a->spec.models_size(), 2);
+  EXPECT_EQ(a->spec.eval_dataset(), "eval");
   const storage::TaskRecord held = Task(a->lease.task_id);
   EXPECT_EQ(held.state, storage::JobState::kRunning);
   EXPECT_EQ(held.worker, Holder(kWorker));

@@ -18,6 +18,15 @@ bool Contains(const std::vector<std::string>& list, const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
 }
 
+// INVALID_ARGUMENT unless the field's range (common/spec_fields.h) holds
+// the option: "batch_size 0 is outside [1, 4096]".
+absl::Status CheckOption(const spec_fields::SpecField& field, double value) {
+  if (spec_fields::InRange(field, value, field.min, field.max)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s %s is outside %s", field.name, spec_fields::Number(value),
+                      spec_fields::RangeText(field, field.min, field.max)));
+}
+
 absl::Status ValidateOptions(const AuditOptions& o) {
   for (const std::string& name : o.interventions) {
     if (!Contains(AllInterventions(), name)) {
@@ -26,35 +35,22 @@ absl::Status ValidateOptions(const AuditOptions& o) {
     }
   }
   FCA_RETURN_IF_ERROR(ValidateDependenceOptions(o));
-  if (o.batch_size < 1 || o.batch_size > 4096) {
+  namespace sf = spec_fields;
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kBatchSize, o.batch_size));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kBootstrapResamples, o.bootstrap_resamples));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kCiLevel, o.ci_level));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingRepeats, o.timing_repeats));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingMaxRepeats, o.timing_max_repeats));
+  // The engine takes a budget of 0: the minimum repeats only.
+  if (!(o.timing_budget_seconds >= sf::kTimingBudgetSeconds.min) || o.timing_warmup < 0 ||
+      !(o.timing_relative_precision >= 0) || !(o.timing_resolution >= 0)) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("batch_size %d is outside [1, 4096]", o.batch_size));
-  }
-  if (o.bootstrap_resamples < 1 || o.bootstrap_resamples > 1000000) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("bootstrap_resamples %d is outside [1, 1000000]", o.bootstrap_resamples));
-  }
-  if (!(o.ci_level > 0 && o.ci_level < 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("ci_level %g is outside (0, 1)", o.ci_level));
-  }
-  if (o.timing_repeats < 0 || o.timing_repeats > 1000 || o.timing_warmup < 0) {
-    return absl::InvalidArgumentError("timing_repeats must be in [0, 1000], warmup >= 0");
-  }
-  if (o.timing_max_repeats < 0 || o.timing_max_repeats > 100000 ||
-      !(o.timing_budget_seconds >= 0) || !(o.timing_relative_precision >= 0) ||
-      !(o.timing_resolution >= 0)) {
-    return absl::InvalidArgumentError(
-        "timing_max_repeats must be in [0, 100000]; the timing budget, precision and "
-        "resolution >= 0");
+        "the timing budget, warmup, precision and resolution must be >= 0");
   }
   if (!(o.fidelity_tolerance >= 0)) {
     return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");
   }
-  if (o.fidelity_check_every < 1 || o.fidelity_check_every > 1000000) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("fidelity_check_every %d is outside [1, 1000000]", o.fidelity_check_every));
-  }
-  return absl::OkStatus();
+  return CheckOption(sf::kFidelityCheckEvery, o.fidelity_check_every);
 }
 
 std::vector<std::string> ResolveInterventions(const AuditOptions& o) {
@@ -93,8 +89,8 @@ double TotalUnits(const AuditRequest& req, size_t interventions) {
   const double c = windows(req.calib, req.options.max_calib_windows);
   double groups = 0;  // per-group dependence replays, over all models
   for (const ControlledModel* m : req.models) {
-    auto g = DependenceGroups(m->sites(), req.options.per_layer_scope);
-    if (g.ok()) groups += g->size() * req.options.per_layer_interventions.size();
+    groups += DependenceGroups(m->sites(), req.options.per_layer_scope).size() *
+              req.options.per_layer_interventions.size();
   }
   return req.models.size() * (e + 0.5 * c + 0.5 * e * (interventions - 1)) + 0.5 * e * groups;
 }

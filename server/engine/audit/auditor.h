@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/json.h"
+#include "common/spec_fields.h"
 #include "common/vocabulary.h"
 #include "server/engine/audit/provenance.h"
 #include "server/engine/audit/statistics.h"
@@ -35,18 +36,20 @@ std::string InterventionList();
 // Groups of sites for per-group dependence (AuditOptions::per_layer_scope).
 const std::vector<std::string>& AllDependenceScopes();
 
+// The options of the AuditSpec fields take their defaults and ranges from
+// common/spec_fields.h; the others are the engine's own.
 struct AuditOptions {
   // Interventions to replay besides `correct` (always run). Empty: all.
   // Retention needs global_mean plus the profile.
   std::vector<std::string> interventions;
-  int64_t window_length = 128;   // T
+  int64_t window_length = spec_fields::kWindowLength.Default<int64_t>();  // T
   int64_t max_eval_windows = 0;  // 0 = every complete window
   int64_t max_calib_windows = 0;
-  int64_t batch_size = 8;         // windows per forward pass
+  int64_t batch_size = spec_fields::kBatchSize.Default<int64_t>();  // windows per forward pass
   uint64_t seed = 0;              // derangement, permutations, bootstrap
   bool per_site_shuffle = false;  // token_shuffle: independent sigma per site
-  int bootstrap_resamples = 1000;
-  double ci_level = 0.95;
+  int bootstrap_resamples = spec_fields::kBootstrapResamples.Default<int>();
+  double ci_level = spec_fields::kCiLevel.Default<double>();
   bool allow_overlap = false;  // allow E and C to share windows
   // Replay-fidelity gate: max |logit(REPLAY(A(x))) - logit(LIVE)|, checked
   // on the first evaluation batch and every fidelity_check_every-th after it
@@ -54,7 +57,7 @@ struct AuditOptions {
   // which the checked batches show the replay reproduces: one forward
   // instead of two.
   double fidelity_tolerance = 1e-5;
-  int fidelity_check_every = 8;
+  int fidelity_check_every = spec_fields::kFidelityCheckEvery.Default<int>();
   // Retention is undefined when |NLL(global_mean) - NLL(correct)| is below
   // this (nats/token): a ratio of noise is not a number worth printing.
   double retention_min_gap = 1e-5;
@@ -66,9 +69,9 @@ struct AuditOptions {
   // max(timing_repeats, timing_max_repeats) pairs and, past the minimum,
   // about timing_budget_seconds of wall time per model. Without a twin:
   // timing_repeats model forwards. 0 repeats: no timing.
-  int timing_repeats = 7;
-  int timing_max_repeats = 200;
-  double timing_budget_seconds = 60;
+  int timing_repeats = spec_fields::kTimingRepeats.Default<int>();
+  int timing_max_repeats = spec_fields::kTimingMaxRepeats.Default<int>();
+  double timing_budget_seconds = spec_fields::kTimingBudgetSeconds.Default<double>();
   double timing_relative_precision = 0.5;
   double timing_resolution = 0.01;  // slowdown units: 0.01 = one percent
   int timing_warmup = 2;            // untimed pairs first
@@ -78,7 +81,7 @@ struct AuditOptions {
   // I's coefficients at g's sites and `correct` elsewhere. Empty: none (each
   // costs one replay pass per group).
   std::vector<std::string> per_layer_interventions;
-  std::string per_layer_scope = kScopeLayer;
+  ScopeId per_layer_scope = spec_fields::DefaultScope();
 };
 
 // Progress of a running audit; `fraction` is over the whole job.

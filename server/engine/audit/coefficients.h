@@ -73,7 +73,7 @@ struct InterventionContext {
                                                               const at::Tensor& calib_ids);
 
 // INVALID_ARGUMENT unless every per_layer_interventions name is a known
-// intervention other than correct and per_layer_scope is a known scope.
+// intervention other than correct.
 [[nodiscard]] absl::Status ValidateDependenceOptions(const AuditOptions& options);
 
 // Per-group dependence (interventions.cc): the sites of one group.
@@ -82,10 +82,8 @@ struct SiteGroup {
   std::vector<size_t> sites;  // indices into sites()
 };
 // The groups of a scope (kScopeLayer by ascending layer, kScopeSite in
-// sites() order, kScopeFamily by first appearance); INVALID_ARGUMENT for an
-// unknown scope.
-[[nodiscard]] absl::StatusOr<std::vector<SiteGroup>> DependenceGroups(
-    const std::vector<CoefficientSite>& sites, const std::string& scope);
+// sites() order, kScopeFamily by first appearance).
+std::vector<SiteGroup> DependenceGroups(const std::vector<CoefficientSite>& sites, ScopeId scope);
 // `inner`'s coefficients at the group's sites, A(x_i) (correct) elsewhere.
 std::unique_ptr<Intervention> RestrictToGroup(std::unique_ptr<Intervention> inner,
                                               const SiteTensors& eval, const SiteGroup& group);

@@ -107,10 +107,6 @@ absl::Status ValidateDependenceOptions(const AuditOptions& o) {
                           name, InterventionList()));
     }
   }
-  if (!Contains(AllDependenceScopes(), o.per_layer_scope)) {
-    return absl::InvalidArgumentError(absl::StrFormat("unknown per-layer scope '%s' (known: %s)",
-                                                      o.per_layer_scope, ScopeNameList()));
-  }
   return absl::OkStatus();
 }
 
@@ -156,21 +152,16 @@ absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
   });
 }
 
-absl::StatusOr<std::vector<SiteGroup>> DependenceGroups(const std::vector<CoefficientSite>& sites,
-                                                        const std::string& scope) {
+std::vector<SiteGroup> DependenceGroups(const std::vector<CoefficientSite>& sites, ScopeId scope) {
   std::vector<SiteGroup> groups;
-  if (scope == kScopeSite) {
+  if (scope == ScopeId::kSite) {
     for (size_t s = 0; s < sites.size(); ++s) groups.push_back({sites[s].name, {s}});
     return groups;
-  }
-  if (scope != kScopeLayer && scope != kScopeFamily) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown per-layer scope '%s' (known: layer, site, family)", scope.substr(0, 64)));
   }
   std::map<std::string, size_t> index;
   std::map<int64_t, std::vector<size_t>> by_layer;
   for (size_t s = 0; s < sites.size(); ++s) {
-    if (scope == kScopeLayer) {
+    if (scope == ScopeId::kLayer) {
       by_layer[sites[s].layer].push_back(s);
       continue;
     }

@@ -406,8 +406,7 @@ class ModelAudit {
   // One replay per (intervention, group): I at the group's sites, correct
   // elsewhere (fca.md "Per-group dependence").
   absl::Status DependencePasses() {
-    FCA_ASSIGN_OR_RETURN(const std::vector<SiteGroup> groups,
-                         DependenceGroups(model_.sites(), opt_.per_layer_scope));
+    const std::vector<SiteGroup> groups = DependenceGroups(model_.sites(), opt_.per_layer_scope);
     for (const std::string& name : opt_.per_layer_interventions) {
       for (const SiteGroup& g : groups) {
         FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> inner,
@@ -415,7 +414,7 @@ class ModelAudit {
         const auto plan = RestrictToGroup(std::move(inner), eval_coeff_, g);
         GroupDependence d;
         d.intervention = name;
-        d.scope = opt_.per_layer_scope;
+        d.scope = ScopeName(opt_.per_layer_scope);
         d.group = g.name;
         FCA_ASSIGN_OR_RETURN(std::vector<double> nll,
                              Replay(*plan, absl::StrFormat("replay:%s@%s", name, g.name)));

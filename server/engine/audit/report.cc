@@ -245,7 +245,7 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   for (const std::string& n : o.per_layer_interventions)
     per_layer.mutable_array().push_back(Str(n));
   v.Set("per_layer_interventions", std::move(per_layer));
-  v.Set("per_layer_scope", Str(o.per_layer_scope));
+  v.Set("per_layer_scope", Str(ScopeName(o.per_layer_scope)));
   return v;
 }
 

@@ -231,22 +231,18 @@ TEST(DependenceGroupsTest, LayersSitesAndFamilies) {
                                         {"q.1", "q", 1, 3},
                                         {"r.1", "r", 1, 3},
                                         {"out.2", "out", 2, 4}};
-  auto layers = DependenceGroups(sites, kScopeLayer);
-  ASSERT_TRUE(layers.ok());
-  ASSERT_EQ(layers->size(), 3u);
-  EXPECT_EQ((*layers)[1].name, "1");
-  EXPECT_EQ((*layers)[1].sites, (std::vector<size_t>{2, 3}));
-  auto families = DependenceGroups(sites, kScopeFamily);
-  ASSERT_TRUE(families.ok());
-  ASSERT_EQ(families->size(), 3u);
-  EXPECT_EQ((*families)[0].name, "q");
-  EXPECT_EQ((*families)[0].sites, (std::vector<size_t>{0, 2}));
-  EXPECT_EQ((*families)[2].name, "out");
-  auto each = DependenceGroups(sites, kScopeSite);
-  ASSERT_TRUE(each.ok());
-  ASSERT_EQ(each->size(), 5u);
-  EXPECT_EQ((*each)[4].name, "out.2");
-  EXPECT_EQ(DependenceGroups(sites, "block").status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<SiteGroup> layers = DependenceGroups(sites, ScopeId::kLayer);
+  ASSERT_EQ(layers.size(), 3u);
+  EXPECT_EQ(layers[1].name, "1");
+  EXPECT_EQ(layers[1].sites, (std::vector<size_t>{2, 3}));
+  const std::vector<SiteGroup> families = DependenceGroups(sites, ScopeId::kFamily);
+  ASSERT_EQ(families.size(), 3u);
+  EXPECT_EQ(families[0].name, "q");
+  EXPECT_EQ(families[0].sites, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(families[2].name, "out");
+  const std::vector<SiteGroup> each = DependenceGroups(sites, ScopeId::kSite);
+  ASSERT_EQ(each.size(), 5u);
+  EXPECT_EQ(each[4].name, "out.2");
 }
 
 TEST(DependenceGroupsTest, RestrictedInterventionIsCorrectOutsideTheGroup) {
