@@ -13,7 +13,7 @@
 #include "client/spec_flags.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
-#include "server/core/spec.h"
+#include "server/worker/spec.h"
 
 namespace fca::spec_fields {
 namespace {
