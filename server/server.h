@@ -93,7 +93,7 @@ struct ServerOptions {
 
   // ------------------------------------------------------------- store
   std::string db;  // the SQLite file (required unless existing_core)
-  int64_t coeff_cache_bytes = int64_t{1} << 30;
+  int64_t coeff_cache_bytes = storage::StoreOptions().coeff_cache_budget_bytes;
   // File of the weights hash cache: "" = "<db>.weights-hash-cache";
   // "none" = in memory only.
   std::string weights_hash_cache;
