@@ -46,7 +46,7 @@ if ((threads > 1)); then default_eager=$threads,1; else default_eager=$threads; 
 eager_threads=${FCA_BENCH_EAGER_THREADS:-$default_eager}
 dtypes=${FCA_BENCH_DTYPES:-float32,bfloat16}
 out=${FCA_BENCH_OUT:-out/bench/audit_vs_eager}
-fca=$build/server/fca-local-audit
+fca=$build/bin/fca-local-audit
 
 py=${PYTHON:-}
 if [ -z "$py" ]; then
@@ -58,7 +58,7 @@ fi
 [ -x "$fca" ] || { echo "$fca is not built (scripts/build.sh, or set FCA_BUILD_DIR)" >&2; exit 2; }
 if [ ! -f "$data/eval.txt" ] || [ ! -f "$data/calib.txt" ]; then
   echo "making $data with fca-train split"
-  "$build/server/tools/train/fca-train" split --out="$data"
+  "$build/bin/fca-train" split --out="$data"
 fi
 mkdir -p "$out"
 rm -f "$out"/fca_*.json "$out"/eager_*.json "$out"/gemm_*.json "$out"/*.log "$out"/times.tsv \

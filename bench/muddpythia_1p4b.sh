@@ -13,10 +13,10 @@ dir=${FCA_MUDD_DIR:-out/muddpythia-1.4b-random}
 build=${FCA_BUILD_DIR:-build}
 if [ ! -f "$dir/model.safetensors" ]; then
   start=$SECONDS
-  "$build/server/fca-local-audit" init --family=muddpythia --d_model=2048 --n_layers=24 \
+  "$build/bin/fca-local-audit" init --family=muddpythia --d_model=2048 --n_layers=24 \
     --n_heads=16 --vocab_size=50432 --d_ff=8192 --max_seq_len=2048 \
     --storage_dtype=bfloat16 --seed=1 --out="$dir"
   echo "wrote $dir in $((SECONDS - start)) s ($(du -h "$dir/model.safetensors" | cut -f1))"
 fi
-"$build/bench/fca_muddpythia_bench" --model="$dir" --seq="${FCA_MUDD_SEQ:-512}" --repeats=5 \
+"$build/bin/fca_muddpythia_bench" --model="$dir" --seq="${FCA_MUDD_SEQ:-512}" --repeats=5 \
   --weights_hash_cache="$dir.weights-hash-cache" "$@"

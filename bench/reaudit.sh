@@ -30,8 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-build/server/tools/train/fca-train split --out="$work/data" 2>/dev/null
-build/server/fca-server --models="$root/models" --db="$work/fca.sqlite" --listen=127.0.0.1:0 \
+build/bin/fca-train split --out="$work/data" 2>/dev/null
+build/bin/fca-server --models="$root/models" --db="$work/fca.sqlite" --listen=127.0.0.1:0 \
   --http_listen=127.0.0.1:0 --workers=1 --threads_per_worker="$threads" --dtype="$dtype" \
   >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
@@ -41,7 +41,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [ -n "${port:-}" ] || { echo "reaudit: fca-server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
-fca=("$root/build/client/fca" "--server=127.0.0.1:$port")
+fca=("$root/build/bin/fca" "--server=127.0.0.1:$port")
 "${fca[@]}" datasets upload --name=eval "$work/data/eval.txt" >/dev/null
 "${fca[@]}" datasets upload --name=calib "$work/data/calib.txt" >/dev/null
 

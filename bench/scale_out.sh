@@ -9,7 +9,7 @@
 # Each layout runs the same six jobs (one model each, its own seed) from
 # submission to the last job's end; wall time and jobs/minute are printed.
 # The coordinator's overhead per task and the time from a worker's death to
-# its task running again are build/bench/fca_workers_bench.
+# its task running again are build/bin/fca_workers_bench.
 #
 #   bench/scale_out.sh            # builds what it needs first
 #
@@ -24,9 +24,9 @@ if [ "${FCA_SCALE_SKIP_BUILD:-0}" != 1 ]; then
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   ninja -C build -j "${FCA_BUILD_JOBS:-2}" fca-server fca fca-local-audit fca-worker
 fi
-server=$root/build/server/fca-server
-cli=$root/build/client/fca
-local_audit=$root/build/server/fca-local-audit
+server=$root/build/bin/fca-server
+cli=$root/build/bin/fca
+local_audit=$root/build/bin/fca-local-audit
 worker=$(find "$root/build" -name fca-worker -type f -perm -u+x | head -n 1)
 
 work=$(mktemp -d /tmp/fca-scale-out.XXXXXX)

@@ -1,8 +1,9 @@
 // fca_service_bench: what the service adds to an audit. A tiny audit is
-// submitted through the real gRPC server (in-process, 127.0.0.1, real SQLite
-// file) and watched until its last result arrives; the same audit also runs
-// directly through the engine. Runs alternate, and the medians are compared:
-// service overhead = median(submit -> last result) - median(engine alone).
+// submitted through the real server (fca::Server in-process, 127.0.0.1, real
+// SQLite file, one worker) and watched until its last result arrives; the
+// same audit also runs directly through the engine. Runs alternate, and the
+// medians are compared: service overhead = median(submit -> last result) -
+// median(engine alone).
 // The coefficient cache is off so both sides do the same work.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -16,11 +17,10 @@
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
-#include "server/core/service.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/models/transformer_model.h"
-#include "server/grpc/audit_service_impl.h"
-#include "server/worker/worker.h"
+#include "server/server.h"
+#include "server/worker/model_repository.h"
 
 namespace fca {
 namespace {
@@ -106,32 +106,25 @@ absl::Status Bench() {
   const std::string root = "/tmp/fca_service_bench_" + std::to_string(getpid());
   std::filesystem::create_directories(root + "/models");
   FCA_RETURN_IF_ERROR(bench::WriteSmallModel(root + "/models/fg", 32, 64));
-  storage::StoreOptions store_options;
-  store_options.path = root + "/fca.sqlite";
-  FCA_ASSIGN_OR_RETURN(auto store, storage::Store::Open(store_options));
   const std::string eval = Letters(16 * 8, 1), calib = Letters(16 * 8, 2);
-  FCA_RETURN_IF_ERROR(store->PutDataset("eval", "text", "local", eval).status());
-  FCA_RETURN_IF_ERROR(store->PutDataset("calib", "text", "local", calib).status());
-  core::ModelRepository::Options repository;
-  repository.root = root + "/models";
-  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repository));
-  core::EventHub hub;
-  core::Coordinator coordinator(store.get(), &hub, {});
-  core::Worker::Options worker_options;
-  worker_options.name = std::string(core::Coordinator::kLocalWorkerPrefix) + "0";
-  worker_options.use_coefficient_cache = false;
-  core::Worker worker(&coordinator, models.get(), worker_options);
-  coordinator.AddWakeListener([&worker] { worker.Wake(); });
-  core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, {});
-  FCA_ASSIGN_OR_RETURN(auto auth, auth::Authenticator::Create(false, "", nullptr));
-  grpc_server::AuditServiceImpl service(&core, std::move(auth));
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  FCA_RETURN_IF_ERROR(coordinator.Start());
-  worker.Start();
+  {
+    // The datasets, before the server takes the database for itself.
+    storage::StoreOptions store_options;
+    store_options.path = root + "/fca.sqlite";
+    FCA_ASSIGN_OR_RETURN(auto store, storage::Store::Open(store_options));
+    FCA_RETURN_IF_ERROR(store->PutDataset("eval", "text", "local", eval).status());
+    FCA_RETURN_IF_ERROR(store->PutDataset("calib", "text", "local", calib).status());
+  }
+  ServerOptions options;
+  options.db = root + "/fca.sqlite";
+  options.repository.root = root + "/models";
+  options.threads = 1;
+  options.worker_devices = {"cpu"};
+  options.worker.use_coefficient_cache = false;
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::BuildAndStart(options));
+  // The engine's side: its own repository over the same folder.
+  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(options.repository));
+  const int port = server->grpc_port();
   auto channel =
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = v1::AuditService::NewStub(channel);
@@ -153,8 +146,6 @@ absl::Status Bench() {
   std::printf("  engine alone                     %8.2f ms (median)\n", e);
   std::printf("  service overhead                 %8.2f ms   target < %.0f ms: %s\n", s - e,
               kTargetOverheadMs, s - e < kTargetOverheadMs ? "ok" : "MISSED");
-  worker.Stop();
-  coordinator.Stop();
   server->Shutdown();
   std::filesystem::remove_all(root);
   return absl::OkStatus();

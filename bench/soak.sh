@@ -27,7 +27,7 @@ command -v sqlite3 >/dev/null ||
 
 mkdir -p "$out"
 status=0
-build/bench/fca_soak_bench --duration_s="$duration" --clients="$clients" \
+build/bin/fca_soak_bench --duration_s="$duration" --clients="$clients" \
   --json="$out/soak.json" "$@" | tee "$out/soak.txt" || status=$?
 echo "soak: table in $out/soak.txt, figures in $out/soak.json (exit $status)"
 exit $status

@@ -21,13 +21,13 @@ if [ "${FCA_BENCH_SKIP_BUILD:-0}" != 1 ]; then
 fi
 work=$(mktemp -d /tmp/fca-ts-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-build/server/tools/train/fca-train split --out="$work/data" 2>/dev/null
+build/bin/fca-train split --out="$work/data" 2>/dev/null
 
 # One audit; prints its wall seconds, writes its JSON report to $2.
 audit() {
   local start end
   start=$(date +%s.%N)
-  build/server/fca-local-audit audit --models="$1" --eval="$work/data/eval.txt" \
+  build/bin/fca-local-audit audit --models="$1" --eval="$work/data/eval.txt" \
     --calib="$work/data/calib.txt" --window=128 --max_eval_windows=0 --max_calib_windows=0 \
     --timing_repeats=0 --threads="$threads" --dtype="$dtype" --json="$2" >/dev/null 2>&1
   end=$(date +%s.%N)

@@ -40,6 +40,7 @@ set(fca_layers
   "server/http/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/auth/ server/http/"
   # fca-server: everything.
   "server/main.cc|common/ proto/ storage/ server/"
+  "server/server|common/ proto/ storage/ server/"
 )
 # Includes of these first folders are the project's; others (absl, gtest,
 # system headers) are not checked.

@@ -29,9 +29,9 @@ if [ "${FCA_DEMO_SKIP_BUILD:-0}" != 1 ]; then
   # Only what this script runs; scripts/test.sh builds the rest.
   scripts/build.sh fca-server fca fca-train
 fi
-server_bin=${FCA_SERVER_BIN:-build/server/fca-server}
-fca=${FCA_CLI_BIN:-build/client/fca}
-train_bin=${FCA_TRAIN_BIN:-build/server/tools/train/fca-train}
+server_bin=${FCA_SERVER_BIN:-build/bin/fca-server}
+fca=${FCA_CLI_BIN:-build/bin/fca}
+train_bin=${FCA_TRAIN_BIN:-build/bin/fca-train}
 out=${FCA_DEMO_OUT:-out/demo}
 models=${FCA_DEMO_MODELS:-models}
 windows=${FCA_DEMO_WINDOWS:-0}

@@ -50,7 +50,7 @@ run_one() {
   done
   local dict=()
   [ -f "fuzz/dicts/$t.dict" ] && dict=(-dict="fuzz/dicts/$t.dict")
-  "$build/fuzz/${t}_fuzzer" "$corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
+  "$build/bin/${t}_fuzzer" "$corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$artifacts/" -print_final_stats=1 \
     >"$build/logs/$t.log" 2>&1 && echo 0 >"$build/logs/$t.rc" || echo $? >"$build/logs/$t.rc"
 }

@@ -26,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=${FCA_TRAIN:-build/server/tools/train/fca-train}
+bin=${FCA_TRAIN:-build/bin/fca-train}
 out=${FCA_MODELS_OUT:-models}
 if [ ! -x "$bin" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

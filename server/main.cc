@@ -6,16 +6,13 @@
 // calls, a running job is interrupted within one batch and queued again,
 // and the process exits; the next start resumes it.
 #include <glog/logging.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -27,25 +24,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
-#include "common/file.h"
 #include "common/flags_usage.h"
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
-#include "server/core/service.h"
-#include "server/engine/io/weights_hash_cache.h"
-#include "server/engine/models/controlled_model.h"
-#include "server/grpc/audit_service_impl.h"
-#include "server/grpc/worker_service_impl.h"
-#include "server/http/gateway.h"
-#include "server/jobs/coordinator.h"
-#include "server/jobs/model_registry.h"
-#include "server/jobs/server_metrics.h"
-#include "server/jobs/slurm_executor.h"
-#include "server/jobs/worker_pool.h"
-#include "server/worker/model_repository.h"
+#include "server/server.h"
 #include "storage/store.h"
 
 // Allowed ranges of the numeric flags, checked at start (ValidateFlags).
@@ -318,63 +302,23 @@ std::vector<std::string> WorkerDevices() {
   return true;
 }
 
-// Where the listening address reaches beyond this host.
-bool IsLoopback(const std::string& listen) {
-  return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "[::1]:") ||
-         absl::StartsWith(listen, "localhost:") || absl::StartsWith(listen, "unix:");
+// --------------------------------------------------------------- options
+
+std::vector<std::string> SplitArgs(const std::string& text) {
+  return absl::StrSplit(text, ' ', absl::SkipWhitespace());
 }
 
-// --------------------------------------------------------------- files
-
-// An existing database (or its -wal/-shm) that group or others may read
-// holds every user's datasets, results and API key hashes. umask 077 only
-// protects files created from now on, so an old one is reported at start.
-void WarnIfOpenToOthers(const std::string& db) {
-  for (const std::string& path : {db, db + "-wal", db + "-shm"}) {
-    struct stat info {};
-    if (stat(path.c_str(), &info) != 0 || (info.st_mode & (S_IRWXG | S_IRWXO)) == 0) continue;
-    LOG(WARNING) << absl::StrFormat(
-        "fca-server: warning: %s has mode %04o and is open to group or others; run: chmod 600 %s",
-        path, info.st_mode & 07777, path);
-  }
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
-  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
-  if (cert.empty() && key.empty()) return grpc::InsecureServerCredentials();
-  if (cert.empty() || key.empty()) {
-    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
-  }
-  grpc::SslServerCredentialsOptions options;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  FCA_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(cert, "the TLS certificate file"));
-  FCA_ASSIGN_OR_RETURN(pair.private_key, ReadFile(key, "the TLS key file"));
-  options.pem_key_cert_pairs.push_back(pair);
-  return grpc::SslServerCredentials(options);
-}
-
-absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore() {
-  storage::StoreOptions options;
-  options.path = absl::GetFlag(FLAGS_db);
-  options.coeff_cache_budget_bytes = absl::GetFlag(FLAGS_coeff_cache_bytes);
-  // One server per database: a second one would run the same jobs again.
-  options.exclusive = true;
-  if (options.path.empty()) return absl::InvalidArgumentError("--db is required");
-  WarnIfOpenToOthers(options.path);
-  return storage::Store::Open(options);
-}
-
-std::unique_ptr<engine::WeightsHashCache> OpenWeightsHashCache() {
-  std::string path = absl::GetFlag(FLAGS_weights_hash_cache);
-  if (path.empty()) path = absl::GetFlag(FLAGS_db) + ".weights-hash-cache";
-  if (path == "none") path.clear();
-  LOG(INFO) << "fca-server: weights hashes are remembered "
-            << (path.empty() ? "in memory only" : "in ") << path;
-  return engine::WeightsHashCache::Open(path);
+// The store's part of the options (--create_api_key opens the store alone).
+ServerOptions StoreOptionsFromFlags() {
+  ServerOptions options;
+  options.db = absl::GetFlag(FLAGS_db);
+  options.coeff_cache_bytes = absl::GetFlag(FLAGS_coeff_cache_bytes);
+  options.weights_hash_cache = absl::GetFlag(FLAGS_weights_hash_cache);
+  return options;
 }
 
 absl::Status CreateApiKey() {
-  FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
+  FCA_ASSIGN_OR_RETURN(auto store, Server::OpenStore(StoreOptionsFromFlags()));
   FCA_ASSIGN_OR_RETURN(std::string key, storage::Store::GenerateApiKey());
   FCA_RETURN_IF_ERROR(
       store->AddApiKey(absl::GetFlag(FLAGS_create_api_key), absl::GetFlag(FLAGS_role), key));
@@ -395,236 +339,93 @@ core::ServiceLimits Limits() {
   return limits;
 }
 
-// The start-up lines an operator needs to see: whether callers must
-// authenticate, and where keys come from.
-void LogAuthMode(bool auth) {
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  const std::string http = absl::GetFlag(FLAGS_http_listen);
-  if (!auth) {
-    const char* open_to_others = !IsLoopback(listen)
-                                     ? " (and --listen is not a loopback address; use --auth)"
-                                 : !http.empty() && !IsLoopback(http)
-                                     ? " (and --http_listen is not a loopback address; use --auth)"
-                                     : "";
-    LOG(WARNING) << "fca-server: authentication is off: every caller is the admin"
-                 << open_to_others;
-    return;
-  }
-  LOG(INFO) << "fca-server: authentication is on; keys from the database"
-            << (absl::GetFlag(FLAGS_api_keys).empty() ? "" : " and --api_keys")
-            << " (create one with fca-server --db=FILE --create_api_key=USER)";
+// ---- The HTTP gateway's options from the --http_* flags (nullopt: off).
+// TLS and readiness are the server's (ServerOptions::http).
+std::optional<http::GatewayOptions> GatewayOptionsFromFlags() {
+  const std::string listen = absl::GetFlag(FLAGS_http_listen);
+  if (listen.empty()) return std::nullopt;
+  http::GatewayOptions options;
+  options.listen = listen;
+  options.threads = static_cast<int>(absl::GetFlag(FLAGS_max_http_threads));
+  options.max_event_streams = absl::GetFlag(FLAGS_max_watch_streams);
+  options.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
+  options.allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
+  return options;
 }
 
-// The folder this binary lies in ("" when unknown).
-std::string OwnFolder() {
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? "" : self.parent_path().string();
-}
-
-std::string Absolute(const std::string& path) {
-  std::error_code error;
-  const std::filesystem::path p = std::filesystem::absolute(path, error);
-  return error ? path : p.lexically_normal().string();
-}
-
-std::vector<std::string> SplitArgs(const std::string& text) {
-  return absl::StrSplit(text, ' ', absl::SkipWhitespace());
-}
-
-// --executor=slurm: the executor, its fca-worker command dialing this
-// server at `port`.
-absl::StatusOr<std::unique_ptr<core::SlurmExecutor>> SlurmExecutorFromFlags(
-    storage::Store* store, core::Coordinator* coordinator, int port) {
-  core::SlurmExecutor::Options o;
+// --executor=slurm: the executor's options (nullopt: --executor=local).
+std::optional<SlurmServerOptions> SlurmOptionsFromFlags() {
+  if (absl::GetFlag(FLAGS_executor) != "slurm") return std::nullopt;
+  SlurmServerOptions slurm;
+  core::SlurmExecutor::Options& o = slurm.executor;
   o.partition = absl::GetFlag(FLAGS_slurm_partition);
   o.sbatch_args = SplitArgs(absl::GetFlag(FLAGS_slurm_sbatch_args));
   o.max_in_flight = static_cast<int>(absl::GetFlag(FLAGS_slurm_max_tasks));
   o.cpus_per_task = static_cast<int>(absl::GetFlag(FLAGS_slurm_cpus_per_task));
   o.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
-  std::string worker = absl::GetFlag(FLAGS_slurm_worker);
-  if (worker.empty()) worker = OwnFolder() + "/fca-worker";
-  std::string coordinator_address = absl::GetFlag(FLAGS_slurm_coordinator);
-  if (coordinator_address.empty()) {
-    // The listening host, unless it is a wildcard: then this host's name.
-    const std::string listen = absl::GetFlag(FLAGS_listen);
-    std::string host = listen.substr(0, listen.rfind(':'));
-    if (host.empty() || host == "0.0.0.0" || host == "[::]") {
-      char name[256] = {0};
-      gethostname(name, sizeof(name) - 1);
-      host = name;
-    }
-    coordinator_address = absl::StrCat(host, ":", port);
-  }
-  o.worker_command = {Absolute(worker),
-                      "--coordinator=" + coordinator_address,
-                      "--models=" + Absolute(absl::GetFlag(FLAGS_models)),
-                      "--device=" + absl::GetFlag(FLAGS_device),
-                      "--dtype=" + absl::GetFlag(FLAGS_dtype),
-                      absl::StrCat("--threads=", o.cpus_per_task)};
-  for (const std::string& arg : SplitArgs(absl::GetFlag(FLAGS_slurm_worker_args))) {
-    o.worker_command.push_back(arg);
-  }
   o.log_dir = absl::GetFlag(FLAGS_slurm_log_dir);
-  if (o.log_dir.empty()) {
-    o.log_dir =
-        std::filesystem::path(Absolute(absl::GetFlag(FLAGS_db))).parent_path() / "slurm-logs";
-  }
-  o.log_dir = Absolute(o.log_dir);
-  std::error_code error;
-  std::filesystem::create_directories(o.log_dir, error);
-  if (error) return absl::FailedPreconditionError("cannot create --slurm_log_dir " + o.log_dir);
-  auto executor = std::make_unique<core::SlurmExecutor>(store, coordinator, o);
-  FCA_RETURN_IF_ERROR(executor->CheckCluster());
-  LOG(INFO) << "fca-server: tasks run as Slurm jobs ("
-            << (o.partition.empty() ? "default partition" : o.partition) << ", logs in "
-            << o.log_dir << ")";
-  return executor;
+  slurm.worker = absl::GetFlag(FLAGS_slurm_worker);
+  slurm.worker_args = SplitArgs(absl::GetFlag(FLAGS_slurm_worker_args));
+  slurm.coordinator = absl::GetFlag(FLAGS_slurm_coordinator);
+  return slurm;
 }
 
-// The HTTP gateway on --http_listen, or null when it is off (or, for the
-// default address only, when that address is taken).
-absl::StatusOr<std::unique_ptr<http::Gateway>> StartHttp(core::AuditServiceCore* core,
-                                                         const auth::Authenticator& authenticator,
-                                                         storage::Store* store,
-                                                         core::Coordinator* coordinator,
-                                                         bool http_specified) {
-  const std::string listen = absl::GetFlag(FLAGS_http_listen);
-  if (listen.empty()) return nullptr;
-  http::GatewayOptions options;
-  options.listen = listen;
-  options.threads = static_cast<int>(absl::GetFlag(FLAGS_max_http_threads));
-  options.max_event_streams = absl::GetFlag(FLAGS_max_watch_streams);
+// The models, this server's own workers and the coordinator.
+void SetWorkFromFlags(ServerOptions* options) {
+  options->repository.root = absl::GetFlag(FLAGS_models);
+  options->repository.compute.device = absl::GetFlag(FLAGS_device);
+  options->repository.compute.dtype = absl::GetFlag(FLAGS_dtype);
+  options->repository.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
+  options->threads = absl::GetFlag(FLAGS_threads);
+  options->worker_devices = WorkerDevices();
+  // Torch's thread count is per thread: each worker sets its own.
+  options->worker.threads = absl::GetFlag(FLAGS_threads_per_worker) > 0
+                                ? absl::GetFlag(FLAGS_threads_per_worker)
+                                : absl::GetFlag(FLAGS_threads);
+  options->worker.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
+  options->worker.max_task_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
+  options->coordinator.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
+  options->coordinator.lease = std::chrono::seconds(absl::GetFlag(FLAGS_lease_seconds));
+}
+
+ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {
+  ServerOptions options = StoreOptionsFromFlags();
+  options.listen = absl::GetFlag(FLAGS_listen);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  options.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
-  options.allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
-  options.ready = [store, coordinator]() -> absl::Status {
-    if (!coordinator->Running()) return absl::UnavailableError("the coordinator is not running");
-    absl::StatusOr<int64_t> queued = store->CountJobs(std::nullopt, {storage::JobState::kQueued});
-    if (!queued.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("the store does not answer: ", queued.status().message()));
-    }
-    return absl::OkStatus();
-  };
-  absl::StatusOr<std::unique_ptr<http::Gateway>> gateway =
-      http::Gateway::Start(core, authenticator, options);
-  if (!gateway.ok() && absl::IsUnavailable(gateway.status()) && !http_specified) {
-    LOG(WARNING) << "fca-server: warning: " << gateway.status().message()
-                 << "; serving without HTTP (set --http_listen)";
-    return nullptr;
-  }
-  return gateway;
+  options.max_rpc_threads = static_cast<int>(absl::GetFlag(FLAGS_max_rpc_threads));
+  options.http = GatewayOptionsFromFlags();
+  // Only the default address may be taken: an explicit one must be served.
+  options.http_may_be_taken = !http_specified;
+  options.auth = auth;
+  options.api_keys_file = absl::GetFlag(FLAGS_api_keys);
+  SetWorkFromFlags(&options);
+  options.slurm = SlurmOptionsFromFlags();
+  options.limits = Limits();
+  return options;
 }
 
-absl::Status Serve(const sigset_t& signals, bool auth, bool http_specified) {
-  const core::ServiceLimits limits = Limits();
-  engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
-  core::ModelRepository::Options repo_options;
-  repo_options.root = absl::GetFlag(FLAGS_models);
-  repo_options.compute.device = absl::GetFlag(FLAGS_device);
-  repo_options.compute.dtype = absl::GetFlag(FLAGS_dtype);
-  repo_options.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
-  // The repository's folder is checked first: a wrong --models must not
-  // leave a new database behind. The repository proper records its loads
-  // in the store's models table, so it is opened after the store.
-  FCA_RETURN_IF_ERROR(core::ModelRepository::Open(repo_options).status());
-  FCA_ASSIGN_OR_RETURN(auto store, OpenStore());
-  repo_options.on_load = core::RecordLoadsIn(store.get());
-  // Opened once the store's lock is held: one server writes the file.
-  const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache = OpenWeightsHashCache();
-  repo_options.weights_hash_cache = weights_hash_cache.get();
-  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(repo_options));
-  FCA_ASSIGN_OR_RETURN(auto authenticator, fca::auth::Authenticator::Create(
-                                               auth, absl::GetFlag(FLAGS_api_keys), store.get()));
-  LogAuthMode(auth);
-  FCA_ASSIGN_OR_RETURN(auto credentials, Credentials());
-  core::EventHub hub;
-  core::Coordinator::Options coordinator_options;
-  coordinator_options.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
-  coordinator_options.lease = std::chrono::seconds(absl::GetFlag(FLAGS_lease_seconds));
-  coordinator_options.models = models.get();
-  core::Coordinator coordinator(store.get(), &hub, coordinator_options);
-  std::unique_ptr<core::WorkerPool> workers;
-  if (!WorkerDevices().empty()) {
-    core::WorkerPool::Options pool;
-    pool.devices = WorkerDevices();
-    pool.repository = repo_options;
-    // Torch's thread count is per thread: each worker sets its own.
-    pool.worker.threads = absl::GetFlag(FLAGS_threads_per_worker) > 0
-                              ? absl::GetFlag(FLAGS_threads_per_worker)
-                              : absl::GetFlag(FLAGS_threads);
-    pool.worker.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
-    pool.worker.max_task_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
-    FCA_ASSIGN_OR_RETURN(workers, core::WorkerPool::Create(&coordinator, pool));
-  }
-  core::AuditServiceCore core(store.get(), models.get(), &coordinator, &hub, limits);
-  core.set_facts({WorkerDevices(), absl::GetFlag(FLAGS_executor), auth});
-  // Jobs by state, the cache's size and busy workers, at every scrape.
-  const core::ServerGauges gauges(store.get(), workers.get());
-  // fca-worker processes (worker keys) claim and run tasks through it.
-  grpc_server::WorkerServiceImpl worker_service(&coordinator, authenticator);
-  const fca::auth::Authenticator http_authenticator = authenticator;
-  grpc_server::AuditServiceImpl service(&core, std::move(authenticator));
+// "HOST:PORT" of a listening address with the port it got.
+std::string BoundAddress(const std::string& listen, int port) {
+  return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+}
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  // Each streaming or unary call holds a thread of the synchronous server:
-  // bounded, so a flood of streams cannot exhaust the process.
-  grpc::ResourceQuota quota("fca-server");
-  quota.SetMaxThreads(static_cast<int>(absl::GetFlag(FLAGS_max_rpc_threads)));
-  builder.SetResourceQuota(quota);
-  int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), credentials, &port);
-  builder.RegisterService(&service);
-  builder.RegisterService(&worker_service);
-  builder.experimental().SetInterceptorCreators(grpc_server::ServerInterceptors());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError("cannot listen on " + absl::GetFlag(FLAGS_listen));
-  }
-  // Health checks name the service as well as the server ("").
-  grpc_server::SetServing(*server, true);
-  FCA_ASSIGN_OR_RETURN(
-      std::unique_ptr<http::Gateway> gateway,
-      StartHttp(&core, http_authenticator, store.get(), &coordinator, http_specified));
-  std::unique_ptr<core::SlurmExecutor> executor;
-  if (absl::GetFlag(FLAGS_executor) == "slurm") {
-    FCA_ASSIGN_OR_RETURN(executor, SlurmExecutorFromFlags(store.get(), &coordinator, port));
-    coordinator.SetExecutor(executor.get());
-  }
-  FCA_RETURN_IF_ERROR(coordinator.Start());
-  if (workers != nullptr) workers->Start();
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  std::printf("fca-server: listening on %s:%d\n", listen.substr(0, listen.rfind(':')).c_str(),
-              port);
+absl::Status Serve(const sigset_t& signals, const ServerOptions& options) {
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::BuildAndStart(options));
+  std::printf("fca-server: listening on %s\n",
+              BoundAddress(options.listen, server->grpc_port()).c_str());
   // After the gRPC line: scripts that read the first "listening on" line
   // get the gRPC port.
-  if (gateway != nullptr) {
-    const std::string http = absl::GetFlag(FLAGS_http_listen);
-    std::printf("fca-server: http listening on %s:%d\n", http.substr(0, http.rfind(':')).c_str(),
-                gateway->port());
-    LOG(INFO) << "fca-server: the HTTP gateway serves "
-              << (gateway->tls() ? "HTTPS (--tls_cert, --tls_key)"
-                                 : "plain HTTP (for loopback, or behind a TLS proxy)");
+  if (server->http_port() != 0) {
+    std::printf("fca-server: http listening on %s\n",
+                BoundAddress(options.http->listen, server->http_port()).c_str());
   }
   std::fflush(stdout);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   LOG(INFO) << "fca-server: signal " << signal_number << ": draining";
-  grpc_server::SetServing(*server, false);
-  service.Shutdown();
-  // Ends its event streams (within half a second) and waits for its calls.
-  if (gateway != nullptr) gateway->Shutdown();
-  hub.Shutdown();
-  // Running tasks go back to the queue (refunded) through the coordinator,
-  // which stops after them.
-  if (workers != nullptr) workers->Stop();
-  coordinator.Stop();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Shutdown();
   LOG(INFO) << "fca-server: stopped";
   return absl::OkStatus();
 }
@@ -637,7 +438,7 @@ absl::Status Run(const sigset_t& signals) {
   }
   // Given explicitly (the command line or a --flagfile), or defaulted.
   FCA_ASSIGN_OR_RETURN(const bool auth, AuthEnabled(FlagSpecified("auth")));
-  return Serve(signals, auth, FlagSpecified("http_listen"));
+  return Serve(signals, ServerOptionsFromFlags(auth, FlagSpecified("http_listen")));
 }
 
 }  // namespace

@@ -94,8 +94,10 @@ class SlurmE2ETest : public ::testing::Test {
   }
 
   void StartSlurmServer() {
-    StartServer({"--workers=0", "--executor=slurm", "--slurm_worker=" FCA_WORKER_BIN,
-                 "--lease_seconds=3", "--slurm_log_dir=" + g_root + "/slurm-logs"});
+    // No --slurm_worker: the default, fca-worker beside fca-server (both in
+    // build/bin), is what a source build's user runs.
+    StartServer({"--workers=0", "--executor=slurm", "--lease_seconds=3",
+                 "--slurm_log_dir=" + g_root + "/slurm-logs"});
   }
 
   CommandResult Cli(std::vector<std::string> args) {

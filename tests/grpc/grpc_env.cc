@@ -7,34 +7,28 @@
 
 namespace fca::grpc_server::testing {
 
+ExistingCore Served(core::testing::CoreEnv* env) {
+  return {env->store(), env->hub(), env->coordinator(), env->core()};
+}
+
 GrpcEnv::GrpcEnv(const ServerConfig& config) : core_env_(config.limits, config.run, config.store) {
-  auto authenticator = auth::Authenticator::Create(config.auth, config.key_file, core_env_.store());
-  if (!authenticator.ok()) {
-    std::fprintf(stderr, "GrpcEnv: %s\n", authenticator.status().ToString().c_str());
+  ServerOptions options;
+  options.auth = config.auth;
+  options.api_keys_file = config.key_file;
+  options.existing_core = Served(&core_env_);
+  auto server = fca::Server::BuildAndStart(std::move(options));
+  if (!server.ok()) {
+    std::fprintf(stderr, "GrpcEnv: %s\n", server.status().ToString().c_str());
     return;
   }
-  worker_service_ = std::make_unique<WorkerServiceImpl>(core_env_.coordinator(), *authenticator);
-  service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*authenticator));
-  core::ServerFacts facts;
-  facts.auth = config.auth;
-  core_env_.core()->set_facts(facts);
-  // As fca-server: gRPC's health service, serving.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-  builder.RegisterService(service_.get());
-  builder.RegisterService(worker_service_.get());
-  server_ = builder.BuildAndStart();
-  if (!started()) return;
-  SetServing(*server_, true);
+  server_ = std::move(*server);
+  port_ = server_->grpc_port();
   stub_ = v1::AuditService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
                                                         grpc::InsecureChannelCredentials()));
 }
 
 GrpcEnv::~GrpcEnv() {
-  if (service_) service_->Shutdown();
-  core_env_.hub()->Shutdown();
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (server_) server_->Shutdown();
 }
 
 std::unique_ptr<grpc::ClientContext> GrpcEnv::Context(const std::string& key) {

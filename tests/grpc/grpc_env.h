@@ -1,6 +1,6 @@
-// A real gRPC server on 127.0.0.1 (an ephemeral port) serving, as
-// fca-server does, AuditServiceImpl and WorkerServiceImpl over a complete
-// core (tests/core/core_env.h), and a client stub connected to it.
+// A real gRPC server on 127.0.0.1 (an ephemeral port): fca::Server serving
+// a complete core (tests/core/core_env.h), and a client stub connected to
+// it.
 #ifndef FCA_TESTS_GRPC_GRPC_ENV_H_
 #define FCA_TESTS_GRPC_GRPC_ENV_H_
 
@@ -13,7 +13,7 @@
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/auth.h"
-#include "server/grpc/worker_service_impl.h"
+#include "server/server.h"
 #include "tests/core/core_env.h"
 
 namespace fca::grpc_server::testing {
@@ -27,6 +27,9 @@ struct ServerConfig {
   storage::StoreOptions store;
 };
 
+// The parts of `env` a Server serves (ServerOptions::existing_core).
+ExistingCore Served(core::testing::CoreEnv* env);
+
 class GrpcEnv {
  public:
   explicit GrpcEnv(const ServerConfig& config = {});
@@ -35,7 +38,7 @@ class GrpcEnv {
   bool started() const { return server_ != nullptr && port_ > 0; }
   core::testing::CoreEnv* core_env() { return &core_env_; }
   v1::AuditService::Stub* stub() { return stub_.get(); }
-  grpc::Server* server() { return server_.get(); }
+  fca::Server* server() { return server_.get(); }
   int port() const { return port_; }
 
   // A context with a deadline and, when `key` is not empty,
@@ -58,9 +61,7 @@ class GrpcEnv {
 
  private:
   core::testing::CoreEnv core_env_;
-  std::unique_ptr<AuditServiceImpl> service_;
-  std::unique_ptr<WorkerServiceImpl> worker_service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<fca::Server> server_;
   int port_ = 0;
   std::unique_ptr<v1::AuditService::Stub> stub_;
 };

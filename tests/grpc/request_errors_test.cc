@@ -11,35 +11,28 @@
 #include <chrono>
 
 #include "server/grpc/audit_service_impl.h"
+#include "server/server.h"
 #include "tests/core/core_env.h"
+#include "tests/grpc/grpc_env.h"
 
 namespace fca::grpc_server {
 namespace {
 
 using ::testing::HasSubstr;
 
-// AuditServiceImpl over a complete core on 127.0.0.1, with or without the
+// fca::Server over a complete core on 127.0.0.1, with or without the
 // interceptors fca-server installs.
-class Server {
+class InterceptedServer {
  public:
-  explicit Server(bool interceptors) {
-    auto authenticator = auth::Authenticator::Create(false, "", core_env_.store());
-    EXPECT_TRUE(authenticator.ok()) << authenticator.status();
-    service_ = std::make_unique<AuditServiceImpl>(core_env_.core(), std::move(*authenticator));
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    if (interceptors) builder.experimental().SetInterceptorCreators(ServerInterceptors());
-    server_ = builder.BuildAndStart();
-    EXPECT_GT(port, 0);
-    stub_ = v1::AuditService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                          grpc::InsecureChannelCredentials()));
-  }
-  ~Server() {
-    service_->Shutdown();
-    core_env_.hub()->Shutdown();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  explicit InterceptedServer(bool interceptors) {
+    ServerOptions options;
+    options.interceptors = interceptors;
+    options.existing_core = testing::Served(&core_env_);
+    auto server = fca::Server::BuildAndStart(std::move(options));
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = v1::AuditService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(server_->grpc_port()), grpc::InsecureChannelCredentials()));
   }
 
   grpc::Status SubmitWithLabel(const std::string& label) {
@@ -59,15 +52,14 @@ class Server {
 
  private:
   core::testing::CoreEnv core_env_;
-  std::unique_ptr<AuditServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<fca::Server> server_;
   std::unique_ptr<v1::AuditService::Stub> stub_;
 };
 
 const std::string kNotUtf8 = "label \xff\xfe end";
 
 TEST(UnparsableRequestTest, WithoutTheInterceptorGrpcSaysInternalAndNothingElse) {
-  Server server(/*interceptors=*/false);
+  InterceptedServer server(/*interceptors=*/false);
   const grpc::Status st = server.SubmitWithLabel(kNotUtf8);
   // The failure this project saw: where it comes from, not what we want.
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL);
@@ -75,7 +67,7 @@ TEST(UnparsableRequestTest, WithoutTheInterceptorGrpcSaysInternalAndNothingElse)
 }
 
 TEST(UnparsableRequestTest, IsInvalidArgumentWithAMessageAndLogged) {
-  Server server(/*interceptors=*/true);
+  InterceptedServer server(/*interceptors=*/true);
   ::testing::internal::CaptureStderr();
   const grpc::Status st = server.SubmitWithLabel(kNotUtf8);
   const std::string log = ::testing::internal::GetCapturedStderr();

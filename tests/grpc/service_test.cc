@@ -231,7 +231,7 @@ TEST_F(GrpcServiceTest, HealthNamesTheAuditService) {
   }
   EXPECT_EQ(HealthCheck(env_.port(), "fca.v1.Nope", &reply).error_code(),
             grpc::StatusCode::NOT_FOUND);
-  SetServing(*env_.server(), false);  // what a draining server says
+  env_.server()->SetServing(false);  // what a draining server says
   ASSERT_TRUE(HealthCheck(env_.port(), "fca.v1.AuditService", &reply).ok());
   EXPECT_EQ(reply, std::string("\x08\x02", 2));  // NOT_SERVING
 }

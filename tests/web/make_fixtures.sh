@@ -8,9 +8,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../../build}" && pwd)
-SERVER_BIN=$build/server/fca-server
-CLI_BIN=$build/client/fca
-LOCAL_AUDIT_BIN=$build/server/fca-local-audit
+SERVER_BIN=$build/bin/fca-server
+CLI_BIN=$build/bin/fca
+LOCAL_AUDIT_BIN=$build/bin/fca-local-audit
 WORK=$(mktemp -d)
 trap 'kill "${SERVER_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 # shellcheck source=jobs_lib.sh
@@ -21,7 +21,7 @@ sleep 3  # some progress of job 2
 out=$here/fixtures
 rm -rf "$out"
 mkdir -p "$out"
-"$build/tests/web/fca-web-fixtures" --server="$GRPC_ADDR" --out="$out" --jobs=1,2 \
+"$build/bin/fca-web-fixtures" --server="$GRPC_ADDR" --out="$out" --jobs=1,2 \
   --watch_seconds=4
 fca_cli report 1 --save_json="$out/report-1.json" >/dev/null
 # The vocabulary the dashboard takes its lists and labels from, as the

@@ -29,9 +29,9 @@ for arg in "$@"; do
     *) echo "unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-SERVER_BIN=${SERVER_BIN:-$build/server/fca-server}
-CLI_BIN=${CLI_BIN:-$build/client/fca}
-LOCAL_AUDIT_BIN=${LOCAL_AUDIT_BIN:-$build/server/fca-local-audit}
+SERVER_BIN=${SERVER_BIN:-$build/bin/fca-server}
+CLI_BIN=${CLI_BIN:-$build/bin/fca}
+LOCAL_AUDIT_BIN=${LOCAL_AUDIT_BIN:-$build/bin/fca-local-audit}
 out=${out:-$build/web-screenshots}
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 

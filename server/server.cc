@@ -1,0 +1,326 @@
+#include "server/server.h"
+
+#include <glog/logging.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file.h"
+#include "common/status_macros.h"
+#include "server/auth/authenticator.h"
+#include "server/engine/io/weights_hash_cache.h"
+#include "server/engine/models/controlled_model.h"
+#include "server/grpc/audit_service_impl.h"
+#include "server/grpc/auth.h"
+#include "server/grpc/worker_service_impl.h"
+#include "server/jobs/model_registry.h"
+#include "server/jobs/server_metrics.h"
+
+namespace fca {
+namespace {
+
+// Where the listening address reaches beyond this host.
+bool IsLoopback(const std::string& listen) {
+  return absl::StartsWith(listen, "127.") || absl::StartsWith(listen, "[::1]:") ||
+         absl::StartsWith(listen, "localhost:") || absl::StartsWith(listen, "unix:");
+}
+
+// The start-up lines an operator needs to see: whether callers must
+// authenticate, and where keys come from.
+void LogAuthMode(const ServerOptions& options) {
+  if (!options.auth) {
+    const char* open_to_others = !IsLoopback(options.listen)
+                                     ? " (and --listen is not a loopback address; use --auth)"
+                                 : options.http.has_value() && !IsLoopback(options.http->listen)
+                                     ? " (and --http_listen is not a loopback address; use --auth)"
+                                     : "";
+    LOG(WARNING) << "fca-server: authentication is off: every caller is the admin"
+                 << open_to_others;
+    return;
+  }
+  LOG(INFO) << "fca-server: authentication is on; keys from the database"
+            << (options.api_keys_file.empty() ? "" : " and --api_keys")
+            << " (create one with fca-server --db=FILE --create_api_key=USER)";
+}
+
+// An existing database (or its -wal/-shm) that group or others may read
+// holds every user's datasets, results and API key hashes. umask 077 only
+// protects files created from now on, so an old one is reported at start.
+void WarnIfOpenToOthers(const std::string& db) {
+  for (const std::string& path : {db, db + "-wal", db + "-shm"}) {
+    struct stat info {};
+    if (stat(path.c_str(), &info) != 0 || (info.st_mode & (S_IRWXG | S_IRWXO)) == 0) continue;
+    LOG(WARNING) << absl::StrFormat(
+        "fca-server: warning: %s has mode %04o and is open to group or others; run: chmod 600 %s",
+        path, info.st_mode & 07777, path);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const std::string& cert,
+                                                                     const std::string& key) {
+  if (cert.empty() && key.empty()) return grpc::InsecureServerCredentials();
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  FCA_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(cert, "the TLS certificate file"));
+  FCA_ASSIGN_OR_RETURN(pair.private_key, ReadFile(key, "the TLS key file"));
+  options.pem_key_cert_pairs.push_back(pair);
+  return grpc::SslServerCredentials(options);
+}
+
+std::unique_ptr<engine::WeightsHashCache> OpenWeightsHashCache(const ServerOptions& options) {
+  std::string path = options.weights_hash_cache;
+  if (path.empty()) path = options.db + ".weights-hash-cache";
+  if (path == "none") path.clear();
+  LOG(INFO) << "fca-server: weights hashes are remembered "
+            << (path.empty() ? "in memory only" : "in ") << path;
+  return engine::WeightsHashCache::Open(path);
+}
+
+// The folder this binary lies in ("" when unknown).
+std::string OwnFolder() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "" : self.parent_path().string();
+}
+
+std::string Absolute(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path p = std::filesystem::absolute(path, error);
+  return error ? path : p.lexically_normal().string();
+}
+
+// The HOST:PORT Slurm's workers dial: the listening host, unless it is a
+// wildcard: then this host's name.
+std::string CoordinatorAddress(const std::string& listen, int port) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") {
+    char name[256] = {0};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+// The executor's options with its fca-worker command dialing this server
+// at `port`, and its log folder created.
+absl::StatusOr<core::SlurmExecutor::Options> SlurmExecutorOptions(const ServerOptions& options,
+                                                                  int port) {
+  const SlurmServerOptions& slurm = *options.slurm;
+  core::SlurmExecutor::Options o = slurm.executor;
+  const std::string worker = slurm.worker.empty() ? OwnFolder() + "/fca-worker" : slurm.worker;
+  const std::string coordinator =
+      slurm.coordinator.empty() ? CoordinatorAddress(options.listen, port) : slurm.coordinator;
+  o.worker_command = {Absolute(worker),
+                      "--coordinator=" + coordinator,
+                      "--models=" + Absolute(options.repository.root),
+                      "--device=" + options.repository.compute.device,
+                      "--dtype=" + options.repository.compute.dtype,
+                      absl::StrCat("--threads=", o.cpus_per_task)};
+  o.worker_command.insert(o.worker_command.end(), slurm.worker_args.begin(),
+                          slurm.worker_args.end());
+  if (o.log_dir.empty()) {
+    o.log_dir = std::filesystem::path(Absolute(options.db)).parent_path() / "slurm-logs";
+  }
+  o.log_dir = Absolute(o.log_dir);
+  std::error_code error;
+  std::filesystem::create_directories(o.log_dir, error);
+  if (error) return absl::FailedPreconditionError("cannot create --slurm_log_dir " + o.log_dir);
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<storage::Store>> Server::OpenStore(const ServerOptions& options) {
+  storage::StoreOptions store_options;
+  store_options.path = options.db;
+  store_options.coeff_cache_budget_bytes = options.coeff_cache_bytes;
+  // One server per database: a second one would run the same jobs again.
+  store_options.exclusive = true;
+  if (store_options.path.empty()) return absl::InvalidArgumentError("--db is required");
+  WarnIfOpenToOthers(store_options.path);
+  return storage::Store::Open(store_options);
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::BuildAndStart(ServerOptions options) {
+  std::unique_ptr<Server> server(new Server(std::move(options)));
+  FCA_RETURN_IF_ERROR(server->Start());
+  return server;
+}
+
+Server::Server(ServerOptions options) : options_(std::move(options)) {}
+
+Server::~Server() { Shutdown(); }
+
+int Server::http_port() const { return gateway_ != nullptr ? gateway_->port() : 0; }
+
+bool Server::http_tls() const { return gateway_ != nullptr && gateway_->tls(); }
+
+absl::Status Server::Start() {
+  if (options_.existing_core.has_value()) {
+    served_ = *options_.existing_core;
+  } else {
+    engine::ConfigureRuntime({options_.threads});
+    FCA_RETURN_IF_ERROR(OpenStoreAndModels());
+  }
+  FCA_ASSIGN_OR_RETURN(
+      auth::Authenticator authenticator,
+      auth::Authenticator::Create(options_.auth, options_.api_keys_file, served_.store));
+  LogAuthMode(options_);
+  FCA_ASSIGN_OR_RETURN(auto credentials,
+                       Credentials(options_.tls_cert_file, options_.tls_key_file));
+  if (!options_.existing_core.has_value()) FCA_RETURN_IF_ERROR(BuildRunners());
+  served_.core->set_facts(
+      {options_.worker_devices, options_.slurm.has_value() ? "slurm" : "local", options_.auth});
+  // Jobs by state, the cache's size and busy workers, at every scrape.
+  gauges_ = std::make_unique<core::ServerGauges>(served_.store, workers_.get());
+  // fca-worker processes (worker keys) claim and run tasks through it.
+  worker_service_ =
+      std::make_unique<grpc_server::WorkerServiceImpl>(served_.coordinator, authenticator);
+  service_ = std::make_unique<grpc_server::AuditServiceImpl>(served_.core, authenticator);
+  FCA_RETURN_IF_ERROR(StartGrpc(credentials));
+  FCA_RETURN_IF_ERROR(StartHttp(authenticator));
+  if (options_.slurm.has_value()) FCA_RETURN_IF_ERROR(StartSlurm());
+  if (own_coordinator_ != nullptr) FCA_RETURN_IF_ERROR(own_coordinator_->Start());
+  if (workers_ != nullptr) workers_->Start();
+  running_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Server::OpenStoreAndModels() {
+  core::ModelRepository::Options& repository = options_.repository;
+  // The repository's folder is checked first: a wrong --models must not
+  // leave a new database behind. The repository proper records its loads
+  // in the store's models table, so it is opened after the store.
+  FCA_RETURN_IF_ERROR(core::ModelRepository::Open(repository).status());
+  FCA_ASSIGN_OR_RETURN(own_store_, OpenStore(options_));
+  served_.store = own_store_.get();
+  repository.on_load = core::RecordLoadsIn(own_store_.get());
+  // Opened once the store's lock is held: one server writes the file.
+  weights_hash_cache_ = OpenWeightsHashCache(options_);
+  repository.weights_hash_cache = weights_hash_cache_.get();
+  FCA_ASSIGN_OR_RETURN(models_, core::ModelRepository::Open(repository));
+  return absl::OkStatus();
+}
+
+absl::Status Server::BuildRunners() {
+  own_hub_ = std::make_unique<core::EventHub>();
+  served_.hub = own_hub_.get();
+  core::Coordinator::Options coordinator = options_.coordinator;
+  coordinator.models = models_.get();
+  own_coordinator_ =
+      std::make_unique<core::Coordinator>(own_store_.get(), own_hub_.get(), coordinator);
+  served_.coordinator = own_coordinator_.get();
+  if (!options_.worker_devices.empty()) {
+    core::WorkerPool::Options pool;
+    pool.devices = options_.worker_devices;
+    pool.repository = options_.repository;
+    pool.worker = options_.worker;
+    FCA_ASSIGN_OR_RETURN(workers_, core::WorkerPool::Create(own_coordinator_.get(), pool));
+  }
+  own_core_ = std::make_unique<core::AuditServiceCore>(
+      own_store_.get(), models_.get(), own_coordinator_.get(), own_hub_.get(), options_.limits);
+  served_.core = own_core_.get();
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Each streaming or unary call holds a thread of the synchronous server:
+  // bounded, so a flood of streams cannot exhaust the process.
+  grpc::ResourceQuota quota("fca-server");
+  if (options_.max_rpc_threads > 0) {
+    quota.SetMaxThreads(options_.max_rpc_threads);
+    builder.SetResourceQuota(quota);
+  }
+  builder.AddListeningPort(options_.listen, credentials, &grpc_port_);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(worker_service_.get());
+  if (options_.interceptors) {
+    builder.experimental().SetInterceptorCreators(grpc_server::ServerInterceptors());
+  }
+  grpc_ = builder.BuildAndStart();
+  if (grpc_ == nullptr || grpc_port_ == 0) {
+    return absl::UnavailableError("cannot listen on " + options_.listen);
+  }
+  // Health checks name the service as well as the server ("").
+  SetServing(true);
+  return absl::OkStatus();
+}
+
+// The HTTP gateway, unless it is off (or, when it may be, its address is
+// taken).
+absl::Status Server::StartHttp(const auth::Authenticator& authenticator) {
+  if (!options_.http.has_value()) return absl::OkStatus();
+  // ---- The gateway's options: ServerOptions::http as fca-server's main
+  // filled it, and what the server adds.
+  http::GatewayOptions gateway = *options_.http;
+  gateway.tls_cert_file = options_.tls_cert_file;
+  gateway.tls_key_file = options_.tls_key_file;
+  gateway.ready = [store = served_.store, coordinator = served_.coordinator]() -> absl::Status {
+    if (!coordinator->Running()) return absl::UnavailableError("the coordinator is not running");
+    absl::StatusOr<int64_t> queued = store->CountJobs(std::nullopt, {storage::JobState::kQueued});
+    if (!queued.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the store does not answer: ", queued.status().message()));
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::unique_ptr<http::Gateway>> started =
+      http::Gateway::Start(served_.core, authenticator, std::move(gateway));
+  if (!started.ok() && absl::IsUnavailable(started.status()) && options_.http_may_be_taken) {
+    LOG(WARNING) << "fca-server: warning: " << started.status().message()
+                 << "; serving without HTTP (set --http_listen)";
+    return absl::OkStatus();
+  }
+  FCA_ASSIGN_OR_RETURN(gateway_, std::move(started));
+  LOG(INFO) << "fca-server: the HTTP gateway serves "
+            << (gateway_->tls() ? "HTTPS (--tls_cert, --tls_key)"
+                                : "plain HTTP (for loopback, or behind a TLS proxy)");
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartSlurm() {
+  FCA_ASSIGN_OR_RETURN(core::SlurmExecutor::Options o, SlurmExecutorOptions(options_, grpc_port_));
+  executor_ = std::make_unique<core::SlurmExecutor>(served_.store, served_.coordinator, o);
+  FCA_RETURN_IF_ERROR(executor_->CheckCluster());
+  LOG(INFO) << "fca-server: tasks run as Slurm jobs ("
+            << (o.partition.empty() ? "default partition" : o.partition) << ", logs in "
+            << o.log_dir << ")";
+  served_.coordinator->SetExecutor(executor_.get());
+  return absl::OkStatus();
+}
+
+void Server::SetServing(bool serving) {
+  if (grpc_ != nullptr) grpc_server::SetServing(*grpc_, serving);
+}
+
+void Server::Shutdown() {
+  if (!running_) return;
+  running_ = false;
+  SetServing(false);
+  service_->Shutdown();
+  // Ends its event streams (within half a second) and waits for its calls.
+  if (gateway_ != nullptr) gateway_->Shutdown();
+  served_.hub->Shutdown();
+  // Running tasks go back to the queue (refunded) through the coordinator,
+  // which stops after them.
+  if (workers_ != nullptr) workers_->Stop();
+  if (own_coordinator_ != nullptr) own_coordinator_->Stop();
+  grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+}  // namespace fca

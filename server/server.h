@@ -1,0 +1,182 @@
+// The audit server as one object (after TF Serving's Server::BuildAndStart):
+// the store, the model repository, the coordinator, this server's own
+// workers, the Slurm executor, the gRPC services (AuditService,
+// WorkerService, health, reflection) and the HTTP gateway, built and
+// started from a ServerOptions, and drained by Shutdown().
+//
+// fca-server's main maps its flags to ServerOptions and runs one; the tests
+// and benchmarks that need a real gRPC server on 127.0.0.1 build one too.
+// Flag checks, logging set-up and signals stay with main.
+#ifndef FCA_SERVER_SERVER_H_
+#define FCA_SERVER_SERVER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/core/service.h"
+#include "server/http/gateway.h"
+#include "server/jobs/coordinator.h"
+#include "server/jobs/event_hub.h"
+#include "server/jobs/slurm_executor.h"
+#include "server/jobs/worker_pool.h"
+#include "server/worker/model_repository.h"
+#include "server/worker/worker.h"
+#include "storage/store.h"
+
+namespace grpc {
+class Server;
+class ServerCredentials;
+}  // namespace grpc
+
+namespace fca {
+
+namespace engine {
+class WeightsHashCache;
+}  // namespace engine
+namespace core {
+class ServerGauges;
+}  // namespace core
+namespace auth {
+class Authenticator;
+}  // namespace auth
+namespace grpc_server {
+class AuditServiceImpl;
+class WorkerServiceImpl;
+}  // namespace grpc_server
+
+// --executor=slurm: each queued task becomes one sbatch job running
+// fca-worker --task=ID.
+struct SlurmServerOptions {
+  // partition, sbatch_args, max_in_flight, cpus_per_task, max_attempts,
+  // log_dir ("" = slurm-logs beside the database); worker_command is made
+  // from the fields below and the server's own.
+  core::SlurmExecutor::Options executor;
+  std::string worker;                    // "" = fca-worker beside this binary
+  std::vector<std::string> worker_args;  // appended to the worker command
+  std::string coordinator;               // HOST:PORT the workers dial; "" = this server
+};
+
+// What the server serves instead of building its own store, repository,
+// coordinator and workers (tests: a core over ":memory:", a fault-injecting
+// store). Its owner starts and stops the coordinator; the server's
+// Shutdown() still ends the hub's streams.
+struct ExistingCore {
+  storage::Store* store = nullptr;
+  core::EventHub* hub = nullptr;
+  core::Coordinator* coordinator = nullptr;
+  core::AuditServiceCore* core = nullptr;
+};
+
+// What fca-server's flags decide. The defaults suit an embedded server
+// (tests, benchmarks): loopback on a free port, no HTTP, no workers of its
+// own; fca-server's defaults are its flags'.
+struct ServerOptions {
+  // ------------------------------------------------------------- gRPC
+  std::string listen = "127.0.0.1:0";       // port 0 picks a free one (grpc_port())
+  std::string tls_cert_file, tls_key_file;  // both: TLS (gRPC and HTTP); neither: plaintext
+  int max_rpc_threads = 0;                  // threads serving RPCs; 0 = gRPC's default
+  // Tests: false serves without the interceptors fca-server installs
+  // (grpc_server::ServerInterceptors()), to show what gRPC does alone.
+  bool interceptors = true;
+
+  // ------------------------------------------------------------- HTTP
+  // The JSON-over-HTTP gateway; nullopt = off. tls_cert_file, tls_key_file
+  // and ready are the server's.
+  std::optional<http::GatewayOptions> http;
+  // Its address taken: serve without HTTP (a warning) instead of failing.
+  bool http_may_be_taken = false;
+
+  // ------------------------------------------------------------- auth
+  bool auth = false;          // callers present a key
+  std::string api_keys_file;  // lines "<key> <user> <role>"; keys are also in the store
+
+  // ------------------------------------------------------------- store
+  std::string db;  // the SQLite file (required unless existing_core)
+  int64_t coeff_cache_bytes = storage::StoreOptions().coeff_cache_budget_bytes;
+  // File of the weights hash cache: "" = "<db>.weights-hash-cache";
+  // "none" = in memory only.
+  std::string weights_hash_cache;
+
+  // ------------------------------------------------------------- models, work
+  // root, compute (the device and dtype of every model; a worker's device is
+  // its own), memory_budget_bytes. on_load and weights_hash_cache are the
+  // server's.
+  core::ModelRepository::Options repository;
+  int threads = 0;  // torch threads of the engine (0 = one per core)
+  // One worker of this server's own per entry ("cpu", "cuda:0"); none:
+  // only remote workers run tasks.
+  std::vector<std::string> worker_devices;
+  core::Worker::Options worker;             // of each of them; name is the server's
+  core::Coordinator::Options coordinator;   // models is the server's
+  std::optional<SlurmServerOptions> slurm;  // nullopt: --executor=local
+  core::ServiceLimits limits;
+
+  // ------------------------------------------------------------- injection
+  std::optional<ExistingCore> existing_core;
+};
+
+class Server {
+ public:
+  // Builds every part and starts serving: the gRPC port (and the HTTP one)
+  // listens, the coordinator and the workers run. UNAVAILABLE when an
+  // address cannot be bound; the store's, the repository's and the
+  // authenticator's errors as they come.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> BuildAndStart(ServerOptions options);
+  ~Server();  // Shutdown()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The store as the server opens it: exclusive (one server per database),
+  // with a warning when the file is open to group or others.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(
+      const ServerOptions& options);
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const;  // 0 when HTTP is off
+  bool http_tls() const;  // the gateway serves HTTPS
+
+  // What grpc.health.v1 says of the server and of fca.v1.AuditService.
+  void SetServing(bool serving);
+
+  // Drains: health NOT_SERVING, open streams end, the gateway stops, running
+  // tasks go back to the queue (refunded) and the coordinator stops, then
+  // gRPC waits up to 5 s for calls in flight. Idempotent.
+  void Shutdown();
+
+ private:
+  explicit Server(ServerOptions options);
+  [[nodiscard]] absl::Status Start();
+  // The parts built unless options_.existing_core.
+  [[nodiscard]] absl::Status OpenStoreAndModels();
+  [[nodiscard]] absl::Status BuildRunners();
+  [[nodiscard]] absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  [[nodiscard]] absl::Status StartHttp(const auth::Authenticator& authenticator);
+  [[nodiscard]] absl::Status StartSlurm();
+
+  ServerOptions options_;
+  // Built unless options_.existing_core.
+  std::unique_ptr<storage::Store> own_store_;
+  std::unique_ptr<engine::WeightsHashCache> weights_hash_cache_;
+  std::unique_ptr<core::ModelRepository> models_;
+  std::unique_ptr<core::EventHub> own_hub_;
+  std::unique_ptr<core::Coordinator> own_coordinator_;
+  std::unique_ptr<core::WorkerPool> workers_;
+  std::unique_ptr<core::AuditServiceCore> own_core_;
+  std::unique_ptr<core::ServerGauges> gauges_;
+  ExistingCore served_;  // the parts served: the own ones or the existing ones
+  std::unique_ptr<grpc_server::WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc_server::AuditServiceImpl> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<http::Gateway> gateway_;
+  std::unique_ptr<core::SlurmExecutor> executor_;
+  int grpc_port_ = 0;
+  bool running_ = false;
+};
+
+}  // namespace fca
+
+#endif  // FCA_SERVER_SERVER_H_
