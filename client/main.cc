@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("client of the fca audit server; see 'fca help'");
   // --help prints HelpText(); --helpshort lists the flags of the commands.
   // --version passes CheckCommandLine and is answered by absl.
-  fca::ConfigureFlagsUsage(
-      "fca", [](absl::string_view file) { return absl::StrContains(file, "client/commands"); });
+  fca::ConfigureFlagsUsage("fca", [](absl::string_view file) {
+    return absl::StrContains(file, "client/commands") ||
+           absl::StrContains(file, "client/spec_flags");
+  });
   // Checked first so bad flags exit 2 with our message; absl would exit 1.
   auto check = CheckCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (!check.ok()) {
