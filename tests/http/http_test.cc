@@ -134,6 +134,16 @@ struct Reply {
   }
 };
 
+Reply ToReply(const httplib::Result& result) {
+  Reply r;
+  if (result) {
+    r.status = result->status;
+    r.body = result->body;
+    r.headers = result->headers;
+  }
+  return r;
+}
+
 // One event of a stream: its id line, event line and data line.
 struct Event {
   int64_t id = 0;
@@ -269,26 +279,14 @@ class HttpTest : public ::testing::Test {
     httplib::Client c = Client();
     for (auto& h : Auth(key)) headers.insert(h);
     auto result = c.Post(path.c_str(), headers, body, "application/json");
-    Reply r;
-    if (result) {
-      r.status = result->status;
-      r.body = result->body;
-      r.headers = result->headers;
-    }
-    return r;
+    return ToReply(result);
   }
 
   static Reply Get(const std::string& path, const std::string& key, httplib::Headers headers = {}) {
     httplib::Client c = Client();
     for (auto& h : Auth(key)) headers.insert(h);
     auto result = c.Get(path.c_str(), headers);
-    Reply r;
-    if (result) {
-      r.status = result->status;
-      r.body = result->body;
-      r.headers = result->headers;
-    }
-    return r;
+    return ToReply(result);
   }
 
   // The events of a stream, read until it ends or `stop_after` events
@@ -806,16 +804,9 @@ TEST_F(HttpTest, CrossSiteRequestsAreRefusedWithoutAuth) {
                      const std::string& type, httplib::Headers headers) {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(30, 0);
-    httplib::Result r = method == "POST"      ? c.Post(path.c_str(), headers, body, type.c_str())
-                        : method == "OPTIONS" ? c.Options(path.c_str(), headers)
-                                              : c.Get(path.c_str(), headers);
-    Reply out;
-    if (r) {
-      out.status = r->status;
-      out.body = r->body;
-      out.headers = r->headers;
-    }
-    return out;
+    return ToReply(method == "POST"      ? c.Post(path.c_str(), headers, body, type.c_str())
+                   : method == "OPTIONS" ? c.Options(path.c_str(), headers)
+                                         : c.Get(path.c_str(), headers));
   };
   // A queued job (no workers): what the attacks try to cancel and delete.
   v1::SubmitAuditRequest submit;
