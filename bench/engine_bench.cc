@@ -239,7 +239,8 @@ void Summarize(const Samples& s, DtypeResult* r) {
 
 absl::StatusOr<DtypeResult> BenchDtype(const std::string& root, const std::string& dtype,
                                        const BenchOptions& o) {
-  const ComputeOptions compute{"cpu", dtype};
+  ComputeOptions compute;
+  FCA_ASSIGN_OR_RETURN(compute.dtype, ParseComputeDTypeFlag(dtype));
   Bench b;
   FCA_ASSIGN_OR_RETURN(b.gate, LoadModel(root + "/featuregate", "featuregate", compute));
   FCA_ASSIGN_OR_RETURN(b.dense, LoadModel(root + "/dense", "dense", compute));

@@ -83,7 +83,7 @@ absl::Status Run() {
   // One forward of one sequence at a time: its threads work inside the ops.
   ConfigureRuntime({absl::GetFlag(FLAGS_threads), Parallelism::kWithinOps});
   ComputeOptions compute;
-  compute.dtype = absl::GetFlag(FLAGS_dtype);
+  FCA_ASSIGN_OR_RETURN(compute.dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
   const std::unique_ptr<WeightsHashCache> hash_cache =
       WeightsHashCache::Open(absl::GetFlag(FLAGS_weights_hash_cache));
   const double rss_before_load = RssBytes();
@@ -97,7 +97,7 @@ absl::Status Run() {
               dir.c_str(), model->info().family.c_str(),
               static_cast<long long>(model->info().num_parameters),
               static_cast<long long>(model->info().num_layers), model->sites().size(),
-              compute.dtype.c_str());
+              ComputeDTypeName(compute.dtype));
   const WeightsHashCache::Stats hashing = hash_cache->stats();
   const std::string hash_note =
       hashing.misses > 0

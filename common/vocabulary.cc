@@ -1,5 +1,9 @@
 #include "common/vocabulary.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
 namespace fca {
 namespace {
 
@@ -39,25 +43,11 @@ const char* KeyPlaceholder(MetricKey key) {
 }  // namespace
 
 const std::vector<InterventionDef>& InterventionDefs() {
-  using I = InterventionId;
   static const auto* defs = new std::vector<InterventionDef>{
-      {I::kCorrect, kCorrect, false, "each input's own coefficients A(x_i): the reference"},
-      {I::kCrossInput, kCrossInput, false,
-       "the coefficients of another input, A(x_pi(i)), pi a seeded derangement"},
-      {I::kTokenShuffle, kTokenShuffle, false,
-       "each input's coefficients with positions permuted (seeded, one permutation per "
-       "sequence unless per-site)"},
-      {I::kStaticLayer, kStaticLayer, true,
-       "per-site, per-channel mean over the calibration set, for every token"},
-      {I::kStaticLayerPosition, kStaticLayerPosition, true,
-       "per-site, per-position, per-channel mean over the calibration set"},
-      {I::kGlobalMean, kGlobalMean, false,
-       "one scalar per family: the calibration mean over sites, positions, channels"},
-      {I::kStaticToken, kStaticToken, true,
-       "per site, the calibration mean of the coefficients at positions with the same current "
-       "token id (the site mean for ids unseen in calibration)"},
-      {I::kNeutral, kNeutral, false,
-       "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone"},
+#define FCA_INTERVENTION_DEF(id, name, static_profile, description) \
+  {InterventionId::id, name, static_profile, description},
+      FCA_INTERVENTIONS(FCA_INTERVENTION_DEF)
+#undef FCA_INTERVENTION_DEF
   };
   return *defs;
 }
@@ -74,6 +64,30 @@ std::optional<InterventionId> ParseIntervention(std::string_view name) {
 }
 
 const char* InterventionName(InterventionId id) { return InterventionDefOf(id).name; }
+
+absl::StatusOr<std::vector<InterventionId>> ParseInterventionList(
+    const std::vector<std::string>& names, std::string_view field, bool allow_correct) {
+  std::vector<InterventionId> out;
+  for (const std::string& name : names) {
+    const std::optional<InterventionId> id = ParseIntervention(name);
+    if (!id || (!allow_correct && *id == InterventionId::kCorrect)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "unknown %s '%s' (known: %s%s)", field, name.substr(0, 64), InterventionNameList(),
+          allow_correct ? "" : "; not correct, the reference"));
+    }
+    if (std::find(out.begin(), out.end(), *id) != out.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s '%s' is listed twice", field, name));
+    }
+    out.push_back(*id);
+  }
+  return out;
+}
+
+std::vector<std::string> InterventionNamesOf(const std::vector<InterventionId>& ids) {
+  std::vector<std::string> out;
+  for (InterventionId id : ids) out.emplace_back(InterventionName(id));
+  return out;
+}
 
 const std::vector<std::string>& InterventionNames() {
   static const auto* names = NewNames(InterventionDefs());
@@ -124,6 +138,39 @@ const std::vector<std::string>& ScopeNames() {
 }
 
 std::string ScopeNameList(std::string_view separator) { return JoinNames(ScopeDefs(), separator); }
+
+const std::vector<ComputeDTypeDef>& ComputeDTypeDefs() {
+  static const auto* defs = new std::vector<ComputeDTypeDef>{
+#define FCA_COMPUTE_DTYPE_DEF(id, name, bytes) {ComputeDType::id, name, bytes},
+      FCA_COMPUTE_DTYPES(FCA_COMPUTE_DTYPE_DEF)
+#undef FCA_COMPUTE_DTYPE_DEF
+  };
+  return *defs;
+}
+
+const ComputeDTypeDef& ComputeDTypeDefOf(ComputeDType id) {
+  return ComputeDTypeDefs()[static_cast<size_t>(id)];
+}
+
+std::optional<ComputeDType> ParseComputeDType(std::string_view name) {
+  for (const ComputeDTypeDef& d : ComputeDTypeDefs()) {
+    if (name == d.name) return d.id;
+  }
+  return std::nullopt;
+}
+
+const char* ComputeDTypeName(ComputeDType id) { return ComputeDTypeDefOf(id).name; }
+
+std::string ComputeDTypeNameList(std::string_view separator) {
+  return JoinNames(ComputeDTypeDefs(), separator);
+}
+
+absl::StatusOr<ComputeDType> ParseComputeDTypeFlag(std::string_view value) {
+  const std::optional<ComputeDType> dtype = ParseComputeDType(value);
+  if (dtype) return *dtype;
+  return absl::InvalidArgumentError(absl::StrFormat("--dtype='%s' is not one of: %s",
+                                                    value.substr(0, 64), ComputeDTypeNameList()));
+}
 
 const std::vector<MetricDef>& MetricDefs() {
   using M = MetricId;

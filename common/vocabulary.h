@@ -18,36 +18,56 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace fca {
 
 // ------------------------------------------------------- interventions
 
-inline constexpr char kCorrect[] = "correct";
-inline constexpr char kCrossInput[] = "cross_input";
-inline constexpr char kTokenShuffle[] = "token_shuffle";
-inline constexpr char kStaticLayer[] = "static_layer";
-inline constexpr char kStaticLayerPosition[] = "static_layer_position";
-inline constexpr char kGlobalMean[] = "global_mean";
-inline constexpr char kStaticToken[] = "static_token";
-inline constexpr char kNeutral[] = "neutral";
+// THE table of interventions, in report order (docs/fca.md "Interventions"):
+// X(enumerator, name as specified and stored, has a static profile,
+//   one-line description).
+// Adding an intervention is one line here: it becomes a kName constant, an
+// InterventionId, a row of InterventionDefs() and so a name the spec check,
+// the CLI's help and GetServerInfo know; the compiler then asks for its
+// case in MakeIntervention (server/engine/audit/coefficients.cc).
+// `static_profile`: a table fixed from the calibration set before E is seen,
+// so it has a gap retention (fca.md "Gap retention").
+#define FCA_INTERVENTIONS(X)                                                                   \
+  X(kCorrect, "correct", false, "each input's own coefficients A(x_i): the reference")         \
+  X(kCrossInput, "cross_input", false,                                                         \
+    "the coefficients of another input, A(x_pi(i)), pi a seeded derangement")                  \
+  X(kTokenShuffle, "token_shuffle", false,                                                     \
+    "each input's coefficients with positions permuted (seeded, one permutation per sequence " \
+    "unless per-site)")                                                                        \
+  X(kStaticLayer, "static_layer", true,                                                        \
+    "per-site, per-channel mean over the calibration set, for every token")                    \
+  X(kStaticLayerPosition, "static_layer_position", true,                                       \
+    "per-site, per-position, per-channel mean over the calibration set")                       \
+  X(kGlobalMean, "global_mean", false,                                                         \
+    "one scalar per family: the calibration mean over sites, positions, channels")             \
+  X(kStaticToken, "static_token", true,                                                        \
+    "per site, the calibration mean of the coefficients at positions with the same current "   \
+    "token id (the site mean for ids unseen in calibration)")                                  \
+  X(kNeutral, "neutral", false,                                                                \
+    "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")
+
+// kCorrect = "correct", ...
+#define FCA_INTERVENTION_NAME(id, name, static_profile, description) \
+  inline constexpr char id[] = name;
+FCA_INTERVENTIONS(FCA_INTERVENTION_NAME)
+#undef FCA_INTERVENTION_NAME
 
 // In report order.
 enum class InterventionId : uint8_t {
-  kCorrect,
-  kCrossInput,
-  kTokenShuffle,
-  kStaticLayer,
-  kStaticLayerPosition,
-  kGlobalMean,
-  kStaticToken,
-  kNeutral,
+#define FCA_INTERVENTION_ID(id, name, static_profile, description) id,
+  FCA_INTERVENTIONS(FCA_INTERVENTION_ID)
+#undef FCA_INTERVENTION_ID
 };
 
 struct InterventionDef {
   InterventionId id;
   const char* name;  // as specified and stored
-  // A table fixed from the calibration set before E is seen: it has a gap
-  // retention (fca.md "Gap retention").
   bool static_profile;
   const char* description;  // what is substituted, one line
 };
@@ -58,6 +78,16 @@ const InterventionDef& InterventionDefOf(InterventionId id);
 // nullopt for a name that is no intervention.
 std::optional<InterventionId> ParseIntervention(std::string_view name);
 const char* InterventionName(InterventionId id);
+// The names of `ids`, in their order.
+std::vector<std::string> InterventionNamesOf(const std::vector<InterventionId>& ids);
+// The ids of a list of names as specified (the spec's interventions and
+// per_layer_interventions, fca-local-audit's flags): where a name becomes an
+// InterventionId. `field` names the list in messages ("intervention",
+// "per-layer intervention"). INVALID_ARGUMENT for an unknown name, a name
+// listed twice, or `correct` where it would compare with itself
+// (!allow_correct).
+absl::StatusOr<std::vector<InterventionId>> ParseInterventionList(
+    const std::vector<std::string>& names, std::string_view field, bool allow_correct);
 // Every name, in report order.
 const std::vector<std::string>& InterventionNames();
 // "correct, cross_input, ...": for messages and help texts.
@@ -95,6 +125,42 @@ const char* ScopeName(ScopeId id);
 const std::vector<std::string>& ScopeNames();
 // "layer, site, family".
 std::string ScopeNameList(std::string_view separator = ", ");
+
+// ------------------------------------------------------ compute dtypes
+
+// The dtypes a model computes in (fca-server's and fca-worker's --dtype,
+// engine::ComputeOptions): one row each, X(enumerator, name, bytes per
+// element). Adding one is one line here (and its torch type in
+// server/engine/models/torch_util.cc's ScalarTypeOf).
+#define FCA_COMPUTE_DTYPES(X) \
+  X(kFloat32, "float32", 4)   \
+  X(kBFloat16, "bfloat16", 2) \
+  X(kFloat16, "float16", 2)
+
+enum class ComputeDType : uint8_t {
+#define FCA_COMPUTE_DTYPE_ID(id, name, bytes) id,
+  FCA_COMPUTE_DTYPES(FCA_COMPUTE_DTYPE_ID)
+#undef FCA_COMPUTE_DTYPE_ID
+};
+
+struct ComputeDTypeDef {
+  ComputeDType id;
+  const char* name;       // as the flags, the proto and reports spell it
+  int64_t element_bytes;  // of one element
+};
+
+// In ComputeDType's order.
+const std::vector<ComputeDTypeDef>& ComputeDTypeDefs();
+const ComputeDTypeDef& ComputeDTypeDefOf(ComputeDType id);
+// nullopt for a name that is no compute dtype.
+std::optional<ComputeDType> ParseComputeDType(std::string_view name);
+const char* ComputeDTypeName(ComputeDType id);
+// "float32, bfloat16, float16".
+std::string ComputeDTypeNameList(std::string_view separator = ", ");
+// The value of a --dtype flag (fca-server, fca-worker, fca-local-audit, the
+// benchmarks); INVALID_ARGUMENT "--dtype='fp8' is not one of: float32,
+// bfloat16, float16" for a name that is none.
+absl::StatusOr<ComputeDType> ParseComputeDTypeFlag(std::string_view value);
 
 // ------------------------- where model-level rows are stored (pseudo-interventions)
 

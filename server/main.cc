@@ -258,8 +258,7 @@ std::vector<std::string> WorkerDevices() {
                                      0, flag_limits::kMaxThreads));
   FCA_RETURN_IF_ERROR(CheckFlagRange("lease_seconds", absl::GetFlag(FLAGS_lease_seconds),
                                      flag_limits::kMinLeaseSeconds, flag_limits::kMaxLeaseSeconds));
-  const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  FCA_RETURN_IF_ERROR(CheckOneOf("dtype", dtype, {"float32", "bfloat16", "float16"}));
+  FCA_ASSIGN_OR_RETURN(const ComputeDType dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
   FCA_RETURN_IF_ERROR(CheckOneOf("executor", absl::GetFlag(FLAGS_executor), {"local", "slurm"}));
   FCA_RETURN_IF_ERROR(
       CheckFlagRange("slurm_max_tasks", absl::GetFlag(FLAGS_slurm_max_tasks), 1, 10000));
@@ -268,7 +267,7 @@ std::vector<std::string> WorkerDevices() {
                                      flag_limits::kMaxThreads));
   for (const std::string& device : WorkerDevices()) {
     FCA_RETURN_IF_ERROR(CheckDevice(device));
-    if (dtype == "float16" && device == "cpu") {
+    if (dtype == ComputeDType::kFloat16 && device == "cpu") {
       return absl::InvalidArgumentError(
           "--dtype=float16 needs a cuda --device (float16 matmul is not implemented on CPU; "
           "use bfloat16)");
@@ -374,7 +373,7 @@ std::optional<SlurmServerOptions> SlurmOptionsFromFlags() {
 void SetWorkFromFlags(ServerOptions* options) {
   options->repository.root = absl::GetFlag(FLAGS_models);
   options->repository.compute.device = absl::GetFlag(FLAGS_device);
-  options->repository.compute.dtype = absl::GetFlag(FLAGS_dtype);
+  options->repository.compute.dtype = *ParseComputeDType(absl::GetFlag(FLAGS_dtype));  // checked
   options->repository.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
   options->threads = absl::GetFlag(FLAGS_threads);
   options->worker_devices = WorkerDevices();

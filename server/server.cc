@@ -126,7 +126,7 @@ absl::StatusOr<core::SlurmExecutor::Options> SlurmExecutorOptions(const ServerOp
                       "--coordinator=" + coordinator,
                       "--models=" + Absolute(options.repository.root),
                       "--device=" + options.repository.compute.device,
-                      "--dtype=" + options.repository.compute.dtype,
+                      absl::StrCat("--dtype=", ComputeDTypeName(options.repository.compute.dtype)),
                       absl::StrCat("--threads=", o.cpus_per_task)};
   o.worker_command.insert(o.worker_command.end(), slurm.worker_args.begin(),
                           slurm.worker_args.end());

@@ -590,7 +590,8 @@ absl::Status AuditServiceCore::ExportCoefficients(
     const std::function<bool(const v1::ExportCoefficientsResponse&)>& write) {
   FCA_ASSIGN_OR_RETURN(const std::shared_ptr<engine::ControlledModel> model,
                        models_->Get(request.model()));
-  const std::string dtype = request.dtype().empty() ? "float32" : request.dtype();
+  const std::string dtype =
+      request.dtype().empty() ? ComputeDTypeName(ComputeDType::kFloat32) : request.dtype();
   if (request.window_hash().empty()) return absl::InvalidArgumentError("window_hash is empty");
   // The caller's own entries only: a guessed window hash must not reveal,
   // let alone hand over, what another user audited.
@@ -605,7 +606,10 @@ absl::Status AuditServiceCore::ExportCoefficients(
   }
   int64_t per_token = 0;
   for (const engine::CoefficientSite& s : model->sites()) per_token += s.channels;
-  const int64_t element = dtype == "float32" ? 4 : 2;
+  // Entries are stored under the names of common/vocabulary.h's dtypes.
+  const std::optional<ComputeDType> stored = ParseComputeDType(dtype);
+  if (!stored) return absl::DataLossError("a cached entry has no known dtype: " + dtype);
+  const int64_t element = ComputeDTypeDefOf(*stored).element_bytes;
   v1::ExportCoefficientsResponse header;
   v1::CoefficientsHeader* h = header.mutable_header();
   h->set_model(request.model());
@@ -671,7 +675,7 @@ absl::StatusOr<v1::GetServerInfoResponse> AuditServiceCore::GetServerInfo(const 
   r.set_engine_version(engine::EngineVersion());
   r.set_torch_version(engine::TorchVersion());
   r.mutable_devices()->Assign(facts_.devices.begin(), facts_.devices.end());
-  r.set_dtype(models_->options().compute.dtype);
+  r.set_dtype(ComputeDTypeName(models_->options().compute.dtype));
   r.set_workers(static_cast<int32_t>(facts_.devices.size()));
   r.set_executor(facts_.executor);
   r.set_auth(facts_.auth);

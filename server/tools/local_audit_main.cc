@@ -205,11 +205,13 @@ void PrintAggregate(const AuditReport& report) {
   }
 }
 
-// The audit's options; INVALID_ARGUMENT for an unknown scope (the engine
-// checks the rest).
+// The audit's options; INVALID_ARGUMENT for an unknown intervention or
+// scope (the engine checks the rest).
 absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
   engine::AuditOptions o;
-  o.interventions = absl::GetFlag(FLAGS_interventions);
+  FCA_ASSIGN_OR_RETURN(o.interventions,
+                       ParseInterventionList(absl::GetFlag(FLAGS_interventions), "intervention",
+                                             /*allow_correct=*/true));
   o.window_length = absl::GetFlag(FLAGS_window);
   o.max_eval_windows = absl::GetFlag(FLAGS_max_eval_windows);
   o.max_calib_windows = absl::GetFlag(FLAGS_max_calib_windows);
@@ -219,7 +221,9 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
   o.timing_repeats = absl::GetFlag(FLAGS_timing_repeats);
   o.timing_max_repeats = absl::GetFlag(FLAGS_timing_max_repeats);
   o.timing_budget_seconds = absl::GetFlag(FLAGS_timing_budget_seconds);
-  o.per_layer_interventions = absl::GetFlag(FLAGS_per_layer);
+  FCA_ASSIGN_OR_RETURN(o.per_layer_interventions,
+                       ParseInterventionList(absl::GetFlag(FLAGS_per_layer),
+                                             "per-layer intervention", /*allow_correct=*/false));
   o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
   const std::string scope = absl::GetFlag(FLAGS_per_layer_scope);
   const std::optional<ScopeId> scope_id = ParseScope(scope);
@@ -234,7 +238,7 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
 absl::Status Audit() {
   engine::ComputeOptions compute;
   compute.device = absl::GetFlag(FLAGS_device);
-  compute.dtype = absl::GetFlag(FLAGS_dtype);
+  FCA_ASSIGN_OR_RETURN(compute.dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
   std::vector<std::unique_ptr<engine::ControlledModel>> owned;
   engine::AuditRequest req;
   FCA_ASSIGN_OR_RETURN(req.options, OptionsFromFlags());

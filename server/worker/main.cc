@@ -134,12 +134,8 @@ std::string DefaultName() {
                                      worker_limits::kMaxTaskSeconds));
   const std::string device = absl::GetFlag(FLAGS_device);
   FCA_RETURN_IF_ERROR(CheckDevice(device));
-  const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--dtype='%s' is not one of: float32, bfloat16, float16", dtype.substr(0, 64)));
-  }
-  if (dtype == "float16" && device == "cpu") {
+  FCA_ASSIGN_OR_RETURN(const ComputeDType dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
+  if (dtype == ComputeDType::kFloat16 && device == "cpu") {
     return absl::InvalidArgumentError(
         "--dtype=float16 needs a cuda device (float16 matmul is not implemented on CPU; use "
         "bfloat16)");
@@ -197,7 +193,7 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   core::ModelRepository::Options repository;
   repository.root = absl::GetFlag(FLAGS_models);
   repository.compute.device = absl::GetFlag(FLAGS_device);
-  repository.compute.dtype = absl::GetFlag(FLAGS_dtype);
+  repository.compute.dtype = *ParseComputeDType(absl::GetFlag(FLAGS_dtype));  // checked
   repository.memory_budget_bytes = absl::GetFlag(FLAGS_model_memory_bytes);
   // No store here (no on_load): the coordinator records the weights its
   // results name.

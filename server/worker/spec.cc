@@ -39,31 +39,26 @@ void Default(const sf::SpecField& field, T value, void (v1::AuditSpec::*set)(T),
   if (value == 0) (spec->*set)(field.Default<T>());
 }
 
-// `field` names the spec field in messages ("intervention", "per-layer
-// intervention"); `correct` is refused where it would compare with itself.
-absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& names,
-                        const char* field, bool allow_correct) {
-  std::set<std::string> seen;
-  for (const std::string& name : names) {
-    if (!ParseIntervention(name) || (!allow_correct && name == kCorrect)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "unknown %s '%s' (known: %s%s)", field, name.substr(0, 64), InterventionNameList(),
-          allow_correct ? "" : "; not correct, the reference"));
-    }
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s '%s' is listed twice", field, name));
-    }
+// The spec's enums (interventions, per-layer interventions, scope) as the
+// engine takes them: the one place their names become ids. INVALID_ARGUMENT
+// for a name that is none, as NormalizeSpec reports it.
+absl::Status ParseEnums(const v1::AuditSpec& spec, engine::AuditOptions* o) {
+  const std::vector<std::string> interventions(spec.interventions().begin(),
+                                               spec.interventions().end());
+  FCA_ASSIGN_OR_RETURN(o->interventions,
+                       ParseInterventionList(interventions, "intervention", true));
+  const std::vector<std::string> per_layer(spec.per_layer_interventions().begin(),
+                                           spec.per_layer_interventions().end());
+  FCA_ASSIGN_OR_RETURN(o->per_layer_interventions,
+                       ParseInterventionList(per_layer, "per-layer intervention", false));
+  const std::optional<ScopeId> scope = ParseScope(spec.per_layer_scope());
+  if (!scope) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown per_layer_scope '%s' (known: %s)",
+                                                      spec.per_layer_scope().substr(0, 64),
+                                                      ScopeNameList()));
   }
+  o->per_layer_scope = *scope;
   return absl::OkStatus();
-}
-
-absl::Status CheckInterventions(const v1::AuditSpec& spec) {
-  FCA_RETURN_IF_ERROR(CheckNames(spec.interventions(), "intervention", true));
-  FCA_RETURN_IF_ERROR(CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
-  if (ParseScope(spec.per_layer_scope())) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat("unknown per_layer_scope '%s' (known: %s)",
-                                                    spec.per_layer_scope().substr(0, 64),
-                                                    ScopeNameList()));
 }
 
 // Labels are shown in listings and terminals: printable UTF-8 only (no
@@ -106,9 +101,9 @@ absl::Status CheckTiming(v1::AuditSpec* s, const SpecLimits& limits) {
 }
 }  // namespace
 
-engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
+absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& s) {
   engine::AuditOptions o;
-  o.interventions.assign(s.interventions().begin(), s.interventions().end());
+  FCA_RETURN_IF_ERROR(ParseEnums(s, &o));
   o.window_length = s.window_length();
   o.max_eval_windows = s.max_eval_windows();
   o.max_calib_windows = s.max_calib_windows();
@@ -121,10 +116,6 @@ engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   o.timing_repeats = s.timing_repeats();
   o.timing_max_repeats = s.timing_max_repeats();
   o.timing_budget_seconds = s.timing_budget_seconds();
-  o.per_layer_interventions.assign(s.per_layer_interventions().begin(),
-                                   s.per_layer_interventions().end());
-  // NormalizeSpec checked the name.
-  o.per_layer_scope = ParseScope(s.per_layer_scope()).value_or(sf::DefaultScope());
   o.fidelity_check_every = s.fidelity_check_every();
   return o;
 }
@@ -147,7 +138,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }
   if (s.per_layer_scope().empty()) s.set_per_layer_scope(ScopeName(sf::DefaultScope()));
-  FCA_RETURN_IF_ERROR(CheckInterventions(s));
+  engine::AuditOptions parsed;
+  FCA_RETURN_IF_ERROR(ParseEnums(s, &parsed));
   Default(sf::kWindowLength, s.window_length(), &v1::AuditSpec::set_window_length, &s);
   Default(sf::kBatchSize, s.batch_size(), &v1::AuditSpec::set_batch_size, &s);
   Default(sf::kBootstrapResamples, s.bootstrap_resamples(), &v1::AuditSpec::set_bootstrap_resamples,
@@ -215,7 +207,7 @@ absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec, const std::
   out.calib_sha256 = calib.sha256;
   req.eval = std::move(eval);
   req.calib = std::move(calib);
-  req.options = ToEngineOptions(spec);
+  FCA_ASSIGN_OR_RETURN(req.options, ToEngineOptions(spec));
   return out;
 }
 

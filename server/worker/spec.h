@@ -36,8 +36,11 @@ struct SpecLimits {
                                                           const SpecLimits& limits);
 
 // The engine's options of a normalized spec (every AuditSpec field the
-// engine reads, per-group dependence included).
-engine::AuditOptions ToEngineOptions(const v1::AuditSpec& spec);
+// engine reads, per-group dependence included), the spec's names of
+// interventions and scope as their ids (common/vocabulary.h).
+// INVALID_ARGUMENT for a name that is none (NormalizeSpec refused those at
+// submission; a stored spec from another version may still hold one).
+[[nodiscard]] absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& spec);
 
 // A spec resolved against the repository and the store, ready to run. The
 // request's raw model pointers point into `models`, which keeps every model

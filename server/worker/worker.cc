@@ -73,7 +73,7 @@ void RecordRequest(const engine::AuditRequest& req, const DatasetHashes& dataset
                    v1::TaskProvenance* p) {
   const engine::ModelInfo& model = req.models[0]->info();
   p->set_device(model.compute.device);
-  p->set_dtype(model.compute.dtype);
+  p->set_dtype(ComputeDTypeName(model.compute.dtype));
   p->set_weights_sha256(model.weights_sha256);
   if (req.dense_twin != nullptr) {
     p->set_dense_twin(req.dense_twin->info().name);

@@ -317,7 +317,7 @@ TEST_F(ServiceApiTest, ServerInfoHasVersionsLimitsAndTheCatalog) {
   EXPECT_EQ(info->max_window_length(), limits.spec.max_window_length);
   EXPECT_EQ(info->max_models(), limits.spec.max_models);
   EXPECT_EQ(info->max_queued_jobs_per_user(), limits.max_queued_jobs_per_user);
-  ASSERT_EQ(info->interventions_size(), static_cast<int>(engine::AllInterventions().size()));
+  ASSERT_EQ(info->interventions_size(), static_cast<int>(InterventionDefs().size()));
   EXPECT_EQ(info->interventions(0).name(), "correct");
   bool penalty = false;
   for (const v1::MetricInfo& m : info->metrics()) {
@@ -385,7 +385,7 @@ TEST(FinishedJobApiTest, ReportAndWindowsOfARealAudit) {
   EXPECT_THAT(report->models(), ElementsAre("fg_a", "fg_b"));
   EXPECT_EQ(report->dense_twin(), "dense");
   EXPECT_THAT(report->families(), ElementsAre("attn_gate", "mlp_gate"));
-  EXPECT_EQ(report->interventions_size(), static_cast<int>(engine::AllInterventions().size()));
+  EXPECT_EQ(report->interventions_size(), static_cast<int>(InterventionDefs().size()));
   EXPECT_FALSE(report->dense_twin_rows().empty());
   EXPECT_EQ(report->sites_size(), 2 * 4);  // 2 models x (2 layers x 2 families)
   for (const v1::ReportMetric& m : report->metrics()) {

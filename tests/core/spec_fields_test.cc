@@ -173,7 +173,9 @@ TEST(SpecFieldsTest, EveryEngineFieldReachesItsEngineOption) {
   }
   auto spec = core::NormalizeSpec(in, {});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const json::Value options = engine::AuditOptionsToJson(core::ToEngineOptions(*spec));
+  auto engine_options = core::ToEngineOptions(*spec);
+  ASSERT_TRUE(engine_options.ok()) << engine_options.status();
+  const json::Value options = engine::AuditOptionsToJson(*engine_options);
   const json::Value defaults = engine::AuditOptionsToJson(engine::AuditOptions());
   for (int i = 0; i < Spec().field_count(); ++i) {
     const FieldDescriptor& field = *Spec().field(i);

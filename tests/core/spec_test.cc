@@ -138,16 +138,21 @@ TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
   auto plain = NormalizeSpec(Minimal(), {});
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->per_layer_scope(), "layer");
-  EXPECT_TRUE(ToEngineOptions(*plain).per_layer_interventions.empty());
+  auto plain_options = ToEngineOptions(*plain);
+  ASSERT_TRUE(plain_options.ok()) << plain_options.status();
+  EXPECT_TRUE(plain_options->per_layer_interventions.empty());
   v1::AuditSpec in = Minimal();
   in.add_per_layer_interventions("static_layer");
   in.add_per_layer_interventions("static_token");
   in.set_per_layer_scope("family");
   auto s = NormalizeSpec(in, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  const engine::AuditOptions o = ToEngineOptions(*s);
-  EXPECT_EQ(o.per_layer_interventions, (std::vector<std::string>{"static_layer", "static_token"}));
-  EXPECT_EQ(o.per_layer_scope, ScopeId::kFamily);
+  auto o = ToEngineOptions(*s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(
+      o->per_layer_interventions,
+      (std::vector<InterventionId>{InterventionId::kStaticLayer, InterventionId::kStaticToken}));
+  EXPECT_EQ(o->per_layer_scope, ScopeId::kFamily);
 }
 
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {

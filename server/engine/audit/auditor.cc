@@ -14,10 +14,6 @@
 namespace fca::engine {
 namespace {
 
-bool Contains(const std::vector<std::string>& list, const std::string& name) {
-  return std::find(list.begin(), list.end(), name) != list.end();
-}
-
 // INVALID_ARGUMENT unless the field's range (common/spec_fields.h) holds
 // the option: "batch_size 0 is outside [1, 4096]".
 absl::Status CheckOption(const spec_fields::SpecField& field, double value) {
@@ -28,12 +24,6 @@ absl::Status CheckOption(const spec_fields::SpecField& field, double value) {
 }
 
 absl::Status ValidateOptions(const AuditOptions& o) {
-  for (const std::string& name : o.interventions) {
-    if (!Contains(AllInterventions(), name)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
-    }
-  }
   FCA_RETURN_IF_ERROR(ValidateDependenceOptions(o));
   namespace sf = spec_fields;
   FCA_RETURN_IF_ERROR(CheckOption(sf::kBatchSize, o.batch_size));
@@ -53,17 +43,13 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   return CheckOption(sf::kFidelityCheckEvery, o.fidelity_check_every);
 }
 
-std::vector<std::string> ResolveInterventions(const AuditOptions& o) {
-  const std::vector<std::string>& wanted =
-      o.interventions.empty() ? AllInterventions() : o.interventions;
-  std::vector<std::string> out = {kCorrect};
-  for (const std::string& name : AllInterventions()) {
-    if (name == kCorrect) continue;
-    for (const std::string& w : wanted) {
-      if (w == name) {
-        out.push_back(name);
-        break;
-      }
+std::vector<InterventionId> ResolveInterventions(const AuditOptions& o) {
+  std::vector<InterventionId> out = {InterventionId::kCorrect};
+  for (const InterventionDef& d : InterventionDefs()) {
+    if (d.id == InterventionId::kCorrect) continue;
+    if (o.interventions.empty() ||
+        std::find(o.interventions.begin(), o.interventions.end(), d.id) != o.interventions.end()) {
+      out.push_back(d.id);
     }
   }
   return out;
@@ -110,14 +96,12 @@ absl::Status ValidateModels(const AuditRequest& req) {
 
 }  // namespace
 
-const std::vector<std::string>& AllInterventions() { return InterventionNames(); }
-
 std::string EngineVersion() { return BuildVersion(); }
 
 absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   FCA_RETURN_IF_ERROR(ValidateModels(req));
   FCA_RETURN_IF_ERROR(ValidateOptions(req.options));
-  const std::vector<std::string> interventions = ResolveInterventions(req.options);
+  const std::vector<InterventionId> interventions = ResolveInterventions(req.options);
   AuditReport report;
   report.options = req.options;
   report.eval_dataset_sha256 = DatasetHash(req.eval);

@@ -27,21 +27,15 @@
 
 namespace fca::engine {
 
-// Intervention and scope names (kCorrect, ..., kScopeLayer, ...) are
-// common/vocabulary.h's. All interventions, in report order.
-const std::vector<std::string>& AllInterventions();
-// "correct, cross_input, ...": for error messages and help texts.
-std::string InterventionList();
-
-// Groups of sites for per-group dependence (AuditOptions::per_layer_scope).
-const std::vector<std::string>& AllDependenceScopes();
+// Interventions and scopes (InterventionId, ScopeId, their names) are
+// common/vocabulary.h's.
 
 // The options of the AuditSpec fields take their defaults and ranges from
 // common/spec_fields.h; the others are the engine's own.
 struct AuditOptions {
   // Interventions to replay besides `correct` (always run). Empty: all.
   // Retention needs global_mean plus the profile.
-  std::vector<std::string> interventions;
+  std::vector<InterventionId> interventions;
   int64_t window_length = spec_fields::kWindowLength.Default<int64_t>();  // T
   int64_t max_eval_windows = 0;  // 0 = every complete window
   int64_t max_calib_windows = 0;
@@ -80,7 +74,7 @@ struct AuditOptions {
   // sites, one site or one family, by per_layer_scope), one more replay with
   // I's coefficients at g's sites and `correct` elsewhere. Empty: none (each
   // costs one replay pass per group).
-  std::vector<std::string> per_layer_interventions;
+  std::vector<InterventionId> per_layer_interventions;
   ScopeId per_layer_scope = spec_fields::DefaultScope();
 };
 

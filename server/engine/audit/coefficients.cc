@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/random.h"
 #include "server/engine/models/torch_util.h"
@@ -169,18 +170,14 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeNeutral(const InterventionCont
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string& name,
+absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(InterventionId id,
                                                                const InterventionContext& ctx) {
   const SiteTensors& eval = *ctx.eval;
   if (eval.empty()) return absl::InvalidArgumentError("the model has no coefficient sites");
   const int64_t n = eval[0].size(0);
-  const std::optional<InterventionId> id = ParseIntervention(name);
-  if (!id) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("unknown intervention '%s' (known: %s)", name, InterventionList()));
-  }
-  // No default: every intervention of the vocabulary has its case.
-  switch (*id) {
+  // No default: every intervention of the vocabulary (FCA_INTERVENTIONS)
+  // has its case.
+  switch (id) {
     case InterventionId::kCorrect:
       return std::make_unique<CorrectIntervention>(eval);
     case InterventionId::kCrossInput:
@@ -193,13 +190,14 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(const std::string
     case InterventionId::kStaticLayer:
     case InterventionId::kStaticLayerPosition:
     case InterventionId::kGlobalMean:
-      return MakeProfileIntervention(*id, ctx);
+      return MakeProfileIntervention(id, ctx);
     case InterventionId::kStaticToken:
       return MakeStaticToken(ctx);
     case InterventionId::kNeutral:
       return MakeNeutral(ctx);
   }
-  return absl::InternalError("intervention '" + name + "' has no implementation");
+  return absl::InternalError(
+      absl::StrCat("intervention '", InterventionName(id), "' has no implementation"));
 }
 
 Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites) {

@@ -56,10 +56,9 @@ struct InterventionContext {
   const SiteTensors* neutral = nullptr;
 };
 
-// INVALID_ARGUMENT for an unknown name or an impossible one (cross_input
-// with a single window).
+// INVALID_ARGUMENT for an impossible one (cross_input with a single window).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(
-    const std::string& name, const InterventionContext& ctx);
+    InterventionId id, const InterventionContext& ctx);
 
 // static_token (interventions.cc): per site, the calibration mean of the
 // coefficients at positions whose current token id is v, for evaluation
@@ -72,8 +71,8 @@ struct InterventionContext {
 [[nodiscard]] absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
                                                               const at::Tensor& calib_ids);
 
-// INVALID_ARGUMENT unless every per_layer_interventions name is a known
-// intervention other than correct.
+// INVALID_ARGUMENT where per_layer_interventions names correct (the
+// reference).
 [[nodiscard]] absl::Status ValidateDependenceOptions(const AuditOptions& options);
 
 // Per-group dependence (interventions.cc): the sites of one group.

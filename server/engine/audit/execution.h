@@ -21,16 +21,20 @@ class Tensor;
 
 namespace fca::engine {
 
-// How one model is timed against its twin (AuditOptions' timing fields).
+// How one model is timed against its twin (AuditOptions' timing fields,
+// whose defaults these are).
 struct TimingPlan {
-  int warmup_pairs = 2;  // untimed pairs first: allocator, caches
-  int min_pairs = 7;
-  int max_pairs = 200;              // >= min_pairs
-  double budget_seconds = 60;       // past min_pairs, stop after this much wall time
-  double relative_precision = 0.5;  // resolved: half-width <= this * |slowdown|
-  double resolution = 0.01;         // precise: half-width <= this
-  int resamples = 1000;             // of the final CI; interim CIs use at most 1000
-  double ci_level = 0.95;
+  int warmup_pairs = AuditOptions().timing_warmup;  // untimed pairs first: allocator, caches
+  int min_pairs = AuditOptions().timing_repeats;
+  int max_pairs = AuditOptions().timing_max_repeats;  // >= min_pairs
+  // Past min_pairs, stop after this much wall time.
+  double budget_seconds = AuditOptions().timing_budget_seconds;
+  // Resolved: half-width <= this * |slowdown|.
+  double relative_precision = AuditOptions().timing_relative_precision;
+  double resolution = AuditOptions().timing_resolution;  // precise: half-width <= this
+  // Of the final CI; interim CIs use at most 1000.
+  int resamples = AuditOptions().bootstrap_resamples;
+  double ci_level = AuditOptions().ci_level;
   uint64_t seed = 0;
 };
 

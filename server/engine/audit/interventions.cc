@@ -89,22 +89,13 @@ class GroupIntervention : public Intervention {
   std::vector<bool> in_group_;
 };
 
-bool Contains(const std::vector<std::string>& list, const std::string& name) {
-  return std::find(list.begin(), list.end(), name) != list.end();
-}
-
 }  // namespace
 
-std::string InterventionList() { return InterventionNameList(); }
-
-const std::vector<std::string>& AllDependenceScopes() { return ScopeNames(); }
-
 absl::Status ValidateDependenceOptions(const AuditOptions& o) {
-  for (const std::string& name : o.per_layer_interventions) {
-    if (name == kCorrect || !Contains(AllInterventions(), name)) {
+  for (InterventionId id : o.per_layer_interventions) {
+    if (id == InterventionId::kCorrect) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("per-layer intervention '%s' is not one of %s (correct is the reference)",
-                          name, InterventionList()));
+          "per-layer intervention 'correct' is the reference, not an intervention to replay");
     }
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/random.h"
@@ -49,8 +50,8 @@ void WriteAt(std::vector<double>* out, const at::Tensor& values, int64_t at) {
 // Everything needed to audit one model; members keep the phases small.
 class ModelAudit {
  public:
-  ModelAudit(const AuditRequest& req, const std::vector<std::string>& interventions, int64_t index,
-             double* units_done, double units_total)
+  ModelAudit(const AuditRequest& req, const std::vector<InterventionId>& interventions,
+             int64_t index, double* units_done, double units_total)
       : req_(req),
         opt_(req.options),
         interventions_(interventions),
@@ -76,8 +77,8 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(LiveEvalPass());
     FCA_RETURN_IF_ERROR(LiveCalibPass());
     FCA_ASSIGN_OR_RETURN(calib_stats_, ComputeCalibrationStats(calib_coeff_, model_.sites()));
-    for (const std::string& name : interventions_) {
-      if (name != kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(name));
+    for (InterventionId id : interventions_) {
+      if (id != InterventionId::kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(id));
     }
     FCA_RETURN_IF_ERROR(DependencePasses());
     report_.pass_seconds = Seconds(passes_start);
@@ -241,7 +242,7 @@ class ModelAudit {
     FCA_RETURN_IF_ERROR(Pass("live", n, 1.0, /*serial_first=*/true,
                              [this](int64_t b, int64_t e) { return EvalBatch(b, e); }));
     report_.live_nll = Mean(live_nll_);
-    nll_[kCorrect] = correct_nll_;
+    nll_[InterventionId::kCorrect] = correct_nll_;
     Note("evaluation", report_.cached_eval_windows, n);
     return absl::OkStatus();
   }
@@ -265,8 +266,8 @@ class ModelAudit {
   // A model may have no neutral coefficients (a TorchScript module without
   // neutral()): then the neutral intervention cannot be replayed.
   absl::Status CheckNeutralAvailable() const {
-    const bool wanted =
-        std::find(interventions_.begin(), interventions_.end(), kNeutral) != interventions_.end();
+    const bool wanted = std::find(interventions_.begin(), interventions_.end(),
+                                  InterventionId::kNeutral) != interventions_.end();
     if (!wanted || model_.sites().empty() || !neutral_.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrFormat(
         "model '%s' has no neutral coefficients (its TorchScript module exports no neutral()); "
@@ -379,10 +380,10 @@ class ModelAudit {
     return ctx;
   }
 
-  absl::Status ReplayPass(const std::string& name) {
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(name, Context()));
-    FCA_ASSIGN_OR_RETURN(nll_[name], Replay(*plan, "replay:" + name));
-    if (name == kStaticToken) {
+  absl::Status ReplayPass(InterventionId id) {
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(id, Context()));
+    FCA_ASSIGN_OR_RETURN(nll_[id], Replay(*plan, absl::StrCat("replay:", InterventionName(id))));
+    if (id == InterventionId::kStaticToken) {
       FCA_ASSIGN_OR_RETURN(report_.static_token_coverage, CountUnseenTokens(eval_ids_, calib_ids_));
     }
     return absl::OkStatus();
@@ -407,10 +408,10 @@ class ModelAudit {
   // elsewhere (fca.md "Per-group dependence").
   absl::Status DependencePasses() {
     const std::vector<SiteGroup> groups = DependenceGroups(model_.sites(), opt_.per_layer_scope);
-    for (const std::string& name : opt_.per_layer_interventions) {
+    for (InterventionId id : opt_.per_layer_interventions) {
+      const char* name = InterventionName(id);
       for (const SiteGroup& g : groups) {
-        FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> inner,
-                             MakeIntervention(name, Context()));
+        FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> inner, MakeIntervention(id, Context()));
         const auto plan = RestrictToGroup(std::move(inner), eval_coeff_, g);
         GroupDependence d;
         d.intervention = name;
@@ -419,9 +420,10 @@ class ModelAudit {
         FCA_ASSIGN_OR_RETURN(std::vector<double> nll,
                              Replay(*plan, absl::StrFormat("replay:%s@%s", name, g.name)));
         d.nll = Mean(nll);
-        d.penalty = d.nll - Mean(nll_[kCorrect]);
-        d.penalty_ci = PairedBootstrapCI(nll, nll_[kCorrect], opt_.bootstrap_resamples,
-                                         opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
+        d.penalty = d.nll - Mean(nll_[InterventionId::kCorrect]);
+        d.penalty_ci =
+            PairedBootstrapCI(nll, nll_[InterventionId::kCorrect], opt_.bootstrap_resamples,
+                              opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
         report_.dependence.push_back(std::move(d));
       }
     }
@@ -429,36 +431,38 @@ class ModelAudit {
   }
 
   void Summarize() {
-    const std::vector<double>& ref = nll_[kCorrect];
-    for (const std::string& name : interventions_) {
+    const std::vector<double>& ref = nll_[InterventionId::kCorrect];
+    for (InterventionId id : interventions_) {
       InterventionResult r;
-      r.name = name;
-      r.nll_per_sequence = nll_[name];
+      r.name = InterventionName(id);
+      r.nll_per_sequence = nll_[id];
       r.nll = Mean(r.nll_per_sequence);
       r.penalty = r.nll - Mean(ref);
-      if (name != kCorrect) {
+      if (id != InterventionId::kCorrect) {
         r.penalty_ci = PairedBootstrapCI(r.nll_per_sequence, ref, opt_.bootstrap_resamples,
                                          opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
       }
       report_.interventions.push_back(std::move(r));
     }
-    if (nll_.count(kGlobalMean)) {
-      Retention(kStaticLayer, &report_.retention_static_layer, &report_.retention_static_layer_ci);
-      Retention(kStaticLayerPosition, &report_.retention_static_layer_position,
+    if (nll_.count(InterventionId::kGlobalMean)) {
+      Retention(InterventionId::kStaticLayer, &report_.retention_static_layer,
+                &report_.retention_static_layer_ci);
+      Retention(InterventionId::kStaticLayerPosition, &report_.retention_static_layer_position,
                 &report_.retention_static_layer_position_ci);
-      Retention(kStaticToken, &report_.retention_static_token, &report_.retention_static_token_ci);
+      Retention(InterventionId::kStaticToken, &report_.retention_static_token,
+                &report_.retention_static_token_ci);
     }
     Variation v = ComputeVariation(eval_coeff_, model_.sites());
     report_.variation = std::move(v.families);
     report_.site_variation = std::move(v.sites);
   }
 
-  void Retention(const std::string& profile, std::optional<double>* value,
+  void Retention(InterventionId profile, std::optional<double>* value,
                  std::optional<Interval>* ci) {
     if (!nll_.count(profile)) return;
-    const std::vector<double>& g = nll_[kGlobalMean];
+    const std::vector<double>& g = nll_[InterventionId::kGlobalMean];
     const std::vector<double>& p = nll_[profile];
-    const std::vector<double>& c = nll_[kCorrect];
+    const std::vector<double>& c = nll_[InterventionId::kCorrect];
     *value = GapRetentionPercent(Mean(g), Mean(p), Mean(c), opt_.retention_min_gap);
     if (!value->has_value()) return;
     *ci = RetentionBootstrapCI(g, p, c, opt_.retention_min_gap, opt_.bootstrap_resamples,
@@ -528,7 +532,7 @@ class ModelAudit {
 
   const AuditRequest& req_;
   const AuditOptions& opt_;
-  const std::vector<std::string>& interventions_;
+  const std::vector<InterventionId>& interventions_;
   ControlledModel& model_;
   ModelCache cache_;
   int64_t index_;
@@ -539,7 +543,7 @@ class ModelAudit {
   SiteTensors eval_coeff_, calib_coeff_;
   SiteTensors neutral_;  // the model's NeutralCoefficients()
   CalibrationStats calib_stats_;
-  std::map<std::string, std::vector<double>> nll_;
+  std::map<InterventionId, std::vector<double>> nll_;
   std::vector<double> dense_us_per_token_;
   // Per-sequence NLL of the LIVE pass and of `correct` on E, by window.
   std::vector<double> live_nll_, correct_nll_;
@@ -555,7 +559,7 @@ class ModelAudit {
 }  // namespace
 
 absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
-                                            const std::vector<std::string>& interventions,
+                                            const std::vector<InterventionId>& interventions,
                                             int64_t index, double* units_done, double units_total) {
   ModelAudit audit(req, interventions, index, units_done, units_total);
   ModelAuditResult result;

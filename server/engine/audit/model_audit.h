@@ -23,7 +23,7 @@ struct ModelAuditResult {
 // Audits req.models[index] with `interventions` (`correct` first). Adds its
 // work to `*units_done` as it goes, for progress over `units_total`.
 absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
-                                            const std::vector<std::string>& interventions,
+                                            const std::vector<InterventionId>& interventions,
                                             int64_t index, double* units_done, double units_total);
 
 // The dense twin's own execution figures: counted on the first batch of E,

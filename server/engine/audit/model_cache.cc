@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
+#include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {
@@ -44,9 +45,10 @@ void ModelCache::Write(const WindowSet& w, const SiteTensors& rec, int64_t b) {
 
 std::string ModelCache::Judge(const SiteTensors& cached, const SiteTensors& rec, const char* set,
                               int64_t b, int64_t e) {
-  const double rtol = model_.info().compute.dtype == "bfloat16"  ? 1.0 / 128
-                      : model_.info().compute.dtype == "float16" ? 1.0 / 1024
-                                                                 : 0.0;
+  const ComputeDType dtype = model_.info().compute.dtype;
+  const double rtol = dtype == ComputeDType::kBFloat16  ? 1.0 / 128
+                      : dtype == ComputeDType::kFloat16 ? 1.0 / 1024
+                                                        : 0.0;
   double max_diff = 0, worst_excess = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
     const at::Tensor fresh = rec[s].to(cached[s].device()).to(at::kFloat);
@@ -115,9 +117,7 @@ void ModelCache::WriteWindows(const WindowSet& w, const SiteTensors& rec, int64_
 
 SiteTensors ModelCache::DecodeWindows(const std::vector<std::string>& blobs) const {
   const int64_t T = opt_.window_length;
-  const auto dtype = model_.info().compute.dtype == "float32"    ? at::kFloat
-                     : model_.info().compute.dtype == "bfloat16" ? at::kBFloat16
-                                                                 : at::kHalf;
+  const at::ScalarType dtype = ScalarTypeOf(model_.info().compute.dtype);
   SiteTensors out;
   size_t offset = 0;
   for (const CoefficientSite& s : model_.sites()) {
@@ -134,7 +134,8 @@ SiteTensors ModelCache::DecodeWindows(const std::vector<std::string>& blobs) con
 
 CoefficientCacheKey ModelCache::Key(const std::string& window_hash) const {
   const ModelInfo& info = model_.info();
-  return {info.weights_sha256, window_hash, info.compute.dtype, info.compute.device};
+  return {info.weights_sha256, window_hash, ComputeDTypeName(info.compute.dtype),
+          info.compute.device};
 }
 
 size_t ModelCache::WindowBytes() const {
@@ -143,6 +144,8 @@ size_t ModelCache::WindowBytes() const {
   return elements * opt_.window_length * ElementSize();
 }
 
-size_t ModelCache::ElementSize() const { return model_.info().compute.dtype == "float32" ? 4 : 2; }
+size_t ModelCache::ElementSize() const {
+  return ComputeDTypeDefOf(model_.info().compute.dtype).element_bytes;
+}
 
 }  // namespace fca::engine

@@ -190,7 +190,7 @@ json::Value ModelToJson(const ModelReport& r) {
   v.Set("weights_sha256", Str(r.model.weights_sha256));
   v.Set("num_parameters", json::Value::Int(r.model.num_parameters));
   v.Set("device", Str(r.model.compute.device));
-  v.Set("dtype", Str(r.model.compute.dtype));
+  v.Set("dtype", Str(ComputeDTypeName(r.model.compute.dtype)));
   v.Set("eval_windows", json::Value::Int(r.eval_windows));
   v.Set("calib_windows", json::Value::Int(r.calib_windows));
   v.Set("cached_eval_windows", json::Value::Int(r.cached_eval_windows));
@@ -223,7 +223,8 @@ json::Value ModelToJson(const ModelReport& r) {
 json::Value AuditOptionsToJson(const AuditOptions& o) {
   json::Value v = json::Value::MakeObject();
   json::Value names = json::Value::MakeArray();
-  for (const std::string& n : o.interventions) names.mutable_array().push_back(Str(n));
+  for (InterventionId id : o.interventions)
+    names.mutable_array().push_back(Str(InterventionName(id)));
   v.Set("interventions", std::move(names));
   v.Set("window_length", json::Value::Int(o.window_length));
   v.Set("max_eval_windows", json::Value::Int(o.max_eval_windows));
@@ -242,8 +243,9 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));
   v.Set("timing_warmup", json::Value::Int(o.timing_warmup));
   json::Value per_layer = json::Value::MakeArray();
-  for (const std::string& n : o.per_layer_interventions)
-    per_layer.mutable_array().push_back(Str(n));
+  for (InterventionId id : o.per_layer_interventions) {
+    per_layer.mutable_array().push_back(Str(InterventionName(id)));
+  }
   v.Set("per_layer_interventions", std::move(per_layer));
   v.Set("per_layer_scope", Str(ScopeName(o.per_layer_scope)));
   return v;
@@ -257,7 +259,7 @@ json::Value ReportToJson(const AuditReport& report) {
   for (const auto& [key, value] : runtime.as_object()) v.Set(key, value);
   if (!report.models.empty()) {
     v.Set("device", Str(report.models[0].model.compute.device));
-    v.Set("dtype", Str(report.models[0].model.compute.dtype));
+    v.Set("dtype", Str(ComputeDTypeName(report.models[0].model.compute.dtype)));
   }
   v.Set("eval_dataset_sha256", Str(report.eval_dataset_sha256));
   v.Set("calib_dataset_sha256", Str(report.calib_dataset_sha256));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/vocabulary.h"
 #include "server/engine/text/tokenizer.h"
 
 namespace at {
@@ -41,8 +42,8 @@ enum class CoefficientMode {
 
 // Where and in what precision a model computes.
 struct ComputeOptions {
-  std::string device = "cpu";     // any torch device string: "cpu", "cuda:0"
-  std::string dtype = "float32";  // "float32" | "bfloat16" | "float16"
+  std::string device = "cpu";                   // any torch device string: "cpu", "cuda:0"
+  ComputeDType dtype = ComputeDType::kFloat32;  // common/vocabulary.h
 };
 
 // Counted by the model while it runs (not derived from its config), so an

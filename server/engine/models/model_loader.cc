@@ -146,14 +146,6 @@ absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& f
   return UnsupportedFamily(family);
 }
 
-// Bytes of one element in the compute dtype; what a loaded weight costs.
-absl::StatusOr<int64_t> ComputeElementBytes(const std::string& dtype) {
-  if (dtype == "float32") return 4;
-  if (dtype == "bfloat16" || dtype == "float16") return 2;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("compute dtype '%s' is not supported (float32, bfloat16, float16)", dtype));
-}
-
 // A torchscript folder keeps code and tensors together in model.pt (a zip
 // whose records are not read here): its size, at the saved dtype's element
 // size, stands in for the parameter count the safetensors headers give the
@@ -161,7 +153,7 @@ absl::StatusOr<int64_t> ComputeElementBytes(const std::string& dtype) {
 absl::Status DescribeModuleFile(const std::string& dir, const std::string& config_text,
                                 int64_t compute_element_bytes, ModelDescription* d) {
   FCA_ASSIGN_OR_RETURN(const TorchScriptConfig config, ParseTorchScriptConfig(config_text));
-  FCA_ASSIGN_OR_RETURN(const int64_t saved_element_bytes, ComputeElementBytes(config.dtype));
+  const int64_t saved_element_bytes = ComputeDTypeDefOf(config.dtype).element_bytes;
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(dir + "/model.pt", ec);
   if (ec) return absl::NotFoundError("model folder has no readable model.pt");
@@ -219,7 +211,8 @@ absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std
   d.info.name = name;
   d.info.compute = compute;
   FCA_ASSIGN_OR_RETURN(d.sites, DescribeFamily(family, d.config_json, &d.info));
-  FCA_ASSIGN_OR_RETURN(const int64_t element_bytes, ComputeElementBytes(compute.dtype));
+  // What a loaded weight costs.
+  const int64_t element_bytes = ComputeDTypeDefOf(compute.dtype).element_bytes;
   if (family == "torchscript") {
     FCA_RETURN_IF_ERROR(DescribeModuleFile(dir, d.config_json, element_bytes, &d));
     return d;

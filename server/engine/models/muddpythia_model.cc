@@ -615,9 +615,11 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> CreateMuddPythiaModel(
     const MuddPythiaConfig& config, const TensorSource& weights, ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateConfig(config));
   FCA_RETURN_IF_ERROR(ValidateCompute(info.compute));
-  if (info.compute.dtype != "float32" && info.compute.dtype != "bfloat16") {
+  if (info.compute.dtype != ComputeDType::kFloat32 &&
+      info.compute.dtype != ComputeDType::kBFloat16) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("muddpythia computes in float32 or bfloat16, not %s", info.compute.dtype));
+        absl::StrFormat("muddpythia computes in float32 or bfloat16, not %s",
+                        ComputeDTypeName(info.compute.dtype)));
   }
   auto model = std::make_unique<MuddPythiaModel>(config, std::move(info));
   FCA_RETURN_IF_ERROR(model->Load(weights));

@@ -21,12 +21,17 @@
 #include "common/status_macros.h"
 
 namespace fca::engine {
-absl::StatusOr<at::ScalarType> ComputeDType(const std::string& name) {
-  if (name == "float32") return at::kFloat;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("dtype '%s' is not supported (use float32, bfloat16 or float16)", name));
+at::ScalarType ScalarTypeOf(ComputeDType dtype) {
+  // No default: every dtype of FCA_COMPUTE_DTYPES has its case.
+  switch (dtype) {
+    case ComputeDType::kFloat32:
+      return at::kFloat;
+    case ComputeDType::kBFloat16:
+      return at::kBFloat16;
+    case ComputeDType::kFloat16:
+      return at::kHalf;
+  }
+  return at::kFloat;
 }
 
 namespace {
@@ -121,8 +126,6 @@ absl::StatusOr<std::vector<at::Tensor>> LoadTensorsViaHost(const TensorSource& s
 }  // namespace
 
 absl::Status ValidateCompute(const ComputeOptions& compute) {
-  auto dtype = ComputeDType(compute.dtype);
-  if (!dtype.ok()) return dtype.status();
   try {
     c10::Device device(compute.device);
     if (device.is_cuda() && !torch::cuda::is_available()) {
@@ -134,7 +137,7 @@ absl::Status ValidateCompute(const ComputeOptions& compute) {
   } catch (const std::exception&) {
     return absl::InvalidArgumentError("device '" + compute.device + "' is not a device name");
   }
-  if (compute.dtype == "float16" && compute.device == "cpu") {
+  if (compute.dtype == ComputeDType::kFloat16 && compute.device == "cpu") {
     return absl::InvalidArgumentError("float16 matmul is not implemented on CPU; use bfloat16");
   }
   return absl::OkStatus();
@@ -146,14 +149,13 @@ absl::StatusOr<at::Tensor> TensorFromView(const TensorView& view, const ComputeO
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", view.name, "': ", src.status().message()));
   }
-  auto dst = ComputeDType(compute.dtype);
-  if (!dst.ok()) return dst.status();
+  const at::ScalarType dst = ScalarTypeOf(compute.dtype);
   return GuardTorch("loading tensor '" + view.name + "'", [&]() -> absl::StatusOr<at::Tensor> {
     // Copy the (possibly unaligned) mapped bytes first: the mapping must not
     // be aliased by a tensor that outlives it.
     at::Tensor host = at::empty(view.shape, at::TensorOptions().dtype(*src));
     if (view.num_bytes > 0) std::memcpy(host.data_ptr(), view.data, view.num_bytes);
-    return host.to(at::TensorOptions().dtype(*dst).device(c10::Device(compute.device)));
+    return host.to(at::TensorOptions().dtype(dst).device(c10::Device(compute.device)));
   });
 }
 
@@ -168,7 +170,7 @@ absl::StatusOr<std::vector<at::Tensor>> LoadTensors(const TensorSource& src,
     }
   }();
   if (!on_cpu) return LoadTensorsViaHost(src, views, compute);
-  FCA_ASSIGN_OR_RETURN(const at::ScalarType dst, ComputeDType(compute.dtype));
+  const at::ScalarType dst = ScalarTypeOf(compute.dtype);
   const size_t element_bytes = c10::elementSize(dst);
   std::vector<size_t> offsets;
   size_t total = 0, scratch_bytes = 0;

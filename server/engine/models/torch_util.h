@@ -22,12 +22,11 @@ enum class ScalarType : int8_t;  // c10/core/ScalarType.h, which this header kee
 
 namespace fca::engine {
 
-// The torch dtype of a ComputeOptions::dtype name ("float32", "bfloat16",
-// "float16"); INVALID_ARGUMENT for any other.
-[[nodiscard]] absl::StatusOr<c10::ScalarType> ComputeDType(const std::string& name);
+// The torch dtype of a compute dtype.
+c10::ScalarType ScalarTypeOf(ComputeDType dtype);
 
-// Validates a ComputeOptions (known dtype, parseable device); INVALID_ARGUMENT
-// otherwise. UNAVAILABLE when the device is CUDA and none is present.
+// Validates a ComputeOptions (a parseable device that supports the dtype);
+// INVALID_ARGUMENT otherwise. UNAVAILABLE when the device is CUDA and none is present.
 [[nodiscard]] absl::Status ValidateCompute(const ComputeOptions& compute);
 
 // Copies a safetensors view into a new tensor of the compute dtype/device.

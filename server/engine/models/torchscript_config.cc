@@ -76,14 +76,15 @@ absl::StatusOr<std::vector<CoefficientSite>> ParseSites(const json::Value& doc,
   return sites;
 }
 
-absl::StatusOr<std::string> Dtype(const json::Value& doc) {
+absl::StatusOr<ComputeDType> Dtype(const json::Value& doc) {
   absl::StatusOr<std::string> v = json::GetString(doc, "dtype");
   if (!v.ok()) return Invalid(v.status().message());
-  if (*v != "float32" && *v != "bfloat16" && *v != "float16") {
+  const std::optional<ComputeDType> dtype = ParseComputeDType(*v);
+  if (!dtype) {
     return Invalid(
-        absl::StrFormat("field 'dtype' is '%s'; it must be float32, bfloat16 or float16", *v));
+        absl::StrFormat("field 'dtype' is '%s'; it must be one of %s", *v, ComputeDTypeNameList()));
   }
-  return *v;
+  return *dtype;
 }
 
 }  // namespace

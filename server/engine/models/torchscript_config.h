@@ -22,7 +22,7 @@ struct TorchScriptConfig {
   // Blocks a token could run (the execution audit's "blocks present");
   // num_layers unless given, e.g. layers x experts for a mixture of experts.
   int64_t blocks_per_token = 0;
-  std::string dtype;  // of the saved module's floating-point weights
+  ComputeDType dtype = ComputeDType::kFloat32;  // of the saved module's floating-point weights
   // The coefficient sites, in the order live() returns them; at least one.
   std::vector<CoefficientSite> sites;
 };

@@ -434,7 +434,7 @@ absl::StatusOr<Methods> CheckMethods(const torch::jit::Module& module) {
 absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTorchScriptModel(
     const std::string& path, const TorchScriptConfig& config, ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateCompute(info.compute));
-  FCA_ASSIGN_OR_RETURN(const at::ScalarType dtype, ComputeDType(info.compute.dtype));
+  const at::ScalarType dtype = ScalarTypeOf(info.compute.dtype);
   const c10::Device device(info.compute.device);
   DescribeTorchScript(config, &info);
   FCA_ASSIGN_OR_RETURN(torch::jit::Module module, LoadModule(path, device));

@@ -133,7 +133,7 @@ TEST(StaticTokenTest, ReproducesACoefficientThatIsAFunctionOfTheToken) {
   const at::Tensor calib_ids = at::randint(0, 6, {5, 8}, gen).to(at::kLong);
   calib_ids[0].copy_(at::arange(8) % 6);  // every id 0..5 occurs in C
   const TokenCase k = MakeTokenCase(at::randint(0, 6, {4, 8}, gen).to(at::kLong), calib_ids, 0);
-  auto plan = MakeIntervention(kStaticToken, TokenContext(k));
+  auto plan = MakeIntervention(InterventionId::kStaticToken, TokenContext(k));
   ASSERT_TRUE(plan.ok()) << plan.status();
   SiteTensors out = (*plan)->Batch(1, 4);
   for (size_t s = 0; s < 2; ++s) {
@@ -151,7 +151,7 @@ TEST(StaticTokenTest, MeansPerTokenAndFallsBackToTheSiteMeanForUnseenIds) {
   const at::Tensor calib_ids = at::tensor({0, 1, 1, 0, 1, 0, 0, 1, 1}, at::kLong).view({3, 3});
   const at::Tensor eval_ids = at::tensor({0, 2, 1, 7, 7, 0}, at::kLong).view({2, 3});
   const TokenCase k = MakeTokenCase(eval_ids, calib_ids, 0.5f);
-  auto plan = MakeIntervention(kStaticToken, TokenContext(k));
+  auto plan = MakeIntervention(InterventionId::kStaticToken, TokenContext(k));
   ASSERT_TRUE(plan.ok()) << plan.status();
   SiteTensors out = (*plan)->Batch(0, 2);
   for (int64_t s = 0; s < 2; ++s) {
@@ -190,12 +190,12 @@ TEST(StaticTokenTest, MissingOrMisshapenIdsAreInvalidArgument) {
   TokenCase k = MakeTokenCase(ids, ids, 0);
   InterventionContext ctx = TokenContext(k);
   ctx.eval_ids = nullptr;
-  EXPECT_EQ(MakeIntervention(kStaticToken, ctx).status().code(),
+  EXPECT_EQ(MakeIntervention(InterventionId::kStaticToken, ctx).status().code(),
             absl::StatusCode::kInvalidArgument);
   const at::Tensor wrong = at::zeros({2, 4}, at::kLong);
   ctx = TokenContext(k);
   ctx.calib_ids = &wrong;
-  EXPECT_EQ(MakeIntervention(kStaticToken, ctx).status().code(),
+  EXPECT_EQ(MakeIntervention(InterventionId::kStaticToken, ctx).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -209,7 +209,7 @@ TEST(NeutralTest, BroadcastsTheModelsNeutralCoefficients) {
   ctx.eval = &eval;
   ctx.sites = &sites;
   ctx.neutral = &neutral;
-  auto plan = MakeIntervention(kNeutral, ctx);
+  auto plan = MakeIntervention(InterventionId::kNeutral, ctx);
   ASSERT_TRUE(plan.ok()) << plan.status();
   SiteTensors out = (*plan)->Batch(1, 3);
   ASSERT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 5, 3}));
@@ -218,9 +218,11 @@ TEST(NeutralTest, BroadcastsTheModelsNeutralCoefficients) {
   EXPECT_EQ(out[1][0][0][1].item<float>(), -1.0f);
   SiteTensors short_neutral = {at::ones({3}), at::ones({2})};
   ctx.neutral = &short_neutral;
-  EXPECT_EQ(MakeIntervention(kNeutral, ctx).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeIntervention(InterventionId::kNeutral, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
   ctx.neutral = nullptr;
-  EXPECT_EQ(MakeIntervention(kNeutral, ctx).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeIntervention(InterventionId::kNeutral, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // --- per-group dependence ---
@@ -253,7 +255,7 @@ TEST(DependenceGroupsTest, RestrictedInterventionIsCorrectOutsideTheGroup) {
   ctx.eval = &eval;
   ctx.sites = &sites;
   ctx.neutral = &neutral;
-  auto inner = MakeIntervention(kNeutral, ctx);
+  auto inner = MakeIntervention(InterventionId::kNeutral, ctx);
   ASSERT_TRUE(inner.ok());
   auto plan = RestrictToGroup(std::move(*inner), eval, SiteGroup{"1", {1}});
   SiteTensors out = plan->Batch(1, 3);

@@ -60,7 +60,7 @@ TEST(ModelTest, ZeroInitialisedControllerGivesUnitGates) {
 }
 
 TEST(ModelTest, ReplayOfRecordedCoefficientsReproducesLive) {
-  for (const std::string dtype : {"float32", "bfloat16"}) {
+  for (const ComputeDType dtype : {ComputeDType::kFloat32, ComputeDType::kBFloat16}) {
     ComputeOptions compute;
     compute.dtype = dtype;
     auto model = RandomModel(TinyConfig("featuregate"), VaryingGates(7), compute);
@@ -71,7 +71,7 @@ TEST(ModelTest, ReplayOfRecordedCoefficientsReproducesLive) {
     auto replay = model->Forward(ids, CoefficientMode::kReplay, &rec);
     ASSERT_TRUE(replay.ok());
     const double diff = (*live - *replay).abs().max().item<double>();
-    EXPECT_LE(diff, 1e-5) << dtype;
+    EXPECT_LE(diff, 1e-5) << ComputeDTypeName(dtype);
   }
 }
 
@@ -327,9 +327,6 @@ TEST(ModelConfigTest, WeightsThatDoNotMatchTheConfigAreInvalidArgument) {
 TEST(ModelConfigTest, ComputeOptionsAreValidated) {
   const std::string dir = GoodModelDir(TinyConfig("dense"));
   ComputeOptions bad;
-  bad.dtype = "float8";
-  EXPECT_EQ(LoadModel(dir, "m", bad).status().code(), absl::StatusCode::kInvalidArgument);
-  bad = ComputeOptions{};
   bad.device = "banana";
   EXPECT_EQ(LoadModel(dir, "m", bad).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -52,7 +52,7 @@ TEST(MuddPythiaInitTest, TinyFolderHasTheReferenceLayoutAndRuns) {
     EXPECT_EQ(a->dtype, DType::kBF16) << name;
   }
   ComputeOptions compute;
-  compute.dtype = "bfloat16";
+  compute.dtype = ComputeDType::kBFloat16;
   auto model = LoadModel(dir, "random", compute);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->info().family, "muddpythia");

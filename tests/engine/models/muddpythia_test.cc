@@ -101,7 +101,7 @@ at::Tensor TokenNll(const at::Tensor& logits, const at::Tensor& ids) {
 }
 
 std::unique_ptr<ControlledModel> Load(const std::string& dir,
-                                      const std::string& dtype = "float32") {
+                                      ComputeDType dtype = ComputeDType::kFloat32) {
   ComputeOptions compute;
   compute.dtype = dtype;
   auto model = LoadModel(dir, "tiny", compute);
@@ -244,7 +244,7 @@ TEST(MuddPythiaTest, PerTokenNllMatchesReference) {
 
 TEST(MuddPythiaTest, Bfloat16ComputeStaysCloseToReference) {
   const Reference ref = LoadReference();
-  auto model = Load(kTinyDir, "bfloat16");
+  auto model = Load(kTinyDir, ComputeDType::kBFloat16);
   ASSERT_NE(model, nullptr);
   auto logits = Live(*model, ref.ids);
   ASSERT_TRUE(logits.ok()) << logits.status();
@@ -280,17 +280,18 @@ TEST(MuddPythiaTest, ShardedCheckpointGivesBitwiseIdenticalResults) {
 
 TEST(MuddPythiaTest, ReplayOfRecordedCoefficientsIsBitwise) {
   const Reference ref = LoadReference();
-  for (const std::string dtype : {"float32", "bfloat16"}) {
+  for (const ComputeDType dtype : {ComputeDType::kFloat32, ComputeDType::kBFloat16}) {
+    SCOPED_TRACE(ComputeDTypeName(dtype));
     auto model = Load(kTinyDir, dtype);
     ASSERT_NE(model, nullptr);
     std::vector<at::Tensor> rec;
     auto live = model->Forward(ref.ids, CoefficientMode::kLiveRecord, &rec);
     ASSERT_TRUE(live.ok()) << live.status();
     ASSERT_EQ(rec.size(), static_cast<size_t>(kSites));
-    EXPECT_EQ(rec[0].scalar_type(), live->scalar_type()) << dtype;
+    EXPECT_EQ(rec[0].scalar_type(), live->scalar_type());
     auto replay = model->Forward(ref.ids, CoefficientMode::kReplay, &rec);
     ASSERT_TRUE(replay.ok()) << replay.status();
-    EXPECT_TRUE(at::equal(*live, *replay)) << dtype << ": " << MaxDiff(*live, *replay);
+    EXPECT_TRUE(at::equal(*live, *replay)) << MaxDiff(*live, *replay);
   }
 }
 
@@ -516,8 +517,8 @@ TEST(MuddPythiaCheckpointTest, Bfloat16WeightsLoad) {
   const std::string dir = WriteModelDir(w);
   const Reference ref = LoadReference();
   // bf16 compute: the bf16 file holds exactly what the fp32 file rounds to.
-  auto from_bf16 = Load(dir, "bfloat16");
-  auto from_f32 = Load(kTinyDir, "bfloat16");
+  auto from_bf16 = Load(dir, ComputeDType::kBFloat16);
+  auto from_f32 = Load(kTinyDir, ComputeDType::kBFloat16);
   ASSERT_NE(from_bf16, nullptr);
   ASSERT_NE(from_f32, nullptr);
   auto a = Live(*from_bf16, ref.ids);
@@ -525,7 +526,7 @@ TEST(MuddPythiaCheckpointTest, Bfloat16WeightsLoad) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(at::equal(*a, *b));
   // fp32 compute over bf16 weights: close to the reference, not equal.
-  auto upcast = Load(dir, "float32");
+  auto upcast = Load(dir, ComputeDType::kFloat32);
   ASSERT_NE(upcast, nullptr);
   auto c = Live(*upcast, ref.ids);
   ASSERT_TRUE(c.ok());
@@ -544,7 +545,7 @@ TEST(MuddPythiaCheckpointTest, OtherWeightDtypesAreRefused) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_TRUE(Contains(st.message(), "layers.1.ffn_norm.bias"));
   ComputeOptions half;
-  half.dtype = "float16";
+  half.dtype = ComputeDType::kFloat16;
   EXPECT_EQ(LoadModel(kTinyDir, "m", half).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -77,7 +77,7 @@ TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
 
 TEST(TorchScriptModelTest, BfloatComputeConvertsTheModule) {
   ComputeOptions bf16;
-  bf16.dtype = "bfloat16";
+  bf16.dtype = ComputeDType::kBFloat16;
   auto model = LoadModel(kModules + "tiny-gate", "tiny-gate", bf16);
   ASSERT_TRUE(model.ok()) << model.status();
   std::vector<at::Tensor> coefficients;
@@ -220,7 +220,8 @@ TEST(TorchScriptModelTest, WithoutTheOptionalMethods) {
   auto refused = RunAudit(req);
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_NE(refused.status().message().find("has no neutral coefficients"), std::string::npos);
-  req.options.interventions = {"cross_input", "global_mean", "static_layer"};
+  req.options.interventions = {InterventionId::kCrossInput, InterventionId::kGlobalMean,
+                               InterventionId::kStaticLayer};
   auto report = RunAudit(req);
   ASSERT_TRUE(report.ok()) << report.status();
 }
