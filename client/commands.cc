@@ -18,7 +18,7 @@
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/manifest.h"
-#include "client/report.h"
+#include "client/report_format.h"
 #include "common/file.h"
 #include "common/sha256.h"
 #include "common/spec_fields.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
-#include "client/report.h"
+#include "client/report_format.h"
 #include "common/vocabulary.h"
 
 namespace fca::client {

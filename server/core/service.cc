@@ -12,7 +12,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/core/metric_catalog.h"
-#include "server/core/report.h"
+#include "server/core/report_assembly.h"
 #include "server/engine/audit/windows.h"
 #include "server/jobs/datasets.h"
 #include "server/jobs/mapping.h"

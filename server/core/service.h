@@ -116,7 +116,7 @@ class AuditServiceCore {
   [[nodiscard]] absl::Status ExportCoefficients(
       const Caller& caller, const v1::ExportCoefficientsRequest& request,
       const std::function<bool(const v1::ExportCoefficientsResponse&)>& write);
-  // The job's report from its stored rows (server/core/report.h).
+  // The job's report from its stored rows (server/core/report_assembly.h).
   [[nodiscard]] absl::StatusOr<v1::GetReportResponse> GetReport(
       const Caller& caller, const v1::GetReportRequest& request);
   // The reports of 1 to kMaxCompareJobs jobs, in request order.

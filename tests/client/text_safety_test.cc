@@ -6,7 +6,7 @@
 #include "client/client.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
-#include "client/report.h"
+#include "client/report_format.h"
 #include "client/watch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

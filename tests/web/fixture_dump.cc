@@ -25,7 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
-#include "client/report.h"
+#include "client/report_format.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:7400", "fca-server address");

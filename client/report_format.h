@@ -1,12 +1,12 @@
 // `fca report` and `fca compare`: the text, JSON and HTML forms of the
-// report the server computes (GetReport, CompareJobs; server/core/report.h).
+// report the server computes (GetReport, CompareJobs; server/core/report_assembly.h).
 //
 // Pure: no I/O and no clock, so every format is unit-tested on a
 // GetReportResponse whose numbers are known. No arithmetic on results
 // happens here: the per-model rows and the across-model summaries (mean,
 // sample sd, min, max) are the server's.
-#ifndef FCA_CLIENT_REPORT_H_
-#define FCA_CLIENT_REPORT_H_
+#ifndef FCA_CLIENT_REPORT_FORMAT_H_
+#define FCA_CLIENT_REPORT_FORMAT_H_
 
 #include <cstdint>
 #include <map>
@@ -118,4 +118,4 @@ std::string FormatComparisonJson(const fca::v1::CompareJobsResponse& comparison)
 
 }  // namespace fca::client
 
-#endif  // FCA_CLIENT_REPORT_H_
+#endif  // FCA_CLIENT_REPORT_FORMAT_H_

@@ -1,7 +1,7 @@
-// server/core/report.h and metric_catalog.h: the report of a job from rows
+// server/core/report_assembly.h and metric_catalog.h: the report of a job from rows
 // whose summary is known by hand (docs/fca.md, "Multi-model aggregation":
 // mean, sample sd, min and max across models).
-#include "server/core/report.h"
+#include "server/core/report_assembly.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

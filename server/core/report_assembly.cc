@@ -1,4 +1,4 @@
-#include "server/core/report.h"
+#include "server/core/report_assembly.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
 // ReportView, the text and JSON forms of a report, and comparisons.
-#include "client/report.h"
+#include "client/report_format.h"
 
 #include <google/protobuf/util/json_util.h>
 

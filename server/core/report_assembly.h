@@ -6,8 +6,8 @@
 // the only arithmetic is the summary across the audited models (fca.md,
 // "Multi-model aggregation": mean, sample sd, min and max, the engine's
 // Summarize), and the per-site rows become typed SiteRow messages.
-#ifndef FCA_SERVER_CORE_REPORT_H_
-#define FCA_SERVER_CORE_REPORT_H_
+#ifndef FCA_SERVER_CORE_REPORT_ASSEMBLY_H_
+#define FCA_SERVER_CORE_REPORT_ASSEMBLY_H_
 
 #include <string>
 #include <vector>
@@ -32,4 +32,4 @@ bool ParseSiteName(const std::string& site, std::string* family, int64_t* layer)
 
 }  // namespace fca::core
 
-#endif  // FCA_SERVER_CORE_REPORT_H_
+#endif  // FCA_SERVER_CORE_REPORT_ASSEMBLY_H_
