@@ -21,6 +21,7 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/auth.h"
+#include "server/grpc/listener.h"
 #include "server/grpc/worker_service_impl.h"
 #include "server/jobs/model_registry.h"
 #include "server/jobs/server_metrics.h"
@@ -238,24 +239,16 @@ absl::Status Server::BuildRunners() {
 absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  // Each streaming or unary call holds a thread of the synchronous server:
-  // bounded, so a flood of streams cannot exhaust the process.
-  grpc::ResourceQuota quota("fca-server");
-  if (options_.max_rpc_threads > 0) {
-    quota.SetMaxThreads(options_.max_rpc_threads);
-    builder.SetResourceQuota(quota);
-  }
-  builder.AddListeningPort(options_.listen, credentials, &grpc_port_);
-  builder.RegisterService(service_.get());
-  builder.RegisterService(worker_service_.get());
-  if (options_.interceptors) {
-    builder.experimental().SetInterceptorCreators(grpc_server::ServerInterceptors());
-  }
-  grpc_ = builder.BuildAndStart();
-  if (grpc_ == nullptr || grpc_port_ == 0) {
-    return absl::UnavailableError("cannot listen on " + options_.listen);
-  }
+  grpc_server::ListenOptions listen;
+  listen.address = options_.listen;
+  listen.credentials = credentials;
+  listen.max_rpc_threads = options_.max_rpc_threads;
+  if (options_.interceptors) listen.interceptors = grpc_server::ServerInterceptors();
+  FCA_ASSIGN_OR_RETURN(
+      grpc_server::Listener listener,
+      grpc_server::Listen({service_.get(), worker_service_.get()}, std::move(listen)));
+  grpc_ = std::move(listener.server);
+  grpc_port_ = listener.port;
   // Health checks name the service as well as the server ("").
   SetServing(true);
   return absl::OkStatus();

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "server/grpc/listener.h"
 
 namespace fca::client {
 namespace {
@@ -154,11 +155,10 @@ class FakeService final : public v1::AuditService::Service {
 class AuditClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
+    absl::StatusOr<grpc_server::Listener> listener = grpc_server::Listen({&service_}, {});
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    server_ = std::move(listener->server);
+    port_ = listener->port;
   }
   void TearDown() override { server_->Shutdown(); }
 
