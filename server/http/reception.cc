@@ -17,8 +17,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <string>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -141,13 +141,11 @@ class BufferedStream final : public httplib::Stream {
       const ssize_t n = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL);
       if (n > 0) {
         done += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
         continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && AwaitWritable()) {
-        continue;
-      } else {
-        return -1;
       }
+      const bool retry = n < 0 && (errno == EINTR ||
+                                   ((errno == EAGAIN || errno == EWOULDBLOCK) && AwaitWritable()));
+      if (!retry) return -1;
     }
     return static_cast<ssize_t>(size);
   }
@@ -220,8 +218,8 @@ void SendNow(int fd, absl::string_view bytes) {
 struct Head {
   int64_t content_length = 0;
   bool expect_continue = false;
-  bool probe = false;      // GET /healthz, /readyz or /metrics
-  std::string rewritten;   // the head without Expect (answered here)
+  bool probe = false;     // GET /healthz, /readyz or /metrics
+  std::string rewritten;  // the head without Expect (answered here)
 };
 
 struct Refusal {
@@ -343,8 +341,7 @@ std::string AddressOf(const sockaddr_storage& ss, int* port) {
 
 int MillisUntil(Clock::time_point t, Clock::time_point now) {
   if (t <= now) return 0;
-  return static_cast<int>(
-      std::chrono::ceil<std::chrono::milliseconds>(t - now).count());
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(t - now).count());
 }
 
 }  // namespace
@@ -575,12 +572,13 @@ class Reception::Impl {
         if (c.buffer.size() > limits_.max_head_bytes) {
           Refusals().WithLabels({"head_too_large"}).Increment();
           Linger(fd, 431,
-               absl::InvalidArgumentError(absl::StrFormat(
-                   "the request line and headers exceed %d bytes", limits_.max_head_bytes)));
+                 absl::InvalidArgumentError(absl::StrFormat(
+                     "the request line and headers exceed %d bytes", limits_.max_head_bytes)));
         }
         return;
       }
-      std::variant<Head, Refusal> parsed = ParseHead(absl::string_view(c.buffer).substr(0, end + 4));
+      std::variant<Head, Refusal> parsed =
+          ParseHead(absl::string_view(c.buffer).substr(0, end + 4));
       if (const Refusal* r = std::get_if<Refusal>(&parsed)) {
         Refusals().WithLabels({r->reason}).Increment();
         Linger(fd, r->http_status, r->status);
@@ -607,9 +605,9 @@ class Reception::Impl {
     if (bytes > limits_.max_body_bytes) {
       Refusals().WithLabels({"too_large"}).Increment();
       Linger(c.fd, 413,
-           absl::ResourceExhaustedError(absl::StrFormat(
-               "the request body (Content-Length %d) exceeds the limit of %d bytes", bytes,
-               limits_.max_body_bytes)));
+             absl::ResourceExhaustedError(absl::StrFormat(
+                 "the request body (Content-Length %d) exceeds the limit of %d bytes", bytes,
+                 limits_.max_body_bytes)));
       return false;
     }
     if (bytes == 0 || bodies_ == nullptr) return true;
@@ -617,10 +615,10 @@ class Reception::Impl {
     if (!lease) {
       Refusals().WithLabels({"uploads_budget"}).Increment();
       Linger(c.fd, 429,
-           absl::ResourceExhaustedError(absl::StrFormat(
-               "uploads in flight would exceed the server's limit of %d bytes "
-               "(--max_upload_bytes_in_flight); retry shortly",
-               bodies_->capacity())));
+             absl::ResourceExhaustedError(
+                 absl::StrFormat("uploads in flight would exceed the server's limit of %d bytes "
+                                 "(--max_upload_bytes_in_flight); retry shortly",
+                                 bodies_->capacity())));
       return false;
     }
     c.body = *std::move(lease);

@@ -74,9 +74,9 @@ class Reception {
   // Serves `listen_fd` (bound and listening; taken) with `server`'s routes.
   // `bodies` (may be null) is the budget request bodies are reserved from.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Reception>> Start(FrontedServer* server,
-                                                                       int listen_fd,
-                                                                       ReceptionLimits limits,
-                                                                       ByteBudget* bodies);
+                                                                        int listen_fd,
+                                                                        ReceptionLimits limits,
+                                                                        ByteBudget* bodies);
   ~Reception();  // Stop()
   Reception(const Reception&) = delete;
   Reception& operator=(const Reception&) = delete;

@@ -71,8 +71,7 @@ int Connect(int port, const char* from) {
 }
 
 bool SendAll(int fd, const std::string& bytes) {
-  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-         static_cast<ssize_t>(bytes.size());
+  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
 // What the server sends until it closes the connection, `until` shows up,
@@ -251,8 +250,8 @@ TEST_F(GatewayHardeningTest, UploadsInFlightShareOneCap) {
   const int port = server_->http_port();
   auto head = [](int length, bool expect) {
     return std::string("POST /api/v1/ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n") +
-           "Content-Type: application/json\r\nContent-Length: " + std::to_string(length) +
-           "\r\n" + (expect ? "Expect: 100-continue\r\n" : "") + "\r\n";
+           "Content-Type: application/json\r\nContent-Length: " + std::to_string(length) + "\r\n" +
+           (expect ? "Expect: 100-continue\r\n" : "") + "\r\n";
   };
   const std::string body = "{}" + std::string(598, ' ');
   const int first = Connect(port, "127.0.0.1");
@@ -288,8 +287,7 @@ TEST_F(GatewayHardeningTest, UploadsInFlightShareOneCap) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
 
   ASSERT_TRUE(SendAll(first, body));
-  EXPECT_EQ(StatusLine(Receive(first, std::chrono::seconds(5), "\r\n\r\n")),
-            "HTTP/1.1 200 OK");
+  EXPECT_EQ(StatusLine(Receive(first, std::chrono::seconds(5), "\r\n\r\n")), "HTTP/1.1 200 OK");
   ::close(first);
   // Served: its bytes are free again.
   httplib::Client c = Client();
@@ -311,8 +309,8 @@ class RevokedKeyTest : public GatewayHardeningTest {
       CommandResult r = e2e::InitTinyModel(FCA_LOCAL_AUDIT_BIN, root_ + "/models/" + name, flags);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    CommandResult key = e2e::Run({FCA_SERVER_BIN, "--db=" + root_ + "/fca.sqlite",
-                                  "--create_api_key=alice", "--role=user"});
+    CommandResult key = e2e::Run(
+        {FCA_SERVER_BIN, "--db=" + root_ + "/fca.sqlite", "--create_api_key=alice", "--role=user"});
     ASSERT_EQ(key.exit_code, 0) << key.err;
     alice_ = key.out.substr(0, key.out.find('\n'));
     e2e::WriteFile(root_ + "/keys", std::string(kAdmin) + " root admin\n");
@@ -366,9 +364,9 @@ class RevokedKeyTest : public GatewayHardeningTest {
     ASSERT_EQ(sqlite3_open((root_ + "/fca.sqlite").c_str(), &db), SQLITE_OK);
     sqlite3_busy_timeout(db, 10000);
     char* error = nullptr;
-    EXPECT_EQ(sqlite3_exec(db, "DELETE FROM api_keys WHERE user = 'alice'", nullptr, nullptr,
-                           &error),
-              SQLITE_OK)
+    EXPECT_EQ(
+        sqlite3_exec(db, "DELETE FROM api_keys WHERE user = 'alice'", nullptr, nullptr, &error),
+        SQLITE_OK)
         << (error != nullptr ? error : "");
     EXPECT_EQ(sqlite3_changes(db), 1);
     sqlite3_free(error);
