@@ -315,7 +315,6 @@ bool WarmUp(Figures* f, Shared* shared) {
     return false;
   }
   for (const v1::Model& m : resp.models()) {
-    shared->weights[m.name()] = m.weights_sha256();
     if (m.name() == "fg-a") {
       for (const v1::CoefficientSite& s : m.sites())
         shared->coeff_bytes_per_token += 4 * s.channels();
@@ -336,12 +335,10 @@ bool WarmUp(Figures* f, Shared* shared) {
     std::fprintf(stderr, "soak: %s\n", error.c_str());
     return false;
   }
-  // A model's weights hash is listed once it is loaded (the listing
-  // itself reads headers only); the warm-up audit loaded all three.
-  grpc::ClientContext relist;
-  v1::ListModelsResponse loaded;
-  st = stub->ListModels(&relist, v1::ListModelsRequest(), &loaded);
-  for (const v1::Model& m : loaded.models()) shared->weights[m.name()] = m.weights_sha256();
+  // Models' weights hashes are learnt as the load shows them
+  // (Shared::CheckWeights): a listing shows one only once the model is
+  // loaded in the server's own repository, which the warm-up audit, run
+  // by a worker, need not have done.
   shared->max_job_id = 1;
   return true;
 }

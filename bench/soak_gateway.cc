@@ -11,35 +11,17 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/e2e/loopback.h"
 
 namespace fca::soak {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A connection to 127.0.0.1:port from `from`, or -1.
-int Connect(int port, const char* from) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &local.sin_addr);
-  sockaddr_in server{};
-  server.sin_family = AF_INET;
-  server.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &server.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof(server)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // One request on a fresh connection from 127.0.0.1; the status code of the
 // answer, 0 when none came within `wait_ms`.
 int Exchange(int port, const std::string& request, int wait_ms) {
-  const int fd = Connect(port, "127.0.0.1");
+  const int fd = e2e::ConnectFrom(port, "127.0.0.1");
   if (fd < 0) return 0;
   std::string got;
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
@@ -99,7 +81,7 @@ void GatewayPressure::Slow(int index) {
   size_t sent = 0;
   while (!stop_) {
     if (fd < 0) {
-      fd = Connect(port_, "127.0.0.2");
+      fd = e2e::ConnectFrom(port_, "127.0.0.2");
       sent = 0;
       std::lock_guard<std::mutex> lock(mu_);
       ++figures_.slow_connections;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "proto/fca/v1/audit_service.grpc.pb.h"
+#include "tests/e2e/loopback.h"
 #include "tests/e2e/process.h"
 
 namespace fca {
@@ -50,25 +51,6 @@ using e2e::CommandResult;
 using e2e::ServerProcess;
 
 constexpr char kAdmin[] = "admin-key-0123456789abcdef";
-
-// A connection to 127.0.0.1:port from `from` (a loopback address), or -1.
-int Connect(int port, const char* from) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &local.sin_addr);
-  sockaddr_in server{};
-  server.sin_family = AF_INET;
-  server.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &server.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof(server)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 bool SendAll(int fd, const std::string& bytes) {
   return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
@@ -152,7 +134,7 @@ TEST_F(GatewayHardeningTest, TwoHundredTricklingClientsLeaveTheGatewayAnswering)
   const int port = server_->http_port();
   std::vector<int> slow;
   for (int i = 0; i < 200; ++i) {
-    const int fd = Connect(port, "127.0.0.2");
+    const int fd = e2e::ConnectFrom(port, "127.0.0.2");
     ASSERT_GE(fd, 0) << "connection " << i;
     slow.push_back(fd);
   }
@@ -182,7 +164,7 @@ TEST_F(GatewayHardeningTest, TwoHundredTricklingClientsLeaveTheGatewayAnswering)
 
 TEST_F(GatewayHardeningTest, TheRequestDeadlineIsTotalNotPerByte) {
   StartServer({"--http_request_timeout_ms=1000"});
-  const int fd = Connect(server_->http_port(), "127.0.0.2");
+  const int fd = e2e::ConnectFrom(server_->http_port(), "127.0.0.2");
   ASSERT_GE(fd, 0);
   // A byte every 200 ms, each well within any per-byte timeout, for up
   // to 6 s: the server must cut it off after 1 s in all.
@@ -202,10 +184,10 @@ TEST_F(GatewayHardeningTest, ConnectionsPerAddressAreCapped) {
   StartServer({"--max_http_connections_per_address=4"});
   std::vector<int> held;
   for (int i = 0; i < 4; ++i) {
-    held.push_back(Connect(server_->http_port(), "127.0.0.2"));
+    held.push_back(e2e::ConnectFrom(server_->http_port(), "127.0.0.2"));
     ASSERT_GE(held.back(), 0);
   }
-  const int fifth = Connect(server_->http_port(), "127.0.0.2");
+  const int fifth = e2e::ConnectFrom(server_->http_port(), "127.0.0.2");
   ASSERT_GE(fifth, 0);
   const std::string response = Receive(fifth, std::chrono::seconds(5));
   EXPECT_EQ(StatusLine(response), "HTTP/1.1 429 Too Many Requests") << response;
@@ -220,7 +202,7 @@ TEST_F(GatewayHardeningTest, AtTheTotalCapTheOldestPendingConnectionMakesRoom) {
   StartServer({"--max_http_connections=8"});
   std::vector<int> held;
   for (int i = 0; i < 8; ++i) {
-    held.push_back(Connect(server_->http_port(), "127.0.0.2"));
+    held.push_back(e2e::ConnectFrom(server_->http_port(), "127.0.0.2"));
     ASSERT_GE(held.back(), 0);
   }
   EXPECT_EQ(GetStatus("/healthz"), 200);
@@ -231,7 +213,7 @@ TEST_F(GatewayHardeningTest, AtTheTotalCapTheOldestPendingConnectionMakesRoom) {
 
 TEST_F(GatewayHardeningTest, AnOversizedContentLengthIsRefusedAtOnce) {
   StartServer({});
-  const int fd = Connect(server_->http_port(), "127.0.0.1");
+  const int fd = e2e::ConnectFrom(server_->http_port(), "127.0.0.1");
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendAll(fd,
                       "POST /api/v1/ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -254,14 +236,14 @@ TEST_F(GatewayHardeningTest, UploadsInFlightShareOneCap) {
            (expect ? "Expect: 100-continue\r\n" : "") + "\r\n";
   };
   const std::string body = "{}" + std::string(598, ' ');
-  const int first = Connect(port, "127.0.0.1");
+  const int first = e2e::ConnectFrom(port, "127.0.0.1");
   ASSERT_GE(first, 0);
   ASSERT_TRUE(SendAll(first, head(600, true)));
   // "100 Continue" comes once the body's 600 bytes are reserved.
   ASSERT_EQ(StatusLine(Receive(first, std::chrono::seconds(5), "\r\n\r\n")),
             "HTTP/1.1 100 Continue");
 
-  const int second = Connect(port, "127.0.0.1");
+  const int second = e2e::ConnectFrom(port, "127.0.0.1");
   ASSERT_GE(second, 0);
   ASSERT_TRUE(SendAll(second, head(600, false) + body));
   const std::string refused = Receive(second, std::chrono::seconds(5));
