@@ -47,6 +47,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/soak_client.h"
+#include "bench/soak_gateway.h"
 #include "bench/soak_process.h"
 #include "bench/soak_report.h"
 #include "bench/soak_stats.h"
@@ -82,6 +83,10 @@ ABSL_FLAG(std::string, db, "",
           "start from this existing database file instead of a fresh one (it is written to: "
           "pass a copy; an aged database from an earlier soak's work folder shows how the "
           "server does on accumulated state)");
+ABSL_FLAG(int, slow_http_clients, 100,
+          "HTTP clients trickling a request head a byte a second from 127.0.0.2 during the load "
+          "(with cross-site attempts and a /healthz prober; 0: none of them)");
+ABSL_FLAG(int, healthz_ms, 100, "pause between two /healthz probes, ms");
 ABSL_FLAG(bool, keep, false, "keep the work folder (it is always kept after a failure)");
 
 namespace fca::soak {
@@ -310,7 +315,6 @@ bool WarmUp(Figures* f, Shared* shared) {
     return false;
   }
   for (const v1::Model& m : resp.models()) {
-    shared->weights[m.name()] = m.weights_sha256();
     if (m.name() == "fg-a") {
       for (const v1::CoefficientSite& s : m.sites())
         shared->coeff_bytes_per_token += 4 * s.channels();
@@ -331,12 +335,10 @@ bool WarmUp(Figures* f, Shared* shared) {
     std::fprintf(stderr, "soak: %s\n", error.c_str());
     return false;
   }
-  // A model's weights hash is listed once it is loaded (the listing
-  // itself reads headers only); the warm-up audit loaded all three.
-  grpc::ClientContext relist;
-  v1::ListModelsResponse loaded;
-  st = stub->ListModels(&relist, v1::ListModelsRequest(), &loaded);
-  for (const v1::Model& m : loaded.models()) shared->weights[m.name()] = m.weights_sha256();
+  // Models' weights hashes are learnt as the load shows them
+  // (Shared::CheckWeights): a listing shows one only once the model is
+  // loaded in the server's own repository, which the warm-up audit, run
+  // by a worker, need not have done.
   shared->max_job_id = 1;
   return true;
 }
@@ -598,6 +600,18 @@ void Judge(const Recorder& all, Figures* f) {
   if (!f->integrity_ok) f->problems.push_back("database integrity: " + f->integrity);
   if (!f->foreign_keys.empty()) f->problems.push_back("foreign_key_check: " + f->foreign_keys);
   if (f->submitted == 0) f->problems.push_back("no audit was accepted");
+  const GatewayFigures& g = f->gateway;
+  if (g.healthz_failures > 0) {
+    f->problems.push_back(absl::StrCat(g.healthz_failures, " /healthz probes got no 200"));
+  }
+  if (g.healthz_max_ms >= 1000) {
+    f->problems.push_back(
+        absl::StrFormat("/healthz took %.0f ms at worst (1 s allowed)", g.healthz_max_ms));
+  }
+  if (g.cross_site_not_refused > 0) {
+    f->problems.push_back(
+        absl::StrCat(g.cross_site_not_refused, " cross-site requests were not refused"));
+  }
   // Every audit the soak submits is valid: a FAILED job is the server's fault.
   if (f->jobs_by_state.count("FAILED") > 0) {
     f->problems.push_back(absl::StrCat(f->jobs_by_state["FAILED"], " jobs FAILED"));
@@ -654,7 +668,15 @@ int Main() {
     f.resources.push_back(*s);
   }
   sampler.Start();
+  std::unique_ptr<GatewayPressure> gateway;
+  if (absl::GetFlag(FLAGS_slow_http_clients) > 0 && server->http_port() > 0) {
+    gateway = std::make_unique<GatewayPressure>(server->http_port(),
+                                                absl::GetFlag(FLAGS_slow_http_clients),
+                                                absl::GetFlag(FLAGS_healthz_ms));
+    gateway->Start();
+  }
   const Recorder all = RunLoad(&f, &shared, sampler, clients);
+  if (gateway != nullptr) f.gateway = gateway->Stop();
   if (!sampler.Crashed()) AfterLoad(&f, sampler);
   StopServer(&f, *server, sampler);
   CheckDatabase(db, &f);

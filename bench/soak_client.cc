@@ -169,9 +169,13 @@ void Client::Unregister() {
   active_ = nullptr;
 }
 
-std::string Client::WeightsOf(const std::string& model) const {
-  auto it = shared_->weights.find(model);
-  return it == shared_->weights.end() ? "" : it->second;
+std::string Shared::CheckWeights(const std::string& model, const std::string& hash,
+                                 bool must_have) {
+  if (hash.empty()) return must_have ? "model " + model + " has no weights hash" : "";
+  std::lock_guard<std::mutex> lock(weights_mu);
+  auto [it, first] = weights.emplace(model, hash);
+  if (first || it->second == hash) return "";
+  return "model " + model + ": its weights hash changed";
 }
 
 // Records a finished call. `bad` is why a response broke the API's

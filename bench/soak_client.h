@@ -62,8 +62,16 @@ struct Shared {
   Clock::time_point start, end;
   std::atomic<bool> stop{false};
   std::string eval_text, calib_text, eval_sha;  // datasets "eval" and "calib"
-  std::map<std::string, std::string> weights;   // model -> weights_sha256
-  int64_t coeff_bytes_per_token = 0;            // of a gate model, float32
+  // What the API promises of a model's weights hash: a model lists it once
+  // it is loaded in the server's own repository (a listing reads headers
+  // only, and audits run on workers), and once shown it never changes.
+  // "" when `hash` agrees with what was seen of `model` (an empty one:
+  // not loaded yet, unless `must_have` it); else what is wrong. The first
+  // hash seen is remembered.
+  std::string CheckWeights(const std::string& model, const std::string& hash, bool must_have);
+  std::mutex weights_mu;
+  std::map<std::string, std::string> weights;  // model -> weights_sha256 seen
+  int64_t coeff_bytes_per_token = 0;           // of a gate model, float32
   int64_t medium_budget_bytes = 0;
   std::atomic<int64_t> medium_bytes{0};
   int64_t max_tokenize_bytes = kMiB;
@@ -133,7 +141,6 @@ class Client {
   Recorder recorder;
 
  private:
-  std::string WeightsOf(const std::string& model) const;
   bool Done() const { return shared_->stop.load() || Clock::now() >= shared_->end; }
   bool Chance(double p) { return rng_.Uniform(1000000) < static_cast<uint64_t>(p * 1e6); }
   template <typename T>

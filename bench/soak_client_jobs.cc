@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -302,14 +303,13 @@ void Client::QueryResults() {
   if (Chance(0.3)) f->set_model(PickModel(/*dense_too=*/true));
   if (Chance(0.1)) f->set_dataset_sha256(shared_->eval_sha);
   int64_t after_us = 0, before_us = 0;
-  if (Chance(0.15)) {
-    after_us = WallMicros() - static_cast<int64_t>(rng_.Uniform(120)) * 1000000;
-    SetMicros(after_us, f->mutable_created_after());
-  }
-  if (Chance(0.1)) {
-    before_us = WallMicros() - static_cast<int64_t>(rng_.Uniform(60)) * 1000000;
-    SetMicros(before_us, f->mutable_created_before());
-  }
+  if (Chance(0.15)) after_us = WallMicros() - static_cast<int64_t>(rng_.Uniform(120)) * 1000000;
+  if (Chance(0.1)) before_us = WallMicros() - static_cast<int64_t>(rng_.Uniform(60)) * 1000000;
+  // Both drawn: a range, never an empty one (created_after > created_before
+  // is refused as INVALID_ARGUMENT, which would count as an error here).
+  if (after_us != 0 && before_us != 0 && after_us > before_us) std::swap(after_us, before_us);
+  if (after_us != 0) SetMicros(after_us, f->mutable_created_after());
+  if (before_us != 0) SetMicros(before_us, f->mutable_created_before());
   static const int kSizes[] = {0, 10, 50, 200, 1000};
   req.set_page_size(kSizes[rng_.Uniform(5)]);
   const bool unfiltered = !across && f->model().empty() && f->metric().empty() &&

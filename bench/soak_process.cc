@@ -118,9 +118,14 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::string& binary,
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(start_timeout_s);
   while (Clock::now() < deadline) {
     const std::string text = ReadFileOrEmpty(server->out_path_);
+    // fca-server prints the gRPC line first, then the HTTP one.
+    const std::string http_marker = "http " + marker;
     const size_t at = text.find(marker);
-    if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
+    const size_t http_at = text.find(http_marker);
+    if (at != std::string::npos && http_at != std::string::npos &&
+        text.find('\n', http_at) != std::string::npos) {
       server->port_ = std::atoi(text.c_str() + at + marker.size());
+      server->http_port_ = std::atoi(text.c_str() + http_at + http_marker.size());
       if (server->port_ > 0) return server;
     }
     const ExitInfo e = server->Poll();

@@ -45,6 +45,7 @@ class ServerProcess {
 
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
+  int http_port() const { return http_port_; }  // 0: no "http listening on" line
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string stderr_path() const { return err_path_; }
 
@@ -61,6 +62,7 @@ class ServerProcess {
   std::mutex mu_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int http_port_ = 0;
   ExitInfo exit_;
   std::string out_path_, err_path_;
 };

@@ -272,6 +272,41 @@ json::Value SamplesJson(const Figures& f) {
   return samples;
 }
 
+void PrintGateway(const Figures& f) {
+  const GatewayFigures& g = f.gateway;
+  std::printf("\nHTTP gateway under pressure\n");
+  std::printf(
+      "  slow clients (127.0.0.2, a byte a second): %d, %lld connections, %lld cut by "
+      "the server\n",
+      g.slow_clients, static_cast<long long>(g.slow_connections),
+      static_cast<long long>(g.slow_cut));
+  std::printf("  cross-site attempts: %lld, not refused: %lld\n",
+              static_cast<long long>(g.cross_site_attempts),
+              static_cast<long long>(g.cross_site_not_refused));
+  std::printf(
+      "  /healthz (127.0.0.1, new connection each): %lld probes, %lld failed, p50 %.1f "
+      "ms, p99 %.1f ms, max %.1f ms\n",
+      static_cast<long long>(g.healthz_probes), static_cast<long long>(g.healthz_failures),
+      g.healthz_p50_ms, g.healthz_p99_ms, g.healthz_max_ms);
+}
+
+json::Value GatewayJson(const Figures& f) {
+  using json::Value;
+  const GatewayFigures& g = f.gateway;
+  Value v = Value::MakeObject();
+  v.Set("slow_clients", Value::Number(g.slow_clients));
+  v.Set("slow_connections", Value::Number(static_cast<double>(g.slow_connections)));
+  v.Set("slow_cut", Value::Number(static_cast<double>(g.slow_cut)));
+  v.Set("cross_site_attempts", Value::Number(static_cast<double>(g.cross_site_attempts)));
+  v.Set("cross_site_not_refused", Value::Number(static_cast<double>(g.cross_site_not_refused)));
+  v.Set("healthz_probes", Value::Number(static_cast<double>(g.healthz_probes)));
+  v.Set("healthz_failures", Value::Number(static_cast<double>(g.healthz_failures)));
+  v.Set("healthz_p50_ms", Value::Number(g.healthz_p50_ms));
+  v.Set("healthz_p99_ms", Value::Number(g.healthz_p99_ms));
+  v.Set("healthz_max_ms", Value::Number(g.healthz_max_ms));
+  return v;
+}
+
 }  // namespace
 
 double Mb(int64_t kb) { return kb / 1024.0; }
@@ -285,6 +320,7 @@ void PrintFigures(const Figures& f) {
   PrintServerLog(f);
   PrintTimeline(f);
   PrintLatencyOverTime(f);
+  PrintGateway(f);
   std::printf("\nverdict: %s\n", f.problems.empty() ? "PASS" : "FAIL");
   for (const std::string& p : f.problems) std::printf("   - %s\n", p.c_str());
   std::fflush(stdout);
@@ -300,6 +336,7 @@ json::Value FiguresJson(const Figures& f) {
   root.Set("sqlite", SqliteJson(f));
   root.Set("timeline", TimelineJson(f));
   root.Set("samples_t_rsskb_threads_fds", SamplesJson(f));
+  root.Set("http_gateway", GatewayJson(f));
   root.Set("pass", Value::Bool(f.problems.empty()));
   root.Set("problems", Strings(f.problems));
   return root;

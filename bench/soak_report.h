@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/soak_gateway.h"
 #include "bench/soak_process.h"
 #include "bench/soak_stats.h"
 #include "common/json.h"
@@ -43,6 +44,8 @@ struct Figures {
   std::string integrity, foreign_keys, table_rows;
   bool integrity_ok = false;
   int64_t db_bytes = 0, wal_bytes = 0;
+  // the HTTP gateway under slow and cross-site clients (soak_gateway.h)
+  GatewayFigures gateway;
   std::vector<std::string> problems;
 };
 

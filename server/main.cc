@@ -51,6 +51,9 @@ constexpr int64_t kMaxJobsPerUser = int64_t{1} << 30;
 constexpr int64_t kMaxUserBytes = int64_t{1} << 50;  // 1 PiB
 constexpr int64_t kMaxWatchStreams = 100000;
 constexpr int64_t kMaxRpcThreads = 100000;
+constexpr int64_t kMaxUploadBytesInFlight = int64_t{1} << 50;  // 1 PiB
+constexpr int64_t kMaxHttpConnections = 1000000;
+constexpr int64_t kMaxHttpRequestTimeoutMs = int64_t{3600} * 1000;
 constexpr int64_t kMaxAttempts = 100;
 constexpr int64_t kMaxJobSeconds = int64_t{365} * 24 * 3600;
 // Past any machine, and far from overflowing the sums of estimates.
@@ -184,6 +187,27 @@ ABSL_FLAG(int64_t, max_http_threads, 32,
           absl::StrFormat("threads serving HTTP connections (each job event stream holds one; "
                           "at most half of them stream), 4..%d",
                           fca::flag_limits::kMaxRpcThreads));
+ABSL_FLAG(int64_t, http_request_timeout_ms, fca::http::GatewayOptions().request_timeout.count(),
+          absl::StrFormat("plain HTTP: a request's head and body must arrive within this many "
+                          "ms in all, however slowly they trickle (408 beyond it); with TLS a "
+                          "timeout per read. 1..%d",
+                          fca::flag_limits::kMaxHttpRequestTimeoutMs));
+ABSL_FLAG(int64_t, max_http_connections, fca::http::GatewayOptions().max_connections,
+          absl::StrFormat("plain HTTP: most connections open at once; at the limit the one "
+                          "sending its request longest is dropped for a new one (503 when "
+                          "none is). Keep it under the open-file limit. 1..%d",
+                          fca::flag_limits::kMaxHttpConnections));
+ABSL_FLAG(int64_t, max_http_connections_per_address,
+          fca::http::GatewayOptions().max_connections_per_address,
+          absl::StrFormat("plain HTTP: most connections open at once from one client address "
+                          "(429 beyond it; a proxy in front is one address). 1..%d",
+                          fca::flag_limits::kMaxHttpConnections));
+ABSL_FLAG(int64_t, max_upload_bytes_in_flight,
+          fca::core::ServiceLimits().max_upload_bytes_in_flight,
+          absl::StrFormat("most bytes of uploads in flight at once, all users (gRPC "
+                          "UploadDataset by announced size, HTTP bodies by Content-Length): "
+                          "RESOURCE_EXHAUSTED (HTTP 429) beyond it, retry shortly. 1..%d",
+                          fca::flag_limits::kMaxUploadBytesInFlight));
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 
@@ -246,6 +270,18 @@ std::vector<std::string> WorkerDevices() {
                                      flag_limits::kMaxRpcThreads));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_http_threads", absl::GetFlag(FLAGS_max_http_threads), 4,
                                      flag_limits::kMaxRpcThreads));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("http_request_timeout_ms",
+                                     absl::GetFlag(FLAGS_http_request_timeout_ms), 1,
+                                     flag_limits::kMaxHttpRequestTimeoutMs));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_http_connections",
+                                     absl::GetFlag(FLAGS_max_http_connections), 1,
+                                     flag_limits::kMaxHttpConnections));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_http_connections_per_address",
+                                     absl::GetFlag(FLAGS_max_http_connections_per_address), 1,
+                                     flag_limits::kMaxHttpConnections));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_upload_bytes_in_flight",
+                                     absl::GetFlag(FLAGS_max_upload_bytes_in_flight), 1,
+                                     flag_limits::kMaxUploadBytesInFlight));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
                                      flag_limits::kMaxAttempts));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
@@ -333,6 +369,7 @@ core::ServiceLimits Limits() {
   limits.max_jobs_per_user = absl::GetFlag(FLAGS_max_jobs_per_user);
   limits.max_user_bytes = absl::GetFlag(FLAGS_max_user_bytes);
   limits.max_watch_streams = absl::GetFlag(FLAGS_max_watch_streams);
+  limits.max_upload_bytes_in_flight = absl::GetFlag(FLAGS_max_upload_bytes_in_flight);
   limits.spec.max_windows = absl::GetFlag(FLAGS_max_windows);
   limits.spec.max_window_length = absl::GetFlag(FLAGS_max_window_length);
   return limits;
@@ -349,6 +386,10 @@ std::optional<http::GatewayOptions> GatewayOptionsFromFlags() {
   options.max_event_streams = absl::GetFlag(FLAGS_max_watch_streams);
   options.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
   options.allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
+  options.request_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_http_request_timeout_ms));
+  options.max_connections = static_cast<int>(absl::GetFlag(FLAGS_max_http_connections));
+  options.max_connections_per_address =
+      static_cast<int>(absl::GetFlag(FLAGS_max_http_connections_per_address));
   return options;
 }
 

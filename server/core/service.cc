@@ -92,6 +92,16 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
         "datasets you no longer need",
         used, limits_.max_user_bytes));
   }
+  if (in_flight_ != nullptr) {
+    std::optional<ByteBudget::Lease> lease = in_flight_->TryReserve(header.size_bytes());
+    if (!lease) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("uploads in flight would exceed the server's limit of %d bytes "
+                          "(--max_upload_bytes_in_flight); retry shortly",
+                          in_flight_->capacity()));
+    }
+    held_ = *std::move(lease);
+  }
   FCA_ASSIGN_OR_RETURN(upload_id_, store_->BeginUpload(caller_.user));
   return absl::OkStatus();
 }
@@ -417,7 +427,7 @@ class StreamSlot {
 absl::Status AuditServiceCore::WatchJob(
     const Caller& caller, const v1::WatchJobRequest& request,
     const std::function<bool(const v1::WatchJobResponse&)>& write,
-    const std::function<bool()>& stop) {
+    const std::function<bool()>& stop, const std::function<absl::Status(bool)>& may_go_on) {
   const StreamSlot slot(&watch_streams_);
   if (slot.count() > limits_.max_watch_streams) {
     return absl::ResourceExhaustedError(
@@ -429,6 +439,7 @@ absl::Status AuditServiceCore::WatchJob(
   int64_t after = request.after_seq();
   bool reread_after_end = false;
   while (!stop()) {
+    if (may_go_on) FCA_RETURN_IF_ERROR(may_go_on(false));
     FCA_ASSIGN_OR_RETURN(std::vector<storage::JobEvent> events,
                          store_->ListJobEvents(request.job_id(), after, 256));
     for (const storage::JobEvent& stored : events) {
@@ -442,6 +453,7 @@ absl::Status AuditServiceCore::WatchJob(
       ToTimestamp(stored.created_at_us, e->mutable_time());
       FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
       FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, hub_->Progress(job.id)));
+      if (may_go_on) FCA_RETURN_IF_ERROR(may_go_on(true));
       if (!write(response)) return absl::OkStatus();  // client went away
       after = stored.seq;
       // A job's last event is its terminal state; a requeued job's QUEUED

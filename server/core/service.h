@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/byte_budget.h"
 #include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/caller.h"
@@ -34,6 +35,11 @@ struct ServiceLimits {
   // check of "what the model sees" needs a sample, not a corpus.
   int64_t max_tokenize_bytes = 1 << 20;
   int64_t max_queued_jobs_per_user = 16;
+  // Uploads in flight, over all users and transports (gRPC UploadDataset
+  // by its announced size, HTTP request bodies by Content-Length): their
+  // bytes held at once in memory are bounded by this. RESOURCE_EXHAUSTED
+  // ("retry shortly"; HTTP 429) for an upload beyond it.
+  int64_t max_upload_bytes_in_flight = 512ll << 20;
   SpecLimits spec;
 };
 
@@ -49,18 +55,20 @@ struct ServerFacts {
 // bytes arrive. Chunks go straight to the store (staged), so the server holds
 // one chunk of an upload in memory, never the whole of it. An upload that is
 // not finished (client gone, a refused chunk) is dropped from the store when
-// this object is destroyed.
+// this object is destroyed. With `in_flight`, the announced size is reserved
+// from it from Start() until then (the transport's buffers hold at most that).
 class DatasetUpload {
  public:
-  DatasetUpload(const Caller& caller, storage::Store* store, const ServiceLimits& limits)
-      : caller_(caller), store_(store), limits_(limits) {}
+  DatasetUpload(const Caller& caller, storage::Store* store, const ServiceLimits& limits,
+                ByteBudget* in_flight = nullptr)
+      : caller_(caller), store_(store), limits_(limits), in_flight_(in_flight) {}
   ~DatasetUpload();
   DatasetUpload(const DatasetUpload&) = delete;
   DatasetUpload& operator=(const DatasetUpload&) = delete;
 
   // The first message. INVALID_ARGUMENT for a bad name/kind/size,
-  // RESOURCE_EXHAUSTED when the announced size exceeds the limit or the
-  // caller's quota.
+  // RESOURCE_EXHAUSTED when the announced size exceeds the limit, the
+  // caller's quota or what is left of the uploads in flight's budget.
   [[nodiscard]] absl::Status Start(const v1::UploadDatasetHeader& header);
   [[nodiscard]] absl::Status Append(const std::string& chunk);
   // Verifies size (and checksum if given) and stores the dataset.
@@ -70,6 +78,8 @@ class DatasetUpload {
   Caller caller_;
   storage::Store* store_;
   ServiceLimits limits_;
+  ByteBudget* in_flight_;
+  ByteBudget::Lease held_;
   bool started_ = false;
   v1::UploadDatasetHeader header_;
   int64_t upload_id_ = 0;  // staged in the store; 0 when nothing is staged
@@ -81,9 +91,16 @@ class AuditServiceCore {
  public:
   AuditServiceCore(storage::Store* store, ModelRepository* models, Coordinator* coordinator,
                    EventHub* hub, ServiceLimits limits)
-      : store_(store), models_(models), coordinator_(coordinator), hub_(hub), limits_(limits) {}
+      : store_(store),
+        models_(models),
+        coordinator_(coordinator),
+        hub_(hub),
+        limits_(limits),
+        uploads_in_flight_(limits.max_upload_bytes_in_flight) {}
 
   const ServiceLimits& limits() const { return limits_; }
+  // Shared by the transports' uploads (DatasetUpload, HTTP bodies).
+  ByteBudget* upload_budget() { return &uploads_in_flight_; }
   storage::Store* store() const { return store_; }
   // Before the server takes calls.
   void set_facts(ServerFacts facts) { facts_ = std::move(facts); }
@@ -106,10 +123,13 @@ class AuditServiceCore {
       const Caller& caller, const v1::QueryResultsRequest& request);
   // Streams events after request.after_seq until the job is terminal, the
   // writer fails (client gone) or `stop()` returns true. RESOURCE_EXHAUSTED
-  // when max_watch_streams streams are open already.
+  // when max_watch_streams streams are open already. `may_go_on` (if set)
+  // is asked before each event (true) and at each wait (false); its error
+  // ends the stream (the caller's key was revoked: auth::StreamKeyCheck).
   [[nodiscard]] absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
                                       const std::function<bool(const v1::WatchJobResponse&)>& write,
-                                      const std::function<bool()>& stop);
+                                      const std::function<bool()>& stop,
+                                      const std::function<absl::Status(bool)>& may_go_on = {});
   // The model's tokenizer on request.text (no BOS/EOS added).
   [[nodiscard]] absl::StatusOr<v1::TokenizeResponse> Tokenize(const Caller& caller,
                                                               const v1::TokenizeRequest& request);
@@ -164,6 +184,7 @@ class AuditServiceCore {
   ServiceLimits limits_;
   ServerFacts facts_;
   std::atomic<int64_t> watch_streams_{0};
+  ByteBudget uploads_in_flight_;
 };
 
 }  // namespace fca::core

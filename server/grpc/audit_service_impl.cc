@@ -8,6 +8,8 @@
 #include "absl/status/status.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "server/auth/stream_key_check.h"
+#include "server/grpc/auth.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -175,7 +177,7 @@ grpc::Status AuditServiceImpl::UploadDataset(grpc::ServerContext* ctx,
                                              v1::UploadDatasetResponse* resp) {
   return Unary(
       auth_, ctx, resp, [&](const core::Caller& c) -> absl::StatusOr<v1::UploadDatasetResponse> {
-        core::DatasetUpload upload(c, core_->store(), core_->limits());
+        core::DatasetUpload upload(c, core_->store(), core_->limits(), core_->upload_budget());
         v1::UploadDatasetRequest part;
         while (reader->Read(&part)) {
           absl::Status st =
@@ -203,9 +205,11 @@ grpc::Status AuditServiceImpl::WatchJob(grpc::ServerContext* ctx, const v1::Watc
                                         grpc::ServerWriter<v1::WatchJobResponse>* writer) {
   auto caller = AuthenticateUser(auth_, *ctx);
   if (!caller.ok()) return ToGrpc(caller.status());
+  auth::StreamKeyCheck key(&auth_, Authorization(*ctx), ctx->peer());
   return ToGrpc(core_->WatchJob(
       *caller, *req, [&](const v1::WatchJobResponse& r) { return writer->Write(r); },
-      [&] { return ctx->IsCancelled() || shutting_down_.load(); }));
+      [&] { return ctx->IsCancelled() || shutting_down_.load(); },
+      [&](bool at_event) { return key.Check(at_event); }));
 }
 
 grpc::Status AuditServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,

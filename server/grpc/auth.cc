@@ -6,12 +6,18 @@
 
 namespace fca::grpc_server {
 
-absl::StatusOr<core::Caller> Authenticate(const auth::Authenticator& auth,
-                                          const grpc::ServerContext& context) {
+std::optional<std::string> Authorization(const grpc::ServerContext& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  return std::string(it->second.data(), it->second.size());
+}
+
+absl::StatusOr<core::Caller> Authenticate(const auth::Authenticator& auth,
+                                          const grpc::ServerContext& context) {
+  const std::optional<std::string> authorization = Authorization(context);
   std::optional<absl::string_view> value;
-  if (it != metadata.end()) value = absl::string_view(it->second.data(), it->second.size());
+  if (authorization) value = *authorization;
   return auth.Authenticate(value, context.peer());
 }
 

@@ -5,6 +5,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "server/auth/authenticator.h"
 #include "server/core/caller.h"
@@ -15,6 +18,9 @@ namespace fca::grpc_server {
 // (auth::Authenticator::Authenticate; the peer is gRPC's).
 [[nodiscard]] absl::StatusOr<core::Caller> Authenticate(const auth::Authenticator& auth,
                                                         const grpc::ServerContext& context);
+
+// The call's `authorization` metadata; nullopt when it sent none.
+std::optional<std::string> Authorization(const grpc::ServerContext& context);
 
 }  // namespace fca::grpc_server
 

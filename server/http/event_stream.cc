@@ -75,13 +75,14 @@ void JobEventWriter::Finish(const absl::Status& status) {
 }
 
 bool StreamJobEvents(core::AuditServiceCore& core, const core::Caller& caller, int64_t job_id,
-                     int64_t after_seq, JobEventWriter& writer) {
+                     int64_t after_seq, JobEventWriter& writer,
+                     const std::function<absl::Status(bool)>& may_go_on) {
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   request.set_after_seq(after_seq);
   const absl::Status status = core.WatchJob(
       caller, request, [&](const v1::WatchJobResponse& r) { return writer.Event(r); },
-      [&] { return writer.Poll(); });
+      [&] { return writer.Poll(); }, may_go_on);
   if (writer.client_gone()) return false;
   writer.Finish(status);
   return true;

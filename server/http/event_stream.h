@@ -71,10 +71,12 @@ class JobEventWriter {
 };
 
 // Job `job_id`'s events after `after_seq` from `core` through `writer`,
-// until the job ends, the client goes or the server stops (an UNAVAILABLE
-// error event: resume with Last-Event-ID). False when the client went away.
+// until the job ends, the client goes, the server stops (an UNAVAILABLE
+// error event: resume with Last-Event-ID) or `may_go_on` says no (its
+// error as the event: the key was revoked). False when the client went away.
 bool StreamJobEvents(core::AuditServiceCore& core, const core::Caller& caller, int64_t job_id,
-                     int64_t after_seq, JobEventWriter& writer);
+                     int64_t after_seq, JobEventWriter& writer,
+                     const std::function<absl::Status(bool)>& may_go_on = {});
 
 }  // namespace fca::http
 

@@ -13,6 +13,7 @@
 #include "common/host_port.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "server/auth/stream_key_check.h"
 #include "server/http/event_stream.h"
 #include "server/http/transport.h"
 #include "server/http/web/assets.h"
@@ -114,8 +115,21 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* 
       CrossSitePolicy cross_site,
       CrossSitePolicy::Make(address->host, options.allowed_hosts, options.allowed_origins));
   FCA_ASSIGN_OR_RETURN(ApiHandlers api, ApiHandlers::Create(core));
-  const TransportOptions transport{*address, options.threads, options.max_body_bytes,
-                                   options.tls_cert_file, options.tls_key_file};
+  if (options.request_timeout < std::chrono::milliseconds(1) || options.max_connections < 1 ||
+      options.max_connections_per_address < 1) {
+    return absl::InvalidArgumentError(
+        "the HTTP gateway's request timeout and connection caps must be positive");
+  }
+  TransportOptions transport;
+  transport.address = *address;
+  transport.threads = options.threads;
+  transport.max_body_bytes = options.max_body_bytes;
+  transport.request_timeout = options.request_timeout;
+  transport.max_connections = options.max_connections;
+  transport.max_connections_per_address = options.max_connections_per_address;
+  transport.bodies = core->upload_budget();
+  transport.tls_cert_file = options.tls_cert_file;
+  transport.tls_key_file = options.tls_key_file;
   std::unique_ptr<Gateway> g(new Gateway(core, std::move(auth), std::move(options), std::move(api),
                                          std::move(cross_site)));
   g->host_ = address->host;
@@ -123,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* 
   g->RouteApi();
   g->RouteEvents();
   g->RouteProbesAndDashboard();
-  g->transport_->Start();
+  FCA_RETURN_IF_ERROR(g->transport_->Start());
   return g;
 }
 
@@ -229,11 +243,16 @@ void Gateway::ServeEvents(const httplib::Request& req, httplib::Response& res) {
   res.set_header("X-Accel-Buffering", "no");  // proxies: do not buffer the stream
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, slot, caller, job_id, after = *after](size_t, httplib::DataSink& sink) {
+      [this, slot, caller, job_id, after = *after, authorization = Header(req, "Authorization"),
+       peer = Peer(req)](size_t, httplib::DataSink& sink) {
         JobEventWriter writer(
             [&sink](absl::string_view text) { return sink.write(text.data(), text.size()); },
             options_.keepalive_interval, &shutting_down_, JobEventWriter::Clock::now);
-        if (!StreamJobEvents(*core_, caller, job_id, after, writer)) return false;
+        auth::StreamKeyCheck key(&auth_, authorization, peer);
+        if (!StreamJobEvents(*core_, caller, job_id, after, writer,
+                             [&](bool at_event) { return key.Check(at_event); })) {
+          return false;
+        }
         sink.done();
         return true;
       });

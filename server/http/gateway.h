@@ -59,11 +59,24 @@ struct GatewayOptions {
   // HOST:PORT ("127.0.0.1:7401", "[::1]:7401", "0.0.0.0:7401"); port 0
   // picks a free one (port()).
   std::string listen = "127.0.0.1:7401";
-  // Connections served at once (each event stream holds one); further
+  // Requests served at once (each event stream holds a thread). Plain HTTP
+  // (reception.h): further whole requests wait in a queue, while /healthz,
+  // /readyz and /metrics have threads of their own. TLS: further
   // connections wait in a queue of 4x this many, then in the kernel's.
   int threads = 32;
-  // Largest request body (413 beyond it).
+  // Largest request body (413 beyond it, at once on plain HTTP). Bodies in
+  // flight also reserve their bytes from the core's uploads budget
+  // (ServiceLimits::max_upload_bytes_in_flight; 429 when spent).
   int64_t max_body_bytes = int64_t{16} << 20;
+  // Plain HTTP (reception.h): a request's head and body must arrive within
+  // this, in all, however slowly they trickle (408 then). TLS: a timeout per
+  // read (httplib's own loop) of this many whole seconds.
+  std::chrono::milliseconds request_timeout{10000};
+  // Plain HTTP: connections open at once from one client address (429
+  // beyond) and in all (the oldest still sending its request is dropped
+  // for a new one; 503 when none is).
+  int max_connections = 512;
+  int max_connections_per_address = 64;
   // Event streams open at once (429 beyond it): at most this and at most
   // half of `threads`, so streams never starve plain calls. They also count
   // against the core's WatchJob limit (ServiceLimits::max_watch_streams).

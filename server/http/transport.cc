@@ -1,6 +1,11 @@
 #include "server/http/transport.h"
 
+#include <fcntl.h>
 #include <glog/logging.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
@@ -19,6 +24,10 @@ namespace fca::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int kKeepAliveMaxCount = 100;   // requests per connection
+constexpr int kKeepAliveSeconds = 5;      // idle between requests
+constexpr int kWriteTimeoutSeconds = 10;  // per blocked write
 
 // ------------------------------------------------------------ metrics
 
@@ -183,12 +192,12 @@ void InstallHooks(httplib::Server& s) {
       });
 }
 
-// A plain or TLS server.
+// A plain (fronted by the reception) or TLS server.
 absl::StatusOr<std::unique_ptr<httplib::Server>> MakeServer(const TransportOptions& o) {
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
     return absl::InvalidArgumentError("the HTTP gateway's TLS needs both a certificate and a key");
   }
-  if (o.tls_cert_file.empty()) return std::make_unique<httplib::Server>();
+  if (o.tls_cert_file.empty()) return std::make_unique<FrontedServer>();
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
   auto tls = std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
   if (!tls->is_valid()) {
@@ -217,10 +226,43 @@ void SetLimits(httplib::Server& s, const TransportOptions& o) {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   s.set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
-  s.set_keep_alive_max_count(100);
-  s.set_keep_alive_timeout(5);
-  s.set_read_timeout(10, 0);
-  s.set_write_timeout(10, 0);
+  s.set_keep_alive_max_count(kKeepAliveMaxCount);
+  s.set_keep_alive_timeout(kKeepAliveSeconds);
+  s.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(o.request_timeout).count(),
+                     0);
+  s.set_write_timeout(kWriteTimeoutSeconds, 0);
+}
+
+// A listening socket (non-blocking, SO_REUSEADDR only) on the address, or
+// -1; *port: the port bound.
+int Listen(const HostPort& address, int* port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(address.port);
+  if (getaddrinfo(address.host.c_str(), service.c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (fd >= 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
+    *port =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  }
+  return fd;
 }
 
 // The port bound, or -1.
@@ -254,7 +296,22 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Bind(const TransportOption
   EventStreams();
   InstallHooks(*t->server_);
   SetLimits(*t->server_, options);
-  t->port_ = BindPort(*t->server_, options.address);
+  if (t->tls_) {
+    t->port_ = BindPort(*t->server_, options.address);
+  } else {
+    t->listen_fd_ = Listen(options.address, &t->port_);
+    if (t->listen_fd_ < 0) t->port_ = -1;
+    ReceptionLimits& r = t->reception_limits_;
+    r.api_threads = options.threads;
+    r.request_timeout = options.request_timeout;
+    r.keep_alive_idle = std::chrono::seconds(kKeepAliveSeconds);
+    r.write_timeout = std::chrono::seconds(kWriteTimeoutSeconds);
+    r.max_connections = options.max_connections;
+    r.max_connections_per_address = options.max_connections_per_address;
+    r.max_requests_per_connection = kKeepAliveMaxCount;
+    r.max_body_bytes = options.max_body_bytes;
+    t->bodies_ = options.bodies;
+  }
   if (t->port_ < 0) {
     return absl::UnavailableError(absl::StrFormat(
         "cannot listen for HTTP on %s (in use, or not an address of this host)", listen));
@@ -262,20 +319,37 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Bind(const TransportOption
   return t;
 }
 
-Transport::~Transport() { Stop(); }
+Transport::~Transport() {
+  Stop();
+  if (listen_fd_ >= 0) ::close(listen_fd_);  // never started
+}
 
-void Transport::Start() {
-  httplib::Server* server = server_.get();
-  listener_ = std::thread([server] { server->listen_after_bind(); });
+absl::Status Transport::Start() {
+  if (tls_) {
+    httplib::Server* server = server_.get();
+    listener_ = std::thread([server] { server->listen_after_bind(); });
+    AwaitRunning(*server_, listener_);
+    return absl::OkStatus();
+  }
+  if (::pipe2(dormant_pipe_, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
+  auto* fronted = static_cast<FrontedServer*>(server_.get());
+  listener_ = std::thread([fronted, fd = dormant_pipe_[0]] { fronted->RunDormant(fd); });
   AwaitRunning(*server_, listener_);
+  absl::StatusOr<std::unique_ptr<Reception>> reception =
+      Reception::Start(fronted, std::exchange(listen_fd_, -1), reception_limits_, bodies_);
+  if (!reception.ok()) return reception.status();
+  reception_ = *std::move(reception);
+  return absl::OkStatus();
 }
 
 void Transport::Stop() {
   if (stopped_.exchange(true)) return;
+  if (reception_ != nullptr) reception_->Stop();
   // Until the listener runs, stop() would do nothing.
-  AwaitRunning(*server_, listener_);
-  server_->stop();
+  if (listener_.joinable()) AwaitRunning(*server_, listener_);
+  server_->stop();  // closes the dormant pipe's read end
   if (listener_.joinable()) listener_.join();
+  if (dormant_pipe_[1] >= 0) ::close(dormant_pipe_[1]);
 }
 
 void SetHandler(std::string name) { t_request.handler = std::move(name); }

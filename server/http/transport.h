@@ -1,5 +1,7 @@
 // The HTTP server under the gateway (cpp-httplib, Debian's
-// libcpp-httplib-dev, built with OpenSSL): TLS, a bounded thread pool,
+// libcpp-httplib-dev, built with OpenSSL): plain HTTP behind the reception
+// (reception.h: whole requests only, deadlines, connection caps, a lane for
+// the probes), TLS on httplib's own loop with a bounded thread pool;
 // binding, limits, the security headers of every response, the JSON error
 // body of httplib's own refusals, and the request metrics
 // (fca_http_requests_total, fca_http_request_duration_seconds by handler and
@@ -10,6 +12,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,15 +21,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/byte_budget.h"
 #include "common/host_port.h"
 #include "server/http/api_handlers.h"
+#include "server/http/reception.h"
 
 namespace fca::http {
 
+// GatewayOptions' (gateway.h), where the defaults are.
 struct TransportOptions {
   HostPort address;
-  int threads = 32;  // connections served at once; 4x as many wait in a queue
-  int64_t max_body_bytes = int64_t{16} << 20;
+  int threads = 0;  // requests served at once
+  int64_t max_body_bytes = 0;
+  std::chrono::milliseconds request_timeout{0};  // head and body, in all
+  int max_connections = 0, max_connections_per_address = 0;
+  ByteBudget* bodies = nullptr;             // request bodies in flight (may be null)
   std::string tls_cert_file, tls_key_file;  // both set: HTTPS
 };
 
@@ -48,8 +57,9 @@ class Transport {
   int port() const { return port_; }
   bool tls() const { return tls_; }
 
-  // Serves on a thread of its own; returns once the server runs.
-  void Start();
+  // Serves on threads of its own; returns once the server runs. INTERNAL
+  // when the system refuses a pipe or thread's resources.
+  [[nodiscard]] absl::Status Start();
   // Stops accepting and waits for the requests in flight. Idempotent.
   void Stop();
 
@@ -57,7 +67,14 @@ class Transport {
   Transport() = default;
 
   std::unique_ptr<httplib::Server> server_;
-  std::thread listener_;
+  // Plain HTTP: the reception, the socket it listens on until started, and
+  // the pipe that keeps httplib's own loop dormant (FrontedServer).
+  std::unique_ptr<Reception> reception_;
+  ReceptionLimits reception_limits_;
+  ByteBudget* bodies_ = nullptr;
+  int listen_fd_ = -1;
+  int dormant_pipe_[2] = {-1, -1};
+  std::thread listener_;  // httplib's loop (TLS: accepting; plain: dormant)
   int port_ = 0;
   bool tls_ = false;
   std::atomic<bool> stopped_{false};

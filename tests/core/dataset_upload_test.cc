@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "absl/strings/ascii.h"
 #include "common/sha256.h"
 #include "server/core/service.h"
@@ -226,6 +228,36 @@ TEST(DatasetUploadTest, ListDatasetsShowsOwnNewestFirstAndAdminSeesAll) {
   auto all = env.core()->ListDatasets(testing::Admin());
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->datasets_size(), 3);
+}
+
+}  // namespace
+}  // namespace fca::core
+
+namespace fca::core {
+namespace {
+
+// Uploads in flight reserve their announced size from the shared budget
+// (ServiceLimits::max_upload_bytes_in_flight) from Start() until they are
+// destroyed: beyond it RESOURCE_EXHAUSTED, and nothing is staged.
+TEST(DatasetUploadTest, UploadsInFlightShareABudget) {
+  CoreEnv env;
+  ByteBudget budget(1000);
+  auto first = std::make_unique<DatasetUpload>(Alice(), env.store(), Limit(1000), &budget);
+  ASSERT_TRUE(first->Start(Header("first", 600)).ok());
+  EXPECT_EQ(budget.held(), 600);
+  {
+    DatasetUpload second(Bob(), env.store(), Limit(1000), &budget);
+    const absl::Status refused = second.Start(Header("second", 600));
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("--max_upload_bytes_in_flight"));
+  }
+  EXPECT_EQ(budget.held(), 600);
+  first.reset();
+  EXPECT_EQ(budget.held(), 0);
+  DatasetUpload third(Bob(), env.store(), Limit(1000), &budget);
+  ASSERT_TRUE(third.Start(Header("third", 600)).ok());
+  ASSERT_TRUE(third.Append(std::string(600, 'a')).ok());
+  EXPECT_TRUE(third.Finish().ok());
 }
 
 }  // namespace

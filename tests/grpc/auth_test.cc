@@ -7,12 +7,14 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "common/status_macros.h"
 #include "server/auth/authenticator.h"
+#include "server/auth/stream_key_check.h"
 #include "storage/store.h"
 #include "tests/grpc/grpc_env.h"
 
@@ -279,6 +281,49 @@ TEST(AuthenticateTest, AnInternalStoreErrorIsUnavailableToo) {
       });
   const Outcome outcome = AuthenticateCapturing(auth, std::string("Bearer ") + kAliceKey);
   EXPECT_EQ(outcome.caller.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// A stream's key check (server/auth/stream_key_check.h): at every event,
+// and while idle once per interval (a fake clock); a removed key ends the
+// stream, a store that cannot answer does not.
+TEST(StreamKeyCheckTest, ChecksAtEventsAndOncePerIntervalAndEndsOnARemovedKey) {
+  std::atomic<int> lookups{0};
+  std::atomic<bool> removed{false}, busy{false};
+  const Authenticator auth =
+      WithLookup([&](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+        ++lookups;
+        if (busy) return absl::UnavailableError("database is locked");
+        if (removed) return std::optional<core::Caller>();
+        return std::optional<core::Caller>(core::Caller{"alice"});
+      });
+  auth::StreamKeyCheck::Clock::time_point now{};
+  auth::StreamKeyCheck check(&auth, std::string("Bearer ") + kAliceKey, "ipv4:192.0.2.7:1",
+                             std::chrono::milliseconds(5000), [&] { return now; });
+  EXPECT_TRUE(check.Check(false).ok());
+  EXPECT_EQ(lookups, 0) << "idle checks wait for the interval";
+  EXPECT_TRUE(check.Check(true).ok());
+  EXPECT_EQ(lookups, 1) << "an event is checked at once";
+  now += std::chrono::milliseconds(4999);
+  EXPECT_TRUE(check.Check(false).ok());
+  EXPECT_EQ(lookups, 1);
+  now += std::chrono::milliseconds(1);
+  busy = true;
+  EXPECT_TRUE(check.Check(false).ok()) << "a store that cannot answer ends nothing";
+  EXPECT_EQ(lookups, 2);
+  busy = false;
+  removed = true;
+  ::testing::internal::CaptureStderr();
+  const absl::Status ended = check.Check(true);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(ended.message()), HasSubstr("no longer valid"));
+}
+
+TEST(StreamKeyCheckTest, WithoutAuthNothingIsChecked) {
+  auto auth = Authenticator::Create(false, "", Authenticator::KeyLookup());
+  ASSERT_TRUE(auth.ok());
+  auth::StreamKeyCheck check(&*auth, std::nullopt, "peer");
+  EXPECT_TRUE(check.Check(true).ok());
 }
 
 // What a SQLite store answers when another connection holds its write lock
