@@ -297,6 +297,20 @@ class RemoteWorkerE2ETest : public ::testing::Test {
     return out;
   }
 
+  // Stops the workers (each still running, exiting 0 on SIGTERM), then the
+  // server (after the client's connection, which the drain would wait for).
+  static void StopAll(const std::vector<Process*>& workers, std::unique_ptr<Client>* client,
+                      ServerProcess* server) {
+    for (Process* w : workers) {
+      EXPECT_TRUE(w->Running()) << w->Stderr();
+      w->Signal(SIGTERM);
+      EXPECT_EQ(w->Wait(20), 0) << w->Stderr();
+    }
+    client->reset();
+    server->Signal(SIGTERM);
+    EXPECT_EQ(server->Wait(20), 0);
+  }
+
   std::string db_;
 };
 
@@ -685,14 +699,7 @@ TEST_F(RemoteWorkerE2ETest, StaleWorkerRefusesAndAGoodWorkerRunsTheTask) {
       << notes;
   EXPECT_NE(notes.find("queued again for the other workers"), std::string::npos) << notes;
   EXPECT_GE(Nlls(Results(c, job)).size(), 8u);
-  for (auto* w : {good.get(), stale.get()}) {
-    EXPECT_TRUE(w->Running()) << w->Stderr();
-    w->Signal(SIGTERM);
-    EXPECT_EQ(w->Wait(20), 0) << w->Stderr();
-  }
-  client.reset();  // the drain would wait for its connection
-  server->Signal(SIGTERM);
-  EXPECT_EQ(server->Wait(20), 0);
+  StopAll({good.get(), stale.get()}, &client, server.get());
 }
 
 // (f) Only stale workers: once each has refused, the job fails naming them
@@ -718,14 +725,7 @@ TEST_F(RemoteWorkerE2ETest, OnlyStaleWorkersFailTheJobNamingThem) {
     EXPECT_NE(error.find(name), std::string::npos) << error;
   }
   EXPECT_TRUE(Results(c, job).empty());
-  for (auto* w : {stale1.get(), stale2.get()}) {
-    EXPECT_TRUE(w->Running()) << w->Stderr();
-    w->Signal(SIGTERM);
-    EXPECT_EQ(w->Wait(20), 0) << w->Stderr();
-  }
-  client.reset();  // the drain would wait for its connection
-  server->Signal(SIGTERM);
-  EXPECT_EQ(server->Wait(20), 0);
+  StopAll({stale1.get(), stale2.get()}, &client, server.get());
 }
 
 }  // namespace
