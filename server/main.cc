@@ -113,10 +113,12 @@ ABSL_FLAG(int64_t, max_attempts, 3,
 ABSL_FLAG(int64_t, refusal_backoff_max_seconds,
           std::chrono::duration_cast<std::chrono::seconds>(fca::core::RefusalBackoff::kDefaultMax)
               .count(),
-          absl::StrFormat("a worker that refused a task (its own state: weights that differ, "
-                          "no model, no memory) is not offered it again for 1 s, doubling with "
-                          "each refusal up to this, seconds, 1..%d",
-                          fca::flag_limits::kMaxRefusalBackoffSeconds));
+          absl::StrFormat(
+              "a worker that refused a task (its own state: weights that differ, "
+              "no model, no memory) is not offered it again for %g s, doubling "
+              "with each refusal up to this, seconds, 1..%d",
+              std::chrono::duration<double>(fca::core::RefusalBackoff::kDefaultInitial).count(),
+              fca::flag_limits::kMaxRefusalBackoffSeconds));
 ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
           absl::StrFormat("the audit of one model of a job is stopped and failed after this "
                           "long, 0..%d (0 = no limit)",
