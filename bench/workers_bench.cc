@@ -90,6 +90,9 @@ class TimingBroker : public core::TaskBroker {
   absl::Status Release(const core::Lease& lease, const absl::Status& reason, bool refund) override {
     return Timed([&] { return inner_->Release(lease, reason, refund); });
   }
+  absl::Status Refuse(const core::Lease& lease, const absl::Status& reason) override {
+    return Timed([&] { return inner_->Refuse(lease, reason); });
+  }
   absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
                                                  bool calibration) override {
     return Timed([&] { return inner_->ReadDataset(lease, calibration); });

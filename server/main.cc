@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
+#include "server/jobs/refusals.h"
 #include "server/server.h"
 #include "storage/store.h"
 
@@ -55,6 +56,8 @@ constexpr int64_t kMaxUploadBytesInFlight = int64_t{1} << 50;  // 1 PiB
 constexpr int64_t kMaxHttpConnections = 1000000;
 constexpr int64_t kMaxHttpRequestTimeoutMs = int64_t{3600} * 1000;
 constexpr int64_t kMaxAttempts = 100;
+constexpr int64_t kMaxRefusalBackoffSeconds =
+    std::chrono::duration_cast<std::chrono::seconds>(core::RefusalBackoff::kMax).count();
 constexpr int64_t kMaxJobSeconds = int64_t{365} * 24 * 3600;
 // Past any machine, and far from overflowing the sums of estimates.
 constexpr int64_t kMaxModelMemoryBytes = int64_t{1} << 50;
@@ -110,6 +113,15 @@ ABSL_FLAG(int64_t, max_attempts, 3,
           absl::StrFormat("a task (one model of a job) whose worker was lost (crash, kill, "
                           "lease expired) this many times fails instead of running again, 1..%d",
                           fca::flag_limits::kMaxAttempts));
+ABSL_FLAG(int64_t, refusal_backoff_max_seconds,
+          std::chrono::duration_cast<std::chrono::seconds>(fca::core::RefusalBackoff::kDefaultMax)
+              .count(),
+          absl::StrFormat(
+              "a worker that refused a task (its own state: weights that differ, "
+              "no model, no memory) is not offered it again for %g s, doubling "
+              "with each refusal up to this, seconds, 1..%d",
+              std::chrono::duration<double>(fca::core::RefusalBackoff::kDefaultInitial).count(),
+              fca::flag_limits::kMaxRefusalBackoffSeconds));
 ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
           absl::StrFormat("the audit of one model of a job is stopped and failed after this "
                           "long, 0..%d (0 = no limit)",
@@ -284,6 +296,9 @@ std::vector<std::string> WorkerDevices() {
                                      flag_limits::kMaxUploadBytesInFlight));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
                                      flag_limits::kMaxAttempts));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("refusal_backoff_max_seconds",
+                                     absl::GetFlag(FLAGS_refusal_backoff_max_seconds), 1,
+                                     flag_limits::kMaxRefusalBackoffSeconds));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
                                      flag_limits::kMaxJobSeconds));
   FCA_RETURN_IF_ERROR(CheckFlagRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
@@ -426,6 +441,8 @@ void SetWorkFromFlags(ServerOptions* options) {
   options->worker.max_task_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_job_seconds));
   options->coordinator.max_attempts = static_cast<int>(absl::GetFlag(FLAGS_max_attempts));
   options->coordinator.lease = std::chrono::seconds(absl::GetFlag(FLAGS_lease_seconds));
+  options->coordinator.refusal_backoff.max =
+      std::chrono::seconds(absl::GetFlag(FLAGS_refusal_backoff_max_seconds));
 }
 
 ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {

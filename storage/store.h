@@ -85,6 +85,9 @@ struct ClaimRequest {
   // this task, when it is QUEUED and its job's cancel was not requested,
   // whoever placed it.
   int64_t task_id = 0;
+  // Tasks this worker is not offered (it refused them and its back-off
+  // runs: core::Refusals), either way.
+  std::vector<int64_t> skip_task_ids;
 };
 
 // Tasks whose lease was lost (Store::ExpireLeases).

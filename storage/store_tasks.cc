@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
@@ -101,6 +102,10 @@ absl::StatusOr<std::optional<int64_t>> Store::NextClaimableLocked(const ClaimReq
       "SELECT tasks.id FROM tasks JOIN jobs ON jobs.id = tasks.job_id "
       "WHERE tasks.state = 'QUEUED' AND jobs.cancel_requested = 0 AND "
       "jobs.state IN ('QUEUED', 'RUNNING')";
+  if (!request.skip_task_ids.empty()) {
+    // Ids are numbers: written into the statement, no parameter per id.
+    sql += " AND tasks.id NOT IN (" + absl::StrJoin(request.skip_task_ids, ",") + ")";
+  }
   sql += request.task_id != 0 ? " AND tasks.id = ?1"
                               : " AND tasks.executor_ref = '' ORDER BY tasks.job_id, tasks.idx";
   sql += " LIMIT 1";

@@ -309,11 +309,21 @@ absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& 
 
 absl::Status RemoteBroker::Release(const core::Lease& lease, const absl::Status& reason,
                                    bool refund) {
+  return SendRelease(lease, reason, refund, /*refused=*/false);
+}
+
+absl::Status RemoteBroker::Refuse(const core::Lease& lease, const absl::Status& reason) {
+  return SendRelease(lease, reason, /*refund=*/false, /*refused=*/true);
+}
+
+absl::Status RemoteBroker::SendRelease(const core::Lease& lease, const absl::Status& reason,
+                                       bool refund, bool refused) {
   v1::ReleaseTaskRequest request;
   request.set_worker(options_.worker);
   SetLease(lease, request.mutable_lease());
   SetOutcome(reason.ok() ? absl::UnknownError("released") : reason, request.mutable_reason());
   request.set_refund(refund);
+  request.set_refused(refused);
   v1::ReleaseTaskResponse response;
   return WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
     return stub_->ReleaseTask(context, request, &response);

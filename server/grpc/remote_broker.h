@@ -73,6 +73,7 @@ class RemoteBroker final : public core::TaskBroker {
                                     const v1::TaskProvenance& provenance) override;
   [[nodiscard]] absl::Status Release(const core::Lease& lease, const absl::Status& reason,
                                      bool refund) override;
+  [[nodiscard]] absl::Status Refuse(const core::Lease& lease, const absl::Status& reason) override;
   [[nodiscard]] absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
                                                                bool calibration) override;
   std::optional<std::string> GetCoefficients(const core::Lease& lease,
@@ -87,6 +88,9 @@ class RemoteBroker final : public core::TaskBroker {
   template <typename Call>
   [[nodiscard]] absl::Status WithRetries(std::chrono::milliseconds timeout, bool held, Call&& call);
   void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const;
+  // ReleaseTask (Release and Refuse).
+  [[nodiscard]] absl::Status SendRelease(const core::Lease& lease, const absl::Status& reason,
+                                         bool refund, bool refused);
   void LogCacheError(const char* what, const absl::Status& status);
 
   Options options_;

@@ -136,6 +136,7 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* ctx,
     const std::chrono::milliseconds lease = coordinator_->options().lease;
     LOG(INFO) << "worker " << holder << " registered (device " << req->device() << ", host "
               << req->host() << ", version " << req->version() << ")";
+    coordinator_->WorkerSeen(holder);
     resp->set_holder(holder);
     resp->set_lease_ms(lease.count());
     // A cancel reaches a remote task within about one beat.
@@ -303,6 +304,7 @@ grpc::Status WorkerServiceImpl::ReleaseTask(grpc::ServerContext* ctx,
     absl::Status reason;
     FCA_RETURN_IF_ERROR(FromProto(req->reason(), limits_.max_outcome_bytes, &reason));
     if (reason.ok()) return absl::InvalidArgumentError("a release needs a reason (a code > 0)");
+    if (req->refused()) return coordinator_->Refuse(lease, reason);
     return coordinator_->Release(lease, reason, req->refund());
   });
 }

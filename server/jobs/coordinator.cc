@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/jobs/datasets.h"
@@ -56,7 +58,7 @@ storage::JobState EndState(const absl::Status& outcome) {
 }  // namespace
 
 Coordinator::Coordinator(storage::Store* store, EventHub* hub, Options options)
-    : store_(store), hub_(hub), options_(std::move(options)) {}
+    : store_(store), hub_(hub), options_(std::move(options)), refusals_(options_.refusal_backoff) {}
 
 Coordinator::~Coordinator() { Stop(); }
 
@@ -226,11 +228,18 @@ absl::StatusOr<std::shared_ptr<const v1::AuditSpec>> Coordinator::JobSpec(
 }
 
 void Coordinator::ForgetProgress(int64_t job_id) {
+  refusals_.ForgetJob(job_id);
   absl::MutexLock lock(&mu_);
   progress_.erase(job_id);
   specs_.erase(job_id);
   cache_errors_logged_.erase(job_id);
 }
+
+int64_t Coordinator::NowUs() const {
+  return options_.now_us ? options_.now_us() : absl::ToUnixMicros(absl::Now());
+}
+
+void Coordinator::WorkerSeen(const std::string& worker) { refusals_.Seen(worker, NowUs()); }
 
 void Coordinator::LogCacheError(int64_t job_id, const char* what, const absl::Status& status) {
   {
@@ -255,6 +264,9 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
   request.worker = worker;
   request.lease_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
   request.task_id = task_id;
+  const int64_t now = NowUs();
+  refusals_.Seen(worker, now);
+  request.skip_task_ids = refusals_.BackedOff(worker, now);
   FCA_ASSIGN_OR_RETURN(std::optional<storage::TaskClaim> claim, store_->ClaimTask(request));
   if (!claim) return std::optional<TaskAssignment>();
   // The job's first claim starts it.
@@ -312,6 +324,7 @@ absl::StatusOr<bool> Coordinator::Renew(const Lease& lease) {
       std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
                        store_->RenewLease(lease.task_id, lease.lease_seq, lease_us));
+  refusals_.Seen(claim.task.worker, NowUs());
   return claim.job.cancel_requested;
 }
 
@@ -480,6 +493,46 @@ absl::Status Coordinator::Release(const Lease& lease, const absl::Status& reason
                                                      std::string(reason.message()))));
     Wake();
   }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Refuse(const Lease& lease, const absl::Status& reason) {
+  FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
+  const storage::TaskRecord& task = claim.task;
+  const std::string why(reason.message());
+  const int64_t now = NowUs();
+  const std::chrono::milliseconds backoff =
+      refusals_.Record(task.job_id, task.id, task.worker, why, now);
+  const std::string refused =
+      absl::StrFormat("model %s: worker %s refused it: %s", task.model, task.worker, why);
+  if (!task.executor_ref.empty()) {
+    // Placed by an executor (Slurm): its worker runs this one task and
+    // exits, and the next placement starts another; each refusal spends a
+    // placement, as a worker lost before it claimed would.
+    return Release(lease,
+                   absl::FailedPreconditionError("refused by " + refusals_.Describe(task.id)),
+                   /*refund=*/false);
+  }
+  if (refusals_.RefusedByEveryLiveWorker(task.id, now, options_.lease)) {
+    EmitOrLog(task.job_id, NoteEvent(refused));
+    return Finish(lease,
+                  absl::FailedPreconditionError(absl::StrFormat(
+                      "no worker can run model %s: every live worker refused it: %s", task.model,
+                      refusals_.Describe(task.id))),
+                  {});
+  }
+  FCA_ASSIGN_OR_RETURN(const storage::TaskRecord released,
+                       store_->ReleaseTask(task.id, lease.lease_seq, /*refund_attempt=*/true,
+                                           StatusText(reason), options_.max_attempts));
+  if (released.state != storage::JobState::kQueued) {
+    SettleJobs();  // its job is being stopped
+    return absl::OkStatus();
+  }
+  EmitOrLog(task.job_id,
+            NoteEvent(absl::StrFormat("%s; not offered to it again for %.3g s; queued again for "
+                                      "the other workers",
+                                      refused, std::chrono::duration<double>(backoff).count())));
+  Wake();
   return absl::OkStatus();
 }
 

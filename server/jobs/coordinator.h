@@ -11,6 +11,11 @@
 //   - ends every job whose tasks have all ended: its terminal state and
 //     terminal event in one transaction;
 //   - lets the executor, if any, place queued tasks (Slurm).
+// A worker that refuses a task because of its own state (Refuse: its
+// weights differ, it lacks the model, the model does not fit its memory)
+// costs the task no attempt: the task is queued again, that worker is not
+// offered it for a back-off, and the job fails only once every live worker
+// has refused it, naming them (refusals.h).
 // A task that fails stops its job: the job's queued tasks are cancelled and
 // its running ones told to stop at their next renewal, and the job ends
 // FAILED with that task's reason. Cancelling a job does the same, ending it
@@ -39,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/jobs/event_hub.h"
+#include "server/jobs/refusals.h"
 #include "server/worker/model_repository.h"
 #include "server/worker/task_broker.h"
 #include "storage/store.h"
@@ -76,6 +82,11 @@ class Coordinator : public TaskBroker {
     // Claims check the worker's weights against this repository's hashes
     // (remote workers only: in-process workers share the folder).
     ModelRepository* models = nullptr;
+    // How long a worker that refused a task is not offered it again.
+    RefusalBackoff refusal_backoff;
+    // Clock of the refusals' back-offs and of workers' liveness,
+    // microseconds; unset: the wall clock.
+    std::function<int64_t()> now_us;
   };
   // Names of this server's own workers start with this; the rest are remote.
   static constexpr char kLocalWorkerPrefix[] = "local/";
@@ -136,6 +147,7 @@ class Coordinator : public TaskBroker {
                                     const v1::TaskProvenance& provenance) override;
   [[nodiscard]] absl::Status Release(const Lease& lease, const absl::Status& reason,
                                      bool refund) override;
+  [[nodiscard]] absl::Status Refuse(const Lease& lease, const absl::Status& reason) override;
   [[nodiscard]] absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease,
                                                          bool calibration) override;
   std::optional<std::string> GetCoefficients(const Lease& lease,
@@ -149,6 +161,9 @@ class Coordinator : public TaskBroker {
   // out, the lost claim counting against their attempts. Remote claims call
   // it first (worker names are unique).
   [[nodiscard]] absl::Status ReleaseLost(const std::string& worker);
+  // `worker` is live (it registered): a task it has not refused is not
+  // failed for want of workers.
+  void WorkerSeen(const std::string& worker);
 
   // The owner of the job a lease belongs to (the gRPC layer checks that a
   // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
@@ -192,6 +207,7 @@ class Coordinator : public TaskBroker {
   [[nodiscard]] absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
                                                               bool verify_weights);
   void ForgetProgress(int64_t job_id);
+  int64_t NowUs() const;
 
   storage::Store* store_;
   EventHub* hub_;
@@ -210,6 +226,7 @@ class Coordinator : public TaskBroker {
   // Each running job's spec, parsed from the store once (JobSpec).
   std::map<int64_t, std::shared_ptr<const v1::AuditSpec>> specs_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);
+  Refusals refusals_;
   absl::Mutex ends_mu_;
   std::vector<TaskEnd> pending_ends_ ABSL_GUARDED_BY(ends_mu_);
 };

@@ -74,11 +74,18 @@ class TaskBroker {
   // replaced by the lease holder. An empty one stores nothing.
   [[nodiscard]] virtual absl::Status Finish(const Lease& lease, const absl::Status& outcome,
                                             const v1::TaskProvenance& provenance) = 0;
-  // Gives the task back to the queue: the worker refuses it (`reason`; the
-  // claim counts against the task's attempts) or is shutting down
-  // (`refund`: it does not).
+  // Gives the task back to the queue with `reason`: the worker is shutting
+  // down (`refund`: the claim does not count against the task's attempts)
+  // or lost it (it does).
   [[nodiscard]] virtual absl::Status Release(const Lease& lease, const absl::Status& reason,
                                              bool refund) = 0;
+  // The worker cannot run the task because of its own state (`reason`: its
+  // weights differ, it lacks the model, out of memory), not because of the
+  // task: no attempt is counted, the refusal is recorded in the job's
+  // events, and the task goes to other workers; this worker is not offered
+  // it again for a back-off. Once every live worker has refused it, the
+  // task fails naming them.
+  [[nodiscard]] virtual absl::Status Refuse(const Lease& lease, const absl::Status& reason) = 0;
   // The job's evaluation (or calibration) dataset.
   [[nodiscard]] virtual absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease,
                                                                  bool calibration) = 0;

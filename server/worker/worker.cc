@@ -187,7 +187,7 @@ void Worker::RunTask(const TaskAssignment& task) {
     interrupt_ = stopping_.load();
     timed_out_ = false;
     lease_lost_ = false;
-    refused_ = false;
+    refusal_ = absl::OkStatus();
   }
   // A cancel that came between the claim and now is seen before any work.
   absl::StatusOr<bool> stop = broker_->Renew(task.lease);
@@ -202,10 +202,12 @@ void Worker::RunTask(const TaskAssignment& task) {
     task_done_ = true;
   }
   heartbeat.join();
-  if (refused_ || lease_lost_) return;  // given back, or someone else's now
+  if (lease_lost_) return;  // someone else's now
   const bool cancelled = absl::IsCancelled(outcome);
   absl::Status reported;
-  if (cancelled && stopping_ && !timed_out_) {
+  if (!refusal_.ok()) {
+    reported = broker_->Refuse(task.lease, refusal_);
+  } else if (cancelled && stopping_ && !timed_out_) {
     // Stopped by this worker's shutdown, not by the job: back to the queue,
     // without counting against the task's attempts.
     reported = broker_->Release(task.lease, absl::UnavailableError("the worker is shutting down"),
@@ -237,6 +239,11 @@ absl::Status Worker::CheckWeights(const TaskAssignment& task, const engine::Mode
   return absl::OkStatus();
 }
 
+absl::Status Worker::Refusing(const absl::Status& status) {
+  refusal_ = status;
+  return status;
+}
+
 absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* provenance) {
   RecordRuntime(options_.name, task, provenance);
   const v1::AuditSpec& spec = task.spec;
@@ -245,22 +252,21 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   const DatasetHashes datasets{eval_bytes.sha256, calib_bytes.sha256};
   FCA_ASSIGN_OR_RETURN(engine::Dataset eval, MakeDataset(std::move(eval_bytes)));
   FCA_ASSIGN_OR_RETURN(engine::Dataset calib, MakeDataset(std::move(calib_bytes)));
-  FCA_ASSIGN_OR_RETURN(ResolvedAudit audit,
-                       ResolveTask(spec, task.model, models_, std::move(eval), std::move(calib)));
-  engine::AuditRequest& req = audit.request;
+  absl::StatusOr<ResolvedAudit> resolved =
+      ResolveTask(spec, task.model, models_, std::move(eval), std::move(calib));
+  // The coordinator has the model when it sent its hash: a model this
+  // worker cannot load is this worker's problem (a missing or other copy,
+  // too little memory); so is memory anywhere.
+  if (!resolved.ok() &&
+      (!task.weights_sha256.empty() || absl::IsResourceExhausted(resolved.status()))) {
+    return Refusing(resolved.status());
+  }
+  if (!resolved.ok()) return resolved.status();
+  engine::AuditRequest& req = resolved->request;
   RecordRequest(req, datasets, provenance);
   const absl::Status weights =
       CheckWeights(task, req.models[0]->info(), req.dense_twin ? &req.dense_twin->info() : nullptr);
-  if (!weights.ok()) {
-    refused_ = true;
-    const absl::Status released = broker_->Release(
-        task.lease,
-        absl::FailedPreconditionError(absl::StrFormat("worker %s refused it: %s", options_.name,
-                                                      std::string(weights.message()))),
-        /*refund=*/false);
-    if (!released.ok()) refused_ = false;  // report the refusal as the task's end
-    return weights;
-  }
+  if (!weights.ok()) return Refusing(weights);
   BrokerCache cache(broker_, task.lease);
   req.cancelled = &interrupt_;
   if (options_.use_coefficient_cache) req.cache = &cache;
@@ -309,6 +315,8 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   };
   absl::StatusOr<engine::AuditReport> result = engine::RunAudit(req);
   if (!report_error.ok()) return report_error;
+  // Out of (device) memory: a worker with more may run it.
+  if (absl::IsResourceExhausted(result.status())) return Refusing(result.status());
   if (!result.ok()) return result.status();
   if (result->dense_twin && req.dense_twin != nullptr) {
     report(result->dense_twin->model, req.dense_twin->info().weights_sha256,

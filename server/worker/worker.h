@@ -6,7 +6,10 @@
 // heartbeat thread renews its lease; the audit stops within one batch when
 // the broker says the job stops (cancel, a failed sibling task), when the
 // lease is lost, when the task's time limit passes, or when the worker is
-// stopped (the task then goes back to the queue).
+// stopped (the task then goes back to the queue). A task the worker cannot
+// run because of its own state (its weights differ from the coordinator's,
+// it lacks the model, it runs out of memory) is refused (TaskBroker::Refuse),
+// not failed: another worker may run it.
 #ifndef FCA_SERVER_WORKER_WORKER_H_
 #define FCA_SERVER_WORKER_WORKER_H_
 
@@ -85,6 +88,9 @@ class Worker {
   [[nodiscard]] absl::Status CheckWeights(const TaskAssignment& task,
                                           const engine::ModelInfo& model,
                                           const engine::ModelInfo* twin) const;
+  // `status` came from this worker's own state: the task is refused (see
+  // above). Returns `status`.
+  absl::Status Refusing(const absl::Status& status);
   void Heartbeat(const TaskAssignment& task);
 
   TaskBroker* broker_;
@@ -102,8 +108,8 @@ class Worker {
   std::atomic<bool> interrupt_{false};           // stops the running audit
   std::atomic<bool> timed_out_{false};           // interrupt_ came from the time limit
   std::atomic<bool> lease_lost_{false};          // interrupt_ came from a lost lease
-  // The task was refused (weights differ): already given back.
-  bool refused_ = false;
+  // Why this worker cannot run the task (OK: it can); set by Execute.
+  absl::Status refusal_;
 };
 
 }  // namespace fca::core

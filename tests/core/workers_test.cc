@@ -284,5 +284,66 @@ TEST(WorkersTest, ATaskLostMaxAttemptsTimesFailsTheJob) {
   EXPECT_THAT(end.error(), HasSubstr("lost 2 times"));
 }
 
+// Issue 22: a worker that cannot run a task because of its own state
+// refuses it (TaskBroker::Refuse) instead of failing it: weights that differ
+// from the coordinator's, a model that does not fit its memory budget. The
+// task is queued again without spending an attempt while another worker is
+// live, and runs on that one.
+TEST(WorkersTest, AWorkerRefusesATaskForItsOwnStateAndAnotherRunsIt) {
+  CoreEnv env;
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(job.ok());
+  Coordinator* coordinator = env.coordinator();
+  coordinator->WorkerSeen("node9");  // live, and it has refused nothing
+  // The env's worker gets the coordinator's weights hash changed: its own
+  // weights differ.
+  auto claim = coordinator->ClaimChecked(env.worker()->options().name, 0, true);
+  ASSERT_TRUE(claim.ok() && claim->has_value()) << claim.status();
+  TaskAssignment stale = **claim;
+  ASSERT_EQ(stale.weights_sha256.size(), 64u);
+  stale.weights_sha256 = std::string(64, '0');
+  env.worker()->RunTask(stale);
+  auto task = env.store()->GetTask(stale.lease.task_id);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, storage::JobState::kQueued);
+  EXPECT_EQ(task->attempts, 0);
+  // A worker whose memory budget is too small for the model.
+  ModelRepository::Options small;
+  small.root = testing::ModelRoot();
+  small.memory_budget_bytes = 1;
+  auto small_models = ModelRepository::Open(small);
+  ASSERT_TRUE(small_models.ok());
+  Worker::Options options = testing::FastRunOptions().worker;
+  options.name = "small";
+  Worker tight(coordinator, small_models->get(), options);
+  auto ran = tight.RunOne(0);
+  ASSERT_TRUE(ran.ok() && *ran) << ran.status();
+  task = env.store()->GetTask(stale.lease.task_id);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, storage::JobState::kQueued);
+  EXPECT_EQ(task->attempts, 0);
+  // Both are backed off; node9 runs it.
+  auto none = coordinator->Claim(env.worker()->options().name, 0);
+  ASSERT_TRUE(none.ok() && !none->has_value());
+  Worker node9(coordinator, env.models(), [] {
+    Worker::Options o = testing::FastRunOptions().worker;
+    o.name = "node9";
+    return o;
+  }());
+  ran = node9.RunOne(0);
+  ASSERT_TRUE(ran.ok() && *ran) << ran.status();
+  const v1::Job end = WaitForEnd(&env, job->id());
+  EXPECT_EQ(end.state(), v1::JOB_STATE_SUCCEEDED) << end.error();
+  std::string notes;
+  for (const std::string& n : Notes(&env, job->id())) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("worker local/0 refused it: the weights of model"));
+  EXPECT_THAT(notes, HasSubstr("worker small refused it: model '" + std::string(testing::kGateA) +
+                               "' needs about"));
+  ASSERT_EQ(end.tasks_size(), 1);
+  EXPECT_EQ(end.tasks(0).provenance().worker(), "node9");
+  EXPECT_EQ(end.tasks(0).provenance().attempt(), 1);
+}
+
 }  // namespace
 }  // namespace fca::core

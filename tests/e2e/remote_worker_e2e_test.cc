@@ -2,9 +2,11 @@
 // fca-worker processes on 127.0.0.1, over gRPC, on a real SQLite file:
 // results equal to an in-process worker's, a worker killed with SIGKILL
 // (its lease runs out, another worker finishes), a coordinator killed and
-// restarted under a running worker (nothing lost), and bad input on the
+// restarted under a running worker (nothing lost), bad input on the
 // worker protocol through raw stubs (each refused with its code; the server
-// keeps serving).
+// keeps serving), and workers with a stale copy of a model refusing its
+// task without spending its attempts (a good worker runs it; with none, the
+// job fails naming them).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -293,6 +295,20 @@ class RemoteWorkerE2ETest : public ::testing::Test {
       if (r.metric() == "nll") out[key] = r.value();
     }
     return out;
+  }
+
+  // Stops the workers (each still running, exiting 0 on SIGTERM), then the
+  // server (after the client's connection, which the drain would wait for).
+  static void StopAll(const std::vector<Process*>& workers, std::unique_ptr<Client>* client,
+                      ServerProcess* server) {
+    for (Process* w : workers) {
+      EXPECT_TRUE(w->Running()) << w->Stderr();
+      w->Signal(SIGTERM);
+      EXPECT_EQ(w->Wait(20), 0) << w->Stderr();
+    }
+    client->reset();
+    server->Signal(SIGTERM);
+    EXPECT_EQ(server->Wait(20), 0);
   }
 
   std::string db_;
@@ -619,14 +635,15 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
 
-  // A real worker whose fg-a differs refuses the (queued again) task each
-  // time it claims it, until the task is out of attempts.
+  // A real worker whose fg-a differs refuses the (queued again) task; it is
+  // the only live worker (raw's last claim is older than a lease), so the
+  // task fails.
   auto stranger = StartWorker(server->address(), "stranger", "other-models");
   const v1::Job failed = WaitJob(c, job, 60);
   EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
   EXPECT_NE(failed.error().find("differ"), std::string::npos) << failed.error();
   const std::string notes = Notes(c, job);
-  EXPECT_NE(notes.find("worker stranger refused it"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("worker stranger@pool refused it"), std::string::npos) << notes;
   EXPECT_NE(notes.find("differ from the coordinator's"), std::string::npos) << notes;
   // The stored row of the expired lease stays the only one.
   EXPECT_EQ(Results(c, job).size(), 1u);
@@ -648,6 +665,67 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
   client.reset();  // the drain would wait for its connection
   server->Signal(SIGTERM);
   EXPECT_EQ(server->Wait(20), 0);
+}
+
+// (e) Issue 22: a worker whose fg-a folder holds other weights refuses the
+// task without spending its attempts and is backed off, so the good worker,
+// busy with another job meanwhile, runs it once free.
+TEST_F(RemoteWorkerE2ETest, StaleWorkerRefusesAndAGoodWorkerRunsTheTask) {
+  auto server = StartServer({"--workers=0"});
+  ASSERT_NE(server, nullptr);
+  auto client = std::make_unique<Client>(server->address());
+  Client& c = *client;
+  Upload(c, "eval", "eval.txt");
+  Upload(c, "long", "long.txt");
+  Upload(c, "calib", "calib.txt");
+  auto good = StartWorker(server->address(), "good");
+  const int64_t busy = Submit(c, Spec({"fg-wide"}, "long"));
+  WaitJob(c, busy, 30, [](const v1::Job& j) { return j.state() != v1::JOB_STATE_QUEUED; });
+  // Only the stale worker is idle when the job comes: it claims the task
+  // first and refuses it, again and again before the fix.
+  auto stale = StartWorker(server->address(), "stale", "other-models");
+  const int64_t job = Submit(c, Spec({"fg-a"}, "eval"));
+  const v1::Job done = WaitJob(c, job, 120);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error() << "\n" << Notes(c, job);
+  EXPECT_EQ(WaitJob(c, busy, 60).state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.tasks_size(), 1);
+  const v1::TaskProvenance& p = done.tasks(0).provenance();
+  EXPECT_EQ(p.worker(), "good@pool");
+  EXPECT_EQ(p.attempt(), 1);  // the refusals spent none
+  const std::string notes = Notes(c, job);
+  EXPECT_NE(notes.find("model fg-a: worker stale@pool refused it: the weights of model 'fg-a' "
+                       "on this worker"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("queued again for the other workers"), std::string::npos) << notes;
+  EXPECT_GE(Nlls(Results(c, job)).size(), 8u);
+  StopAll({good.get(), stale.get()}, &client, server.get());
+}
+
+// (f) Only stale workers: once each has refused, the job fails naming them
+// and their reasons.
+TEST_F(RemoteWorkerE2ETest, OnlyStaleWorkersFailTheJobNamingThem) {
+  auto server = StartServer({"--workers=0"});
+  ASSERT_NE(server, nullptr);
+  auto client = std::make_unique<Client>(server->address());
+  Client& c = *client;
+  Upload(c, "eval", "eval.txt");
+  Upload(c, "calib", "calib.txt");
+  auto stale1 = StartWorker(server->address(), "stale1", "other-models");
+  auto stale2 = StartWorker(server->address(), "stale2", "other-models");
+  const int64_t job = Submit(c, Spec({"fg-a"}, "eval"));
+  const v1::Job failed = WaitJob(c, job, 60);
+  ASSERT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  const std::string& error = failed.error();
+  EXPECT_NE(error.find("no worker can run model fg-a: every live worker refused it: "),
+            std::string::npos)
+      << error;
+  for (const char* name :
+       {"stale1@pool (the weights of model 'fg-a'", "stale2@pool (the weights of model 'fg-a'"}) {
+    EXPECT_NE(error.find(name), std::string::npos) << error;
+  }
+  EXPECT_TRUE(Results(c, job).empty());
+  StopAll({stale1.get(), stale2.get()}, &client, server.get());
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ class TaskBrokerTest : public ::testing::TestWithParam<Kind> {
     ServerConfig config;
     config.store.path = engine::testing::TempDir("task_broker") + "/fca.db";
     config.store.now_us = [this] { return clock_.Now(); };
+    config.run.coordinator.now_us = [this] { return clock_.Now(); };
     config.run.coordinator.max_attempts = 2;
     env_ = std::make_unique<GrpcEnv>(config);
     ASSERT_TRUE(env_->started());
@@ -194,6 +195,7 @@ class TaskBrokerTest : public ::testing::TestWithParam<Kind> {
         lost);
     EXPECT_EQ(broker->Finish(lease, absl::OkStatus(), {}).code(), lost);
     EXPECT_EQ(broker->Release(lease, absl::UnavailableError("draining"), true).code(), lost);
+    EXPECT_EQ(broker->Refuse(lease, absl::FailedPreconditionError("stale")).code(), lost);
     EXPECT_EQ(broker->ReadDataset(lease, false).status().code(), lost);
     EXPECT_EQ(broker->ReadDataset(lease, true).status().code(), lost);
     // The cache calls report no error: a lost lease reads a miss, writes
@@ -517,8 +519,8 @@ TEST_P(TaskBrokerTest, ReleaseWithRefundQueuesTheTaskWithoutCountingTheClaim) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-// A refusal counts: with max_attempts 2, the second fails the task and its
-// job with the reason.
+// A release without refund (a claim the worker lost) counts: with
+// max_attempts 2, the second fails the task and its job with the reason.
 TEST_P(TaskBrokerTest, ReleaseWithoutRefundCountsTheClaimUpToTheCap) {
   const int64_t job = Submit({kGateA});
   std::optional<TaskAssignment> a = MustClaim(kWorker);
@@ -537,6 +539,135 @@ TEST_P(TaskBrokerTest, ReleaseWithoutRefundCountsTheClaimUpToTheCap) {
   const v1::Job end = Job(job);
   EXPECT_EQ(end.state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(end.error(), HasSubstr("the weights differ"));
+}
+
+// ---------------------------------------------------------------- Refuse
+
+// A worker's refusal (its own state) is no attempt of the task: the task is
+// queued again with its attempts as before the claim, the refusal is a job
+// event naming the worker and why, the refusing worker is not offered the
+// task during its back-off, and another worker is.
+TEST_P(TaskBrokerTest, RefusalCostsNoAttemptAndTheTaskGoesToAnotherWorker) {
+  const int64_t job = Submit({kGateA});
+  std::optional<TaskAssignment> a = MustClaim(kWorker);
+  ASSERT_TRUE(a.has_value());
+  absl::StatusOr<std::optional<TaskAssignment>> none = Claim(kOther);  // kOther is live
+  ASSERT_TRUE(none.ok() && !none->has_value());
+  const absl::Status stale = absl::FailedPreconditionError("the weights differ on this worker");
+  ASSERT_TRUE(Broker(kWorker)->Refuse(a->lease, stale).ok());
+  storage::TaskRecord task = Task(a->lease.task_id);
+  EXPECT_EQ(task.state, storage::JobState::kQueued);
+  EXPECT_EQ(task.attempts, 0);
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_RUNNING);
+  std::string notes;
+  for (const v1::JobEvent& e : Events(job)) notes += e.message() + "\n";
+  EXPECT_THAT(notes, HasSubstr("worker " + Holder(kWorker) +
+                               " refused it: the weights differ on this worker; not offered to "
+                               "it again for 1 s"));
+  // The refuser's lease is gone; it is not offered the task again.
+  EXPECT_EQ(Broker(kWorker)->Renew(a->lease).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  none = Claim(kWorker);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  none = Claim(kWorker, a->lease.task_id);  // not by its id either
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  std::optional<TaskAssignment> b = MustClaim(kOther);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->lease.task_id, a->lease.task_id);
+  EXPECT_EQ(b->attempt, 1);
+  ASSERT_TRUE(Broker(kOther)->Finish(b->lease, absl::OkStatus(), {}).ok());
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// The back-off starts at RefusalBackoff::kDefaultInitial (1 s) and doubles
+// with each refusal of the same task by the same worker; the task is offered
+// to that worker again once it has passed. Other tasks are offered to it
+// meanwhile.
+TEST_P(TaskBrokerTest, TheRefusersBackOffDoublesAndEnds) {
+  const int64_t refused_job = Submit({kGateA});
+  const int64_t busy_job = Submit({kGateB});
+  std::optional<TaskAssignment> a = MustClaim(kWorker);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->job_id, refused_job);
+  // kOther is busy with the other job all along, so it is live and has not
+  // refused: the refused task waits.
+  std::optional<TaskAssignment> busy = MustClaim(kOther);
+  ASSERT_TRUE(busy.has_value());
+  ASSERT_EQ(busy->job_id, busy_job);
+  const absl::Status oom = absl::ResourceExhaustedError("out of memory");
+  const auto advance = [&](std::chrono::milliseconds by) {
+    clock_.Advance(by);
+    ASSERT_TRUE(Broker(kOther)->Renew(busy->lease).ok());
+  };
+  int64_t seq = a->lease.lease_seq;
+  for (const auto backoff : {std::chrono::milliseconds(1000), std::chrono::milliseconds(2000),
+                             std::chrono::milliseconds(4000)}) {
+    ASSERT_TRUE(Broker(kWorker)->Refuse(Lease{a->lease.task_id, seq}, oom).ok());
+    EXPECT_EQ(Task(a->lease.task_id).attempts, 0);
+    advance(backoff - std::chrono::milliseconds(100));
+    absl::StatusOr<std::optional<TaskAssignment>> none = Claim(kWorker);
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_FALSE(none->has_value()) << backoff.count();
+    advance(std::chrono::milliseconds(200));
+    std::optional<TaskAssignment> again = MustClaim(kWorker);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->lease.task_id, a->lease.task_id);
+    EXPECT_EQ(again->attempt, 1);
+    seq = again->lease.lease_seq;
+  }
+  EXPECT_EQ(Job(refused_job).state(), v1::JOB_STATE_RUNNING);
+}
+
+// Once every live worker has refused the task it fails, and so does its job,
+// naming the workers and their reasons. A worker not seen for a lease is not
+// live and is not waited for.
+TEST_P(TaskBrokerTest, TaskEveryLiveWorkerRefusedFailsNamingThem) {
+  absl::StatusOr<std::optional<TaskAssignment>> none = Claim(kThird);
+  ASSERT_TRUE(none.ok() && !none->has_value());
+  Pass(1.5);  // kThird is gone
+  const int64_t job = Submit({kGateA, kGateB});
+  std::optional<TaskAssignment> a = MustClaim(kWorker);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->model, kGateA);
+  std::optional<TaskAssignment> b = MustClaim(kOther);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->model, kGateB);
+  ASSERT_TRUE(Broker(kOther)->Finish(b->lease, absl::OkStatus(), {}).ok());
+  ASSERT_TRUE(
+      Broker(kWorker)->Refuse(a->lease, absl::FailedPreconditionError("stale weights")).ok());
+  std::optional<TaskAssignment> c = MustClaim(kOther);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->lease.task_id, a->lease.task_id);
+  ASSERT_TRUE(Broker(kOther)->Refuse(c->lease, absl::NotFoundError("no such model here")).ok());
+  const v1::Job end = Job(job);
+  EXPECT_EQ(end.state(), v1::JOB_STATE_FAILED);
+  const std::string expected = "no worker can run model " + std::string(kGateA) +
+                               ": every live worker refused it: " + Holder(kWorker) +
+                               " (stale weights); " + Holder(kOther) + " (no such model here)";
+  EXPECT_THAT(end.error(), HasSubstr(expected));
+  EXPECT_EQ(end.error().find(kThird), std::string::npos) << end.error();
+  ASSERT_EQ(end.tasks_size(), 2);
+  EXPECT_EQ(end.tasks(0).state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(end.tasks(1).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// A genuine failure of the task still spends its attempts and fails it; a
+// refusal next to it changes nothing of that.
+TEST_P(TaskBrokerTest, ATaskFailureAfterARefusalStillFailsTheJob) {
+  const int64_t job = Submit({kGateA});
+  std::optional<TaskAssignment> a = MustClaim(kWorker);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(Claim(kOther).ok());
+  ASSERT_TRUE(Broker(kWorker)->Refuse(a->lease, absl::ResourceExhaustedError("no memory")).ok());
+  std::optional<TaskAssignment> b = MustClaim(kOther);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_TRUE(Broker(kOther)->Finish(b->lease, absl::InvalidArgumentError("bad data"), {}).ok());
+  const v1::Job end = Job(job);
+  EXPECT_EQ(end.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(end.error(), HasSubstr("bad data"));
+  EXPECT_EQ(Task(a->lease.task_id).attempts, 1);
 }
 
 // ------------------------------------------------- datasets and the cache

@@ -89,6 +89,27 @@ TEST_P(StoreTaskClaimTest, ClaimsTakeTheOldestJobFirstThenIndex) {
   (void)c;
 }
 
+// A worker backed off some tasks (it refused them) is offered the others,
+// and not those, by id either; other workers still get them.
+TEST_P(StoreTaskClaimTest, AClaimSkipsTheTasksItIsToldTo) {
+  const JobRecord job = NewJob({"m0", "m1", "m2"});
+  const std::vector<TaskRecord> tasks = Tasks(job.id);
+  ClaimRequest request;
+  request.worker = "w1";
+  request.lease_us = 1000;
+  request.skip_task_ids = {tasks[0].id, tasks[2].id};
+  ASSERT_OK_AND_ASSIGN(std::optional<TaskClaim> claim, store_->ClaimTask(request));
+  ASSERT_TRUE(claim.has_value());
+  EXPECT_EQ(claim->task.model, "m1");
+  ASSERT_OK_AND_ASSIGN(claim, store_->ClaimTask(request));
+  EXPECT_FALSE(claim.has_value());
+  request.task_id = tasks[2].id;
+  ASSERT_OK_AND_ASSIGN(claim, store_->ClaimTask(request));
+  EXPECT_FALSE(claim.has_value());
+  const std::vector<std::string> rest = {"m0", "m2"};
+  EXPECT_EQ(ClaimAll("w2"), rest);
+}
+
 TEST_P(StoreTaskClaimTest, AClaimRecordsTheLeaseAndStartsTheJobOnce) {
   const JobRecord job = NewJob({"m0", "m1"});
   now_us_ = 5'000'000;

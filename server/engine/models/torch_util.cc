@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -310,6 +311,12 @@ std::string TorchVersion() {
 
 absl::Status TorchFailure(const std::string& what, const std::exception& e) {
   LOG(ERROR) << what << " failed: " << e.what();
+  // Out of memory is the device's state, not the request's: another device
+  // (a worker with more memory) may run it.
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, " ran out of memory"));
+  }
   return absl::InternalError(absl::StrCat(what, " failed (see the server log)"));
 }
 

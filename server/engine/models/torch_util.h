@@ -105,7 +105,10 @@ inline bool Records(CoefficientMode mode) {
 }
 
 // The status GuardTorch returns for an exception `e` thrown while doing
-// `what`: INTERNAL "<what> failed (see the server log)". The full text of
+// `what`: INTERNAL "<what> failed (see the server log)", or
+// RESOURCE_EXHAUSTED "<what> ran out of memory" when torch ran out of device
+// memory or an allocation failed (the worker's state: server/worker/
+// worker.h refuses the task rather than failing it). The full text of
 // e.what() (torch's message, its source paths and C++ frames) is logged as
 // an ERROR naming `what`, and kept out of the status, which reaches clients.
 [[nodiscard]] absl::Status TorchFailure(const std::string& what, const std::exception& e);
