@@ -126,6 +126,20 @@ TEST(WatchWithReconnectTest, ResumesFromLastSeqWithoutGapsOrRepeats) {
                                         absl::Milliseconds(250)));
 }
 
+TEST(WatchWithReconnectTest, AnUnstoredNoteIsShownAndDoesNotMoveTheResumePoint) {
+  FakeServer server = MakeServer(4);
+  v1::WatchJobResponse note = Event(0, v1::JOB_STATE_RUNNING);
+  note.mutable_event()->set_message("its end cannot be recorded yet");
+  server.log.insert(server.log.begin() + 2, note);  // after seq 2
+  server.attempts = {{3, absl::UnavailableError("reset")}, {100, absl::OkStatus()}};
+  FakeClock clock;
+  WatchRun run = Watch(server, clock);
+  ASSERT_TRUE(run.outcome.ok()) << run.outcome.status();
+  EXPECT_THAT(run.seen, ElementsAre(1, 2, 0, 3, 4));
+  EXPECT_THAT(server.opened_after, ElementsAre(0, 2));
+  EXPECT_EQ(run.outcome->last_seq, 4);
+}
+
 TEST(WatchWithReconnectTest, StopsReadingAtTheTerminalStateEvent) {
   // A server that keeps the stream open after the job ended must not hang
   // the CLI: the attempt's status is never reached once the reader stops.
