@@ -347,6 +347,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (options.path != ":memory:") {
     const std::string canonical = CanonicalPath(options.path);
     opened.file_watch_ = std::make_unique<FileWatch>(canonical);
+    RecursiveMutexLock lock(&opened.mu_);
     opened.db_->set_write_check([watch = opened.file_watch_.get()] { return watch->Check(); });
     if (options.disk_reserve_bytes > 0) {
       opened.reserve_ =

@@ -368,7 +368,9 @@ void Coordinator::StoreUnstoredProgress() {
     absl::MutexLock lock(&mu_);
     unstored.swap(unstored_progress_);
   }
-  for (auto& [job_id, event] : unstored) {
+  for (auto& entry : unstored) {
+    const int64_t job_id = entry.first;  // (a lambda cannot capture a structured binding)
+    v1::JobEvent& event = entry.second;
     // Not after the job's end: its terminal event is its last.
     int64_t seq = 0;
     const absl::Status stored = store_->Transaction([&]() -> absl::Status {

@@ -8,7 +8,6 @@
 // events coalesced and stored later. Every job must end
 // SUCCEEDED or FAILED with a reason, never stay RUNNING, and leave no row
 // twice and an intact database.
-#include <glog/logging.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "server/engine/audit/windows.h"
 #include "tests/core/core_env.h"
+#include "tests/testing/log_lines.h"
 
 namespace fca::core {
 namespace {
@@ -406,33 +406,6 @@ TEST(ReliabilityTest, WatchStreamsAreBounded) {
   EXPECT_EQ(third.code(), absl::StatusCode::kUnavailable) << third;
 }
 
-// Counts the log lines that contain `needle` (and those naming "job 0").
-class LogLines : public google::LogSink {
- public:
-  explicit LogLines(std::string needle) : needle_(std::move(needle)) { google::AddLogSink(this); }
-  ~LogLines() override { google::RemoveLogSink(this); }
-  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*,
-            const char* message, size_t length) override {
-    const std::string_view line(message, length);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (line.find(needle_) != std::string_view::npos) ++matching_;
-    if (line.find("job 0") != std::string_view::npos) ++job_zero_;
-  }
-  int matching() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return matching_;
-  }
-  int job_zero() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return job_zero_;
-  }
-
- private:
-  const std::string needle_;
-  std::mutex mu_;
-  int matching_ = 0, job_zero_ = 0;
-};
-
 // Issue 22: a task's end that the store refuses (a full disk) leaves the
 // job RUNNING; its state says why (Job.notice, in GetJob and ListJobs), its
 // watchers get a note, the log names the job, and it ends once the store
@@ -449,7 +422,7 @@ TEST(ReliabilityTest, AnEndTheStoreRefusesIsReportedUntilItIsRecorded) {
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();
   const std::string named = absl::StrFormat("job %d: task ", job->id());
-  LogLines log(named);
+  fca::testing::LogLines log({named, "job 0"});
   full = true;
   auto ran = env.RunNext();
   ASSERT_TRUE(ran.ok()) << ran.status();
@@ -465,8 +438,8 @@ TEST(ReliabilityTest, AnEndTheStoreRefusesIsReportedUntilItIsRecorded) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->jobs_size(), 1);
   EXPECT_EQ(listed->jobs(0).notice(), got->notice());
-  EXPECT_GE(log.matching(), 1);
-  EXPECT_EQ(log.job_zero(), 0);
+  EXPECT_GE(log.count(named), 1);
+  EXPECT_EQ(log.count("job 0"), 0);
   // A watcher gets the notice as a note (seq 0), then the end.
   std::vector<v1::WatchJobResponse> seen;
   std::mutex seen_mu;

@@ -1,7 +1,6 @@
 // The database file under faults (issue 22): deleted or replaced under a
 // running store, opened a second time through another name, and a full
 // disk (a real, small tmpfs mounted for the test).
-#include <glog/logging.h>
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -19,10 +18,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "storage/store.h"
 #include "tests/storage/test_util.h"
+#include "tests/testing/log_lines.h"
 
 namespace fca::storage {
 namespace {
@@ -30,34 +29,7 @@ namespace {
 using ::absl::StatusCode;
 using testing_util::TempDbPath;
 
-// Counts the log lines that contain `needle`.
-class LogCounter : public google::LogSink {
- public:
-  explicit LogCounter(std::string needle) : needle_(std::move(needle)) { google::AddLogSink(this); }
-  ~LogCounter() override { google::RemoveLogSink(this); }
-  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*,
-            const char* message, size_t length) override {
-    if (std::string_view(message, length).find(needle_) == std::string_view::npos) return;
-    absl::MutexLock lock(&mu_);
-    ++count_;
-  }
-  int count() {
-    absl::MutexLock lock(&mu_);
-    return count_;
-  }
-  // Waits (up to a minute: the machine may be loaded) for a first line.
-  bool AwaitOne() {
-    absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(
-                                    +[](int* n) { return *n > 0; }, &count_),
-                                absl::Minutes(1));
-  }
-
- private:
-  const std::string needle_;
-  absl::Mutex mu_;
-  int count_ ABSL_GUARDED_BY(mu_) = 0;
-};
+constexpr char kDeleted[] = "was deleted while the server ran";
 
 std::unique_ptr<Store> OpenOrDie(const StoreOptions& options) {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
@@ -88,7 +60,7 @@ class StoreFileTest : public ::testing::Test {
 };
 
 TEST_F(StoreFileTest, ADeletedDatabaseRefusesWritesNamingTheFileAndLogsOnce) {
-  LogCounter lost("was deleted while the server ran");
+  fca::testing::LogLines log({kDeleted});
   ASSERT_OK(store_->CheckFile());
   ASSERT_EQ(unlink(tmp_.path().c_str()), 0);
   ASSERT_EQ(unlink((tmp_.path() + "-wal").c_str()), 0);
@@ -106,7 +78,7 @@ TEST_F(StoreFileTest, ADeletedDatabaseRefusesWritesNamingTheFileAndLogsOnce) {
   // Reads still answer from the open file.
   ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->GetJob(1));
   EXPECT_EQ(job.owner, "ann");
-  EXPECT_EQ(lost.count(), 1);
+  EXPECT_EQ(log.count(kDeleted), 1);
 }
 
 TEST_F(StoreFileTest, AReplacedDatabaseRefusesWrites) {
@@ -133,12 +105,12 @@ TEST_F(StoreFileTest, ADeletedWriteAheadLogIsNoticed) {
 TEST_F(StoreFileTest, TheWatchThreadLogsALossNobodyAskedAbout) {
   store_.reset();
   options_.file_check_interval_ms = 10;
-  LogCounter lost("was deleted while the server ran");
+  fca::testing::LogLines log({kDeleted});
   store_ = OpenOrDie(options_);
   ASSERT_EQ(unlink(tmp_.path().c_str()), 0);
-  EXPECT_TRUE(lost.AwaitOne());
+  EXPECT_TRUE(log.AwaitOne(kDeleted));
   EXPECT_EQ(store_->CheckFile().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(lost.count(), 1);
+  EXPECT_EQ(log.count(kDeleted), 1);
 }
 
 TEST_F(StoreFileTest, AnExclusiveStoreIsLockedUnderEveryNameOfItsFile) {
