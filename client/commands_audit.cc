@@ -118,7 +118,7 @@ CommandResult WatchToEnd(CommandContext& ctx, int64_t job_id, int64_t after_seq)
         return client->WatchJob(job_id, seq, read);
       },
       [&](const v1::WatchJobResponse& response) {
-        last_seq = response.event().seq();
+        if (response.event().seq() > 0) last_seq = response.event().seq();
         printer.OnEvent(response);
       },
       options);

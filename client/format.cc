@@ -228,6 +228,9 @@ std::string FormatJobDetails(const v1::Job& job) {
   if (!job.error().empty()) {
     absl::StrAppendFormat(&out, "error:            %s\n", SanitizeForTerminal(job.error()));
   }
+  if (!job.notice().empty()) {
+    absl::StrAppendFormat(&out, "notice:           %s\n", SanitizeForTerminal(job.notice()));
+  }
   if (job.tasks_size() > 0) out += "tasks:\n";
   for (const v1::JobTask& t : job.tasks()) {
     absl::StrAppendFormat(&out, "  %d %-20s %-9s attempts %d", t.index(),

@@ -28,6 +28,10 @@ absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq, const WatchSt
     bool advanced = false;
     absl::Status status = stream(outcome.last_seq, [&](const v1::WatchJobResponse& response) {
       const v1::JobEvent& event = response.event();
+      if (event.seq() == 0) {  // a note the server could not store: shown, never replayed
+        on_event(response);
+        return true;
+      }
       if (event.seq() <= outcome.last_seq) return true;  // replayed
       outcome.last_seq = event.seq();
       outcome.job = response.job();

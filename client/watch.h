@@ -51,7 +51,9 @@ struct WatchOutcome {
 // reopened after the last seq seen, with exponential backoff, until
 // `reconnect_budget` passes without progress. Events whose seq is not above
 // the last one delivered are dropped, so `on_event` sees each seq once and
-// in order even if a server replays. Returns after the event that moves the
+// in order even if a server replays; a seq-0 event (a note the server could
+// not store) is delivered as it comes and does not move the resume point.
+// Returns after the event that moves the
 // job to a terminal state (the stream is not read further, so a server that
 // keeps it open cannot hang the CLI), when a stream ends OK, on the first
 // non-UNAVAILABLE error, or with the last UNAVAILABLE once the budget is

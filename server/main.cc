@@ -47,7 +47,8 @@ constexpr int64_t kMaxWindows = spec_fields::kMaxEvalWindows.max;
 constexpr int64_t kMinWindowLength = spec_fields::kWindowLength.min;
 constexpr int64_t kMaxWindowLength = spec_fields::kWindowLength.max;
 constexpr int64_t kMaxQueuedJobs = 100000;
-constexpr int64_t kMaxCoeffCacheBytes = int64_t{1} << 40;  // 1 TiB
+constexpr int64_t kMaxCoeffCacheBytes = int64_t{1} << 40;   // 1 TiB
+constexpr int64_t kMaxDiskReserveBytes = int64_t{1} << 34;  // 16 GiB
 constexpr int64_t kMaxJobsPerUser = int64_t{1} << 30;
 constexpr int64_t kMaxUserBytes = int64_t{1} << 50;  // 1 PiB
 constexpr int64_t kMaxWatchStreams = 100000;
@@ -94,6 +95,10 @@ ABSL_FLAG(int64_t, max_queued_jobs, 16,
 ABSL_FLAG(int64_t, coeff_cache_bytes, 1ll << 30,
           absl::StrFormat("coefficient cache budget, bytes (LRU), 0..%d (0 = store nothing)",
                           fca::flag_limits::kMaxCoeffCacheBytes));
+ABSL_FLAG(int64_t, disk_reserve_bytes, 64ll << 20,
+          absl::StrFormat("bytes kept allocated in <db>.reserve and given back when the disk is "
+                          "full, so that deleting jobs and datasets still works, 0..%d (0 = none)",
+                          fca::flag_limits::kMaxDiskReserveBytes));
 ABSL_FLAG(int64_t, max_jobs_per_user, 10000,
           absl::StrFormat("quota: most jobs a user keeps, in any state (delete finished ones to "
                           "make room), 1..%d",
@@ -177,6 +182,10 @@ ABSL_FLAG(bool, auth, false,
 ABSL_FLAG(std::string, api_keys, "",
           "file of '<key> <user> <user|admin>' lines; implies --auth; must be mode 0600 "
           "(no access for group or others)");
+ABSL_FLAG(bool, allow_empty_auth_db, false,
+          "with --auth, start even when the database holds no API key and --api_keys gives "
+          "none (nobody could log in: by default the server refuses, since a lost database "
+          "replaced by a new one looks like that)");
 ABSL_FLAG(std::string, create_api_key, "",
           "create an API key for this user in --db, print it and exit");
 ABSL_FLAG(std::string, role, "user",
@@ -272,6 +281,8 @@ std::vector<std::string> WorkerDevices() {
                                      flag_limits::kMaxQueuedJobs));
   FCA_RETURN_IF_ERROR(CheckFlagRange("coeff_cache_bytes", absl::GetFlag(FLAGS_coeff_cache_bytes), 0,
                                      flag_limits::kMaxCoeffCacheBytes));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("disk_reserve_bytes", absl::GetFlag(FLAGS_disk_reserve_bytes),
+                                     0, flag_limits::kMaxDiskReserveBytes));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_jobs_per_user", absl::GetFlag(FLAGS_max_jobs_per_user), 1,
                                      flag_limits::kMaxJobsPerUser));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_user_bytes", absl::GetFlag(FLAGS_max_user_bytes), 1,
@@ -363,6 +374,7 @@ ServerOptions StoreOptionsFromFlags() {
   ServerOptions options;
   options.db = absl::GetFlag(FLAGS_db);
   options.coeff_cache_bytes = absl::GetFlag(FLAGS_coeff_cache_bytes);
+  options.disk_reserve_bytes = absl::GetFlag(FLAGS_disk_reserve_bytes);
   options.weights_hash_cache = absl::GetFlag(FLAGS_weights_hash_cache);
   return options;
 }
@@ -456,6 +468,7 @@ ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {
   options.http_may_be_taken = !http_specified;
   options.auth = auth;
   options.api_keys_file = absl::GetFlag(FLAGS_api_keys);
+  options.allow_empty_auth_db = absl::GetFlag(FLAGS_allow_empty_auth_db);
   SetWorkFromFlags(&options);
   options.slurm = SlurmOptionsFromFlags();
   options.limits = Limits();

@@ -149,6 +149,8 @@ absl::StatusOr<std::unique_ptr<storage::Store>> Server::OpenStore(const ServerOp
   store_options.coeff_cache_budget_bytes = options.coeff_cache_bytes;
   // One server per database: a second one would run the same jobs again.
   store_options.exclusive = true;
+  store_options.file_check_interval_ms = kFileCheckIntervalMs;
+  store_options.disk_reserve_bytes = options.disk_reserve_bytes;
   if (store_options.path.empty()) return absl::InvalidArgumentError("--db is required");
   WarnIfOpenToOthers(store_options.path);
   return storage::Store::Open(store_options);
@@ -179,6 +181,7 @@ absl::Status Server::Start() {
       auth::Authenticator authenticator,
       auth::Authenticator::Create(options_.auth, options_.api_keys_file, served_.store));
   LogAuthMode(options_);
+  if (own_store_ != nullptr) FCA_RETURN_IF_ERROR(CheckSomeoneCanLogIn(authenticator));
   FCA_ASSIGN_OR_RETURN(auto credentials,
                        Credentials(options_.tls_cert_file, options_.tls_key_file));
   if (!options_.existing_core.has_value()) FCA_RETURN_IF_ERROR(BuildRunners());
@@ -197,6 +200,20 @@ absl::Status Server::Start() {
   if (workers_ != nullptr) workers_->Start();
   running_ = true;
   return absl::OkStatus();
+}
+
+absl::Status Server::CheckSomeoneCanLogIn(const auth::Authenticator& authenticator) const {
+  if (!options_.auth || options_.allow_empty_auth_db || authenticator.file_key_count() > 0) {
+    return absl::OkStatus();
+  }
+  FCA_ASSIGN_OR_RETURN(const int64_t keys, own_store_->CountApiKeys());
+  if (keys > 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--auth is on, but the database %s holds no API key and no --api_keys file gives one: "
+      "nobody could log in. If the database was lost or replaced by a new one, restore "
+      "it from a backup; for a new server, create the first key: fca-server --db=%s "
+      "--create_api_key=USER --role=admin; to start anyway, pass --allow_empty_auth_db",
+      options_.db, options_.db));
 }
 
 absl::Status Server::OpenStoreAndModels() {
@@ -265,6 +282,7 @@ absl::Status Server::StartHttp(const auth::Authenticator& authenticator) {
   gateway.tls_key_file = options_.tls_key_file;
   gateway.ready = [store = served_.store, coordinator = served_.coordinator]() -> absl::Status {
     if (!coordinator->Running()) return absl::UnavailableError("the coordinator is not running");
+    FCA_RETURN_IF_ERROR(store->CheckFile());  // deleted or replaced under the server
     absl::StatusOr<int64_t> queued = store->CountJobs(std::nullopt, {storage::JobState::kQueued});
     if (!queued.ok()) {
       return absl::UnavailableError(

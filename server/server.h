@@ -93,10 +93,18 @@ struct ServerOptions {
   // ------------------------------------------------------------- auth
   bool auth = false;          // callers present a key
   std::string api_keys_file;  // lines "<key> <user> <role>"; keys are also in the store
+  // With auth, a database of the server's own that holds no API key, and
+  // a key file that gives none, nobody could log in (a lost database
+  // replaced by a new, empty one): the server refuses to start
+  // (FAILED_PRECONDITION) unless this is set.
+  bool allow_empty_auth_db = false;
 
   // ------------------------------------------------------------- store
   std::string db;  // the SQLite file (required unless existing_core)
   int64_t coeff_cache_bytes = storage::StoreOptions().coeff_cache_budget_bytes;
+  // Bytes kept free for deletes on a full disk in "<db>.reserve"
+  // (StoreOptions::disk_reserve_bytes); 0 = none.
+  int64_t disk_reserve_bytes = 0;
   // File of the weights hash cache: "" = "<db>.weights-hash-cache";
   // "none" = in memory only.
   std::string weights_hash_cache;
@@ -131,7 +139,10 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // The store as the server opens it: exclusive (one server per database),
-  // with a warning when the file is open to group or others.
+  // watched (a deleted or replaced file is noticed within
+  // kFileCheckIntervalMs), with its disk reserve, and with a warning when
+  // the file is open to group or others.
+  static constexpr int kFileCheckIntervalMs = 1000;
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(
       const ServerOptions& options);
 
@@ -152,6 +163,8 @@ class Server {
   [[nodiscard]] absl::Status Start();
   // The parts built unless options_.existing_core.
   [[nodiscard]] absl::Status OpenStoreAndModels();
+  // ServerOptions::allow_empty_auth_db's check, on the server's own store.
+  [[nodiscard]] absl::Status CheckSomeoneCanLogIn(const auth::Authenticator& authenticator) const;
   [[nodiscard]] absl::Status BuildRunners();
   [[nodiscard]] absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
   [[nodiscard]] absl::Status StartHttp(const auth::Authenticator& authenticator);

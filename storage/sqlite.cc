@@ -71,6 +71,12 @@ void Statement::BindBlobNoCopy(int index, std::string_view value) {
 
 absl::StatusOr<bool> Statement::Step() {
   if (bind_error_ != 0) return db_->Error(bind_error_, what_);
+  // A write that starts outside a transaction (BEGIN IMMEDIATE included)
+  // asks the write check first.
+  if (db_->write_check_ && db_->depth_ == 0 && sqlite3_stmt_busy(stmt_) == 0 &&
+      sqlite3_stmt_readonly(stmt_) == 0) {
+    FCA_RETURN_IF_ERROR(db_->write_check_());
+  }
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;

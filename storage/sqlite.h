@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -141,6 +142,11 @@ class Database {
   // Returns UNAVAILABLE when the write lock stays busy past the timeout.
   [[nodiscard]] absl::Status Transaction(const std::function<absl::Status()>& fn);
   bool in_transaction() const { return depth_ > 0; }
+  // Asked before every write that does not join a transaction already
+  // (each outermost Transaction(), each write statement on its own): a
+  // non-OK status is returned instead and nothing is written. The store
+  // refuses writes to a database file that was deleted or replaced.
+  void set_write_check(std::function<absl::Status()> check) { write_check_ = std::move(check); }
 
   int64_t last_insert_rowid() const;
   // Rows changed by the most recent INSERT/UPDATE/DELETE.
@@ -156,11 +162,13 @@ class Database {
 
  private:
   friend class BlobReader;
+  friend class Statement;
   explicit Database(sqlite3* db) : db_(db) {}
   [[nodiscard]] absl::Status Rollback(bool outermost);
 
   sqlite3* db_ = nullptr;
   int depth_ = 0;  // nesting depth of Transaction()
+  std::function<absl::Status()> write_check_;
 };
 
 }  // namespace fca::storage

@@ -178,6 +178,7 @@ Store::Store(const StoreOptions& options, std::unique_ptr<Database> db)
     : options_(options), db_(std::move(db)) {}
 
 Store::~Store() {
+  StopWatching();
   // Statistics for the next start's planner; the store closes either way.
   LogIfError("storage: optimize at close", Optimize());
   db_.reset();  // close the database before giving up the lock
@@ -190,7 +191,7 @@ namespace {
 // SQLite's POSIX locks on the database file, released by the kernel when
 // the process dies however it dies.
 absl::StatusOr<int> LockExclusively(const std::string& db_path) {
-  const std::string path = db_path + ".lock";
+  const std::string path = CanonicalPath(db_path) + ".lock";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(
@@ -241,6 +242,73 @@ absl::Status Store::ReclaimSpaceLocked() {
   return db_->Execute("PRAGMA incremental_vacuum", "reclaim space");
 }
 
+absl::Status Store::CheckpointLocked() {
+  FCA_ASSIGN_OR_RETURN(const std::string busy,
+                       db_->QueryText("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint"));
+  if (busy == "1") return absl::UnavailableError("storage: checkpoint: database is busy, retry");
+  return absl::OkStatus();
+}
+
+absl::Status Store::ReclaimInStepsLocked() {
+  // 64 pages (1 MiB) a step: moving a page writes it and its neighbours
+  // through the write-ahead log, which the checkpoint then empties.
+  int64_t before = -1;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const std::string text,
+                         db_->QueryText("PRAGMA freelist_count", "count free pages"));
+    const int64_t free_pages = std::strtoll(text.c_str(), nullptr, 10);
+    if (free_pages == 0 || free_pages == before) return absl::OkStatus();
+    before = free_pages;
+    FCA_RETURN_IF_ERROR(db_->Execute("PRAGMA incremental_vacuum(64)", "reclaim space"));
+    FCA_RETURN_IF_ERROR(CheckpointLocked());
+  }
+}
+
+absl::Status Store::DeleteLocked(const std::function<absl::Status()>& remove) {
+  absl::Status removed = db_->Transaction(remove);
+  absl::Status reclaimed = removed.ok() ? ReclaimSpaceLocked() : absl::OkStatus();
+  const bool full = absl::IsResourceExhausted(removed) || absl::IsResourceExhausted(reclaimed);
+  if (!full || reserve_ == nullptr || !reserve_->Release()) {
+    return removed.ok() ? reclaimed : removed;
+  }
+  // The write-ahead log may hold pages the file has no room for yet: with
+  // the reserve's room they go into the file and the log is emptied.
+  LogIfError("storage: checkpoint on a full disk", CheckpointLocked());
+  if (!removed.ok()) removed = db_->Transaction(remove);
+  if (removed.ok()) reclaimed = ReclaimInStepsLocked();
+  reserve_->Fill();
+  return removed.ok() ? reclaimed : removed;
+}
+
+absl::Status Store::CheckFile() {
+  return file_watch_ != nullptr ? file_watch_->Check() : absl::OkStatus();
+}
+
+void Store::StartWatching() {
+  if (options_.file_check_interval_ms <= 0 || file_watch_ == nullptr) return;
+  watcher_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&watch_mu_);
+        if (watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_),
+                                       absl::Milliseconds(options_.file_check_interval_ms))) {
+          return;
+        }
+      }
+      // The reserve is taken again once deletes made room (logged there).
+      if (file_watch_->Check().ok() && reserve_ != nullptr) reserve_->Fill();
+    }
+  });
+}
+
+void Store::StopWatching() {
+  {
+    absl::MutexLock lock(&watch_mu_);
+    watch_stop_ = true;
+  }
+  if (watcher_.joinable()) watcher_.join();
+}
+
 absl::Status Store::Optimize() {
   RecursiveMutexLock lock(&mu_);
   return db_->Execute("PRAGMA optimize", "optimize");
@@ -249,6 +317,10 @@ absl::Status Store::Optimize() {
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.path.empty()) {
     return absl::InvalidArgumentError("storage: database path is empty");
+  }
+  if (options.file_check_interval_ms < 0 || options.disk_reserve_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "storage: file_check_interval_ms and disk_reserve_bytes must not be negative");
   }
   if (options.busy_timeout_ms < 0) {
     return absl::InvalidArgumentError("storage: busy_timeout_ms is negative");
@@ -270,7 +342,20 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
     if (lock_fd >= 0) close(lock_fd);
     return store.status();
   }
-  (*store)->lock_fd_ = lock_fd;
+  Store& opened = **store;
+  opened.lock_fd_ = lock_fd;
+  if (options.path != ":memory:") {
+    const std::string canonical = CanonicalPath(options.path);
+    opened.file_watch_ = std::make_unique<FileWatch>(canonical);
+    RecursiveMutexLock lock(&opened.mu_);
+    opened.db_->set_write_check([watch = opened.file_watch_.get()] { return watch->Check(); });
+    if (options.disk_reserve_bytes > 0) {
+      opened.reserve_ =
+          std::make_unique<DiskReserve>(canonical + ".reserve", options.disk_reserve_bytes);
+      opened.reserve_->Fill();
+    }
+  }
+  opened.StartWatching();
   return store;
 }
 
@@ -450,6 +535,13 @@ absl::Status Store::AddApiKey(const std::string& user, const std::string& role,
   insert.BindText(3, role);
   insert.BindInt(4, Now());
   return insert.Run();
+}
+
+absl::StatusOr<int64_t> Store::CountApiKeys() {
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(const std::string count,
+                       db_->QueryText("SELECT COUNT(*) FROM api_keys", "count API keys"));
+  return std::strtoll(count.c_str(), nullptr, 10);
 }
 
 absl::StatusOr<std::optional<ApiKeyInfo>> Store::LookupApiKey(const std::string& plaintext) {

@@ -16,7 +16,9 @@
 //   ALREADY_EXISTS      a name already taken with different content
 //   FAILED_PRECONDITION the record is not in a state that allows the call,
 //                       or the database was written by a newer server
-//   UNAVAILABLE         the database stayed locked past busy_timeout_ms: retry
+//   UNAVAILABLE         the database stayed locked past busy_timeout_ms: retry;
+//                       or (a write) the file was deleted or replaced under
+//                       the store: the message names it (see CheckFile)
 //   RESOURCE_EXHAUSTED  disk full, or a cache entry larger than the budget
 //   DATA_LOSS           the file is corrupt or stored bytes are incomplete
 //   INTERNAL            any other SQLite failure
@@ -36,11 +38,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/database_file.h"
 #include "storage/records.h"
 #include "storage/recursive_mutex.h"
 
@@ -61,11 +66,23 @@ struct StoreOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   // Clock for every stored time; unset means the wall clock.
   std::function<int64_t()> now_us;
-  // Holds an exclusive lock on "<path>.lock" while the store is open, so a
-  // second server on the same database fails to start (FAILED_PRECONDITION)
-  // instead of running the same jobs twice. Off by default: tools and tests
-  // open one file several times on purpose.
+  // Holds an exclusive lock on "<canonical path>.lock" while the store is
+  // open (the path with symlinks and relative parts resolved, so every name
+  // of the file takes the same lock), so a second server on the same
+  // database fails to start (FAILED_PRECONDITION) instead of running the
+  // same jobs twice. Off by default: tools and tests open one file several
+  // times on purpose.
   bool exclusive = false;
+  // A file database is watched: a write (and CheckFile()) is refused with
+  // UNAVAILABLE once the file or its -wal was deleted or replaced under the
+  // store. Besides before each write, it is checked this often by a thread
+  // of the store (0: no thread).
+  int file_check_interval_ms = 0;
+  // Bytes kept allocated in "<canonical path>.reserve" (0: none). When a
+  // delete finds the disk full, the reserve is given back for it, the
+  // freed pages are returned to the file system, and the reserve is taken
+  // again (at once, or by the watch thread once there is room).
+  int64_t disk_reserve_bytes = 0;
   // Fault injection for tests: called at the start of every write, and of
   // the reads named here, with the operation's name ("create_job",
   // "claim_job", "finish_job", "requeue_jobs", "renew_lease",
@@ -127,6 +144,13 @@ class Store {
   // thread that uses this store. UNAVAILABLE when the write lock is busy.
   [[nodiscard]] absl::Status Transaction(const std::function<absl::Status()>& fn)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // OK while the database file is the one opened (always for ":memory:");
+  // UNAVAILABLE naming the file and whether it was deleted or replaced.
+  [[nodiscard]] absl::Status CheckFile();
+
+  // API keys in the database (not counting a server's key file).
+  [[nodiscard]] absl::StatusOr<int64_t> CountApiKeys() ABSL_LOCKS_EXCLUDED(mu_);
 
   // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
   // wrong; otherwise the problems they report, one per line.
@@ -247,7 +271,8 @@ class Store {
   [[nodiscard]] absl::StatusOr<JobRecord> FinishJob(int64_t id, JobState state,
                                                     const std::string& error)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Deletes a finished job with its events and results; FAILED_PRECONDITION
+  // Deletes a finished job with its events and results (freeing their
+  // pages, even on a full disk: see disk_reserve_bytes); FAILED_PRECONDITION
   // while it is QUEUED or RUNNING (cancel it first), NOT_FOUND when absent.
   [[nodiscard]] absl::Status DeleteJob(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -449,13 +474,33 @@ class Store {
   [[nodiscard]] absl::StatusOr<std::string> ReadDatasetLocked(int64_t id, int64_t max_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::Status ReclaimSpaceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `remove` (a delete) as a transaction and gives the freed pages
+  // back. When the disk is full, first gives the reserve back (and
+  // checkpoints the write-ahead log into the file, truncating it), runs
+  // `remove` again if it had failed, frees the pages in small steps, and
+  // takes the reserve again.
+  [[nodiscard]] absl::Status DeleteLocked(const std::function<absl::Status()>& remove)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the free pages a few at a time, checkpointing and truncating the
+  // write-ahead log after each step, so that little free disk suffices.
+  [[nodiscard]] absl::Status ReclaimInStepsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::Status CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The watch thread: CheckFile() and the reserve, every
+  // file_check_interval_ms, until StopWatching().
+  void StartWatching();
+  void StopWatching() ABSL_LOCKS_EXCLUDED(watch_mu_);
 
   const StoreOptions options_;
   // Recursive: methods called from inside Transaction()'s fn, on the same
   // thread, re-enter. Guards the database and every statement run on it.
   RecursiveMutex mu_;
   std::unique_ptr<Database> db_ ABSL_PT_GUARDED_BY(mu_);
-  int lock_fd_ = -1;  // options_.exclusive: the flock'ed "<path>.lock"
+  int lock_fd_ = -1;                       // options_.exclusive: the flock'ed "<path>.lock"
+  std::unique_ptr<FileWatch> file_watch_;  // file databases
+  std::unique_ptr<DiskReserve> reserve_;   // disk_reserve_bytes > 0
+  absl::Mutex watch_mu_;
+  bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
+  std::thread watcher_;
 };
 
 }  // namespace fca::storage

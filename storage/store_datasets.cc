@@ -235,7 +235,7 @@ absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
   FCA_RETURN_IF_ERROR(Inject("delete"));
   RecursiveMutexLock lock(&mu_);
   int64_t freed = 0;
-  FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+  FCA_RETURN_IF_ERROR(DeleteLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const DatasetRecord dataset, GetDatasetLocked(id));
     FCA_ASSIGN_OR_RETURN(Statement remove,
                          db_->Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
@@ -248,10 +248,9 @@ absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
                                       "delete dataset"));
     orphan.BindText(1, dataset.sha256);
     FCA_RETURN_IF_ERROR(orphan.Run());
-    if (db_->changes() > 0) freed = dataset.size_bytes;
+    freed = db_->changes() > 0 ? dataset.size_bytes : 0;
     return absl::OkStatus();
   }));
-  FCA_RETURN_IF_ERROR(ReclaimSpaceLocked());
   return freed;
 }
 

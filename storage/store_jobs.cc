@@ -245,7 +245,7 @@ absl::StatusOr<JobRecord> Store::RequestCancel(int64_t id) {
 absl::Status Store::DeleteJob(int64_t id) {
   FCA_RETURN_IF_ERROR(Inject("delete"));
   RecursiveMutexLock lock(&mu_);
-  return db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+  return DeleteLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(JobRecord job, GetJobLocked(id));
     if (!IsTerminal(job.state)) {
       return absl::FailedPreconditionError(absl::StrFormat(

@@ -58,6 +58,8 @@ class Authenticator {
       std::optional<absl::string_view> authorization, absl::string_view peer) const;
 
   bool enabled() const { return enabled_; }
+  // Keys read from the key file.
+  size_t file_key_count() const { return file_keys_.size(); }
 
  private:
   bool enabled_ = false;

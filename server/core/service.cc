@@ -7,6 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/build_version.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -323,8 +325,14 @@ absl::StatusOr<v1::GetJobResponse> AuditServiceCore::GetJob(const Caller& caller
   return response;
 }
 
-absl::StatusOr<v1::Job> AuditServiceCore::JobWithTasks(const storage::JobRecord& job) {
+absl::StatusOr<v1::Job> AuditServiceCore::JobProto(const storage::JobRecord& job) {
   FCA_ASSIGN_OR_RETURN(v1::Job out, ToProto(job, hub_->Progress(job.id)));
+  out.set_notice(hub_->GetNotice(job.id).first);
+  return out;
+}
+
+absl::StatusOr<v1::Job> AuditServiceCore::JobWithTasks(const storage::JobRecord& job) {
+  FCA_ASSIGN_OR_RETURN(v1::Job out, JobProto(job));
   FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> tasks, store_->ListTasks(job.id));
   for (const storage::TaskRecord& task : tasks) {
     FCA_ASSIGN_OR_RETURN(v1::JobTask one, ToProto(task));
@@ -370,7 +378,7 @@ absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
                        store_->ListJobs(filter, page_size, request.page_token()));
   v1::ListJobsResponse response;
   for (const storage::JobRecord& job : page.jobs) {
-    FCA_ASSIGN_OR_RETURN(*response.add_jobs(), ToProto(job, hub_->Progress(job.id)));
+    FCA_ASSIGN_OR_RETURN(*response.add_jobs(), JobProto(job));
   }
   response.set_next_page_token(page.next_page_token);
   FCA_ASSIGN_OR_RETURN(const int64_t total, store_->CountJobs(filter));
@@ -404,7 +412,7 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJob(
     hub_->Notify(job->id, seq);
   }
   v1::CancelJobResponse response;
-  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(*job, hub_->Progress(job->id)));
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), JobProto(*job));
   return response;
 }
 
@@ -424,6 +432,21 @@ class StreamSlot {
 
 }  // namespace
 
+absl::StatusOr<bool> AuditServiceCore::SendNotice(
+    const storage::JobRecord& job, int64_t* sent,
+    const std::function<bool(const v1::WatchJobResponse&)>& write) {
+  const auto [text, version] = hub_->GetNotice(job.id);
+  if (version == 0 || version == *sent) return true;
+  *sent = version;
+  v1::WatchJobResponse response;
+  v1::JobEvent* e = response.mutable_event();
+  e->set_seq(0);  // not stored: not replayed, and resuming is unaffected
+  e->set_message(text);
+  ToTimestamp(absl::ToUnixMicros(absl::Now()), e->mutable_time());
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), JobProto(job));
+  return write(response);
+}
+
 absl::Status AuditServiceCore::WatchJob(
     const Caller& caller, const v1::WatchJobRequest& request,
     const std::function<bool(const v1::WatchJobResponse&)>& write,
@@ -438,6 +461,7 @@ absl::Status AuditServiceCore::WatchJob(
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
   int64_t after = request.after_seq();
   bool reread_after_end = false;
+  int64_t notice_sent = 0;  // the version of the job's notice sent last
   while (!stop()) {
     if (may_go_on) FCA_RETURN_IF_ERROR(may_go_on(false));
     FCA_ASSIGN_OR_RETURN(std::vector<storage::JobEvent> events,
@@ -452,7 +476,7 @@ absl::Status AuditServiceCore::WatchJob(
       e->set_seq(stored.seq);
       ToTimestamp(stored.created_at_us, e->mutable_time());
       FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
-      FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, hub_->Progress(job.id)));
+      FCA_ASSIGN_OR_RETURN(*response.mutable_job(), JobProto(job));
       if (may_go_on) FCA_RETURN_IF_ERROR(may_go_on(true));
       if (!write(response)) return absl::OkStatus();  // client went away
       after = stored.seq;
@@ -462,6 +486,8 @@ absl::Status AuditServiceCore::WatchJob(
     }
     if (events.empty()) {
       FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
+      FCA_ASSIGN_OR_RETURN(const bool written, SendNotice(job, &notice_sent, write));
+      if (!written) return absl::OkStatus();  // client went away
       if (storage::IsTerminal(job.state)) {
         // A terminal state commits with its terminal event: read once more
         // in case both landed between the two reads above.

@@ -169,6 +169,14 @@ class AuditServiceCore {
   // The job, if the caller may see it; NOT_FOUND otherwise (not
   // PERMISSION_DENIED: other users' job ids are not disclosed).
   [[nodiscard]] absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
+  // WatchJob: sends the job's notice (a seq-0 note) when it changed since
+  // version *sent; false when the client went away.
+  [[nodiscard]] absl::StatusOr<bool> SendNotice(
+      const storage::JobRecord& job, int64_t* sent,
+      const std::function<bool(const v1::WatchJobResponse&)>& write);
+  // The job as the server knows it: the stored record with the hub's
+  // progress and notice.
+  [[nodiscard]] absl::StatusOr<v1::Job> JobProto(const storage::JobRecord& job);
   // The job with its tasks (each with its provenance and placement), as
   // GetJob and GetReport return it.
   [[nodiscard]] absl::StatusOr<v1::Job> JobWithTasks(const storage::JobRecord& job);

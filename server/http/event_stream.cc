@@ -38,7 +38,11 @@ std::string JobEventFrame(const v1::WatchJobResponse& response) {
   if (!json.ok()) {
     return absl::StrCat(": event ", response.event().seq(), " cannot be written as JSON\n\n");
   }
-  return absl::StrCat("id: ", response.event().seq(), "\nevent: job\ndata: ", *json, "\n\n");
+  // A seq-0 note is not stored: without an id the browser resumes from the
+  // last stored event.
+  const std::string id =
+      response.event().seq() > 0 ? absl::StrCat("id: ", response.event().seq(), "\n") : "";
+  return absl::StrCat(id, "event: job\ndata: ", *json, "\n\n");
 }
 
 std::string ErrorEventFrame(const absl::Status& status) {

@@ -143,6 +143,7 @@ void Coordinator::Loop() {
 }
 
 void Coordinator::SweepOnce() {
+  StoreUnstoredProgress();
   RetryPendingEnds();
   ExpireLeases();
   SettleJobs();
@@ -231,6 +232,7 @@ void Coordinator::ForgetProgress(int64_t job_id) {
   refusals_.ForgetJob(job_id);
   absl::MutexLock lock(&mu_);
   progress_.erase(job_id);
+  unstored_progress_.erase(job_id);
   specs_.erase(job_id);
   cache_errors_logged_.erase(job_id);
 }
@@ -359,8 +361,45 @@ absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::Audit
     const double elapsed = std::chrono::duration<double>(now - jp.first_event).count();
     if (fraction > 0.01) out->set_eta_seconds(elapsed * (1 - fraction) / fraction);
   }
-  EmitOrLog(job_id, std::move(e));
+  const absl::Status stored = Emit(job_id, e);
+  absl::MutexLock lock(&mu_);
+  if (stored.ok()) {
+    unstored_progress_.erase(job_id);  // older than this one
+    return absl::OkStatus();
+  }
+  // The latest one is stored when the store takes writes again (the
+  // sweep); one line in the log per job.
+  if (unstored_progress_.insert_or_assign(job_id, std::move(e)).second) {
+    LogError(job_id, "progress event not stored; the latest is kept and stored later", stored);
+  }
   return absl::OkStatus();
+}
+
+void Coordinator::StoreUnstoredProgress() {
+  std::map<int64_t, v1::JobEvent> unstored;
+  {
+    absl::MutexLock lock(&mu_);
+    unstored.swap(unstored_progress_);
+  }
+  for (auto& entry : unstored) {
+    const int64_t job_id = entry.first;  // (a lambda cannot capture a structured binding)
+    v1::JobEvent& event = entry.second;
+    // Not after the job's end: its terminal event is its last.
+    int64_t seq = 0;
+    const absl::Status stored = store_->Transaction([&]() -> absl::Status {
+      FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, store_->GetJob(job_id));
+      if (storage::IsTerminal(job.state)) return absl::OkStatus();
+      event.clear_seq();
+      FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job_id, event.SerializeAsString()));
+      return absl::OkStatus();
+    });
+    if (stored.ok() || absl::IsNotFound(stored)) {
+      if (seq > 0) hub_->Notify(job_id, seq);
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    unstored_progress_.emplace(job_id, std::move(event));  // unless a newer one came
+  }
 }
 
 absl::Status Coordinator::ReportNote(const Lease& lease, const std::string& text) {
@@ -429,12 +468,11 @@ absl::Status Coordinator::RecordTaskEnd(const TaskEnd& end) {
   return absl::OkStatus();
 }
 
-std::string Coordinator::RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance) {
+std::string Coordinator::RecordedProvenance(const absl::StatusOr<storage::TaskClaim>& claim,
+                                            v1::TaskProvenance provenance) {
   if (provenance.ByteSizeLong() == 0) return "";
   // The holder is who the coordinator leased the task to ("name@user" for a
-  // remote worker), whatever name the worker gives itself. When the lease
-  // cannot be read now, the end itself will say why.
-  absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
+  // remote worker), whatever name the worker gives itself.
   if (claim.ok()) provenance.set_worker(claim->task.worker);
   return ToStoredJson(provenance);
 }
@@ -445,7 +483,14 @@ absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome
   end.lease = lease;
   end.state = EndState(outcome);
   end.error = end.state == storage::JobState::kFailed ? StatusText(outcome) : "";
-  end.provenance_json = RecordedProvenance(lease, provenance);
+  // Whose end it is, for the log and the job's notice. When the lease
+  // cannot be read now, the end itself will say why.
+  const absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
+  if (claim.ok()) {
+    end.job_id = claim->job.id;
+    end.model = claim->task.model;
+  }
+  end.provenance_json = RecordedProvenance(claim, provenance);
   std::chrono::milliseconds delay = options_.end_retry_delay;
   absl::Status status;
   for (int attempt = 0; attempt <= options_.end_retries; ++attempt) {
@@ -456,7 +501,17 @@ absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome
     status = RecordTaskEnd(end);
     if (EndSettled(status)) return status;
   }
-  LogError(0, "cannot record a task's end yet; retrying", status);
+  // Said where it is seen: the job's notice (GetJob, ListJobs, a note to
+  // its watchers) and the log, until the store takes it.
+  const std::string notice = absl::StrFormat(
+      "model %s ended %s, but the store cannot record it yet (%s); the server retries at every "
+      "sweep%s",
+      end.model, storage::JobStateName(end.state), status.message(),
+      absl::IsResourceExhausted(status) ? "; free disk space (delete finished jobs or unused "
+                                          "datasets) to let it end"
+                                        : "");
+  LogError(end.job_id, absl::StrFormat("task %d: %s", lease.task_id, notice).c_str(), status);
+  hub_->SetNotice(end.job_id, notice);
   absl::MutexLock lock(&ends_mu_);
   pending_ends_.push_back(end);
   return absl::OkStatus();
@@ -469,13 +524,18 @@ void Coordinator::RetryPendingEnds() {
     pending.swap(pending_ends_);
   }
   std::vector<TaskEnd> still;
+  std::set<int64_t> recorded;  // jobs
   for (const TaskEnd& end : pending) {
     if (EndSettled(RecordTaskEnd(end))) {
-      LOG(INFO) << "task " << end.lease.task_id << ": its end is recorded";
+      LOG(INFO) << "job " << end.job_id << ": the end of task " << end.lease.task_id
+                << " is recorded";
+      recorded.insert(end.job_id);
     } else {
       still.push_back(end);
     }
   }
+  for (const TaskEnd& end : still) recorded.erase(end.job_id);
+  for (int64_t job_id : recorded) hub_->SetNotice(job_id, "");
   absl::MutexLock lock(&ends_mu_);
   pending_ends_.insert(pending_ends_.end(), still.begin(), still.end());
 }

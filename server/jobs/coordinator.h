@@ -10,7 +10,10 @@
 //     node lost, a network cut), or fails them after max_attempts claims;
 //   - ends every job whose tasks have all ended: its terminal state and
 //     terminal event in one transaction;
-//   - lets the executor, if any, place queued tasks (Slurm).
+//   - lets the executor, if any, place queued tasks (Slurm);
+//   - stores each job's latest progress event that the store refused (busy
+//     or full), and retries the task ends it refused: until one is taken,
+//     the job's notice (EventHub) says so, naming the reason.
 // A worker that refuses a task because of its own state (Refuse: its
 // weights differ, it lacks the model, the model does not fit its memory)
 // costs the task no attempt: the task is queued again, that worker is not
@@ -178,7 +181,8 @@ class Coordinator : public TaskBroker {
  private:
   struct TaskEnd {
     Lease lease;
-    int64_t job_id = 0;
+    int64_t job_id = 0;  // 0 and "" when the lease could not be read
+    std::string model;
     storage::JobState state = storage::JobState::kFailed;
     std::string error;
     std::string provenance_json;  // "" when the worker sent none
@@ -199,11 +203,13 @@ class Coordinator : public TaskBroker {
   void SettleJobs();
   [[nodiscard]] absl::Status RecordTaskEnd(const TaskEnd& end);
   void RetryPendingEnds();
+  void StoreUnstoredProgress();
   // The job's other tasks are not worth running: stop them.
   void StopJob(int64_t job_id);
   void LogCacheError(int64_t job_id, const char* what, const absl::Status& status);
   // The stored form of a task's provenance, naming the lease holder.
-  std::string RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance);
+  std::string RecordedProvenance(const absl::StatusOr<storage::TaskClaim>& claim,
+                                 v1::TaskProvenance provenance);
   [[nodiscard]] absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
                                                               bool verify_weights);
   void ForgetProgress(int64_t job_id);
@@ -223,6 +229,9 @@ class Coordinator : public TaskBroker {
   std::vector<std::function<void(int64_t)>> stop_listeners_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> wake_listeners_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, JobProgress> progress_ ABSL_GUARDED_BY(mu_);
+  // Per job, the latest progress event the store refused (busy or full),
+  // stored by the sweep once it takes writes again.
+  std::map<int64_t, v1::JobEvent> unstored_progress_ ABSL_GUARDED_BY(mu_);
   // Each running job's spec, parsed from the store once (JobSpec).
   std::map<int64_t, std::shared_ptr<const v1::AuditSpec>> specs_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);

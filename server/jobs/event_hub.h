@@ -1,12 +1,16 @@
 // Wakes WatchJob streams when a job gets a new event. Events themselves live
-// in the store; the hub only carries "job J has events up to seq S" and the
-// job's latest progress fraction. Thread-safe.
+// in the store; the hub only carries "job J has events up to seq S", the
+// job's latest progress fraction, and its notice: what the server knows of
+// the job that the store could not record (its end, on a full disk).
+// Thread-safe.
 #ifndef FCA_SERVER_JOBS_EVENT_HUB_H_
 #define FCA_SERVER_JOBS_EVENT_HUB_H_
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -42,6 +46,27 @@ class EventHub {
     return it == progress_.end() ? 0.0 : it->second;
   }
 
+  // Sets the job's notice ("" clears it); each change gets a new version.
+  void SetNotice(int64_t job_id, const std::string& text) {
+    absl::MutexLock lock(&mu_);
+    if (text.empty()) {
+      notices_.erase(job_id);
+      return;
+    }
+    Notice& notice = notices_[job_id];
+    if (notice.text == text) return;
+    notice.text = text;
+    notice.version = ++notice_versions_;
+  }
+  // The job's notice ("" when none) and its version (0 when none): a
+  // watcher sends each version once.
+  std::pair<std::string, int64_t> GetNotice(int64_t job_id) const {
+    absl::MutexLock lock(&mu_);
+    auto it = notices_.find(job_id);
+    if (it == notices_.end()) return {"", 0};
+    return {it->second.text, it->second.version};
+  }
+
   // Wakes every waiter (server shutdown).
   void Shutdown() {
     absl::MutexLock lock(&mu_);
@@ -60,7 +85,14 @@ class EventHub {
     }
   };
 
+  struct Notice {
+    std::string text;
+    int64_t version = 0;
+  };
+
   mutable absl::Mutex mu_;
+  std::map<int64_t, Notice> notices_ ABSL_GUARDED_BY(mu_);
+  int64_t notice_versions_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, int64_t> last_seq_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, double> progress_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -137,11 +137,15 @@ bool Worker::Busy() {
 
 void Worker::Loop() {
   engine::ConfigureRuntime({options_.threads});
+  std::string last_error;  // logged once while it repeats (a store that stays broken)
   while (!stopping_) {
     absl::StatusOr<bool> ran = RunOne(0);
-    if (!ran.ok()) {
-      LOG(WARNING) << "worker " << options_.name << ": cannot claim a task: " << ran.status();
+    if (!ran.ok() && ran.status().ToString() != last_error) {
+      last_error = ran.status().ToString();
+      LOG(WARNING) << "worker " << options_.name << ": cannot claim a task: " << ran.status()
+                   << " (logged again when the reason changes)";
     }
+    if (ran.ok()) last_error.clear();
     if (ran.ok() && *ran) continue;
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(this, &Worker::ClaimDue),

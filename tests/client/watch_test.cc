@@ -37,7 +37,8 @@ struct FakeServer {
     attempts.pop_front();
     int sent = 0;
     for (const auto& r : log) {
-      if (!a.replay_old && r.event().seq() <= after_seq) continue;
+      // A seq-0 note is not stored: a server sends it on every stream.
+      if (!a.replay_old && r.event().seq() != 0 && r.event().seq() <= after_seq) continue;
       if (sent == a.deliver) break;
       ++sent;
       if (!read(r)) {
@@ -124,6 +125,20 @@ TEST(WatchWithReconnectTest, ResumesFromLastSeqWithoutGapsOrRepeats) {
   // Backoff doubles while nothing arrives and resets after progress.
   EXPECT_THAT(clock.sleeps, ElementsAre(absl::Milliseconds(250), absl::Milliseconds(500),
                                         absl::Milliseconds(250)));
+}
+
+TEST(WatchWithReconnectTest, AnUnstoredNoteIsShownAndDoesNotMoveTheResumePoint) {
+  FakeServer server = MakeServer(4);
+  v1::WatchJobResponse note = Event(0, v1::JOB_STATE_RUNNING);
+  note.mutable_event()->set_message("its end cannot be recorded yet");
+  server.log.insert(server.log.begin() + 2, note);  // after seq 2
+  server.attempts = {{3, absl::UnavailableError("reset")}, {100, absl::OkStatus()}};
+  FakeClock clock;
+  WatchRun run = Watch(server, clock);
+  ASSERT_TRUE(run.outcome.ok()) << run.outcome.status();
+  EXPECT_THAT(run.seen, ElementsAre(1, 2, 0, 0, 3, 4));  // the note again on the new stream
+  EXPECT_THAT(server.opened_after, ElementsAre(0, 2));
+  EXPECT_EQ(run.outcome->last_seq, 4);
 }
 
 TEST(WatchWithReconnectTest, StopsReadingAtTheTerminalStateEvent) {

@@ -3,7 +3,9 @@
 // (claim, progress and state events, results, the end, the coefficient
 // cache), briefly or until it heals; the attempt cap; the job time limit;
 // rows streamed as stored; the cache across batch layouts; ownership of
-// cached coefficients; deletion; the watch-stream bound. Every job must end
+// cached coefficients; deletion; the watch-stream bound; (issue 22) an end
+// the store refuses reported until it is recorded, and refused progress
+// events coalesced and stored later. Every job must end
 // SUCCEEDED or FAILED with a reason, never stay RUNNING, and leave no row
 // twice and an intact database.
 #include <gmock/gmock.h>
@@ -18,9 +20,11 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/engine/audit/windows.h"
 #include "tests/core/core_env.h"
+#include "tests/testing/log_lines.h"
 
 namespace fca::core {
 namespace {
@@ -400,6 +404,134 @@ TEST(ReliabilityTest, WatchStreamsAreBounded) {
   const absl::Status third = env.core()->WatchJob(
       Alice(), request, [](const v1::WatchJobResponse&) { return true; }, [] { return true; });
   EXPECT_EQ(third.code(), absl::StatusCode::kUnavailable) << third;
+}
+
+// Issue 22: a task's end that the store refuses (a full disk) leaves the
+// job RUNNING; its state says why (Job.notice, in GetJob and ListJobs), its
+// watchers get a note, the log names the job, and it ends once the store
+// takes writes again.
+TEST(ReliabilityTest, AnEndTheStoreRefusesIsReportedUntilItIsRecorded) {
+  std::atomic<bool> full{false};
+  storage::StoreOptions store;
+  store.fault_injector = [&](std::string_view op) {
+    return full && op == "finish_job" ? absl::ResourceExhaustedError("disk or database is full")
+                                      : absl::OkStatus();
+  };
+  CoreEnv env({}, testing::FastRunOptions(), store);
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string named = absl::StrFormat("job %d: task ", job->id());
+  fca::testing::LogLines log({named, "job 0"});
+  full = true;
+  auto ran = env.RunNext();
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(env.coordinator()->PendingEnds(), 1);
+  auto got = env.Get(Alice(), job->id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(got->notice(), HasSubstr("model fg_a ended SUCCEEDED, but the store cannot record"));
+  EXPECT_THAT(got->notice(), HasSubstr("disk or database is full"));
+  EXPECT_THAT(got->notice(), HasSubstr("free disk space"));
+  auto listed = env.core()->ListJobs(Alice(), {});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->jobs_size(), 1);
+  EXPECT_EQ(listed->jobs(0).notice(), got->notice());
+  EXPECT_GE(log.count(named), 1);
+  EXPECT_EQ(log.count("job 0"), 0);
+  // A watcher gets the notice as a note (seq 0), then the end.
+  std::vector<v1::WatchJobResponse> seen;
+  std::mutex seen_mu;
+  std::atomic<bool> noted{false};
+  std::thread watcher([&] {
+    const absl::Status watched = env.core()->WatchJob(
+        Alice(),
+        [&] {
+          v1::WatchJobRequest r;
+          r.set_job_id(job->id());
+          return r;
+        }(),
+        [&](const v1::WatchJobResponse& r) {
+          std::lock_guard<std::mutex> lock(seen_mu);
+          seen.push_back(r);
+          if (r.event().seq() == 0) noted = true;
+          return true;
+        },
+        [] { return false; });
+    EXPECT_TRUE(watched.ok()) << watched;
+  });
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!noted && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Room again: the next sweep records the end.
+  full = false;
+  env.coordinator()->SweepOnce();
+  watcher.join();
+  ASSERT_TRUE(noted);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().event().state(), v1::JOB_STATE_SUCCEEDED);
+  int notes = 0;
+  for (const v1::WatchJobResponse& r : seen) {
+    if (r.event().seq() != 0) continue;
+    ++notes;
+    EXPECT_THAT(r.event().message(), HasSubstr("cannot record it yet"));
+  }
+  EXPECT_EQ(notes, 1);
+  EXPECT_EQ(env.coordinator()->PendingEnds(), 0);
+  auto ended = env.Get(Alice(), job->id());
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(ended->notice(), "");
+}
+
+// Issue 22: progress events the store refuses (busy or full) are not lost:
+// the latest of each job is stored once the store takes writes again.
+TEST(ReliabilityTest, RefusedProgressIsCoalescedAndStoredLater) {
+  std::atomic<bool> busy{false};
+  storage::StoreOptions store;
+  store.fault_injector = [&](std::string_view op) {
+    return busy && op == "append_event" ? absl::UnavailableError("database is busy")
+                                        : absl::OkStatus();
+  };
+  CoreEnv env({}, testing::FastRunOptions(), store);
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto claimed = env.coordinator()->Claim("node7", 0);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
+  const Lease lease = (*claimed)->lease;
+  auto events_before = env.store()->ListJobEvents(job->id(), 0, 100);
+  ASSERT_TRUE(events_before.ok());
+  busy = true;
+  for (int done = 1; done <= 3; ++done) {
+    engine::AuditProgress p;
+    p.phase = absl::StrCat("live", done);  // a new phase: never throttled
+    p.model = testing::kGateA;
+    p.windows_done = done;
+    p.windows_total = 6;
+    p.fraction = done / 10.0;
+    ASSERT_TRUE(env.coordinator()->ReportProgress(lease, p).ok());
+  }
+  auto while_busy = env.store()->ListJobEvents(job->id(), 0, 100);
+  ASSERT_TRUE(while_busy.ok());
+  EXPECT_EQ(while_busy->size(), events_before->size());
+  busy = false;
+  env.coordinator()->SweepOnce();
+  auto after = env.store()->ListJobEvents(job->id(), 0, 100);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), events_before->size() + 1);
+  v1::JobEvent stored;
+  ASSERT_TRUE(stored.ParseFromString(after->back().payload));
+  ASSERT_TRUE(stored.has_progress());
+  EXPECT_EQ(stored.progress().phase(), "live3");
+  EXPECT_EQ(stored.progress().windows_done(), 3);
+  // Stored once: the next sweep has nothing left to store.
+  env.coordinator()->SweepOnce();
+  auto again = env.store()->ListJobEvents(job->id(), 0, 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->size(), after->size());
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // End to end, the real binaries: fca-server's start-up checks (flags, the
 // API key file, file modes, --help, --version), what a refused call logs, and how the
 // real fca CLI treats hostile or malformed text.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +115,74 @@ class SecurityE2ETest : public ::testing::Test {
   std::string name_, db_;
   std::unique_ptr<ServerProcess> server_;
 };
+
+// The body of GET `path` on 127.0.0.1:`port` with its status line ("" when
+// the server could not be reached).
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    const std::string request =
+        "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      ssize_t n = 0;
+      while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) reply.append(buffer, n);
+    }
+  }
+  close(fd);
+  return reply;
+}
+
+// Issue 22: the database deleted under a running server is noticed: /readyz
+// turns 503 naming the file, writes are refused naming it, and the log says
+// so once.
+TEST_F(SecurityE2ETest, ADeletedDatabaseTurnsReadyzNotReadyAndRefusesWrites) {
+  StartServer({"--http_listen=127.0.0.1:0"});
+  ASSERT_GT(server_->http_port(), 0);
+  EXPECT_THAT(HttpGet(server_->http_port(), "/readyz"), HasSubstr("200 OK"));
+  ASSERT_EQ(unlink(db_.c_str()), 0);
+  unlink((db_ + "-wal").c_str());
+  const std::string ready = HttpGet(server_->http_port(), "/readyz");
+  EXPECT_THAT(ready, HasSubstr("503"));
+  EXPECT_THAT(ready, HasSubstr("was deleted"));
+  EXPECT_THAT(ready, HasSubstr(name_ + ".sqlite"));
+  WriteFile(g_root + "/data/more.txt", RandomWords(4096, 3));
+  CommandResult r = Cli({"datasets", "upload", "--name=more", g_root + "/data/more.txt"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("was deleted"));
+  StopServer();
+  const std::string log = server_->Stderr();
+  const auto count = [&log](const std::string& line) {
+    size_t lines = 0;
+    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) {
+      ++lines;
+    }
+    return lines;
+  };
+  // The store's ERROR line once; the worker's failed claims (each poll) at
+  // most once as well.
+  EXPECT_EQ(count("*** storage: the database file"), 1u) << log;
+  EXPECT_LE(count("cannot claim a task"), 1u) << log;
+}
+
+// Issue 22: a restart on a new, empty database with --auth would let nobody
+// log in: refused unless --allow_empty_auth_db, saying why and what to do.
+TEST_F(SecurityE2ETest, AnAuthServerOnADatabaseWithoutKeysRefusesToStart) {
+  CommandResult r = RunServer(ServerArgs({"--auth", "--http_listen="}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("nobody could log in"));
+  EXPECT_THAT(r.err, HasSubstr("restore it from a backup"));
+  EXPECT_THAT(r.err, HasSubstr("--create_api_key"));
+  EXPECT_THAT(r.err, HasSubstr("--allow_empty_auth_db"));
+  StartServer({"--auth", "--allow_empty_auth_db", "--http_listen="});
+  StopServer();
+}
 
 TEST_F(SecurityE2ETest, ApiKeysImplyAuthAndRefusalsAreLoggedWithThePeer) {
   const std::string keys = g_root + "/keys_" + name_;

@@ -53,6 +53,12 @@ TEST(FramesTest, JobEventsAndErrors) {
             "event: error\ndata: {\"code\":\"UNAVAILABLE\",\"message\":\"draining\"}\n\n");
 }
 
+TEST(FramesTest, AnUnstoredNoteHasNoIdSoResumingIsUnaffected) {
+  v1::WatchJobResponse note = EventWithSeq(0);
+  note.mutable_event()->set_message("its end cannot be recorded yet");
+  EXPECT_THAT(JobEventFrame(note), StartsWith("event: job\ndata: {"));
+}
+
 // A writer on a fake clock and sink.
 class JobEventWriterTest : public ::testing::Test {
  protected:
