@@ -32,6 +32,8 @@ const char* KeyPlaceholder(MetricKey key) {
       return "<site>";
     case MetricKey::kFamily:
       return "<family>";
+    case MetricKey::kBaseline:
+      return "<baseline>";
   }
   return "";
 }
@@ -125,6 +127,11 @@ const std::vector<std::string>& ScopeNames() {
 
 std::string ScopeNameList(std::string_view separator) { return JoinNames(ScopeDefs(), separator); }
 
+const std::vector<std::string>& RetentionBaselineNames() {
+  static const auto* names = new std::vector<std::string>{kGlobalMean, kNeutral};
+  return *names;
+}
+
 const std::vector<MetricDef>& MetricDefs() {
   using M = MetricId;
   using K = MetricKey;
@@ -135,11 +142,13 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kPenalty, kPenalty, K::kNone, "", "nats/token", "penalty",
        "NLL(intervention) - NLL(correct), with a paired bootstrap CI over sequences"},
       {M::kRetentionPct, kRetentionPct, K::kNone, "", "%", "gap retention",
-       "gap retention of a static profile P: 100 * (NLL(global_mean) - NLL(P)) / "
-       "(NLL(global_mean) - NLL(correct)); undefined when the gap is ~0"},
+       "gap retention of a static profile P against the job's retention_baseline B (default "
+       "global_mean): 100 * (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)); undefined unless the "
+       "gap's CI lies above 0"},
       {M::kUnseenTokenPositions, kUnseenTokenPositions, K::kNone, kStaticToken, "positions",
        "unseen token positions",
-       "evaluation positions whose token id never occurs in the calibration set (static_token "
+       "scored evaluation positions (0..T-2) whose token id never occurs in the calibration set "
+       "(static_token "
        "uses the site mean mu_s there)"},
       {M::kUnseenTokenIds, kUnseenTokenIds, K::kNone, kStaticToken, "ids", "unseen token ids",
        "distinct token ids of those positions"},
@@ -199,12 +208,12 @@ const std::vector<MetricDef>& MetricDefs() {
        "dense twin latency (us/token)",
        "the dense twin's median latency per token, timed in the same pairs as the model"},
       {M::kSlowdown, kSlowdown, K::kNone, kExecution, "1", "slowdown vs dense twin (CI)",
-       "geometric mean over interleaved pairs of t_model / t_dense, minus 1, with a bootstrap CI "
-       "over pairs; n = pairs timed"},
+       "geometric mean over interleaved pairs of t_model / t_dense, minus 1, with a t-interval "
+       "over the pairs of both timing blocks; n = pairs timed"},
       {M::kSlowdownVerdict, kSlowdownVerdict, K::kNone, kExecution, "1",
        "verdict: +1 slower, \u22121 faster, 0 no detectable difference",
-       "+1 slower than the dense twin (CI above 0), -1 faster (CI below 0), 0 no detectable "
-       "difference at this precision (CI contains 0)"},
+       "+1 slower than the dense twin (both timing blocks' CIs above 0), -1 faster (both below "
+       "0), 0 no detectable difference (the blocks disagree or a CI contains 0)"},
       {M::kLiveNll, kLiveNll, K::kNone, kReplay, "nats/token", "live NLL",
        "NLL of the LIVE pass on the evaluation windows"},
       {M::kMaxAbsLogitDiff, kMaxAbsLogitDiff, K::kNone, kReplay, "logit",
@@ -214,6 +223,55 @@ const std::vector<MetricDef>& MetricDefs() {
        "fidelity-checked windows",
        "evaluation windows whose correct replay was compared with a LIVE pass (at least the "
        "first batch, even when every window is cached)"},
+      {M::kRetentionVs, kRetentionVs, K::kBaseline, "", "%", "gap retention vs baseline",
+       "100 * (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)) against the baseline B named in the "
+       "row; undefined unless the gap's CI (B's penalty CI) lies above 0"},
+      {M::kRetentionDropped, kRetentionDropped, K::kBaseline, "", "resamples",
+       "retention resamples dropped",
+       "bootstrap resamples of the retention against B whose gap was not positive (no R)"},
+      {M::kPenaltyBlock, kPenaltyBlock, K::kNone, "", "nats/token", "penalty (block CI)",
+       "the penalty with a moving-block bootstrap CI over consecutive evaluation windows (block "
+       "length: replay/bootstrap_block_length)"},
+      {M::kPenaltyLag1, kPenaltyLag1, K::kNone, "", "1", "lag-1 autocorrelation",
+       "lag-1 autocorrelation of the per-window NLL differences (intervention - correct) in "
+       "window order"},
+      {M::kPenaltyPHolm, kPenaltyPHolm, K::kNone, "", "1", "penalty p (Holm)",
+       "bootstrap p-value of penalty = 0, Holm-adjusted over the model's penalties"},
+      {M::kBootstrapBlockLength, kBootstrapBlockLength, K::kNone, kReplay, "windows",
+       "bootstrap block length", "the moving-block bootstrap's block length in windows"},
+      {M::kEta2Token, kEta2Token, K::kFamily, kVariation, "1", "eta2 token",
+       "share of the family's within-site variance explained by the current token id (on E, "
+       "positions whose token occurs at least twice); n = those positions"},
+      {M::kEta2TokenPosition, kEta2TokenPosition, K::kFamily, kVariation, "1",
+       "eta2 (token, position)",
+       "share of the family's within-site variance explained by (token id, position); n = "
+       "positions whose pair occurs at least twice"},
+      {M::kSiteEta2Token, kSiteEta2Token, K::kSite, kVariation, "1", "site eta2 token",
+       "share of one site's variance explained by the current token id"},
+      {M::kSiteEta2TokenPosition, kSiteEta2TokenPosition, K::kSite, kVariation, "1",
+       "site eta2 (token, position)",
+       "share of one site's variance explained by (token id, position)"},
+      {M::kLookupTable, kLookupTable, K::kSite, kVariation, "1", "lookup table",
+       "1 when the site's coefficients on E are an exact function of (token id, position) "
+       "(site eta2 (token, position) >= 1 - 1e-9), else 0"},
+      {M::kSlowdownFirstBlock, kSlowdownFirstBlock, K::kNone, kExecution, "1",
+       "slowdown, first timing block (CI)",
+       "the slowdown and its t-interval over the first timing block's pairs (adaptive stop); n = "
+       "its pairs"},
+      {M::kSlowdownSecondBlock, kSlowdownSecondBlock, K::kNone, kExecution, "1",
+       "slowdown, second timing block (CI)",
+       "the slowdown and its t-interval over the second block: as many pairs as the first, fixed "
+       "before it ran; n = its pairs"},
+      {M::kGroupPenaltySum, kGroupPenaltySum, K::kNone, "", "nats/token",
+       "sum of the per-group penalties",
+       "the sum over the groups of per_layer_scope of the intervention's per-group penalties; n = "
+       "groups"},
+      {M::kGroupAdditivity, kGroupAdditivity, K::kNone, "", "1", "additivity of the groups",
+       "group_penalty_sum / the whole-model penalty (1: the groups' penalties add up to the "
+       "joint one); undefined unless the joint penalty's CI lies above 0"},
+      {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
+       "1 when every site of the family has coefficients on the simplex (a softmax router): "
+       "eta2_layer is then not applicable (undefined)"},
   };
   return *defs;
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
 #include "server/engine/text/unicode.h"
@@ -60,6 +61,12 @@ absl::Status CheckNames(const google::protobuf::RepeatedPtrField<std::string>& n
 absl::Status CheckInterventions(const v1::AuditSpec& spec) {
   FCA_RETURN_IF_ERROR(CheckNames(spec.interventions(), "intervention", true));
   FCA_RETURN_IF_ERROR(CheckNames(spec.per_layer_interventions(), "per-layer intervention", false));
+  const std::vector<std::string>& baselines = RetentionBaselineNames();
+  if (std::find(baselines.begin(), baselines.end(), spec.retention_baseline()) == baselines.end()) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown retention_baseline '%s' (known: %s)",
+                                                      spec.retention_baseline().substr(0, 64),
+                                                      absl::StrJoin(baselines, ", ")));
+  }
   if (ParseScope(spec.per_layer_scope())) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat("unknown per_layer_scope '%s' (known: %s)",
                                                     spec.per_layer_scope().substr(0, 64),
@@ -126,6 +133,8 @@ engine::AuditOptions ToEngineOptions(const v1::AuditSpec& s) {
   // NormalizeSpec checked the name.
   o.per_layer_scope = ParseScope(s.per_layer_scope()).value_or(sf::DefaultScope());
   o.fidelity_check_every = s.fidelity_check_every();
+  o.retention_baseline = s.retention_baseline();
+  o.bootstrap_block_length = s.bootstrap_block_length();
   return o;
 }
 
@@ -147,12 +156,14 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }
   if (s.per_layer_scope().empty()) s.set_per_layer_scope(ScopeName(sf::DefaultScope()));
+  if (s.retention_baseline().empty()) s.set_retention_baseline(RetentionBaselineNames()[0]);
   FCA_RETURN_IF_ERROR(CheckInterventions(s));
   Default(sf::kWindowLength, s.window_length(), &v1::AuditSpec::set_window_length, &s);
   Default(sf::kBatchSize, s.batch_size(), &v1::AuditSpec::set_batch_size, &s);
   Default(sf::kBootstrapResamples, s.bootstrap_resamples(), &v1::AuditSpec::set_bootstrap_resamples,
           &s);
-  Default(sf::kTimingRepeats, s.timing_repeats(), &v1::AuditSpec::set_timing_repeats, &s);
+  // 0 is a value here (no timing), so only an unset field takes the default.
+  if (!s.has_timing_repeats()) s.set_timing_repeats(sf::kTimingRepeats.Default<int32_t>());
   Default(sf::kFidelityCheckEvery, s.fidelity_check_every(),
           &v1::AuditSpec::set_fidelity_check_every, &s);
   if (s.max_eval_windows() == 0) s.set_max_eval_windows(limits.max_windows);
@@ -168,6 +179,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   FCA_RETURN_IF_ERROR(
       Range(sf::kFidelityCheckEvery, s.fidelity_check_every(), sf::kFidelityCheckEvery.max));
   FCA_RETURN_IF_ERROR(RealRange(sf::kCiLevel, s.ci_level(), sf::kCiLevel.max));
+  FCA_RETURN_IF_ERROR(
+      Range(sf::kBootstrapBlockLength, s.bootstrap_block_length(), sf::kBootstrapBlockLength.max));
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;

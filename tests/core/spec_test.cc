@@ -51,6 +51,14 @@ TEST(NormalizeSpecTest, FillsEveryDefault) {
   EXPECT_EQ(s->bootstrap_resamples(), 1000);
   EXPECT_DOUBLE_EQ(s->ci_level(), 0.95);
   EXPECT_EQ(s->timing_repeats(), 7);
+  // An explicit 0 is "no timing" (docs/fca.md), not the default.
+  v1::AuditSpec no_timing = Minimal();
+  no_timing.set_timing_repeats(0);
+  auto zero = NormalizeSpec(no_timing, {});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_TRUE(zero->has_timing_repeats());
+  EXPECT_EQ(zero->timing_repeats(), 0);
+  EXPECT_EQ(ToEngineOptions(*zero).timing_repeats, 0);
   EXPECT_EQ(s->timing_max_repeats(), 200);
   EXPECT_DOUBLE_EQ(s->timing_budget_seconds(), 60);
   EXPECT_EQ(s->max_eval_windows(), 321);

@@ -41,11 +41,15 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   FCA_RETURN_IF_ERROR(CheckOption(sf::kCiLevel, o.ci_level));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingRepeats, o.timing_repeats));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingMaxRepeats, o.timing_max_repeats));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kBootstrapBlockLength, o.bootstrap_block_length));
+  if (!Contains(RetentionBaselineNames(), o.retention_baseline)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown retention_baseline '%s'", o.retention_baseline));
+  }
   // The engine takes a budget of 0: the minimum repeats only.
   if (!(o.timing_budget_seconds >= sf::kTimingBudgetSeconds.min) || o.timing_warmup < 0 ||
-      !(o.timing_relative_precision >= 0) || !(o.timing_resolution >= 0)) {
-    return absl::InvalidArgumentError(
-        "the timing budget, warmup, precision and resolution must be >= 0");
+      !(o.timing_resolution >= 0)) {
+    return absl::InvalidArgumentError("the timing budget, warmup and resolution must be >= 0");
   }
   if (!(o.fidelity_tolerance >= 0)) {
     return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");
