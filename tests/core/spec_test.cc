@@ -158,6 +158,25 @@ TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
   EXPECT_EQ(o.per_layer_scope, ScopeId::kFamily);
 }
 
+// docs/fca.md "Gap retention" and "Correlated windows".
+TEST(NormalizeSpecTest, RetentionBaselineAndBlockLength) {
+  auto plain = NormalizeSpec(Minimal(), {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->retention_baseline(), "global_mean");
+  EXPECT_EQ(plain->bootstrap_block_length(), 0);  // round(N^(1/3)) in the engine
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_retention_baseline("static"); }),
+                "retention_baseline", "static");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_bootstrap_block_length(-1); }),
+                "bootstrap_block_length");
+  v1::AuditSpec in = Minimal();
+  in.set_retention_baseline("neutral");
+  in.set_bootstrap_block_length(5);
+  auto s = NormalizeSpec(in, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(ToEngineOptions(*s).retention_baseline, "neutral");
+  EXPECT_EQ(ToEngineOptions(*s).bootstrap_block_length, 5);
+}
+
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {
   SpecLimits limits;
   limits.max_window_length = 512;
