@@ -18,6 +18,10 @@ namespace {
 using Key = std::pair<std::string, std::string>;  // intervention, metric
 using ModelRows = std::map<Key, v1::Result>;
 
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
 // The per-site variation rows ("site_mean.<site>", ..., "lookup_table.<site>")
 // become SiteRow messages, not report metrics; nullptr for other rows.
 const MetricDef* SiteMetric(const Key& key) {
