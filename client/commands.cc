@@ -690,7 +690,12 @@ std::string HelpText() {
       "]\n"
       "  --fidelity_check_every=K  compare REPLAY with LIVE on the first and every\n"
       "      K-th evaluation batch; 1 checks every batch [" +
-      spec_fields::DefaultText(spec_fields::kFidelityCheckEvery) + "]\n" + InterventionsHelp() +
+      spec_fields::DefaultText(spec_fields::kFidelityCheckEvery) + "]\n" +
+      "  --retention_baseline=global_mean|neutral  the baseline of retention_pct [" +
+      spec_fields::DefaultText(spec_fields::kRetentionBaseline) +
+      "]\n"
+      "  --bootstrap_block_length=L  moving-block bootstrap blocks of L windows [" +
+      spec_fields::DefaultText(spec_fields::kBootstrapBlockLength) + "]\n" + InterventionsHelp() +
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
       "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
       "  --detach              print the job id and exit (same as --nowatch)\n"

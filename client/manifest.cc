@@ -103,6 +103,8 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   }
   if (o.per_layer_scope) base.set_per_layer_scope(*o.per_layer_scope);
   if (o.fidelity_check_every) base.set_fidelity_check_every(*o.fidelity_check_every);
+  if (o.retention_baseline) base.set_retention_baseline(*o.retention_baseline);
+  if (o.bootstrap_block_length) base.set_bootstrap_block_length(*o.bootstrap_block_length);
   return base;
 }
 

@@ -67,6 +67,8 @@ struct SpecOverrides {
   std::optional<std::vector<std::string>> per_layer_interventions;
   std::optional<std::string> per_layer_scope;
   std::optional<int32_t> fidelity_check_every;
+  std::optional<std::string> retention_baseline;
+  std::optional<int64_t> bootstrap_block_length;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

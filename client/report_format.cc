@@ -458,6 +458,9 @@ json::Value AcrossJson(const ReportView& r) {
     v.Set("sd", NumberOrNull(a.n() > 0, a.sd()));
     v.Set("min", NumberOrNull(a.n() > 0, a.min()));
     v.Set("max", NumberOrNull(a.n() > 0, a.max()));
+    // The between-model t-interval (docs/fca.md "Multi-model aggregation").
+    v.Set("ci_low", NumberOrNull(a.has_ci_low(), a.ci_low()));
+    v.Set("ci_high", NumberOrNull(a.has_ci_high(), a.ci_high()));
     out.mutable_array().push_back(std::move(v));
   }
   return out;

@@ -33,6 +33,8 @@ FCA_SPEC_FLAG(double, timing_budget_seconds, kTimingBudgetSeconds);
 FCA_SPEC_FLAG(std::vector<std::string>, per_layer, kPerLayerInterventions);
 FCA_SPEC_FLAG(std::string, per_layer_scope, kPerLayerScope);
 FCA_SPEC_FLAG(int32_t, fidelity_check_every, kFidelityCheckEvery);
+FCA_SPEC_FLAG(std::string, retention_baseline, kRetentionBaseline);
+FCA_SPEC_FLAG(int64_t, bootstrap_block_length, kBootstrapBlockLength);
 
 namespace fca::client {
 namespace {
@@ -79,6 +81,10 @@ SpecOverrides OverridesFromFlags(const std::set<std::string>& specified) {
   if (given(sf::kPerLayerScope)) o.per_layer_scope = absl::GetFlag(FLAGS_per_layer_scope);
   if (given(sf::kFidelityCheckEvery)) {
     o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
+  }
+  if (given(sf::kRetentionBaseline)) o.retention_baseline = absl::GetFlag(FLAGS_retention_baseline);
+  if (given(sf::kBootstrapBlockLength)) {
+    o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);
   }
   return o;
 }

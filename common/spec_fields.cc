@@ -36,7 +36,9 @@ const std::vector<const SpecField*>& SpecFields() {
                                                                 &kTimingBudgetSeconds,
                                                                 &kPerLayerInterventions,
                                                                 &kPerLayerScope,
-                                                                &kFidelityCheckEvery};
+                                                                &kFidelityCheckEvery,
+                                                                &kRetentionBaseline,
+                                                                &kBootstrapBlockLength};
   return *fields;
 }
 

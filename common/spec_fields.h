@@ -210,6 +210,19 @@ inline constexpr SpecField kFidelityCheckEvery =
         .Help("replay fidelity checked on the first and every k-th evaluation batch; 1 checks all")
         .Default(8)
         .Range(1, 1000000);
+// A name from RetentionBaselineNames(); the default is the first.
+inline constexpr SpecField kRetentionBaseline =
+    Field("retention_baseline", "retention_baseline")
+        .Engine("retention_baseline")
+        .Help("the baseline of retention_pct: global_mean or neutral")
+        .DefaultText(kGlobalMean);
+// 0: round(N^(1/3)) (engine::AutoBlockLength).
+inline constexpr SpecField kBootstrapBlockLength =
+    Field("bootstrap_block_length", "bootstrap_block_length")
+        .Engine("bootstrap_block_length")
+        .Help("moving-block bootstrap block length in windows; 0 = round(N^(1/3))")
+        .DefaultText("round(N^(1/3))")
+        .Range(0, 100000);
 
 // Every field, in the proto's order.
 const std::vector<const SpecField*>& SpecFields();

@@ -36,6 +36,8 @@ const char* KeyPlaceholder(MetricKey key) {
       return "<site>";
     case MetricKey::kFamily:
       return "<family>";
+    case MetricKey::kBaseline:
+      return "<baseline>";
   }
   return "";
 }
@@ -98,13 +100,15 @@ std::string InterventionNameList(std::string_view separator) {
   return JoinNames(InterventionDefs(), separator);
 }
 
-std::vector<std::string> StaticProfileNames() {
-  std::vector<std::string> out;
+std::vector<InterventionId> StaticProfiles() {
+  std::vector<InterventionId> out;
   for (const InterventionDef& d : InterventionDefs()) {
-    if (d.static_profile) out.emplace_back(d.name);
+    if (d.static_profile) out.push_back(d.id);
   }
   return out;
 }
+
+std::vector<std::string> StaticProfileNames() { return InterventionNamesOf(StaticProfiles()); }
 
 const std::vector<ScopeDef>& ScopeDefs() {
   static const auto* defs = new std::vector<ScopeDef>{
@@ -172,6 +176,22 @@ absl::StatusOr<ComputeDType> ParseComputeDTypeFlag(std::string_view value) {
                                                     value.substr(0, 64), ComputeDTypeNameList()));
 }
 
+const std::vector<InterventionId>& RetentionBaselines() {
+  static const auto* ids =
+      new std::vector<InterventionId>{InterventionId::kGlobalMean, InterventionId::kNeutral};
+  return *ids;
+}
+
+bool IsRetentionBaseline(InterventionId id) {
+  const std::vector<InterventionId>& ids = RetentionBaselines();
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+const std::vector<std::string>& RetentionBaselineNames() {
+  static const auto* names = new std::vector<std::string>(InterventionNamesOf(RetentionBaselines()));
+  return *names;
+}
+
 const std::vector<MetricDef>& MetricDefs() {
   using M = MetricId;
   using K = MetricKey;
@@ -182,11 +202,13 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kPenalty, kPenalty, K::kNone, "", "nats/token", "penalty",
        "NLL(intervention) - NLL(correct), with a paired bootstrap CI over sequences"},
       {M::kRetentionPct, kRetentionPct, K::kNone, "", "%", "gap retention",
-       "gap retention of a static profile P: 100 * (NLL(global_mean) - NLL(P)) / "
-       "(NLL(global_mean) - NLL(correct)); undefined when the gap is ~0"},
+       "gap retention of a static profile P against the job's retention_baseline B (default "
+       "global_mean): 100 * (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)); undefined unless the "
+       "gap's CI lies above 0"},
       {M::kUnseenTokenPositions, kUnseenTokenPositions, K::kNone, kStaticToken, "positions",
        "unseen token positions",
-       "evaluation positions whose token id never occurs in the calibration set (static_token "
+       "scored evaluation positions (0..T-2) whose token id never occurs in the calibration set "
+       "(static_token "
        "uses the site mean mu_s there)"},
       {M::kUnseenTokenIds, kUnseenTokenIds, K::kNone, kStaticToken, "ids", "unseen token ids",
        "distinct token ids of those positions"},
@@ -246,12 +268,12 @@ const std::vector<MetricDef>& MetricDefs() {
        "dense twin latency (us/token)",
        "the dense twin's median latency per token, timed in the same pairs as the model"},
       {M::kSlowdown, kSlowdown, K::kNone, kExecution, "1", "slowdown vs dense twin (CI)",
-       "geometric mean over interleaved pairs of t_model / t_dense, minus 1, with a bootstrap CI "
-       "over pairs; n = pairs timed"},
+       "geometric mean over interleaved pairs of t_model / t_dense, minus 1, with a t-interval "
+       "over the pairs of both timing blocks; n = pairs timed"},
       {M::kSlowdownVerdict, kSlowdownVerdict, K::kNone, kExecution, "1",
        "verdict: +1 slower, \u22121 faster, 0 no detectable difference",
-       "+1 slower than the dense twin (CI above 0), -1 faster (CI below 0), 0 no detectable "
-       "difference at this precision (CI contains 0)"},
+       "+1 slower than the dense twin (both timing blocks' CIs above 0), -1 faster (both below "
+       "0), 0 no detectable difference (the blocks disagree or a CI contains 0)"},
       {M::kLiveNll, kLiveNll, K::kNone, kReplay, "nats/token", "live NLL",
        "NLL of the LIVE pass on the evaluation windows"},
       {M::kMaxAbsLogitDiff, kMaxAbsLogitDiff, K::kNone, kReplay, "logit",
@@ -261,6 +283,55 @@ const std::vector<MetricDef>& MetricDefs() {
        "fidelity-checked windows",
        "evaluation windows whose correct replay was compared with a LIVE pass (at least the "
        "first batch, even when every window is cached)"},
+      {M::kRetentionVs, kRetentionVs, K::kBaseline, "", "%", "gap retention vs baseline",
+       "100 * (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)) against the baseline B named in the "
+       "row; undefined unless the gap's CI (B's penalty CI) lies above 0"},
+      {M::kRetentionDropped, kRetentionDropped, K::kBaseline, "", "resamples",
+       "retention resamples dropped",
+       "bootstrap resamples of the retention against B whose gap was not positive (no R)"},
+      {M::kPenaltyBlock, kPenaltyBlock, K::kNone, "", "nats/token", "penalty (block CI)",
+       "the penalty with a moving-block bootstrap CI over consecutive evaluation windows (block "
+       "length: replay/bootstrap_block_length)"},
+      {M::kPenaltyLag1, kPenaltyLag1, K::kNone, "", "1", "lag-1 autocorrelation",
+       "lag-1 autocorrelation of the per-window NLL differences (intervention - correct) in "
+       "window order"},
+      {M::kPenaltyPHolm, kPenaltyPHolm, K::kNone, "", "1", "penalty p (Holm)",
+       "bootstrap p-value of penalty = 0, Holm-adjusted over the model's penalties"},
+      {M::kBootstrapBlockLength, kBootstrapBlockLength, K::kNone, kReplay, "windows",
+       "bootstrap block length", "the moving-block bootstrap's block length in windows"},
+      {M::kEta2Token, kEta2Token, K::kFamily, kVariation, "1", "eta2 token",
+       "share of the family's within-site variance explained by the current token id (on E, "
+       "positions whose token occurs at least twice); n = those positions"},
+      {M::kEta2TokenPosition, kEta2TokenPosition, K::kFamily, kVariation, "1",
+       "eta2 (token, position)",
+       "share of the family's within-site variance explained by (token id, position); n = "
+       "positions whose pair occurs at least twice"},
+      {M::kSiteEta2Token, kSiteEta2Token, K::kSite, kVariation, "1", "site eta2 token",
+       "share of one site's variance explained by the current token id"},
+      {M::kSiteEta2TokenPosition, kSiteEta2TokenPosition, K::kSite, kVariation, "1",
+       "site eta2 (token, position)",
+       "share of one site's variance explained by (token id, position)"},
+      {M::kLookupTable, kLookupTable, K::kSite, kVariation, "1", "lookup table",
+       "1 when the site's coefficients on E are an exact function of (token id, position) "
+       "(site eta2 (token, position) >= 1 - 1e-9), else 0"},
+      {M::kSlowdownFirstBlock, kSlowdownFirstBlock, K::kNone, kExecution, "1",
+       "slowdown, first timing block (CI)",
+       "the slowdown and its t-interval over the first timing block's pairs (adaptive stop); n = "
+       "its pairs"},
+      {M::kSlowdownSecondBlock, kSlowdownSecondBlock, K::kNone, kExecution, "1",
+       "slowdown, second timing block (CI)",
+       "the slowdown and its t-interval over the second block: as many pairs as the first, fixed "
+       "before it ran; n = its pairs"},
+      {M::kGroupPenaltySum, kGroupPenaltySum, K::kNone, "", "nats/token",
+       "sum of the per-group penalties",
+       "the sum over the groups of per_layer_scope of the intervention's per-group penalties; n = "
+       "groups"},
+      {M::kGroupAdditivity, kGroupAdditivity, K::kNone, "", "1", "additivity of the groups",
+       "group_penalty_sum / the whole-model penalty (1: the groups' penalties add up to the "
+       "joint one); undefined unless the joint penalty's CI lies above 0"},
+      {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
+       "1 when every site of the family has coefficients on the simplex (a softmax router): "
+       "eta2_layer is then not applicable (undefined)"},
   };
   return *defs;
 }

@@ -92,8 +92,14 @@ absl::StatusOr<std::vector<InterventionId>> ParseInterventionList(
 const std::vector<std::string>& InterventionNames();
 // "correct, cross_input, ...": for messages and help texts.
 std::string InterventionNameList(std::string_view separator = ", ");
-// The static profiles' names, in report order.
+// The static profiles, in report order, and their names.
+std::vector<InterventionId> StaticProfiles();
 std::vector<std::string> StaticProfileNames();
+// The baselines a gap retention is measured against (fca.md "Gap
+// retention"), the default first: global_mean, neutral; and their names.
+const std::vector<InterventionId>& RetentionBaselines();
+const std::vector<std::string>& RetentionBaselineNames();
+bool IsRetentionBaseline(InterventionId id);
 
 // ------------------------------------------------ per-group dependence
 
@@ -204,6 +210,23 @@ inline constexpr char kSlowdownVerdict[] = "slowdown_verdict";
 inline constexpr char kLiveNll[] = "live_nll";
 inline constexpr char kMaxAbsLogitDiff[] = "max_abs_logit_diff";
 inline constexpr char kFidelityCheckedWindows[] = "fidelity_checked_windows";
+// fca.md "Gap retention", "Correlated windows", "Lookup tables".
+inline constexpr char kRetentionVs[] = "retention_vs";
+inline constexpr char kRetentionDropped[] = "retention_dropped";
+inline constexpr char kPenaltyBlock[] = "penalty_block";
+inline constexpr char kPenaltyLag1[] = "penalty_lag1";
+inline constexpr char kPenaltyPHolm[] = "penalty_p_holm";
+inline constexpr char kBootstrapBlockLength[] = "bootstrap_block_length";
+inline constexpr char kEta2Token[] = "eta2_token";
+inline constexpr char kEta2TokenPosition[] = "eta2_token_position";
+inline constexpr char kSiteEta2Token[] = "site_eta2_token";
+inline constexpr char kSiteEta2TokenPosition[] = "site_eta2_token_position";
+inline constexpr char kLookupTable[] = "lookup_table";
+inline constexpr char kSlowdownFirstBlock[] = "slowdown_first_block";
+inline constexpr char kSlowdownSecondBlock[] = "slowdown_second_block";
+inline constexpr char kGroupPenaltySum[] = "group_penalty_sum";
+inline constexpr char kGroupAdditivity[] = "group_additivity";
+inline constexpr char kSimplexValued[] = "simplex_valued";
 
 // In report order.
 enum class MetricId : uint8_t {
@@ -240,10 +263,27 @@ enum class MetricId : uint8_t {
   kLiveNll,
   kMaxAbsLogitDiff,
   kFidelityCheckedWindows,
+  kRetentionVs,
+  kRetentionDropped,
+  kPenaltyBlock,
+  kPenaltyLag1,
+  kPenaltyPHolm,
+  kBootstrapBlockLength,
+  kEta2Token,
+  kEta2TokenPosition,
+  kSiteEta2Token,
+  kSiteEta2TokenPosition,
+  kLookupTable,
+  kSlowdownFirstBlock,
+  kSlowdownSecondBlock,
+  kGroupPenaltySum,
+  kGroupAdditivity,
+  kSimplexValued,
 };
 
 // What follows a keyed metric's name after a dot: "eta2.attn_gate".
-enum class MetricKey : uint8_t { kNone, kLayer, kSite, kFamily };
+// kBaseline: the intervention a retention is measured against.
+enum class MetricKey : uint8_t { kNone, kLayer, kSite, kFamily, kBaseline };
 
 struct MetricDef {
   MetricId id;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "common/spec_fields.h"
 #include "common/vocabulary.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/statistics.h"
@@ -17,25 +18,19 @@ namespace {
 using Key = std::pair<std::string, std::string>;  // intervention, metric
 using ModelRows = std::map<Key, v1::Result>;
 
-// "site_mean." and "site_variance.": the per-site rows' prefixes.
-const std::string& SiteMeanPrefix() {
-  static const auto* prefix = new std::string(KeyedMetric(kSiteMean, ""));
-  return *prefix;
-}
-const std::string& SiteVariancePrefix() {
-  static const auto* prefix = new std::string(KeyedMetric(kSiteVariance, ""));
-  return *prefix;
-}
-
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// Per-site rows become SiteRow messages, not report metrics.
-bool IsSiteMetric(const Key& key) {
-  return key.first == kVariation &&
-         (StartsWith(key.second, SiteMeanPrefix()) || StartsWith(key.second, SiteVariancePrefix()));
+// The per-site variation rows ("site_mean.<site>", ..., "lookup_table.<site>")
+// become SiteRow messages, not report metrics; nullptr for other rows.
+const MetricDef* SiteMetric(const Key& key) {
+  if (key.first != kVariation) return nullptr;
+  const MetricDef* d = FindMetric(key.second);
+  return d != nullptr && d->key == MetricKey::kSite ? d : nullptr;
 }
+
+bool IsSiteMetric(const Key& key) { return SiteMetric(key) != nullptr; }
 
 // The variation metrics kept per family ("eta2.<family>", ...), in report
 // order.
@@ -176,7 +171,7 @@ std::set<Key> AuditedKeys(const JobRows& rows) {
 }
 
 v1::ReportMetric MakeMetric(const Key& key, const std::vector<std::string>& models,
-                            const JobRows& rows) {
+                            const JobRows& rows, double ci_level) {
   v1::ReportMetric m;
   m.set_intervention(key.first);
   m.set_metric(key.second);
@@ -189,7 +184,7 @@ v1::ReportMetric MakeMetric(const Key& key, const std::vector<std::string>& mode
     *m.add_per_model() = it->second;
     found.push_back(&it->second);
   }
-  *m.mutable_across_models() = SummarizeAcross(found);
+  *m.mutable_across_models() = SummarizeAcross(found, ci_level);
   return m;
 }
 
@@ -198,10 +193,9 @@ v1::ReportMetric MakeMetric(const Key& key, const std::vector<std::string>& mode
 std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& rows) {
   std::map<std::string, v1::SiteRow> by_site;
   for (const auto& [key, r] : rows) {
-    if (!IsSiteMetric(key)) continue;
-    const bool mean = StartsWith(key.second, SiteMeanPrefix());
-    const std::string site =
-        key.second.substr(mean ? SiteMeanPrefix().size() : SiteVariancePrefix().size());
+    const MetricDef* metric = SiteMetric(key);
+    if (metric == nullptr) continue;
+    const std::string site = key.second.substr(std::string(metric->name).size() + 1);
     std::string family;
     int64_t layer = 0;
     if (!ParseSiteName(site, &family, &layer)) continue;
@@ -210,10 +204,24 @@ std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& r
     s.set_site(site);
     s.set_family(family);
     s.set_layer(layer);
-    if (mean) {
-      s.set_mean(r.value());
-    } else {
-      s.set_variance(r.value());
+    switch (metric->id) {
+      case MetricId::kSiteMean:
+        s.set_mean(r.value());
+        break;
+      case MetricId::kSiteVariance:
+        s.set_variance(r.value());
+        break;
+      case MetricId::kSiteEta2Token:
+        if (r.defined()) s.set_eta2_token(r.value());
+        break;
+      case MetricId::kSiteEta2TokenPosition:
+        if (r.defined()) s.set_eta2_token_position(r.value());
+        break;
+      case MetricId::kLookupTable:
+        if (r.defined()) s.set_lookup_table(r.value() != 0);
+        break;
+      default:
+        break;
     }
   }
   std::vector<v1::SiteRow> out;
@@ -244,7 +252,7 @@ bool ParseSiteName(const std::string& site, std::string* family, int64_t* layer)
   return true;
 }
 
-v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows) {
+v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows, double ci_level) {
   std::vector<double> values;
   int64_t undefined = 0;
   for (const v1::Result* r : rows) {
@@ -263,8 +271,24 @@ v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows) {
   out.set_sd(s.sd);
   out.set_min(s.min);
   out.set_max(s.max);
+  if (const std::optional<engine::Interval> ci = engine::MeanTInterval(s, ci_level)) {
+    out.set_ci_low(ci->low);
+    out.set_ci_high(ci->high);
+    out.set_ci_level(ci_level);
+  }
   return out;
 }
+
+namespace {
+
+// A stored spec has its ci_level normalized; an older one without it gets
+// the default.
+double CiLevel(const v1::AuditSpec& spec) {
+  return spec.ci_level() > 0 && spec.ci_level() < 1 ? spec.ci_level()
+                                                    : spec_fields::kCiLevel.Default<double>();
+}
+
+}  // namespace
 
 v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Result>& rows) {
   const JobRows split = SplitRows(job.spec(), rows);
@@ -286,7 +310,7 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
   const std::vector<Key> groups = GroupOrder(audited_keys, interventions);
   known.insert(known.begin() + 2 * interventions.size(), groups.begin(), groups.end());
   for (const Key& key : OrderKeys(audited_keys, known)) {
-    *out.add_metrics() = MakeMetric(key, models, split);
+    *out.add_metrics() = MakeMetric(key, models, split, CiLevel(job.spec()));
   }
   for (const std::string& m : models) {
     for (v1::SiteRow& s : ModelSites(m, split.audited.at(m))) *out.add_sites() = std::move(s);

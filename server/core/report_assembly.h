@@ -23,8 +23,9 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
 
 // n, undefined, mean, sample sd (0 for one value), min and max of the
 // defined values among `rows`; the rest of the fields 0 when none is
-// defined.
-v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows);
+// defined. With two or more: the t-interval of the mean at `ci_level`.
+v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows,
+                                 double ci_level = 0.95);
 
 // "attn_gate.3" -> family "attn_gate", layer 3; false when the name does not
 // end in ".<layer>".

@@ -17,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -50,6 +51,10 @@ ABSL_FLAG(std::string, per_layer_scope, fca::ScopeName(fca::spec_fields::Default
           absl::StrCat("audit: per_layer groups: ", fca::ScopeNameList(" | ")));
 ABSL_FLAG(int, fidelity_check_every, fca::spec_fields::kFidelityCheckEvery.Default<int>(),
           "audit: replay fidelity checked on the first and every k-th evaluation batch (1: all)");
+ABSL_FLAG(std::string, retention_baseline, fca::RetentionBaselineNames()[0],
+          "audit: the baseline of retention_pct: global_mean or neutral");
+ABSL_FLAG(int64_t, bootstrap_block_length, 0,
+          "audit: moving-block bootstrap block length in windows (0 = round(N^(1/3)))");
 ABSL_FLAG(int64_t, window, fca::spec_fields::kWindowLength.Default<int64_t>(),
           "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
@@ -138,10 +143,26 @@ std::string Opt(const std::optional<double>& v, int decimals) {
   return v ? absl::StrFormat("%.*f", decimals, *v) : std::string("undefined");
 }
 
-std::string Retention(const std::optional<double>& v, const std::optional<engine::Interval>& ci) {
-  if (!v) return "undefined (no gap between correct and global_mean)";
-  if (!ci) return absl::StrFormat("%.2f%% (CI undefined)", *v);
-  return absl::StrFormat("%.2f%% [%.1f, %.1f]", *v, ci->low, ci->high);
+// R(P) against each baseline that ran (fca.md "Gap retention").
+std::string Retention(const ModelReport& r, const std::string& profile) {
+  std::string out;
+  for (const std::string& baseline : RetentionBaselineNames()) {
+    const engine::RetentionResult* x = r.FindRetention(profile, baseline);
+    if (x == nullptr) continue;
+    const engine::RetentionEstimate& e = x->estimate;
+    std::string text;
+    if (!e.value) {
+      text = absl::StrFormat("undefined (gap %+.4f [%+.4f, %+.4f] not above 0)", e.gap,
+                             e.gap_ci.low, e.gap_ci.high);
+    } else if (!e.ci) {
+      text = absl::StrFormat("%.2f%% (CI undefined, %d resamples dropped)", *e.value,
+                             e.dropped_resamples);
+    } else {
+      text = absl::StrFormat("%.2f%% [%.1f, %.1f]", *e.value, e.ci->low, e.ci->high);
+    }
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "vs ", baseline, " ", text);
+  }
+  return out.empty() ? "-" : out;
 }
 
 void PrintModel(const ModelReport& r) {
@@ -161,11 +182,12 @@ void PrintModel(const ModelReport& r) {
                   i.penalty_ci.low, i.penalty_ci.high);
     }
   }
-  std::printf(
-      "   gap retention: static_layer %s, static_layer_position %s, static_token %s\n",
-      Retention(r.retention_static_layer, r.retention_static_layer_ci).c_str(),
-      Retention(r.retention_static_layer_position, r.retention_static_layer_position_ci).c_str(),
-      Retention(r.retention_static_token, r.retention_static_token_ci).c_str());
+  for (const std::string& profile : StaticProfileNames()) {
+    // static_token is keyed by the current token (fca.md "Beyond the paper").
+    const char* reading = profile == kStaticToken ? " (explained by the current token)" : "";
+    std::printf("   gap retention of %s%s: %s\n", profile.c_str(), reading,
+                Retention(r, profile).c_str());
+  }
   if (r.static_token_coverage) {
     std::printf("   static_token: %lld evaluation positions (%lld ids) unseen in calibration\n",
                 static_cast<long long>(r.static_token_coverage->unseen_positions),
@@ -225,6 +247,14 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
                        ParseInterventionList(absl::GetFlag(FLAGS_per_layer),
                                              "per-layer intervention", /*allow_correct=*/false));
   o.fidelity_check_every = absl::GetFlag(FLAGS_fidelity_check_every);
+  const std::optional<InterventionId> baseline =
+      ParseIntervention(absl::GetFlag(FLAGS_retention_baseline));
+  if (!baseline || !IsRetentionBaseline(*baseline)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--retention_baseline is not one of: %s",
+                                                      absl::StrJoin(RetentionBaselineNames(), ", ")));
+  }
+  o.retention_baseline = *baseline;
+  o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);
   const std::string scope = absl::GetFlag(FLAGS_per_layer_scope);
   const std::optional<ScopeId> scope_id = ParseScope(scope);
   if (!scope_id) {

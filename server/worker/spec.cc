@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
 #include "server/engine/text/unicode.h"
@@ -58,6 +59,13 @@ absl::Status ParseEnums(const v1::AuditSpec& spec, engine::AuditOptions* o) {
                                                       ScopeNameList()));
   }
   o->per_layer_scope = *scope;
+  const std::optional<InterventionId> baseline = ParseIntervention(spec.retention_baseline());
+  if (!baseline || !IsRetentionBaseline(*baseline)) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown retention_baseline '%s' (known: %s)",
+                                                      spec.retention_baseline().substr(0, 64),
+                                                      absl::StrJoin(RetentionBaselineNames(), ", ")));
+  }
+  o->retention_baseline = *baseline;
   return absl::OkStatus();
 }
 
@@ -117,6 +125,7 @@ absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& s) {
   o.timing_max_repeats = s.timing_max_repeats();
   o.timing_budget_seconds = s.timing_budget_seconds();
   o.fidelity_check_every = s.fidelity_check_every();
+  o.bootstrap_block_length = s.bootstrap_block_length();
   return o;
 }
 
@@ -138,13 +147,15 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
     return absl::InvalidArgumentError("spec needs eval_dataset and calib_dataset");
   }
   if (s.per_layer_scope().empty()) s.set_per_layer_scope(ScopeName(sf::DefaultScope()));
+  if (s.retention_baseline().empty()) s.set_retention_baseline(RetentionBaselineNames()[0]);
   engine::AuditOptions parsed;
   FCA_RETURN_IF_ERROR(ParseEnums(s, &parsed));
   Default(sf::kWindowLength, s.window_length(), &v1::AuditSpec::set_window_length, &s);
   Default(sf::kBatchSize, s.batch_size(), &v1::AuditSpec::set_batch_size, &s);
   Default(sf::kBootstrapResamples, s.bootstrap_resamples(), &v1::AuditSpec::set_bootstrap_resamples,
           &s);
-  Default(sf::kTimingRepeats, s.timing_repeats(), &v1::AuditSpec::set_timing_repeats, &s);
+  // 0 is a value here (no timing), so only an unset field takes the default.
+  if (!s.has_timing_repeats()) s.set_timing_repeats(sf::kTimingRepeats.Default<int32_t>());
   Default(sf::kFidelityCheckEvery, s.fidelity_check_every(),
           &v1::AuditSpec::set_fidelity_check_every, &s);
   if (s.max_eval_windows() == 0) s.set_max_eval_windows(limits.max_windows);
@@ -160,6 +171,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   FCA_RETURN_IF_ERROR(
       Range(sf::kFidelityCheckEvery, s.fidelity_check_every(), sf::kFidelityCheckEvery.max));
   FCA_RETURN_IF_ERROR(RealRange(sf::kCiLevel, s.ci_level(), sf::kCiLevel.max));
+  FCA_RETURN_IF_ERROR(
+      Range(sf::kBootstrapBlockLength, s.bootstrap_block_length(), sf::kBootstrapBlockLength.max));
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;

@@ -87,7 +87,7 @@ TEST(VocabularyTest, MetricsAreInEnumOrderAndRoundTrip) {
       EXPECT_FALSE(std::string(text).empty()) << d.name;
     }
   }
-  EXPECT_EQ(MetricDefs().back().id, MetricId::kFidelityCheckedWindows);
+  EXPECT_EQ(MetricDefs().back().id, MetricId::kSimplexValued);
 }
 
 // Rows are stored under each intervention, one intervention, or one of the

@@ -95,6 +95,13 @@ TEST(ReportTest, AcrossModelsIsMeanSampleSdMinAndMax) {
   EXPECT_NEAR(a.sd(), 0.1, 1e-12);
   EXPECT_DOUBLE_EQ(a.min(), 0.1);
   EXPECT_DOUBLE_EQ(a.max(), 0.3);
+  // The between-model t-interval (docs/fca.md "Multi-model aggregation"):
+  // 0.2 +- t_{0.975, 2} 0.1 / sqrt(3), t_{0.975, 2} = 4.302652730.
+  ASSERT_TRUE(a.has_ci_low());
+  ASSERT_TRUE(a.has_ci_high());
+  EXPECT_NEAR(a.ci_low(), 0.2 - 4.302652730 * 0.1 / std::sqrt(3.0), 1e-8);
+  EXPECT_NEAR(a.ci_high(), 0.2 + 4.302652730 * 0.1 / std::sqrt(3.0), 1e-8);
+  EXPECT_DOUBLE_EQ(a.ci_level(), 0.95);
 
   const v1::ReportMetric* ret = FindMetric(r, "static_layer", "retention_pct");
   ASSERT_NE(ret, nullptr);
@@ -227,6 +234,7 @@ TEST(ReportTest, AllUndefinedSummarizesNothing) {
   v1::Result a = Undefined(Row("s1", "static_layer", "retention_pct", 0));
   v1::Result b = Undefined(Row("s2", "static_layer", "retention_pct", 0));
   const v1::AcrossModels s = SummarizeAcross({&a, &b});
+  EXPECT_FALSE(s.has_ci_low());
   EXPECT_EQ(s.n(), 0);
   EXPECT_EQ(s.undefined(), 2);
   EXPECT_EQ(s.mean(), 0);
@@ -259,9 +267,13 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     i.name = name;
     m.interventions.push_back(i);
   }
-  m.retention_static_layer = 50;
-  m.retention_static_layer_position = 60;
-  m.retention_static_token = 70;
+  for (const std::string& profile : StaticProfileNames()) {
+    engine::RetentionResult r;
+    r.profile = profile;
+    r.baseline = kGlobalMean;
+    r.estimate.value = 50;
+    m.retention.push_back(r);
+  }
   m.static_token_coverage = engine::TokenCoverage{3, 2};
   for (const std::string& scope : ScopeNames()) {
     engine::GroupDependence d;
@@ -270,18 +282,26 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     d.group = scope == kScopeLayer ? "0" : "attn_gate";
     m.dependence.push_back(d);
   }
+  m.additivity.push_back({kStaticLayer, 2, 0.3, 1.0});
   engine::FamilyVariation f;
   f.family = "attn_gate";
   f.eta2 = 0.5;
   f.eta2_layer = 0.4;
   m.variation.push_back(f);
-  m.site_variation.push_back({"attn_gate.0", "attn_gate", 0, 1.0, 0.1});
+  engine::SiteVariation site;
+  site.site = "attn_gate.0";
+  site.family = "attn_gate";
+  site.variance = 0.1;
+  site.lookup_table = true;
+  m.site_variation.push_back(site);
   m.execution.parameters = 1000;
   m.execution.timing_repeats = 3;
   m.execution.dense_latency_us_per_token = 5;
   m.execution.slowdown = 0.1;
   m.execution.slowdown_ci = engine::Interval{0.05, 0.15};
   m.execution.slowdown_verdict = 1;
+  m.execution.first_block = engine::SlowdownEstimate{0.1, {0.05, 0.15}, 1, 2};
+  m.execution.second_block = engine::SlowdownEstimate{0.1, {0.05, 0.15}, 1, 2};
   m.execution.dense_flops_per_token = 100;
   m.execution.flops_overhead = 0.02;
   std::set<std::string> seen;

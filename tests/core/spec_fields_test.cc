@@ -41,7 +41,8 @@ std::string TestValue(const FieldDescriptor& field, const SpecField& entry) {
       // Valid wherever a name is checked: an intervention other than
       // correct, a scope other than the default.
       if (field.is_repeated()) return kStaticLayer;
-      return field.name() == kPerLayerScope.name ? kScopeSite : "x";
+      if (field.name() == kPerLayerScope.name) return kScopeSite;
+      return field.name() == kRetentionBaseline.name ? kNeutral : "x";
     case FieldDescriptor::CPPTYPE_BOOL:
       return "true";
     case FieldDescriptor::CPPTYPE_DOUBLE:

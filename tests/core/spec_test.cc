@@ -51,6 +51,14 @@ TEST(NormalizeSpecTest, FillsEveryDefault) {
   EXPECT_EQ(s->bootstrap_resamples(), 1000);
   EXPECT_DOUBLE_EQ(s->ci_level(), 0.95);
   EXPECT_EQ(s->timing_repeats(), 7);
+  // An explicit 0 is "no timing" (docs/fca.md), not the default.
+  v1::AuditSpec no_timing = Minimal();
+  no_timing.set_timing_repeats(0);
+  auto zero = NormalizeSpec(no_timing, {});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_TRUE(zero->has_timing_repeats());
+  EXPECT_EQ(zero->timing_repeats(), 0);
+  EXPECT_EQ(ToEngineOptions(*zero).timing_repeats, 0);
   EXPECT_EQ(s->timing_max_repeats(), 200);
   EXPECT_DOUBLE_EQ(s->timing_budget_seconds(), 60);
   EXPECT_EQ(s->max_eval_windows(), 321);
@@ -153,6 +161,25 @@ TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
       o->per_layer_interventions,
       (std::vector<InterventionId>{InterventionId::kStaticLayer, InterventionId::kStaticToken}));
   EXPECT_EQ(o->per_layer_scope, ScopeId::kFamily);
+}
+
+// docs/fca.md "Gap retention" and "Correlated windows".
+TEST(NormalizeSpecTest, RetentionBaselineAndBlockLength) {
+  auto plain = NormalizeSpec(Minimal(), {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->retention_baseline(), "global_mean");
+  EXPECT_EQ(plain->bootstrap_block_length(), 0);  // round(N^(1/3)) in the engine
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_retention_baseline("static"); }),
+                "retention_baseline", "static");
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_bootstrap_block_length(-1); }),
+                "bootstrap_block_length");
+  v1::AuditSpec in = Minimal();
+  in.set_retention_baseline("neutral");
+  in.set_bootstrap_block_length(5);
+  auto s = NormalizeSpec(in, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(ToEngineOptions(*s).retention_baseline, "neutral");
+  EXPECT_EQ(ToEngineOptions(*s).bootstrap_block_length, 5);
 }
 
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/build_version.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -31,11 +32,16 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   FCA_RETURN_IF_ERROR(CheckOption(sf::kCiLevel, o.ci_level));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingRepeats, o.timing_repeats));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingMaxRepeats, o.timing_max_repeats));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kBootstrapBlockLength, o.bootstrap_block_length));
+  if (!IsRetentionBaseline(o.retention_baseline)) {
+    return absl::InvalidArgumentError(absl::StrFormat("retention_baseline '%s' is not one of: %s",
+                                                      InterventionName(o.retention_baseline),
+                                                      absl::StrJoin(RetentionBaselineNames(), ", ")));
+  }
   // The engine takes a budget of 0: the minimum repeats only.
   if (!(o.timing_budget_seconds >= sf::kTimingBudgetSeconds.min) || o.timing_warmup < 0 ||
-      !(o.timing_relative_precision >= 0) || !(o.timing_resolution >= 0)) {
-    return absl::InvalidArgumentError(
-        "the timing budget, warmup, precision and resolution must be >= 0");
+      !(o.timing_resolution >= 0)) {
+    return absl::InvalidArgumentError("the timing budget, warmup and resolution must be >= 0");
   }
   if (!(o.fidelity_tolerance >= 0)) {
     return absl::InvalidArgumentError("fidelity_tolerance must be >= 0");

@@ -55,18 +55,23 @@ struct AuditOptions {
   // Retention is undefined when |NLL(global_mean) - NLL(correct)| is below
   // this (nats/token): a ratio of noise is not a number worth printing.
   double retention_min_gap = 1e-5;
-  // Execution timing (fca.md "Execution"): pairs (model, dense twin) run
-  // back to back in alternating order; at least `timing_repeats` pairs, then
-  // more until the slowdown's CI is narrower than the effect it claims
-  // (half-width <= timing_relative_precision * |slowdown|, CI excluding 0)
-  // or its half-width is <= timing_resolution, at most
-  // max(timing_repeats, timing_max_repeats) pairs and, past the minimum,
-  // about timing_budget_seconds of wall time per model. Without a twin:
-  // timing_repeats model forwards. 0 repeats: no timing.
+  // The baseline B of `retention_pct` (fca.md "Gap retention"): global_mean
+  // or neutral. retention_vs.<B> rows are written against every baseline
+  // that ran.
+  InterventionId retention_baseline = InterventionId::kGlobalMean;
+  // Moving-block bootstrap (fca.md "Correlated windows"): block length in
+  // windows; 0: AutoBlockLength(N).
+  int64_t bootstrap_block_length = 0;
+  // Execution timing (fca.md "Execution"): two independent blocks of pairs
+  // (model, dense twin) run back to back in alternating order; per block at
+  // least `timing_repeats` pairs, then more until the slowdown's CI
+  // half-width is <= timing_resolution (the rule never looks at where the
+  // CI lies), at most max(timing_repeats, timing_max_repeats / 2) pairs and,
+  // past the minimum, about timing_budget_seconds / 2 of wall time. Without
+  // a twin: timing_repeats model forwards. 0 repeats: no timing.
   int timing_repeats = spec_fields::kTimingRepeats.Default<int>();
   int timing_max_repeats = spec_fields::kTimingMaxRepeats.Default<int>();
   double timing_budget_seconds = spec_fields::kTimingBudgetSeconds.Default<double>();
-  double timing_relative_precision = 0.5;
   double timing_resolution = 0.01;  // slowdown units: 0.01 = one percent
   int timing_warmup = 2;            // untimed pairs first
   // Per-group dependence (fca.md "Per-group dependence"): for each named
@@ -103,12 +108,32 @@ struct ResultRow {
   int64_t n = 0;  // units behind the value (sequences, tokens, models)
 };
 
+// What the penalty's per-window differences say beyond the i.i.d. CI
+// (fca.md "Correlated windows").
+struct PenaltyDependence {
+  Interval block_ci;           // moving-block bootstrap
+  std::optional<double> lag1;  // lag-1 autocorrelation of the differences
+  double p_value = 1;          // bootstrap p of penalty = 0 (i.i.d.)
+  double p_holm = 1;           // Holm-adjusted over the model's whole-model penalties
+};
+
 struct InterventionResult {
   std::string name;
   double nll = 0;  // nats/token over all predicted positions
   std::vector<double> nll_per_sequence;
   double penalty = 0;   // NLL(I) - NLL(correct)
   Interval penalty_ci;  // paired bootstrap
+  PenaltyDependence windows;
+};
+
+// The share of coefficient variance a key explains (fca.md "Lookup
+// tables"): eta2 = 1 - ss_within_key / ss_within_site over the positions
+// whose key (token id, or (token id, position)) occurs at least twice on E.
+struct KeyedShare {
+  std::optional<double> eta2;  // undefined without variance
+  int64_t positions = 0;       // positions used
+  double ss_within_site = 0;   // around the per-channel means of those positions
+  double ss_within_key = 0;    // around each key's per-channel means
 };
 
 struct FamilyVariation {
@@ -123,6 +148,11 @@ struct FamilyVariation {
   // 1 - SS around the per-site mean mu_s / SS_total: "layer identity" with
   // one mean per site (eta2 uses one per site and channel).
   std::optional<double> eta2_layer;
+  // Every site's coefficients lie on the simplex (routers): eta2_layer is
+  // then 0 by construction and reported as not applicable (undefined).
+  bool simplex = false;
+  // Lookup-table diagnostics, pooled over the family's sites.
+  KeyedShare token, token_position;
 };
 
 // One group's replay in the per-group dependence audit.
@@ -135,10 +165,27 @@ struct GroupDependence {
   Interval penalty_ci;  // paired bootstrap, as for `penalty`
 };
 
+// The additivity check of one intervention's per-group replays (fca.md
+// "Per-group dependence"): do the groups' penalties add up to the joint one?
+struct GroupAdditivity {
+  std::string intervention;
+  int64_t groups = 0;
+  double penalty_sum = 0;       // sum over groups of penalty(I at g)
+  std::optional<double> ratio;  // penalty_sum / penalty(I); undefined unless its CI > 0
+};
+
+// Gap retention of one static profile P against one baseline B (fca.md
+// "Gap retention").
+struct RetentionResult {
+  std::string profile;   // P
+  std::string baseline;  // B: global_mean or neutral
+  RetentionEstimate estimate;
+};
+
 // Evaluation positions whose token id never occurs in the calibration set
 // (static_token falls back to mu_s there).
 struct TokenCoverage {
-  int64_t unseen_positions = 0;  // positions of E
+  int64_t unseen_positions = 0;  // scored positions of E (0..T-2 of each window)
   int64_t unseen_ids = 0;        // distinct ids among them
 };
 
@@ -147,6 +194,10 @@ struct SiteVariation {
   int64_t layer = 0;
   double mean = 0;      // over sequences, positions, channels
   double variance = 0;  // around mu_{s,c}, per scalar
+  KeyedShare token, token_position;
+  // token_position.eta2 >= 1 - 1e-9: on E the site is a table of (token,
+  // position); undefined with token_position.eta2.
+  std::optional<bool> lookup_table;
 };
 
 struct ExecutionResult {
@@ -165,8 +216,11 @@ struct ExecutionResult {
   // faster (CI below 0), 0 no detectable difference (CI contains 0).
   std::optional<double> slowdown;
   std::optional<Interval> slowdown_ci;
+  // The verdict needs the two independent timing blocks to agree: +1 or -1
+  // when both blocks' CIs say so, else 0.
   std::optional<int> slowdown_verdict;
-  int64_t timing_repeats = 0;  // timed pairs (model forwards without a twin)
+  std::optional<SlowdownEstimate> first_block, second_block;
+  int64_t timing_repeats = 0;  // timed pairs, both blocks (model forwards without a twin)
 };
 
 struct ModelReport {
@@ -174,7 +228,8 @@ struct ModelReport {
   int64_t eval_windows = 0, calib_windows = 0, window_length = 0;
   std::vector<std::string> eval_window_hashes, calib_window_hashes;
   std::vector<CoefficientSite> sites;
-  double live_nll = 0;  // NLL of the LIVE pass on E (see below)
+  double live_nll = 0;                 // NLL of the LIVE pass on E (see below)
+  int64_t bootstrap_block_length = 1;  // of the moving-block CIs
   // Windows whose coefficients came from the cache; their LIVE pass was
   // skipped and live_nll counts their `correct` replay (equal within the
   // fidelity tolerance).
@@ -183,16 +238,17 @@ struct ModelReport {
   // Largest |cached - fresh| coefficient seen where the cache was checked
   // against a fresh recording (0 when the cache was not used).
   double cache_max_abs_diff = 0;
-  std::vector<InterventionResult> interventions;          // `correct` first
-  std::optional<double> retention_static_layer;           // percent
-  std::optional<double> retention_static_layer_position;  // percent
-  // Bootstrap CIs of the retentions (undefined when too many resamples have
-  // a ~0 gap): a retention whose gap is noise has a very wide CI.
-  std::optional<Interval> retention_static_layer_ci, retention_static_layer_position_ci;
-  std::optional<double> retention_static_token;  // percent
-  std::optional<Interval> retention_static_token_ci;
+  std::vector<InterventionResult> interventions;  // `correct` first
+  // Every static profile that ran against every baseline that ran;
+  // `retention_pct` rows are those against retention_baseline.
+  std::vector<RetentionResult> retention;
+  std::string retention_baseline = kGlobalMean;
+  // The entry for (profile, baseline); nullptr when either did not run.
+  const RetentionResult* FindRetention(const std::string& profile,
+                                       const std::string& baseline) const;
   std::optional<TokenCoverage> static_token_coverage;  // when static_token ran
   std::vector<GroupDependence> dependence;             // per-group replays
+  std::vector<GroupAdditivity> additivity;             // per intervention in `dependence`
   // Evaluation windows whose replay was compared with a LIVE pass (the
   // fidelity gate): the first batch, cached or not, and every
   // fidelity_check_every-th batch recorded LIVE.

@@ -114,14 +114,28 @@ absl::StatusOr<CalibrationStats> ComputeCalibrationStats(
     CalibrationStats stats;
     std::map<std::string, double> sum;
     std::map<std::string, double> count;
+    std::map<std::string, at::Tensor> channel_sum;  // of simplex-valued families
+    std::map<std::string, bool> simplex;
     for (size_t s = 0; s < calib.size(); ++s) {
       at::Tensor a = F64(calib[s]);
+      const std::string& family = sites[s].family;
       stats.site_mean.push_back(a.mean(at::IntArrayRef{0, 1}));
       stats.site_position_mean.push_back(a.mean(0));
-      sum[sites[s].family] += a.sum().item<double>();
-      count[sites[s].family] += static_cast<double>(a.numel());
+      sum[family] += a.sum().item<double>();
+      count[family] += static_cast<double>(a.numel());
+      const at::Tensor channels = a.sum(at::IntArrayRef{0, 1});
+      const bool first = !simplex.count(family);
+      bool& on = simplex[family];
+      on = (first || (on && channel_sum[family].size(0) == channels.size(0))) &&
+           SimplexValued(calib[s]);
+      if (on) channel_sum[family] = first ? channels : channel_sum[family] + channels;
     }
-    for (const auto& [family, total] : sum) stats.family_mean[family] = total / count[family];
+    for (const auto& [family, total] : sum) {
+      stats.family_mean[family] = total / count[family];
+      if (!simplex[family]) continue;
+      const double positions = count[family] / static_cast<double>(channel_sum[family].size(0));
+      stats.family_channel_mean[family] = channel_sum[family] / positions;
+    }
     return stats;
   });
 }
@@ -147,7 +161,10 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeProfileIntervention(
   }
   if (id == InterventionId::kGlobalMean) {
     for (const CoefficientSite& site : *ctx.sites) {
-      profiles.push_back(at::full({1}, ctx.calib->family_mean.at(site.family), at::kDouble));
+      const auto channels = ctx.calib->family_channel_mean.find(site.family);
+      profiles.push_back(channels != ctx.calib->family_channel_mean.end()
+                             ? channels->second
+                             : at::full({1}, ctx.calib->family_mean.at(site.family), at::kDouble));
     }
   }
   return std::make_unique<StaticIntervention>(eval, CastLike(profiles, eval));
@@ -200,6 +217,17 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(InterventionId id
       absl::StrCat("intervention '", InterventionName(id), "' has no implementation"));
 }
 
+bool SimplexValued(const at::Tensor& a) {
+  if (a.size(2) < 2) return false;
+  // Within the rounding of a softmax in the compute dtype.
+  const double tolerance = a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble
+                               ? kSimplexToleranceFloat32
+                               : kSimplexToleranceReduced;
+  const at::Tensor x = F64(a);
+  return (x >= -tolerance).all().item<bool>() &&
+         ((x.sum(-1) - 1).abs() <= tolerance).all().item<bool>();
+}
+
 Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites) {
   c10::InferenceMode guard;
   Variation v;
@@ -210,6 +238,7 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     if (!fam.count(sites[s].family)) order.push_back(sites[s].family);
     sum[sites[s].family] += F64(eval[s]).sum().item<double>();
     FamilyVariation& f = fam[sites[s].family];
+    f.simplex = (f.sites == 0 || f.simplex) && SimplexValued(eval[s]);
     f.family = sites[s].family;
     f.sites += 1;
     f.count += eval[s].numel();
@@ -230,7 +259,13 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     f.within_site_variance += within;
     f.between_input_variance += between;
     f.within_input_variance += tokens;
-    v.sites.push_back({sites[s].name, sites[s].family, sites[s].layer, mu_s, within / a.numel()});
+    SiteVariation site;
+    site.site = sites[s].name;
+    site.family = sites[s].family;
+    site.layer = sites[s].layer;
+    site.mean = mu_s;
+    site.variance = within / a.numel();
+    v.sites.push_back(std::move(site));
   }
   for (const std::string& name : order) {
     FamilyVariation f = fam[name];
@@ -240,7 +275,9 @@ Variation ComputeVariation(const SiteTensors& eval, const std::vector<Coefficien
     // explain: eta2 is undefined rather than 0/0.
     if (total > 1e-12 * n) {
       f.eta2 = 1.0 - f.within_site_variance / total;
-      f.eta2_layer = 1.0 - ss_layer[name] / total;
+      // One mean per site is 1/d for simplex-valued coefficients: 0 by
+      // construction, so not applicable.
+      if (!f.simplex) f.eta2_layer = 1.0 - ss_layer[name] / total;
     }
     f.total_variance = total / n;
     f.within_site_variance /= n;

@@ -25,6 +25,10 @@ struct CalibrationStats {
   SiteTensors site_mean;                      // mu_s: [d_s]
   SiteTensors site_position_mean;             // mu_{s,t}: [T, d_s]
   std::map<std::string, double> family_mean;  // m_f
+  // m_{f,c}: per-channel means pooled over the sites of a simplex-valued
+  // family (SimplexValued at every site on C, one d): its global_mean
+  // profile, which one scalar (1/d, every expert tied) would not be.
+  std::map<std::string, at::Tensor> family_channel_mean;
 };
 
 [[nodiscard]] absl::StatusOr<CalibrationStats> ComputeCalibrationStats(
@@ -67,7 +71,8 @@ struct InterventionContext {
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
     const InterventionContext& ctx);
 
-// Evaluation positions (and distinct ids) whose id never occurs in C.
+// Scored evaluation positions (0..T-2 of each window) whose id never occurs
+// in C, and the distinct ids among them.
 [[nodiscard]] absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
                                                               const at::Tensor& calib_ids);
 
@@ -92,12 +97,20 @@ std::vector<int64_t> CrossInputAssignment(int64_t n, uint64_t seed);
 std::vector<int64_t> TokenPermutation(int64_t length, uint64_t seed, int64_t sequence,
                                       int64_t site);
 
+// Whether a site's coefficients [N, T, d] lie on the simplex: d >= 2, every
+// value >= -tol and every channel vector summing to 1 within tol (1e-5 in
+// float32, 1e-2 in bfloat16 and float16): router weights after a softmax.
+inline constexpr double kSimplexToleranceFloat32 = 1e-5;
+inline constexpr double kSimplexToleranceReduced = 1e-2;
+bool SimplexValued(const at::Tensor& a);
+
 struct Variation {
   std::vector<FamilyVariation> families;
   std::vector<SiteVariation> sites;
 };
 // eta2 and eta2_layer per family with the between-input / within-input
-// split of the within-site variance, on E.
+// split of the within-site variance, on E; eta2_layer is left undefined
+// (not applicable) for a simplex-valued family (SimplexValued at every site).
 Variation ComputeVariation(const SiteTensors& eval, const std::vector<CoefficientSite>& sites);
 
 }  // namespace fca::engine

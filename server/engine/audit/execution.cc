@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
-#include "common/random.h"
 #include "common/status_macros.h"
 #include "server/engine/models/torch_util.h"
 
@@ -19,13 +19,9 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// Interim CIs only decide whether to go on; the final one uses every
-// resample the job asked for.
-constexpr int kInterimResamples = 1000;
-
 SlowdownEstimate Estimate(const std::vector<double>& model, const std::vector<double>& twin,
-                          const TimingPlan& plan, int resamples) {
-  return PairedSlowdown(model, twin, resamples, plan.ci_level, DeriveSeed(plan.seed, "timing"));
+                          const TimingPlan& plan) {
+  return PairedSlowdown(model, twin, plan.ci_level);
 }
 
 }  // namespace
@@ -36,11 +32,8 @@ TimingPlan MakeTimingPlan(const AuditOptions& o) {
   p.min_pairs = o.timing_repeats;
   p.max_pairs = std::max(o.timing_repeats, o.timing_max_repeats);
   p.budget_seconds = o.timing_budget_seconds;
-  p.relative_precision = o.timing_relative_precision;
   p.resolution = o.timing_resolution;
-  p.resamples = o.bootstrap_resamples;
   p.ci_level = o.ci_level;
-  p.seed = o.seed;
   return p;
 }
 
@@ -48,8 +41,6 @@ const char* TimingStopName(TimingStop stop) {
   switch (stop) {
     case TimingStop::kContinue:
       return "not stopped";
-    case TimingStop::kResolved:
-      return "the CI excludes 0 and is narrower than the slowdown";
     case TimingStop::kPrecise:
       return "the CI half-width is below the resolution";
     case TimingStop::kMaxPairs:
@@ -66,11 +57,7 @@ TimingStop DecideTimingStop(const std::vector<double>& model, const std::vector<
   if (n < plan.min_pairs) return TimingStop::kContinue;
   if (n >= plan.max_pairs) return TimingStop::kMaxPairs;
   if (n % 2 != 0) return TimingStop::kContinue;
-  const SlowdownEstimate e =
-      Estimate(model, twin, plan, std::min(plan.resamples, kInterimResamples));
-  if (e.verdict != 0 && e.half_width() <= plan.relative_precision * std::fabs(e.slowdown)) {
-    return TimingStop::kResolved;
-  }
+  const SlowdownEstimate e = Estimate(model, twin, plan);
   if (e.half_width() <= plan.resolution) return TimingStop::kPrecise;
   if (elapsed_seconds >= plan.budget_seconds) return TimingStop::kBudget;
   return TimingStop::kContinue;
@@ -100,6 +87,24 @@ absl::StatusOr<PairedTimes> TimePairs(const TimedForward& model, const TimedForw
     t.stop = DecideTimingStop(t.model, t.twin, Seconds(start), plan);
   }
   return t;
+}
+
+TimingPlan FirstBlockPlan(const TimingPlan& plan) {
+  TimingPlan block = plan;
+  block.max_pairs = std::max(plan.min_pairs, plan.max_pairs / 2);
+  block.budget_seconds = plan.budget_seconds / 2;
+  return block;
+}
+
+TimingPlan SecondBlockPlan(const TimingPlan& plan, int64_t first_block_pairs) {
+  TimingPlan block = plan;
+  block.min_pairs = block.max_pairs = static_cast<int>(first_block_pairs);
+  block.budget_seconds = std::numeric_limits<double>::infinity();
+  return block;
+}
+
+int CombinedVerdict(int first_block, int second_block) {
+  return first_block == second_block ? first_block : 0;
 }
 
 namespace {
@@ -149,19 +154,31 @@ class ExecutionRun {
     };
     FCA_RETURN_IF_ERROR(progress(0));
     if (in_.twin == nullptr) return TimeAlone(plan, progress);
-    FCA_ASSIGN_OR_RETURN(PairedTimes t,
-                         TimePairs([&] { return TimeOne(*in_.model); },
-                                   [&] { return TimeOne(*in_.twin); }, plan, progress));
+    // Two independent blocks, the second as long as the first (a number of
+    // pairs fixed before it is timed); the verdict needs both.
+    auto model = [&] { return TimeOne(*in_.model); };
+    auto twin = [&] { return TimeOne(*in_.twin); };
+    FCA_ASSIGN_OR_RETURN(PairedTimes first, TimePairs(model, twin, FirstBlockPlan(plan), progress));
+    const int64_t done = static_cast<int64_t>(first.model.size());
+    FCA_ASSIGN_OR_RETURN(PairedTimes second,
+                         TimePairs(model, twin, SecondBlockPlan(plan, done),
+                                   [&](int64_t pairs) { return progress(done + pairs); }));
     ExecutionResult& x = out_.result;
-    const SlowdownEstimate e = Estimate(t.model, t.twin, plan, plan.resamples);
-    x.latency_us_per_token = Median(t.model);
-    x.dense_latency_us_per_token = Median(t.twin);
+    x.first_block = Estimate(first.model, first.twin, plan);
+    x.second_block = Estimate(second.model, second.twin, plan);
+    std::vector<double> model_us = first.model, twin_us = first.twin;
+    model_us.insert(model_us.end(), second.model.begin(), second.model.end());
+    twin_us.insert(twin_us.end(), second.twin.begin(), second.twin.end());
+    const SlowdownEstimate e = Estimate(model_us, twin_us, plan);
+    x.latency_us_per_token = Median(model_us);
+    x.dense_latency_us_per_token = Median(twin_us);
     x.slowdown = e.slowdown;
     x.slowdown_ci = e.ci;
-    x.slowdown_verdict = e.verdict;
+    x.slowdown_verdict = CombinedVerdict(x.first_block->verdict, x.second_block->verdict);
     x.timing_repeats = e.pairs;
-    out_.twin_us_per_token = std::move(t.twin);
-    out_.stop = t.stop;
+    out_.twin_us_per_token = std::move(twin_us);
+    out_.first_stop = first.stop;
+    out_.stop = second.stop;
     return absl::OkStatus();
   }
 

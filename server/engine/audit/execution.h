@@ -29,21 +29,17 @@ struct TimingPlan {
   int max_pairs = AuditOptions().timing_max_repeats;  // >= min_pairs
   // Past min_pairs, stop after this much wall time.
   double budget_seconds = AuditOptions().timing_budget_seconds;
-  // Resolved: half-width <= this * |slowdown|.
-  double relative_precision = AuditOptions().timing_relative_precision;
   double resolution = AuditOptions().timing_resolution;  // precise: half-width <= this
-  // Of the final CI; interim CIs use at most 1000.
-  int resamples = AuditOptions().bootstrap_resamples;
-  double ci_level = AuditOptions().ci_level;
-  uint64_t seed = 0;
+  double ci_level = AuditOptions().ci_level;             // of the slowdown's t-interval
 };
 
 TimingPlan MakeTimingPlan(const AuditOptions& options);
 
-// Why the timing stopped adding pairs.
+// Why the timing stopped adding pairs. The rule never looks at where the
+// CI lies (whether it excludes 0), only at its width, the pairs and the
+// time (fca.md "Execution": valid under optional stopping).
 enum class TimingStop {
   kContinue,  // not yet
-  kResolved,  // the CI excludes 0 and is narrower than the effect
   kPrecise,   // the CI half-width is below the resolution (may contain 0)
   kMaxPairs,  // max_pairs reached
   kBudget,    // budget_seconds spent
@@ -54,7 +50,9 @@ const char* TimingStopName(TimingStop stop);
 // nothing before min_pairs, kMaxPairs at max_pairs, and otherwise only after
 // an even number of pairs (so each order, model first and twin first, has
 // run equally often and an order effect cancels in the estimate), the first
-// of kResolved, kPrecise, kBudget that holds.
+// of kPrecise, kBudget that holds. The CI's half-width depends on the pairs'
+// log ratios only through their deviations from their mean, so stopping on
+// it does not select for a verdict.
 TimingStop DecideTimingStop(const std::vector<double>& model, const std::vector<double>& twin,
                             double elapsed_seconds, const TimingPlan& plan);
 
@@ -74,6 +72,17 @@ struct PairedTimes {
     const TimedForward& model, const TimedForward& twin, const TimingPlan& plan,
     const std::function<absl::Status(int64_t)>& after_pair);
 
+// The two timing blocks of one model (fca.md "Execution"), each a TimePairs
+// run of its own (warm-up included). The first stops by the rule above with
+// half the pairs and half the budget of `plan` (at least plan.min_pairs);
+// the second times exactly as many pairs as the first did: a number fixed
+// before it starts, so its verdict is that of a fixed-size experiment.
+TimingPlan FirstBlockPlan(const TimingPlan& plan);
+TimingPlan SecondBlockPlan(const TimingPlan& plan, int64_t first_block_pairs);
+// The reported verdict: a block's verdict when both blocks agree, else 0
+// (no detectable difference).
+int CombinedVerdict(int first_block, int second_block);
+
 // What the execution audit of one model is given by the auditor.
 struct ExecutionInputs {
   ControlledModel* model = nullptr;                 // audited
@@ -88,8 +97,9 @@ struct ExecutionInputs {
 
 struct ExecutionOutcome {
   ExecutionResult result;
-  std::vector<double> twin_us_per_token;  // the twin's timings, for its own rows
-  TimingStop stop = TimingStop::kContinue;
+  std::vector<double> twin_us_per_token;    // the twin's timings, for its own rows
+  TimingStop stop = TimingStop::kContinue;  // of the second block
+  TimingStop first_stop = TimingStop::kContinue;
   double forward_seconds = 0;  // inside model forwards (twin's too)
   int64_t forward_tokens = 0;
 };

@@ -133,11 +133,14 @@ absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
                                                 const at::Tensor& calib_ids) {
   return GuardTorch("token coverage", [&]() -> absl::StatusOr<TokenCoverage> {
     c10::InferenceMode guard;
-    const TokenRows t = MapTokens(eval_ids.cpu(), calib_ids.cpu());
+    // Scored positions 0..T-2: the last position's coefficients reach no
+    // scored prediction.
+    const at::Tensor scored = eval_ids.cpu().slice(1, 0, eval_ids.size(1) - 1);
+    const TokenRows t = MapTokens(scored, calib_ids.cpu());
     const at::Tensor unseen = t.rows == t.distinct.size(0);
     TokenCoverage c;
     c.unseen_positions = unseen.sum().item<int64_t>();
-    const at::Tensor ids = eval_ids.cpu().to(at::kLong).masked_select(unseen);
+    const at::Tensor ids = scored.to(at::kLong).masked_select(unseen);
     c.unseen_ids = std::get<0>(at::_unique(ids)).numel();
     return c;
   });

@@ -46,6 +46,14 @@ class RowWriter {
 
 }  // namespace
 
+const RetentionResult* ModelReport::FindRetention(const std::string& profile,
+                                                  const std::string& baseline) const {
+  for (const RetentionResult& r : retention) {
+    if (r.profile == profile && r.baseline == baseline) return &r;
+  }
+  return nullptr;
+}
+
 std::vector<ResultRow> ResultRows(const ModelReport& r) {
   std::vector<ResultRow> rows;
   RowWriter w(r.model.name, &rows);
@@ -56,31 +64,26 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
         r.fidelity_checked_windows);
   for (const InterventionResult& i : r.interventions) {
     w.Add(i.name, kNll, i.nll, n);
-    if (i.name != kCorrect) w.AddCI(i.name, kPenalty, i.penalty, i.penalty_ci, n);
+    if (i.name == kCorrect) continue;
+    w.AddCI(i.name, kPenalty, i.penalty, i.penalty_ci, n);
+    w.AddCI(i.name, kPenaltyBlock, i.penalty, i.windows.block_ci, n);
+    w.AddOptional(i.name, kPenaltyLag1, i.windows.lag1, n);
+    w.Add(i.name, kPenaltyPHolm, i.windows.p_holm, n);
   }
-  bool has_global = false, has_layer = false, has_position = false, has_token = false;
-  for (const InterventionResult& i : r.interventions) {
-    has_global = has_global || i.name == kGlobalMean;
-    has_layer = has_layer || i.name == kStaticLayer;
-    has_position = has_position || i.name == kStaticLayerPosition;
-    has_token = has_token || i.name == kStaticToken;
-  }
-  if (has_global && has_layer) {
-    w.AddOptional(kStaticLayer, kRetentionPct, r.retention_static_layer, n,
-                  r.retention_static_layer_ci);
-  }
-  if (has_global && has_position) {
-    w.AddOptional(kStaticLayerPosition, kRetentionPct, r.retention_static_layer_position, n,
-                  r.retention_static_layer_position_ci);
-  }
-  if (has_global && has_token) {
-    w.AddOptional(kStaticToken, kRetentionPct, r.retention_static_token, n,
-                  r.retention_static_token_ci);
+  w.Add(kReplay, kBootstrapBlockLength, static_cast<double>(r.bootstrap_block_length), n);
+  for (const RetentionResult& x : r.retention) {
+    const RetentionEstimate& e = x.estimate;
+    if (x.baseline == r.retention_baseline) {
+      w.AddOptional(x.profile, kRetentionPct, e.value, n, e.ci);
+    }
+    w.AddOptional(x.profile, KeyedMetric(kRetentionVs, x.baseline), e.value, n, e.ci);
+    w.Add(x.profile, KeyedMetric(kRetentionDropped, x.baseline),
+          static_cast<double>(e.dropped_resamples), n);
   }
   if (r.static_token_coverage) {
     const TokenCoverage& c = *r.static_token_coverage;
     w.Add(kStaticToken, kUnseenTokenPositions, static_cast<double>(c.unseen_positions),
-          n * r.window_length);
+          n * (r.window_length - 1));
     w.Add(kStaticToken, kUnseenTokenIds, static_cast<double>(c.unseen_ids), n);
   }
   for (const GroupDependence& d : r.dependence) {
@@ -92,7 +95,12 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.AddCI(d.intervention, KeyedMetric(scope->penalty_metric, d.group), d.penalty, d.penalty_ci,
             n);
   }
+  for (const GroupAdditivity& a : r.additivity) {
+    w.Add(a.intervention, kGroupPenaltySum, a.penalty_sum, a.groups);
+    w.AddOptional(a.intervention, kGroupAdditivity, a.ratio, a.groups);
+  }
   for (const FamilyVariation& f : r.variation) {
+    w.Add(kVariation, KeyedMetric(kSimplexValued, f.family), f.simplex ? 1.0 : 0.0, f.count);
     w.AddOptional(kVariation, KeyedMetric(kEta2, f.family), f.eta2, f.count);
     w.AddOptional(kVariation, KeyedMetric(kEta2Layer, f.family), f.eta2_layer, f.count);
     w.Add(kVariation, KeyedMetric(kTotalVariance, f.family), f.total_variance, f.count);
@@ -101,11 +109,20 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
           f.count);
     w.Add(kVariation, KeyedMetric(kWithinInputVariance, f.family), f.within_input_variance,
           f.count);
+    w.AddOptional(kVariation, KeyedMetric(kEta2Token, f.family), f.token.eta2, f.token.positions);
+    w.AddOptional(kVariation, KeyedMetric(kEta2TokenPosition, f.family), f.token_position.eta2,
+                  f.token_position.positions);
   }
   // Per-site rows feed a report's per-layer plots.
   for (const SiteVariation& s : r.site_variation) {
     w.Add(kVariation, KeyedMetric(kSiteMean, s.site), s.mean, n);
     w.Add(kVariation, KeyedMetric(kSiteVariance, s.site), s.variance, n);
+    w.AddOptional(kVariation, KeyedMetric(kSiteEta2Token, s.site), s.token.eta2, s.token.positions);
+    w.AddOptional(kVariation, KeyedMetric(kSiteEta2TokenPosition, s.site), s.token_position.eta2,
+                  s.token_position.positions);
+    std::optional<double> table;
+    if (s.lookup_table) table = *s.lookup_table ? 1.0 : 0.0;
+    w.AddOptional(kVariation, KeyedMetric(kLookupTable, s.site), table, s.token_position.positions);
   }
   for (ResultRow& row : ExecutionRows(r.execution)) {
     row.model = r.model.name;
@@ -137,6 +154,14 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
     w.AddOptional(kExecution, kSlowdown, x.slowdown, reps, x.slowdown_ci);
   }
   if (x.slowdown_verdict) w.Add(kExecution, kSlowdownVerdict, *x.slowdown_verdict, reps);
+  if (x.first_block) {
+    w.AddCI(kExecution, kSlowdownFirstBlock, x.first_block->slowdown, x.first_block->ci,
+            x.first_block->pairs);
+  }
+  if (x.second_block) {
+    w.AddCI(kExecution, kSlowdownSecondBlock, x.second_block->slowdown, x.second_block->ci,
+            x.second_block->pairs);
+  }
   return rows;
 }
 
@@ -238,6 +263,8 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("fidelity_tolerance", Num(o.fidelity_tolerance));
   v.Set("fidelity_check_every", json::Value::Int(o.fidelity_check_every));
   v.Set("retention_min_gap", Num(o.retention_min_gap));
+  v.Set("retention_baseline", Str(InterventionName(o.retention_baseline)));
+  v.Set("bootstrap_block_length", json::Value::Int(o.bootstrap_block_length));
   v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));

@@ -21,16 +21,52 @@ struct Interval {
 // (sequences): `resamples` draws of n units with replacement, seeded; the CI
 // is the (1-level)/2 and (1+level)/2 quantiles (linear interpolation).
 // Requires treated.size() == reference.size() >= 1 and resamples >= 1.
+// `block_length` > 1: the moving-block bootstrap (BlockBootstrapMeans).
 Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector<double>& reference,
-                           int resamples, double level, uint64_t seed);
+                           int resamples, double level, uint64_t seed, int64_t block_length = 1);
+
+// The means of `resamples` moving-block bootstrap resamples of x (fca.md
+// "Correlated windows"): each resample concatenates blocks of
+// `block_length` consecutive values, each block starting at a uniform
+// position in [0, n - block_length], until it holds n values (the last
+// block cut short). block_length 1 is the i.i.d. bootstrap, drawing the
+// same indices from the same seed. Requires x non-empty, 1 <= block_length
+// <= n (larger is clamped to n).
+std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamples, uint64_t seed,
+                                        int64_t block_length);
+
+// The block length the audit uses for n windows when none is given:
+// round(n^(1/3)), at least 1 (the rate-optimal order for the variance of a
+// mean; fca.md "Correlated windows").
+int64_t AutoBlockLength(int64_t n);
+
+// Lag-1 autocorrelation of x in window order: sum_t (x_t - m)(x_{t+1} - m)
+// / sum_t (x_t - m)^2; nullopt for fewer than 3 values or zero variance.
+std::optional<double> Lag1Autocorrelation(const std::vector<double>& x);
+
+// The bootstrap p-value of "mean(treated - reference) = 0" on the same
+// resampled means as the CI: min(1, 2 (min(#{m <= 0}, #{m >= 0}) + 1) /
+// (resamples + 1)).
+double BootstrapPValue(const std::vector<double>& treated, const std::vector<double>& reference,
+                       int resamples, uint64_t seed, int64_t block_length = 1);
+
+// Holm's step-down adjustment of p-values (family-wise error): with p
+// sorted ascending, p_adj(i) = max_{j <= i} min(1, (m - j + 1) p(j)), in the
+// input's order.
+std::vector<double> HolmAdjust(const std::vector<double>& p);
+
+// Student t quantile: P(T_df <= t) = q, df >= 1, q in (0, 1).
+double StudentTQuantile(double q, double df);
 
 // The slowdown of a model against its dense twin from paired timings
 // (fca.md "Execution"): model[i] and twin[i] are the times of pair i, run
 // back to back. slowdown = exp(mean_i log(model[i] / twin[i])) - 1, the
-// geometric mean of the per-pair ratios minus 1; the CI is the paired
-// percentile bootstrap of the mean log ratio (PairedBootstrapCI over the logs)
+// geometric mean of the per-pair ratios minus 1; the CI is the Student t
+// interval of the mean log ratio, mean +- t_{(1+level)/2, n-1} sd / sqrt(n)
+// (exact for normal log ratios at a number of pairs fixed in advance),
 // mapped through exp(.) - 1. verdict: +1 when the CI lies above 0 (slower),
-// -1 below 0 (faster), 0 when it contains 0 (no detectable difference).
+// -1 below 0 (faster), 0 when it contains 0 (no detectable difference) or
+// with a single pair (no interval: the CI is the point).
 // Requires model.size() == twin.size() >= 1, every time > 0.
 struct SlowdownEstimate {
   double slowdown = 0;
@@ -40,20 +76,41 @@ struct SlowdownEstimate {
   double half_width() const { return 0.5 * (ci.high - ci.low); }
 };
 SlowdownEstimate PairedSlowdown(const std::vector<double>& model, const std::vector<double>& twin,
-                                int resamples, double level, uint64_t seed);
+                                double level);
 
-// R(P) = (NLL(global_mean) - NLL(P)) / (NLL(global_mean) - NLL(correct)) in
-// percent; nullopt (undefined) when |denominator| < min_gap.
-std::optional<double> GapRetentionPercent(double nll_global_mean, double nll_profile,
+// R(P) = (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)) in percent, B the
+// baseline; nullopt (undefined) when the gap NLL(B) - NLL(correct) is below
+// min_gap (not positive).
+std::optional<double> GapRetentionPercent(double nll_baseline, double nll_profile,
                                           double nll_correct, double min_gap);
 
-// Percentile bootstrap CI of GapRetentionPercent over sequences (the three
-// NLL vectors are paired per sequence and resampled together). nullopt when
-// more than 5% of the resamples have an undefined retention.
-std::optional<Interval> RetentionBootstrapCI(const std::vector<double>& nll_global_mean,
-                                             const std::vector<double>& nll_profile,
-                                             const std::vector<double>& nll_correct, double min_gap,
-                                             int resamples, double level, uint64_t seed);
+// How retention is estimated (fca.md "Gap retention").
+struct RetentionPlan {
+  int resamples = 1000;
+  double level = 0.95;
+  uint64_t gap_seed = 0;        // the gap's CI: the baseline's penalty CI seed
+  uint64_t retention_seed = 0;  // R's own bootstrap
+  double min_gap = 1e-5;
+};
+
+// R(P) against one baseline, defined only where the gap is: the gap's
+// paired bootstrap CI (resamples of NLL(B) - NLL(correct), seeded as the
+// baseline's penalty CI) must lie above 0 and the gap be >= min_gap.
+// Then R's percentile bootstrap over sequences (the three NLL vectors
+// resampled together): a resample whose gap is below min_gap (not
+// positive) has no R and is dropped and counted; the CI is undefined when
+// more than 5% are dropped.
+struct RetentionEstimate {
+  std::optional<double> value;  // percent
+  std::optional<Interval> ci;
+  double gap = 0;  // NLL(B) - NLL(correct)
+  Interval gap_ci;
+  int64_t dropped_resamples = 0;
+};
+RetentionEstimate EstimateRetention(const std::vector<double>& nll_baseline,
+                                    const std::vector<double>& nll_profile,
+                                    const std::vector<double>& nll_correct,
+                                    const RetentionPlan& plan);
 
 // Mean, sample standard deviation (0 for one value), min and max.
 struct Summary {
@@ -61,6 +118,10 @@ struct Summary {
   int64_t n = 0;
 };
 Summary Summarize(const std::vector<double>& x);
+
+// The t-interval of the mean across n >= 2 values (models): mean +- t_{(1 +
+// level)/2, n - 1} sd / sqrt(n); nullopt for n < 2.
+std::optional<Interval> MeanTInterval(const Summary& s, double level);
 
 }  // namespace fca::engine
 

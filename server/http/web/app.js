@@ -589,8 +589,11 @@
         .map((i) => ({i, m: 'penalty', label: i})), {shown, rowHead: 'intervention', id: 'table-penalty'})));
 
     const retention = vocab.profiles.filter((i) => ix.metric(i, 'retention_pct'));
-    out.push(section('Gap retention', '100 × (NLL(global_mean) − NLL(P)) / (NLL(global_mean) − NLL(correct)); undefined when the gap is ~0.',
-      retention.length ? metricTable(ix, 'Gap retention of the static profiles (%)', retention.map((i) => ({i, m: 'retention_pct', label: i})),
+    // static_token is keyed by the current token: its retention is input
+    // dependence explained by the token, not a static profile's (docs/fca.md).
+    const retentionLabel = (i) => (i === 'static_token' ? `${i} (explained by the current token)` : i);
+    out.push(section('Gap retention', '100 × (NLL(B) − NLL(P)) / (NLL(B) − NLL(correct)) against the job\'s retention_baseline B (default global_mean); undefined unless the gap\'s CI lies above 0.',
+      retention.length ? metricTable(ix, 'Gap retention of the static profiles (%)', retention.map((i) => ({i, m: 'retention_pct', label: retentionLabel(i)})),
         {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));
 
     const execution = metricsUnder(vocab, 'execution').filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "common/random.h"
+#include "server/engine/audit/execution.h"
 #include "server/engine/text/bpe_tokenizer.h"
 #include "tests/testing/test_models.h"
 
@@ -91,8 +92,12 @@ TEST(AuditorTest, ConstantControllerHasNoPenaltyAndUndefinedRetention) {
     EXPECT_NEAR(i.penalty_ci.low, 0.0, 1e-9) << i.name;
     EXPECT_NEAR(i.penalty_ci.high, 0.0, 1e-9) << i.name;
   }
-  EXPECT_FALSE(r.retention_static_layer.has_value());
-  EXPECT_FALSE(r.retention_static_layer_position.has_value());
+  // No gap: retention is undefined against either baseline, and no resample ran.
+  ASSERT_FALSE(r.retention.empty());
+  for (const RetentionResult& x : r.retention) {
+    EXPECT_FALSE(x.estimate.value.has_value()) << x.profile << " vs " << x.baseline;
+    EXPECT_EQ(x.estimate.dropped_resamples, 0);
+  }
   for (const FamilyVariation& f : r.variation) EXPECT_FALSE(f.eta2.has_value()) << f.family;
   EXPECT_EQ(r.replay_max_abs_diff, 0.0);
   EXPECT_NEAR(r.live_nll, Find(r, kCorrect).nll, 1e-12);
@@ -131,7 +136,8 @@ TEST(AuditorTest, InputDependentGatesGiveAClearCrossInputPenalty) {
   // Static profiles cannot know which token came before: they lose too.
   EXPECT_GT(Find(r, kStaticLayer).penalty, 0.1);
   EXPECT_GT(Find(r, kGlobalMean).penalty, 0.1);
-  ASSERT_TRUE(r.retention_static_layer.has_value());
+  ASSERT_NE(r.FindRetention(kStaticLayer, kGlobalMean), nullptr);
+  ASSERT_TRUE(r.FindRetention(kStaticLayer, kGlobalMean)->estimate.value.has_value());
   // Only the MLP gate varies (with the input); the attention gate is 1.
   for (const FamilyVariation& f : r.variation) {
     if (f.family == "mlp_gate") {
@@ -285,11 +291,16 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   ASSERT_TRUE(x.slowdown_ci.has_value());
   EXPECT_LE(x.slowdown_ci->low, *x.slowdown);
   EXPECT_GE(x.slowdown_ci->high, *x.slowdown);
+  // Two blocks (fca.md "Execution"): the first stops within [4, max(4, 6 /
+  // 2)] = 4 pairs, the second times as many; the verdict needs both.
+  ASSERT_TRUE(x.first_block.has_value());
+  ASSERT_TRUE(x.second_block.has_value());
+  EXPECT_EQ(x.first_block->pairs, 4);
+  EXPECT_EQ(x.second_block->pairs, x.first_block->pairs);
+  EXPECT_EQ(x.timing_repeats, x.first_block->pairs + x.second_block->pairs);
   ASSERT_TRUE(x.slowdown_verdict.has_value());
-  EXPECT_EQ(*x.slowdown_verdict, x.slowdown_ci->low > 0 ? 1 : x.slowdown_ci->high < 0 ? -1 : 0);
+  EXPECT_EQ(*x.slowdown_verdict, CombinedVerdict(x.first_block->verdict, x.second_block->verdict));
   EXPECT_GT(x.latency_us_per_token, 0);
-  EXPECT_GE(x.timing_repeats, 4);  // the adaptive stop decides, within [4, 6]
-  EXPECT_LE(x.timing_repeats, 6);
   ASSERT_TRUE(report->dense_twin.has_value());
   EXPECT_EQ(report->dense_twin->blocks_executed_fraction, 1.0);
   EXPECT_EQ(report->dense_twin->flops_per_token, x.replay_flops_per_token);
@@ -297,8 +308,8 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   // Every execution figure is a row; the slowdown carries its CI.
   std::map<std::string, ResultRow> rows;
   for (const ResultRow& r : ExecutionRows(x)) rows[r.metric] = r;
-  for (const char* m :
-       {"dense_flops_per_token", "flops_overhead", "slowdown", "slowdown_verdict"}) {
+  for (const char* m : {"dense_flops_per_token", "flops_overhead", "slowdown", "slowdown_verdict",
+                        "slowdown_first_block", "slowdown_second_block"}) {
     EXPECT_EQ(rows.count(m), 1u) << m;
   }
   EXPECT_EQ(*rows["slowdown"].ci_low, x.slowdown_ci->low);
@@ -368,7 +379,7 @@ TEST(AuditorTest, SubsetOfInterventionsAndBfloat16) {
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->models[0].interventions.size(), 2u);
   EXPECT_EQ(report->models[0].replay_max_abs_diff, 0.0);  // bitwise in bf16 too
-  EXPECT_FALSE(report->models[0].retention_static_layer.has_value());
+  EXPECT_TRUE(report->models[0].retention.empty());
 }
 
 }  // namespace
@@ -569,13 +580,18 @@ TEST(AuditorScienceTest, StaticTokenRetainsTheWholeGapOfATokenLookupController) 
   const ModelReport& r = report->models[0];
   EXPECT_GT(Find(r, kStaticLayer).penalty, 0.1);
   EXPECT_NEAR(Find(r, kStaticToken).penalty, 0.0, 1e-6);
-  ASSERT_TRUE(r.retention_static_token.has_value());
-  EXPECT_NEAR(*r.retention_static_token, 100.0, 1e-3);
+  const RetentionResult* token = r.FindRetention(kStaticToken, kGlobalMean);
+  ASSERT_NE(token, nullptr);
+  ASSERT_TRUE(token->estimate.value.has_value());
+  EXPECT_NEAR(*token->estimate.value, 100.0, 1e-3);
   ASSERT_TRUE(r.static_token_coverage.has_value());
   EXPECT_EQ(r.static_token_coverage->unseen_positions, 0);
   std::map<std::string, double> rows;
   for (const ResultRow& row : ResultRows(r)) rows[row.intervention + "/" + row.metric] = row.value;
   EXPECT_NEAR(rows.at("static_token/retention_pct"), 100.0, 1e-3);
+  // The default baseline's row names it too.
+  EXPECT_EQ(rows.at("static_token/retention_pct"),
+            rows.at("static_token/retention_vs.global_mean"));
   EXPECT_EQ(rows.at("static_token/unseen_token_positions"), 0.0);
 }
 
@@ -589,9 +605,13 @@ TEST(AuditorScienceTest, UnseenEvaluationTokensAreCounted) {
   req.options.interventions = {InterventionId::kStaticToken};
   auto report = RunAudit(req);
   ASSERT_TRUE(report.ok()) << report.status();
+  // Scored positions only: the last position of a window predicts nothing.
+  const int64_t T = req.options.window_length;
   int64_t positions = 0;
   std::set<char> ids;
-  for (char ch : eval) {
+  for (size_t i = 0; i < eval.size(); ++i) {
+    const char ch = eval[i];
+    if (static_cast<int64_t>(i % T) == T - 1) continue;
     if (ch > 'm') {
       ++positions;
       ids.insert(ch);
@@ -635,6 +655,17 @@ TEST(AuditorScienceTest, PerLayerDependenceIsZeroWhereTheGateIsConstant) {
     row = row || (x.intervention == kCrossInput && x.metric == "layer_penalty.1" && x.ci_low);
   }
   EXPECT_TRUE(row);
+  // The additivity check (fca.md "Per-group dependence"): with layer 0
+  // inert, static_layer's per-layer penalties add up to its joint one.
+  ASSERT_EQ(r.additivity.size(), 3u);
+  const GroupAdditivity& a = r.additivity[0];
+  EXPECT_EQ(a.intervention, kStaticLayer);
+  EXPECT_EQ(a.groups, 2);
+  EXPECT_NEAR(a.penalty_sum, Find(r, kStaticLayer).penalty, 1e-9);
+  if (Find(r, kStaticLayer).penalty_ci.low > 0) {
+    ASSERT_TRUE(a.ratio.has_value());
+    EXPECT_NEAR(*a.ratio, 1.0, 1e-6);
+  }
   // Site scope: one group per site, and layer 0's sites are inert.
   req.options.per_layer_interventions = {InterventionId::kCrossInput};
   req.options.per_layer_scope = ScopeId::kSite;

@@ -96,6 +96,35 @@ TEST(InterventionTest, TokenShuffleIsASharedPermutationOfEachSequence) {
   EXPECT_FALSE(at::equal(ps[0], ps[1] - 1000.0));
 }
 
+// fca.md "Gap retention": for a softmax router one scalar per family is 1/d,
+// every expert tied; its global_mean is the per-channel mean pooled over the
+// family's sites, m_{f,c}, which no tie rule has to break.
+TEST(InterventionTest, GlobalMeanOfASimplexValuedFamilyKeepsItsChannels) {
+  std::vector<CoefficientSite> sites = {{"r.0", "r", 0, 3}, {"r.1", "r", 1, 3}};
+  SiteTensors logits = RandomSites(2, 6, 5, 3, 5);
+  SiteTensors calib = {at::softmax(logits[0] * 4, -1), at::softmax(logits[1] * 4, -1)};
+  SiteTensors eval = {calib[0].slice(0, 0, 2), calib[1].slice(0, 0, 2)};
+  auto stats = ComputeCalibrationStats(calib, sites);
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->family_channel_mean.count("r"), 1u);
+  const at::Tensor want = at::cat({calib[0].to(at::kDouble).reshape({-1, 3}),
+                                   calib[1].to(at::kDouble).reshape({-1, 3})})
+                              .mean(0);
+  EXPECT_NEAR(want.sum().item<double>(), 1.0, 1e-6);       // float32 softmax rows
+  EXPECT_NEAR(stats->family_mean.at("r"), 1.0 / 3, 1e-9);  // the tie a scalar would give
+  InterventionContext ctx{&eval, &*stats, &sites, 0, false};
+  SiteTensors global = Make(kGlobalMean, ctx)->Batch(0, 2);
+  for (size_t s = 0; s < 2; ++s) {
+    for (int64_t t = 0; t < 5; ++t) {
+      EXPECT_TRUE(at::allclose(global[s][1][t].to(at::kDouble), want, 1e-6, 1e-7));
+    }
+  }
+  // Gates (not on the simplex) keep one scalar per family.
+  auto gates = ComputeCalibrationStats(RandomSites(2, 6, 5, 3, 6), sites);
+  ASSERT_TRUE(gates.ok());
+  EXPECT_EQ(gates->family_channel_mean.count("r"), 0u);
+}
+
 TEST(InterventionTest, StaticProfilesAreTheCalibrationMeans) {
   auto sites = TwoFamilies(2, 3);
   SiteTensors calib = RandomSites(sites.size(), 7, 5, 3, 3);
@@ -144,6 +173,24 @@ TEST(VariationTest, Eta2IsOneWhenCoefficientsDependOnlyOnTheLayer) {
   EXPECT_NEAR(*v.families[0].eta2, 1.0, 1e-12);
   EXPECT_NEAR(v.families[0].total_variance, 2.0 / 3.0, 1e-12);  // values 0.5,1.5,2.5
   EXPECT_NEAR(v.families[0].within_site_variance, 0.0, 1e-12);
+}
+
+// fca.md "Variance explained": for router weights (a softmax per position)
+// one mean per site is 1/d everywhere, so eta2_layer is not applicable.
+TEST(VariationTest, Eta2LayerIsNotApplicableToSimplexValuedCoefficients) {
+  std::vector<CoefficientSite> sites = {{"r.0", "r", 0, 4}, {"r.1", "r", 1, 4}};
+  SiteTensors logits = RandomSites(2, 5, 6, 4, 3);
+  SiteTensors eval = {at::softmax(logits[0] * 3, -1), at::softmax(logits[1] * 3, -1)};
+  EXPECT_TRUE(SimplexValued(eval[0]));
+  Variation v = ComputeVariation(eval, sites);
+  EXPECT_TRUE(v.families[0].simplex);
+  EXPECT_FALSE(v.families[0].eta2_layer.has_value());
+  EXPECT_TRUE(v.families[0].eta2.has_value());  // per (site, channel): still defined
+  // Not a simplex: plain gates, a single channel, or one site off it.
+  EXPECT_FALSE(SimplexValued(logits[0]));
+  EXPECT_FALSE(SimplexValued(at::ones({2, 3, 1})));
+  eval[1] = eval[1] * 1.1;
+  EXPECT_FALSE(ComputeVariation(eval, sites).families[0].simplex);
 }
 
 TEST(VariationTest, Eta2IsNearZeroWhenLayerMeansAreEqual) {

@@ -149,7 +149,10 @@ TEST(StaticTokenTest, ReproducesACoefficientThatIsAFunctionOfTheToken) {
 // never has get mu_s, and are counted.
 TEST(StaticTokenTest, MeansPerTokenAndFallsBackToTheSiteMeanForUnseenIds) {
   const at::Tensor calib_ids = at::tensor({0, 1, 1, 0, 1, 0, 0, 1, 1}, at::kLong).view({3, 3});
-  const at::Tensor eval_ids = at::tensor({0, 2, 1, 7, 7, 0}, at::kLong).view({2, 3});
+  // 9 (unseen) at the last position, whose coefficients reach no scored
+  // prediction: static_token still substitutes mu_s there, but it is not
+  // counted.
+  const at::Tensor eval_ids = at::tensor({0, 2, 9, 7, 7, 0}, at::kLong).view({2, 3});
   const TokenCase k = MakeTokenCase(eval_ids, calib_ids, 0.5f);
   auto plan = MakeIntervention(InterventionId::kStaticToken, TokenContext(k));
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -181,7 +184,7 @@ TEST(StaticTokenTest, MeansPerTokenAndFallsBackToTheSiteMeanForUnseenIds) {
   }
   auto coverage = CountUnseenTokens(eval_ids, calib_ids);
   ASSERT_TRUE(coverage.ok());
-  EXPECT_EQ(coverage->unseen_positions, 3);  // 2, 7, 7
+  EXPECT_EQ(coverage->unseen_positions, 3);  // 2, 7, 7 (not the last position's 9)
   EXPECT_EQ(coverage->unseen_ids, 2);        // {2, 7}
 }
 

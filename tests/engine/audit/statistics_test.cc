@@ -97,26 +97,202 @@ TEST(RandomTest, PermutationsAndDerangementsAreValidAndSeeded) {
 namespace fca::engine {
 namespace {
 
-TEST(StatisticsTest, RetentionCIIsNarrowForAClearGapAndWideForNoise) {
+RetentionPlan Plan(int resamples = 500, double level = 0.95) {
+  RetentionPlan plan;
+  plan.resamples = resamples;
+  plan.level = level;
+  plan.gap_seed = 3;
+  plan.retention_seed = 4;
+  return plan;
+}
+
+TEST(StatisticsTest, RetentionCIIsNarrowForAClearGap) {
   Rng rng(1);
-  std::vector<double> g, p, c, noise_g;
+  std::vector<double> g, p, c;
   for (int i = 0; i < 100; ++i) {
     const double base = 2.0 + (rng.Uniform(1000) / 1000.0);
     c.push_back(base);
     g.push_back(base + 1.0);
     p.push_back(base + 0.1 + (rng.Uniform(1000) / 1000.0 - 0.5) * 0.02);
-    noise_g.push_back(base + (rng.Uniform(1000) / 1000.0 - 0.5) * 0.01);
   }
-  auto ci = RetentionBootstrapCI(g, p, c, 1e-5, 500, 0.95, 3);
+  const RetentionEstimate e = EstimateRetention(g, p, c, Plan());
+  ASSERT_TRUE(e.value.has_value());
+  ASSERT_TRUE(e.ci.has_value());
+  EXPECT_NEAR(*e.value, 90.0, 1.0);
+  EXPECT_NEAR(e.gap, 1.0, 1e-12);
+  EXPECT_NEAR(e.gap_ci.low, 1.0, 1e-12);  // a constant gap
+  EXPECT_LT(e.ci->low, *e.value);
+  EXPECT_GT(e.ci->high, *e.value);
+  EXPECT_LT(e.ci->high - e.ci->low, 2.0);
+  EXPECT_EQ(e.dropped_resamples, 0);
+}
+
+// fca.md "Gap retention": no gap, no R (and no resampling of R at all).
+TEST(StatisticsTest, RetentionIsUndefinedWithoutAGap) {
+  std::vector<double> g, p, c;
+  for (int i = 0; i < 64; ++i) {
+    c.push_back(2.0 + 0.01 * i);
+    g.push_back(c.back() + (i % 2 ? 0.05 : -0.05));  // gap exactly 0 on average
+    p.push_back(c.back() + 0.3);
+  }
+  const RetentionEstimate e = EstimateRetention(g, p, c, Plan());
+  EXPECT_NEAR(e.gap, 0.0, 1e-12);
+  EXPECT_LT(e.gap_ci.low, 0.0);
+  EXPECT_GT(e.gap_ci.high, 0.0);
+  EXPECT_FALSE(e.value.has_value());
+  EXPECT_FALSE(e.ci.has_value());
+  EXPECT_EQ(e.dropped_resamples, 0);
+}
+
+// The case: a true gap of 0.01 nats under noise of 0.05. The point
+// gap is positive (the old rule, |gap| >= 1e-5, printed R = some wild
+// percentage) but its CI changes sign: R is undefined.
+TEST(StatisticsTest, RetentionIsUndefinedWhenTheGapsCIChangesSign) {
+  std::vector<double> g, p, c;
+  for (int i = 0; i < 40; ++i) {
+    c.push_back(3.0);
+    g.push_back(3.0 + 0.01 + (i % 2 ? 0.05 : -0.05));
+    p.push_back(3.0 + 0.04);
+  }
+  ASSERT_TRUE(GapRetentionPercent(Mean(g), Mean(p), Mean(c), 1e-5).has_value());  // -300%
+  const RetentionEstimate e = EstimateRetention(g, p, c, Plan());
+  EXPECT_NEAR(e.gap, 0.01, 1e-12);
+  EXPECT_LT(e.gap_ci.low, 0.0);
+  EXPECT_GT(e.gap_ci.high, 0.0);
+  EXPECT_FALSE(e.value.has_value());
+  EXPECT_FALSE(e.ci.has_value());
+}
+
+// A gap whose 50% CI lies above 0 while some resamples still have a gap
+// <= 0: R is defined, those resamples are dropped and counted (the count
+// recomputed here from the same draws), and with more than 5% dropped R's
+// CI is undefined.
+TEST(StatisticsTest, RetentionResamplesWithoutAPositiveGapAreDroppedAndCounted) {
+  std::vector<double> g, p, c;
+  for (int i = 0; i < 40; ++i) {
+    c.push_back(3.0);
+    g.push_back(3.0 + 0.008 + (i % 2 ? 0.05 : -0.05));
+    p.push_back(3.0 + 0.004);
+  }
+  const RetentionPlan plan = Plan(400, 0.5);
+  const RetentionEstimate e = EstimateRetention(g, p, c, plan);
+  ASSERT_GT(e.gap_ci.low, 0.0);
+  ASSERT_TRUE(e.value.has_value());
+  EXPECT_NEAR(*e.value, 50.0, 1e-9);
+  Rng rng(plan.retention_seed);
+  int64_t dropped = 0;
+  for (int r = 0; r < plan.resamples; ++r) {
+    double gap = 0;
+    for (size_t k = 0; k < c.size(); ++k) {
+      const size_t i = rng.Uniform(c.size());
+      gap += g[i] - c[i];
+    }
+    dropped += !(gap / c.size() >= plan.min_gap);
+  }
+  EXPECT_EQ(e.dropped_resamples, dropped);
+  EXPECT_GT(dropped, plan.resamples / 20);
+  EXPECT_FALSE(e.ci.has_value());
+}
+
+// Standard normal draws (Box-Muller on the seeded generator).
+std::vector<double> Normals(Rng* rng, size_t n) {
+  std::vector<double> out;
+  while (out.size() < n) {
+    const double u1 = (rng->Uniform(1ull << 52) + 0.5) / double(1ull << 52);
+    const double u2 = rng->Uniform(1ull << 52) / double(1ull << 52);
+    out.push_back(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+  }
+  return out;
+}
+
+double Variance(const std::vector<double>& x) {
+  const double m = Mean(x);
+  double ss = 0;
+  for (double v : x) ss += (v - m) * (v - m);
+  return ss / (x.size() - 1);
+}
+
+// fca.md "Correlated windows": for AR(1), x_t = phi x_{t-1} + e_t with unit
+// innovations, n Var(mean) -> 1 / (1 - phi)^2 (= 4 at phi = 0.5), while the
+// i.i.d. bootstrap sees only Var(x) = 1 / (1 - phi^2) (= 4/3). Averaged over
+// 32 series of 2000 values, the moving-block bootstrap (blocks of 50)
+// recovers the first, the i.i.d. one the second; and the lag-1
+// autocorrelation is phi.
+TEST(StatisticsTest, BlockBootstrapRecoversTheVarianceOfAnAR1Mean) {
+  const double phi = 0.5;
+  const size_t n = 2000;
+  Rng rng(5);
+  double block = 0, iid = 0, lag1 = 0;
+  const int series = 32;
+  for (int k = 0; k < series; ++k) {
+    const std::vector<double> e = Normals(&rng, n + 100);
+    std::vector<double> x;
+    double prev = 0;
+    for (size_t t = 0; t < e.size(); ++t) {
+      prev = phi * prev + e[t];
+      if (t >= 100) x.push_back(prev);  // past the burn-in
+    }
+    block += n * Variance(BlockBootstrapMeans(x, 1000, 10 + k, 50)) / series;
+    iid += n * Variance(BlockBootstrapMeans(x, 1000, 10 + k, 1)) / series;
+    lag1 += *Lag1Autocorrelation(x) / series;
+  }
+  EXPECT_NEAR(block, 4.0, 0.4);
+  EXPECT_NEAR(iid, 4.0 / 3.0, 0.13);
+  EXPECT_NEAR(lag1, phi, 0.03);
+}
+
+// Block length 1 is the i.i.d. bootstrap: the same draws from the same seed.
+TEST(StatisticsTest, BlockBootstrapOfLengthOneIsTheIidBootstrap) {
+  const std::vector<double> x = {0.3, -1.0, 2.5, 0.7, 0.1, -0.4};
+  Rng rng(9);
+  const std::vector<double> means = BlockBootstrapMeans(x, 50, 9, 1);
+  for (int r = 0; r < 50; ++r) {
+    double s = 0;
+    for (size_t k = 0; k < x.size(); ++k) s += x[rng.Uniform(x.size())];
+    EXPECT_DOUBLE_EQ(means[r], s / x.size());
+  }
+  EXPECT_EQ(AutoBlockLength(1), 1);
+  EXPECT_EQ(AutoBlockLength(64), 4);
+  EXPECT_EQ(AutoBlockLength(4096), 16);
+  EXPECT_FALSE(Lag1Autocorrelation({1, 1, 1, 1}).has_value());
+  EXPECT_NEAR(*Lag1Autocorrelation({1, -1, 1, -1}), -0.75, 1e-12);
+}
+
+TEST(StatisticsTest, HolmAdjustment) {
+  // Sorted 0.01, 0.02, 0.04, 0.3 (m = 4): 0.04, 0.06, 0.08, 0.3; in input order.
+  const std::vector<double> adj = HolmAdjust({0.3, 0.01, 0.04, 0.02});
+  ASSERT_EQ(adj.size(), 4u);
+  EXPECT_NEAR(adj[0], 0.3, 1e-12);
+  EXPECT_NEAR(adj[1], 0.04, 1e-12);
+  EXPECT_NEAR(adj[2], 0.08, 1e-12);
+  EXPECT_NEAR(adj[3], 0.06, 1e-12);
+  // Monotone: a later p never gets a smaller adjustment; capped at 1.
+  const std::vector<double> mono = HolmAdjust({0.02, 0.021, 0.9});
+  EXPECT_NEAR(mono[0], 0.06, 1e-12);
+  EXPECT_NEAR(mono[1], 0.06, 1e-12);  // max(0.06, 2 * 0.021)
+  EXPECT_NEAR(mono[2], 0.9, 1e-12);
+}
+
+TEST(StatisticsTest, BootstrapPValue) {
+  // Every resample mean is 0.5 > 0: p = 2 (0 + 1) / (R + 1).
+  EXPECT_NEAR(BootstrapPValue({1.5, 2.5}, {1.0, 2.0}, 99, 1), 0.02, 1e-12);
+  // Symmetric noise around 0: p is large.
+  EXPECT_GT(BootstrapPValue({1, -1, 1, -1, 2, -2}, {0, 0, 0, 0, 0, 0}, 999, 1), 0.5);
+}
+
+// Tabulated two-sided 95% t quantiles.
+TEST(StatisticsTest, StudentTQuantileAndTheAcrossModelsInterval) {
+  EXPECT_NEAR(StudentTQuantile(0.975, 1), 12.706204736, 1e-6);
+  EXPECT_NEAR(StudentTQuantile(0.975, 2), 4.302652730, 1e-7);
+  EXPECT_NEAR(StudentTQuantile(0.975, 10), 2.228138852, 1e-7);
+  EXPECT_NEAR(StudentTQuantile(0.95, 30), 1.697260887, 1e-7);
+  EXPECT_NEAR(StudentTQuantile(0.025, 2), -4.302652730, 1e-7);
+  const Summary s = Summarize({1.39, 1.5, 1.61});
+  const std::optional<Interval> ci = MeanTInterval(s, 0.95);
   ASSERT_TRUE(ci.has_value());
-  const double r = *GapRetentionPercent(Mean(g), Mean(p), Mean(c), 1e-5);
-  EXPECT_NEAR(r, 90.0, 1.0);
-  EXPECT_LT(ci->low, r);
-  EXPECT_GT(ci->high, r);
-  EXPECT_LT(ci->high - ci->low, 2.0);
-  auto wide = RetentionBootstrapCI(noise_g, p, c, 1e-5, 500, 0.95, 3);
-  ASSERT_TRUE(wide.has_value());
-  EXPECT_GT(wide->high - wide->low, 100.0);
+  EXPECT_NEAR(ci->low, 1.5 - 4.302652730 * 0.11 / std::sqrt(3.0), 1e-7);
+  EXPECT_NEAR(ci->high, 1.5 + 4.302652730 * 0.11 / std::sqrt(3.0), 1e-7);
+  EXPECT_FALSE(MeanTInterval(Summarize({1.0}), 0.95).has_value());
 }
 
 // fca.md "Execution": slowdown = exp(mean log(t_model / t_twin)) - 1.
@@ -124,31 +300,40 @@ TEST(StatisticsTest, PairedSlowdownOfAConstantRatioIsThatRatio) {
   const std::vector<double> twin = {10, 20, 15, 40};  // the machine's speed drifts
   std::vector<double> model;
   for (double t : twin) model.push_back(1.25 * t);
-  const SlowdownEstimate e = PairedSlowdown(model, twin, 1000, 0.95, 5);
+  const SlowdownEstimate e = PairedSlowdown(model, twin, 0.95);
   EXPECT_NEAR(e.slowdown, 0.25, 1e-12);
   EXPECT_NEAR(e.ci.low, 0.25, 1e-12);
   EXPECT_NEAR(e.ci.high, 0.25, 1e-12);
   EXPECT_EQ(e.verdict, 1);
   EXPECT_EQ(e.pairs, 4);
   // The other way round: faster by 1 - 1/1.25 = 20%.
-  const SlowdownEstimate f = PairedSlowdown(twin, model, 1000, 0.95, 5);
+  const SlowdownEstimate f = PairedSlowdown(twin, model, 0.95);
   EXPECT_NEAR(f.slowdown, -0.2, 1e-12);
   EXPECT_EQ(f.verdict, -1);
 }
 
 TEST(StatisticsTest, PairedSlowdownIsTheGeometricMeanOfPairRatios) {
-  // Ratios 2 and 1/2: the geometric mean is 1 and the CI spans 0.
-  const SlowdownEstimate e = PairedSlowdown({2, 1}, {1, 2}, 2000, 0.95, 3);
+  // Ratios 2 and 1/2: the geometric mean is 1 and the CI spans 0. The log
+  // ratios +-ln 2 have sd ln(2) sqrt(2): the t-interval (1 degree of
+  // freedom, t = 12.7062047) is 0 +- 12.7062047 ln 2.
+  const double t1 = 12.706204736;
+  const SlowdownEstimate e = PairedSlowdown({2, 1}, {1, 2}, 0.95);
   EXPECT_NEAR(e.slowdown, 0.0, 1e-12);
-  EXPECT_NEAR(e.ci.low, -0.5, 1e-12);  // resamples of only the fast pair
-  EXPECT_NEAR(e.ci.high, 1.0, 1e-12);  // ... of only the slow one
+  EXPECT_NEAR(e.ci.low, std::expm1(-t1 * std::log(2.0)), 1e-9);
+  EXPECT_NEAR(e.ci.high, std::expm1(t1 * std::log(2.0)), 1e-3);
   EXPECT_EQ(e.verdict, 0);
-  // Ratios 1.1 and 1.21: geometric mean 1.1^1.5, inside [0.1, 0.21].
-  const SlowdownEstimate g = PairedSlowdown({1.1, 12.1}, {1, 10}, 2000, 0.95, 3);
+  // Ratios 1.1 and 1.21: geometric mean 1.1^1.5; log sd ln(1.1) / sqrt(2),
+  // so the interval is 1.5 ln 1.1 +- t1 ln(1.1) / 2 and contains 0: two
+  // pairs cannot tell.
+  const SlowdownEstimate g = PairedSlowdown({1.1, 12.1}, {1, 10}, 0.95);
   EXPECT_NEAR(g.slowdown, std::pow(1.1, 1.5) - 1, 1e-12);
-  EXPECT_NEAR(g.ci.low, 0.1, 1e-12);
-  EXPECT_NEAR(g.ci.high, 0.21, 1e-12);
-  EXPECT_EQ(g.verdict, 1);
+  EXPECT_NEAR(g.ci.low, std::expm1((1.5 - t1 / 2) * std::log(1.1)), 1e-9);
+  EXPECT_NEAR(g.ci.high, std::expm1((1.5 + t1 / 2) * std::log(1.1)), 1e-9);
+  EXPECT_EQ(g.verdict, 0);
+  // One pair: no interval, no verdict.
+  const SlowdownEstimate one = PairedSlowdown({2}, {1}, 0.95);
+  EXPECT_NEAR(one.slowdown, 1.0, 1e-12);
+  EXPECT_EQ(one.verdict, 0);
 }
 
 TEST(StatisticsTest, PairedSlowdownCIOfNoisyPairsCoversTheTrueRatio) {
@@ -162,7 +347,7 @@ TEST(StatisticsTest, PairedSlowdownCIOfNoisyPairsCoversTheTrueRatio) {
     twin.push_back(100 * drift);
     model.push_back(105 * drift * noise);
   }
-  const SlowdownEstimate e = PairedSlowdown(model, twin, 2000, 0.95, 1);
+  const SlowdownEstimate e = PairedSlowdown(model, twin, 0.95);
   EXPECT_LT(e.ci.low, 0.05);
   EXPECT_GT(e.ci.high, 0.05);
   EXPECT_LT(e.half_width(), 0.01);  // pairing removes the drift
