@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Reference vectors for the `olmoe` and `qwen2_moe` families (docs/moe.md).
+"""Reference vectors for the `olmoe`, `qwen2_moe` and `mixtral` families
+(docs/moe.md).
 
 An eager forward of our own, written from a reading of Hugging Face's
-modeling_olmoe.py and modeling_qwen2_moe.py (conventions pinned in
+modeling_olmoe.py, modeling_qwen2_moe.py and modeling_mixtral.py (conventions
+pinned in
 docs/moe.md), run with Debian's python3-torch (libtorch 1.13, the library the
 engine links). For each family it writes a tiny random checkpoint with the
 real tensor names and config.json keys, and the expected outputs on one fixed
@@ -17,7 +19,8 @@ batch, in float32 and in bfloat16:
       <dtype>.shared_gate.<l>    float32 [B, T, 1]     qwen2_moe only
       <dtype>.experts.<l>        int64 [B, T, k]       chosen experts, by weight
 
-Run from the repository root:  python3 tests/reference/moe_reference.py
+Run with Debian's interpreter (python3-torch):
+  /usr/bin/python3 tests/reference/moe_reference.py
 Deterministic (fixed seeds); rerunning rewrites identical files.
 """
 
@@ -77,7 +80,46 @@ CONFIGS = {
         "tie_word_embeddings": False,
         "torch_dtype": "float32",
     },
+    "mixtral": {
+        "architectures": ["MixtralForCausalLM"],
+        "model_type": "mixtral",
+        "vocab_size": 256,
+        "hidden_size": 16,
+        "intermediate_size": 8,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_act": "silu",
+        "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    },
 }
+
+
+# Per family, so that adding one leaves the others' files as they were.
+SEEDS = {"olmoe": 0, "qwen2_moe": 1, "mixtral": 2}
+
+
+def num_experts(c):
+    return c["num_local_experts"] if c["model_type"] == "mixtral" else c["num_experts"]
+
+
+def moe_prefix(c):
+    """Where a layer's router and experts live in the state dict."""
+    return "block_sparse_moe." if c["model_type"] == "mixtral" else "mlp."
+
+
+def expert_names(c):
+    """(gate, up, down) projection names of one expert."""
+    if c["model_type"] == "mixtral":
+        return ("w1", "w3", "w2")
+    return ("gate_proj", "up_proj", "down_proj")
 
 
 def state_dict_shapes(c):
@@ -86,7 +128,10 @@ def state_dict_shapes(c):
     heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
     hd = d // heads
     olmoe = c["model_type"] == "olmoe"
-    width = c["intermediate_size"] if olmoe else c["moe_intermediate_size"]
+    qwen = c["model_type"] == "qwen2_moe"
+    width = c["moe_intermediate_size"] if qwen else c["intermediate_size"]
+    gate, up, down = expert_names(c)
+    m = moe_prefix(c)
     s = {"model.embed_tokens.weight": (v, d)}
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
@@ -99,16 +144,16 @@ def state_dict_shapes(c):
         if olmoe:
             s[p + "self_attn.q_norm.weight"] = (heads * hd,)
             s[p + "self_attn.k_norm.weight"] = (kv * hd,)
-        else:
+        if qwen:
             s[p + "self_attn.q_proj.bias"] = (heads * hd,)
             s[p + "self_attn.k_proj.bias"] = (kv * hd,)
             s[p + "self_attn.v_proj.bias"] = (kv * hd,)
-        s[p + "mlp.gate.weight"] = (c["num_experts"], d)
-        for e in range(c["num_experts"]):
-            s[p + f"mlp.experts.{e}.gate_proj.weight"] = (width, d)
-            s[p + f"mlp.experts.{e}.up_proj.weight"] = (width, d)
-            s[p + f"mlp.experts.{e}.down_proj.weight"] = (d, width)
-        if not olmoe:
+        s[p + m + "gate.weight"] = (num_experts(c), d)
+        for e in range(num_experts(c)):
+            s[p + m + f"experts.{e}.{gate}.weight"] = (width, d)
+            s[p + m + f"experts.{e}.{up}.weight"] = (width, d)
+            s[p + m + f"experts.{e}.{down}.weight"] = (d, width)
+        if qwen:
             sw = c["shared_expert_intermediate_size"]
             s[p + "mlp.shared_expert.gate_proj.weight"] = (sw, d)
             s[p + "mlp.shared_expert.up_proj.weight"] = (sw, d)
@@ -128,7 +173,7 @@ def random_weights(c, seed):
             w[name] = 1.0 + 0.1 * torch.randn(shape, generator=g)
         elif name.endswith(".bias"):
             w[name] = 0.1 * torch.randn(shape, generator=g)
-        elif ".mlp.gate." in name:
+        elif name.endswith("gate.weight") and "experts" not in name and "shared" not in name:
             # A router with logits of order 1: probabilities far from uniform.
             w[name] = 0.5 * torch.randn(shape, generator=g)
         else:
@@ -187,17 +232,18 @@ def attention(c, w, p, x, cos, sin):
     return torch.nn.functional.linear(out, w[p + "self_attn.o_proj.weight"])
 
 
-def swiglu(w, prefix, x):
+def swiglu(w, prefix, x, names=("gate_proj", "up_proj", "down_proj")):
     lin = torch.nn.functional.linear
-    g = lin(x, w[prefix + ".gate_proj.weight"])
-    u = lin(x, w[prefix + ".up_proj.weight"])
-    return lin(torch.nn.functional.silu(g) * u, w[prefix + ".down_proj.weight"])
+    g = lin(x, w[prefix + "." + names[0] + ".weight"])
+    u = lin(x, w[prefix + "." + names[1] + ".weight"])
+    return lin(torch.nn.functional.silu(g) * u, w[prefix + "." + names[2] + ".weight"])
 
 
 def moe(c, w, p, x, record):
     n, d = x.shape
-    k, num = c["num_experts_per_tok"], c["num_experts"]
-    logits = torch.nn.functional.linear(x, w[p + "mlp.gate.weight"])
+    k, num = c["num_experts_per_tok"], num_experts(c)
+    m = moe_prefix(c)
+    logits = torch.nn.functional.linear(x, w[p + m + "gate.weight"])
     probs = torch.softmax(logits, dim=1, dtype=torch.float32)
     record["router"] = probs
     # Top-k by a stable descending sort: equal probabilities go to the lower
@@ -205,7 +251,8 @@ def moe(c, w, p, x, record):
     values, experts = torch.sort(probs, dim=-1, descending=True, stable=True)
     weights, experts = values[:, :k], experts[:, :k]
     record["experts"] = experts
-    if c["norm_topk_prob"]:
+    # Mixtral always renormalises the chosen probabilities.
+    if c.get("norm_topk_prob", c["model_type"] == "mixtral"):
         weights = weights / weights.sum(dim=-1, keepdim=True)
     weights = weights.to(x.dtype)
     out = torch.zeros_like(x)
@@ -213,7 +260,7 @@ def moe(c, w, p, x, record):
         slot, token = torch.where(experts.t() == e)
         if token.numel() == 0:
             continue
-        y = swiglu(w, p + f"mlp.experts.{e}", x[token]) * weights[token, slot, None]
+        y = swiglu(w, p + m + f"experts.{e}", x[token], expert_names(c)) * weights[token, slot, None]
         out.index_add_(0, token, y)
     if c["model_type"] == "qwen2_moe":
         gate = torch.sigmoid(torch.nn.functional.linear(x, w[p + "mlp.shared_expert_gate.weight"]))
@@ -270,7 +317,8 @@ def write_safetensors(path, tensors):
 def main():
     torch.set_num_threads(1)
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
-    for seed, (family, c) in enumerate(sorted(CONFIGS.items())):
+    for family, c in CONFIGS.items():
+        seed = SEEDS[family]
         folder = os.path.join(root, family.replace("_", "-") + "-tiny")
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "config.json"), "w") as f:

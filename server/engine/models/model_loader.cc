@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FolderTokenizer(const std::string& di
 absl::Status UnsupportedFamily(const std::string& family) {
   return absl::InvalidArgumentError(
       absl::StrFormat("config.json: model_type '%s' is not supported (known: dense, "
-                      "featuregate, muddpythia, olmoe, qwen2_moe, torchscript)",
+                      "featuregate, muddpythia, olmoe, qwen2_moe, mixtral, torchscript)",
                       family));
 }
 
@@ -99,7 +99,7 @@ struct FamilyConfig {
   std::string family;
   TransformerConfig transformer;  // dense, featuregate
   MuddPythiaConfig muddpythia;
-  MoeConfig moe;  // olmoe, qwen2_moe
+  MoeConfig moe;  // olmoe, qwen2_moe, mixtral
   TorchScriptConfig torchscript;
 };
 

@@ -89,18 +89,22 @@ absl::Status ReadCommon(const Reader& r, MoeConfig* c) {
   FCA_RETURN_IF_ERROR(r.Int("num_hidden_layers", 1, 1024, &c->num_hidden_layers));
   FCA_RETURN_IF_ERROR(r.Int("num_attention_heads", 1, c->hidden_size, &c->num_attention_heads));
   c->num_key_value_heads = c->num_attention_heads;
-  FCA_RETURN_IF_ERROR(
-      r.OptionalInt("num_key_value_heads", 1, c->num_attention_heads, &c->num_key_value_heads));
+  // Mixtral's config class defaults it to 8, not to the heads: required there.
+  if (c->is_mixtral() || r.Present("num_key_value_heads")) {
+    FCA_RETURN_IF_ERROR(
+        r.Int("num_key_value_heads", 1, c->num_attention_heads, &c->num_key_value_heads));
+  }
   FCA_RETURN_IF_ERROR(r.Int("max_position_embeddings", 2, 1 << 20, &c->max_position_embeddings));
-  FCA_RETURN_IF_ERROR(r.Int("num_experts", 1, 4096, &c->num_experts));
+  const char* experts_key = c->is_mixtral() ? "num_local_experts" : "num_experts";
+  FCA_RETURN_IF_ERROR(r.Int(experts_key, 1, 4096, &c->num_experts));
   FCA_RETURN_IF_ERROR(r.Int("num_experts_per_tok", 1, 4096, &c->num_experts_per_tok));
   FCA_RETURN_IF_ERROR(r.Number("rms_norm_eps", 0, 1, &c->rms_norm_eps));
   FCA_RETURN_IF_ERROR(r.OptionalNumber("rope_theta", 1, 1e12, &c->rope_theta));
   FCA_RETURN_IF_ERROR(r.OptionalBool("norm_topk_prob", &c->norm_topk_prob));
   FCA_RETURN_IF_ERROR(r.OptionalBool("tie_word_embeddings", &c->tie_word_embeddings));
   if (c->num_experts_per_tok > c->num_experts) {
-    return Invalid(absl::StrFormat("num_experts_per_tok %d is larger than num_experts %d",
-                                   c->num_experts_per_tok, c->num_experts));
+    return Invalid(absl::StrFormat("num_experts_per_tok %d is larger than %s %d",
+                                   c->num_experts_per_tok, experts_key, c->num_experts));
   }
   if (c->hidden_size % c->num_attention_heads != 0) {
     return Invalid(absl::StrFormat("hidden_size %d is not divisible by num_attention_heads %d",
@@ -155,6 +159,26 @@ absl::Status ReadQwen2Moe(const Reader& r, MoeConfig* c) {
   return absl::OkStatus();
 }
 
+// Mixtral: experts of intermediate_size, top-k always renormalised, full
+// attention only.
+absl::Status ReadMixtral(const Reader& r, MoeConfig* c) {
+  c->norm_topk_prob = true;
+  FCA_RETURN_IF_ERROR(r.Int("intermediate_size", 1, 1 << 18, &c->expert_intermediate_size));
+  int64_t window = c->max_position_embeddings;
+  FCA_RETURN_IF_ERROR(r.OptionalInt("sliding_window", 1, int64_t{1} << 40, &window));
+  if (window < c->max_position_embeddings) {
+    return NotImplemented(*c, "sliding_window", "null (or at least max_position_embeddings)");
+  }
+  if (r.Present("head_dim")) {
+    int64_t head_dim = 0;
+    FCA_RETURN_IF_ERROR(r.Int("head_dim", 1, c->hidden_size, &head_dim));
+    if (head_dim != c->head_dim()) {
+      return NotImplemented(*c, "head_dim", "hidden_size / num_attention_heads");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<MoeConfig> ParseMoeConfig(std::string_view json_text) {
@@ -168,16 +192,23 @@ absl::StatusOr<MoeConfig> ParseMoeConfig(std::string_view json_text) {
   c.model_type = *type;
   if (!IsMoeFamily(c.model_type)) {
     return Invalid(absl::StrFormat(
-        "model_type '%s' is not a mixture-of-experts family (olmoe, qwen2_moe)", c.model_type));
+        "model_type '%s' is not a mixture-of-experts family (olmoe, qwen2_moe, mixtral)",
+        c.model_type));
   }
   FCA_RETURN_IF_ERROR(ReadCommon(r, &c));
   if (!r.AbsentOrEmpty("rope_scaling")) return NotImplemented(c, "rope_scaling", "null");
-  FCA_RETURN_IF_ERROR(c.is_olmoe() ? ReadOlmoe(r, &c) : ReadQwen2Moe(r, &c));
+  if (c.is_olmoe()) {
+    FCA_RETURN_IF_ERROR(ReadOlmoe(r, &c));
+  } else if (c.is_mixtral()) {
+    FCA_RETURN_IF_ERROR(ReadMixtral(r, &c));
+  } else {
+    FCA_RETURN_IF_ERROR(ReadQwen2Moe(r, &c));
+  }
   return c;
 }
 
 bool IsMoeFamily(std::string_view model_type) {
-  return model_type == "olmoe" || model_type == "qwen2_moe";
+  return model_type == "olmoe" || model_type == "qwen2_moe" || model_type == "mixtral";
 }
 
 }  // namespace fca::engine

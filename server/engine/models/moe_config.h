@@ -1,5 +1,6 @@
 // config.json of the mixture-of-experts families read from Hugging Face
-// folders: `olmoe` (OLMoE-1B-7B) and `qwen2_moe` (Qwen1.5-MoE / Qwen2-MoE).
+// folders: `olmoe` (OLMoE-1B-7B), `qwen2_moe` (Qwen1.5-MoE / Qwen2-MoE) and
+// `mixtral` (Mixtral-8x7B).
 // The keys are Hugging Face's (docs/moe.md pins each one and what the engine
 // makes of it). Torch-free, so the fuzz target links it without torch.
 #ifndef FCA_SERVER_ENGINE_MODELS_MOE_CONFIG_H_
@@ -15,23 +16,23 @@
 namespace fca::engine {
 
 struct MoeConfig {
-  std::string model_type;  // "olmoe" | "qwen2_moe"
+  std::string model_type;  // "olmoe" | "qwen2_moe" | "mixtral"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // absent: num_attention_heads
   int64_t max_position_embeddings = 0;
-  int64_t num_experts = 0;
+  int64_t num_experts = 0;          // mixtral's num_local_experts
   int64_t num_experts_per_tok = 0;  // k of the top-k
-  // Width of each routed expert: olmoe's intermediate_size, qwen2_moe's
-  // moe_intermediate_size.
+  // Width of each routed expert: olmoe's and mixtral's intermediate_size,
+  // qwen2_moe's moe_intermediate_size.
   int64_t expert_intermediate_size = 0;
   // qwen2_moe: width of the shared expert (0 for olmoe: none).
   int64_t shared_expert_intermediate_size = 0;
   double rms_norm_eps = 0;
   double rope_theta = 10000.0;
-  bool norm_topk_prob = false;
+  bool norm_topk_prob = false;  // mixtral: always true
   bool tie_word_embeddings = false;
   // olmoe: q/k/v/o biases when attention_bias is true. qwen2_moe: q/k/v
   // biases always, o_proj none.
@@ -39,6 +40,7 @@ struct MoeConfig {
   std::optional<double> clip_qkv;  // olmoe only: clamp of q, k, v after the norms
 
   bool is_olmoe() const { return model_type == "olmoe"; }
+  bool is_mixtral() const { return model_type == "mixtral"; }
   bool has_qk_norm() const { return is_olmoe(); }
   bool has_shared_expert() const { return shared_expert_intermediate_size > 0; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }

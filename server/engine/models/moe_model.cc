@@ -1,4 +1,4 @@
-// The `olmoe` and `qwen2_moe` families: checkpoint layout, the forward pass
+// The `olmoe`, `qwen2_moe` and `mixtral` families: checkpoint layout, the forward pass
 // and MoeModel, the ControlledModel that runs it.
 //
 // The forward follows the Hugging Face eager forward op by op, in the same
@@ -54,10 +54,27 @@ struct Weights {
 std::string LayerName(int64_t l, const std::string& rest) {
   return absl::StrCat("model.layers.", l, ".", rest);
 }
-void AddMlp(std::vector<WeightSpec>* s, const std::string& prefix, int64_t d, int64_t width) {
-  s->push_back({prefix + ".gate_proj.weight", {width, d}});
-  s->push_back({prefix + ".up_proj.weight", {width, d}});
-  s->push_back({prefix + ".down_proj.weight", {d, width}});
+// Where a layer's router and experts live: "mlp" (olmoe, qwen2_moe) or
+// "block_sparse_moe" (mixtral).
+std::string MoeName(const MoeConfig& c, int64_t l, const std::string& rest) {
+  return LayerName(l, absl::StrCat(c.is_mixtral() ? "block_sparse_moe." : "mlp.", rest));
+}
+
+// The gate, up and down projections of an expert: Mixtral's w1, w3, w2.
+struct MlpNames {
+  const char *gate, *up, *down;
+};
+MlpNames ExpertNames(const MoeConfig& c) {
+  return c.is_mixtral() ? MlpNames{"w1", "w3", "w2"}
+                        : MlpNames{"gate_proj", "up_proj", "down_proj"};
+}
+constexpr MlpNames kSharedExpertNames{"gate_proj", "up_proj", "down_proj"};
+
+void AddMlp(std::vector<WeightSpec>* s, const std::string& prefix, const MlpNames& names, int64_t d,
+            int64_t width) {
+  s->push_back({absl::StrCat(prefix, ".", names.gate, ".weight"), {width, d}});
+  s->push_back({absl::StrCat(prefix, ".", names.up, ".weight"), {width, d}});
+  s->push_back({absl::StrCat(prefix, ".", names.down, ".weight"), {d, width}});
 }
 
 absl::StatusOr<TensorView> CheckedView(const TensorSource& src, const WeightSpec& spec,
@@ -88,8 +105,9 @@ Weights BindWeights(const MoeConfig& c, const std::map<std::string, at::Tensor>&
     return it == all.end() ? at::Tensor() : it->second;
   };
   auto lin = [&](const std::string& n) { return Linear{t(n + ".weight"), t(n + ".bias")}; };
-  auto mlp = [&](const std::string& n) {
-    return Mlp{lin(n + ".gate_proj"), lin(n + ".up_proj"), lin(n + ".down_proj")};
+  auto mlp = [&](const std::string& n, const MlpNames& names) {
+    return Mlp{lin(absl::StrCat(n, ".", names.gate)), lin(absl::StrCat(n, ".", names.up)),
+               lin(absl::StrCat(n, ".", names.down))};
   };
   Weights w;
   w.embed = t("model.embed_tokens.weight");
@@ -105,12 +123,12 @@ Weights BindWeights(const MoeConfig& c, const std::map<std::string, at::Tensor>&
     layer.o = lin(LayerName(l, "self_attn.o_proj"));
     layer.q_norm = t(LayerName(l, "self_attn.q_norm.weight"));
     layer.k_norm = t(LayerName(l, "self_attn.k_norm.weight"));
-    layer.router = t(LayerName(l, "mlp.gate.weight"));
+    layer.router = t(MoeName(c, l, "gate.weight"));
     for (int64_t e = 0; e < c.num_experts; ++e) {
-      layer.experts.push_back(mlp(LayerName(l, absl::StrCat("mlp.experts.", e))));
+      layer.experts.push_back(mlp(MoeName(c, l, absl::StrCat("experts.", e)), ExpertNames(c)));
     }
     if (c.has_shared_expert()) {
-      layer.shared = mlp(LayerName(l, "mlp.shared_expert"));
+      layer.shared = mlp(LayerName(l, "mlp.shared_expert"), kSharedExpertNames);
       layer.shared_gate = t(LayerName(l, "mlp.shared_expert_gate.weight"));
     }
     w.layers.push_back(std::move(layer));
@@ -131,11 +149,24 @@ struct Routing {
 
 class ForwardPass {
  public:
-  ForwardPass(const MoeConfig& config, const Weights& w, ExecutionCounters* counters)
-      : c_(config), w_(w), counters_(counters) {}
+  // `expert_parameters`: the parameters of one routed expert; the model's
+  // other parameters are read by every token.
+  ForwardPass(const MoeConfig& config, const Weights& w, int64_t parameters,
+              int64_t expert_parameters, ExecutionCounters* counters)
+      : c_(config),
+        w_(w),
+        shared_parameters_(parameters -
+                           config.num_hidden_layers * config.num_experts * expert_parameters),
+        expert_parameters_(expert_parameters),
+        counters_(counters) {}
 
   at::Tensor Run(const at::Tensor& ids, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
     const int64_t B = ids.size(0), T = ids.size(1);
+    if (counters_) {
+      counters_->experts_per_layer = c_.num_experts;
+      counters_->expert_tokens.assign(c_.num_hidden_layers * c_.num_experts, 0);
+      counters_->parameters_read += static_cast<double>(B * T * shared_parameters_);
+    }
     at::Tensor h = w_.embed.index_select(0, ids.reshape(-1)).view({B, T, c_.hidden_size});
     MakeRope(T, h.options());
     // The additive causal mask: 0 on and below the diagonal, the dtype's
@@ -165,7 +196,7 @@ class ForwardPass {
         // The last router known, every coefficient is.
         if (last && mode == CoefficientMode::kRecordOnly) break;
       }
-      h = h + Moe(x, probs, gate, layer).view({B, T, c_.hidden_size});
+      h = h + Moe(l, x, probs, gate).view({B, T, c_.hidden_size});
     }
     if (counters_) counters_->tokens += B * T;
     if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
@@ -277,8 +308,9 @@ class ForwardPass {
   // x [N, D] -> the MoE output [N, D]: each routed expert once over its
   // tokens, weighted and added in expert order; the shared expert (qwen2_moe)
   // scaled by its gate and added last.
-  at::Tensor Moe(const at::Tensor& x, const at::Tensor& probs, const at::Tensor& gate,
-                 const Layer& l) {
+  at::Tensor Moe(int64_t layer, const at::Tensor& x, const at::Tensor& probs,
+                 const at::Tensor& gate) {
+    const Layer& l = w_.layers[layer];
     const int64_t N = x.size(0);
     const Routing r = Route(probs, x.scalar_type());
     at::Tensor out = at::zeros_like(x);
@@ -291,6 +323,10 @@ class ForwardPass {
                            r.weights.slice(0, offset, offset + n).unsqueeze(1);
       out.index_add_(0, tokens, y);
       offset += n;
+      if (counters_) {
+        counters_->expert_tokens[layer * c_.num_experts + e] += n;
+        counters_->parameters_read += static_cast<double>(n * expert_parameters_);
+      }
     }
     int64_t blocks_run = N * c_.num_experts_per_tok, blocks = N * c_.num_experts;
     if (gate.defined()) {
@@ -307,6 +343,7 @@ class ForwardPass {
 
   const MoeConfig& c_;
   const Weights& w_;
+  const int64_t shared_parameters_, expert_parameters_;
   ExecutionCounters* counters_;
   at::Tensor mask_;       // [T, T] additive causal mask
   at::Tensor cos_, sin_;  // [1, 1, T, hd] in the model dtype
@@ -379,8 +416,9 @@ class MoeModel : public ControlledModel {
       std::vector<at::Tensor> recorded;
       const at::Tensor on_device = ids.to(weights_.embed.device());
       ExecutionCounters counted;
-      at::Tensor logits = ForwardPass(config_, weights_, &counted)
-                              .Run(on_device, mode, Records(mode) ? &recorded : coefficients);
+      at::Tensor logits =
+          ForwardPass(config_, weights_, info_.num_parameters, ExpertParameters(), &counted)
+              .Run(on_device, mode, Records(mode) ? &recorded : coefficients);
       counters_.Add(counted);
       if (Records(mode)) *coefficients = std::move(recorded);
       return logits;
@@ -388,6 +426,10 @@ class MoeModel : public ControlledModel {
   }
 
  private:
+  int64_t ExpertParameters() const {
+    return 3 * config_.hidden_size * config_.expert_intermediate_size;
+  }
+
   MoeConfig config_;
   ModelInfo info_;
   std::vector<CoefficientSite> sites_;
@@ -425,12 +467,14 @@ std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& c) {
       s.push_back({LayerName(l, "self_attn.q_norm.weight"), {qw}});
       s.push_back({LayerName(l, "self_attn.k_norm.weight"), {kw}});
     }
-    s.push_back({LayerName(l, "mlp.gate.weight"), {c.num_experts, d}});
+    s.push_back({MoeName(c, l, "gate.weight"), {c.num_experts, d}});
     for (int64_t e = 0; e < c.num_experts; ++e) {
-      AddMlp(&s, LayerName(l, absl::StrCat("mlp.experts.", e)), d, c.expert_intermediate_size);
+      AddMlp(&s, MoeName(c, l, absl::StrCat("experts.", e)), ExpertNames(c), d,
+             c.expert_intermediate_size);
     }
     if (c.has_shared_expert()) {
-      AddMlp(&s, LayerName(l, "mlp.shared_expert"), d, c.shared_expert_intermediate_size);
+      AddMlp(&s, LayerName(l, "mlp.shared_expert"), kSharedExpertNames, d,
+             c.shared_expert_intermediate_size);
       s.push_back({LayerName(l, "mlp.shared_expert_gate.weight"), {1, d}});
     }
   }

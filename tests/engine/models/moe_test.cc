@@ -34,6 +34,7 @@ struct Family {
 };
 const Family kOlmoe{FCA_TEST_DATA_DIR "/olmoe-tiny", 2, 8, 2, false};
 const Family kQwen{FCA_TEST_DATA_DIR "/qwen2-moe-tiny", 2, 6, 2, true};
+const Family kMixtral{FCA_TEST_DATA_DIR "/mixtral-tiny", 2, 4, 2, false};
 
 ::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
   if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
@@ -158,14 +159,32 @@ TEST_P(MoeReferenceTest, CountersCountTheRoutedExpertsOnly) {
   EXPECT_EQ(c.blocks_executed, n * f.layers * (f.top_k + extra));
   EXPECT_EQ(c.blocks_total, n * f.layers * (f.experts + extra));
   EXPECT_GT(c.flops, 0);
+  // Per layer, the k assignments of every token, split over the experts.
+  ASSERT_EQ(c.experts_per_layer, f.experts);
+  ASSERT_EQ(c.expert_tokens.size(), static_cast<size_t>(f.layers * f.experts));
+  for (int64_t l = 0; l < f.layers; ++l) {
+    int64_t sum = 0, used = 0;
+    for (int64_t e = 0; e < f.experts; ++e) {
+      sum += c.expert_tokens[l * f.experts + e];
+      used += c.expert_tokens[l * f.experts + e] > 0;
+    }
+    EXPECT_EQ(sum, n * f.top_k) << "layer " << l;
+    EXPECT_GT(used, f.top_k) << "the random router spreads tokens over experts";
+  }
+  // Active parameters: all but the (E - k) experts a token skips per layer,
+  // each of 3 * hidden (16) * width (8) parameters.
+  const double expert = 3 * 16 * 8;
+  EXPECT_DOUBLE_EQ(c.parameters_read / n, static_cast<double>(model->info().num_parameters) -
+                                              f.layers * (f.experts - f.top_k) * expert);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MoeReferenceTest,
-                         ::testing::Combine(::testing::Values(kOlmoe, kQwen),
+                         ::testing::Combine(::testing::Values(kOlmoe, kQwen, kMixtral),
                                             ::testing::Values("float32", "bfloat16")),
                          [](const auto& info) {
                            const Family& f = std::get<0>(info.param);
-                           return absl::StrCat(f.shared ? "qwen2_moe_" : "olmoe_",
+                           const std::string dir = f.dir.substr(f.dir.rfind('/') + 1);
+                           return absl::StrCat(dir.substr(0, dir.find('-')), "_",
                                                std::get<1>(info.param));
                          });
 
@@ -242,6 +261,14 @@ void ExpectRefused(const absl::Status& st, absl::string_view names) {
   EXPECT_TRUE(Contains(st.message(), names));
 }
 
+TEST(MoeTest, AMissingMixtralExpertIsRefusedNamingTheTensor) {
+  std::vector<TensorData> w = Tensors(kMixtral);
+  const std::string name = "model.layers.0.block_sparse_moe.experts.3.w3.weight";
+  w.erase(std::remove_if(w.begin(), w.end(), [&](const TensorData& t) { return t.name == name; }),
+          w.end());
+  ExpectRefused(LoadStatus(w, ConfigText(kMixtral)), name);
+}
+
 TEST(MoeTest, AMissingExpertIsRefusedNamingTheTensor) {
   std::vector<TensorData> w = Tensors(kOlmoe);
   const std::string name = "model.layers.1.mlp.experts.5.up_proj.weight";
@@ -297,6 +324,10 @@ TEST(MoeTest, BadConfigsAreRefusedNamingTheKey) {
        "'rope_scaling'"},
       {&kOlmoe, [](json::Value* d) { d->Set("num_experts", json::Value::String("8")); },
        "num_experts"},
+      {&kMixtral, [](json::Value* d) { d->Set("num_experts_per_tok", json::Value::Int(5)); },
+       "num_experts_per_tok 5 is larger than num_local_experts 4"},
+      {&kMixtral, [](json::Value* d) { d->Set("sliding_window", json::Value::Int(32)); },
+       "'sliding_window'"},
   };
   for (const Case& c : cases) {
     const absl::Status st = LoadStatus(Tensors(*c.family), EditedConfig(*c.family, c.edit));
