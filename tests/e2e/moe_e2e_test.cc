@@ -133,7 +133,9 @@ TEST_F(MoeE2ETest, EveryFamilyAuditsWithEveryIntervention) {
     EXPECT_EQ(n["replay/max_abs_logit_diff"], 0.0);
     const bool qwen = std::string(model) == "qwen2-moe-tiny";
     const bool mixtral = std::string(model) == "mixtral-tiny";
-    if (qwen) EXPECT_EQ(n.count("variation/eta2.shared_gate"), 1u);
+    if (qwen) {
+      EXPECT_EQ(n.count("variation/eta2.shared_gate"), 1u);
+    }
     // Top-2 of 8 experts (olmoe), of 6 plus the shared expert (qwen2_moe), of 4
     // (mixtral), in each of 2 layers.
     const int experts = qwen ? 6 : mixtral ? 4 : 8;
