@@ -38,6 +38,8 @@ const char* KeyPlaceholder(MetricKey key) {
       return "<family>";
     case MetricKey::kBaseline:
       return "<baseline>";
+    case MetricKey::kLayerExpert:
+      return "<layer>.<expert>";
   }
   return "";
 }
@@ -274,6 +276,18 @@ const std::vector<MetricDef>& MetricDefs() {
        "verdict: +1 slower, \u22121 faster, 0 no detectable difference",
        "+1 slower than the dense twin (both timing blocks' CIs above 0), -1 faster (both below "
        "0), 0 no detectable difference (the blocks disagree or a CI contains 0)"},
+      {M::kActiveParameters, kActiveParameters, K::kNone, kExecution, "parameters",
+       "active parameters",
+       "parameters a token's LIVE forward reads, averaged over tokens (a "
+       "mixture of experts reads its routed experts only)"},
+      {M::kExpertsPerToken, kExpertsPerToken, K::kLayer, kExecution, "experts/token",
+       "experts per token, one layer", "routed experts executed per token at one layer, LIVE"},
+      {M::kExpertLoadEntropy, kExpertLoadEntropy, K::kLayer, kExecution, "nats",
+       "expert load entropy, one layer",
+       "entropy of the expert shares of one layer, LIVE: ln(experts) when balanced, 0 when one "
+       "expert takes every token"},
+      {M::kExpertShare, kExpertShare, K::kLayerExpert, kExecution, "1", "expert share",
+       "share of one layer's (token, expert) assignments that went to one expert, LIVE"},
       {M::kLiveNll, kLiveNll, K::kNone, kReplay, "nats/token", "live NLL",
        "NLL of the LIVE pass on the evaluation windows"},
       {M::kMaxAbsLogitDiff, kMaxAbsLogitDiff, K::kNone, kReplay, "logit",

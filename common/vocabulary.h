@@ -207,6 +207,10 @@ inline constexpr char kLatencyUsPerToken[] = "latency_us_per_token";
 inline constexpr char kDenseLatencyUsPerToken[] = "dense_latency_us_per_token";
 inline constexpr char kSlowdown[] = "slowdown";
 inline constexpr char kSlowdownVerdict[] = "slowdown_verdict";
+inline constexpr char kActiveParameters[] = "active_parameters";
+inline constexpr char kExpertsPerToken[] = "experts_per_token";
+inline constexpr char kExpertLoadEntropy[] = "expert_load_entropy";
+inline constexpr char kExpertShare[] = "expert_share";
 inline constexpr char kLiveNll[] = "live_nll";
 inline constexpr char kMaxAbsLogitDiff[] = "max_abs_logit_diff";
 inline constexpr char kFidelityCheckedWindows[] = "fidelity_checked_windows";
@@ -260,6 +264,10 @@ enum class MetricId : uint8_t {
   kDenseLatencyUsPerToken,
   kSlowdown,
   kSlowdownVerdict,
+  kActiveParameters,
+  kExpertsPerToken,
+  kExpertLoadEntropy,
+  kExpertShare,
   kLiveNll,
   kMaxAbsLogitDiff,
   kFidelityCheckedWindows,
@@ -283,7 +291,8 @@ enum class MetricId : uint8_t {
 
 // What follows a keyed metric's name after a dot: "eta2.attn_gate".
 // kBaseline: the intervention a retention is measured against.
-enum class MetricKey : uint8_t { kNone, kLayer, kSite, kFamily, kBaseline };
+// kLayerExpert: "<layer>.<expert>" ("expert_share.3.17").
+enum class MetricKey : uint8_t { kNone, kLayer, kSite, kFamily, kBaseline, kLayerExpert };
 
 struct MetricDef {
   MetricId id;

@@ -256,13 +256,15 @@ def text_seeds():
 
 
 # ---------------------------------------------------------------------------
-# model_config: config.json of the dense/featuregate and torchscript families
+# model_config: config.json of the dense/featuregate, torchscript and MoE families
 
 def model_config_seeds():
     for src, name in [("models/featuregate-s1/config.json", "featuregate.json"),
                       ("models/dense/config.json", "dense.json"),
                       ("examples/models/featuregate-s1-ts/config.json", "torchscript_fg.json"),
-                      ("examples/models/moe-tiny/config.json", "torchscript_moe.json")]:
+                      ("examples/models/moe-tiny/config.json", "torchscript_moe.json"),
+                      ("tests/data/olmoe-tiny/config.json", "olmoe.json"),
+                      ("tests/data/qwen2-moe-tiny/config.json", "qwen2_moe.json")]:
         with open(os.path.join(ROOT, src), "rb") as f:
             write("model_config", name, f.read())
     site = {"name": "g.0", "family": "g", "layer": 0, "channels": 4}
@@ -271,6 +273,12 @@ def model_config_seeds():
     write("model_config", "ts_duplicate_site.json", dumps(dict(base, sites=[site, site])))
     write("model_config", "ts_bad_layer.json", dumps(dict(base, sites=[dict(site, layer=3)])))
     write("model_config", "ts_blocks.json", dumps(dict(base, blocks_per_token=5)))
+    moe = {"model_type": "olmoe", "vocab_size": 8, "hidden_size": 4, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "max_position_embeddings": 8, "num_experts": 2,
+           "num_experts_per_tok": 1, "intermediate_size": 2, "rms_norm_eps": 1e-5}
+    write("model_config", "olmoe_topk_too_large.json", dumps(dict(moe, num_experts_per_tok=3)))
+    write("model_config", "olmoe_clip_null_kv.json",
+          dumps(dict(moe, clip_qkv=8.0, num_key_value_heads=None, rope_scaling=None)))
 
 
 def main():

@@ -221,6 +221,16 @@ struct ExecutionResult {
   std::optional<int> slowdown_verdict;
   std::optional<SlowdownEstimate> first_block, second_block;
   int64_t timing_repeats = 0;  // timed pairs, both blocks (model forwards without a twin)
+  // Parameters read per token, LIVE; when the model counts them.
+  std::optional<double> active_parameters;
+  // Mixture-of-experts models: the routing of each layer in the LIVE pass.
+  struct ExpertLoad {
+    int64_t layer = 0;
+    double experts_per_token = 0;  // routed experts run per token
+    std::vector<double> share;     // of the layer's (token, expert) assignments, per expert
+    double entropy = 0;            // -sum share ln share (nats)
+  };
+  std::vector<ExpertLoad> expert_load;  // one per layer; empty for other families
 };
 
 struct ModelReport {

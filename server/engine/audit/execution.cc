@@ -109,6 +109,27 @@ int CombinedVerdict(int first_block, int second_block) {
 
 namespace {
 
+// Per layer: experts run per token, the share of each expert and its entropy.
+std::vector<ExecutionResult::ExpertLoad> ExpertLoads(const ExecutionCounters& c) {
+  std::vector<ExecutionResult::ExpertLoad> out;
+  const int64_t E = c.experts_per_layer;
+  if (E <= 0 || c.tokens <= 0) return out;
+  for (size_t begin = 0; begin + E <= c.expert_tokens.size(); begin += E) {
+    ExecutionResult::ExpertLoad load;
+    load.layer = static_cast<int64_t>(begin) / E;
+    double total = 0;
+    for (int64_t e = 0; e < E; ++e) total += static_cast<double>(c.expert_tokens[begin + e]);
+    load.experts_per_token = total / static_cast<double>(c.tokens);
+    for (int64_t e = 0; e < E; ++e) {
+      const double p = total > 0 ? c.expert_tokens[begin + e] / total : 0.0;
+      load.share.push_back(p);
+      if (p > 0) load.entropy -= p * std::log(p);
+    }
+    out.push_back(std::move(load));
+  }
+  return out;
+}
+
 // Counts and times the forwards of one model's execution audit.
 class ExecutionRun {
  public:
@@ -134,6 +155,8 @@ class ExecutionRun {
     x.blocks_per_token = live.blocks_executed / tokens_;
     x.blocks_executed_fraction = double(live.blocks_executed) / double(live.blocks_total);
     x.flops_per_token = live.flops / tokens_;
+    if (live.parameters_read > 0) x.active_parameters = live.parameters_read / tokens_;
+    x.expert_load = ExpertLoads(live);
     std::vector<at::Tensor> replay = *in_.replay;
     m.ResetCounters();
     FCA_RETURN_IF_ERROR(Forward(m, CoefficientMode::kReplay, &replay).status());

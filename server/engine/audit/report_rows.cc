@@ -162,6 +162,16 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
     w.AddCI(kExecution, kSlowdownSecondBlock, x.second_block->slowdown, x.second_block->ci,
             x.second_block->pairs);
   }
+  if (x.active_parameters) w.Add(kExecution, kActiveParameters, *x.active_parameters, 0);
+  for (const ExecutionResult::ExpertLoad& load : x.expert_load) {
+    const std::string layer = std::to_string(load.layer);
+    w.Add(kExecution, KeyedMetric(kExpertsPerToken, layer), load.experts_per_token, 0);
+    w.Add(kExecution, KeyedMetric(kExpertLoadEntropy, layer), load.entropy, 0);
+    for (size_t e = 0; e < load.share.size(); ++e) {
+      w.Add(kExecution, KeyedMetric(kExpertShare, layer + "." + std::to_string(e)), load.share[e],
+            0);
+    }
+  }
   return rows;
 }
 

@@ -53,12 +53,26 @@ struct ExecutionCounters {
   int64_t blocks_executed = 0;  // sum over calls of (blocks run) * tokens
   int64_t blocks_total = 0;     // sum over calls of (blocks in model) * tokens
   double flops = 0;             // matmul FLOPs (2 per multiply-add) executed
+  // Sum over tokens of the parameters each token's forward read (a
+  // mixture of experts reads only its routed experts); 0: not counted.
+  double parameters_read = 0;
+  // Mixture-of-experts families: (token, expert) assignments that ran, per
+  // layer and expert, layer-major ([layer * experts_per_layer + expert]);
+  // empty for the other families.
+  std::vector<int64_t> expert_tokens;
+  int64_t experts_per_layer = 0;
 
   ExecutionCounters& operator+=(const ExecutionCounters& o) {
     tokens += o.tokens;
     blocks_executed += o.blocks_executed;
     blocks_total += o.blocks_total;
     flops += o.flops;
+    parameters_read += o.parameters_read;
+    if (expert_tokens.size() < o.expert_tokens.size()) {
+      expert_tokens.resize(o.expert_tokens.size(), 0);
+    }
+    for (size_t i = 0; i < o.expert_tokens.size(); ++i) expert_tokens[i] += o.expert_tokens[i];
+    if (o.experts_per_layer > 0) experts_per_layer = o.experts_per_layer;
     return *this;
   }
 };

@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/moe_model.h"
 #include "server/engine/models/muddpythia_model.h"
 #include "server/engine/models/torchscript_model.h"
 #include "server/engine/models/transformer_model.h"
@@ -89,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FolderTokenizer(const std::string& di
 absl::Status UnsupportedFamily(const std::string& family) {
   return absl::InvalidArgumentError(
       absl::StrFormat("config.json: model_type '%s' is not supported (known: dense, "
-                      "featuregate, muddpythia, torchscript)",
+                      "featuregate, muddpythia, olmoe, qwen2_moe, mixtral, torchscript)",
                       family));
 }
 
@@ -98,6 +99,7 @@ struct FamilyConfig {
   std::string family;
   TransformerConfig transformer;  // dense, featuregate
   MuddPythiaConfig muddpythia;
+  MoeConfig moe;  // olmoe, qwen2_moe, mixtral
   TorchScriptConfig torchscript;
 };
 
@@ -109,6 +111,8 @@ absl::StatusOr<FamilyConfig> ParseFamilyConfig(const std::string& family,
     FCA_ASSIGN_OR_RETURN(config.transformer, ParseTransformerConfig(config_text));
   } else if (family == "muddpythia") {
     FCA_ASSIGN_OR_RETURN(config.muddpythia, ParseMuddPythiaConfig(config_text));
+  } else if (IsMoeFamily(family)) {
+    FCA_ASSIGN_OR_RETURN(config.moe, ParseMoeConfig(config_text));
   } else if (family == "torchscript") {
     FCA_ASSIGN_OR_RETURN(config.torchscript, ParseTorchScriptConfig(config_text));
   } else {
@@ -123,6 +127,7 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> CreateFamilyModel(const FamilyC
   if (config.family == "muddpythia") {
     return CreateMuddPythiaModel(config.muddpythia, weights, std::move(info));
   }
+  if (IsMoeFamily(config.family)) return CreateMoeModel(config.moe, weights, std::move(info));
   return CreateTransformerModel(config.transformer, weights, std::move(info));
 }
 
@@ -138,6 +143,10 @@ absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& f
   if (family == "muddpythia") {
     FCA_ASSIGN_OR_RETURN(MuddPythiaConfig config, ParseMuddPythiaConfig(config_text));
     return DescribeMuddPythia(config, info);
+  }
+  if (IsMoeFamily(family)) {
+    FCA_ASSIGN_OR_RETURN(MoeConfig config, ParseMoeConfig(config_text));
+    return DescribeMoe(config, info);
   }
   if (family == "torchscript") {
     FCA_ASSIGN_OR_RETURN(TorchScriptConfig config, ParseTorchScriptConfig(config_text));

@@ -5,9 +5,11 @@
 // The forward copies the reference's op order and dtypes, because its
 // coefficients are audited by replay and must match the reference's to the
 // last bits that the platform allows: QK-norm upcasts to fp32, the rope table
-// is rounded to fp16 and applied in fp32, LayerNorm computes in fp32 and
-// rounds its output (as a bf16 LayerNorm accumulating in fp32 would; 15x
-// faster than libtorch 1.13's bf16 one on CPU), everything else (the
+// is rounded to fp16 and applied in fp32, LayerNorm is torch's own in the
+// model dtype (the reference runs nn.LayerNorm natively in bf16; libtorch
+// 1.13's CPU bf16 kernel keeps its moments in bf16, which no float32
+// computation reproduces, so the faster LayerNormInFloat would move the NLL
+// by ~4e-3: docs/fca.md, "bfloat16 numerics"), everything else (the
 // controller's RMSNorm, the dense_bs add, the softmax and the MUDD sum) runs
 // in the model dtype.
 #include "server/engine/models/muddpythia_model.h"
@@ -319,7 +321,7 @@ class ForwardPass {
     return at::linear(x, l.w, l.b);
   }
   at::Tensor LayerNorm(const at::Tensor& x, const Norm& n) const {
-    return LayerNormInFloat(x, n.w, n.b, c_.norm_eps);
+    return at::layer_norm(x, {x.size(-1)}, n.w, n.b, c_.norm_eps);
   }
 
   // The reference's table: inverse frequencies and angles in fp32, cos and sin

@@ -601,6 +601,29 @@
       metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label})),
         {shown, twin: rep.dense_twin, id: 'table-execution'})));
 
+    // Mixture-of-experts routing, per layer (docs/moe.md): experts run per
+    // token, the load's entropy, and each expert's share.
+    const routingLayers = ix.keys().map((k) => /^execution\texperts_per_token\.(\d+)$/.exec(k))
+      .filter(Boolean).map((m) => Number(m[1])).sort((a, b) => a - b);
+    if (routingLayers.length) {
+      const perLayer = (metric, label) => routingLayers.map((l) => ({i: 'execution', m: `${metric}.${l}`, label: `${label}, layer ${l}`}));
+      const charts = [['experts_per_token', 'experts/token'], ['expert_load_entropy', 'load entropy (nats)']].map(([metric, yLabel]) => layerChart({
+        title: `${yLabel} per layer`, yLabel,
+        series: ix.models.map((m) => ({name: m, points: routingLayers.map((l) => {
+          const r = ix.find(m, 'execution', `${metric}.${l}`);
+          return {x: l, y: r ? num(r.value) : NaN, tip: `${m} layer ${l}: ${r ? general(num(r.value)) : '–'}`};
+        })})),
+      }));
+      const shares = ix.keys().map((k) => /^execution\t(expert_share\.(\d+)\.(\d+))$/.exec(k)).filter(Boolean)
+        .sort((a, b) => a[2] - b[2] || a[3] - b[3])
+        .map((m) => ({i: 'execution', m: m[1], label: `layer ${m[2]}, expert ${m[3]}`}));
+      out.push(section('Routing', 'Mixture of experts, LIVE pass: routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
+        el('div', {class: 'charts'}, charts),
+        metricTable(ix, 'Routing per layer', [...perLayer('experts_per_token', 'experts/token'), ...perLayer('expert_load_entropy', 'load entropy (nats)')],
+          {shown, id: 'table-routing'}),
+        el('details', {}, el('summary', {}, 'Expert shares'), metricTable(ix, 'Share of each layer\'s load per expert', shares, {shown, id: 'table-expert-share'}))));
+    }
+
     // Whatever else is stored (but the per-site rows, shown above).
     const rest = ix.keys().filter((k) => !shown.has(k) && !/\tsite_(mean|variance)\./.test(k));
     if (rest.length) {

@@ -5,7 +5,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
+#include <vector>
 
 namespace fca::engine {
 namespace {
@@ -53,6 +55,37 @@ TEST(GuardTorchTest, NoExceptionPassesTheResultThrough) {
   const absl::Status refused =
       GuardTorch("a step", [] { return absl::InvalidArgumentError("the caller's mistake"); });
   EXPECT_EQ(refused.message(), "the caller's mistake");
+}
+
+// LayerNormInFloat against libtorch's own bfloat16 layer_norm on random rows
+// of the models' widths (FeatureGate 128/192, the tiny MUDDPythia 64,
+// MUDDPythia-1.4B 2048, and a width that is no multiple of the vector size).
+// libtorch 1.13's CPU kernel keeps the row's moments in bfloat16, so no
+// float32 computation equals it: about half the elements differ, by up to
+// 0.05. That is why muddpythia, whose reference runs LayerNorm natively in
+// bfloat16, calls at::layer_norm, and LayerNormInFloat stays FeatureGate's own
+// (documented) numerics (docs/fca.md, "bfloat16 numerics"). Should a libtorch
+// make them equal, this test fails and muddpythia can take the faster one.
+TEST(LayerNormInFloatTest, DiffersFromLibtorchBf16LayerNorm) {
+  at::manual_seed(7);
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
+           {8, 128, 128}, {8, 128, 192}, {2, 16, 64}, {1, 64, 2048}, {3, 5, 100}}) {
+    const int64_t d = shape.back();
+    const at::Tensor x = (at::randn(shape) * 3 + 0.5).to(at::kBFloat16);
+    const at::Tensor w = (at::randn({d}) * 0.2 + 1).to(at::kBFloat16);
+    const at::Tensor b = (at::randn({d}) * 0.1).to(at::kBFloat16);
+    const at::Tensor native = at::layer_norm(x, {d}, w, b, 1e-5);
+    const at::Tensor ours = LayerNormInFloat(x, w, b, 1e-5);
+    const double differ = native.ne(ours).to(at::kDouble).mean().item<double>();
+    std::printf("[ measured ] width %ld: %.3f of the elements differ\n", static_cast<long>(d),
+                differ);
+    EXPECT_GT(differ, 0.1) << "width " << d;
+    // Both are LayerNorms: within about 2^-6 of each other, relative to
+    // |y| + 1 (measured: at most 0.0104).
+    const at::Tensor f = ours.to(at::kFloat);
+    const at::Tensor gap = (native.to(at::kFloat) - f).abs() / (f.abs() + 1);
+    EXPECT_LE(gap.max().item<double>(), 1.0 / 64) << "width " << d;
+  }
 }
 
 }  // namespace

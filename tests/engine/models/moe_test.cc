@@ -1,0 +1,340 @@
+// The olmoe and qwen2_moe families against the reference vectors of
+// tests/reference/moe_reference.py (tests/data/{olmoe,qwen2-moe}-tiny): logits
+// and router probabilities in float32 and bfloat16, replay of the recording,
+// the top-k tie rule, expert skipping in the counters, and folders refused at
+// load.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/file.h"
+#include "common/json.h"
+#include "server/engine/io/safetensors.h"
+#include "server/engine/models/controlled_model.h"
+#include "tests/testing/test_models.h"
+
+namespace fca::engine {
+namespace {
+
+using testing::TempDir;
+
+struct Family {
+  std::string dir;
+  int64_t layers, experts, top_k;
+  bool shared;  // qwen2_moe's shared expert
+};
+const Family kOlmoe{FCA_TEST_DATA_DIR "/olmoe-tiny", 2, 8, 2, false};
+const Family kQwen{FCA_TEST_DATA_DIR "/qwen2-moe-tiny", 2, 6, 2, true};
+const Family kMixtral{FCA_TEST_DATA_DIR "/mixtral-tiny", 2, 4, 2, false};
+
+::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
+  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
+}
+
+void Report(const std::string& what, double value) {
+  std::printf("[ measured ] %s: %.3g\n", what.c_str(), value);
+}
+
+double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && at::equal(a, b);
+}
+
+// expected.safetensors of a family as CPU tensors by name.
+at::Tensor Expected(const Family& f, const std::string& name) {
+  auto src = TensorSource::OpenFile(f.dir + "/expected.safetensors");
+  EXPECT_TRUE(src.ok()) << src.status();
+  if (!src.ok()) return at::Tensor();
+  auto v = (*src)->Get(name);
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (!v.ok()) return at::Tensor();
+  const at::ScalarType type = v->dtype == DType::kI64 ? at::kLong : at::kFloat;
+  at::Tensor t = at::empty(v->shape, at::TensorOptions().dtype(type));
+  if (v->num_bytes > 0) std::memcpy(t.data_ptr(), v->data, v->num_bytes);
+  return t;
+}
+
+std::unique_ptr<ControlledModel> Load(const std::string& dir, const std::string& dtype) {
+  ComputeOptions compute;
+  compute.dtype = dtype;
+  auto model = LoadModel(dir, "tiny", compute);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+// --- parity with the reference ---
+
+class MoeReferenceTest : public ::testing::TestWithParam<std::tuple<Family, std::string>> {};
+
+TEST_P(MoeReferenceTest, LogitsAndRouterMatchTheReference) {
+  const auto& [f, dtype] = GetParam();
+  auto model = Load(f.dir, dtype);
+  ASSERT_NE(model, nullptr);
+  const at::Tensor ids = Expected(f, "input_ids");
+  std::vector<at::Tensor> coeff;
+  auto logits = model->Forward(ids, CoefficientMode::kLiveRecord, &coeff);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const at::Tensor want = Expected(f, dtype + ".logits");
+  const bool bf16 = dtype == "bfloat16";
+  EXPECT_EQ(logits->scalar_type(), bf16 ? at::kBFloat16 : at::kFloat);
+  const double diff = MaxDiff(*logits, want);
+  Report(absl::StrCat(f.dir.substr(f.dir.rfind('/') + 1), " ", dtype, " logits, max |diff|"), diff);
+  if (bf16) {
+    EXPECT_TRUE(BitwiseEqual(logits->to(at::kFloat), want)) << "max |diff| " << diff;
+  } else {
+    EXPECT_LE(diff, 1e-5);
+  }
+  ASSERT_EQ(coeff.size(), model->sites().size());
+  size_t s = 0;
+  for (int64_t l = 0; l < f.layers; ++l) {
+    const at::Tensor& probs = coeff[s++];
+    EXPECT_EQ(probs.scalar_type(), at::kFloat) << "router probabilities are kept in float32";
+    const at::Tensor want_probs = Expected(f, absl::StrCat(dtype, ".router.", l));
+    if (bf16) {
+      EXPECT_TRUE(BitwiseEqual(probs, want_probs)) << "layer " << l;
+    } else {
+      EXPECT_LE(MaxDiff(probs, want_probs), 1e-5) << "layer " << l;
+    }
+    // The chosen experts: the reference's, ties to the lower index.
+    const at::Tensor chosen = std::get<1>(at::sort(probs, /*stable=*/true, -1, /*descending=*/true))
+                                  .slice(-1, 0, f.top_k);
+    EXPECT_TRUE(at::equal(chosen, Expected(f, absl::StrCat(dtype, ".experts.", l))));
+    if (f.shared) {
+      const at::Tensor& gate = coeff[s++];
+      EXPECT_EQ(model->sites()[s - 1].name, absl::StrCat("shared_gate.", l));
+      EXPECT_LE(MaxDiff(gate, Expected(f, absl::StrCat(dtype, ".shared_gate.", l))),
+                bf16 ? 0.0 : 1e-6);
+    }
+  }
+}
+
+// REPLAY of LIVE's own recording reproduces LIVE bit for bit: the router is
+// skipped and the recorded probabilities go through the same top-k,
+// renormalisation and cast.
+TEST_P(MoeReferenceTest, ReplayOfTheRecordingIsLiveBitwise) {
+  const auto& [f, dtype] = GetParam();
+  auto model = Load(f.dir, dtype);
+  ASSERT_NE(model, nullptr);
+  const at::Tensor ids = Expected(f, "input_ids");
+  std::vector<at::Tensor> coeff;
+  auto live = model->Forward(ids, CoefficientMode::kLiveRecord, &coeff);
+  ASSERT_TRUE(live.ok()) << live.status();
+  auto replay = model->Forward(ids, CoefficientMode::kReplay, &coeff);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_TRUE(BitwiseEqual(*live, *replay));
+  // Record-only gives the same coefficients without the logits.
+  std::vector<at::Tensor> only;
+  auto none = model->Forward(ids, CoefficientMode::kRecordOnly, &only);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->defined());
+  ASSERT_EQ(only.size(), coeff.size());
+  for (size_t s = 0; s < coeff.size(); ++s) EXPECT_TRUE(BitwiseEqual(only[s], coeff[s])) << s;
+}
+
+// Only the k chosen experts run: blocks counted per (token, layer) are k of E
+// (plus the shared expert, which always runs).
+TEST_P(MoeReferenceTest, CountersCountTheRoutedExpertsOnly) {
+  const auto& [f, dtype] = GetParam();
+  auto model = Load(f.dir, dtype);
+  ASSERT_NE(model, nullptr);
+  const at::Tensor ids = Expected(f, "input_ids");
+  const int64_t n = ids.numel();
+  ASSERT_TRUE(model->Forward(ids, CoefficientMode::kLive, nullptr).ok());
+  const ExecutionCounters c = model->counters();
+  const int64_t extra = f.shared ? 1 : 0;
+  EXPECT_EQ(c.tokens, n);
+  EXPECT_EQ(c.blocks_executed, n * f.layers * (f.top_k + extra));
+  EXPECT_EQ(c.blocks_total, n * f.layers * (f.experts + extra));
+  EXPECT_GT(c.flops, 0);
+  // Per layer, the k assignments of every token, split over the experts.
+  ASSERT_EQ(c.experts_per_layer, f.experts);
+  ASSERT_EQ(c.expert_tokens.size(), static_cast<size_t>(f.layers * f.experts));
+  for (int64_t l = 0; l < f.layers; ++l) {
+    int64_t sum = 0, used = 0;
+    for (int64_t e = 0; e < f.experts; ++e) {
+      sum += c.expert_tokens[l * f.experts + e];
+      used += c.expert_tokens[l * f.experts + e] > 0;
+    }
+    EXPECT_EQ(sum, n * f.top_k) << "layer " << l;
+    EXPECT_GT(used, f.top_k) << "the random router spreads tokens over experts";
+  }
+  // Active parameters: all but the (E - k) experts a token skips per layer,
+  // each of 3 * hidden (16) * width (8) parameters.
+  const double expert = 3 * 16 * 8;
+  EXPECT_DOUBLE_EQ(c.parameters_read / n, static_cast<double>(model->info().num_parameters) -
+                                              f.layers * (f.experts - f.top_k) * expert);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeReferenceTest,
+                         ::testing::Combine(::testing::Values(kOlmoe, kQwen, kMixtral),
+                                            ::testing::Values("float32", "bfloat16")),
+                         [](const auto& info) {
+                           const Family& f = std::get<0>(info.param);
+                           const std::string dir = f.dir.substr(f.dir.rfind('/') + 1);
+                           return absl::StrCat(dir.substr(0, dir.find('-')), "_",
+                                               std::get<1>(info.param));
+                         });
+
+// Equal probabilities go to the lower expert index: replaying uniform
+// probabilities equals replaying probabilities where experts 0..k-1 keep 1/E
+// and the others are a little lower; the neutral coefficients are uniform.
+TEST(MoeTest, TiesGoToTheLowerExpertIndex) {
+  auto model = Load(kOlmoe.dir, "float32");
+  ASSERT_NE(model, nullptr);
+  const at::Tensor ids = Expected(kOlmoe, "input_ids");
+  const int64_t B = ids.size(0), T = ids.size(1), E = kOlmoe.experts;
+  auto neutral = model->NeutralCoefficients();
+  ASSERT_TRUE(neutral.ok()) << neutral.status();
+  std::vector<at::Tensor> uniform, lower;
+  for (const at::Tensor& n : *neutral) {
+    EXPECT_TRUE(at::allclose(n, at::full({E}, 1.0 / E)));
+    uniform.push_back(n.expand({B, T, E}).contiguous());
+    at::Tensor p = n.clone();
+    p.slice(0, kOlmoe.top_k) -= 1e-3;
+    lower.push_back(p.expand({B, T, E}).contiguous());
+  }
+  auto a = model->Forward(ids, CoefficientMode::kReplay, &uniform);
+  auto b = model->Forward(ids, CoefficientMode::kReplay, &lower);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(BitwiseEqual(*a, *b));
+  // Whereas favouring the last experts changes the output.
+  std::vector<at::Tensor> upper;
+  for (const at::Tensor& n : *neutral) {
+    at::Tensor p = n.clone();
+    p.slice(0, 0, E - kOlmoe.top_k) -= 1e-3;
+    upper.push_back(p.expand({B, T, E}).contiguous());
+  }
+  auto c = model->Forward(ids, CoefficientMode::kReplay, &upper);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(at::equal(*a, *c));
+}
+
+// --- folders refused at load ---
+
+std::vector<TensorData> Tensors(const Family& f) {
+  std::vector<TensorData> out;
+  auto src = TensorSource::OpenDir(f.dir);
+  EXPECT_TRUE(src.ok()) << src.status();
+  if (!src.ok()) return out;
+  for (const std::string& name : (*src)->Names()) {
+    auto v = (*src)->Get(name);
+    if (!v.ok()) continue;
+    std::string bytes(reinterpret_cast<const char*>(v->data), v->num_bytes);
+    out.push_back({name, v->dtype, v->shape, std::move(bytes)});
+  }
+  return out;
+}
+
+std::string ConfigText(const Family& f) { return ReadFileOrEmpty(f.dir + "/config.json"); }
+
+std::string EditedConfig(const Family& f, const std::function<void(json::Value*)>& edit) {
+  auto doc = json::Parse(ConfigText(f));
+  EXPECT_TRUE(doc.ok()) << doc.status();
+  if (!doc.ok()) return "";
+  edit(&*doc);
+  return json::Write(*doc, /*pretty=*/true);
+}
+
+absl::Status LoadStatus(const std::vector<TensorData>& weights, const std::string& config) {
+  const std::string dir = TempDir("moe");
+  std::ofstream(dir + "/config.json", std::ios::binary | std::ios::trunc) << config;
+  absl::Status st = WriteSafetensors(dir + "/model.safetensors", weights);
+  EXPECT_TRUE(st.ok()) << st;
+  return LoadModel(dir, "m", ComputeOptions{}).status();
+}
+
+void ExpectRefused(const absl::Status& st, absl::string_view names) {
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_TRUE(Contains(st.message(), names));
+}
+
+TEST(MoeTest, AMissingMixtralExpertIsRefusedNamingTheTensor) {
+  std::vector<TensorData> w = Tensors(kMixtral);
+  const std::string name = "model.layers.0.block_sparse_moe.experts.3.w3.weight";
+  w.erase(std::remove_if(w.begin(), w.end(), [&](const TensorData& t) { return t.name == name; }),
+          w.end());
+  ExpectRefused(LoadStatus(w, ConfigText(kMixtral)), name);
+}
+
+TEST(MoeTest, AMissingExpertIsRefusedNamingTheTensor) {
+  std::vector<TensorData> w = Tensors(kOlmoe);
+  const std::string name = "model.layers.1.mlp.experts.5.up_proj.weight";
+  w.erase(std::remove_if(w.begin(), w.end(), [&](const TensorData& t) { return t.name == name; }),
+          w.end());
+  ExpectRefused(LoadStatus(w, ConfigText(kOlmoe)), name);
+}
+
+TEST(MoeTest, ARouterOfTheWrongShapeIsRefusedNamingTheTensor) {
+  std::vector<TensorData> w = Tensors(kQwen);
+  for (TensorData& t : w) {
+    if (t.name != "model.layers.0.mlp.gate.weight") continue;
+    t.shape = {kQwen.experts + 1, 16};
+    t.bytes.assign((kQwen.experts + 1) * 16 * sizeof(float), '\0');
+  }
+  ExpectRefused(LoadStatus(w, ConfigText(kQwen)), "model.layers.0.mlp.gate.weight");
+}
+
+TEST(MoeTest, AnExtraExpertIsRefusedNamingTheTensor) {
+  std::vector<TensorData> w = Tensors(kOlmoe);
+  TensorData extra = w.front();
+  for (const TensorData& t : w) {
+    if (t.name == "model.layers.0.mlp.experts.0.gate_proj.weight") extra = t;
+  }
+  extra.name = "model.layers.0.mlp.experts.8.gate_proj.weight";
+  w.push_back(extra);
+  ExpectRefused(LoadStatus(w, ConfigText(kOlmoe)), extra.name);
+}
+
+TEST(MoeTest, BadConfigsAreRefusedNamingTheKey) {
+  struct Case {
+    const Family* family;
+    std::function<void(json::Value*)> edit;
+    const char* names;
+  };
+  const std::vector<Case> cases = {
+      {&kOlmoe, [](json::Value* d) { d->Set("num_experts_per_tok", json::Value::Int(9)); },
+       "num_experts_per_tok 9 is larger than num_experts 8"},
+      {&kOlmoe, [](json::Value* d) { d->Set("hidden_act", json::Value::String("gelu")); },
+       "'hidden_act'"},
+      {&kQwen, [](json::Value* d) { d->Set("num_key_value_heads", json::Value::Int(3)); },
+       "num_attention_heads 4 is not divisible by num_key_value_heads 3"},
+      {&kOlmoe, [](json::Value* d) { d->Set("num_attention_heads", json::Value::Int(3)); },
+       "hidden_size 16 is not divisible by num_attention_heads 3"},
+      {&kOlmoe, [](json::Value* d) { d->Set("model_type", json::Value::String("deepseek_v3")); },
+       "model_type 'deepseek_v3' is not supported"},
+      {&kQwen, [](json::Value* d) { d->Set("decoder_sparse_step", json::Value::Int(2)); },
+       "'decoder_sparse_step'"},
+      {&kQwen,
+       [](json::Value* d) {
+         d->Set("rope_scaling", json::Value::MakeObject({{"type", json::Value::String("yarn")}}));
+       },
+       "'rope_scaling'"},
+      {&kOlmoe, [](json::Value* d) { d->Set("num_experts", json::Value::String("8")); },
+       "num_experts"},
+      {&kMixtral, [](json::Value* d) { d->Set("num_experts_per_tok", json::Value::Int(5)); },
+       "num_experts_per_tok 5 is larger than num_local_experts 4"},
+      {&kMixtral, [](json::Value* d) { d->Set("sliding_window", json::Value::Int(32)); },
+       "'sliding_window'"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status st = LoadStatus(Tensors(*c.family), EditedConfig(*c.family, c.edit));
+    ExpectRefused(st, c.names);
+    EXPECT_TRUE(Contains(st.message(), "config.json")) << st;
+  }
+}
+
+}  // namespace
+}  // namespace fca::engine
