@@ -189,6 +189,8 @@ class Coordinator : public TaskBroker {
   void LogCacheError(int64_t job_id, const char* what, const absl::Status& status);
   // The stored form of a task's provenance, naming the lease holder.
   std::string RecordedProvenance(const Lease& lease, v1::TaskProvenance provenance);
+  // The log line of a task's end (server_metrics.h TaskEnded), with its owner.
+  void LogTaskEnd(const storage::TaskRecord& task);
   [[nodiscard]] absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
                                                               bool verify_weights);
   void ForgetProgress(int64_t job_id);
