@@ -88,6 +88,16 @@ class Client:
         return _call(getattr(self._stub, name), request, metadata=self._metadata,
                      timeout=timeout if timeout is not None else self.timeout)
 
+    def _all_pages(self, name, request, field):
+        """Every `field` item of a paged call, following next_page_token."""
+        items = []
+        while True:
+            reply = self._unary(name, request)
+            items.extend(getattr(reply, field))
+            if not reply.next_page_token:
+                return items
+            request.page_token = reply.next_page_token
+
     def _server_stream(self, name, request):
         return _stream(getattr(self._stub, name), request, metadata=self._metadata)
 
@@ -168,13 +178,7 @@ class Client:
         request = pb.ListJobsRequest(page_size=500, **filters)
         if state is not None:
             request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
-        jobs = []
-        while True:
-            reply = self._unary("ListJobs", request)
-            jobs.extend(reply.jobs)
-            if not reply.next_page_token:
-                break
-            request.page_token = reply.next_page_token
+        jobs = self._all_pages("ListJobs", request, "jobs")
         return _maybe_frame(jobs, pb.Job.DESCRIPTOR, as_frame, skip=("tasks",))
 
     # --- results
@@ -190,14 +194,8 @@ class Client:
                 continue
             values = value if isinstance(value, (list, tuple, set)) else [value]
             field.extend(v.id if isinstance(v, Job) else v for v in values)
-        request = pb.QueryResultsRequest(filter=f, page_size=1000)
-        rows = []
-        while True:
-            reply = self._unary("QueryResults", request)
-            rows.extend(reply.results)
-            if not reply.next_page_token:
-                break
-            request.page_token = reply.next_page_token
+        rows = self._all_pages("QueryResults", pb.QueryResultsRequest(filter=f, page_size=1000),
+                               "results")
         if as_frame and frames.have_pandas():
             return frames.results_frame(rows, pb.Result.DESCRIPTOR)
         return [frames.result_row(r) for r in rows]

@@ -29,20 +29,25 @@ SPEC = dict(window_length=32, max_eval_windows=12, max_calib_windows=12, batch_s
 
 
 class Server:
-    def __init__(self, workdir):
+    """fca-server on free loopback ports, with API keys for alice and bob;
+    `flags` replace the keys (and the HTTP port) when given."""
+
+    def __init__(self, workdir, flags=None):
         self.workdir = workdir
-        keys = workdir / "api_keys"
-        keys.write_text(f"{TOKEN} alice user\n{OTHER_TOKEN} bob user\n")
-        keys.chmod(0o600)
+        if flags is None:
+            keys = workdir / "api_keys"
+            keys.write_text(f"{TOKEN} alice user\n{OTHER_TOKEN} bob user\n")
+            keys.chmod(0o600)
+            flags = ["--http_listen=127.0.0.1:0", f"--api_keys={keys}"]
         self.log = open(workdir / "server.log", "w")
         self.proc = subprocess.Popen(
             [SERVER_BIN, f"--models={SOURCE / 'models'}", f"--db={workdir / 'fca.sqlite'}",
-             "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0", "--threads=1",
-             f"--api_keys={keys}"],
+             "--listen=127.0.0.1:0", "--threads=1", *flags],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
+        http = any(f.startswith("--http_listen=") and f != "--http_listen=" for f in flags)
         self.address = self.http = None
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.http is None:
+        while time.monotonic() < deadline and (self.address is None or (http and self.http is None)):
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -50,7 +55,7 @@ class Server:
                 self.address = m.group(1)
             elif m := re.match(r"fca-server: http listening on (\S+)", line):
                 self.http = m.group(1)
-        if self.address is None or self.http is None:
+        if self.address is None or (http and self.http is None):
             log = self.log_text()
             self.stop()
             raise RuntimeError("fca-server did not start:\n" + log)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fca
-from conftest import MODEL, OTHER_TOKEN, SPEC, TOKEN, TWIN
+from conftest import MODEL, OTHER_TOKEN, SPEC, TOKEN, TWIN, Server
 from fca.v1 import audit_service_pb2 as pb
 
 
@@ -198,3 +198,23 @@ print(len(rows))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) == len(finished_job.results())
+
+
+def test_tls_with_a_ca_certificate(tmp_path):
+    """A TLS server: the client trusts it with ca_cert (a path or the PEM's
+    bytes); with the system roots only, the handshake fails (Unavailable)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    server = Server(tmp_path, flags=["--http_listen=", f"--tls_cert={cert}", f"--tls_key={key}"])
+    try:
+        assert MODEL in set(fca.Client(server.address, ca_cert=cert).models().name)
+        assert MODEL in set(fca.Client(server.address, ca_cert=cert.read_bytes()).models().name)
+        with pytest.raises(fca.Unavailable):
+            fca.Client(server.address, tls=True, timeout=10).models()
+        with pytest.raises(fca.Unavailable):
+            fca.Client(server.address, timeout=10).models()  # plaintext
+    finally:
+        server.stop()

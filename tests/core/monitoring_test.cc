@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -56,8 +57,9 @@ class ScrapingBroker : public TaskBroker {
   absl::StatusOr<bool> Renew(const Lease& lease) override { return inner_->Renew(lease); }
   absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) override {
     absl::Status status = inner_->ReportProgress(lease, p);
+    // A counter's series appears with its first increment: absent is 0.
     seen.push_back({p.fraction, Scraped(absl::StrCat("fca_job_progress{job=\"", job_id, "\"}")),
-                    Scraped(tokens_series_)});
+                    std::max(0.0, Scraped(tokens_series_))});
     return status;
   }
   absl::Status ReportNote(const Lease& lease, const std::string& text) override {
