@@ -6,6 +6,8 @@
 #           fca-train, the systemd unit, sysusers.d and tmpfiles.d entries,
 #           /etc/fca/fca-server.flags (a conffile)
 #       fca-client_<version>_<arch>.deb: the fca CLI and the .proto files
+#       python3-fca_<version>_all.deb: the Python package fca (python/,
+#           docs/python.md) with its generated fca.v1 stubs
 #
 # Tests and benchmarks are never installed.
 include(GNUInstallDirs)
@@ -20,6 +22,13 @@ install(DIRECTORY proto/fca/v1/
   DESTINATION ${CMAKE_INSTALL_DATADIR}/fca/proto/fca/v1
   COMPONENT fca-client
   FILES_MATCHING PATTERN "*.proto")
+
+# The Python package as python/CMakeLists.txt assembles it in the build
+# tree. EXCLUDE_FROM_ALL: a plain `cmake --install` leaves it out; the
+# python3-fca package installs it where Debian's python3 finds it.
+install(DIRECTORY ${FCA_PYTHON_PACKAGE}
+  DESTINATION lib/python3/dist-packages COMPONENT python3-fca EXCLUDE_FROM_ALL
+  PATTERN __pycache__ EXCLUDE)
 
 # The system integration of the server package. EXCLUDE_FROM_ALL: a plain
 # `cmake --install` (the Dockerfile's) leaves them out; the package, or
@@ -49,7 +58,7 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
   OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
-set(CPACK_COMPONENTS_ALL fca-server fca-client)
+set(CPACK_COMPONENTS_ALL fca-server fca-client python3-fca)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -83,5 +92,21 @@ set(CPACK_DEBIAN_FCA-CLIENT_DESCRIPTION
   "fca command-line client and API definitions\n\
 fca, the client of an fca-server (audits, datasets, reports), and the\n\
 gRPC .proto files of the fca.v1 API under /usr/share/fca/proto.")
+
+# Pure Python: one package for every architecture, its Depends named here
+# (dpkg-shlibdeps has no binaries to read). numpy: export(); pandas and
+# tqdm (DataFrames, progress bars) are optional.
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_NAME python3-fca)
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_DEPENDS
+  "python3 (>= 3.9), python3-grpcio, python3-protobuf (>= 3.20), python3-numpy")
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_RECOMMENDS "python3-pandas, python3-tqdm")
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_SUGGESTS "fca-client, python3-ipykernel")
+set(CPACK_DEBIAN_PYTHON3-FCA_DESCRIPTION
+  "Python client of the fca audit service\n\
+The fca module: fca.Client() for an fca-server (models, datasets, audits,\n\
+results and reports as pandas DataFrames, progress bars, exported\n\
+coefficients as numpy arrays), with the fca.v1 gRPC stubs.")
 
 include(CPack)

@@ -157,6 +157,14 @@ T& Family<T>::WithLabels(const std::vector<std::string>& values) {
 }
 
 template <typename T>
+void Family<T>::Remove(const std::vector<std::string>& values) {
+  std::vector<std::string> key = values;
+  key.resize(label_names().size());
+  absl::MutexLock lock(&mu_);
+  series_.erase(key);
+}
+
+template <typename T>
 void Family<T>::Expose(std::string* out) const {
   Header(*this, out);
   absl::MutexLock lock(&mu_);

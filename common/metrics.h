@@ -122,6 +122,11 @@ class Family final : public FamilyBase {
   // names (missing values are empty, extra ones dropped). The reference
   // stays valid as long as the registry.
   T& WithLabels(const std::vector<std::string>& values = {});
+  // Drops the series with these label values (a per-job gauge once the job
+  // has ended), so that it is no longer exposed. A reference WithLabels
+  // returned for it dangles: remove only series that every writer looks up
+  // anew, under a lock that also orders the removal.
+  void Remove(const std::vector<std::string>& values);
 
  private:
   friend class Registry;

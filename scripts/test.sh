@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # Only the dashboard's browser test needs Debian's chromium and puppeteer-core.
 tests/web/setup.sh
+# buf (npm @bufbuild/buf) for the API checks (tests/proto/check_api.sh).
+tests/proto/setup.sh
 # Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
 scripts/slurm_cluster.sh install
 # Formatting first: it takes seconds, the build minutes.

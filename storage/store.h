@@ -129,6 +129,8 @@ class Store {
   // INVALID_ARGUMENT for bad options; FAILED_PRECONDITION when the file was
   // written by a newer schema version; DATA_LOSS when it is not a database.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  // The database's path as opened (":memory:" for an in-memory store).
+  const std::string& path() const { return options_.path; }
   // Runs Optimize() (best effort; failures go to stderr) and closes. Must
   // not run while another thread still uses the store.
   ~Store();

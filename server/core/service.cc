@@ -18,6 +18,7 @@
 #include "server/engine/audit/windows.h"
 #include "server/jobs/datasets.h"
 #include "server/jobs/mapping.h"
+#include "server/jobs/server_metrics.h"
 
 namespace fca::core {
 namespace {
@@ -247,6 +248,7 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
     return absl::OkStatus();
   }));
   hub_->Notify(job.id, seq);
+  JobSubmitted(job);
   coordinator_->Wake();
   v1::SubmitAuditResponse response;
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));

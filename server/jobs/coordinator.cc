@@ -158,6 +158,7 @@ void Coordinator::ExpireLeases() {
     return;
   }
   for (const storage::TaskRecord& t : lost->requeued) {
+    TaskLost(t);
     EmitOrLog(t.job_id, NoteEvent(absl::StrFormat(
                             "model %s: worker %s lost its lease; the task is queued again "
                             "(attempt %d of %d)",
@@ -165,6 +166,7 @@ void Coordinator::ExpireLeases() {
                             options_.max_attempts)));
   }
   for (const storage::TaskRecord& t : lost->failed) {
+    TaskLost(t);
     EmitOrLog(t.job_id, NoteEvent("model " + t.model + " failed: " + t.error));
     StopJob(t.job_id);
   }
@@ -181,7 +183,7 @@ void Coordinator::SettleJobs() {
       continue;
     }
     if (!settled->has_value()) continue;
-    ObserveJobEnd((*settled)->job);
+    JobEnded((*settled)->job);
     if ((*settled)->event_seq > 0) hub_->Notify(id, (*settled)->event_seq);
     ForgetProgress(id);
     if (executor_ != nullptr) executor_->StopJob(id);
@@ -233,6 +235,7 @@ void Coordinator::ForgetProgress(int64_t job_id) {
   absl::MutexLock lock(&mu_);
   progress_.erase(job_id);
   unstored_progress_.erase(job_id);
+  ForgetJobProgress(job_id);
   specs_.erase(job_id);
   cache_errors_logged_.erase(job_id);
 }
@@ -274,6 +277,7 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
   // The job's first claim starts it.
   if (claim->job.started_at_us == claim->task.started_at_us) {
     EmitOrLog(claim->job.id, StateEvent(v1::JOB_STATE_RUNNING));
+    JobStarted(claim->job);
   }
   if (claim->task.attempts > 1 || worker.rfind(kLocalWorkerPrefix, 0) != 0) {
     EmitOrLog(claim->job.id,
@@ -344,6 +348,7 @@ absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::Audit
     for (const auto& [index, fraction] : jp.fractions) sum += fraction;
     const double fraction = count > 0 ? sum / count : 0;
     hub_->SetProgress(job_id, fraction);
+    SetJobProgress(job_id, fraction);
     const Clock::time_point now = Clock::now();
     if (p.phase == jp.last_phase && now - jp.last_event < options_.progress_interval) {
       return absl::OkStatus();
@@ -460,12 +465,19 @@ absl::Status Coordinator::RecordTaskEnd(const TaskEnd& end) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskRecord task,
                        store_->FinishTask(end.lease.task_id, end.lease.lease_seq, end.state,
                                           end.error, end.provenance_json));
+  LogTaskEnd(task);
   if (end.state == storage::JobState::kFailed) {
     EmitOrLog(task.job_id, NoteEvent("model " + task.model + " failed: " + end.error));
     StopJob(task.job_id);
   }
   SettleJobs();
   return absl::OkStatus();
+}
+
+void Coordinator::LogTaskEnd(const storage::TaskRecord& task) {
+  // The owner is for the log line only: a store that cannot say leaves "?".
+  absl::StatusOr<storage::JobRecord> job = store_->GetJob(task.job_id);
+  TaskEnded(task, job.ok() ? job->owner : "?");
 }
 
 std::string Coordinator::RecordedProvenance(const absl::StatusOr<storage::TaskClaim>& claim,
@@ -545,6 +557,7 @@ absl::Status Coordinator::Release(const Lease& lease, const absl::Status& reason
                        store_->ReleaseTask(lease.task_id, lease.lease_seq, refund,
                                            StatusText(reason), options_.max_attempts));
   if (task.state == storage::JobState::kFailed) {
+    LogTaskEnd(task);
     EmitOrLog(task.job_id, NoteEvent("model " + task.model + " failed: " + task.error));
     StopJob(task.job_id);
     SettleJobs();

@@ -210,6 +210,8 @@ class Coordinator : public TaskBroker {
   // The stored form of a task's provenance, naming the lease holder.
   std::string RecordedProvenance(const absl::StatusOr<storage::TaskClaim>& claim,
                                  v1::TaskProvenance provenance);
+  // The log line of a task's end (server_metrics.h TaskEnded), with its owner.
+  void LogTaskEnd(const storage::TaskRecord& task);
   [[nodiscard]] absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
                                                               bool verify_weights);
   void ForgetProgress(int64_t job_id);

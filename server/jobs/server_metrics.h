@@ -5,6 +5,14 @@
 //   fca_job_queue_wait_seconds{state}            histogram: created -> started, of
 //                                                jobs that ran, observed when they end
 //   fca_job_run_seconds{state}                   histogram: started -> finished
+//   fca_jobs_submitted_total, fca_jobs_started_total, fca_jobs_ended_total{state}
+//                                                counters of the job lifecycle (below)
+//   fca_job_progress{job}                        gauge: a running job's fraction done,
+//                                                [0, 1]; the series goes when it ends
+//   fca_tasks_lost_total                         tasks whose worker stopped renewing
+//                                                its lease (a worker lost)
+//   fca_store_filesystem_avail_bytes, _size_bytes  gauges, at scrape: the file system
+//                                                of the database (statvfs)
 //   fca_forward_tokens_total{model}              tokens through model forwards of
 //                                                this server's own workers
 //   fca_forward_seconds_total{model}             seconds inside those forwards
@@ -31,8 +39,21 @@ namespace fca::core {
 
 class WorkerPool;
 
-// A job ended: its queue wait and run time.
-void ObserveJobEnd(const storage::JobRecord& job);
+// A job's life: each logs one glog INFO line (ids, user, durations,
+// outcome) and counts it. Submitted (QUEUED), started (its first claim),
+// one task (model) ended, the job ended (also its queue wait and run time).
+void JobSubmitted(const storage::JobRecord& job);
+void JobStarted(const storage::JobRecord& job);
+void TaskEnded(const storage::TaskRecord& task, const std::string& owner);
+void JobEnded(const storage::JobRecord& job);
+// A task's lease ran out (its worker died or lost the network): logged and
+// counted; it is queued again or, out of attempts, failed.
+void TaskLost(const storage::TaskRecord& task);
+
+// fca_job_progress{job}: set while the job runs, removed when it ends. The
+// caller orders the two (the coordinator holds its lock for both).
+void SetJobProgress(int64_t job_id, double fraction);
+void ForgetJobProgress(int64_t job_id);
 // A coefficient-cache lookup of one window and what it read.
 void ObserveCacheLookup(bool hit, int64_t bytes);
 void ObserveCacheWrite(int64_t bytes);

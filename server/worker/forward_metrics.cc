@@ -31,11 +31,21 @@ metrics::Family<metrics::Histogram>& TokensPerSecond() {
 
 }  // namespace
 
-void ObserveForwards(const std::string& model, int64_t tokens, double seconds) {
+void ForwardTally::Update(int64_t tokens, double seconds) {
+  if (tokens > tokens_) {
+    ForwardTokens().WithLabels({model_}).Increment(static_cast<double>(tokens - tokens_));
+    tokens_ = tokens;
+  }
+  if (seconds > seconds_) {
+    ForwardSeconds().WithLabels({model_}).Increment(seconds - seconds_);
+    seconds_ = seconds;
+  }
+}
+
+void ForwardTally::Finish(int64_t tokens, double seconds) {
+  Update(tokens, seconds);
   if (tokens <= 0 || seconds <= 0) return;
-  ForwardTokens().WithLabels({model}).Increment(static_cast<double>(tokens));
-  ForwardSeconds().WithLabels({model}).Increment(seconds);
-  TokensPerSecond().WithLabels({model}).Observe(static_cast<double>(tokens) / seconds);
+  TokensPerSecond().WithLabels({model_}).Observe(static_cast<double>(tokens) / seconds);
 }
 
 void RegisterForwardMetrics() {

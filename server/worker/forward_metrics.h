@@ -6,11 +6,25 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace fca::core {
 
-// One model's audit by one of this process's workers.
-void ObserveForwards(const std::string& model, int64_t tokens, double seconds);
+// One model's audit by one of this process's workers, counted as its
+// progress reports come (so that the counters move while it runs): each
+// Update and Finish takes the totals so far and counts their growth;
+// Finish also observes the audit's throughput.
+class ForwardTally {
+ public:
+  explicit ForwardTally(std::string model) : model_(std::move(model)) {}
+  void Update(int64_t tokens, double seconds);
+  void Finish(int64_t tokens, double seconds);
+
+ private:
+  const std::string model_;
+  int64_t tokens_ = 0;  // counted so far
+  double seconds_ = 0;
+};
 // Creates the families (no series) so that they are exposed before the
 // first audit.
 void RegisterForwardMetrics();

@@ -278,7 +278,9 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   Clock::time_point last_report = start - options_.progress_interval;
   std::string last_phase;
   absl::Status progress_error;
+  ForwardTally forwards(task.model);
   req.on_progress = [&](const engine::AuditProgress& p) {
+    forwards.Update(p.forward_tokens, p.forward_seconds);
     // Progress comes after every batch: the time limit is honoured within one.
     if (options_.max_task_duration.count() > 0 &&
         Clock::now() - start > options_.max_task_duration) {
@@ -310,7 +312,7 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   };
   req.on_model_done = [&](const engine::ModelReport& r) {
     RecordModelReport(r, provenance);
-    ObserveForwards(r.model.name, r.forward_tokens, r.forward_seconds);
+    forwards.Finish(r.forward_tokens, r.forward_seconds);
     report(r.model.name, r.model.weights_sha256, engine::ResultRows(r));
   };
   // A note that cannot be stored is logged; the audit goes on.

@@ -656,6 +656,12 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
         "fca_http_request_duration_seconds", "fca_http_event_streams"}) {
     EXPECT_TRUE(before->count(family)) << family;
   }
+  const std::vector<std::string> lifecycle = {
+      "fca_jobs_submitted_total",       "fca_jobs_started_total",
+      "fca_jobs_ended_total",           "fca_job_progress",
+      "fca_tasks_lost_total",           "fca_store_filesystem_avail_bytes",
+      "fca_store_filesystem_size_bytes"};
+  for (const std::string& family : lifecycle) EXPECT_TRUE(before->count(family)) << family;
   const std::map<std::string, std::string> succeeded = {{"state", "succeeded"}};
   const std::map<std::string, std::string> get_ok = {{"method", "/fca.v1.AuditService/GetJob"},
                                                      {"code", "OK"}};
@@ -711,6 +717,13 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
   EXPECT_EQ(value(*middle, "fca_workers", {{"state", "busy"}}) +
                 value(*middle, "fca_workers", {{"state", "idle"}}),
             1);
+  for (const char* counter : {"fca_jobs_submitted_total", "fca_jobs_started_total"}) {
+    EXPECT_EQ(value(*middle, counter), value(*before, counter) + 1) << counter;
+  }
+  EXPECT_EQ(value(*middle, "fca_jobs_ended_total", succeeded),
+            value(*before, "fca_jobs_ended_total", succeeded) + 1);
+  // The job has ended: no progress series is left for it.
+  EXPECT_EQ(prom::Value(*middle, "fca_job_progress", {{"job", std::to_string(first)}}, -1), -1);
 
   const int64_t second = Submit(Spec("eval2", "calib2"), kAlice);
   ASSERT_EQ(WaitJob(second, kAlice), v1::JOB_STATE_SUCCEEDED);

@@ -128,6 +128,21 @@ TEST(MetricsTest, CollectorsRunAtExpositionUntilTheirHandleGoes) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(MetricsTest, RemovedSeriesAreNoLongerExposed) {
+  metrics::Registry r;
+  auto& progress = r.AddGauge("t_progress", "Progress.", {"job"});
+  progress.WithLabels({"1"}).Set(0.25);
+  progress.WithLabels({"2"}).Set(0.5);
+  progress.Remove({"1"});
+  progress.Remove({"3"});  // none: nothing happens
+  auto parsed = prom::Parse(r.Expose());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(prom::Value(*parsed, "t_progress", {{"job", "1"}}), -1);
+  EXPECT_EQ(prom::Value(*parsed, "t_progress", {{"job", "2"}}), 0.5);
+  // The family stays, and a removed series comes back from zero.
+  EXPECT_EQ(progress.WithLabels({"1"}).value(), 0);
+}
+
 TEST(MetricsTest, ValuesAndEscapes) {
   EXPECT_EQ(metrics::FormatValue(3), "3");
   EXPECT_EQ(metrics::FormatValue(-0.0), "0");

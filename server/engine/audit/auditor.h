@@ -92,6 +92,10 @@ struct AuditProgress {
   int64_t windows_done = 0;  // within this phase
   int64_t windows_total = 0;
   double fraction = 0;  // [0, 1]
+  // Model forwards of this model's audit so far (its dense twin's included),
+  // as ModelReport's totals: a monitor counts the growth between reports.
+  int64_t forward_tokens = 0;
+  double forward_seconds = 0;
 };
 
 // One number of a report; the flat form stored and queried by the service.

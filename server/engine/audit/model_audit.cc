@@ -587,6 +587,11 @@ class ModelAudit {
     p.windows_done = done;
     p.windows_total = total;
     p.fraction = units_total_ > 0 ? std::min(1.0, *units_done_ / units_total_) : 0;
+    {
+      absl::MutexLock lock(&mu_);
+      p.forward_tokens = forward_tokens_;
+      p.forward_seconds = forward_seconds_;
+    }
     req_.on_progress(p);
   }
 

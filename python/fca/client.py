@@ -1,0 +1,444 @@
+"""fca.Client: the fca.v1.AuditService from Python (docs/python.md).
+
+The stubs in fca.v1 are generated from proto/fca/v1/audit_service.proto when
+the package is built (python/CMakeLists.txt), never committed.
+"""
+
+import hashlib
+import os
+import pathlib
+
+import grpc
+
+from fca import errors, frames
+from fca.v1 import audit_service_pb2 as pb
+from fca.v1 import audit_service_pb2_grpc as pb_grpc
+
+DEFAULT_SERVER = "127.0.0.1:7400"  # as the fca CLI's --server default
+CHUNK_BYTES = 1 << 20  # the API's chunk limit (audit_service.proto, header)
+_TERMINAL = {pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED}
+_KINDS = {"text": pb.DATASET_KIND_TEXT, "tokens": pb.DATASET_KIND_TOKENS_INT32}
+
+
+def _state_name(state):
+    return pb.JobState.Name(state).replace("JOB_STATE_", "")
+
+
+def _call(method, request, **kwargs):
+    try:
+        return method(request, **kwargs)
+    except grpc.RpcError as e:
+        raise errors.from_rpc_error(e) from None
+
+
+def _stream(method, request, **kwargs):
+    try:
+        yield from method(request, **kwargs)
+    except grpc.RpcError as e:
+        raise errors.from_rpc_error(e) from None
+
+
+def _maybe_frame(messages, descriptor, as_frame, skip=()):
+    if as_frame and frames.have_pandas():
+        return frames.messages_frame(messages, descriptor, skip)
+    return [frames.row(m, skip) for m in messages]
+
+
+class Client:
+    """A connection to fca-server.
+
+    server: "host:port" [$FCA_SERVER, else 127.0.0.1:7400]
+    token:  API key, sent as `authorization: Bearer <token>` [$FCA_TOKEN]
+    tls:    connect with TLS (system roots); ca_cert (a PEM file's path or its
+            bytes) gives the roots and implies TLS.
+    timeout: seconds per unary call [None: no deadline]
+    """
+
+    def __init__(self, server=None, token=None, tls=False, ca_cert=None, timeout=None):
+        self.server = server or os.environ.get("FCA_SERVER") or DEFAULT_SERVER
+        token = token if token is not None else os.environ.get("FCA_TOKEN", "")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeout = timeout
+        # Replies (a comparison with per-layer rows) may exceed gRPC's 4 MiB.
+        options = [("grpc.max_receive_message_length", 256 << 20)]
+        if ca_cert is not None or tls:
+            roots = None
+            if ca_cert is not None:
+                roots = ca_cert if isinstance(ca_cert, bytes) else pathlib.Path(ca_cert).read_bytes()
+            creds = grpc.ssl_channel_credentials(root_certificates=roots)
+            self._channel = grpc.secure_channel(self.server, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(self.server, options=options)
+        self._stub = pb_grpc.AuditServiceStub(self._channel)
+
+    def __repr__(self):
+        return f"fca.Client({self.server!r})"
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- plumbing
+    def _unary(self, name, request, timeout=None):
+        return _call(getattr(self._stub, name), request, metadata=self._metadata,
+                     timeout=timeout if timeout is not None else self.timeout)
+
+    def _all_pages(self, name, request, field):
+        """Every `field` item of a paged call, following next_page_token."""
+        items = []
+        while True:
+            reply = self._unary(name, request)
+            items.extend(getattr(reply, field))
+            if not reply.next_page_token:
+                return items
+            request.page_token = reply.next_page_token
+
+    def _server_stream(self, name, request):
+        return _stream(getattr(self._stub, name), request, metadata=self._metadata)
+
+    # --- the server and its models
+    def info(self):
+        """GetServerInfo: versions, limits, interventions and metrics (the message)."""
+        return self._unary("GetServerInfo", pb.GetServerInfoRequest())
+
+    def models(self, as_frame=True):
+        """The models of the server's repository, one row each (`sites`: a list)."""
+        models = self._unary("ListModels", pb.ListModelsRequest()).models
+        return _maybe_frame(models, pb.Model.DESCRIPTOR, as_frame)
+
+    # --- datasets
+    def datasets(self, as_frame=True):
+        """The caller's datasets, newest first."""
+        datasets = self._unary("ListDatasets", pb.ListDatasetsRequest()).datasets
+        return _maybe_frame(datasets, pb.Dataset.DESCRIPTOR, as_frame)
+
+    def upload(self, data, name=None, kind="text"):
+        """Uploads a dataset: `data` is a path or bytes; `name` defaults to the
+        file's name; kind "text" or "tokens" (little-endian int32 ids).
+        Returns the stored dataset as a dict (with `deduplicated`)."""
+        if isinstance(data, (str, os.PathLike)):
+            path = pathlib.Path(data)
+            name = name or path.name
+            data = path.read_bytes()
+        if not name:
+            raise ValueError("upload: name= is needed for bytes")
+        if kind not in _KINDS:
+            raise ValueError(f"upload: kind must be one of {sorted(_KINDS)}, not {kind!r}")
+        header = pb.UploadDatasetHeader(name=name, kind=_KINDS[kind], size_bytes=len(data),
+                                        sha256=hashlib.sha256(data).hexdigest())
+
+        def parts():
+            yield pb.UploadDatasetRequest(header=header)
+            for off in range(0, len(data), CHUNK_BYTES):
+                yield pb.UploadDatasetRequest(chunk=data[off:off + CHUNK_BYTES])
+
+        reply = _call(self._stub.UploadDataset, parts(), metadata=self._metadata)
+        out = frames.row(reply.dataset)
+        out["deduplicated"] = reply.deduplicated
+        return out
+
+    def delete_dataset(self, name):
+        return self._unary("DeleteDataset", pb.DeleteDatasetRequest(name=name)).bytes_freed
+
+    # --- jobs
+    def submit(self, models, eval, calib, dense_twin="", **spec):
+        """Submits an audit; returns its fca.Job (state QUEUED).
+
+        models: a name or a list; eval, calib: dataset names (or
+        "sha256:<hex>"); every other AuditSpec field by its proto name
+        (window_length=32, interventions=[...], timing_repeats=0, ...).
+        """
+        if isinstance(models, str):
+            models = [models]
+        known = set(frames.columns(pb.AuditSpec.DESCRIPTOR))
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise TypeError(f"submit: unknown AuditSpec field(s) {unknown}; known: {sorted(known)}")
+        request = pb.SubmitAuditRequest(spec=pb.AuditSpec(
+            models=list(models), eval_dataset=eval, calib_dataset=calib, dense_twin=dense_twin,
+            **spec))
+        return Job(self, self._unary("SubmitAudit", request).job)
+
+    def job(self, job_id):
+        """Re-attaches to a job by id (NotFound when the caller cannot see it)."""
+        return Job(self, self._get_job(int(job_id)))
+
+    def _get_job(self, job_id):
+        return self._unary("GetJob", pb.GetJobRequest(job_id=job_id)).job
+
+    def jobs(self, state=None, as_frame=True, **filters):
+        """Jobs visible to the caller, newest first, every page; filters as
+        ListJobsRequest's (model=, dataset=, label=, owner=); state a name
+        ("RUNNING") or None for any."""
+        request = pb.ListJobsRequest(page_size=500, **filters)
+        if state is not None:
+            request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
+        jobs = self._all_pages("ListJobs", request, "jobs")
+        return _maybe_frame(jobs, pb.Job.DESCRIPTOR, as_frame, skip=("tasks",))
+
+    # --- results
+    def query(self, job=None, model=None, intervention=None, metric=None, dataset_sha256="",
+              as_frame=True):
+        """Stored result rows matching a filter, every page, oldest first.
+        job, model, intervention, metric: one value or a list (a row matches
+        any); a job may be an fca.Job or its id."""
+        f = pb.ResultFilter(dataset_sha256=dataset_sha256)
+        for value, field in ((job, f.job_ids), (model, f.models), (intervention, f.interventions),
+                             (metric, f.metrics)):
+            if value is None:
+                continue
+            values = value if isinstance(value, (list, tuple, set)) else [value]
+            field.extend(v.id if isinstance(v, Job) else v for v in values)
+        rows = self._all_pages("QueryResults", pb.QueryResultsRequest(filter=f, page_size=1000),
+                               "results")
+        if as_frame and frames.have_pandas():
+            return frames.results_frame(rows, pb.Result.DESCRIPTOR)
+        return [frames.result_row(r) for r in rows]
+
+    def report(self, job):
+        """The report of a job (fca.Report: tables as DataFrames)."""
+        job_id = job.id if isinstance(job, Job) else int(job)
+        return Report(self._unary("GetReport", pb.GetReportRequest(job_id=job_id)))
+
+    def compare(self, jobs, include_sites=False):
+        """Several jobs side by side (fca.Comparison); 1 to 16 jobs or ids."""
+        ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
+        reply = self._unary("CompareJobs",
+                            pb.CompareJobsRequest(job_ids=ids, include_sites=include_sites))
+        return Comparison([Report(r) for r in reply.reports])
+
+    def windows(self, job, model="", as_frame=True):
+        """A job's evaluation and calibration windows with the hashes
+        export() takes."""
+        job_id = job.id if isinstance(job, Job) else int(job)
+        reply = self._unary("ListJobWindows", pb.ListJobWindowsRequest(job_id=job_id, model=model))
+        return _maybe_frame(reply.windows, pb.Window.DESCRIPTOR, as_frame)
+
+    def export(self, model, window_hash, dtype="float32"):
+        """The cached coefficients of `model` on one window (fca.Coefficients:
+        one numpy array [T, channels] per site)."""
+        from fca.coefficients import Coefficients
+        request = pb.ExportCoefficientsRequest(model=model, window_hash=window_hash, dtype=dtype)
+        header, chunks = None, []
+        for part in self._server_stream("ExportCoefficients", request):
+            if part.HasField("header"):
+                header = part.header
+            else:
+                chunks.append(part.chunk)
+        if header is None:
+            raise errors.DataLoss("ExportCoefficients sent no header", grpc.StatusCode.DATA_LOSS)
+        return Coefficients(header, b"".join(chunks))
+
+    def tokenize(self, model, text):
+        if isinstance(text, str):
+            text = text.encode()
+        return list(self._unary("Tokenize", pb.TokenizeRequest(model=model, text=text)).ids)
+
+
+class Job:
+    """A job of the server; `client.job(id)` re-attaches to one."""
+
+    def __init__(self, client, message):
+        self._client = client
+        self._message = message
+
+    # --- what the job is
+    @property
+    def id(self):
+        return self._message.id
+
+    @property
+    def state(self):
+        """"QUEUED", "RUNNING", "SUCCEEDED", "FAILED" or "CANCELLED"."""
+        return _state_name(self._message.state)
+
+    @property
+    def done(self):
+        return self._message.state in _TERMINAL
+
+    @property
+    def progress(self):
+        return self._message.progress
+
+    @property
+    def error(self):
+        return self._message.error
+
+    @property
+    def message(self):
+        """The fca.v1.Job message as last fetched."""
+        return self._message
+
+    def refresh(self):
+        self._message = self._client._get_job(self.id)
+        return self
+
+    def __repr__(self):
+        return f"<fca.Job {self.id} {self.state} {self.progress:.0%}>"
+
+    def _repr_html_(self):
+        m = self._message
+        return frames.html_table([
+            ("job", m.id), ("state", self.state), ("progress", f"{m.progress:.0%}"),
+            ("models", ", ".join(m.spec.models)), ("owner", m.owner),
+            ("eval / calib", f"{m.spec.eval_dataset} / {m.spec.calib_dataset}"),
+            ("label", m.spec.label), ("error", m.error)])
+
+    # --- waiting
+    def wait(self, progress=True, raise_on_failure=True):
+        """Follows the job's events until it ends, with a progress bar
+        (tqdm.auto: a widget in Jupyter, text in a terminal; none without
+        tqdm or with progress=False). Raises fca.JobFailed when it ends
+        FAILED or CANCELLED (unless raise_on_failure=False). Returns self."""
+        bar = _progress_bar(self.id) if progress else None
+        after = 0
+        try:
+            while not self.done:
+                request = pb.WatchJobRequest(job_id=self.id, after_seq=after)
+                for reply in self._client._server_stream("WatchJob", request):
+                    after = reply.event.seq
+                    if reply.HasField("job"):
+                        self._message = reply.job
+                    if bar is not None and reply.event.HasField("progress"):
+                        _show(bar, reply.event.progress)
+                # The stream ends after the terminal event or when the
+                # server bounds it; the job as stored says which.
+                self.refresh()
+            if bar is not None and self.state == "SUCCEEDED":
+                bar.n = bar.total
+                bar.set_postfix_str("done")
+        finally:
+            if bar is not None:
+                bar.close()
+        if raise_on_failure and self.state != "SUCCEEDED":
+            raise errors.JobFailed(self)
+        return self
+
+    def cancel(self):
+        self._message = self._client._unary("CancelJob", pb.CancelJobRequest(job_id=self.id)).job
+        return self
+
+    # --- what it computed
+    def results(self, as_frame=True):
+        """Every stored row of the job (the same rows as `fca results <id>`)."""
+        return self._client.query(job=self.id, as_frame=as_frame)
+
+    def report(self):
+        return self._client.report(self.id)
+
+    def windows(self, model="", as_frame=True):
+        return self._client.windows(self.id, model, as_frame)
+
+
+def _progress_bar(job_id):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=1000, desc=f"job {job_id}", unit="‰", bar_format=(
+        "{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}"))
+
+
+def _show(bar, p):
+    bar.n = int(round(max(0.0, min(1.0, p.fraction)) * bar.total))
+    phase = f"{p.model} {p.phase}" if p.model else p.phase
+    if p.windows_total:
+        phase += f" {p.windows_done}/{p.windows_total}"
+    bar.set_postfix_str(phase, refresh=False)
+    bar.refresh()
+
+
+class Report:
+    """A job's report (GetReport) with its tables as DataFrames:
+
+    metrics:       one row per (intervention, metric, model): unit and the
+                   Result's fields (value NaN where undefined)
+    across_models: one row per (intervention, metric): n, undefined, mean,
+                   sd, min, max across the audited models
+    sites:         the per-layer table (model, site, family, layer, mean,
+                   variance)
+    dense_twin:    the dense twin's execution rows
+    """
+
+    def __init__(self, message):
+        self.message = message
+        self.job = message.job
+        self.models = list(message.models)
+        self.interventions = list(message.interventions)
+
+    @property
+    def metrics(self):
+        rows = []
+        for m in self.message.metrics:
+            for r in m.per_model:
+                rows.append({"unit": m.unit, **frames.result_row(r)})
+        return frames.frame(rows, ["unit"] + frames.columns(pb.Result.DESCRIPTOR))
+
+    @property
+    def across_models(self):
+        cols = ["intervention", "metric", "unit"] + frames.columns(pb.AcrossModels.DESCRIPTOR)
+        rows = [{"intervention": m.intervention, "metric": m.metric, "unit": m.unit,
+                 **frames.row(m.across_models)} for m in self.message.metrics]
+        return frames.frame(rows, cols)
+
+    @property
+    def sites(self):
+        return frames.messages_frame(self.message.sites, pb.SiteRow.DESCRIPTOR)
+
+    @property
+    def dense_twin(self):
+        return frames.results_frame(self.message.dense_twin_rows, pb.Result.DESCRIPTOR)
+
+    def pivot(self, metric="penalty"):
+        """One metric as a table: interventions x models (values)."""
+        df = self.metrics
+        return df[df.metric == metric].pivot_table(index="intervention", columns="model",
+                                                   values="value", sort=False)
+
+    def __repr__(self):
+        return f"<fca.Report job {self.job.id}: {len(self.models)} model(s), " \
+               f"{len(self.message.metrics)} metrics>"
+
+    def _repr_html_(self):
+        head = frames.html_table([("job", self.job.id), ("state", _state_name(self.job.state)),
+                                  ("models", ", ".join(self.models)),
+                                  ("dense twin", self.message.dense_twin or "-")])
+        if not frames.have_pandas():
+            return head
+        table = self.across_models
+        table = table[table.metric.isin(["nll", "penalty", "retention_pct"])]
+        return head + table.to_html(index=False, na_rep="")
+
+
+class Comparison:
+    """CompareJobs: `reports` (fca.Report each, request order) and `metrics`,
+    every report's metrics with a job_id column first."""
+
+    def __init__(self, reports):
+        self.reports = reports
+
+    @property
+    def metrics(self):
+        pd = frames._pandas()
+        parts = []
+        for r in self.reports:
+            df = r.metrics
+            df.insert(0, "job", r.job.id)
+            parts.append(df)
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def __repr__(self):
+        return f"<fca.Comparison of jobs {[r.job.id for r in self.reports]}>"
+
+    def _repr_html_(self):
+        if not frames.have_pandas():
+            return frames.html_table([("jobs", [r.job.id for r in self.reports])])
+        df = self.metrics
+        df = df[df.metric == "penalty"]
+        return df.pivot_table(index=["job", "model"], columns="intervention", values="value",
+                              sort=False).to_html(na_rep="")

@@ -1,0 +1,110 @@
+"""Messages as rows and rows as pandas DataFrames, every field kept.
+
+proto3 does not put a zero, an empty string or `false` on the wire, and its
+JSON mapping leaves them out unless asked; `layer 0` then vanishes from a
+pivot. Here every field of the message's descriptor becomes a column with its
+value, defaults included: int64 stays int, a Timestamp becomes a UTC
+datetime (None when unset), an enum its name, an unset `optional` field
+None (NaN in a frame). pandas is optional: without it the `*_frame`
+functions raise ImportError naming the package to install.
+"""
+
+import datetime
+
+from google.protobuf.descriptor import FieldDescriptor
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError as e:  # pragma: no cover - depends on the system
+        raise ImportError("fca: DataFrames need pandas (apt install python3-pandas, "
+                          "or pip install pandas)") from e
+    return pandas
+
+
+def have_pandas():
+    try:
+        import pandas  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the system
+        return False
+    return True
+
+
+def _timestamp(ts):
+    if ts.seconds == 0 and ts.nanos == 0:
+        return None
+    return datetime.datetime.fromtimestamp(ts.seconds, tz=datetime.timezone.utc) + \
+        datetime.timedelta(microseconds=ts.nanos // 1000)
+
+
+def _scalar(field, value):
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return field.enum_type.values_by_number[value].name if \
+            value in field.enum_type.values_by_number else value
+    return value
+
+
+def _value(message, field):
+    value = getattr(message, field.name)
+    if field.label == FieldDescriptor.LABEL_REPEATED:
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            return [row(m) for m in value]
+        return [_scalar(field, v) for v in value]
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if field.message_type.full_name == "google.protobuf.Timestamp":
+            return _timestamp(value) if message.HasField(field.name) else None
+        return row(value) if message.HasField(field.name) else None
+    # `optional` scalars (proto3 explicit presence) and oneof members: None
+    # when unset, so that "no CI" is not read as a CI of 0.
+    if field.containing_oneof is not None and not message.HasField(field.name):
+        return None
+    return _scalar(field, value)
+
+
+def row(message, skip=()):
+    """A dict of every field of `message`, in declaration order."""
+    return {f.name: _value(message, f) for f in message.DESCRIPTOR.fields if f.name not in skip}
+
+
+def columns(descriptor, skip=()):
+    return [f.name for f in descriptor.fields if f.name not in skip]
+
+
+def frame(rows, cols):
+    """A DataFrame of `rows` (dicts) with columns `cols` in that order, also
+    when there are no rows; datetimes become datetime64[ns, UTC]."""
+    pd = _pandas()
+    df = pd.DataFrame.from_records(list(rows), columns=cols)
+    for c in df.columns:
+        if len(df) and df[c].map(lambda v: isinstance(v, datetime.datetime)).any():
+            df[c] = pd.to_datetime(df[c], utc=True)
+    return df
+
+
+def messages_frame(messages, descriptor, skip=()):
+    return frame((row(m, skip) for m in messages), columns(descriptor, skip))
+
+
+def result_row(result):
+    """A Result as a row: `value` is None (NaN) where the row is undefined,
+    as `fca results --format=csv` leaves it empty."""
+    r = row(result)
+    if not result.defined:
+        r["value"] = None
+    return r
+
+
+def results_frame(results, descriptor, extra=None):
+    """Result messages as a frame; `extra` columns (name -> value) go first."""
+    extra = extra or {}
+    rows = ({**extra, **result_row(r)} for r in results)
+    return frame(rows, list(extra) + columns(descriptor))
+
+
+def html_table(pairs):
+    """A two-column HTML table of (label, value) pairs, escaped."""
+    import html
+    cells = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+                    f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in pairs)
+    return f"<table>{cells}</table>"
