@@ -15,6 +15,8 @@ packages=(
   # scripts/check_format.sh (the version fixes the formatting), scripts/tidy.sh,
   # scripts/thread_safety.sh.
   clang-format-14 clang-tidy-14 clang-14
+  # scripts/check_deploy_manifests.py (ctest: deploy_manifests_test).
+  python3-yaml
 )
 
 missing=()
