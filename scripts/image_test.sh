@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The container image, built and run here as an offline operator would
-# (deploy/README.md, "Container image test"). Needs root and Debian's
+# (deploy/README.md, "The image test"). Needs root and Debian's
 # docker.io, docker-compose and debootstrap (scripts/image_test.sh --install
 # installs them); runs nothing on the machine's default docker socket and
 # changes no iptables rules:
