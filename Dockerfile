@@ -1,14 +1,39 @@
-# syntax=docker/dockerfile:1
-#
 # fca-server (with fca-worker, fca-local-audit, fca-train and the fca CLI)
 # on Debian 12.
 #
-#   docker build -t fca-server .
+#   DOCKER_BUILDKIT=1 docker build -t fca-server .
 #   # the first key (stored in the database on the fca-db volume; printed once):
 #   docker run --rm -v fca-db:/var/lib/fca fca-server --create_api_key=alice --role=admin
 #   docker run -d --name fca -p 127.0.0.1:7400:7400 \
 #     -v fca-db:/var/lib/fca -v "$PWD/models":/models:ro fca-server
 #   FCA_TOKEN=<the printed key> fca models
+#
+# BuildKit is required (the build stage's RUN --mount=type=cache): Docker
+# 23 and later use it by default, Debian 12's docker.io (20.10) only with
+# DOCKER_BUILDKIT=1; its legacy builder refuses --mount. There is
+# deliberately no `# syntax=` line: it would make BuildKit fetch the
+# Dockerfile frontend from Docker Hub, which fails offline; the frontend
+# built into Docker 20.10 and later reads this file as it is.
+#
+# Build arguments:
+#   BASE_IMAGE    the Debian 12 image both stages start from [debian:12].
+#                 Offline, make it with debootstrap (scripts/image_test.sh):
+#                   debootstrap --variant=minbase bookworm ROOT
+#                   tar -C ROOT -c . | docker import - debian:12
+#                 The runtime stage still installs its libraries with apt,
+#                 so the build needs a Debian mirror (docker build
+#                 --network=host where the daemon has no bridge).
+#   FCA_BINARIES  where the installed binaries come from [build]:
+#                 build         compile the sources here (the build stage);
+#                 install-tree  take an install tree made outside, the build
+#                               context being the folder that
+#                               `cmake --install build --prefix DIR --strip`
+#                               filled (binaries built on a Debian 12 host
+#                               with scripts/build.sh):
+#                   DOCKER_BUILDKIT=1 docker build -f Dockerfile \
+#                     --build-arg FCA_BINARIES=install-tree -t fca-server DIR
+#                 BuildKit builds only the stages the image needs, so the
+#                 second form compiles nothing.
 #
 # The server requires an API key on every call (--auth is in the ENTRYPOINT);
 # only an explicit --auth=false turns that off. Arguments after the image
@@ -22,12 +47,15 @@
 # Only the CPU build of libtorch is packaged in Debian 12, so --device=cuda:N
 # does not work in this image.
 
+ARG BASE_IMAGE=debian:12
+ARG FCA_BINARIES=build
+
 # ---------------------------------------------------------------------------
 # Build stage: the same scripts a developer runs, only the installed binaries
 # (no tests, benchmarks or fuzz replays), installed by their install() rules
 # (cmake/packaging.cmake: components fca-server and fca-client; the systemd
 # files of the Debian package are left out of a plain install).
-FROM debian:12 AS build
+FROM ${BASE_IMAGE} AS build
 
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
@@ -48,10 +76,19 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
  && cmake --install build --prefix /out/usr/local --strip
 
 # ---------------------------------------------------------------------------
+# The alternative to the build stage (FCA_BINARIES=install-tree): the build
+# context is an install prefix (bin/, share/fca/proto/).
+FROM scratch AS install-tree
+COPY . /out/usr/local/
+
+# The stage FCA_BINARIES names; only its /out/usr/local is used below.
+FROM ${FCA_BINARIES} AS binaries
+
+# ---------------------------------------------------------------------------
 # Runtime stage: only the shared libraries the binaries link against
 # (readelf NEEDED -> dpkg -S; the fca-server .deb's Depends, from
 # dpkg-shlibdeps, list the same). libtorch1.13 pulls in its own dependencies.
-FROM debian:12
+FROM ${BASE_IMAGE}
 
 ENV DEBIAN_FRONTEND=noninteractive
 
@@ -88,7 +125,7 @@ RUN groupadd --gid 10001 fca \
 
 # /usr/local/bin: fca-server, fca-worker, fca-local-audit, fca-train, fca;
 # /usr/local/share/fca/proto: the API's .proto files.
-COPY --from=build /out/usr/local/ /usr/local/
+COPY --from=binaries /out/usr/local/ /usr/local/
 
 # Fail the build, not the first start, if a shared library is missing.
 RUN ! ldd /usr/local/bin/fca* | grep 'not found'

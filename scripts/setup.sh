@@ -16,7 +16,8 @@ packages=(
   # scripts/thread_safety.sh.
   clang-format-14 clang-tidy-14 clang-14
   # The Python package fca (python/, docs/python.md; grpc_python_plugin is in
-  # protobuf-compiler-grpc) and its tests: pytest, the notebook run headless.
+  # protobuf-compiler-grpc) and its tests: pytest, the notebook run headless;
+  # python3-yaml also reads deploy/'s manifests (ctest: deploy_manifests_test).
   python3-grpcio python3-protobuf python3-numpy python3-pandas python3-tqdm
   python3-pytest python3-nbconvert python3-ipykernel jupyter-nbconvert python3-yaml
   # promtool: deploy/prometheus's alert rules are checked and unit-tested.
