@@ -273,6 +273,53 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> Database::IntegrityReport() const {
+  std::string report;
+  {
+    FCA_ASSIGN_OR_RETURN(Statement stmt, Prepare("PRAGMA integrity_check", "check integrity"));
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      const std::string line = stmt.ColumnText(0);
+      if (line == "ok") continue;
+      report += line + "\n";
+    }
+  }
+  FCA_ASSIGN_OR_RETURN(Statement fk, Prepare("PRAGMA foreign_key_check", "check foreign keys"));
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, fk.Step());
+    if (!row) break;
+    report += absl::StrFormat("foreign key violation: %s row %d -> %s\n", fk.ColumnText(0),
+                              fk.ColumnInt(1), fk.ColumnText(2));
+  }
+  if (report.empty()) return std::string("ok");
+  report.pop_back();
+  return report;
+}
+
+absl::Status Database::CopyTo(
+    Database* dest, int pages_per_step,
+    const std::function<bool(int64_t done, int64_t total)>& after_step) const {
+  sqlite3_backup* backup = sqlite3_backup_init(dest->db_, "main", db_, "main");
+  if (backup == nullptr) return dest->Error(sqlite3_errcode(dest->db_), "start backup");
+  int rc = SQLITE_OK;
+  bool stopped = false;
+  do {
+    rc = sqlite3_backup_step(backup, pages_per_step);
+    const int64_t total = sqlite3_backup_pagecount(backup);
+    stopped = (rc == SQLITE_OK || rc == SQLITE_DONE) && after_step &&
+              !after_step(total - sqlite3_backup_remaining(backup), total);
+    // BUSY/LOCKED end the copy too: the connection's busy handler already
+    // waited its timeout, as for any other call.
+  } while (rc == SQLITE_OK && !stopped);
+  // finish releases the backup's locks and returns the first error, if any.
+  const int finish_rc = sqlite3_backup_finish(backup);
+  if (stopped && rc != SQLITE_DONE) return absl::CancelledError("storage: backup stopped");
+  if (rc != SQLITE_DONE) return Error(rc, "copy database");
+  if (finish_rc != SQLITE_OK) return dest->Error(finish_rc, "finish backup");
+  return absl::OkStatus();
+}
+
 absl::Status Database::Error(int rc, const char* what) const {
   const int primary = rc & 0xff;
   // A lock another connection holds past the busy timeout (BUSY, LOCKED,

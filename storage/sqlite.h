@@ -148,6 +148,21 @@ class Database {
   // refuses writes to a database file that was deleted or replaced.
   void set_write_check(std::function<absl::Status()> check) { write_check_ = std::move(check); }
 
+  // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
+  // wrong; otherwise the problems they report, one per line.
+  [[nodiscard]] absl::StatusOr<std::string> IntegrityReport() const;
+
+  // Copies this connection's main database into `dest` (replacing all of
+  // its content) through SQLite's online backup API, `pages_per_step` pages
+  // a step. After each step `after_step(done, total)` is called; false stops
+  // the copy (CANCELLED). The copy is of one snapshot only when this
+  // connection holds a read transaction for the whole call (see
+  // storage/backup.cc); otherwise a commit by another connection between
+  // steps makes SQLite start the copy again.
+  [[nodiscard]] absl::Status CopyTo(
+      Database* dest, int pages_per_step,
+      const std::function<bool(int64_t done, int64_t total)>& after_step) const;
+
   int64_t last_insert_rowid() const;
   // Rows changed by the most recent INSERT/UPDATE/DELETE.
   int64_t changes() const;

@@ -403,28 +403,7 @@ absl::Status Store::Transaction(const std::function<absl::Status()>& fn) {
 
 absl::StatusOr<std::string> Store::IntegrityCheck() {
   RecursiveMutexLock lock(&mu_);
-  std::string report;
-  {
-    FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare("PRAGMA integrity_check", "check integrity"));
-    while (true) {
-      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-      if (!row) break;
-      const std::string line = stmt.ColumnText(0);
-      if (line == "ok") continue;
-      report += line + "\n";
-    }
-  }
-  FCA_ASSIGN_OR_RETURN(Statement fk,
-                       db_->Prepare("PRAGMA foreign_key_check", "check foreign keys"));
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, fk.Step());
-    if (!row) break;
-    report += absl::StrFormat("foreign key violation: %s row %d -> %s\n", fk.ColumnText(0),
-                              fk.ColumnInt(1), fk.ColumnText(2));
-  }
-  if (report.empty()) return std::string("ok");
-  report.pop_back();
-  return report;
+  return db_->IntegrityReport();
 }
 
 // ----------------------------------------------------------------- models
