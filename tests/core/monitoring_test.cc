@@ -77,6 +77,9 @@ class ScrapingBroker : public TaskBroker {
   absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) override {
     return inner_->Release(lease, reason, refund);
   }
+  absl::Status Refuse(const Lease& lease, const absl::Status& reason) override {
+    return inner_->Refuse(lease, reason);
+  }
   absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) override {
     return inner_->ReadDataset(lease, calibration);
   }

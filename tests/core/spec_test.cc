@@ -58,7 +58,9 @@ TEST(NormalizeSpecTest, FillsEveryDefault) {
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_TRUE(zero->has_timing_repeats());
   EXPECT_EQ(zero->timing_repeats(), 0);
-  EXPECT_EQ(ToEngineOptions(*zero).timing_repeats, 0);
+  const auto zero_options = ToEngineOptions(*zero);
+  ASSERT_TRUE(zero_options.ok()) << zero_options.status();
+  EXPECT_EQ(zero_options->timing_repeats, 0);
   EXPECT_EQ(s->timing_max_repeats(), 200);
   EXPECT_DOUBLE_EQ(s->timing_budget_seconds(), 60);
   EXPECT_EQ(s->max_eval_windows(), 321);
@@ -178,8 +180,10 @@ TEST(NormalizeSpecTest, RetentionBaselineAndBlockLength) {
   in.set_bootstrap_block_length(5);
   auto s = NormalizeSpec(in, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(ToEngineOptions(*s).retention_baseline, "neutral");
-  EXPECT_EQ(ToEngineOptions(*s).bootstrap_block_length, 5);
+  const auto options = ToEngineOptions(*s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->retention_baseline, InterventionId::kNeutral);
+  EXPECT_EQ(options->bootstrap_block_length, 5);
 }
 
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {

@@ -502,9 +502,11 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> CreateMoeModel(const MoeConfig&
                                                                 const TensorSource& weights,
                                                                 ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateCompute(info.compute));
-  if (info.compute.dtype != "float32" && info.compute.dtype != "bfloat16") {
+  if (info.compute.dtype != ComputeDType::kFloat32 &&
+      info.compute.dtype != ComputeDType::kBFloat16) {
     return absl::InvalidArgumentError(absl::StrFormat("%s computes in float32 or bfloat16, not %s",
-                                                      config.model_type, info.compute.dtype));
+                                                      config.model_type,
+                                                      ComputeDTypeName(info.compute.dtype)));
   }
   auto model = std::make_unique<MoeModel>(config, std::move(info));
   FCA_RETURN_IF_ERROR(model->Load(weights));

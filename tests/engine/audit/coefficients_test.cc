@@ -113,7 +113,7 @@ TEST(InterventionTest, GlobalMeanOfASimplexValuedFamilyKeepsItsChannels) {
   EXPECT_NEAR(want.sum().item<double>(), 1.0, 1e-6);       // float32 softmax rows
   EXPECT_NEAR(stats->family_mean.at("r"), 1.0 / 3, 1e-9);  // the tie a scalar would give
   InterventionContext ctx{&eval, &*stats, &sites, 0, false};
-  SiteTensors global = Make(kGlobalMean, ctx)->Batch(0, 2);
+  SiteTensors global = Make(InterventionId::kGlobalMean, ctx)->Batch(0, 2);
   for (size_t s = 0; s < 2; ++s) {
     for (int64_t t = 0; t < 5; ++t) {
       EXPECT_TRUE(at::allclose(global[s][1][t].to(at::kDouble), want, 1e-6, 1e-7));

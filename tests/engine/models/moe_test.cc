@@ -69,7 +69,9 @@ at::Tensor Expected(const Family& f, const std::string& name) {
 
 std::unique_ptr<ControlledModel> Load(const std::string& dir, const std::string& dtype) {
   ComputeOptions compute;
-  compute.dtype = dtype;
+  const std::optional<ComputeDType> parsed = ParseComputeDType(dtype);
+  EXPECT_TRUE(parsed.has_value()) << dtype;
+  compute.dtype = parsed.value_or(ComputeDType::kFloat32);
   auto model = LoadModel(dir, "tiny", compute);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? std::move(*model) : nullptr;
