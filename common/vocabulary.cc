@@ -190,7 +190,8 @@ bool IsRetentionBaseline(InterventionId id) {
 }
 
 const std::vector<std::string>& RetentionBaselineNames() {
-  static const auto* names = new std::vector<std::string>(InterventionNamesOf(RetentionBaselines()));
+  static const auto* names =
+      new std::vector<std::string>(InterventionNamesOf(RetentionBaselines()));
   return *names;
 }
 

@@ -1,8 +1,8 @@
 #include "storage/backup.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <glog/logging.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -81,11 +81,11 @@ class PartialCopy {
   FCA_RETURN_IF_ERROR(
       from->QueryText("SELECT count(*) FROM sqlite_schema", "start backup snapshot").status());
   int64_t pages = 0;
-  absl::Status copied = from->CopyTo(to.get(), options.pages_per_step,
-                                     [&](int64_t done, int64_t total) {
-                                       pages = total;
-                                       return !options.progress || options.progress(done, total);
-                                     });
+  absl::Status copied =
+      from->CopyTo(to.get(), options.pages_per_step, [&](int64_t done, int64_t total) {
+        pages = total;
+        return !options.progress || options.progress(done, total);
+      });
   (void)from->Execute("COMMIT", "end backup snapshot");
   FCA_RETURN_IF_ERROR(copied);
   // The copy carries the source's WAL flag; a single file is what an

@@ -36,9 +36,9 @@ struct BackupOptions {
 
 struct BackupSummary {
   int64_t pages = 0;
-  int64_t bytes = 0;            // size of the copy
-  double copy_seconds = 0;      // reading the snapshot and writing the copy
-  double check_seconds = 0;     // integrity_check of the copy
+  int64_t bytes = 0;         // size of the copy
+  double copy_seconds = 0;   // reading the snapshot and writing the copy
+  double check_seconds = 0;  // integrity_check of the copy
 };
 
 // Copies the database at `source` (a file path; a running store may have it

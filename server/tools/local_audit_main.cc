@@ -250,8 +250,8 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
   const std::optional<InterventionId> baseline =
       ParseIntervention(absl::GetFlag(FLAGS_retention_baseline));
   if (!baseline || !IsRetentionBaseline(*baseline)) {
-    return absl::InvalidArgumentError(absl::StrFormat("--retention_baseline is not one of: %s",
-                                                      absl::StrJoin(RetentionBaselineNames(), ", ")));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--retention_baseline is not one of: %s", absl::StrJoin(RetentionBaselineNames(), ", ")));
   }
   o.retention_baseline = *baseline;
   o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);

@@ -61,9 +61,9 @@ absl::Status ParseEnums(const v1::AuditSpec& spec, engine::AuditOptions* o) {
   o->per_layer_scope = *scope;
   const std::optional<InterventionId> baseline = ParseIntervention(spec.retention_baseline());
   if (!baseline || !IsRetentionBaseline(*baseline)) {
-    return absl::InvalidArgumentError(absl::StrFormat("unknown retention_baseline '%s' (known: %s)",
-                                                      spec.retention_baseline().substr(0, 64),
-                                                      absl::StrJoin(RetentionBaselineNames(), ", ")));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown retention_baseline '%s' (known: %s)", spec.retention_baseline().substr(0, 64),
+        absl::StrJoin(RetentionBaselineNames(), ", ")));
   }
   o->retention_baseline = *baseline;
   return absl::OkStatus();

@@ -34,9 +34,9 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingMaxRepeats, o.timing_max_repeats));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kBootstrapBlockLength, o.bootstrap_block_length));
   if (!IsRetentionBaseline(o.retention_baseline)) {
-    return absl::InvalidArgumentError(absl::StrFormat("retention_baseline '%s' is not one of: %s",
-                                                      InterventionName(o.retention_baseline),
-                                                      absl::StrJoin(RetentionBaselineNames(), ", ")));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "retention_baseline '%s' is not one of: %s", InterventionName(o.retention_baseline),
+        absl::StrJoin(RetentionBaselineNames(), ", ")));
   }
   // The engine takes a budget of 0: the minimum repeats only.
   if (!(o.timing_budget_seconds >= sf::kTimingBudgetSeconds.min) || o.timing_warmup < 0 ||
