@@ -304,6 +304,8 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
   m.execution.second_block = engine::SlowdownEstimate{0.1, {0.05, 0.15}, 1, 2};
   m.execution.dense_flops_per_token = 100;
   m.execution.flops_overhead = 0.02;
+  m.execution.active_parameters = 600;
+  m.execution.expert_load.push_back({0, 2.0, {0.5, 0.5}, std::log(2.0)});
   std::set<std::string> seen;
   for (const engine::ResultRow& row : engine::ResultRows(m)) {
     const MetricDef* e = fca::FindMetric(row.metric);
