@@ -89,6 +89,7 @@ absl::StatusOr<std::vector<InterventionId>> ParseInterventionList(
 
 std::vector<std::string> InterventionNamesOf(const std::vector<InterventionId>& ids) {
   std::vector<std::string> out;
+  out.reserve(ids.size());
   for (InterventionId id : ids) out.emplace_back(InterventionName(id));
   return out;
 }
