@@ -750,6 +750,8 @@
       ['bootstrap resamples', s.bootstrap_resamples], ['CI level', s.ci_level],
       ['created', fmtTime(job.created_at)], ['started', fmtTime(job.started_at)], ['finished', fmtTime(job.finished_at)],
       ['attempts', job.attempts], ['error', job.error],
+      // What the server knows but its store could not record yet (Job.notice).
+      ['notice', job.notice],
     ].filter(([, v]) => v !== undefined && v !== '' && !(Array.isArray(v) && !v.length));
     return el('dl', {class: 'spec'}, items.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
   }
@@ -837,6 +839,7 @@
     await watchJob(id, async (msg) => {
       const e = msg.event || {};
       const tasksBefore = job.tasks;
+      const noticeBefore = job.notice;
       job = Object.assign({}, job, msg.job || {});
       if (!(msg.job && msg.job.tasks && msg.job.tasks.length)) job.tasks = tasksBefore;
       if (e.progress) {
@@ -854,6 +857,7 @@
       }
       const when = fmtTime(e.time);
       if (e.message !== undefined) log.append(el('li', {}, `${when} ${e.message}`));
+      if (job.notice !== noticeBefore) renderHead();
       if (e.results) {
         log.append(el('li', {}, `${when} results stored for ${e.results.model}`));
         reportSoon();
