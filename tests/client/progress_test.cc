@@ -4,6 +4,7 @@
 #include <string>
 
 #include "client/format.h"
+#include "client/format_progress.h"
 #include "client/watch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "client/report_html.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
