@@ -25,6 +25,7 @@
 #include "common/spec_fields.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/models/muddpythia_init.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/tools/model_flags.h"

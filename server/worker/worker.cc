@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/worker/forward_metrics.h"
 #include "server/worker/messages.h"

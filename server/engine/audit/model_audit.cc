@@ -14,6 +14,7 @@
 #include "server/engine/audit/batches.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/audit/execution.h"
+#include "server/engine/audit/interventions.h"
 #include "server/engine/audit/lookup.h"
 #include "server/engine/audit/model_cache.h"
 

@@ -11,6 +11,7 @@
 
 #include "common/file.h"
 #include "server/engine/audit/auditor.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/torchscript_config.h"
 
