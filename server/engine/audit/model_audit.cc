@@ -17,6 +17,7 @@
 #include "server/engine/audit/interventions.h"
 #include "server/engine/audit/lookup.h"
 #include "server/engine/audit/model_cache.h"
+#include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {
