@@ -1,4 +1,4 @@
-// Progress rendering (client/format.h) and the watch printer's TTY and
+// Progress rendering (client/format_progress.h) and the watch printer's TTY and
 // plain modes (client/watch.h).
 #include <sstream>
 #include <string>
