@@ -27,6 +27,8 @@
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
+#include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 
 namespace fca::engine {

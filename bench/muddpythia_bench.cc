@@ -25,6 +25,8 @@
 #include "common/status_macros.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
+#include "server/engine/models/torch_util.h"
 
 ABSL_FLAG(std::string, model, "", "MUDDPythia model folder");
 ABSL_FLAG(std::string, dtype, "bfloat16", "compute dtype: bfloat16 | float32");

@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/engine/audit/statistics.h"
+#include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/server.h"
 #include "server/worker/model_repository.h"

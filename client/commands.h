@@ -60,12 +60,6 @@ int RunCommand(const std::vector<std::string>& words, const std::set<std::string
 // The full `fca help` text: commands, global flags, exit codes.
 std::string HelpText();
 
-// Defined in commands_audit.cc.
-[[nodiscard]] CommandResult RunAudit(CommandContext& ctx);
-[[nodiscard]] CommandResult RunWatch(CommandContext& ctx);
-// Flags `fca audit` accepts beyond the global ones.
-const std::vector<std::string>& AuditFlagNames();
-
 // Parses a positional job id; usage error when it is not a positive integer.
 [[nodiscard]] absl::StatusOr<int64_t> ParseJobId(const std::string& text);
 

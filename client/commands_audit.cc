@@ -1,5 +1,5 @@
-// `fca audit` and `fca watch`: building a spec from flags and a manifest,
-// submitting it, and following the job to its end.
+#include "client/commands_audit.h"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include "client/commands.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/format_progress.h"
 #include "client/manifest.h"
 #include "client/spec_flags.h"
 #include "client/watch.h"

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client/exit_codes.h"
 #include "common/json.h"
 #include "google/protobuf/util/json_util.h"

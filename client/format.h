@@ -1,8 +1,9 @@
-// Pure formatting for the `fca` CLI: tables, CSV, JSON, progress bars.
+// Pure formatting for the `fca` CLI: tables, CSV, JSON (progress bars are
+// format_progress.h's).
 //
-// Nothing here does I/O or reads a clock: every function maps messages (and,
-// for progress, a terminal width and the elapsed time) to a string, so the
-// output users and scripts depend on is unit-tested byte for byte.
+// Nothing here does I/O or reads a clock: every function maps messages to a
+// string, so the output users and scripts depend on is unit-tested byte for
+// byte.
 #ifndef FCA_CLIENT_FORMAT_H_
 #define FCA_CLIENT_FORMAT_H_
 
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "proto/fca/v1/audit_service.pb.h"
 
@@ -149,22 +149,6 @@ std::string JobStateName(fca::v1::JobState state);
 std::string DatasetKindName(fca::v1::DatasetKind kind);
 // RFC 3339 ("2024-05-01T12:00:00Z", offsets and fractions allowed).
 [[nodiscard]] absl::StatusOr<google::protobuf::Timestamp> ParseRfc3339(std::string_view text);
-
-// ---------------------------------------------------------------- progress
-
-// "42s", "3m05s", "1h02m"; negative durations print as "0s".
-std::string HumanDuration(absl::Duration duration);
-// The server's eta_seconds when known; otherwise extrapolated from the
-// elapsed time once at least 1% is done; otherwise "--".
-std::string FormatEta(const fca::v1::Progress& progress, absl::Duration elapsed);
-// One TTY line of at most `width - 1` columns (the last column is left free
-// so terminals never wrap): "<phase> <i>/<n> <model> [####....] 45.2% ETA
-// 3m05s". The label is shortened, then the bar dropped, when space is short.
-std::string RenderProgressBar(const fca::v1::Progress& progress, int width, absl::Duration elapsed);
-// A plain log line for pipes and files:
-// "[ 45%] replay:cross_input model 1/7 fg-s1 windows 12/40 elapsed 1m02s
-// ETA 3m05s".
-std::string RenderProgressLine(const fca::v1::Progress& progress, absl::Duration elapsed);
 
 }  // namespace fca::client
 

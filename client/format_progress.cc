@@ -1,5 +1,5 @@
-// Progress rendering for `fca watch`: a redrawable bar for terminals and a
-// plain line for logs. Split from format.cc to keep each file short.
+#include "client/format_progress.h"
+
 #include <algorithm>
 #include <cmath>
 

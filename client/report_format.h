@@ -1,5 +1,6 @@
-// `fca report` and `fca compare`: the text, JSON and HTML forms of the
-// report the server computes (GetReport, CompareJobs; server/core/report_assembly.h).
+// `fca report` and `fca compare`: the text and JSON forms of the report the
+// server computes (GetReport, CompareJobs; server/core/report_assembly.h),
+// and the ReportView the HTML form (report_html.h) is drawn from.
 //
 // Pure: no I/O and no clock, so every format is unit-tested on a
 // GetReportResponse whose numbers are known. No arithmetic on results
@@ -102,10 +103,6 @@ std::string FormatReportText(const ReportView& report);
 // TaskProvenance}]}, every field printed (proto3 JSON: int64 as strings).
 // Undefined values are null.
 std::string FormatReportJson(const ReportView& report);
-// One HTML page with inline CSS and SVG (no scripts, no external files):
-// the tables of the text report, penalty bars with their CIs, and the
-// coefficient mean and variance per layer for each family.
-std::string FormatReportHtml(const ReportView& report);
 
 // Several jobs side by side (CompareJobs): one row per job and model, and
 // one across the job's models when it has several, with the NLL of

@@ -1,8 +1,5 @@
-// The HTML form of a report: one self-contained page (inline CSS and SVG, no
-// scripts, nothing fetched), so it can be mailed or opened offline. Tables
-// have captions and header scopes and scroll inside their box; charts tell
-// models apart by number, fill pattern, marker shape and line style besides
-// colour.
+#include "client/report_html.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>

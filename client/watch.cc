@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/format.h"
+#include "client/format_progress.h"
 
 namespace fca::client {
 

@@ -19,6 +19,7 @@
 #include "server/auth/authenticator.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torch_util.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/listener.h"

@@ -114,6 +114,10 @@ struct ExpiredTasks {
   std::vector<TaskRecord> cancelled;  // of jobs being stopped: now CANCELLED
 };
 
+// One class defined across store.cc and store_*.cc: each section heading
+// below names the file that defines its methods. The members above the first
+// heading are store.cc's; a private helper lives with the section it serves
+// (store.cc for those that serve several).
 class Store {
  public:
   // Largest and default page sizes of ListJobs and QueryResults; a larger
@@ -166,7 +170,7 @@ class Store {
   // a job finishes); the store also runs it when closed.
   [[nodiscard]] absl::Status Optimize() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ------------------------------------------------------------ Models
+  // --------------------------------------------------------- Models (store.cc)
   // Inserts or replaces the model named `model.name`; registered_at_us is
   // set by the store (and kept when weights_sha256 is unchanged). Returns
   // the stored record.
@@ -178,7 +182,7 @@ class Store {
   // All models, by name.
   [[nodiscard]] absl::StatusOr<std::vector<ModelRecord>> ListModels() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ---------------------------------------------------------- Datasets
+  // ---------------------------------------------- Datasets (store_datasets.cc)
   // Stores `bytes` under (owner, name). The bytes are kept once per SHA-256,
   // in chunks of chunk_bytes, and shared by every dataset with that content.
   // If (owner, name) exists with the same content and kind, returns the
@@ -215,7 +219,7 @@ class Store {
   [[nodiscard]] absl::StatusOr<int64_t> UserBytes(const std::string& owner)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ----------------------------------------------------------- Uploads
+  // ----------------------------------------------- Uploads (store_datasets.cc)
   // A dataset upload arrives chunk by chunk and is staged in the database,
   // so the server holds one chunk at a time, not the whole upload.
   // BeginUpload returns the upload's id; owner must be non-empty.
@@ -238,7 +242,7 @@ class Store {
   // Drops every unfinished upload (at server start: their streams are gone).
   [[nodiscard]] absl::StatusOr<int64_t> DropUnfinishedUploads() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // -------------------------------------------------------------- Jobs
+  // ------------------------------------------------------ Jobs (store_jobs.cc)
   // A new QUEUED job with one QUEUED task per entry of `task_models` (the
   // audited models, in order), all in one transaction. owner must be
   // non-empty. A job without tasks ends when SettleJob finds it.
@@ -278,7 +282,7 @@ class Store {
   // while it is QUEUED or RUNNING (cancel it first), NOT_FOUND when absent.
   [[nodiscard]] absl::Status DeleteJob(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ------------------------------------------------------------- Tasks
+  // ---------------------------------------------------- Tasks (store_tasks.cc)
   // A job's tasks are claimed by workers under leases. The lease of a task
   // is (task id, lease_seq); every call that acts for a worker names it, and
   // a lease that is no longer the task's current one (it expired and the
@@ -358,7 +362,7 @@ class Store {
                                                                  const EndEvent& end_event)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // -------------------------------------------------------- Job events
+  // ------------------------------------------------ Job events (store_jobs.cc)
   // Appends an event and returns its sequence number (1, 2, 3, ... per
   // job, without gaps). NOT_FOUND for an unknown job.
   [[nodiscard]] absl::StatusOr<int64_t> AppendJobEvent(int64_t job_id, const std::string& payload)
@@ -370,7 +374,7 @@ class Store {
                                                                     int64_t after_seq, int limit)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ----------------------------------------------------------- Results
+  // ------------------------------------------------ Results (store_results.cc)
   // Inserts rows of job `job_id` (a row's job_id may be 0 or must equal it),
   // all or none. A row whose (job, model, intervention, metric) is already
   // stored is skipped, so a restarted job never writes a number twice.
@@ -387,7 +391,7 @@ class Store {
                                                         const std::string& page_token)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ------------------------------------------------- Coefficient cache
+  // --------------------------------- Coefficient cache (store_coefficients.cc)
   // Stores (or replaces) the entry for `key`, then evicts least recently
   // used entries until the cache holds at most coeff_cache_budget_bytes
   // (an entry counts meta.size() + blob.size()). An entry larger than the
@@ -402,7 +406,7 @@ class Store {
   // Total bytes the cache counts against its budget.
   [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ---------------------------------------------------------- API keys
+  // ------------------------------------------------------- API keys (store.cc)
   // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin" |
   // "worker": fca-worker processes, which call only the worker protocol).
   // Keys are high-entropy random tokens (GenerateApiKey), so a plain

@@ -16,6 +16,7 @@
 #include "server/core/metric_catalog.h"
 #include "server/core/report_assembly.h"
 #include "server/engine/audit/windows.h"
+#include "server/engine/models/torch_util.h"
 #include "server/jobs/datasets.h"
 #include "server/jobs/mapping.h"
 #include "server/jobs/server_metrics.h"

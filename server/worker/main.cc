@@ -41,6 +41,7 @@
 #include "server/engine/audit/auditor.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torch_util.h"
 #include "server/grpc/remote_broker.h"
 #include "server/worker/model_repository.h"
 #include "server/worker/worker.h"

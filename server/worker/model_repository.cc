@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/engine/io/safetensors.h"
+#include "server/engine/models/model_loader.h"
 
 namespace fca::core {
 

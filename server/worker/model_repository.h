@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 
 namespace fca::core {
 

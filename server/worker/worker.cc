@@ -11,7 +11,9 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torch_util.h"
 #include "server/worker/forward_metrics.h"
 #include "server/worker/messages.h"
 

@@ -1,9 +1,10 @@
-// Progress rendering (client/format.h) and the watch printer's TTY and
+// Progress rendering (client/format_progress.h) and the watch printer's TTY and
 // plain modes (client/watch.h).
 #include <sstream>
 #include <string>
 
 #include "client/format.h"
+#include "client/format_progress.h"
 #include "client/watch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

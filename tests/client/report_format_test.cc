@@ -1,7 +1,7 @@
-// `fca report` and `fca compare` (client/report_format.h): the text, JSON and HTML
-// forms of a GetReportResponse whose numbers are known. The summaries across
-// models are the server's (server/core/report_assembly.h); these tests give them by
-// hand, so a number the client computed itself would show.
+// `fca report` and `fca compare` (client/report_format.h, client/report_html.h):
+// the text, JSON and HTML forms of a GetReportResponse whose numbers are known.
+// The summaries across models are the server's (server/core/report_assembly.h);
+// these tests give them by hand, so a number the client computed itself would show.
 #include "client/report_format.h"
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "client/report_html.h"
 #include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -6,6 +6,7 @@
 #include "client/client.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/format_progress.h"
 #include "client/report_format.h"
 #include "client/watch.h"
 #include "gmock/gmock.h"

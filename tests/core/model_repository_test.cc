@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "server/engine/io/weights_hash_cache.h"
+#include "server/engine/models/model_loader.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {

@@ -13,6 +13,7 @@
 
 #include "server/core/metric_catalog.h"
 #include "server/engine/audit/auditor.h"
+#include "server/engine/audit/report_rows.h"
 #include "tests/testing/result_rows.h"
 
 namespace fca::core {

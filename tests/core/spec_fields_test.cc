@@ -13,6 +13,7 @@
 #include "client/spec_flags.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/worker/spec.h"
 
 namespace fca::spec_fields {

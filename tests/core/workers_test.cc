@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "server/jobs/worker_pool.h"
 #include "tests/core/core_env.h"
 

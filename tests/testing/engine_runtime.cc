@@ -6,7 +6,7 @@
 // loaded CI machine.
 #include <gtest/gtest.h>
 
-#include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torch_util.h"
 
 namespace fca::testing {
 namespace {

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/random.h"
+#include "server/engine/models/model_loader.h"
 
 namespace fca::engine::testing {
 

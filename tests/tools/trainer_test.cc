@@ -14,6 +14,7 @@
 #include "common/sha256.h"
 #include "server/engine/audit/windows.h"
 #include "server/engine/io/safetensors.h"
+#include "server/engine/models/model_loader.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/tools/train/corpus_split.h"
 #include "tests/testing/test_models.h"

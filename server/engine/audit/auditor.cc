@@ -9,7 +9,9 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/coefficients.h"
+#include "server/engine/audit/interventions.h"
 #include "server/engine/audit/model_audit.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {

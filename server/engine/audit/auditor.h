@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/json.h"
 #include "common/spec_fields.h"
 #include "common/vocabulary.h"
 #include "server/engine/audit/provenance.h"
@@ -257,7 +256,8 @@ struct ModelReport {
   // `retention_pct` rows are those against retention_baseline.
   std::vector<RetentionResult> retention;
   std::string retention_baseline = kGlobalMean;
-  // The entry for (profile, baseline); nullptr when either did not run.
+  // The entry for (profile, baseline); nullptr when either did not run
+  // (report_rows.cc).
   const RetentionResult* FindRetention(const std::string& profile,
                                        const std::string& baseline) const;
   std::optional<TokenCoverage> static_token_coverage;  // when static_token ran
@@ -353,20 +353,6 @@ struct AuditRequest {
 // FAILED_PRECONDITION when replay is not faithful (with the measured
 // difference), CANCELLED, or INTERNAL naming the model for a torch failure.
 [[nodiscard]] absl::StatusOr<AuditReport> RunAudit(const AuditRequest& request);
-
-// The flat rows of a model report (what the service stores).
-std::vector<ResultRow> ResultRows(const ModelReport& report);
-// The "execution" rows of one model (also the dense twin's, stored under its
-// own name so a report can show that it, too, runs every block).
-std::vector<ResultRow> ExecutionRows(const ExecutionResult& execution);
-// mean / sd / min / max across models of every (intervention, metric).
-std::vector<AggregateRow> Aggregate(const std::vector<ModelReport>& reports);
-// The whole report as JSON (rows per model, aggregate, provenance);
-// undefined values are written as null.
-json::Value ReportToJson(const AuditReport& report);
-// The options as the engine ran them (defaults applied), as ReportToJson
-// writes them; the service records them with each task.
-json::Value AuditOptionsToJson(const AuditOptions& options);
 
 // fca::BuildVersion() (git describe at build time).
 std::string EngineVersion();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/random.h"
+#include "server/engine/audit/interventions.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {

@@ -1,5 +1,6 @@
-// Cached coefficient tensors, calibration statistics, the interventions and
-// the variation metrics (fca.md "Interventions", "Variance explained").
+// Cached coefficient tensors, calibration statistics, the interventions of
+// the paper and the variation metrics (fca.md "Interventions", "Variance
+// explained"); the interventions beyond it are interventions.h's.
 // Torch-free header; tensors are forward-declared.
 #ifndef FCA_SERVER_ENGINE_AUDIT_COEFFICIENTS_H_
 #define FCA_SERVER_ENGINE_AUDIT_COEFFICIENTS_H_
@@ -63,34 +64,6 @@ struct InterventionContext {
 // INVALID_ARGUMENT for an impossible one (cross_input with a single window).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(
     InterventionId id, const InterventionContext& ctx);
-
-// static_token (interventions.cc): per site, the calibration mean of the
-// coefficients at positions whose current token id is v, for evaluation
-// positions whose id is v; mu_s where v never occurs in C. INVALID_ARGUMENT
-// when the ids or calibration tensors are missing or misshapen.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
-    const InterventionContext& ctx);
-
-// Scored evaluation positions (0..T-2 of each window) whose id never occurs
-// in C, and the distinct ids among them.
-[[nodiscard]] absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
-                                                              const at::Tensor& calib_ids);
-
-// INVALID_ARGUMENT where per_layer_interventions names correct (the
-// reference).
-[[nodiscard]] absl::Status ValidateDependenceOptions(const AuditOptions& options);
-
-// Per-group dependence (interventions.cc): the sites of one group.
-struct SiteGroup {
-  std::string name;           // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
-  std::vector<size_t> sites;  // indices into sites()
-};
-// The groups of a scope (kScopeLayer by ascending layer, kScopeSite in
-// sites() order, kScopeFamily by first appearance).
-std::vector<SiteGroup> DependenceGroups(const std::vector<CoefficientSite>& sites, ScopeId scope);
-// `inner`'s coefficients at the group's sites, A(x_i) (correct) elsewhere.
-std::unique_ptr<Intervention> RestrictToGroup(std::unique_ptr<Intervention> inner,
-                                              const SiteTensors& eval, const SiteGroup& group);
 
 // The seeded permutations the interventions use, exposed for tests.
 std::vector<int64_t> CrossInputAssignment(int64_t n, uint64_t seed);

@@ -1,6 +1,5 @@
-// Interventions beyond the paper (fca.md "Beyond the paper"): static_token,
-// the token coverage it reports, and the site groups of the per-group
-// dependence audit.
+#include "server/engine/audit/interventions.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 

@@ -14,8 +14,10 @@
 #include "server/engine/audit/batches.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/audit/execution.h"
+#include "server/engine/audit/interventions.h"
 #include "server/engine/audit/lookup.h"
 #include "server/engine/audit/model_cache.h"
+#include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {

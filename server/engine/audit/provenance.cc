@@ -4,6 +4,7 @@
 
 #include "common/build_version.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 

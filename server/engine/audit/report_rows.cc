@@ -1,4 +1,5 @@
-// The flat result rows of a report and their aggregation across models.
+#include "server/engine/audit/report_rows.h"
+
 #include <map>
 #include <utility>
 

@@ -1,5 +1,5 @@
-// LoadModel: a model folder -> ControlledModel, dispatching on model_type, with
-// the weights' SHA-256 and the folder's tokenizer.json when it has one.
+#include "server/engine/models/model_loader.h"
+
 #include <ATen/core/Tensor.h>  // FolderModel passes Forward's result on
 
 #include <filesystem>

@@ -1,4 +1,5 @@
-// Small helpers shared by the engine's torch code. Torch-free header.
+// Small helpers shared by the engine's torch code, and the process's torch
+// runtime settings (torch_util.cc). Torch-free header.
 #ifndef FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_
 #define FCA_SERVER_ENGINE_MODELS_TORCH_UTIL_H_
 
@@ -124,6 +125,36 @@ template <typename Fn>
     return TorchFailure(what, e);
   }
 }
+
+// ------------------------------------------------- the process's torch runtime
+
+// How a process spends its cores on torch.
+enum class Parallelism {
+  // Inference (the audit): independent batches run at once, each forward on
+  // one thread. A small model's operators are too short to split across
+  // threads without the threads waiting on each other (and spinning, which
+  // on a shared machine costs a busy neighbour's time).
+  kAcrossBatches,
+  // Training: one forward/backward at a time, each operator split across
+  // the threads (torch intra-op parallelism).
+  kWithinOps,
+};
+
+// Process-wide settings; call at start-up and from each worker thread
+// before it audits. Also keeps glibc from returning activation-sized blocks
+// to the kernel after every forward (torch_util.cc says why).
+struct RuntimeOptions {
+  int num_threads = 0;  // cores to compute on; 0: one per hardware core
+  Parallelism parallelism = Parallelism::kAcrossBatches;
+};
+void ConfigureRuntime(const RuntimeOptions& options);
+// "1.13.1": recorded with results.
+std::string TorchVersion();
+// Threads an audit computes on: concurrent forwards times torch intra-op
+// threads of the calling thread (set by ConfigureRuntime).
+int TorchThreads();
+// Forwards an audit runs at once (kAcrossBatches: num_threads; else 1).
+int AuditThreads();
 
 }  // namespace fca::engine
 

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/torch_util.h"
 #include "server/tools/model_flags.h"
 #include "server/tools/tool_main.h"
 #include "server/tools/train/corpus_split.h"

@@ -24,6 +24,7 @@
 #include "common/status_macros.h"
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/engine/models/transformer_net.h"

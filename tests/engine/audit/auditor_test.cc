@@ -10,6 +10,7 @@
 
 #include "common/random.h"
 #include "server/engine/audit/execution.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/text/bpe_tokenizer.h"
 #include "tests/testing/test_models.h"
 

@@ -1,5 +1,7 @@
 // The interventions and metrics beyond the paper (fca.md "Beyond the paper")
 // against their formulas on small hand-made tensors.
+#include "server/engine/audit/interventions.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "server/engine/models/transformer_model.h"
 #include "tests/testing/test_models.h"
 

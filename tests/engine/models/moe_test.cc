@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {

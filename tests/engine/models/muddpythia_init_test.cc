@@ -10,6 +10,7 @@
 
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {

@@ -11,7 +11,9 @@
 
 #include "common/file.h"
 #include "server/engine/audit/auditor.h"
+#include "server/engine/audit/report_rows.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "server/engine/models/torchscript_config.h"
 
 namespace fca::engine {
