@@ -169,11 +169,17 @@ bool BackupScheduler::Stopping() const {
 }
 
 void BackupScheduler::Run() {
+  // This thread's own last try counts too: a folder that cannot be listed
+  // (or a copy that failed) must not make it copy again at once.
+  std::optional<absl::Time> last_try;
   for (;;) {
-    std::optional<absl::Time> newest;
+    std::optional<absl::Time> newest = last_try;
     if (absl::StatusOr<std::vector<std::string>> names = dir_->ListScheduled();
         names.ok() && !names->empty()) {
-      newest = BackupDirectory::ScheduledTime(names->back());
+      const std::optional<absl::Time> in_folder = BackupDirectory::ScheduledTime(names->back());
+      if (in_folder.has_value() && (!newest.has_value() || *in_folder > *newest)) {
+        newest = in_folder;
+      }
     }
     const absl::Time due = NextBackupDue(newest, every_, absl::Now());
     {
@@ -181,6 +187,7 @@ void BackupScheduler::Run() {
       mu_.AwaitWithDeadline(absl::Condition(&stop_), due);
       if (stop_) return;
     }
+    last_try = absl::Now();
     BackUpOnce();
     if (Stopping()) return;
   }
