@@ -301,6 +301,16 @@ absl::StatusOr<v1::ListJobWindowsResponse> AuditClient::ListJobWindows(
   return response;
 }
 
+absl::StatusOr<v1::BackupDatabaseResponse> AuditClient::BackupDatabase(const std::string& name) {
+  v1::BackupDatabaseRequest request;
+  request.set_name(name);
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/false);
+  v1::BackupDatabaseResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->BackupDatabase(context.get(), request, &response)));
+  return response;
+}
+
 absl::Status AuditClient::ExportCoefficients(
     const v1::ExportCoefficientsRequest& request,
     const std::function<absl::Status(const v1::CoefficientsHeader&)>& on_header,

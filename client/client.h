@@ -110,6 +110,10 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::GetServerInfoResponse> GetServerInfo();
   [[nodiscard]] absl::StatusOr<fca::v1::ListJobWindowsResponse> ListJobWindows(
       const fca::v1::ListJobWindowsRequest& request);
+  // Admins only: a checked copy of the server's database, `name` in its
+  // --backup_dir. No deadline: a large database takes minutes.
+  [[nodiscard]] absl::StatusOr<fca::v1::BackupDatabaseResponse> BackupDatabase(
+      const std::string& name);
 
   // Calls `on_header` once with the first message, then `on_chunk` for every
   // chunk in order. A callback's error cancels the stream and is returned.

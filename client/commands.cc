@@ -461,6 +461,17 @@ CommandResult RunExport(CommandContext& ctx) {
   return kExitOk;
 }
 
+CommandResult RunAdminBackup(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "admin backup NAME"));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::BackupDatabaseResponse backup,
+                       client->BackupDatabase(ctx.args()[0]));
+  ctx.out() << absl::StrFormat(
+      "backup %s: %d bytes (%d pages), copied in %.1f s, integrity_check ok in %.1f s\n",
+      backup.path(), backup.bytes(), backup.pages(), backup.copy_seconds(), backup.check_seconds());
+  return kExitOk;
+}
+
 CommandResult RunHelp(CommandContext& ctx) {
   ctx.out() << HelpText();
   return kExitOk;
@@ -559,6 +570,11 @@ const std::vector<Command>& Commands() {
        "download a cached coefficient tensor",
        {"model", "window_hash", "dtype", "out"},
        RunExport},
+      {{"admin", "backup"},
+       "admin backup NAME",
+       "admins: a checked copy of the live database, NAME in the server's --backup_dir",
+       {},
+       RunAdminBackup},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;

@@ -49,6 +49,8 @@ constexpr int64_t kMaxWindowLength = spec_fields::kWindowLength.max;
 constexpr int64_t kMaxQueuedJobs = 100000;
 constexpr int64_t kMaxCoeffCacheBytes = int64_t{1} << 40;   // 1 TiB
 constexpr int64_t kMaxDiskReserveBytes = int64_t{1} << 34;  // 16 GiB
+constexpr int64_t kMaxBackupEveryHours = 24 * 366;
+constexpr int64_t kMaxBackupKeep = 100000;
 constexpr int64_t kMaxJobsPerUser = int64_t{1} << 30;
 constexpr int64_t kMaxUserBytes = int64_t{1} << 50;  // 1 PiB
 constexpr int64_t kMaxWatchStreams = 100000;
@@ -99,6 +101,15 @@ ABSL_FLAG(int64_t, disk_reserve_bytes, 64ll << 20,
           absl::StrFormat("bytes kept allocated in <db>.reserve and given back when the disk is "
                           "full, so that deleting jobs and datasets still works, 0..%d (0 = none)",
                           fca::flag_limits::kMaxDiskReserveBytes));
+ABSL_FLAG(std::string, backup_dir, "",
+          "folder for online backups of the database (the BackupDatabase RPC, `fca admin "
+          "backup`, --backup_every_hours); \"\" = backups over the API are off");
+ABSL_FLAG(int64_t, backup_every_hours, 0,
+          absl::StrFormat("hours between scheduled backups into --backup_dir, 0..%d (0 = none)",
+                          fca::flag_limits::kMaxBackupEveryHours));
+ABSL_FLAG(int64_t, backup_keep, 7,
+          absl::StrFormat("scheduled backups kept in --backup_dir (the newest), 1..%d",
+                          fca::flag_limits::kMaxBackupKeep));
 ABSL_FLAG(int64_t, max_jobs_per_user, 10000,
           absl::StrFormat("quota: most jobs a user keeps, in any state (delete finished ones to "
                           "make room), 1..%d",
@@ -283,6 +294,13 @@ std::vector<std::string> WorkerDevices() {
                                      flag_limits::kMaxCoeffCacheBytes));
   FCA_RETURN_IF_ERROR(CheckFlagRange("disk_reserve_bytes", absl::GetFlag(FLAGS_disk_reserve_bytes),
                                      0, flag_limits::kMaxDiskReserveBytes));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("backup_every_hours", absl::GetFlag(FLAGS_backup_every_hours),
+                                     0, flag_limits::kMaxBackupEveryHours));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("backup_keep", absl::GetFlag(FLAGS_backup_keep), 1,
+                                     flag_limits::kMaxBackupKeep));
+  if (absl::GetFlag(FLAGS_backup_every_hours) > 0 && absl::GetFlag(FLAGS_backup_dir).empty()) {
+    return absl::InvalidArgumentError("--backup_every_hours needs --backup_dir");
+  }
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_jobs_per_user", absl::GetFlag(FLAGS_max_jobs_per_user), 1,
                                      flag_limits::kMaxJobsPerUser));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_user_bytes", absl::GetFlag(FLAGS_max_user_bytes), 1,
@@ -472,6 +490,9 @@ ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {
   SetWorkFromFlags(&options);
   options.slurm = SlurmOptionsFromFlags();
   options.limits = Limits();
+  options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
+  options.backup_every = absl::Hours(absl::GetFlag(FLAGS_backup_every_hours));
+  options.backup_keep = static_cast<int>(absl::GetFlag(FLAGS_backup_keep));
   return options;
 }
 

@@ -194,12 +194,33 @@ absl::Status Server::Start() {
   worker_service_ =
       std::make_unique<grpc_server::WorkerServiceImpl>(served_.coordinator, authenticator);
   service_ = std::make_unique<grpc_server::AuditServiceImpl>(served_.core, authenticator);
+  FCA_RETURN_IF_ERROR(StartBackups());
   FCA_RETURN_IF_ERROR(StartGrpc(credentials));
   FCA_RETURN_IF_ERROR(StartHttp(authenticator));
   if (options_.slurm.has_value()) FCA_RETURN_IF_ERROR(StartSlurm());
   if (own_coordinator_ != nullptr) FCA_RETURN_IF_ERROR(own_coordinator_->Start());
   if (workers_ != nullptr) workers_->Start();
   running_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartBackups() {
+  if (options_.backup_every > absl::ZeroDuration() && options_.backup_dir.empty()) {
+    return absl::InvalidArgumentError("scheduled backups need a backup folder (--backup_dir)");
+  }
+  if (options_.backup_dir.empty()) return absl::OkStatus();
+  if (options_.backup_keep < 1) {
+    return absl::InvalidArgumentError("--backup_keep must be at least 1");
+  }
+  FCA_ASSIGN_OR_RETURN(backups_,
+                       core::BackupDirectory::Open(served_.store->path(), options_.backup_dir));
+  served_.core->set_backups(backups_.get());
+  if (options_.backup_every > absl::ZeroDuration()) {
+    backup_scheduler_ = std::make_unique<core::BackupScheduler>(
+        backups_.get(), options_.backup_every, options_.backup_keep);
+    LOG(INFO) << "backups: every " << absl::FormatDuration(options_.backup_every) << " into "
+              << backups_->dir() << ", the newest " << options_.backup_keep << " kept";
+  }
   return absl::OkStatus();
 }
 
@@ -324,6 +345,8 @@ void Server::Shutdown() {
   if (!running_) return;
   running_ = false;
   SetServing(false);
+  // A scheduled copy in progress is cancelled (nothing is left of it).
+  if (backup_scheduler_ != nullptr) backup_scheduler_->Stop();
   service_->Shutdown();
   // Ends its event streams (within half a second) and waits for its calls.
   if (gateway_ != nullptr) gateway_->Shutdown();

@@ -17,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/core/backups.h"
 #include "server/core/service.h"
 #include "server/http/gateway.h"
 #include "server/jobs/coordinator.h"
@@ -109,6 +111,15 @@ struct ServerOptions {
   // "none" = in memory only.
   std::string weights_hash_cache;
 
+  // ------------------------------------------------------------- backups
+  // Folder of online backups (server/core/backups.h); "" = the
+  // BackupDatabase RPC is refused (FAILED_PRECONDITION). It must exist.
+  std::string backup_dir;
+  // A scheduled backup this long after the newest one in backup_dir (at
+  // once when none); zero = none. Needs backup_dir.
+  absl::Duration backup_every = absl::ZeroDuration();
+  int backup_keep = 7;  // scheduled backups kept, the newest
+
   // ------------------------------------------------------------- models, work
   // root, compute (the device and dtype of every model; a worker's device is
   // its own), memory_budget_bytes. on_load and weights_hash_cache are the
@@ -169,6 +180,8 @@ class Server {
   [[nodiscard]] absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
   [[nodiscard]] absl::Status StartHttp(const auth::Authenticator& authenticator);
   [[nodiscard]] absl::Status StartSlurm();
+  // --backup_dir: the RPC's folder, and the scheduler when backup_every.
+  [[nodiscard]] absl::Status StartBackups();
 
   ServerOptions options_;
   // Built unless options_.existing_core.
@@ -186,6 +199,8 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<http::Gateway> gateway_;
   std::unique_ptr<core::SlurmExecutor> executor_;
+  std::unique_ptr<core::BackupDirectory> backups_;
+  std::unique_ptr<core::BackupScheduler> backup_scheduler_;
   int grpc_port_ = 0;
   bool running_ = false;
 };

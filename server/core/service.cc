@@ -775,4 +775,14 @@ absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
   return response;
 }
 
+absl::StatusOr<v1::BackupDatabaseResponse> AuditServiceCore::BackupDatabase(
+    const Caller& caller, const v1::BackupDatabaseRequest& request) {
+  if (!caller.admin) return absl::PermissionDeniedError("only admins back up the database");
+  if (backups_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the server has no --backup_dir: backups over the API are off");
+  }
+  return backups_->Write(request.name());
+}
+
 }  // namespace fca::core

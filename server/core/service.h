@@ -14,6 +14,7 @@
 #include "common/byte_budget.h"
 #include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/backups.h"
 #include "server/core/caller.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
@@ -104,6 +105,9 @@ class AuditServiceCore {
   storage::Store* store() const { return store_; }
   // Before the server takes calls.
   void set_facts(ServerFacts facts) { facts_ = std::move(facts); }
+  // Before the server takes calls: where BackupDatabase writes (nullptr,
+  // the default: no --backup_dir, the RPC is refused).
+  void set_backups(BackupDirectory* backups) { backups_ = backups; }
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
@@ -147,6 +151,9 @@ class AuditServiceCore {
   // model's tokenizer, at most the spec's max windows each.
   [[nodiscard]] absl::StatusOr<v1::ListJobWindowsResponse> ListJobWindows(
       const Caller& caller, const v1::ListJobWindowsRequest& request);
+  // Admins only: a checked copy of the database into the backup folder.
+  [[nodiscard]] absl::StatusOr<v1::BackupDatabaseResponse> BackupDatabase(
+      const Caller& caller, const v1::BackupDatabaseRequest& request);
 
   static constexpr int kMaxCompareJobs = 16;
   // Values of one repeated ResultFilter field.
@@ -191,6 +198,7 @@ class AuditServiceCore {
   EventHub* hub_;
   ServiceLimits limits_;
   ServerFacts facts_;
+  BackupDirectory* backups_ = nullptr;
   std::atomic<int64_t> watch_streams_{0};
   ByteBudget uploads_in_flight_;
 };

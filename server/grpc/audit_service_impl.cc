@@ -285,4 +285,11 @@ grpc::Status AuditServiceImpl::ListJobWindows(grpc::ServerContext* ctx,
                [&](const core::Caller& c) { return core_->ListJobWindows(c, *req); });
 }
 
+grpc::Status AuditServiceImpl::BackupDatabase(grpc::ServerContext* ctx,
+                                              const v1::BackupDatabaseRequest* req,
+                                              v1::BackupDatabaseResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->BackupDatabase(c, *req); });
+}
+
 }  // namespace fca::grpc_server

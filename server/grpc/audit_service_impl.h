@@ -83,6 +83,8 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                              v1::GetServerInfoResponse* resp) override;
   grpc::Status ListJobWindows(grpc::ServerContext* ctx, const v1::ListJobWindowsRequest* req,
                               v1::ListJobWindowsResponse* resp) override;
+  grpc::Status BackupDatabase(grpc::ServerContext* ctx, const v1::BackupDatabaseRequest* req,
+                              v1::BackupDatabaseResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

@@ -118,6 +118,7 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"CompareJobs", Bind(&Core::CompareJobs)},
       {"GetServerInfo", BindWithoutRequest<v1::GetServerInfoRequest>(&Core::GetServerInfo)},
       {"ListJobWindows", Bind(&Core::ListJobWindows)},
+      {"BackupDatabase", Bind(&Core::BackupDatabase)},
   };
   return *bindings;
 }

@@ -30,7 +30,7 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
       {"GetJob", true},        {"ListJobs", true},       {"CancelJob", false},
       {"DeleteJob", false},    {"DeleteDataset", false}, {"QueryResults", true},
       {"Tokenize", true},      {"GetReport", true},      {"CompareJobs", true},
-      {"GetServerInfo", true}, {"ListJobWindows", true}};
+      {"GetServerInfo", true}, {"ListJobWindows", true}, {"BackupDatabase", false}};
   return *methods;
 }
 
