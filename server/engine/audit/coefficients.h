@@ -51,11 +51,13 @@ struct InterventionContext {
   const std::vector<CoefficientSite>* sites = nullptr;
   uint64_t seed = 0;
   bool per_site_shuffle = false;
-  // static_token: the token ids of E ([N, T] int64) and of C ([M, T]), and
-  // A(c) of C (one [M, T, d_s] tensor per site).
+  // static_token(_position): the token ids of E ([N, T] int64) and of C
+  // ([M, T]), A(c) of C (one [M, T, d_s] tensor per site) and the minimum
+  // count below which a cell is shrunk (AuditOptions::static_token_min_count).
   const at::Tensor* eval_ids = nullptr;
   const at::Tensor* calib_ids = nullptr;
   const SiteTensors* calib_coeff = nullptr;
+  int64_t token_min_count = 1;
   // neutral: the model's NeutralCoefficients(), one [d_s] tensor per site.
   const SiteTensors* neutral = nullptr;
 };
@@ -66,10 +68,17 @@ struct InterventionContext {
 
 // static_token (interventions.cc): per site, the calibration mean of the
 // coefficients at positions whose current token id is v, for evaluation
-// positions whose id is v; mu_s where v never occurs in C. INVALID_ARGUMENT
-// when the ids or calibration tensors are missing or misshapen.
+// positions whose id is v. static_token_position: the same per (v, t).
+// With n the cell's count in C and m = ctx.token_min_count, a cell with
+// n < m reads w * mean + (1 - w) * prior, w = n / (n + m); the prior is
+// mu_s (static_token) or mu_{s,t} (static_token_position), and a cell C
+// never has (n = 0) reads the prior. INVALID_ARGUMENT when the ids or
+// calibration tensors are missing or misshapen.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
-    const InterventionContext& ctx);
+    const InterventionContext& ctx, bool by_position);
+// The cells of C's table and those with fewer than min_count positions.
+[[nodiscard]] absl::StatusOr<TokenCells> CountTokenCells(const at::Tensor& calib_ids,
+                                                         bool by_position, int64_t min_count);
 
 // Scored evaluation positions (0..T-2 of each window) whose id never occurs
 // in C, and the distinct ids among them.
