@@ -713,7 +713,11 @@ std::string HelpText() {
       spec_fields::DefaultText(spec_fields::kRetentionBaseline) +
       "]\n"
       "  --bootstrap_block_length=L  moving-block bootstrap blocks of L windows [" +
-      spec_fields::DefaultText(spec_fields::kBootstrapBlockLength) + "]\n" + InterventionsHelp() +
+      spec_fields::DefaultText(spec_fields::kBootstrapBlockLength) +
+      "]\n"
+      "  --static_token_min_count=M  static_token(_position) cells seen fewer than M\n"
+      "      times in calibration are shrunk towards the site (position) mean [" +
+      spec_fields::DefaultText(spec_fields::kStaticTokenMinCount) + "]\n" + InterventionsHelp() +
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
       "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
       "  --detach              print the job id and exit (same as --nowatch)\n"

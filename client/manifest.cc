@@ -105,6 +105,7 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   if (o.fidelity_check_every) base.set_fidelity_check_every(*o.fidelity_check_every);
   if (o.retention_baseline) base.set_retention_baseline(*o.retention_baseline);
   if (o.bootstrap_block_length) base.set_bootstrap_block_length(*o.bootstrap_block_length);
+  if (o.static_token_min_count) base.set_static_token_min_count(*o.static_token_min_count);
   return base;
 }
 

@@ -69,6 +69,7 @@ struct SpecOverrides {
   std::optional<int32_t> fidelity_check_every;
   std::optional<std::string> retention_baseline;
   std::optional<int64_t> bootstrap_block_length;
+  std::optional<int32_t> static_token_min_count;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

@@ -158,37 +158,57 @@ TextTable VariationTable(const ReportView& r) {
   return t;
 }
 
+// The GROUP cell of a table in InGroupOrder (fca.md "Reading the
+// interventions in groups"): the group's name, with `reading` its
+// retention_reading, on the first row of each group; "" below it.
+class GroupCells {
+ public:
+  explicit GroupCells(bool reading) : reading_(reading) {}
+  std::string Next(const std::string& intervention) {
+    const InterventionGroupDef* g = FindInterventionGroup(intervention);
+    if (g == last_) return "";
+    last_ = g;
+    if (g == nullptr) return "";
+    return std::string(g->name) + (reading_ ? g->retention_reading : "");
+  }
+
+ private:
+  bool reading_;
+  const InterventionGroupDef* last_ = nullptr;
+};
+
 TextTable DependenceTable(const ReportView& r) {
-  std::vector<TextTable::Column> cols = {{"INTERVENTION"},
-                                         {std::string("NLL ") + kAcrossLabel, Align::kRight}};
+  std::vector<TextTable::Column> cols = {
+      {"GROUP"}, {"INTERVENTION"}, {std::string("NLL ") + kAcrossLabel, Align::kRight}};
   for (const std::string& m : r.models()) cols.push_back({"PENALTY " + m, Align::kRight});
   if (r.models().size() > 1)
     cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
-  for (const std::string& i : r.interventions()) {
-    std::vector<std::string> row = {i, AcrossCell(r.Across(i, kNll), Fixed, 4)};
+  GroupCells group(/*reading=*/false);
+  for (const std::string& i : InGroupOrder(r.interventions())) {
+    std::vector<std::string> row = {group.Next(i), i, AcrossCell(r.Across(i, kNll), Fixed, 4)};
     for (const std::string& m : r.models()) row.push_back(Cell(r.Find(m, i, kPenalty), Signed, 4));
     if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(i, kPenalty), Signed, 4));
-    if (i == kCorrect) std::fill(row.begin() + 2, row.end(), "-");
+    if (i == kCorrect) std::fill(row.begin() + 3, row.end(), "-");
     t.AddRow(std::move(row));
   }
   return t;
 }
 
 TextTable RetentionTable(const ReportView& r) {
-  std::vector<TextTable::Column> cols = {{"PROFILE"}};
+  std::vector<TextTable::Column> cols = {{"GROUP"}, {"PROFILE"}};
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
   if (r.models().size() > 1) cols.push_back({kAcrossLabel, Align::kRight});
   TextTable t(cols);
-  for (const std::string& i : StaticProfileNames()) {
-    std::vector<std::string> row = {i};
+  GroupCells group(/*reading=*/true);
+  for (const std::string& i : InGroupOrder(StaticProfileNames())) {
     bool has = false;
-    for (const std::string& m : r.models()) {
-      const v1::Result* x = r.Find(m, i, kRetentionPct);
-      has = has || x != nullptr;
-      row.push_back(Cell(x, Fixed, 1));
-    }
+    for (const std::string& m : r.models()) has = has || r.Find(m, i, kRetentionPct) != nullptr;
     if (!has) continue;
+    std::vector<std::string> row = {group.Next(i), i};
+    for (const std::string& m : r.models()) {
+      row.push_back(Cell(r.Find(m, i, kRetentionPct), Fixed, 1));
+    }
     if (r.models().size() > 1) row.push_back(AcrossCell(r.Across(i, kRetentionPct), Fixed, 1));
     t.AddRow(std::move(row));
   }

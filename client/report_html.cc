@@ -238,11 +238,12 @@ std::string Legend(const std::vector<std::string>& models, LegendKind kind, bool
 }
 
 // Penalty of every intervention except `correct`: one bar per model with its
-// CI as a whisker, and the across-model mean with +-sd.
+// CI as a whisker, and the across-model mean with +-sd; the interventions in
+// their groups (InGroupOrder), each group named under its first.
 std::string PenaltyChart(const ReportView& r) {
   std::vector<std::string> groups;
   double lo = 0, hi = 0;
-  for (const std::string& i : r.interventions()) {
+  for (const std::string& i : InGroupOrder(r.interventions())) {
     if (i == kCorrect) continue;
     groups.push_back(i);
     for (const std::string& m : r.models()) {
@@ -291,6 +292,10 @@ std::string PenaltyChart(const ReportView& r) {
       c.Text(xm, c.Y(a.mean()) + 5, "\u25C6");
     }
     c.Text(x0 + (group_w - 30) / 2, c.bottom() + 18, groups[g]);
+    const InterventionGroupDef* kind = FindInterventionGroup(groups[g]);
+    if (kind != nullptr && (g == 0 || FindInterventionGroup(groups[g - 1]) != kind)) {
+      c.Text(x0, c.bottom() + 36, kind->name, "start", " class=\"tick\"");
+    }
   }
   return c.Render("penalty (nats/token)") +
          Legend(r.models(), LegendKind::kBars, r.models().size() > 1);

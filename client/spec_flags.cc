@@ -35,6 +35,7 @@ FCA_SPEC_FLAG(std::string, per_layer_scope, kPerLayerScope);
 FCA_SPEC_FLAG(int32_t, fidelity_check_every, kFidelityCheckEvery);
 FCA_SPEC_FLAG(std::string, retention_baseline, kRetentionBaseline);
 FCA_SPEC_FLAG(int64_t, bootstrap_block_length, kBootstrapBlockLength);
+FCA_SPEC_FLAG(int32_t, static_token_min_count, kStaticTokenMinCount);
 
 namespace fca::client {
 namespace {
@@ -85,6 +86,9 @@ SpecOverrides OverridesFromFlags(const std::set<std::string>& specified) {
   if (given(sf::kRetentionBaseline)) o.retention_baseline = absl::GetFlag(FLAGS_retention_baseline);
   if (given(sf::kBootstrapBlockLength)) {
     o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);
+  }
+  if (given(sf::kStaticTokenMinCount)) {
+    o.static_token_min_count = absl::GetFlag(FLAGS_static_token_min_count);
   }
   return o;
 }

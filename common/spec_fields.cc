@@ -38,7 +38,8 @@ const std::vector<const SpecField*>& SpecFields() {
                                                                 &kPerLayerScope,
                                                                 &kFidelityCheckEvery,
                                                                 &kRetentionBaseline,
-                                                                &kBootstrapBlockLength};
+                                                                &kBootstrapBlockLength,
+                                                                &kStaticTokenMinCount};
   return *fields;
 }
 

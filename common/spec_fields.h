@@ -223,6 +223,17 @@ inline constexpr SpecField kBootstrapBlockLength =
         .Help("moving-block bootstrap block length in windows; 0 = round(N^(1/3))")
         .DefaultText("round(N^(1/3))")
         .Range(0, 100000);
+// The minimum count of static_token and static_token_position (fca.md
+// "Token-keyed profiles"): a cell seen n < m times in calibration is shrunk
+// towards its prior with weight n / (n + m).
+inline constexpr SpecField kStaticTokenMinCount =
+    Field("static_token_min_count", "static_token_min_count")
+        .Engine("static_token_min_count")
+        .Help(
+            "calibration positions below which a static_token(_position) mean is shrunk towards "
+            "the site (position) mean")
+        .Default(5)
+        .Range(1, 1000000);
 
 // Every field, in the proto's order.
 const std::vector<const SpecField*>& SpecFields();

@@ -48,12 +48,43 @@ const char* KeyPlaceholder(MetricKey key) {
 
 const std::vector<InterventionDef>& InterventionDefs() {
   static const auto* defs = new std::vector<InterventionDef>{
-#define FCA_INTERVENTION_DEF(id, name, static_profile, description) \
-  {InterventionId::id, name, static_profile, description},
+#define FCA_INTERVENTION_DEF(id, name, static_profile, group, description) \
+  {InterventionId::id, name, static_profile, InterventionGroup::group, description},
       FCA_INTERVENTIONS(FCA_INTERVENTION_DEF)
 #undef FCA_INTERVENTION_DEF
   };
   return *defs;
+}
+
+const std::vector<InterventionGroupDef>& InterventionGroupDefs() {
+  using G = InterventionGroup;
+  static const auto* defs = new std::vector<InterventionGroupDef>{
+      {G::kInputDependent, "input-dependent", ""},
+      {G::kInputIndependent, "input-independent", ""},
+      {G::kTokenKeyed, "token-keyed", " (explained by the current token)"},
+  };
+  return *defs;
+}
+
+const InterventionGroupDef& InterventionGroupDefOf(InterventionGroup group) {
+  return InterventionGroupDefs()[static_cast<size_t>(group)];
+}
+
+const InterventionGroupDef* FindInterventionGroup(std::string_view intervention) {
+  const std::optional<InterventionId> id = ParseIntervention(intervention);
+  if (!id) return nullptr;
+  return &InterventionGroupDefOf(InterventionDefOf(*id).group);
+}
+
+std::vector<std::string> InGroupOrder(const std::vector<std::string>& interventions) {
+  std::vector<std::string> out = interventions;
+  auto rank = [](const std::string& name) {
+    const InterventionGroupDef* g = FindInterventionGroup(name);
+    return g == nullptr ? InterventionGroupDefs().size() : static_cast<size_t>(g->id);
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  return out;
 }
 
 const InterventionDef& InterventionDefOf(InterventionId id) {
@@ -216,6 +247,14 @@ const std::vector<MetricDef>& MetricDefs() {
        "uses the site mean mu_s there)"},
       {M::kUnseenTokenIds, kUnseenTokenIds, K::kNone, kStaticToken, "ids", "unseen token ids",
        "distinct token ids of those positions"},
+      {M::kShrunkIds, kShrunkIds, K::kNone, kStaticToken, "ids", "shrunk token ids",
+       "token ids seen in calibration fewer than static_token_min_count times: their mean is "
+       "shrunk towards the site mean with weight n / (n + static_token_min_count)"},
+      {M::kShrunkCells, kShrunkCells, K::kNone, kStaticTokenPosition, "cells",
+       "shrunk (token id, position) cells",
+       "(token id, position) cells seen in calibration fewer than static_token_min_count times: "
+       "their mean is shrunk towards the site's per-position mean with weight n / (n + "
+       "static_token_min_count)"},
       {M::kLayerNll, kLayerNll, K::kLayer, "", "nats/token", "NLL, intervention at one layer",
        "NLL with the intervention at one layer's sites and the correct coefficients elsewhere"},
       {M::kLayerPenalty, kLayerPenalty, K::kLayer, "", "nats/token",

@@ -26,49 +26,80 @@ namespace fca {
 
 // THE table of interventions, in report order (docs/fca.md "Interventions"):
 // X(enumerator, name as specified and stored, has a static profile,
-//   one-line description).
+//   InterventionGroup, one-line description).
 // Adding an intervention is one line here: it becomes a kName constant, an
 // InterventionId, a row of InterventionDefs() and so a name the spec check,
 // the CLI's help and GetServerInfo know; the compiler then asks for its
 // case in MakeIntervention (server/engine/audit/coefficients.cc).
 // `static_profile`: a table fixed from the calibration set before E is seen,
-// so it has a gap retention (fca.md "Gap retention").
+// so it has a gap retention (fca.md "Gap retention"). The group says how
+// the reports read it (fca.md "Reading the interventions in groups").
 #define FCA_INTERVENTIONS(X)                                                                   \
-  X(kCorrect, "correct", false, "each input's own coefficients A(x_i): the reference")         \
-  X(kCrossInput, "cross_input", false,                                                         \
+  X(kCorrect, "correct", false, kInputDependent,                                               \
+    "each input's own coefficients A(x_i): the reference")                                     \
+  X(kCrossInput, "cross_input", false, kInputDependent,                                        \
     "the coefficients of another input, A(x_pi(i)), pi a seeded derangement")                  \
-  X(kTokenShuffle, "token_shuffle", false,                                                     \
+  X(kTokenShuffle, "token_shuffle", false, kInputDependent,                                    \
     "each input's coefficients with positions permuted (seeded, one permutation per sequence " \
     "unless per-site)")                                                                        \
-  X(kStaticLayer, "static_layer", true,                                                        \
+  X(kStaticLayer, "static_layer", true, kInputIndependent,                                     \
     "per-site, per-channel mean over the calibration set, for every token")                    \
-  X(kStaticLayerPosition, "static_layer_position", true,                                       \
+  X(kStaticLayerPosition, "static_layer_position", true, kInputIndependent,                    \
     "per-site, per-position, per-channel mean over the calibration set")                       \
-  X(kGlobalMean, "global_mean", false,                                                         \
+  X(kGlobalMean, "global_mean", false, kInputIndependent,                                      \
     "one scalar per family: the calibration mean over sites, positions, channels")             \
-  X(kStaticToken, "static_token", true,                                                        \
+  X(kStaticToken, "static_token", true, kTokenKeyed,                                           \
     "per site, the calibration mean of the coefficients at positions with the same current "   \
-    "token id (the site mean for ids unseen in calibration)")                                  \
-  X(kNeutral, "neutral", false,                                                                \
+    "token id, shrunk towards the site mean below static_token_min_count positions")           \
+  X(kStaticTokenPosition, "static_token_position", true, kTokenKeyed,                          \
+    "per site, the calibration mean at positions with the same (current token id, position), " \
+    "shrunk towards the site's per-position mean below static_token_min_count positions")      \
+  X(kNeutral, "neutral", false, kInputIndependent,                                             \
     "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")
 
 // kCorrect = "correct", ...
-#define FCA_INTERVENTION_NAME(id, name, static_profile, description) \
+#define FCA_INTERVENTION_NAME(id, name, static_profile, group, description) \
   inline constexpr char id[] = name;
 FCA_INTERVENTIONS(FCA_INTERVENTION_NAME)
 #undef FCA_INTERVENTION_NAME
 
 // In report order.
 enum class InterventionId : uint8_t {
-#define FCA_INTERVENTION_ID(id, name, static_profile, description) id,
+#define FCA_INTERVENTION_ID(id, name, static_profile, group, description) id,
   FCA_INTERVENTIONS(FCA_INTERVENTION_ID)
 #undef FCA_INTERVENTION_ID
 };
+
+// How the reports group the interventions (fca.md "Reading the
+// interventions in groups"), in report order.
+enum class InterventionGroup : uint8_t {
+  kInputDependent,    // the reference and the controls built from A(x) itself
+  kInputIndependent,  // one table or value for every input
+  kTokenKeyed,        // a table read by the current token id
+};
+
+struct InterventionGroupDef {
+  InterventionGroup id;
+  const char* name;  // the heading the reports show
+  // How a report reads a gap retention of this group's profiles: "" or
+  // " (explained by the current token)".
+  const char* retention_reading;
+};
+
+// In InterventionGroup's order.
+const std::vector<InterventionGroupDef>& InterventionGroupDefs();
+const InterventionGroupDef& InterventionGroupDefOf(InterventionGroup group);
+// The group of an intervention's name; nullptr for a name that is none.
+const InterventionGroupDef* FindInterventionGroup(std::string_view intervention);
+// `interventions` by group (InterventionGroup's order), each group in the
+// given order; names that are no intervention last.
+std::vector<std::string> InGroupOrder(const std::vector<std::string>& interventions);
 
 struct InterventionDef {
   InterventionId id;
   const char* name;  // as specified and stored
   bool static_profile;
+  InterventionGroup group;
   const char* description;  // what is substituted, one line
 };
 
@@ -182,6 +213,8 @@ inline constexpr char kPenalty[] = "penalty";
 inline constexpr char kRetentionPct[] = "retention_pct";
 inline constexpr char kUnseenTokenPositions[] = "unseen_token_positions";
 inline constexpr char kUnseenTokenIds[] = "unseen_token_ids";
+inline constexpr char kShrunkIds[] = "shrunk_ids";
+inline constexpr char kShrunkCells[] = "shrunk_cells";
 inline constexpr char kLayerNll[] = "layer_nll";
 inline constexpr char kLayerPenalty[] = "layer_penalty";
 inline constexpr char kSiteNll[] = "site_nll";
@@ -239,6 +272,8 @@ enum class MetricId : uint8_t {
   kRetentionPct,
   kUnseenTokenPositions,
   kUnseenTokenIds,
+  kShrunkIds,
+  kShrunkCells,
   kLayerNll,
   kLayerPenalty,
   kSiteNll,

@@ -7,6 +7,9 @@ v1::InterventionInfo InterventionInfoOf(const InterventionDef& intervention) {
   out.set_name(intervention.name);
   out.set_description(intervention.description);
   out.set_static_profile(intervention.static_profile);
+  const InterventionGroupDef& group = InterventionGroupDefOf(intervention.group);
+  out.set_group(group.name);
+  out.set_retention_reading(group.retention_reading);
   return out;
 }
 

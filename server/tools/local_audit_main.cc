@@ -58,6 +58,9 @@ ABSL_FLAG(std::string, retention_baseline, fca::RetentionBaselineNames()[0],
           "audit: the baseline of retention_pct: global_mean or neutral");
 ABSL_FLAG(int64_t, bootstrap_block_length, 0,
           "audit: moving-block bootstrap block length in windows (0 = round(N^(1/3)))");
+ABSL_FLAG(int64_t, static_token_min_count,
+          fca::spec_fields::kStaticTokenMinCount.Default<int64_t>(),
+          "audit: calibration positions below which a static_token(_position) mean is shrunk");
 ABSL_FLAG(int64_t, window, fca::spec_fields::kWindowLength.Default<int64_t>(),
           "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
@@ -186,8 +189,8 @@ void PrintModel(const ModelReport& r) {
     }
   }
   for (const std::string& profile : StaticProfileNames()) {
-    // static_token is keyed by the current token (fca.md "Beyond the paper").
-    const char* reading = profile == kStaticToken ? " (explained by the current token)" : "";
+    // Token-keyed profiles (fca.md "Reading the interventions in groups").
+    const char* reading = FindInterventionGroup(profile)->retention_reading;
     std::printf("   gap retention of %s%s: %s\n", profile.c_str(), reading,
                 Retention(r, profile).c_str());
   }
@@ -195,6 +198,13 @@ void PrintModel(const ModelReport& r) {
     std::printf("   static_token: %lld evaluation positions (%lld ids) unseen in calibration\n",
                 static_cast<long long>(r.static_token_coverage->unseen_positions),
                 static_cast<long long>(r.static_token_coverage->unseen_ids));
+  }
+  for (const auto& [name, cells] :
+       {std::make_pair(kStaticToken, r.static_token_cells),
+        std::make_pair(kStaticTokenPosition, r.static_token_position_cells)}) {
+    if (!cells) continue;
+    std::printf("   %s: %lld of %lld calibration cells shrunk (seen < static_token_min_count)\n",
+                name, static_cast<long long>(cells->shrunk), static_cast<long long>(cells->cells));
   }
   for (const auto& d : r.dependence) {
     std::printf("   %-22s %s %-12s %10.4f %+10.4f   [%+9.4f, %+9.4f]\n", d.intervention.c_str(),
@@ -258,6 +268,7 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
   }
   o.retention_baseline = *baseline;
   o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);
+  o.static_token_min_count = absl::GetFlag(FLAGS_static_token_min_count);
   const std::string scope = absl::GetFlag(FLAGS_per_layer_scope);
   const std::optional<ScopeId> scope_id = ParseScope(scope);
   if (!scope_id) {

@@ -126,6 +126,7 @@ absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& s) {
   o.timing_budget_seconds = s.timing_budget_seconds();
   o.fidelity_check_every = s.fidelity_check_every();
   o.bootstrap_block_length = s.bootstrap_block_length();
+  o.static_token_min_count = s.static_token_min_count();
   return o;
 }
 
@@ -161,6 +162,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   if (s.max_eval_windows() == 0) s.set_max_eval_windows(limits.max_windows);
   if (s.max_calib_windows() == 0) s.set_max_calib_windows(limits.max_windows);
   Default(sf::kCiLevel, s.ci_level(), &v1::AuditSpec::set_ci_level, &s);
+  Default(sf::kStaticTokenMinCount, s.static_token_min_count(),
+          &v1::AuditSpec::set_static_token_min_count, &s);
   FCA_RETURN_IF_ERROR(Range(sf::kWindowLength, s.window_length(), limits.max_window_length));
   FCA_RETURN_IF_ERROR(Range(sf::kBatchSize, s.batch_size(), limits.max_batch_size));
   FCA_RETURN_IF_ERROR(Range(sf::kMaxEvalWindows, s.max_eval_windows(), limits.max_windows));
@@ -173,6 +176,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   FCA_RETURN_IF_ERROR(RealRange(sf::kCiLevel, s.ci_level(), sf::kCiLevel.max));
   FCA_RETURN_IF_ERROR(
       Range(sf::kBootstrapBlockLength, s.bootstrap_block_length(), sf::kBootstrapBlockLength.max));
+  FCA_RETURN_IF_ERROR(
+      Range(sf::kStaticTokenMinCount, s.static_token_min_count(), sf::kStaticTokenMinCount.max));
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;

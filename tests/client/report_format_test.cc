@@ -4,6 +4,7 @@
 // these tests give them by hand, so a number the client computed itself would show.
 #include "client/report_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -281,6 +282,70 @@ TEST(ReportTextTest, PerGroupPenaltiesGetTheirOwnTable) {
   const std::string html = FormatReportHtml(view);
   EXPECT_THAT(html, HasSubstr("static_layer at one layer at a time"));
   EXPECT_THAT(html, HasSubstr("<title>layer 1: +0.0200</title>"));  // the across-model mean
+}
+
+// fca.md "Reading the interventions in groups": the report's order puts
+// static_token before neutral; the tables and the chart show neutral with
+// the input-independent ones and static_token under token-keyed, whose
+// retention is read as explained by the current token.
+v1::GetReportResponse WithTokenKeyed() {
+  v1::GetReportResponse r = ThreeSeedReport();
+  for (const char* i : {"static_token", "neutral"}) {
+    r.add_interventions(i);
+    AddMetric(&r, i, "penalty", "nats/token",
+              PerSeed(i, "penalty", [](size_t, v1::Result x) { return Set(x, 0.05); }),
+              Across(3, 0.05, 0, 0.05, 0.05));
+  }
+  AddMetric(&r, "static_token", "retention_pct", "%",
+            PerSeed("static_token", "retention_pct",
+                    [](size_t k, v1::Result x) { return Set(x, 80.0 + 10 * k); }),
+            Across(3, 90, 10, 80, 100));
+  return r;
+}
+
+// The text between `from` and `to` (to the end when `to` is absent).
+std::string Between(const std::string& text, const std::string& from, const std::string& to) {
+  const size_t b = text.find(from);
+  if (b == std::string::npos) return "";
+  const size_t e = text.find(to, b);
+  return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
+TEST(ReportTextTest, InterventionsAreGroupedAndTokenKeyedRetentionIsLabelled) {
+  const std::string text = FormatReportText(ReportView(WithTokenKeyed()));
+  // The table below the section's note (which names `correct` too).
+  const std::string dependence =
+      Between(Between(text, "FUNCTIONAL DEPENDENCE", "GAP RETENTION"), "GROUP", "GAP RETENTION");
+  ASSERT_FALSE(dependence.empty());
+  std::vector<size_t> at;
+  for (const char* word :
+       {"input-dependent", "correct", "cross_input", "input-independent", "static_layer",
+        "global_mean", "neutral", "token-keyed", "static_token"}) {
+    at.push_back(dependence.find(word));
+    EXPECT_NE(at.back(), std::string::npos) << word;
+  }
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end())) << dependence;
+  EXPECT_EQ(Count(dependence, "input-independent"), 1u);
+  EXPECT_THAT(dependence, Not(HasSubstr("explained by")));
+  const std::string retention = Between(text, "GAP RETENTION", "EXECUTION");
+  EXPECT_LT(retention.find("input-independent"), retention.find("static_layer"));
+  EXPECT_LT(retention.find("static_layer"),
+            retention.find("token-keyed (explained by the current token)"));
+  EXPECT_THAT(retention, HasSubstr("90.0 ± 10.0 (80.0..100.0)"));
+  EXPECT_EQ(Count(text, "explained by the current token"), 1u);
+}
+
+TEST(ReportHtmlTest, PenaltyChartAndTablesShowTheGroups) {
+  const std::string html = FormatReportHtml(ReportView(WithTokenKeyed()));
+  EXPECT_THAT(html, HasSubstr("token-keyed (explained by the current token)"));
+  // The chart's labels: neutral's bar before static_token's, each group
+  // named once under its first bar.
+  const std::string chart = Between(html, "Penalty per intervention", "</svg>");
+  ASSERT_FALSE(chart.empty());
+  EXPECT_LT(chart.find(">neutral<"), chart.find(">static_token<"));
+  EXPECT_EQ(Count(chart, ">input-independent<"), 1u);
+  EXPECT_EQ(Count(chart, ">token-keyed<"), 1u);
+  EXPECT_LT(chart.find(">input-independent<"), chart.find(">token-keyed<"));
 }
 
 TEST(ReportTextTest, ColumnsAlignWithMultiByteCells) {

@@ -31,13 +31,39 @@ TEST(VocabularyTest, InterventionsAreInEnumOrderAndRoundTrip) {
 TEST(VocabularyTest, InterventionsAreFcaMdsInReportOrder) {
   EXPECT_EQ(InterventionNameList(),
             "correct, cross_input, token_shuffle, static_layer, static_layer_position, "
-            "global_mean, static_token, neutral");
+            "global_mean, static_token, static_token_position, neutral");
   EXPECT_EQ(InterventionNameList("|"),
             "correct|cross_input|token_shuffle|static_layer|static_layer_position|global_mean|"
-            "static_token|neutral");
+            "static_token|static_token_position|neutral");
   EXPECT_EQ(InterventionNames().size(), InterventionDefs().size());
   EXPECT_EQ(StaticProfileNames(),
-            (std::vector<std::string>{"static_layer", "static_layer_position", "static_token"}));
+            (std::vector<std::string>{"static_layer", "static_layer_position", "static_token",
+                                      "static_token_position"}));
+}
+
+// fca.md "Reading the interventions in groups": the reports' groups come
+// from the table, and only the token-keyed retention is read as explained
+// by the current token.
+TEST(VocabularyTest, InterventionsFallIntoTheReportsGroups) {
+  std::vector<std::vector<std::string>> members(InterventionGroupDefs().size());
+  for (const InterventionDef& d : InterventionDefs()) {
+    members[static_cast<size_t>(d.group)].push_back(d.name);
+    EXPECT_EQ(FindInterventionGroup(d.name), &InterventionGroupDefOf(d.group)) << d.name;
+  }
+  EXPECT_EQ(members[static_cast<size_t>(InterventionGroup::kInputDependent)],
+            (std::vector<std::string>{"correct", "cross_input", "token_shuffle"}));
+  EXPECT_EQ(members[static_cast<size_t>(InterventionGroup::kInputIndependent)],
+            (std::vector<std::string>{"static_layer", "static_layer_position", "global_mean",
+                                      "neutral"}));
+  EXPECT_EQ(members[static_cast<size_t>(InterventionGroup::kTokenKeyed)],
+            (std::vector<std::string>{"static_token", "static_token_position"}));
+  for (size_t i = 0; i < InterventionGroupDefs().size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(InterventionGroupDefs()[i].id), i);
+  }
+  EXPECT_STREQ(InterventionGroupDefOf(InterventionGroup::kTokenKeyed).retention_reading,
+               " (explained by the current token)");
+  EXPECT_STREQ(InterventionGroupDefOf(InterventionGroup::kInputIndependent).retention_reading, "");
+  EXPECT_EQ(FindInterventionGroup("variation"), nullptr);
 }
 
 TEST(VocabularyTest, UnknownNamesParseToNothing) {

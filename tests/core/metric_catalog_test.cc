@@ -30,6 +30,14 @@ TEST(MetricCatalogTest, EveryInterventionIsServedOnceInOrderAndReadsBack) {
     EXPECT_EQ(*back, def.id) << served.name();
     EXPECT_EQ(served.description(), def.description);
     EXPECT_EQ(served.static_profile(), def.static_profile) << served.name();
+    EXPECT_EQ(served.group(), InterventionGroupDefOf(def.group).name) << served.name();
+    EXPECT_EQ(served.retention_reading(), InterventionGroupDefOf(def.group).retention_reading);
+  }
+  // The dashboard labels the token-keyed retention from these fields.
+  for (const v1::InterventionInfo& served : info.interventions()) {
+    const bool keyed = served.name() == "static_token" || served.name() == "static_token_position";
+    EXPECT_EQ(served.group(), keyed ? "token-keyed" : served.group()) << served.name();
+    EXPECT_EQ(served.retention_reading().empty(), !keyed) << served.name();
   }
 }
 

@@ -186,6 +186,23 @@ TEST(NormalizeSpecTest, RetentionBaselineAndBlockLength) {
   EXPECT_EQ(options->bootstrap_block_length, 5);
 }
 
+// docs/fca.md "Token-keyed profiles": 0 (unset) is the default 5; the
+// engine gets what was asked; below 1 is refused.
+TEST(NormalizeSpecTest, StaticTokenMinCount) {
+  auto plain = NormalizeSpec(Minimal(), {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->static_token_min_count(), 5);
+  ExpectInvalid(NormalizeEdited([](v1::AuditSpec* s) { s->set_static_token_min_count(-1); }),
+                "static_token_min_count");
+  v1::AuditSpec in = Minimal();
+  in.set_static_token_min_count(12);
+  auto s = NormalizeSpec(in, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto options = ToEngineOptions(*s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->static_token_min_count, 12);
+}
+
 TEST(NormalizeSpecTest, WindowLengthIsBoundedWithLimitInMessage) {
   SpecLimits limits;
   limits.max_window_length = 512;

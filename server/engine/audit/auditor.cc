@@ -35,6 +35,7 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingRepeats, o.timing_repeats));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingMaxRepeats, o.timing_max_repeats));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kBootstrapBlockLength, o.bootstrap_block_length));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kStaticTokenMinCount, o.static_token_min_count));
   if (!IsRetentionBaseline(o.retention_baseline)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "retention_baseline '%s' is not one of: %s", InterventionName(o.retention_baseline),

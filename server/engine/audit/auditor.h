@@ -61,6 +61,10 @@ struct AuditOptions {
   // Moving-block bootstrap (fca.md "Correlated windows"): block length in
   // windows; 0: AutoBlockLength(N).
   int64_t bootstrap_block_length = 0;
+  // static_token and static_token_position (fca.md "Token-keyed profiles"):
+  // a cell seen n < m times in C is shrunk towards its prior with weight
+  // n / (n + m).
+  int64_t static_token_min_count = spec_fields::kStaticTokenMinCount.Default<int64_t>();
   // Execution timing (fca.md "Execution"): two independent blocks of pairs
   // (model, dense twin) run back to back in alternating order; per block at
   // least `timing_repeats` pairs, then more until the slowdown's CI
@@ -192,6 +196,15 @@ struct TokenCoverage {
   int64_t unseen_ids = 0;        // distinct ids among them
 };
 
+// The cells of a token-keyed table (fca.md "Token-keyed profiles"): the
+// distinct token ids (static_token) or (token id, position) pairs
+// (static_token_position) of the calibration set, and how many of them
+// occur fewer than static_token_min_count times (shrunk towards the prior).
+struct TokenCells {
+  int64_t cells = 0;
+  int64_t shrunk = 0;
+};
+
 struct SiteVariation {
   std::string site, family;
   int64_t layer = 0;
@@ -260,9 +273,11 @@ struct ModelReport {
   // (report_rows.cc).
   const RetentionResult* FindRetention(const std::string& profile,
                                        const std::string& baseline) const;
-  std::optional<TokenCoverage> static_token_coverage;  // when static_token ran
-  std::vector<GroupDependence> dependence;             // per-group replays
-  std::vector<GroupAdditivity> additivity;             // per intervention in `dependence`
+  std::optional<TokenCoverage> static_token_coverage;     // when static_token ran
+  std::optional<TokenCells> static_token_cells;           // when static_token ran
+  std::optional<TokenCells> static_token_position_cells;  // when static_token_position ran
+  std::vector<GroupDependence> dependence;                // per-group replays
+  std::vector<GroupAdditivity> additivity;                // per intervention in `dependence`
   // Evaluation windows whose replay was compared with a LIVE pass (the
   // fidelity gate): the first batch, cached or not, and every
   // fidelity_check_every-th batch recorded LIVE.

@@ -210,7 +210,9 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(InterventionId id
     case InterventionId::kGlobalMean:
       return MakeProfileIntervention(id, ctx);
     case InterventionId::kStaticToken:
-      return MakeStaticToken(ctx);
+      return MakeStaticToken(ctx, /*by_position=*/false);
+    case InterventionId::kStaticTokenPosition:
+      return MakeStaticToken(ctx, /*by_position=*/true);
     case InterventionId::kNeutral:
       return MakeNeutral(ctx);
   }

@@ -52,11 +52,13 @@ struct InterventionContext {
   const std::vector<CoefficientSite>* sites = nullptr;
   uint64_t seed = 0;
   bool per_site_shuffle = false;
-  // static_token: the token ids of E ([N, T] int64) and of C ([M, T]), and
-  // A(c) of C (one [M, T, d_s] tensor per site).
+  // static_token(_position): the token ids of E ([N, T] int64) and of C
+  // ([M, T]), A(c) of C (one [M, T, d_s] tensor per site) and the minimum
+  // count below which a cell is shrunk (AuditOptions::static_token_min_count).
   const at::Tensor* eval_ids = nullptr;
   const at::Tensor* calib_ids = nullptr;
   const SiteTensors* calib_coeff = nullptr;
+  int64_t token_min_count = 1;
   // neutral: the model's NeutralCoefficients(), one [d_s] tensor per site.
   const SiteTensors* neutral = nullptr;
 };

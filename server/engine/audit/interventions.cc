@@ -36,20 +36,31 @@ TokenRows MapTokens(const at::Tensor& eval_ids, const at::Tensor& calib_ids) {
   return t;
 }
 
-absl::Status CheckIds(const char* what, const at::Tensor* ids, const at::Tensor& coeff) {
+// The key of each position's cell: its token id, or with `by_position`
+// id * T + t (ids and T well below 2^31 keep it exact in int64).
+at::Tensor CellKeys(const at::Tensor& ids, bool by_position) {
+  const at::Tensor v = ids.to(at::kLong);
+  if (!by_position) return v;
+  const int64_t length = v.size(1);
+  return v * length + at::arange(length, v.options()).unsqueeze(0);
+}
+
+absl::Status CheckIds(const char* name, const char* what, const at::Tensor* ids,
+                      const at::Tensor& coeff) {
   if (ids == nullptr || !ids->defined()) {
-    return absl::InvalidArgumentError(absl::StrFormat("static_token needs the %s token ids", what));
+    return absl::InvalidArgumentError(absl::StrFormat("%s needs the %s token ids", name, what));
   }
   if (ids->dim() != 2 || ids->size(0) != coeff.size(0) || ids->size(1) != coeff.size(1)) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("static_token: %s ids [%s] do not match its coefficients [%d, %d, ...]",
-                        what, absl::StrJoin(ids->sizes(), ", "), coeff.size(0), coeff.size(1)));
+        absl::StrFormat("%s: %s ids [%s] do not match its coefficients [%d, %d, ...]", name, what,
+                        absl::StrJoin(ids->sizes(), ", "), coeff.size(0), coeff.size(1)));
   }
   return absl::OkStatus();
 }
 
-// Per site a table [U + 1, d_s]: the calibration mean by token, then mu_s;
-// each evaluation position reads its token's row.
+// Per site a table [U + P, d_s]: the (shrunk) calibration mean of each of
+// the U cells, then the P priors (mu_s, or mu_{s,t} for each position t);
+// each evaluation position reads its cell's row.
 class StaticTokenIntervention : public Intervention {
  public:
   StaticTokenIntervention(SiteTensors tables, at::Tensor rows)
@@ -100,31 +111,77 @@ absl::Status ValidateDependenceOptions(const AuditOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const InterventionContext& ctx) {
+absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const InterventionContext& ctx,
+                                                              bool by_position) {
   const SiteTensors& eval = *ctx.eval;
+  const char* name = by_position ? kStaticTokenPosition : kStaticToken;
   if (ctx.calib == nullptr || ctx.calib_coeff == nullptr ||
       ctx.calib_coeff->size() != eval.size()) {
-    return absl::InvalidArgumentError("static_token needs the calibration coefficients");
+    return absl::InvalidArgumentError(absl::StrCat(name, " needs the calibration coefficients"));
   }
-  FCA_RETURN_IF_ERROR(CheckIds("evaluation", ctx.eval_ids, eval[0]));
-  FCA_RETURN_IF_ERROR(CheckIds("calibration", ctx.calib_ids, (*ctx.calib_coeff)[0]));
-  return GuardTorch("static_token", [&]() -> absl::StatusOr<std::unique_ptr<Intervention>> {
+  FCA_RETURN_IF_ERROR(CheckIds(name, "evaluation", ctx.eval_ids, eval[0]));
+  FCA_RETURN_IF_ERROR(CheckIds(name, "calibration", ctx.calib_ids, (*ctx.calib_coeff)[0]));
+  const int64_t length = eval[0].size(1);
+  if (by_position && ctx.calib_ids->size(1) != length) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("static_token_position: calibration windows of %d positions, evaluation "
+                        "windows of %d",
+                        ctx.calib_ids->size(1), length));
+  }
+  if (ctx.token_min_count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: minimum count %d is below 1", name, ctx.token_min_count));
+  }
+  return GuardTorch(name, [&]() -> absl::StatusOr<std::unique_ptr<Intervention>> {
     c10::InferenceMode guard;
-    const TokenRows t = MapTokens(ctx.eval_ids->cpu(), ctx.calib_ids->cpu());
+    const TokenRows t = MapTokens(CellKeys(ctx.eval_ids->cpu(), by_position),
+                                  CellKeys(ctx.calib_ids->cpu(), by_position));
     const int64_t u = t.distinct.size(0);
     const at::Tensor counts =
         at::zeros({u}, at::kDouble)
             .index_add_(0, t.inverse, at::ones({t.inverse.size(0)}, at::kDouble));
+    // w = 1 from m positions on, n / (n + m) below.
+    const double m = static_cast<double>(ctx.token_min_count);
+    const at::Tensor w =
+        at::where(counts >= m, at::ones_like(counts), counts / (counts + m)).unsqueeze(1);
+    // Each evaluation position reads its cell's row, or past the U cells the
+    // prior of its position (static_token_position) or the one prior.
+    at::Tensor rows = t.rows;
+    if (by_position) {
+      const at::Tensor position = at::arange(length, at::kLong).unsqueeze(0).expand_as(rows);
+      rows = at::where(rows == u, u + position, rows);
+    }
     SiteTensors tables;
     for (size_t s = 0; s < eval.size(); ++s) {
       const int64_t d = eval[s].size(2);
       const at::Tensor a = (*ctx.calib_coeff)[s].to(at::kDouble).cpu().reshape({-1, d});
       const at::Tensor sums = at::zeros({u, d}, at::kDouble).index_add_(0, t.inverse, a);
-      const at::Tensor mu_s = ctx.calib->site_mean[s].to(at::kDouble).cpu().view({1, d});
-      tables.push_back(at::cat({sums / counts.unsqueeze(1), mu_s}).to(eval[s].options()));
+      // [1, d] (mu_s) or [T, d] (mu_{s,t}).
+      const at::Tensor priors =
+          by_position ? ctx.calib->site_position_mean[s].to(at::kDouble).cpu().view({length, d})
+                      : ctx.calib->site_mean[s].to(at::kDouble).cpu().view({1, d});
+      const at::Tensor prior =
+          by_position ? priors.index_select(0, t.distinct % length) : priors.expand({u, d});
+      const at::Tensor means = w * (sums / counts.unsqueeze(1)) + (1 - w) * prior;
+      tables.push_back(at::cat({means, priors}).to(eval[s].options()));
     }
     return std::unique_ptr<Intervention>(
-        std::make_unique<StaticTokenIntervention>(std::move(tables), t.rows.to(eval[0].device())));
+        std::make_unique<StaticTokenIntervention>(std::move(tables), rows.to(eval[0].device())));
+  });
+}
+
+absl::StatusOr<TokenCells> CountTokenCells(const at::Tensor& calib_ids, bool by_position,
+                                           int64_t min_count) {
+  return GuardTorch("token cells", [&]() -> absl::StatusOr<TokenCells> {
+    c10::InferenceMode guard;
+    const at::Tensor counts =
+        std::get<2>(at::_unique2(CellKeys(calib_ids.cpu(), by_position).flatten(),
+                                 /*sorted=*/true, /*return_inverse=*/false,
+                                 /*return_counts=*/true));
+    TokenCells c;
+    c.cells = counts.numel();
+    c.shrunk = (counts < min_count).sum().item<int64_t>();
+    return c;
   });
 }
 

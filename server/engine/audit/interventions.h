@@ -1,5 +1,6 @@
 // Interventions beyond the paper (interventions.cc; fca.md "Beyond the
-// paper"): static_token, the token coverage it reports, and the site groups
+// paper"): static_token and static_token_position, the token coverage and
+// cells they report, and the site groups
 // of the per-group dependence audit. Torch-free header; tensors are
 // forward-declared.
 #ifndef FCA_SERVER_ENGINE_AUDIT_INTERVENTIONS_H_
@@ -19,10 +20,17 @@ namespace fca::engine {
 
 // static_token: per site, the calibration mean of the coefficients at
 // positions whose current token id is v, for evaluation positions whose id
-// is v; mu_s where v never occurs in C. INVALID_ARGUMENT when the ids or
+// is v. static_token_position: the same per (v, t).
+// With n the cell's count in C and m = ctx.token_min_count, a cell with
+// n < m reads w * mean + (1 - w) * prior, w = n / (n + m); the prior is
+// mu_s (static_token) or mu_{s,t} (static_token_position), and a cell C
+// never has (n = 0) reads the prior. INVALID_ARGUMENT when the ids or
 // calibration tensors are missing or misshapen.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
-    const InterventionContext& ctx);
+    const InterventionContext& ctx, bool by_position);
+// The cells of C's table and those with fewer than min_count positions.
+[[nodiscard]] absl::StatusOr<TokenCells> CountTokenCells(const at::Tensor& calib_ids,
+                                                         bool by_position, int64_t min_count);
 
 // Scored evaluation positions (0..T-2 of each window) whose id never occurs
 // in C, and the distinct ids among them.

@@ -379,6 +379,7 @@ class ModelAudit {
     ctx.eval_ids = &eval_ids_;
     ctx.calib_ids = &calib_ids_;
     ctx.calib_coeff = &calib_coeff_;
+    ctx.token_min_count = opt_.static_token_min_count;
     ctx.neutral = &neutral_;
     return ctx;
   }
@@ -388,6 +389,12 @@ class ModelAudit {
     FCA_ASSIGN_OR_RETURN(nll_[id], Replay(*plan, absl::StrCat("replay:", InterventionName(id))));
     if (id == InterventionId::kStaticToken) {
       FCA_ASSIGN_OR_RETURN(report_.static_token_coverage, CountUnseenTokens(eval_ids_, calib_ids_));
+      FCA_ASSIGN_OR_RETURN(report_.static_token_cells,
+                           CountTokenCells(calib_ids_, false, opt_.static_token_min_count));
+    }
+    if (id == InterventionId::kStaticTokenPosition) {
+      FCA_ASSIGN_OR_RETURN(report_.static_token_position_cells,
+                           CountTokenCells(calib_ids_, true, opt_.static_token_min_count));
     }
     return absl::OkStatus();
   }

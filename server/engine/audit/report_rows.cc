@@ -87,6 +87,15 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
           n * (r.window_length - 1));
     w.Add(kStaticToken, kUnseenTokenIds, static_cast<double>(c.unseen_ids), n);
   }
+  // n: the table's cells (distinct ids or (id, position) pairs of C).
+  if (r.static_token_cells) {
+    const TokenCells& c = *r.static_token_cells;
+    w.Add(kStaticToken, kShrunkIds, static_cast<double>(c.shrunk), c.cells);
+  }
+  if (r.static_token_position_cells) {
+    const TokenCells& c = *r.static_token_position_cells;
+    w.Add(kStaticTokenPosition, kShrunkCells, static_cast<double>(c.shrunk), c.cells);
+  }
   for (const GroupDependence& d : r.dependence) {
     // The scope names its two metrics; an unknown one (refused by the
     // options' validation) writes nothing.
@@ -276,6 +285,7 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("retention_min_gap", Num(o.retention_min_gap));
   v.Set("retention_baseline", Str(InterventionName(o.retention_baseline)));
   v.Set("bootstrap_block_length", json::Value::Int(o.bootstrap_block_length));
+  v.Set("static_token_min_count", json::Value::Int(o.static_token_min_count));
   v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));

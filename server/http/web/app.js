@@ -110,6 +110,9 @@
       vocabularyPromise = call('GetServerInfo', {}).then((info) => ({
         interventions: (info.interventions || []).map((i) => i.name),
         profiles: (info.interventions || []).filter((i) => i.static_profile).map((i) => i.name),
+        // name -> " (explained by the current token)" for the token-keyed
+        // profiles, "" for the others.
+        readings: Object.fromEntries((info.interventions || []).map((i) => [i.name, i.retention_reading || ''])),
         metrics: info.metrics || [],
       }));
       vocabularyPromise.catch(() => { vocabularyPromise = null; });
@@ -589,9 +592,10 @@
         .map((i) => ({i, m: 'penalty', label: i})), {shown, rowHead: 'intervention', id: 'table-penalty'})));
 
     const retention = vocab.profiles.filter((i) => ix.metric(i, 'retention_pct'));
-    // static_token is keyed by the current token: its retention is input
-    // dependence explained by the token, not a static profile's (docs/fca.md).
-    const retentionLabel = (i) => (i === 'static_token' ? `${i} (explained by the current token)` : i);
+    // A token-keyed profile's retention is input dependence explained by
+    // the token, not a static profile's (docs/fca.md "Reading the
+    // interventions in groups"): the server's vocabulary says which.
+    const retentionLabel = (i) => `${i}${vocab.readings[i] || ''}`;
     out.push(section('Gap retention', '100 × (NLL(B) − NLL(P)) / (NLL(B) − NLL(correct)) against the job\'s retention_baseline B (default global_mean); undefined unless the gap\'s CI lies above 0.',
       retention.length ? metricTable(ix, 'Gap retention of the static profiles (%)', retention.map((i) => ({i, m: 'retention_pct', label: retentionLabel(i)})),
         {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));

@@ -623,6 +623,45 @@ TEST(AuditorScienceTest, UnseenEvaluationTokensAreCounted) {
   EXPECT_EQ(report->models[0].static_token_coverage->unseen_ids, static_cast<int64_t>(ids.size()));
 }
 
+// fca.md "Token-keyed profiles": shrunk_ids and shrunk_cells count the
+// calibration ids and (id, position) cells seen fewer than
+// static_token_min_count times; n is the table's cells.
+TEST(AuditorScienceTest, ShrunkIdsAndCellsAreCountedInTheRows) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(5));
+  const std::string calib = RandomText(16 * 8, 2);
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), calib);
+  req.options.interventions = {InterventionId::kStaticToken, InterventionId::kStaticTokenPosition};
+  req.options.static_token_min_count = 6;
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const int64_t T = req.options.window_length;
+  std::map<char, int64_t> by_id;
+  std::map<std::pair<char, int64_t>, int64_t> by_cell;
+  for (size_t i = 0; i < calib.size(); ++i) {
+    ++by_id[calib[i]];
+    ++by_cell[{calib[i], static_cast<int64_t>(i) % T}];
+  }
+  auto below = [](const auto& counts) {
+    int64_t n = 0;
+    for (const auto& [key, count] : counts) n += count < 6;
+    return n;
+  };
+  std::map<std::string, ResultRow> rows;
+  for (const ResultRow& row : ResultRows(report->models[0])) {
+    rows[row.intervention + "/" + row.metric] = row;
+  }
+  ASSERT_EQ(rows.count("static_token/shrunk_ids"), 1u);
+  ASSERT_EQ(rows.count("static_token_position/shrunk_cells"), 1u);
+  EXPECT_EQ(rows.at("static_token/shrunk_ids").value, static_cast<double>(below(by_id)));
+  EXPECT_EQ(rows.at("static_token/shrunk_ids").n, static_cast<int64_t>(by_id.size()));
+  EXPECT_EQ(rows.at("static_token_position/shrunk_cells").value,
+            static_cast<double>(below(by_cell)));
+  EXPECT_EQ(rows.at("static_token_position/shrunk_cells").n, static_cast<int64_t>(by_cell.size()));
+  // 128 positions over 26 letters: some ids and most cells are rare.
+  EXPECT_GT(below(by_id), 0);
+  EXPECT_GT(below(by_cell), below(by_id));
+}
+
 // Layer 0's gates are 1 whatever the input: replacing them (by their
 // calibration mean, another input's, or 1) changes nothing, while layer 1's
 // gates depend on the input.

@@ -204,6 +204,133 @@ TEST(StaticTokenTest, MissingOrMisshapenIdsAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// --- static_token_position and the minimum count ---
+
+// fca.md "Token-keyed profiles", by hand: the cell of evaluation position
+// (i, t) is its id v (by_position: (v, t)); n its count in C, mean its
+// calibration mean, prior mu_s (by_position: mu_{s,t}); w = 1 for n >= m,
+// n / (n + m) below (0 for a cell C never has).
+double ExpectedTokenCell(const TokenCase& k, int64_t s, int64_t i, int64_t t, int64_t c,
+                         bool by_position, int64_t m) {
+  const int64_t v = k.eval_ids[i][t].item<int64_t>();
+  const int64_t rows = k.calib_ids.size(0), length = k.calib_ids.size(1);
+  double n = 0, sum = 0, prior = 0, prior_n = 0;
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t u = 0; u < length; ++u) {
+      const double a = k.calib[s][j][u][c].item<double>();
+      if (!by_position || u == t) {
+        prior += a;
+        prior_n += 1;
+      }
+      if (k.calib_ids[j][u].item<int64_t>() == v && (!by_position || u == t)) {
+        sum += a;
+        n += 1;
+      }
+    }
+  prior /= prior_n;
+  if (n == 0) return prior;
+  const double w = n >= m ? 1.0 : n / (n + m);
+  return w * sum / n + (1 - w) * prior;
+}
+
+void ExpectTokenTable(InterventionId id, bool by_position, int64_t m) {
+  // Id 0 is common, 1 and 2 rare (1 once, 2 three times in C), 9 unseen.
+  const at::Tensor calib_ids =
+      at::tensor({0, 1, 0, 2, 0, 0, 2, 0, 0, 2, 0, 0}, at::kLong).view({4, 3});
+  const at::Tensor eval_ids = at::tensor({0, 1, 2, 9, 2, 0, 1, 0, 2}, at::kLong).view({3, 3});
+  const TokenCase k = MakeTokenCase(eval_ids, calib_ids, 0.5f);
+  InterventionContext ctx = TokenContext(k);
+  ctx.token_min_count = m;
+  auto plan = MakeIntervention(id, ctx);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SiteTensors out = (*plan)->Batch(0, 3);
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t t = 0; t < 3; ++t)
+        for (int64_t c = 0; c < 3; ++c) {
+          EXPECT_NEAR(out[s][i][t][c].item<double>(),
+                      ExpectedTokenCell(k, s, i, t, c, by_position, m), 1e-5)
+              << InterventionName(id) << " m=" << m << " s=" << s << " i=" << i << " t=" << t;
+        }
+}
+
+TEST(StaticTokenTest, ShrinksIdsSeenFewerThanTheMinimumCountTowardsTheSiteMean) {
+  for (int64_t m : {1, 2, 3, 4, 100}) ExpectTokenTable(InterventionId::kStaticToken, false, m);
+}
+
+TEST(StaticTokenPositionTest, MeansPerTokenAndPositionShrunkTowardsThePositionMean) {
+  for (int64_t m : {1, 2, 3, 100}) {
+    ExpectTokenTable(InterventionId::kStaticTokenPosition, true, m);
+  }
+}
+
+// A coefficient that depends on the token and the position: the
+// position-keyed table reproduces it where every (id, position) is seen m
+// times; the token-keyed one cannot.
+TEST(StaticTokenPositionTest, ReproducesACoefficientThatIsAFunctionOfTokenAndPosition) {
+  const at::Tensor ids = (at::arange(24, at::kLong) % 3).view({4, 6});  // 0 1 2 0 1 2 / ...
+  TokenCase k;
+  k.eval_ids = ids.slice(0, 0, 2);
+  k.calib_ids = ids;
+  for (int64_t s = 0; s < 2; ++s) {
+    at::Tensor a = at::empty({4, 6, 3});
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t t = 0; t < 6; ++t)
+        for (int64_t c = 0; c < 3; ++c) {
+          a[i][t][c] = TokenFunction(s, ids[i][t].item<int64_t>(), c) + 0.1f * t;
+        }
+    k.calib.push_back(a);
+    k.eval.push_back(a.slice(0, 0, 2).clone());
+  }
+  k.stats = *ComputeCalibrationStats(k.calib, k.sites);
+  InterventionContext ctx = TokenContext(k);
+  ctx.token_min_count = 4;  // each (id, position) is seen 4 times
+  auto by_position = MakeIntervention(InterventionId::kStaticTokenPosition, ctx);
+  auto by_token = MakeIntervention(InterventionId::kStaticToken, ctx);
+  ASSERT_TRUE(by_position.ok() && by_token.ok());
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_TRUE(at::allclose((*by_position)->Batch(0, 2)[s], k.eval[s], 0, 1e-5)) << s;
+    EXPECT_FALSE(at::allclose((*by_token)->Batch(0, 2)[s], k.eval[s], 0, 1e-2)) << s;
+  }
+  auto cells = CountTokenCells(k.calib_ids, true, 4);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_EQ(cells->cells, 6);  // (id, position) pairs: id = t mod 3
+  EXPECT_EQ(cells->shrunk, 0);
+}
+
+TEST(StaticTokenPositionTest, CountsTheCellsBelowTheMinimumCount) {
+  // Ids: 0 x7, 2 x3, 1 x2. (id, position): (0,0) x2, (0,1) x2, (0,2) x3,
+  // (2,0) x1, (2,1) x1, (2,2) x1, (1,0) x1, (1,1) x1.
+  const at::Tensor calib_ids =
+      at::tensor({0, 1, 0, 2, 0, 0, 1, 2, 0, 0, 0, 2}, at::kLong).view({4, 3});
+  auto ids2 = CountTokenCells(calib_ids, false, 2);
+  auto ids3 = CountTokenCells(calib_ids, false, 3);
+  auto ids4 = CountTokenCells(calib_ids, false, 4);
+  auto cells2 = CountTokenCells(calib_ids, true, 2);
+  auto cells3 = CountTokenCells(calib_ids, true, 3);
+  ASSERT_TRUE(ids2.ok() && ids3.ok() && ids4.ok() && cells2.ok() && cells3.ok());
+  EXPECT_EQ(ids2->cells, 3);
+  EXPECT_EQ(ids2->shrunk, 0);
+  EXPECT_EQ(ids3->shrunk, 1);  // 1
+  EXPECT_EQ(ids4->shrunk, 2);  // 1 and 2
+  EXPECT_EQ(cells2->cells, 8);
+  EXPECT_EQ(cells2->shrunk, 5);  // the five seen once
+  EXPECT_EQ(cells3->shrunk, 7);  // all but (0, 2)
+}
+
+TEST(StaticTokenPositionTest, MismatchedLengthsAndAZeroMinimumAreInvalidArgument) {
+  const TokenCase k = MakeTokenCase(at::zeros({2, 3}, at::kLong), at::zeros({2, 4}, at::kLong), 0);
+  InterventionContext ctx = TokenContext(k);
+  auto plan = MakeIntervention(InterventionId::kStaticTokenPosition, ctx);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(plan.status().message()).find("static_token_position"), std::string::npos);
+  // static_token does not mind the lengths.
+  EXPECT_TRUE(MakeIntervention(InterventionId::kStaticToken, ctx).ok());
+  ctx.token_min_count = 0;
+  EXPECT_EQ(MakeIntervention(InterventionId::kStaticToken, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // --- neutral ---
 
 TEST(NeutralTest, BroadcastsTheModelsNeutralCoefficients) {
