@@ -589,6 +589,12 @@ std::string ShortestDouble(double value) {
 
 std::string HumanDouble(double value) { return absl::StrFormat("%.6g", value); }
 
+const char* SlowdownVerdictName(double verdict) {
+  if (verdict > 0) return "slower";
+  if (verdict < 0) return "faster";
+  return "no detectable difference";
+}
+
 std::string FormatCi(const v1::Result& result) {
   if (!result.has_ci_low() || !result.has_ci_high()) return "-";
   return absl::StrFormat("[%s, %s]", HumanDouble(result.ci_low()), HumanDouble(result.ci_high()));

@@ -69,12 +69,6 @@ std::optional<InterventionId> ParseIntervention(std::string_view name) {
 
 const char* InterventionName(InterventionId id) { return InterventionDefOf(id).name; }
 
-const char* SlowdownVerdictName(double verdict) {
-  if (verdict > 0) return "slower";
-  if (verdict < 0) return "faster";
-  return "no detectable difference";
-}
-
 absl::StatusOr<std::vector<InterventionId>> ParseInterventionList(
     const std::vector<std::string>& names, std::string_view field, bool allow_correct) {
   std::vector<InterventionId> out;

@@ -207,9 +207,6 @@ inline constexpr char kLatencyUsPerToken[] = "latency_us_per_token";
 inline constexpr char kDenseLatencyUsPerToken[] = "dense_latency_us_per_token";
 inline constexpr char kSlowdown[] = "slowdown";
 inline constexpr char kSlowdownVerdict[] = "slowdown_verdict";
-// What a slowdown_verdict row's value (+1 / -1 / 0, fca.md "Execution")
-// says: "slower", "faster" or "no detectable difference".
-const char* SlowdownVerdictName(double verdict);
 inline constexpr char kActiveParameters[] = "active_parameters";
 inline constexpr char kExpertsPerToken[] = "experts_per_token";
 inline constexpr char kExpertLoadEntropy[] = "expert_load_entropy";

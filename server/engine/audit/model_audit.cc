@@ -547,11 +547,13 @@ class ModelAudit {
         [&](int64_t done, int64_t total, double left) {
           const double taken =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          if (taken + left > 0) {
-            const double share = std::min(1.0, taken / (taken + left));
-            Advance(std::max(0.0, units * share - advanced));
-            advanced = std::max(advanced, units * share);
-          }
+          // The share of the timing done: by time where the time left is
+          // known, else by pairs.
+          const double share = left > 0    ? taken / (taken + left)
+                               : total > 0 ? static_cast<double>(done) / total
+                                           : 0;
+          Advance(std::max(0.0, units * std::min(share, 1.0) - advanced));
+          advanced = std::max(advanced, units * std::min(share, 1.0));
           Progress("timing", done, total, left);
           return CheckCancelled();
         }};
