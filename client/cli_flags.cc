@@ -87,8 +87,14 @@ absl::StatusOr<CommandLineCheck> CheckCommandLine(const std::vector<std::string>
   size_t i = 0;
   while (i < args.size()) {
     const std::string& arg = args[i++];
-    if (arg == "--") break;                         // the rest is positional
-    if (arg.size() < 2 || arg[0] != '-') continue;  // positional, or "-"
+    if (arg == "--") {  // the rest is positional
+      check.words.insert(check.words.end(), args.begin() + i, args.end());
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {  // positional, or "-"
+      check.words.push_back(arg);
+      continue;
+    }
     if (arg == "-h" || arg == "-help" || arg == "--help") {
       check.help = true;
       continue;

@@ -21,6 +21,7 @@ namespace fca::client {
 struct CommandLineCheck {
   std::set<std::string> specified;  // flag names as registered
   bool help = false;                // -h, -help or --help was given
+  std::vector<std::string> words;   // the positional arguments, in order
 };
 
 // `args` excludes the program name. Values are validated by parsing them

@@ -10,7 +10,9 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -473,7 +475,7 @@ CommandResult RunAdminBackup(CommandContext& ctx) {
 }
 
 CommandResult RunHelp(CommandContext& ctx) {
-  ctx.out() << HelpText();
+  ctx.out() << CommandHelpText(ctx.args());
   return kExitOk;
 }
 
@@ -653,6 +655,21 @@ absl::StatusOr<AuditClient*> CommandContext::ReopenClient() {
   return client_.get();
 }
 
+namespace {
+
+// A call refused because the CLI sent no key: the server says what was
+// missing; the CLI says where it takes a key from.
+absl::Status WithTokenHint(const absl::Status& status) {
+  if (!absl::IsUnauthenticated(status) ||
+      !FlagOrEnv(absl::GetFlag(FLAGS_token), "FCA_TOKEN", "").empty()) {
+    return status;
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), ": set FCA_TOKEN or pass --token"));
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> ParseJobId(const std::string& text) {
   int64_t id = 0;
   if (!absl::SimpleAtoi(text, &id) || id <= 0) {
@@ -673,10 +690,46 @@ int RunCommand(const std::vector<std::string>& words, const std::set<std::string
   CommandResult result = (*command)->run(ctx);
   out.flush();
   if (!result.ok()) {
-    err << FormatError(result.status()) << "\n";
-    return ExitCodeForStatus(result.status());
+    const absl::Status status = WithTokenHint(result.status());
+    err << FormatError(status) << "\n";
+    return ExitCodeForStatus(status);
   }
   return *result;
+}
+
+namespace {
+
+// One flag of a command's help: a spec field's help, range and default from
+// common/spec_fields; any other flag's registered help and default.
+std::string FlagHelpLine(const std::string& name) {
+  std::string help;
+  for (const spec_fields::SpecField* field : spec_fields::SpecFields()) {
+    if (name == field->flag) help = spec_fields::FieldHelp(*field);
+  }
+  if (help.empty()) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) return "";
+    help = flag->Help();
+    const std::string default_value = flag->DefaultValue();
+    if (!default_value.empty() && !flag->IsOfType<bool>()) {
+      absl::StrAppend(&help, "; default ", default_value);
+    }
+  }
+  return absl::StrFormat("  --%s\n      %s\n", name, help);
+}
+
+}  // namespace
+
+std::string CommandHelpText(const std::vector<std::string>& words) {
+  const Command* command = FindCommand(words);
+  if (command == nullptr || command->words == std::vector<std::string>{"help"}) {
+    return HelpText();
+  }
+  std::string text = absl::StrFormat("usage: fca %s\n  %s\n", command->synopsis, command->summary);
+  if (!command->flags.empty()) text += "\nFLAGS\n";
+  for (const std::string& flag : command->flags) text += FlagHelpLine(flag);
+  text += "\nGlobal flags (--server, --token, --tls, --ca_cert, --timeout): see 'fca help'.\n";
+  return text;
 }
 
 std::string HelpText() {

@@ -59,6 +59,10 @@ int RunCommand(const std::vector<std::string>& words, const std::set<std::string
 
 // The full `fca help` text: commands, global flags, exit codes.
 std::string HelpText();
+// `fca COMMAND --help` and `fca help COMMAND`: the command's synopsis and
+// its flags with their ranges and defaults; HelpText() when `words` name no
+// command.
+std::string CommandHelpText(const std::vector<std::string>& words);
 
 // Parses a positional job id; usage error when it is not a positive integer.
 [[nodiscard]] absl::StatusOr<int64_t> ParseJobId(const std::string& text);

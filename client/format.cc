@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/exit_codes.h"
 #include "common/json.h"
+#include "common/vocabulary.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace fca::client {
@@ -283,6 +284,18 @@ absl::StatusOr<ResultFormat> ParseResultFormat(std::string_view name) {
       absl::StrFormat("--format must be table, json or csv, not '%s'", std::string(name)));
 }
 
+namespace {
+
+// A table's VALUE: a verdict as the report words it (JSON and CSV keep the
+// number).
+std::string ValueCell(const v1::Result& r) {
+  if (!r.defined()) return "undefined";
+  if (r.metric() == kSlowdownVerdict) return SlowdownVerdictName(r.value());
+  return HumanDouble(r.value());
+}
+
+}  // namespace
+
 std::string FormatResultsTable(const std::vector<v1::Result>& results) {
   using A = TextTable::Align;
   TextTable table({{"JOB", A::kRight},
@@ -294,8 +307,7 @@ std::string FormatResultsTable(const std::vector<v1::Result>& results) {
                    {"N", A::kRight}});
   for (const auto& r : results) {
     table.AddRow({absl::StrFormat("%d", r.job_id()), r.model(), r.intervention(), r.metric(),
-                  r.defined() ? HumanDouble(r.value()) : "undefined", FormatCi(r),
-                  absl::StrFormat("%d", r.n())});
+                  ValueCell(r), FormatCi(r), absl::StrFormat("%d", r.n())});
   }
   return table.Render();
 }
@@ -577,6 +589,12 @@ std::string ShortestDouble(double value) {
 }
 
 std::string HumanDouble(double value) { return absl::StrFormat("%.6g", value); }
+
+const char* SlowdownVerdictName(double verdict) {
+  if (verdict > 0) return "slower";
+  if (verdict < 0) return "faster";
+  return "no detectable difference";
+}
 
 std::string FormatCi(const v1::Result& result) {
   if (!result.has_ci_low() || !result.has_ci_high()) return "-";

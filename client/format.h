@@ -132,6 +132,9 @@ std::string CsvField(std::string_view field);
 std::string ShortestDouble(double value);
 // Six significant digits, for humans ("3.41235", "98.7").
 std::string HumanDouble(double value);
+// What a slowdown_verdict row's value (+1 / -1 / 0, fca.md "Execution")
+// says: "slower", "faster" or "no detectable difference".
+const char* SlowdownVerdictName(double verdict);
 // "[lo, hi]" when both bounds are present, "-" otherwise.
 std::string FormatCi(const fca::v1::Result& result);
 // 76214528 -> "76.2M"; below 1000 the plain number.

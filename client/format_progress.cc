@@ -36,6 +36,12 @@ std::string Label(const v1::Progress& p) {
   return label;
 }
 
+// What a phase counts: the timing phase times (model, dense twin) pairs,
+// every other phase runs windows.
+const char* CountedUnit(const std::string& phase) {
+  return phase == "timing" ? "pairs" : "windows";
+}
+
 std::string Truncate(const std::string& text, size_t width) {
   if (text.size() <= width) return text;
   if (width <= 3) return text.substr(0, width);
@@ -105,8 +111,8 @@ std::string RenderProgressLine(const v1::Progress& progress, absl::Duration elap
     absl::StrAppendFormat(&line, " %s", SanitizeForTerminal(progress.model()));
   }
   if (progress.windows_total() > 0) {
-    absl::StrAppendFormat(&line, " windows %d/%d", progress.windows_done(),
-                          progress.windows_total());
+    absl::StrAppendFormat(&line, " %s %d/%d", CountedUnit(progress.phase()),
+                          progress.windows_done(), progress.windows_total());
   }
   absl::StrAppendFormat(&line, " elapsed %s ETA %s", HumanDuration(elapsed),
                         FormatEta(progress, elapsed));

@@ -14,7 +14,8 @@
 int main(int argc, char** argv) {
   using fca::client::CheckCommandLine;
   absl::SetProgramUsageMessage("client of the fca audit server; see 'fca help'");
-  // --help prints HelpText(); --helpshort lists the flags of the commands.
+  // --help prints HelpText(), or a command's help after its words;
+  // --helpshort lists the flags of the commands.
   // --version passes CheckCommandLine and is answered by absl.
   fca::ConfigureFlagsUsage("fca", [](absl::string_view file) {
     return absl::StrContains(file, "client/commands") ||
@@ -27,9 +28,10 @@ int main(int argc, char** argv) {
     return fca::client::kExitUsage;
   }
   if (check->help) {
-    std::cout << fca::client::HelpText();
+    std::cout << fca::client::CommandHelpText(check->words);
     return fca::client::kExitOk;
   }
+  fca::ExitZeroAfterHelp(argc, argv);  // --helpshort and the like
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> words(positional.begin() + 1, positional.end());
   if (words.empty()) {

@@ -218,13 +218,6 @@ TextTable RetentionTable(const ReportView& r) {
 // A fraction in percent: "+5.2%".
 std::string Percent(double v, int digits) { return absl::StrFormat("%+.*f%%", digits, 100 * v); }
 
-// fca.md "Execution": the verdict row is +1 / -1 / 0.
-std::string VerdictName(double verdict) {
-  if (verdict > 0) return "slower";
-  if (verdict < 0) return "faster";
-  return "no detectable difference";
-}
-
 // One row per (intervention, group): which layers need their own
 // coefficients.
 TextTable GroupTable(const ReportView& r) {
@@ -249,11 +242,14 @@ std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& 
   auto get = [&](const std::string& metric) { return r.Find(m, kExecution, metric); };
   const v1::Result* slowdown = get(kSlowdown);
   const v1::Result* verdict = get(kSlowdownVerdict);
-  return {
-      Cell(get(kBlocksPerToken), GeneralDigits, 0), Cell(get(kBlocksExecutedFraction), Fixed, 4),
-      Cell(get(kFlopsPerToken), GeneralDigits, 0),  Cell(get(kFlopsOverhead), Percent, 1),
-      Cell(get(kLatencyUsPerToken), Fixed, 2),      slowdown ? Cell(slowdown, Percent, 1) : "-",
-      verdict ? VerdictName(verdict->value()) : "", slowdown ? absl::StrCat(slowdown->n()) : ""};
+  return {Cell(get(kBlocksPerToken), GeneralDigits, 0),
+          Cell(get(kBlocksExecutedFraction), Fixed, 4),
+          Cell(get(kFlopsPerToken), GeneralDigits, 0),
+          Cell(get(kFlopsOverhead), Percent, 1),
+          Cell(get(kLatencyUsPerToken), Fixed, 2),
+          slowdown ? Cell(slowdown, Percent, 1) : "-",
+          verdict ? SlowdownVerdictName(verdict->value()) : "",
+          slowdown ? absl::StrCat(slowdown->n()) : ""};
 }
 
 // "2 slower, 1 no detectable difference" over the audited models.
@@ -261,7 +257,7 @@ std::string VerdictsAcross(const ReportView& r) {
   std::map<std::string, int> counts;
   for (const std::string& m : r.models()) {
     const v1::Result* v = r.Find(m, kExecution, kSlowdownVerdict);
-    if (v != nullptr) ++counts[VerdictName(v->value())];
+    if (v != nullptr) ++counts[SlowdownVerdictName(v->value())];
   }
   std::vector<std::string> parts;
   for (const char* name : {"slower", "faster", "no detectable difference"}) {

@@ -32,6 +32,16 @@ std::string VersionText(absl::string_view program);
 void ConfigureFlagsUsage(absl::string_view program,
                          std::function<bool(absl::string_view)> help_files);
 
+// absl answers --help, --helpshort, --helpfull, --helppackage, --helpon and
+// --helpmatch with exit status 1, yet asking for help is no failure. Call
+// after ConfigureFlagsUsage and before absl::ParseCommandLine: when argv asks
+// for help (before a "--"), prints it on stdout as absl would and exits 0.
+void ExitZeroAfterHelp(int argc, char** argv);
+
+// A flag's source file as --help names it: the path inside the project
+// ("server/main.cc"), never the folder it was built in.
+std::string FlagFileName(absl::string_view file);
+
 // Whether the flag `name` was given at start, in any form (--name,
 // --name=VALUE, --noname), on the command line or in a file a --flagfile
 // names: what tells an explicit default (--auth=false) from no flag at all.

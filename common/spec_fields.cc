@@ -73,12 +73,30 @@ std::string ServerRangeText(const SpecField& field) {
   return RangeText(field, field.min, field.ServerLimit());
 }
 
+namespace {
+
+std::string HelpWithoutDefault(const SpecField& field) {
+  return absl::StrReplaceAll(field.help,
+                             {{"{range}", ServerRangeText(field)}, {"{scopes}", ScopeNameList()}});
+}
+
+}  // namespace
+
 std::string FlagHelp(const SpecField& field) {
-  std::string help = absl::StrReplaceAll(
-      field.help, {{"{range}", ServerRangeText(field)}, {"{scopes}", ScopeNameList()}});
   const std::string default_text = DefaultText(field);
-  return absl::StrCat("audit: ", help, default_text.empty() ? "" : " [", default_text,
-                      default_text.empty() ? "" : "]");
+  return absl::StrCat("audit: ", HelpWithoutDefault(field), default_text.empty() ? "" : " [",
+                      default_text, default_text.empty() ? "" : "]");
+}
+
+std::string FieldHelp(const SpecField& field) {
+  std::string help = HelpWithoutDefault(field);
+  const bool bounded = field.min != 0 || field.min_open || !std::isinf(field.ServerLimit());
+  if (bounded && std::string(field.help).find("{range}") == std::string::npos) {
+    absl::StrAppend(&help, "; range ", ServerRangeText(field));
+  }
+  const std::string default_text = DefaultText(field);
+  if (!default_text.empty()) absl::StrAppend(&help, "; default ", default_text);
+  return help;
 }
 
 }  // namespace fca::spec_fields

@@ -255,6 +255,10 @@ std::string RangeText(const SpecField& field, double lo, double hi);
 std::string ServerRangeText(const SpecField& field);
 // The CLI's help of the field's flag: "audit: <help> [<default>]".
 std::string FlagHelp(const SpecField& field);
+// What `fca audit --help` says of the field: its help, the range the
+// server accepts by default and the default: "tokens per window; range [2,
+// 4096]; default 128".
+std::string FieldHelp(const SpecField& field);
 
 }  // namespace fca::spec_fields
 

@@ -547,6 +547,7 @@ int main(int argc, char** argv) {
   fca::ConfigureFlagsUsage(
       "fca-server", [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); });
   const sigset_t signals = fca::BlockShutdownSignals();
+  fca::ExitZeroAfterHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const absl::Status st = fca::Run(signals);
   if (!st.ok()) {

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -250,6 +251,11 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
   out->set_windows_done(p.windows_done);
   out->set_windows_total(p.windows_total);
   out->set_fraction(std::clamp(p.fraction, 0.0, 1.0));
+  // From a worker, eta_seconds is the phase's own estimate (see
+  // WorkerService.ReportProgress).
+  if (std::isfinite(p.phase_seconds_left) && p.phase_seconds_left > 0) {
+    out->set_eta_seconds(p.phase_seconds_left);
+  }
   v1::ReportProgressResponse response;
   // Progress is best effort: one try (a later report supersedes it).
   grpc::ClientContext context;

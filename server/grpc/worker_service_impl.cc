@@ -195,6 +195,9 @@ grpc::Status WorkerServiceImpl::ReportProgress(grpc::ServerContext* ctx,
     if (!std::isfinite(p.fraction()) || p.fraction() < 0 || p.fraction() > 1) {
       return absl::InvalidArgumentError("progress.fraction must be in [0, 1]");
     }
+    if (!std::isfinite(p.eta_seconds()) || p.eta_seconds() < 0) {
+      return absl::InvalidArgumentError("progress.eta_seconds must be finite and at least 0");
+    }
     if (p.phase().size() > kMaxNameBytes || p.model().size() > kMaxNameBytes) {
       return absl::InvalidArgumentError("progress.phase and .model must be at most 128 bytes");
     }
@@ -206,6 +209,7 @@ grpc::Status WorkerServiceImpl::ReportProgress(grpc::ServerContext* ctx,
     progress.windows_done = p.windows_done();
     progress.windows_total = p.windows_total();
     progress.fraction = p.fraction();
+    progress.phase_seconds_left = p.eta_seconds();
     return coordinator_->ReportProgress(lease, progress);
   });
 }

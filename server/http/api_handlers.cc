@@ -162,7 +162,8 @@ absl::StatusOr<ApiHandlers> ApiHandlers::Create(core::AuditServiceCore* core) {
     const google::protobuf::MethodDescriptor& method = *service.method(i);
     if (!IsUnary(method)) continue;
     handlers.methods_[method.name()] =
-        ApiMethod{method.name(), IsReadOnly(method), CoreBindings().at(method.name()).call};
+        ApiMethod{method.name(), IsReadOnly(method), CoreBindings().at(method.name()).call,
+                  method.input_type()};
   }
   return handlers;
 }
@@ -175,6 +176,17 @@ const ApiMethod* ApiHandlers::Find(absl::string_view name) const {
 ApiReply ApiHandlers::HandleUnary(absl::string_view name, absl::string_view http_method,
                                   absl::string_view body, const Admit& admit) const {
   const ApiMethod* method = Find(name);
+  const google::protobuf::MethodDescriptor* streaming =
+      AuditServiceDescriptor().FindMethodByName(std::string(name));
+  if (method == nullptr && streaming != nullptr) {
+    // A stream (UploadDataset's chunks, WatchJob's events, exported
+    // coefficients) has no JSON body.
+    return ErrorReply(absl::UnimplementedError(absl::StrFormat(
+        "%s streams and is not served over JSON: use gRPC or the fca CLI (%s)", name,
+        name == "UploadDataset" ? "fca datasets upload"
+        : name == "WatchJob"    ? "fca watch; here GET /api/v1/jobs/<id>/events"
+                                : "fca export")));
+  }
   if (method == nullptr) {
     return ErrorReply(absl::NotFoundError(
         absl::StrFormat("no such method: %s (fca.v1.AuditService over JSON)", name.substr(0, 64))));

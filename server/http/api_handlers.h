@@ -79,6 +79,7 @@ struct ApiMethod {
   std::string name;        // "GetJob"
   bool read_only = false;  // NO_SIDE_EFFECTS in the proto: GET accepted too
   JsonCall call;
+  const google::protobuf::Descriptor* request = nullptr;  // its request message
 };
 
 class ApiHandlers {

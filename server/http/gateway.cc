@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "server/auth/stream_key_check.h"
 #include "server/http/event_stream.h"
+#include "server/http/query_params.h"
 #include "server/http/transport.h"
 #include "server/http/web/assets.h"
 
@@ -197,8 +198,21 @@ void Gateway::RouteApi() {
     }
     serve(req, res, name, *body);
   });
-  s.Get(kMethodPattern, [serve](const httplib::Request& req, httplib::Response& res) {
-    serve(req, res, req.matches[1], "");
+  // A read-only method's request from the query (query_params.h): every
+  // parameter is a field, or the request is refused naming it.
+  s.Get(kMethodPattern, [this, serve](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    const ApiMethod* method = api_.Find(name);
+    if (req.params.empty() || method == nullptr || !method->read_only) {
+      return serve(req, res, name, "");
+    }
+    const absl::StatusOr<std::string> body =
+        QueryToJson(*method->request, QueryParams(req.params.begin(), req.params.end()));
+    if (!body.ok()) {
+      SetHandler(name);
+      return Send(res, ErrorReply(body.status()));
+    }
+    serve(req, res, name, *body);
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -364,7 +365,12 @@ absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::Audit
     out->set_windows_total(p.windows_total);
     out->set_fraction(fraction);
     const double elapsed = std::chrono::duration<double>(now - jp.first_event).count();
-    if (fraction > 0.01) out->set_eta_seconds(elapsed * (1 - fraction) / fraction);
+    // Extrapolated from the fraction, or what the phase knows it has left
+    // (the timing's budget) when that is longer: timing is weighed little
+    // in the fraction but may take minutes.
+    double eta = fraction > 0.01 ? elapsed * (1 - fraction) / fraction : 0;
+    eta = std::max(eta, p.phase_seconds_left);
+    if (eta > 0) out->set_eta_seconds(eta);
   }
   const absl::Status stored = Emit(job_id, e);
   absl::MutexLock lock(&mu_);

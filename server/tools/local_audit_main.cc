@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file.h"
+#include "common/flags_usage.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/spec_fields.h"
@@ -331,6 +332,7 @@ int main(int argc, char** argv) {
       absl::StrCat("fca-local-audit init|audit [flags]: engine-level audit without the server; "
                    "init's model shape where no flag sets it: ",
                    fca::tools::ModelShapeText(fca::engine::TransformerConfig())));
+  fca::ExitZeroAfterHelp(argc, argv);
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   fca::engine::ConfigureRuntime({absl::GetFlag(FLAGS_threads)});
   return fca::tools::RunSubcommand("fca-local-audit", args,

@@ -282,6 +282,7 @@ int main(int argc, char** argv) {
   });
   // Before any thread starts: they all inherit the blocked signals.
   const sigset_t signals = fca::BlockShutdownSignals();
+  fca::ExitZeroAfterHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const absl::StatusOr<int> code = fca::Run(signals);
   if (!code.ok()) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -88,11 +89,24 @@ absl::Status NameModel(const std::string& name, const absl::Status& status) {
 
 }  // namespace
 
+// "the repository holds a, b, c" (the first kListedModels names, then "and N
+// more"), so that a mistyped name is answered with the names that exist.
+std::string ModelRepository::NamesForError() const {
+  constexpr size_t kListedModels = 20;
+  const std::vector<std::string> names = Names();
+  if (names.empty()) return "the repository holds no model";
+  const size_t shown = std::min(names.size(), kListedModels);
+  std::string list = absl::StrJoin(names.begin(), names.begin() + shown, ", ");
+  if (names.size() > shown) absl::StrAppend(&list, " and ", names.size() - shown, " more");
+  return "the repository holds " + list;
+}
+
 absl::StatusOr<std::string> ModelRepository::ModelDir(const std::string& name) const {
   const fs::path dir = fs::path(options_.root) / name;
   std::error_code ec;
   if (!fs::is_regular_file(dir / "config.json", ec)) {
-    return absl::NotFoundError(absl::StrFormat("model '%s' is not in the repository", name));
+    return absl::NotFoundError(
+        absl::StrFormat("model '%s' is not in the repository (%s)", name, NamesForError()));
   }
   return dir.string();
 }

@@ -156,6 +156,8 @@ class ModelRepository {
   explicit ModelRepository(Options options);
   // The folder of a valid, present model name; NOT_FOUND otherwise.
   [[nodiscard]] absl::StatusOr<std::string> ModelDir(const std::string& name) const;
+  // The names a NOT_FOUND for an unknown model lists (capped).
+  std::string NamesForError() const;
   // The entry of `name`, reset when the folder's signature has changed.
   Entry& EntryFor(const std::string& name, const std::string& signature)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -68,6 +68,16 @@ TEST(CheckCommandLineTest, DoubleDashEndsFlags) {
 TEST(CheckCommandLineTest, LoneDashAndPositionalsPass) {
   auto check = CheckCommandLine({"watch", "12", "-"});
   ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->words, (std::vector<std::string>{"watch", "12", "-"}));
+}
+
+// The words `fca jobs list --help` names its command by: not a flag's value.
+TEST(CheckCommandLineTest, RecordsThePositionalWordsWithoutFlagValues) {
+  auto check =
+      CheckCommandLine({"--tf_count", "16", "jobs", "--tf_name=x", "list", "--help", "--", "--x"});
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(check->help);
+  EXPECT_EQ(check->words, (std::vector<std::string>{"jobs", "list", "--x"}));
 }
 
 TEST(CheckCommandLineTest, HelpFormsAreRecognised) {

@@ -103,6 +103,24 @@ TEST(ResultsTableTest, AlignedWithUndefinedAndCi) {
             "              64");
 }
 
+// The table words a verdict as the report does; CSV keeps the number.
+TEST(ResultsTableTest, VerdictsInWords) {
+  std::vector<v1::Result> rows;
+  for (double verdict : {1.0, -1.0, 0.0}) {
+    v1::Result r = MakeResult("fg", "slowdown_verdict", verdict);
+    r.set_intervention("execution");
+    rows.push_back(r);
+  }
+  const auto lines = Lines(FormatResultsTable(rows));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[1], HasSubstr("  slower  "));
+  EXPECT_THAT(lines[2], HasSubstr("  faster  "));
+  EXPECT_THAT(lines[3], HasSubstr("  no detectable difference  "));
+  const auto csv = Lines(FormatResultsCsv(rows));
+  EXPECT_THAT(csv[1], HasSubstr(",slowdown_verdict,1,true,"));
+  EXPECT_THAT(csv[2], HasSubstr(",slowdown_verdict,-1,true,"));
+}
+
 TEST(ResultsJsonTest, ArrayOfCanonicalJsonOnePerLine) {
   v1::Result a = MakeResult("m", "nll", 3.5);
   a.set_ci_low(3.25);

@@ -98,6 +98,15 @@ TEST(ProgressLineTest, PlainLineHasEverything) {
   EXPECT_EQ(RenderProgressLine(empty, absl::ZeroDuration()), "[  0%] waiting elapsed 0s ETA --");
 }
 
+// The timing phase counts (model, dense twin) pairs, not windows.
+TEST(ProgressLineTest, TimingCountsPairs) {
+  v1::Progress timing = MakeProgress("timing", 0.9, 50);
+  timing.set_windows_done(12);
+  timing.set_windows_total(200);
+  EXPECT_EQ(RenderProgressLine(timing, absl::Seconds(10)),
+            "[ 90%] timing model 2/7 fg-s1 pairs 12/200 elapsed 10s ETA 50s");
+}
+
 TEST(ProgressThrottleTest, PhaseModelDecileOrInterval) {
   ProgressThrottle throttle(absl::Seconds(60));
   absl::Time t = absl::UnixEpoch();

@@ -25,5 +25,16 @@ TEST(FlagsUsageTest, DeviceNames) {
   }
 }
 
+// --help groups flags by source file: named inside the project, whether the
+// compiler saw an absolute path or one relative to the build folder.
+TEST(FlagsUsageTest, FlagFilesAreNamedInsideTheProject) {
+  std::string root = __FILE__;
+  root.resize(root.size() - std::string("tests/common/flags_usage_test.cc").size());
+  EXPECT_EQ(FlagFileName(root + "server/main.cc"), "server/main.cc");
+  EXPECT_EQ(FlagFileName("../client/commands.cc"), "client/commands.cc");
+  EXPECT_EQ(FlagFileName("./common/log.cc"), "common/log.cc");
+  EXPECT_EQ(FlagFileName("client/spec_flags.cc"), "client/spec_flags.cc");
+}
+
 }  // namespace
 }  // namespace fca

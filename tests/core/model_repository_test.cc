@@ -13,6 +13,7 @@
 #include <future>
 #include <thread>
 
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/model_loader.h"
@@ -55,6 +56,37 @@ TEST(ModelRepositoryTest, GetUnknownIsNotFound) {
   EXPECT_EQ(repo->Get("nope").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(repo->Get(testing::kNoConfig).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(repo->Get("stray_file").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ModelRepositoryTest, AnUnknownModelIsAnsweredWithTheModelsThatExist) {
+  auto repo = OpenRepo();
+  ASSERT_NE(repo, nullptr);
+  EXPECT_EQ(repo->Get("nope").status().message(),
+            "model 'nope' is not in the repository (the repository holds broken, dense, fg_a, "
+            "fg_b)");
+}
+
+TEST(ModelRepositoryTest, TheModelsAnUnknownNameListsAreCapped) {
+  const std::filesystem::path root = ::testing::TempDir() + "fca_repo_many";
+  std::filesystem::remove_all(root);
+  for (int i = 0; i < 23; ++i) {
+    const std::filesystem::path dir = root / absl::StrFormat("m%02d", i);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "config.json") << "{}";
+  }
+  ModelRepository::Options options;
+  options.root = root.string();
+  auto repo = OpenRepo(options);
+  ASSERT_NE(repo, nullptr);
+  // 23 models: the first 20 in name order, then the 3 left.
+  EXPECT_THAT(std::string(repo->Describe("m99").status().message()),
+              ::testing::EndsWith("m17, m18, m19 and 3 more)"));
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  auto empty = OpenRepo(options);
+  ASSERT_NE(empty, nullptr);
+  EXPECT_THAT(std::string(empty->Get("m00").status().message()),
+              HasSubstr("(the repository holds no model)"));
 }
 
 TEST(ModelRepositoryTest, GetMalformedNameIsInvalidArgument) {

@@ -123,6 +123,17 @@ TEST(SpecFieldsTest, EveryFieldHasTheCliFlagThatSetsIt) {
   }
 }
 
+// What `fca audit --help` prints of a field: the table's help, the server's
+// range (unless the help names it) and the default.
+TEST(SpecFieldsTest, FieldHelpNamesTheServersRangeAndTheDefault) {
+  EXPECT_EQ(FieldHelp(kWindowLength), "tokens per window; range [2, 4096]; default 128");
+  EXPECT_EQ(FieldHelp(kCiLevel), "confidence level in (0, 1); default 0.95");
+  EXPECT_EQ(FieldHelp(kTimingBudgetSeconds),
+            "wall time the adaptive timing may take per model; range (0, 3600]; default 60");
+  EXPECT_EQ(FieldHelp(kSeed), "seed; default 0");
+  EXPECT_EQ(FieldHelp(kAllowOverlap), "allow eval/calib windows to overlap");
+}
+
 TEST(SpecFieldsTest, DefaultsLieInTheirRanges) {
   for (int i = 0; i < Spec().field_count(); ++i) {
     const FieldDescriptor& field = *Spec().field(i);

@@ -190,8 +190,13 @@ TEST_F(SecurityE2ETest, ApiKeysImplyAuthAndRefusalsAreLoggedWithThePeer) {
   StartServer({"--api_keys=" + keys});  // no --auth
   CommandResult anonymous = Cli({"models"});
   EXPECT_EQ(anonymous.exit_code, kExitAuth) << anonymous.out << anonymous.err;
-  EXPECT_THAT(anonymous.err, HasSubstr("UNAUTHENTICATED"));
-  EXPECT_EQ(Cli({"models"}, "wrong-key-000000000000").exit_code, kExitAuth);
+  EXPECT_THAT(anonymous.err, HasSubstr("UNAUTHENTICATED: missing 'authorization: Bearer <key>' "
+                                       "metadata: set FCA_TOKEN or pass --token"));
+  // A wrong key is not a missing one: no hint to set what is set.
+  CommandResult wrong = Cli({"models"}, "wrong-key-000000000000");
+  EXPECT_EQ(wrong.exit_code, kExitAuth);
+  EXPECT_THAT(wrong.err, HasSubstr("UNAUTHENTICATED: unknown API key"));
+  EXPECT_THAT(wrong.err, Not(HasSubstr("FCA_TOKEN")));
   ExpectServing(kAliceKey);
   const std::string log = server_->Stderr();
   EXPECT_THAT(log, HasSubstr("--api_keys implies --auth"));
@@ -309,6 +314,60 @@ TEST_F(SecurityE2ETest, HelpListsTheFlags) {
   CommandResult train = e2e::Run({FCA_TRAIN_BIN, "--help"});
   EXPECT_THAT(train.out, HasSubstr("--steps"));
   EXPECT_THAT(train.out, Not(HasSubstr("No flags matched")));
+}
+
+// The "Flags from FILE:" headings of absl's help name files inside the
+// project ("server/main.cc"), never the folder the binary was built in.
+void ExpectProjectPathsOnly(const std::string& help) {
+  size_t at = 0;
+  int headings = 0;
+  while ((at = help.find("Flags from ", at)) != std::string::npos) {
+    at += std::string("Flags from ").size();
+    const std::string file = help.substr(at, help.find(':', at) - at);
+    EXPECT_NE(file[0], '/') << file;
+    EXPECT_THAT(file, Not(HasSubstr(".."))) << file;
+    ++headings;
+  }
+  EXPECT_GT(headings, 0) << help;
+}
+
+// Asking for help is no failure: exit 0 from every help flag, absl's
+// included (absl itself exits 1).
+TEST_F(SecurityE2ETest, HelpExitsZeroAndNamesNoBuildPath) {
+  for (const char* help : {"--help", "--helpshort", "--helpfull"}) {
+    CommandResult server = e2e::Run({FCA_SERVER_BIN, help});
+    EXPECT_EQ(server.exit_code, 0) << help << server.err;
+    ExpectProjectPathsOnly(server.out);
+    CommandResult worker = e2e::Run({FCA_WORKER_BIN, help});
+    EXPECT_EQ(worker.exit_code, 0) << help << worker.err;
+  }
+  EXPECT_THAT(e2e::Run({FCA_SERVER_BIN, "--help"}).out, HasSubstr("Flags from server/main.cc:"));
+  CommandResult cli = e2e::Run({FCA_CLI_BIN, "--helpshort"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  ExpectProjectPathsOnly(cli.out);
+  EXPECT_EQ(e2e::Run({FCA_LOCAL_AUDIT_BIN, "--helpshort"}).exit_code, 0);
+  EXPECT_EQ(e2e::Run({FCA_TRAIN_BIN, "--help"}).exit_code, 0);
+}
+
+// `fca COMMAND --help` is that command's help, with the spec fields' ranges
+// and defaults from common/spec_fields; `fca help COMMAND` the same.
+TEST_F(SecurityE2ETest, ACommandsHelpListsItsFlagsWithRangesAndDefaults) {
+  CommandResult audit = e2e::Run({FCA_CLI_BIN, "audit", "--help"});
+  EXPECT_EQ(audit.exit_code, 0) << audit.err;
+  EXPECT_THAT(audit.out, HasSubstr("usage: fca audit --models=a,b"));
+  EXPECT_THAT(audit.out,
+              HasSubstr("  --window\n      tokens per window; range [2, 4096]; default 128\n"));
+  EXPECT_THAT(audit.out, HasSubstr("  --ci_level\n      confidence level in (0, 1); default 0.95"));
+  EXPECT_THAT(audit.out, HasSubstr("  --manifest\n"));
+  EXPECT_THAT(audit.out, Not(HasSubstr("EXIT CODES")));  // not the global help
+  EXPECT_EQ(e2e::Run({FCA_CLI_BIN, "help", "audit"}).out, audit.out);
+  CommandResult list = e2e::Run({FCA_CLI_BIN, "jobs", "list", "-h"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("usage: fca jobs list"));
+  EXPECT_THAT(list.out, HasSubstr("  --state\n      jobs list: queued|running|"));
+  EXPECT_THAT(list.out, Not(HasSubstr("--window")));
+  // No command: the global help.
+  EXPECT_THAT(e2e::Run({FCA_CLI_BIN, "--help"}).out, HasSubstr("EXIT CODES"));
 }
 
 TEST_F(SecurityE2ETest, VersionPrintsTheBuild) {

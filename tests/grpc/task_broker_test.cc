@@ -406,6 +406,29 @@ TEST_P(TaskBrokerTest, ProgressAndNotesBecomeTheJobsEvents) {
   EXPECT_EQ(events.back().message(), "model fg_a: loaded");
 }
 
+// The timing's own estimate of its time left (its budget) reaches the
+// job's ETA, which the fraction alone would put near 0.
+TEST_P(TaskBrokerTest, TheTimingsTimeLeftBecomesTheJobsEta) {
+  const int64_t job = Submit({kGateA});
+  std::optional<TaskAssignment> a = MustClaim();
+  ASSERT_TRUE(a.has_value());
+  engine::AuditProgress progress;
+  progress.phase = "timing";
+  progress.model = kGateA;
+  progress.model_count = 1;
+  progress.windows_done = 12;
+  progress.windows_total = 200;
+  progress.fraction = 0.95;
+  progress.phase_seconds_left = 42;
+  ASSERT_TRUE(Broker()->ReportProgress(a->lease, progress).ok());
+  const std::vector<v1::JobEvent> events = Events(job);
+  ASSERT_FALSE(events.empty());
+  ASSERT_TRUE(events.back().has_progress());
+  EXPECT_EQ(events.back().progress().phase(), "timing");
+  EXPECT_EQ(events.back().progress().windows_total(), 200);
+  EXPECT_GE(events.back().progress().eta_seconds(), 42);
+}
+
 TEST_P(TaskBrokerTest, RowsAreStoredOnceAndOnlyForTheTasksModels) {
   const int64_t job = Submit({kGateA, kGateB}, kDense);
   std::optional<TaskAssignment> a = MustClaim(kWorker);

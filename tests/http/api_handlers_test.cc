@@ -14,11 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
+#include "server/http/query_params.h"
 #include "tests/core/core_env.h"
 
 namespace fca::http {
 namespace {
 
+namespace v1 = ::fca::v1;
 using core::testing::Alice;
 using core::testing::CoreEnv;
 using ::testing::HasSubstr;
@@ -32,6 +34,24 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
       {"Tokenize", true},      {"GetReport", true},      {"CompareJobs", true},
       {"GetServerInfo", true}, {"ListJobWindows", true}, {"BackupDatabase", false}};
   return *methods;
+}
+
+// A GET's query as the request's proto3 JSON: strings for every scalar but
+// a bool, arrays for repeated fields, Timestamps as their RFC 3339 text.
+TEST(QueryToJsonTest, GivesTheFieldsAndRefusesWhatIsNoField) {
+  auto json =
+      QueryToJson(*v1::CompareJobsRequest::descriptor(), {{"job_ids", "1"}, {"job_ids", "2"}});
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(*json, R"({"job_ids":["1","2"]})");
+  json = QueryToJson(*v1::ListJobsRequest::descriptor(),
+                     {{"state", "JOB_STATE_QUEUED"}, {"created_after", "2026-01-01T00:00:00Z"}});
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(*json, R"({"created_after":"2026-01-01T00:00:00Z","state":"JOB_STATE_QUEUED"})");
+  EXPECT_EQ(QueryToJson(*v1::GetJobRequest::descriptor(), {}).value(), "{}");
+  const absl::Status unknown =
+      QueryToJson(*v1::GetJobRequest::descriptor(), {{"id", "1"}}).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.message(), "unknown query parameter 'id': GetJobRequest has no such field");
 }
 
 TEST(CheckBindingsTest, TheTableBindsEveryUnaryMethodAndNothingElse) {

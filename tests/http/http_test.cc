@@ -468,6 +468,19 @@ TEST_F(HttpTest, EveryReadEndpointAnswersAsOverGrpc) {
   EXPECT_EQ(get_models.status, 200);
   EXPECT_EQ(get_models.body, post_models.body);
   EXPECT_EQ(Get("/api/v1/ListJobs", kAlice).body, Post("/api/v1/ListJobs", "{}", kAlice).body);
+  // Query parameters are the request's fields (query_params.h).
+  const std::string id = std::to_string(job_);
+  const Reply get_job = Get("/api/v1/GetJob?job_id=" + id, kAlice);
+  EXPECT_EQ(get_job.status, 200) << get_job.body;
+  EXPECT_EQ(get_job.body, Post("/api/v1/GetJob", "{\"job_id\": " + id + "}", kAlice).body);
+  const Reply get_compare = Get("/api/v1/CompareJobs?job_ids=" + id, kAlice);  // repeated
+  EXPECT_EQ(get_compare.status, 200) << get_compare.body;
+  EXPECT_EQ(get_compare.body,
+            Post("/api/v1/CompareJobs", "{\"job_ids\": [" + id + "]}", kAlice).body);
+  EXPECT_EQ(
+      Get("/api/v1/ListJobs?state=JOB_STATE_SUCCEEDED&page_size=1", kAlice).body,
+      Post("/api/v1/ListJobs", "{\"state\": \"JOB_STATE_SUCCEEDED\", \"page_size\": 1}", kAlice)
+          .body);
 }
 
 TEST_F(HttpTest, JsonFollowsTheProto3MappingWithProtoFieldNames) {
@@ -548,6 +561,27 @@ TEST_F(HttpTest, BadRequestsAreRefusedNamingTheFieldAndTheServerKeepsServing) {
       EXPECT_NE(r.body.find(c.must_name), std::string::npos) << c.body << ": " << r.body;
     }
   }
+  // A query parameter is honoured or refused naming it, never ignored.
+  const std::vector<std::pair<std::string, std::string>> queries = {
+      {"/api/v1/GetJob?jobid=1", "'jobid'"},
+      {"/api/v1/ListModels?verbose=1", "'verbose'"},
+      {"/api/v1/GetJob?job_id=1&job_id=2", "'job_id' is given more than once"},
+      {"/api/v1/QueryResults?filter=x", "'filter' cannot be given in a query"},
+      {"/api/v1/GetJob?job_id=seven", "job_id"},
+  };
+  for (const auto& [path, message] : queries) {
+    const Reply r = Get(path, kAlice);
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+    EXPECT_NE(r.body.find(message), std::string::npos) << path << ": " << r.body;
+  }
+  // A stream has no JSON form: 501 saying where it is served.
+  for (const std::string& method : {"UploadDataset", "WatchJob", "ExportCoefficients"}) {
+    const Reply r = Post("/api/v1/" + method, "{}", kAlice);
+    EXPECT_EQ(r.status, 501) << method << ": " << r.body;
+    EXPECT_NE(r.body.find("use gRPC or the fca CLI"), std::string::npos) << r.body;
+  }
+  EXPECT_NE(Post("/api/v1/UploadDataset", "{}", kAlice).body.find("fca datasets upload"),
+            std::string::npos);
   // Not a method, not a read-only method over GET, a body too large.
   EXPECT_EQ(Post("/api/v1/NoSuchMethod", "{}", kAlice).status, 404);
   EXPECT_EQ(Get("/api/v1/SubmitAudit", kAlice).status, 405);

@@ -72,7 +72,8 @@ std::string DatasetHash(const Dataset& d) {
 }
 
 // Rough work estimate for progress: per model, E (live + correct) counts 1
-// per window, C and each other replay 0.5 per window.
+// per window, C and each other replay 0.5 per window, and timing as much as
+// a replay (TimingUnits).
 double TotalUnits(const AuditRequest& req, size_t interventions) {
   const double t = static_cast<double>(req.options.window_length);
   auto windows = [&](const Dataset& d, int64_t max) {
@@ -87,7 +88,9 @@ double TotalUnits(const AuditRequest& req, size_t interventions) {
     groups += DependenceGroups(m->sites(), req.options.per_layer_scope).size() *
               req.options.per_layer_interventions.size();
   }
-  return req.models.size() * (e + 0.5 * c + 0.5 * e * (interventions - 1)) + 0.5 * e * groups;
+  return req.models.size() *
+             (e + 0.5 * c + 0.5 * e * (interventions - 1) + TimingUnits(req.options, e)) +
+         0.5 * e * groups;
 }
 
 absl::Status ValidateModels(const AuditRequest& req) {

@@ -95,6 +95,9 @@ struct AuditProgress {
   int64_t windows_done = 0;  // within this phase
   int64_t windows_total = 0;
   double fraction = 0;  // [0, 1]
+  // Seconds the phase has left where it knows better than `fraction` does
+  // (timing: its pace and its budget, TimingSecondsLeft); 0 = unknown.
+  double phase_seconds_left = 0;
   // Model forwards of this model's audit so far (its dense twin's included),
   // as ModelReport's totals: a monitor counts the growth between reports.
   int64_t forward_tokens = 0;

@@ -103,6 +103,14 @@ TimingPlan SecondBlockPlan(const TimingPlan& plan, int64_t first_block_pairs) {
   return block;
 }
 
+double TimingSecondsLeft(const TimingPlan& first, int64_t done, double seconds) {
+  if (done <= 0) return 2 * first.budget_seconds;
+  const double pace = seconds / static_cast<double>(done);
+  const double first_left = std::min(static_cast<double>(first.max_pairs - done) * pace,
+                                     std::max(first.budget_seconds - seconds, 0.0));
+  return std::max(first_left, 0.0) * 2 + seconds;
+}
+
 int CombinedVerdict(int first_block, int second_block) {
   return first_block == second_block ? first_block : 0;
 }
@@ -172,20 +180,29 @@ class ExecutionRun {
   absl::Status Time() {
     const TimingPlan plan = MakeTimingPlan(in_.options);
     if (plan.min_pairs == 0) return absl::OkStatus();
-    auto progress = [&](int64_t done) {
-      return in_.after_pair ? in_.after_pair(done, plan.max_pairs) : absl::OkStatus();
+    const Clock::time_point start = Clock::now();
+    auto progress = [&](int64_t done, int64_t total, double left) {
+      return in_.after_pair ? in_.after_pair(done, total, left) : absl::OkStatus();
     };
-    FCA_RETURN_IF_ERROR(progress(0));
+    const TimingPlan first_plan = FirstBlockPlan(plan);
     if (in_.twin == nullptr) return TimeAlone(plan, progress);
+    FCA_RETURN_IF_ERROR(progress(0, plan.max_pairs, TimingSecondsLeft(first_plan, 0, 0)));
     // Two independent blocks, the second as long as the first (a number of
     // pairs fixed before it is timed); the verdict needs both.
     auto model = [&] { return TimeOne(*in_.model); };
     auto twin = [&] { return TimeOne(*in_.twin); };
-    FCA_ASSIGN_OR_RETURN(PairedTimes first, TimePairs(model, twin, FirstBlockPlan(plan), progress));
+    FCA_ASSIGN_OR_RETURN(PairedTimes first, TimePairs(model, twin, first_plan, [&](int64_t pairs) {
+                           return progress(pairs, plan.max_pairs,
+                                           TimingSecondsLeft(first_plan, pairs, Seconds(start)));
+                         }));
     const int64_t done = static_cast<int64_t>(first.model.size());
-    FCA_ASSIGN_OR_RETURN(PairedTimes second,
-                         TimePairs(model, twin, SecondBlockPlan(plan, done),
-                                   [&](int64_t pairs) { return progress(done + pairs); }));
+    const double first_seconds = Seconds(start);
+    FCA_ASSIGN_OR_RETURN(
+        PairedTimes second, TimePairs(model, twin, SecondBlockPlan(plan, done), [&](int64_t pairs) {
+          // The second block's pace, as it times as many pairs as the first.
+          const double pace = (Seconds(start) - first_seconds) / static_cast<double>(pairs);
+          return progress(done + pairs, 2 * done, static_cast<double>(done - pairs) * pace);
+        }));
     ExecutionResult& x = out_.result;
     x.first_block = Estimate(first.model, first.twin, plan);
     x.second_block = Estimate(second.model, second.twin, plan);
@@ -208,7 +225,9 @@ class ExecutionRun {
   // Without a twin there is nothing to compare: a fixed number of forwards
   // gives the latency.
   absl::Status TimeAlone(const TimingPlan& plan,
-                         const std::function<absl::Status(int64_t)>& progress) {
+                         const std::function<absl::Status(int64_t, int64_t, double)>& progress) {
+    FCA_RETURN_IF_ERROR(progress(0, plan.min_pairs, 0));  // 0: not known yet
+    const Clock::time_point start = Clock::now();
     for (int w = 0; w < plan.warmup_pairs; ++w) {
       FCA_RETURN_IF_ERROR(TimeOne(*in_.model).status());
     }
@@ -216,7 +235,8 @@ class ExecutionRun {
     for (int r = 0; r < plan.min_pairs; ++r) {
       FCA_ASSIGN_OR_RETURN(double t, TimeOne(*in_.model));
       own.push_back(t);
-      FCA_RETURN_IF_ERROR(progress(r + 1));
+      const double pace = Seconds(start) / (r + 1);
+      FCA_RETURN_IF_ERROR(progress(r + 1, plan.min_pairs, (plan.min_pairs - r - 1) * pace));
     }
     out_.result.latency_us_per_token = Median(own);
     out_.result.timing_repeats = static_cast<int64_t>(own.size());

@@ -79,6 +79,13 @@ struct PairedTimes {
 // before it starts, so its verdict is that of a fixed-size experiment.
 TimingPlan FirstBlockPlan(const TimingPlan& plan);
 TimingPlan SecondBlockPlan(const TimingPlan& plan, int64_t first_block_pairs);
+// For progress: the seconds a twin's timing has left when `done` pairs of
+// the first block (`first`: FirstBlockPlan) took `seconds`, warm-up
+// included. The first block runs on at the pace so far until its most
+// pairs or its budget (half the whole), the second as long again. Before
+// any pair: the whole budget.
+double TimingSecondsLeft(const TimingPlan& first, int64_t done, double seconds);
+
 // The reported verdict: a block's verdict when both blocks agree, else 0
 // (no detectable difference).
 int CombinedVerdict(int first_block, int second_block);
@@ -90,9 +97,11 @@ struct ExecutionInputs {
   const at::Tensor* ids = nullptr;                  // int64 [B, T]: counted and timed
   const std::vector<at::Tensor>* replay = nullptr;  // its `correct` coefficients
   AuditOptions options;
-  // Called with (timed pairs so far, most pairs) after each timed pair and
-  // once before the first; an error (CANCELLED) stops the audit.
-  std::function<absl::Status(int64_t, int64_t)> after_pair;
+  // Called with (timed pairs so far, most pairs, estimated seconds left:
+  // TimingSecondsLeft) after each timed pair and once before the first; an
+  // error (CANCELLED) stops the audit. In the second block "most pairs" is
+  // the exact count, twice the first block's.
+  std::function<absl::Status(int64_t, int64_t, double)> after_pair;
 };
 
 struct ExecutionOutcome {

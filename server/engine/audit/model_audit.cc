@@ -544,12 +544,30 @@ class ModelAudit {
     const at::Tensor ids = BatchIds(eval_, 0, rows);
     SiteTensors replay;
     for (const at::Tensor& t : eval_coeff_) replay.push_back(t.slice(0, 0, rows));
+    const double units = TimingUnits(opt_, static_cast<double>(eval_.count()));
+    const auto start = std::chrono::steady_clock::now();
+    double advanced = 0;
     ExecutionInputs in{
-        &model_, req_.dense_twin, &ids, &replay, opt_, [this](int64_t done, int64_t total) {
-          Progress("timing", done, total);
+        &model_,
+        req_.dense_twin,
+        &ids,
+        &replay,
+        opt_,
+        [&](int64_t done, int64_t total, double left) {
+          const double taken =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          // The share of the timing done: by time where the time left is
+          // known, else by pairs.
+          const double share = left > 0    ? taken / (taken + left)
+                               : total > 0 ? static_cast<double>(done) / total
+                                           : 0;
+          Advance(std::max(0.0, units * std::min(share, 1.0) - advanced));
+          advanced = std::max(advanced, units * std::min(share, 1.0));
+          Progress("timing", done, total, left);
           return CheckCancelled();
         }};
     FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
+    Advance(units - advanced);
     report_.execution = std::move(out.result);
     dense_us_per_token_ = std::move(out.twin_us_per_token);
     {
@@ -586,10 +604,12 @@ class ModelAudit {
     for (const std::string& note : notes) req_.on_note(note);
   }
 
-  void Progress(const std::string& phase, int64_t done, int64_t total) const {
+  void Progress(const std::string& phase, int64_t done, int64_t total,
+                double seconds_left = 0) const {
     if (!req_.on_progress) return;
     AuditProgress p;
     p.phase = phase;
+    p.phase_seconds_left = seconds_left;
     p.model = model_.info().name;
     p.model_index = index_;
     p.model_count = static_cast<int64_t>(req_.models.size());
@@ -631,6 +651,10 @@ class ModelAudit {
 };
 
 }  // namespace
+
+double TimingUnits(const AuditOptions& options, double eval_windows) {
+  return options.timing_repeats > 0 ? 0.5 * eval_windows : 0;
+}
 
 absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
                                             const std::vector<InterventionId>& interventions,

@@ -26,6 +26,11 @@ absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
                                             const std::vector<InterventionId>& interventions,
                                             int64_t index, double* units_done, double units_total);
 
+// Progress units of one model's timing: half a pass over its `eval_windows`
+// (as much as one replay), none when timing_repeats is 0. Its share of
+// them follows the time it has taken over the time it is estimated to take.
+double TimingUnits(const AuditOptions& options, double eval_windows);
+
 // The dense twin's own execution figures: counted on the first batch of E,
 // with the latency of the times taken interleaved with every audited model.
 absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,

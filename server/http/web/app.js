@@ -789,7 +789,8 @@
     if (!p) return pct;
     const parts = [pct, p.phase || 'waiting'];
     if (p.model) parts.push(`${p.model} (${num(p.model_index) + 1}/${num(p.model_count)})`);
-    if (num(p.windows_total) > 0) parts.push(`windows ${num(p.windows_done)}/${num(p.windows_total)}`);
+    const unit = p.phase === 'timing' ? 'pairs' : 'windows';  // timing times (model, twin) pairs
+    if (num(p.windows_total) > 0) parts.push(`${unit} ${num(p.windows_done)}/${num(p.windows_total)}`);
     if (num(p.eta_seconds) > 0) parts.push(`about ${Math.ceil(num(p.eta_seconds))} s left`);
     return parts.join(' · ');
   }

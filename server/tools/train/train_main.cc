@@ -18,6 +18,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/flags_usage.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "server/engine/models/controlled_model.h"
@@ -202,6 +203,7 @@ int main(int argc, char** argv) {
       absl::StrCat("fca-train split|train [flags]: byte-level models on fortunes; the model "
                    "shape where no flag sets it: ",
                    fca::tools::ModelShapeText(fca::TrainShape())));
+  fca::ExitZeroAfterHelp(argc, argv);
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   // One training step at a time: its operators use the threads.
   fca::engine::ConfigureRuntime(

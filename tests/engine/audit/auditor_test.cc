@@ -278,8 +278,26 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   req.dense_twin = dense.get();
   req.options.timing_repeats = 4;
   req.options.timing_max_repeats = 6;
+  std::vector<AuditProgress> timing;
+  double before_timing = 0;
+  req.on_progress = [&](const AuditProgress& p) {
+    if (p.phase == "timing") timing.push_back(p);
+    if (timing.empty()) before_timing = p.fraction;
+  };
   auto report = RunAudit(req);
   ASSERT_TRUE(report.ok()) << report.status();
+  // Timing is a phase of its own: it counts pairs (at most max_pairs, then
+  // exactly twice the first block's), moves the fraction, and says how long
+  // it has left from its budget and pace.
+  ASSERT_GE(timing.size(), 2u);
+  EXPECT_EQ(timing.front().windows_done, 0);
+  EXPECT_EQ(timing.front().windows_total, 6);
+  EXPECT_EQ(timing.front().phase_seconds_left, req.options.timing_budget_seconds);
+  EXPECT_EQ(timing.back().windows_done, 8);  // 4 pairs in each block
+  EXPECT_EQ(timing.back().windows_total, 8);
+  EXPECT_EQ(timing.back().phase_seconds_left, 0);
+  EXPECT_GT(timing.back().fraction, before_timing);
+  EXPECT_LT(before_timing, 1.0);
   const ExecutionResult& x = report->models[0].execution;
   EXPECT_EQ(x.blocks_per_token, 2.0);
   EXPECT_EQ(x.blocks_executed_fraction, 1.0);

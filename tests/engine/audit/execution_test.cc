@@ -88,6 +88,20 @@ TEST(TimePairsTest, ErrorsAndCancellationStopIt) {
       absl::StatusCode::kCancelled);
 }
 
+// The first block runs on at its pace until its most pairs or its budget,
+// whichever comes first; the second takes as long again.
+TEST(TimingSecondsLeftTest, PaceAndBudgetOfTheFirstBlockTwice) {
+  TimingPlan first = Plan(4, 10);
+  first.budget_seconds = 30;
+  EXPECT_EQ(TimingSecondsLeft(first, 0, 0), 60);  // nothing timed: the whole budget
+  // 2 pairs in 3 s: 8 more at 1.5 s take 12 s < 27 s of budget; total 2 * 15.
+  EXPECT_DOUBLE_EQ(TimingSecondsLeft(first, 2, 3), 2 * 15.0 - 3);
+  // 4 pairs in 20 s: 6 more would take 30 s; the budget stops it at 30 s.
+  EXPECT_DOUBLE_EQ(TimingSecondsLeft(first, 4, 20), 2 * 30.0 - 20);
+  // Past its budget the first block ends now; the second as long again.
+  EXPECT_DOUBLE_EQ(TimingSecondsLeft(first, 8, 40), 40);
+}
+
 TEST(DecideTimingStopTest, FollowsTheDocumentedRule) {
   TimingPlan p = Plan(4, 8);
   const std::vector<double> twin(6, 100.0);
