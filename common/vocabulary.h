@@ -50,7 +50,9 @@ namespace fca {
     "per site, the calibration mean of the coefficients at positions with the same current "   \
     "token id (the site mean for ids unseen in calibration)")                                  \
   X(kNeutral, "neutral", false,                                                                \
-    "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")
+    "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")       \
+  X(kRandomRoute, "random_route", false,                                                       \
+    "routers only: k experts drawn uniformly per token and layer (seeded), 1/k each")
 
 // kCorrect = "correct", ...
 #define FCA_INTERVENTION_NAME(id, name, static_profile, description) \
@@ -188,6 +190,8 @@ inline constexpr char kSiteNll[] = "site_nll";
 inline constexpr char kSitePenalty[] = "site_penalty";
 inline constexpr char kFamilyNll[] = "family_nll";
 inline constexpr char kFamilyPenalty[] = "family_penalty";
+inline constexpr char kTopkAgreement[] = "topk_agreement";
+inline constexpr char kLayerTopkAgreement[] = "layer_topk_agreement";
 inline constexpr char kEta2[] = "eta2";
 inline constexpr char kEta2Layer[] = "eta2_layer";
 inline constexpr char kTotalVariance[] = "total_variance";
@@ -245,6 +249,8 @@ enum class MetricId : uint8_t {
   kSitePenalty,
   kFamilyNll,
   kFamilyPenalty,
+  kTopkAgreement,
+  kLayerTopkAgreement,
   kEta2,
   kEta2Layer,
   kTotalVariance,

@@ -212,6 +212,8 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(InterventionId id
       return MakeStaticToken(ctx);
     case InterventionId::kNeutral:
       return MakeNeutral(ctx);
+    case InterventionId::kRandomRoute:
+      return MakeRandomRoute(ctx);
   }
   return absl::InternalError(
       absl::StrCat("intervention '", InterventionName(id), "' has no implementation"));

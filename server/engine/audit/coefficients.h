@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct InterventionContext {
   const SiteTensors* calib_coeff = nullptr;
   // neutral: the model's NeutralCoefficients(), one [d_s] tensor per site.
   const SiteTensors* neutral = nullptr;
+  // random_route: the model's RoutedExperts() (k per site, 0 where nothing
+  // is routed; empty for a model without routers).
+  std::vector<int64_t> routed = {};
 };
 
 // INVALID_ARGUMENT for an impossible one (cross_input with a single window).
@@ -70,6 +74,23 @@ struct InterventionContext {
 // when the ids or calibration tensors are missing or misshapen.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
     const InterventionContext& ctx);
+
+// random_route (routing.cc): at every site that routes k of its d_s experts,
+// per window, position and site, k experts drawn uniformly without
+// replacement (seeded from ctx.seed, the window and the site) given 1/k
+// each and the others 0; the other sites keep A(x_i). INVALID_ARGUMENT for a
+// model without routers.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeRandomRoute(
+    const InterventionContext& ctx);
+
+// Top-k agreement (routing.cc, fca.md "Routing agreement"): over evaluation
+// windows [0, n) in batches of `batch_size`, the fraction of (token, router
+// layer) whose experts chosen by `model` (ChosenExperts, its own top-k) from
+// `plan`'s coefficients equal those chosen from `live` (A(x_i)). nullopt for
+// a model without routers.
+[[nodiscard]] absl::StatusOr<std::optional<TopkAgreement>> MeasureTopkAgreement(
+    const ControlledModel& model, const SiteTensors& live, const Intervention& plan,
+    int64_t batch_size);
 
 // Scored evaluation positions (0..T-2 of each window) whose id never occurs
 // in C, and the distinct ids among them.
