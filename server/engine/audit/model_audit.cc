@@ -53,9 +53,8 @@ bool HasRouters(const ControlledModel& model) {
   return std::any_of(routed.begin(), routed.end(), [](int64_t k) { return k > 0; });
 }
 
-// The interventions a model is audited under: random_route applies to
-// routers only, so the default list (every intervention) leaves it out of
-// a model without them; a list that names it keeps it (and is refused).
+}  // namespace
+
 std::vector<InterventionId> ApplicableInterventions(const std::vector<InterventionId>& all,
                                                     const AuditOptions& options,
                                                     const ControlledModel& model) {
@@ -66,6 +65,8 @@ std::vector<InterventionId> ApplicableInterventions(const std::vector<Interventi
   }
   return out;
 }
+
+namespace {
 
 // Everything needed to audit one model; members keep the phases small.
 class ModelAudit {
