@@ -270,6 +270,13 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kFamilyPenalty, kFamilyPenalty, K::kFamily, "", "nats/token",
        "penalty, intervention at one family",
        "family_nll - NLL(correct), with a paired bootstrap CI over sequences"},
+      {M::kTopkAgreement, kTopkAgreement, K::kNone, "", "1", "top-k agreement with LIVE",
+       "mixture of experts: fraction of (token, router layer) whose chosen expert set under the "
+       "intervention equals LIVE's"},
+      {M::kLayerTopkAgreement, kLayerTopkAgreement, K::kLayer, "", "1",
+       "top-k agreement with LIVE, one layer",
+       "mixture of experts: fraction of one layer's tokens whose chosen expert set under the "
+       "intervention equals LIVE's"},
       {M::kEta2, kEta2, K::kFamily, kVariation, "1", "eta2 (per site and channel)",
        "variance of the family's coefficients explained by per-(site, channel) means: "
        "1 - SS around mu_{s,c} / SS around the family mean"},

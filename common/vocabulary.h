@@ -55,7 +55,9 @@ namespace fca {
     "per site, the calibration mean at positions with the same (current token id, position), " \
     "shrunk towards the site's per-position mean below static_token_min_count positions")      \
   X(kNeutral, "neutral", false, kInputIndependent,                                             \
-    "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")
+    "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")       \
+  X(kRandomRoute, "random_route", false, kInputIndependent,                                    \
+    "routers only: k experts drawn uniformly per token and layer (seeded), 1/k each")
 
 // kCorrect = "correct", ...
 #define FCA_INTERVENTION_NAME(id, name, static_profile, group, description) \
@@ -221,6 +223,8 @@ inline constexpr char kSiteNll[] = "site_nll";
 inline constexpr char kSitePenalty[] = "site_penalty";
 inline constexpr char kFamilyNll[] = "family_nll";
 inline constexpr char kFamilyPenalty[] = "family_penalty";
+inline constexpr char kTopkAgreement[] = "topk_agreement";
+inline constexpr char kLayerTopkAgreement[] = "layer_topk_agreement";
 inline constexpr char kEta2[] = "eta2";
 inline constexpr char kEta2Layer[] = "eta2_layer";
 inline constexpr char kTotalVariance[] = "total_variance";
@@ -280,6 +284,8 @@ enum class MetricId : uint8_t {
   kSitePenalty,
   kFamilyNll,
   kFamilyPenalty,
+  kTopkAgreement,
+  kLayerTopkAgreement,
   kEta2,
   kEta2Layer,
   kTotalVariance,

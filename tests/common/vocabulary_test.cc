@@ -24,17 +24,17 @@ TEST(VocabularyTest, InterventionsAreInEnumOrderAndRoundTrip) {
     EXPECT_FALSE(std::string(d.description).empty()) << d.name;
   }
   // The last enumerator has its entry: none was left out of the table.
-  EXPECT_EQ(InterventionDefs().back().id, InterventionId::kNeutral);
+  EXPECT_EQ(InterventionDefs().back().id, InterventionId::kRandomRoute);
 }
 
 // fca.md "Interventions" lists them in this order.
 TEST(VocabularyTest, InterventionsAreFcaMdsInReportOrder) {
   EXPECT_EQ(InterventionNameList(),
             "correct, cross_input, token_shuffle, static_layer, static_layer_position, "
-            "global_mean, static_token, static_token_position, neutral");
+            "global_mean, static_token, static_token_position, neutral, random_route");
   EXPECT_EQ(InterventionNameList("|"),
             "correct|cross_input|token_shuffle|static_layer|static_layer_position|global_mean|"
-            "static_token|static_token_position|neutral");
+            "static_token|static_token_position|neutral|random_route");
   EXPECT_EQ(InterventionNames().size(), InterventionDefs().size());
   EXPECT_EQ(StaticProfileNames(),
             (std::vector<std::string>{"static_layer", "static_layer_position", "static_token",
@@ -54,7 +54,7 @@ TEST(VocabularyTest, InterventionsFallIntoTheReportsGroups) {
             (std::vector<std::string>{"correct", "cross_input", "token_shuffle"}));
   EXPECT_EQ(members[static_cast<size_t>(InterventionGroup::kInputIndependent)],
             (std::vector<std::string>{"static_layer", "static_layer_position", "global_mean",
-                                      "neutral"}));
+                                      "neutral", "random_route"}));
   EXPECT_EQ(members[static_cast<size_t>(InterventionGroup::kTokenKeyed)],
             (std::vector<std::string>{"static_token", "static_token_position"}));
   for (size_t i = 0; i < InterventionGroupDefs().size(); ++i) {

@@ -266,6 +266,7 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
   for (const std::string& name : InterventionNames()) {
     engine::InterventionResult i;
     i.name = name;
+    i.topk_agreement = engine::TopkAgreement{1.0, 8, {{0, 1.0, 4}, {1, 1.0, 4}}};
     m.interventions.push_back(i);
   }
   for (const std::string& profile : StaticProfileNames()) {

@@ -72,9 +72,8 @@ std::string DatasetHash(const Dataset& d) {
 }
 
 // Rough work estimate for progress: per model, E (live + correct) counts 1
-// per window, C and each other replay 0.5 per window, and timing as much as
-// a replay (TimingUnits).
-double TotalUnits(const AuditRequest& req, size_t interventions) {
+// per window, C and each other replay 0.5 per window.
+double TotalUnits(const AuditRequest& req, const std::vector<InterventionId>& interventions) {
   const double t = static_cast<double>(req.options.window_length);
   auto windows = [&](const Dataset& d, int64_t max) {
     double tokens = d.kind == Dataset::Kind::kText ? d.text.size() : d.tokens.size();
@@ -83,14 +82,15 @@ double TotalUnits(const AuditRequest& req, size_t interventions) {
   };
   const double e = windows(req.eval, req.options.max_eval_windows);
   const double c = windows(req.calib, req.options.max_calib_windows);
-  double groups = 0;  // per-group dependence replays, over all models
+  double groups = 0;   // per-group dependence replays, over all models
+  double replays = 0;  // whole-model replays but correct's, over all models
   for (const ControlledModel* m : req.models) {
     groups += DependenceGroups(m->sites(), req.options.per_layer_scope).size() *
               req.options.per_layer_interventions.size();
+    replays += ApplicableInterventions(interventions, req.options, *m).size() - 1;
   }
-  return req.models.size() *
-             (e + 0.5 * c + 0.5 * e * (interventions - 1) + TimingUnits(req.options, e)) +
-         0.5 * e * groups;
+  return req.models.size() * (e + 0.5 * c + TimingUnits(req.options, e)) +
+         0.5 * e * (replays + groups);
 }
 
 absl::Status ValidateModels(const AuditRequest& req) {
@@ -120,7 +120,7 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   report.calib_dataset_sha256 = DatasetHash(req.calib);
   report.runtime = CurrentRuntime();
   double done = 0;
-  const double total = TotalUnits(req, interventions.size());
+  const double total = TotalUnits(req, interventions);
   std::vector<double> dense_times;
   for (size_t i = 0; i < req.models.size(); ++i) {
     FCA_ASSIGN_OR_RETURN(ModelAuditResult audited,

@@ -127,6 +127,19 @@ struct PenaltyDependence {
   double p_holm = 1;           // Holm-adjusted over the model's whole-model penalties
 };
 
+// Mixture of experts (fca.md "Routing agreement"): how often the experts
+// chosen under an intervention are LIVE's, counted over (token, router layer).
+struct LayerTopkAgreement {
+  int64_t layer = 0;
+  double fraction = 0;    // of the layer's tokens whose chosen set is LIVE's
+  int64_t positions = 0;  // tokens counted at the layer
+};
+struct TopkAgreement {
+  double fraction = 0;                     // over every (token, router layer)
+  int64_t positions = 0;                   // (token, router layer) pairs counted
+  std::vector<LayerTopkAgreement> layers;  // ascending layer
+};
+
 struct InterventionResult {
   std::string name;
   double nll = 0;  // nats/token over all predicted positions
@@ -134,6 +147,7 @@ struct InterventionResult {
   double penalty = 0;   // NLL(I) - NLL(correct)
   Interval penalty_ci;  // paired bootstrap
   PenaltyDependence windows;
+  std::optional<TopkAgreement> topk_agreement;  // models with routers only
 };
 
 // The share of coefficient variance a key explains (fca.md "Lookup

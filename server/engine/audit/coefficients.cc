@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/random.h"
 #include "server/engine/audit/interventions.h"
+#include "server/engine/audit/routing.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
@@ -215,6 +216,8 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeIntervention(InterventionId id
       return MakeStaticToken(ctx, /*by_position=*/true);
     case InterventionId::kNeutral:
       return MakeNeutral(ctx);
+    case InterventionId::kRandomRoute:
+      return MakeRandomRoute(ctx);
   }
   return absl::InternalError(
       absl::StrCat("intervention '", InterventionName(id), "' has no implementation"));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ struct InterventionContext {
   int64_t token_min_count = 1;
   // neutral: the model's NeutralCoefficients(), one [d_s] tensor per site.
   const SiteTensors* neutral = nullptr;
+  // random_route: the model's RoutedExperts() (k per site, 0 where nothing
+  // is routed; empty for a model without routers).
+  std::vector<int64_t> routed = {};
 };
 
 // INVALID_ARGUMENT for an impossible one (cross_input with a single window).

@@ -17,6 +17,7 @@
 #include "server/engine/audit/interventions.h"
 #include "server/engine/audit/lookup.h"
 #include "server/engine/audit/model_cache.h"
+#include "server/engine/audit/routing.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
@@ -50,6 +51,26 @@ void WriteAt(std::vector<double>* out, const at::Tensor& values, int64_t at) {
   for (int64_t i = 0; i < values.size(0); ++i) (*out)[at + i] = acc[i];
 }
 
+bool HasRouters(const ControlledModel& model) {
+  const std::vector<int64_t> routed = model.RoutedExperts();
+  return std::any_of(routed.begin(), routed.end(), [](int64_t k) { return k > 0; });
+}
+
+}  // namespace
+
+std::vector<InterventionId> ApplicableInterventions(const std::vector<InterventionId>& all,
+                                                    const AuditOptions& options,
+                                                    const ControlledModel& model) {
+  if (!options.interventions.empty() || HasRouters(model)) return all;
+  std::vector<InterventionId> out;
+  for (InterventionId id : all) {
+    if (id != InterventionId::kRandomRoute) out.push_back(id);
+  }
+  return out;
+}
+
+namespace {
+
 // Everything needed to audit one model; members keep the phases small.
 class ModelAudit {
  public:
@@ -57,8 +78,8 @@ class ModelAudit {
              int64_t index, double* units_done, double units_total)
       : req_(req),
         opt_(req.options),
-        interventions_(interventions),
         model_(*req.models[index]),
+        interventions_(ApplicableInterventions(interventions, opt_, model_)),
         cache_(req.cache, model_, opt_),
         index_(index),
         units_done_(units_done),
@@ -73,6 +94,7 @@ class ModelAudit {
     // not after its LIVE passes.
     FCA_ASSIGN_OR_RETURN(neutral_, model_.NeutralCoefficients());
     FCA_RETURN_IF_ERROR(CheckNeutralAvailable());
+    FCA_RETURN_IF_ERROR(CheckRoutersAvailable());
     // The passes' FLOPs: the model's counters grow with every forward until
     // the execution audit resets them.
     const double flops_before = model_.counters().flops;
@@ -84,6 +106,7 @@ class ModelAudit {
       if (id != InterventionId::kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(id));
     }
     FCA_RETURN_IF_ERROR(DependencePasses());
+    FCA_RETURN_IF_ERROR(TopkAgreements());
     report_.pass_seconds = Seconds(passes_start);
     report_.pass_flops = model_.counters().flops - flops_before;
     Summarize();
@@ -278,6 +301,21 @@ class ModelAudit {
         model_.info().name));
   }
 
+  // random_route named for a model without routers (as an intervention or
+  // a per-group one) cannot be replayed.
+  absl::Status CheckRoutersAvailable() const {
+    auto named = [](const std::vector<InterventionId>& ids) {
+      return std::find(ids.begin(), ids.end(), InterventionId::kRandomRoute) != ids.end();
+    };
+    if (HasRouters(model_) || !(named(interventions_) || named(opt_.per_layer_interventions))) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model '%s' (family %s) has no mixture-of-experts router; random_route applies to "
+        "routers only: leave it out",
+        model_.info().name, model_.info().family));
+  }
+
   // Whether the fidelity gate compares the batch starting at window `b`
   // with its replay: the first batch and every fidelity_check_every-th.
   bool FidelityChecked(int64_t b) const {
@@ -381,6 +419,7 @@ class ModelAudit {
     ctx.calib_coeff = &calib_coeff_;
     ctx.token_min_count = opt_.static_token_min_count;
     ctx.neutral = &neutral_;
+    ctx.routed = model_.RoutedExperts();
     return ctx;
   }
 
@@ -412,6 +451,20 @@ class ModelAudit {
           return absl::OkStatus();
         }));
     return nll;
+  }
+
+  // The top-k agreement of every intervention, correct included, with LIVE
+  // (fca.md "Routing agreement"); nothing for a model without routers.
+  absl::Status TopkAgreements() {
+    if (!HasRouters(model_)) return absl::OkStatus();
+    Progress("top-k agreement", 0, 0);
+    for (InterventionId id : interventions_) {
+      FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(id, Context()));
+      FCA_ASSIGN_OR_RETURN(agreement_[id],
+                           MeasureTopkAgreement(model_, eval_coeff_, *plan, opt_.batch_size));
+      FCA_RETURN_IF_ERROR(CheckCancelled());
+    }
+    return absl::OkStatus();
   }
 
   // One replay per (intervention, group): I at the group's sites, correct
@@ -488,6 +541,7 @@ class ModelAudit {
                                          opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
         r.windows = WindowDependence(r.nll_per_sequence);
       }
+      if (agreement_.count(id)) r.topk_agreement = agreement_[id];
       report_.interventions.push_back(std::move(r));
     }
     AdjustHolm();
@@ -626,8 +680,8 @@ class ModelAudit {
 
   const AuditRequest& req_;
   const AuditOptions& opt_;
-  const std::vector<InterventionId>& interventions_;
   ControlledModel& model_;
+  const std::vector<InterventionId> interventions_;
   ModelCache cache_;
   int64_t index_;
   double* units_done_;
@@ -638,6 +692,7 @@ class ModelAudit {
   SiteTensors neutral_;  // the model's NeutralCoefficients()
   CalibrationStats calib_stats_;
   std::map<InterventionId, std::vector<double>> nll_;
+  std::map<InterventionId, std::optional<TopkAgreement>> agreement_;
   std::vector<double> dense_us_per_token_;
   // Per-sequence NLL of the LIVE pass and of `correct` on E, by window.
   std::vector<double> live_nll_, correct_nll_;

@@ -20,6 +20,14 @@ struct ModelAuditResult {
   std::vector<double> dense_us_per_token;
 };
 
+// The interventions `model` is audited under: random_route applies to
+// mixture-of-experts routers only, so the default list (every intervention,
+// options.interventions empty) leaves it out of a model without them; a list
+// that names it keeps it (and the audit refuses it).
+std::vector<InterventionId> ApplicableInterventions(const std::vector<InterventionId>& all,
+                                                    const AuditOptions& options,
+                                                    const ControlledModel& model);
+
 // Audits req.models[index] with `interventions` (`correct` first). Adds its
 // work to `*units_done` as it goes, for progress over `units_total`.
 absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,

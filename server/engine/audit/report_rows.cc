@@ -1,6 +1,7 @@
 #include "server/engine/audit/report_rows.h"
 
 #include <map>
+#include <string>
 #include <utility>
 
 #include "server/engine/audit/auditor.h"
@@ -65,6 +66,14 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
         r.fidelity_checked_windows);
   for (const InterventionResult& i : r.interventions) {
     w.Add(i.name, kNll, i.nll, n);
+    if (i.topk_agreement) {
+      const TopkAgreement& a = *i.topk_agreement;
+      w.Add(i.name, kTopkAgreement, a.fraction, a.positions);
+      for (const LayerTopkAgreement& l : a.layers) {
+        w.Add(i.name, KeyedMetric(kLayerTopkAgreement, std::to_string(l.layer)), l.fraction,
+              l.positions);
+      }
+    }
     if (i.name == kCorrect) continue;
     w.AddCI(i.name, kPenalty, i.penalty, i.penalty_ci, n);
     w.AddCI(i.name, kPenaltyBlock, i.penalty, i.windows.block_ci, n);

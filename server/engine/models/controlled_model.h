@@ -117,6 +117,19 @@ class ControlledModel {
   // Empty for a dense model; INTERNAL for a torch failure.
   [[nodiscard]] virtual absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const = 0;
 
+  // Mixture-of-experts routing (docs/moe.md). Per site in sites() order, the
+  // experts the model's top-k chooses per token there (k), 0 at a site that
+  // routes nothing; empty for a model without routers (the default).
+  virtual std::vector<int64_t> RoutedExperts() const;
+  // The experts the model's own top-k chooses from `coefficients` (one
+  // [B, T, d_s] tensor per site, as Forward takes them), exactly as REPLAY
+  // would: per site, int64 [B, T, k] holding each position's chosen set in
+  // increasing expert index, an undefined tensor at a site that routes
+  // nothing. Empty for a model without routers (the default);
+  // INVALID_ARGUMENT for misshapen coefficients.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<at::Tensor>> ChosenExperts(
+      const std::vector<at::Tensor>& coefficients) const;
+
   virtual ExecutionCounters counters() const = 0;
   virtual void ResetCounters() = 0;
 };

@@ -61,6 +61,11 @@ class FolderModel : public ControlledModel {
   absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
     return model_->NeutralCoefficients();
   }
+  std::vector<int64_t> RoutedExperts() const override { return model_->RoutedExperts(); }
+  absl::StatusOr<std::vector<at::Tensor>> ChosenExperts(
+      const std::vector<at::Tensor>& coefficients) const override {
+    return model_->ChosenExperts(coefficients);
+  }
   ExecutionCounters counters() const override { return model_->counters(); }
   void ResetCounters() override { model_->ResetCounters(); }
 
@@ -69,6 +74,17 @@ class FolderModel : public ControlledModel {
   ModelInfo info_;
   std::unique_ptr<Tokenizer> tokenizer_;  // null: the family's own
 };
+
+}  // namespace
+
+// Families without routers.
+std::vector<int64_t> ControlledModel::RoutedExperts() const { return {}; }
+absl::StatusOr<std::vector<at::Tensor>> ControlledModel::ChosenExperts(
+    const std::vector<at::Tensor>& coefficients) const {
+  return std::vector<at::Tensor>();
+}
+
+namespace {
 
 bool HasTokenizerJson(const std::string& dir) {
   std::error_code ec;

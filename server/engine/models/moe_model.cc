@@ -31,6 +31,8 @@
 namespace fca::engine {
 namespace {
 
+constexpr char kRouterFamily[] = "router";
+
 struct Linear {
   at::Tensor w, b;  // [out, in], [out] (b undefined without bias)
 };
@@ -143,6 +145,15 @@ struct Routing {
   at::Tensor weights;  // [N * k] in the model dtype
   std::vector<int64_t> count;
 };
+
+// The top-k of each row of `probs` [N, E] float32 by a stable descending
+// sort, so ties go to the lower expert index: the k values and the k experts,
+// both [N, k], largest first. The forward's routing (LIVE and REPLAY) and
+// ChosenExperts both choose here.
+std::pair<at::Tensor, at::Tensor> TopK(const at::Tensor& probs, int64_t k) {
+  auto sorted = at::sort(probs, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+  return {std::get<0>(sorted).slice(-1, 0, k), std::get<1>(sorted).slice(-1, 0, k)};
+}
 
 // ---------------------------------------------------------------------------
 // Forward
@@ -282,10 +293,8 @@ class ForwardPass {
   // to the lower expert index), renormalised when configured, cast to the
   // model dtype, and grouped per expert in the order (slot, token).
   Routing Route(const at::Tensor& probs, at::ScalarType dtype) const {
-    const int64_t N = probs.size(0), k = c_.num_experts_per_tok;
-    auto sorted = at::sort(probs, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
-    at::Tensor w = std::get<0>(sorted).slice(-1, 0, k);
-    const at::Tensor experts = std::get<1>(sorted).slice(-1, 0, k);
+    const int64_t N = probs.size(0);
+    auto [w, experts] = TopK(probs, c_.num_experts_per_tok);
     if (c_.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
     w = w.to(dtype);
     // Slot-major positions p = slot * N + token, grouped by expert; a stable
@@ -400,8 +409,41 @@ class MoeModel : public ControlledModel {
                             at::TensorOptions().dtype(at::kFloat).device(weights_.embed.device());
                         std::vector<at::Tensor> out;
                         for (const CoefficientSite& s : sites_) {
-                          const double value = s.family == "router" ? 1.0 / s.channels : 0.5;
+                          const double value = s.family == kRouterFamily ? 1.0 / s.channels : 0.5;
                           out.push_back(at::full({s.channels}, value, f32));
+                        }
+                        return out;
+                      });
+  }
+
+  std::vector<int64_t> RoutedExperts() const override {
+    std::vector<int64_t> k;
+    for (const CoefficientSite& s : sites_) {
+      k.push_back(s.family == kRouterFamily ? config_.num_experts_per_tok : 0);
+    }
+    return k;
+  }
+
+  // What REPLAY would choose from `coefficients`: converted to float32 and
+  // through the forward's own TopK.
+  absl::StatusOr<std::vector<at::Tensor>> ChosenExperts(
+      const std::vector<at::Tensor>& coefficients) const override {
+    if (coefficients.size() != sites_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("chosen experts: %d coefficient tensors for %d sites",
+                          coefficients.size(), sites_.size()));
+    }
+    return GuardTorch("model '" + info_.name + "' chosen experts",
+                      [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
+                        c10::InferenceMode guard;
+                        std::vector<at::Tensor> out;
+                        for (size_t s = 0; s < sites_.size(); ++s) {
+                          if (sites_[s].family != kRouterFamily) {
+                            out.emplace_back();
+                            continue;
+                          }
+                          FCA_ASSIGN_OR_RETURN(at::Tensor chosen, ChosenAt(coefficients[s], s));
+                          out.push_back(std::move(chosen));
                         }
                         return out;
                       });
@@ -426,6 +468,18 @@ class MoeModel : public ControlledModel {
   }
 
  private:
+  // A router site's [B, T, E] coefficients -> the chosen experts [B, T, k]
+  // in increasing index.
+  absl::StatusOr<at::Tensor> ChosenAt(const at::Tensor& a, size_t site) const {
+    const int64_t E = config_.num_experts, k = config_.num_experts_per_tok;
+    if (a.dim() != 3 || a.size(2) != E) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "chosen experts: site '%s' needs [B, T, %d] coefficients", sites_[site].name, E));
+    }
+    const at::Tensor experts = TopK(a.reshape({-1, E}).to(at::kFloat), k).second;
+    return std::get<0>(at::sort(experts, -1)).view({a.size(0), a.size(1), k});
+  }
+
   int64_t ExpertParameters() const {
     return 3 * config_.hidden_size * config_.expert_intermediate_size;
   }
@@ -490,7 +544,7 @@ std::vector<CoefficientSite> DescribeMoe(const MoeConfig& config, ModelInfo* inf
   info->num_layers = config.num_hidden_layers;
   std::vector<CoefficientSite> sites;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    sites.push_back({absl::StrCat("router.", l), "router", l, config.num_experts});
+    sites.push_back({absl::StrCat("router.", l), kRouterFamily, l, config.num_experts});
     if (config.has_shared_expert()) {
       sites.push_back({absl::StrCat("shared_gate.", l), "shared_gate", l, 1});
     }

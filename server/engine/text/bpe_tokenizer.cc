@@ -467,15 +467,20 @@ absl::Status BpeTokenizer::LoadPipeline(const json::Value& root) {
   }
 
   FCA_ASSIGN_OR_RETURN(const std::string pre_tokenizer, ComponentType(root, "pre_tokenizer"));
-  if (pre_tokenizer != "ByteLevel") {
+  if (pre_tokenizer == "Sequence") {
+    FCA_RETURN_IF_ERROR(LoadSplitSequence(*Member(root, "pre_tokenizer")));
+  } else if (pre_tokenizer == "ByteLevel") {
+    const json::Value& byte_level = *Member(root, "pre_tokenizer");
+    FCA_ASSIGN_OR_RETURN(add_prefix_space_, OptionalBool(byte_level, "add_prefix_space",
+                                                         "pre_tokenizer.add_prefix_space", true));
+    FCA_ASSIGN_OR_RETURN(use_regex_,
+                         OptionalBool(byte_level, "use_regex", "pre_tokenizer.use_regex", true));
+  } else {
     return Invalid("pre_tokenizer.type",
-                   absl::StrFormat("'%s' is not supported (only ByteLevel)", pre_tokenizer));
+                   absl::StrFormat("'%s' is not supported (ByteLevel, or a Sequence of a regex "
+                                   "Split and a ByteLevel)",
+                                   pre_tokenizer));
   }
-  const json::Value& byte_level = *Member(root, "pre_tokenizer");
-  FCA_ASSIGN_OR_RETURN(add_prefix_space_, OptionalBool(byte_level, "add_prefix_space",
-                                                       "pre_tokenizer.add_prefix_space", true));
-  FCA_ASSIGN_OR_RETURN(use_regex_,
-                       OptionalBool(byte_level, "use_regex", "pre_tokenizer.use_regex", true));
 
   FCA_ASSIGN_OR_RETURN(const std::string decoder, ComponentType(root, "decoder"));
   if (decoder != "ByteLevel") {
@@ -487,6 +492,53 @@ absl::Status BpeTokenizer::LoadPipeline(const json::Value& root) {
     return Invalid("post_processor.type",
                    absl::StrFormat("'%s' is not supported (null or ByteLevel)", post));
   }
+  return absl::OkStatus();
+}
+
+// Qwen2's pre-tokenizer: Sequence[Split(Regex, "Isolated", invert false),
+// ByteLevel(add_prefix_space false, use_regex false)]: the regex split, then
+// each piece's bytes mapped to the byte-level alphabet.
+absl::Status BpeTokenizer::LoadSplitSequence(const json::Value& sequence) {
+  const std::string field = "pre_tokenizer.pretokenizers";
+  const json::Value* list = Member(sequence, "pretokenizers");
+  if (list == nullptr || !list->is_array() || list->as_array().size() != 2) {
+    return Invalid(field, "must be [Split, ByteLevel] (the only Sequence supported)");
+  }
+  const json::Value& split = list->as_array()[0];
+  const json::Value& byte_level = list->as_array()[1];
+  auto type_is = [](const json::Value& v, const char* type) {
+    const json::Value* t = v.is_object() ? v.Find("type") : nullptr;
+    return t != nullptr && t->is_string() && t->as_string() == type;
+  };
+  if (!type_is(split, "Split") || !type_is(byte_level, "ByteLevel")) {
+    return Invalid(field, "must be [Split, ByteLevel] (the only Sequence supported)");
+  }
+  const json::Value* pattern = Member(split, "pattern");
+  const json::Value* regex =
+      pattern != nullptr && pattern->is_object() ? pattern->Find("Regex") : nullptr;
+  if (regex == nullptr || !regex->is_string()) {
+    return Invalid(field + "[0].pattern", "must be {\"Regex\": <pattern>}");
+  }
+  const json::Value* behavior = Member(split, "behavior");
+  if (behavior == nullptr || !behavior->is_string() || behavior->as_string() != "Isolated") {
+    return Invalid(field + "[0].behavior", "is not supported (only Isolated)");
+  }
+  FCA_ASSIGN_OR_RETURN(const bool invert,
+                       OptionalBool(split, "invert", field + "[0].invert", false));
+  FCA_ASSIGN_OR_RETURN(const bool prefix, OptionalBool(byte_level, "add_prefix_space",
+                                                       field + "[1].add_prefix_space", true));
+  FCA_ASSIGN_OR_RETURN(const bool regex_too,
+                       OptionalBool(byte_level, "use_regex", field + "[1].use_regex", true));
+  if (invert) return Invalid(field + "[0].invert", "is not supported (only false)");
+  if (prefix) return Invalid(field + "[1].add_prefix_space", "is not supported (only false)");
+  if (regex_too) return Invalid(field + "[1].use_regex", "is not supported (only false)");
+  auto compiled = RegexSplitter::Compile(regex->as_string());
+  if (!compiled.ok()) {
+    return Invalid(field + "[0].pattern.Regex", std::string(compiled.status().message()));
+  }
+  split_ = std::move(*compiled);
+  add_prefix_space_ = false;
+  use_regex_ = false;
   return absl::OkStatus();
 }
 
@@ -609,12 +661,16 @@ void BpeTokenizer::EncodePiece(std::string_view piece, std::vector<int32_t>* ids
     prefixed.append(1, ' ').append(piece.data(), piece.size());
     piece = prefixed;
   }
-  if (!use_regex_) {
+  if (!use_regex_ && split_ == nullptr) {
     EncodeWord(piece, ids);
     return;
   }
   std::vector<std::string_view> words;
-  unicode::SplitGpt2Pattern(piece, &words);
+  if (split_ != nullptr) {
+    split_->Split(piece, &words);
+  } else {
+    unicode::SplitGpt2Pattern(piece, &words);
+  }
   for (std::string_view word : words) EncodeWord(word, ids);
 }
 

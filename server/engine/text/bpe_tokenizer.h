@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/engine/text/regex_split.h"
 #include "server/engine/text/tokenizer.h"
 
 namespace fca::json {
@@ -111,6 +112,7 @@ class BpeTokenizer : public Tokenizer {
   [[nodiscard]] absl::Status LoadMerges(const json::Value& merges);
   [[nodiscard]] absl::Status LoadAddedTokens(const json::Value& added_tokens);
   [[nodiscard]] absl::Status LoadPipeline(const json::Value& root);
+  [[nodiscard]] absl::Status LoadSplitSequence(const json::Value& sequence);
   [[nodiscard]] absl::Status BuildIdTables();
 
   // Splits `text` around the added tokens of `trie` as the library's
@@ -146,6 +148,8 @@ class BpeTokenizer : public Tokenizer {
   bool nfc_ = false;
   bool add_prefix_space_ = false;
   bool use_regex_ = true;
+  // A Sequence pre-tokenizer's regex Split (Qwen2): replaces the GPT-2 split.
+  std::unique_ptr<RegexSplitter> split_;
   std::unique_ptr<WordCache> cache_;
 };
 

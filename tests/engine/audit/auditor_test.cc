@@ -86,7 +86,13 @@ TEST(AuditorTest, ConstantControllerHasNoPenaltyAndUndefinedRetention) {
   const ModelReport& r = report->models[0];
   EXPECT_EQ(r.eval_windows, 8);
   EXPECT_EQ(r.calib_windows, 6);
-  ASSERT_EQ(r.interventions.size(), InterventionDefs().size());
+  // Every intervention but random_route, which the default list leaves out
+  // of a model without routers.
+  ASSERT_EQ(r.interventions.size(), InterventionDefs().size() - 1);
+  for (const InterventionResult& i : r.interventions) {
+    EXPECT_NE(i.name, kRandomRoute);
+    EXPECT_FALSE(i.topk_agreement.has_value()) << i.name;
+  }
   EXPECT_EQ(r.interventions[0].name, kCorrect);
   for (const InterventionResult& i : r.interventions) {
     EXPECT_NEAR(i.penalty, 0.0, 1e-9) << i.name;
@@ -193,6 +199,11 @@ class WrappedModel : public ControlledModel {
   void ResetCounters() override { inner_->ResetCounters(); }
   absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
     return inner_->NeutralCoefficients();
+  }
+  std::vector<int64_t> RoutedExperts() const override { return inner_->RoutedExperts(); }
+  absl::StatusOr<std::vector<at::Tensor>> ChosenExperts(
+      const std::vector<at::Tensor>& coefficients) const override {
+    return inner_->ChosenExperts(coefficients);
   }
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      std::vector<at::Tensor>* c) override {
@@ -588,6 +599,55 @@ TEST(AuditorScienceTest, NeutralIsAReplayWithEveryGateOne) {
   EXPECT_NEAR(Find(r, kNeutral).penalty, want - Find(r, kCorrect).nll, 1e-5);
   // The gates vary, so removing the controller changes the NLL.
   EXPECT_GT(std::fabs(Find(r, kNeutral).penalty), 1e-4);
+}
+
+TEST(AuditorScienceTest, RandomRouteNamedForAModelWithoutRoutersIsRefused) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(21));
+  AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.options.interventions = {InterventionId::kRandomRoute};
+  auto report = RunAudit(req);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("routers only"), std::string::npos) << report.status();
+  req.options.interventions = {InterventionId::kNeutral};
+  req.options.per_layer_interventions = {InterventionId::kRandomRoute};
+  EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The tiny OLMoE folder (2 layers, 8 experts, top-2): every intervention
+// has top-k agreement rows; correct's are 1 exactly, neutral's (experts
+// {0, 1} everywhere) and random_route's lie below.
+TEST(AuditorScienceTest, AMixtureOfExpertsGetsTopkAgreementRows) {
+  ComputeOptions compute;
+  auto model = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", compute);
+  ASSERT_TRUE(model.ok()) << model.status();
+  AuditRequest req = Request({model->get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.options.interventions = {InterventionId::kNeutral, InterventionId::kRandomRoute};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, ResultRow> rows;
+  for (const ResultRow& row : ResultRows(report->models[0])) {
+    rows[row.intervention + "/" + row.metric] = row;
+  }
+  for (const char* name : {kCorrect, kNeutral, kRandomRoute}) {
+    SCOPED_TRACE(name);
+    const std::string i = name;
+    ASSERT_TRUE(rows.count(i + "/topk_agreement"));
+    EXPECT_EQ(rows[i + "/topk_agreement"].n, 2 * 8 * 16);
+    for (const char* layer : {"0", "1"}) {
+      const ResultRow& l = rows[i + "/layer_topk_agreement." + layer];
+      EXPECT_EQ(l.n, 8 * 16);
+      EXPECT_GE(l.value, 0.0);
+      EXPECT_LE(l.value, 1.0);
+    }
+    // The overall fraction is the mean of the two layers' (equal counts).
+    EXPECT_DOUBLE_EQ(
+        rows[i + "/topk_agreement"].value,
+        (rows[i + "/layer_topk_agreement.0"].value + rows[i + "/layer_topk_agreement.1"].value) /
+            2);
+  }
+  EXPECT_EQ(rows["correct/topk_agreement"].value, 1.0);
+  EXPECT_LT(rows["random_route/topk_agreement"].value, 0.5);  // 1/28 expected
+  EXPECT_LT(rows["neutral/topk_agreement"].value, 1.0);
 }
 
 // GateDependentModel's gates read only the current token's embedding: a

@@ -122,6 +122,20 @@ TEST_P(MoeReferenceTest, LogitsAndRouterMatchTheReference) {
                 bf16 ? 0.0 : 1e-6);
     }
   }
+  // ChosenExperts (what topk_agreement compares) is the same top-k, each
+  // set in increasing expert index; nothing at the shared gates.
+  auto sets = model->ChosenExperts(coeff);
+  ASSERT_TRUE(sets.ok()) << sets.status();
+  ASSERT_EQ(sets->size(), coeff.size());
+  s = 0;
+  for (int64_t l = 0; l < f.layers; ++l) {
+    const at::Tensor want = std::get<0>(at::sort(Expected(f, absl::StrCat(dtype, ".experts.", l))));
+    EXPECT_TRUE(at::equal((*sets)[s++], want)) << "layer " << l;
+    if (f.shared) {
+      EXPECT_FALSE((*sets)[s++].defined());
+    }
+  }
+  EXPECT_EQ(model->RoutedExperts().size(), coeff.size());
 }
 
 // REPLAY of LIVE's own recording reproduces LIVE bit for bit: the router is

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "common/file.h"
 #include "common/json.h"
+#include "server/engine/text/regex_split.h"
 #include "server/engine/text/unicode.h"
 
 namespace fca::engine {
@@ -479,6 +481,134 @@ TEST(BpeTokenizerTest, RefusesUnsupportedPipelines) {
   component.Set("type", Value::String("TemplateProcessing"));
   root.Set("post_processor", component);
   ExpectInvalid(root, "post_processor");
+}
+
+// Qwen2's pre-tokenizer regex as published (transformers' Qwen2 tokenizer,
+// PRETOKENIZE_REGEX; the Split pattern of Qwen2 tokenizer.json files).
+const char kQwen2Pattern[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+std::vector<std::string> QwenSplit(std::string_view text) {
+  auto splitter = RegexSplitter::Compile(kQwen2Pattern);
+  EXPECT_TRUE(splitter.ok()) << splitter.status();
+  if (!splitter.ok()) return {};
+  std::vector<std::string_view> pieces;
+  (*splitter)->Split(text, &pieces);
+  std::string joined;
+  for (std::string_view p : pieces) joined.append(p.data(), p.size());
+  EXPECT_EQ(joined, text) << "the pieces are the text";
+  return std::vector<std::string>(pieces.begin(), pieces.end());
+}
+
+using Pieces = std::vector<std::string>;
+
+TEST(RegexSplitTest, Qwen2PatternSplitsAsDocumented) {
+  EXPECT_EQ(QwenSplit("Hello world"), (Pieces{"Hello", " world"}));
+  // Digits one by one.
+  EXPECT_EQ(QwenSplit("abc123"), (Pieces{"abc", "1", "2", "3"}));
+  EXPECT_EQ(QwenSplit("2024 \u5e74"), (Pieces{"2", "0", "2", "4", " \u5e74"}));
+  // English contractions, in any case.
+  EXPECT_EQ(QwenSplit("I'm here"), (Pieces{"I", "'m", " here"}));
+  EXPECT_EQ(QwenSplit("don't"), (Pieces{"don", "'t"}));
+  EXPECT_EQ(QwenSplit("THEY'LL"), (Pieces{"THEY", "'LL"}));
+  // Other scripts are letters too: Chinese, Cyrillic, Arabic.
+  EXPECT_EQ(QwenSplit("\u4f60\u597d\u4e16\u754c"), (Pieces{"\u4f60\u597d\u4e16\u754c"}));
+  EXPECT_EQ(QwenSplit("\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440"),
+            (Pieces{"\u041f\u0440\u0438\u0432\u0435\u0442", ",", " \u043c\u0438\u0440"}));
+  EXPECT_EQ(QwenSplit("\u0645\u0631\u062d\u0628\u0627 \u0628\u0643"),
+            (Pieces{"\u0645\u0631\u062d\u0628\u0627", " \u0628\u0643"}));
+  // One non-letter joins the letters after it; punctuation runs keep the
+  // newlines after them.
+  EXPECT_EQ(QwenSplit("(abc)"), (Pieces{"(abc", ")"}));
+  EXPECT_EQ(QwenSplit("hi!!! ok"), (Pieces{"hi", "!!!", " ok"}));
+  EXPECT_EQ(QwenSplit("end.\n\nNext"), (Pieces{"end", ".\n\n", "Next"}));
+  // Whitespace runs leave their last space to the next word.
+  EXPECT_EQ(QwenSplit("a   b"), (Pieces{"a", "  ", " b"}));
+  EXPECT_EQ(QwenSplit("a\n\nb"), (Pieces{"a", "\n\n", "b"}));
+  EXPECT_EQ(QwenSplit("x  "), (Pieces{"x", "  "}));
+  // Bytes that are not UTF-8 match nothing: a piece between matches.
+  EXPECT_EQ(QwenSplit("a\xff"
+                      "b"),
+            (Pieces{"a", "\xff", "b"}));
+  EXPECT_EQ(QwenSplit(""), Pieces{});
+}
+
+TEST(RegexSplitTest, ABadPatternIsInvalidArgument) {
+  auto splitter = RegexSplitter::Compile("(a");
+  EXPECT_EQ(splitter.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(splitter.status().message(), "offset")) << splitter.status();
+}
+
+// Qwen2's tokenizer.json pre-tokenizer: Sequence[Split(Regex, Isolated),
+// ByteLevel(use_regex false)].
+Value QwenPreTokenizer() {
+  Value pattern = Value::MakeObject();
+  pattern.Set("Regex", Value::String(kQwen2Pattern));
+  Value split = Value::MakeObject();
+  split.Set("type", Value::String("Split"));
+  split.Set("pattern", pattern);
+  split.Set("behavior", Value::String("Isolated"));
+  split.Set("invert", Value::Bool(false));
+  Value byte_level = Value::MakeObject();
+  byte_level.Set("type", Value::String("ByteLevel"));
+  byte_level.Set("add_prefix_space", Value::Bool(false));
+  byte_level.Set("trim_offsets", Value::Bool(false));
+  byte_level.Set("use_regex", Value::Bool(false));
+  Value sequence = Value::MakeObject();
+  sequence.Set("type", Value::String("Sequence"));
+  sequence.Set("pretokenizers", Value::MakeArray({split, byte_level}));
+  return sequence;
+}
+
+TEST(BpeTokenizerTest, Qwen2PreTokenizerSplitsDigits) {
+  // "1 2" -> 256, "a b" -> 257, "Ġ a" -> 258 (a space then "a").
+  Value root = TinyTokenizer({"1 2", "a b", "\xc4\xa0 a"});
+  auto gpt2 = Load(root);
+  root.Set("pre_tokenizer", QwenPreTokenizer());
+  auto qwen = Load(root);
+  ASSERT_NE(gpt2, nullptr);
+  ASSERT_NE(qwen, nullptr);
+  // The GPT-2 split keeps "12" one word (merged); Qwen's splits the digits.
+  EXPECT_EQ(EncodeWith(*gpt2, "12ab"), (std::vector<int32_t>{256, 257}));
+  EXPECT_EQ(EncodeWith(*qwen, "12ab"), (std::vector<int32_t>{'1', '2', 257}));
+  EXPECT_EQ(EncodeWith(*qwen, "ab a"), (std::vector<int32_t>{257, 258}));
+  const std::string text = "It's 42 \u4f60\u597d!\n";
+  auto ids = qwen->Encode(text);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto decoded = qwen->Decode(*ids);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, text);
+}
+
+TEST(BpeTokenizerTest, RefusesOtherSequences) {
+  auto with = [](const std::function<void(Value*, Value*)>& change) {
+    Value root = TinyTokenizer({});
+    Value pre = QwenPreTokenizer();
+    Value split = pre.Find("pretokenizers")->as_array()[0];
+    Value byte_level = pre.Find("pretokenizers")->as_array()[1];
+    change(&split, &byte_level);
+    pre.Set("pretokenizers", Value::MakeArray({split, byte_level}));
+    root.Set("pre_tokenizer", pre);
+    return root;
+  };
+  ExpectInvalid(with([](Value* s, Value*) { s->Set("behavior", Value::String("Removed")); }),
+                "pretokenizers[0].behavior");
+  ExpectInvalid(with([](Value* s, Value*) { s->Set("invert", Value::Bool(true)); }),
+                "pretokenizers[0].invert");
+  Value bad = Value::MakeObject();
+  bad.Set("Regex", Value::String("(unclosed"));
+  ExpectInvalid(with([&](Value* s, Value*) { s->Set("pattern", bad); }),
+                "pretokenizers[0].pattern.Regex");
+  Value plain = Value::MakeObject();
+  plain.Set("String", Value::String(" "));
+  ExpectInvalid(with([&](Value* s, Value*) { s->Set("pattern", plain); }),
+                "pretokenizers[0].pattern");
+  ExpectInvalid(with([](Value*, Value* b) { b->Set("add_prefix_space", Value::Bool(true)); }),
+                "pretokenizers[1].add_prefix_space");
+  ExpectInvalid(with([](Value*, Value* b) { b->Set("use_regex", Value::Bool(true)); }),
+                "pretokenizers[1].use_regex");
+  ExpectInvalid(with([](Value* s, Value*) { s->Set("type", Value::String("Whitespace")); }),
+                "pretokenizers");
 }
 
 TEST(BpeTokenizerTest, FromFileReportsMissingFiles) {

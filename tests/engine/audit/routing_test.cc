@@ -1,0 +1,220 @@
+// Mixture-of-experts routing in the audit (fca.md "Routing agreement",
+// docs/moe.md): top-k agreement with LIVE through the model's own top-k,
+// and the random_route intervention, on the tiny OLMoE and Qwen2-MoE
+// folders of tests/data.
+#include "server/engine/audit/routing.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "server/engine/audit/coefficients.h"
+#include "server/engine/models/controlled_model.h"
+#include "tests/testing/test_models.h"
+
+namespace fca::engine {
+namespace {
+
+const char kOlmoeDir[] = FCA_TEST_DATA_DIR "/olmoe-tiny";     // 2 layers, 8 experts, top-2
+const char kQwenDir[] = FCA_TEST_DATA_DIR "/qwen2-moe-tiny";  // 2 layers, 6 experts, top-2
+
+std::unique_ptr<ControlledModel> Load(const std::string& dir) {
+  auto model = LoadModel(dir, "tiny", ComputeOptions{});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+// LIVE's coefficients of n random windows of length t.
+SiteTensors Record(ControlledModel& model, int64_t n, int64_t t, uint64_t seed) {
+  at::Tensor ids = at::empty({n, t}, at::kLong);
+  Rng rng(seed);
+  for (int64_t i = 0; i < n * t; ++i) ids.data_ptr<int64_t>()[i] = int64_t(rng.Uniform(256));
+  SiteTensors coeff;
+  auto logits = model.Forward(ids, CoefficientMode::kLiveRecord, &coeff);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  return coeff;
+}
+
+// Given coefficients, whatever the window range (one batch of everything).
+class Fixed : public Intervention {
+ public:
+  explicit Fixed(SiteTensors a) : a_(std::move(a)) {}
+  SiteTensors Batch(int64_t begin, int64_t end) const override {
+    SiteTensors out;
+    for (const at::Tensor& a : a_) out.push_back(a.slice(0, begin, end));
+    return out;
+  }
+
+ private:
+  SiteTensors a_;
+};
+
+InterventionContext Context(const SiteTensors& eval, const ControlledModel& model, uint64_t seed) {
+  InterventionContext ctx;
+  ctx.eval = &eval;
+  ctx.sites = &model.sites();
+  ctx.seed = seed;
+  ctx.routed = model.RoutedExperts();
+  return ctx;
+}
+
+TEST(TopkAgreementTest, CorrectAgreesEverywhere) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const SiteTensors live = Record(*model, 6, 16, 1);
+  auto plan = MakeIntervention(InterventionId::kCorrect, Context(live, *model, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto a = MeasureTopkAgreement(*model, live, **plan, /*batch_size=*/4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->has_value());
+  EXPECT_EQ((*a)->fraction, 1.0);
+  EXPECT_EQ((*a)->positions, 2 * 6 * 16);
+  ASSERT_EQ((*a)->layers.size(), 2u);
+  for (const LayerTopkAgreement& l : (*a)->layers) {
+    EXPECT_EQ(l.fraction, 1.0);
+    EXPECT_EQ(l.positions, 6 * 16);
+  }
+}
+
+// At layer 0, every third position has its largest probability swapped with
+// its smallest: the expert LIVE ranked first drops out of the top-2 and one
+// it ranked last enters, so exactly those positions disagree.
+TEST(TopkAgreementTest, ChangedPositionsAreCountedPerLayer) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 6, t = 16;
+  const SiteTensors live = Record(*model, n, t, 2);
+  ASSERT_EQ(model->sites()[0].name, "router.0");
+  SiteTensors changed = {live[0].clone(), live[1]};
+  at::Tensor flat = changed[0].view({n * t, 8});
+  int64_t m = 0;
+  for (int64_t p = 0; p < n * t; p += 3, ++m) {
+    const at::Tensor row = flat[p];
+    const int64_t top = row.argmax().item<int64_t>(), low = row.argmin().item<int64_t>();
+    const float hi = row[top].item<float>(), lo = row[low].item<float>();
+    row[top] = lo;
+    row[low] = hi;
+  }
+  auto a = MeasureTopkAgreement(*model, live, Fixed(changed), /*batch_size=*/4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->has_value());
+  const double positions = n * t;
+  ASSERT_EQ((*a)->layers.size(), 2u);
+  EXPECT_EQ((*a)->layers[0].layer, 0);
+  EXPECT_DOUBLE_EQ((*a)->layers[0].fraction, 1.0 - m / positions);  // 1 - 32/96
+  EXPECT_EQ((*a)->layers[1].fraction, 1.0);
+  EXPECT_DOUBLE_EQ((*a)->fraction, 1.0 - m / (2 * positions));
+}
+
+// Uniform probabilities tie everywhere: the model's tie rule chooses
+// experts {0, 1}, so agreement with LIVE is LIVE's share of {0, 1}.
+TEST(TopkAgreementTest, TiesAreBrokenAsTheModelBreaksThem) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const SiteTensors live = Record(*model, 4, 16, 3);
+  SiteTensors uniform;
+  for (const at::Tensor& a : live) uniform.push_back(at::full_like(a, 1.0 / 8));
+  auto chosen = model->ChosenExperts(live);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  const at::Tensor first_two = at::tensor(std::vector<int64_t>{0, 1});
+  int64_t same = 0;
+  for (const at::Tensor& c : *chosen) same += (c == first_two).all(-1).sum().item<int64_t>();
+  auto a = MeasureTopkAgreement(*model, live, Fixed(uniform), /*batch_size=*/4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_DOUBLE_EQ((*a)->fraction, same / double(2 * 4 * 16));
+}
+
+TEST(TopkAgreementTest, AModelWithoutRoutersHasNone) {
+  auto model = testing::RandomModel(testing::TinyConfig("featuregate"), InitOptions{});
+  EXPECT_TRUE(model->RoutedExperts().empty());
+  const SiteTensors live = Record(*model, 2, 8, 4);
+  auto a = MeasureTopkAgreement(*model, live, Fixed(live), 2);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->has_value());
+}
+
+// The chosen sets of random_route over (window, position, layer): exactly
+// the k drawn experts (1/k each, 0 elsewhere), uniform over the C(8, 2) = 28
+// pairs, and the same for the same seed whatever the batching.
+TEST(RandomRouteTest, ChoosesUniformPairsReproducibly) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 100, t = 8;
+  SiteTensors eval;
+  for (size_t s = 0; s < 2; ++s) eval.push_back(at::zeros({n, t, 8}, at::kFloat));
+  auto plan = MakeIntervention(InterventionId::kRandomRoute, Context(eval, *model, 7));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const SiteTensors all = (*plan)->Batch(0, n);
+  auto chosen = model->ChosenExperts(all);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  std::map<std::pair<int64_t, int64_t>, int64_t> pairs;
+  std::vector<int64_t> experts(8, 0);
+  for (size_t s = 0; s < 2; ++s) {
+    const at::Tensor a = all[s];
+    EXPECT_TRUE(at::equal((a > 0).sum(-1), at::full({n, t}, 2, at::kLong)));
+    EXPECT_TRUE(at::equal(a.sum(-1), at::ones({n, t})));  // 0.5 + 0.5
+    const at::Tensor c = (*chosen)[s].reshape({-1, 2});
+    // The model's top-2 takes the drawn pair: the two nonzero experts.
+    EXPECT_TRUE(at::equal(a.reshape({-1, 8}).gather(1, c), at::full({n * t, 2}, 0.5)));
+    for (int64_t p = 0; p < n * t; ++p) {
+      const int64_t x = c[p][0].item<int64_t>(), y = c[p][1].item<int64_t>();
+      ++pairs[{x, y}];
+      ++experts[x];
+      ++experts[y];
+    }
+  }
+  // Chi-square against uniform: 1600 draws, 28 pairs (df 27, the 0.999
+  // quantile 55.48) and 3200 expert slots, 8 experts (df 7, 24.32).
+  const double draws = 2.0 * n * t;
+  ASSERT_EQ(pairs.size(), 28u);
+  double chi_pairs = 0, chi_experts = 0;
+  for (const auto& [pair, count] : pairs) {
+    chi_pairs += (count - draws / 28) * (count - draws / 28) / (draws / 28);
+  }
+  for (int64_t count : experts) {
+    chi_experts += (count - draws / 4) * (count - draws / 4) / (draws / 4);
+  }
+  std::printf("[ measured ] random_route chi2: pairs %.2f (df 27), experts %.2f (df 7)\n",
+              chi_pairs, chi_experts);
+  EXPECT_LT(chi_pairs, 55.48);
+  EXPECT_LT(chi_experts, 24.32);
+  // Reproducible and independent of the batching; another seed differs.
+  const SiteTensors head = (*plan)->Batch(0, 37), tail = (*plan)->Batch(37, n);
+  auto again = MakeIntervention(InterventionId::kRandomRoute, Context(eval, *model, 7));
+  auto other = MakeIntervention(InterventionId::kRandomRoute, Context(eval, *model, 8));
+  ASSERT_TRUE(again.ok() && other.ok());
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_TRUE(at::equal(at::cat({head[s], tail[s]}), all[s]));
+    EXPECT_TRUE(at::equal((*again)->Batch(0, n)[s], all[s]));
+    EXPECT_FALSE(at::equal((*other)->Batch(0, n)[s], all[s]));
+  }
+}
+
+// Qwen2-MoE: routers are drawn, shared gates keep A(x_i).
+TEST(RandomRouteTest, LeavesTheSharedGatesAlone) {
+  auto model = Load(kQwenDir);
+  ASSERT_NE(model, nullptr);
+  const SiteTensors live = Record(*model, 3, 8, 5);
+  auto plan = MakeIntervention(InterventionId::kRandomRoute, Context(live, *model, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const SiteTensors a = (*plan)->Batch(0, 3);
+  ASSERT_EQ(model->sites()[1].family, "shared_gate");
+  EXPECT_TRUE(at::equal(a[1], live[1]));
+  EXPECT_TRUE(at::equal((a[0] > 0).sum(-1), at::full({3, 8}, 2, at::kLong)));
+}
+
+TEST(RandomRouteTest, IsRefusedWithoutRouters) {
+  auto model = testing::RandomModel(testing::TinyConfig("featuregate"), InitOptions{});
+  const SiteTensors live = Record(*model, 2, 8, 6);
+  auto plan = MakeIntervention(InterventionId::kRandomRoute, Context(live, *model, 1));
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("routers only"), std::string::npos) << plan.status();
+}
+
+}  // namespace
+}  // namespace fca::engine
