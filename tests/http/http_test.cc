@@ -575,8 +575,8 @@ TEST_F(HttpTest, BadRequestsAreRefusedNamingTheFieldAndTheServerKeepsServing) {
     EXPECT_NE(r.body.find(message), std::string::npos) << path << ": " << r.body;
   }
   // A stream has no JSON form: 501 saying where it is served.
-  for (const std::string& method : {"UploadDataset", "WatchJob", "ExportCoefficients"}) {
-    const Reply r = Post("/api/v1/" + method, "{}", kAlice);
+  for (const char* method : {"UploadDataset", "WatchJob", "ExportCoefficients"}) {
+    const Reply r = Post(std::string("/api/v1/") + method, "{}", kAlice);
     EXPECT_EQ(r.status, 501) << method << ": " << r.body;
     EXPECT_NE(r.body.find("use gRPC or the fca CLI"), std::string::npos) << r.body;
   }

@@ -11,6 +11,7 @@
 #include "common/random.h"
 #include "server/engine/audit/execution.h"
 #include "server/engine/audit/report_rows.h"
+#include "server/engine/models/model_loader.h"
 #include "server/engine/text/bpe_tokenizer.h"
 #include "tests/testing/test_models.h"
 

@@ -15,6 +15,7 @@
 #include "common/random.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/models/controlled_model.h"
+#include "server/engine/models/model_loader.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {
