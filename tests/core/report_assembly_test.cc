@@ -277,6 +277,8 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     m.retention.push_back(r);
   }
   m.static_token_coverage = engine::TokenCoverage{3, 2};
+  m.static_token_cells = engine::TokenCells{10, 4};
+  m.static_token_position_cells = engine::TokenCells{40, 30};
   for (const std::string& scope : ScopeNames()) {
     engine::GroupDependence d;
     d.intervention = kStaticLayer;

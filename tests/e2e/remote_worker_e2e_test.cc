@@ -440,7 +440,9 @@ TEST_F(RemoteWorkerE2ETest, CoordinatorRestartLosesNothing) {
   EXPECT_EQ(notes.find("queued again"), std::string::npos) << notes << worker->Stderr();
   EXPECT_EQ(notes.find("attempt 2"), std::string::npos) << notes;
   const std::map<std::string, v1::Result> rows = Results(*c, job);
-  EXPECT_EQ(Nlls(rows).size(), 16u);  // 2 models x 8 interventions, each once
+  // 2 models x 9 interventions (all but random_route, for routers only),
+  // each once.
+  EXPECT_EQ(Nlls(rows).size(), 18u);
   std::set<std::string> models;
   for (const auto& [key, r] : rows) models.insert(r.model());
   EXPECT_EQ(models, (std::set<std::string>{"fg-a", "fg-wide"}));
