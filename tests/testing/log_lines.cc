@@ -29,9 +29,8 @@ int LogLines::count(const std::string& needle) {
 
 bool LogLines::AwaitOne(const std::string& needle) {
   absl::MutexLock lock(&mu_);
-  const auto seen = [this, &needle]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return counts_[needle] > 0;
-  };
+  const auto seen = [this, &needle]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counts_[needle] > 0; };
   return mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Minutes(1));
 }
 
