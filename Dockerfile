@@ -106,6 +106,7 @@ RUN apt-get update -q \
       libabsl20220623 \
       libgoogle-glog0v6 \
       libsqlite3-0 \
+      libpcre2-8-0 \
       libcpp-httplib0.11 \
       libssl3 \
  && rm -rf /var/lib/apt/lists/* \
