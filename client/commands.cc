@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
+#include "client/coefficients_file.h"
 #include "client/commands_audit.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
@@ -58,11 +59,15 @@ ABSL_FLAG(std::string, intervention, "", "results: intervention name");
 ABSL_FLAG(std::string, metric, "", "results: metric name");
 ABSL_FLAG(std::string, since, "", "results, jobs list: created at or after (RFC 3339)");
 ABSL_FLAG(std::string, until, "", "results, jobs list: created before (RFC 3339)");
-ABSL_FLAG(std::string, format, "table", "results: table, json or csv; compare: table or json");
+ABSL_FLAG(std::string, format, "table",
+          "results: table, json or csv; compare: table or json; export: npy, safetensors or raw "
+          "[from --out's extension]");
 
 // export
 ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
 ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
+ABSL_FLAG(bool, wide, false,
+          "report, compare: tables at their full width (default: in parts within 100 columns)");
 ABSL_FLAG(bool, json, false, "tokenize, info, windows: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
@@ -356,13 +361,14 @@ CommandResult RunTokenize(CommandContext& ctx) {
 }
 
 CommandResult RunReport(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "report JOB_ID [--save_json=FILE] [--save_html=FILE]"));
+  FCA_RETURN_IF_ERROR(
+      ExpectArgs(ctx, 1, "report JOB_ID [--wide] [--save_json=FILE] [--save_html=FILE]"));
   FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   // Computed by the server from the stored rows (GetReport).
   FCA_ASSIGN_OR_RETURN(v1::GetReportResponse response, client->GetReport(id));
   const ReportView report(std::move(response));
-  ctx.out() << FormatReportText(report);
+  ctx.out() << FormatReportText(report, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth);
   if (ctx.Specified("save_json")) {
     FCA_RETURN_IF_ERROR(
         WriteFileAtomically(absl::GetFlag(FLAGS_save_json), FormatReportJson(report)));
@@ -385,8 +391,9 @@ CommandResult RunCompare(CommandContext& ctx) {
   }
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(v1::CompareJobsResponse response, client->CompareJobs(request));
-  ctx.out() << (format == ResultFormat::kJson ? FormatComparisonJson(response)
-                                              : FormatComparisonText(response));
+  ctx.out() << (format == ResultFormat::kJson
+                    ? FormatComparisonJson(response)
+                    : FormatComparisonText(response, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth));
   return kExitOk;
 }
 
@@ -411,45 +418,40 @@ CommandResult RunWindows(CommandContext& ctx) {
   return kExitOk;
 }
 
-// Streams the export into `path`.part and renames it once complete and the
-// byte count matches the header, so a broken transfer leaves no file that
-// looks whole.
+// Receives the export whole (the header says how many bytes; a broken
+// transfer writes nothing), then writes it in `format` through a temporary
+// file and a rename, so no file that looks whole is half written.
 absl::Status ExportToFile(AuditClient& client, const v1::ExportCoefficientsRequest& request,
-                          const std::string& path, std::ostream& out) {
-  const std::string part = path + ".part";
-  std::ofstream file(part, std::ios::binary | std::ios::trunc);
-  if (!file) return UsageError(absl::StrFormat("cannot write %s", path));
-  int64_t expected = 0, written = 0;
+                          const std::string& path, CoefficientsFormat format, std::ostream& out) {
+  v1::CoefficientsHeader header;
+  std::string raw;
   absl::Status status = client.ExportCoefficients(
       request,
-      [&](const v1::CoefficientsHeader& header) {
-        expected = header.total_bytes();
-        out << FormatCoefficientsHeader(header);
+      [&](const v1::CoefficientsHeader& h) {
+        header = h;
+        out << FormatCoefficientsHeader(h);
         return absl::OkStatus();
       },
       [&](const std::string& chunk) {
-        file.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-        written += static_cast<int64_t>(chunk.size());
-        return file ? absl::OkStatus() : UsageError(absl::StrFormat("cannot write %s", path));
+        raw += chunk;
+        return absl::OkStatus();
       });
-  file.close();
-  if (status.ok() && written != expected) {
-    status = absl::DataLossError(
-        absl::StrFormat("export ended after %d of %d bytes", written, expected));
+  FCA_RETURN_IF_ERROR(status);
+  const int64_t expected = header.total_bytes();
+  if (static_cast<int64_t>(raw.size()) != expected) {
+    return absl::DataLossError(
+        absl::StrFormat("export ended after %d of %d bytes", raw.size(), expected));
   }
-  if (status.ok() && std::rename(part.c_str(), path.c_str()) != 0) {
-    status = UsageError(absl::StrFormat("cannot write %s", path));
-  }
-  if (!status.ok()) {
-    std::remove(part.c_str());
-    return status;
-  }
-  out << absl::StrFormat("wrote %d bytes to %s\n", written, path);
+  absl::StatusOr<std::string> file = EncodeCoefficients(header, raw, format);
+  if (!file.ok()) return absl::DataLossError(file.status().message());
+  FCA_RETURN_IF_ERROR(WriteFileAtomically(path, *file));
+  out << absl::StrFormat("wrote %d bytes to %s\n", file->size(), path);
   return absl::OkStatus();
 }
 
 CommandResult RunExport(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "export --model=M --window_hash=H --out=FILE"));
+  FCA_RETURN_IF_ERROR(ExpectArgs(
+      ctx, 0, "export --model=M --window_hash=H --out=FILE [--format=npy|safetensors|raw]"));
   v1::ExportCoefficientsRequest request;
   request.set_model(absl::GetFlag(FLAGS_model));
   request.set_window_hash(NormalizeSha256Hex(absl::GetFlag(FLAGS_window_hash)));
@@ -458,8 +460,11 @@ CommandResult RunExport(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
   FCA_RETURN_IF_ERROR(RequireFlag(request.window_hash(), "window_hash"));
   FCA_RETURN_IF_ERROR(RequireFlag(path, "out"));
+  FCA_ASSIGN_OR_RETURN(
+      const CoefficientsFormat format,
+      ChooseCoefficientsFormat(ctx.Specified("format") ? absl::GetFlag(FLAGS_format) : "", path));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_RETURN_IF_ERROR(ExportToFile(*client, request, path, ctx.out()));
+  FCA_RETURN_IF_ERROR(ExportToFile(*client, request, path, format, ctx.out()));
   return kExitOk;
 }
 
@@ -543,14 +548,14 @@ const std::vector<Command>& Commands() {
         "page_size"},
        RunResults},
       {{"report"},
-       "report JOB_ID [--save_json=FILE] [--save_html=FILE]",
+       "report JOB_ID [--wide] [--save_json=FILE] [--save_html=FILE]",
        "a job's report: variation, dependence, execution, per model and across models",
-       {"save_json", "save_html"},
+       {"wide", "save_json", "save_html"},
        RunReport},
       {{"compare"},
-       "compare JOB_ID [JOB_ID...] [--format=table|json]",
+       "compare JOB_ID [JOB_ID...] [--wide] [--format=table|json]",
        "up to 16 jobs side by side: per model and across models",
-       {"format"},
+       {"wide", "format"},
        RunCompare},
       {{"windows"},
        "windows JOB_ID [--model=M] [--json]",
@@ -568,9 +573,10 @@ const std::vector<Command>& Commands() {
        {"model", "json"},
        RunTokenize},
       {{"export"},
-       "export --model=M --window_hash=H [--dtype=D] --out=FILE",
-       "download a cached coefficient tensor",
-       {"model", "window_hash", "dtype", "out"},
+       "export --model=M --window_hash=H [--dtype=D] --out=FILE [--format=npy|safetensors|raw]",
+       "download a cached coefficient tensor: .npy [T, channels of every site], .safetensors "
+       "(a tensor per site) or raw, by --format or the file's extension",
+       {"model", "window_hash", "dtype", "out", "format"},
        RunExport},
       {{"admin", "backup"},
        "admin backup NAME",

@@ -12,11 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/exit_codes.h"
 #include "common/json.h"
+#include "common/proto_json.h"
 #include "common/vocabulary.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace fca::client {
 
@@ -29,16 +30,11 @@ std::string ShaPrefix(const std::string& sha) {
   return SanitizeForTerminal(sha.substr(0, std::min(sha.size(), kShaPrefix)));
 }
 
-// Proto JSON of one message; the printer only fails on broken descriptors.
-
+// fca's JSON of one message (common/proto_json.h); the printer fails only
+// on invalid UTF-8, which the server's replies do not carry.
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = pretty;
-  options.always_print_primitive_fields = true;
-  std::string out;
-  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
-  if (!status.ok()) return "{}";
-  return out;
+  absl::StatusOr<std::string> out = PrintProtoJson(message, pretty);
+  return out.ok() ? *std::move(out) : std::string("{}");
 }
 
 std::string RightTrim(std::string line) {
@@ -69,7 +65,7 @@ size_t DisplayWidth(const std::string& s) {
 
 }  // namespace
 
-std::string TextTable::Render() const {
+std::string TextTable::Render(size_t max_width) const {
   // Cells carry server strings (names, labels, errors): sanitized here, at
   // the one place every table is printed from.
   std::vector<std::string> titles;
@@ -84,19 +80,67 @@ std::string TextTable::Render() const {
     widths[c] = DisplayWidth(titles[c]);
     for (const auto& row : rows) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
   }
-  auto render_line = [&](auto cell_at) {
+  // The parts: the key columns, then the others greedily while they fit.
+  const size_t keys = std::min(key_columns_, columns_.size());
+  size_t key_width = 0;
+  for (size_t c = 0; c < keys; ++c) key_width += widths[c] + 2;
+  std::vector<std::vector<size_t>> parts(1);
+  size_t width = key_width;
+  for (size_t c = keys; c < columns_.size(); ++c) {
+    if (max_width > 0 && !parts.back().empty() && width + widths[c] > max_width) {
+      parts.emplace_back();
+      width = key_width;
+    }
+    parts.back().push_back(c);
+    width += widths[c] + 2;
+  }
+  auto render_line = [&](const std::vector<size_t>& part, auto cell_at) {
     std::string line;
-    for (size_t c = 0; c < columns_.size(); ++c) {
-      if (c > 0) line += "  ";
+    bool first = true;
+    auto add = [&](size_t c) {
+      if (!first) line += "  ";
+      first = false;
       const std::string& cell = cell_at(c);
       std::string pad(widths[c] - DisplayWidth(cell), ' ');
       line += columns_[c].align == Align::kRight ? pad + cell : cell + pad;
-    }
+    };
+    for (size_t c = 0; c < keys; ++c) add(c);
+    for (size_t c : part) add(c);
     return RightTrim(std::move(line)) + "\n";
   };
-  std::string out = render_line([&](size_t c) -> const std::string& { return titles[c]; });
-  for (const auto& row : rows) {
-    out += render_line([&](size_t c) -> const std::string& { return row[c]; });
+  std::string out;
+  for (const std::vector<size_t>& part : parts) {
+    if (!out.empty()) out += "\n";
+    out += render_line(part, [&](size_t c) -> const std::string& { return titles[c]; });
+    for (const auto& row : rows) {
+      out += render_line(part, [&](size_t c) -> const std::string& { return row[c]; });
+    }
+  }
+  return out;
+}
+
+std::string WrapText(std::string_view text, size_t width) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    if (!out.empty()) out += "\n";
+    if (width == 0 || DisplayWidth(std::string(line)) <= width) {
+      out.append(line.data(), line.size());
+      continue;
+    }
+    size_t used = 0;
+    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      const size_t w = DisplayWidth(std::string(word));
+      if (used > 0 && used + 1 + w > width) {
+        out += "\n";
+        used = 0;
+      }
+      if (used > 0) {
+        out += " ";
+        ++used;
+      }
+      out.append(word.data(), word.size());
+      used += w;
+    }
   }
   return out;
 }

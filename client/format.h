@@ -35,8 +35,15 @@ class TextTable {
   // dropped.
   void AddRow(std::vector<std::string> cells);
   // Header line, then one line per row, each ending in '\n'. Trailing spaces
-  // are trimmed so output diffs cleanly.
-  std::string Render() const;
+  // are trimmed so output diffs cleanly. With `max_width` > 0 a table wider
+  // than that is printed in parts, one below the other (a blank line
+  // between), each with the key columns and as many of the others as fit:
+  // a terminal never wraps a row into the next one. A column wider than
+  // `max_width` on its own still gets a part (and exceeds it).
+  std::string Render(size_t max_width = 0) const;
+  // The first `n` columns name a row (model, intervention): every part of a
+  // split table repeats them. [1]
+  void set_key_columns(size_t n) { key_columns_ = n; }
   // The same table as an HTML <table> (cells escaped; right-aligned columns
   // get class="num"), with `caption` as its <caption>, scope="col" on the
   // header cells and the first column as row headers (scope="row"), inside
@@ -48,7 +55,12 @@ class TextTable {
  private:
   std::vector<Column> columns_;
   std::vector<std::vector<std::string>> rows_;
+  size_t key_columns_ = 1;
 };
+
+// `text` with each line longer than `width` display columns broken at
+// spaces (a word longer than `width` stays whole on its own line).
+std::string WrapText(std::string_view text, size_t width);
 
 std::string FormatModelsTable(const std::vector<fca::v1::Model>& models);
 std::string FormatDatasetsTable(const std::vector<fca::v1::Dataset>& sets);

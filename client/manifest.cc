@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "common/file.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/proto_json.h"
 
 namespace fca::client {
 
@@ -14,12 +14,11 @@ namespace v1 = ::fca::v1;
 
 absl::StatusOr<v1::AuditSpec> ParseManifest(std::string_view json) {
   v1::AuditSpec spec;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;  // a typo must not be ignored
-  auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &spec, options);
+  // A typo must not be ignored. Both spellings of a field load: manifests
+  // written before fca's JSON was snake_case (`windowLength`) too.
+  const absl::Status status = ParseProtoJson(json, &spec, UnknownFields::kRefuse);
   if (!status.ok()) {
-    return UsageError(
-        absl::StrFormat("not an AuditSpec manifest: %s", status.message().ToString()));
+    return UsageError(absl::StrFormat("not an AuditSpec manifest: %s", status.message()));
   }
   return spec;
 }
@@ -35,16 +34,10 @@ absl::StatusOr<v1::AuditSpec> LoadManifest(const std::string& path) {
 }
 
 std::string ManifestJson(const v1::AuditSpec& spec) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  std::string out;
-  // Printing a well-formed message cannot fail; an empty object is the
-  // least surprising fallback should it ever.
-  if (!google::protobuf::util::MessageToJsonString(spec, &out, options).ok()) {
-    out = "{}\n";
-  }
-  return out;
+  // Printing fails only on invalid UTF-8, which a spec the server accepted
+  // does not hold; an empty object is the least surprising fallback.
+  absl::StatusOr<std::string> out = PrintProtoJson(spec, /*pretty=*/true);
+  return out.ok() ? *std::move(out) : std::string("{}\n");
 }
 
 absl::Status SaveManifest(const std::string& path, const v1::AuditSpec& spec) {

@@ -1,8 +1,6 @@
 // ReportView, the text and JSON forms of a report, and comparisons.
 #include "client/report_format.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -11,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
-#include "common/json.h"
+#include "common/proto_json.h"
 #include "common/vocabulary.h"
 
 namespace fca::client {
@@ -135,6 +133,7 @@ TextTable VariationTable(const ReportView& r) {
                {"TOTAL VAR", Align::kRight},
                {"BETWEEN-INPUT VAR", Align::kRight},
                {"WITHIN-INPUT VAR", Align::kRight}});
+  t.set_key_columns(2);  // family, model
   for (const std::string& f : r.families()) {
     const std::string eta = KeyedMetric(kEta2, f), total = KeyedMetric(kTotalVariance, f),
                       between = KeyedMetric(kBetweenInputVariance, f),
@@ -184,6 +183,7 @@ TextTable DependenceTable(const ReportView& r) {
   if (r.models().size() > 1)
     cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
+  t.set_key_columns(2);  // group, intervention
   GroupCells group(/*reading=*/false);
   for (const std::string& i : InGroupOrder(r.interventions())) {
     std::vector<std::string> row = {group.Next(i), i, AcrossCell(r.Across(i, kNll), Fixed, 4)};
@@ -200,6 +200,7 @@ TextTable RetentionTable(const ReportView& r) {
   for (const std::string& m : r.models()) cols.push_back({"RETENTION % " + m, Align::kRight});
   if (r.models().size() > 1) cols.push_back({kAcrossLabel, Align::kRight});
   TextTable t(cols);
+  t.set_key_columns(2);  // group, profile
   GroupCells group(/*reading=*/true);
   for (const std::string& i : InGroupOrder(StaticProfileNames())) {
     bool has = false;
@@ -226,6 +227,7 @@ TextTable GroupTable(const ReportView& r) {
   if (r.models().size() > 1)
     cols.push_back({std::string("PENALTY ") + kAcrossLabel, Align::kRight});
   TextTable t(cols);
+  t.set_key_columns(2);  // intervention, group
   for (const GroupPenalty& g : GroupPenalties(r)) {
     std::vector<std::string> row = {g.intervention, g.scope + " " + g.group};
     for (const std::string& m : r.models()) {
@@ -379,28 +381,34 @@ ReportSection ProvenanceSection(const ReportView& r) {
   return s;
 }
 
-std::string FormatReportText(const ReportView& r) {
+std::string FormatReportText(const ReportView& r, size_t width) {
   const v1::AuditSpec& spec = r.job().spec();
-  std::string out = absl::StrFormat(
-      "AUDIT REPORT  job %d (%s)\nmodels: %s%s\neval dataset sha256: %s, window length %d\n",
-      r.job().id(), JobStateName(r.job().state()),
-      SanitizeForTerminal(absl::StrJoin(r.models(), ", ")),
-      spec.dense_twin().empty() ? "" : "; dense twin: " + SanitizeForTerminal(spec.dense_twin()),
-      SanitizeForTerminal(r.eval_sha256()), spec.window_length());
+  std::string out = WrapText(
+      absl::StrFormat(
+          "AUDIT REPORT  job %d (%s)\nmodels: %s%s\neval dataset sha256: %s, window length %d\n",
+          r.job().id(), JobStateName(r.job().state()),
+          SanitizeForTerminal(absl::StrJoin(r.models(), ", ")),
+          spec.dense_twin().empty() ? ""
+                                    : "; dense twin: " + SanitizeForTerminal(spec.dense_twin()),
+          SanitizeForTerminal(r.eval_sha256()), spec.window_length()),
+      width);
   for (const ReportSection& section : ReportSections(r)) {
-    out += absl::StrFormat("\n%s (%s)\n", section.title, section.note);
-    out += section.table.empty() ? "(no rows)\n" : section.table.Render();
+    out += "\n" + WrapText(absl::StrFormat("%s (%s)", section.title, section.note), width) + "\n";
+    out += section.table.empty() ? "(no rows)\n" : section.table.Render(width);
   }
   if (r.models().size() > 1) {
-    out += absl::StrFormat(
-        "\nmean ± sd (min..max): across the %d audited models (sample sd), computed by the "
-        "server.\n",
-        r.models().size());
+    out += "\n" +
+           WrapText(absl::StrFormat("mean ± sd (min..max): across the %d audited models (sample "
+                                    "sd), computed by the server.",
+                                    r.models().size()),
+                    width) +
+           "\n";
   }
   if (HasProvenance(r)) {
     const ReportSection p = ProvenanceSection(r);
-    out += absl::StrFormat("\n%s (%s)\n%s", p.title, SanitizeForTerminal(p.note),
-                           p.table.empty() ? "(no rows)\n" : p.table.Render());
+    out += "\n" +
+           WrapText(absl::StrFormat("%s (%s)", p.title, SanitizeForTerminal(p.note)), width) +
+           "\n" + (p.table.empty() ? "(no rows)\n" : p.table.Render(width));
   }
   return out;
 }
@@ -409,150 +417,19 @@ std::string FormatReportText(const ReportView& r) {
 
 namespace {
 
-json::Value Str(const std::string& s) { return json::Value::String(s); }
-
-json::Value RowJson(const v1::Result& r, const std::string& unit) {
-  json::Value v = json::Value::MakeObject();
-  v.Set("intervention", Str(r.intervention()));
-  v.Set("metric", Str(r.metric()));
-  v.Set("value", r.defined() ? json::Value::Number(r.value()) : json::Value::Null());
-  if (r.has_ci_low()) v.Set("ci_low", json::Value::Number(r.ci_low()));
-  if (r.has_ci_high()) v.Set("ci_high", json::Value::Number(r.ci_high()));
-  v.Set("n", json::Value::Int(r.n()));
-  v.Set("unit", Str(unit));
-  return v;
-}
-
-json::Value SitesJson(const std::vector<SitePoint>& sites) {
-  json::Value out = json::Value::MakeArray();
-  for (const SitePoint& s : sites) {
-    json::Value v = json::Value::MakeObject();
-    v.Set("site", Str(s.site()));
-    v.Set("family", Str(s.family()));
-    v.Set("layer", json::Value::Int(s.layer()));
-    v.Set("mean", json::Value::Number(s.mean()));
-    v.Set("variance", json::Value::Number(s.variance()));
-    out.mutable_array().push_back(std::move(v));
-  }
-  return out;
-}
-
-// A model's rows in the server's report order.
-json::Value RowsOf(const ReportView& r, const std::string& model) {
-  json::Value out = json::Value::MakeArray();
-  for (const v1::ReportMetric& m : r.report().metrics()) {
-    if (const v1::Result* x = r.Find(model, m.intervention(), m.metric())) {
-      out.mutable_array().push_back(RowJson(*x, m.unit()));
-    }
-  }
-  return out;
-}
-
-json::Value TwinRows(const ReportView& r) {
-  json::Value out = json::Value::MakeArray();
-  for (const v1::Result& x : r.report().dense_twin_rows()) {
-    out.mutable_array().push_back(RowJson(x, r.Unit(x.intervention(), x.metric())));
-  }
-  return out;
-}
-
-json::Value NumberOrNull(bool defined, double value) {
-  return defined ? json::Value::Number(value) : json::Value::Null();
-}
-
-json::Value AcrossJson(const ReportView& r) {
-  json::Value out = json::Value::MakeArray();
-  for (const v1::ReportMetric& m : r.report().metrics()) {
-    const AcrossModels& a = m.across_models();
-    json::Value v = json::Value::MakeObject();
-    v.Set("intervention", Str(m.intervention()));
-    v.Set("metric", Str(m.metric()));
-    v.Set("unit", Str(m.unit()));
-    v.Set("n_models", json::Value::Int(a.n()));
-    v.Set("undefined", json::Value::Int(a.undefined()));
-    v.Set("mean", NumberOrNull(a.n() > 0, a.mean()));
-    v.Set("sd", NumberOrNull(a.n() > 0, a.sd()));
-    v.Set("min", NumberOrNull(a.n() > 0, a.min()));
-    v.Set("max", NumberOrNull(a.n() > 0, a.max()));
-    // The between-model t-interval (docs/fca.md "Multi-model aggregation").
-    v.Set("ci_low", NumberOrNull(a.has_ci_low(), a.ci_low()));
-    v.Set("ci_high", NumberOrNull(a.has_ci_high(), a.ci_high()));
-    out.mutable_array().push_back(std::move(v));
-  }
-  return out;
-}
-
-// Any row of the model names its weights.
-std::string WeightsOf(const ReportView& r, const std::string& model) {
-  for (const v1::ReportMetric& m : r.report().metrics()) {
-    for (const v1::Result& x : m.per_model()) {
-      if (x.model() == model) return x.weights_sha256();
-    }
-  }
-  return "";
-}
-
-// A message as a json::Value: every field present, named as in the proto
-// (snake_case, like the rest of report.json).
-json::Value MessageJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  std::string text;
-  if (!google::protobuf::util::MessageToJsonString(m, &text, options).ok()) {
-    return json::Value::MakeObject();
-  }
-  absl::StatusOr<json::Value> v = json::Parse(text);
-  return v.ok() ? *std::move(v) : json::Value::MakeObject();
-}
-
-json::Value ProvenanceJson(const v1::Job& job) {
-  json::Value v = json::Value::MakeObject();
-  v.Set("job", MessageJson(job.provenance()));
-  v.Set("spec", MessageJson(job.spec()));
-  json::Value tasks = json::Value::MakeArray();
-  for (const v1::JobTask& t : job.tasks()) {
-    json::Value o = json::Value::MakeObject();
-    o.Set("index", json::Value::Int(t.index()));
-    o.Set("model", Str(t.model()));
-    o.Set("state", Str(JobStateName(t.state())));
-    o.Set("provenance", MessageJson(t.provenance()));
-    tasks.mutable_array().push_back(std::move(o));
-  }
-  v.Set("tasks", std::move(tasks));
-  return v;
+// fca's JSON of a message (common/proto_json.h), pretty, with a final
+// newline; the printer fails only on invalid UTF-8, which the server's
+// replies do not carry.
+std::string PrettyJson(const google::protobuf::Message& m) {
+  absl::StatusOr<std::string> text = PrintProtoJson(m, /*pretty=*/true);
+  if (!text.ok()) return "{}\n";
+  if (text->empty() || text->back() != '\n') *text += '\n';
+  return *std::move(text);
 }
 
 }  // namespace
 
-std::string FormatReportJson(const ReportView& r) {
-  json::Value v = json::Value::MakeObject();
-  const v1::Job& job = r.job();
-  v.Set("job_id", json::Value::Int(job.id()));
-  v.Set("state", Str(JobStateName(job.state())));
-  v.Set("dense_twin", r.dense_twin().empty() ? json::Value::Null() : Str(r.dense_twin()));
-  v.Set("eval_dataset_sha256", Str(r.eval_sha256()));
-  v.Set("window_length", json::Value::Int(job.spec().window_length()));
-  json::Value models = json::Value::MakeArray();
-  for (const std::string& m : r.models()) {
-    json::Value o = json::Value::MakeObject();
-    o.Set("model", Str(m));
-    o.Set("weights_sha256", Str(WeightsOf(r, m)));
-    o.Set("results", RowsOf(r, m));
-    o.Set("sites", SitesJson(r.Sites(m)));
-    models.mutable_array().push_back(std::move(o));
-  }
-  v.Set("models", std::move(models));
-  if (!r.dense_twin().empty()) {
-    json::Value o = json::Value::MakeObject();
-    o.Set("model", Str(r.dense_twin()));
-    o.Set("results", TwinRows(r));
-    v.Set("dense_twin_execution", std::move(o));
-  }
-  v.Set("across_models", AcrossJson(r));
-  v.Set("provenance", ProvenanceJson(r.job()));
-  return json::Write(v, /*pretty=*/true) + "\n";
-}
+std::string FormatReportJson(const ReportView& r) { return PrettyJson(r.report()); }
 
 // ---------------------------------------------------------- comparison
 
@@ -624,11 +501,12 @@ void AddJobRows(const ReportView& r, const std::vector<CompareColumn>& cols, Tex
 
 }  // namespace
 
-std::string FormatComparisonText(const v1::CompareJobsResponse& c) {
+std::string FormatComparisonText(const v1::CompareJobsResponse& c, size_t width) {
   const std::vector<CompareColumn> cols = CompareColumns(c);
   std::vector<TextTable::Column> header = {{"JOB", Align::kRight}, {"LABEL"}, {"MODEL"}};
   for (const CompareColumn& col : cols) header.push_back({col.title, Align::kRight});
   TextTable t(header);
+  t.set_key_columns(3);
   std::string states;
   for (const v1::GetReportResponse& report : c.reports()) {
     const ReportView r(report);
@@ -636,41 +514,14 @@ std::string FormatComparisonText(const v1::CompareJobsResponse& c) {
     absl::StrAppendFormat(&states, "%sjob %d %s", states.empty() ? "" : ", ", r.job().id(),
                           JobStateName(r.job().state()));
   }
-  return absl::StrFormat(
-      "COMPARISON  %s\nNLL and penalties in nats/token (penalty with its bootstrap CI); "
-      "mean ± sd (min..max) across each job's models\n%s",
-      states, t.Render());
+  return WrapText(absl::StrFormat("COMPARISON  %s\nNLL and penalties in nats/token (penalty "
+                                  "with its bootstrap CI); mean ± sd (min..max) across each "
+                                  "job's models",
+                                  states),
+                  width) +
+         "\n" + t.Render(width);
 }
 
-std::string FormatComparisonJson(const v1::CompareJobsResponse& c) {
-  const std::vector<CompareColumn> cols = CompareColumns(c);
-  json::Value jobs = json::Value::MakeArray();
-  for (const v1::GetReportResponse& report : c.reports()) {
-    const ReportView r(report);
-    json::Value job = json::Value::MakeObject();
-    job.Set("job_id", json::Value::Int(r.job().id()));
-    job.Set("label", Str(r.job().spec().label()));
-    job.Set("state", Str(JobStateName(r.job().state())));
-    json::Value models = json::Value::MakeArray();
-    for (const std::string& m : r.models()) {
-      json::Value o = json::Value::MakeObject();
-      o.Set("model", Str(m));
-      json::Value rows = json::Value::MakeArray();
-      for (const CompareColumn& col : cols) {
-        if (const v1::Result* x = r.Find(m, col.intervention, col.metric)) {
-          rows.mutable_array().push_back(RowJson(*x, r.Unit(col.intervention, col.metric)));
-        }
-      }
-      o.Set("results", std::move(rows));
-      models.mutable_array().push_back(std::move(o));
-    }
-    job.Set("models", std::move(models));
-    job.Set("across_models", AcrossJson(r));
-    jobs.mutable_array().push_back(std::move(job));
-  }
-  json::Value v = json::Value::MakeObject();
-  v.Set("jobs", std::move(jobs));
-  return json::Write(v, /*pretty=*/true) + "\n";
-}
+std::string FormatComparisonJson(const v1::CompareJobsResponse& c) { return PrettyJson(c); }
 
 }  // namespace fca::client

@@ -92,25 +92,30 @@ ReportSection ProvenanceSection(const ReportView& report);
 // Whether the job has any provenance to show.
 bool HasProvenance(const ReportView& report);
 
+// Terminal columns `fca report` and `fca compare` fit in without --wide.
+constexpr size_t kReportWidth = 100;
+
 // The report as aligned text tables: models, coefficient variation,
 // functional dependence (NLL, penalties with CI, retention), execution,
-// and provenance when the job has it.
-std::string FormatReportText(const ReportView& report);
-// The report as JSON: the job, each model's rows and sites, the dense twin's
-// execution rows, the across-model summaries (n, mean, sd, min, max,
-// unit) and "provenance": {"job": Provenance, "spec": the normalized
-// AuditSpec, "tasks": [{"index", "model", "state", "provenance":
-// TaskProvenance}]}, every field printed (proto3 JSON: int64 as strings).
-// Undefined values are null.
+// and provenance when the job has it. Every line fits in `width` columns
+// (0: no limit): notes wrap, wide tables are printed in parts that repeat
+// their key columns (TextTable::Render). Only a single cell wider than
+// `width` (none in a report) could exceed it.
+std::string FormatReportText(const ReportView& report, size_t width = kReportWidth);
+// The report as JSON: the GetReportResponse message in fca's one JSON
+// (common/proto_json.h; docs/api.md "JSON"): the job with its spec, tasks
+// and provenance, every (intervention, metric) with each model's row and
+// the across-model summary, the per-layer sites and the dense twin's rows.
+// An undefined value is a row with "defined": false.
 std::string FormatReportJson(const ReportView& report);
 
 // Several jobs side by side (CompareJobs): one row per job and model, and
 // one across the job's models when it has several, with the NLL of
 // `correct`, the penalty of every intervention, the retentions and eta2 per
 // family.
-std::string FormatComparisonText(const fca::v1::CompareJobsResponse& comparison);
-// The same as JSON: per job its id, label, state and models, and per row
-// the values (null when undefined or absent).
+std::string FormatComparisonText(const fca::v1::CompareJobsResponse& comparison,
+                                 size_t width = kReportWidth);
+// The same as JSON: the CompareJobsResponse message in fca's one JSON.
 std::string FormatComparisonJson(const fca::v1::CompareJobsResponse& comparison);
 
 }  // namespace fca::client

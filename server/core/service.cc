@@ -433,6 +433,55 @@ class StreamSlot {
   int64_t count_ = 0;
 };
 
+// The job as of an event (WatchJobResponse.job), from the job as it is now
+// and the stored events up to it: its state is the last state event's, its
+// progress the last progress event's fraction, and what only a later state
+// sets (started_at before RUNNING; finished_at and error before the end)
+// is cleared. attempts, cancel_requested and the notice are as now: the
+// events do not record them.
+class JobAsOf {
+ public:
+  // Each stored event, in seq order.
+  void See(const v1::JobEvent& e) {
+    if (e.has_state()) {
+      state_ = e.state();
+      started_ = started_ || state_ == v1::JOB_STATE_RUNNING;
+    }
+    if (e.has_progress()) progress_ = e.progress().fraction();
+  }
+
+  v1::Job Apply(v1::Job job) const {
+    if (state_ == v1::JOB_STATE_UNSPECIFIED) return job;  // no state seen (cannot happen)
+    job.set_state(state_);
+    const bool ended = state_ == v1::JOB_STATE_SUCCEEDED || state_ == v1::JOB_STATE_FAILED ||
+                       state_ == v1::JOB_STATE_CANCELLED;
+    if (!ended) {
+      job.clear_finished_at();
+      job.clear_error();
+      job.set_progress(progress_);
+    }
+    if (!started_) job.clear_started_at();
+    return job;
+  }
+
+ private:
+  v1::JobState state_ = v1::JOB_STATE_UNSPECIFIED;
+  bool started_ = false;
+  double progress_ = 0;
+};
+
+// The stored event as sent: its payload with its seq and time.
+absl::StatusOr<v1::JobEvent> StoredEvent(int64_t job_id, const storage::JobEvent& stored) {
+  v1::JobEvent e;
+  if (!e.ParseFromString(stored.payload)) {
+    return absl::DataLossError(
+        absl::StrFormat("job %d: event %d is unreadable", job_id, stored.seq));
+  }
+  e.set_seq(stored.seq);
+  ToTimestamp(stored.created_at_us, e.mutable_time());
+  return e;
+}
+
 }  // namespace
 
 absl::StatusOr<bool> AuditServiceCore::SendNotice(
@@ -463,6 +512,20 @@ absl::Status AuditServiceCore::WatchJob(
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
   int64_t after = request.after_seq();
+  // A resumed watch: the events before it, for the job as of each event.
+  JobAsOf as_of;
+  for (int64_t seen = 0; seen < after;) {
+    FCA_ASSIGN_OR_RETURN(const std::vector<storage::JobEvent> before,
+                         store_->ListJobEvents(request.job_id(), seen, 256));
+    if (before.empty()) break;
+    for (const storage::JobEvent& stored : before) {
+      if (stored.seq > after) break;
+      FCA_ASSIGN_OR_RETURN(const v1::JobEvent e, StoredEvent(request.job_id(), stored));
+      as_of.See(e);
+      seen = stored.seq;
+    }
+    if (before.back().seq > after) break;
+  }
   bool reread_after_end = false;
   int64_t notice_sent = 0;  // the version of the job's notice sent last
   while (!stop()) {
@@ -471,15 +534,12 @@ absl::Status AuditServiceCore::WatchJob(
                          store_->ListJobEvents(request.job_id(), after, 256));
     for (const storage::JobEvent& stored : events) {
       v1::WatchJobResponse response;
-      v1::JobEvent* e = response.mutable_event();
-      if (!e->ParseFromString(stored.payload)) {
-        return absl::DataLossError(
-            absl::StrFormat("job %d: event %d is unreadable", request.job_id(), stored.seq));
-      }
-      e->set_seq(stored.seq);
-      ToTimestamp(stored.created_at_us, e->mutable_time());
+      FCA_ASSIGN_OR_RETURN(*response.mutable_event(), StoredEvent(request.job_id(), stored));
+      const v1::JobEvent* e = &response.event();
+      as_of.See(*e);
       FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));
-      FCA_ASSIGN_OR_RETURN(*response.mutable_job(), JobProto(job));
+      FCA_ASSIGN_OR_RETURN(v1::Job now, JobProto(job));
+      *response.mutable_job() = as_of.Apply(std::move(now));
       if (may_go_on) FCA_RETURN_IF_ERROR(may_go_on(true));
       if (!write(response)) return absl::OkStatus();  // client went away
       after = stored.seq;

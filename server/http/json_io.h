@@ -1,8 +1,6 @@
-// The HTTP API's JSON: protobuf's proto3 JSON mapping with this API's
-// options, set here once, and the error body.
-//
-// Printed with the proto field names (snake_case), every field present,
-// int64 as strings; parsed with unknown fields refused (a typo must not
+// The HTTP API's JSON: fca's one JSON dialect (common/proto_json.h:
+// snake_case names, every field present, int64 as strings), and the error
+// body. Requests are parsed with unknown fields refused (a typo must not
 // pass silently: the message names the field). Errors are
 // {"code": "NOT_FOUND", "message": "..."}, always valid UTF-8.
 #ifndef FCA_SERVER_HTTP_JSON_IO_H_

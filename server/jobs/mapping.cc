@@ -1,10 +1,9 @@
 #include "server/jobs/mapping.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/proto_json.h"
 
 namespace fca::core {
 
@@ -102,10 +101,9 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 
 absl::StatusOr<v1::AuditSpec> StoredSpec(const storage::JobRecord& job) {
   v1::AuditSpec spec;
-  auto st = google::protobuf::util::JsonStringToMessage(job.spec_json, &spec);
+  const absl::Status st = ParseProtoJson(job.spec_json, &spec);
   if (!st.ok()) {
-    return absl::DataLossError(
-        absl::StrFormat("job %d: stored spec: %s", job.id, st.message().ToString()));
+    return absl::DataLossError(absl::StrFormat("job %d: stored spec: %s", job.id, st.message()));
   }
   return spec;
 }

@@ -1,12 +1,11 @@
 #include "server/worker/messages.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/proto_json.h"
 
 namespace fca::core {
 
@@ -24,12 +23,10 @@ int64_t FromTimestamp(const google::protobuf::Timestamp& t) {
 }
 
 std::string ToStoredJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  // Fails only for an Any without a type resolver; fca's messages have none.
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out;
+  // Fails only for invalid UTF-8 in a string field; the fields stored here
+  // (names, hashes, versions) were checked when they came in.
+  absl::StatusOr<std::string> out = PrintProtoJson(message);
+  return out.ok() ? *std::move(out) : std::string("{}");
 }
 
 std::string SpecToJson(const v1::AuditSpec& spec) { return ToStoredJson(spec); }
@@ -37,11 +34,10 @@ std::string SpecToJson(const v1::AuditSpec& spec) { return ToStoredJson(spec); }
 absl::Status ProvenanceFromJson(const std::string& json, google::protobuf::Message* out) {
   out->Clear();
   if (json.empty()) return absl::OkStatus();
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  auto st = google::protobuf::util::JsonStringToMessage(json, out, options);
+  // A newer version's fields are skipped.
+  const absl::Status st = ParseProtoJson(json, out, UnknownFields::kIgnore);
   if (!st.ok()) {
-    return absl::DataLossError(absl::StrCat("stored provenance: ", st.message().ToString()));
+    return absl::DataLossError(absl::StrCat("stored provenance: ", st.message()));
   }
   return absl::OkStatus();
 }

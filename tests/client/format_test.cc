@@ -14,6 +14,7 @@ namespace {
 
 namespace v1 = ::fca::v1;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::Result MakeResult(const std::string& model, const std::string& metric, double value) {
   v1::Result r;
@@ -132,8 +133,10 @@ TEST(ResultsJsonTest, ArrayOfCanonicalJsonOnePerLine) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], "[");
   EXPECT_EQ(lines[3], "]");
-  EXPECT_THAT(lines[1], HasSubstr("\"jobId\":\"7\""));
-  EXPECT_THAT(lines[1], HasSubstr("\"ciLow\":3.25"));
+  // fca's one JSON (common/proto_json.h): proto names, int64 as strings.
+  EXPECT_THAT(lines[1], HasSubstr("\"job_id\":\"7\""));
+  EXPECT_THAT(lines[1], HasSubstr("\"ci_low\":3.25"));
+  EXPECT_THAT(lines[1], Not(HasSubstr("jobId")));
   EXPECT_EQ(lines[1].back(), ',');
   // Defaults are printed: a script must see defined=false explicitly.
   EXPECT_THAT(lines[2], HasSubstr("\"defined\":false"));
@@ -144,6 +147,28 @@ TEST(ResultsJsonTest, ArrayOfCanonicalJsonOnePerLine) {
   std::string element = lines[1].substr(0, lines[1].size() - 1);
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(element, &parsed).ok());
   EXPECT_EQ(parsed.SerializeAsString(), a.SerializeAsString());
+}
+
+TEST(TextTableTest, WideTableSplitsIntoPartsRepeatingTheKeyColumns) {
+  TextTable t({{"GROUP"}, {"NAME"}, {"A", TextTable::Align::kRight}, {"B"}, {"C"}});
+  t.set_key_columns(2);
+  t.AddRow({"g", "x", "1", std::string(10, 'b'), std::string(10, 'c')});
+  EXPECT_EQ(t.Render(), "GROUP  NAME  A  B           C\ng      x     1  bbbbbbbbbb  cccccccccc\n");
+  // 26 columns: GROUP NAME A B in the first part, GROUP NAME C below.
+  EXPECT_EQ(t.Render(26),
+            "GROUP  NAME  A  B\ng      x     1  bbbbbbbbbb\n\nGROUP  NAME  C\n"
+            "g      x     cccccccccc\n");
+  // A column too wide for any part still gets one of its own.
+  EXPECT_EQ(t.Render(5),
+            "GROUP  NAME  A\ng      x     1\n\nGROUP  NAME  B\ng      x     bbbbbbbbbb\n"
+            "\nGROUP  NAME  C\ng      x     cccccccccc\n");
+}
+
+TEST(WrapTextTest, BreaksLongLinesAtSpaces) {
+  EXPECT_EQ(WrapText("one two three", 0), "one two three");
+  EXPECT_EQ(WrapText("one two three", 7), "one two\nthree");
+  EXPECT_EQ(WrapText("a ± b ± c\nshort", 5), "a ± b\n± c\nshort");  // ± is one column
+  EXPECT_EQ(WrapText("abcdefghij x", 4), "abcdefghij\nx");          // a long word stays whole
 }
 
 TEST(ResultsJsonTest, EmptyIsEmptyArray) { EXPECT_EQ(FormatResultsJson({}), "[]\n"); }

@@ -14,6 +14,7 @@ namespace {
 
 namespace v1 = ::fca::v1;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::AuditSpec FullSpec() {
   v1::AuditSpec spec;
@@ -56,9 +57,11 @@ TEST(ManifestTest, SaveThenLoadGivesTheSameSpec) {
 
 TEST(ManifestTest, EmptySpecRoundTripsAndPrintsEveryField) {
   const std::string json = ManifestJson(v1::AuditSpec());
-  // Every knob appears in a saved manifest, so it doubles as a template.
-  EXPECT_THAT(json, HasSubstr("\"windowLength\": \"0\""));
-  EXPECT_THAT(json, HasSubstr("\"allowOverlap\": false"));
+  // Every knob appears in a saved manifest, so it doubles as a template,
+  // named as in the proto (fca's one JSON, common/proto_json.h).
+  EXPECT_THAT(json, HasSubstr("\"window_length\": \"0\""));
+  EXPECT_THAT(json, HasSubstr("\"allow_overlap\": false"));
+  EXPECT_THAT(json, Not(HasSubstr("windowLength")));
   auto parsed = ParseManifest(json);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->ByteSizeLong(), 0u);
@@ -70,6 +73,32 @@ TEST(ManifestTest, AcceptsSnakeCaseNames) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->eval_dataset(), "e");
   EXPECT_EQ(spec->window_length(), 64);
+}
+
+// A manifest written by fca 0.1.0, whose JSON was camelCase (committed as
+// it was written): it still loads, every field with its value.
+TEST(ManifestTest, OldCamelCaseManifestStillLoads) {
+  auto spec = LoadManifest(std::string(FCA_TEST_DATA_DIR) + "/manifests/manifest-0.1.0-camel.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->models_size(), 2);
+  EXPECT_EQ(spec->dense_twin(), "dense");
+  EXPECT_EQ(spec->eval_dataset().substr(0, 11), "sha256:4b22");
+  EXPECT_EQ(spec->interventions_size(), 3);
+  EXPECT_EQ(spec->window_length(), 128);
+  EXPECT_EQ(spec->max_eval_windows(), 64);
+  EXPECT_EQ(spec->max_calib_windows(), 32);
+  EXPECT_EQ(spec->seed(), 18446744073709551615ull);
+  EXPECT_DOUBLE_EQ(spec->ci_level(), 0.9);
+  ASSERT_TRUE(spec->has_timing_repeats());  // explicit 0: no timing
+  EXPECT_EQ(spec->timing_repeats(), 0);
+  EXPECT_EQ(spec->label(), "written by fca 0.1.0");
+  // Saved again, it is in today's names and loads to the same spec.
+  const std::string json = ManifestJson(*spec);
+  EXPECT_THAT(json, HasSubstr("\"dense_twin\": \"dense\""));
+  EXPECT_THAT(json, Not(HasSubstr("denseTwin")));
+  auto again = ParseManifest(json);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
 }
 
 TEST(ManifestTest, UnknownFieldIsAClearUsageError) {

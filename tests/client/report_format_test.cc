@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/report_html.h"
 #include "common/json.h"
+#include "common/proto_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/result_rows.h"
@@ -225,6 +227,38 @@ TEST(ReportViewTest, LooksUpRowsSummariesAndSites) {
   EXPECT_TRUE(r.Sites("dense").empty());
 }
 
+// The widest line in terminal columns (one per UTF-8 code point).
+size_t MaxLineWidth(const std::string& text) {
+  size_t widest = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    size_t width = 0;
+    for (unsigned char ch : line) width += (ch & 0xC0) != 0x80;
+    widest = std::max(widest, width);
+  }
+  return widest;
+}
+
+TEST(ReportTextTest, FitsTheWidthUnlessWide) {
+  v1::GetReportResponse report = ThreeSeedReport();
+  report.mutable_job()->mutable_provenance()->set_eval_sha256(std::string(64, 'e'));
+  report.mutable_job()->mutable_provenance()->set_calib_sha256(std::string(64, 'c'));
+  v1::JobTask* task = report.mutable_job()->add_tasks();
+  task->set_model("fg-s1");
+  task->mutable_provenance()->set_host("node-7.cluster.example");
+  task->mutable_provenance()->set_weights_sha256(std::string(64, 'f'));
+  const ReportView r(report);
+  const std::string wide = FormatReportText(r, 0);
+  ASSERT_GT(MaxLineWidth(wide), kReportWidth);  // or this test proves nothing
+  const std::string text = FormatReportText(r);
+  EXPECT_LE(MaxLineWidth(text), kReportWidth) << text;
+  // Nothing is lost: every cell of the wide form is in the narrow one.
+  for (const char* cell : {"+0.2000 ± 0.1000 (+0.1000..+0.3000)", "+0.1000 [+0.0500, +0.1500]",
+                           "150.0 ± 70.7 (100.0..200.0) (1 undefined)", "node-7.cluster.example"}) {
+    EXPECT_THAT(wide, HasSubstr(cell));
+    EXPECT_THAT(text, HasSubstr(cell));
+  }
+}
+
 TEST(ReportTextTest, ShowsEverySectionAndTheServersSummaries) {
   const std::string text = FormatReportText(ReportView(ThreeSeedReport()));
   for (const char* section :
@@ -357,46 +391,33 @@ TEST(ReportTextTest, ColumnsAlignWithMultiByteCells) {
   EXPECT_EQ(text, "A  VALUE  Z\nx  1 ± 2  z\ny  12345  z\n");
 }
 
-TEST(ReportJsonTest, ParsesAndCarriesRowsSitesAndSummaries) {
-  const std::string text = FormatReportJson(ReportView(ThreeSeedReport()));
+// report --save_json is the GetReport message in fca's one JSON: it
+// parses back to the very message, with proto names and every zero kept.
+TEST(ReportJsonTest, IsTheGetReportMessageInFcasJson) {
+  const v1::GetReportResponse report = ThreeSeedReport();
+  const std::string text = FormatReportJson(ReportView(report));
+  v1::GetReportResponse parsed;
+  ASSERT_TRUE(ParseProtoJson(text, &parsed).ok()) << text;
+  EXPECT_EQ(parsed.SerializeAsString(), report.SerializeAsString());
   auto v = json::Parse(text);
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(v->Find("job_id")->as_int(), 3);
+  EXPECT_EQ(v->Find("job")->Find("id")->as_string(), "3");  // int64: a string
   EXPECT_EQ(v->Find("dense_twin")->as_string(), "dense");
-  const auto& models = v->Find("models")->as_array();
-  ASSERT_EQ(models.size(), 3u);
-  EXPECT_EQ(models[0].Find("weights_sha256")->as_string(), "w-fg-s1");
-  EXPECT_EQ(models[0].Find("sites")->as_array().size(), 3u);
-  EXPECT_EQ(models[0].Find("results")->as_array().size(), 15u);  // every metric of the report
-  EXPECT_EQ(models[0].Find("results")->as_array()[0].Find("unit")->as_string(), "nats/token");
-  bool saw_penalty = false, saw_retention = false;
-  for (const json::Value& a : v->Find("across_models")->as_array()) {
-    const std::string key =
-        a.Find("intervention")->as_string() + "/" + a.Find("metric")->as_string();
-    if (key == "cross_input/penalty") {
-      saw_penalty = true;
-      EXPECT_NEAR(a.Find("mean")->as_double(), 0.2, 1e-12);
-      EXPECT_NEAR(a.Find("sd")->as_double(), 0.1, 1e-12);
-      EXPECT_NEAR(a.Find("min")->as_double(), 0.1, 1e-12);
-      EXPECT_NEAR(a.Find("max")->as_double(), 0.3, 1e-12);
-      EXPECT_EQ(a.Find("n_models")->as_int(), 3);
-      EXPECT_EQ(a.Find("unit")->as_string(), "nats/token");
-    }
-    if (key == "static_layer/retention_pct") {
-      saw_retention = true;
-      EXPECT_EQ(a.Find("undefined")->as_int(), 1);
+  EXPECT_EQ(v->Find("metrics")->as_array().size(), static_cast<size_t>(report.metrics_size()));
+  EXPECT_NE(v->Find("dense_twin_rows"), nullptr);
+  EXPECT_EQ(text.find("denseTwin"), std::string::npos);
+  EXPECT_EQ(text.find("perModel"), std::string::npos);
+  // The undefined retention of s3 says so; its value 0 is printed.
+  bool saw_undefined = false;
+  for (const json::Value& m : v->Find("metrics")->as_array()) {
+    if (m.Find("metric")->as_string() != "retention_pct") continue;
+    for (const json::Value& row : m.Find("per_model")->as_array()) {
+      if (row.Find("model")->as_string() != "fg-s3") continue;
+      saw_undefined = !row.Find("defined")->as_bool();
+      EXPECT_NE(row.Find("value"), nullptr);
     }
   }
-  EXPECT_TRUE(saw_penalty);
-  EXPECT_TRUE(saw_retention);
-  // The undefined retention of s3 is null, not 0.
-  bool saw_null = false;
-  for (const json::Value& row : models[2].Find("results")->as_array()) {
-    if (row.Find("metric")->as_string() == "retention_pct") saw_null = row.Find("value")->is_null();
-  }
-  EXPECT_TRUE(saw_null);
-  ASSERT_NE(v->Find("dense_twin_execution"), nullptr);
-  EXPECT_EQ(v->Find("dense_twin_execution")->Find("results")->as_array().size(), 2u);
+  EXPECT_TRUE(saw_undefined);
 }
 
 TEST(ReportHtmlTest, SelfContainedWithChartsAndTables) {
@@ -568,16 +589,30 @@ TEST(CompareTest, TextHasARowPerJobAndModelAndTheUnionOfColumns) {
   EXPECT_EQ(across, 2u);  // the note and job 3's row
 }
 
-TEST(CompareTest, JsonCarriesEveryJob) {
-  auto v = json::Parse(FormatComparisonJson(TwoJobs()));
+TEST(CompareTest, FitsTheWidthUnlessWide) {
+  ASSERT_GT(MaxLineWidth(FormatComparisonText(TwoJobs(), 0)), kReportWidth);
+  const std::string compare = FormatComparisonText(TwoJobs());
+  EXPECT_LE(MaxLineWidth(compare), kReportWidth) << compare;
+  // Each part repeats the job, label and model columns.
+  size_t headers = 0;
+  for (size_t p = compare.find("JOB  LABEL"); p != std::string::npos;
+       p = compare.find("JOB  LABEL", p + 1)) {
+    ++headers;
+  }
+  EXPECT_GE(headers, 2u) << compare;
+}
+
+TEST(CompareTest, JsonIsTheCompareJobsMessage) {
+  const v1::CompareJobsResponse jobs = TwoJobs();
+  const std::string text = FormatComparisonJson(jobs);
+  v1::CompareJobsResponse parsed;
+  ASSERT_TRUE(ParseProtoJson(text, &parsed).ok()) << text;
+  EXPECT_EQ(parsed.SerializeAsString(), jobs.SerializeAsString());
+  auto v = json::Parse(text);
   ASSERT_TRUE(v.ok()) << v.status();
-  const auto& jobs = v->Find("jobs")->as_array();
-  ASSERT_EQ(jobs.size(), 2u);
-  EXPECT_EQ(jobs[0].Find("job_id")->as_int(), 3);
-  EXPECT_EQ(jobs[1].Find("label")->as_string(), "rerun");
-  EXPECT_EQ(jobs[0].Find("models")->as_array().size(), 3u);
-  ASSERT_EQ(jobs[1].Find("models")->as_array().size(), 1u);
-  EXPECT_EQ(jobs[1].Find("models")->as_array()[0].Find("results")->as_array().size(), 2u);
+  const auto& reports = v->Find("reports")->as_array();
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[1].Find("job")->Find("spec")->Find("label")->as_string(), "rerun");
 }
 
 }  // namespace
@@ -602,15 +637,15 @@ TEST(ReportProvenanceTest, EveryFormCarriesTheJobsAndTasksProvenance) {
   EXPECT_THAT(html, HasSubstr("node&lt;7&gt;"));
   auto v = json::Parse(FormatReportJson(r));
   ASSERT_TRUE(v.ok()) << v.status();
-  const json::Value* p = v->Find("provenance");
+  const json::Value* p = v->Find("job")->Find("provenance");
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->Find("job")->Find("calib_sha256")->as_string(), "c6c6");
-  EXPECT_NE(p->Find("job")->Find("eval_dataset"), nullptr);  // every field, even empty
-  const json::Value& t = p->Find("tasks")->as_array().at(0);
+  EXPECT_EQ(p->Find("calib_sha256")->as_string(), "c6c6");
+  EXPECT_NE(p->Find("eval_dataset"), nullptr);  // every field, even empty
+  const json::Value& t = v->Find("job")->Find("tasks")->as_array().at(0);
   EXPECT_EQ(t.Find("model")->as_string(), "fg-s1");
   EXPECT_EQ(t.Find("provenance")->Find("host")->as_string(), "node<7>");
   EXPECT_EQ(t.Find("provenance")->Find("eval_windows")->as_string(), "12");  // int64: a string
-  EXPECT_NE(p->Find("spec")->Find("window_length"), nullptr);
+  EXPECT_NE(v->Find("job")->Find("spec")->Find("window_length"), nullptr);
 }
 
 TEST(ReportProvenanceTest, AJobWithoutProvenanceHasNoSection) {

@@ -76,6 +76,22 @@ void ExpectWellFormedRun(const Responses& rs, const std::vector<std::string>& mo
   std::sort(batches.begin(), batches.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(batches, expected);
+  // Each event carries the job as of that event, not as it is now (these
+  // streams are read after the job ended): its state so far, its progress
+  // so far, no end time or error before the end.
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  double fraction = 0;
+  for (const auto& r : rs) {
+    if (r.event().has_state()) state = r.event().state();
+    if (r.event().has_progress()) fraction = r.event().progress().fraction();
+    SCOPED_TRACE(absl::StrFormat("event %d", r.event().seq()));
+    EXPECT_EQ(r.job().state(), state);
+    EXPECT_EQ(r.job().has_started_at(), state != v1::JOB_STATE_QUEUED);
+    if (!IsTerminal(state)) {
+      EXPECT_FALSE(r.job().has_finished_at());
+      EXPECT_EQ(r.job().progress(), fraction);
+    }
+  }
 }
 
 // One job over two featuregate models and a dense twin, run once for the
@@ -197,6 +213,9 @@ TEST_F(FinishedJobTest, WatchResumedMidwayDeliversExactlyTheRest) {
   for (size_t i = 0; i < rest->size(); ++i) {
     EXPECT_EQ((*rest)[i].event().SerializeAsString(),
               (*events_)[middle + i].event().SerializeAsString());
+    // The job as of each event, as the whole stream had it.
+    EXPECT_EQ((*rest)[i].job().SerializeAsString(),
+              (*events_)[middle + i].job().SerializeAsString());
   }
 }
 

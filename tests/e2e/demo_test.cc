@@ -50,22 +50,47 @@ class TempDir {
   fs::path path_;
 };
 
-// The value of (intervention, metric) in a report.json "results" array.
-const json::Value* Metric(const json::Value& results, const std::string& intervention,
-                          const std::string& metric) {
-  for (const json::Value& r : results.as_array()) {
-    if (r.Find("intervention")->as_string() == intervention &&
-        r.Find("metric")->as_string() == metric) {
-      return r.Find("value");
+// The row (a Result) of (model, intervention, metric) in a GetReport
+// message's JSON (report.json, or one of size_trend.json's "reports");
+// nullptr when absent.
+const json::Value* Row(const json::Value& report, const std::string& model,
+                       const std::string& intervention, const std::string& metric) {
+  const json::Value* metrics = report.Find("metrics");
+  if (metrics == nullptr) return nullptr;
+  for (const json::Value& m : metrics->as_array()) {
+    if (m.Find("intervention")->as_string() != intervention ||
+        m.Find("metric")->as_string() != metric) {
+      continue;
+    }
+    for (const json::Value& r : m.Find("per_model")->as_array()) {
+      if (r.Find("model")->as_string() == model) return &r;
     }
   }
   return nullptr;
 }
 
-double Number(const json::Value* v) {
-  EXPECT_NE(v, nullptr);
-  EXPECT_TRUE(v != nullptr && v->is_number());
-  return v != nullptr && v->is_number() ? v->as_double() : NAN;
+// The dense twin's row of (intervention, metric).
+const json::Value* TwinRow(const json::Value& report, const std::string& intervention,
+                           const std::string& metric) {
+  const json::Value* rows = report.Find("dense_twin_rows");
+  if (rows == nullptr) return nullptr;
+  for (const json::Value& r : rows->as_array()) {
+    if (r.Find("intervention")->as_string() == intervention &&
+        r.Find("metric")->as_string() == metric) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+bool Defined(const json::Value* row) {
+  return row != nullptr && row->Find("defined") != nullptr && row->Find("defined")->as_bool();
+}
+
+// A defined row's value.
+double Number(const json::Value* row) {
+  EXPECT_TRUE(Defined(row));
+  return Defined(row) ? row->Find("value")->as_double() : NAN;
 }
 
 class DemoTest : public ::testing::Test {
@@ -98,39 +123,40 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("mean ± sd"));
 
+  // report.json: the GetReport message (fca's one JSON).
   const json::Value report = ParseFile(out.path() / "report.json");
   ASSERT_NE(report.Find("models"), nullptr);
   const auto& models = report.Find("models")->as_array();
   ASSERT_EQ(models.size(), 3u);
-  for (const json::Value& m : models) {
-    SCOPED_TRACE(m.Find("model")->as_string());
-    ASSERT_NE(m.Find("results"), nullptr);
-    const json::Value& rows = *m.Find("results");
+  for (const json::Value& model : models) {
+    const std::string m = model.as_string();
+    SCOPED_TRACE(m);
     // `correct` replays the recorded coefficients: it is the LIVE pass.
-    EXPECT_NEAR(Number(Metric(rows, "correct", "nll")), Number(Metric(rows, "replay", "live_nll")),
-                1e-6);
-    EXPECT_LE(Number(Metric(rows, "replay", "max_abs_logit_diff")), 1e-5);
+    EXPECT_NEAR(Number(Row(report, m, "correct", "nll")),
+                Number(Row(report, m, "replay", "live_nll")), 1e-6);
+    EXPECT_LE(Number(Row(report, m, "replay", "max_abs_logit_diff")), 1e-5);
     for (const char* profile : {"static_layer", "static_layer_position"}) {
-      const json::Value* ret = Metric(rows, profile, "retention_pct");
+      const json::Value* ret = Row(report, m, profile, "retention_pct");
       ASSERT_NE(ret, nullptr) << profile;
-      EXPECT_TRUE(ret->is_null() || std::isfinite(ret->as_double())) << profile;
+      EXPECT_TRUE(!Defined(ret) || std::isfinite(ret->Find("value")->as_double())) << profile;
     }
     for (const char* family : {"attn_gate", "mlp_gate"}) {
-      const json::Value* eta = Metric(rows, "variation", std::string("eta2.") + family);
+      const json::Value* eta = Row(report, m, "variation", std::string("eta2.") + family);
       ASSERT_NE(eta, nullptr) << family;
       // Trained gates vary: eta2 is defined for every family.
-      ASSERT_FALSE(eta->is_null()) << family;
-      EXPECT_GE(eta->as_double(), 0.0);
-      EXPECT_LE(eta->as_double(), 1.0);
+      ASSERT_TRUE(Defined(eta)) << family;
+      EXPECT_GE(Number(eta), 0.0);
+      EXPECT_LE(Number(eta), 1.0);
     }
     // Every block runs in a FeatureGate model: the fraction is exactly 1.
-    EXPECT_EQ(Number(Metric(rows, "execution", "blocks_executed_fraction")), 1.0);
-    ASSERT_NE(m.Find("sites"), nullptr);
-    EXPECT_FALSE(m.Find("sites")->as_array().empty());
+    EXPECT_EQ(Number(Row(report, m, "execution", "blocks_executed_fraction")), 1.0);
+    int sites = 0;
+    for (const json::Value& s : report.Find("sites")->as_array()) {
+      sites += s.Find("model")->as_string() == m;
+    }
+    EXPECT_GT(sites, 0);
   }
-  const json::Value* twin = report.Find("dense_twin_execution");
-  ASSERT_NE(twin, nullptr);
-  EXPECT_EQ(Number(Metric(*twin->Find("results"), "execution", "blocks_executed_fraction")), 1.0);
+  EXPECT_EQ(Number(TwinRow(report, "execution", "blocks_executed_fraction")), 1.0);
 
   const std::string html = ReadFileOrEmpty(out.path() / "report.html");
   EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
@@ -140,13 +166,13 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   // parameter count and its own numbers.
   auto trend = json::Parse(ReadFileOrEmpty(out.path() / "size_trend.json"));
   ASSERT_TRUE(trend.ok()) << trend.status();
-  const auto& jobs = trend->Find("jobs")->as_array();
+  const auto& jobs = trend->Find("reports")->as_array();
   ASSERT_EQ(jobs.size(), 3u);
   std::vector<double> sizes;
   for (const json::Value& job : jobs) {
     for (const json::Value& m : job.Find("models")->as_array()) {
-      sizes.push_back(Number(Metric(*m.Find("results"), "execution", "parameters")));
-      EXPECT_TRUE(std::isfinite(Number(Metric(*m.Find("results"), "correct", "nll"))));
+      sizes.push_back(Number(Row(job, m.as_string(), "execution", "parameters")));
+      EXPECT_TRUE(std::isfinite(Number(Row(job, m.as_string(), "correct", "nll"))));
     }
   }
   ASSERT_EQ(sizes.size(), 5u);  // small, the three seeds, large

@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
 
+#include "common/file.h"
 #include "common/json.h"
 #include "common/random.h"
 #include "common/sha256.h"
@@ -25,6 +27,21 @@ std::string g_root;  // models/, data/, per-test databases
 void InitModel(const std::string& name, const std::vector<std::string>& flags) {
   CommandResult r = InitTinyModel(FCA_LOCAL_AUDIT_BIN, g_root + "/models/" + name, flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+// The widest line of `text` in terminal columns (one per UTF-8 code point:
+// the CLI prints no wide characters).
+size_t MaxLineWidth(const std::string& text) {
+  size_t widest = 0, width = 0;
+  for (unsigned char ch : text) {
+    if (ch == '\n') {
+      widest = std::max(widest, width);
+      width = 0;
+    } else if ((ch & 0xC0) != 0x80) {
+      ++width;
+    }
+  }
+  return std::max(widest, width);
 }
 
 class E2ETest : public ::testing::Test {
@@ -128,7 +145,7 @@ TEST_F(E2ETest, UploadSubmitWatchQuery) {
     if (StringField(row, "intervention") == "cross_input" &&
         StringField(row, "metric") == "penalty") {
       ++penalties;
-      EXPECT_NE(row.Find("ciLow"), nullptr);
+      EXPECT_NE(row.Find("ci_low"), nullptr);
     }
   }
   // The dense twin has its execution rows too.
@@ -174,6 +191,31 @@ TEST_F(E2ETest, UploadSubmitWatchQuery) {
       Cli({"export", "--model=fg-a", "--window_hash=" + first_hash, "--out=" + out});
   ASSERT_EQ(exp.exit_code, 0) << exp.err;
   EXPECT_EQ(fs::file_size(out), 16u * 4 /*sites*/ * 4 /*G*/ * 4 /*float32*/);
+  // The same as .npy (NPY format 1.0: magic, version, header length, a dict
+  // with dtype and shape [T, every site's channels], data at a multiple of
+  // 64), row t holding each site's row t in turn; and as .safetensors.
+  const std::string raw = ReadFileOrEmpty(out);
+  CommandResult npy =
+      Cli({"export", "--model=fg-a", "--window_hash=" + first_hash, "--out=" + g_root + "/c.npy"});
+  ASSERT_EQ(npy.exit_code, 0) << npy.err;
+  const std::string n = ReadFileOrEmpty(g_root + "/c.npy");
+  ASSERT_GT(n.size(), 10u);
+  EXPECT_EQ(n.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  const size_t start = 10 + (static_cast<uint8_t>(n[8]) | static_cast<uint8_t>(n[9]) << 8);
+  EXPECT_EQ(start % 64, 0u);
+  EXPECT_NE(n.find("'descr': '<f4', 'fortran_order': False, 'shape': (16, 16)"), std::string::npos)
+      << n.substr(0, start);
+  ASSERT_EQ(n.size() - start, raw.size());
+  for (size_t site = 0; site < 4; ++site) {  // token 0: 4 floats of each site
+    EXPECT_EQ(n.substr(start + site * 16, 16), raw.substr(site * 16 * 16, 16)) << site;
+  }
+  CommandResult st = Cli({"export", "--model=fg-a", "--window_hash=" + first_hash,
+                          "--out=" + g_root + "/c.data", "--format=safetensors"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  const std::string s = ReadFileOrEmpty(g_root + "/c.data");
+  ASSERT_GT(s.size(), raw.size());
+  EXPECT_EQ(s.substr(s.size() - raw.size()), raw);  // the tensors, site by site
+  EXPECT_NE(s.find("\"shape\":[16,4]"), std::string::npos) << s.substr(0, 200);
 
   // The server lists the windows with the hash export takes.
   CommandResult windows = Cli({"windows", "1", "--model=fg-b"});
@@ -183,9 +225,18 @@ TEST_F(E2ETest, UploadSubmitWatchQuery) {
   CommandResult report = Cli({"report", "1", "--save_json=" + g_root + "/report.json"});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("mean ± sd (min..max)"), std::string::npos) << report.out;
+  // Within 100 terminal columns by default; --wide gives the full tables.
+  EXPECT_LE(MaxLineWidth(report.out), 100u) << report.out;
+  CommandResult wide_report = Cli({"report", "1", "--wide"});
+  ASSERT_EQ(wide_report.exit_code, 0) << wide_report.err;
+  EXPECT_GT(MaxLineWidth(wide_report.out), 100u) << wide_report.out;
   CommandResult compare = Cli({"compare", "1", "2"});
   ASSERT_EQ(compare.exit_code, 0) << compare.err;
   EXPECT_NE(compare.out.find("PENALTY cross_input"), std::string::npos) << compare.out;
+  EXPECT_LE(MaxLineWidth(compare.out), 100u) << compare.out;
+  CommandResult wide_compare = Cli({"compare", "1", "2", "--wide"});
+  ASSERT_EQ(wide_compare.exit_code, 0) << wide_compare.err;
+  EXPECT_GT(MaxLineWidth(wide_compare.out), 100u) << wide_compare.out;
   EXPECT_EQ(Cli({"compare"}).exit_code, 2);  // usage
   CommandResult info = Cli({"info"});
   ASSERT_EQ(info.exit_code, 0) << info.err;

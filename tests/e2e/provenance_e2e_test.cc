@@ -87,8 +87,8 @@ class ProvenanceE2ETest : public ::testing::Test {
         Json(Fca({"results", "--job=" + job, "--metric=nll", "--format=json"}));
     std::map<std::pair<std::string, std::string>, double> out;
     for (const json::Value& row : rows.as_array()) {
-      EXPECT_EQ(Text(row, "datasetSha256"), eval_sha_);
-      EXPECT_EQ(Text(row, "calibSha256"), calib_sha_);
+      EXPECT_EQ(Text(row, "dataset_sha256"), eval_sha_);
+      EXPECT_EQ(Text(row, "calib_sha256"), calib_sha_);
       out[{Text(row, "model"), Text(row, "intervention")}] = row.Find("value")->as_double();
     }
     return out;
@@ -124,10 +124,10 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
   absl::StatusOr<json::Value> spec = json::Parse(ReadFileOrEmpty(manifest));
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(Text(*spec, "evalDataset"), "sha256:" + eval_sha_);
-  EXPECT_EQ(Text(*spec, "calibDataset"), "sha256:" + calib_sha_);
+  EXPECT_EQ(Text(*spec, "eval_dataset"), "sha256:" + eval_sha_);
+  EXPECT_EQ(Text(*spec, "calib_dataset"), "sha256:" + calib_sha_);
   EXPECT_EQ(Text(*spec, "seed"), "5");  // uint64 in proto3 JSON: a string
-  EXPECT_EQ(Text(*spec, "windowLength"), "16");
+  EXPECT_EQ(Text(*spec, "window_length"), "16");
   CommandResult printed = Fca({"jobs", "manifest", "1"});
   ASSERT_EQ(printed.exit_code, 0) << printed.err;
   EXPECT_EQ(printed.out, ReadFileOrEmpty(manifest));
@@ -140,8 +140,8 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_FALSE(first.empty());
   EXPECT_EQ(first, second);
 
-  // report.json: every field of docs/fca.md "Reproducibility" present and
-  // non-empty.
+  // report.json (the GetReport message): every field of docs/fca.md
+  // "Reproducibility" present and non-empty.
   const std::string report_json = root_ + "/report.json", report_html = root_ + "/report.html";
   CommandResult report =
       Fca({"report", "1", "--save_json=" + report_json, "--save_html=" + report_html});
@@ -149,21 +149,21 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_NE(report.out.find("PROVENANCE"), std::string::npos) << report.out;
   absl::StatusOr<json::Value> parsed = json::Parse(ReadFileOrEmpty(report_json));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  const json::Value* provenance = parsed->Find("provenance");
-  ASSERT_NE(provenance, nullptr);
-  const json::Value* job = provenance->Find("job");
+  const json::Value* report_job = parsed->Find("job");
+  ASSERT_NE(report_job, nullptr);
+  const json::Value* job = report_job->Find("provenance");
   ASSERT_NE(job, nullptr);
   for (const char* key :
        {"eval_dataset", "eval_sha256", "calib_dataset", "calib_sha256", "server_version", "seed"}) {
-    EXPECT_NE(Text(*job, key), "") << "provenance.job." << key;
+    EXPECT_NE(Text(*job, key), "") << "job.provenance." << key;
   }
   EXPECT_EQ(Text(*job, "eval_sha256"), eval_sha_);
   EXPECT_EQ(Text(*job, "calib_sha256"), calib_sha_);
-  const json::Value* job_spec = provenance->Find("spec");
+  const json::Value* job_spec = report_job->Find("spec");
   ASSERT_NE(job_spec, nullptr);
   EXPECT_EQ(Text(*job_spec, "window_length"), "16");
   EXPECT_EQ(Text(*job_spec, "ci_level"), "0.95");  // defaults applied
-  const json::Value* tasks = provenance->Find("tasks");
+  const json::Value* tasks = report_job->Find("tasks");
   ASSERT_NE(tasks, nullptr);
   ASSERT_EQ(tasks->as_array().size(), 1u);
   const json::Value* task = tasks->as_array()[0].Find("provenance");
@@ -179,7 +179,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
                           "interventions",  "options_json",
                           "attempt",        "started_at",
                           "finished_at"}) {
-    EXPECT_NE(Text(*task, key), "") << "provenance.tasks[0].provenance." << key;
+    EXPECT_NE(Text(*task, key), "") << "job.tasks[0].provenance." << key;
   }
   EXPECT_EQ(Text(*task, "engine_version"), Text(*job, "server_version"));
   EXPECT_EQ(Text(*task, "eval_windows"), "40");  // int64 in proto3 JSON: a string

@@ -38,7 +38,34 @@ const HOST = new URL(BASE).host;
 const FINISHED = String(args.finished || '1');
 const RUNNING = String(args.running || '2');
 const OUT = args.out;
-const REPORT = JSON.parse(fs.readFileSync(args.report_json, 'utf8'));
+const REPORT = reportByModel(JSON.parse(fs.readFileSync(args.report_json, 'utf8')));
+
+// `fca report --save_json` writes the GetReport message (fca's one JSON:
+// proto names, int64 as strings, an undefined row has "defined": false).
+// The checks below read it per model: {models: [{model, results, sites}],
+// dense_twin_execution, across_models}, with null for an undefined value.
+function reportByModel(report) {
+  const row = (r) => {
+    const out = {intervention: r.intervention, metric: r.metric, value: r.defined ? r.value : null, n: Number(r.n)};
+    if (r.ci_low !== undefined) out.ci_low = r.ci_low;
+    if (r.ci_high !== undefined) out.ci_high = r.ci_high;
+    return out;
+  };
+  const metrics = report.metrics || [];
+  const models = (report.models || []).map((model) => ({
+    model,
+    results: metrics.flatMap((m) => m.per_model.filter((r) => r.model === model).map(row)),
+    sites: (report.sites || []).filter((s) => s.model === model),
+  }));
+  const across = metrics.map((m) => {
+    const a = m.across_models || {};
+    const n = Number(a.n || 0);
+    return {intervention: m.intervention, metric: m.metric, unit: m.unit, n_models: n, undefined: Number(a.undefined || 0),
+      mean: n > 0 ? a.mean : null, sd: n > 0 ? a.sd : null, min: n > 0 ? a.min : null, max: n > 0 ? a.max : null};
+  });
+  const twin = report.dense_twin ? {model: report.dense_twin, results: (report.dense_twin_rows || []).map(row)} : undefined;
+  return {models, dense_twin_execution: twin, across_models: across};
+}
 
 let passed = 0;
 let failed = 0;

@@ -1,6 +1,6 @@
 // fca-web-fixtures: writes the canned responses of tests/web/mock_server.js
-// from a real fca-server, in the HTTP/JSON gateway's format (proto3 JSON,
-// proto field names, default values printed). GetReport is not served by
+// from a real fca-server, in the HTTP/JSON gateway's format (fca's one JSON,
+// common/proto_json.h). GetReport is not served by
 // every server yet, so it is assembled here from the job and its stored
 // rows with client::ReportView, the way `fca report` assembles it.
 //
@@ -26,7 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/report_format.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/proto_json.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:7400", "fca-server address");
 ABSL_FLAG(std::string, out, "", "folder for the JSON files");
@@ -38,13 +38,9 @@ namespace v1 = fca::v1;
 namespace {
 
 std::string Json(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  o.add_whitespace = true;
-  std::string out;
-  if (!google::protobuf::util::MessageToJsonString(m, &out, o).ok()) std::abort();
-  return out;
+  absl::StatusOr<std::string> out = fca::PrintProtoJson(m, /*pretty=*/true);
+  if (!out.ok()) std::abort();
+  return *std::move(out);
 }
 
 void Write(const std::string& path, const std::string& text) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/random.h"
 #include "common/status_macros.h"
@@ -56,15 +57,39 @@ bool HasRouters(const ControlledModel& model) {
   return std::any_of(routed.begin(), routed.end(), [](int64_t k) { return k > 0; });
 }
 
+// Whether the model has neutral coefficients for its sites (a model
+// without sites has nothing to replace, so neutral is a no-op that applies).
+bool HasNeutral(const ControlledModel& model) {
+  if (model.sites().empty()) return true;
+  const absl::StatusOr<std::vector<at::Tensor>> neutral = model.NeutralCoefficients();
+  // An error is the audit's to report, when it asks again.
+  return !neutral.ok() || !neutral->empty();
+}
+
 }  // namespace
 
 std::vector<InterventionId> ApplicableInterventions(const std::vector<InterventionId>& all,
                                                     const AuditOptions& options,
-                                                    const ControlledModel& model) {
-  if (!options.interventions.empty() || HasRouters(model)) return all;
+                                                    const ControlledModel& model,
+                                                    std::vector<SkippedIntervention>* skipped) {
+  if (!options.interventions.empty()) return all;
+  const bool routers = HasRouters(model);
+  const bool neutral = HasNeutral(model);
   std::vector<InterventionId> out;
   for (InterventionId id : all) {
-    if (id != InterventionId::kRandomRoute) out.push_back(id);
+    const char* reason = nullptr;
+    if (id == InterventionId::kRandomRoute && !routers) {
+      reason = "the model has no mixture-of-experts router";
+    } else if (id == InterventionId::kNeutral && !neutral) {
+      reason =
+          "the model has no neutral coefficients (its TorchScript module exports no "
+          "neutral())";
+    }
+    if (reason == nullptr) {
+      out.push_back(id);
+    } else if (skipped != nullptr) {
+      skipped->push_back({id, reason});
+    }
   }
   return out;
 }
@@ -79,7 +104,7 @@ class ModelAudit {
       : req_(req),
         opt_(req.options),
         model_(*req.models[index]),
-        interventions_(ApplicableInterventions(interventions, opt_, model_)),
+        interventions_(ApplicableInterventions(interventions, opt_, model_, &skipped_)),
         cache_(req.cache, model_, opt_),
         index_(index),
         units_done_(units_done),
@@ -95,6 +120,7 @@ class ModelAudit {
     FCA_ASSIGN_OR_RETURN(neutral_, model_.NeutralCoefficients());
     FCA_RETURN_IF_ERROR(CheckNeutralAvailable());
     FCA_RETURN_IF_ERROR(CheckRoutersAvailable());
+    NoteSkipped();
     // The passes' FLOPs: the model's counters grow with every forward until
     // the execution audit resets them.
     const double flops_before = model_.counters().flops;
@@ -299,6 +325,18 @@ class ModelAudit {
         "model '%s' has no neutral coefficients (its TorchScript module exports no neutral()); "
         "leave the neutral intervention out",
         model_.info().name));
+  }
+
+  // The default list's interventions that do not apply to this model, as a
+  // job note: the job runs the others instead of failing.
+  void NoteSkipped() const {
+    if (skipped_.empty() || !req_.on_note) return;
+    std::vector<std::string> parts;
+    for (const SkippedIntervention& s : skipped_) {
+      parts.push_back(absl::StrFormat("%s (%s)", InterventionName(s.id), s.reason));
+    }
+    req_.on_note(absl::StrFormat("model '%s': skipped %s; the other interventions ran",
+                                 model_.info().name, absl::StrJoin(parts, ", ")));
   }
 
   // random_route named for a model without routers (as an intervention or
@@ -681,6 +719,8 @@ class ModelAudit {
   const AuditRequest& req_;
   const AuditOptions& opt_;
   ControlledModel& model_;
+  // Before interventions_, which fills it.
+  std::vector<SkippedIntervention> skipped_;  // the default list's, not applying
   const std::vector<InterventionId> interventions_;
   ModelCache cache_;
   int64_t index_;

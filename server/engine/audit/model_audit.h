@@ -20,13 +20,22 @@ struct ModelAuditResult {
   std::vector<double> dense_us_per_token;
 };
 
-// The interventions `model` is audited under: random_route applies to
-// mixture-of-experts routers only, so the default list (every intervention,
-// options.interventions empty) leaves it out of a model without them; a list
-// that names it keeps it (and the audit refuses it).
-std::vector<InterventionId> ApplicableInterventions(const std::vector<InterventionId>& all,
-                                                    const AuditOptions& options,
-                                                    const ControlledModel& model);
+// An intervention the default list leaves out of a model, and why.
+struct SkippedIntervention {
+  InterventionId id;
+  const char* reason;  // "the model has no mixture-of-experts router"
+};
+
+// The interventions `model` is audited under. The default list (every
+// intervention, options.interventions empty) means every one that applies
+// to the model: random_route applies to mixture-of-experts routers only,
+// neutral to a model with neutral coefficients (a TorchScript module may
+// export no neutral()); the others are left out and, when `skipped` is
+// given, listed there. A list that names one keeps it (and the audit
+// refuses it, saying why).
+std::vector<InterventionId> ApplicableInterventions(
+    const std::vector<InterventionId>& all, const AuditOptions& options,
+    const ControlledModel& model, std::vector<SkippedIntervention>* skipped = nullptr);
 
 // Audits req.models[index] with `interventions` (`correct` first). Adds its
 // work to `*units_done` as it goes, for progress over `units_total`.

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
+#include "absl/strings/str_join.h"
 #include "common/file.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/report_rows.h"
@@ -207,8 +209,9 @@ TEST(TorchScriptModelTest, WithoutTheOptionalMethods) {
   EXPECT_EQ(recorded.size(), 2u);
   EXPECT_EQ(m.counters().blocks_executed, 2 * 20);
   EXPECT_EQ(m.counters().flops, 0);
-  // No neutral(): an audit asking for it fails before any pass; one
-  // without it runs.
+  // No neutral(): an audit naming it fails before any pass; the default
+  // list (every intervention that applies) leaves it out with a note; a
+  // list without it runs.
   auto neutral = m.NeutralCoefficients();
   ASSERT_TRUE(neutral.ok());
   EXPECT_TRUE(neutral->empty());
@@ -219,6 +222,25 @@ TEST(TorchScriptModelTest, WithoutTheOptionalMethods) {
   req.calib = Text("c", text.substr(200));
   req.options.window_length = 16;
   req.options.allow_overlap = true;
+  std::vector<std::string> notes;
+  req.on_note = [&](const std::string& note) { notes.push_back(note); };
+  auto all = RunAudit(req);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->models.size(), 1u);
+  std::set<std::string> ran;
+  for (const InterventionResult& r : all->models[0].interventions) ran.insert(r.name);
+  EXPECT_EQ(ran.count("neutral"), 0u);
+  EXPECT_EQ(ran.count("random_route"), 0u);  // no routers either
+  EXPECT_EQ(ran.count("cross_input"), 1u);
+  EXPECT_EQ(ran.count("static_layer"), 1u);
+  const std::string joined = absl::StrJoin(notes, "\n");
+  EXPECT_NE(joined.find("skipped neutral (the model has no neutral coefficients"),
+            std::string::npos)
+      << joined;
+  EXPECT_NE(joined.find("random_route (the model has no mixture-of-experts router)"),
+            std::string::npos)
+      << joined;
+  req.options.interventions = {InterventionId::kCrossInput, InterventionId::kNeutral};
   auto refused = RunAudit(req);
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_NE(refused.status().message().find("has no neutral coefficients"), std::string::npos);

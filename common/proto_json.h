@@ -1,0 +1,52 @@
+// The one JSON dialect of fca: protobuf's proto3 JSON mapping with one set
+// of options, used by everything that writes JSON (the CLI's
+// --format=json, `fca jobs show`, manifests, `fca report --save_json`,
+// `fca compare --format=json`, the HTTP gateway, the stored specs and
+// provenance). docs/api.md "JSON" documents it for users.
+//
+// Printed:
+//   - field names as in the .proto (snake_case: `job_id`, not `jobId`);
+//   - every field present, zeros, "" and false included (a layer 0 or a
+//     0.0 penalty must not vanish from a reader's table); a proto3
+//     `optional` field that is unset stays absent (absent means unset);
+//   - enums by name ("JOB_STATE_SUCCEEDED");
+//   - int64/uint64 as decimal strings ("42"), as the proto3 JSON spec
+//     says: JavaScript's numbers lose integers above 2^53, so readers get
+//     the exact value and parse it; int32 and doubles are JSON numbers.
+// Parsed: both spellings of a name (`job_id` and `jobId`, so manifests
+// written before this dialect still load), int64 as a string or a number.
+#ifndef FCA_COMMON_PROTO_JSON_H_
+#define FCA_COMMON_PROTO_JSON_H_
+
+#include <google/protobuf/message.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace fca {
+
+// The options above; `pretty` adds newlines and two-space indents.
+google::protobuf::util::JsonPrintOptions ProtoJsonPrintOptions(bool pretty);
+
+// The message in fca's JSON. INTERNAL when it cannot be written (a string
+// field holding invalid UTF-8).
+[[nodiscard]] absl::StatusOr<std::string> PrintProtoJson(const google::protobuf::Message& message,
+                                                         bool pretty = false);
+
+// Whether a field the message does not have is an error (input a person
+// wrote: a typo must not pass silently) or skipped (stored JSON written by
+// a newer version).
+enum class UnknownFields { kRefuse, kIgnore };
+
+// Parses `json` into `message` (cleared first). INVALID_ARGUMENT with the
+// parser's reason on one line ("bogus: Cannot find field.").
+[[nodiscard]] absl::Status ParseProtoJson(std::string_view json, google::protobuf::Message* message,
+                                          UnknownFields unknown = UnknownFields::kRefuse);
+
+}  // namespace fca
+
+#endif  // FCA_COMMON_PROTO_JSON_H_
