@@ -127,17 +127,21 @@ std::string WrapText(std::string_view text, size_t width) {
       out.append(line.data(), line.size());
       continue;
     }
+    // Pieces between single spaces ("" where spaces run), so that runs of
+    // spaces within a line are kept; a break drops one space.
     size_t used = 0;
-    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    bool first = true;
+    for (absl::string_view word : absl::StrSplit(line, ' ')) {
       const size_t w = DisplayWidth(std::string(word));
-      if (used > 0 && used + 1 + w > width) {
+      if (!first && used + 1 + w > width && used > 0) {
         out += "\n";
         used = 0;
-      }
-      if (used > 0) {
+        if (word.empty()) continue;  // no leading space on the new line
+      } else if (!first) {
         out += " ";
         ++used;
       }
+      first = false;
       out.append(word.data(), word.size());
       used += w;
     }

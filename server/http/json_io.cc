@@ -10,7 +10,8 @@ namespace fca::http {
 absl::Status ParseJson(absl::string_view json, google::protobuf::Message* message) {
   // A typo must not pass silently: the parser's message names the field
   // ("bogus: Cannot find field.").
-  const absl::Status status = ParseProtoJson(json, message, UnknownFields::kRefuse);
+  const absl::Status status =
+      ParseProtoJson(std::string_view(json.data(), json.size()), message, UnknownFields::kRefuse);
   if (status.ok()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrFormat("the request body is not a valid %s in JSON: %s",

@@ -169,6 +169,7 @@ TEST(WrapTextTest, BreaksLongLinesAtSpaces) {
   EXPECT_EQ(WrapText("one two three", 7), "one two\nthree");
   EXPECT_EQ(WrapText("a ± b ± c\nshort", 5), "a ± b\n± c\nshort");  // ± is one column
   EXPECT_EQ(WrapText("abcdefghij x", 4), "abcdefghij\nx");          // a long word stays whole
+  EXPECT_EQ(WrapText("a  b c d", 6), "a  b c\nd");                  // runs of spaces kept
 }
 
 TEST(ResultsJsonTest, EmptyIsEmptyArray) { EXPECT_EQ(FormatResultsJson({}), "[]\n"); }

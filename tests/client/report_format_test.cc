@@ -346,7 +346,8 @@ std::string Between(const std::string& text, const std::string& from, const std:
 }
 
 TEST(ReportTextTest, InterventionsAreGroupedAndTokenKeyedRetentionIsLabelled) {
-  const std::string text = FormatReportText(ReportView(WithTokenKeyed()));
+  // At full width (--wide): one table per section, each row once.
+  const std::string text = FormatReportText(ReportView(WithTokenKeyed()), 0);
   // The table below the section's note (which names `correct` too).
   const std::string dependence =
       Between(Between(text, "FUNCTIONAL DEPENDENCE", "GAP RETENTION"), "GROUP", "GAP RETENTION");
@@ -571,7 +572,7 @@ v1::CompareJobsResponse TwoJobs() {
 }
 
 TEST(CompareTest, TextHasARowPerJobAndModelAndTheUnionOfColumns) {
-  const std::string text = FormatComparisonText(TwoJobs());
+  const std::string text = FormatComparisonText(TwoJobs(), /*width=*/0);  // --wide: one table
   EXPECT_THAT(text, HasSubstr("job 3 SUCCEEDED, job 4 SUCCEEDED"));
   for (const char* column :
        {"PENALTY cross_input", "PENALTY token_shuffle", "RETENTION % static_layer", "ETA2 gate"}) {
