@@ -16,9 +16,15 @@ src=$(cd "${1:?SOURCE_DIR}" && pwd)
 build=$(cd "${2:?BUILD_DIR}" && pwd)
 work=$(mktemp -d)
 server_pid=
+# The server is the tour script's child, not this shell's: stopped by its
+# id and waited for by polling. The test's own exit status is kept.
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  local status=$?
+  if [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -rf "$work"
+  exit $status
 }
 trap cleanup EXIT
 fail() {
