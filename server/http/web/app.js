@@ -60,8 +60,9 @@
   }
 
   // Field names of the API's JSON, one accessor each, so that a renamed
-  // field is one line to change (docs/api.md). Rows of GetReport's metrics:
-  const row = {
+  // field is one line to change (docs/api.md). Result rows and GetReport's
+  // metrics (a metric's rows are per_model, its summary across_models):
+  const resultF = {
     intervention: (r) => r.intervention,
     metric: (r) => r.metric,
     model: (r) => r.model,
@@ -75,11 +76,8 @@
   // Jobs (ListJobs, GetJob, GetReport.job):
   const jobF = {
     id: (j) => String(j.id),
-    state: (j) => j.state,
-    spec: (j) => j.spec || {},
     models: (j) => (j.spec || {}).models || [],
     label: (j) => (j.spec || {}).label || '',
-    createdAt: (j) => j.created_at,
     finishedAt: (j) => j.finished_at,
   };
 
@@ -326,15 +324,15 @@
     const attrs = Object.assign({class: 'num'}, extra);
     if (!r) return el('td', attrs, '–');
     const {f, scale, words} = metricFormat(metric);
-    const defined = row.defined(r);
-    const [lo, hi] = [row.ciLow(r), row.ciHigh(r)];
+    const defined = resultF.defined(r);
+    const [lo, hi] = [resultF.ciLow(r), resultF.ciHigh(r)];
     Object.assign(attrs, {
-      'data-model': row.model(r), 'data-intervention': row.intervention(r), 'data-metric': row.metric(r),
-      'data-value': defined ? row.value(r) : null, 'data-defined': defined ? 'true' : 'false',
+      'data-model': resultF.model(r), 'data-intervention': resultF.intervention(r), 'data-metric': resultF.metric(r),
+      'data-value': defined ? resultF.value(r) : null, 'data-defined': defined ? 'true' : 'false',
       'data-ci-low': lo, 'data-ci-high': hi, 'data-scale': scale, 'data-words': words ? 'true' : null,
     });
     if (!defined) return el('td', attrs, 'undefined');
-    let text = f(num(row.value(r)));
+    let text = f(num(resultF.value(r)));
     if (!words && lo !== undefined && hi !== undefined) text += ` [${f(num(lo))}, ${f(num(hi))}]`;
     return el('td', attrs, text);
   }
@@ -343,23 +341,23 @@
   // for a metric shown as words, how many models say each word ("2 slower,
   // 1 no detectable difference", as `fca report` does).
   function acrossCell(m, extra) {
-    const a = m && row.across(m);
+    const a = m && resultF.across(m);
     const attrs = Object.assign({class: 'num'}, extra);
     if (!a || (num(a.n) === 0 && num(a.undefined) === 0)) return el('td', attrs, '–');
-    const {f, sd, scale, words} = metricFormat(row.metric(m));
+    const {f, sd, scale, words} = metricFormat(resultF.metric(m));
     if (words) {
       const counts = new Map();
-      for (const r of row.perModel(m).filter(row.defined)) {
-        const w = f(num(row.value(r)));
+      for (const r of resultF.perModel(m).filter(resultF.defined)) {
+        const w = f(num(resultF.value(r)));
         counts.set(w, (counts.get(w) || 0) + 1);
       }
-      return el('td', Object.assign(attrs, {'data-across': 'true', 'data-words': 'true', 'data-intervention': row.intervention(m),
-        'data-metric': row.metric(m)}), [...counts].map(([w, n]) => `${n} ${w}`).join(', ') || 'undefined');
+      return el('td', Object.assign(attrs, {'data-across': 'true', 'data-words': 'true', 'data-intervention': resultF.intervention(m),
+        'data-metric': resultF.metric(m)}), [...counts].map(([w, n]) => `${n} ${w}`).join(', ') || 'undefined');
     }
     const n = num(a.n);
     const undef = num(a.undefined) || 0;
     Object.assign(attrs, {
-      'data-across': 'true', 'data-intervention': row.intervention(m), 'data-metric': row.metric(m),
+      'data-across': 'true', 'data-intervention': resultF.intervention(m), 'data-metric': resultF.metric(m),
       'data-n': n, 'data-scale': scale,
     });
     if (n === 0) return el('td', attrs, 'undefined');
@@ -583,13 +581,13 @@
   // Lookups over a GetReportResponse.
   function reportIndex(rep) {
     const metrics = new Map();
-    for (const m of rep.metrics || []) metrics.set(`${row.intervention(m)}\t${row.metric(m)}`, m);
+    for (const m of rep.metrics || []) metrics.set(`${resultF.intervention(m)}\t${resultF.metric(m)}`, m);
     const twin = new Map();
-    for (const r of rep.dense_twin_rows || []) twin.set(`${row.intervention(r)}\t${row.metric(r)}`, r);
+    for (const r of rep.dense_twin_rows || []) twin.set(`${resultF.intervention(r)}\t${resultF.metric(r)}`, r);
     return {
       models: rep.models || [],
       metric: (i, m) => metrics.get(`${i}\t${m}`),
-      find: (model, i, m) => row.perModel(metrics.get(`${i}\t${m}`) || {}).find((r) => row.model(r) === model),
+      find: (model, i, m) => resultF.perModel(metrics.get(`${i}\t${m}`) || {}).find((r) => resultF.model(r) === model),
       twin: (i, m) => twin.get(`${i}\t${m}`),
       keys: () => [...metrics.keys()],
     };
@@ -638,10 +636,10 @@
 
   // "Against the dense twin D: a slower, b no detectable difference."
   function verdictLine(ix, twin) {
-    const said = ix.models.map((m) => [m, ix.find(m, 'execution', 'slowdown_verdict')]).filter(([, r]) => r && row.defined(r));
+    const said = ix.models.map((m) => [m, ix.find(m, 'execution', 'slowdown_verdict')]).filter(([, r]) => r && resultF.defined(r));
     if (!said.length) return null;
     return el('p', {id: 'verdicts'}, `Against the dense twin ${twin || ''}: `, said.map(([m, r], k) =>
-      [k ? ', ' : '', `${m} `, el('strong', {'data-model': m, 'data-value': row.value(r)}, verdictWord(num(row.value(r))))]), '.');
+      [k ? ', ' : '', `${m} `, el('strong', {'data-model': m, 'data-value': resultF.value(r)}, verdictWord(num(resultF.value(r))))]), '.');
   }
 
   // The per-group dependence rows of `per_layer_interventions` (docs/fca.md
@@ -660,8 +658,8 @@
   function shareOf(ix, model, i, metric) {
     const whole = ix.find(model, i, 'penalty');
     const part = ix.find(model, i, metric);
-    if (!whole || !part || !row.defined(whole) || !row.defined(part) || !(num(row.ciLow(whole)) > 0)) return NaN;
-    return num(row.value(part)) / num(row.value(whole));
+    if (!whole || !part || !resultF.defined(whole) || !resultF.defined(part) || !(num(resultF.ciLow(whole)) > 0)) return NaN;
+    return num(resultF.value(part)) / num(resultF.value(whole));
   }
 
   function shareCell(ix, model, i, metric) {
@@ -691,11 +689,11 @@
         const list = [];
         ix.models.forEach((m, k) => {
           const r = ix.find(m, i, g.m);
-          if (!r || !row.defined(r)) return;
-          list.push({k, value: num(row.value(r)), lo: num(row.ciLow(r)), hi: num(row.ciHigh(r)),
-            tip: `${m} ${i} at ${name(g)}: ${f(num(row.value(r)))}`});
+          if (!r || !resultF.defined(r)) return;
+          list.push({k, value: num(resultF.value(r)), lo: num(resultF.ciLow(r)), hi: num(resultF.ciHigh(r)),
+            tip: `${m} ${i} at ${name(g)}: ${f(num(resultF.value(r)))}`});
         });
-        const a = row.across(ix.metric(i, g.m) || {});
+        const a = resultF.across(ix.metric(i, g.m) || {});
         const summary = ix.models.length > 1 && a && num(a.n) > 0
           ? {mean: num(a.mean), sd: num(a.sd), tip: `${name(g)}: mean ${f(num(a.mean))} ± ${fixed(4)(num(a.sd))}`} : null;
         return {label: name(g), bars: list, summary};
