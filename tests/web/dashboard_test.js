@@ -1,20 +1,28 @@
 // The web dashboard in a real browser: Debian's chromium, headless, driven by
 // puppeteer-core, against a server whose HTTP address is given (the real
 // fca-server with its gateway; tests/web/run_dashboard_test.sh starts it
-// with a finished job 1 and a running job 2).
+// with a finished job 1 (fg-a and fg-b, per-layer dependence of
+// static_layer), a finished job 2 (fg-a again) and a running job 3).
 //
 //   node dashboard_test.js --url=http://127.0.0.1:PORT --report_json=FILE
-//       --out=DIR [--api_key=KEY] [--finished=1] [--running=2]
+//       --cli_verdicts=FILE --out=DIR [--api_key=KEY] [--finished=1]
+//       [--again=2] [--again_model=fg-a] [--running=3]
 //       [--chromium=/usr/bin/chromium]
 //
-// Checks: the job list shows both jobs with their live state (and its
-// filters work); the finished job's page shows the numbers of
-// `fca report --save_json` (FILE); the running job's progress advances live
-// over server-sent events; the comparison view shows both models; model
-// pages list their jobs; tables have captions and header scopes and the
-// page does not overflow a phone's width; no console errors; no request
-// leaves the server. Writes one PNG per page into DIR. The last line is
-// "N passed, M failed".
+// Checks: before signing in, and on errors, the page speaks in sentences,
+// not status codes; the job list shows the jobs with their live state (and
+// its filters work); the finished job's page shows the numbers of
+// `fca report --save_json` (FILE), the slowdown verdicts in the words of
+// `fca results` (--cli_verdicts: its table for metric slowdown_verdict), and
+// the per-layer dependence as a chart and a table; the running job's
+// progress advances live over server-sent events; the comparison view
+// shows both models, and by model names the job it took for each and lets
+// another be picked; model pages list their jobs; tables have captions and
+// header scopes; at 1280 and 390 px wide nothing reaches past the page's
+// edge but inside the tables' and charts' scroll boxes, and chart text is
+// at least 11 px as drawn; no console errors; no request leaves the
+// server. Writes one PNG per page into DIR. The last line is "N passed, M
+// failed".
 'use strict';
 
 const fs = require('fs');
@@ -27,16 +35,18 @@ const args = Object.fromEntries(process.argv.slice(2).map((a) => {
   if (!m) throw new Error(`bad argument ${a}`);
   return [m[1], m[2] ?? 'true'];
 }));
-for (const required of ['url', 'report_json', 'out']) {
+for (const required of ['url', 'report_json', 'cli_verdicts', 'out']) {
   if (!args[required]) {
-    console.error(`usage: node dashboard_test.js --url=http://HOST:PORT --report_json=FILE --out=DIR`);
+    console.error(`usage: node dashboard_test.js --url=http://HOST:PORT --report_json=FILE --cli_verdicts=FILE --out=DIR`);
     process.exit(2);
   }
 }
 const BASE = args.url.replace(/\/$/, '');
 const HOST = new URL(BASE).host;
 const FINISHED = String(args.finished || '1');
-const RUNNING = String(args.running || '2');
+const AGAIN = String(args.again || '2');
+const AGAIN_MODEL = String(args.again_model || 'fg-a');
+const RUNNING = String(args.running || '3');
 const OUT = args.out;
 const REPORT = reportByModel(JSON.parse(fs.readFileSync(args.report_json, 'utf8')));
 
@@ -66,6 +76,16 @@ function reportByModel(report) {
   const twin = report.dense_twin ? {model: report.dense_twin, results: (report.dense_twin_rows || []).map(row)} : undefined;
   return {models, dense_twin_execution: twin, across_models: across};
 }
+// `fca results --job=1 --metric=slowdown_verdict` (a table: JOB MODEL
+// INTERVENTION METRIC VALUE CI N, columns two or more spaces apart): the
+// CLI's verdict word per model.
+const CLI_VERDICTS = Object.fromEntries(fs.readFileSync(args.cli_verdicts, 'utf8').split('\n').slice(1)
+  .map((l) => l.trim().split(/\s{2,}/)).filter((c) => c.length >= 5 && c[3] === 'slowdown_verdict').map((c) => [c[1], c[4]]));
+// The status codes' names (and the CLI's key hints), which the page should
+// never show a user.
+const CODES = ['UNAUTHENTICATED', 'PERMISSION_DENIED', 'NOT_FOUND', 'INVALID_ARGUMENT', 'FAILED_PRECONDITION',
+  'RESOURCE_EXHAUSTED', 'UNAVAILABLE', 'INTERNAL', 'UNIMPLEMENTED', 'HTTP 4', 'HTTP 5', 'FCA_TOKEN', '--token', 'metadata'];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let passed = 0;
 let failed = 0;
@@ -122,11 +142,62 @@ async function checkAccessible(page, name) {
   });
   check(problems.length === 0, `${name}: tables have captions and header scopes, charts have titles`, problems.slice(0, 10).join('\n'));
   const size = page.viewport();
-  await page.setViewport({width: 390, height: 800});
-  await new Promise((r) => setTimeout(r, 200));
-  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
-  check(widths[0] <= widths[1], `${name}: nothing overflows a 390 px wide page (tables scroll in their box)`, `scrollWidth ${widths[0]} > ${widths[1]}`);
+  for (const width of [390, 1280]) await checkLayout(page, name, width);
   await page.setViewport(size);
+}
+
+// At `width` px: no element outside the designated scroll boxes
+// (.table-wrap, .chart-wrap) reaches past the page's edges or is wider than
+// the page, the boxes themselves scroll (overflow-x auto) rather than clip,
+// and every chart's text is at least 11 px tall as drawn (its CSS font size
+// times the SVG's scale on screen) and lies inside its chart. A screenshot
+// of each width.
+async function checkLayout(page, name, width) {
+  await page.setViewport({width, height: 900});
+  await sleep(300);
+  const r = await page.evaluate(() => {
+    const BOXES = '.table-wrap, .chart-wrap';
+    const vw = document.documentElement.clientWidth;
+    const what = (e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}${typeof e.className === 'string' && e.className ? '.' + e.className.split(' ').join('.') : ''}`;
+    const out = [];
+    let boxes = 0;
+    for (const e of document.body.querySelectorAll('*')) {
+      const box = e.matches(BOXES);
+      if (!box && e.parentElement.closest(BOXES)) continue;
+      if (e.matches('.skip')) continue;  // off screen until focused
+      const cs = getComputedStyle(e);
+      if (cs.display === 'none') continue;
+      const rect = e.getBoundingClientRect();
+      if (rect.width === 0 && rect.height === 0) continue;  // not rendered (closed details, hidden)
+      if (rect.left < -0.5 || rect.right > vw + 0.5) out.push(`${what(e)} spans ${Math.round(rect.left)}..${Math.round(rect.right)} px of ${vw}`);
+      if (!box && e.scrollWidth > vw) out.push(`${what(e)} is ${e.scrollWidth} px wide, the page ${vw}`);
+      if (box) {
+        boxes++;
+        if (cs.overflowX !== 'auto' && cs.overflowX !== 'scroll') out.push(`${what(e)} clips (overflow-x ${cs.overflowX})`);
+      }
+    }
+    if (document.documentElement.scrollWidth > vw) out.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} > ${vw}`);
+    const small = [];
+    let texts = 0;
+    for (const t of document.querySelectorAll('svg.chart text')) {
+      const m = t.getScreenCTM();
+      if (!m || !t.getBoundingClientRect().width) continue;
+      texts++;
+      const px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+      if (px < 11 - 1e-6) small.push(`"${t.textContent}" ${px.toFixed(1)} px`);
+      // Drawn inside its SVG (an SVG clips what lies outside it); the
+      // rotated axis titles are measured before rotation, so left out.
+      const svg = t.ownerSVGElement;
+      const b = t.getBBox();
+      if (!t.getAttribute('transform') && (b.x < -0.5 || b.x + b.width > svg.viewBox.baseVal.width + 0.5)) {
+        small.push(`"${t.textContent}" spans ${b.x.toFixed(0)}..${(b.x + b.width).toFixed(0)} of its chart's ${svg.viewBox.baseVal.width}`);
+      }
+    }
+    return {out, boxes, texts, small};
+  });
+  check(r.out.length === 0, `${name} at ${width} px: nothing reaches past the page but inside its ${r.boxes} scroll boxes`, r.out.slice(0, 10).join('\n'));
+  check(r.small.length === 0, `${name} at ${width} px: chart text at least 11 px as drawn and inside its chart (${r.texts} texts)`, r.small.slice(0, 10).join('\n'));
+  await shot(page, `${name.replace(/[^a-z0-9]+/gi, '-')}-${width}`);
 }
 
 async function main() {
@@ -174,6 +245,10 @@ async function main() {
       await page.waitForSelector('#login:not([hidden])', {timeout: 30000});
       check(true, 'sign in: the page asks for an API key');
       await page.waitForNetworkIdle({idleTime: 300, timeout: 10000}).catch(() => {});
+      // Words, not status codes, before signing in.
+      const before = await page.evaluate(() => document.body.innerText);
+      check(before.includes('Sign in with your API key') && !CODES.some((c) => before.includes(c)),
+        'sign in: the page says "Sign in with your API key", no status codes', before);
       await page.type('#api-key', args.api_key);
       await page.click('#login button[type=submit]');
       await page.waitForSelector('#signed-in:not([hidden])', {timeout: 30000});
@@ -219,8 +294,18 @@ async function main() {
     check(JSON.stringify(keys) === JSON.stringify([FINISHED]), 'job list: label filter', JSON.stringify(keys));
     keys = await filtered('model=fg-wide');
     check(JSON.stringify(keys) === JSON.stringify([RUNNING]), 'job list: model filter', JSON.stringify(keys));
-    keys = await filtered('state=SUCCEEDED&model=fg-a');
-    check(JSON.stringify(keys) === JSON.stringify([FINISHED]), 'job list: state and model filters together', JSON.stringify(keys));
+    keys = await filtered(`state=SUCCEEDED&model=${AGAIN_MODEL}`);
+    check(JSON.stringify(keys) === JSON.stringify([FINISHED, AGAIN].sort()), 'job list: state and model filters together', JSON.stringify(keys));
+
+    // An error in words: a job that does not exist.
+    await page.goto(`${BASE}/#/job/987654321`, {waitUntil: 'load'});
+    await page.waitForSelector('#main .error', {timeout: 30000});
+    const notFound = await page.$eval('#main .error', (e) => e.textContent);
+    check(/^Not found\./.test(notFound) && !CODES.some((c) => notFound.includes(c)), 'errors: a missing job reads "Not found.", no status code', notFound);
+    // The browser logs the refused GetJob's 404; that one is expected.
+    for (let k = consoleErrors.length - 1; k >= 0; k--) {
+      if (/status of 404/.test(consoleErrors[k]) && /\/api\/v1\/GetJob/.test(consoleErrors[k])) consoleErrors.splice(k, 1);
+    }
 
     // ------------------------------------------------------ finished job
     await page.goto(`${BASE}/#/job/${FINISHED}`, {waitUntil: 'load'});
@@ -230,12 +315,22 @@ async function main() {
     const sites = await page.$$eval('#report td[data-site]', (tds) => tds.map((td) => Object.assign({}, td.dataset)));
     const mismatches = [];
     let compared = 0;
+    let verdicts = 0;
     const compareRow = (model, row) => {
       const cell = cells.find((c) => c.model === model && c.intervention === row.intervention && c.metric === row.metric && !c.across);
       if (!cell) return mismatches.push(`${model} ${row.intervention}/${row.metric}: not on the page`);
       compared++;
       if (row.value === null || row.value === undefined) {
         if (cell.text !== 'undefined') mismatches.push(`${model} ${row.metric}: shows ${cell.text}, report says undefined`);
+        return undefined;
+      }
+      if (cell.words) {
+        // A verdict: the CLI's word, and the word of the stored value.
+        const word = row.value > 0 ? 'slower' : row.value < 0 ? 'faster' : 'no detectable difference';
+        verdicts++;
+        if (cell.text !== CLI_VERDICTS[model] || cell.text !== word || !close(Number(cell.value), row.value)) {
+          mismatches.push(`${model} ${row.metric}: shows "${cell.text}", fca results says "${CLI_VERDICTS[model]}", value ${row.value}`);
+        }
         return undefined;
       }
       const scale = Number(cell.scale || 1);
@@ -269,6 +364,17 @@ async function main() {
       const cell = cells.find((c) => c.across && c.intervention === a.intervention && c.metric === a.metric);
       compared++;
       if (!cell) { mismatches.push(`across ${a.intervention}/${a.metric}: not on the page`); continue; }
+      if (cell.words) {
+        // "1 slower, 1 no detectable difference": the models' words counted.
+        const counts = {};
+        for (const m of REPORT.models) {
+          const r = m.results.find((x) => x.intervention === a.intervention && x.metric === a.metric);
+          if (r && r.value !== null) counts[CLI_VERDICTS[m.model]] = (counts[CLI_VERDICTS[m.model]] || 0) + 1;
+        }
+        const want = Object.entries(counts).map(([w, n]) => `${n} ${w}`).sort().join(', ');
+        if (cell.text.split(', ').sort().join(', ') !== want) mismatches.push(`across ${a.metric}: shows "${cell.text}", want "${want}"`);
+        continue;
+      }
       if (a.mean === null) { if (cell.text !== 'undefined') mismatches.push(`across ${a.metric}: ${cell.text}`); continue; }
       if (!close(Number(cell.mean), a.mean) || !close(Number(cell.sd), a.sd) || Number(cell.n) !== a.n_models) {
         mismatches.push(`across ${a.intervention}/${a.metric}: ${cell.mean} ± ${cell.sd} (n ${cell.n}) != ${a.mean} ± ${a.sd} (n ${a.n_models})`);
@@ -281,6 +387,55 @@ async function main() {
     }
     check(compared > 50 && mismatches.length === 0,
       `job ${FINISHED}: the page shows the numbers of fca report --save_json (${compared} compared)`, mismatches.slice(0, 20).join('\n'));
+    const verdictLine = await page.$$eval('#verdicts strong', (s) => s.map((e) => [e.dataset.model, e.textContent]));
+    check(verdicts === REPORT.models.length && Object.keys(CLI_VERDICTS).length === REPORT.models.length &&
+      verdictLine.length === REPORT.models.length && verdictLine.every(([m, w]) => CLI_VERDICTS[m] === w),
+    `job ${FINISHED}: slowdown verdicts in the words of fca results (${JSON.stringify(CLI_VERDICTS)})`, JSON.stringify(verdictLine));
+
+    // Per-layer dependence (static_layer at one layer at a time): a bar and
+    // a table row per layer with the report's penalty, each layer's share of
+    // the whole-model penalty where that penalty's CI lies above 0, and the
+    // headline naming the layer with the largest share.
+    const layerRows = (m) => m.results.filter((r) => r.intervention === 'static_layer' && /^layer_penalty\.\d+$/.test(r.metric));
+    const layers = [...new Set(REPORT.models.flatMap((m) => layerRows(m).map((r) => r.metric)))];
+    const perLayer = await page.evaluate(() => {
+      const t = document.querySelector('#per-layer-static_layer-table');
+      return t && {
+        rows: [...t.querySelectorAll('tbody tr')].map((tr) => tr.dataset.key),
+        shares: [...t.querySelectorAll('td[data-group-metric]')].map((td) => [td.dataset.model, td.dataset.groupMetric, td.dataset.share, td.textContent]),
+        bars: [...document.querySelectorAll('#per-layer-static_layer-chart rect[data-series]')].map((r) => [r.dataset.series, r.dataset.group, Number(r.dataset.value)]),
+        headline: [...document.querySelectorAll('#per-layer-static_layer-headline li')].map((li) => [li.dataset.model, li.dataset.group, li.textContent]),
+      };
+    });
+    const layerBad = [];
+    if (!perLayer) layerBad.push('no #per-layer-static_layer-table');
+    else {
+      for (const l of layers) if (!perLayer.rows.includes(l)) layerBad.push(`no table row ${l}`);
+      REPORT.models.forEach((m, k) => {
+        const whole = m.results.find((r) => r.intervention === 'static_layer' && r.metric === 'penalty');
+        const ok = whole && whole.value !== null && whole.ci_low > 0;
+        let best = null;
+        for (const r of layerRows(m)) {
+          const group = r.metric.replace('layer_penalty.', 'layer ');
+          const bar = perLayer.bars.find(([s, g]) => Number(s) === k && g === group);
+          if (r.value !== null && (!bar || !close(bar[2], r.value))) layerBad.push(`${m.model} ${r.metric}: bar ${bar && bar[2]} != ${r.value}`);
+          const cell = perLayer.shares.find(([mm, metric]) => mm === m.model && metric === r.metric);
+          const want = ok && r.value !== null ? r.value / whole.value : null;
+          if (!cell) { layerBad.push(`${m.model} ${r.metric}: no share cell`); continue; }
+          if (want === null ? cell[2] != null || cell[3] !== '–' : Math.abs(Number(cell[2]) - want) > 1e-9 * Math.max(1, Math.abs(want)) ||
+              Math.abs(parseFloat(cell[3]) - 100 * want) > 0.05 + 1e-9) {
+            layerBad.push(`${m.model} ${r.metric}: share ${cell[2]} "${cell[3]}" != ${want}`);
+          }
+          if (want !== null && (!best || want > best[1])) best = [r.metric.split('.')[1], want];
+        }
+        const line = perLayer.headline.find(([mm]) => mm === m.model);
+        if (best && (!line || line[1] !== best[0] || !line[2].includes(`layer ${best[0]} carries ${(100 * best[1]).toFixed(0)}%`))) {
+          layerBad.push(`${m.model}: headline ${JSON.stringify(line)}, want layer ${best[0]} at ${(100 * best[1]).toFixed(0)}%`);
+        }
+      });
+    }
+    check(layers.length >= 2 && layerBad.length === 0,
+      `job ${FINISHED}: per-layer dependence of static_layer as a chart and a table (${layers.length} layers)`, layerBad.slice(0, 20).join('\n'));
     // Charts: a penalty bar per model and intervention; per-layer plots
     // whose series differ in marker shape, not colour alone.
     const bars = await page.$$eval('#penalty-chart rect[data-series]', (r) => r.length);
@@ -342,17 +497,45 @@ async function main() {
     await checkAccessible(page, 'compare');
     await shot(page, 'compare');
 
+    // By model: the newest finished job of each (AGAIN for AGAIN_MODEL, the
+    // finished job for the other), named on the page; picking the older job
+    // for AGAIN_MODEL compares that one.
+    const byModels = async () => {
+      await page.waitForSelector('#compare-penalty tbody tr', {timeout: 30000});
+      return page.evaluate(() => ({
+        rows: [...document.querySelectorAll('#compare-penalty tbody tr')].map((r) => r.dataset.key),
+        picked: Object.fromEntries([...document.querySelectorAll('#compare-picked li')].map((li) => [li.dataset.model, li.dataset.job])),
+        text: document.querySelector('#compare-picked').innerText,
+      }));
+    };
     await page.goto(`${BASE}/#/compare?models=${models.join(',')}`, {waitUntil: 'load'});
-    await page.waitForSelector('#compare-penalty tbody tr', {timeout: 30000});
-    const byModel = await page.$$eval('#compare-penalty tbody tr', (rows) => rows.map((r) => r.dataset.key));
-    check(models.every((m) => byModel.includes(`${FINISHED}/${m}`)), 'compare by models: each model\'s latest finished job', JSON.stringify(byModel));
+    let byModel = await byModels();
+    const newest = Object.fromEntries(models.map((m) => [m, m === AGAIN_MODEL ? AGAIN : FINISHED]));
+    check(models.every((m) => byModel.picked[m] === newest[m] && byModel.rows.includes(`${newest[m]}/${m}`) &&
+      byModel.text.includes(`${m}: job ${newest[m]}`)) && byModel.rows.length === models.length,
+    'compare by models: each model\'s newest finished job, named on the page', JSON.stringify(byModel));
+    await checkAccessible(page, 'compare by models');
     await shot(page, 'compare-models');
+    await page.select(`#compare-picked select[data-model="${AGAIN_MODEL}"]`, FINISHED);
+    await page.waitForFunction((m, j) => {
+      const li = document.querySelector(`#compare-picked li[data-model="${m}"]`);
+      return li && li.dataset.job === j && document.querySelector('#compare-penalty tbody tr');
+    }, {timeout: 30000}, AGAIN_MODEL, FINISHED);
+    byModel = await byModels();
+    const pickedCells = await page.$$eval('#compare-penalty td[data-metric]', (tds) => tds.map((td) => Object.assign({}, td.dataset)));
+    const againRows = REPORT.models.find((m) => m.model === AGAIN_MODEL).results.filter((r) => r.metric === 'penalty');
+    const pickedOk = againRows.every((r) => pickedCells.some((c) => c.job === FINISHED && c.model === AGAIN_MODEL &&
+      c.intervention === r.intervention && (r.value === null ? c.defined === 'false' : close(Number(c.value), r.value))));
+    check(byModel.rows.includes(`${FINISHED}/${AGAIN_MODEL}`) && !byModel.rows.includes(`${AGAIN}/${AGAIN_MODEL}`) && pickedOk &&
+      byModel.text.includes(`${AGAIN_MODEL}: job ${FINISHED}`),
+    `compare by models: picking job ${FINISHED} for ${AGAIN_MODEL} compares job ${FINISHED}'s rows`, JSON.stringify(byModel));
 
     // -------------------------------------------------------------- model
     await page.goto(`${BASE}/#/model/${models[0]}`, {waitUntil: 'load'});
     await page.waitForSelector('#model-jobs-table', {timeout: 30000});
     const modelJobs = await page.$$eval('#model-jobs-table tbody tr', (rows) => rows.map((r) => r.dataset.key));
-    check(modelJobs.includes(FINISHED) && !modelJobs.includes(RUNNING), `model ${models[0]}: lists job ${FINISHED} only`, JSON.stringify(modelJobs));
+    const wantJobs = (models[0] === AGAIN_MODEL ? [FINISHED, AGAIN] : [FINISHED]).sort();
+    check(JSON.stringify(modelJobs.slice().sort()) === JSON.stringify(wantJobs), `model ${models[0]}: lists jobs ${wantJobs.join(', ')}`, JSON.stringify(modelJobs));
     await checkAccessible(page, `model ${models[0]}`);
     await shot(page, 'model');
     await page.goto(`${BASE}/#/model/fg-wide`, {waitUntil: 'load'});

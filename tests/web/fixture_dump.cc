@@ -4,7 +4,7 @@
 // every server yet, so it is assembled here from the job and its stored
 // rows with client::ReportView, the way `fca report` assembles it.
 //
-//   fca-web-fixtures --server=127.0.0.1:7400 --out=DIR --jobs=1,2
+//   fca-web-fixtures --server=127.0.0.1:7400 --out=DIR --jobs=1,2,3
 //     [--watch_seconds=5]
 //
 // Writes ListModels.json, ListJobs.json and, per job, GetJob-<id>.json,

@@ -1,6 +1,7 @@
 # Shared by run_dashboard_test.sh and make_fixtures.sh (sourced, not run):
 # a real fca-server on 127.0.0.1 with tiny models, two datasets, one
-# finished job and one slow running job. Needs SERVER_BIN, CLI_BIN,
+# finished job with per-layer dependence rows, a second finished job of one
+# of its models, and one slow running job. Needs SERVER_BIN, CLI_BIN,
 # LOCAL_AUDIT_BIN and WORK (an empty folder); sets GRPC_ADDR, HTTP_ADDR
 # (empty when the server has no HTTP gateway) and SERVER_PID.
 
@@ -64,8 +65,10 @@ fca_start_server() {
 
 fca_cli() { "$CLI_BIN" --server="$GRPC_ADDR" "$@"; }
 
-# Models, datasets, job 1 (two models and a dense twin, run to completion)
-# and job 2 (a wide model over many windows, left running).
+# Models, datasets, job 1 (two models and a dense twin, static_layer replayed
+# at one layer at a time, run to completion), job 2 (fg-a again, another
+# seed, run to completion: a model with two finished jobs for the compare
+# view) and job 3 (a wide model over many windows, left running).
 fca_make_jobs() {
   fca_init_model fg-a --seed=1 --controller_out_std=1.0
   fca_init_model fg-b --seed=2 --controller_out_std=1.0
@@ -79,15 +82,19 @@ fca_make_jobs() {
   fca_cli datasets upload --name=calib "$WORK/data/calib.txt" >/dev/null
   fca_cli datasets upload --name=long "$WORK/data/long.txt" >/dev/null
   fca_cli audit --models=fg-a,fg-b --dense_twin=dense --eval=eval --calib=calib --window=16 \
-    --batch=4 --bootstrap=200 --timing_repeats=2 --seed=5 --label=small >"$WORK/job1.out" 2>&1
+    --batch=4 --bootstrap=200 --timing_repeats=2 --seed=5 --label=small --per_layer=static_layer \
+    >"$WORK/job1.out" 2>&1
   grep -q SUCCEEDED "$WORK/job1.out" || { cat "$WORK/job1.out" >&2; return 1; }
+  fca_cli audit --models=fg-a --eval=eval --calib=calib --window=16 --batch=4 --bootstrap=50 \
+    --seed=6 --label=again >"$WORK/job2.out" 2>&1
+  grep -q SUCCEEDED "$WORK/job2.out" || { cat "$WORK/job2.out" >&2; return 1; }
   fca_cli audit --detach --models=fg-wide --dense_twin=dense --eval=long --calib=calib \
     --window=64 --batch=2 --bootstrap=200 --timing_repeats=1 --label=slow >/dev/null
   for _ in $(seq 300); do
-    fca_cli jobs show 2 | grep -q 'state: *RUNNING' && return 0
+    fca_cli jobs show 3 | grep -q 'state: *RUNNING' && return 0
     sleep 0.1
   done
-  echo "job 2 did not start running" >&2
-  fca_cli jobs show 2 >&2
+  echo "job 3 did not start running" >&2
+  fca_cli jobs show 3 >&2
   return 1
 }

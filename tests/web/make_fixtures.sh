@@ -17,15 +17,16 @@ trap 'kill "${SERVER_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 . "$here/jobs_lib.sh"
 fca_start_server
 fca_make_jobs
-sleep 3  # some progress of job 2
+sleep 3  # some progress of job 3
 out=$here/fixtures
 rm -rf "$out"
 mkdir -p "$out"
-"$build/bin/fca-web-fixtures" --server="$GRPC_ADDR" --out="$out" --jobs=1,2 \
+"$build/bin/fca-web-fixtures" --server="$GRPC_ADDR" --out="$out" --jobs=1,2,3 \
   --watch_seconds=4
 fca_cli report 1 --save_json="$out/report-1.json" >/dev/null
+fca_cli results --job=1 --metric=slowdown_verdict >"$out/verdicts-1.txt"
 # The vocabulary the dashboard takes its lists and labels from, as the
 # gateway serves it.
 curl -sf -X POST -d '{}' "http://$HTTP_ADDR/api/v1/GetServerInfo" >"$out/GetServerInfo.json"
-fca_cli jobs cancel 2 >/dev/null
+fca_cli jobs cancel 3 >/dev/null
 echo "fixtures written to $out"

@@ -3,9 +3,9 @@
 // built in: it serves the dashboard's files as the gateway does (GET / and
 // GET /ui/<name>) and answers the gateway's API from canned responses
 // recorded from a real fca-server (tests/web/fixtures, written by
-// make_fixtures.sh): job 1 finished, job 2 running. Job 2 keeps running
+// make_fixtures.sh): jobs 1 and 2 finished, job 3 running. Job 3 keeps running
 // here: its progress advances with the clock, and its event stream
-// (GET /api/v1/jobs/2/events) goes on with new progress events.
+// (GET /api/v1/jobs/3/events) goes on with new progress events.
 //
 //   node tests/web/mock_server.js [--port=0] [--api_key=KEY]
 // prints "http listening on 127.0.0.1:PORT". Node's http module only.

@@ -2,8 +2,9 @@
 # The dashboard's browser test (ctest: dashboard_test). Builds nothing: it
 # takes the built binaries, starts a real fca-server with its HTTP gateway
 # (--http_listen) and API keys on, makes tiny models, uploads datasets and
-# runs one audit to completion and starts a slow one with the fca CLI
-# (tests/web/jobs_lib.sh), writes `fca report 1 --save_json`, then runs
+# runs two audits to completion and starts a slow one with the fca CLI
+# (tests/web/jobs_lib.sh), writes `fca report 1 --save_json` and the CLI's
+# slowdown verdicts of job 1 (`fca results`), then runs
 # dashboard_test.js (headless Debian chromium + puppeteer-core) against the
 # server's HTTP address. Screenshots go to --out.
 #
@@ -62,11 +63,12 @@ if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
   export FCA_TOKEN=$key
   fca_make_jobs
   fca_cli report 1 --save_json="$WORK/report-1.json" >/dev/null
+  fca_cli results --job=1 --metric=slowdown_verdict >"$WORK/verdicts-1.txt"
   echo "dashboard_test: real fca-server, gRPC $GRPC_ADDR, HTTP $HTTP_ADDR"
   status=0
   node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
-    --out="$out" --api_key="$key" --chromium="$CHROMIUM" || status=$?
-  fca_cli jobs cancel 2 >/dev/null 2>&1 || true
+    --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" || status=$?
+  fca_cli jobs cancel 3 >/dev/null 2>&1 || true
   exit $status
 fi
 
@@ -92,4 +94,4 @@ for _ in $(seq 100); do
 done
 [ -n "$addr" ] || { cat "$WORK/mock.out" >&2; exit 1; }
 node "$here/dashboard_test.js" --url="http://$addr" --report_json="$here/fixtures/report-1.json" \
-  --out="$out" --api_key="$key" --chromium="$CHROMIUM"
+  --cli_verdicts="$here/fixtures/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM"

@@ -25,6 +25,62 @@
   const COLOURS = ['#4477aa', '#ee6677', '#228833', '#ccbb44', '#66ccee', '#aa3377', '#777777'];
   const DASHES = ['', '6 3', '2 3', '8 3 2 3', '4 4', '1 3', '10 4'];
 
+  // What an error's status code means to someone at the page: one sentence
+  // per code (the gateway's error body names the code, absl's spelling),
+  // shown instead of the code itself. UNAUTHENTICATED depends on whether a
+  // key was sent: see plainError.
+  const PLAIN_ERRORS = {
+    UNAUTHENTICATED: 'Sign in with your API key.',
+    PERMISSION_DENIED: 'Your API key is not allowed to do this.',
+    NOT_FOUND: 'Not found.',
+    INVALID_ARGUMENT: 'The server did not accept this request.',
+    FAILED_PRECONDITION: 'Not possible in the job\'s current state.',
+    OUT_OF_RANGE: 'A value is out of its range.',
+    ALREADY_EXISTS: 'That already exists.',
+    RESOURCE_EXHAUSTED: 'The server is at one of its limits; try again later.',
+    UNAVAILABLE: 'The server cannot be reached right now; it will be tried again.',
+    DEADLINE_EXCEEDED: 'The server took too long to answer.',
+    ABORTED: 'The request was interrupted; try again.',
+    CANCELLED: 'The request was cancelled.',
+    UNIMPLEMENTED: 'This server does not offer that.',
+    INTERNAL: 'The server failed on this request.',
+    UNKNOWN: 'The server failed on this request.',
+    DATA_LOSS: 'The server\'s stored data for this is damaged.',
+  };
+  const KEY_REFUSED = 'That API key was not accepted. Sign in with a valid key.';
+
+  // What a slowdown_verdict row's value (+1 / -1 / 0, docs/fca.md
+  // "Execution") says. The same words as the CLI's SlowdownVerdictName
+  // (client/format.cc); the browser test checks the page against
+  // `fca results`.
+  function verdictWord(v) {
+    if (v > 0) return 'slower';
+    if (v < 0) return 'faster';
+    return 'no detectable difference';
+  }
+
+  // Field names of the API's JSON, one accessor each, so that a renamed
+  // field is one line to change (docs/api.md). Result rows and GetReport's
+  // metrics (a metric's rows are per_model, its summary across_models):
+  const resultF = {
+    intervention: (r) => r.intervention,
+    metric: (r) => r.metric,
+    model: (r) => r.model,
+    value: (r) => r.value,
+    ciLow: (r) => r.ci_low,
+    ciHigh: (r) => r.ci_high,
+    defined: (r) => !!r.defined,
+    perModel: (m) => m.per_model || [],
+    across: (m) => m.across_models,
+  };
+  // Jobs (ListJobs, GetJob, GetReport.job):
+  const jobF = {
+    id: (j) => String(j.id),
+    models: (j) => (j.spec || {}).models || [],
+    label: (j) => (j.spec || {}).label || '',
+    finishedAt: (j) => j.finished_at,
+  };
+
   // ------------------------------------------------------------------ DOM
 
   function build(node, attrs, kids) {
@@ -86,9 +142,29 @@
     let body = {};
     try { body = text ? JSON.parse(text) : {}; } catch (e) { body = {message: text}; }
     const err = new ApiError(res.status, body.code, body.message || res.statusText);
-    if (res.status === 401) askForKey(err.message);
+    if (res.status === 401) askForKey(plainError(err).sentence);
     return err;
   }
+
+  // An error in words: {sentence, detail}. The sentence comes from
+  // PLAIN_ERRORS by the status code (HTTP's when the body names none); the
+  // server's own message is the detail, except for a missing or refused
+  // key, whose message speaks to CLI users (FCA_TOKEN, --token).
+  function plainError(err) {
+    if (!(err instanceof ApiError)) {
+      const unreachable = /fetch|network/i.test(String(err.message || err));
+      return {sentence: unreachable ? 'The server could not be reached.' : 'Something went wrong on this page.',
+        detail: String(err.message || err)};
+    }
+    const byStatus = {400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND',
+      409: 'ABORTED', 429: 'RESOURCE_EXHAUSTED', 501: 'UNIMPLEMENTED', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED'};
+    const code = err.code || byStatus[err.status] || (err.status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT');
+    if (code === 'UNAUTHENTICATED') {
+      return {sentence: sessionStorage.getItem(KEY_STORE) ? KEY_REFUSED : PLAIN_ERRORS.UNAUTHENTICATED, detail: ''};
+    }
+    return {sentence: PLAIN_ERRORS[code] || PLAIN_ERRORS.UNKNOWN, detail: err.message === `HTTP ${err.status}` ? '' : err.message};
+  }
+  const errorText = (err) => { const p = plainError(err); return p.detail ? `${p.sentence} ${p.detail}` : p.sentence; };
 
   // POST /api/v1/<rpc> with a proto3-JSON request; resolves to the response.
   async function call(rpc, request, signal) {
@@ -188,7 +264,7 @@
         if (status) status.textContent = '';
       } catch (err) {
         if (signal.aborted) return;
-        if (status) status.textContent = `Update failed: ${err.message}`;
+        if (status) status.textContent = `Update failed. ${errorText(err)}`;
         if (err instanceof ApiError && err.status === 401) return;
       }
       await sleep(ms, signal);
@@ -235,6 +311,7 @@
       return {f: fixed(4), sd: fixed(4)};
     }
     if (metric.endsWith('latency_us_per_token')) return {f: fixed(2), sd: fixed(2)};
+    if (metric === 'slowdown_verdict') return {f: verdictWord, sd: general, words: true};
     if (metric === 'slowdown' || metric === 'flops_overhead') {
       return {f: (v) => `${signed(1)(100 * v)}%`, sd: (v) => `${fixed(1)(100 * v)}%`, scale: 100};
     }
@@ -246,30 +323,41 @@
   function resultCell(r, metric, extra) {
     const attrs = Object.assign({class: 'num'}, extra);
     if (!r) return el('td', attrs, '–');
-    const {f, scale} = metricFormat(metric);
+    const {f, scale, words} = metricFormat(metric);
+    const defined = resultF.defined(r);
+    const [lo, hi] = [resultF.ciLow(r), resultF.ciHigh(r)];
     Object.assign(attrs, {
-      'data-model': r.model, 'data-intervention': r.intervention, 'data-metric': r.metric,
-      'data-value': r.defined ? r.value : null, 'data-defined': r.defined ? 'true' : 'false',
-      'data-ci-low': r.ci_low, 'data-ci-high': r.ci_high, 'data-scale': scale,
+      'data-model': resultF.model(r), 'data-intervention': resultF.intervention(r), 'data-metric': resultF.metric(r),
+      'data-value': defined ? resultF.value(r) : null, 'data-defined': defined ? 'true' : 'false',
+      'data-ci-low': lo, 'data-ci-high': hi, 'data-scale': scale, 'data-words': words ? 'true' : null,
     });
-    if (!r.defined) return el('td', attrs, 'undefined');
-    let text = f(num(r.value));
-    if (r.ci_low !== undefined && r.ci_high !== undefined) {
-      text += ` [${f(num(r.ci_low))}, ${f(num(r.ci_high))}]`;
-    }
+    if (!defined) return el('td', attrs, 'undefined');
+    let text = f(num(resultF.value(r)));
+    if (!words && lo !== undefined && hi !== undefined) text += ` [${f(num(lo))}, ${f(num(hi))}]`;
     return el('td', attrs, text);
   }
 
-  // "mean ± sd [min, max]" across the audited models (defined values only).
+  // "mean ± sd [min, max]" across the audited models (defined values only);
+  // for a metric shown as words, how many models say each word ("2 slower,
+  // 1 no detectable difference", as `fca report` does).
   function acrossCell(m, extra) {
-    const a = m && m.across_models;
+    const a = m && resultF.across(m);
     const attrs = Object.assign({class: 'num'}, extra);
     if (!a || (num(a.n) === 0 && num(a.undefined) === 0)) return el('td', attrs, '–');
-    const {f, sd, scale} = metricFormat(m.metric);
+    const {f, sd, scale, words} = metricFormat(resultF.metric(m));
+    if (words) {
+      const counts = new Map();
+      for (const r of resultF.perModel(m).filter(resultF.defined)) {
+        const w = f(num(resultF.value(r)));
+        counts.set(w, (counts.get(w) || 0) + 1);
+      }
+      return el('td', Object.assign(attrs, {'data-across': 'true', 'data-words': 'true', 'data-intervention': resultF.intervention(m),
+        'data-metric': resultF.metric(m)}), [...counts].map(([w, n]) => `${n} ${w}`).join(', ') || 'undefined');
+    }
     const n = num(a.n);
     const undef = num(a.undefined) || 0;
     Object.assign(attrs, {
-      'data-across': 'true', 'data-intervention': m.intervention, 'data-metric': m.metric,
+      'data-across': 'true', 'data-intervention': resultF.intervention(m), 'data-metric': resultF.metric(m),
       'data-n': n, 'data-scale': scale,
     });
     if (n === 0) return el('td', attrs, 'undefined');
@@ -376,6 +464,16 @@
     }));
   }
 
+  // A chart keeps its drawn size (its text stays at the CSS px sizes of
+  // style.css) and scrolls sideways in its box where the page is narrower.
+  function chartWrap(svg, title) {
+    return el('div', {class: 'chart-wrap', role: 'region', 'aria-label': title, tabindex: 0}, svg);
+  }
+
+  // Room for a chart's title (bold 12 px from x = 64; 7.5 px a character
+  // covers the system fonts' widest digits and capitals).
+  const titleWidth = (title) => 64 + 7.5 * title.length + 8;
+
   function chartSvg(width, height, title) {
     const titleId = nextId('chart-title');
     const svg = sv('svg', {class: 'chart', width, height, viewBox: `0 0 ${width} ${height}`,
@@ -393,7 +491,7 @@
     const barW = Math.max(14, Math.min(40, 240 / Math.max(n, 1)));
     const groupW = n * barW + 30;
     const left = 64, right = 16, top = 30, bottom = 250;
-    const width = left + right + Math.max(1, groups.length) * groupW;
+    const width = Math.max(titleWidth(title), left + right + Math.max(1, groups.length) * groupW);
     const svg = chartSvg(width, bottom + 44, title);
     const defs = sv('defs');
     svg.append(defs);
@@ -439,7 +537,7 @@
       }
       svg.append(sv('text', {x: x0 + (groupW - 30) / 2, y: bottom + 18, 'text-anchor': 'middle'}, g.label));
     });
-    const kids = [svg, legend(series, 'bar')];
+    const kids = [chartWrap(svg, title), legend(series, 'bar')];
     if (groups.some((g) => g.summary)) kids.push(el('p', {class: 'note'}, '◆ with a bar: mean ± sd across the models of the job.'));
     return el('figure', {id}, note ? el('figcaption', {}, note) : null, kids);
   }
@@ -449,7 +547,7 @@
   function layerChart({title, yLabel, series}) {
     const maxLayer = Math.max(0, ...series.flatMap((s) => s.points.map((p) => p.x)));
     const left = 64, right = 30, top = 30, bottom = 200;
-    const width = Math.max(360, left + right + 60 * (maxLayer + 1));
+    const width = Math.max(360, titleWidth(title), left + right + 60 * (maxLayer + 1));
     const svg = chartSvg(width, bottom + 46, title);
     const scale = yScale(series.flatMap((s) => s.points.map((p) => p.y)), top, bottom);
     axis(svg, scale, left, width - right);
@@ -475,7 +573,7 @@
       const last = pts[pts.length - 1];
       svg.append(sv('text', {x: x(last.x) + 8, y: scale.y(last.y) - 6, class: 'tick'}, String(k + 1)));
     });
-    return el('figure', {}, svg, legend(series.map((s) => s.name), 'line'));
+    return el('figure', {}, chartWrap(svg, title), legend(series.map((s) => s.name), 'line'));
   }
 
   // --------------------------------------------------------------- report
@@ -483,13 +581,13 @@
   // Lookups over a GetReportResponse.
   function reportIndex(rep) {
     const metrics = new Map();
-    for (const m of rep.metrics || []) metrics.set(`${m.intervention}\t${m.metric}`, m);
+    for (const m of rep.metrics || []) metrics.set(`${resultF.intervention(m)}\t${resultF.metric(m)}`, m);
     const twin = new Map();
-    for (const r of rep.dense_twin_rows || []) twin.set(`${r.intervention}\t${r.metric}`, r);
+    for (const r of rep.dense_twin_rows || []) twin.set(`${resultF.intervention(r)}\t${resultF.metric(r)}`, r);
     return {
       models: rep.models || [],
       metric: (i, m) => metrics.get(`${i}\t${m}`),
-      find: (model, i, m) => ((metrics.get(`${i}\t${m}`) || {}).per_model || []).find((r) => r.model === model),
+      find: (model, i, m) => resultF.perModel(metrics.get(`${i}\t${m}`) || {}).find((r) => resultF.model(r) === model),
       twin: (i, m) => twin.get(`${i}\t${m}`),
       keys: () => [...metrics.keys()],
     };
@@ -534,6 +632,105 @@
     if (!groups.length) return null;
     return barChart({title: 'Penalty per intervention (nats/token, 95% CI)', yLabel: 'penalty (nats/token)',
       groups, series: ix.models, id});
+  }
+
+  // "Against the dense twin D: a slower, b no detectable difference."
+  function verdictLine(ix, twin) {
+    const said = ix.models.map((m) => [m, ix.find(m, 'execution', 'slowdown_verdict')]).filter(([, r]) => r && resultF.defined(r));
+    if (!said.length) return null;
+    return el('p', {id: 'verdicts'}, `Against the dense twin ${twin || ''}: `, said.map(([m, r], k) =>
+      [k ? ', ' : '', `${m} `, el('strong', {'data-model': m, 'data-value': resultF.value(r)}, verdictWord(num(resultF.value(r))))]), '.');
+  }
+
+  // The per-group dependence rows of `per_layer_interventions` (docs/fca.md
+  // "Per-group dependence"): under I, `<scope>_penalty.<group>` (scope
+  // layer, site or family), `<scope>_nll.<group>`, group_penalty_sum and
+  // group_additivity. Layers in numeric order, other groups as stored.
+  function groupsOf(ix, i) {
+    const found = ix.keys().filter((k) => k.startsWith(`${i}\t`)).map((k) => /^(layer|site|family)_penalty\.(.+)$/.exec(k.slice(i.length + 1)))
+      .filter(Boolean).map((m) => ({scope: m[1], group: m[2], m: `${m[1]}_penalty.${m[2]}`, nll: `${m[1]}_nll.${m[2]}`}));
+    return found.sort((a, b) => (a.scope === 'layer' && b.scope === 'layer' ? Number(a.group) - Number(b.group) : 0));
+  }
+
+  // A group's share of I's whole-model penalty: penalty(I at g) / penalty(I),
+  // only where the whole-model penalty's CI lies above 0 (as
+  // group_additivity; else the ratio has no meaning).
+  function shareOf(ix, model, i, metric) {
+    const whole = ix.find(model, i, 'penalty');
+    const part = ix.find(model, i, metric);
+    if (!whole || !part || !resultF.defined(whole) || !resultF.defined(part) || !(num(resultF.ciLow(whole)) > 0)) return NaN;
+    return num(resultF.value(part)) / num(resultF.value(whole));
+  }
+
+  function shareCell(ix, model, i, metric) {
+    const v = shareOf(ix, model, i, metric);
+    return el('td', {class: 'num', 'data-share': isFinite(v) ? v : null, 'data-model': model, 'data-group-metric': metric},
+      isFinite(v) ? `${(100 * v).toFixed(1)}%` : '–');
+  }
+
+  // Per intervention: a headline (the group carrying most of the penalty),
+  // bars per group with their CIs, and a table with each group's penalty
+  // and share, the sum over groups and the additivity.
+  function perGroupSection(ix, interventions, shown) {
+    const parts = [];
+    const f = metricFormat('penalty').f;
+    for (const i of interventions) {
+      const groups = groupsOf(ix, i);
+      if (!groups.length) continue;
+      const scope = groups[0].scope;
+      const name = (g) => `${g.scope} ${g.group}`;
+      const headline = ix.models.map((m) => {
+        const best = groups.map((g) => [g, shareOf(ix, m, i, g.m)]).filter(([, v]) => isFinite(v))
+          .sort((a, b) => b[1] - a[1])[0];
+        return best ? el('li', {'data-model': m, 'data-group': best[0].group},
+          `${m}: ${name(best[0])} carries ${(100 * best[1]).toFixed(0)}% of ${i}'s whole-model penalty`) : null;
+      }).filter(Boolean);
+      const bars = groups.map((g) => {
+        const list = [];
+        ix.models.forEach((m, k) => {
+          const r = ix.find(m, i, g.m);
+          if (!r || !resultF.defined(r)) return;
+          list.push({k, value: num(resultF.value(r)), lo: num(resultF.ciLow(r)), hi: num(resultF.ciHigh(r)),
+            tip: `${m} ${i} at ${name(g)}: ${f(num(resultF.value(r)))}`});
+        });
+        const a = resultF.across(ix.metric(i, g.m) || {});
+        const summary = ix.models.length > 1 && a && num(a.n) > 0
+          ? {mean: num(a.mean), sd: num(a.sd), tip: `${name(g)}: mean ${f(num(a.mean))} ± ${fixed(4)(num(a.sd))}`} : null;
+        return {label: name(g), bars: list, summary};
+      });
+      const id = `per-${scope}-${i}`;
+      const many = ix.models.length > 1;
+      const head = [scope, ...ix.models.flatMap((m) => [{text: `penalty ${m}`, num: true}, {text: `share of ${m}'s whole-model penalty`, num: true}])];
+      if (many) head.push({text: 'penalty mean ± sd [min, max]', num: true});
+      const rows = groups.map((g) => {
+        shown.add(`${i}\t${g.m}`);
+        const cells = ix.models.flatMap((m) => [resultCell(ix.find(m, i, g.m), 'penalty'), shareCell(ix, m, i, g.m)]);
+        if (many) cells.push(acrossCell(ix.metric(i, g.m)));
+        return {th: name(g), key: g.m, cells};
+      });
+      const summaryRow = (metric, label, fmt) => {
+        if (!ix.metric(i, metric)) return null;
+        shown.add(`${i}\t${metric}`);
+        const cells = ix.models.flatMap((m) => [resultCell(ix.find(m, i, metric), fmt), el('td', {class: 'num'}, '')]);
+        if (many) cells.push(acrossCell(ix.metric(i, metric)));
+        return {th: label, key: metric, cls: 'across', cells};
+      };
+      rows.push(...[summaryRow('penalty', `whole model (all ${scope}s at once)`, 'penalty'),
+        summaryRow('group_penalty_sum', `sum over ${scope}s`, 'penalty'),
+        summaryRow('group_additivity', `sum / whole model`, 'group_additivity')].filter(Boolean));
+      const nllRows = groups.filter((g) => ix.metric(i, g.nll)).map((g) => ({i, m: g.nll, label: name(g)}));
+      parts.push(el('h3', {}, `${i} at one ${scope} at a time`),
+        headline.length ? el('ul', {class: 'headline', id: `${id}-headline`}, headline) : null,
+        barChart({title: `Penalty of ${i} at one ${scope} (nats/token, 95% CI)`, yLabel: 'penalty (nats/token)',
+          groups: bars, series: ix.models, id: `${id}-chart`}),
+        table({caption: `${i} at one ${scope} at a time: penalty (nats/token, 95% CI) and share of the whole-model penalty`,
+          id: `${id}-table`, head, rows}),
+        nllRows.length ? el('details', {}, el('summary', {}, `NLL per ${scope}: ${i}`),
+          metricTable(ix, `NLL with ${i} at one ${scope} (nats/token)`, nllRows, {shown, rowHead: scope, id: `${id}-nll`})) : null);
+    }
+    if (!parts.length) return null;
+    return section('Dependence per layer', 'Each intervention of per_layer_interventions replayed at one group of sites (per_layer_scope; layer by default), the correct coefficients elsewhere: penalty(I at g) = NLL(I at g) − NLL(correct), with its 95% CI. Share = penalty(I at g) / penalty(I), shown when I\'s whole-model penalty CI lies above 0; the shares need not add to 100% (layers interact: sum / whole model).',
+      parts);
   }
 
   function section(title, note, ...kids) {
@@ -591,6 +788,9 @@
       metricTable(ix, 'Penalty per intervention (nats/token, 95% CI)', interventions.filter((i) => ix.metric(i, 'penalty'))
         .map((i) => ({i, m: 'penalty', label: i})), {shown, rowHead: 'intervention', id: 'table-penalty'})));
 
+    const perGroup = perGroupSection(ix, interventions, shown);
+    if (perGroup) out.push(perGroup);
+
     const retention = vocab.profiles.filter((i) => ix.metric(i, 'retention_pct'));
     // A token-keyed profile's retention is input dependence explained by
     // the token, not a static profile's (docs/fca.md "Reading the
@@ -601,8 +801,9 @@
         {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));
 
     const execution = metricsUnder(vocab, 'execution').filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));
-    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with its bootstrap CI; the verdict says slower or faster only when the CI excludes 0.',
-      metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label})),
+    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with its t-interval; the verdict says slower or faster only when both timing blocks agree, else no detectable difference.',
+      verdictLine(ix, rep.dense_twin),
+      metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label: m === 'slowdown_verdict' ? 'verdict vs dense twin' : label})),
         {shown, twin: rep.dense_twin, id: 'table-execution'})));
 
     // Mixture-of-experts routing, per layer (docs/moe.md): experts run per
@@ -892,7 +1093,7 @@
         el('td', {class: 'num'}, (m.sites || []).length), el('td', {}, m.tokenizer), el('td', {class: 'num'}, m.max_seq_len)]}))}),
     el('p', {}, el('button', {type: 'button', onclick: () => {
       if (selected.size) location.hash = `#/compare?models=${[...selected].map(encodeURIComponent).join(',')}`;
-    }}, 'Compare selected models (latest finished job of each)')));
+    }}, 'Compare selected models (the newest finished job of each, changeable there)')));
   }
 
   async function modelView(main, name, signal) {
@@ -953,13 +1154,13 @@
       location.hash = `#/compare?${q}`.replace(/%2C/g, ',');
     }}, el('label', {for: 'compare-jobs'}, 'job ids', jobsInput), el('label', {for: 'compare-models'}, 'models', modelsInput),
     el('button', {type: 'submit'}, 'Compare')));
+    // By model: one finished job per model, the newest unless `pick`
+    // (model:job,...) names another; the page says which and offers the
+    // others.
+    let picked = null;
     if (!ids.length && models.length) {
-      // The newest finished job that audited each model.
-      for (const m of models) {
-        const res = await call('ListJobs', {model: m, state: 'JOB_STATE_SUCCEEDED', page_size: 20}, signal);
-        const j = (res.jobs || []).find((x) => ((x.spec || {}).models || []).includes(m));
-        if (j && !ids.includes(String(j.id))) ids.push(String(j.id));
-      }
+      picked = await pickJobs(main, models, params, signal);
+      ids = [...new Set(picked.values())];
       if (!ids.length) {
         main.append(el('p', {}, 'No finished job audited these models.'));
         return;
@@ -979,9 +1180,10 @@
       const jid = String(rep.job.id);
       for (const m of ix.models) {
         if (models.length && !models.includes(m)) continue;
+        if (picked && picked.get(m) !== jid) continue;
         series.push({label: `job ${jid} · ${m}`, ix, model: m, job: jid});
       }
-      if (!models.length && ix.models.length > 1) across.push({label: `job ${jid} · mean ± sd [min, max]`, ix, job: jid});
+      if (!models.length && !picked && ix.models.length > 1) across.push({label: `job ${jid} · mean ± sd [min, max]`, ix, job: jid});
     }
     main.append(table({caption: 'Jobs compared', id: 'compare-jobs-table', head: ['job', 'state', 'label', 'models', 'dense twin', 'eval sha256', 'created'],
       rows: reports.map((rep) => {
@@ -1019,6 +1221,40 @@
     }
   }
 
+  // The finished jobs that audited each model, newest first, and the one
+  // chosen for each (params.pick "model:job,...", else the newest), shown
+  // as a form whose selects switch the job; returns Map model -> job id.
+  async function pickJobs(main, models, params, signal) {
+    const asked = new Map(listParam(params.pick).map((p) => p.split(':')).filter((p) => p.length === 2));
+    const chosen = new Map();
+    const items = [];
+    for (const m of models) {
+      const res = await call('ListJobs', {model: m, state: 'JOB_STATE_SUCCEEDED', page_size: 50}, signal);
+      const jobs = (res.jobs || []).filter((j) => jobF.models(j).includes(m));
+      if (!jobs.length) {
+        items.push(el('li', {'data-model': m}, `${m}: no finished job audited it.`));
+        continue;
+      }
+      const want = asked.get(m);
+      const pick = jobs.find((j) => jobF.id(j) === want) || jobs[0];
+      chosen.set(m, jobF.id(pick));
+      const id = nextId('pick');
+      const select = el('select', {id, name: m, 'data-model': m, onchange: () => {
+        const q = new URLSearchParams({models: models.join(','),
+          pick: [...chosen].map(([mm, j]) => `${mm}:${mm === m ? select.value : j}`).join(',')});
+        location.hash = `#/compare?${q}`.replace(/%2C/g, ',').replace(/%3A/g, ':');
+      }}, jobs.map((j, k) => el('option', {value: jobF.id(j), selected: j === pick},
+        `job ${jobF.id(j)}${jobF.label(j) ? ` (${jobF.label(j)})` : ''}, finished ${fmtTime(jobF.finishedAt(j))}${k === 0 ? ', newest' : ''}`)));
+      const which = pick === jobs[0] ? 'the newest of its' : 'chosen from its';
+      items.push(el('li', {'data-model': m, 'data-job': jobF.id(pick)}, el('label', {for: id}, `${m}: `),
+        link(jobHref(jobF.id(pick)), `job ${jobF.id(pick)}`), ` (${which} ${plural(jobs.length, 'finished job')}) `, select));
+    }
+    main.append(el('section', {'aria-label': 'Jobs used for each model'}, el('p', {class: 'note'},
+      'Each model\'s row comes from one finished job; pick another to compare that one instead.'),
+    el('ul', {id: 'compare-picked', class: 'picked'}, items)));
+    return chosen;
+  }
+
   // Rows: one per series (job, model) and per job's mean ± sd; columns:
   // the given (intervention, metric)s.
   function compareTable(caption, id, series, across, columns) {
@@ -1034,9 +1270,9 @@
   // ----------------------------------------------------- auth and routing
 
   function showError(where, err) {
-    const text = err instanceof ApiError
-      ? `${err.code ? err.code + ': ' : ''}${err.message} (HTTP ${err.status})` : `Error: ${err.message || err}`;
-    where.append(el('p', {class: 'error', role: 'alert'}, text));
+    const {sentence, detail} = plainError(err);
+    where.append(el('p', {class: 'error', role: 'alert', 'data-code': err.code || null},
+      el('strong', {}, sentence), detail ? [' ', el('span', {class: 'detail'}, detail)] : null));
   }
 
   function askForKey(message) {
@@ -1045,9 +1281,8 @@
     document.getElementById('signed-in').hidden = true;
     const input = document.getElementById('api-key');
     input.setAttribute('aria-describedby', 'login-why');
-    if (!document.getElementById('login-why')) {
-      form.append(el('span', {id: 'login-why', class: 'note'}, message || 'This server needs an API key.'));
-    }
+    const why = document.getElementById('login-why') || form.appendChild(el('span', {id: 'login-why', class: 'note'}));
+    why.textContent = message || PLAIN_ERRORS.UNAUTHENTICATED;
     input.focus();
   }
 
@@ -1067,7 +1302,7 @@
         plural(num(info.workers), 'worker'), `executor ${info.executor}`, `auth ${info.auth ? 'on' : 'off'}`]
         .filter(Boolean).join(' · ');
     } catch (err) {
-      foot.textContent = `Server information unavailable: ${err.message}`;
+      foot.textContent = `Server information unavailable. ${errorText(err)}`;
     }
   }
 
@@ -1089,7 +1324,7 @@
     else if (parts[0] === 'models') view = modelsView(main, params, signal);
     else if (parts[0] === 'model' && parts[1]) view = modelView(main, parts[1], signal);
     else if (parts[0] === 'compare') view = compareView(main, params, signal);
-    else view = Promise.reject(new Error(`no page at #/${path}`));
+    else view = Promise.reject(new ApiError(404, 'NOT_FOUND', `There is no page at #/${path}.`));
     for (const a of document.querySelectorAll('nav a')) {
       const here = `#/${parts[0] || 'jobs'}`;
       if (a.getAttribute('href') === here || (here === '#/job' && a.getAttribute('href') === '#/jobs') ||
