@@ -995,8 +995,8 @@ TEST(AuditorScienceTest, ABfloat16MixtureOfExpertsGetsItsRoutingFlipRate) {
 
 // fca.md "Calibration uncertainty": with calib_resamples the interventions
 // estimated on C get a CI that also resamples C. A calibration set of one
-// window repeated gives the same profile on every resample, so the CI is
-// penalty_block's exactly; a varied one widens it. Nothing else changes,
+// window repeated gives the same profile on every resample (to rounding),
+// so the CI is penalty_block's; a varied one widens it. Nothing else changes,
 // and without calib_resamples there are no such rows.
 TEST(AuditorTest, CalibrationResamplingWidensTheCIOnlyWhereCalibrationVaries) {
   auto model = RandomModel(TinyConfig("featuregate"), Varying(11));
@@ -1007,8 +1007,6 @@ TEST(AuditorTest, CalibrationResamplingWidensTheCIOnlyWhereCalibrationVaries) {
     AuditRequest req = Request({model.get()}, eval, calib);
     req.options.timing_repeats = 0;
     req.options.calib_resamples = resamples;
-    // C's windows in one forward, so equal windows record equal coefficients.
-    req.options.batch_size = 8;
     auto report = RunAudit(req);
     EXPECT_TRUE(report.ok()) << report.status();
     return report.ok() ? report->models[0] : ModelReport{};
@@ -1021,15 +1019,17 @@ TEST(AuditorTest, CalibrationResamplingWidensTheCIOnlyWhereCalibrationVaries) {
     ASSERT_EQ(i.calib.has_value(), calibrated) << i.name;
     if (!calibrated) continue;
     EXPECT_EQ(i.calib->resamples, 4);
-    EXPECT_EQ(i.calib->sd, 0.0) << i.name;
-    EXPECT_EQ(i.calib->ci.low, i.windows.block_ci.low) << i.name;
-    EXPECT_EQ(i.calib->ci.high, i.windows.block_ci.high) << i.name;
+    // Equal windows record coefficients equal up to float32 rounding (their
+    // rows in the batch differ), so the profiles agree to about 1e-9 nats.
+    EXPECT_LT(i.calib->sd, 1e-7) << i.name;
+    EXPECT_NEAR(i.calib->ci.low, i.windows.block_ci.low, 1e-7) << i.name;
+    EXPECT_NEAR(i.calib->ci.high, i.windows.block_ci.high, 1e-7) << i.name;
   }
   for (const InterventionResult& i : varied.interventions) {
     if (!i.calib) continue;
     // The full-C penalty is the one without resampling.
     EXPECT_EQ(i.penalty, Find(off, i.name).penalty) << i.name;
-    EXPECT_GT(i.calib->sd, 0.0) << i.name;
+    EXPECT_GT(i.calib->sd, 1e-6) << i.name;  // 1e-5 to 1e-4 here, 2e-9 above
   }
   const InterventionResult& layer = Find(varied, kStaticLayer);
   ASSERT_TRUE(layer.calib.has_value());
