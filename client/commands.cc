@@ -776,7 +776,11 @@ std::string HelpText() {
       "]\n"
       "  --static_token_min_count=M  static_token(_position) cells seen fewer than M\n"
       "      times in calibration are shrunk towards the site (position) mean [" +
-      spec_fields::DefaultText(spec_fields::kStaticTokenMinCount) + "]\n" + InterventionsHelp() +
+      spec_fields::DefaultText(spec_fields::kStaticTokenMinCount) +
+      "]\n"
+      "  --calib_resamples=R   re-estimate the static profiles on R resamples of the\n"
+      "      calibration windows, one replay each (penalty_calib rows); 0 = off [" +
+      spec_fields::DefaultText(spec_fields::kCalibResamples) + "]\n" + InterventionsHelp() +
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
       "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
       "  --detach              print the job id and exit (same as --nowatch)\n"

@@ -70,6 +70,7 @@ struct SpecOverrides {
   std::optional<std::string> retention_baseline;
   std::optional<int64_t> bootstrap_block_length;
   std::optional<int32_t> static_token_min_count;
+  std::optional<int32_t> calib_resamples;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

@@ -216,6 +216,33 @@ TextTable RetentionTable(const ReportView& r) {
   return t;
 }
 
+// The interventions estimated on C with their penalty's block CI beside
+// the CI that also covers calibration (fca.md "Calibration uncertainty");
+// empty unless the audit resampled C.
+TextTable CalibrationTable(const ReportView& r) {
+  std::vector<TextTable::Column> cols = {{"INTERVENTION"}};
+  for (const std::string& m : r.models()) {
+    cols.push_back({"BLOCK CI " + m, Align::kRight});
+    cols.push_back({"WITH CALIBRATION " + m, Align::kRight});
+    cols.push_back({"CALIB SD " + m, Align::kRight});
+  }
+  TextTable t(cols);
+  for (const std::string& i : InGroupOrder(r.interventions())) {
+    bool has = false;
+    for (const std::string& m : r.models()) has = has || r.Find(m, i, kPenaltyCalib) != nullptr;
+    if (!has) continue;
+    std::vector<std::string> row = {i};
+    for (const std::string& m : r.models()) {
+      const v1::Result* sd = r.Find(m, i, kPenaltyCalibSd);
+      row.push_back(Cell(r.Find(m, i, kPenaltyBlock), Signed, 4));
+      row.push_back(Cell(r.Find(m, i, kPenaltyCalib), Signed, 4));
+      row.push_back(sd ? absl::StrFormat("%s (R=%d)", Fixed(sd->value(), 4), sd->n()) : "");
+    }
+    t.AddRow(std::move(row));
+  }
+  return t;
+}
+
 // A fraction in percent: "+5.2%".
 std::string Percent(double v, int digits) { return absl::StrFormat("%+.*f%%", digits, 100 * v); }
 
@@ -326,6 +353,15 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                  "100 * (NLL(global_mean) - NLL(P)) / (NLL(global_mean) - NLL(correct)); "
                  "undefined when the gap is ~0, above 100 when P beats the model's own A",
                  RetentionTable(r)});
+  TextTable calibration = CalibrationTable(r);
+  if (!calibration.empty()) {
+    out.push_back({"CALIBRATION UNCERTAINTY",
+                   "penalty of each intervention estimated on the calibration set: its "
+                   "moving-block CI over evaluation windows, and the CI that also resamples the "
+                   "calibration windows (R re-estimated profiles); CALIB SD = sd of the penalty "
+                   "over the R profiles",
+                   std::move(calibration)});
+  }
   TextTable groups = GroupTable(r);
   if (!groups.empty()) {
     out.push_back({"PER-GROUP DEPENDENCE",

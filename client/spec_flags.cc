@@ -36,6 +36,7 @@ FCA_SPEC_FLAG(int32_t, fidelity_check_every, kFidelityCheckEvery);
 FCA_SPEC_FLAG(std::string, retention_baseline, kRetentionBaseline);
 FCA_SPEC_FLAG(int64_t, bootstrap_block_length, kBootstrapBlockLength);
 FCA_SPEC_FLAG(int32_t, static_token_min_count, kStaticTokenMinCount);
+FCA_SPEC_FLAG(int32_t, calib_resamples, kCalibResamples);
 
 namespace fca::client {
 namespace {
@@ -90,6 +91,7 @@ SpecOverrides OverridesFromFlags(const std::set<std::string>& specified) {
   if (given(sf::kStaticTokenMinCount)) {
     o.static_token_min_count = absl::GetFlag(FLAGS_static_token_min_count);
   }
+  if (given(sf::kCalibResamples)) o.calib_resamples = absl::GetFlag(FLAGS_calib_resamples);
   return o;
 }
 

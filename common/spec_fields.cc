@@ -39,7 +39,8 @@ const std::vector<const SpecField*>& SpecFields() {
                                                                 &kFidelityCheckEvery,
                                                                 &kRetentionBaseline,
                                                                 &kBootstrapBlockLength,
-                                                                &kStaticTokenMinCount};
+                                                                &kStaticTokenMinCount,
+                                                                &kCalibResamples};
   return *fields;
 }
 

@@ -234,6 +234,19 @@ inline constexpr SpecField kStaticTokenMinCount =
             "the site (position) mean")
         .Default(5)
         .Range(1, 1000000);
+// Calibration resampling (fca.md "Calibration uncertainty"): 0 is off;
+// each resample costs one replay over E per calibration-dependent
+// intervention, hence the server's lower limit.
+inline constexpr SpecField kCalibResamples =
+    Field("calib_resamples", "calib_resamples")
+        .Engine("calib_resamples")
+        .Help(
+            "resamples of the calibration windows on which the static profiles are re-estimated "
+            "and replayed (penalty_calib rows); each costs one replay per calibration-dependent "
+            "intervention; 0 = off")
+        .Default(0)
+        .Range(0, 1000)
+        .ServerMax(100);
 
 // Every field, in the proto's order.
 const std::vector<const SpecField*>& SpecFields();

@@ -48,8 +48,8 @@ const char* KeyPlaceholder(MetricKey key) {
 
 const std::vector<InterventionDef>& InterventionDefs() {
   static const auto* defs = new std::vector<InterventionDef>{
-#define FCA_INTERVENTION_DEF(id, name, static_profile, group, description) \
-  {InterventionId::id, name, static_profile, InterventionGroup::group, description},
+#define FCA_INTERVENTION_DEF(id, name, static_profile, calibrated, group, description) \
+  {InterventionId::id, name, static_profile, calibrated, InterventionGroup::group, description},
       FCA_INTERVENTIONS(FCA_INTERVENTION_DEF)
 #undef FCA_INTERVENTION_DEF
   };
@@ -143,6 +143,14 @@ std::vector<InterventionId> StaticProfiles() {
 }
 
 std::vector<std::string> StaticProfileNames() { return InterventionNamesOf(StaticProfiles()); }
+
+std::vector<InterventionId> CalibratedInterventions() {
+  std::vector<InterventionId> out;
+  for (const InterventionDef& d : InterventionDefs()) {
+    if (d.calibrated) out.push_back(d.id);
+  }
+  return out;
+}
 
 const std::vector<ScopeDef>& ScopeDefs() {
   static const auto* defs = new std::vector<ScopeDef>{
@@ -394,6 +402,20 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
        "1 when every site of the family has coefficients on the simplex (a softmax router): "
        "eta2_layer is then not applicable (undefined)"},
+      {M::kPenaltyCalib, kPenaltyCalib, K::kNone, "", "nats/token", "penalty (CI with calibration)",
+       "the penalty with a CI that also covers calibration uncertainty: each bootstrap resample "
+       "of the evaluation windows (moving blocks) replays a profile re-estimated on a "
+       "moving-block resample of the calibration windows; n = calibration resamples"},
+      {M::kPenaltyCalibSd, kPenaltyCalibSd, K::kNone, "", "nats/token",
+       "penalty sd over calibration resamples",
+       "sample sd of the penalty over the calibration resamples (the evaluation windows fixed): "
+       "the calibration part of the uncertainty alone; n = calibration resamples"},
+      {M::kRoutingFlipRate, kRoutingFlipRate, K::kNone, kReplay, "1", "routing flip rate",
+       "routers audited in bfloat16 or float16: the fraction of (token, router layer) of E whose "
+       "chosen expert set differs from the one chosen in a float32 recording of the same "
+       "windows (precision alone); n = (token, layer) pairs"},
+      {M::kLayerRoutingFlipRate, kLayerRoutingFlipRate, K::kLayer, kReplay, "1",
+       "routing flip rate, one layer", "the routing flip rate at one router layer; n = its tokens"},
   };
   return *defs;
 }

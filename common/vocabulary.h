@@ -25,49 +25,51 @@ namespace fca {
 // ------------------------------------------------------- interventions
 
 // THE table of interventions, in report order (docs/fca.md "Interventions"):
-// X(enumerator, name as specified and stored, has a static profile,
-//   InterventionGroup, one-line description).
+// X(enumerator, name as specified and stored, has a static profile, reads
+//   the calibration set, InterventionGroup, one-line description).
 // Adding an intervention is one line here: it becomes a kName constant, an
 // InterventionId, a row of InterventionDefs() and so a name the spec check,
 // the CLI's help and GetServerInfo know; the compiler then asks for its
 // case in MakeIntervention (server/engine/audit/coefficients.cc).
 // `static_profile`: a table fixed from the calibration set before E is seen,
-// so it has a gap retention (fca.md "Gap retention"). The group says how
+// so it has a gap retention (fca.md "Gap retention"). `calibrated`: its
+// coefficients are estimated on C, so calibration resampling re-estimates
+// and replays it (fca.md "Calibration uncertainty"). The group says how
 // the reports read it (fca.md "Reading the interventions in groups").
 #define FCA_INTERVENTIONS(X)                                                                   \
-  X(kCorrect, "correct", false, kInputDependent,                                               \
+  X(kCorrect, "correct", false, false, kInputDependent,                                        \
     "each input's own coefficients A(x_i): the reference")                                     \
-  X(kCrossInput, "cross_input", false, kInputDependent,                                        \
+  X(kCrossInput, "cross_input", false, false, kInputDependent,                                 \
     "the coefficients of another input, A(x_pi(i)), pi a seeded derangement")                  \
-  X(kTokenShuffle, "token_shuffle", false, kInputDependent,                                    \
+  X(kTokenShuffle, "token_shuffle", false, false, kInputDependent,                             \
     "each input's coefficients with positions permuted (seeded, one permutation per sequence " \
     "unless per-site)")                                                                        \
-  X(kStaticLayer, "static_layer", true, kInputIndependent,                                     \
+  X(kStaticLayer, "static_layer", true, true, kInputIndependent,                               \
     "per-site, per-channel mean over the calibration set, for every token")                    \
-  X(kStaticLayerPosition, "static_layer_position", true, kInputIndependent,                    \
+  X(kStaticLayerPosition, "static_layer_position", true, true, kInputIndependent,              \
     "per-site, per-position, per-channel mean over the calibration set")                       \
-  X(kGlobalMean, "global_mean", false, kInputIndependent,                                      \
+  X(kGlobalMean, "global_mean", false, true, kInputIndependent,                                \
     "one scalar per family: the calibration mean over sites, positions, channels")             \
-  X(kStaticToken, "static_token", true, kTokenKeyed,                                           \
+  X(kStaticToken, "static_token", true, true, kTokenKeyed,                                     \
     "per site, the calibration mean of the coefficients at positions with the same current "   \
     "token id, shrunk towards the site mean below static_token_min_count positions")           \
-  X(kStaticTokenPosition, "static_token_position", true, kTokenKeyed,                          \
+  X(kStaticTokenPosition, "static_token_position", true, true, kTokenKeyed,                    \
     "per site, the calibration mean at positions with the same (current token id, position), " \
     "shrunk towards the site's per-position mean below static_token_min_count positions")      \
-  X(kNeutral, "neutral", false, kInputIndependent,                                             \
+  X(kNeutral, "neutral", false, false, kInputIndependent,                                      \
     "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")       \
-  X(kRandomRoute, "random_route", false, kInputIndependent,                                    \
+  X(kRandomRoute, "random_route", false, false, kInputIndependent,                             \
     "routers only: k experts drawn uniformly per token and layer (seeded), 1/k each")
 
 // kCorrect = "correct", ...
-#define FCA_INTERVENTION_NAME(id, name, static_profile, group, description) \
+#define FCA_INTERVENTION_NAME(id, name, static_profile, calibrated, group, description) \
   inline constexpr char id[] = name;
 FCA_INTERVENTIONS(FCA_INTERVENTION_NAME)
 #undef FCA_INTERVENTION_NAME
 
 // In report order.
 enum class InterventionId : uint8_t {
-#define FCA_INTERVENTION_ID(id, name, static_profile, group, description) id,
+#define FCA_INTERVENTION_ID(id, name, static_profile, calibrated, group, description) id,
   FCA_INTERVENTIONS(FCA_INTERVENTION_ID)
 #undef FCA_INTERVENTION_ID
 };
@@ -101,6 +103,7 @@ struct InterventionDef {
   InterventionId id;
   const char* name;  // as specified and stored
   bool static_profile;
+  bool calibrated;  // estimated on the calibration set C
   InterventionGroup group;
   const char* description;  // what is substituted, one line
 };
@@ -128,6 +131,8 @@ std::string InterventionNameList(std::string_view separator = ", ");
 // The static profiles, in report order, and their names.
 std::vector<InterventionId> StaticProfiles();
 std::vector<std::string> StaticProfileNames();
+// The interventions estimated on C (`calibrated`), in report order.
+std::vector<InterventionId> CalibratedInterventions();
 // The baselines a gap retention is measured against (fca.md "Gap
 // retention"), the default first: global_mean, neutral; and their names.
 const std::vector<InterventionId>& RetentionBaselines();
@@ -268,6 +273,12 @@ inline constexpr char kSlowdownSecondBlock[] = "slowdown_second_block";
 inline constexpr char kGroupPenaltySum[] = "group_penalty_sum";
 inline constexpr char kGroupAdditivity[] = "group_additivity";
 inline constexpr char kSimplexValued[] = "simplex_valued";
+// fca.md "Calibration uncertainty".
+inline constexpr char kPenaltyCalib[] = "penalty_calib";
+inline constexpr char kPenaltyCalibSd[] = "penalty_calib_sd";
+// fca.md "Routing flip rate".
+inline constexpr char kRoutingFlipRate[] = "routing_flip_rate";
+inline constexpr char kLayerRoutingFlipRate[] = "layer_routing_flip_rate";
 
 // In report order.
 enum class MetricId : uint8_t {
@@ -328,6 +339,10 @@ enum class MetricId : uint8_t {
   kGroupPenaltySum,
   kGroupAdditivity,
   kSimplexValued,
+  kPenaltyCalib,
+  kPenaltyCalibSd,
+  kRoutingFlipRate,
+  kLayerRoutingFlipRate,
 };
 
 // What follows a keyed metric's name after a dot: "eta2.attn_gate".

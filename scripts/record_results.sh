@@ -13,7 +13,7 @@ out=${FCA_DEMO_OUT:-out/demo}
 dest=docs/results
 files=(report.txt report.json size_trend.txt size_trend.json training_log_check.txt)
 
-for f in "${files[@]}"; do
+for f in "${files[@]}" results.csv; do
   [ -s "$out/$f" ] || {
     echo "record_results: $out/$f is missing; run scripts/demo.sh (all windows) first" >&2
     exit 1
@@ -21,5 +21,10 @@ for f in "${files[@]}"; do
 done
 mkdir -p "$dest"
 for f in "${files[@]}"; do cp "$out/$f" "$dest/$f"; done
-echo "record_results: ${files[*]} copied from $out to $dest/"
+# Every row of the report, rounded as the README quotes it: the rows the
+# text report has no column for (block CIs, retention against each baseline,
+# lookup-table diagnostics, timing blocks, between-model intervals).
+# With the job's rows (results.csv) for the per-site lookup-table rows.
+python3 scripts/report_rows.py "$dest/report.json" "$out/results.csv" >"$dest/report_rows.txt"
+echo "record_results: ${files[*]} copied from $out to $dest/; report_rows.txt written"
 echo "record_results: now check the README's results section: ctest -R docs_test"

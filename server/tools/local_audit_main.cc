@@ -62,6 +62,8 @@ ABSL_FLAG(int64_t, bootstrap_block_length, 0,
 ABSL_FLAG(int64_t, static_token_min_count,
           fca::spec_fields::kStaticTokenMinCount.Default<int64_t>(),
           "audit: calibration positions below which a static_token(_position) mean is shrunk");
+ABSL_FLAG(int, calib_resamples, fca::spec_fields::kCalibResamples.Default<int>(),
+          "audit: calibration resamples behind the penalty_calib rows (0 = off)");
 ABSL_FLAG(int64_t, window, fca::spec_fields::kWindowLength.Default<int64_t>(),
           "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
@@ -270,6 +272,7 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
   o.retention_baseline = *baseline;
   o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);
   o.static_token_min_count = absl::GetFlag(FLAGS_static_token_min_count);
+  o.calib_resamples = absl::GetFlag(FLAGS_calib_resamples);
   const std::string scope = absl::GetFlag(FLAGS_per_layer_scope);
   const std::optional<ScopeId> scope_id = ParseScope(scope);
   if (!scope_id) {
@@ -290,6 +293,15 @@ absl::Status Audit() {
   for (const std::string& dir : absl::GetFlag(FLAGS_models)) {
     FCA_ASSIGN_OR_RETURN(auto m, engine::LoadModel(dir, BaseName(dir), compute));
     req.models.push_back(m.get());
+    // Routers in reduced precision: the float32 reference of the flip rate.
+    req.float32_references.push_back(nullptr);
+    if (engine::NeedsFloat32Reference(*m)) {
+      engine::ComputeOptions float32 = compute;
+      float32.dtype = ComputeDType::kFloat32;
+      FCA_ASSIGN_OR_RETURN(auto ref, engine::LoadModel(dir, BaseName(dir), float32));
+      req.float32_references.back() = ref.get();
+      owned.push_back(std::move(ref));
+    }
     owned.push_back(std::move(m));
   }
   if (!absl::GetFlag(FLAGS_dense_twin).empty()) {

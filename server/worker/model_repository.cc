@@ -301,6 +301,19 @@ absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::LoadUn
   return shared;
 }
 
+absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::LoadFloat32(
+    const std::string& name) {
+  FCA_RETURN_IF_ERROR(ValidateName(name, "model"));
+  FCA_ASSIGN_OR_RETURN(const std::string dir, ModelDir(name));
+  FCA_RETURN_IF_ERROR(DescribeAt(name, dir, FolderSignature(dir)).status());
+  engine::ComputeOptions compute = options_.compute;
+  compute.dtype = ComputeDType::kFloat32;
+  absl::StatusOr<std::unique_ptr<engine::ControlledModel>> model =
+      options_.loader(dir, name, compute);
+  if (!model.ok()) return NameModel(name, model.status());
+  return std::shared_ptr<engine::ControlledModel>(std::move(*model));
+}
+
 absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::Get(
     const std::string& name) {
   FCA_RETURN_IF_ERROR(ValidateName(name, "model"));

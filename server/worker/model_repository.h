@@ -114,6 +114,13 @@ class ModelRepository {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<engine::ControlledModel>> Get(
       const std::string& name);
 
+  // The model loaded afresh in float32 on the repository's device, outside
+  // the cache and the memory budget, for as long as the caller holds it: the
+  // float32 recording behind a reduced-precision audit's routing flip rate
+  // (docs/fca.md "Routing flip rate"). Errors as for Get.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<engine::ControlledModel>> LoadFloat32(
+      const std::string& name);
+
   // The tokenizer of a model: the loaded model's, or else (without loading
   // the weights) the folder's, kept until the folder changes. Errors as for
   // Get, or the tokenizer's. The pointer keeps what it points into alive.

@@ -127,6 +127,7 @@ absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& s) {
   o.fidelity_check_every = s.fidelity_check_every();
   o.bootstrap_block_length = s.bootstrap_block_length();
   o.static_token_min_count = s.static_token_min_count();
+  o.calib_resamples = s.calib_resamples();
   return o;
 }
 
@@ -178,6 +179,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
       Range(sf::kBootstrapBlockLength, s.bootstrap_block_length(), sf::kBootstrapBlockLength.max));
   FCA_RETURN_IF_ERROR(
       Range(sf::kStaticTokenMinCount, s.static_token_min_count(), sf::kStaticTokenMinCount.max));
+  FCA_RETURN_IF_ERROR(
+      Range(sf::kCalibResamples, s.calib_resamples(), sf::kCalibResamples.ServerLimit()));
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
   FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
   return s;
@@ -214,6 +217,14 @@ absl::StatusOr<ResolvedAudit> ResolveTask(const v1::AuditSpec& spec, const std::
   engine::AuditRequest& req = out.request;
   FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> m, models->Get(model));
   req.models.push_back(m.get());
+  // A router audited in reduced precision gets its float32 recording
+  // (docs/fca.md "Routing flip rate").
+  if (engine::NeedsFloat32Reference(*m)) {
+    FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> reference,
+                         models->LoadFloat32(model));
+    req.float32_references.push_back(reference.get());
+    out.models.push_back(std::move(reference));
+  }
   out.models.push_back(std::move(m));
   if (!spec.dense_twin().empty()) {
     FCA_ASSIGN_OR_RETURN(std::shared_ptr<engine::ControlledModel> twin,

@@ -66,6 +66,15 @@ TEST(VocabularyTest, InterventionsFallIntoTheReportsGroups) {
   EXPECT_EQ(FindInterventionGroup("variation"), nullptr);
 }
 
+// fca.md "Calibration uncertainty": the interventions estimated on C, which
+// calibration resampling re-estimates.
+TEST(VocabularyTest, CalibratedInterventionsAreThoseEstimatedOnC) {
+  std::vector<std::string> names;
+  for (InterventionId id : CalibratedInterventions()) names.push_back(InterventionName(id));
+  EXPECT_EQ(names, (std::vector<std::string>{"static_layer", "static_layer_position", "global_mean",
+                                             "static_token", "static_token_position"}));
+}
+
 TEST(VocabularyTest, UnknownNamesParseToNothing) {
   for (const char* bad : {"", "Correct", "correct ", "static", "variation", "nll"}) {
     EXPECT_FALSE(ParseIntervention(bad).has_value()) << bad;
@@ -113,7 +122,7 @@ TEST(VocabularyTest, MetricsAreInEnumOrderAndRoundTrip) {
       EXPECT_FALSE(std::string(text).empty()) << d.name;
     }
   }
-  EXPECT_EQ(MetricDefs().back().id, MetricId::kSimplexValued);
+  EXPECT_EQ(MetricDefs().back().id, MetricId::kLayerRoutingFlipRate);
 }
 
 // Rows are stored under each intervention, one intervention, or one of the

@@ -18,7 +18,8 @@ fail() {
   status=1
 }
 
-results=(docs/results/report.txt docs/results/size_trend.txt docs/results/training_log_check.txt)
+results=(docs/results/report.txt docs/results/report_rows.txt docs/results/size_trend.txt
+  docs/results/training_log_check.txt)
 for f in "${results[@]}"; do
   [ -s "$f" ] || fail "$f is missing or empty (scripts/record_results.sh writes it)"
 done

@@ -36,6 +36,7 @@ absl::Status ValidateOptions(const AuditOptions& o) {
   FCA_RETURN_IF_ERROR(CheckOption(sf::kTimingMaxRepeats, o.timing_max_repeats));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kBootstrapBlockLength, o.bootstrap_block_length));
   FCA_RETURN_IF_ERROR(CheckOption(sf::kStaticTokenMinCount, o.static_token_min_count));
+  FCA_RETURN_IF_ERROR(CheckOption(sf::kCalibResamples, o.calib_resamples));
   if (!IsRetentionBaseline(o.retention_baseline)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "retention_baseline '%s' is not one of: %s", InterventionName(o.retention_baseline),
@@ -84,10 +85,20 @@ double TotalUnits(const AuditRequest& req, const std::vector<InterventionId>& in
   const double c = windows(req.calib, req.options.max_calib_windows);
   double groups = 0;   // per-group dependence replays, over all models
   double replays = 0;  // whole-model replays but correct's, over all models
-  for (const ControlledModel* m : req.models) {
+  for (size_t k = 0; k < req.models.size(); ++k) {
+    const ControlledModel* m = req.models[k];
+    // The flip rate's float32 recording of E, coefficients only.
+    if (k < req.float32_references.size() && req.float32_references[k] != nullptr &&
+        NeedsFloat32Reference(*m)) {
+      replays += 1;
+    }
     groups += DependenceGroups(m->sites(), req.options.per_layer_scope).size() *
               req.options.per_layer_interventions.size();
-    replays += ApplicableInterventions(interventions, req.options, *m).size() - 1;
+    for (InterventionId id : ApplicableInterventions(interventions, req.options, *m)) {
+      if (id == InterventionId::kCorrect) continue;
+      // Calibration resampling replays a calibrated one once per resample.
+      replays += 1 + (InterventionDefOf(id).calibrated ? req.options.calib_resamples : 0);
+    }
   }
   return req.models.size() * (e + 0.5 * c + TimingUnits(req.options, e)) +
          0.5 * e * (replays + groups);

@@ -65,6 +65,11 @@ struct AuditOptions {
   // a cell seen n < m times in C is shrunk towards its prior with weight
   // n / (n + m).
   int64_t static_token_min_count = spec_fields::kStaticTokenMinCount.Default<int64_t>();
+  // Calibration resampling (fca.md "Calibration uncertainty"): the profiles
+  // of the interventions that read C re-estimated on this many moving-block
+  // resamples of C's windows, each replayed over E (one replay per resample
+  // and intervention); 0: off.
+  int calib_resamples = spec_fields::kCalibResamples.Default<int>();
   // Execution timing (fca.md "Execution"): two independent blocks of pairs
   // (model, dense twin) run back to back in alternating order; per block at
   // least `timing_repeats` pairs, then more until the slowdown's CI
@@ -140,6 +145,14 @@ struct TopkAgreement {
   std::vector<LayerTopkAgreement> layers;  // ascending layer
 };
 
+// The penalty of an intervention estimated on C with calibration
+// uncertainty (fca.md "Calibration uncertainty").
+struct CalibratedPenalty {
+  Interval ci;            // CalibratedBootstrapCI over the replicates
+  double sd = 0;          // sample sd of the replicates' penalties
+  int64_t resamples = 0;  // calibration resamples (replicates)
+};
+
 struct InterventionResult {
   std::string name;
   double nll = 0;  // nats/token over all predicted positions
@@ -147,6 +160,7 @@ struct InterventionResult {
   double penalty = 0;   // NLL(I) - NLL(correct)
   Interval penalty_ci;  // paired bootstrap
   PenaltyDependence windows;
+  std::optional<CalibratedPenalty> calib;       // with calib_resamples, where C is read
   std::optional<TopkAgreement> topk_agreement;  // models with routers only
 };
 
@@ -290,6 +304,11 @@ struct ModelReport {
   // (report_rows.cc).
   const RetentionResult* FindRetention(const std::string& profile,
                                        const std::string& baseline) const;
+  // Routers audited in reduced precision with a float32 reference: how
+  // often the experts chosen from this audit's LIVE recording of E equal
+  // those chosen from the float32 recording (fca.md "Routing flip rate");
+  // the flip rate is 1 - fraction.
+  std::optional<TopkAgreement> float32_agreement;
   std::optional<TokenCoverage> static_token_coverage;     // when static_token ran
   std::optional<TokenCells> static_token_cells;           // when static_token ran
   std::optional<TokenCells> static_token_position_cells;  // when static_token_position ran
@@ -357,6 +376,11 @@ class CoefficientCache {
 struct AuditRequest {
   std::vector<ControlledModel*> models;   // not owned; one family
   ControlledModel* dense_twin = nullptr;  // optional, not owned
+  // Optional, not owned, parallel to `models` (empty: none; a nullptr entry:
+  // none for that model): the same weights loaded in float32, for the
+  // routing flip rate of a model with routers audited in bfloat16 or float16
+  // (fca.md "Routing flip rate"): one more pass over E, coefficients only.
+  std::vector<ControlledModel*> float32_references;
   Dataset eval, calib;
   AuditOptions options;
   // Called from the auditing thread after each batch and phase.
@@ -379,6 +403,10 @@ struct AuditRequest {
   // (engine::ConfigureRuntime). Results do not depend on it.
   int threads = 0;
 };
+
+// Whether an audit of `model` has a routing flip rate to measure: it has
+// routers and computes in bfloat16 or float16 (fca.md "Routing flip rate").
+bool NeedsFloat32Reference(const ControlledModel& model);
 
 // Runs the audit. INVALID_ARGUMENT for a bad request (unknown intervention,
 // too few windows, overlap, ids outside a model's vocabulary),

@@ -131,8 +131,10 @@ class ModelAudit {
     for (InterventionId id : interventions_) {
       if (id != InterventionId::kCorrect) FCA_RETURN_IF_ERROR(ReplayPass(id));
     }
+    FCA_RETURN_IF_ERROR(CalibrationResamples());
     FCA_RETURN_IF_ERROR(DependencePasses());
     FCA_RETURN_IF_ERROR(TopkAgreements());
+    FCA_RETURN_IF_ERROR(RoutingFlips());
     report_.pass_seconds = Seconds(passes_start);
     report_.pass_flops = model_.counters().flops - flops_before;
     Summarize();
@@ -476,6 +478,67 @@ class ModelAudit {
     return absl::OkStatus();
   }
 
+  // The interventions of this audit estimated on C, whose profiles
+  // calibration resampling re-estimates (none when it is off).
+  std::vector<InterventionId> Recalibrated() const {
+    std::vector<InterventionId> out;
+    if (opt_.calib_resamples <= 0) return out;
+    for (InterventionId id : interventions_) {
+      if (InterventionDefOf(id).calibrated) out.push_back(id);
+    }
+    return out;
+  }
+
+  // Calibration uncertainty (fca.md "Calibration uncertainty"): for each of
+  // calib_resamples moving-block resamples of C's windows, the statistics
+  // and token tables are re-estimated from the recorded coefficients (no
+  // forward) and each calibrated intervention is replayed over E: one
+  // replay per resample and intervention.
+  absl::Status CalibrationResamples() {
+    const std::vector<InterventionId> ids = Recalibrated();
+    if (ids.empty()) return absl::OkStatus();
+    const int64_t m = calib_.count();
+    const int64_t block =
+        opt_.bootstrap_block_length > 0 ? opt_.bootstrap_block_length : AutoBlockLength(m);
+    for (int r = 0; r < opt_.calib_resamples; ++r) {
+      const std::vector<int64_t> picked =
+          BlockResampleIndices(m, block, DeriveSeed(opt_.seed, "calib_resample", r));
+      const at::Tensor index = at::tensor(picked, at::kLong);
+      SiteTensors coeff;
+      for (const at::Tensor& t : calib_coeff_) coeff.push_back(t.index_select(0, index));
+      const at::Tensor ids_r = calib_ids_.index_select(0, index);
+      FCA_ASSIGN_OR_RETURN(CalibrationStats stats, ComputeCalibrationStats(coeff, model_.sites()));
+      InterventionContext ctx = Context();
+      ctx.calib = &stats;
+      ctx.calib_coeff = &coeff;
+      ctx.calib_ids = &ids_r;
+      for (InterventionId id : ids) {
+        FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeIntervention(id, ctx));
+        FCA_ASSIGN_OR_RETURN(
+            std::vector<double> nll,
+            Replay(*plan, absl::StrFormat("calib %d/%d:%s", r + 1, opt_.calib_resamples,
+                                          InterventionName(id))));
+        calib_nll_[id].push_back(std::move(nll));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The penalty's calibration-inclusive CI and the replicates' sd, seeded
+  // as the block CI (so identical replicates give penalty_block's CI).
+  CalibratedPenalty CalibratedPenaltyOf(InterventionId id) const {
+    const std::vector<double>& ref = nll_.at(InterventionId::kCorrect);
+    const std::vector<std::vector<double>>& reps = calib_nll_.at(id);
+    CalibratedPenalty c;
+    c.resamples = static_cast<int64_t>(reps.size());
+    c.ci = CalibratedBootstrapCI(reps, ref, opt_.bootstrap_resamples, opt_.ci_level,
+                                 DeriveSeed(opt_.seed, "block_bootstrap"), BlockLength());
+    std::vector<double> penalties;
+    for (const std::vector<double>& nll : reps) penalties.push_back(Mean(nll) - Mean(ref));
+    c.sd = engine::Summarize(penalties).sd;
+    return c;
+  }
+
   // Per-sequence NLL of E under `plan`.
   absl::StatusOr<std::vector<double>> Replay(const Intervention& plan, const std::string& phase) {
     const int64_t n = eval_.count();
@@ -502,6 +565,45 @@ class ModelAudit {
                            MeasureTopkAgreement(model_, eval_coeff_, *plan, opt_.batch_size));
       FCA_RETURN_IF_ERROR(CheckCancelled());
     }
+    return absl::OkStatus();
+  }
+
+  // The float32 reference of this model, or nullptr.
+  ControlledModel* Float32Reference() const {
+    const auto& refs = req_.float32_references;
+    return index_ < static_cast<int64_t>(refs.size()) ? refs[index_] : nullptr;
+  }
+
+  // The routing flip rate (fca.md "Routing flip rate"): E's coefficients
+  // recorded by the float32 reference (no logits), and the experts this
+  // model's own top-k chooses from them against those it chooses from its
+  // LIVE recording.
+  absl::Status RoutingFlips() {
+    ControlledModel* reference = Float32Reference();
+    if (reference == nullptr || !NeedsFloat32Reference(model_)) return absl::OkStatus();
+    if (reference->info().compute.dtype != ComputeDType::kFloat32 ||
+        reference->sites().size() != model_.sites().size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model '%s': the routing flip rate's reference must be the same model in float32",
+          model_.info().name));
+    }
+    SiteTensors recorded;
+    FCA_RETURN_IF_ERROR(
+        Pass("float32 routing", eval_.count(), 0.5, /*serial_first=*/true,
+             [&](int64_t b, int64_t e) -> absl::Status {
+               SiteTensors rec;
+               FCA_RETURN_IF_ERROR(
+                   reference->Forward(BatchIds(eval_, b, e), CoefficientMode::kRecordOnly, &rec)
+                       .status());
+               Store(&recorded, rec, b, eval_.count());
+               return absl::OkStatus();
+             }));
+    InterventionContext ctx = Context();
+    ctx.eval = &recorded;
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> float32,
+                         MakeIntervention(InterventionId::kCorrect, ctx));
+    FCA_ASSIGN_OR_RETURN(report_.float32_agreement,
+                         MeasureTopkAgreement(model_, eval_coeff_, *float32, opt_.batch_size));
     return absl::OkStatus();
   }
 
@@ -579,6 +681,7 @@ class ModelAudit {
                                          opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
         r.windows = WindowDependence(r.nll_per_sequence);
       }
+      if (calib_nll_.count(id)) r.calib = CalibratedPenaltyOf(id);
       if (agreement_.count(id)) r.topk_agreement = agreement_[id];
       report_.interventions.push_back(std::move(r));
     }
@@ -732,6 +835,9 @@ class ModelAudit {
   SiteTensors neutral_;  // the model's NeutralCoefficients()
   CalibrationStats calib_stats_;
   std::map<InterventionId, std::vector<double>> nll_;
+  // Per calibrated intervention, its per-sequence NLL on E under each
+  // calibration resample's profile (CalibrationResamples).
+  std::map<InterventionId, std::vector<std::vector<double>>> calib_nll_;
   std::map<InterventionId, std::optional<TopkAgreement>> agreement_;
   std::vector<double> dense_us_per_token_;
   // Per-sequence NLL of the LIVE pass and of `correct` on E, by window.
@@ -746,6 +852,10 @@ class ModelAudit {
 };
 
 }  // namespace
+
+bool NeedsFloat32Reference(const ControlledModel& model) {
+  return HasRouters(model) && model.info().compute.dtype != ComputeDType::kFloat32;
+}
 
 double TimingUnits(const AuditOptions& options, double eval_windows) {
   return options.timing_repeats > 0 ? 0.5 * eval_windows : 0;

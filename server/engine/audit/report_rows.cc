@@ -79,8 +79,20 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.AddCI(i.name, kPenaltyBlock, i.penalty, i.windows.block_ci, n);
     w.AddOptional(i.name, kPenaltyLag1, i.windows.lag1, n);
     w.Add(i.name, kPenaltyPHolm, i.windows.p_holm, n);
+    if (i.calib) {
+      w.AddCI(i.name, kPenaltyCalib, i.penalty, i.calib->ci, i.calib->resamples);
+      w.Add(i.name, kPenaltyCalibSd, i.calib->sd, i.calib->resamples);
+    }
   }
   w.Add(kReplay, kBootstrapBlockLength, static_cast<double>(r.bootstrap_block_length), n);
+  if (r.float32_agreement) {
+    const TopkAgreement& a = *r.float32_agreement;
+    w.Add(kReplay, kRoutingFlipRate, 1 - a.fraction, a.positions);
+    for (const LayerTopkAgreement& l : a.layers) {
+      w.Add(kReplay, KeyedMetric(kLayerRoutingFlipRate, std::to_string(l.layer)), 1 - l.fraction,
+            l.positions);
+    }
+  }
   for (const RetentionResult& x : r.retention) {
     const RetentionEstimate& e = x.estimate;
     if (x.baseline == r.retention_baseline) {
@@ -295,6 +307,7 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("retention_baseline", Str(InterventionName(o.retention_baseline)));
   v.Set("bootstrap_block_length", json::Value::Int(o.bootstrap_block_length));
   v.Set("static_token_min_count", json::Value::Int(o.static_token_min_count));
+  v.Set("calib_resamples", json::Value::Int(o.calib_resamples));
   v.Set("timing_repeats", json::Value::Int(o.timing_repeats));
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));

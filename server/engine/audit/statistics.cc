@@ -33,14 +33,21 @@ double Median(std::vector<double> x) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamples, uint64_t seed,
-                                        int64_t block_length) {
-  const size_t n = x.size();
+namespace {
+
+// The block bootstrap of BlockBootstrapMeans over series[r % series.size()]
+// for resample r: one stream of block starts whatever the series, so one
+// series gives BlockBootstrapMeans's means exactly. Every series has x's
+// length.
+std::vector<double> BlockMeansOver(const std::vector<std::vector<double>>& series, int resamples,
+                                   uint64_t seed, int64_t block_length) {
+  const size_t n = series[0].size();
   const size_t l = static_cast<size_t>(std::clamp<int64_t>(block_length, 1, n));
   const size_t starts = n - l + 1;
   Rng rng(seed);
   std::vector<double> means(resamples);
   for (int r = 0; r < resamples; ++r) {
+    const std::vector<double>& x = series[r % series.size()];
     double s = 0;
     for (size_t k = 0; k < n;) {
       const size_t start = rng.Uniform(starts);
@@ -49,6 +56,27 @@ std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamp
     means[r] = s / n;
   }
   return means;
+}
+
+}  // namespace
+
+std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamples, uint64_t seed,
+                                        int64_t block_length) {
+  return BlockMeansOver({x}, resamples, seed, block_length);
+}
+
+std::vector<int64_t> BlockResampleIndices(int64_t n, int64_t block_length, uint64_t seed) {
+  const int64_t l = std::clamp<int64_t>(block_length, 1, n);
+  Rng rng(seed);
+  std::vector<int64_t> out;
+  out.reserve(n);
+  while (static_cast<int64_t>(out.size()) < n) {
+    const int64_t start = static_cast<int64_t>(rng.Uniform(static_cast<uint64_t>(n - l + 1)));
+    for (int64_t j = 0; j < l && static_cast<int64_t>(out.size()) < n; ++j) {
+      out.push_back(start + j);
+    }
+  }
+  return out;
 }
 
 int64_t AutoBlockLength(int64_t n) {
@@ -82,6 +110,16 @@ Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector
                            int resamples, double level, uint64_t seed, int64_t block_length) {
   std::vector<double> means =
       BlockBootstrapMeans(Differences(treated, reference), resamples, seed, block_length);
+  std::sort(means.begin(), means.end());
+  return {Quantile(means, (1 - level) / 2), Quantile(means, (1 + level) / 2)};
+}
+
+Interval CalibratedBootstrapCI(const std::vector<std::vector<double>>& replicates,
+                               const std::vector<double>& reference, int resamples, double level,
+                               uint64_t seed, int64_t block_length) {
+  std::vector<std::vector<double>> diffs;
+  for (const std::vector<double>& t : replicates) diffs.push_back(Differences(t, reference));
+  std::vector<double> means = BlockMeansOver(diffs, resamples, seed, block_length);
   std::sort(means.begin(), means.end());
   return {Quantile(means, (1 - level) / 2), Quantile(means, (1 + level) / 2)};
 }

@@ -35,6 +35,25 @@ Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector
 std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamples, uint64_t seed,
                                         int64_t block_length);
 
+// The indices of one moving-block resample of n units (the calibration
+// windows' resampling, fca.md "Calibration uncertainty"): blocks of
+// `block_length` consecutive indices, each starting uniformly in [0, n -
+// block_length], until n are drawn (the last block cut short). Requires
+// n >= 1; block_length is clamped to [1, n].
+std::vector<int64_t> BlockResampleIndices(int64_t n, int64_t block_length, uint64_t seed);
+
+// The penalty's CI with calibration uncertainty (fca.md "Calibration
+// uncertainty"): replicates[r] are the per-window NLLs on E of a profile
+// re-estimated on calibration resample r; bootstrap resample b draws the
+// evaluation windows as PairedBootstrapCI does (the same seed draws the
+// same blocks) and averages treated - reference of replicate b mod R. With
+// every replicate equal to one vector it is that vector's
+// PairedBootstrapCI; the spread between replicates widens it. Requires R
+// >= 1 replicates of reference's length.
+Interval CalibratedBootstrapCI(const std::vector<std::vector<double>>& replicates,
+                               const std::vector<double>& reference, int resamples, double level,
+                               uint64_t seed, int64_t block_length = 1);
+
 // The block length the audit uses for n windows when none is given:
 // round(n^(1/3)), at least 1 (the rate-optimal order for the variance of a
 // mean; fca.md "Correlated windows").

@@ -923,5 +923,128 @@ TEST(AuditorTest, TheFidelityGateChecksTheSampledBatches) {
   EXPECT_EQ(RunAudit(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The experts a model's top-k chooses at each (window, position) of a
+// router site: the stable descending sort's first k (ties to the lower
+// index), as a set in increasing order. [B, T, k].
+at::Tensor ChosenSets(const at::Tensor& probs, int64_t k) {
+  const at::Tensor order =
+      std::get<1>(at::sort(probs.to(at::kFloat), /*stable=*/true, /*dim=*/-1, /*descending=*/true));
+  return std::get<0>(at::sort(order.slice(-1, 0, k), -1));
+}
+
+// fca.md "Routing flip rate": the tiny OLMoE audited in bfloat16 with its
+// float32 reference reports how often the two precisions' LIVE passes chose
+// different experts, per layer and overall; the test counts the same from
+// its own two recordings of the windows. A float32 audit has no such rows.
+TEST(AuditorScienceTest, ABfloat16MixtureOfExpertsGetsItsRoutingFlipRate) {
+  ComputeOptions bf16, f32;
+  bf16.dtype = ComputeDType::kBFloat16;
+  auto model = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", bf16);
+  auto reference = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", f32);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string eval = RandomText(16 * 8, 1);
+  AuditRequest req = Request({model->get()}, eval, RandomText(16 * 8, 2));
+  req.float32_references = {reference->get()};
+  req.options.interventions = {InterventionId::kNeutral};
+  req.options.timing_repeats = 0;
+  req.options.batch_size = 8;  // one forward over E, as below
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, ResultRow> rows;
+  for (const ResultRow& row : ResultRows(report->models[0])) rows[row.metric] = row;
+
+  auto ids = (*model)->tokenizer().Encode(eval);
+  ASSERT_TRUE(ids.ok());
+  const at::Tensor batch = at::tensor(*ids, at::kInt).to(at::kLong).view({8, 16});
+  std::vector<at::Tensor> low, high;
+  ASSERT_TRUE((*model)->Forward(batch, CoefficientMode::kLiveRecord, &low).ok());
+  ASSERT_TRUE((*reference)->Forward(batch, CoefficientMode::kLiveRecord, &high).ok());
+  const std::vector<int64_t> k = (*model)->RoutedExperts();
+  int64_t flips = 0, positions = 0;
+  for (size_t s = 0; s < k.size(); ++s) {
+    if (k[s] == 0) continue;
+    const at::Tensor differ =
+        (ChosenSets(low[s], k[s]) != ChosenSets(high[s], k[s])).any(-1);  // [8, 16]
+    const int64_t layer_flips = differ.sum().item<int64_t>();
+    const std::string layer = std::to_string((*model)->sites()[s].layer);
+    ASSERT_TRUE(rows.count("layer_routing_flip_rate." + layer)) << layer;
+    EXPECT_EQ(rows["layer_routing_flip_rate." + layer].n, 8 * 16);
+    EXPECT_DOUBLE_EQ(rows["layer_routing_flip_rate." + layer].value, layer_flips / 128.0);
+    flips += layer_flips;
+    positions += differ.numel();
+  }
+  ASSERT_TRUE(rows.count("routing_flip_rate"));
+  EXPECT_EQ(rows["routing_flip_rate"].n, positions);
+  EXPECT_EQ(positions, 2 * 8 * 16);
+  EXPECT_DOUBLE_EQ(rows["routing_flip_rate"].value, double(flips) / double(positions));
+  std::printf("olmoe-tiny bfloat16 routing flip rate: %lld of %lld (token, layer)\n",
+              static_cast<long long>(flips), static_cast<long long>(positions));
+
+  // In float32 there is nothing to compare: no rows, even with a reference.
+  AuditRequest same = Request({reference->get()}, eval, RandomText(16 * 8, 2));
+  same.float32_references = {reference->get()};
+  same.options.interventions = {InterventionId::kNeutral};
+  same.options.timing_repeats = 0;
+  auto plain = RunAudit(same);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const ResultRow& row : ResultRows(plain->models[0])) {
+    EXPECT_EQ(row.metric.find("routing_flip_rate"), std::string::npos) << row.metric;
+  }
+}
+
+// fca.md "Calibration uncertainty": with calib_resamples the interventions
+// estimated on C get a CI that also resamples C. A calibration set of one
+// window repeated gives the same profile on every resample (to rounding),
+// so the CI is penalty_block's; a varied one widens it. Nothing else changes,
+// and without calib_resamples there are no such rows.
+TEST(AuditorTest, CalibrationResamplingWidensTheCIOnlyWhereCalibrationVaries) {
+  auto model = RandomModel(TinyConfig("featuregate"), Varying(11));
+  const std::string eval = RandomText(16 * 8, 1);
+  std::string same;
+  for (int k = 0; k < 6; ++k) same += RandomText(16, 2);
+  auto audit = [&](const std::string& calib, int resamples) {
+    AuditRequest req = Request({model.get()}, eval, calib);
+    req.options.timing_repeats = 0;
+    req.options.calib_resamples = resamples;
+    auto report = RunAudit(req);
+    EXPECT_TRUE(report.ok()) << report.status();
+    return report.ok() ? report->models[0] : ModelReport{};
+  };
+  const ModelReport fixed = audit(same, 4);
+  const ModelReport varied = audit(RandomText(16 * 6, 3), 4);
+  const ModelReport off = audit(RandomText(16 * 6, 3), 0);
+  for (const InterventionResult& i : fixed.interventions) {
+    const bool calibrated = InterventionDefOf(*ParseIntervention(i.name)).calibrated;
+    ASSERT_EQ(i.calib.has_value(), calibrated) << i.name;
+    if (!calibrated) continue;
+    EXPECT_EQ(i.calib->resamples, 4);
+    // Equal windows record coefficients equal up to float32 rounding (their
+    // rows in the batch differ), so the profiles agree to about 1e-9 nats.
+    EXPECT_LT(i.calib->sd, 1e-7) << i.name;
+    EXPECT_NEAR(i.calib->ci.low, i.windows.block_ci.low, 1e-7) << i.name;
+    EXPECT_NEAR(i.calib->ci.high, i.windows.block_ci.high, 1e-7) << i.name;
+  }
+  for (const InterventionResult& i : varied.interventions) {
+    if (!i.calib) continue;
+    // The full-C penalty is the one without resampling.
+    EXPECT_EQ(i.penalty, Find(off, i.name).penalty) << i.name;
+    EXPECT_GT(i.calib->sd, 1e-6) << i.name;  // 1e-5 to 1e-4 here, 2e-9 above
+  }
+  const InterventionResult& layer = Find(varied, kStaticLayer);
+  ASSERT_TRUE(layer.calib.has_value());
+  EXPECT_GT(layer.calib->ci.high - layer.calib->ci.low,
+            layer.windows.block_ci.high - layer.windows.block_ci.low);
+  int calib_rows = 0;
+  for (const ResultRow& row : ResultRows(varied)) {
+    if (row.metric != kPenaltyCalib) continue;
+    ++calib_rows;
+    EXPECT_EQ(row.n, 4);
+    EXPECT_TRUE(row.ci_low.has_value() && row.ci_high.has_value());
+  }
+  EXPECT_EQ(calib_rows, static_cast<int>(CalibratedInterventions().size()));
+  for (const ResultRow& row : ResultRows(off)) EXPECT_NE(row.metric, kPenaltyCalib);
+}
+
 }  // namespace
 }  // namespace fca::engine

@@ -258,6 +258,59 @@ TEST(StatisticsTest, BlockBootstrapOfLengthOneIsTheIidBootstrap) {
   EXPECT_NEAR(*Lag1Autocorrelation({1, -1, 1, -1}), -0.75, 1e-12);
 }
 
+// fca.md "Calibration uncertainty": replicates that do not differ leave
+// the block CI as it is, draw for draw.
+TEST(StatisticsTest, CalibratedBootstrapOfEqualReplicatesIsTheBlockCI) {
+  Rng rng(21);
+  const std::vector<double> ref = Normals(&rng, 60), treated = Normals(&rng, 60);
+  const Interval block = PairedBootstrapCI(treated, ref, 500, 0.9, 7, 3);
+  const Interval calib = CalibratedBootstrapCI({treated, treated, treated}, ref, 500, 0.9, 7, 3);
+  EXPECT_EQ(calib.low, block.low);
+  EXPECT_EQ(calib.high, block.high);
+}
+
+// Replicate r of n windows is ref + e_i + c_r: per-window noise of sd s_e
+// (shared by the replicates: the same windows) and a calibration shift of
+// known sd s_c. The CI of the mean penalty then has width 2 z sqrt(s_e^2 /
+// n + s_c^2), against 2 z s_e / sqrt(n) with the calibration fixed.
+TEST(StatisticsTest, CalibratedBootstrapAddsTheCalibrationVariance) {
+  const size_t n = 400, replicates = 400;
+  const double s_e = 1.0, s_c = 0.1, z = 1.959964;
+  Rng rng(8);
+  const std::vector<double> ref = Normals(&rng, n), e = Normals(&rng, n),
+                            c = Normals(&rng, replicates);
+  std::vector<double> fixed(n);
+  for (size_t i = 0; i < n; ++i) fixed[i] = ref[i] + s_e * e[i];
+  std::vector<std::vector<double>> reps;
+  for (size_t r = 0; r < replicates; ++r) {
+    std::vector<double> x = fixed;
+    for (double& v : x) v += s_c * c[r];
+    reps.push_back(std::move(x));
+  }
+  const Interval without = PairedBootstrapCI(fixed, ref, 4000, 0.95, 4);
+  const Interval with = CalibratedBootstrapCI(reps, ref, 4000, 0.95, 4);
+  const double width_e = 2 * z * s_e / std::sqrt(double(n));
+  const double width = 2 * z * std::sqrt(s_e * s_e / n + s_c * s_c);
+  EXPECT_NEAR(without.high - without.low, width_e, 0.1 * width_e);
+  EXPECT_NEAR(with.high - with.low, width, 0.1 * width);
+  EXPECT_GT(with.high - with.low, 1.8 * (without.high - without.low));
+}
+
+// A moving-block resample of n indices: n of them, in runs of consecutive
+// indices inside [0, n), the same from the same seed.
+TEST(StatisticsTest, BlockResampleIndices) {
+  const std::vector<int64_t> a = BlockResampleIndices(10, 3, 5);
+  ASSERT_EQ(a.size(), 10u);
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_GE(a[k], 0);
+    EXPECT_LT(a[k], 10);
+    if (k % 3 != 0) EXPECT_EQ(a[k], a[k - 1] + 1) << k;
+  }
+  EXPECT_EQ(a, BlockResampleIndices(10, 3, 5));
+  EXPECT_NE(a, BlockResampleIndices(10, 3, 6));
+  EXPECT_EQ(BlockResampleIndices(4, 9, 1), (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
 TEST(StatisticsTest, HolmAdjustment) {
   // Sorted 0.01, 0.02, 0.04, 0.3 (m = 4): 0.04, 0.06, 0.08, 0.3; in input order.
   const std::vector<double> adj = HolmAdjust({0.3, 0.01, 0.04, 0.02});
