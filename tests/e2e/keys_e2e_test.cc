@@ -80,7 +80,7 @@ class KeysE2ETest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   CommandResult CreateKeyOnTheCommandLine(const std::string& user, const std::string& role) {
-    return Run({FCA_SERVER_BIN, "--db=" + db_, "--create_api_key=" + user, "--role=" + role});
+    return e2e::Run({FCA_SERVER_BIN, "--db=" + db_, "--create_api_key=" + user, "--role=" + role});
   }
   void StartServer() {
     server_ = ServerProcess::Start(
@@ -93,7 +93,7 @@ class KeysE2ETest : public ::testing::Test {
     std::vector<std::string> argv = {FCA_CLI_BIN, "--server=" + server_->address(),
                                      "--token=" + token};
     argv.insert(argv.end(), args.begin(), args.end());
-    return Run(argv);
+    return e2e::Run(argv);
   }
 
   std::string root_, db_;

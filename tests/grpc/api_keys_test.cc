@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "proto/fca/v1/worker_service.grpc.pb.h"
 #include "tests/grpc/grpc_env.h"
@@ -128,9 +130,9 @@ TEST_F(ApiKeysTest, UsersManageTheirOwnKeysOnly) {
   // bob's own second key: role user only.
   const v1::CreateApiKeyResponse bob2 = Create(bob.secret(), "");
   EXPECT_EQ(bob2.key().user(), "bob");
-  for (const auto& [user, role] : {std::pair<std::string, std::string>{"alice", "user"},
-                                   {"bob", "admin"},
-                                   {"bob", "worker"}}) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"alice", "user"}, {"bob", "admin"}, {"bob", "worker"}};
+  for (const auto& [user, role] : refused) {
     v1::CreateApiKeyRequest request;
     request.set_user(user);
     request.set_role(role);
