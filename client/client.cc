@@ -311,6 +311,50 @@ absl::StatusOr<v1::BackupDatabaseResponse> AuditClient::BackupDatabase(const std
   return response;
 }
 
+absl::StatusOr<v1::CreateApiKeyResponse> AuditClient::CreateApiKey(
+    const v1::CreateApiKeyRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::CreateApiKeyResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->CreateApiKey(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::ListApiKeysResponse> AuditClient::ListApiKeys(
+    const v1::ListApiKeysRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::ListApiKeysResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListApiKeys(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::RevokeApiKeyResponse> AuditClient::RevokeApiKey(int64_t id) {
+  v1::RevokeApiKeyRequest request;
+  request.set_id(id);
+  auto context = NewContext(/*unary=*/true);
+  v1::RevokeApiKeyResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->RevokeApiKey(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::RotateApiKeyResponse> AuditClient::RotateApiKey(
+    const v1::RotateApiKeyRequest& request) {
+  auto context = NewContext(/*unary=*/true);
+  v1::RotateApiKeyResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->RotateApiKey(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::QueryAuditLogResponse> AuditClient::QueryAuditLog(
+    const v1::QueryAuditLogRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::QueryAuditLogResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->QueryAuditLog(context.get(), request, &response)));
+  return response;
+}
+
 absl::Status AuditClient::ExportCoefficients(
     const v1::ExportCoefficientsRequest& request,
     const std::function<absl::Status(const v1::CoefficientsHeader&)>& on_header,

@@ -115,6 +115,18 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::BackupDatabaseResponse> BackupDatabase(
       const std::string& name);
 
+  // API keys (the new key's secret is in the create and rotate responses)
+  // and, for admins, the audit log.
+  [[nodiscard]] absl::StatusOr<fca::v1::CreateApiKeyResponse> CreateApiKey(
+      const fca::v1::CreateApiKeyRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::ListApiKeysResponse> ListApiKeys(
+      const fca::v1::ListApiKeysRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::RevokeApiKeyResponse> RevokeApiKey(int64_t id);
+  [[nodiscard]] absl::StatusOr<fca::v1::RotateApiKeyResponse> RotateApiKey(
+      const fca::v1::RotateApiKeyRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::QueryAuditLogResponse> QueryAuditLog(
+      const fca::v1::QueryAuditLogRequest& request);
+
   // Calls `on_header` once with the first message, then `on_chunk` for every
   // chunk in order. A callback's error cancels the stream and is returned.
   [[nodiscard]] absl::Status ExportCoefficients(

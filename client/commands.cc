@@ -19,6 +19,7 @@
 #include "client/cli_flags.h"
 #include "client/coefficients_file.h"
 #include "client/commands_audit.h"
+#include "client/commands_keys.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/manifest.h"
@@ -44,7 +45,7 @@ ABSL_FLAG(std::string, kind, "text", "datasets upload: text or tokens (int32 LE)
 
 // jobs list, results
 ABSL_FLAG(std::string, state, "", "jobs list: queued|running|succeeded|failed|cancelled");
-ABSL_FLAG(int32_t, page_size, 0, "jobs list, results: rows per page [server default]");
+ABSL_FLAG(int32_t, page_size, 0, "jobs list, results, admin log: rows per page [server default]");
 ABSL_FLAG(std::string, owner, "", "jobs list: whose jobs (admins only)");
 // jobs list also takes --label (the audit flag): the label, exactly.
 ABSL_DECLARE_FLAG(std::string, label);
@@ -57,8 +58,8 @@ ABSL_FLAG(std::string, dataset, "",
           "results: evaluation dataset sha256; jobs list: eval or calib dataset as submitted");
 ABSL_FLAG(std::string, intervention, "", "results: intervention name");
 ABSL_FLAG(std::string, metric, "", "results: metric name");
-ABSL_FLAG(std::string, since, "", "results, jobs list: created at or after (RFC 3339)");
-ABSL_FLAG(std::string, until, "", "results, jobs list: created before (RFC 3339)");
+ABSL_FLAG(std::string, since, "", "results, jobs list, admin log: at or after (RFC 3339)");
+ABSL_FLAG(std::string, until, "", "results, jobs list, admin log: before (RFC 3339)");
 ABSL_FLAG(std::string, format, "table",
           "results: table, json or csv; compare: table or json; export: npy, safetensors or raw "
           "[from --out's extension]");
@@ -583,6 +584,32 @@ const std::vector<Command>& Commands() {
        "admins: a checked copy of the live database, NAME in the server's --backup_dir",
        {},
        RunAdminBackup},
+      {{"admin", "log"},
+       "admin log [--since=T --until=T --user=U --action=A] [--page_size=N]",
+       "admins: the audit log, newest first (who did what, from where, with what outcome)",
+       {"since", "until", "user", "action", "page_size"},
+       RunAdminLog},
+      {{"keys", "list"},
+       "keys list [--user=U]",
+       "API keys (id, prefix, user, role, times, last address; never the key): yours, or "
+       "admins: all",
+       {"user"},
+       RunKeysList},
+      {{"keys", "create"},
+       "keys create [--user=U --role=user|admin|worker --expires_days=N]",
+       "a new API key, printed once (admins: for any user, any role)",
+       {"user", "role", "expires_days"},
+       RunKeysCreate},
+      {{"keys", "revoke"},
+       "keys revoke ID",
+       "revoke a key: refused from its next call on",
+       {},
+       RunKeysRevoke},
+      {{"keys", "rotate"},
+       "keys rotate ID [--grace=DURATION]",
+       "a new key replacing ID, printed once; ID stays valid for --grace (e.g. 24h)",
+       {"grace"},
+       RunKeysRotate},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;

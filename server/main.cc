@@ -198,7 +198,13 @@ ABSL_FLAG(bool, allow_empty_auth_db, false,
           "none (nobody could log in: by default the server refuses, since a lost database "
           "replaced by a new one looks like that)");
 ABSL_FLAG(std::string, create_api_key, "",
-          "create an API key for this user in --db, print it and exit");
+          "create an API key for this user in --db, print it and exit; works while a server "
+          "runs on --db (the new key is accepted at its next call)");
+ABSL_FLAG(int64_t, key_expires_days, 0,
+          "with --create_api_key: the key expires after this many days; 0 = never");
+ABSL_FLAG(int64_t, audit_log_keep_days, 90,
+          "audit log rows older than this many days are purged in the background; 0 = keep "
+          "them forever");
 ABSL_FLAG(std::string, role, "user",
           "role of --create_api_key: user | admin | worker (fca-worker: the worker protocol "
           "only, no user's data)");
@@ -354,6 +360,10 @@ std::vector<std::string> WorkerDevices() {
     }
   }
   FCA_RETURN_IF_ERROR(CheckOneOf("role", absl::GetFlag(FLAGS_role), {"user", "admin", "worker"}));
+  FCA_RETURN_IF_ERROR(
+      CheckFlagRange("key_expires_days", absl::GetFlag(FLAGS_key_expires_days), 0, 36500));
+  FCA_RETURN_IF_ERROR(
+      CheckFlagRange("audit_log_keep_days", absl::GetFlag(FLAGS_audit_log_keep_days), 0, 36500));
   if (absl::GetFlag(FLAGS_listen).empty()) {
     return absl::InvalidArgumentError("--listen must not be empty (e.g. 127.0.0.1:7400)");
   }
@@ -397,12 +407,36 @@ ServerOptions StoreOptionsFromFlags() {
   return options;
 }
 
+// Who created a key from the command line (ApiKey.created_by, the audit log).
+constexpr char kCommandLineCreator[] = "fca-server --create_api_key";
+
+// Opens the database without the server's exclusive lock: one insert
+// (and its audit log row) next to a running server is safe, SQLite's own
+// locking orders it with the server's writes (waiting up to busy_timeout),
+// and the server looks keys up at each call, so the key works at once.
 absl::Status CreateApiKey() {
-  FCA_ASSIGN_OR_RETURN(auto store, Server::OpenStore(StoreOptionsFromFlags()));
+  storage::StoreOptions options;
+  options.path = absl::GetFlag(FLAGS_db);
+  if (options.path.empty()) return absl::InvalidArgumentError("--db is required");
+  FCA_ASSIGN_OR_RETURN(auto store, storage::Store::Open(options));
   FCA_ASSIGN_OR_RETURN(std::string key, storage::Store::GenerateApiKey());
-  FCA_RETURN_IF_ERROR(
-      store->AddApiKey(absl::GetFlag(FLAGS_create_api_key), absl::GetFlag(FLAGS_role), key));
+  const int64_t days = absl::GetFlag(FLAGS_key_expires_days);
+  FCA_ASSIGN_OR_RETURN(const storage::ApiKeyRecord record,
+                       store->CreateApiKey(storage::NewApiKey{
+                           absl::GetFlag(FLAGS_create_api_key), absl::GetFlag(FLAGS_role), key,
+                           days * 24 * 3600 * int64_t{1000000}, kCommandLineCreator}));
+  storage::AuditLogRow row;
+  row.user = kCommandLineCreator;
+  row.action = core::audit_action::kKeyCreate;
+  row.object_kind = "api_key";
+  row.object_id = absl::StrCat(record.id);
+  row.outcome = "OK";
+  row.detail =
+      absl::StrFormat("user %s, role %s, expires in %d days", record.user, record.role, days);
+  LogIfError("audit log", store->AppendAuditLog(row).status());
   std::printf("%s\n", key.c_str());
+  std::fprintf(stderr, "fca-server: created API key %d (prefix %s) for %s, role %s\n", record.id,
+               record.prefix.c_str(), record.user.c_str(), record.role.c_str());
   return absl::OkStatus();
 }
 
@@ -493,6 +527,7 @@ ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.backup_every = absl::Hours(absl::GetFlag(FLAGS_backup_every_hours));
   options.backup_keep = static_cast<int>(absl::GetFlag(FLAGS_backup_keep));
+  options.audit_log_keep = absl::Hours(24) * absl::GetFlag(FLAGS_audit_log_keep_days);
   return options;
 }
 

@@ -186,6 +186,7 @@ absl::Status Server::Start() {
   FCA_ASSIGN_OR_RETURN(auto credentials,
                        Credentials(options_.tls_cert_file, options_.tls_key_file));
   if (!options_.existing_core.has_value()) FCA_RETURN_IF_ERROR(BuildRunners());
+  StartAuditLog(&authenticator);
   served_.core->set_facts(
       {options_.worker_devices, options_.slurm.has_value() ? "slurm" : "local", options_.auth});
   // Jobs by state, the cache's size and busy workers, at every scrape.
@@ -201,7 +202,21 @@ absl::Status Server::Start() {
   if (own_coordinator_ != nullptr) FCA_RETURN_IF_ERROR(own_coordinator_->Start());
   if (workers_ != nullptr) workers_->Start();
   running_ = true;
+  audit_log_->RecordServer(core::audit_action::kServerStart,
+                           absl::StrCat("listening on port ", grpc_port_));
   return absl::OkStatus();
+}
+
+void Server::StartAuditLog(auth::Authenticator* authenticator) {
+  core::AuditLog::Options options;
+  options.keep = options_.audit_log_keep;
+  audit_log_ = std::make_unique<core::AuditLog>(served_.store, options);
+  if (served_.core->audit_log() == nullptr) served_.core->set_audit_log(audit_log_.get());
+  authenticator->set_refusal_sink(
+      [log = audit_log_.get()](absl::string_view peer, absl::string_view reason) {
+        return log->RecordRefusal(peer, reason);
+      });
+  audit_log_->Start();
 }
 
 absl::Status Server::StartBackups() {
@@ -356,6 +371,10 @@ void Server::Shutdown() {
   if (workers_ != nullptr) workers_->Stop();
   if (own_coordinator_ != nullptr) own_coordinator_->Stop();
   grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Last: the refusal counts not written yet, then the stop itself.
+  audit_log_->Stop();
+  audit_log_->RecordServer(core::audit_action::kServerStop, "drained");
+  if (served_.core->audit_log() == audit_log_.get()) served_.core->set_audit_log(nullptr);
 }
 
 }  // namespace fca

@@ -120,6 +120,11 @@ struct ServerOptions {
   absl::Duration backup_every = absl::ZeroDuration();
   int backup_keep = 7;  // scheduled backups kept, the newest
 
+  // ------------------------------------------------------------- audit log
+  // Rows older than this are purged in the background (server/core/
+  // audit_log.h); zero keeps them forever.
+  absl::Duration audit_log_keep = core::AuditLog::Options().keep;
+
   // ------------------------------------------------------------- models, work
   // root, compute (the device and dtype of every model; a worker's device is
   // its own), memory_budget_bytes. on_load and weights_hash_cache are the
@@ -180,6 +185,9 @@ class Server {
   [[nodiscard]] absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
   [[nodiscard]] absl::Status StartHttp(const auth::Authenticator& authenticator);
   [[nodiscard]] absl::Status StartSlurm();
+  // The audit log over the served store, given to the core (unless it has
+  // one) and to `authenticator` (refused calls), its sweeper started.
+  void StartAuditLog(auth::Authenticator* authenticator);
   // --backup_dir: the RPC's folder, and the scheduler when backup_every.
   [[nodiscard]] absl::Status StartBackups();
 
@@ -193,6 +201,8 @@ class Server {
   std::unique_ptr<core::WorkerPool> workers_;
   std::unique_ptr<core::AuditServiceCore> own_core_;
   std::unique_ptr<core::ServerGauges> gauges_;
+  // Records into the served store; made after it, so destroyed before it.
+  std::unique_ptr<core::AuditLog> audit_log_;
   ExistingCore served_;  // the parts served: the own ones or the existing ones
   std::unique_ptr<grpc_server::WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc_server::AuditServiceImpl> service_;

@@ -184,9 +184,69 @@ struct CoefficientEntry {
   std::string blob;
 };
 
+// Whether a stored API key is accepted now.
+enum class ApiKeyState { kActive, kRevoked, kExpired };
+
+// What authentication needs of a presented key (Store::LookupApiKey).
 struct ApiKeyInfo {
   std::string user;
   std::string role;  // "user" | "admin" | "worker"
+  int64_t id = 0;
+  ApiKeyState state = ApiKeyState::kActive;
+  // Its last use was recorded kApiKeyUseIntervalUs ago or more (or never):
+  // the caller should record this one (Store::NoteApiKeyUse).
+  bool use_due = false;
+};
+
+// An API key as stored: never the key itself, only its SHA-256 and prefix.
+struct ApiKeyRecord {
+  int64_t id = 0;
+  std::string prefix;  // the key's first characters; "" for keys made before schema 5
+  std::string user;
+  std::string role;
+  std::string created_by;  // the creating user, or "fca-server --create_api_key"
+  int64_t created_at_us = 0;
+  int64_t expires_at_us = 0;                 // 0: never
+  int64_t revoked_at_us = 0;                 // 0: not revoked
+  int64_t last_used_at_us = 0;               // 0: never; recorded at most once per interval
+  std::string last_peer;                     // the client address of that use
+  int64_t replaced_by = 0;                   // rotated: the id of the key that replaced it
+  ApiKeyState state = ApiKeyState::kActive;  // as of the read
+};
+
+// A key to store (Store::CreateApiKey).
+struct NewApiKey {
+  std::string user;
+  std::string role;
+  std::string plaintext;      // kept only as its SHA-256 and prefix
+  int64_t expires_in_us = 0;  // from now; 0: never
+  std::string created_by;
+};
+
+// One row of the audit log (Store::AppendAuditLog).
+struct AuditLogRow {
+  int64_t id = 0;
+  int64_t at_us = 0;        // 0 on append: now
+  std::string user;         // "" for a refused authentication
+  int64_t key_id = 0;       // 0: no stored key (auth off, a key file's key, refused)
+  std::string peer;         // the client address; "" for the server's own actions
+  std::string action;       // server/core/audit_log.h names them
+  std::string object_kind;  // "job", "dataset", "api_key", "backup", "server", ...
+  std::string object_id;    // the id or name; "" when none
+  std::string outcome;      // "OK" or the status code's name
+  std::string detail;
+};
+
+struct AuditLogFilter {
+  int64_t since_us = 0;  // inclusive; 0: from the start
+  int64_t until_us = 0;  // exclusive; 0: to now
+  std::optional<std::string> user;
+  std::optional<std::string> action;
+};
+
+struct AuditLogPage {
+  std::vector<AuditLogRow> rows;  // newest first
+  std::string next_page_token;    // empty on the last page
 };
 
 }  // namespace fca::storage

@@ -239,11 +239,55 @@ const char* const kVersion4[] = {
     nullptr,
 };
 
+// Version 5: the key lifecycle and the audit log (docs/operator-guide.md
+// "API keys" and "Audit log"). A key gets an id (shown in listings instead
+// of the key), a prefix of its text (empty for older keys: only their hash
+// was kept), who created it, an expiry, a revocation time, its last use
+// and client address (written at most once per minute: see
+// Store::kApiKeyUseIntervalUs) and the key that replaced it when rotated.
+// The table is rebuilt for the id; its rows keep their hash, user, role and
+// creation time.
+const char* const kVersion5[] = {
+    R"sql(CREATE TABLE api_keys_v5 (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      key_sha256 TEXT NOT NULL UNIQUE,
+      prefix TEXT NOT NULL DEFAULT '',
+      user TEXT NOT NULL,
+      role TEXT NOT NULL CHECK (role IN ('user', 'admin', 'worker')),
+      created_by TEXT NOT NULL DEFAULT '',
+      created_at_us INTEGER NOT NULL,
+      expires_at_us INTEGER NOT NULL DEFAULT 0,
+      revoked_at_us INTEGER NOT NULL DEFAULT 0,
+      last_used_at_us INTEGER NOT NULL DEFAULT 0,
+      last_peer TEXT NOT NULL DEFAULT '',
+      replaced_by INTEGER NOT NULL DEFAULT 0))sql",
+    R"sql(INSERT INTO api_keys_v5 (key_sha256, user, role, created_at_us)
+      SELECT key_sha256, user, role, created_at_us FROM api_keys ORDER BY created_at_us)sql",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_v5 RENAME TO api_keys",
+    "CREATE INDEX api_keys_by_user ON api_keys(user)",
+    // One row per state-changing call, refused authentication (rate
+    // limited) and server start or stop. AUTOINCREMENT: ids are the paging
+    // order and are never reused after a purge.
+    R"sql(CREATE TABLE audit_log (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      at_us INTEGER NOT NULL,
+      user TEXT NOT NULL,
+      key_id INTEGER NOT NULL,
+      peer TEXT NOT NULL,
+      action TEXT NOT NULL,
+      object_kind TEXT NOT NULL,
+      object_id TEXT NOT NULL,
+      outcome TEXT NOT NULL,
+      detail TEXT NOT NULL))sql",
+    "CREATE INDEX audit_log_by_time ON audit_log(at_us)",
+    "CREATE INDEX audit_log_by_user ON audit_log(user)",
+    "CREATE INDEX audit_log_by_action ON audit_log(action)",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
-    {1, kVersion1},
-    {2, kVersion2},
-    {3, kVersion3},
-    {4, kVersion4},
+    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

@@ -2,7 +2,7 @@
 //
 // Holds models, datasets (content-addressed, chunked), jobs and their event
 // streams, results, the coefficient cache (bounded in bytes, least recently
-// used evicted first) and hashed API keys.
+// used evicted first), hashed API keys and the audit log.
 //
 // Thread-safety: every public method may be called from any thread. A Store
 // owns one connection and serializes calls on it; a Transaction() holds the
@@ -87,7 +87,9 @@ struct StoreOptions {
   // the reads named here, with the operation's name ("create_job",
   // "claim_job", "finish_job", "requeue_jobs", "renew_lease",
   // "append_event", "insert_results", "put_coefficients",
-  // "get_coefficients", "upload", "delete", "lookup_api_key"); a non-OK
+  // "get_coefficients", "upload", "delete", "lookup_api_key", "add_api_key",
+  // "note_api_key_use", "revoke_api_key", "rotate_api_key",
+  // "append_audit_log", "purge_audit_log"); a non-OK
   // status is returned by that call as if SQLite had failed, and nothing is
   // written.
   std::function<absl::Status(std::string_view op)> fault_injector;
@@ -154,9 +156,6 @@ class Store {
   // OK while the database file is the one opened (always for ":memory:");
   // UNAVAILABLE naming the file and whether it was deleted or replaced.
   [[nodiscard]] absl::Status CheckFile();
-
-  // API keys in the database (not counting a server's key file).
-  [[nodiscard]] absl::StatusOr<int64_t> CountApiKeys() ABSL_LOCKS_EXCLUDED(mu_);
 
   // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
   // wrong; otherwise the problems they report, one per line.
@@ -406,7 +405,7 @@ class Store {
   // Total bytes the cache counts against its budget.
   [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ------------------------------------------------------- API keys (store.cc)
+  // ------------------------------------------------ API keys (store_keys.cc)
   // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin" |
   // "worker": fca-worker processes, which call only the worker protocol).
   // Keys are high-entropy random tokens (GenerateApiKey), so a plain
@@ -415,11 +414,66 @@ class Store {
   // ALREADY_EXISTS when the key is already registered.
   [[nodiscard]] absl::Status AddApiKey(const std::string& user, const std::string& role,
                                        const std::string& plaintext) ABSL_LOCKS_EXCLUDED(mu_);
-  // Who owns `plaintext`; nullopt when it is no registered key.
+  // AddApiKey with an expiry (NewApiKey::expires_in_us from now; negative:
+  // INVALID_ARGUMENT) and its creator; keeps the key's first kApiKeyPrefixChars as its prefix.
+  // Returns the stored record.
+  [[nodiscard]] absl::StatusOr<ApiKeyRecord> CreateApiKey(const NewApiKey& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Who owns `plaintext`, and whether the key is active now; nullopt when
+  // it is no registered key.
   [[nodiscard]] absl::StatusOr<std::optional<ApiKeyInfo>> LookupApiKey(const std::string& plaintext)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a use of key `id` from `peer` now. Callers record only the
+  // uses LookupApiKey marks use_due, so a key busy with many calls costs
+  // one write per kApiKeyUseIntervalUs, not one per call.
+  [[nodiscard]] absl::Status NoteApiKeyUse(int64_t id, const std::string& peer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The keys of `user`, or everyone's when unset, by id.
+  [[nodiscard]] absl::StatusOr<std::vector<ApiKeyRecord>> ListApiKeys(
+      const std::optional<std::string>& user) ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND when absent.
+  [[nodiscard]] absl::StatusOr<ApiKeyRecord> GetApiKey(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Revokes key `id` now: it is refused from its next call on. Revoking a
+  // revoked key changes nothing. NOT_FOUND when absent.
+  [[nodiscard]] absl::StatusOr<ApiKeyRecord> RevokeApiKey(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces active key `id` by `plaintext` (same user, role and expiry),
+  // in one transaction: the old key stays valid for `grace_us` more (0:
+  // refused at once; never longer than its own expiry) and names the new
+  // one as replaced_by. Returns the new key's record. NOT_FOUND when
+  // absent; FAILED_PRECONDITION when it is revoked, expired or rotated
+  // already; INVALID_ARGUMENT for a negative grace.
+  [[nodiscard]] absl::StatusOr<ApiKeyRecord> RotateApiKey(int64_t id, const std::string& plaintext,
+                                                          int64_t grace_us,
+                                                          const std::string& created_by)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // API keys in the database (not counting a server's key file).
+  [[nodiscard]] absl::StatusOr<int64_t> CountApiKeys() ABSL_LOCKS_EXCLUDED(mu_);
   // A new key: 32 bytes from /dev/urandom as 64 lower-case hex digits.
   [[nodiscard]] static absl::StatusOr<std::string> GenerateApiKey();
+  // Characters of a key kept as its prefix, to tell keys apart in
+  // listings (8 of 64 hex digits: the other 224 bits stay secret).
+  static constexpr size_t kApiKeyPrefixChars = 8;
+  // A key's last use is written at most this often (ApiKeyInfo::use_due).
+  static constexpr int64_t kApiKeyUseIntervalUs = int64_t{60} * 1000 * 1000;
+
+  // ---------------------------------------- Audit log (store_audit_log.cc)
+  // Appends a row (at_us 0: now) and returns its id. Texts longer than
+  // kMaxAuditTextBytes are cut there.
+  [[nodiscard]] absl::StatusOr<int64_t> AppendAuditLog(const AuditLogRow& row)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Rows matching `filter`, newest first, paged as ListJobs (page_size 0:
+  // kDefaultPageSize; above kMaxPageSize: that; negative or a foreign
+  // token: INVALID_ARGUMENT).
+  [[nodiscard]] absl::StatusOr<AuditLogPage> QueryAuditLog(const AuditLogFilter& filter,
+                                                           int page_size,
+                                                           const std::string& page_token)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes at most `max_rows` of the oldest rows written before
+  // `before_us`, in one transaction; returns how many. Call again until it
+  // returns fewer than max_rows: each call holds the write lock briefly.
+  [[nodiscard]] absl::StatusOr<int64_t> PurgeAuditLog(int64_t before_us, int max_rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr size_t kMaxAuditTextBytes = 1024;
 
   // Returns the pages that deletions freed to the file system (the database
   // runs with auto_vacuum = INCREMENTAL). Called after every delete.
@@ -452,6 +506,10 @@ class Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::StatusOr<bool> JobExistsLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::Status EvictForLocked(int64_t incoming_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<ApiKeyRecord> CreateApiKeyLocked(const NewApiKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<ApiKeyRecord> GetApiKeyLocked(int64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // options_.fault_injector's verdict on `op` (OK without one).
   [[nodiscard]] absl::Status Inject(std::string_view op) const;

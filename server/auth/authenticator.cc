@@ -90,26 +90,48 @@ core::Caller CallerOf(const std::string& user, const std::string& role) {
   return keys;
 }
 
+// Keys in the store: looked up at every call, so a revocation or an expiry
+// takes effect at the next call. A use is written when the key's last
+// recorded use is older than Store::kApiKeyUseIntervalUs: one write per key
+// and minute, however many calls it makes.
 Authenticator::KeyLookup StoreLookup(storage::Store* store) {
   if (store == nullptr) return nullptr;
-  return [store](const std::string& key) -> absl::StatusOr<std::optional<core::Caller>> {
+  return [store](const std::string& key,
+                 absl::string_view peer) -> absl::StatusOr<std::optional<core::Caller>> {
     auto info = store->LookupApiKey(key);
     if (!info.ok()) return info.status();
     if (!info->has_value()) return std::nullopt;
-    return CallerOf((*info)->user, (*info)->role);
+    const storage::ApiKeyInfo& found = **info;
+    if (found.state == storage::ApiKeyState::kRevoked) {
+      return absl::UnauthenticatedError(absl::StrFormat("API key %d was revoked", found.id));
+    }
+    if (found.state == storage::ApiKeyState::kExpired) {
+      return absl::UnauthenticatedError(absl::StrFormat("API key %d has expired", found.id));
+    }
+    if (found.use_due) {
+      // Best effort: a busy database must not refuse a valid key.
+      if (absl::Status noted = store->NoteApiKeyUse(found.id, std::string(peer)); !noted.ok()) {
+        LOG(WARNING) << "cannot record the use of API key " << found.id << ": " << noted;
+      }
+    }
+    core::Caller caller = CallerOf(found.user, found.role);
+    caller.key_id = found.id;
+    return caller;
   };
 }
 
-// One line per refused call, for the operator: who knocked and why. The
-// key is never logged, not even in part. The caller gets the same reason:
-// it tells a forgotten --token from a wrong one and reveals nothing the
-// caller did not send.
-absl::Status Refuse(absl::string_view peer, absl::string_view reason) {
-  LOG(WARNING) << "authentication failed: peer " << peer << ": " << reason;
+}  // namespace
+
+// One line per refused call (or per recorded one, with a sink), for the
+// operator: who knocked and why. The key is never logged, not even in
+// part. The caller gets the same reason: it tells a forgotten --token from
+// a wrong or revoked one and reveals nothing the caller did not send.
+absl::Status Authenticator::Refuse(absl::string_view peer, absl::string_view reason) const {
+  if (!refusal_sink_ || refusal_sink_(peer, reason)) {
+    LOG(WARNING) << "authentication failed: peer " << peer << ": " << reason;
+  }
   return absl::UnauthenticatedError(reason);
 }
-
-}  // namespace
 
 absl::StatusOr<Authenticator> Authenticator::Create(bool enabled, const std::string& key_file,
                                                     storage::Store* store) {
@@ -135,7 +157,7 @@ absl::StatusOr<Authenticator> Authenticator::Create(bool enabled, const std::str
 
 absl::StatusOr<core::Caller> Authenticator::Authenticate(
     std::optional<absl::string_view> authorization, absl::string_view peer) const {
-  if (!enabled_) return core::Caller{"local", true};
+  if (!enabled_) return core::Caller{"local", true, false, 0, std::string(peer)};
   if (!authorization.has_value()) {
     return Refuse(peer, "missing 'authorization: Bearer <key>' metadata");
   }
@@ -146,16 +168,25 @@ absl::StatusOr<core::Caller> Authenticator::Authenticate(
   }
   const std::string key(authorization->substr(kPrefix.size()));
   auto file = file_keys_.find(Sha256Hex(key));
-  if (file != file_keys_.end()) return file->second;
+  if (file != file_keys_.end()) {
+    core::Caller caller = file->second;
+    caller.peer = std::string(peer);
+    return caller;
+  }
   if (lookup_) {
-    auto found = lookup_(key);
+    auto found = lookup_(key, peer);
+    if (absl::IsUnauthenticated(found.status())) return Refuse(peer, found.status().message());
     if (!found.ok()) {
       // Not the caller's fault: refusing it as unauthenticated would make a
       // script drop a valid key. The details stay in the server's log.
       LOG(ERROR) << "API key lookup failed (peer " << peer << "): " << found.status();
       return absl::UnavailableError("cannot check the API key right now; retry");
     }
-    if (found->has_value()) return **found;
+    if (found->has_value()) {
+      core::Caller caller = **found;
+      caller.peer = std::string(peer);
+      return caller;
+    }
   }
   return Refuse(peer, "unknown API key");
 }

@@ -7,8 +7,14 @@
 // file or the store; otherwise UNAUTHENTICATED.
 //
 // Every refused call is logged on stderr with the peer address and the
-// reason (missing header, malformed header, unknown key), never with the
-// key itself. The client only learns that it is unauthenticated.
+// reason (missing header, malformed header, unknown, revoked or expired
+// key), never with the key itself; with a refusal sink (the audit log,
+// server/core/audit_log.h) only the refusals it records are logged, so a
+// flood of bad keys floods neither. The client only learns that it is
+// unauthenticated, and why.
+//
+// Keys in the store are looked up at every call (no cache): a key revoked
+// or expired is refused from its next call on, on every transport.
 #ifndef FCA_SERVER_AUTH_AUTHENTICATOR_H_
 #define FCA_SERVER_AUTH_AUTHENTICATOR_H_
 
@@ -27,10 +33,14 @@ namespace fca::auth {
 
 class Authenticator {
  public:
-  // Who owns a presented key: nullopt for an unknown key, an error when the
-  // lookup itself failed (e.g. the database is busy).
-  using KeyLookup =
-      std::function<absl::StatusOr<std::optional<core::Caller>>(const std::string& key)>;
+  // Who owns a presented key, presented from `peer`: nullopt for an unknown
+  // key, UNAUTHENTICATED (with the reason) for a revoked or expired one,
+  // another error when the lookup itself failed (e.g. the database is busy).
+  using KeyLookup = std::function<absl::StatusOr<std::optional<core::Caller>>(
+      const std::string& key, absl::string_view peer)>;
+  // Told of each refused call; returns whether it recorded it (then the
+  // refusal is logged on stderr too).
+  using RefusalSink = std::function<bool(absl::string_view peer, absl::string_view reason)>;
 
   // `enabled` false: everyone is the admin "local"; a `key_file` is then
   // refused (INVALID_ARGUMENT), since keys nobody checks would only give a
@@ -49,9 +59,12 @@ class Authenticator {
                                                             const std::string& key_file,
                                                             KeyLookup lookup);
 
+  // Before the authenticator is copied into the services (server.cc).
+  void set_refusal_sink(RefusalSink sink) { refusal_sink_ = std::move(sink); }
+
   // The caller of a call whose authorization value (the gRPC metadata or
   // the HTTP header) is `authorization` (nullopt: none sent); `peer` names
-  // the caller in the log line of a refusal.
+  // the caller in the log line of a refusal and becomes Caller::peer.
   // UNAUTHENTICATED for a missing or malformed value or an unknown key;
   // UNAVAILABLE ("retry") when the key store could not be asked.
   [[nodiscard]] absl::StatusOr<core::Caller> Authenticate(
@@ -63,8 +76,12 @@ class Authenticator {
 
  private:
   bool enabled_ = false;
+  // The refusal, logged (and recorded by the sink, if any).
+  absl::Status Refuse(absl::string_view peer, absl::string_view reason) const;
+
   std::map<std::string, core::Caller> file_keys_;  // sha256(key) -> caller
   KeyLookup lookup_;
+  RefusalSink refusal_sink_;
 };
 
 // Who may call which service. A worker key runs tasks and nothing else: it

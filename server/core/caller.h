@@ -3,6 +3,7 @@
 #ifndef FCA_SERVER_CORE_CALLER_H_
 #define FCA_SERVER_CORE_CALLER_H_
 
+#include <cstdint>
 #include <string>
 
 namespace fca::core {
@@ -15,6 +16,10 @@ struct Caller {
   std::string user;
   bool admin = false;
   bool worker = false;
+  // The stored API key it presented (0: auth off, or a --api_keys file's
+  // key) and where the call came from: for the audit log.
+  int64_t key_id = 0;
+  std::string peer;
 };
 
 }  // namespace fca::core

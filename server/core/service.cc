@@ -213,7 +213,7 @@ v1::Provenance SubmitProvenance(const v1::AuditSpec& spec, const storage::Datase
 
 }  // namespace
 
-absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
+absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAuditUnrecorded(
     const Caller& caller, const v1::SubmitAuditRequest& request) {
   FCA_ASSIGN_OR_RETURN(v1::AuditSpec spec, NormalizeSpec(request.spec(), limits_.spec));
   FCA_RETURN_IF_ERROR(CheckModels(spec));
@@ -389,7 +389,7 @@ absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
   return response;
 }
 
-absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJob(
+absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJobUnrecorded(
     const Caller& caller, const v1::CancelJobRequest& request) {
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   // A queued job ends here: its state and its terminal event commit
@@ -567,7 +567,7 @@ absl::Status AuditServiceCore::WatchJob(
   return absl::UnavailableError("server is shutting down; resume the watch with after_seq");
 }
 
-absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJob(
+absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJobUnrecorded(
     const Caller& caller, const v1::DeleteJobRequest& request) {
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   FCA_RETURN_IF_ERROR(store_->DeleteJob(request.job_id()));
@@ -577,7 +577,7 @@ absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJob(
   return v1::DeleteJobResponse();
 }
 
-absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDataset(
+absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDatasetUnrecorded(
     const Caller& caller, const v1::DeleteDatasetRequest& request) {
   if (!request.owner().empty() && request.owner() != caller.user && !caller.admin) {
     return absl::PermissionDeniedError("only admins delete other users' datasets");
@@ -835,7 +835,7 @@ absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
   return response;
 }
 
-absl::StatusOr<v1::BackupDatabaseResponse> AuditServiceCore::BackupDatabase(
+absl::StatusOr<v1::BackupDatabaseResponse> AuditServiceCore::BackupDatabaseUnrecorded(
     const Caller& caller, const v1::BackupDatabaseRequest& request) {
   if (!caller.admin) return absl::PermissionDeniedError("only admins back up the database");
   if (backups_ == nullptr) {

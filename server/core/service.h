@@ -14,6 +14,7 @@
 #include "common/byte_budget.h"
 #include "common/sha256.h"
 #include "proto/fca/v1/audit_service.pb.h"
+#include "server/core/audit_log.h"
 #include "server/core/backups.h"
 #include "server/core/caller.h"
 #include "server/jobs/coordinator.h"
@@ -108,6 +109,15 @@ class AuditServiceCore {
   // Before the server takes calls: where BackupDatabase writes (nullptr,
   // the default: no --backup_dir, the RPC is refused).
   void set_backups(BackupDirectory* backups) { backups_ = backups; }
+  // Before the server takes calls: where state-changing calls are recorded
+  // (nullptr, the default: nowhere; QueryAuditLog is then refused).
+  void set_audit_log(AuditLog* audit_log) { audit_log_ = audit_log; }
+  AuditLog* audit_log() const { return audit_log_; }
+
+  // UploadDataset: `read` gives the stream's messages in order (false at
+  // its end); DatasetUpload does the work; the upload is recorded.
+  [[nodiscard]] absl::StatusOr<v1::UploadDatasetResponse> UploadDataset(
+      const Caller& caller, const std::function<bool(v1::UploadDatasetRequest*)>& read);
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
@@ -155,11 +165,46 @@ class AuditServiceCore {
   [[nodiscard]] absl::StatusOr<v1::BackupDatabaseResponse> BackupDatabase(
       const Caller& caller, const v1::BackupDatabaseRequest& request);
 
+  // ---- API keys and the audit log (service_keys.cc). Keys: a user sees,
+  // creates (role "user"), revokes and rotates their own; an admin anyone's.
+  [[nodiscard]] absl::StatusOr<v1::CreateApiKeyResponse> CreateApiKey(
+      const Caller& caller, const v1::CreateApiKeyRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListApiKeysResponse> ListApiKeys(
+      const Caller& caller, const v1::ListApiKeysRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::RevokeApiKeyResponse> RevokeApiKey(
+      const Caller& caller, const v1::RevokeApiKeyRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::RotateApiKeyResponse> RotateApiKey(
+      const Caller& caller, const v1::RotateApiKeyRequest& request);
+  // Admins only.
+  [[nodiscard]] absl::StatusOr<v1::QueryAuditLogResponse> QueryAuditLog(
+      const Caller& caller, const v1::QueryAuditLogRequest& request);
+  // The longest grace RotateApiKey gives the old key.
+  static constexpr int64_t kMaxRotationGraceSeconds = int64_t{30} * 24 * 3600;
+
   static constexpr int kMaxCompareJobs = 16;
   // Values of one repeated ResultFilter field.
   static constexpr int kMaxFilterValues = 100;
 
  private:
+  // The state-changing calls as service.cc does them; the public methods
+  // (service_keys.cc) call these and record the outcome in the audit log.
+  [[nodiscard]] absl::StatusOr<v1::SubmitAuditResponse> SubmitAuditUnrecorded(
+      const Caller& caller, const v1::SubmitAuditRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::CancelJobResponse> CancelJobUnrecorded(
+      const Caller& caller, const v1::CancelJobRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::DeleteJobResponse> DeleteJobUnrecorded(
+      const Caller& caller, const v1::DeleteJobRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::DeleteDatasetResponse> DeleteDatasetUnrecorded(
+      const Caller& caller, const v1::DeleteDatasetRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::BackupDatabaseResponse> BackupDatabaseUnrecorded(
+      const Caller& caller, const v1::BackupDatabaseRequest& request);
+  // `caller` did `action` on `object` with `outcome` (nothing without an
+  // audit log).
+  void Record(const Caller& caller, absl::string_view action, const AuditObject& object,
+              const absl::Status& outcome, absl::string_view detail = "");
+  // The key, if the caller may act on it; NOT_FOUND otherwise.
+  [[nodiscard]] absl::StatusOr<storage::ApiKeyRecord> VisibleKey(const Caller& caller, int64_t id);
+
   // Audited models exist, have coefficient sites and share a family; the
   // dense twin exists and has none; every model takes windows of the
   // spec's length.
@@ -199,6 +244,7 @@ class AuditServiceCore {
   ServiceLimits limits_;
   ServerFacts facts_;
   BackupDirectory* backups_ = nullptr;
+  AuditLog* audit_log_ = nullptr;
   std::atomic<int64_t> watch_streams_{0};
   ByteBudget uploads_in_flight_;
 };

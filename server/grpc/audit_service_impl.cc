@@ -175,17 +175,10 @@ grpc::Status AuditServiceImpl::ListModels(grpc::ServerContext* ctx, const v1::Li
 grpc::Status AuditServiceImpl::UploadDataset(grpc::ServerContext* ctx,
                                              grpc::ServerReader<v1::UploadDatasetRequest>* reader,
                                              v1::UploadDatasetResponse* resp) {
-  return Unary(
-      auth_, ctx, resp, [&](const core::Caller& c) -> absl::StatusOr<v1::UploadDatasetResponse> {
-        core::DatasetUpload upload(c, core_->store(), core_->limits(), core_->upload_budget());
-        v1::UploadDatasetRequest part;
-        while (reader->Read(&part)) {
-          absl::Status st =
-              part.has_header() ? upload.Start(part.header()) : upload.Append(part.chunk());
-          if (!st.ok()) return st;
-        }
-        return upload.Finish();
-      });
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) {
+    return core_->UploadDataset(c,
+                                [&](v1::UploadDatasetRequest* part) { return reader->Read(part); });
+  });
 }
 
 grpc::Status AuditServiceImpl::ListDatasets(grpc::ServerContext* ctx,
@@ -290,6 +283,41 @@ grpc::Status AuditServiceImpl::BackupDatabase(grpc::ServerContext* ctx,
                                               v1::BackupDatabaseResponse* resp) {
   return Unary(auth_, ctx, resp,
                [&](const core::Caller& c) { return core_->BackupDatabase(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::CreateApiKey(grpc::ServerContext* ctx,
+                                            const v1::CreateApiKeyRequest* req,
+                                            v1::CreateApiKeyResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->CreateApiKey(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::ListApiKeys(grpc::ServerContext* ctx,
+                                           const v1::ListApiKeysRequest* req,
+                                           v1::ListApiKeysResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->ListApiKeys(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::RevokeApiKey(grpc::ServerContext* ctx,
+                                            const v1::RevokeApiKeyRequest* req,
+                                            v1::RevokeApiKeyResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->RevokeApiKey(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::RotateApiKey(grpc::ServerContext* ctx,
+                                            const v1::RotateApiKeyRequest* req,
+                                            v1::RotateApiKeyResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->RotateApiKey(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::QueryAuditLog(grpc::ServerContext* ctx,
+                                             const v1::QueryAuditLogRequest* req,
+                                             v1::QueryAuditLogResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->QueryAuditLog(c, *req); });
 }
 
 }  // namespace fca::grpc_server

@@ -85,6 +85,16 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                               v1::ListJobWindowsResponse* resp) override;
   grpc::Status BackupDatabase(grpc::ServerContext* ctx, const v1::BackupDatabaseRequest* req,
                               v1::BackupDatabaseResponse* resp) override;
+  grpc::Status CreateApiKey(grpc::ServerContext* ctx, const v1::CreateApiKeyRequest* req,
+                            v1::CreateApiKeyResponse* resp) override;
+  grpc::Status ListApiKeys(grpc::ServerContext* ctx, const v1::ListApiKeysRequest* req,
+                           v1::ListApiKeysResponse* resp) override;
+  grpc::Status RevokeApiKey(grpc::ServerContext* ctx, const v1::RevokeApiKeyRequest* req,
+                            v1::RevokeApiKeyResponse* resp) override;
+  grpc::Status RotateApiKey(grpc::ServerContext* ctx, const v1::RotateApiKeyRequest* req,
+                            v1::RotateApiKeyResponse* resp) override;
+  grpc::Status QueryAuditLog(grpc::ServerContext* ctx, const v1::QueryAuditLogRequest* req,
+                             v1::QueryAuditLogResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

@@ -119,6 +119,11 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"GetServerInfo", BindWithoutRequest<v1::GetServerInfoRequest>(&Core::GetServerInfo)},
       {"ListJobWindows", Bind(&Core::ListJobWindows)},
       {"BackupDatabase", Bind(&Core::BackupDatabase)},
+      {"CreateApiKey", Bind(&Core::CreateApiKey)},
+      {"ListApiKeys", Bind(&Core::ListApiKeys)},
+      {"RevokeApiKey", Bind(&Core::RevokeApiKey)},
+      {"RotateApiKey", Bind(&Core::RotateApiKey)},
+      {"QueryAuditLog", Bind(&Core::QueryAuditLog)},
   };
   return *bindings;
 }

@@ -236,8 +236,8 @@ Authenticator WithLookup(Authenticator::KeyLookup lookup) {
 }
 
 TEST(AuthenticateTest, EachRefusalIsLoggedWithThePeerAndReasonButNeverTheKey) {
-  const Authenticator auth =
-      WithLookup([](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+  const Authenticator auth = WithLookup(
+      [](const std::string&, absl::string_view) -> absl::StatusOr<std::optional<core::Caller>> {
         return std::nullopt;
       });
   struct Case {
@@ -260,8 +260,8 @@ TEST(AuthenticateTest, EachRefusalIsLoggedWithThePeerAndReasonButNeverTheKey) {
 }
 
 TEST(AuthenticateTest, KeyStoreErrorIsUnavailableNotUnauthenticated) {
-  const Authenticator auth =
-      WithLookup([](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+  const Authenticator auth = WithLookup(
+      [](const std::string&, absl::string_view) -> absl::StatusOr<std::optional<core::Caller>> {
         return absl::UnavailableError("storage: database is locked (SELECT user, role ...)");
       });
   const Outcome outcome = AuthenticateCapturing(auth, std::string("Bearer ") + kAliceKey);
@@ -275,8 +275,8 @@ TEST(AuthenticateTest, KeyStoreErrorIsUnavailableNotUnauthenticated) {
 }
 
 TEST(AuthenticateTest, AnInternalStoreErrorIsUnavailableToo) {
-  const Authenticator auth =
-      WithLookup([](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+  const Authenticator auth = WithLookup(
+      [](const std::string&, absl::string_view) -> absl::StatusOr<std::optional<core::Caller>> {
         return absl::InternalError("storage: disk I/O error");
       });
   const Outcome outcome = AuthenticateCapturing(auth, std::string("Bearer ") + kAliceKey);
@@ -289,8 +289,8 @@ TEST(AuthenticateTest, AnInternalStoreErrorIsUnavailableToo) {
 TEST(StreamKeyCheckTest, ChecksAtEventsAndOncePerIntervalAndEndsOnARemovedKey) {
   std::atomic<int> lookups{0};
   std::atomic<bool> removed{false}, busy{false};
-  const Authenticator auth =
-      WithLookup([&](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
+  const Authenticator auth = WithLookup(
+      [&](const std::string&, absl::string_view) -> absl::StatusOr<std::optional<core::Caller>> {
         ++lookups;
         if (busy) return absl::UnavailableError("database is locked");
         if (removed) return std::optional<core::Caller>();
@@ -376,11 +376,11 @@ TEST(BusyKeyStoreTest, IsUnavailableOverGrpcAndTheKeyWorksAfterwards) {
 }
 
 TEST(AuthenticateTest, FileKeysDoNotNeedTheStore) {
-  auto auth =
-      Authenticator::Create(true, PrivateKeyFile(std::string(kRootKey) + " root admin\n"),
-                            [](const std::string&) -> absl::StatusOr<std::optional<core::Caller>> {
-                              return absl::UnavailableError("database is locked");
-                            });
+  auto auth = Authenticator::Create(
+      true, PrivateKeyFile(std::string(kRootKey) + " root admin\n"),
+      [](const std::string&, absl::string_view) -> absl::StatusOr<std::optional<core::Caller>> {
+        return absl::UnavailableError("database is locked");
+      });
   ASSERT_TRUE(auth.ok()) << auth.status();
   auto caller = auth->Authenticate(std::string("Bearer ") + kRootKey, "peer");
   ASSERT_TRUE(caller.ok()) << caller.status();

@@ -32,7 +32,9 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
       {"GetJob", true},        {"ListJobs", true},       {"CancelJob", false},
       {"DeleteJob", false},    {"DeleteDataset", false}, {"QueryResults", true},
       {"Tokenize", true},      {"GetReport", true},      {"CompareJobs", true},
-      {"GetServerInfo", true}, {"ListJobWindows", true}, {"BackupDatabase", false}};
+      {"GetServerInfo", true}, {"ListJobWindows", true}, {"BackupDatabase", false},
+      {"CreateApiKey", false}, {"ListApiKeys", true},    {"RevokeApiKey", false},
+      {"RotateApiKey", false}, {"QueryAuditLog", true}};
   return *methods;
 }
 

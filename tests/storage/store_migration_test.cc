@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
@@ -471,6 +472,38 @@ TEST_F(StoreMigrationTest, FinishingWithoutProvenanceKeepsItEmpty) {
       store->FinishTask(claim->task.id, claim->task.lease_seq, JobState::kFailed, "boom"));
   EXPECT_EQ(done.provenance_json, "");
   EXPECT_EQ(done.error, "boom");
+}
+
+// Version 4 -> 5 (key lifecycle, audit log): a key stored by an older
+// server keeps working, gets an id, no prefix (only its hash was kept) and
+// no expiry; the audit log starts empty.
+TEST_F(StoreMigrationTest, OlderKeysKeepWorkingAndGetIds) {
+  WriteVersion2({});
+  const std::string key = "old-key-0123456789abcdef";
+  {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_, 1000);
+    ASSERT_OK(db);
+    for (const char* sql : kVersion3Tables) ASSERT_OK((*db)->Execute(sql, "test"));
+    absl::StatusOr<Statement> insert = (*db)->Prepare(
+        "INSERT INTO api_keys (key_sha256, user, role, created_at_us) VALUES (?1, 'ann', "
+        "'admin', 77)",
+        "test");
+    ASSERT_OK(insert);
+    insert->BindText(1, Sha256Hex(key));
+    ASSERT_OK(insert->Run());
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(const std::optional<ApiKeyInfo> info, store->LookupApiKey(key));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->user, "ann");
+  EXPECT_EQ(info->role, "admin");
+  EXPECT_EQ(info->state, ApiKeyState::kActive);
+  ASSERT_OK_AND_ASSIGN(const ApiKeyRecord record, store->GetApiKey(info->id));
+  EXPECT_EQ(record.prefix, "");
+  EXPECT_EQ(record.created_at_us, 77);
+  EXPECT_EQ(record.expires_at_us, 0);
+  ASSERT_OK_AND_ASSIGN(const AuditLogPage log, store->QueryAuditLog({}, 0, ""));
+  EXPECT_TRUE(log.rows.empty());
 }
 
 }  // namespace
