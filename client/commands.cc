@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
 #include "client/commands_audit.h"
+#include "client/commands_webhooks.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/manifest.h"
@@ -63,7 +64,7 @@ ABSL_FLAG(std::string, format, "table", "results: table, json or csv; compare: t
 // export
 ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
 ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
-ABSL_FLAG(bool, json, false, "tokenize, info, windows: print JSON");
+ABSL_FLAG(bool, json, false, "tokenize, info, windows, webhooks: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
 ABSL_FLAG(std::string, out, "", "export: output file; jobs manifest: output file [stdout]");
@@ -577,6 +578,22 @@ const std::vector<Command>& Commands() {
        "admins: a checked copy of the live database, NAME in the server's --backup_dir",
        {},
        RunAdminBackup},
+      {{"webhooks", "add"},
+       "webhooks add URL [--project=P]",
+       "POST each ended job of the project to URL, signed; prints the secret once",
+       {"project", "json"},
+       RunWebhooksAdd},
+      {{"webhooks", "list"},
+       "webhooks list [--project=P]",
+       "the project's webhooks",
+       {"project", "json"},
+       RunWebhooksList},
+      {{"webhooks", "remove"}, "webhooks remove ID", "remove a webhook", {}, RunWebhooksRemove},
+      {{"webhooks", "deliveries"},
+       "webhooks deliveries ID [--limit=N]",
+       "a webhook's deliveries, newest first, with each attempt's status or error",
+       {"limit", "json"},
+       RunWebhooksDeliveries},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;

@@ -16,6 +16,7 @@
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/backups.h"
 #include "server/core/caller.h"
+#include "server/core/webhooks.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
 #include "server/worker/model_repository.h"
@@ -108,6 +109,9 @@ class AuditServiceCore {
   // Before the server takes calls: where BackupDatabase writes (nullptr,
   // the default: no --backup_dir, the RPC is refused).
   void set_backups(BackupDirectory* backups) { backups_ = backups; }
+  // Before the server takes calls: the webhook RPCs' logic (nullptr, the
+  // default: they are refused with FAILED_PRECONDITION).
+  void set_webhooks(Webhooks* webhooks) { webhooks_ = webhooks; }
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
@@ -154,6 +158,15 @@ class AuditServiceCore {
   // Admins only: a checked copy of the database into the backup folder.
   [[nodiscard]] absl::StatusOr<v1::BackupDatabaseResponse> BackupDatabase(
       const Caller& caller, const v1::BackupDatabaseRequest& request);
+  // Webhooks (server/core/webhooks.h): the project's managers only.
+  [[nodiscard]] absl::StatusOr<v1::AddWebhookResponse> AddWebhook(
+      const Caller& caller, const v1::AddWebhookRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListWebhooksResponse> ListWebhooks(
+      const Caller& caller, const v1::ListWebhooksRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::RemoveWebhookResponse> RemoveWebhook(
+      const Caller& caller, const v1::RemoveWebhookRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListWebhookDeliveriesResponse> ListWebhookDeliveries(
+      const Caller& caller, const v1::ListWebhookDeliveriesRequest& request);
 
   static constexpr int kMaxCompareJobs = 16;
   // Values of one repeated ResultFilter field.
@@ -191,6 +204,8 @@ class AuditServiceCore {
   // FAILED_PRECONDITION when a queued or running job of `owner` names the
   // dataset (by name or by content hash).
   [[nodiscard]] absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
+  // The webhooks, or FAILED_PRECONDITION when the server has none.
+  [[nodiscard]] absl::StatusOr<Webhooks*> WebhooksOrOff() const;
 
   storage::Store* store_;
   ModelRepository* models_;
@@ -199,6 +214,7 @@ class AuditServiceCore {
   ServiceLimits limits_;
   ServerFacts facts_;
   BackupDirectory* backups_ = nullptr;
+  Webhooks* webhooks_ = nullptr;
   std::atomic<int64_t> watch_streams_{0};
   ByteBudget uploads_in_flight_;
 };

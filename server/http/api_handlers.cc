@@ -119,6 +119,10 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"GetServerInfo", BindWithoutRequest<v1::GetServerInfoRequest>(&Core::GetServerInfo)},
       {"ListJobWindows", Bind(&Core::ListJobWindows)},
       {"BackupDatabase", Bind(&Core::BackupDatabase)},
+      {"AddWebhook", Bind(&Core::AddWebhook)},
+      {"ListWebhooks", Bind(&Core::ListWebhooks)},
+      {"RemoveWebhook", Bind(&Core::RemoveWebhook)},
+      {"ListWebhookDeliveries", Bind(&Core::ListWebhookDeliveries)},
   };
   return *bindings;
 }
