@@ -19,17 +19,17 @@ absl::Status BadUrl(const std::string& why) {
 }
 
 // "host", "host:port", "[v6]" or "[v6]:port"; port 0 when absent.
-absl::Status SplitHostPort(std::string_view text, std::string* host, int* port) {
-  std::string_view rest;
+absl::Status SplitHostPort(absl::string_view text, std::string* host, int* port) {
+  absl::string_view rest;
   if (!text.empty() && text.front() == '[') {
     const size_t close = text.find(']');
-    if (close == std::string_view::npos) return absl::InvalidArgumentError("unclosed '['");
+    if (close == absl::string_view::npos) return absl::InvalidArgumentError("unclosed '['");
     *host = std::string(text.substr(1, close - 1));
     rest = text.substr(close + 1);
   } else {
     const size_t colon = text.find(':');
     *host = std::string(text.substr(0, colon));
-    rest = colon == std::string_view::npos ? "" : text.substr(colon);
+    rest = colon == absl::string_view::npos ? "" : text.substr(colon);
   }
   if (host->empty()) return absl::InvalidArgumentError("no host");
   *host = absl::AsciiStrToLower(*host);
@@ -49,7 +49,7 @@ std::string WebhookUrl::Origin() const {
   return absl::StrCat(scheme, "://", v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
 }
 
-absl::StatusOr<WebhookUrl> ParseWebhookUrl(std::string_view url) {
+absl::StatusOr<WebhookUrl> ParseWebhookUrl(absl::string_view url) {
   if (url.empty()) return BadUrl("empty");
   if (url.size() > kMaxWebhookUrlBytes) {
     return BadUrl(absl::StrFormat("longer than %d bytes", kMaxWebhookUrlBytes));
@@ -58,24 +58,24 @@ absl::StatusOr<WebhookUrl> ParseWebhookUrl(std::string_view url) {
     if (c <= ' ' || c >= 127) return BadUrl("only printable ASCII without spaces is allowed");
   }
   const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) return BadUrl("not an absolute URL (scheme://host/...)");
+  if (sep == absl::string_view::npos) return BadUrl("not an absolute URL (scheme://host/...)");
   WebhookUrl out;
   out.scheme = absl::AsciiStrToLower(url.substr(0, sep));
   if (out.scheme != "http" && out.scheme != "https") {
     return BadUrl(absl::StrFormat("scheme '%s' is refused; use http or https",
                                   std::string(url.substr(0, std::min<size_t>(sep, 16)))));
   }
-  std::string_view rest = url.substr(sep + 3);
-  if (rest.find('#') != std::string_view::npos) return BadUrl("a fragment ('#') is never sent");
+  absl::string_view rest = url.substr(sep + 3);
+  if (rest.find('#') != absl::string_view::npos) return BadUrl("a fragment ('#') is never sent");
   const size_t end = rest.find_first_of("/?");
-  const std::string_view authority = rest.substr(0, end);
-  if (authority.find('@') != std::string_view::npos) {
+  const absl::string_view authority = rest.substr(0, end);
+  if (authority.find('@') != absl::string_view::npos) {
     return BadUrl("user info ('user@host') is refused; the body is signed instead");
   }
   const absl::Status split = SplitHostPort(authority, &out.host, &out.port);
   if (!split.ok()) return BadUrl(std::string(split.message()));
   if (out.port == 0) out.port = out.scheme == "https" ? 443 : 80;
-  out.target = end == std::string_view::npos ? "/" : std::string(rest.substr(end));
+  out.target = end == absl::string_view::npos ? "/" : std::string(rest.substr(end));
   if (out.target.front() == '?') out.target = "/" + out.target;
   return out;
 }
@@ -97,7 +97,7 @@ absl::StatusOr<WebhookAllowlist> WebhookAllowlist::Parse(const std::vector<std::
   return list;
 }
 
-absl::StatusOr<WebhookUrl> WebhookAllowlist::Check(std::string_view url) const {
+absl::StatusOr<WebhookUrl> WebhookAllowlist::Check(absl::string_view url) const {
   FCA_ASSIGN_OR_RETURN(WebhookUrl parsed, ParseWebhookUrl(url));
   if (entries_.empty()) {
     return absl::PermissionDeniedError(
@@ -111,7 +111,7 @@ absl::StatusOr<WebhookUrl> WebhookAllowlist::Check(std::string_view url) const {
                       parsed.host, parsed.port));
 }
 
-std::string SignWebhookBody(std::string_view secret, std::string_view body) {
+std::string SignWebhookBody(absl::string_view secret, absl::string_view body) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   const unsigned char* ok =

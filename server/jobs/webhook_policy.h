@@ -6,11 +6,11 @@
 #define FCA_SERVER_JOBS_WEBHOOK_POLICY_H_
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fca::core {
 
@@ -38,7 +38,7 @@ struct WebhookUrl {
 // INVALID_ARGUMENT, saying why, for anything but an absolute http(s) URL
 // without user info or fragment, of at most kMaxWebhookUrlBytes printable
 // ASCII bytes.
-[[nodiscard]] absl::StatusOr<WebhookUrl> ParseWebhookUrl(std::string_view url);
+[[nodiscard]] absl::StatusOr<WebhookUrl> ParseWebhookUrl(absl::string_view url);
 
 // The hosts webhooks may call: entries "host" (any port) or "host:port"
 // ("[v6]" or "[v6]:port"), matched exactly, case-insensitively (no
@@ -52,7 +52,7 @@ class WebhookAllowlist {
   bool empty() const { return entries_.empty(); }
   // The URL, parsed, when it is a webhook URL (else INVALID_ARGUMENT) to an
   // allowed host (else PERMISSION_DENIED, naming the host and the flag).
-  [[nodiscard]] absl::StatusOr<WebhookUrl> Check(std::string_view url) const;
+  [[nodiscard]] absl::StatusOr<WebhookUrl> Check(absl::string_view url) const;
 
  private:
   struct Entry {
@@ -63,7 +63,7 @@ class WebhookAllowlist {
 };
 
 // "sha256=<hex>": HMAC-SHA256 of `body` under `secret` (OpenSSL).
-std::string SignWebhookBody(std::string_view secret, std::string_view body);
+std::string SignWebhookBody(absl::string_view secret, absl::string_view body);
 
 }  // namespace fca::core
 

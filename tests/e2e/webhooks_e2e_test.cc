@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -104,7 +105,7 @@ class WebhooksE2ETest : public ::testing::Test {
     port_ = receiver_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     thread_ = std::thread([this] { receiver_.listen_after_bind(); });
-    receiver_.wait_until_ready();
+    while (!receiver_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void TearDown() override {
     receiver_.stop();
