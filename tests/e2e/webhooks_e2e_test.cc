@@ -221,8 +221,9 @@ TEST_F(WebhooksE2ETest, AnEndedJobIsPostedSignedToTheRegisteredWebhook) {
 }
 
 TEST_F(WebhooksE2ETest, AMalformedAllowlistStopsTheStart) {
-  CommandResult r = Run({FCA_SERVER_BIN, "--models=" + root_ + "/models",
-                         "--db=" + root_ + "/db.sqlite", "--webhook_allow=hooks.example.org/x"});
+  CommandResult r =
+      e2e::Run({FCA_SERVER_BIN, "--models=" + root_ + "/models", "--db=" + root_ + "/db.sqlite",
+                "--webhook_allow=hooks.example.org/x"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--webhook_allow entry 'hooks.example.org/x'"));
 }
