@@ -355,6 +355,43 @@ absl::StatusOr<v1::QueryAuditLogResponse> AuditClient::QueryAuditLog(
   return response;
 }
 
+absl::StatusOr<v1::AddWebhookResponse> AuditClient::AddWebhook(
+    const v1::AddWebhookRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::AddWebhookResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->AddWebhook(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::ListWebhooksResponse> AuditClient::ListWebhooks(
+    const v1::ListWebhooksRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::ListWebhooksResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListWebhooks(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::RemoveWebhookResponse> AuditClient::RemoveWebhook(
+    const v1::RemoveWebhookRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::RemoveWebhookResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->RemoveWebhook(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::ListWebhookDeliveriesResponse> AuditClient::ListWebhookDeliveries(
+    const v1::ListWebhookDeliveriesRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::ListWebhookDeliveriesResponse response;
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->ListWebhookDeliveries(context.get(), request, &response)));
+  return response;
+}
+
 absl::Status AuditClient::ExportCoefficients(
     const v1::ExportCoefficientsRequest& request,
     const std::function<absl::Status(const v1::CoefficientsHeader&)>& on_header,

@@ -114,6 +114,15 @@ class AuditClient {
   // --backup_dir. No deadline: a large database takes minutes.
   [[nodiscard]] absl::StatusOr<fca::v1::BackupDatabaseResponse> BackupDatabase(
       const std::string& name);
+  // Webhooks of a project (its managers only).
+  [[nodiscard]] absl::StatusOr<fca::v1::AddWebhookResponse> AddWebhook(
+      const fca::v1::AddWebhookRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::ListWebhooksResponse> ListWebhooks(
+      const fca::v1::ListWebhooksRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::RemoveWebhookResponse> RemoveWebhook(
+      const fca::v1::RemoveWebhookRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::ListWebhookDeliveriesResponse> ListWebhookDeliveries(
+      const fca::v1::ListWebhookDeliveriesRequest& request);
 
   // API keys (the new key's secret is in the create and rotate responses)
   // and, for admins, the audit log.

@@ -20,6 +20,7 @@
 #include "client/coefficients_file.h"
 #include "client/commands_audit.h"
 #include "client/commands_keys.h"
+#include "client/commands_webhooks.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/manifest.h"
@@ -69,7 +70,7 @@ ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to 
 ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
 ABSL_FLAG(bool, wide, false,
           "report, compare: tables at their full width (default: in parts within 100 columns)");
-ABSL_FLAG(bool, json, false, "tokenize, info, windows: print JSON");
+ABSL_FLAG(bool, json, false, "tokenize, info, windows, webhooks: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
 ABSL_FLAG(std::string, out, "", "export: output file; jobs manifest: output file [stdout]");
@@ -610,6 +611,22 @@ const std::vector<Command>& Commands() {
        "a new key replacing ID, printed once; ID stays valid for --grace (e.g. 24h)",
        {"grace"},
        RunKeysRotate},
+      {{"webhooks", "add"},
+       "webhooks add URL [--project=P]",
+       "POST each ended job of the project to URL, signed; prints the secret once",
+       {"project", "json"},
+       RunWebhooksAdd},
+      {{"webhooks", "list"},
+       "webhooks list [--project=P]",
+       "the project's webhooks",
+       {"project", "json"},
+       RunWebhooksList},
+      {{"webhooks", "remove"}, "webhooks remove ID", "remove a webhook", {}, RunWebhooksRemove},
+      {{"webhooks", "deliveries"},
+       "webhooks deliveries ID [--limit=N]",
+       "a webhook's deliveries, newest first, with each attempt's status or error",
+       {"limit", "json"},
+       RunWebhooksDeliveries},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;

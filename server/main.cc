@@ -30,6 +30,7 @@
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "server/jobs/refusals.h"
+#include "server/jobs/webhook_policy.h"
 #include "server/server.h"
 #include "storage/store.h"
 
@@ -110,6 +111,12 @@ ABSL_FLAG(int64_t, backup_every_hours, 0,
 ABSL_FLAG(int64_t, backup_keep, 7,
           absl::StrFormat("scheduled backups kept in --backup_dir (the newest), 1..%d",
                           fca::flag_limits::kMaxBackupKeep));
+ABSL_FLAG(std::vector<std::string>, webhook_allow, {},
+          "hosts webhooks may call, comma-separated: host (any port) or host:port, matched "
+          "exactly; redirects are never followed; empty = webhooks are off");
+ABSL_FLAG(std::string, external_url, "",
+          "the dashboard's address as users reach it (https://fca.example.org), for the job "
+          "links webhooks send; \"\" = the HTTP gateway's own address");
 ABSL_FLAG(int64_t, max_jobs_per_user, 10000,
           absl::StrFormat("quota: most jobs a user keeps, in any state (delete finished ones to "
                           "make room), 1..%d",
@@ -304,6 +311,12 @@ std::vector<std::string> WorkerDevices() {
                                      0, flag_limits::kMaxBackupEveryHours));
   FCA_RETURN_IF_ERROR(CheckFlagRange("backup_keep", absl::GetFlag(FLAGS_backup_keep), 1,
                                      flag_limits::kMaxBackupKeep));
+  FCA_RETURN_IF_ERROR(core::WebhookAllowlist::Parse(absl::GetFlag(FLAGS_webhook_allow)).status());
+  const std::string external_url = absl::GetFlag(FLAGS_external_url);
+  if (!external_url.empty() && !absl::StartsWith(external_url, "http://") &&
+      !absl::StartsWith(external_url, "https://")) {
+    return absl::InvalidArgumentError("--external_url must start with http:// or https://");
+  }
   if (absl::GetFlag(FLAGS_backup_every_hours) > 0 && absl::GetFlag(FLAGS_backup_dir).empty()) {
     return absl::InvalidArgumentError("--backup_every_hours needs --backup_dir");
   }
@@ -528,6 +541,8 @@ ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {
   options.backup_every = absl::Hours(absl::GetFlag(FLAGS_backup_every_hours));
   options.backup_keep = static_cast<int>(absl::GetFlag(FLAGS_backup_keep));
   options.audit_log_keep = absl::Hours(24) * absl::GetFlag(FLAGS_audit_log_keep_days);
+  options.webhook_allow = absl::GetFlag(FLAGS_webhook_allow);
+  options.external_url = absl::GetFlag(FLAGS_external_url);
   return options;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file.h"
 #include "common/status_macros.h"
 #include "server/auth/authenticator.h"
@@ -103,8 +104,9 @@ std::string Absolute(const std::string& path) {
   return error ? path : p.lexically_normal().string();
 }
 
-// The HOST:PORT Slurm's workers dial: the listening host, unless it is a
-// wildcard: then this host's name.
+// The HOST:PORT others reach a listener at (Slurm's workers, the job links
+// of webhooks): the listening host, unless it is a wildcard: then this
+// host's name.
 std::string CoordinatorAddress(const std::string& listen, int port) {
   std::string host = listen.substr(0, listen.rfind(':'));
   if (host.empty() || host == "0.0.0.0" || host == "[::]") {
@@ -196,11 +198,14 @@ absl::Status Server::Start() {
       std::make_unique<grpc_server::WorkerServiceImpl>(served_.coordinator, authenticator);
   service_ = std::make_unique<grpc_server::AuditServiceImpl>(served_.core, authenticator);
   FCA_RETURN_IF_ERROR(StartBackups());
+  FCA_RETURN_IF_ERROR(BuildWebhooks());
   FCA_RETURN_IF_ERROR(StartGrpc(credentials));
   FCA_RETURN_IF_ERROR(StartHttp(authenticator));
+  webhooks_->set_dashboard_url(DashboardUrl());
   if (options_.slurm.has_value()) FCA_RETURN_IF_ERROR(StartSlurm());
   if (own_coordinator_ != nullptr) FCA_RETURN_IF_ERROR(own_coordinator_->Start());
   if (workers_ != nullptr) workers_->Start();
+  webhook_sender_->Start();
   running_ = true;
   audit_log_->RecordServer(core::audit_action::kServerStart,
                            absl::StrCat("listening on port ", grpc_port_));
@@ -237,6 +242,35 @@ absl::Status Server::StartBackups() {
               << backups_->dir() << ", the newest " << options_.backup_keep << " kept";
   }
   return absl::OkStatus();
+}
+
+absl::Status Server::BuildWebhooks() {
+  core::WebhookSender::Options sender = options_.webhook_sender;
+  FCA_ASSIGN_OR_RETURN(sender.allow, core::WebhookAllowlist::Parse(options_.webhook_allow));
+  const bool off = sender.allow.empty();
+  core::WebhookOptions webhooks;
+  webhooks.allow = sender.allow;
+  webhook_sender_ = std::make_unique<core::WebhookSender>(served_.store, std::move(sender));
+  webhooks.on_enqueued = [sender = webhook_sender_.get()] { sender->Wake(); };
+  webhooks_ = std::make_unique<core::Webhooks>(served_.store, std::move(webhooks));
+  served_.core->set_webhooks(webhooks_.get());
+  // An existing core's coordinator may run already: its owner wires it.
+  if (own_coordinator_ != nullptr) {
+    own_coordinator_->SetEndObserver([webhooks = webhooks_.get()](const storage::JobRecord& job) {
+      return webhooks->JobEnded(job);
+    });
+  }
+  LOG(INFO) << "fca-server: webhooks "
+            << (off ? "are off (no --webhook_allow)"
+                    : "may call " + absl::StrJoin(options_.webhook_allow, ", "));
+  return absl::OkStatus();
+}
+
+std::string Server::DashboardUrl() const {
+  if (!options_.external_url.empty()) return options_.external_url;
+  if (gateway_ == nullptr) return "";
+  return absl::StrCat(gateway_->tls() ? "https://" : "http://",
+                      CoordinatorAddress(options_.http->listen, gateway_->port()));
 }
 
 absl::Status Server::CheckSomeoneCanLogIn(const auth::Authenticator& authenticator) const {
@@ -370,6 +404,8 @@ void Server::Shutdown() {
   // which stops after them.
   if (workers_ != nullptr) workers_->Stop();
   if (own_coordinator_ != nullptr) own_coordinator_->Stop();
+  // Pending deliveries stay in the store for the next start.
+  webhook_sender_->Stop();
   grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   // Last: the refusal counts not written yet, then the stop itself.
   audit_log_->Stop();

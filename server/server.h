@@ -20,10 +20,12 @@
 #include "absl/time/time.h"
 #include "server/core/backups.h"
 #include "server/core/service.h"
+#include "server/core/webhooks.h"
 #include "server/http/gateway.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
 #include "server/jobs/slurm_executor.h"
+#include "server/jobs/webhook_sender.h"
 #include "server/jobs/worker_pool.h"
 #include "server/worker/model_repository.h"
 #include "server/worker/worker.h"
@@ -124,6 +126,15 @@ struct ServerOptions {
   // Rows older than this are purged in the background (server/core/
   // audit_log.h); zero keeps them forever.
   absl::Duration audit_log_keep = core::AuditLog::Options().keep;
+  // ------------------------------------------------------------- webhooks
+  // Hosts webhooks may call (core::WebhookAllowlist); empty: every URL is
+  // refused. Bad entries fail the start (INVALID_ARGUMENT).
+  std::vector<std::string> webhook_allow;
+  // The dashboard's address for the job links webhooks send; "" = the
+  // gateway's address (none when HTTP is off).
+  std::string external_url;
+  // The sender's retries, timeout and clock; `allow` is the server's.
+  core::WebhookSender::Options webhook_sender;
 
   // ------------------------------------------------------------- models, work
   // root, compute (the device and dtype of every model; a worker's device is
@@ -190,6 +201,10 @@ class Server {
   void StartAuditLog(auth::Authenticator* authenticator);
   // --backup_dir: the RPC's folder, and the scheduler when backup_every.
   [[nodiscard]] absl::Status StartBackups();
+  // The webhook RPCs, the coordinator's end observer and the sender.
+  [[nodiscard]] absl::Status BuildWebhooks();
+  // The job links' base once the gateway listens.
+  std::string DashboardUrl() const;
 
   ServerOptions options_;
   // Built unless options_.existing_core.
@@ -211,6 +226,8 @@ class Server {
   std::unique_ptr<core::SlurmExecutor> executor_;
   std::unique_ptr<core::BackupDirectory> backups_;
   std::unique_ptr<core::BackupScheduler> backup_scheduler_;
+  std::unique_ptr<core::WebhookSender> webhook_sender_;
+  std::unique_ptr<core::Webhooks> webhooks_;
   int grpc_port_ = 0;
   bool running_ = false;
 };

@@ -286,8 +286,44 @@ const char* const kVersion5[] = {
     nullptr,
 };
 
+// Version 6: webhooks (issue 23). A project's webhooks, and per job end
+// one delivery to each of them with its attempts: persisted, so a restarted
+// server resumes the pending ones. A delivery outlives its job (it records
+// what was sent) but not its webhook.
+const char* const kVersion6[] = {
+    R"sql(CREATE TABLE webhooks (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      project TEXT NOT NULL,
+      url TEXT NOT NULL,
+      secret TEXT NOT NULL,
+      created_by TEXT NOT NULL,
+      created_at_us INTEGER NOT NULL))sql",
+    "CREATE INDEX webhooks_by_project ON webhooks(project)",
+    R"sql(CREATE TABLE webhook_deliveries (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      webhook_id INTEGER NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+      job_id INTEGER NOT NULL,
+      job_state TEXT NOT NULL,
+      payload TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('PENDING', 'DELIVERED', 'FAILED')),
+      attempts INTEGER NOT NULL DEFAULT 0,
+      next_attempt_us INTEGER NOT NULL,
+      created_at_us INTEGER NOT NULL,
+      UNIQUE (webhook_id, job_id)))sql",
+    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(state, next_attempt_us)",
+    R"sql(CREATE TABLE webhook_attempts (
+      delivery_id INTEGER NOT NULL REFERENCES webhook_deliveries(id) ON DELETE CASCADE,
+      attempt INTEGER NOT NULL,
+      at_us INTEGER NOT NULL,
+      http_status INTEGER NOT NULL,
+      error TEXT NOT NULL,
+      next_attempt_us INTEGER NOT NULL,
+      PRIMARY KEY (delivery_id, attempt)))sql",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
-    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
+    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5}, {6, kVersion6},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

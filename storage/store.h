@@ -48,6 +48,7 @@
 #include "storage/database_file.h"
 #include "storage/records.h"
 #include "storage/recursive_mutex.h"
+#include "storage/webhook_records.h"
 
 namespace fca::storage {
 
@@ -89,7 +90,8 @@ struct StoreOptions {
   // "append_event", "insert_results", "put_coefficients",
   // "get_coefficients", "upload", "delete", "lookup_api_key", "add_api_key",
   // "note_api_key_use", "revoke_api_key", "rotate_api_key",
-  // "append_audit_log", "purge_audit_log"); a non-OK
+  // "append_audit_log", "purge_audit_log", "add_webhook", "remove_webhook",
+  // "enqueue_webhook", "record_webhook_attempt"); a non-OK
   // status is returned by that call as if SQLite had failed, and nothing is
   // written.
   std::function<absl::Status(std::string_view op)> fault_injector;
@@ -474,6 +476,45 @@ class Store {
   [[nodiscard]] absl::StatusOr<int64_t> PurgeAuditLog(int64_t before_us, int max_rows)
       ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr size_t kMaxAuditTextBytes = 1024;
+
+  // ------------------------------------------------ Webhooks (store_webhooks.cc)
+  // Finished deliveries kept per webhook (the newest); older ones go when
+  // a delivery ends.
+  static constexpr int kKeptDeliveriesPerWebhook = 100;
+  // Stores `webhook` (project, url, secret, created_by non-empty) and
+  // returns it with its id and creation time.
+  [[nodiscard]] absl::StatusOr<WebhookRecord> AddWebhook(const WebhookRecord& webhook)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND when absent.
+  [[nodiscard]] absl::StatusOr<WebhookRecord> GetWebhook(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The webhooks of `project`, by id.
+  [[nodiscard]] absl::StatusOr<std::vector<WebhookRecord>> ListWebhooks(const std::string& project)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes the webhook with its deliveries; NOT_FOUND when absent.
+  [[nodiscard]] absl::Status RemoveWebhook(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // One PENDING delivery of `payload`, due at `due_us`, to every webhook of
+  // `project`, for job `job_id` that ended `job_state`; a webhook that has
+  // one for the job already keeps it (a job ends once). Returns how many
+  // were added.
+  [[nodiscard]] absl::StatusOr<int64_t> EnqueueWebhookDeliveries(
+      const std::string& project, int64_t job_id, const std::string& job_state,
+      const std::string& payload, int64_t due_us) ABSL_LOCKS_EXCLUDED(mu_);
+  // PENDING deliveries due at `now_us`, with their webhook's url and
+  // secret, the longest due first, at most `limit`.
+  [[nodiscard]] absl::StatusOr<std::vector<WebhookDelivery>> DueWebhookDeliveries(int64_t now_us,
+                                                                                  int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Records an attempt of a PENDING delivery: it becomes `state`, due again
+  // at attempt.next_attempt_us when still PENDING. attempt.attempt is set by
+  // the store. FAILED_PRECONDITION when the delivery is no longer PENDING;
+  // NOT_FOUND when it is gone (its webhook was removed).
+  [[nodiscard]] absl::Status RecordWebhookAttempt(int64_t delivery_id,
+                                                  const WebhookAttempt& attempt,
+                                                  DeliveryState state) ABSL_LOCKS_EXCLUDED(mu_);
+  // The webhook's deliveries with their attempts, newest first, at most
+  // `limit` (1 or more).
+  [[nodiscard]] absl::StatusOr<std::vector<WebhookDelivery>> ListWebhookDeliveries(
+      int64_t webhook_id, int limit) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Returns the pages that deletions freed to the file system (the database
   // runs with auto_vacuum = INCREMENTAL). Called after every delete.

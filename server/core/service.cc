@@ -402,6 +402,7 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJobUnrecorded(
     job = store_->RequestCancel(request.job_id());
     if (!job.ok() || job->state != storage::JobState::kCancelled) return job.status();
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job->id, cancelled.SerializeAsString()));
+    coordinator_->ObserveEnd(*job);
     return absl::OkStatus();
   });
   if (absl::IsFailedPrecondition(written)) {
@@ -843,6 +844,37 @@ absl::StatusOr<v1::BackupDatabaseResponse> AuditServiceCore::BackupDatabaseUnrec
         "the server has no --backup_dir: backups over the API are off");
   }
   return backups_->Write(request.name());
+}
+
+absl::StatusOr<Webhooks*> AuditServiceCore::WebhooksOrOff() const {
+  if (webhooks_ == nullptr) {
+    return absl::FailedPreconditionError("this server does not send webhooks");
+  }
+  return webhooks_;
+}
+
+absl::StatusOr<v1::AddWebhookResponse> AuditServiceCore::AddWebhook(
+    const Caller& caller, const v1::AddWebhookRequest& request) {
+  FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
+  return webhooks->Add(caller, request);
+}
+
+absl::StatusOr<v1::ListWebhooksResponse> AuditServiceCore::ListWebhooks(
+    const Caller& caller, const v1::ListWebhooksRequest& request) {
+  FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
+  return webhooks->List(caller, request);
+}
+
+absl::StatusOr<v1::RemoveWebhookResponse> AuditServiceCore::RemoveWebhook(
+    const Caller& caller, const v1::RemoveWebhookRequest& request) {
+  FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
+  return webhooks->Remove(caller, request);
+}
+
+absl::StatusOr<v1::ListWebhookDeliveriesResponse> AuditServiceCore::ListWebhookDeliveries(
+    const Caller& caller, const v1::ListWebhookDeliveriesRequest& request) {
+  FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
+  return webhooks->ListDeliveries(caller, request);
 }
 
 }  // namespace fca::core

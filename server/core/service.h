@@ -17,6 +17,7 @@
 #include "server/core/audit_log.h"
 #include "server/core/backups.h"
 #include "server/core/caller.h"
+#include "server/core/webhooks.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
 #include "server/worker/model_repository.h"
@@ -118,6 +119,9 @@ class AuditServiceCore {
   // its end); DatasetUpload does the work; the upload is recorded.
   [[nodiscard]] absl::StatusOr<v1::UploadDatasetResponse> UploadDataset(
       const Caller& caller, const std::function<bool(v1::UploadDatasetRequest*)>& read);
+  // Before the server takes calls: the webhook RPCs' logic (nullptr, the
+  // default: they are refused with FAILED_PRECONDITION).
+  void set_webhooks(Webhooks* webhooks) { webhooks_ = webhooks; }
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
@@ -164,6 +168,15 @@ class AuditServiceCore {
   // Admins only: a checked copy of the database into the backup folder.
   [[nodiscard]] absl::StatusOr<v1::BackupDatabaseResponse> BackupDatabase(
       const Caller& caller, const v1::BackupDatabaseRequest& request);
+  // Webhooks (server/core/webhooks.h): the project's managers only.
+  [[nodiscard]] absl::StatusOr<v1::AddWebhookResponse> AddWebhook(
+      const Caller& caller, const v1::AddWebhookRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListWebhooksResponse> ListWebhooks(
+      const Caller& caller, const v1::ListWebhooksRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::RemoveWebhookResponse> RemoveWebhook(
+      const Caller& caller, const v1::RemoveWebhookRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListWebhookDeliveriesResponse> ListWebhookDeliveries(
+      const Caller& caller, const v1::ListWebhookDeliveriesRequest& request);
 
   // ---- API keys and the audit log (service_keys.cc). Keys: a user sees,
   // creates (role "user"), revokes and rotates their own; an admin anyone's.
@@ -236,6 +249,8 @@ class AuditServiceCore {
   // FAILED_PRECONDITION when a queued or running job of `owner` names the
   // dataset (by name or by content hash).
   [[nodiscard]] absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
+  // The webhooks, or FAILED_PRECONDITION when the server has none.
+  [[nodiscard]] absl::StatusOr<Webhooks*> WebhooksOrOff() const;
 
   storage::Store* store_;
   ModelRepository* models_;
@@ -245,6 +260,7 @@ class AuditServiceCore {
   ServerFacts facts_;
   BackupDirectory* backups_ = nullptr;
   AuditLog* audit_log_ = nullptr;
+  Webhooks* webhooks_ = nullptr;
   std::atomic<int64_t> watch_streams_{0};
   ByteBudget uploads_in_flight_;
 };

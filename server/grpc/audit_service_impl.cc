@@ -320,4 +320,31 @@ grpc::Status AuditServiceImpl::QueryAuditLog(grpc::ServerContext* ctx,
                [&](const core::Caller& c) { return core_->QueryAuditLog(c, *req); });
 }
 
+grpc::Status AuditServiceImpl::AddWebhook(grpc::ServerContext* ctx,
+                                          const v1::AddWebhookRequest* req,
+                                          v1::AddWebhookResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->AddWebhook(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::ListWebhooks(grpc::ServerContext* ctx,
+                                            const v1::ListWebhooksRequest* req,
+                                            v1::ListWebhooksResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->ListWebhooks(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::RemoveWebhook(grpc::ServerContext* ctx,
+                                             const v1::RemoveWebhookRequest* req,
+                                             v1::RemoveWebhookResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->RemoveWebhook(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::ListWebhookDeliveries(grpc::ServerContext* ctx,
+                                                     const v1::ListWebhookDeliveriesRequest* req,
+                                                     v1::ListWebhookDeliveriesResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->ListWebhookDeliveries(c, *req); });
+}
+
 }  // namespace fca::grpc_server

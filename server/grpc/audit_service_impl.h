@@ -95,6 +95,15 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                             v1::RotateApiKeyResponse* resp) override;
   grpc::Status QueryAuditLog(grpc::ServerContext* ctx, const v1::QueryAuditLogRequest* req,
                              v1::QueryAuditLogResponse* resp) override;
+  grpc::Status AddWebhook(grpc::ServerContext* ctx, const v1::AddWebhookRequest* req,
+                          v1::AddWebhookResponse* resp) override;
+  grpc::Status ListWebhooks(grpc::ServerContext* ctx, const v1::ListWebhooksRequest* req,
+                            v1::ListWebhooksResponse* resp) override;
+  grpc::Status RemoveWebhook(grpc::ServerContext* ctx, const v1::RemoveWebhookRequest* req,
+                             v1::RemoveWebhookResponse* resp) override;
+  grpc::Status ListWebhookDeliveries(grpc::ServerContext* ctx,
+                                     const v1::ListWebhookDeliveriesRequest* req,
+                                     v1::ListWebhookDeliveriesResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

@@ -124,6 +124,10 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"RevokeApiKey", Bind(&Core::RevokeApiKey)},
       {"RotateApiKey", Bind(&Core::RotateApiKey)},
       {"QueryAuditLog", Bind(&Core::QueryAuditLog)},
+      {"AddWebhook", Bind(&Core::AddWebhook)},
+      {"ListWebhooks", Bind(&Core::ListWebhooks)},
+      {"RemoveWebhook", Bind(&Core::RemoveWebhook)},
+      {"ListWebhookDeliveries", Bind(&Core::ListWebhookDeliveries)},
   };
   return *bindings;
 }

@@ -177,8 +177,13 @@ void Coordinator::SettleJobs() {
   absl::StatusOr<std::vector<int64_t>> ids = store_->UnsettledJobs();
   if (!ids.ok()) return;  // the next sweep tries again
   for (int64_t id : *ids) {
-    absl::StatusOr<std::optional<storage::Store::Settled>> settled =
-        store_->SettleJob(id, EndEventPayload);
+    absl::StatusOr<std::optional<storage::Store::Settled>> settled;
+    const absl::Status ended = store_->Transaction([&]() -> absl::Status {
+      settled = store_->SettleJob(id, EndEventPayload);
+      if (settled.ok() && settled->has_value()) ObserveEnd((*settled)->job);
+      return settled.status();
+    });
+    if (settled.ok() && !ended.ok()) settled = ended;  // the commit failed
     if (!settled.ok()) {
       if (!Transient(settled.status())) LogError(id, "cannot end the job", settled.status());
       continue;
@@ -191,6 +196,13 @@ void Coordinator::SettleJobs() {
   }
   // Statistics for the planner, now and then (cheap when nothing grew).
   if (!ids->empty()) LogIfError("optimizing the store", store_->Optimize());
+}
+
+void Coordinator::ObserveEnd(const storage::JobRecord& job) {
+  if (!end_observer_) return;
+  // Nested: a failure undoes the observer's writes only.
+  const absl::Status observed = store_->Transaction([&] { return end_observer_(job); });
+  if (!observed.ok()) LogError(job.id, "cannot enqueue the notices of its end", observed);
 }
 
 void Coordinator::StopJob(int64_t job_id) {

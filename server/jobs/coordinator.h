@@ -110,6 +110,15 @@ class Coordinator : public TaskBroker {
   // Called with a job id whenever a job is told to stop (cancel, or a failed
   // task): the server's own workers interrupt its task within one batch.
   void AddStopListener(std::function<void(int64_t job_id)> listener);
+  // Called with every job that ends (its tasks settled, or cancelled while
+  // queued) inside the transaction that ends it, so what it writes (webhook
+  // deliveries) commits with the end. Its error is logged and undoes only
+  // its own writes: the job ends anyway. Set before Start.
+  using EndObserver = std::function<absl::Status(const storage::JobRecord& job)>;
+  void SetEndObserver(EndObserver observer) { end_observer_ = std::move(observer); }
+  // Runs the observer on `job`; call it inside the transaction that ends
+  // the job (Store::Transaction).
+  void ObserveEnd(const storage::JobRecord& job);
   // Wakes the idle workers (a job was submitted).
   void AddWakeListener(std::function<void()> listener);
   void Wake();
@@ -221,6 +230,7 @@ class Coordinator : public TaskBroker {
   EventHub* hub_;
   const Options options_;
   Executor* executor_ = nullptr;
+  EndObserver end_observer_;  // set before Start, then only read
   std::thread sweeper_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> running_{false};

@@ -34,7 +34,9 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
       {"Tokenize", true},      {"GetReport", true},      {"CompareJobs", true},
       {"GetServerInfo", true}, {"ListJobWindows", true}, {"BackupDatabase", false},
       {"CreateApiKey", false}, {"ListApiKeys", true},    {"RevokeApiKey", false},
-      {"RotateApiKey", false}, {"QueryAuditLog", true}};
+      {"RotateApiKey", false}, {"QueryAuditLog", true},
+      {"AddWebhook", false},   {"ListWebhooks", true},   {"RemoveWebhook", false},
+      {"ListWebhookDeliveries", true}};
   return *methods;
 }
 
