@@ -351,7 +351,8 @@ absl::Status AuditClient::ExportCoefficients(
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::CreateProjectResponse> AuditClient::CreateProject(const v1::CreateProjectRequest& request) {
+absl::StatusOr<v1::CreateProjectResponse> AuditClient::CreateProject(
+    const v1::CreateProjectRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::CreateProjectResponse response;
@@ -359,7 +360,8 @@ absl::StatusOr<v1::CreateProjectResponse> AuditClient::CreateProject(const v1::C
   return response;
 }
 
-absl::StatusOr<v1::ListProjectsResponse> AuditClient::ListProjects(const v1::ListProjectsRequest& request) {
+absl::StatusOr<v1::ListProjectsResponse> AuditClient::ListProjects(
+    const v1::ListProjectsRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::ListProjectsResponse response;
@@ -367,7 +369,8 @@ absl::StatusOr<v1::ListProjectsResponse> AuditClient::ListProjects(const v1::Lis
   return response;
 }
 
-absl::StatusOr<v1::GetProjectResponse> AuditClient::GetProject(const v1::GetProjectRequest& request) {
+absl::StatusOr<v1::GetProjectResponse> AuditClient::GetProject(
+    const v1::GetProjectRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::GetProjectResponse response;
@@ -375,7 +378,8 @@ absl::StatusOr<v1::GetProjectResponse> AuditClient::GetProject(const v1::GetProj
   return response;
 }
 
-absl::StatusOr<v1::AddProjectMemberResponse> AuditClient::AddProjectMember(const v1::AddProjectMemberRequest& request) {
+absl::StatusOr<v1::AddProjectMemberResponse> AuditClient::AddProjectMember(
+    const v1::AddProjectMemberRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::AddProjectMemberResponse response;
@@ -383,7 +387,8 @@ absl::StatusOr<v1::AddProjectMemberResponse> AuditClient::AddProjectMember(const
   return response;
 }
 
-absl::StatusOr<v1::RemoveProjectMemberResponse> AuditClient::RemoveProjectMember(const v1::RemoveProjectMemberRequest& request) {
+absl::StatusOr<v1::RemoveProjectMemberResponse> AuditClient::RemoveProjectMember(
+    const v1::RemoveProjectMemberRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::RemoveProjectMemberResponse response;
@@ -391,7 +396,8 @@ absl::StatusOr<v1::RemoveProjectMemberResponse> AuditClient::RemoveProjectMember
   return response;
 }
 
-absl::StatusOr<v1::DeleteProjectResponse> AuditClient::DeleteProject(const v1::DeleteProjectRequest& request) {
+absl::StatusOr<v1::DeleteProjectResponse> AuditClient::DeleteProject(
+    const v1::DeleteProjectRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::DeleteProjectResponse response;

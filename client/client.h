@@ -115,7 +115,6 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::DeleteProjectResponse> DeleteProject(
       const fca::v1::DeleteProjectRequest& request);
 
-
   // One page; see FollowPages.
   [[nodiscard]] absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(
       const fca::v1::QueryResultsRequest& request);

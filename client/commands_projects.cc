@@ -101,8 +101,7 @@ CommandResult RunProjectsAddMember(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(const v1::ProjectRole role, ParseRole(absl::GetFlag(FLAGS_role)));
   request.set_role(role);
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(const v1::AddProjectMemberResponse added,
-                       client->AddProjectMember(request));
+  FCA_ASSIGN_OR_RETURN(const v1::AddProjectMemberResponse added, client->AddProjectMember(request));
   ctx.out() << FormatProject(added.project());
   return kExitOk;
 }

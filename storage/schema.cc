@@ -299,11 +299,7 @@ const char* const kVersion5[] = {
 };
 
 const Migration kMigrations[] = {
-    {1, kVersion1},
-    {2, kVersion2},
-    {3, kVersion3},
-    {4, kVersion4},
-    {5, kVersion5},
+    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

@@ -191,12 +191,9 @@ class Store {
   // content and kind, returns the existing record; with different content
   // or kind, ALREADY_EXISTS. `kind` is "text" or "tokens"; name and owner
   // must be non-empty.
-  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(const std::string& name,
-                                                         const std::string& kind,
-                                                         const std::string& owner,
-                                                         const std::string& bytes,
-                                                         const std::string& project = "")
-      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(
+      const std::string& name, const std::string& kind, const std::string& owner,
+      const std::string& bytes, const std::string& project = "") ABSL_LOCKS_EXCLUDED(mu_);
   [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // The dataset named `name` in `project`; NOT_FOUND when none.
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(const std::string& name,

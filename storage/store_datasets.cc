@@ -81,8 +81,7 @@ absl::StatusOr<DatasetRecord> Store::GetDatasetLocked(int64_t id) {
 }
 
 absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const std::string& kind,
-                                                const std::string& owner,
-                                                const std::string& bytes,
+                                                const std::string& owner, const std::string& bytes,
                                                 const std::string& project) {
   FCA_RETURN_IF_ERROR(ValidateDataset(name, kind));
   if (owner.empty()) return absl::InvalidArgumentError("dataset owner is empty");
@@ -104,8 +103,7 @@ absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const s
   return stored;
 }
 
-absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner,
-                                           const std::string& project) {
+absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner, const std::string& project) {
   if (owner.empty()) return absl::InvalidArgumentError("upload owner is empty");
   RecursiveMutexLock lock(&mu_);
   return BeginUploadLocked(owner, project);
@@ -312,10 +310,10 @@ absl::StatusOr<DatasetRecord> Store::FindDatasetByContent(const std::string& sha
 absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
     const std::optional<std::string>& project) {
   RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectDataset) + " WHERE ?1 IS NULL OR d.project = ?1 ORDER BY d.id",
-                   "list datasets"));
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare(std::string(kSelectDataset) +
+                                        " WHERE ?1 IS NULL OR d.project = ?1 ORDER BY d.id",
+                                    "list datasets"));
   if (project.has_value()) {
     stmt.BindText(1, *project);
   } else {

@@ -11,8 +11,7 @@
 namespace fca::storage {
 namespace {
 
-constexpr char kSelectProject[] =
-    "SELECT name, personal, created_by, created_at_us FROM projects";
+constexpr char kSelectProject[] = "SELECT name, personal, created_by, created_at_us FROM projects";
 
 ProjectRecord ReadProject(const Statement& stmt) {
   ProjectRecord project;
@@ -73,9 +72,8 @@ absl::StatusOr<ProjectRecord> Store::CreateProject(const std::string& name,
   RecursiveMutexLock lock(&mu_);
   ProjectRecord created;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(
-        const bool project,
-        Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1", name, "create project"));
+    FCA_ASSIGN_OR_RETURN(const bool project, Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1",
+                                                    name, "create project"));
     FCA_ASSIGN_OR_RETURN(const bool user, Exists(*db_, "SELECT 1 FROM api_keys WHERE user = ?1",
                                                  name, "create project"));
     if (project || user) {
@@ -83,9 +81,9 @@ absl::StatusOr<ProjectRecord> Store::CreateProject(const std::string& name,
           absl::StrFormat("a %s named '%s' exists already", project ? "project" : "user", name));
     }
     FCA_RETURN_IF_ERROR(InsertProject(*db_, name, false, created_by, first_owner, Now()));
-    FCA_ASSIGN_OR_RETURN(Statement get,
-                         db_->Prepare(std::string(kSelectProject) + " WHERE name = ?1",
-                                      "create project"));
+    FCA_ASSIGN_OR_RETURN(
+        Statement get,
+        db_->Prepare(std::string(kSelectProject) + " WHERE name = ?1", "create project"));
     get.BindText(1, name);
     FCA_ASSIGN_OR_RETURN(const bool row, get.Step());
     if (!row) return absl::InternalError("storage: the new project vanished");
@@ -106,9 +104,9 @@ absl::StatusOr<bool> Store::EnsurePersonalProject(const std::string& user) {
   bool created = false;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     // Another connection may have created it since the read above.
-    FCA_ASSIGN_OR_RETURN(const bool now_exists,
-                         Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1", user,
-                                "create personal project"));
+    FCA_ASSIGN_OR_RETURN(
+        const bool now_exists,
+        Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1", user, "create personal project"));
     if (now_exists) return absl::OkStatus();
     FCA_RETURN_IF_ERROR(InsertProject(*db_, user, true, user, user, Now()));
     created = true;
@@ -192,9 +190,8 @@ absl::Status Store::CheckHasOwnerLocked(const std::string& project) {
                               "role = 'owner'",
                               project, "count owners"));
   if (owner) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrFormat("project '%s' would have no owner left; make another member owner first",
-                      project));
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "project '%s' would have no owner left; make another member owner first", project));
 }
 
 absl::Status Store::SetMember(const std::string& project, const std::string& user,
@@ -206,9 +203,8 @@ absl::Status Store::SetMember(const std::string& project, const std::string& use
   FCA_RETURN_IF_ERROR(Inject("membership"));
   RecursiveMutexLock lock(&mu_);
   return db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const bool exists,
-                         Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1", project,
-                                "set member"));
+    FCA_ASSIGN_OR_RETURN(const bool exists, Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1",
+                                                   project, "set member"));
     if (!exists) return NoProject(project);
     FCA_ASSIGN_OR_RETURN(Statement upsert,
                          db_->Prepare("INSERT INTO project_members (project, user, role, "
@@ -249,9 +245,8 @@ absl::StatusOr<ProjectDeletion> Store::DeleteProject(const std::string& name) {
   ProjectDeletion deleted;
   FCA_RETURN_IF_ERROR(DeleteLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     deleted = {};
-    FCA_ASSIGN_OR_RETURN(const bool exists,
-                         Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1", name,
-                                "delete project"));
+    FCA_ASSIGN_OR_RETURN(const bool exists, Exists(*db_, "SELECT 1 FROM projects WHERE name = ?1",
+                                                   name, "delete project"));
     if (!exists) return NoProject(name);
     FCA_ASSIGN_OR_RETURN(const bool active,
                          Exists(*db_,
@@ -274,9 +269,10 @@ absl::StatusOr<ProjectDeletion> Store::DeleteProject(const std::string& name) {
     FCA_RETURN_IF_ERROR(run("DELETE FROM jobs WHERE project = ?1", &deleted.jobs));
     FCA_RETURN_IF_ERROR(run("DELETE FROM datasets WHERE project = ?1", &deleted.datasets));
     // Content goes with its last dataset, as in DeleteDataset.
-    FCA_RETURN_IF_ERROR(db_->Execute("DELETE FROM dataset_blobs WHERE NOT EXISTS (SELECT 1 FROM "
-                                     "datasets d WHERE d.sha256 = dataset_blobs.sha256)",
-                                     "delete project"));
+    FCA_RETURN_IF_ERROR(
+        db_->Execute("DELETE FROM dataset_blobs WHERE NOT EXISTS (SELECT 1 FROM "
+                     "datasets d WHERE d.sha256 = dataset_blobs.sha256)",
+                     "delete project"));
     FCA_RETURN_IF_ERROR(run("DELETE FROM coeff_cache WHERE project = ?1", nullptr));
     return run("DELETE FROM projects WHERE name = ?1", nullptr);
   }));

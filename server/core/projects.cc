@@ -64,9 +64,8 @@ absl::StatusOr<ProjectRole> FromProto(v1::ProjectRole role) {
 absl::StatusOr<std::string> ProjectOrPersonal(const Caller& caller, const std::string& requested) {
   if (requested.empty()) return caller.user;
   if (requested.size() > kMaxProjectRefBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("project name is %d bytes; at most %d", requested.size(),
-                        kMaxProjectRefBytes));
+    return absl::InvalidArgumentError(absl::StrFormat("project name is %d bytes; at most %d",
+                                                      requested.size(), kMaxProjectRefBytes));
   }
   return requested;
 }

@@ -252,9 +252,9 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAudit(
   queued_event.set_state(v1::JOB_STATE_QUEUED);
   FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
     const std::vector<std::string> models(spec.models().begin(), spec.models().end());
-    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec), models,
-                                                ToStoredJson(SubmitProvenance(spec, eval, calib)),
-                                                project));
+    FCA_ASSIGN_OR_RETURN(
+        job, store_->CreateJob(caller.user, SpecToJson(spec), models,
+                               ToStoredJson(SubmitProvenance(spec, eval, calib)), project));
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job.id, queued_event.SerializeAsString()));
     return absl::OkStatus();
   }));
@@ -337,8 +337,8 @@ absl::StatusOr<storage::JobRecord> AuditServiceCore::ChangeableJob(const Caller&
                                                                    int64_t job_id) {
   FCA_ASSIGN_OR_RETURN(storage::JobRecord job, VisibleJob(caller, job_id));
   FCA_ASSIGN_OR_RETURN(const ProjectRole role, RoleIn(caller, job.project));
-  FCA_RETURN_IF_ERROR(RequireOwnOrOwner(role, caller, job.owner,
-                                        absl::StrFormat("job %d", job_id), job.project));
+  FCA_RETURN_IF_ERROR(
+      RequireOwnOrOwner(role, caller, job.owner, absl::StrFormat("job %d", job_id), job.project));
   return job;
 }
 
@@ -680,8 +680,8 @@ absl::Status AuditServiceCore::ExportCoefficients(
   // alone hand over, what another project audited.
   FCA_ASSIGN_OR_RETURN(
       std::optional<storage::CoefficientEntry> entry,
-      store_->GetCoefficients({project, model->info().weights_sha256, request.window_hash(),
-                               dtype, model->info().compute.device}));
+      store_->GetCoefficients({project, model->info().weights_sha256, request.window_hash(), dtype,
+                               model->info().compute.device}));
   if (!entry) {
     return absl::NotFoundError(
         absl::StrFormat("no cached coefficients of model '%s' on window %s in %s", request.model(),

@@ -56,8 +56,7 @@ absl::StatusOr<v1::ListProjectsResponse> AuditServiceCore::ListProjects(
   FCA_RETURN_IF_ERROR(store_->EnsurePersonalProject(caller.user).status());
   std::optional<std::string> member;
   if (!caller.admin) member = caller.user;
-  FCA_ASSIGN_OR_RETURN(std::vector<storage::ProjectRecord> projects,
-                       store_->ListProjects(member));
+  FCA_ASSIGN_OR_RETURN(std::vector<storage::ProjectRecord> projects, store_->ListProjects(member));
   // The caller's personal project first, then by name (as stored).
   std::stable_partition(projects.begin(), projects.end(),
                         [&](const storage::ProjectRecord& p) { return p.name == caller.user; });

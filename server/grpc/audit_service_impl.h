@@ -86,17 +86,18 @@ class AuditServiceImpl final : public v1::AuditService::Service {
   grpc::Status BackupDatabase(grpc::ServerContext* ctx, const v1::BackupDatabaseRequest* req,
                               v1::BackupDatabaseResponse* resp) override;
   grpc::Status CreateProject(grpc::ServerContext* ctx, const v1::CreateProjectRequest* req,
-                 v1::CreateProjectResponse* resp) override;
+                             v1::CreateProjectResponse* resp) override;
   grpc::Status ListProjects(grpc::ServerContext* ctx, const v1::ListProjectsRequest* req,
-                 v1::ListProjectsResponse* resp) override;
+                            v1::ListProjectsResponse* resp) override;
   grpc::Status GetProject(grpc::ServerContext* ctx, const v1::GetProjectRequest* req,
-                 v1::GetProjectResponse* resp) override;
+                          v1::GetProjectResponse* resp) override;
   grpc::Status AddProjectMember(grpc::ServerContext* ctx, const v1::AddProjectMemberRequest* req,
-                 v1::AddProjectMemberResponse* resp) override;
-  grpc::Status RemoveProjectMember(grpc::ServerContext* ctx, const v1::RemoveProjectMemberRequest* req,
-                 v1::RemoveProjectMemberResponse* resp) override;
+                                v1::AddProjectMemberResponse* resp) override;
+  grpc::Status RemoveProjectMember(grpc::ServerContext* ctx,
+                                   const v1::RemoveProjectMemberRequest* req,
+                                   v1::RemoveProjectMemberResponse* resp) override;
   grpc::Status DeleteProject(grpc::ServerContext* ctx, const v1::DeleteProjectRequest* req,
-                 v1::DeleteProjectResponse* resp) override;
+                             v1::DeleteProjectResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

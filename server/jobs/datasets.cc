@@ -11,7 +11,8 @@ absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, con
   if (ref.rfind(prefix, 0) == 0) {
     auto found = store->FindDatasetByContent(ref.substr(prefix.size()), project);
     if (absl::IsNotFound(found.status())) {
-      return absl::NotFoundError(absl::StrFormat("no dataset of project '%s' has %s", project, ref.substr(0, 80)));
+      return absl::NotFoundError(
+          absl::StrFormat("no dataset of project '%s' has %s", project, ref.substr(0, 80)));
     }
     return found;
   }

@@ -23,8 +23,8 @@ namespace {
 
 using testing::Admin;
 using testing::CoreEnv;
-using testing::SmallSpec;
 using ::testing::HasSubstr;
+using testing::SmallSpec;
 using Code = absl::StatusCode;
 
 Caller User(const std::string& name) {
@@ -35,7 +35,7 @@ Caller User(const std::string& name) {
 
 // The kinds of callers, in the order of an Expect row.
 enum Who { kOwner, kMaker, kOtherWriter, kReader, kStranger, kAdmin, kWhoCount };
-const char* const kWhoNames[] = {"owner olga",   "writer walt (made it)", "writer wendy",
+const char* const kWhoNames[] = {"owner olga",  "writer walt (made it)", "writer wendy",
                                  "reader rita", "non-member nick",       "admin root"};
 
 Caller CallerOf(Who who) {
@@ -93,8 +93,8 @@ class ProjectsTest : public ::testing::Test {
     finished_ = done->id();
   }
 
-  absl::Status AddMember(const std::string& project, const std::string& user,
-                         v1::ProjectRole role, const Caller& caller = Admin()) {
+  absl::Status AddMember(const std::string& project, const std::string& user, v1::ProjectRole role,
+                         const Caller& caller = Admin()) {
     v1::AddProjectMemberRequest r;
     r.set_project(project);
     r.set_user(user);
@@ -102,8 +102,7 @@ class ProjectsTest : public ::testing::Test {
     return env_.core()->AddProjectMember(caller, r).status();
   }
 
-  absl::StatusOr<v1::UploadDatasetResponse> Upload(const Caller& caller,
-                                                   const std::string& project,
+  absl::StatusOr<v1::UploadDatasetResponse> Upload(const Caller& caller, const std::string& project,
                                                    const std::string& name,
                                                    const std::string& bytes) {
     DatasetUpload upload(caller, env_.store(), env_.core()->limits());
@@ -226,8 +225,7 @@ TEST_F(ProjectsTest, EveryRpcByEveryRole) {
   Check("UploadDataset", kWrite, [&](const Caller& c, int64_t) {
     return Upload(c, "lab", absl::StrCat("up", ++fresh_names_), "some text").status();
   });
-  Check("SubmitAudit", kWrite,
-        [&](const Caller& c, int64_t) { return Submit(c, "lab").status(); });
+  Check("SubmitAudit", kWrite, [&](const Caller& c, int64_t) { return Submit(c, "lab").status(); });
   Check(
       "CancelJob", kChangeOwn,
       [&](const Caller& c, int64_t id) {
@@ -287,10 +285,10 @@ TEST_F(ProjectsTest, EveryRpcByEveryRole) {
         r.set_name(project);
         r.set_owner("olga");
         EXPECT_TRUE(core->CreateProject(Admin(), r).ok());
-        for (const auto& [user, role] : std::map<std::string, v1::ProjectRole>{
-                 {"walt", v1::PROJECT_ROLE_WRITER},
-                 {"wendy", v1::PROJECT_ROLE_WRITER},
-                 {"rita", v1::PROJECT_ROLE_READER}}) {
+        for (const auto& [user, role] :
+             std::map<std::string, v1::ProjectRole>{{"walt", v1::PROJECT_ROLE_WRITER},
+                                                    {"wendy", v1::PROJECT_ROLE_WRITER},
+                                                    {"rita", v1::PROJECT_ROLE_READER}}) {
           EXPECT_TRUE(AddMember(project, user, role).ok());
         }
         return 0;

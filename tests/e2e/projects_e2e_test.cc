@@ -44,9 +44,9 @@ class ProjectsE2ETest : public ::testing::Test {
                                    " alice user\n" + kBobKey + " bob user\n" + kCarolKey +
                                    " carol user\n");
     ASSERT_EQ(chmod((root_ + "/keys").c_str(), 0600), 0);
-    server_ = ServerProcess::Start(FCA_SERVER_BIN,
-                                   {"--models=" + root_ + "/models", "--db=" + root_ + "/db",
-                                    "--threads=1", "--api_keys=" + root_ + "/keys"});
+    server_ = ServerProcess::Start(
+        FCA_SERVER_BIN, {"--models=" + root_ + "/models", "--db=" + root_ + "/db", "--threads=1",
+                         "--api_keys=" + root_ + "/keys"});
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0);
   }
@@ -84,9 +84,16 @@ class ProjectsE2ETest : public ::testing::Test {
   }
 
   std::vector<std::string> Audit(const std::string& project) const {
-    return {"audit",          "--detach",      "--models=fg",         "--eval=eval",
-            "--calib=calib",  "--window=16",   "--timing_repeats=0",  "--bootstrap=50",
-            "--batch=4",      "--project=" + project};
+    return {"audit",
+            "--detach",
+            "--models=fg",
+            "--eval=eval",
+            "--calib=calib",
+            "--window=16",
+            "--timing_repeats=0",
+            "--bootstrap=50",
+            "--batch=4",
+            "--project=" + project};
   }
 
   std::string root_;
@@ -112,8 +119,8 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
     ASSERT_EQ(up.exit_code, 0) << up.err;
   }
   // A reader may not upload there, nor submit.
-  CommandResult bob_up = Cli(kBobKey, {"datasets", "upload", "--name=mine", "--project=lab",
-                                       root_ + "/data/eval.txt"});
+  CommandResult bob_up = Cli(
+      kBobKey, {"datasets", "upload", "--name=mine", "--project=lab", root_ + "/data/eval.txt"});
   EXPECT_EQ(bob_up.exit_code, kExitAuth);
   EXPECT_THAT(bob_up.err, HasSubstr("PERMISSION_DENIED"));
   CommandResult bob_audit = Cli(kBobKey, Audit("lab"));
@@ -152,7 +159,7 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   const std::string job_body = "{\"job_id\": " + job + "}";
   const std::string http_job = Http(kBobKey, "GetJob", job_body);
   EXPECT_THAT(http_job, HasSubstr("200\n"));
-  EXPECT_THAT(http_job, HasSubstr("\"project\": \"lab\""));
+  EXPECT_THAT(http_job, HasSubstr("\"project\":\"lab\""));
   EXPECT_THAT(Http(kBobKey, "GetReport", job_body), HasSubstr("200\n"));
   const std::string http_rows = Http(kBobKey, "QueryResults", "{\"filter\": " + job_body + "}");
   EXPECT_THAT(http_rows, HasSubstr("200\n"));
@@ -212,8 +219,9 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
            {"ListJobs", "{\"project\": \"lab\"}"},
            {"ListDatasets", "{\"project\": \"lab\"}"},
            {"DeleteDataset", "{\"project\": \"lab\", \"name\": \"eval\"}"},
-           {"SubmitAudit", "{\"project\": \"lab\", \"spec\": {\"models\": [\"fg\"], "
-                           "\"eval_dataset\": \"eval\", \"calib_dataset\": \"calib\"}}"},
+           {"SubmitAudit",
+            "{\"project\": \"lab\", \"spec\": {\"models\": [\"fg\"], "
+            "\"eval_dataset\": \"eval\", \"calib_dataset\": \"calib\"}}"},
            {"GetProject", "{\"name\": \"lab\"}"},
            {"AddProjectMember",
             "{\"project\": \"lab\", \"user\": \"carol\", \"role\": \"PROJECT_ROLE_OWNER\"}"},

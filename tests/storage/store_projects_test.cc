@@ -115,8 +115,7 @@ TEST_P(StoreProjectsTest, DatasetNamesAreUniquePerProject) {
                        store_->PutDataset("eval", "text", "ann", "bbb", "lab"));
   EXPECT_EQ(lab.project, "lab");
   EXPECT_EQ(lab.owner, "ann");
-  EXPECT_CODE(store_->PutDataset("eval", "text", "bob", "ccc", "lab"),
-              StatusCode::kAlreadyExists);
+  EXPECT_CODE(store_->PutDataset("eval", "text", "bob", "ccc", "lab"), StatusCode::kAlreadyExists);
   ASSERT_OK_AND_ASSIGN(const DatasetRecord found, store_->FindDataset("eval", "lab"));
   EXPECT_EQ(found.id, lab.id);
   EXPECT_CODE(store_->FindDataset("eval", "bob"), StatusCode::kNotFound);
