@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {
