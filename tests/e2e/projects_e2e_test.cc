@@ -67,8 +67,8 @@ class ProjectsE2ETest : public ::testing::Test {
   std::string Http(const std::string& token, const std::string& method,
                    const std::string& body) const {
     CommandResult r = e2e::Run(
-        {"curl", "-s", "-w", "\n%{http_code}", "-H", "Authorization: Bearer " + token, "-H",
-         "Content-Type: application/json", "-d", body,
+        {"/usr/bin/env", "curl", "-s", "-w", "\n%{http_code}", "-H",
+         "Authorization: Bearer " + token, "-H", "Content-Type: application/json", "-d", body,
          "http://127.0.0.1:" + std::to_string(server_->http_port()) + "/api/v1/" + method});
     EXPECT_EQ(r.exit_code, 0) << "curl: " << r.err;
     const size_t cut = r.out.rfind('\n');
@@ -76,8 +76,8 @@ class ProjectsE2ETest : public ::testing::Test {
   }
 
   std::string HttpGet(const std::string& token, const std::string& path) const {
-    CommandResult r = e2e::Run({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H",
-                                "Authorization: Bearer " + token,
+    CommandResult r = e2e::Run({"/usr/bin/env", "curl", "-s", "-o", "/dev/null", "-w",
+                                "%{http_code}", "-H", "Authorization: Bearer " + token,
                                 "http://127.0.0.1:" + std::to_string(server_->http_port()) + path});
     EXPECT_EQ(r.exit_code, 0) << "curl: " << r.err;
     return r.out;
