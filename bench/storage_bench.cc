@@ -258,7 +258,7 @@ Throughput BenchCacheOnce(const std::string& dir, int entries, int64_t bytes, in
   }
   auto key = [](int i) {
     CoefficientKey k;
-    k.owner = "bench";
+    k.project = "bench";
     k.weights_sha256 = absl::StrCat("weights-", i);
     k.window_hash = "window";
     k.dtype = "float32";

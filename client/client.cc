@@ -168,17 +168,21 @@ absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(
   return response;
 }
 
-absl::StatusOr<std::vector<v1::Dataset>> AuditClient::ListDatasets() {
+absl::StatusOr<std::vector<v1::Dataset>> AuditClient::ListDatasets(const std::string& project) {
+  v1::ListDatasetsRequest request;
+  request.set_project(project);
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::ListDatasetsResponse response;
-  FCA_RETURN_IF_ERROR(
-      ToAbslStatus(stub_->ListDatasets(context.get(), v1::ListDatasetsRequest(), &response)));
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListDatasets(context.get(), request, &response)));
   return std::vector<v1::Dataset>(response.datasets().begin(), response.datasets().end());
 }
 
-absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec) {
+absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec,
+                                                 const std::string& project) {
   v1::SubmitAuditRequest request;
   *request.mutable_spec() = spec;
+  request.set_project(project);
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   auto context = NewContext(/*unary=*/true);
   v1::SubmitAuditResponse response;
@@ -241,10 +245,13 @@ absl::Status AuditClient::DeleteJob(int64_t job_id) {
   return ToAbslStatus(stub_->DeleteJob(context.get(), request, &response));
 }
 
-absl::StatusOr<int64_t> AuditClient::DeleteDataset(const std::string& name) {
+absl::StatusOr<int64_t> AuditClient::DeleteDataset(const std::string& name,
+                                                   const std::string& project) {
   auto context = NewContext(/*unary=*/true);
   v1::DeleteDatasetRequest request;
   request.set_name(name);
+  request.set_project(project);
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
   v1::DeleteDatasetResponse response;
   FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->DeleteDataset(context.get(), request, &response)));
   return response.bytes_freed();
@@ -423,6 +430,60 @@ absl::Status AuditClient::ExportCoefficients(
     return absl::InternalError("export stream ended without a header");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<v1::CreateProjectResponse> AuditClient::CreateProject(
+    const v1::CreateProjectRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::CreateProjectResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->CreateProject(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::ListProjectsResponse> AuditClient::ListProjects(
+    const v1::ListProjectsRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::ListProjectsResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListProjects(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::GetProjectResponse> AuditClient::GetProject(
+    const v1::GetProjectRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::GetProjectResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->GetProject(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::AddProjectMemberResponse> AuditClient::AddProjectMember(
+    const v1::AddProjectMemberRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::AddProjectMemberResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->AddProjectMember(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::RemoveProjectMemberResponse> AuditClient::RemoveProjectMember(
+    const v1::RemoveProjectMemberRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::RemoveProjectMemberResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->RemoveProjectMember(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::DeleteProjectResponse> AuditClient::DeleteProject(
+    const v1::DeleteProjectRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::DeleteProjectResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->DeleteProject(context.get(), request, &response)));
+  return response;
 }
 
 }  // namespace fca::client

@@ -74,9 +74,13 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::UploadDatasetResponse> UploadDataset(
       const fca::v1::UploadDatasetHeader& header, std::istream& data);
 
-  [[nodiscard]] absl::StatusOr<std::vector<fca::v1::Dataset>> ListDatasets();
+  // `project` "": the caller's personal project (an admin's: every project).
+  [[nodiscard]] absl::StatusOr<std::vector<fca::v1::Dataset>> ListDatasets(
+      const std::string& project = "");
 
-  [[nodiscard]] absl::StatusOr<fca::v1::Job> SubmitAudit(const fca::v1::AuditSpec& spec);
+  // `project` "": the caller's personal project.
+  [[nodiscard]] absl::StatusOr<fca::v1::Job> SubmitAudit(const fca::v1::AuditSpec& spec,
+                                                         const std::string& project = "");
 
   // Streams the job's events after `after_seq` to `on_event` until the server
   // ends the stream (its final status is returned) or `on_event` returns
@@ -94,7 +98,22 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::Job> CancelJob(int64_t job_id);
   [[nodiscard]] absl::Status DeleteJob(int64_t job_id);
   // Returns the bytes the server freed.
-  [[nodiscard]] absl::StatusOr<int64_t> DeleteDataset(const std::string& name);
+  [[nodiscard]] absl::StatusOr<int64_t> DeleteDataset(const std::string& name,
+                                                      const std::string& project = "");
+
+  // Projects and their members (one unary call each).
+  [[nodiscard]] absl::StatusOr<fca::v1::CreateProjectResponse> CreateProject(
+      const fca::v1::CreateProjectRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::ListProjectsResponse> ListProjects(
+      const fca::v1::ListProjectsRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::GetProjectResponse> GetProject(
+      const fca::v1::GetProjectRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::AddProjectMemberResponse> AddProjectMember(
+      const fca::v1::AddProjectMemberRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::RemoveProjectMemberResponse> RemoveProjectMember(
+      const fca::v1::RemoveProjectMemberRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::DeleteProjectResponse> DeleteProject(
+      const fca::v1::DeleteProjectRequest& request);
 
   // One page; see FollowPages.
   [[nodiscard]] absl::StatusOr<fca::v1::QueryResultsResponse> QueryResults(

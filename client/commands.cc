@@ -21,6 +21,7 @@
 #include "client/commands_audit.h"
 #include "client/commands_keys.h"
 #include "client/commands_webhooks.h"
+#include "client/commands_projects.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/manifest.h"
@@ -47,7 +48,12 @@ ABSL_FLAG(std::string, kind, "text", "datasets upload: text or tokens (int32 LE)
 // jobs list, results
 ABSL_FLAG(std::string, state, "", "jobs list: queued|running|succeeded|failed|cancelled");
 ABSL_FLAG(int32_t, page_size, 0, "jobs list, results, admin log: rows per page [server default]");
-ABSL_FLAG(std::string, owner, "", "jobs list: whose jobs (admins only)");
+ABSL_FLAG(std::string, owner, "",
+          "jobs list: whose jobs (without --project: admins only); projects create: its first "
+          "owner [you]");
+ABSL_FLAG(std::string, project, "",
+          "datasets, audit, jobs list, export, webhooks: the project [your personal project; "
+          "jobs list and datasets list of an admin: every project]");
 // jobs list also takes --label (the audit flag): the label, exactly.
 ABSL_DECLARE_FLAG(std::string, label);
 
@@ -173,6 +179,7 @@ CommandResult RunDatasetsUpload(CommandContext& ctx) {
   header.set_kind(kind);
   header.set_size_bytes(static_cast<int64_t>(size));
   header.set_sha256(*sha);
+  header.set_project(absl::GetFlag(FLAGS_project));
   std::ifstream in(path, std::ios::binary);
   if (!in) return UsageError(absl::StrFormat("cannot read %s", path));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
@@ -184,7 +191,7 @@ CommandResult RunDatasetsUpload(CommandContext& ctx) {
 CommandResult RunDatasetsList(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "datasets list"));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(auto sets, client->ListDatasets());
+  FCA_ASSIGN_OR_RETURN(auto sets, client->ListDatasets(absl::GetFlag(FLAGS_project)));
   ctx.out() << FormatDatasetsTable(sets);
   return kExitOk;
 }
@@ -212,6 +219,7 @@ absl::StatusOr<v1::ListJobsRequest> JobsRequestFromFlags(const CommandContext& c
   request.set_dataset(NormalizeDatasetRef(absl::GetFlag(FLAGS_dataset)));
   request.set_label(absl::GetFlag(FLAGS_label));
   request.set_owner(absl::GetFlag(FLAGS_owner));
+  request.set_project(absl::GetFlag(FLAGS_project));
   google::protobuf::Timestamp after, before;
   FCA_RETURN_IF_ERROR(TimeFlags(ctx, &after, &before));
   if (ctx.Specified("since")) *request.mutable_created_after() = after;
@@ -284,7 +292,8 @@ CommandResult RunJobsDelete(CommandContext& ctx) {
 CommandResult RunDatasetsDelete(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "datasets delete NAME"));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(int64_t freed, client->DeleteDataset(ctx.args()[0]));
+  FCA_ASSIGN_OR_RETURN(int64_t freed,
+                       client->DeleteDataset(ctx.args()[0], absl::GetFlag(FLAGS_project)));
   ctx.out() << absl::StrFormat("dataset %s: deleted, %d bytes freed\n", ctx.args()[0], freed);
   return kExitOk;
 }
@@ -458,6 +467,7 @@ CommandResult RunExport(CommandContext& ctx) {
   request.set_model(absl::GetFlag(FLAGS_model));
   request.set_window_hash(NormalizeSha256Hex(absl::GetFlag(FLAGS_window_hash)));
   request.set_dtype(absl::GetFlag(FLAGS_dtype));
+  request.set_project(absl::GetFlag(FLAGS_project));
   const std::string path = absl::GetFlag(FLAGS_out);
   FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
   FCA_RETURN_IF_ERROR(RequireFlag(request.window_hash(), "window_hash"));
@@ -500,15 +510,19 @@ const std::vector<Command>& Commands() {
   static const auto* commands = new std::vector<Command>{
       {{"models"}, "models", "list the models the server can audit", {}, RunModels},
       {{"datasets", "upload"},
-       "datasets upload --name=N [--kind=text|tokens] FILE",
+       "datasets upload --name=N [--kind=text|tokens] [--project=P] FILE",
        "upload a dataset (1 MiB chunks, SHA-256 checked)",
-       {"name", "kind"},
+       {"name", "kind", "project"},
        RunDatasetsUpload},
-      {{"datasets", "list"}, "datasets list", "list visible datasets", {}, RunDatasetsList},
+      {{"datasets", "list"},
+       "datasets list [--project=P]",
+       "list a project's datasets",
+       {"project"},
+       RunDatasetsList},
       {{"datasets", "delete"},
-       "datasets delete NAME",
-       "delete one of your datasets (not while a queued or running job uses it)",
-       {},
+       "datasets delete NAME [--project=P]",
+       "delete a dataset you uploaded (owners: any; not while a queued or running job uses it)",
+       {"project"},
        RunDatasetsDelete},
       {{"audit"},
        "audit --models=a,b --eval=D --calib=D [options] | --manifest=FILE",
@@ -521,10 +535,10 @@ const std::vector<Command>& Commands() {
        {"after_seq"},
        RunWatch},
       {{"jobs", "list"},
-       "jobs list [--state=S --model=M --dataset=D --label=L --owner=U --since=T\n"
-       "          --until=T] [--page_size=N]",
-       "list jobs, newest first (--owner: admins)",
-       {"state", "page_size", "model", "dataset", "label", "owner", "since", "until"},
+       "jobs list [--project=P --state=S --model=M --dataset=D --label=L --owner=U\n"
+       "          --since=T --until=T] [--page_size=N]",
+       "list a project's jobs, newest first",
+       {"state", "page_size", "model", "dataset", "label", "owner", "since", "until", "project"},
        RunJobsList},
       {{"jobs", "show"},
        "jobs show ID",
@@ -575,10 +589,11 @@ const std::vector<Command>& Commands() {
        {"model", "json"},
        RunTokenize},
       {{"export"},
-       "export --model=M --window_hash=H [--dtype=D] --out=FILE [--format=npy|safetensors|raw]",
-       "download a cached coefficient tensor: .npy [T, channels of every site], .safetensors "
-       "(a tensor per site) or raw, by --format or the file's extension",
-       {"model", "window_hash", "dtype", "out", "format"},
+       "export --model=M --window_hash=H [--dtype=D] [--project=P] --out=FILE "
+       "[--format=npy|safetensors|raw]",
+       "download a cached coefficient tensor of a project's audits: .npy [T, channels of every "
+       "site], .safetensors (a tensor per site) or raw, by --format or the file's extension",
+       {"model", "window_hash", "dtype", "out", "format", "project"},
        RunExport},
       {{"admin", "backup"},
        "admin backup NAME",
@@ -627,6 +642,36 @@ const std::vector<Command>& Commands() {
        "a webhook's deliveries, newest first, with each attempt's status or error",
        {"limit", "json"},
        RunWebhooksDeliveries},
+      {{"projects", "create"},
+       "projects create NAME [--owner=U]",
+       "admins: a shared project, owned by --owner [you]",
+       {"owner"},
+       RunProjectsCreate},
+      {{"projects", "list"},
+       "projects list",
+       "the projects you are a member of, with your role",
+       {},
+       RunProjectsList},
+      {{"projects", "show"},
+       "projects show NAME",
+       "a project's members and their roles",
+       {},
+       RunProjectsShow},
+      {{"projects", "add-member"},
+       "projects add-member NAME USER --role=reader|writer|owner",
+       "owners: add a member or change a member's role",
+       {"role"},
+       RunProjectsAddMember},
+      {{"projects", "remove-member"},
+       "projects remove-member NAME USER",
+       "owners: remove a member (their open watches end)",
+       {},
+       RunProjectsRemoveMember},
+      {{"projects", "delete"},
+       "projects delete NAME",
+       "owners: delete a shared project with its jobs, results and datasets",
+       {},
+       RunProjectsDelete},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
@@ -24,6 +25,7 @@ ABSL_FLAG(std::string, manifest, "", "audit: JSON AuditSpec to start from");
 ABSL_FLAG(std::string, save_manifest, "", "audit: write the submitted spec here");
 ABSL_FLAG(bool, watch, true, "audit: watch the job after submitting");
 ABSL_FLAG(bool, detach, false, "audit: print the job id and exit");
+ABSL_DECLARE_FLAG(std::string, project);  // commands.cc
 
 // watch
 ABSL_FLAG(int64_t, after_seq, 0, "watch: resume after this event sequence number");
@@ -136,7 +138,9 @@ const std::vector<std::string>& AuditFlagNames() {
   static const auto* names = [] {
     auto* out = new std::vector<std::string>;
     for (const spec_fields::SpecField* f : spec_fields::SpecFields()) out->push_back(f->flag);
-    for (const char* own : {"manifest", "save_manifest", "watch", "detach"}) out->push_back(own);
+    for (const char* own : {"manifest", "save_manifest", "watch", "detach", "project"}) {
+      out->push_back(own);
+    }
     return out;
   }();
   return *names;
@@ -153,7 +157,7 @@ CommandResult RunAudit(CommandContext& ctx) {
     FCA_RETURN_IF_ERROR(SaveManifest(absl::GetFlag(FLAGS_save_manifest), spec));
   }
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::Job job, client->SubmitAudit(spec));
+  FCA_ASSIGN_OR_RETURN(v1::Job job, client->SubmitAudit(spec, absl::GetFlag(FLAGS_project)));
   if (absl::GetFlag(FLAGS_detach) || !absl::GetFlag(FLAGS_watch)) {
     // Only the id, so scripts can write JOB=$(fca audit --detach ...).
     ctx.out() << job.id() << "\n";

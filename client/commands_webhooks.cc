@@ -10,10 +10,9 @@
 #include "client/format.h"
 #include "common/status_macros.h"
 
-ABSL_FLAG(std::string, project, "",
-          "webhooks: the project [your personal project, named like you]");
 ABSL_FLAG(int32_t, limit, 0, "webhooks deliveries: how many, newest first [20, at most 100]");
 ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(std::string, project);
 
 namespace fca::client {
 

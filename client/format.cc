@@ -193,10 +193,11 @@ std::string FormatDatasetsTable(const std::vector<v1::Dataset>& sets) {
                    {"SIZE", A::kRight},
                    {"SHA256"},
                    {"OWNER"},
+                   {"PROJECT"},
                    {"CREATED"}});
   for (const auto& d : sets) {
     table.AddRow({absl::StrFormat("%d", d.id()), d.name(), DatasetKindName(d.kind()),
-                  HumanBytes(d.size_bytes()), ShaPrefix(d.sha256()), d.owner(),
+                  HumanBytes(d.size_bytes()), ShaPrefix(d.sha256()), d.owner(), d.project(),
                   FormatTimestamp(d.created_at())});
   }
   return table.Render();
@@ -208,12 +209,13 @@ std::string FormatJobsTable(const std::vector<v1::Job>& jobs) {
                    {"STATE"},
                    {"PROGRESS", A::kRight},
                    {"OWNER"},
+                   {"PROJECT"},
                    {"CREATED"},
                    {"MODELS"},
                    {"LABEL"}});
   for (const auto& j : jobs) {
     table.AddRow({absl::StrFormat("%d", j.id()), JobStateName(j.state()),
-                  absl::StrFormat("%.0f%%", 100 * j.progress()), j.owner(),
+                  absl::StrFormat("%.0f%%", 100 * j.progress()), j.owner(), j.project(),
                   FormatTimestamp(j.created_at()), absl::StrJoin(j.spec().models(), ","),
                   j.spec().label()});
   }
@@ -268,6 +270,7 @@ std::string FormatJobDetails(const v1::Job& job) {
   std::string out;
   absl::StrAppendFormat(&out, "id:               %d\n", job.id());
   absl::StrAppendFormat(&out, "owner:            %s\n", SanitizeForTerminal(job.owner()));
+  absl::StrAppendFormat(&out, "project:          %s\n", SanitizeForTerminal(job.project()));
   absl::StrAppendFormat(&out, "state:            %s\n", JobStateName(job.state()));
   absl::StrAppendFormat(&out, "progress:         %.1f%%\n", 100 * job.progress());
   absl::StrAppendFormat(&out, "created:          %s\n", FormatTimestamp(job.created_at()));

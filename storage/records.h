@@ -34,7 +34,8 @@ struct DatasetRecord {
   std::string name;
   std::string kind;  // "text" | "tokens"
   std::string sha256;
-  std::string owner;
+  std::string owner;    // who uploaded it
+  std::string project;  // its namespace: names are unique per project
   int64_t size_bytes = 0;
   int64_t created_at_us = 0;
 };
@@ -53,7 +54,8 @@ bool IsTerminal(JobState state);
 
 struct JobRecord {
   int64_t id = 0;
-  std::string owner;
+  std::string owner;    // who submitted it
+  std::string project;  // where it runs and who sees it
   std::string spec_json;
   std::string error;  // empty unless FAILED (or a reason given at finish)
   JobState state = JobState::kQueued;
@@ -105,6 +107,7 @@ struct TaskClaim {
 // parse per job the other filters leave; listings without them do not.
 struct JobFilter {
   std::optional<std::string> owner;
+  std::optional<std::string> project;
   std::optional<JobState> state;
   // The spec audits this model or names it as its dense twin.
   std::optional<std::string> model;
@@ -169,10 +172,10 @@ struct ResultPage {
 // Identity of recorded coefficients: the same weights over the same window
 // in the same dtype on the same device produce the same coefficients (within
 // the replay-fidelity tolerance across batch layouts). Entries belong to the
-// user whose audit recorded them: another user's audit neither hits nor
-// exports them.
+// project whose audit recorded them: another project's audit neither hits
+// nor exports them.
 struct CoefficientKey {
-  std::string owner;
+  std::string project;
   std::string weights_sha256;
   std::string window_hash;
   std::string dtype;
@@ -188,6 +191,27 @@ struct CoefficientEntry {
 enum class ApiKeyState { kActive, kRevoked, kExpired };
 
 // What authentication needs of a presented key (Store::LookupApiKey).
+// A project (docs/user-guide.md "Projects"): jobs and datasets belong to
+// one; its members have a role, "reader" < "writer" < "owner".
+struct ProjectRecord {
+  std::string name;
+  bool personal = false;  // a user's own, named like the user
+  std::string created_by;
+  int64_t created_at_us = 0;
+};
+
+struct ProjectMember {
+  std::string user;
+  std::string role;  // "reader" | "writer" | "owner"
+  int64_t added_at_us = 0;
+};
+
+// What DeleteProject removed.
+struct ProjectDeletion {
+  int64_t jobs = 0;
+  int64_t datasets = 0;
+};
+
 struct ApiKeyInfo {
   std::string user;
   std::string role;  // "user" | "admin" | "worker"

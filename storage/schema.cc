@@ -322,8 +322,68 @@ const char* const kVersion6[] = {
     nullptr,
 };
 
+// Version 7: projects (docs/user-guide.md "Projects"). Jobs and datasets
+// belong to a project; a dataset's name is unique within its project, so the
+// datasets table is rebuilt (SQLite cannot alter a UNIQUE constraint; its
+// AUTOINCREMENT counter is carried over). Every user seen so far (an owner
+// of a job, a dataset or an upload, or an API key's user) gets a personal
+// project named like them, which they own, and everything they own goes
+// there. The coefficient cache, per owner until now, is per project: its
+// owners' names are their personal projects', so entries keep their hits.
+const char* const kVersion7[] = {
+    R"sql(CREATE TABLE projects (
+      name TEXT PRIMARY KEY,
+      personal INTEGER NOT NULL DEFAULT 0,
+      created_by TEXT NOT NULL,
+      created_at_us INTEGER NOT NULL))sql",
+    R"sql(CREATE TABLE project_members (
+      project TEXT NOT NULL REFERENCES projects(name) ON DELETE CASCADE,
+      user TEXT NOT NULL,
+      role TEXT NOT NULL CHECK (role IN ('reader', 'writer', 'owner')),
+      added_at_us INTEGER NOT NULL,
+      PRIMARY KEY (project, user)))sql",
+    "CREATE INDEX project_members_by_user ON project_members(user)",
+    R"sql(INSERT OR IGNORE INTO projects (name, personal, created_by, created_at_us)
+      SELECT owner, 1, owner, CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)
+      FROM (SELECT owner FROM jobs UNION SELECT owner FROM datasets
+            UNION SELECT owner FROM uploads
+            UNION SELECT user FROM api_keys WHERE role != 'worker'))sql",
+    R"sql(INSERT INTO project_members (project, user, role, added_at_us)
+      SELECT name, name, 'owner', created_at_us FROM projects)sql",
+    "ALTER TABLE jobs ADD COLUMN project TEXT NOT NULL DEFAULT ''",
+    "UPDATE jobs SET project = owner",
+    "CREATE INDEX jobs_by_project_state ON jobs(project, state)",
+    R"sql(CREATE TABLE datasets_v5 (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      name TEXT NOT NULL,
+      kind TEXT NOT NULL CHECK (kind IN ('text', 'tokens')),
+      owner TEXT NOT NULL,
+      project TEXT NOT NULL,
+      sha256 TEXT NOT NULL REFERENCES dataset_blobs(sha256),
+      created_at_us INTEGER NOT NULL,
+      UNIQUE (project, name)))sql",
+    R"sql(INSERT INTO datasets_v5 (id, name, kind, owner, project, sha256, created_at_us)
+      SELECT id, name, kind, owner, owner, sha256, created_at_us FROM datasets)sql",
+    R"sql(INSERT INTO sqlite_sequence (name, seq)
+      SELECT 'datasets_v5', seq FROM sqlite_sequence WHERE name = 'datasets' AND
+          NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'datasets_v5'))sql",
+    R"sql(UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+          (SELECT seq FROM sqlite_sequence WHERE name = 'datasets'), 0))
+      WHERE name = 'datasets_v5')sql",
+    "DROP TABLE datasets",
+    "ALTER TABLE datasets_v5 RENAME TO datasets",
+    "CREATE INDEX datasets_by_sha256 ON datasets(sha256)",
+    "CREATE INDEX datasets_by_owner ON datasets(owner)",
+    "CREATE INDEX datasets_by_project_sha256 ON datasets(project, sha256)",
+    "ALTER TABLE uploads ADD COLUMN project TEXT NOT NULL DEFAULT ''",
+    "UPDATE uploads SET project = owner",
+    "ALTER TABLE coeff_cache RENAME COLUMN owner TO project",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
-    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5}, {6, kVersion6},
+    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4},
+    {5, kVersion5}, {6, kVersion6}, {7, kVersion7},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

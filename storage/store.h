@@ -91,7 +91,8 @@ struct StoreOptions {
   // "get_coefficients", "upload", "delete", "lookup_api_key", "add_api_key",
   // "note_api_key_use", "revoke_api_key", "rotate_api_key",
   // "append_audit_log", "purge_audit_log", "add_webhook", "remove_webhook",
-  // "enqueue_webhook", "record_webhook_attempt"); a non-OK
+  // "enqueue_webhook", "record_webhook_attempt", "membership": creating a
+  // project and changing its members); a non-OK
   // status is returned by that call as if SQLite had failed, and nothing is
   // written.
   std::function<absl::Status(std::string_view op)> fault_injector;
@@ -184,28 +185,29 @@ class Store {
   [[nodiscard]] absl::StatusOr<std::vector<ModelRecord>> ListModels() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---------------------------------------------- Datasets (store_datasets.cc)
-  // Stores `bytes` under (owner, name). The bytes are kept once per SHA-256,
-  // in chunks of chunk_bytes, and shared by every dataset with that content.
-  // If (owner, name) exists with the same content and kind, returns the
-  // existing record; with different content or kind, ALREADY_EXISTS.
-  // `kind` is "text" or "tokens"; name and owner must be non-empty.
-  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(const std::string& name,
-                                                         const std::string& kind,
-                                                         const std::string& owner,
-                                                         const std::string& bytes)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Stores `bytes` under (project, name), uploaded by `owner`; an empty
+  // project is the owner's personal one (named like the owner). The bytes
+  // are kept once per SHA-256, in chunks of chunk_bytes, and shared by every
+  // dataset with that content. If (project, name) exists with the same
+  // content and kind, returns the existing record; with different content
+  // or kind, ALREADY_EXISTS. `kind` is "text" or "tokens"; name and owner
+  // must be non-empty.
+  [[nodiscard]] absl::StatusOr<DatasetRecord> PutDataset(
+      const std::string& name, const std::string& kind, const std::string& owner,
+      const std::string& bytes, const std::string& project = "") ABSL_LOCKS_EXCLUDED(mu_);
   [[nodiscard]] absl::StatusOr<DatasetRecord> GetDataset(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The dataset named `name` in `project`; NOT_FOUND when none.
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDataset(const std::string& name,
-                                                          const std::string& owner)
+                                                          const std::string& project)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The oldest dataset of `owner` with this content; NOT_FOUND when none.
-  // Indexed: does not read the owner's other datasets.
+  // The oldest dataset of `project` with this content; NOT_FOUND when none.
+  // Indexed: does not read the project's other datasets.
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDatasetByContent(const std::string& sha256,
-                                                                   const std::string& owner)
+                                                                   const std::string& project)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The datasets of `owner`, or of everyone when unset; by id.
+  // The datasets of `project`, or of every project when unset; by id.
   [[nodiscard]] absl::StatusOr<std::vector<DatasetRecord>> ListDatasets(
-      const std::optional<std::string>& owner) ABSL_LOCKS_EXCLUDED(mu_);
+      const std::optional<std::string>& project) ABSL_LOCKS_EXCLUDED(mu_);
   // The dataset's bytes; DATA_LOSS when stored chunks are missing.
   [[nodiscard]] absl::StatusOr<std::string> ReadDatasetBytes(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // At most the first `max_bytes` of the dataset (whole chunks are read, the
@@ -223,13 +225,15 @@ class Store {
   // ----------------------------------------------- Uploads (store_datasets.cc)
   // A dataset upload arrives chunk by chunk and is staged in the database,
   // so the server holds one chunk at a time, not the whole upload.
-  // BeginUpload returns the upload's id; owner must be non-empty.
-  [[nodiscard]] absl::StatusOr<int64_t> BeginUpload(const std::string& owner)
+  // BeginUpload returns the upload's id; owner must be non-empty. The
+  // dataset goes to `project` (empty: the owner's personal project).
+  [[nodiscard]] absl::StatusOr<int64_t> BeginUpload(const std::string& owner,
+                                                    const std::string& project = "")
       ABSL_LOCKS_EXCLUDED(mu_);
   // Appends one chunk (NOT_FOUND for an unknown upload).
   [[nodiscard]] absl::Status AppendUpload(int64_t upload_id, const std::string& chunk)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Turns the staged bytes into dataset (owner, name): as PutDataset, with
+  // Turns the staged bytes into dataset (project, name): as PutDataset, with
   // `sha256` the caller's hash of the bytes in order (checked against the
   // staged size only). The staged chunks are gone afterwards, whatever the
   // outcome, except after UNAVAILABLE (retry) or a rollback.
@@ -247,11 +251,12 @@ class Store {
   // A new QUEUED job with one QUEUED task per entry of `task_models` (the
   // audited models, in order), all in one transaction. owner must be
   // non-empty. A job without tasks ends when SettleJob finds it.
-  // `provenance_json` is kept as given (JobRecord::provenance_json).
+  // `provenance_json` is kept as given (JobRecord::provenance_json). The job
+  // belongs to `project` (empty: the owner's personal project).
   [[nodiscard]] absl::StatusOr<JobRecord> CreateJob(
       const std::string& owner, const std::string& spec_json,
-      const std::vector<std::string>& task_models = {}, const std::string& provenance_json = "")
-      ABSL_LOCKS_EXCLUDED(mu_);
+      const std::vector<std::string>& task_models = {}, const std::string& provenance_json = "",
+      const std::string& project = "") ABSL_LOCKS_EXCLUDED(mu_);
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs matching `filter`, newest first. Pass the returned
   // next_page_token back to continue; jobs created after the first page are
@@ -516,6 +521,53 @@ class Store {
   [[nodiscard]] absl::StatusOr<std::vector<WebhookDelivery>> ListWebhookDeliveries(
       int64_t webhook_id, int limit) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ---------------------------------------------- Projects (store_projects.cc)
+  // Project names are the keys of jobs' and datasets' `project`. Roles are
+  // "reader", "writer" and "owner" (the CHECK of project_members); the
+  // store does not rank them (server/core/projects.h does).
+  //
+  // A shared project (personal: false) named `name`, created by
+  // `created_by`, with `first_owner` as its owner. ALREADY_EXISTS when a
+  // project of that name exists or an API key's user has that name.
+  [[nodiscard]] absl::StatusOr<ProjectRecord> CreateProject(const std::string& name,
+                                                            const std::string& created_by,
+                                                            const std::string& first_owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Creates `user`'s personal project (owned by the user) unless a project
+  // of that name exists. Returns whether it created it.
+  [[nodiscard]] absl::StatusOr<bool> EnsurePersonalProject(const std::string& user)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND when absent.
+  [[nodiscard]] absl::StatusOr<ProjectRecord> GetProject(const std::string& name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The projects `user` is a member of, or every project when unset; by name.
+  [[nodiscard]] absl::StatusOr<std::vector<ProjectRecord>> ListProjects(
+      const std::optional<std::string>& user) ABSL_LOCKS_EXCLUDED(mu_);
+  // `user`'s role in `project`; nullopt when no member (or no project).
+  [[nodiscard]] absl::StatusOr<std::optional<std::string>> MemberRole(const std::string& project,
+                                                                      const std::string& user)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The members of `project`, by user name.
+  [[nodiscard]] absl::StatusOr<std::vector<ProjectMember>> ListMembers(const std::string& project)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds `user` with `role`, or changes their role. NOT_FOUND for an
+  // unknown project, INVALID_ARGUMENT for an unknown role,
+  // FAILED_PRECONDITION (nothing changed) when the project would be left
+  // without an owner.
+  [[nodiscard]] absl::Status SetMember(const std::string& project, const std::string& user,
+                                       const std::string& role) ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND when `user` is no member; FAILED_PRECONDITION (nothing
+  // changed) for the project's last owner.
+  [[nodiscard]] absl::Status RemoveMember(const std::string& project, const std::string& user)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes the project with its members, jobs (events, tasks, results),
+  // datasets (their bytes unless another dataset has them) and coefficient
+  // cache entries, in one transaction, then frees the pages.
+  // FAILED_PRECONDITION (nothing deleted) while one of its jobs is QUEUED or
+  // RUNNING; NOT_FOUND when absent.
+  [[nodiscard]] absl::StatusOr<ProjectDeletion> DeleteProject(const std::string& name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Returns the pages that deletions freed to the file system (the database
   // runs with auto_vacuum = INCREMENTAL). Called after every delete.
   [[nodiscard]] absl::Status ReclaimSpace() ABSL_LOCKS_EXCLUDED(mu_);
@@ -536,10 +588,11 @@ class Store {
   [[nodiscard]] absl::StatusOr<JobRecord> GetJobLocked(int64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::StatusOr<DatasetRecord> FindDatasetLocked(const std::string& name,
-                                                                const std::string& owner)
+                                                                const std::string& project)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // BeginUpload and AppendUpload without their own lock (PutDataset).
-  [[nodiscard]] absl::StatusOr<int64_t> BeginUploadLocked(const std::string& owner)
+  [[nodiscard]] absl::StatusOr<int64_t> BeginUploadLocked(const std::string& owner,
+                                                          const std::string& project)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::Status AppendUploadLocked(int64_t upload_id, const std::string& chunk)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -562,6 +615,11 @@ class Store {
   [[nodiscard]] absl::Status DeleteUploadLocked(int64_t upload_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   [[nodiscard]] absl::StatusOr<TaskRecord> GetTaskLocked(int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  [[nodiscard]] absl::StatusOr<std::vector<ProjectMember>> ListMembersLocked(
+      const std::string& project) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION when `project` has no owner left.
+  [[nodiscard]] absl::Status CheckHasOwnerLocked(const std::string& project)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The task and its job when (task_id, lease_seq) is its current lease.
   [[nodiscard]] absl::StatusOr<TaskClaim> CheckLeaseLocked(int64_t task_id, int64_t lease_seq)

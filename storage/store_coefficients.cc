@@ -13,10 +13,10 @@ namespace fca::storage {
 namespace {
 
 absl::Status ValidateKey(const CoefficientKey& key) {
-  if (key.owner.empty() || key.weights_sha256.empty() || key.window_hash.empty() ||
+  if (key.project.empty() || key.weights_sha256.empty() || key.window_hash.empty() ||
       key.dtype.empty() || key.device.empty()) {
     return absl::InvalidArgumentError(
-        "coefficient key needs owner, weights_sha256, window_hash, dtype and device");
+        "coefficient key needs project, weights_sha256, window_hash, dtype and device");
   }
   return absl::OkStatus();
 }
@@ -25,13 +25,13 @@ void BindKey(Statement& stmt, const CoefficientKey& key) {
   stmt.BindText(1, key.weights_sha256);
   stmt.BindText(2, key.window_hash);
   stmt.BindText(3, key.dtype);
-  stmt.BindText(4, key.owner);
+  stmt.BindText(4, key.project);
   stmt.BindText(5, key.device);
 }
 
 // Parameters ?1..?5 as BindKey binds them.
 constexpr char kKeyMatch[] =
-    " WHERE weights_sha256 = ?1 AND window_hash = ?2 AND dtype = ?3 AND owner = ?4 AND "
+    " WHERE weights_sha256 = ?1 AND window_hash = ?2 AND dtype = ?3 AND project = ?4 AND "
     "device = ?5";
 
 constexpr char kNextUseSeq[] = "(SELECT COALESCE(MAX(last_used_seq), 0) + 1 FROM coeff_cache)";
@@ -94,7 +94,7 @@ absl::Status Store::PutCoefficients(const CoefficientKey& key, const std::string
     const int64_t now = Now();
     FCA_ASSIGN_OR_RETURN(Statement insert,
                          db_->Prepare(std::string("INSERT INTO coeff_cache (weights_sha256, "
-                                                  "window_hash, dtype, owner, device, meta, "
+                                                  "window_hash, dtype, project, device, meta, "
                                                   "blob_bytes, size_bytes, num_chunks, "
                                                   "created_at_us, last_used_us, last_used_seq) "
                                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "

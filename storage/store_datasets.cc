@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kSelectDataset[] =
     "SELECT d.id, d.name, d.kind, d.sha256, d.owner, b.size_bytes, "
-    "d.created_at_us FROM datasets d JOIN dataset_blobs b "
+    "d.created_at_us, d.project FROM datasets d JOIN dataset_blobs b "
     "ON b.sha256 = d.sha256";
 
 DatasetRecord ReadDataset(const Statement& stmt) {
@@ -26,6 +26,7 @@ DatasetRecord ReadDataset(const Statement& stmt) {
   dataset.owner = stmt.ColumnText(4);
   dataset.size_bytes = stmt.ColumnInt(5);
   dataset.created_at_us = stmt.ColumnInt(6);
+  dataset.project = stmt.ColumnText(7);
   return dataset;
 }
 
@@ -80,8 +81,8 @@ absl::StatusOr<DatasetRecord> Store::GetDatasetLocked(int64_t id) {
 }
 
 absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const std::string& kind,
-                                                const std::string& owner,
-                                                const std::string& bytes) {
+                                                const std::string& owner, const std::string& bytes,
+                                                const std::string& project) {
   FCA_RETURN_IF_ERROR(ValidateDataset(name, kind));
   if (owner.empty()) return absl::InvalidArgumentError("dataset owner is empty");
   // Hash before taking the lock: it is the slow part for large uploads.
@@ -89,7 +90,7 @@ absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const s
   RecursiveMutexLock lock(&mu_);
   DatasetRecord stored;
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const int64_t upload, BeginUploadLocked(owner));
+    FCA_ASSIGN_OR_RETURN(const int64_t upload, BeginUploadLocked(owner, project));
     const std::string_view all(bytes);
     for (size_t offset = 0; offset < all.size();
          offset += static_cast<size_t>(options_.chunk_bytes)) {
@@ -102,19 +103,22 @@ absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const s
   return stored;
 }
 
-absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner) {
+absl::StatusOr<int64_t> Store::BeginUpload(const std::string& owner, const std::string& project) {
   if (owner.empty()) return absl::InvalidArgumentError("upload owner is empty");
   RecursiveMutexLock lock(&mu_);
-  return BeginUploadLocked(owner);
+  return BeginUploadLocked(owner, project);
 }
 
-absl::StatusOr<int64_t> Store::BeginUploadLocked(const std::string& owner) {
+absl::StatusOr<int64_t> Store::BeginUploadLocked(const std::string& owner,
+                                                 const std::string& project) {
   FCA_RETURN_IF_ERROR(Inject("upload"));
-  FCA_ASSIGN_OR_RETURN(
-      Statement insert,
-      db_->Prepare("INSERT INTO uploads (owner, created_at_us) VALUES (?1, ?2)", "begin upload"));
+  FCA_ASSIGN_OR_RETURN(Statement insert,
+                       db_->Prepare("INSERT INTO uploads (owner, project, created_at_us) "
+                                    "VALUES (?1, ?2, ?3)",
+                                    "begin upload"));
   insert.BindText(1, owner);
-  insert.BindInt(2, Now());
+  insert.BindText(2, project.empty() ? owner : project);
+  insert.BindInt(3, Now());
   FCA_RETURN_IF_ERROR(insert.Run());
   return db_->last_insert_rowid();
 }
@@ -168,7 +172,7 @@ absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id, const
                                                         const std::string& kind,
                                                         const std::string& sha256) {
   FCA_ASSIGN_OR_RETURN(Statement upload,
-                       db_->Prepare("SELECT owner, size_bytes, num_chunks FROM uploads "
+                       db_->Prepare("SELECT owner, size_bytes, num_chunks, project FROM uploads "
                                     "WHERE id = ?1",
                                     "finish upload"));
   upload.BindInt(1, upload_id);
@@ -176,9 +180,10 @@ absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id, const
   if (!found) return absl::NotFoundError("upload not found");
   const std::string owner = upload.ColumnText(0);
   const int64_t size = upload.ColumnInt(1), num_chunks = upload.ColumnInt(2);
+  const std::string project = upload.ColumnText(3);
   FCA_RETURN_IF_ERROR(upload.Run());
 
-  absl::StatusOr<DatasetRecord> existing = FindDatasetLocked(name, owner);
+  absl::StatusOr<DatasetRecord> existing = FindDatasetLocked(name, project);
   if (existing.ok()) {
     if (existing->sha256 != sha256 || existing->kind != kind) {
       return absl::AlreadyExistsError(
@@ -199,8 +204,9 @@ absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id, const
   FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
   FCA_ASSIGN_OR_RETURN(Statement insert,
                        db_->Prepare("INSERT INTO datasets (name, kind, owner, sha256, "
-                                    "created_at_us) VALUES (?1, ?2, ?3, ?4, ?5)",
+                                    "created_at_us, project) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                                     "store dataset"));
+  insert.BindText(6, project);
   insert.BindText(1, name);
   insert.BindText(2, kind);
   insert.BindText(3, owner);
@@ -273,43 +279,43 @@ absl::StatusOr<DatasetRecord> Store::GetDataset(int64_t id) {
 }
 
 absl::StatusOr<DatasetRecord> Store::FindDataset(const std::string& name,
-                                                 const std::string& owner) {
+                                                 const std::string& project) {
   RecursiveMutexLock lock(&mu_);
-  return FindDatasetLocked(name, owner);
+  return FindDatasetLocked(name, project);
 }
 
 absl::StatusOr<DatasetRecord> Store::FindDatasetLocked(const std::string& name,
-                                                       const std::string& owner) {
+                                                       const std::string& project) {
   FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectDataset) +
-                                                        " WHERE d.owner = ?1 AND d.name = ?2",
+                                                        " WHERE d.project = ?1 AND d.name = ?2",
                                                     "find dataset"));
-  stmt.BindText(1, owner);
+  stmt.BindText(1, project);
   stmt.BindText(2, name);
   return ReadOneDataset(stmt);
 }
 
 absl::StatusOr<DatasetRecord> Store::FindDatasetByContent(const std::string& sha256,
-                                                          const std::string& owner) {
+                                                          const std::string& project) {
   RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
                        db_->Prepare(std::string(kSelectDataset) +
-                                        " WHERE d.sha256 = ?1 AND d.owner = ?2 ORDER BY d.id "
+                                        " WHERE d.sha256 = ?1 AND d.project = ?2 ORDER BY d.id "
                                         "LIMIT 1",
                                     "find dataset by content"));
   stmt.BindText(1, sha256);
-  stmt.BindText(2, owner);
+  stmt.BindText(2, project);
   return ReadOneDataset(stmt);
 }
 
 absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
-    const std::optional<std::string>& owner) {
+    const std::optional<std::string>& project) {
   RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectDataset) + " WHERE ?1 IS NULL OR d.owner = ?1 ORDER BY d.id",
-                   "list datasets"));
-  if (owner.has_value()) {
-    stmt.BindText(1, *owner);
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db_->Prepare(std::string(kSelectDataset) +
+                                        " WHERE ?1 IS NULL OR d.project = ?1 ORDER BY d.id",
+                                    "list datasets"));
+  if (project.has_value()) {
+    stmt.BindText(1, *project);
   } else {
     stmt.BindNull(1);
   }

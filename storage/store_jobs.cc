@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kSelectJob[] =
     "SELECT id, owner, spec_json, error, state, created_at_us, started_at_us, "
-    "finished_at_us, attempts, cancel_requested, provenance_json FROM jobs";
+    "finished_at_us, attempts, cancel_requested, provenance_json, project FROM jobs";
 constexpr char kJobTokenKind = 'j';
 
 absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
@@ -32,6 +32,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
   job.attempts = static_cast<int>(stmt.ColumnInt(8));
   job.cancel_requested = stmt.ColumnInt(9) != 0;
   job.provenance_json = stmt.ColumnText(10);
+  job.project = stmt.ColumnText(11);
   return job;
 }
 
@@ -58,6 +59,7 @@ constexpr char kSpecLabelIs[] = "json_extract(" FCA_SPEC ", '$.label') = ?";
 internal::WhereBuilder JobWhere(const JobFilter& filter) {
   internal::WhereBuilder where;
   if (filter.owner.has_value()) where.Add("owner = ?", *filter.owner);
+  if (filter.project.has_value()) where.Add("project = ?", *filter.project);
   if (filter.state.has_value()) {
     where.Add("state = ?", std::string(JobStateName(*filter.state)));
   }
@@ -93,7 +95,8 @@ absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
 
 absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json,
                                            const std::vector<std::string>& task_models,
-                                           const std::string& provenance_json) {
+                                           const std::string& provenance_json,
+                                           const std::string& project) {
   if (owner.empty()) return absl::InvalidArgumentError("job owner is empty");
   FCA_RETURN_IF_ERROR(Inject("create_job"));
   RecursiveMutexLock lock(&mu_);
@@ -101,10 +104,11 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
   FCA_RETURN_IF_ERROR(db_->Transaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(Statement insert,
                          db_->Prepare("INSERT INTO jobs (owner, spec_json, state, "
-                                      "created_at_us, provenance_json) "
-                                      "VALUES (?1, ?2, 'QUEUED', ?3, ?4)",
+                                      "created_at_us, provenance_json, project) "
+                                      "VALUES (?1, ?2, 'QUEUED', ?3, ?4, ?5)",
                                       "create job"));
     insert.BindText(1, owner);
+    insert.BindText(5, project.empty() ? owner : project);
     insert.BindText(2, spec_json);
     insert.BindInt(3, Now());
     insert.BindText(4, provenance_json);

@@ -81,6 +81,8 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
     return absl::InvalidArgumentError("upload header must set kind (text or tokens)");
   }
   if (header.size_bytes() < 0) return absl::InvalidArgumentError("upload size_bytes is negative");
+  FCA_ASSIGN_OR_RETURN(project_, ProjectOrPersonal(caller_, header.project()));
+  FCA_RETURN_IF_ERROR(RequireRole(store_, caller_, project_, ProjectRole::kWriter).status());
   if (header.size_bytes() > limits_.max_dataset_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("dataset of %d bytes exceeds the server's limit of %d bytes",
@@ -106,7 +108,7 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
     }
     held_ = *std::move(lease);
   }
-  FCA_ASSIGN_OR_RETURN(upload_id_, store_->BeginUpload(caller_.user));
+  FCA_ASSIGN_OR_RETURN(upload_id_, store_->BeginUpload(caller_.user, project_));
   return absl::OkStatus();
 }
 
@@ -135,10 +137,9 @@ absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish() {
   if (!header_.sha256().empty() && absl::AsciiStrToLower(header_.sha256()) != sha) {
     return absl::InvalidArgumentError("upload checksum mismatch: the bytes' SHA-256 is " + sha);
   }
-  // Only the caller's own datasets: whether someone else uploaded these
-  // bytes is not the caller's business.
-  const absl::StatusOr<storage::DatasetRecord> mine =
-      store_->FindDatasetByContent(sha, caller_.user);
+  // Only the project's datasets: whether another project holds these bytes
+  // is not the caller's business.
+  const absl::StatusOr<storage::DatasetRecord> mine = store_->FindDatasetByContent(sha, project_);
   if (!mine.ok() && !absl::IsNotFound(mine.status())) return mine.status();
   const bool known = mine.ok();
   FCA_ASSIGN_OR_RETURN(
@@ -151,10 +152,15 @@ absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish() {
   return response;
 }
 
-absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(const Caller& caller) {
-  std::optional<std::string> owner;
-  if (!caller.admin) owner = caller.user;
-  FCA_ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all, store_->ListDatasets(owner));
+absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(
+    const Caller& caller, const v1::ListDatasetsRequest& request) {
+  // An admin who names no project sees every project's, as before projects.
+  std::optional<std::string> project;
+  if (!caller.admin || !request.project().empty()) {
+    FCA_ASSIGN_OR_RETURN(project, ProjectOrPersonal(caller, request.project()));
+    FCA_RETURN_IF_ERROR(RoleIn(caller, *project).status());
+  }
+  FCA_ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all, store_->ListDatasets(project));
   v1::ListDatasetsResponse response;
   for (auto it = all.rbegin(); it != all.rend(); ++it) *response.add_datasets() = ToProto(*it);
   return response;
@@ -215,12 +221,15 @@ v1::Provenance SubmitProvenance(const v1::AuditSpec& spec, const storage::Datase
 
 absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAuditUnrecorded(
     const Caller& caller, const v1::SubmitAuditRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const std::string project, ProjectOrPersonal(caller, request.project()));
+  FCA_RETURN_IF_ERROR(RequireRole(store_, caller, project, ProjectRole::kWriter).status());
   FCA_ASSIGN_OR_RETURN(v1::AuditSpec spec, NormalizeSpec(request.spec(), limits_.spec));
   FCA_RETURN_IF_ERROR(CheckModels(spec));
+  // The job reads its own project's datasets only.
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
-                       FindDatasetRef(store_, spec.eval_dataset(), caller.user));
+                       FindDatasetRef(store_, spec.eval_dataset(), project));
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord calib,
-                       FindDatasetRef(store_, spec.calib_dataset(), caller.user));
+                       FindDatasetRef(store_, spec.calib_dataset(), project));
   FCA_ASSIGN_OR_RETURN(int64_t queued,
                        store_->CountJobs(caller.user, {storage::JobState::kQueued}));
   if (queued >= limits_.max_queued_jobs_per_user) {
@@ -243,8 +252,9 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAuditUnrecorded(
   queued_event.set_state(v1::JOB_STATE_QUEUED);
   FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
     const std::vector<std::string> models(spec.models().begin(), spec.models().end());
-    FCA_ASSIGN_OR_RETURN(job, store_->CreateJob(caller.user, SpecToJson(spec), models,
-                                                ToStoredJson(SubmitProvenance(spec, eval, calib))));
+    FCA_ASSIGN_OR_RETURN(
+        job, store_->CreateJob(caller.user, SpecToJson(spec), models,
+                               ToStoredJson(SubmitProvenance(spec, eval, calib)), project));
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job.id, queued_event.SerializeAsString()));
     return absl::OkStatus();
   }));
@@ -313,10 +323,22 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
 
 absl::StatusOr<storage::JobRecord> AuditServiceCore::VisibleJob(const Caller& caller,
                                                                 int64_t job_id) {
-  auto job = store_->GetJob(job_id);
-  if (absl::IsNotFound(job.status()) || (job.ok() && !caller.admin && job->owner != caller.user)) {
-    return absl::NotFoundError(absl::StrFormat("job %d does not exist", job_id));
-  }
+  const absl::Status absent = absl::NotFoundError(absl::StrFormat("job %d does not exist", job_id));
+  absl::StatusOr<storage::JobRecord> job = store_->GetJob(job_id);
+  if (absl::IsNotFound(job.status())) return absent;
+  FCA_RETURN_IF_ERROR(job.status());
+  const absl::StatusOr<ProjectRole> role = RoleIn(caller, job->project);
+  if (absl::IsNotFound(role.status())) return absent;
+  FCA_RETURN_IF_ERROR(role.status());
+  return job;
+}
+
+absl::StatusOr<storage::JobRecord> AuditServiceCore::ChangeableJob(const Caller& caller,
+                                                                   int64_t job_id) {
+  FCA_ASSIGN_OR_RETURN(storage::JobRecord job, VisibleJob(caller, job_id));
+  FCA_ASSIGN_OR_RETURN(const ProjectRole role, RoleIn(caller, job.project));
+  FCA_RETURN_IF_ERROR(
+      RequireOwnOrOwner(role, caller, job.owner, absl::StrFormat("job %d", job_id), job.project));
   return job;
 }
 
@@ -348,11 +370,21 @@ absl::StatusOr<v1::Job> AuditServiceCore::JobWithTasks(const storage::JobRecord&
 absl::StatusOr<storage::JobFilter> AuditServiceCore::JobFilterFor(
     const Caller& caller, const v1::ListJobsRequest& request) {
   storage::JobFilter filter;
-  if (!request.owner().empty() && request.owner() != caller.user && !caller.admin) {
-    return absl::PermissionDeniedError("only admins list other users' jobs");
+  if (!request.project().empty()) {
+    // A member sees every job of the project, and may ask for one member's.
+    FCA_RETURN_IF_ERROR(ProjectOrPersonal(caller, request.project()).status());
+    FCA_RETURN_IF_ERROR(RoleIn(caller, request.project()).status());
+    filter.project = request.project();
+  } else if (!caller.admin) {
+    // As before projects: without one named, a user lists their personal
+    // project and names no other owner; an admin lists every project's.
+    if (!request.owner().empty() && request.owner() != caller.user) {
+      return absl::PermissionDeniedError(
+          "only admins list other users' jobs across projects; name a --project");
+    }
+    FCA_RETURN_IF_ERROR(RoleIn(caller, caller.user).status());
+    filter.project = caller.user;
   }
-  // A user sees their own jobs only, whatever they ask for.
-  if (!caller.admin) filter.owner = caller.user;
   if (!request.owner().empty()) filter.owner = request.owner();
   if (request.state() != v1::JOB_STATE_UNSPECIFIED) {
     FCA_ASSIGN_OR_RETURN(filter.state, FromProto(request.state()));
@@ -391,7 +423,7 @@ absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
 
 absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJobUnrecorded(
     const Caller& caller, const v1::CancelJobRequest& request) {
-  FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
+  FCA_RETURN_IF_ERROR(ChangeableJob(caller, request.job_id()).status());
   // A queued job ends here: its state and its terminal event commit
   // together, so a watcher never sees the one without the other.
   v1::JobEvent cancelled;
@@ -531,6 +563,8 @@ absl::Status AuditServiceCore::WatchJob(
   int64_t notice_sent = 0;  // the version of the job's notice sent last
   while (!stop()) {
     if (may_go_on) FCA_RETURN_IF_ERROR(may_go_on(false));
+    // A member removed from the job's project stops following it here.
+    FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
     FCA_ASSIGN_OR_RETURN(std::vector<storage::JobEvent> events,
                          store_->ListJobEvents(request.job_id(), after, 256));
     for (const storage::JobEvent& stored : events) {
@@ -570,7 +604,7 @@ absl::Status AuditServiceCore::WatchJob(
 
 absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJobUnrecorded(
     const Caller& caller, const v1::DeleteJobRequest& request) {
-  FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
+  FCA_RETURN_IF_ERROR(ChangeableJob(caller, request.job_id()).status());
   FCA_RETURN_IF_ERROR(store_->DeleteJob(request.job_id()));
   // The job is deleted either way; its pages are reclaimed with the next
   // deletion's.
@@ -580,16 +614,21 @@ absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJobUnrecorded(
 
 absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDatasetUnrecorded(
     const Caller& caller, const v1::DeleteDatasetRequest& request) {
-  if (!request.owner().empty() && request.owner() != caller.user && !caller.admin) {
-    return absl::PermissionDeniedError("only admins delete other users' datasets");
-  }
-  const std::string owner = request.owner().empty() ? caller.user : request.owner();
+  // `owner` named a user's datasets before projects: their personal project.
+  FCA_ASSIGN_OR_RETURN(
+      const std::string project,
+      ProjectOrPersonal(caller, request.project().empty() ? request.owner() : request.project()));
   FCA_RETURN_IF_ERROR(ValidateName(request.name(), "dataset"));
-  auto dataset = store_->FindDataset(request.name(), owner);
-  if (absl::IsNotFound(dataset.status())) {
-    return absl::NotFoundError(absl::StrFormat("dataset '%s' does not exist", request.name()));
-  }
+  const absl::Status absent =
+      absl::NotFoundError(absl::StrFormat("dataset '%s' does not exist", request.name()));
+  const absl::StatusOr<ProjectRole> role = RoleIn(caller, project);
+  if (absl::IsNotFound(role.status())) return absent;
+  FCA_RETURN_IF_ERROR(role.status());
+  auto dataset = store_->FindDataset(request.name(), project);
+  if (absl::IsNotFound(dataset.status())) return absent;
   if (!dataset.ok()) return dataset.status();
+  FCA_RETURN_IF_ERROR(RequireOwnOrOwner(*role, caller, dataset->owner,
+                                        absl::StrFormat("dataset '%s'", request.name()), project));
   FCA_RETURN_IF_ERROR(CheckDatasetUnused(*dataset));
   FCA_ASSIGN_OR_RETURN(const int64_t freed, store_->DeleteDataset(dataset->id));
   v1::DeleteDatasetResponse response;
@@ -599,7 +638,7 @@ absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDatasetUnrecor
 
 absl::Status AuditServiceCore::CheckDatasetUnused(const storage::DatasetRecord& dataset) {
   storage::JobFilter filter;
-  filter.owner = dataset.owner;
+  filter.project = dataset.project;
   for (storage::JobState state : {storage::JobState::kQueued, storage::JobState::kRunning}) {
     filter.state = state;
     std::string token;
@@ -690,17 +729,20 @@ absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
 absl::Status AuditServiceCore::ExportCoefficients(
     const Caller& caller, const v1::ExportCoefficientsRequest& request,
     const std::function<bool(const v1::ExportCoefficientsResponse&)>& write) {
+  // Before the model: a non-member learns nothing, and loads no weights.
+  FCA_ASSIGN_OR_RETURN(const std::string project, ProjectOrPersonal(caller, request.project()));
+  FCA_RETURN_IF_ERROR(RoleIn(caller, project).status());
   FCA_ASSIGN_OR_RETURN(const std::shared_ptr<engine::ControlledModel> model,
                        models_->Get(request.model()));
   const std::string dtype =
       request.dtype().empty() ? ComputeDTypeName(ComputeDType::kFloat32) : request.dtype();
   if (request.window_hash().empty()) return absl::InvalidArgumentError("window_hash is empty");
-  // The caller's own entries only: a guessed window hash must not reveal,
-  // let alone hand over, what another user audited.
+  // The project's entries only: a guessed window hash must not reveal, let
+  // alone hand over, what another project audited.
   FCA_ASSIGN_OR_RETURN(
       std::optional<storage::CoefficientEntry> entry,
-      store_->GetCoefficients({caller.user, model->info().weights_sha256, request.window_hash(),
-                               dtype, model->info().compute.device}));
+      store_->GetCoefficients({project, model->info().weights_sha256, request.window_hash(), dtype,
+                               model->info().compute.device}));
   if (!entry) {
     return absl::NotFoundError(
         absl::StrFormat("no cached coefficients of model '%s' on window %s in %s", request.model(),
@@ -795,9 +837,9 @@ namespace {
 // One dataset's windows as a task cuts them (engine::ModelAudit): the
 // token stream up to the windows' need, then MakeWindows.
 absl::StatusOr<engine::WindowSet> JobWindows(storage::Store* store, const v1::AuditSpec& spec,
-                                             const std::string& owner,
+                                             const std::string& project,
                                              const engine::Tokenizer& tokenizer, bool calibration) {
-  FCA_ASSIGN_OR_RETURN(DatasetBytes bytes, ReadJobDataset(store, spec, owner, calibration));
+  FCA_ASSIGN_OR_RETURN(DatasetBytes bytes, ReadJobDataset(store, spec, project, calibration));
   FCA_ASSIGN_OR_RETURN(const engine::Dataset dataset, MakeDataset(std::move(bytes)));
   const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
   FCA_ASSIGN_OR_RETURN(const std::vector<int32_t> stream,
@@ -825,7 +867,7 @@ absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
   response.set_window_length(spec.window_length());
   for (const bool calibration : {false, true}) {
     FCA_ASSIGN_OR_RETURN(const engine::WindowSet windows,
-                         JobWindows(store_, spec, job.owner, *tokenizer, calibration));
+                         JobWindows(store_, spec, job.project, *tokenizer, calibration));
     for (int64_t i = 0; i < windows.count(); ++i) {
       v1::Window* w = response.add_windows();
       w->set_index(i);

@@ -18,6 +18,7 @@
 #include "server/core/backups.h"
 #include "server/core/caller.h"
 #include "server/core/webhooks.h"
+#include "server/core/projects.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
 #include "server/worker/model_repository.h"
@@ -71,7 +72,8 @@ class DatasetUpload {
 
   // The first message. INVALID_ARGUMENT for a bad name/kind/size,
   // RESOURCE_EXHAUSTED when the announced size exceeds the limit, the
-  // caller's quota or what is left of the uploads in flight's budget.
+  // caller's quota or what is left of the uploads in flight's budget;
+  // NOT_FOUND / PERMISSION_DENIED unless the caller writes in the project.
   [[nodiscard]] absl::Status Start(const v1::UploadDatasetHeader& header);
   [[nodiscard]] absl::Status Append(const std::string& chunk);
   // Verifies size (and checksum if given) and stores the dataset.
@@ -85,6 +87,7 @@ class DatasetUpload {
   ByteBudget::Lease held_;
   bool started_ = false;
   v1::UploadDatasetHeader header_;
+  std::string project_;
   int64_t upload_id_ = 0;  // staged in the store; 0 when nothing is staged
   int64_t received_ = 0;
   Sha256 hash_;
@@ -124,7 +127,8 @@ class AuditServiceCore {
   void set_webhooks(Webhooks* webhooks) { webhooks_ = webhooks; }
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
-  [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
+  [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(
+      const Caller& caller, const v1::ListDatasetsRequest& request);
   [[nodiscard]] absl::StatusOr<v1::SubmitAuditResponse> SubmitAudit(
       const Caller& caller, const v1::SubmitAuditRequest& request);
   [[nodiscard]] absl::StatusOr<v1::GetJobResponse> GetJob(const Caller& caller,
@@ -194,6 +198,27 @@ class AuditServiceCore {
   // The longest grace RotateApiKey gives the old key.
   static constexpr int64_t kMaxRotationGraceSeconds = int64_t{30} * 24 * 3600;
 
+  // --- projects (service_projects.cc) ---
+  [[nodiscard]] absl::StatusOr<v1::CreateProjectResponse> CreateProject(
+      const Caller& caller, const v1::CreateProjectRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::ListProjectsResponse> ListProjects(
+      const Caller& caller, const v1::ListProjectsRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::GetProjectResponse> GetProject(
+      const Caller& caller, const v1::GetProjectRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::AddProjectMemberResponse> AddProjectMember(
+      const Caller& caller, const v1::AddProjectMemberRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::RemoveProjectMemberResponse> RemoveProjectMember(
+      const Caller& caller, const v1::RemoveProjectMemberRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::DeleteProjectResponse> DeleteProject(
+      const Caller& caller, const v1::DeleteProjectRequest& request);
+
+  // The access check of every RPC (server/core/projects.h): the caller's
+  // role in `project`, NOT_FOUND for a non-member.
+  [[nodiscard]] absl::StatusOr<ProjectRole> RoleIn(const Caller& caller,
+                                                   absl::string_view project) {
+    return core::RoleIn(store_, caller, project);
+  }
+
   static constexpr int kMaxCompareJobs = 16;
   // Values of one repeated ResultFilter field.
   static constexpr int kMaxFilterValues = 100;
@@ -231,9 +256,17 @@ class AuditServiceCore {
       const Caller& caller, const v1::ResultFilter& filter);
   // Every stored row of a job, in insertion order.
   [[nodiscard]] absl::StatusOr<std::vector<v1::Result>> JobRows(int64_t job_id);
-  // The job, if the caller may see it; NOT_FOUND otherwise (not
-  // PERMISSION_DENIED: other users' job ids are not disclosed).
+  // The job, if the caller is a member of its project; NOT_FOUND otherwise
+  // (not PERMISSION_DENIED: other projects' job ids are not disclosed).
   [[nodiscard]] absl::StatusOr<storage::JobRecord> VisibleJob(const Caller& caller, int64_t job_id);
+  // VisibleJob, when the caller may also cancel or delete it (its writer
+  // who submitted it, or an owner); PERMISSION_DENIED for other members.
+  [[nodiscard]] absl::StatusOr<storage::JobRecord> ChangeableJob(const Caller& caller,
+                                                                 int64_t job_id);
+  // The project with its members, as GetProject and the membership calls
+  // answer; `role` is the caller's.
+  [[nodiscard]] absl::StatusOr<v1::Project> ProjectWithMembers(const std::string& name,
+                                                               ProjectRole role);
   // WatchJob: sends the job's notice (a seq-0 note) when it changed since
   // version *sent; false when the client went away.
   [[nodiscard]] absl::StatusOr<bool> SendNotice(
@@ -246,8 +279,8 @@ class AuditServiceCore {
   // GetJob and GetReport return it.
   [[nodiscard]] absl::StatusOr<v1::Job> JobWithTasks(const storage::JobRecord& job);
 
-  // FAILED_PRECONDITION when a queued or running job of `owner` names the
-  // dataset (by name or by content hash).
+  // FAILED_PRECONDITION when a queued or running job of the dataset's
+  // project names it (by name or by content hash).
   [[nodiscard]] absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
   // The webhooks, or FAILED_PRECONDITION when the server has none.
   [[nodiscard]] absl::StatusOr<Webhooks*> WebhooksOrOff() const;

@@ -182,9 +182,10 @@ grpc::Status AuditServiceImpl::UploadDataset(grpc::ServerContext* ctx,
 }
 
 grpc::Status AuditServiceImpl::ListDatasets(grpc::ServerContext* ctx,
-                                            const v1::ListDatasetsRequest*,
+                                            const v1::ListDatasetsRequest* req,
                                             v1::ListDatasetsResponse* resp) {
-  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->ListDatasets(c); });
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->ListDatasets(c, *req); });
 }
 
 grpc::Status AuditServiceImpl::SubmitAudit(grpc::ServerContext* ctx,
@@ -345,6 +346,47 @@ grpc::Status AuditServiceImpl::ListWebhookDeliveries(grpc::ServerContext* ctx,
                                                      v1::ListWebhookDeliveriesResponse* resp) {
   return Unary(auth_, ctx, resp,
                [&](const core::Caller& c) { return core_->ListWebhookDeliveries(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::CreateProject(grpc::ServerContext* ctx,
+                                             const v1::CreateProjectRequest* req,
+                                             v1::CreateProjectResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->CreateProject(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::ListProjects(grpc::ServerContext* ctx,
+                                            const v1::ListProjectsRequest* req,
+                                            v1::ListProjectsResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->ListProjects(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::GetProject(grpc::ServerContext* ctx,
+                                          const v1::GetProjectRequest* req,
+                                          v1::GetProjectResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->GetProject(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::AddProjectMember(grpc::ServerContext* ctx,
+                                                const v1::AddProjectMemberRequest* req,
+                                                v1::AddProjectMemberResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->AddProjectMember(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::RemoveProjectMember(grpc::ServerContext* ctx,
+                                                   const v1::RemoveProjectMemberRequest* req,
+                                                   v1::RemoveProjectMemberResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->RemoveProjectMember(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::DeleteProject(grpc::ServerContext* ctx,
+                                             const v1::DeleteProjectRequest* req,
+                                             v1::DeleteProjectResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->DeleteProject(c, *req); });
 }
 
 }  // namespace fca::grpc_server

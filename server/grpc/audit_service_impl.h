@@ -104,6 +104,19 @@ class AuditServiceImpl final : public v1::AuditService::Service {
   grpc::Status ListWebhookDeliveries(grpc::ServerContext* ctx,
                                      const v1::ListWebhookDeliveriesRequest* req,
                                      v1::ListWebhookDeliveriesResponse* resp) override;
+  grpc::Status CreateProject(grpc::ServerContext* ctx, const v1::CreateProjectRequest* req,
+                             v1::CreateProjectResponse* resp) override;
+  grpc::Status ListProjects(grpc::ServerContext* ctx, const v1::ListProjectsRequest* req,
+                            v1::ListProjectsResponse* resp) override;
+  grpc::Status GetProject(grpc::ServerContext* ctx, const v1::GetProjectRequest* req,
+                          v1::GetProjectResponse* resp) override;
+  grpc::Status AddProjectMember(grpc::ServerContext* ctx, const v1::AddProjectMemberRequest* req,
+                                v1::AddProjectMemberResponse* resp) override;
+  grpc::Status RemoveProjectMember(grpc::ServerContext* ctx,
+                                   const v1::RemoveProjectMemberRequest* req,
+                                   v1::RemoveProjectMemberResponse* resp) override;
+  grpc::Status DeleteProject(grpc::ServerContext* ctx, const v1::DeleteProjectRequest* req,
+                             v1::DeleteProjectResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

@@ -105,7 +105,7 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
   using Core = AuditServiceCore;
   static const auto* const bindings = new std::map<std::string, CoreBinding>{
       {"ListModels", BindWithoutRequest<v1::ListModelsRequest>(&Core::ListModels)},
-      {"ListDatasets", BindWithoutRequest<v1::ListDatasetsRequest>(&Core::ListDatasets)},
+      {"ListDatasets", Bind(&Core::ListDatasets)},
       {"SubmitAudit", Bind(&Core::SubmitAudit)},
       {"GetJob", Bind(&Core::GetJob)},
       {"ListJobs", Bind(&Core::ListJobs)},
@@ -128,6 +128,12 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"ListWebhooks", Bind(&Core::ListWebhooks)},
       {"RemoveWebhook", Bind(&Core::RemoveWebhook)},
       {"ListWebhookDeliveries", Bind(&Core::ListWebhookDeliveries)},
+      {"CreateProject", Bind(&Core::CreateProject)},
+      {"ListProjects", Bind(&Core::ListProjects)},
+      {"GetProject", Bind(&Core::GetProject)},
+      {"AddProjectMember", Bind(&Core::AddProjectMember)},
+      {"RemoveProjectMember", Bind(&Core::RemoveProjectMember)},
+      {"DeleteProject", Bind(&Core::DeleteProject)},
   };
   return *bindings;
 }

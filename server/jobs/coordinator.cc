@@ -443,9 +443,9 @@ absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& mode
                         claim.task.model, model.substr(0, 128)));
   }
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
-                       FindDatasetRef(store_, spec.eval_dataset(), claim.job.owner));
+                       FindDatasetRef(store_, spec.eval_dataset(), claim.job.project));
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord calib,
-                       FindDatasetRef(store_, spec.calib_dataset(), claim.job.owner));
+                       FindDatasetRef(store_, spec.calib_dataset(), claim.job.project));
   const std::vector<storage::ResultRow> rows =
       ToStorageRows(engine_rows, weights_sha256, job_id, {eval.sha256, calib.sha256});
   std::chrono::milliseconds delay = options_.end_retry_delay;
@@ -646,17 +646,17 @@ absl::Status Coordinator::ReleaseLost(const std::string& worker) {
 absl::StatusOr<DatasetBytes> Coordinator::ReadDataset(const Lease& lease, bool calibration) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const v1::AuditSpec> spec, JobSpec(claim.job));
-  return ReadJobDataset(store_, *spec, claim.job.owner, calibration);
+  return ReadJobDataset(store_, *spec, claim.job.project, calibration);
 }
 
 std::optional<std::string> Coordinator::GetCoefficients(const Lease& lease,
                                                         const engine::CoefficientCacheKey& key) {
   absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
   if (!claim.ok()) return std::nullopt;
-  // The job owner's namespace: one user's audits never hit, or reveal,
-  // another user's entries.
+  // The job's project's namespace: one project's audits never hit, or
+  // reveal, another project's entries.
   auto entry = store_->GetCoefficients(
-      {claim->job.owner, key.weights_sha256, key.window_hash, key.dtype, key.device});
+      {claim->job.project, key.weights_sha256, key.window_hash, key.dtype, key.device});
   if (!entry.ok()) {
     LogCacheError(claim->job.id, "cannot read the coefficient cache", entry.status());
     ObserveCacheLookup(false, 0);
@@ -676,7 +676,7 @@ void Coordinator::PutCoefficients(const Lease& lease, const engine::CoefficientC
   if (!claim.ok()) return;
   // A failed put (budget, busy database) only costs a later cache miss.
   const absl::Status status = store_->PutCoefficients(
-      {claim->job.owner, key.weights_sha256, key.window_hash, key.dtype, key.device}, "", bytes);
+      {claim->job.project, key.weights_sha256, key.window_hash, key.dtype, key.device}, "", bytes);
   if (status.ok()) ObserveCacheWrite(static_cast<int64_t>(bytes.size()));
   if (!status.ok()) LogCacheError(claim->job.id, "cannot write the coefficient cache", status);
 }

@@ -6,28 +6,30 @@
 namespace fca::core {
 
 absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, const std::string& ref,
-                                                      const std::string& owner) {
+                                                      const std::string& project) {
   const std::string prefix = "sha256:";
   if (ref.rfind(prefix, 0) == 0) {
-    auto found = store->FindDatasetByContent(ref.substr(prefix.size()), owner);
+    auto found = store->FindDatasetByContent(ref.substr(prefix.size()), project);
     if (absl::IsNotFound(found.status())) {
-      return absl::NotFoundError(absl::StrFormat("no dataset of yours has %s", ref.substr(0, 80)));
+      return absl::NotFoundError(
+          absl::StrFormat("no dataset of project '%s' has %s", project, ref.substr(0, 80)));
     }
     return found;
   }
   FCA_RETURN_IF_ERROR(ValidateName(ref, "dataset"));
-  auto found = store->FindDataset(ref, owner);
+  auto found = store->FindDataset(ref, project);
   if (absl::IsNotFound(found.status())) {
-    return absl::NotFoundError(absl::StrFormat("dataset '%s' is not uploaded", ref));
+    return absl::NotFoundError(
+        absl::StrFormat("dataset '%s' is not uploaded in project '%s'", ref, project));
   }
   return found;
 }
 
 absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::AuditSpec& spec,
-                                            const std::string& owner, bool calibration) {
+                                            const std::string& project, bool calibration) {
   const std::string& ref = calibration ? spec.calib_dataset() : spec.eval_dataset();
   const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
-  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record, FindDatasetRef(store, ref, owner));
+  FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record, FindDatasetRef(store, ref, project));
   // One window more than the job uses, so the engine can tell (and note)
   // that max windows left some out.
   const int64_t max_token_bytes = (max_windows + 1) * spec.window_length() * 4;

@@ -12,18 +12,18 @@
 
 namespace fca::core {
 
-// The evaluation (or calibration) dataset of a job of `owner`. NOT_FOUND
-// for an unknown dataset (looked up among the owner's, by name or
-// "sha256:<hex>").
+// The evaluation (or calibration) dataset of a job of `project`. NOT_FOUND
+// for an unknown dataset (looked up among the project's only, by name or
+// "sha256:<hex>": a job reads no other project's datasets).
 [[nodiscard]] absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store,
                                                           const v1::AuditSpec& spec,
-                                                          const std::string& owner,
+                                                          const std::string& project,
                                                           bool calibration);
 
-// Finds the owner's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
+// Finds the project's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
 [[nodiscard]] absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
                                                                     const std::string& ref,
-                                                                    const std::string& owner);
+                                                                    const std::string& project);
 
 }  // namespace fca::core
 

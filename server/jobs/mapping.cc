@@ -56,6 +56,7 @@ v1::Dataset ToProto(const storage::DatasetRecord& d) {
   out.set_sha256(d.sha256);
   out.set_size_bytes(d.size_bytes);
   out.set_owner(d.owner);
+  out.set_project(d.project);
   ToTimestamp(d.created_at_us, out.mutable_created_at());
   return out;
 }
@@ -112,6 +113,7 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   v1::Job out;
   out.set_id(job.id);
   out.set_owner(job.owner);
+  out.set_project(job.project);
   out.set_state(ToProto(job.state));
   auto spec = StoredSpec(job);
   if (!spec.ok()) return spec.status();

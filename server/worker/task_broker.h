@@ -89,7 +89,7 @@ class TaskBroker {
   // The job's evaluation (or calibration) dataset.
   [[nodiscard]] virtual absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease,
                                                                  bool calibration) = 0;
-  // The job owner's coefficient cache (the worker never names the owner).
+  // The job's project's coefficient cache (the worker never names it).
   // A failed read is a miss, a failed write a later miss; both are logged by
   // the broker.
   virtual std::optional<std::string> GetCoefficients(const Lease& lease,

@@ -27,8 +27,8 @@ struct DatasetHashes {
   std::string eval, calib;
 };
 
-// The coefficient cache of the engine, kept by the broker in the job
-// owner's namespace.
+// The coefficient cache of the engine, kept by the broker in the job's
+// project's namespace.
 class BrokerCache : public engine::CoefficientCache {
  public:
   BrokerCache(TaskBroker* broker, Lease lease) : broker_(broker), lease_(lease) {}

@@ -160,7 +160,7 @@ TEST_F(FinishedJobTest, EventsAreOrderedFromQueuedToSucceeded) {
 }
 
 TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
-  const std::string eval_sha = env_->core()->ListDatasets(Alice())->datasets(1).sha256();
+  const std::string eval_sha = env_->core()->ListDatasets(Alice(), {})->datasets(1).sha256();
   for (const char* model : {"fg_a", "fg_b"}) {
     v1::QueryResultsResponse penalty = Query(model, "cross_input", "penalty");
     ASSERT_EQ(penalty.results_size(), 1) << model;

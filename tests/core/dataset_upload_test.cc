@@ -220,12 +220,12 @@ TEST(DatasetUploadTest, ListDatasetsShowsOwnNewestFirstAndAdminSeesAll) {
   ASSERT_TRUE(env.Upload(Alice(), "a1", "x1").ok());
   ASSERT_TRUE(env.Upload(Bob(), "b1", "y1").ok());
   ASSERT_TRUE(env.Upload(Alice(), "a2", "x2").ok());
-  auto mine = env.core()->ListDatasets(Alice());
+  auto mine = env.core()->ListDatasets(Alice(), {});
   ASSERT_TRUE(mine.ok()) << mine.status();
   ASSERT_EQ(mine->datasets_size(), 2);
   EXPECT_EQ(mine->datasets(0).name(), "a2");
   EXPECT_EQ(mine->datasets(1).name(), "a1");
-  auto all = env.core()->ListDatasets(testing::Admin());
+  auto all = env.core()->ListDatasets(testing::Admin(), {});
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->datasets_size(), 3);
 }

@@ -45,7 +45,7 @@ class ProvenanceTest : public ::testing::Test {
   }
 
   static std::string Sha(const std::string& dataset) {
-    const auto listed = env_->core()->ListDatasets(Alice());
+    const auto listed = env_->core()->ListDatasets(Alice(), {});
     if (!listed.ok()) return "";
     for (const v1::Dataset& d : listed->datasets()) {
       if (d.name() == dataset) return d.sha256();

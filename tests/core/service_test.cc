@@ -90,7 +90,7 @@ TEST_F(ServiceTest, SubmitUnknownModelOrDatasetIsNotFound) {
 TEST_F(ServiceTest, SubmitByContentHashFindsOwnDatasetOnly) {
   auto carol_data = env_.Upload(Caller{"carol", false}, "carol_eval", "carol's own bytes");
   ASSERT_TRUE(carol_data.ok()) << carol_data.status();
-  const std::string own = "sha256:" + env_.core()->ListDatasets(Alice())->datasets(0).sha256();
+  const std::string own = "sha256:" + env_.core()->ListDatasets(Alice(), {})->datasets(0).sha256();
   EXPECT_TRUE(env_.Submit(Alice(), SmallSpec({"fg_a"}, own, "calib")).ok());
   const std::string carols = "sha256:" + carol_data->dataset().sha256();
   EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"fg_a"}, carols, "calib")), absl::StatusCode::kNotFound);

@@ -699,7 +699,7 @@ TEST_P(TaskBrokerTest, ReadDatasetGivesTheJobsEvaluationAndCalibrationData) {
   Submit({kGateA});
   std::optional<TaskAssignment> a = MustClaim();
   ASSERT_TRUE(a.has_value());
-  absl::StatusOr<v1::ListDatasetsResponse> listed = core_env()->core()->ListDatasets(Alice());
+  absl::StatusOr<v1::ListDatasetsResponse> listed = core_env()->core()->ListDatasets(Alice(), {});
   ASSERT_TRUE(listed.ok()) << listed.status();
   std::map<std::string, std::string> sha;
   for (const v1::Dataset& d : listed->datasets()) sha[d.name()] = d.sha256();

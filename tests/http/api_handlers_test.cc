@@ -36,7 +36,9 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
       {"CreateApiKey", false}, {"ListApiKeys", true},    {"RevokeApiKey", false},
       {"RotateApiKey", false}, {"QueryAuditLog", true},
       {"AddWebhook", false},   {"ListWebhooks", true},   {"RemoveWebhook", false},
-      {"ListWebhookDeliveries", true}};
+      {"ListWebhookDeliveries", true}, {"CreateProject", false}, {"ListProjects", true},
+      {"GetProject", true}, {"AddProjectMember", false}, {"RemoveProjectMember", false},
+      {"DeleteProject", false}};
   return *methods;
 }
 

@@ -504,6 +504,64 @@ TEST_F(StoreMigrationTest, OlderKeysKeepWorkingAndGetIds) {
   EXPECT_EQ(record.expires_at_us, 0);
   ASSERT_OK_AND_ASSIGN(const AuditLogPage log, store->QueryAuditLog({}, 0, ""));
   EXPECT_TRUE(log.rows.empty());
+// Version 5 (projects), from a file written with the old schema: every user
+// seen (owners of jobs and datasets, API keys' users) gets a personal project
+// they own, and everything they owned goes there; dataset ids go on after
+// the old ones; cached coefficients keep their hits under the owner's
+// personal project.
+TEST_F(StoreMigrationTest, OldObjectsGoToTheirOwnersPersonalProjects) {
+  WriteVersion2({{R"({"models":["a"]})", "SUCCEEDED", 300, 350, 1}});  // ann's job 1
+  {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_, 1000);
+    ASSERT_OK(db);
+    for (const char* sql : {
+             "INSERT INTO dataset_blobs (sha256, size_bytes, num_chunks) VALUES ('s1', 0, 0)",
+             "INSERT INTO datasets (id, name, kind, owner, sha256, created_at_us) "
+             "VALUES (7, 'eval', 'text', 'ann', 's1', 1)",
+             "INSERT INTO datasets (id, name, kind, owner, sha256, created_at_us) "
+             "VALUES (9, 'eval', 'text', 'bob', 's1', 2)",
+             "INSERT INTO api_keys (key_sha256, user, role, created_at_us) "
+             "VALUES ('k1', 'carl', 'user', 1)",
+             "INSERT INTO coeff_cache (owner, weights_sha256, window_hash, dtype, device, meta, "
+             "blob_bytes, size_bytes, num_chunks, created_at_us, last_used_us, last_used_seq) "
+             "VALUES ('ann', 'w', 'h', 'float32', 'cpu', '', 0, 0, 0, 1, 1, 1)",
+         }) {
+      ASSERT_OK((*db)->Execute(sql, "test"));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store->GetJob(1));
+  EXPECT_EQ(job.owner, "ann");
+  EXPECT_EQ(job.project, "ann");
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord ann_eval, store->FindDataset("eval", "ann"));
+  EXPECT_EQ(ann_eval.id, 7);
+  EXPECT_EQ(ann_eval.owner, "ann");
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord bob_eval, store->FindDataset("eval", "bob"));
+  EXPECT_EQ(bob_eval.id, 9);
+  EXPECT_EQ(bob_eval.project, "bob");
+  for (const std::string user : {"ann", "bob", "carl"}) {
+    ASSERT_OK_AND_ASSIGN(const ProjectRecord project, store->GetProject(user));
+    EXPECT_TRUE(project.personal) << user;
+    ASSERT_OK_AND_ASSIGN(const auto role, store->MemberRole(user, user));
+    EXPECT_EQ(role, std::optional<std::string>("owner")) << user;
+  }
+  ASSERT_OK_AND_ASSIGN(const auto all, store->ListProjects(std::nullopt));
+  EXPECT_EQ(all.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(const auto entry,
+                       store->GetCoefficients({"ann", "w", "h", "float32", "cpu"}));
+  EXPECT_TRUE(entry.has_value());
+  // Dataset ids go on after the highest ever given; names are per project.
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord fresh,
+                       store->PutDataset("eval", "text", "bob", "new", "ann-lab"));
+  EXPECT_GT(fresh.id, 9);
+  ASSERT_OK_AND_ASSIGN(const std::string integrity, store->IntegrityCheck());
+  EXPECT_EQ(integrity, "ok");
+
+  store.reset();  // reopening migrates nothing twice
+  ASSERT_OK_AND_ASSIGN(store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(const auto again, store->ListMembers("ann"));
+  EXPECT_EQ(again.size(), 1u);
 }
 
 }  // namespace

@@ -412,7 +412,7 @@ TEST_P(StoreTest, CoefficientsRoundTripAndReplace) {
   EXPECT_FALSE(miss.has_value());
   // Another owner or device: no hit either (issue 9: no cross-user signal).
   CoefficientKey other_owner = Key(1), other_device = Key(1);
-  other_owner.owner = "mallory";
+  other_owner.project = "mallory";
   other_device.device = "cuda:0";
   ASSERT_OK_AND_ASSIGN(const auto foreign, store_->GetCoefficients(other_owner));
   EXPECT_FALSE(foreign.has_value());

@@ -1,0 +1,138 @@
+#include "client/commands_projects.h"
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "client/exit_codes.h"
+#include "client/format.h"
+#include "common/status_macros.h"
+
+ABSL_FLAG(std::string, role, "", "projects add-member: reader, writer or owner");
+ABSL_DECLARE_FLAG(std::string, owner);  // commands.cc
+
+namespace fca::client {
+
+namespace v1 = ::fca::v1;
+namespace {
+
+absl::Status ExpectArgs(const CommandContext& ctx, size_t count, const std::string& usage) {
+  if (ctx.args().size() == count) return absl::OkStatus();
+  return UsageError(absl::StrFormat("expected: fca %s", usage));
+}
+
+// "reader" for PROJECT_ROLE_READER.
+std::string RoleName(v1::ProjectRole role) {
+  const std::string name = v1::ProjectRole_Name(role);
+  const std::string prefix = "PROJECT_ROLE_";
+  return absl::AsciiStrToLower(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name);
+}
+
+absl::StatusOr<v1::ProjectRole> ParseRole(const std::string& text) {
+  v1::ProjectRole role = v1::PROJECT_ROLE_UNSPECIFIED;
+  if (text.empty() ||
+      !v1::ProjectRole_Parse("PROJECT_ROLE_" + absl::AsciiStrToUpper(text), &role) ||
+      role == v1::PROJECT_ROLE_UNSPECIFIED) {
+    return UsageError("--role must be reader, writer or owner");
+  }
+  return role;
+}
+
+std::string FormatProjectsTable(const v1::ListProjectsResponse& list) {
+  TextTable table({{"NAME"}, {"ROLE"}, {"KIND"}, {"CREATED BY"}, {"CREATED"}});
+  for (const v1::Project& p : list.projects()) {
+    table.AddRow({p.name(), RoleName(p.role()), p.personal() ? "personal" : "shared",
+                  p.created_by(), FormatTimestamp(p.created_at())});
+  }
+  return table.Render();
+}
+
+std::string FormatProject(const v1::Project& p) {
+  std::string out;
+  absl::StrAppendFormat(&out, "project:    %s (%s)\n", SanitizeForTerminal(p.name()),
+                        p.personal() ? "personal" : "shared");
+  absl::StrAppendFormat(&out, "created by: %s, %s\n", SanitizeForTerminal(p.created_by()),
+                        FormatTimestamp(p.created_at()));
+  absl::StrAppendFormat(&out, "your role:  %s\n", RoleName(p.role()));
+  TextTable table({{"MEMBER"}, {"ROLE"}});
+  for (const v1::ProjectMember& m : p.members()) table.AddRow({m.user(), RoleName(m.role())});
+  return out + table.Render();
+}
+
+}  // namespace
+
+CommandResult RunProjectsCreate(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "projects create NAME [--owner=U]"));
+  v1::CreateProjectRequest request;
+  request.set_name(ctx.args()[0]);
+  request.set_owner(absl::GetFlag(FLAGS_owner));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::CreateProjectResponse created, client->CreateProject(request));
+  ctx.out() << FormatProject(created.project());
+  return kExitOk;
+}
+
+CommandResult RunProjectsList(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "projects list"));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::ListProjectsResponse list, client->ListProjects({}));
+  ctx.out() << FormatProjectsTable(list);
+  return kExitOk;
+}
+
+CommandResult RunProjectsShow(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "projects show NAME"));
+  v1::GetProjectRequest request;
+  request.set_name(ctx.args()[0]);
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::GetProjectResponse got, client->GetProject(request));
+  ctx.out() << FormatProject(got.project());
+  return kExitOk;
+}
+
+CommandResult RunProjectsAddMember(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(
+      ExpectArgs(ctx, 2, "projects add-member NAME USER --role=reader|writer|owner"));
+  v1::AddProjectMemberRequest request;
+  request.set_project(ctx.args()[0]);
+  request.set_user(ctx.args()[1]);
+  FCA_ASSIGN_OR_RETURN(const v1::ProjectRole role, ParseRole(absl::GetFlag(FLAGS_role)));
+  request.set_role(role);
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::AddProjectMemberResponse added, client->AddProjectMember(request));
+  ctx.out() << FormatProject(added.project());
+  return kExitOk;
+}
+
+CommandResult RunProjectsRemoveMember(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 2, "projects remove-member NAME USER"));
+  v1::RemoveProjectMemberRequest request;
+  request.set_project(ctx.args()[0]);
+  request.set_user(ctx.args()[1]);
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::RemoveProjectMemberResponse removed,
+                       client->RemoveProjectMember(request));
+  if (removed.has_project()) {
+    ctx.out() << FormatProject(removed.project());
+  } else {
+    ctx.out() << absl::StrFormat("%s: removed from %s\n", SanitizeForTerminal(request.user()),
+                                 SanitizeForTerminal(request.project()));
+  }
+  return kExitOk;
+}
+
+CommandResult RunProjectsDelete(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "projects delete NAME"));
+  v1::DeleteProjectRequest request;
+  request.set_name(ctx.args()[0]);
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::DeleteProjectResponse deleted, client->DeleteProject(request));
+  ctx.out() << absl::StrFormat("project %s: deleted with %d jobs and %d datasets\n",
+                               SanitizeForTerminal(request.name()), deleted.jobs_deleted(),
+                               deleted.datasets_deleted());
+  return kExitOk;
+}
+
+}  // namespace fca::client

@@ -1,0 +1,126 @@
+// AuditServiceCore: the project RPCs (who may call them: server/core/projects.h).
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/core/service.h"
+#include "server/worker/messages.h"
+
+namespace fca::core {
+namespace {
+
+v1::Project ToProto(const storage::ProjectRecord& p, ProjectRole role) {
+  v1::Project out;
+  out.set_name(p.name);
+  out.set_personal(p.personal);
+  out.set_created_by(p.created_by);
+  ToTimestamp(p.created_at_us, out.mutable_created_at());
+  out.set_role(core::ToProto(role));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Project> AuditServiceCore::ProjectWithMembers(const std::string& name,
+                                                                 ProjectRole role) {
+  FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord project, store_->GetProject(name));
+  v1::Project out = ToProto(project, role);
+  FCA_ASSIGN_OR_RETURN(const std::vector<storage::ProjectMember> members,
+                       store_->ListMembers(name));
+  for (const storage::ProjectMember& m : members) {
+    const std::optional<ProjectRole> member_role = ParseProjectRole(m.role);
+    if (!member_role) return absl::DataLossError("storage: a member has an unknown role");
+    v1::ProjectMember* added = out.add_members();
+    added->set_user(m.user);
+    added->set_role(core::ToProto(*member_role));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::CreateProjectResponse> AuditServiceCore::CreateProject(
+    const Caller& caller, const v1::CreateProjectRequest& request) {
+  if (!caller.admin) return absl::PermissionDeniedError("only admins create projects");
+  FCA_RETURN_IF_ERROR(ValidateName(request.name(), "project"));
+  const std::string owner = request.owner().empty() ? caller.user : request.owner();
+  FCA_RETURN_IF_ERROR(ValidateUserName(owner));
+  FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord created,
+                       store_->CreateProject(request.name(), caller.user, owner));
+  v1::CreateProjectResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_project(),
+                       ProjectWithMembers(created.name, ProjectRole::kOwner));
+  return response;
+}
+
+absl::StatusOr<v1::ListProjectsResponse> AuditServiceCore::ListProjects(
+    const Caller& caller, const v1::ListProjectsRequest&) {
+  FCA_RETURN_IF_ERROR(store_->EnsurePersonalProject(caller.user).status());
+  std::optional<std::string> member;
+  if (!caller.admin) member = caller.user;
+  FCA_ASSIGN_OR_RETURN(std::vector<storage::ProjectRecord> projects, store_->ListProjects(member));
+  // The caller's personal project first, then by name (as stored).
+  std::stable_partition(projects.begin(), projects.end(),
+                        [&](const storage::ProjectRecord& p) { return p.name == caller.user; });
+  v1::ListProjectsResponse response;
+  for (const storage::ProjectRecord& p : projects) {
+    FCA_ASSIGN_OR_RETURN(const ProjectRole role, RoleIn(caller, p.name));
+    *response.add_projects() = ToProto(p, role);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::GetProjectResponse> AuditServiceCore::GetProject(
+    const Caller& caller, const v1::GetProjectRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.name()));
+  FCA_ASSIGN_OR_RETURN(const ProjectRole role, RoleIn(caller, name));
+  v1::GetProjectResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, role));
+  return response;
+}
+
+absl::StatusOr<v1::AddProjectMemberResponse> AuditServiceCore::AddProjectMember(
+    const Caller& caller, const v1::AddProjectMemberRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
+  FCA_ASSIGN_OR_RETURN(const ProjectRole role,
+                       RequireRole(store_, caller, name, ProjectRole::kOwner));
+  FCA_RETURN_IF_ERROR(ValidateUserName(request.user()));
+  FCA_ASSIGN_OR_RETURN(const ProjectRole given, FromProto(request.role()));
+  FCA_RETURN_IF_ERROR(store_->SetMember(name, request.user(), ProjectRoleName(given)));
+  v1::AddProjectMemberResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, role));
+  return response;
+}
+
+absl::StatusOr<v1::RemoveProjectMemberResponse> AuditServiceCore::RemoveProjectMember(
+    const Caller& caller, const v1::RemoveProjectMemberRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
+  FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
+  FCA_RETURN_IF_ERROR(ValidateUserName(request.user()));
+  // The member's open WatchJob streams of the project's jobs check their
+  // membership at every turn (at most 500 ms apart) and end with NOT_FOUND.
+  FCA_RETURN_IF_ERROR(store_->RemoveMember(name, request.user()));
+  v1::RemoveProjectMemberResponse response;
+  // The caller may have removed themselves (an owner of several).
+  const absl::StatusOr<ProjectRole> now = RoleIn(caller, name);
+  if (!now.ok()) return response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, *now));
+  return response;
+}
+
+absl::StatusOr<v1::DeleteProjectResponse> AuditServiceCore::DeleteProject(
+    const Caller& caller, const v1::DeleteProjectRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.name()));
+  FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
+  FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord project, store_->GetProject(name));
+  if (project.personal) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "'%s' is a personal project and cannot be deleted; delete its jobs and datasets instead",
+        name));
+  }
+  FCA_ASSIGN_OR_RETURN(const storage::ProjectDeletion deleted, store_->DeleteProject(name));
+  v1::DeleteProjectResponse response;
+  response.set_jobs_deleted(deleted.jobs);
+  response.set_datasets_deleted(deleted.datasets);
+  return response;
+}
+
+}  // namespace fca::core
