@@ -50,8 +50,12 @@ namespace fca::core {
   X(kKeyCreate, "key.create")         \
   X(kKeyRevoke, "key.revoke")         \
   X(kKeyRotate, "key.rotate")         \
+  X(kProjectCreate, "project.create") \
+  X(kProjectDelete, "project.delete") \
   X(kMemberAdd, "member.add")         \
   X(kMemberRemove, "member.remove")   \
+  X(kWebhookAdd, "webhook.add")       \
+  X(kWebhookRemove, "webhook.remove") \
   X(kServerStart, "server.start")     \
   X(kServerStop, "server.stop")       \
   X(kAuthRefused, "auth.refused")

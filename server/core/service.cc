@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -897,8 +898,14 @@ absl::StatusOr<Webhooks*> AuditServiceCore::WebhooksOrOff() const {
 
 absl::StatusOr<v1::AddWebhookResponse> AuditServiceCore::AddWebhook(
     const Caller& caller, const v1::AddWebhookRequest& request) {
-  FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
-  return webhooks->Add(caller, request);
+  absl::StatusOr<v1::AddWebhookResponse> result = [&]() -> absl::StatusOr<v1::AddWebhookResponse> {
+    FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
+    return webhooks->Add(caller, request);
+  }();
+  Record(caller, audit_action::kWebhookAdd,
+         {"webhook", result.ok() ? absl::StrCat(result->webhook().id()) : ""}, result.status(),
+         absl::StrCat("project ", request.project().empty() ? caller.user : request.project()));
+  return result;
 }
 
 absl::StatusOr<v1::ListWebhooksResponse> AuditServiceCore::ListWebhooks(
@@ -909,8 +916,14 @@ absl::StatusOr<v1::ListWebhooksResponse> AuditServiceCore::ListWebhooks(
 
 absl::StatusOr<v1::RemoveWebhookResponse> AuditServiceCore::RemoveWebhook(
     const Caller& caller, const v1::RemoveWebhookRequest& request) {
-  FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
-  return webhooks->Remove(caller, request);
+  absl::StatusOr<v1::RemoveWebhookResponse> result =
+      [&]() -> absl::StatusOr<v1::RemoveWebhookResponse> {
+    FCA_ASSIGN_OR_RETURN(Webhooks * webhooks, WebhooksOrOff());
+    return webhooks->Remove(caller, request);
+  }();
+  Record(caller, audit_action::kWebhookRemove, {"webhook", absl::StrCat(request.webhook_id())},
+         result.status());
+  return result;
 }
 
 absl::StatusOr<v1::ListWebhookDeliveriesResponse> AuditServiceCore::ListWebhookDeliveries(

@@ -145,9 +145,9 @@ absl::StatusOr<v1::DeleteJobResponse> AuditServiceCore::DeleteJob(
 absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDataset(
     const Caller& caller, const v1::DeleteDatasetRequest& request) {
   absl::StatusOr<v1::DeleteDatasetResponse> result = DeleteDatasetUnrecorded(caller, request);
-  const std::string owner = request.owner().empty() ? caller.user : request.owner();
+  const std::string project = request.project().empty() ? caller.user : request.project();
   Record(caller, audit_action::kDatasetDelete, {"dataset", request.name()}, OutcomeOf(result),
-         absl::StrCat("owner ", owner));
+         absl::StrCat("project ", project));
   return result;
 }
 

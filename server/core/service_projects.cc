@@ -1,8 +1,10 @@
 // AuditServiceCore: the project RPCs (who may call them: server/core/projects.h).
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/core/audit_log.h"
 #include "server/core/service.h"
 #include "server/worker/messages.h"
 
@@ -39,16 +41,22 @@ absl::StatusOr<v1::Project> AuditServiceCore::ProjectWithMembers(const std::stri
 
 absl::StatusOr<v1::CreateProjectResponse> AuditServiceCore::CreateProject(
     const Caller& caller, const v1::CreateProjectRequest& request) {
-  if (!caller.admin) return absl::PermissionDeniedError("only admins create projects");
-  FCA_RETURN_IF_ERROR(ValidateName(request.name(), "project"));
-  const std::string owner = request.owner().empty() ? caller.user : request.owner();
-  FCA_RETURN_IF_ERROR(ValidateUserName(owner));
-  FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord created,
-                       store_->CreateProject(request.name(), caller.user, owner));
-  v1::CreateProjectResponse response;
-  FCA_ASSIGN_OR_RETURN(*response.mutable_project(),
-                       ProjectWithMembers(created.name, ProjectRole::kOwner));
-  return response;
+  absl::StatusOr<v1::CreateProjectResponse> result =
+      [&]() -> absl::StatusOr<v1::CreateProjectResponse> {
+    if (!caller.admin) return absl::PermissionDeniedError("only admins create projects");
+    FCA_RETURN_IF_ERROR(ValidateName(request.name(), "project"));
+    const std::string owner = request.owner().empty() ? caller.user : request.owner();
+    FCA_RETURN_IF_ERROR(ValidateUserName(owner));
+    FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord created,
+                         store_->CreateProject(request.name(), caller.user, owner));
+    v1::CreateProjectResponse response;
+    FCA_ASSIGN_OR_RETURN(*response.mutable_project(),
+                         ProjectWithMembers(created.name, ProjectRole::kOwner));
+    return response;
+  }();
+  Record(caller, audit_action::kProjectCreate, {"project", request.name()}, result.status(),
+         absl::StrCat("owner ", request.owner().empty() ? caller.user : request.owner()));
+  return result;
 }
 
 absl::StatusOr<v1::ListProjectsResponse> AuditServiceCore::ListProjects(
@@ -79,48 +87,68 @@ absl::StatusOr<v1::GetProjectResponse> AuditServiceCore::GetProject(
 
 absl::StatusOr<v1::AddProjectMemberResponse> AuditServiceCore::AddProjectMember(
     const Caller& caller, const v1::AddProjectMemberRequest& request) {
-  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
-  FCA_ASSIGN_OR_RETURN(const ProjectRole role,
-                       RequireRole(store_, caller, name, ProjectRole::kOwner));
-  FCA_RETURN_IF_ERROR(ValidateUserName(request.user()));
-  FCA_ASSIGN_OR_RETURN(const ProjectRole given, FromProto(request.role()));
-  FCA_RETURN_IF_ERROR(store_->SetMember(name, request.user(), ProjectRoleName(given)));
-  v1::AddProjectMemberResponse response;
-  FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, role));
-  return response;
+  absl::StatusOr<v1::AddProjectMemberResponse> result =
+      [&]() -> absl::StatusOr<v1::AddProjectMemberResponse> {
+    FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
+    FCA_ASSIGN_OR_RETURN(const ProjectRole role,
+                         RequireRole(store_, caller, name, ProjectRole::kOwner));
+    FCA_RETURN_IF_ERROR(ValidateUserName(request.user()));
+    FCA_ASSIGN_OR_RETURN(const ProjectRole given, FromProto(request.role()));
+    FCA_RETURN_IF_ERROR(store_->SetMember(name, request.user(), ProjectRoleName(given)));
+    v1::AddProjectMemberResponse response;
+    FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, role));
+    return response;
+  }();
+  Record(caller, audit_action::kMemberAdd,
+         {"project", request.project().empty() ? caller.user : request.project()}, result.status(),
+         absl::StrCat(request.user(), " as ", v1::ProjectRole_Name(request.role())));
+  return result;
 }
 
 absl::StatusOr<v1::RemoveProjectMemberResponse> AuditServiceCore::RemoveProjectMember(
     const Caller& caller, const v1::RemoveProjectMemberRequest& request) {
-  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
-  FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
-  FCA_RETURN_IF_ERROR(ValidateUserName(request.user()));
-  // The member's open WatchJob streams of the project's jobs check their
-  // membership at every turn (at most 500 ms apart) and end with NOT_FOUND.
-  FCA_RETURN_IF_ERROR(store_->RemoveMember(name, request.user()));
-  v1::RemoveProjectMemberResponse response;
-  // The caller may have removed themselves (an owner of several).
-  const absl::StatusOr<ProjectRole> now = RoleIn(caller, name);
-  if (!now.ok()) return response;
-  FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, *now));
-  return response;
+  absl::StatusOr<v1::RemoveProjectMemberResponse> result =
+      [&]() -> absl::StatusOr<v1::RemoveProjectMemberResponse> {
+    FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
+    FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
+    FCA_RETURN_IF_ERROR(ValidateUserName(request.user()));
+    // The member's open WatchJob streams of the project's jobs check their
+    // membership at every turn (at most 500 ms apart) and end with NOT_FOUND.
+    FCA_RETURN_IF_ERROR(store_->RemoveMember(name, request.user()));
+    v1::RemoveProjectMemberResponse response;
+    // The caller may have removed themselves (an owner of several).
+    const absl::StatusOr<ProjectRole> now = RoleIn(caller, name);
+    if (!now.ok()) return response;
+    FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, *now));
+    return response;
+  }();
+  Record(caller, audit_action::kMemberRemove,
+         {"project", request.project().empty() ? caller.user : request.project()}, result.status(),
+         request.user());
+  return result;
 }
 
 absl::StatusOr<v1::DeleteProjectResponse> AuditServiceCore::DeleteProject(
     const Caller& caller, const v1::DeleteProjectRequest& request) {
-  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.name()));
-  FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
-  FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord project, store_->GetProject(name));
-  if (project.personal) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "'%s' is a personal project and cannot be deleted; delete its jobs and datasets instead",
-        name));
-  }
-  FCA_ASSIGN_OR_RETURN(const storage::ProjectDeletion deleted, store_->DeleteProject(name));
-  v1::DeleteProjectResponse response;
-  response.set_jobs_deleted(deleted.jobs);
-  response.set_datasets_deleted(deleted.datasets);
-  return response;
+  absl::StatusOr<v1::DeleteProjectResponse> result =
+      [&]() -> absl::StatusOr<v1::DeleteProjectResponse> {
+    FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.name()));
+    FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
+    FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord project, store_->GetProject(name));
+    if (project.personal) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "'%s' is a personal project and cannot be deleted; delete its jobs and datasets instead",
+          name));
+    }
+    FCA_ASSIGN_OR_RETURN(const storage::ProjectDeletion deleted, store_->DeleteProject(name));
+    v1::DeleteProjectResponse response;
+    response.set_jobs_deleted(deleted.jobs);
+    response.set_datasets_deleted(deleted.datasets);
+    return response;
+  }();
+  Record(caller, audit_action::kProjectDelete,
+         {"project", request.name().empty() ? caller.user : request.name()}, result.status(), "");
+  return result;
 }
 
 }  // namespace fca::core

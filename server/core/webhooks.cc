@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "server/core/projects.h"
 #include "server/jobs/mapping.h"
 #include "server/worker/messages.h"
 #include "server/worker/model_repository.h"
@@ -68,27 +69,29 @@ std::string Rfc3339(int64_t unix_us) {
 
 }  // namespace
 
-std::string JobProject(const storage::JobRecord& job) { return job.owner; }
-
-bool MayManageWebhooks(const Caller& caller, const std::string& project) {
-  return caller.admin || (!caller.worker && project == caller.user);
+absl::Status MayManageWebhooks(storage::Store* store, const Caller& caller,
+                               const std::string& project) {
+  return RequireRole(store, caller, project, ProjectRole::kOwner).status();
 }
 
 absl::StatusOr<std::string> Webhooks::ManagedProject(const Caller& caller,
                                                      const std::string& requested) const {
-  const std::string project = requested.empty() ? caller.user : requested;
-  if (project != caller.user) FCA_RETURN_IF_ERROR(ValidateName(project, "project"));
-  if (!MayManageWebhooks(caller, project)) {
-    return absl::NotFoundError(absl::StrFormat("project '%s' does not exist", project));
-  }
+  FCA_ASSIGN_OR_RETURN(const std::string project, ProjectOrPersonal(caller, requested));
+  FCA_RETURN_IF_ERROR(MayManageWebhooks(store_, caller, project));
   return project;
 }
 
 absl::StatusOr<storage::WebhookRecord> Webhooks::ManagedWebhook(const Caller& caller,
                                                                 int64_t id) const {
   absl::StatusOr<storage::WebhookRecord> webhook = store_->GetWebhook(id);
-  if (absl::IsNotFound(webhook.status()) ||
-      (webhook.ok() && !MayManageWebhooks(caller, webhook->project))) {
+  if (webhook.ok()) {
+    const absl::Status may = MayManageWebhooks(store_, caller, webhook->project);
+    if (absl::IsNotFound(may))
+      webhook = may;  // a non-member learns nothing of it
+    else if (!may.ok())
+      return may;
+  }
+  if (absl::IsNotFound(webhook.status())) {
     return absl::NotFoundError(absl::StrFormat("webhook %d does not exist", id));
   }
   return webhook;
@@ -164,7 +167,7 @@ std::string Webhooks::Body(const storage::JobRecord& job) const {
   body.Set("event", json::Value::String("job.ended"));
   body.Set("job_id", json::Value::Int(job.id));
   body.Set("state", json::Value::String(storage::JobStateName(job.state)));
-  body.Set("project", json::Value::String(json::ToValidUtf8(JobProject(job))));
+  body.Set("project", json::Value::String(json::ToValidUtf8(job.project)));
   body.Set("owner", json::Value::String(json::ToValidUtf8(job.owner)));
   body.Set("models", json::Value::MakeArray(std::move(models)));
   body.Set("error", json::Value::String(json::ToValidUtf8(job.error)));
@@ -181,7 +184,7 @@ std::string Webhooks::Body(const storage::JobRecord& job) const {
 
 absl::Status Webhooks::JobEnded(const storage::JobRecord& job) {
   if (!storage::IsTerminal(job.state)) return absl::OkStatus();
-  const std::string project = JobProject(job);
+  const std::string project = job.project;
   FCA_ASSIGN_OR_RETURN(const std::vector<storage::WebhookRecord> webhooks,
                        store_->ListWebhooks(project));
   if (webhooks.empty()) return absl::OkStatus();

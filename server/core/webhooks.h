@@ -19,14 +19,11 @@
 
 namespace fca::core {
 
-// The project a job belongs to. Until projects exist, a job belongs to its
-// owner's personal project, named like the owner.
-std::string JobProject(const storage::JobRecord& job);
-
-// Whether `caller` may manage project `project`'s webhooks: an admin, or
-// the owner of the project (until projects exist: the user whose personal
-// project it is). Everyone else is told the project does not exist.
-bool MayManageWebhooks(const Caller& caller, const std::string& project);
+// Who may manage project `project`'s webhooks: its owners and admins
+// (projects.h RequireRole): NOT_FOUND for a non-member, exactly as for a
+// project that does not exist; PERMISSION_DENIED for a reader or writer.
+[[nodiscard]] absl::Status MayManageWebhooks(storage::Store* store, const Caller& caller,
+                                             const std::string& project);
 
 struct WebhookOptions {
   WebhookAllowlist allow;
