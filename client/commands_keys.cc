@@ -14,8 +14,9 @@
 
 ABSL_FLAG(std::string, user, "",
           "keys list, keys create: whose keys (admins: any user) [you]; admin log: by user");
-ABSL_FLAG(std::string, role, "user",
-          "keys create: user | admin | worker (admins only: admin, worker)");
+ABSL_FLAG(std::string, role, "",
+          "keys create: user | admin | worker (admins only: admin, worker) [user]; projects "
+          "add-member: reader, writer or owner");
 ABSL_FLAG(int64_t, expires_days, 0, "keys create: the key expires after this many days; 0 = never");
 ABSL_FLAG(absl::Duration, grace, absl::ZeroDuration(),
           "keys rotate: how long the old key stays valid, e.g. 1h, 24h (at most 720h) [0: none]");
@@ -100,7 +101,8 @@ CommandResult RunKeysCreate(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   v1::CreateApiKeyRequest request;
   request.set_user(absl::GetFlag(FLAGS_user));
-  request.set_role(absl::GetFlag(FLAGS_role));
+  const std::string role = absl::GetFlag(FLAGS_role);
+  request.set_role(role.empty() ? "user" : role);
   request.set_expires_in_seconds(days * 24 * 3600);
   FCA_ASSIGN_OR_RETURN(const v1::CreateApiKeyResponse created, client->CreateApiKey(request));
   ShowSecret(ctx, created.key(), created.secret());

@@ -10,7 +10,7 @@
 #include "client/format.h"
 #include "common/status_macros.h"
 
-ABSL_FLAG(std::string, role, "", "projects add-member: reader, writer or owner");
+ABSL_DECLARE_FLAG(std::string, role);   // commands_keys.cc
 ABSL_DECLARE_FLAG(std::string, owner);  // commands.cc
 
 namespace fca::client {
