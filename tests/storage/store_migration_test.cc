@@ -504,7 +504,9 @@ TEST_F(StoreMigrationTest, OlderKeysKeepWorkingAndGetIds) {
   EXPECT_EQ(record.expires_at_us, 0);
   ASSERT_OK_AND_ASSIGN(const AuditLogPage log, store->QueryAuditLog({}, 0, ""));
   EXPECT_TRUE(log.rows.empty());
-// Version 5 (projects), from a file written with the old schema: every user
+}
+
+// Version 7 (projects), from a file written with the old schema: every user
 // seen (owners of jobs and datasets, API keys' users) gets a personal project
 // they own, and everything they owned goes there; dataset ids go on after
 // the old ones; cached coefficients keep their hits under the owner's
