@@ -27,18 +27,37 @@ using ::testing::HasSubstr;
 
 // Every unary method of fca.v1.AuditService and whether it changes state.
 const std::map<std::string, bool>& ExpectedReadOnly() {
-  static const auto* const methods = new std::map<std::string, bool>{
-      {"ListModels", true},    {"ListDatasets", true},   {"SubmitAudit", false},
-      {"GetJob", true},        {"ListJobs", true},       {"CancelJob", false},
-      {"DeleteJob", false},    {"DeleteDataset", false}, {"QueryResults", true},
-      {"Tokenize", true},      {"GetReport", true},      {"CompareJobs", true},
-      {"GetServerInfo", true}, {"ListJobWindows", true}, {"BackupDatabase", false},
-      {"CreateApiKey", false}, {"ListApiKeys", true},    {"RevokeApiKey", false},
-      {"RotateApiKey", false}, {"QueryAuditLog", true},
-      {"AddWebhook", false},   {"ListWebhooks", true},   {"RemoveWebhook", false},
-      {"ListWebhookDeliveries", true}, {"CreateProject", false}, {"ListProjects", true},
-      {"GetProject", true}, {"AddProjectMember", false}, {"RemoveProjectMember", false},
-      {"DeleteProject", false}};
+  static const auto* const methods =
+      new std::map<std::string, bool>{{"ListModels", true},
+                                      {"ListDatasets", true},
+                                      {"SubmitAudit", false},
+                                      {"GetJob", true},
+                                      {"ListJobs", true},
+                                      {"CancelJob", false},
+                                      {"DeleteJob", false},
+                                      {"DeleteDataset", false},
+                                      {"QueryResults", true},
+                                      {"Tokenize", true},
+                                      {"GetReport", true},
+                                      {"CompareJobs", true},
+                                      {"GetServerInfo", true},
+                                      {"ListJobWindows", true},
+                                      {"BackupDatabase", false},
+                                      {"CreateApiKey", false},
+                                      {"ListApiKeys", true},
+                                      {"RevokeApiKey", false},
+                                      {"RotateApiKey", false},
+                                      {"QueryAuditLog", true},
+                                      {"AddWebhook", false},
+                                      {"ListWebhooks", true},
+                                      {"RemoveWebhook", false},
+                                      {"ListWebhookDeliveries", true},
+                                      {"CreateProject", false},
+                                      {"ListProjects", true},
+                                      {"GetProject", true},
+                                      {"AddProjectMember", false},
+                                      {"RemoveProjectMember", false},
+                                      {"DeleteProject", false}};
   return *methods;
 }
 
