@@ -448,8 +448,9 @@ absl::Status CreateApiKey() {
       absl::StrFormat("user %s, role %s, expires in %d days", record.user, record.role, days);
   LogIfError("audit log", store->AppendAuditLog(row).status());
   std::printf("%s\n", key.c_str());
-  std::fprintf(stderr, "fca-server: created API key %d (prefix %s) for %s, role %s\n", record.id,
-               record.prefix.c_str(), record.user.c_str(), record.role.c_str());
+  std::fprintf(stderr, "fca-server: created API key %lld (prefix %s) for %s, role %s\n",
+               static_cast<long long>(record.id), record.prefix.c_str(), record.user.c_str(),
+               record.role.c_str());
   return absl::OkStatus();
 }
 

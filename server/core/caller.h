@@ -19,7 +19,7 @@ struct Caller {
   // The stored API key it presented (0: auth off, or a --api_keys file's
   // key) and where the call came from: for the audit log.
   int64_t key_id = 0;
-  std::string peer;
+  std::string peer = {};  // an initializer: callers may leave it out
 };
 
 }  // namespace fca::core

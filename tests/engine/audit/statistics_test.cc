@@ -304,7 +304,9 @@ TEST(StatisticsTest, BlockResampleIndices) {
   for (size_t k = 0; k < a.size(); ++k) {
     EXPECT_GE(a[k], 0);
     EXPECT_LT(a[k], 10);
-    if (k % 3 != 0) EXPECT_EQ(a[k], a[k - 1] + 1) << k;
+    if (k % 3 != 0) {
+      EXPECT_EQ(a[k], a[k - 1] + 1) << k;
+    }
   }
   EXPECT_EQ(a, BlockResampleIndices(10, 3, 5));
   EXPECT_NE(a, BlockResampleIndices(10, 3, 6));
