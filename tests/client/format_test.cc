@@ -248,6 +248,7 @@ TEST(ListingTest, JobsTableAndDetails) {
   v1::Job job;
   job.set_id(12);
   job.set_owner("ana");
+  job.set_project("lab");
   job.set_state(v1::JOB_STATE_FAILED);
   job.set_progress(0.5);
   job.mutable_spec()->add_models("a");
@@ -256,7 +257,7 @@ TEST(ListingTest, JobsTableAndDetails) {
   job.set_error("FAILED_PRECONDITION: replay is not faithful");
   const auto lines = Lines(FormatJobsTable({job}));
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[1], "12  FAILED       50%  ana    -        a,b     seeds");
+  EXPECT_EQ(lines[1], "12  FAILED       50%  ana    lab      -        a,b     seeds");
   const std::string details = FormatJobDetails(job);
   EXPECT_THAT(details, HasSubstr("state:            FAILED\n"));
   EXPECT_THAT(details, HasSubstr("error:            FAILED_PRECONDITION"));

@@ -77,10 +77,12 @@ std::vector<InterventionId> ApplicableInterventions(const std::vector<Interventi
   const bool neutral = HasNeutral(model);
   std::vector<InterventionId> out;
   for (InterventionId id : all) {
+    // random_route belongs to the mixture-of-experts families: left out of
+    // any other model's list without a note, which every FeatureGate or
+    // MUDDPythia audit would otherwise carry.
+    if (id == InterventionId::kRandomRoute && !routers) continue;
     const char* reason = nullptr;
-    if (id == InterventionId::kRandomRoute && !routers) {
-      reason = "the model has no mixture-of-experts router";
-    } else if (id == InterventionId::kNeutral && !neutral) {
+    if (id == InterventionId::kNeutral && !neutral) {
       reason =
           "the model has no neutral coefficients (its TorchScript module exports no "
           "neutral())";
