@@ -77,6 +77,8 @@ absl::Status MayManageWebhooks(storage::Store* store, const Caller& caller,
 absl::StatusOr<std::string> Webhooks::ManagedProject(const Caller& caller,
                                                      const std::string& requested) const {
   FCA_ASSIGN_OR_RETURN(const std::string project, ProjectOrPersonal(caller, requested));
+  // A malformed name is the caller's mistake, not a project they cannot see.
+  if (project != caller.user) FCA_RETURN_IF_ERROR(ValidateName(project, "project"));
   FCA_RETURN_IF_ERROR(MayManageWebhooks(store_, caller, project));
   return project;
 }

@@ -267,6 +267,7 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     engine::InterventionResult i;
     i.name = name;
     i.topk_agreement = engine::TopkAgreement{1.0, 8, {{0, 1.0, 4}, {1, 1.0, 4}}};
+    i.calib = engine::CalibratedPenalty{engine::Interval{0.1, 0.2}, 0.01, 20};
     m.interventions.push_back(i);
   }
   for (const std::string& profile : StaticProfileNames()) {
@@ -276,6 +277,7 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     r.estimate.value = 50;
     m.retention.push_back(r);
   }
+  m.float32_agreement = engine::TopkAgreement{0.99, 8, {{0, 0.98, 4}, {1, 1.0, 4}}};
   m.static_token_coverage = engine::TokenCoverage{3, 2};
   m.static_token_cells = engine::TokenCells{10, 4};
   m.static_token_position_cells = engine::TokenCells{40, 30};
