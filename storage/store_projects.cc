@@ -259,7 +259,8 @@ absl::StatusOr<ProjectDeletion> Store::DeleteProject(const std::string& name) {
     }
     // Events, tasks and results go with their jobs, chunks with their
     // cache entries, members with the project (ON DELETE CASCADE).
-    const auto run = [&](const char* sql, int64_t* count) -> absl::Status {
+    const auto run = [&](const char* sql, int64_t* count)
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(sql, "delete project"));
       stmt.BindText(1, name);
       FCA_RETURN_IF_ERROR(stmt.Run());
