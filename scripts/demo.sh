@@ -16,6 +16,8 @@
 #                      the training-log check needs all
 #   FCA_DEMO_TIMING    timed (model, dense twin) pairs per model, at least [25]
 #   FCA_DEMO_TIMING_BUDGET  seconds the adaptive timing may take per model [30]
+#   FCA_DEMO_CALIB_RESAMPLES  calibration resamples of the calibration-
+#                      uncertainty audit [20]
 #   FCA_DEMO_SKIP_BUILD=1 and FCA_SERVER_BIN / FCA_CLI_BIN / FCA_TRAIN_BIN:
 #                      use already built binaries (the end-to-end test does)
 #
@@ -37,6 +39,7 @@ models=${FCA_DEMO_MODELS:-models}
 windows=${FCA_DEMO_WINDOWS:-0}
 timing=${FCA_DEMO_TIMING:-25}
 timing_budget=${FCA_DEMO_TIMING_BUDGET:-30}
+calib_resamples=${FCA_DEMO_CALIB_RESAMPLES:-20}
 # Which layers need their own coefficients: each profile applied at one
 # layer at a time (fca.md "Per-group dependence").
 per_layer=static_layer,static_token
@@ -97,6 +100,19 @@ echo "size trend (jobs ${trend[0]}, $job, ${trend[1]}):"
 "$fca" compare "${trend[0]}" "$job" "${trend[1]}" | tee "$out/size_trend.txt"
 "$fca" compare "${trend[0]}" "$job" "${trend[1]}" --format=json >"$out/size_trend.json"
 
+# Calibration uncertainty: the static profiles are means over the
+# calibration windows, so the penalty also moves with C. Re-estimate them on
+# R block resamples of C and replay each (fca.md "Calibration uncertainty").
+# Only the headline profile and its retention baseline: R replays each.
+calib_job=$("$fca" audit --models="$(IFS=,; echo "${seeds[*]}")" \
+  --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
+  --max_calib_windows="$windows" --timing_repeats=0 \
+  --interventions=static_layer,global_mean --calib_resamples="$calib_resamples" \
+  --label="calibration resampling" --detach)
+echo "submitted job $calib_job (calibration resampling, R = $calib_resamples)"
+"$fca" watch "$calib_job" >"$out/audit-calib.log"
+"$fca" report "$calib_job" --save_json="$out/calib_report.json" | tee "$out/calib_report.txt"
+
 # The committed weights must give the NLL their training log states (the
 # trainer's final evaluation runs every evaluation window through the
 # server's loader in float32, as this audit's LIVE pass does).
@@ -130,6 +146,7 @@ trap - EXIT
 echo
 echo "report: $out/report.txt, $out/report.json, $out/report.html; rows: $out/results.csv"
 echo "size trend: $out/size_trend.txt, $out/size_trend.json"
+echo "calibration uncertainty: $out/calib_report.txt, $out/calib_report.json"
 if [ "$windows" = 0 ]; then echo "training log check: $out/training_log_check.txt"; fi
 echo "rerun with: $fca audit --manifest=$out/manifest.json"
 echo "demo took $((SECONDS - start)) s"

@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${FCA_DEMO_OUT:-out/demo}
 dest=docs/results
-files=(report.txt report.json size_trend.txt size_trend.json training_log_check.txt)
+files=(report.txt report.json size_trend.txt size_trend.json training_log_check.txt
+  calib_report.txt calib_report.json)
 
 for f in "${files[@]}" results.csv; do
   [ -s "$out/$f" ] || {
@@ -26,5 +27,6 @@ for f in "${files[@]}"; do cp "$out/$f" "$dest/$f"; done
 # lookup-table diagnostics, timing blocks, between-model intervals).
 # With the job's rows (results.csv) for the per-site lookup-table rows.
 python3 scripts/report_rows.py "$dest/report.json" "$out/results.csv" >"$dest/report_rows.txt"
-echo "record_results: ${files[*]} copied from $out to $dest/; report_rows.txt written"
+python3 scripts/report_rows.py "$dest/calib_report.json" >"$dest/calib_report_rows.txt"
+echo "record_results: ${files[*]} copied from $out to $dest/; report_rows.txt and calib_report_rows.txt written"
 echo "record_results: now check the README's results section: ctest -R docs_test"

@@ -19,7 +19,7 @@ fail() {
 }
 
 results=(docs/results/report.txt docs/results/report_rows.txt docs/results/size_trend.txt
-  docs/results/training_log_check.txt)
+  docs/results/training_log_check.txt docs/results/calib_report.txt docs/results/calib_report_rows.txt)
 for f in "${results[@]}"; do
   [ -s "$f" ] || fail "$f is missing or empty (scripts/record_results.sh writes it)"
 done

@@ -117,7 +117,7 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
       {"/bin/bash", std::string(FCA_SOURCE_DIR) + "/scripts/demo.sh"},
       {"FCA_DEMO_SKIP_BUILD=1", "FCA_SERVER_BIN=" FCA_SERVER_BIN, "FCA_CLI_BIN=" FCA_CLI_BIN,
        "FCA_TRAIN_BIN=" FCA_TRAIN_BIN, "FCA_DEMO_OUT=" + out.path().string(), "FCA_DEMO_WINDOWS=8",
-       "FCA_DEMO_TIMING=1", "FCA_DEMO_TIMING_BUDGET=1"},
+       "FCA_DEMO_TIMING=1", "FCA_DEMO_TIMING_BUDGET=1", "FCA_DEMO_CALIB_RESAMPLES=3"},
       600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));
@@ -157,6 +157,20 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
     EXPECT_GT(sites, 0);
   }
   EXPECT_EQ(Number(TwinRow(report, "execution", "blocks_executed_fraction")), 1.0);
+
+  // The calibration-uncertainty audit: penalty_calib is the full calibration
+  // set's penalty (fca.md "Calibration uncertainty") over R = 3 resamples.
+  const json::Value calib = ParseFile(out.path() / "calib_report.json");
+  for (const json::Value& model : calib.Find("models")->as_array()) {
+    const std::string m = model.as_string();
+    SCOPED_TRACE(m);
+    for (const char* profile : {"static_layer", "global_mean"}) {
+      const json::Value* row = Row(calib, m, profile, "penalty_calib");
+      ASSERT_NE(row, nullptr) << profile;
+      EXPECT_EQ(Number(row), Number(Row(calib, m, profile, "penalty"))) << profile;
+      EXPECT_EQ(row->Find("n")->as_string(), "3") << profile;  // int64: a JSON string
+    }
+  }
 
   const std::string html = ReadFileOrEmpty(out.path() / "report.html");
   EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
