@@ -225,7 +225,7 @@ def attention(c, w, p, x, cos, sin):
     k = k.repeat_interleave(rep, dim=1)
     v = v.repeat_interleave(rep, dim=1)
     scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
-    mask = torch.full((t, t), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)
+    mask = torch.full((t, t), torch.finfo(x.dtype).min, dtype=x.dtype, device=x.device).triu(1)
     scores = scores + mask
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(x.dtype)
     out = torch.matmul(probs, v).transpose(1, 2).reshape(b, t, heads * hd)
@@ -274,7 +274,7 @@ def forward(c, w, ids):
     b, t = ids.shape
     dtype = w["model.embed_tokens.weight"].dtype
     h = w["model.embed_tokens.weight"][ids]
-    cos, sin = rope(c, t, dtype)
+    cos, sin = (r.to(ids.device) for r in rope(c, t, dtype))
     records = []
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."

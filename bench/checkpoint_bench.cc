@@ -1,12 +1,13 @@
-// fca_muddpythia_bench: a full-size MUDDPythia checkpoint on this machine.
+// fca_checkpoint_bench: a full-size checkpoint of any family on this machine.
 // Loads the folder given by --model (bench/muddpythia_1p4b.sh writes a random
-// 1.4B one with the public checkpoint's names, shapes and bfloat16 dtype),
+// MUDDPythia-1.4B, bench/olmoe_1b7b.sh a random OLMoE-1B-7B, each with the
+// public checkpoint's names, shapes and bfloat16 dtype),
 // then times forwards of one [1, T] window in the compute dtype: LIVE (the
 // controllers run) and REPLAY (the recorded coefficients are substituted), in
 // alternating order, and checks that REPLAY of the recording reproduces LIVE.
 // Prints load time (and how much of it hashed the weights, or whether the
 // hash came from --weights_hash_cache), peak RSS against the weight bytes,
-// and tokens/s.
+// and tokens/s; --json=FILE also writes them for the scripts.
 #include <ATen/ATen.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -28,7 +29,7 @@
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/torch_util.h"
 
-ABSL_FLAG(std::string, model, "", "MUDDPythia model folder");
+ABSL_FLAG(std::string, model, "", "model folder (config.json and safetensors)");
 ABSL_FLAG(std::string, dtype, "bfloat16", "compute dtype: bfloat16 | float32");
 ABSL_FLAG(int64_t, seq, 512, "tokens per forward (T)");
 ABSL_FLAG(int, repeats, 3, "timed forwards per mode");
@@ -37,6 +38,7 @@ ABSL_FLAG(double, rss_target, 1.3, "peak RSS / weight bytes must stay below this
 ABSL_FLAG(double, load_seconds_target, 5, "the load must take at most this long");
 ABSL_FLAG(double, load_rss_target, 1.1,
           "peak RSS / weight bytes after the load must stay at or below this");
+ABSL_FLAG(std::string, json, "", "also write the figures to this JSON file");
 ABSL_FLAG(std::string, weights_hash_cache, "",
           "file remembering the weights' SHA-256 across runs (fca-server "
           "--weights_hash_cache); empty: hash them every run");
@@ -158,6 +160,18 @@ absl::Status Run() {
       Median(replay_s), T / Median(replay_s), Median(live_s) / Median(replay_s));
   std::printf("replay fidelity: REPLAY(A(x)) logits %s LIVE; logits %s\n",
               bitwise ? "are bitwise equal to" : "DIFFER from", finite ? "finite" : "NOT FINITE");
+  const std::string json_path = absl::GetFlag(FLAGS_json);
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << absl::StrFormat(
+        "{\"family\": \"%s\", \"parameters\": %d, \"weight_bytes\": %.0f, \"load_s\": %.3f, "
+        "\"rss_after_load_bytes\": %.0f, \"peak_rss_bytes\": %.0f, \"seq\": %d, "
+        "\"repeats\": %d, \"live_s\": %.4f, \"replay_s\": %.4f, \"replay_bitwise\": %s}\n",
+        model->info().family, model->info().num_parameters, weights, load_s, rss_after_load, peak,
+        T, static_cast<int>(live_s.size()), Median(live_s), Median(replay_s),
+        bitwise ? "true" : "false");
+    if (!out) return absl::InternalError("cannot write " + json_path);
+  }
   return absl::OkStatus();
 }
 
@@ -168,12 +182,12 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_model).empty()) {
     std::fprintf(stderr,
-                 "usage: fca_muddpythia_bench --model=DIR [--seq=512] [--dtype=bfloat16]\n");
+                 "usage: fca_checkpoint_bench --model=DIR [--seq=512] [--dtype=bfloat16]\n");
     return 2;
   }
   absl::Status st = fca::engine::Run();
   if (!st.ok()) {
-    std::fprintf(stderr, "fca_muddpythia_bench: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "fca_checkpoint_bench: %s\n", st.ToString().c_str());
     return 1;
   }
   return 0;

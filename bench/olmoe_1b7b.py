@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""OLMoE-1B-7B at full size, for bench/olmoe_1b7b.sh.
+
+  olmoe_1b7b.py write DIR      a random checkpoint with OLMoE-1B-7B's config
+                               keys, tensor names, shapes and bfloat16 dtype
+                               (6.92B parameters, 13.8 GB, three shards and
+                               model.safetensors.index.json, as published)
+  olmoe_1b7b.py eager DIR --seq=T --repeats=N --json=FILE
+                               an eager PyTorch forward of that folder: the
+                               weights memory-mapped, the forward of
+                               tests/reference/moe_reference.py (written from
+                               Hugging Face's modeling_olmoe.py; the experts
+                               loop gathers each expert's tokens, as there)
+  olmoe_1b7b.py eager --random --device=cuda ...
+                               the same forward on random weights made on
+                               the device (no folder): for a GPU's figure
+  olmoe_1b7b.py summary FCA_JSON EAGER_JSON [GPU_EAGER_JSON]
+                               the figures side by side, the targets of
+                               issue 24 item 7, and what a 64-window audit
+                               would take (an estimate, from these figures)
+
+Random weights route tokens about evenly over the experts, as a trained
+router roughly does under its load-balancing loss; what is timed does not
+depend on the values otherwise.
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+import moe_reference  # noqa: E402
+
+# allenai/OLMoE-1B-7B-0924's config.json (the keys fca reads, and the rest as
+# published, so a folder with the real weights reads the same).
+CONFIG = {
+    "architectures": ["OlmoeForCausalLM"],
+    "model_type": "olmoe",
+    "vocab_size": 50304,
+    "hidden_size": 2048,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "hidden_act": "silu",
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "clip_qkv": None,
+    "num_experts": 64,
+    "num_experts_per_tok": 8,
+    "norm_topk_prob": False,
+    "output_router_logits": False,
+    "router_aux_loss_coef": 0.01,
+    "tie_word_embeddings": False,
+    "pad_token_id": 1,
+    "eos_token_id": 50279,
+    "bos_token_id": None,
+    "initializer_range": 0.02,
+    "torch_dtype": "bfloat16",
+}
+SHARDS = 3
+
+
+def shard_plan(shapes):
+    """Names in order, cut into SHARDS files of about equal bytes."""
+    sizes = {n: 2 * math.prod(s) for n, s in shapes.items()}
+    total, target = sum(sizes.values()), sum(sizes.values()) / SHARDS
+    plan, current, acc = [[]], 0, 0
+    for name, size in sizes.items():
+        if acc >= target * (current + 1) and current < SHARDS - 1:
+            plan.append([])
+            current += 1
+        plan[-1].append(name)
+        acc += size
+    return plan, total
+
+
+def random_tensor(name, shape, g):
+    if name.endswith("norm.weight") or "layernorm" in name:
+        t = 1.0 + 0.1 * torch.randn(shape, generator=g)
+    elif name.endswith("mlp.gate.weight"):
+        t = 0.5 * torch.randn(shape, generator=g)  # router logits of order 1
+    else:
+        t = torch.randn(shape, generator=g) / math.sqrt(shape[-1])
+    return t.to(torch.bfloat16)
+
+
+def write(folder):
+    os.makedirs(folder, exist_ok=True)
+    shapes = moe_reference.state_dict_shapes(CONFIG)
+    plan, total = shard_plan(shapes)
+    g = torch.Generator().manual_seed(1)
+    weight_map = {}
+    for i, names in enumerate(plan):
+        file = "model-%05d-of-%05d.safetensors" % (i + 1, len(plan))
+        header, offset = {}, 0
+        for n in names:
+            size = 2 * math.prod(shapes[n])
+            header[n] = {"dtype": "BF16", "shape": list(shapes[n]), "data_offsets": [offset, offset + size]}
+            offset += size
+            weight_map[n] = file
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        with open(os.path.join(folder, file), "wb") as f:
+            f.write(len(text).to_bytes(8, "little"))
+            f.write(text)
+            for n in names:  # one tensor in memory at a time
+                f.write(random_tensor(n, shapes[n], g).view(torch.int16).numpy().tobytes())
+        print("wrote", file, "(%.2f GB)" % (offset / 1e9), flush=True)
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(CONFIG, f, indent=2)
+        f.write("\n")
+    print("parameters %d, %.2f GB" % (total // 2, total / 1e9))
+
+
+def load_mapped(folder):
+    """Every tensor of the folder, memory-mapped (bfloat16, no copy)."""
+    with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+        files = sorted(set(json.load(f)["weight_map"].values()))
+    w = {}
+    for file in files:
+        path = os.path.join(folder, file)
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+        raw = np.memmap(path, dtype=np.uint8, mode="r")
+        # Read-only on purpose: torch warns that it cannot write to it.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        for name, h in header.items():
+            if name == "__metadata__":
+                continue
+            a, b = h["data_offsets"]
+            data = raw[8 + n + a:8 + n + b].view(np.int16)
+            w[name] = torch.from_numpy(data).view(torch.bfloat16).view(h["shape"])
+    return w
+
+
+def peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
+
+
+def random_on(device):
+    """OLMoE-1B-7B's tensors, random, made on the device."""
+    g = torch.Generator(device=device).manual_seed(1)
+    w = {}
+    for name, shape in moe_reference.state_dict_shapes(CONFIG).items():
+        w[name] = (torch.randn(shape, generator=g, device=device) / math.sqrt(shape[-1])).to(torch.bfloat16)
+    return w
+
+
+def synchronize(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def eager(folder, seq, repeats, json_path, device):
+    torch.set_num_threads(os.cpu_count())
+    t0 = time.perf_counter()
+    if folder:
+        with open(os.path.join(folder, "config.json")) as f:
+            c = json.load(f)
+        w = load_mapped(folder)
+    else:
+        c, w = CONFIG, random_on(device)
+    load_s = time.perf_counter() - t0
+    ids = torch.randint(0, c["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0)).to(device)
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats + 1):  # the first forward pages the weights in
+            synchronize(device)
+            t = time.perf_counter()
+            logits, _ = moe_reference.forward(c, w, ids)
+            synchronize(device)
+            times.append(time.perf_counter() - t)
+    first, times = times[0], sorted(times[1:])
+    result = {"load_s": load_s, "seq": seq, "repeats": repeats, "forward_s": times[len(times) // 2],
+              "first_forward_s": first, "peak_rss_bytes": peak_rss_bytes(),
+              "finite": bool(torch.isfinite(logits.float()).all()), "threads": torch.get_num_threads(),
+              "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+              "torch": torch.__version__}
+    print(json.dumps(result))
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f)
+
+
+# A default audit of a MoE: one recording pass over E and one over C, and a
+# replay over E for each default intervention besides `correct` (which is the
+# recording): cross_input, token_shuffle, static_layer,
+# static_layer_position, global_mean, static_token, static_token_position,
+# neutral, random_route (common/vocabulary.h).
+REPLAYS = 9
+WINDOWS = 64
+
+
+def summary(fca_json, eager_json, gpu_json):
+    with open(fca_json) as f:
+        fca = json.load(f)
+    with open(eager_json) as f:
+        eager = json.load(f)
+    t, gb = fca["seq"], 1e9
+    live, replay, ref = t / fca["live_s"], t / fca["replay_s"], t / eager["forward_s"]
+    load_ratio = fca["rss_after_load_bytes"] / fca["weight_bytes"]
+    forwards = WINDOWS * (2 + REPLAYS)
+    lines = [
+        "OLMoE-1B-7B (random weights, real names and shapes), bfloat16, T = %d, median of %d" % (t, fca["repeats"]),
+        "  parameters %d, weights %.2f GB" % (fca["parameters"], fca["weight_bytes"] / gb),
+        "  fca load %.1f s; peak RSS after load %.2f GB = %.3fx the weights (target <= 1.1x: %s)"
+        % (fca["load_s"], fca["rss_after_load_bytes"] / gb, load_ratio, "met" if load_ratio <= 1.1 else "MISSED"),
+        "  fca peak RSS after the forwards %.2f GB = %.3fx the weights"
+        % (fca["peak_rss_bytes"] / gb, fca["peak_rss_bytes"] / fca["weight_bytes"]),
+        "  fca LIVE %.2f s (%.1f tokens/s), REPLAY %.2f s (%.1f tokens/s); REPLAY of the recording %s LIVE"
+        % (fca["live_s"], live, fca["replay_s"], replay, "bitwise equals" if fca["replay_bitwise"] else "DIFFERS from"),
+        "  eager PyTorch %.2f s (%.1f tokens/s; %d threads, torch %s; peak RSS %.2f GB)"
+        % (eager["forward_s"], ref, eager["threads"], eager["torch"], eager["peak_rss_bytes"] / gb),
+        "  fca LIVE / eager tokens/s: %.2fx (target >= 2x: %s); REPLAY / eager: %.2fx"
+        % (live / ref, "met" if live / ref >= 2 else "MISSED", replay / ref),
+        "estimate, not a measurement: a default audit of %d windows of %d tokens runs about %d forwards"
+        % (WINDOWS, t, forwards),
+        "  (recording over E and C, %d replays over E; the float32 flip-rate pass and timing not counted)" % REPLAYS,
+        "  here, at the slower of fca's LIVE and REPLAY: %.0f min" % (forwards * max(fca["live_s"], fca["replay_s"]) / 60),
+    ]
+    if gpu_json:
+        with open(gpu_json) as f:
+            gpu = json.load(f)
+        if gpu["seq"] == t:
+            lines.append(
+                "  on a GPU lab server, if fca's forward ran as fast as this eager forward does on an %s "
+                "(%.3f s, measured; torch %s): %.1f min. fca's engine runs on the CPU today."
+                % (gpu["device"], gpu["forward_s"], gpu["torch"], forwards * gpu["forward_s"] / 60))
+    print("\n".join(lines))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("command", choices=["write", "eager", "summary"])
+    p.add_argument("folder", nargs="?", default="")
+    p.add_argument("more", nargs="*", help="summary: EAGER_JSON [GPU_EAGER_JSON]")
+    p.add_argument("--random", action="store_true", help="eager: random weights, no folder")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    if not a.folder and not (a.command == "eager" and a.random):
+        p.error("a folder is needed (or eager --random)")
+    if a.command == "summary":
+        if not a.more:
+            p.error("summary FCA_JSON EAGER_JSON [GPU_EAGER_JSON]")
+        summary(a.folder, a.more[0], a.more[1] if len(a.more) > 1 else "")
+    elif a.command == "write":
+        write(a.folder)
+    else:
+        eager("" if a.random else a.folder, a.seq, a.repeats, a.json, a.device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# OLMoE-1B-7B at full size on this machine. Writes a random checkpoint with
+# the public model's config keys, tensor names, shapes and bfloat16 dtype
+# (6.92B parameters, 13.8 GB in three shards; not committed) to
+# $FCA_OLMOE_DIR [out/olmoe-1b-7b-random] unless it is there, then, in one
+# run: fca_checkpoint_bench on it (load time, peak RSS against the weights,
+# LIVE and REPLAY tokens/s at T = 512, REPLAY of the recording bitwise LIVE)
+# and an eager PyTorch forward of the same folder (bench/olmoe_1b7b.py, the
+# forward of tests/reference/moe_reference.py), and prints them side by side
+# with the targets and what a 64-window audit would take (an estimate).
+#
+#   bench/olmoe_1b7b.sh            figures in $FCA_OLMOE_OUT [out/olmoe-1b-7b-bench]
+#   bench/olmoe_1b7b.sh --record   also copy the summary to docs/results/
+#
+# The GPU line of the estimate reads docs/results/olmoe_1b7b_gpu_eager.json,
+# written on a GPU machine by
+#   python3 bench/olmoe_1b7b.py eager --random --device=cuda --seq=512 --repeats=5 \
+#     --json=docs/results/olmoe_1b7b_gpu_eager.json
+# Needs about 16 GB of free memory (one process at a time holds the weights).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${FCA_OLMOE_DIR:-out/olmoe-1b-7b-random}
+out=${FCA_OLMOE_OUT:-out/olmoe-1b-7b-bench}
+build=${FCA_BUILD_DIR:-build}
+seq=${FCA_OLMOE_SEQ:-512}
+repeats=${FCA_OLMOE_REPEATS:-3}
+gpu=docs/results/olmoe_1b7b_gpu_eager.json
+py=${PYTHON:-/usr/bin/python3}
+"$py" -c 'import torch, numpy' 2>/dev/null ||
+  { echo "olmoe_1b7b: $py has no torch (apt-get install python3-torch, or set PYTHON)" >&2; exit 2; }
+[ -x "$build/bin/fca_checkpoint_bench" ] ||
+  { echo "olmoe_1b7b: build fca_checkpoint_bench first (scripts/build.sh fca_checkpoint_bench)" >&2; exit 2; }
+mkdir -p "$out"
+if [ ! -f "$dir/model.safetensors.index.json" ]; then
+  start=$SECONDS
+  "$py" bench/olmoe_1b7b.py write "$dir"
+  echo "wrote $dir in $((SECONDS - start)) s"
+fi
+"$build/bin/fca_checkpoint_bench" --model="$dir" --seq="$seq" --repeats="$repeats" \
+  --weights_hash_cache="$dir.weights-hash-cache" --json="$out/fca.json" | tee "$out/fca.txt"
+"$py" bench/olmoe_1b7b.py eager "$dir" --seq="$seq" --repeats="$repeats" --json="$out/eager.json"
+"$py" bench/olmoe_1b7b.py summary "$out/fca.json" "$out/eager.json" \
+  "$([ -f "$gpu" ] && echo "$gpu")" | tee "$out/summary.txt"
+if [ "${1:-}" = --record ]; then
+  cp "$out/summary.txt" docs/results/olmoe_1b7b_bench.txt
+  echo "olmoe_1b7b: docs/results/olmoe_1b7b_bench.txt written"
+fi
