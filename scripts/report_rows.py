@@ -39,24 +39,35 @@ def interval(metric, unit, row):
 
 
 def main():
+    # A GetReport message (fca's one JSON): metrics[] of (intervention,
+    # metric, unit), each with its per-model rows and the across-model row.
     with open(sys.argv[1], encoding="utf-8") as f:
         report = json.load(f)
-    print("ROWS of job %s (model, intervention/metric, value [CI], n)" % report.get("job_id"))
+    print("ROWS of job %s (model, intervention/metric, value [CI], n)" % report.get("job", {}).get("id"))
+    metrics = report.get("metrics", [])
     for model in report.get("models", []):
-        for r in model.get("results", []):
-            m, u = r["metric"], r.get("unit", "")
-            print("%-16s %-44s %s%s  n=%s" % (model["model"], r["intervention"] + "/" + m,
-                                              fmt(m, u, r.get("value")), interval(m, u, r), r.get("n")))
+        for m in metrics:
+            for r in m.get("per_model", []):
+                if r["model"] != model:
+                    continue
+                name, u = m["metric"], m.get("unit", "")
+                value = r.get("value") if r.get("defined") else None
+                print("%-16s %-44s %s%s  n=%s" % (model, m["intervention"] + "/" + name,
+                                                  fmt(name, u, value), interval(name, u, r), r.get("n")))
     print()
     print("ACROSS MODELS (intervention/metric: mean ± sd (min..max) [t-interval over the models], models)")
-    for a in report.get("across_models", []):
-        m, u = a["metric"], a.get("unit", "")
-        if a.get("mean") is None:
-            print("%-44s undefined (%s undefined)" % (a["intervention"] + "/" + m, a.get("undefined")))
+    for m in metrics:
+        a = m.get("across_models")
+        if not a:
+            continue
+        name, u = m["metric"], m.get("unit", "")
+        label = m["intervention"] + "/" + name
+        if int(a.get("n", 0)) == 0:
+            print("%-44s undefined (%s undefined)" % (label, a.get("undefined")))
             continue
         print("%-44s %s ± %s (%s..%s)%s  models=%s undefined=%s" % (
-            a["intervention"] + "/" + m, fmt(m, u, a["mean"]), fmt(m, u, a["sd"]).lstrip("+"),
-            fmt(m, u, a["min"]), fmt(m, u, a["max"]), interval(m, u, a), a.get("n_models"),
+            label, fmt(name, u, a["mean"]), fmt(name, u, a["sd"]).lstrip("+"),
+            fmt(name, u, a["min"]), fmt(name, u, a["max"]), interval(name, u, a), a.get("n"),
             a.get("undefined")))
     if len(sys.argv) > 2:
         print()
