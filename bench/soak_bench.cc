@@ -10,6 +10,13 @@
 // Threads) and /proc/PID/fd every --sample_ms. At the end the server gets
 // SIGTERM, and the SQLite file is checked with `PRAGMA integrity_check`.
 //
+// With --projects (the default; issue 23) the server checks API keys, an
+// admin creates three projects and --users users cross them (a writer in
+// one, a reader of the next, no member of the third); the clients take the
+// users in turn, work in their projects and probe the others
+// (soak_client_projects.cc), and after the load each project's listing is
+// checked against the ledger of what the clients were told was stored.
+//
 // Outcome of a call: ok; an expected refusal (a code the API documents for
 // what was asked: RESOURCE_EXHAUSTED for the per-user queue limit or an
 // oversized Tokenize, NOT_FOUND for unknown ids/models/uncached windows,
