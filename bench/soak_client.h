@@ -204,6 +204,12 @@ class Client {
   // soak_client_projects.cc: calls where the client may not go.
   void Probe();
   void StrangerProbe();
+  template <typename Req, typename Resp>
+  void StrangerCall(int op, const std::string& kind,
+                    grpc::Status (v1::AuditService::Stub::*rpc)(grpc::ClientContext*, const Req&,
+                                                                Resp*),
+                    const Req& req);
+  void StrangerWatch(int64_t job);
   void ReaderProbe();
   // Records a probe expecting `want`: OK instead counts in `*leaks`.
   void FinishProbe(Call& call, const std::string& kind, const grpc::Status& st,

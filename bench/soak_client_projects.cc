@@ -49,79 +49,77 @@ void Client::SubmitTo(const std::string& project, Call& call, grpc::Status* st) 
   *st = stub_->SubmitAudit(&call.ctx, req, &resp);
 }
 
+// One unary probe by a stranger: `rpc` with `req`, recorded as `op`;
+// NOT_FOUND is due.
+template <typename Req, typename Resp>
+void Client::StrangerCall(int op, const std::string& kind,
+                          grpc::Status (v1::AuditService::Stub::*rpc)(grpc::ClientContext*,
+                                                                      const Req&, Resp*),
+                          const Req& req) {
+  Call call(this, op, kUnaryDeadlineS);
+  Resp resp;
+  const grpc::Status st = (stub_.get()->*rpc)(&call.ctx, req, &resp);
+  FinishProbe(call, "stranger " + kind, st, StatusCode::NOT_FOUND, "", &shared_->cross_project_ok);
+}
+
 // Names a job of the project the client is no member of, or the project.
 void Client::StrangerProbe() {
+  using Stub = v1::AuditService::Stub;
   const std::string project = kProjects[user_->stranger];
   const int64_t job = shared_->JobOf(user_->stranger, rng_);
-  std::atomic<int64_t>* leaks = &shared_->cross_project_ok;
-  const StatusCode want = StatusCode::NOT_FOUND;
   // Kinds 0-3 name a job: none yet, a kind naming the project instead.
   uint64_t kind = rng_.Uniform(7);
   if (job == 0 && kind < 4) kind += 4;
+  v1::GetJobRequest get;
+  get.set_job_id(job);
+  v1::QueryResultsRequest query;
+  query.mutable_filter()->set_job_id(job);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(job);
+  v1::ListJobsRequest jobs;
+  jobs.set_project(project);
+  v1::ListDatasetsRequest datasets;
+  datasets.set_project(project);
   switch (kind) {
-    case 0: {
-      Call call(this, kGetJob, kUnaryDeadlineS);
-      v1::GetJobRequest req;
-      req.set_job_id(job);
-      v1::GetJobResponse resp;
-      const grpc::Status st = stub_->GetJob(&call.ctx, req, &resp);
-      return FinishProbe(call, "stranger GetJob", st, want, "", leaks);
-    }
-    case 1: {
-      Call call(this, kWatchJob, kUnaryDeadlineS);
-      v1::WatchJobRequest req;
-      req.set_job_id(job);
-      auto reader = stub_->WatchJob(&call.ctx, req);
-      v1::WatchJobResponse msg;
-      const bool shown = reader->Read(&msg);
-      if (shown) {
-        call.ctx.TryCancel();  // a stream wrongly open is not followed to its end
-        while (reader->Read(&msg)) {
-        }
-      }
-      const grpc::Status st = reader->Finish();
-      // An event sent is a leak whatever the status after the cancel.
-      return FinishProbe(call, "stranger WatchJob", shown ? grpc::Status::OK : st, want, "", leaks);
-    }
-    case 2: {
-      Call call(this, kQueryResults, kUnaryDeadlineS);
-      v1::QueryResultsRequest req;
-      req.mutable_filter()->set_job_id(job);
-      v1::QueryResultsResponse resp;
-      const grpc::Status st = stub_->QueryResults(&call.ctx, req, &resp);
-      return FinishProbe(call, "stranger QueryResults", st, want, "", leaks);
-    }
-    case 3: {
-      Call call(this, kCancelJob, kUnaryDeadlineS);
-      v1::CancelJobRequest req;
-      req.set_job_id(job);
-      v1::CancelJobResponse resp;
-      const grpc::Status st = stub_->CancelJob(&call.ctx, req, &resp);
-      return FinishProbe(call, "stranger CancelJob", st, want, "", leaks);
-    }
-    case 4: {
-      Call call(this, kListJobs, kUnaryDeadlineS);
-      v1::ListJobsRequest req;
-      req.set_project(project);
-      v1::ListJobsResponse resp;
-      const grpc::Status st = stub_->ListJobs(&call.ctx, req, &resp);
-      return FinishProbe(call, "stranger ListJobs", st, want, "", leaks);
-    }
-    case 5: {
-      Call call(this, kListDatasets, kUnaryDeadlineS);
-      v1::ListDatasetsRequest req;
-      req.set_project(project);
-      v1::ListDatasetsResponse resp;
-      const grpc::Status st = stub_->ListDatasets(&call.ctx, req, &resp);
-      return FinishProbe(call, "stranger ListDatasets", st, want, "", leaks);
-    }
+    case 0:
+      return StrangerCall(kGetJob, "GetJob", &Stub::GetJob, get);
+    case 1:
+      return StrangerWatch(job);
+    case 2:
+      return StrangerCall(kQueryResults, "QueryResults", &Stub::QueryResults, query);
+    case 3:
+      return StrangerCall(kCancelJob, "CancelJob", &Stub::CancelJob, cancel);
+    case 4:
+      return StrangerCall(kListJobs, "ListJobs", &Stub::ListJobs, jobs);
+    case 5:
+      return StrangerCall(kListDatasets, "ListDatasets", &Stub::ListDatasets, datasets);
     default: {
       Call call(this, kSubmitAudit, kUnaryDeadlineS);
       grpc::Status st;
       SubmitTo(project, call, &st);
-      return FinishProbe(call, "stranger SubmitAudit", st, want, "", leaks);
+      return FinishProbe(call, "stranger SubmitAudit", st, StatusCode::NOT_FOUND, "",
+                         &shared_->cross_project_ok);
     }
   }
+}
+
+// WatchJob of a stranger's job: any event sent is a leak.
+void Client::StrangerWatch(int64_t job) {
+  Call call(this, kWatchJob, kUnaryDeadlineS);
+  v1::WatchJobRequest req;
+  req.set_job_id(job);
+  auto reader = stub_->WatchJob(&call.ctx, req);
+  v1::WatchJobResponse msg;
+  const bool shown = reader->Read(&msg);
+  if (shown) {
+    call.ctx.TryCancel();  // a stream wrongly open is not followed to its end
+    while (reader->Read(&msg)) {
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  // An event sent counts as answered whatever the status after the cancel.
+  FinishProbe(call, "stranger WatchJob", shown ? grpc::Status::OK : st, StatusCode::NOT_FOUND, "",
+              &shared_->cross_project_ok);
 }
 
 // In the project the client reads: a job is shown (in that project);
