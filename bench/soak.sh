@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Soak test of a real fca-server: builds what it needs and runs
 # fca_soak_bench (DURATION_S seconds of CLIENTS client threads calling every
-# RPC; prints the per-RPC table, jobs, server RSS/threads, SIGTERM exit and
-# SQLite integrity). Exits non-zero when the soak found a problem.
+# RPC as users of three projects whose memberships cross, probing the
+# projects they may not see; prints the per-RPC table, jobs, the probes and
+# each project's jobs against what was stored, server RSS/threads, SIGTERM
+# exit and SQLite integrity). Exits non-zero when the soak found a problem.
 #
 #   bench/soak.sh [DURATION_S [CLIENTS]]     # defaults: 600 s, 50 clients
 #

@@ -10,6 +10,13 @@
 // Threads) and /proc/PID/fd every --sample_ms. At the end the server gets
 // SIGTERM, and the SQLite file is checked with `PRAGMA integrity_check`.
 //
+// With --projects (the default; issue 23) the server checks API keys, an
+// admin creates three projects and --users users cross them (a writer in
+// one, a reader of the next, no member of the third); the clients take the
+// users in turn, work in their projects and probe the others
+// (soak_client_projects.cc), and after the load each project's listing is
+// checked against the ledger of what the clients were told was stored.
+//
 // Outcome of a call: ok; an expected refusal (a code the API documents for
 // what was asked: RESOURCE_EXHAUSTED for the per-user queue limit or an
 // oversized Tokenize, NOT_FOUND for unknown ids/models/uncached windows,
@@ -23,6 +30,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +95,11 @@ ABSL_FLAG(int, slow_http_clients, 100,
           "HTTP clients trickling a request head a byte a second from 127.0.0.2 during the load "
           "(with cross-site attempts and a /healthz prober; 0: none of them)");
 ABSL_FLAG(int, healthz_ms, 100, "pause between two /healthz probes, ms");
+ABSL_FLAG(bool, projects, true,
+          "issue 23: --users users with API keys in three projects (lab, alpha, beta), each a "
+          "writer in one, a reader of another and no member of the third; clients work as "
+          "them and probe where they may not go (--noprojects: one keyless admin, as before)");
+ABSL_FLAG(int, users, 6, "with --projects: users, the clients taking them in turn");
 ABSL_FLAG(bool, keep, false, "keep the work folder (it is always kept after a failure)");
 
 namespace fca::soak {
@@ -135,16 +148,19 @@ bool InitModel(const std::string& dir, const std::string& name,
   return true;
 }
 
-grpc::Status SetupUpload(v1::AuditService::Stub& stub, const std::string& name,
+grpc::Status SetupUpload(v1::AuditService::Stub& stub, const std::string& token,
+                         const std::string& project, const std::string& name,
                          const std::string& text) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  Authorize(token, &ctx);
   v1::UploadDatasetResponse resp;
   auto writer = stub.UploadDataset(&ctx, &resp);
   v1::UploadDatasetRequest header;
   header.mutable_header()->set_name(name);
   header.mutable_header()->set_kind(v1::DATASET_KIND_TEXT);
   header.mutable_header()->set_size_bytes(static_cast<int64_t>(text.size()));
+  header.mutable_header()->set_project(project);
   writer->Write(header);
   v1::UploadDatasetRequest chunk;
   chunk.set_chunk(text);
@@ -155,11 +171,14 @@ grpc::Status SetupUpload(v1::AuditService::Stub& stub, const std::string& name,
 
 // Submits one small audit and follows it: the idle time of the kind of job
 // the soak submits. -1 on failure.
-double IdleAuditSeconds(v1::AuditService::Stub& stub, std::string* error) {
+double IdleAuditSeconds(v1::AuditService::Stub& stub, const std::string& token,
+                        const std::string& project, std::string* error) {
   const Clock::time_point t0 = Clock::now();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  Authorize(token, &ctx);
   v1::SubmitAuditRequest req;
+  req.set_project(project);
   v1::AuditSpec* spec = req.mutable_spec();
   spec->add_models("fg-a");
   spec->add_models("fg-b");
@@ -181,6 +200,7 @@ double IdleAuditSeconds(v1::AuditService::Stub& stub, std::string* error) {
   }
   grpc::ClientContext watch_ctx;
   watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  Authorize(token, &watch_ctx);
   v1::WatchJobRequest watch;
   watch.set_job_id(resp.job().id());
   auto reader = stub.WatchJob(&watch_ctx, watch);
@@ -203,10 +223,85 @@ std::string Trim(std::string s) {
   return s;
 }
 
+// A fresh random API key.
+std::string NewKey(const std::string& user) {
+  static Rng rng(static_cast<uint64_t>(WallMicros()) ^ static_cast<uint64_t>(getpid()));
+  return absl::StrFormat("soak-%s-%016x%016x", user, rng.Next(), rng.Next());
+}
+
+// --projects: the admin's and the users' keys in `dir`/keys (mode 0600, as
+// fca-server wants it), and who the users are. "" (after saying why) on
+// failure, else the file's path.
+std::string WriteKeys(const std::string& dir, Shared* shared) {
+  shared->admin_token = NewKey("admin");
+  std::string lines = shared->admin_token + " soak-admin admin\n";
+  for (int k = 0; k < absl::GetFlag(FLAGS_users); ++k) {
+    SoakUser u;
+    u.name = absl::StrCat("user", k);
+    u.token = NewKey(u.name);
+    u.write = k % kNumProjects;
+    u.read = (k + 1) % kNumProjects;
+    u.stranger = (k + 2) % kNumProjects;
+    lines += u.token + " " + u.name + " user\n";
+    shared->users.push_back(u);
+  }
+  const std::string path = dir + "/keys";
+  std::ofstream out(path, std::ios::trunc);
+  out << lines;
+  out.close();
+  if (!out.good() || chmod(path.c_str(), 0600) != 0) {
+    std::fprintf(stderr, "soak: cannot write %s\n", path.c_str());
+    return "";
+  }
+  return path;
+}
+
+// --projects: the admin creates the three projects and adds the users as
+// writers and readers. False (after saying why) on a refusal; a project or
+// member there already (--db of an earlier soak) is fine.
+bool SetUpProjects(v1::AuditService::Stub& stub, const Shared& shared) {
+  auto ok = [](const grpc::Status& st, const std::string& what) {
+    if (st.ok() || st.error_code() == grpc::StatusCode::ALREADY_EXISTS) return true;
+    std::fprintf(stderr, "soak: setup %s: %s\n", what.c_str(), st.error_message().c_str());
+    return false;
+  };
+  for (const char* project : kProjects) {
+    grpc::ClientContext ctx;
+    Authorize(shared.admin_token, &ctx);
+    v1::CreateProjectRequest req;
+    req.set_name(project);
+    v1::CreateProjectResponse resp;
+    if (!ok(stub.CreateProject(&ctx, req, &resp), absl::StrCat("CreateProject ", project))) {
+      return false;
+    }
+  }
+  for (const SoakUser& u : shared.users) {
+    for (const auto& [project, role] : {std::pair{u.write, v1::PROJECT_ROLE_WRITER},
+                                        std::pair{u.read, v1::PROJECT_ROLE_READER}}) {
+      grpc::ClientContext ctx;
+      Authorize(shared.admin_token, &ctx);
+      v1::AddProjectMemberRequest req;
+      req.set_project(kProjects[project]);
+      req.set_user(u.name);
+      req.set_role(role);
+      v1::AddProjectMemberResponse resp;
+      if (!ok(stub.AddProjectMember(&ctx, req, &resp),
+              absl::StrCat("AddProjectMember ", u.name, " to ", kProjects[project]))) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------- phases
 
 // False (after saying why) when the flags or the binaries rule out a soak.
 bool CheckFlags(const Figures& f) {
+  if (absl::GetFlag(FLAGS_projects) && absl::GetFlag(FLAGS_users) < kNumProjects) {
+    std::fprintf(stderr, "soak: --users must be at least %d with --projects\n", kNumProjects);
+    return false;
+  }
   if (f.clients < 1 || f.duration_s < 1) {
     std::fprintf(stderr, "soak: --clients and --duration_s must be positive\n");
     return false;
@@ -222,7 +317,7 @@ bool CheckFlags(const Figures& f) {
 
 // The work folder, the tiny models and the database file, then the server
 // on them. nullptr (after saying why) when any of it fails.
-std::unique_ptr<ServerProcess> StartServer(Figures* f, std::string* db) {
+std::unique_ptr<ServerProcess> StartServer(Figures* f, Shared* shared, std::string* db) {
   f->work_dir = MakeWorkDir();
   if (f->work_dir.empty()) {
     std::fprintf(stderr, "soak: cannot create a work folder\n");
@@ -244,6 +339,11 @@ std::unique_ptr<ServerProcess> StartServer(Figures* f, std::string* db) {
   std::vector<std::string> server_args = {"--models=" + models, "--db=" + *db};
   if (absl::GetFlag(FLAGS_server_threads) > 0) {
     server_args.push_back(absl::StrCat("--threads=", absl::GetFlag(FLAGS_server_threads)));
+  }
+  if (absl::GetFlag(FLAGS_projects)) {
+    const std::string keys = WriteKeys(f->work_dir, shared);
+    if (keys.empty()) return nullptr;
+    server_args.push_back("--api_keys=" + keys);
   }
   for (const std::string& a : absl::GetFlag(FLAGS_server_args)) server_args.push_back(a);
   std::string error;
@@ -283,6 +383,7 @@ bool ParseMix(int (&weights)[kNumOps]) {
 // What the clients share, from the flags. False when --mix is bad.
 bool ConfigureClients(const Figures& f, Shared* shared) {
   shared->address = f.address;
+  shared->projects = absl::GetFlag(FLAGS_projects);
   shared->think_ms = absl::GetFlag(FLAGS_think_ms);
   shared->run_tag = absl::StrFormat("r%x", static_cast<uint32_t>(WallMicros() ^ getpid()));
   if (!absl::GetFlag(FLAGS_db).empty()) {
@@ -307,6 +408,7 @@ bool WarmUp(Figures* f, Shared* shared) {
   auto stub = v1::AuditService::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  Authorize(shared->admin_token, &ctx);
   v1::ListModelsResponse resp;
   grpc::Status st = stub->ListModels(&ctx, v1::ListModelsRequest(), &resp);
   if (!st.ok() || resp.models_size() != 3) {
@@ -320,17 +422,23 @@ bool WarmUp(Figures* f, Shared* shared) {
         shared->coeff_bytes_per_token += 4 * s.channels();
     }
   }
-  for (const auto& [name, text] : {std::pair<std::string, std::string>{"eval", shared->eval_text},
-                                   {"calib", shared->calib_text}}) {
-    st = SetupUpload(*stub, name, text);
-    if (!st.ok()) {
-      std::fprintf(stderr, "soak: setup upload of %s: %s\n", name.c_str(),
-                   st.error_message().c_str());
-      return false;
+  if (shared->projects && !SetUpProjects(*stub, *shared)) return false;
+  // "eval" and "calib" in every project (without --projects: the caller's).
+  std::vector<std::string> projects = {""};
+  if (shared->projects) projects.assign(std::begin(kProjects), std::end(kProjects));
+  for (const std::string& project : projects) {
+    for (const auto& [name, text] : {std::pair<std::string, std::string>{"eval", shared->eval_text},
+                                     {"calib", shared->calib_text}}) {
+      st = SetupUpload(*stub, shared->admin_token, project, name, text);
+      if (!st.ok()) {
+        std::fprintf(stderr, "soak: setup upload of %s to '%s': %s\n", name.c_str(),
+                     project.c_str(), st.error_message().c_str());
+        return false;
+      }
     }
   }
   std::string error;
-  f->idle_audit_s = IdleAuditSeconds(*stub, &error);
+  f->idle_audit_s = IdleAuditSeconds(*stub, shared->admin_token, projects[0], &error);
   if (f->idle_audit_s < 0) {
     std::fprintf(stderr, "soak: %s\n", error.c_str());
     return false;
@@ -476,7 +584,7 @@ std::string ErrorKey(std::string key) {
 
 // Every job the server lists, counted by state; FAILED ones grouped by
 // their error. False when a page could not be read.
-bool SweepJobs(v1::AuditService::Stub& stub, Figures* f) {
+bool SweepJobs(v1::AuditService::Stub& stub, const std::string& token, Figures* f) {
   v1::ListJobsRequest req;
   req.set_page_size(500);
   std::map<std::string, std::pair<int64_t, std::string>> failed;  // key -> (jobs, example)
@@ -484,6 +592,7 @@ bool SweepJobs(v1::AuditService::Stub& stub, Figures* f) {
   for (int page = 0; page < 10000; ++page) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    Authorize(token, &ctx);
     v1::ListJobsResponse resp;
     if (!stub.ListJobs(&ctx, req, &resp).ok()) {
       ok = false;
@@ -510,17 +619,89 @@ bool SweepJobs(v1::AuditService::Stub& stub, Figures* f) {
   return ok;
 }
 
+// Every job of `project` as the admin lists it (all pages): id -> times
+// listed; a job naming another project counts in `misplaced`. False when
+// a page could not be read.
+bool ListProjectJobs(v1::AuditService::Stub& stub, const std::string& token,
+                     const std::string& project, std::map<int64_t, int>* listed,
+                     int64_t* misplaced) {
+  v1::ListJobsRequest req;
+  req.set_project(project);
+  req.set_page_size(500);
+  for (int page = 0; page < 10000; ++page) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    Authorize(token, &ctx);
+    v1::ListJobsResponse resp;
+    if (!stub.ListJobs(&ctx, req, &resp).ok()) return false;
+    for (const v1::Job& j : resp.jobs()) {
+      ++(*listed)[j.id()];
+      if (j.project() != project) ++*misplaced;
+    }
+    if (resp.next_page_token().empty()) return true;
+    req.set_page_token(resp.next_page_token());
+  }
+  return false;
+}
+
+// --projects: each project's jobs and datasets as the admin lists them
+// against the ledger of what the clients were told was stored: lost (told,
+// not listed), duplicated (listed twice, or in two projects), misplaced
+// (listed in another project than the one it was stored in).
+void CheckLedger(v1::AuditService::Stub& stub, Shared* shared, Figures* f) {
+  ProjectFigures& p = f->project_figures;
+  std::lock_guard<std::mutex> lock(shared->ledger_mu);
+  std::map<int64_t, int> home;  // job -> the project listing it first
+  p.ledger_ok = true;
+  for (int k = 0; k < kNumProjects; ++k) {
+    std::map<int64_t, int> listed;
+    p.ledger_ok =
+        ListProjectJobs(stub, shared->admin_token, kProjects[k], &listed, &p.misplaced_jobs) &&
+        p.ledger_ok;
+    for (const auto& [id, times] : listed) {
+      p.duplicated_jobs += times - 1;
+      if (!home.emplace(id, k).second) ++p.duplicated_jobs;
+    }
+    for (int64_t id : shared->jobs_of[k]) {
+      ++p.ledger_jobs;
+      if (listed.count(id) == 0) ++p.lost_jobs;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    Authorize(shared->admin_token, &ctx);
+    v1::ListDatasetsRequest req;
+    req.set_project(kProjects[k]);
+    v1::ListDatasetsResponse resp;
+    if (!stub.ListDatasets(&ctx, req, &resp).ok()) {
+      p.ledger_ok = false;
+      continue;
+    }
+    std::map<std::string, int> names;
+    for (const v1::Dataset& d : resp.datasets()) {
+      ++names[d.name()];
+      if (d.project() != kProjects[k]) ++p.misplaced_datasets;
+    }
+    for (const auto& [name, times] : names) p.duplicated_datasets += times - 1;
+    for (const std::string& name : shared->datasets_of[k]) {
+      ++p.ledger_datasets;
+      if (names.count(name) == 0) ++p.lost_datasets;
+    }
+  }
+}
+
 // After the load: does it still answer, what became of the jobs, and what
 // does it hold once idle.
-void AfterLoad(Figures* f, Sampler& sampler) {
+void AfterLoad(Figures* f, Shared* shared, Sampler& sampler) {
   auto stub = v1::AuditService::NewStub(NewChannel(f->address));
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    Authorize(shared->admin_token, &ctx);
     v1::ListModelsResponse resp;
     f->serving_after_load = stub->ListModels(&ctx, v1::ListModelsRequest(), &resp).ok();
   }
-  f->sweep_ok = SweepJobs(*stub, f);
+  f->sweep_ok = SweepJobs(*stub, shared->admin_token, f);
+  if (shared->projects) CheckLedger(*stub, shared, f);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   if (auto s = sampler.SampleNow()) {
     f->at_end = {s->rss_kb, s->hwm_kb, s->threads};
@@ -600,6 +781,7 @@ void Judge(const Recorder& all, Figures* f) {
   if (!f->integrity_ok) f->problems.push_back("database integrity: " + f->integrity);
   if (!f->foreign_keys.empty()) f->problems.push_back("foreign_key_check: " + f->foreign_keys);
   if (f->submitted == 0) f->problems.push_back("no audit was accepted");
+  if (f->projects) JudgeProjects(f->project_figures, &f->problems);
   const GatewayFigures& g = f->gateway;
   if (g.healthz_failures > 0) {
     f->problems.push_back(absl::StrCat(g.healthz_failures, " /healthz probes got no 200"));
@@ -648,14 +830,17 @@ int Main() {
   if (!CheckFlags(f)) return 2;
   const Clock::time_point setup_start = Clock::now();
   std::string db;
-  std::unique_ptr<ServerProcess> server = StartServer(&f, &db);
-  if (server == nullptr) return 2;
   Shared shared;
+  std::unique_ptr<ServerProcess> server = StartServer(&f, &shared, &db);
+  if (server == nullptr) return 2;
   if (!ConfigureClients(f, &shared) || !WarmUp(&f, &shared)) return 2;
+  f.projects = shared.projects;
+  f.project_figures.users = static_cast<int>(shared.users.size());
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < f.clients; ++i) {
+    const SoakUser* user = shared.users.empty() ? nullptr : &shared.users[i % shared.users.size()];
     clients.push_back(std::make_unique<Client>(
-        i, &shared, DeriveSeed(absl::GetFlag(FLAGS_seed), "soak client", i)));
+        i, &shared, DeriveSeed(absl::GetFlag(FLAGS_seed), "soak client", i), user));
   }
   f.setup_s = SecondsBetween(setup_start, Clock::now());
 
@@ -677,7 +862,13 @@ int Main() {
   }
   const Recorder all = RunLoad(&f, &shared, sampler, clients);
   if (gateway != nullptr) f.gateway = gateway->Stop();
-  if (!sampler.Crashed()) AfterLoad(&f, sampler);
+  {
+    std::lock_guard<std::mutex> lock(shared.probe_mu);
+    f.project_figures.probes = shared.probes;
+  }
+  f.project_figures.cross_project_ok = shared.cross_project_ok.load();
+  f.project_figures.reader_writes_ok = shared.reader_writes_ok.load();
+  if (!sampler.Crashed()) AfterLoad(&f, &shared, sampler);
   StopServer(&f, *server, sampler);
   CheckDatabase(db, &f);
   Judge(all, &f);

@@ -5,7 +5,6 @@
 #include <thread>
 
 namespace fca::soak {
-namespace {
 
 using grpc::StatusCode;
 
@@ -50,8 +49,6 @@ std::string CodeName(StatusCode c) {
   }
 }
 
-}  // namespace
-
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -94,8 +91,13 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
+void Authorize(const std::string& token, grpc::ClientContext* ctx) {
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+}
+
 Call::Call(Client* client, int op, int deadline_s) : op(op), t0(Clock::now()), client_(client) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+  Authorize(client->token(), &ctx);
   client_->Register(this);
 }
 
@@ -108,6 +110,7 @@ void Client::Run() {
   while (!Done()) {
     int pick = static_cast<int>(rng_.Uniform(total)), op = 0;
     while (pick >= kWeights[op]) pick -= kWeights[op++];
+    if (user_ != nullptr && Chance(kProbeShare)) op = kNumOps;  // a probe instead
     switch (op) {
       case kListModels:
         ListModels();
@@ -141,6 +144,9 @@ void Client::Run() {
         break;
       case kExportCoefficients:
         Export();
+        break;
+      default:
+        Probe();
         break;
     }
     if (shared_->think_ms > 0 && !Done()) {
@@ -224,6 +230,32 @@ int Client::PickJob(bool prefer_running) {
     if (!open.empty()) return PickOf(open);
   }
   return static_cast<int>(rng_.Uniform(jobs_.size()));
+}
+
+int64_t Client::ReadableJob() {
+  if (user_ == nullptr) return 0;
+  return shared_->JobOf(Chance(0.5) ? user_->write : user_->read, rng_);
+}
+
+void Shared::NoteJob(int project, int64_t id) {
+  std::lock_guard<std::mutex> lock(ledger_mu);
+  jobs_of[project].push_back(id);
+}
+
+void Shared::NoteDataset(int project, const std::string& name) {
+  std::lock_guard<std::mutex> lock(ledger_mu);
+  datasets_of[project].push_back(name);
+}
+
+int64_t Shared::JobOf(int project, Rng& rng) {
+  std::lock_guard<std::mutex> lock(ledger_mu);
+  const std::vector<int64_t>& ids = jobs_of[project];
+  return ids.empty() ? 0 : ids[rng.Uniform(ids.size())];
+}
+
+void Shared::NoteProbe(const std::string& kind, StatusCode code) {
+  std::lock_guard<std::mutex> lock(probe_mu);
+  ++probes[kind][CodeName(code)];
 }
 
 void Client::NoteState(JobInfo& job, v1::JobState state) {

@@ -51,6 +51,22 @@ std::string Letters(size_t n, uint64_t seed);
 std::string TokenBytes(size_t n_ids, uint64_t seed);
 
 bool IsTerminal(v1::JobState s);
+std::string CodeName(grpc::StatusCode c);
+
+// Projects (issue 23, --projects): three shared projects and users whose
+// memberships cross them. User k writes in kProjects[k % 3], reads
+// kProjects[(k + 1) % 3] and is no member of kProjects[(k + 2) % 3].
+inline const char* const kProjects[] = {"lab", "alpha", "beta"};
+constexpr int kNumProjects = 3;
+struct SoakUser {
+  std::string name, token;
+  int write = 0, read = 1, stranger = 2;  // indexes into kProjects
+};
+// Share of a --projects client's calls that probe where it may not go.
+constexpr double kProbeShare = 0.15;
+
+// Adds the API key to a call's metadata (nothing when `token` is empty).
+void Authorize(const std::string& token, grpc::ClientContext* ctx);
 
 // A channel of its own (one connection per client thread, as separate users
 // would have).
@@ -81,6 +97,25 @@ struct Shared {
   uint64_t content_salt = 0;  // with --db: new bytes are new to the old database too
   std::atomic<int64_t> max_job_id{0};
   std::atomic<int64_t> submitted{0}, cancels_accepted{0}, watched_to_end{0};
+
+  // --projects: the users, and the ledger of what they were told was stored
+  // (the sweep after the load compares each project's listing with it).
+  bool projects = false;
+  std::vector<SoakUser> users;
+  std::string admin_token;
+  void NoteJob(int project, int64_t id);
+  void NoteDataset(int project, const std::string& name);
+  // A random accepted job of kProjects[project]; 0 when there is none yet.
+  int64_t JobOf(int project, Rng& rng);
+  std::mutex ledger_mu;
+  std::vector<int64_t> jobs_of[kNumProjects];          // guarded by ledger_mu
+  std::vector<std::string> datasets_of[kNumProjects];  // guarded by ledger_mu
+  // Probes: kind ("stranger GetJob", "reader SubmitAudit", ...) -> status
+  // code -> calls; a stranger's probe or a reader's write answered OK.
+  void NoteProbe(const std::string& kind, grpc::StatusCode code);
+  std::mutex probe_mu;
+  std::map<std::string, std::map<std::string, int64_t>> probes;  // guarded by probe_mu
+  std::atomic<int64_t> cross_project_ok{0}, reader_writes_ok{0};
 };
 
 struct DatasetInfo {
@@ -126,9 +161,11 @@ class Call {
 // One client thread: Run() calls RPCs until the soak ends.
 class Client {
  public:
-  Client(int index, Shared* shared, uint64_t seed)
+  // `user`: who the client is with --projects (nullptr: no key, as before).
+  Client(int index, Shared* shared, uint64_t seed, const SoakUser* user = nullptr)
       : index_(index),
         shared_(shared),
+        user_(user),
         rng_(seed),
         stub_(v1::AuditService::NewStub(NewChannel(shared->address))) {}
 
@@ -137,6 +174,7 @@ class Client {
   void CutActive();
   void Register(Call* call);
   void Unregister();
+  const std::string& token() const { return user_ == nullptr ? kNoToken : user_->token; }
 
   Recorder recorder;
 
@@ -156,6 +194,27 @@ class Client {
   // documents for what was asked.
   void Finish(Call& call, const grpc::Status& st, const std::string& bad,
               std::initializer_list<grpc::StatusCode> expected);
+
+  // Where the client writes: its project with --projects, else "" (the
+  // caller's personal project).
+  std::string WriteProject() const { return user_ == nullptr ? "" : kProjects[user_->write]; }
+  // A job of a project the client may read (--projects), 0 when none.
+  int64_t ReadableJob();
+
+  // soak_client_projects.cc: calls where the client may not go.
+  void Probe();
+  void StrangerProbe();
+  template <typename Req, typename Resp>
+  void StrangerCall(int op, const std::string& kind,
+                    grpc::Status (v1::AuditService::Stub::*rpc)(grpc::ClientContext*, const Req&,
+                                                                Resp*),
+                    const Req& req);
+  void StrangerWatch(int64_t job);
+  void ReaderProbe();
+  // Records a probe expecting `want`: OK instead counts in `*leaks`.
+  void FinishProbe(Call& call, const std::string& kind, const grpc::Status& st,
+                   grpc::StatusCode want, std::string bad, std::atomic<int64_t>* leaks);
+  void SubmitTo(const std::string& project, Call& call, grpc::Status* st);
 
   // soak_client_data.cc
   void ListModels();
@@ -177,8 +236,10 @@ class Client {
   void Cancel();
   void QueryResults();
 
+  static inline const std::string kNoToken;
   const int index_;
   Shared* shared_;
+  const SoakUser* user_;
   Rng rng_;
   std::unique_ptr<v1::AuditService::Stub> stub_;
   std::vector<JobInfo> jobs_;

@@ -128,6 +128,7 @@ void Client::Upload() {
   header.mutable_header()->set_kind(d.tokens ? v1::DATASET_KIND_TOKENS_INT32
                                              : v1::DATASET_KIND_TEXT);
   header.mutable_header()->set_size_bytes(static_cast<int64_t>(bytes.size()));
+  header.mutable_header()->set_project(WriteProject());
   if (Chance(0.5)) header.mutable_header()->set_sha256(d.sha);
   bool open = writer->Write(header);
   for (size_t off = 0; open && off < bytes.size(); off += chunk) {
@@ -154,20 +155,29 @@ void Client::Upload() {
   if (st.ok() && bad.empty()) {
     datasets_.push_back(d);
     last_dataset_ = d.name;
+    if (user_ != nullptr) shared_->NoteDataset(user_->write, d.name);
   }
 }
 
-// --- ListDatasets: newest first, and what this client uploaded is there.
+// --- ListDatasets: newest first, and what this client uploaded is there;
+// with --projects, the client's project's datasets and no other's.
 void Client::ListDatasets() {
   Call call(this, kListDatasets, kUnaryDeadlineS);
+  v1::ListDatasetsRequest req;
+  req.set_project(WriteProject());
   v1::ListDatasetsResponse resp;
-  const grpc::Status st = stub_->ListDatasets(&call.ctx, v1::ListDatasetsRequest(), &resp);
+  const grpc::Status st = stub_->ListDatasets(&call.ctx, req, &resp);
   std::string bad;
   if (st.ok()) {
     bool found = last_dataset_.empty();
     for (int i = 0; i < resp.datasets_size(); ++i) {
       if (i > 0 && resp.datasets(i).id() >= resp.datasets(i - 1).id()) {
         bad = "ListDatasets is not newest first";
+      }
+      if (user_ != nullptr && resp.datasets(i).project() != req.project()) {
+        ++shared_->cross_project_ok;
+        bad = absl::StrFormat("ListDatasets of %s listed %s of project %s", req.project(),
+                              resp.datasets(i).name(), resp.datasets(i).project());
       }
       found = found || resp.datasets(i).name() == last_dataset_;
     }
@@ -199,6 +209,7 @@ void Client::Export() {
     req.set_model(kOther[rng_.Uniform(4)]);
     req.set_window_hash(Sha256Hex(absl::StrCat("random window ", rng_.Next())));
   }
+  req.set_project(WriteProject());
   Call call(this, kExportCoefficients, kExportDeadlineS);
   auto reader = stub_->ExportCoefficients(&call.ctx, req);
   v1::ExportCoefficientsResponse msg;

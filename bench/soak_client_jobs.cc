@@ -82,20 +82,23 @@ void Client::Submit() {
   spec->set_bootstrap_resamples(50 + rng_.Uniform(151));
   spec->set_timing_repeats(static_cast<int32_t>(rng_.Uniform(2)));
   spec->set_label(absl::StrFormat("soak client %d", index_));
+  req.set_project(WriteProject());
 
   Call call(this, kSubmitAudit, kUnaryDeadlineS);
   v1::SubmitAuditResponse resp;
   const grpc::Status st = stub_->SubmitAudit(&call.ctx, req, &resp);
   std::string bad;
   if (st.ok() && (resp.job().id() <= 0 || resp.job().state() != v1::JOB_STATE_QUEUED ||
-                  resp.job().spec().models_size() != spec->models_size())) {
-    bad = absl::StrFormat("SubmitAudit returned job %d in state %s", resp.job().id(),
-                          v1::JobState_Name(resp.job().state()));
+                  resp.job().spec().models_size() != spec->models_size() ||
+                  (user_ != nullptr && resp.job().project() != req.project()))) {
+    bad = absl::StrFormat("SubmitAudit returned job %d in state %s, project '%s'", resp.job().id(),
+                          v1::JobState_Name(resp.job().state()), resp.job().project());
   }
   Finish(call, st, bad, {StatusCode::RESOURCE_EXHAUSTED});
   if (!st.ok() || !bad.empty()) return;
   ++shared_->submitted;
   job.id = resp.job().id();
+  if (user_ != nullptr) shared_->NoteJob(user_->write, job.id);
   int64_t seen = shared_->max_job_id.load();
   while (job.id > seen && !shared_->max_job_id.compare_exchange_weak(seen, job.id)) {
   }
@@ -108,6 +111,13 @@ void Client::Submit() {
 // --- WatchJob: follow a job to its end from the start, resume after a
 // seq seen before, or drop the stream after a few events.
 void Client::Watch(int index) {
+  if (index < 0 && user_ != nullptr) {
+    // No job of its own yet: a job of a project it belongs to.
+    JobInfo other;
+    other.id = ReadableJob();
+    if (other.id > 0) WatchCall(other, 0, -1);
+    return;
+  }
   if (index < 0) {
     // No job of its own yet: any job (all clients are the same user).
     const int64_t max = shared_->max_job_id.load();
@@ -186,6 +196,10 @@ void Client::WatchCall(JobInfo& job, int64_t after_seq, int drop_after) {
 void Client::GetJob() {
   if (Chance(0.05)) return GetJobCall(1000000000 + rng_.Uniform(1000), true, nullptr);
   const int index = PickJob(/*prefer_running=*/true);
+  if (index < 0 && user_ != nullptr) {
+    const int64_t id = ReadableJob();
+    return GetJobCall(id > 0 ? id : 1000000000, id == 0, nullptr);
+  }
   if (index < 0) {
     const int64_t max = shared_->max_job_id.load();
     return GetJobCall(max > 0 ? 1 + rng_.Uniform(max) : 1000000000, max == 0, nullptr);
@@ -219,10 +233,12 @@ void Client::GetJobCall(int64_t id, bool expect_missing, JobInfo* job) {
   if (st.ok() && bad.empty() && job != nullptr) NoteState(*job, resp.job().state());
 }
 
-// --- ListJobs: pages of all jobs or of one state, newest first.
+// --- ListJobs: pages of all jobs or of one state, newest first; with
+// --projects, of a project the client writes or reads, and no other's.
 void Client::ListJobs() {
   static const int kSizes[] = {0, 1, 5, 20, 100, 500};
   v1::ListJobsRequest req;
+  if (user_ != nullptr) req.set_project(kProjects[Chance(0.6) ? user_->write : user_->read]);
   req.set_page_size(kSizes[rng_.Uniform(6)]);
   if (Chance(0.3)) req.set_state(static_cast<v1::JobState>(1 + rng_.Uniform(5)));
   const int pages = Chance(0.1) ? 20 : 1 + static_cast<int>(rng_.Uniform(3));
@@ -242,6 +258,11 @@ void Client::ListJobs() {
         }
         if (req.state() != v1::JOB_STATE_UNSPECIFIED && j.state() != req.state()) {
           bad = "ListJobs state filter not respected";
+        }
+        if (user_ != nullptr && j.project() != req.project()) {
+          ++shared_->cross_project_ok;
+          bad = absl::StrFormat("ListJobs of %s listed job %d of project %s", req.project(), j.id(),
+                                j.project());
         }
         last_id = j.id();
       }
@@ -293,7 +314,9 @@ void Client::QueryResults() {
   for (const JobInfo& j : jobs_) {
     if (j.state == v1::JOB_STATE_SUCCEEDED) done.push_back(&j);
   }
-  const bool across = Chance(0.2) || jobs_.empty();
+  // Across jobs is for admins: a --projects client names one of its own.
+  if (user_ != nullptr && jobs_.empty()) return;
+  const bool across = user_ == nullptr && (Chance(0.2) || jobs_.empty());
   if (!across) {
     job = !done.empty() && Chance(0.8) ? PickOf(done) : &jobs_[rng_.Uniform(jobs_.size())];
     f->set_job_id(job->id);

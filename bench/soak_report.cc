@@ -68,6 +68,30 @@ void PrintJobs(const Figures& f) {
   for (const std::string& e : f.failed_job_errors) std::printf("      FAILED: %s\n", e.c_str());
 }
 
+// --projects: the probes by kind and code, then the ledger check.
+void PrintProjects(const Figures& f) {
+  if (!f.projects) return;
+  const ProjectFigures& p = f.project_figures;
+  std::printf(
+      "\nprojects: %d users in lab, alpha, beta (each a writer in one, a reader of another, "
+      "no member of the third)\n",
+      p.users);
+  for (const auto& [kind, codes] : p.probes) {
+    std::printf("   %-24s %s\n", kind.c_str(), Codes(codes).c_str());
+  }
+  std::printf("   cross-project reads answered: %lld; reader writes accepted: %lld\n",
+              static_cast<long long>(p.cross_project_ok),
+              static_cast<long long>(p.reader_writes_ok));
+  std::printf(
+      "   ledger%s: %lld jobs told stored, %lld lost, %lld duplicated, %lld misplaced; "
+      "%lld datasets, %lld lost, %lld duplicated, %lld misplaced\n",
+      p.ledger_ok ? "" : " (a listing failed)", static_cast<long long>(p.ledger_jobs),
+      static_cast<long long>(p.lost_jobs), static_cast<long long>(p.duplicated_jobs),
+      static_cast<long long>(p.misplaced_jobs), static_cast<long long>(p.ledger_datasets),
+      static_cast<long long>(p.lost_datasets), static_cast<long long>(p.duplicated_datasets),
+      static_cast<long long>(p.misplaced_datasets));
+}
+
 // The server process: resources, liveness and its shutdown.
 void PrintServer(const Figures& f) {
   std::printf("\nserver: RSS start %.1f MB, end %.1f MB, peak %.1f MB (sampled; VmHWM %.1f MB)\n",
@@ -164,7 +188,30 @@ json::Value ConfigJson(const Figures& f) {
   config.Set("address", Value::String(f.address));
   config.Set("server_binary", Value::String(f.server_binary));
   config.Set("work_dir", Value::String(f.work_dir));
+  config.Set("projects", Value::Bool(f.projects));
   return config;
+}
+
+json::Value ProjectsJson(const Figures& f) {
+  using json::Value;
+  const ProjectFigures& p = f.project_figures;
+  Value projects = Value::MakeObject();
+  projects.Set("users", Value::Int(p.users));
+  Value probes = Value::MakeObject();
+  for (const auto& [kind, codes] : p.probes) probes.Set(kind, CountsJson(codes));
+  projects.Set("probes", probes);
+  projects.Set("cross_project_reads_answered", Value::Int(p.cross_project_ok));
+  projects.Set("reader_writes_accepted", Value::Int(p.reader_writes_ok));
+  projects.Set("ledger_read", Value::Bool(p.ledger_ok));
+  projects.Set("jobs_told_stored", Value::Int(p.ledger_jobs));
+  projects.Set("jobs_lost", Value::Int(p.lost_jobs));
+  projects.Set("jobs_duplicated", Value::Int(p.duplicated_jobs));
+  projects.Set("jobs_misplaced", Value::Int(p.misplaced_jobs));
+  projects.Set("datasets_told_stored", Value::Int(p.ledger_datasets));
+  projects.Set("datasets_lost", Value::Int(p.lost_datasets));
+  projects.Set("datasets_duplicated", Value::Int(p.duplicated_datasets));
+  projects.Set("datasets_misplaced", Value::Int(p.misplaced_datasets));
+  return projects;
 }
 
 json::Value RpcsJson(const Figures& f) {
@@ -315,6 +362,7 @@ void PrintFigures(const Figures& f) {
   PrintHeader(f);
   PrintRpcs(f);
   PrintJobs(f);
+  PrintProjects(f);
   PrintServer(f);
   PrintDatabase(f);
   PrintServerLog(f);
@@ -326,12 +374,29 @@ void PrintFigures(const Figures& f) {
   std::fflush(stdout);
 }
 
+void JudgeProjects(const ProjectFigures& p, std::vector<std::string>* problems) {
+  auto count = [&](int64_t n, const char* what) {
+    if (n > 0) problems->push_back(absl::StrCat(n, " ", what));
+  };
+  count(p.cross_project_ok, "cross-project reads answered");
+  count(p.reader_writes_ok, "reader writes accepted");
+  count(p.lost_jobs, "jobs lost");
+  count(p.duplicated_jobs, "jobs listed twice");
+  count(p.misplaced_jobs, "jobs listed in another project");
+  count(p.lost_datasets, "datasets lost");
+  count(p.duplicated_datasets, "datasets listed twice");
+  count(p.misplaced_datasets, "datasets listed in another project");
+  if (!p.ledger_ok) problems->push_back("a project's listing could not be read");
+  if (p.probes.empty()) problems->push_back("no probe of another project was made");
+}
+
 json::Value FiguresJson(const Figures& f) {
   using json::Value;
   Value root = Value::MakeObject();
   root.Set("config", ConfigJson(f));
   root.Set("rpcs", RpcsJson(f));
   root.Set("jobs", JobsJson(f));
+  if (f.projects) root.Set("projects", ProjectsJson(f));
   root.Set("server", ServerJson(f));
   root.Set("sqlite", SqliteJson(f));
   root.Set("timeline", TimelineJson(f));

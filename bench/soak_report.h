@@ -16,6 +16,22 @@
 
 namespace fca::soak {
 
+// --projects (issue 23): what the probes got, and each project's listing
+// against the ledger of what the clients were told was stored.
+struct ProjectFigures {
+  int users = 0;
+  // kind ("stranger GetJob", "reader SubmitAudit", ...) -> status code -> calls
+  std::map<std::string, std::map<std::string, int64_t>> probes;
+  // A stranger's call or a listing that showed another project's job or
+  // dataset; a reader's write answered OK. Both must be 0.
+  int64_t cross_project_ok = 0, reader_writes_ok = 0;
+  bool ledger_ok = false;  // every listing could be read
+  int64_t ledger_jobs = 0, lost_jobs = 0, duplicated_jobs = 0, misplaced_jobs = 0;
+  int64_t ledger_datasets = 0, lost_datasets = 0, duplicated_datasets = 0, misplaced_datasets = 0;
+};
+// What in `p` is a problem, appended to `problems`.
+void JudgeProjects(const ProjectFigures& p, std::vector<std::string>* problems);
+
 struct Figures {
   int clients = 0, duration_s = 0;
   double load_s = 0, setup_s = 0, idle_audit_s = 0;
@@ -44,6 +60,8 @@ struct Figures {
   std::string integrity, foreign_keys, table_rows;
   bool integrity_ok = false;
   int64_t db_bytes = 0, wal_bytes = 0;
+  bool projects = false;
+  ProjectFigures project_figures;
   // the HTTP gateway under slow and cross-site clients (soak_gateway.h)
   GatewayFigures gateway;
   std::vector<std::string> problems;

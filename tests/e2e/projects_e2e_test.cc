@@ -9,10 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/file.h"
 #include "tests/e2e/process.h"
 
 namespace fca::e2e {
@@ -28,6 +31,7 @@ constexpr char kBobKey[] = "bob-key-0123456789ab";
 constexpr char kCarolKey[] = "carol-key-0123456789";
 constexpr int kExitNotFound = 4;  // client/exit_codes.h
 constexpr int kExitAuth = 5;
+constexpr int kExitPrecondition = 8;
 
 class ProjectsE2ETest : public ::testing::Test {
  protected:
@@ -44,11 +48,16 @@ class ProjectsE2ETest : public ::testing::Test {
                                    " alice user\n" + kBobKey + " bob user\n" + kCarolKey +
                                    " carol user\n");
     ASSERT_EQ(chmod((root_ + "/keys").c_str(), 0600), 0);
-    server_ = ServerProcess::Start(
-        FCA_SERVER_BIN, {"--models=" + root_ + "/models", "--db=" + root_ + "/db", "--threads=1",
-                         "--api_keys=" + root_ + "/keys"});
+    std::vector<std::string> args = {"--models=" + root_ + "/models", "--db=" + root_ + "/db",
+                                     "--threads=1", "--api_keys=" + root_ + "/keys"};
+    args.insert(args.end(), ExtraServerArgs().begin(), ExtraServerArgs().end());
+    server_ = ServerProcess::Start(FCA_SERVER_BIN, args);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0);
+  }
+  virtual const std::vector<std::string>& ExtraServerArgs() const {
+    static const std::vector<std::string> none;
+    return none;
   }
   void TearDown() override {
     server_.reset();
@@ -244,6 +253,65 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   EXPECT_THAT(after.out, HasSubstr("bob"));
   EXPECT_THAT(after.out, Not(HasSubstr("carol")));
   EXPECT_EQ(Cli(kBobKey, {"jobs", "show", job}).exit_code, 0);
+}
+
+// A server whose own workers run nothing (--workers=0): jobs stay QUEUED.
+class IdleProjectsE2ETest : public ProjectsE2ETest {
+ protected:
+  const std::vector<std::string>& ExtraServerArgs() const override {
+    static const std::vector<std::string> idle = {"--workers=0"};
+    return idle;
+  }
+};
+
+// Issue 23's faults through the real server and CLI: bob's open `fca watch`
+// of a lab job ends NOT_FOUND once he is removed from lab; deleting lab
+// while the job is queued is FAILED_PRECONDITION and leaves it whole.
+TEST_F(IdleProjectsE2ETest, ARemovedMembersWatchEndsAndABusyProjectStays) {
+  ASSERT_EQ(Cli(kAdminKey, {"projects", "create", "lab"}).exit_code, 0);
+  ASSERT_EQ(Cli(kAdminKey, {"projects", "add-member", "lab", "alice", "--role=writer"}).exit_code,
+            0);
+  ASSERT_EQ(Cli(kAdminKey, {"projects", "add-member", "lab", "bob", "--role=reader"}).exit_code, 0);
+  for (const std::string name : {"eval", "calib"}) {
+    CommandResult up = Cli(kAliceKey, {"datasets", "upload", "--name=" + name, "--project=lab",
+                                       root_ + "/data/" + name + ".txt"});
+    ASSERT_EQ(up.exit_code, 0) << up.err;
+  }
+  CommandResult submitted = Cli(kAliceKey, Audit("lab"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+
+  // Bob watches it (its QUEUED line reaches his stderr file at once).
+  const std::string err = root_ + "/watch.err", rc = root_ + "/watch.rc";
+  std::thread watcher([&] {
+    e2e::Run({"/bin/sh", "-c",
+              std::string("'") + FCA_CLI_BIN + "' --server=" + server_->address() + " --token=" +
+                  kBobKey + " watch " + job + " 2>'" + err + "'; echo $? >'" + rc + "'"});
+  });
+  for (int polls = 0; polls < 6000 && ReadFileOrEmpty(err).find("QUEUED") == std::string::npos;
+       ++polls) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NE(ReadFileOrEmpty(err).find("QUEUED"), std::string::npos) << ReadFileOrEmpty(err);
+  EXPECT_TRUE(ReadFileOrEmpty(rc).empty()) << "the watch of a queued job ended by itself";
+
+  // Deleting lab while its job is queued is refused; nothing goes.
+  CommandResult busy = Cli(kAdminKey, {"projects", "delete", "lab"});
+  EXPECT_EQ(busy.exit_code, kExitPrecondition) << busy.err;
+  EXPECT_THAT(busy.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_EQ(Cli(kAliceKey, {"jobs", "show", job}).exit_code, 0);
+  EXPECT_TRUE(ReadFileOrEmpty(rc).empty()) << "a refused delete ended bob's watch";
+
+  CommandResult removed = Cli(kAdminKey, {"projects", "remove-member", "lab", "bob"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  watcher.join();  // bounded by e2e::Run's timeout: a stream left open fails below
+  EXPECT_EQ(ReadFileOrEmpty(rc), std::to_string(kExitNotFound) + "\n") << ReadFileOrEmpty(err);
+  EXPECT_THAT(ReadFileOrEmpty(err), HasSubstr("NOT_FOUND"));
+  // The job is as it was, for alice; bob learns nothing more of it.
+  CommandResult still = Cli(kAliceKey, {"jobs", "show", job});
+  EXPECT_EQ(still.exit_code, 0) << still.err;
+  EXPECT_THAT(still.out, HasSubstr("QUEUED"));
+  EXPECT_EQ(Cli(kBobKey, {"jobs", "show", job}).exit_code, kExitNotFound);
 }
 
 }  // namespace

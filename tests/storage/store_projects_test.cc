@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "storage/store.h"
 #include "tests/storage/store_fixture.h"
@@ -224,6 +226,194 @@ TEST_P(StoreProjectsTest, MembershipWritesAreFaultInjected) {
   ASSERT_OK_AND_ASSIGN(const auto members, store_->ListMembers("lab"));
   EXPECT_EQ(members.size(), 1u);
   EXPECT_CODE(store_->GetProject("lab2"), StatusCode::kNotFound);
+}
+
+// Issue 23's fault suite with three projects whose members cross them
+// (ann writes in lab and reads alpha, bob writes in alpha and reads beta,
+// cid writes in beta and reads lab): a fault on a membership change, a key
+// change, an audit-log append or a webhook-delivery enqueue fails that
+// write alone. What each project holds (members, jobs and their states,
+// datasets, webhooks and their deliveries) and the keys stay as they were;
+// a job ended in the same transaction as a refused enqueue stays ended in
+// its project. Once healed, each write lands exactly once.
+constexpr const char* kThree[] = {"lab", "alpha", "beta"};
+constexpr const char* kCrossing[] = {"ann", "bob", "cid"};
+
+// What every project shows, and the keys, as one text to compare.
+std::string Visible(Store& store) {
+  std::string out;
+  for (const char* project : kThree) {
+    absl::StrAppend(&out, project, ":");
+    auto members = store.ListMembers(project);
+    EXPECT_TRUE(members.ok()) << members.status();
+    if (members.ok()) {
+      for (const ProjectMember& m : *members) absl::StrAppend(&out, " ", m.user, "=", m.role);
+    }
+    JobFilter filter;
+    filter.project = project;
+    auto jobs = store.ListJobs(filter, 100, "");
+    EXPECT_TRUE(jobs.ok()) << jobs.status();
+    if (jobs.ok()) {
+      for (const JobRecord& j : jobs->jobs) {
+        EXPECT_EQ(j.project, project) << "job " << j.id;
+        absl::StrAppend(&out, " job", j.id, "/", JobStateName(j.state));
+      }
+    }
+    auto datasets = store.ListDatasets(std::string(project));
+    EXPECT_TRUE(datasets.ok()) << datasets.status();
+    if (datasets.ok()) {
+      for (const DatasetRecord& d : *datasets) absl::StrAppend(&out, " set ", d.name);
+    }
+    auto hooks = store.ListWebhooks(project);
+    EXPECT_TRUE(hooks.ok()) << hooks.status();
+    if (!hooks.ok()) continue;
+    for (const WebhookRecord& h : *hooks) {
+      auto deliveries = store.ListWebhookDeliveries(h.id, 100);
+      EXPECT_TRUE(deliveries.ok()) << deliveries.status();
+      if (!deliveries.ok()) continue;
+      for (const WebhookDelivery& d : *deliveries) {
+        absl::StrAppend(&out, " hook", h.id, "<-job", d.job_id, "/", d.job_state);
+      }
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  auto keys = store.ListApiKeys(std::nullopt);
+  EXPECT_TRUE(keys.ok()) << keys.status();
+  if (keys.ok()) {
+    for (const ApiKeyRecord& k : *keys) {
+      absl::StrAppend(&out, "key", k.id, " ", k.user, k.revoked_at_us != 0 ? " revoked" : "", "\n");
+    }
+  }
+  return out;
+}
+
+int64_t AuditRows(Store& store) {
+  auto page = store.QueryAuditLog({}, Store::kMaxPageSize, "");
+  EXPECT_TRUE(page.ok()) << page.status();
+  return page.ok() ? static_cast<int64_t>(page->rows.size()) : -1;
+}
+
+// Ends QUEUED job `job` (cancelled) and, nested in the same transaction as
+// the coordinator does, enqueues its notices: a refused enqueue undoes only
+// itself.
+absl::Status EndWithNotices(Store& store, const JobRecord& job, absl::Status* enqueued) {
+  return store.Transaction([&]() -> absl::Status {
+    FCA_RETURN_IF_ERROR(store.RequestCancel(job.id).status());
+    *enqueued = store.Transaction([&] {
+      return store.EnqueueWebhookDeliveries(job.project, job.id, "CANCELLED", "{}", 0).status();
+    });
+    return absl::OkStatus();
+  });
+}
+
+TEST_P(StoreProjectsTest, ThreeCrossedProjectsStayAsTheyWereUnderFaults) {
+  std::string failing;
+  options_.fault_injector = [&](std::string_view op) {
+    return op == failing ? absl::UnavailableError("injected") : absl::OkStatus();
+  };
+  Open();
+  std::vector<int64_t> key_ids;
+  std::vector<JobRecord> queued;
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_OK(store_->CreateProject(kThree[k], "root", "root"));
+    ASSERT_OK_AND_ASSIGN(
+        const ApiKeyRecord key,
+        store_->CreateApiKey({kCrossing[k], "user", std::string(40, 'a' + k), 0, "root"}));
+    key_ids.push_back(key.id);
+  }
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_OK(store_->SetMember(kThree[k], kCrossing[k], "writer"));
+    ASSERT_OK(store_->SetMember(kThree[(k + 1) % 3], kCrossing[k], "reader"));
+    ASSERT_OK(store_
+                  ->PutDataset("eval", "text", kCrossing[k], std::string("bytes of ") + kThree[k],
+                               kThree[k])
+                  .status());
+    ASSERT_OK(store_
+                  ->AddWebhook({0, kThree[k], std::string("http://h/") + kThree[k],
+                                std::string(32, 's'), "root", 0})
+                  .status());
+    // Two queued jobs per project; one ends now, with its notice.
+    for (int n = 0; n < 2; ++n) {
+      ASSERT_OK_AND_ASSIGN(const JobRecord job,
+                           store_->CreateJob(kCrossing[k], "{}", {"m"}, "", kThree[k]));
+      queued.push_back(job);
+    }
+    absl::Status enqueued;
+    ASSERT_OK(EndWithNotices(*store_, queued[2 * k], &enqueued));
+    ASSERT_OK(enqueued);
+  }
+  ASSERT_OK(
+      store_->AppendAuditLog({0, 0, "root", 0, "", "setup", "project", "lab", "OK", ""}).status());
+  const std::string before = Visible(*store_);
+  const int64_t audit_before = AuditRows(*store_);
+  EXPECT_NE(before.find("lab: ann=writer cid=reader root=owner"), std::string::npos) << before;
+
+  // Each write refused: nothing of it is stored, nothing else moves.
+  failing = "membership";
+  EXPECT_CODE(store_->SetMember("lab", "bob", "reader"), StatusCode::kUnavailable);
+  EXPECT_CODE(store_->SetMember("alpha", "ann", "owner"), StatusCode::kUnavailable);
+  EXPECT_CODE(store_->RemoveMember("beta", "cid"), StatusCode::kUnavailable);
+  EXPECT_CODE(store_->CreateProject("gamma", "root", "ann"), StatusCode::kUnavailable);
+  EXPECT_CODE(store_->GetProject("gamma"), StatusCode::kNotFound);
+  failing = "add_api_key";
+  EXPECT_CODE(store_->CreateApiKey({"bob", "user", std::string(40, 'z'), 0, "root"}),
+              StatusCode::kUnavailable);
+  failing = "revoke_api_key";
+  EXPECT_CODE(store_->RevokeApiKey(key_ids[0]), StatusCode::kUnavailable);
+  failing = "rotate_api_key";
+  EXPECT_CODE(store_->RotateApiKey(key_ids[1], std::string(40, 'y'), 0, "root"),
+              StatusCode::kUnavailable);
+  failing = "append_audit_log";
+  EXPECT_CODE(store_->AppendAuditLog({0, 0, "ann", 0, "", "x", "job", "1", "OK", ""}),
+              StatusCode::kUnavailable);
+  EXPECT_EQ(Visible(*store_), before);
+  EXPECT_EQ(AuditRows(*store_), audit_before);
+  ASSERT_OK_AND_ASSIGN(const auto still, store_->LookupApiKey(std::string(40, 'a')));
+  ASSERT_TRUE(still.has_value());
+  EXPECT_EQ(still->user, "ann");
+
+  // A refused enqueue while a job of beta ends: the end stays, in beta, and
+  // no project gains or loses a delivery.
+  failing = "enqueue_webhook";
+  absl::Status enqueued;
+  ASSERT_OK(EndWithNotices(*store_, queued[5], &enqueued));
+  EXPECT_CODE(enqueued, StatusCode::kUnavailable);
+  ASSERT_OK_AND_ASSIGN(const JobRecord ended, store_->GetJob(queued[5].id));
+  EXPECT_EQ(ended.state, JobState::kCancelled);
+  EXPECT_EQ(ended.project, "beta");
+  std::string expected = before;
+  const std::string was = absl::StrCat(" job", queued[5].id, "/QUEUED");
+  ASSERT_NE(expected.find(was), std::string::npos) << expected;
+  expected.replace(expected.find(was), was.size(),
+                   absl::StrCat(" job", queued[5].id, "/CANCELLED"));
+  EXPECT_EQ(Visible(*store_), expected);
+
+  // Healed: each write lands once, where it was aimed.
+  failing = "";
+  ASSERT_OK(store_->SetMember("lab", "bob", "reader"));
+  ASSERT_OK(store_->RemoveMember("beta", "cid"));
+  ASSERT_OK(store_->RevokeApiKey(key_ids[0]).status());
+  ASSERT_OK(store_->AppendAuditLog({0, 0, "ann", 0, "", "x", "job", "1", "OK", ""}).status());
+  ASSERT_OK_AND_ASSIGN(const int64_t added, store_->EnqueueWebhookDeliveries("beta", queued[5].id,
+                                                                             "CANCELLED", "{}", 0));
+  EXPECT_EQ(added, 1);
+  ASSERT_OK_AND_ASSIGN(const int64_t again, store_->EnqueueWebhookDeliveries("beta", queued[5].id,
+                                                                             "CANCELLED", "{}", 0));
+  EXPECT_EQ(again, 0);  // a job ends once
+  const std::string after = Visible(*store_);
+  EXPECT_NE(after.find("lab: ann=writer bob=reader cid=reader root=owner"), std::string::npos)
+      << after;
+  EXPECT_NE(after.find("beta: bob=reader root=owner job"), std::string::npos) << after;
+  EXPECT_NE(after.find(absl::StrCat("<-job", queued[5].id, "/CANCELLED")), std::string::npos)
+      << after;
+  EXPECT_NE(after.find(absl::StrCat("key", key_ids[0], " ann revoked")), std::string::npos);
+  EXPECT_EQ(AuditRows(*store_), audit_before + 1);
+  for (const JobRecord& job : queued) {
+    ASSERT_OK_AND_ASSIGN(const JobRecord now, store_->GetJob(job.id));
+    EXPECT_EQ(now.project, job.project) << "job " << job.id;
+  }
+  ASSERT_OK_AND_ASSIGN(const std::string integrity, store_->IntegrityCheck());
+  EXPECT_EQ(integrity, "ok");
 }
 
 }  // namespace
