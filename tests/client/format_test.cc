@@ -371,12 +371,12 @@ TEST(ListingTest, QueueTables) {
   const std::string text = FormatQueue(q);
   EXPECT_EQ(text.substr(0, summary.size()), summary);
   const auto lines = Lines(text.substr(summary.size()));
-  ASSERT_EQ(lines.size(), 11u) << text;
+  ASSERT_EQ(lines.size(), 10u) << text;
   EXPECT_EQ(lines[1], "MODEL  QUEUED  RUNNING  LOADED ON  RUNNING ON");
   EXPECT_EQ(lines[2], "fg-a        2        1  local/0    local/0");
   EXPECT_EQ(lines[5], "lab                         1             1             2              1");
   EXPECT_EQ(lines[6], "(other projects)            2             0             2              0");
-  EXPECT_EQ(lines[9], "  7  lab      walt   QUEUED          3            2       1        0");
+  EXPECT_EQ(lines[9], "  7  lab      walt   QUEUED         3            2       1        0");
 
   v1::GetServerInfoResponse info;
   EXPECT_THAT(FormatServerInfo(info, summary), HasSubstr("\n" + summary));

@@ -69,8 +69,10 @@ class QueueViewTest : public ::testing::Test {
     ASSERT_TRUE(AddMember("lab", "walt", v1::PROJECT_ROLE_WRITER).ok());
     ASSERT_TRUE(AddMember("lab", "rita", v1::PROJECT_ROLE_READER).ok());
     for (const std::string& project : {"lab", "vision"}) {
-      ASSERT_TRUE(Upload(project, "eval", testing::EvalText()).ok());
-      ASSERT_TRUE(Upload(project, "calib", testing::CalibText()).ok());
+      ASSERT_TRUE(
+          env_.Upload(Admin(), "eval", testing::EvalText(), v1::DATASET_KIND_TEXT, project).ok());
+      ASSERT_TRUE(
+          env_.Upload(Admin(), "calib", testing::CalibText(), v1::DATASET_KIND_TEXT, project).ok());
     }
     ASSERT_TRUE(env_.UploadEvalAndCalib(User("nick")).ok());
     jobs_.push_back(Submit(User("walt"), "lab", {testing::kGateA, testing::kGateB}));
@@ -97,20 +99,6 @@ class QueueViewTest : public ::testing::Test {
     r.set_user(user);
     r.set_role(role);
     return env_.core()->AddProjectMember(Admin(), r).status();
-  }
-
-  absl::StatusOr<v1::UploadDatasetResponse> Upload(const std::string& project,
-                                                   const std::string& name,
-                                                   const std::string& bytes) {
-    DatasetUpload upload(Admin(), env_.store(), env_.core()->limits());
-    v1::UploadDatasetHeader header;
-    header.set_name(name);
-    header.set_kind(v1::DATASET_KIND_TEXT);
-    header.set_size_bytes(static_cast<int64_t>(bytes.size()));
-    header.set_project(project);
-    FCA_RETURN_IF_ERROR(upload.Start(header));
-    FCA_RETURN_IF_ERROR(upload.Append(bytes));
-    return upload.Finish();
   }
 
   int64_t Submit(const Caller& caller, const std::string& project,
@@ -255,7 +243,9 @@ TEST(QueueLoadedModelsTest, AWorkerThatRanAModelHoldsItLoaded) {
   ASSERT_TRUE(pool.ok()) << pool.status();
   const WorkerPool* workers = pool->get();
   env.core()->set_loaded_models([workers] { return workers->LoadedModels(); });
-  EXPECT_TRUE(Queue(env, User("walt")).models(0).loaded_on().empty());
+  const v1::GetQueueResponse before = Queue(env, User("walt"));
+  ASSERT_EQ(before.models_size(), 1);
+  EXPECT_TRUE(before.models(0).loaded_on().empty()) << "nothing is loaded before a task ran";
 
   ASSERT_TRUE(env.coordinator()->Start().ok());
   (*pool)->Start();
@@ -273,7 +263,6 @@ TEST(QueueLoadedModelsTest, AWorkerThatRanAModelHoldsItLoaded) {
   EXPECT_EQ(q.models(0).model(), testing::kGateB);
   EXPECT_THAT(q.models(0).loaded_on(), ElementsAre("local/0"));
   EXPECT_EQ(q.models(0).queued_tasks() + q.models(0).running_tasks(), 0);
-  (*pool)->Stop();
 }
 
 }  // namespace
