@@ -71,6 +71,24 @@ make_lab_job() {
     --window=16 --batch=4 --bootstrap=50 --seed=7 --label=lab-job
 }
 
+# `fca queue` with the real CLI: alice's job waits first in line (job 3's
+# one task runs, none waits); the first user sees it only as "other
+# projects", neither lab nor alice named.
+check_cli_queue() {
+  local alice tester
+  alice=$(FCA_TOKEN=$alice_key fca_cli queue)
+  if ! grep -Eq "^ *$1 +lab +alice +QUEUED +1 +0 +1 +0\$" <<<"$alice"; then
+    printf 'dashboard_test: alice'"'"'s fca queue does not show job %s first in line:\n%s\n' "$1" "$alice" >&2
+    return 1
+  fi
+  tester=$(fca_cli queue)
+  if grep -Eq 'lab|alice' <<<"$tester" || ! grep -Eq '^\(other projects\) +1 +0 +1 +0$' <<<"$tester"; then
+    printf 'dashboard_test: another user'"'"'s fca queue names lab or lacks its row:\n%s\n' "$tester" >&2
+    return 1
+  fi
+  echo "dashboard_test: fca queue places alice's job $1 first, and hides lab from others"
+}
+
 # shellcheck source=jobs_lib.sh
 . "$here/jobs_lib.sh"
 if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
@@ -83,6 +101,7 @@ if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
   fca_cli report 1 --save_json="$WORK/report-1.json" >/dev/null
   fca_cli results --job=1 --metric=slowdown_verdict >"$WORK/verdicts-1.txt"
   lab_job=$(make_lab_job)
+  check_cli_queue "$lab_job"
   echo "dashboard_test: real fca-server, gRPC $GRPC_ADDR, HTTP $HTTP_ADDR"
   status=0
   node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
