@@ -330,8 +330,6 @@ TEST(ListingTest, JobDetailsShowProvenance) {
   EXPECT_THAT(details, HasSubstr("  server_version: v1-3-gabc\n"));
 }
 
-}  // namespace fca::client
-
 // `fca queue`: the totals, then the models, the projects (the unnamed row
 // as "(other projects)") and the caller's jobs with their places; `fca
 // info` takes the first two lines.
@@ -385,3 +383,5 @@ TEST(ListingTest, QueueTables) {
             "queue:            0 jobs queued, 0 running (tasks: 0 queued, 0 running)\n"
             "loaded models:    none\n");
 }
+
+}  // namespace fca::client

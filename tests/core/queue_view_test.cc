@@ -68,7 +68,7 @@ class QueueViewTest : public ::testing::Test {
     ASSERT_TRUE(Create("vision", "vera").ok());
     ASSERT_TRUE(AddMember("lab", "walt", v1::PROJECT_ROLE_WRITER).ok());
     ASSERT_TRUE(AddMember("lab", "rita", v1::PROJECT_ROLE_READER).ok());
-    for (const std::string& project : {"lab", "vision"}) {
+    for (const char* project : {"lab", "vision"}) {
       ASSERT_TRUE(
           env_.Upload(Admin(), "eval", testing::EvalText(), v1::DATASET_KIND_TEXT, project).ok());
       ASSERT_TRUE(
