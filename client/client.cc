@@ -299,6 +299,14 @@ absl::StatusOr<v1::GetServerInfoResponse> AuditClient::GetServerInfo() {
   return response;
 }
 
+absl::StatusOr<v1::GetQueueResponse> AuditClient::GetQueue() {
+  auto context = NewContext(/*unary=*/true);
+  v1::GetQueueResponse response;
+  FCA_RETURN_IF_ERROR(
+      ToAbslStatus(stub_->GetQueue(context.get(), v1::GetQueueRequest(), &response)));
+  return response;
+}
+
 absl::StatusOr<v1::ListJobWindowsResponse> AuditClient::ListJobWindows(
     const v1::ListJobWindowsRequest& request) {
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));

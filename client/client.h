@@ -127,6 +127,8 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::CompareJobsResponse> CompareJobs(
       const fca::v1::CompareJobsRequest& request);
   [[nodiscard]] absl::StatusOr<fca::v1::GetServerInfoResponse> GetServerInfo();
+  // The queue as the caller may see it.
+  [[nodiscard]] absl::StatusOr<fca::v1::GetQueueResponse> GetQueue();
   [[nodiscard]] absl::StatusOr<fca::v1::ListJobWindowsResponse> ListJobWindows(
       const fca::v1::ListJobWindowsRequest& request);
   // Admins only: a checked copy of the server's database, `name` in its

@@ -67,9 +67,10 @@ ABSL_FLAG(std::string, intervention, "", "results: intervention name");
 ABSL_FLAG(std::string, metric, "", "results: metric name");
 ABSL_FLAG(std::string, since, "", "results, jobs list, admin log: at or after (RFC 3339)");
 ABSL_FLAG(std::string, until, "", "results, jobs list, admin log: before (RFC 3339)");
-ABSL_FLAG(std::string, format, "table",
-          "results: table, json or csv; compare: table or json; export: npy, safetensors or raw "
-          "[from --out's extension]");
+ABSL_FLAG(
+    std::string, format, "table",
+    "results: table, json or csv; compare, queue: table or json; export: npy, safetensors or raw "
+    "[from --out's extension]");
 
 // export
 ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
@@ -412,7 +413,24 @@ CommandResult RunInfo(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "info [--json]"));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(v1::GetServerInfoResponse info, client->GetServerInfo());
-  ctx.out() << (absl::GetFlag(FLAGS_json) ? FormatProtoJson(info) : FormatServerInfo(info));
+  if (absl::GetFlag(FLAGS_json)) {
+    ctx.out() << FormatProtoJson(info);
+    return kExitOk;
+  }
+  // The queue in two lines (`fca queue` shows it all) after the first
+  // lines; a server older than GetQueue has none to show.
+  const absl::StatusOr<v1::GetQueueResponse> queue = client->GetQueue();
+  ctx.out() << FormatServerInfo(info, queue.ok() ? FormatQueueSummary(*queue) : "");
+  return kExitOk;
+}
+
+CommandResult RunQueue(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "queue [--format=table|json]"));
+  FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
+  if (format == ResultFormat::kCsv) return UsageError("queue: --format is table or json");
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::GetQueueResponse queue, client->GetQueue());
+  ctx.out() << (format == ResultFormat::kJson ? FormatProtoJson(queue) : FormatQueue(queue));
   return kExitOk;
 }
 
@@ -583,6 +601,11 @@ const std::vector<Command>& Commands() {
        "the server: versions, devices, limits, interventions, metrics and units",
        {"json"},
        RunInfo},
+      {{"queue"},
+       "queue [--format=table|json]",
+       "the queue: models (where loaded, their tasks), your projects' jobs, your jobs' places",
+       {"format"},
+       RunQueue},
       {{"tokenize"},
        "tokenize --model=M [--json] < TEXT",
        "the ids the server feeds model M for the text on stdin",

@@ -549,7 +549,8 @@ std::string FormatTokenizeJson(const v1::TokenizeResponse& r) {
   return json::Write(v) + "\n";
 }
 
-std::string FormatServerInfo(const v1::GetServerInfoResponse& info) {
+std::string FormatServerInfo(const v1::GetServerInfoResponse& info,
+                             const std::string& queue_lines) {
   std::string out;
   absl::StrAppendFormat(&out, "server:           fca-server %s (engine %s, torch %s)\n",
                         SanitizeForTerminal(info.server_version()),
@@ -565,6 +566,7 @@ std::string FormatServerInfo(const v1::GetServerInfoResponse& info) {
                         HumanBytes(info.max_dataset_bytes()), info.max_windows(),
                         info.max_window_length(), info.max_models(),
                         info.max_queued_jobs_per_user());
+  out += queue_lines;
   TextTable interventions({{"INTERVENTION"}, {"WHAT IS SUBSTITUTED"}});
   for (const v1::InterventionInfo& i : info.interventions()) {
     interventions.AddRow({i.name(), i.description()});
@@ -575,6 +577,74 @@ std::string FormatServerInfo(const v1::GetServerInfoResponse& info) {
                     m.unit(), m.description()});
   }
   return out + "\n" + interventions.Render() + "\n" + metrics.Render();
+}
+
+namespace {
+
+// "local/0: m1, m2; local/1: m1" from the models' loaded_on.
+std::string LoadedModels(const v1::GetQueueResponse& queue) {
+  std::vector<std::string> loaded;
+  for (const v1::ModelQueue& m : queue.models()) {
+    if (m.loaded_on().empty()) continue;
+    loaded.push_back(absl::StrFormat("%s (on %s)", SanitizeForTerminal(m.model()),
+                                     SanitizeForTerminal(absl::StrJoin(m.loaded_on(), ", "))));
+  }
+  return loaded.empty() ? "none" : absl::StrJoin(loaded, ", ");
+}
+
+}  // namespace
+
+std::string FormatQueueSummary(const v1::GetQueueResponse& queue) {
+  return absl::StrFormat(
+      "queue:            %d jobs queued, %d running (tasks: %d queued, %d running)\n"
+      "loaded models:    %s\n",
+      queue.queued_jobs(), queue.running_jobs(), queue.queued_tasks(), queue.running_tasks(),
+      LoadedModels(queue));
+}
+
+std::string FormatQueue(const v1::GetQueueResponse& queue) {
+  using A = TextTable::Align;
+  std::string out = FormatQueueSummary(queue);
+  if (!queue.models().empty()) {
+    TextTable models(
+        {{"MODEL"}, {"QUEUED", A::kRight}, {"RUNNING", A::kRight}, {"LOADED ON"}, {"RUNNING ON"}});
+    for (const v1::ModelQueue& m : queue.models()) {
+      models.AddRow({m.model(), absl::StrCat(m.queued_tasks()), absl::StrCat(m.running_tasks()),
+                     absl::StrJoin(m.loaded_on(), ","), absl::StrJoin(m.running_on(), ",")});
+    }
+    out += "\n" + models.Render();
+  }
+  if (!queue.projects().empty()) {
+    TextTable projects({{"PROJECT"},
+                        {"QUEUED JOBS", A::kRight},
+                        {"RUNNING JOBS", A::kRight},
+                        {"QUEUED TASKS", A::kRight},
+                        {"RUNNING TASKS", A::kRight}});
+    for (const v1::ProjectQueue& p : queue.projects()) {
+      projects.AddRow({p.project().empty() ? "(other projects)" : p.project(),
+                       absl::StrCat(p.queued_jobs()), absl::StrCat(p.running_jobs()),
+                       absl::StrCat(p.queued_tasks()), absl::StrCat(p.running_tasks())});
+    }
+    out += "\n" + projects.Render();
+  }
+  if (!queue.jobs().empty()) {
+    TextTable jobs({{"JOB", A::kRight},
+                    {"PROJECT"},
+                    {"OWNER"},
+                    {"STATE"},
+                    {"POSITION", A::kRight},
+                    {"TASKS AHEAD", A::kRight},
+                    {"QUEUED", A::kRight},
+                    {"RUNNING", A::kRight}});
+    for (const v1::QueuedJob& j : queue.jobs()) {
+      jobs.AddRow({absl::StrCat(j.job_id()), j.project(), j.owner(), JobStateName(j.state()),
+                   j.position() > 0 ? absl::StrCat(j.position()) : "-",
+                   absl::StrCat(j.tasks_ahead()), absl::StrCat(j.queued_tasks()),
+                   absl::StrCat(j.running_tasks())});
+    }
+    out += "\n" + jobs.Render();
+  }
+  return out;
 }
 
 std::string FormatWindowsTable(const v1::ListJobWindowsResponse& windows) {

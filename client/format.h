@@ -97,9 +97,17 @@ std::string FormatResults(const std::vector<fca::v1::Result>& results, ResultFor
 // on one line.
 std::string FormatTokenizeJson(const fca::v1::TokenizeResponse& response);
 
-// `fca info`: versions, devices, limits, then the interventions and the
-// metrics with their units and descriptions.
-std::string FormatServerInfo(const fca::v1::GetServerInfoResponse& info);
+// `fca info`: versions, devices, limits, `queue_lines` (FormatQueueSummary;
+// "" for none), then the interventions and the metrics with their units and
+// descriptions.
+std::string FormatServerInfo(const fca::v1::GetServerInfoResponse& info,
+                             const std::string& queue_lines = "");
+// `fca queue`: FormatQueueSummary, then tables of the models (tasks, where
+// loaded, where running), the projects (the unnamed row as "(other
+// projects)") and the caller's jobs with their places in the queue.
+std::string FormatQueue(const fca::v1::GetQueueResponse& queue);
+// Two lines for `fca info`: the server's totals and the loaded models.
+std::string FormatQueueSummary(const fca::v1::GetQueueResponse& queue);
 // `fca windows`: one line per window (set, index, hash).
 std::string FormatWindowsTable(const fca::v1::ListJobWindowsResponse& windows);
 // Any message as proto3 JSON (every field, pretty), ending in '\n'.

@@ -321,6 +321,10 @@ absl::Status Server::BuildRunners() {
   own_core_ = std::make_unique<core::AuditServiceCore>(
       own_store_.get(), models_.get(), own_coordinator_.get(), own_hub_.get(), options_.limits);
   served_.core = own_core_.get();
+  if (workers_ != nullptr) {
+    const core::WorkerPool* pool = workers_.get();
+    own_core_->set_loaded_models([pool] { return pool->LoadedModels(); });
+  }
   return absl::OkStatus();
 }
 

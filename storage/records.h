@@ -96,6 +96,20 @@ struct TaskRecord {
   std::string provenance_json;
 };
 
+// A QUEUED or RUNNING task of a QUEUED or RUNNING job, with what the
+// queue's view (GetQueue) needs of its job.
+struct ActiveTask {
+  int64_t job_id = 0;
+  std::string job_project;
+  std::string job_owner;
+  JobState job_state = JobState::kQueued;
+  // A cancel was requested: its waiting tasks are never claimed.
+  bool cancel_requested = false;
+  std::string model;
+  JobState state = JobState::kQueued;
+  std::string worker;  // the lease holder of a RUNNING task
+};
+
 // A claimed task with its job.
 struct TaskClaim {
   TaskRecord task;

@@ -301,6 +301,9 @@ class Store {
   // Tasks in `state` across jobs, oldest first, at most `limit`.
   [[nodiscard]] absl::StatusOr<std::vector<TaskRecord>> ListTasksInState(JobState state, int limit)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Every QUEUED or RUNNING task of a QUEUED or RUNNING job, in the order
+  // workers claim them (by job, then index).
+  [[nodiscard]] absl::StatusOr<std::vector<ActiveTask>> ListActiveTasks() ABSL_LOCKS_EXCLUDED(mu_);
   // Atomically moves a task (see ClaimRequest) QUEUED -> RUNNING under a new
   // lease (lease_seq + 1, attempts + 1, expiry now + lease_us) and its job
   // QUEUED -> RUNNING; nullopt when there is none to claim. Safe with

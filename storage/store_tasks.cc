@@ -95,6 +95,35 @@ absl::StatusOr<std::vector<TaskRecord>> Store::ListTasksInState(JobState state, 
   return ReadTasks(stmt);
 }
 
+absl::StatusOr<std::vector<ActiveTask>> Store::ListActiveTasks() {
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT t.job_id, j.project, j.owner, j.state, j.cancel_requested, t.model, "
+                   "t.state, t.worker FROM tasks t JOIN jobs j ON j.id = t.job_id "
+                   "WHERE t.state IN ('QUEUED', 'RUNNING') AND j.state IN ('QUEUED', 'RUNNING') "
+                   "ORDER BY t.job_id, t.idx",
+                   "list active tasks"));
+  std::vector<ActiveTask> tasks;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) return tasks;
+    ActiveTask task;
+    task.job_id = stmt.ColumnInt(0);
+    task.job_project = stmt.ColumnText(1);
+    task.job_owner = stmt.ColumnText(2);
+    const absl::StatusOr<JobState> job_state = ParseJobState(stmt.ColumnText(3));
+    const absl::StatusOr<JobState> state = ParseJobState(stmt.ColumnText(6));
+    if (!job_state.ok() || !state.ok()) return absl::DataLossError("storage: bad state stored");
+    task.job_state = *job_state;
+    task.cancel_requested = stmt.ColumnInt(4) != 0;
+    task.model = stmt.ColumnText(5);
+    task.state = *state;
+    task.worker = stmt.ColumnText(7);
+    tasks.push_back(std::move(task));
+  }
+}
+
 absl::StatusOr<std::optional<int64_t>> Store::NextClaimableLocked(const ClaimRequest& request) {
   // The join keeps tasks of cancelled jobs out even in the instant between
   // a cancel request and their cancellation.

@@ -814,6 +814,10 @@ absl::StatusOr<v1::CompareJobsResponse> AuditServiceCore::CompareJobs(
   return response;
 }
 
+absl::StatusOr<v1::GetQueueResponse> AuditServiceCore::GetQueue(const Caller& caller) {
+  return QueueView(caller, store_, loaded_models_);
+}
+
 absl::StatusOr<v1::GetServerInfoResponse> AuditServiceCore::GetServerInfo(const Caller&) {
   v1::GetServerInfoResponse r;
   r.set_server_version(BuildVersion());

@@ -18,6 +18,7 @@
 #include "server/core/backups.h"
 #include "server/core/caller.h"
 #include "server/core/projects.h"
+#include "server/core/queue_view.h"
 #include "server/core/webhooks.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
@@ -125,6 +126,9 @@ class AuditServiceCore {
   // Before the server takes calls: the webhook RPCs' logic (nullptr, the
   // default: they are refused with FAILED_PRECONDITION).
   void set_webhooks(Webhooks* webhooks) { webhooks_ = webhooks; }
+  // Before the server takes calls: what its own workers hold loaded, for
+  // GetQueue (unset, the default: no workers of its own).
+  void set_loaded_models(LoadedModels loaded) { loaded_models_ = std::move(loaded); }
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(
@@ -165,6 +169,8 @@ class AuditServiceCore {
   [[nodiscard]] absl::StatusOr<v1::CompareJobsResponse> CompareJobs(
       const Caller& caller, const v1::CompareJobsRequest& request);
   [[nodiscard]] absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo(const Caller& caller);
+  // The queue now, as the caller may see it (server/core/queue_view.h).
+  [[nodiscard]] absl::StatusOr<v1::GetQueueResponse> GetQueue(const Caller& caller);
   // The job's windows as its tasks cut them: the datasets tokenized with the
   // model's tokenizer, at most the spec's max windows each.
   [[nodiscard]] absl::StatusOr<v1::ListJobWindowsResponse> ListJobWindows(
@@ -294,6 +300,7 @@ class AuditServiceCore {
   BackupDirectory* backups_ = nullptr;
   AuditLog* audit_log_ = nullptr;
   Webhooks* webhooks_ = nullptr;
+  LoadedModels loaded_models_;
   std::atomic<int64_t> watch_streams_{0};
   ByteBudget uploads_in_flight_;
 };

@@ -272,6 +272,11 @@ grpc::Status AuditServiceImpl::GetServerInfo(grpc::ServerContext* ctx,
   return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->GetServerInfo(c); });
 }
 
+grpc::Status AuditServiceImpl::GetQueue(grpc::ServerContext* ctx, const v1::GetQueueRequest*,
+                                        v1::GetQueueResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->GetQueue(c); });
+}
+
 grpc::Status AuditServiceImpl::ListJobWindows(grpc::ServerContext* ctx,
                                               const v1::ListJobWindowsRequest* req,
                                               v1::ListJobWindowsResponse* resp) {

@@ -81,6 +81,8 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                            v1::CompareJobsResponse* resp) override;
   grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
                              v1::GetServerInfoResponse* resp) override;
+  grpc::Status GetQueue(grpc::ServerContext* ctx, const v1::GetQueueRequest* req,
+                        v1::GetQueueResponse* resp) override;
   grpc::Status ListJobWindows(grpc::ServerContext* ctx, const v1::ListJobWindowsRequest* req,
                               v1::ListJobWindowsResponse* resp) override;
   grpc::Status BackupDatabase(grpc::ServerContext* ctx, const v1::BackupDatabaseRequest* req,

@@ -117,6 +117,7 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"GetReport", Bind(&Core::GetReport)},
       {"CompareJobs", Bind(&Core::CompareJobs)},
       {"GetServerInfo", BindWithoutRequest<v1::GetServerInfoRequest>(&Core::GetServerInfo)},
+      {"GetQueue", BindWithoutRequest<v1::GetQueueRequest>(&Core::GetQueue)},
       {"ListJobWindows", Bind(&Core::ListJobWindows)},
       {"BackupDatabase", Bind(&Core::BackupDatabase)},
       {"CreateApiKey", Bind(&Core::CreateApiKey)},

@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(Coordinator* coor
     Worker::Options worker = options.worker;
     worker.name = absl::StrCat(Coordinator::kLocalWorkerPrefix, i);
     pool->workers_.push_back(std::make_unique<Worker>(coordinator, models.get(), worker));
+    pool->names_.push_back(worker.name);
     pool->repositories_.push_back(std::move(models));
   }
   for (const std::unique_ptr<Worker>& w : pool->workers_) {
@@ -35,6 +36,16 @@ size_t WorkerPool::Busy() const {
   size_t busy = 0;
   for (const std::unique_ptr<Worker>& w : workers_) busy += w->Busy() ? 1 : 0;
   return busy;
+}
+
+std::map<std::string, std::vector<std::string>> WorkerPool::LoadedModels() const {
+  std::map<std::string, std::vector<std::string>> loaded;
+  for (size_t i = 0; i < repositories_.size(); ++i) {
+    for (const std::string& name : repositories_[i]->Names()) {
+      if (repositories_[i]->IsLoaded(name)) loaded[names_[i]].push_back(name);
+    }
+  }
+  return loaded;
 }
 
 void WorkerPool::Start() {

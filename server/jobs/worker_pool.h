@@ -3,6 +3,7 @@
 #ifndef FCA_SERVER_JOBS_WORKER_POOL_H_
 #define FCA_SERVER_JOBS_WORKER_POOL_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,11 +40,15 @@ class WorkerPool {
   size_t size() const { return workers_.size(); }
   // How many of them run a task now.
   size_t Busy() const;
+  // The models each worker holds in memory now, by worker name ("local/0");
+  // a worker holding none is left out.
+  std::map<std::string, std::vector<std::string>> LoadedModels() const;
 
  private:
   WorkerPool() = default;
   std::vector<std::unique_ptr<ModelRepository>> repositories_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::string> names_;  // of workers_
 };
 
 }  // namespace fca::core

@@ -330,4 +330,58 @@ TEST(ListingTest, JobDetailsShowProvenance) {
   EXPECT_THAT(details, HasSubstr("  server_version: v1-3-gabc\n"));
 }
 
+// `fca queue`: the totals, then the models, the projects (the unnamed row
+// as "(other projects)") and the caller's jobs with their places; `fca
+// info` takes the first two lines.
+TEST(ListingTest, QueueTables) {
+  v1::GetQueueResponse q;
+  q.set_queued_jobs(3);
+  q.set_running_jobs(1);
+  q.set_queued_tasks(4);
+  q.set_running_tasks(1);
+  v1::ModelQueue* m = q.add_models();
+  m->set_model("fg-a");
+  m->set_queued_tasks(2);
+  m->set_running_tasks(1);
+  m->add_loaded_on("local/0");
+  m->add_running_on("local/0");
+  v1::ProjectQueue* lab = q.add_projects();
+  lab->set_project("lab");
+  lab->set_queued_jobs(1);
+  lab->set_running_jobs(1);
+  lab->set_queued_tasks(2);
+  lab->set_running_tasks(1);
+  v1::ProjectQueue* others = q.add_projects();
+  others->set_queued_jobs(2);
+  others->set_queued_tasks(2);
+  v1::QueuedJob* j = q.add_jobs();
+  j->set_job_id(7);
+  j->set_project("lab");
+  j->set_owner("walt");
+  j->set_state(v1::JOB_STATE_QUEUED);
+  j->set_position(3);
+  j->set_tasks_ahead(2);
+  j->set_queued_tasks(1);
+  const std::string summary = FormatQueueSummary(q);
+  EXPECT_EQ(summary,
+            "queue:            3 jobs queued, 1 running (tasks: 4 queued, 1 running)\n"
+            "loaded models:    fg-a (on local/0)\n");
+  const std::string text = FormatQueue(q);
+  EXPECT_EQ(text.substr(0, summary.size()), summary);
+  const auto lines = Lines(text.substr(summary.size()));
+  ASSERT_EQ(lines.size(), 10u) << text;
+  EXPECT_EQ(lines[1], "MODEL  QUEUED  RUNNING  LOADED ON  RUNNING ON");
+  EXPECT_EQ(lines[2], "fg-a        2        1  local/0    local/0");
+  EXPECT_EQ(lines[5], "lab                         1             1             2              1");
+  EXPECT_EQ(lines[6], "(other projects)            2             0             2              0");
+  EXPECT_EQ(lines[9], "  7  lab      walt   QUEUED         3            2       1        0");
+
+  v1::GetServerInfoResponse info;
+  EXPECT_THAT(FormatServerInfo(info, summary), HasSubstr("\n" + summary));
+  // An empty queue shows its totals and no tables.
+  EXPECT_EQ(FormatQueue(v1::GetQueueResponse()),
+            "queue:            0 jobs queued, 0 running (tasks: 0 queued, 0 running)\n"
+            "loaded models:    none\n");
+}
+
 }  // namespace fca::client

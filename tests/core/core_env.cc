@@ -164,12 +164,14 @@ void CoreEnv::Stop() {
 absl::StatusOr<v1::UploadDatasetResponse> CoreEnv::Upload(const Caller& caller,
                                                           const std::string& name,
                                                           const std::string& bytes,
-                                                          v1::DatasetKind kind) {
+                                                          v1::DatasetKind kind,
+                                                          const std::string& project) {
   DatasetUpload upload(caller, store_.get(), core_->limits());
   v1::UploadDatasetHeader header;
   header.set_name(name);
   header.set_kind(kind);
   header.set_size_bytes(static_cast<int64_t>(bytes.size()));
+  header.set_project(project);
   FCA_RETURN_IF_ERROR(upload.Start(header));
   constexpr size_t kChunk = 1 << 20;
   for (size_t off = 0; off < bytes.size(); off += kChunk) {

@@ -87,10 +87,12 @@ class CoreEnv {
   void Stop();
   AuditServiceCore* core() { return core_.get(); }
 
-  // Uploads `bytes` through DatasetUpload in chunks of at most 1 MiB.
+  // Uploads `bytes` through DatasetUpload in chunks of at most 1 MiB, into
+  // `project` ("": the caller's personal project).
   absl::StatusOr<v1::UploadDatasetResponse> Upload(const Caller& caller, const std::string& name,
                                                    const std::string& bytes,
-                                                   v1::DatasetKind kind = v1::DATASET_KIND_TEXT);
+                                                   v1::DatasetKind kind = v1::DATASET_KIND_TEXT,
+                                                   const std::string& project = "");
   // Uploads "eval" (6 windows) and "calib" (4 other windows) for `caller`.
   absl::Status UploadEvalAndCalib(const Caller& caller);
 

@@ -106,15 +106,7 @@ class ProjectsTest : public ::testing::Test {
   absl::StatusOr<v1::UploadDatasetResponse> Upload(const Caller& caller, const std::string& project,
                                                    const std::string& name,
                                                    const std::string& bytes) {
-    DatasetUpload upload(caller, env_.store(), env_.core()->limits());
-    v1::UploadDatasetHeader header;
-    header.set_name(name);
-    header.set_kind(v1::DATASET_KIND_TEXT);
-    header.set_size_bytes(static_cast<int64_t>(bytes.size()));
-    header.set_project(project);
-    FCA_RETURN_IF_ERROR(upload.Start(header));
-    FCA_RETURN_IF_ERROR(upload.Append(bytes));
-    return upload.Finish();
+    return env_.Upload(caller, name, bytes, v1::DATASET_KIND_TEXT, project);
   }
 
   absl::StatusOr<v1::Job> Submit(const Caller& caller, const std::string& project,

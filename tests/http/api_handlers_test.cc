@@ -57,7 +57,8 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
                                       {"GetProject", true},
                                       {"AddProjectMember", false},
                                       {"RemoveProjectMember", false},
-                                      {"DeleteProject", false}};
+                                      {"DeleteProject", false},
+                                      {"GetQueue", true}};
   return *methods;
 }
 

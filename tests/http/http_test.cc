@@ -457,6 +457,7 @@ TEST_F(HttpTest, EveryReadEndpointAnswersAsOverGrpc) {
   compare.add_job_ids(job_);
   ExpectSame("CompareJobs", compare, kAlice, &S::CompareJobs);
   ExpectSame("GetServerInfo", v1::GetServerInfoRequest(), kAlice, &S::GetServerInfo);
+  ExpectSame("GetQueue", v1::GetQueueRequest(), kAlice, &S::GetQueue);
   v1::ListJobWindowsRequest windows;
   windows.set_job_id(job_);
   windows.set_model("fg-a");

@@ -7,7 +7,7 @@
 //   node dashboard_test.js --url=http://127.0.0.1:PORT --report_json=FILE
 //       --cli_verdicts=FILE --out=DIR [--api_key=KEY] [--finished=1]
 //       [--again=2] [--again_model=fg-a] [--running=3]
-//       [--chromium=/usr/bin/chromium]
+//       [--chromium=/usr/bin/chromium] [--reader_key=KEY --lab_job=N]
 //
 // Checks: before signing in, and on errors, the page speaks in sentences,
 // not status codes; the job list shows the jobs with their live state (and
@@ -21,7 +21,14 @@
 // header scopes; at 1280 and 390 px wide nothing reaches past the page's
 // edge but inside the tables' and charts' scroll boxes, and chart text is
 // at least 11 px as drawn; no console errors; no request leaves the
-// server. Writes one PNG per page into DIR. The last line is "N passed, M
+// server. With --reader_key (bob, a reader in project `lab`) and
+// --lab_job (alice's job there, queued behind the running job): bob signs
+// in, picks `lab` in the project selector and sees alice's job with its
+// owner and project; the queue panel counts lab's job by name and the
+// running job of another project only as "other projects", never naming
+// its owner; bob's cancel of alice's job is refused in words; once the
+// running job is cancelled (with the first key), alice's job ends and bob
+// opens its report. Writes one PNG per page into DIR. The last line is "N passed, M
 // failed".
 'use strict';
 
@@ -548,12 +555,99 @@ async function main() {
     const modelRows = await page.$$eval('#models-table tbody tr', (rows) => rows.length);
     check(modelRows >= 4, `models page lists the server's models (${modelRows})`);
     await shot(page, 'models');
+
+    if (args.reader_key && args.lab_job) await readerInProject(page, consoleErrors);
   } finally {
     await browser.close();
     fs.rmSync(profile, {recursive: true, force: true});
   }
   check(consoleErrors.length === 0, 'no console errors', consoleErrors.join('\n'));
   check(foreign.length === 0 && requests.length > 0, `no request leaves the server (${requests.length} requests, all to ${HOST})`, foreign.join('\n'));
+}
+
+// Bob, a reader in `lab`, on alice's job there (see the header).
+// `consoleErrors`: main's; the refusals expected here are taken out.
+async function readerInProject(page, consoleErrors) {
+  const expected = (re) => {
+    for (let k = consoleErrors.length - 1; k >= 0; k--) if (re.test(consoleErrors[k])) consoleErrors.splice(k, 1);
+  };
+  const LAB_JOB = String(args.lab_job);
+  await page.goto(`${BASE}/#/jobs`, {waitUntil: 'load'});
+  await page.waitForSelector('#sign-out', {timeout: 30000});
+  await page.click('#sign-out');
+  await page.waitForSelector('#login:not([hidden])', {timeout: 30000});
+  await page.type('#api-key', args.reader_key);
+  await page.click('#login button[type=submit]');
+  await page.waitForSelector('label.project-pick:not([hidden]) #project option[value="lab"]', {timeout: 30000});
+  expected(/status of 401/);  // signed out, before bob's key
+  const options = await page.$$eval('#project option', (os) => os.map((o) => o.value));
+  check(JSON.stringify(options) === JSON.stringify(['', 'lab']), 'projects: bob picks from his personal project and lab', JSON.stringify(options));
+  await page.select('#project', 'lab');
+  await page.waitForSelector(`#jobs-table tr[data-key="${LAB_JOB}"]`, {timeout: 30000});
+  const rows = await page.$$eval('#jobs-table tbody tr', (trs) => trs.map((tr) => ({key: tr.dataset.key,
+    owner: tr.querySelector('td.owner').textContent, project: tr.querySelector('td.project').textContent})));
+  check(rows.length === 1 && rows[0].owner === 'alice' && rows[0].project === 'lab',
+    `projects: in lab bob sees alice's job ${LAB_JOB} with owner alice and project lab, and no other job`, JSON.stringify(rows));
+  check(await page.evaluate(() => sessionStorage.getItem('fca.project')) === 'lab', 'projects: the choice is kept for the tab');
+
+  // The queue: lab's queued job by name; the running job of the first
+  // user's personal project only in the unnamed row.
+  await page.waitForSelector('#queue-projects tr[data-key="lab"]', {timeout: 30000});
+  const queue = await page.$$eval('#queue-projects tbody tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.key,
+    Object.fromEntries([...tr.querySelectorAll('td[data-field]')].map((td) => [td.dataset.field, Number(td.textContent)]))])));
+  const totals = await page.$eval('#queue-totals', (p) => p.textContent);
+  check(queue.lab && queue.lab.queued_jobs === 1 && queue.lab.queued_tasks === 1 && queue.lab.running_jobs === 0,
+    'queue: lab has one queued job of one task', JSON.stringify(queue));
+  check(queue[''] && queue[''].running_jobs === 1 && queue[''].queued_jobs === 0, 'queue: one running job of other projects', JSON.stringify(queue));
+  check(/^1 job queued, 1 running/.test(totals), 'queue: the totals count both', totals);
+  const queueText = await page.$eval('#queue', (s) => s.innerText);
+  check(queueText.includes('other projects') && !queueText.includes('tester'),
+    'queue: the other project is not named, nor its owner', queueText);
+  // Models: lab's waiting fg-a task; the other project's running fg-wide
+  // task is not counted under its model (which is listed only as loaded).
+  const models = await page.$$eval('#queue-models tbody tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.dataset.key,
+    Object.assign(Object.fromEntries([...tr.querySelectorAll('td[data-field]')].map((td) => [td.dataset.field, Number(td.textContent)])),
+      {cells: [...tr.querySelectorAll('td')].map((td) => td.textContent)})])));
+  check(models['fg-a'] && models['fg-a'].queued_tasks === 1 && models['fg-a'].running_tasks === 0,
+    'queue: fg-a has lab\'s one waiting task', JSON.stringify(models));
+  check(!models['fg-wide'] || (models['fg-wide'].running_tasks === 0 && models['fg-wide'].cells[3] === ''),
+    'queue: the other project\'s running task is counted under no model and no worker', JSON.stringify(models));
+  check(await page.$('#queue-jobs') === null, 'queue: bob has no jobs of his own in it');
+  await shot(page, 'reader-jobs');
+
+  // Bob may see alice's queued job but not cancel it.
+  await page.goto(`${BASE}/#/job/${LAB_JOB}`, {waitUntil: 'load'});
+  await page.waitForFunction(() => [...document.querySelectorAll('#main button')].some((b) => b.textContent === 'Cancel job'),
+    {timeout: 30000});
+  page.once('dialog', (d) => d.accept());
+  await page.evaluate(() => [...document.querySelectorAll('#main button')].find((b) => b.textContent === 'Cancel job').click());
+  await page.waitForSelector('#job-live .error', {timeout: 30000});
+  const refused = await page.$eval('#job-live .error', (e) => e.textContent);
+  check(/^Your API key is not allowed to do this\./.test(refused), 'reader: cancelling alice\'s job is refused in words', refused);
+  expected(/status of 403/);
+
+  // The running job (the first key's) is cancelled; alice's job then runs.
+  const api = (rpc, body, key) => page.evaluate(async (u, b, k) => {
+    const res = await fetch(u, {method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${k}`}, body: JSON.stringify(b)});
+    return {status: res.status, body: await res.json()};
+  }, `${BASE}/api/v1/${rpc}`, body, key);
+  const cancelled = await api('CancelJob', {job_id: RUNNING}, args.api_key);
+  check(cancelled.status === 200, `job ${RUNNING} cancelled with its owner's key`, JSON.stringify(cancelled));
+  let state = '';
+  for (let i = 0; i < 600 && !/SUCCEEDED|FAILED|CANCELLED/.test(state); i++) {
+    state = String(((await api('GetJob', {job_id: LAB_JOB}, args.reader_key)).body.job || {}).state);
+    await sleep(500);
+  }
+  check(state === 'JOB_STATE_SUCCEEDED', `alice's job ${LAB_JOB} succeeded`, state);
+  await page.goto(`${BASE}/#/jobs`, {waitUntil: 'load'});
+  await page.goto(`${BASE}/#/job/${LAB_JOB}`, {waitUntil: 'load'});
+  await page.waitForSelector('#table-penalty', {timeout: 60000});
+  check(await page.$eval('h1', (h) => h.dataset.state) === 'SUCCEEDED', `reader: job ${LAB_JOB}'s page says SUCCEEDED`);
+  const values = await page.$$eval('#report td[data-metric="nll"]', (tds) => tds.filter((td) => td.dataset.model === 'fg-a').length);
+  check(values > 0, `reader: job ${LAB_JOB}'s report shows fg-a's results (${values} nll cells)`);
+  check(!(await page.evaluate(() => [...document.querySelectorAll('#main button')].some((b) => b.textContent === 'Cancel job'))),
+    'reader: a finished job offers no cancel');
+  await shot(page, 'reader-report');
 }
 
 main().catch((err) => {

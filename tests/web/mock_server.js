@@ -108,6 +108,23 @@ const rpcs = {
     return {results: rows.filter((r) => (!f.model || r.model === f.model) && (!f.metric || r.metric === f.metric)),
       next_page_token: ''};
   },
+  // One project (the caller's personal one); the queue of the running jobs,
+  // a running task per model, all of that project.
+  ListProjects: () => ({projects: [{name: jobsList[0].owner, personal: true, role: 'PROJECT_ROLE_OWNER'}]}),
+  GetQueue: () => {
+    const active = [...jobs.keys()].filter(running).map((id) => jobs.get(id));
+    const tasks = active.reduce((n, j) => n + (j.spec.models || []).length, 0);
+    const byModel = new Map();
+    for (const j of active) for (const m of j.spec.models || []) byModel.set(m, (byModel.get(m) || 0) + 1);
+    return {
+      models: [...byModel].sort().map(([model, n]) => ({model, queued_tasks: '0', running_tasks: String(n), loaded_on: [], running_on: ['local/0']})),
+      projects: active.length ? [{project: jobsList[0].owner, queued_jobs: '0', running_jobs: String(active.length),
+        queued_tasks: '0', running_tasks: String(tasks)}] : [],
+      jobs: active.map((j) => ({job_id: String(j.id), project: j.project || j.owner, owner: j.owner, state: j.state,
+        position: '0', tasks_ahead: '0', queued_tasks: '0', running_tasks: String((j.spec.models || []).length)})),
+      queued_jobs: '0', running_jobs: String(active.length), queued_tasks: '0', running_tasks: String(tasks),
+    };
+  },
   CancelJob: (req) => {
     const id = jobOr404(req.job_id);
     const job = jobs.get(id);

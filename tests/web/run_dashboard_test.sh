@@ -4,7 +4,9 @@
 # (--http_listen) and API keys on, makes tiny models, uploads datasets and
 # runs two audits to completion and starts a slow one with the fca CLI
 # (tests/web/jobs_lib.sh), writes `fca report 1 --save_json` and the CLI's
-# slowdown verdicts of job 1 (`fca results`), then runs
+# slowdown verdicts of job 1 (`fca results`); then an admin makes project
+# `lab` with alice (writer) and bob (reader), and alice submits job 4 there
+# (queued behind the running job 3: the server has one worker). Then runs
 # dashboard_test.js (headless Debian chromium + puppeteer-core) against the
 # server's HTTP address. Screenshots go to --out.
 #
@@ -53,21 +55,58 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$out"
 key=dashboard-test-key-0123456789
+admin_key=dashboard-test-admin-0123456789
+alice_key=dashboard-test-alice-0123456789
+bob_key=dashboard-test-bob-0123456789
+
+# Project `lab` (the admin makes it; alice writes, bob reads), alice's
+# datasets there, and her job in it, left queued; prints the job's id.
+make_lab_job() {
+  FCA_TOKEN=$admin_key fca_cli projects create lab >/dev/null
+  FCA_TOKEN=$admin_key fca_cli projects add-member lab alice --role=writer >/dev/null
+  FCA_TOKEN=$admin_key fca_cli projects add-member lab bob --role=reader >/dev/null
+  FCA_TOKEN=$alice_key fca_cli datasets upload --project=lab --name=eval "$WORK/data/eval.txt" >/dev/null
+  FCA_TOKEN=$alice_key fca_cli datasets upload --project=lab --name=calib "$WORK/data/calib.txt" >/dev/null
+  FCA_TOKEN=$alice_key fca_cli audit --detach --project=lab --models=fg-a --eval=eval --calib=calib \
+    --window=16 --batch=4 --bootstrap=50 --seed=7 --label=lab-job
+}
+
+# `fca queue` with the real CLI: alice's job waits first in line (job 3's
+# one task runs, none waits); the first user sees it only as "other
+# projects", neither lab nor alice named.
+check_cli_queue() {
+  local alice tester
+  alice=$(FCA_TOKEN=$alice_key fca_cli queue)
+  if ! grep -Eq "^ *$1 +lab +alice +QUEUED +1 +0 +1 +0\$" <<<"$alice"; then
+    printf 'dashboard_test: alice'"'"'s fca queue does not show job %s first in line:\n%s\n' "$1" "$alice" >&2
+    return 1
+  fi
+  tester=$(fca_cli queue)
+  if grep -Eq 'lab|alice' <<<"$tester" || ! grep -Eq '^\(other projects\) +1 +0 +1 +0$' <<<"$tester"; then
+    printf 'dashboard_test: another user'"'"'s fca queue names lab or lacks its row:\n%s\n' "$tester" >&2
+    return 1
+  fi
+  echo "dashboard_test: fca queue places alice's job $1 first, and hides lab from others"
+}
 
 # shellcheck source=jobs_lib.sh
 . "$here/jobs_lib.sh"
 if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
-  printf '# key user role\n%s tester user\n' "$key" >"$WORK/keys.txt"
+  printf '# key user role\n%s tester user\n%s root admin\n%s alice user\n%s bob user\n' \
+    "$key" "$admin_key" "$alice_key" "$bob_key" >"$WORK/keys.txt"
   chmod 600 "$WORK/keys.txt"
   fca_start_server --auth --api_keys="$WORK/keys.txt"
   export FCA_TOKEN=$key
   fca_make_jobs
   fca_cli report 1 --save_json="$WORK/report-1.json" >/dev/null
   fca_cli results --job=1 --metric=slowdown_verdict >"$WORK/verdicts-1.txt"
+  lab_job=$(make_lab_job)
+  check_cli_queue "$lab_job"
   echo "dashboard_test: real fca-server, gRPC $GRPC_ADDR, HTTP $HTTP_ADDR"
   status=0
   node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
-    --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" || status=$?
+    --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" \
+    --reader_key="$bob_key" --lab_job="$lab_job" || status=$?
   fca_cli jobs cancel 3 >/dev/null 2>&1 || true
   exit $status
 fi

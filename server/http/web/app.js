@@ -4,10 +4,14 @@
 // fetched but this server's /api/v1 (docs/fca.md defines every number).
 //
 // Routes (in the URL's fragment, so the server serves one page):
-//   #/jobs?state=RUNNING&model=M&label=L&dataset=D   job list (filters)
+//   #/jobs?state=RUNNING&model=M&label=L&dataset=D   the queue and the job list (filters)
 //   #/job/ID                                          one job
 //   #/models, #/model/NAME                            models, one model's jobs
 //   #/compare?jobs=1,2&models=a,b                     jobs or models side by side
+//
+// The header's project selector (ListProjects) picks the project whose jobs
+// the lists show (the `project` of ListJobs); "" is the caller's personal
+// project, the server's default. It is kept for the browser tab.
 //
 // Server strings only ever reach the page as text (textContent and
 // attributes), never as markup.
@@ -16,6 +20,7 @@
 (() => {
   const API = '/api/v1/';
   const KEY_STORE = 'fca.apiKey';
+  const PROJECT_STORE = 'fca.project';
   const SVG_NS = 'http://www.w3.org/2000/svg';
   const STATES = ['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
@@ -855,7 +860,7 @@
   // The jobs table; `selected`: a Set of job ids ticked for comparison.
   function jobsTable(jobs, caption, selected, id) {
     return table({caption, id, head: ['job', 'compare', 'state', 'progress', 'models', 'dense twin', 'eval / calib',
-      'label', 'owner', 'created', 'finished'],
+      'label', 'owner', 'project', 'created', 'finished'],
     rows: jobs.map((j) => {
       const jid = String(j.id);
       const state = stateName(j.state);
@@ -872,7 +877,8 @@
         el('td', {}, spec.dense_twin ? link(modelHref(spec.dense_twin), spec.dense_twin) : ''),
         el('td', {}, `${spec.eval_dataset || ''} / ${spec.calib_dataset || ''}`),
         el('td', {}, spec.label || ''),
-        el('td', {}, j.owner || ''),
+        el('td', {class: 'owner'}, j.owner || ''),
+        el('td', {class: 'project'}, j.project || ''),
         el('td', {}, fmtTime(j.created_at)),
         el('td', {}, fmtTime(j.finished_at)),
       ]};
@@ -923,9 +929,10 @@
     let limit = 50;
     let shown = '';
     const more = el('button', {type: 'button', hidden: true, onclick: () => { limit = Math.min(500, limit + 50); refresh(); }}, 'Show more');
-    main.append(el('h1', {}, 'Jobs'), form, el('p', {}, compareButton(selected)), holder, more, status);
+    main.append(el('h1', {}, 'Jobs'), queuePanel(signal), form, el('p', {}, compareButton(selected)), holder, more,
+      status);
     async function refresh() {
-      const req = {page_size: limit};
+      const req = inProject({page_size: limit});
       if (params.state) req.state = `JOB_STATE_${params.state}`;
       for (const k of ['model', 'label', 'dataset']) if (params[k]) req[k] = params[k];
       const res = await call('ListJobs', req, signal);
@@ -938,6 +945,85 @@
       more.hidden = !res.next_page_token;
     }
     await poll(refresh, 2000, signal, status);
+  }
+
+  // ------------------------------------------------------------- the queue
+
+  // The front page's queue (GetQueue): totals, each model's tasks and the
+  // server's workers holding it loaded or running it, the caller's projects
+  // (the server sums the others in one unnamed row) and the caller's own
+  // jobs with their places in line. Refreshed every few seconds.
+  function queuePanel(signal) {
+    const n = (v) => num(v) || 0;
+    const counts = (o, ...keys) => keys.map((k) => el('td', {class: 'num', 'data-field': k}, String(n(o[k]))));
+    const panel = el('section', {id: 'queue', class: 'queue', 'aria-labelledby': 'queue-title'});
+    const totals = el('p', {id: 'queue-totals'});
+    const holder = el('div');
+    const status = el('p', {class: 'note', 'aria-live': 'polite'});
+    panel.append(el('h2', {id: 'queue-title'}, 'Queue'), totals, holder, status);
+    let shown = '';
+    async function refresh() {
+      const q = await call('GetQueue', {}, signal);
+      const seen = JSON.stringify(q);
+      if (seen === shown) return;
+      shown = seen;
+      totals.textContent = `${plural(n(q.queued_jobs), 'job')} queued, ${n(q.running_jobs)} running ` +
+        `(tasks: ${n(q.queued_tasks)} queued, ${n(q.running_tasks)} running).`;
+      const parts = [];
+      if ((q.models || []).length) {
+        parts.push(table({caption: 'Models: tasks of your projects, and where loaded', id: 'queue-models',
+          head: ['model', {text: 'queued tasks', num: true}, {text: 'running tasks', num: true}, 'loaded on', 'running on'],
+          rows: q.models.map((m) => ({th: link(modelHref(m.model), m.model), key: m.model, cells: [
+            ...counts(m, 'queued_tasks', 'running_tasks'),
+            el('td', {}, (m.loaded_on || []).join(', ')), el('td', {}, (m.running_on || []).join(', '))]}))}));
+      }
+      if ((q.projects || []).length) {
+        parts.push(table({caption: 'Projects', id: 'queue-projects',
+          head: ['project', {text: 'queued jobs', num: true}, {text: 'running jobs', num: true},
+            {text: 'queued tasks', num: true}, {text: 'running tasks', num: true}],
+          rows: q.projects.map((p) => ({th: p.project || 'other projects', key: p.project || '', cells:
+            counts(p, 'queued_jobs', 'running_jobs', 'queued_tasks', 'running_tasks')}))}));
+      }
+      if ((q.jobs || []).length) {
+        parts.push(table({caption: 'Your jobs in the queue', id: 'queue-jobs',
+          head: ['job', 'project', 'state', {text: 'place', num: true}, {text: 'tasks ahead', num: true}],
+          rows: q.jobs.map((j) => ({th: link(jobHref(j.job_id), String(j.job_id)), key: String(j.job_id), cells: [
+            el('td', {}, j.project || ''), el('td', {}, stateBadge(j.state)),
+            el('td', {class: 'num'}, n(j.position) ? String(n(j.position)) : '–'),
+            el('td', {class: 'num'}, String(n(j.tasks_ahead)))]}))}));
+      }
+      holder.replaceChildren(...parts);
+    }
+    poll(refresh, 3000, signal, status);
+    return panel;
+  }
+
+  // ------------------------------------------------------------ projects
+
+  // The project the lists show: the selector's, "" (the personal project).
+  const chosenProject = () => sessionStorage.getItem(PROJECT_STORE) || '';
+  function inProject(request) {
+    const project = chosenProject();
+    return project ? Object.assign({project}, request) : request;
+  }
+
+  // Fills the header's selector from ListProjects, keeping the choice when
+  // it is still one of the caller's projects.
+  async function projectSelector() {
+    const select = document.getElementById('project');
+    let projects = [];
+    try {
+      projects = (await call('ListProjects', {})).projects || [];
+    } catch (err) {
+      select.parentElement.hidden = true;
+      return;
+    }
+    const names = projects.map((p) => p.name);
+    if (!names.includes(chosenProject())) sessionStorage.removeItem(PROJECT_STORE);
+    select.replaceChildren(...projects.map((p, k) => el('option', {value: k === 0 ? '' : p.name,
+      selected: (k === 0 ? '' : p.name) === chosenProject()},
+    `${p.name}${k === 0 ? ' (personal)' : ''} · ${String(p.role || '').replace(/^PROJECT_ROLE_/, '').toLowerCase()}`)));
+    select.parentElement.hidden = projects.length < 2;
   }
 
   // ------------------------------------------------------------- one job
@@ -1123,7 +1209,7 @@
     main.append(el('h2', {}, 'Jobs that audited it'), el('p', {}, compareButton(selected, `&models=${encodeURIComponent(name)}`)),
       compareAll, holder, status);
     await poll(async () => {
-      const res = await call('ListJobs', {model: name, page_size: 200}, signal);
+      const res = await call('ListJobs', inProject({model: name, page_size: 200}), signal);
       const jobs = res.jobs || [];
       const seen = JSON.stringify(res);
       if (seen === shown) return;
@@ -1229,7 +1315,7 @@
     const chosen = new Map();
     const items = [];
     for (const m of models) {
-      const res = await call('ListJobs', {model: m, state: 'JOB_STATE_SUCCEEDED', page_size: 50}, signal);
+      const res = await call('ListJobs', inProject({model: m, state: 'JOB_STATE_SUCCEEDED', page_size: 50}), signal);
       const jobs = (res.jobs || []).filter((j) => jobF.models(j).includes(m));
       if (!jobs.length) {
         items.push(el('li', {'data-model': m}, `${m}: no finished job audited it.`));
@@ -1345,15 +1431,24 @@
       if (why) why.remove();
       showAuthState(true);
       serverInfo();
+      projectSelector();
+      route();
+    });
+    document.getElementById('project').addEventListener('change', (e) => {
+      if (e.target.value) sessionStorage.setItem(PROJECT_STORE, e.target.value);
+      else sessionStorage.removeItem(PROJECT_STORE);
       route();
     });
     document.getElementById('sign-out').addEventListener('click', () => {
       sessionStorage.removeItem(KEY_STORE);
+      sessionStorage.removeItem(PROJECT_STORE);
       showAuthState(true);
+      projectSelector();
       route();
     });
     window.addEventListener('hashchange', route);
     serverInfo();
+    projectSelector();
     route();
   }
   start();
