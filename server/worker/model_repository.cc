@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -226,7 +225,7 @@ std::vector<ModelRepository::Listing> ModelRepository::List(
     if (listing.ok()) {
       out.push_back(*std::move(listing));
     } else if (unavailable != nullptr) {
-      const std::string_view message = listing.status().message();
+      const absl::string_view message = listing.status().message();
       unavailable->push_back(
           {name, std::string(absl::StripPrefix(message, UnavailablePrefix(name)))});
     }

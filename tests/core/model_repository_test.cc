@@ -178,8 +178,8 @@ TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
   ASSERT_EQ(unavailable.size(), 1u);
   EXPECT_EQ(unavailable[0].name, testing::kBroken);
   // Describe's reason without the "model 'broken' is unavailable: " before it.
-  const absl::Status described = repo->Describe(testing::kBroken).status();
-  EXPECT_THAT(described.message(), ::testing::EndsWith(": " + unavailable[0].reason));
+  const std::string described(repo->Describe(testing::kBroken).status().message());
+  EXPECT_EQ(described, "model 'broken' is unavailable: " + unavailable[0].reason);
   EXPECT_THAT(unavailable[0].reason, Not(HasSubstr("unavailable")));
   EXPECT_THAT(unavailable[0].reason, HasSubstr("config.json"));
   for (const ModelRepository::Listing& l : listed) {
