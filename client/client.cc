@@ -130,12 +130,12 @@ std::unique_ptr<grpc::ClientContext> AuditClient::NewContext(bool unary) const {
   return context;
 }
 
-absl::StatusOr<std::vector<v1::Model>> AuditClient::ListModels() {
+absl::StatusOr<v1::ListModelsResponse> AuditClient::ListModels() {
   auto context = NewContext(/*unary=*/true);
   v1::ListModelsResponse response;
   FCA_RETURN_IF_ERROR(
       ToAbslStatus(stub_->ListModels(context.get(), v1::ListModelsRequest(), &response)));
-  return std::vector<v1::Model>(response.models().begin(), response.models().end());
+  return response;
 }
 
 absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(

@@ -67,7 +67,8 @@ class AuditClient {
   // For tests and embedding: wraps an existing channel.
   AuditClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
-  [[nodiscard]] absl::StatusOr<std::vector<fca::v1::Model>> ListModels();
+  // The servable models and the folders the server cannot serve, with why.
+  [[nodiscard]] absl::StatusOr<fca::v1::ListModelsResponse> ListModels();
 
   // Sends `header`, then `data` in chunks of kUploadChunkBytes until EOF.
   // `header.size_bytes` and `header.sha256` must already describe the bytes.

@@ -155,8 +155,9 @@ absl::Status RequireFlag(const std::string& value, const std::string& flag) {
 
 CommandResult RunModels(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(auto models, client->ListModels());
-  ctx.out() << FormatModelsTable(models);
+  FCA_ASSIGN_OR_RETURN(const v1::ListModelsResponse listed, client->ListModels());
+  ctx.out() << FormatModelsTable({listed.models().begin(), listed.models().end()})
+            << FormatUnavailableModels({listed.unavailable().begin(), listed.unavailable().end()});
   return kExitOk;
 }
 

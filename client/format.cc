@@ -185,6 +185,17 @@ std::string FormatModelsTable(const std::vector<v1::Model>& models) {
   return table.Render();
 }
 
+std::string FormatUnavailableModels(const std::vector<v1::UnavailableModel>& folders) {
+  if (folders.empty()) return "";
+  std::string out = "\nUnavailable (the server refused their config.json; fix the folder):\n";
+  for (const auto& f : folders) {
+    absl::StrAppend(
+        &out, WrapText(SanitizeForTerminal(absl::StrCat(f.name(), ": ", f.reason())), kReportWidth),
+        "\n");
+  }
+  return out;
+}
+
 std::string FormatDatasetsTable(const std::vector<v1::Dataset>& sets) {
   using A = TextTable::Align;
   TextTable table({{"ID", A::kRight},
@@ -710,12 +721,6 @@ std::string ShortestDouble(double value) {
 }
 
 std::string HumanDouble(double value) { return absl::StrFormat("%.6g", value); }
-
-const char* SlowdownVerdictName(double verdict) {
-  if (verdict > 0) return "slower";
-  if (verdict < 0) return "faster";
-  return "no detectable difference";
-}
 
 std::string FormatCi(const v1::Result& result) {
   if (!result.has_ci_low() || !result.has_ci_high()) return "-";

@@ -62,7 +62,15 @@ class TextTable {
 // spaces (a word longer than `width` stays whole on its own line).
 std::string WrapText(std::string_view text, size_t width);
 
+// Terminal columns `fca report`, `fca compare` and the listings' free text
+// fit in without --wide.
+constexpr size_t kReportWidth = 100;
+
 std::string FormatModelsTable(const std::vector<fca::v1::Model>& models);
+// The model folders the server cannot serve (as Triton's repository index
+// lists UNAVAILABLE models): a titled section, one "name: reason" each,
+// wrapped to kReportWidth; "" when there are none.
+std::string FormatUnavailableModels(const std::vector<fca::v1::UnavailableModel>& folders);
 std::string FormatDatasetsTable(const std::vector<fca::v1::Dataset>& sets);
 std::string FormatJobsTable(const std::vector<fca::v1::Job>& jobs);
 // `fca jobs show`: one "key: value" line per field, the tasks with their
@@ -152,9 +160,6 @@ std::string CsvField(std::string_view field);
 std::string ShortestDouble(double value);
 // Six significant digits, for humans ("3.41235", "98.7").
 std::string HumanDouble(double value);
-// What a slowdown_verdict row's value (+1 / -1 / 0, fca.md "Execution")
-// says: "slower", "faster" or "no detectable difference".
-const char* SlowdownVerdictName(double verdict);
 // "[lo, hi]" when both bounds are present, "-" otherwise.
 std::string FormatCi(const fca::v1::Result& result);
 // 76214528 -> "76.2M"; below 1000 the plain number.

@@ -92,9 +92,6 @@ ReportSection ProvenanceSection(const ReportView& report);
 // Whether the job has any provenance to show.
 bool HasProvenance(const ReportView& report);
 
-// Terminal columns `fca report` and `fca compare` fit in without --wide.
-constexpr size_t kReportWidth = 100;
-
 // The report as aligned text tables: models, coefficient variation,
 // functional dependence (NLL, penalties with CI, retention), execution,
 // and provenance when the job has it. Every line fits in `width` columns

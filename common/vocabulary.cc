@@ -422,6 +422,21 @@ const std::vector<MetricDef>& MetricDefs() {
 
 const MetricDef& MetricDefOf(MetricId id) { return MetricDefs()[static_cast<size_t>(id)]; }
 
+const std::vector<ValueWord>& ValueWordsOf(MetricId metric) {
+  static const auto* const kVerdicts =
+      new std::vector<ValueWord>{{1, "slower"}, {-1, "faster"}, {0, "no detectable difference"}};
+  static const auto* const kNone = new std::vector<ValueWord>();
+  return metric == MetricId::kSlowdownVerdict ? *kVerdicts : *kNone;
+}
+
+const char* SlowdownVerdictName(double verdict) {
+  const double sign = verdict > 0 ? 1 : verdict < 0 ? -1 : 0;
+  for (const ValueWord& w : ValueWordsOf(MetricId::kSlowdownVerdict)) {
+    if (w.value == sign) return w.word;
+  }
+  return "";  // unreachable: every sign has its word
+}
+
 const MetricDef* FindMetric(std::string_view stored_name) {
   for (const MetricDef& d : MetricDefs()) {
     const std::string_view name = d.name;

@@ -377,6 +377,19 @@ std::string KeyedMetric(std::string_view metric, std::string_view key);
 // The unit of a stored metric name, "" when unknown.
 std::string MetricUnit(std::string_view stored_name);
 
+// A value of a coded metric and the word reports print for it.
+struct ValueWord {
+  double value;
+  const char* word;
+};
+// The words of a coded metric's values (slowdown_verdict, docs/fca.md
+// "Execution": +1 "slower", -1 "faster", 0 "no detectable difference");
+// empty for a numeric metric. The CLI prints them and GetServerInfo serves
+// them (MetricInfo.value_words) to the dashboard: their one home.
+const std::vector<ValueWord>& ValueWordsOf(MetricId metric);
+// The word of a slowdown_verdict value, by its sign.
+const char* SlowdownVerdictName(double verdict);
+
 }  // namespace fca
 
 #endif  // FCA_COMMON_VOCABULARY_H_

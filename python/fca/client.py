@@ -24,6 +24,14 @@ def _state_name(state):
     return pb.JobState.Name(state).replace("JOB_STATE_", "")
 
 
+def _project_role(role):
+    """"reader", "writer" or "owner" (any case) as a ProjectRole."""
+    name = "PROJECT_ROLE_" + str(role).upper()
+    if name not in pb.ProjectRole.keys() or role.upper() == "UNSPECIFIED":
+        raise ValueError(f"role must be reader, writer or owner, not {role!r}")
+    return pb.ProjectRole.Value(name)
+
+
 def _call(method, request, **kwargs):
     try:
         return method(request, **kwargs)
@@ -107,19 +115,30 @@ class Client:
         return self._unary("GetServerInfo", pb.GetServerInfoRequest())
 
     def models(self, as_frame=True):
-        """The models of the server's repository, one row each (`sites`: a list)."""
-        models = self._unary("ListModels", pb.ListModelsRequest()).models
-        return _maybe_frame(models, pb.Model.DESCRIPTOR, as_frame)
+        """The models of the server's repository, one row each (`sites`: a
+        list), then the folders it cannot serve: `state` is "READY" or
+        "UNAVAILABLE" (as Triton's repository index), `reason` says why a
+        folder is unavailable (its config.json refused) and is "" otherwise."""
+        reply = self._unary("ListModels", pb.ListModelsRequest())
+        cols = frames.columns(pb.Model.DESCRIPTOR) + ["state", "reason"]
+        rows = [{**frames.row(m), "state": "READY", "reason": ""} for m in reply.models]
+        rows += [{**{c: None for c in cols}, "name": u.name, "state": "UNAVAILABLE",
+                  "reason": u.reason} for u in reply.unavailable]
+        if as_frame and frames.have_pandas():
+            return frames.frame(rows, cols)
+        return rows
 
     # --- datasets
-    def datasets(self, as_frame=True):
-        """The caller's datasets, newest first."""
-        datasets = self._unary("ListDatasets", pb.ListDatasetsRequest()).datasets
+    def datasets(self, as_frame=True, project=""):
+        """The datasets of a project [the caller's personal one], newest first."""
+        request = pb.ListDatasetsRequest(project=project)
+        datasets = self._unary("ListDatasets", request).datasets
         return _maybe_frame(datasets, pb.Dataset.DESCRIPTOR, as_frame)
 
-    def upload(self, data, name=None, kind="text"):
+    def upload(self, data, name=None, kind="text", project=""):
         """Uploads a dataset: `data` is a path or bytes; `name` defaults to the
-        file's name; kind "text" or "tokens" (little-endian int32 ids).
+        file's name; kind "text" or "tokens" (little-endian int32 ids);
+        project: where it goes (writers) [the caller's personal project].
         Returns the stored dataset as a dict (with `deduplicated`)."""
         if isinstance(data, (str, os.PathLike)):
             path = pathlib.Path(data)
@@ -130,7 +149,7 @@ class Client:
         if kind not in _KINDS:
             raise ValueError(f"upload: kind must be one of {sorted(_KINDS)}, not {kind!r}")
         header = pb.UploadDatasetHeader(name=name, kind=_KINDS[kind], size_bytes=len(data),
-                                        sha256=hashlib.sha256(data).hexdigest())
+                                        sha256=hashlib.sha256(data).hexdigest(), project=project)
 
         def parts():
             yield pb.UploadDatasetRequest(header=header)
@@ -142,16 +161,19 @@ class Client:
         out["deduplicated"] = reply.deduplicated
         return out
 
-    def delete_dataset(self, name):
-        return self._unary("DeleteDataset", pb.DeleteDatasetRequest(name=name)).bytes_freed
+    def delete_dataset(self, name, project=""):
+        request = pb.DeleteDatasetRequest(name=name, project=project)
+        return self._unary("DeleteDataset", request).bytes_freed
 
     # --- jobs
-    def submit(self, models, eval, calib, dense_twin="", **spec):
+    def submit(self, models, eval, calib, dense_twin="", project="", **spec):
         """Submits an audit; returns its fca.Job (state QUEUED).
 
         models: a name or a list; eval, calib: dataset names (or
-        "sha256:<hex>"); every other AuditSpec field by its proto name
-        (window_length=32, interventions=[...], timing_repeats=0, ...).
+        "sha256:<hex>") of the job's project; project: where the job goes
+        (writers) [the caller's personal project]; every other AuditSpec
+        field by its proto name (window_length=32, interventions=[...],
+        timing_repeats=0, ...).
         """
         if isinstance(models, str):
             models = [models]
@@ -159,7 +181,7 @@ class Client:
         unknown = sorted(set(spec) - known)
         if unknown:
             raise TypeError(f"submit: unknown AuditSpec field(s) {unknown}; known: {sorted(known)}")
-        request = pb.SubmitAuditRequest(spec=pb.AuditSpec(
+        request = pb.SubmitAuditRequest(project=project, spec=pb.AuditSpec(
             models=list(models), eval_dataset=eval, calib_dataset=calib, dense_twin=dense_twin,
             **spec))
         return Job(self, self._unary("SubmitAudit", request).job)
@@ -171,11 +193,12 @@ class Client:
     def _get_job(self, job_id):
         return self._unary("GetJob", pb.GetJobRequest(job_id=job_id)).job
 
-    def jobs(self, state=None, as_frame=True, **filters):
+    def jobs(self, state=None, as_frame=True, project="", **filters):
         """Jobs visible to the caller, newest first, every page; filters as
         ListJobsRequest's (model=, dataset=, label=, owner=); state a name
-        ("RUNNING") or None for any."""
-        request = pb.ListJobsRequest(page_size=500, **filters)
+        ("RUNNING") or None for any; project: that project's jobs ["": the
+        caller's personal project; an admin's: every project]."""
+        request = pb.ListJobsRequest(page_size=500, project=project, **filters)
         if state is not None:
             request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
         jobs = self._all_pages("ListJobs", request, "jobs")
@@ -233,6 +256,87 @@ class Client:
         if header is None:
             raise errors.DataLoss("ExportCoefficients sent no header", grpc.StatusCode.DATA_LOSS)
         return Coefficients(header, b"".join(chunks))
+
+    # --- projects (docs/user-guide.md "Projects")
+    def create_project(self, name, owner=""):
+        """Creates a shared project; `owner` its first owner [the caller].
+        Returns the project as a dict."""
+        request = pb.CreateProjectRequest(name=name, owner=owner)
+        return frames.row(self._unary("CreateProject", request).project)
+
+    def projects(self, as_frame=True):
+        """The projects the caller is a member of, with the caller's role."""
+        projects = self._unary("ListProjects", pb.ListProjectsRequest()).projects
+        return _maybe_frame(projects, pb.Project.DESCRIPTOR, as_frame, skip=("members",))
+
+    def project(self, name):
+        """One project with its members (a dict; `members`: a list)."""
+        return frames.row(self._unary("GetProject", pb.GetProjectRequest(name=name)).project)
+
+    def add_member(self, project, user, role):
+        """Adds `user` to `project` as "reader", "writer" or "owner" (or
+        changes their role); returns the project with its members."""
+        request = pb.AddProjectMemberRequest(project=project, user=user, role=_project_role(role))
+        return frames.row(self._unary("AddProjectMember", request).project)
+
+    def remove_member(self, project, user):
+        """Removes `user` from `project`; returns the project with its members."""
+        request = pb.RemoveProjectMemberRequest(project=project, user=user)
+        return frames.row(self._unary("RemoveProjectMember", request).project)
+
+    def delete_project(self, name):
+        """Deletes a shared project with its jobs and datasets; returns
+        {"jobs_deleted": n, "datasets_deleted": n}."""
+        return frames.row(self._unary("DeleteProject", pb.DeleteProjectRequest(name=name)))
+
+    # --- API keys (docs/operator-guide.md "The key lifecycle")
+    def keys(self, user="", as_frame=True):
+        """API keys: the caller's own (admins: every key, or `user`'s)."""
+        keys = self._unary("ListApiKeys", pb.ListApiKeysRequest(user=user)).keys
+        return _maybe_frame(keys, pb.ApiKey.DESCRIPTOR, as_frame)
+
+    def create_key(self, user="", role="", expires_in_seconds=0):
+        """Creates an API key [for the caller, role "user", never expiring];
+        returns the key as a dict with `secret`, the key itself, shown this
+        once."""
+        request = pb.CreateApiKeyRequest(user=user, role=role,
+                                         expires_in_seconds=expires_in_seconds)
+        reply = self._unary("CreateApiKey", request)
+        return {**frames.row(reply.key), "secret": reply.secret}
+
+    def revoke_key(self, key_id):
+        """Revokes a key by id; returns it as a dict (state "revoked")."""
+        return frames.row(self._unary("RevokeApiKey", pb.RevokeApiKeyRequest(id=key_id)).key)
+
+    def rotate_key(self, key_id, grace_seconds=0):
+        """Replaces a key by a new one; the old one stays valid for
+        `grace_seconds`. Returns the new key as a dict with `secret` and
+        `replaced`, the old key with its new expiry."""
+        request = pb.RotateApiKeyRequest(id=key_id, grace_seconds=grace_seconds)
+        reply = self._unary("RotateApiKey", request)
+        return {**frames.row(reply.key), "secret": reply.secret,
+                "replaced": frames.row(reply.replaced)}
+
+    # --- webhooks (docs/operator-guide.md "Webhooks")
+    def add_webhook(self, url, project=""):
+        """Registers `url` for the job ends of `project` [the caller's
+        personal one]; returns the webhook as a dict with `secret`, the key
+        of its signatures, shown this once."""
+        reply = self._unary("AddWebhook", pb.AddWebhookRequest(project=project, url=url))
+        return {**frames.row(reply.webhook), "secret": reply.secret}
+
+    def webhooks(self, project="", as_frame=True):
+        hooks = self._unary("ListWebhooks", pb.ListWebhooksRequest(project=project)).webhooks
+        return _maybe_frame(hooks, pb.Webhook.DESCRIPTOR, as_frame)
+
+    def remove_webhook(self, webhook_id):
+        self._unary("RemoveWebhook", pb.RemoveWebhookRequest(webhook_id=webhook_id))
+
+    def webhook_deliveries(self, webhook_id, limit=0, as_frame=True):
+        """A webhook's deliveries, newest first (`attempts`: a list)."""
+        request = pb.ListWebhookDeliveriesRequest(webhook_id=webhook_id, limit=limit)
+        deliveries = self._unary("ListWebhookDeliveries", request).deliveries
+        return _maybe_frame(deliveries, pb.WebhookDelivery.DESCRIPTOR, as_frame)
 
     def tokenize(self, model, text):
         if isinstance(text, str):

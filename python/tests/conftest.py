@@ -30,9 +30,10 @@ SPEC = dict(window_length=32, max_eval_windows=12, max_calib_windows=12, batch_s
 
 class Server:
     """fca-server on free loopback ports, with API keys for alice and bob;
-    `flags` replace the keys (and the HTTP port) when given."""
+    `flags` replace the keys (and the HTTP port) when given; `models` is the
+    model repository [the bundled models/]."""
 
-    def __init__(self, workdir, flags=None):
+    def __init__(self, workdir, flags=None, models=None):
         self.workdir = workdir
         if flags is None:
             keys = workdir / "api_keys"
@@ -41,7 +42,7 @@ class Server:
             flags = ["--http_listen=127.0.0.1:0", f"--api_keys={keys}"]
         self.log = open(workdir / "server.log", "w")
         self.proc = subprocess.Popen(
-            [SERVER_BIN, f"--models={SOURCE / 'models'}", f"--db={workdir / 'fca.sqlite'}",
+            [SERVER_BIN, f"--models={models or SOURCE / 'models'}", f"--db={workdir / 'fca.sqlite'}",
              "--listen=127.0.0.1:0", "--threads=1", *flags],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
         http = any(f.startswith("--http_listen=") and f != "--http_listen=" for f in flags)

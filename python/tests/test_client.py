@@ -32,7 +32,8 @@ def test_client_takes_server_and_token_from_the_environment(server, monkeypatch)
 
 def test_models_frame_has_every_field(client):
     models = client.models()
-    assert list(models.columns) == field_names(pb.Model.DESCRIPTOR)
+    assert list(models.columns) == field_names(pb.Model.DESCRIPTOR) + ["state", "reason"]
+    assert set(models.state) == {"READY"}  # the bundled models all serve
     twin = models.set_index("name").loc[TWIN]
     assert twin.family == "dense" and twin.sites == []
     gated = models.set_index("name").loc[MODEL]

@@ -20,6 +20,11 @@ v1::MetricInfo MetricInfoOf(const MetricDef& metric) {
   out.set_description(metric.description);
   out.set_intervention(metric.stored_under);
   out.set_label(metric.label);
+  for (const ValueWord& w : ValueWordsOf(metric.id)) {
+    v1::ValueWord* word = out.add_value_words();
+    word->set_value(w.value);
+    word->set_word(w.word);
+  }
   return out;
 }
 

@@ -170,11 +170,18 @@ absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(
 // --- models ---
 
 absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller&) {
-  // From config.json and the safetensors headers: listing loads no weights,
-  // and a broken folder is left out (the repository logs why, once).
+  // From config.json and the safetensors headers: listing loads no weights.
+  // A folder the engine refuses is listed apart with its reason, so a user
+  // sees why a model is missing (the repository also logs it, once).
   v1::ListModelsResponse response;
-  for (const ModelRepository::Listing& m : models_->List()) {
+  std::vector<ModelRepository::UnavailableFolder> unavailable;
+  for (const ModelRepository::Listing& m : models_->List(&unavailable)) {
     *response.add_models() = ToProto(m.description.info, m.description.sites, m.tokenizer->name());
+  }
+  for (const ModelRepository::UnavailableFolder& folder : unavailable) {
+    v1::UnavailableModel* out = response.add_unavailable();
+    out->set_name(folder.name);
+    out->set_reason(folder.reason);
   }
   return response;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/model_loader.h"
@@ -87,6 +88,22 @@ absl::Status NameModel(const std::string& name, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrFormat("model '%s': %s", name, status.message()));
 }
 
+std::string UnavailablePrefix(const std::string& name) {
+  return absl::StrFormat("model '%s' is unavailable: ", name);
+}
+
+// A folder the engine refused to describe cannot be served: FAILED_PRECONDITION
+// (the request naming it is fine; the repository is not), with the reason
+// after "is unavailable: " (ListModels shows the same reason). Other errors
+// (I/O, memory) keep their code.
+absl::Status Unavailable(const std::string& name, const absl::Status& refused) {
+  if (refused.code() != absl::StatusCode::kInvalidArgument &&
+      refused.code() != absl::StatusCode::kNotFound) {
+    return NameModel(name, refused);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(UnavailablePrefix(name), refused.message()));
+}
+
 }  // namespace
 
 // "the repository holds a, b, c" (the first kListedModels names, then "and N
@@ -144,7 +161,7 @@ absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> ModelRepository::Folder
   }
   // A BPE tokenizer.json takes a while to parse: never under the lock.
   absl::StatusOr<std::unique_ptr<engine::Tokenizer>> loaded = engine::LoadFolderTokenizer(dir);
-  if (!loaded.ok()) return NameModel(name, loaded.status());
+  if (!loaded.ok()) return loaded.status();  // the callers name the model
   std::shared_ptr<const engine::Tokenizer> tokenizer = std::move(*loaded);
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[name];
@@ -166,16 +183,19 @@ absl::StatusOr<ModelRepository::Listing> ModelRepository::DescribeAt(const std::
       return listing;
     }
   }
+  // Why the folder cannot be served: its config.json, a safetensors header
+  // or its tokenizer refused (the engine's message, which names no path).
+  absl::Status refused;
   absl::StatusOr<Listing> listing = [&]() -> absl::StatusOr<Listing> {
     Listing out;
     absl::StatusOr<engine::ModelDescription> d = engine::DescribeModel(dir, name, options_.compute);
-    if (!d.ok()) return NameModel(name, d.status());
+    if (!d.ok()) return d.status();
     out.description = *std::move(d);
     FCA_ASSIGN_OR_RETURN(out.tokenizer, FolderTokenizer(name, dir, signature));
-    const absl::Status fits = engine::CheckTokenizerFits(*out.tokenizer, out.description.info);
-    if (!fits.ok()) return NameModel(name, fits);
+    FCA_RETURN_IF_ERROR(engine::CheckTokenizerFits(*out.tokenizer, out.description.info));
     return out;
   }();
+  if (!listing.ok()) listing = Unavailable(name, listing.status());
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[name];
   if (e.signature != signature || e.listing != nullptr || !e.listing_status.ok()) return listing;
@@ -197,11 +217,18 @@ absl::StatusOr<ModelRepository::Listing> ModelRepository::Describe(const std::st
   return DescribeAt(name, dir, FolderSignature(dir));
 }
 
-std::vector<ModelRepository::Listing> ModelRepository::List() {
+std::vector<ModelRepository::Listing> ModelRepository::List(
+    std::vector<UnavailableFolder>* unavailable) {
   std::vector<Listing> out;
   for (const std::string& name : Names()) {
     absl::StatusOr<Listing> listing = Describe(name);
-    if (listing.ok()) out.push_back(*std::move(listing));
+    if (listing.ok()) {
+      out.push_back(*std::move(listing));
+    } else if (unavailable != nullptr) {
+      const absl::string_view message = listing.status().message();
+      unavailable->push_back(
+          {name, std::string(absl::StripPrefix(message, UnavailablePrefix(name)))});
+    }
   }
   return out;
 }
@@ -238,7 +265,10 @@ absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> ModelRepository::GetTok
       return std::shared_ptr<const engine::Tokenizer>(e.model, &e.model->tokenizer());
     }
   }
-  return FolderTokenizer(name, dir, signature);
+  absl::StatusOr<std::shared_ptr<const engine::Tokenizer>> tokenizer =
+      FolderTokenizer(name, dir, signature);
+  if (!tokenizer.ok()) return NameModel(name, tokenizer.status());
+  return tokenizer;
 }
 
 namespace {

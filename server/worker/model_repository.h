@@ -93,14 +93,22 @@ class ModelRepository {
   };
 
   // What the folder holds (engine::DescribeModel) plus its tokenizer, kept
-  // until the folder changes. Errors as for Get, or the description's
-  // (INVALID_ARGUMENT for a malformed config.json or header, or a tokenizer
-  // with more ids than the model's vocabulary), naming the model.
+  // until the folder changes. Errors as for Get, or FAILED_PRECONDITION
+  // "model 'x' is unavailable: <reason>" for a folder the engine refuses (a
+  // malformed config.json or header, an unknown model_type, a tokenizer
+  // with more ids than the model's vocabulary).
   [[nodiscard]] absl::StatusOr<Listing> Describe(const std::string& name);
 
+  // A folder of Names() that does not describe: Describe's error message
+  // without its "model 'x' is unavailable: ".
+  struct UnavailableFolder {
+    std::string name;
+    std::string reason;
+  };
   // Every model of Names() that describes, in name order. A folder that does
-  // not describe is left out, and its error logged once per folder state.
-  std::vector<Listing> List();
+  // not describe goes to `unavailable` when given (in name order), and its
+  // error is logged once per folder state.
+  std::vector<Listing> List(std::vector<UnavailableFolder>* unavailable = nullptr);
 
   // RESOURCE_EXHAUSTED when the model of `listing` is estimated to need more
   // than the whole memory budget, so Get would refuse it.

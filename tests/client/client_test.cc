@@ -180,8 +180,8 @@ class AuditClientTest : public ::testing::Test {
 TEST_F(AuditClientTest, SendsBearerToken) {
   auto models = Connect()->ListModels();
   ASSERT_TRUE(models.ok()) << models.status();
-  ASSERT_EQ(models->size(), 2u);
-  EXPECT_EQ((*models)[1].name(), "b");
+  ASSERT_EQ(models->models_size(), 2);
+  EXPECT_EQ(models->models(1).name(), "b");
 }
 
 TEST_F(AuditClientTest, WrongTokenIsUnauthenticated) {

@@ -244,6 +244,29 @@ TEST(ListingTest, ModelsTable) {
             "dense   dense           500      0\n");
 }
 
+// `fca models` lists the folders the server cannot serve apart, each reason
+// wrapped to 100 columns; nothing when every folder serves.
+TEST(ListingTest, UnavailableModels) {
+  EXPECT_EQ(FormatUnavailableModels({}), "");
+  v1::UnavailableModel missing;
+  missing.set_name("fg-old");
+  missing.set_reason("config.json: missing key 'd_model'");
+  v1::UnavailableModel unknown;
+  unknown.set_name("xl");
+  std::string reason = "config.json: model_type 'transformer-xl' is not supported, known:";
+  for (int i = 0; i < 12; ++i) reason += " family" + std::to_string(i);
+  unknown.set_reason(reason + " \x1b[2J");
+  const std::string out = FormatUnavailableModels({missing, unknown});
+  const auto lines = Lines(out);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "");
+  EXPECT_EQ(lines[1], "Unavailable (the server refused their config.json; fix the folder):");
+  EXPECT_EQ(lines[2], "fg-old: config.json: missing key 'd_model'");
+  EXPECT_EQ(lines[3].substr(0, 4), "xl: ");
+  for (const auto& line : lines) EXPECT_LE(line.size(), kReportWidth) << line;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);  // the terminal's escapes are not passed on
+}
+
 TEST(ListingTest, JobsTableAndDetails) {
   v1::Job job;
   job.set_id(12);

@@ -59,6 +59,24 @@ TEST(MetricCatalogTest, EveryMetricIsServedOnceInOrderAndReadsBack) {
   }
 }
 
+// The verdict words have one home (common/vocabulary.h): the CLI prints
+// SlowdownVerdictName, the dashboard the words GetServerInfo serves.
+TEST(MetricCatalogTest, VerdictWordsAreServedAsTheCliPrintsThem) {
+  const v1::MetricInfo verdict = MetricInfoOf(MetricDefOf(MetricId::kSlowdownVerdict));
+  ASSERT_EQ(verdict.value_words_size(), 3);
+  std::set<std::string> words;
+  for (const v1::ValueWord& w : verdict.value_words()) {
+    EXPECT_EQ(w.word(), SlowdownVerdictName(w.value())) << w.value();
+    words.insert(w.word());
+  }
+  EXPECT_EQ(words, (std::set<std::string>{"slower", "faster", "no detectable difference"}));
+  EXPECT_STREQ(SlowdownVerdictName(0.0), "no detectable difference");
+  EXPECT_STREQ(SlowdownVerdictName(-1.0), "faster");
+  // A numeric metric has no words.
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kSlowdown)).value_words_size(), 0);
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kPenalty)).value_words_size(), 0);
+}
+
 // The names GetServerInfo gives a keyed metric are the documented patterns.
 TEST(MetricCatalogTest, KeyedMetricsAreServedAsPatterns) {
   EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kEta2)).name(), "eta2.<family>");

@@ -97,13 +97,16 @@ TEST(ModelRepositoryTest, GetMalformedNameIsInvalidArgument) {
   }
 }
 
-TEST(ModelRepositoryTest, BrokenConfigIsInvalidArgumentNamingTheModelNotThePath) {
+// The request is fine, the folder is not: FAILED_PRECONDITION, and Describe
+// and List say the same.
+TEST(ModelRepositoryTest, BrokenConfigIsUnavailableNamingTheModelNotThePath) {
   auto repo = OpenRepo();
   ASSERT_NE(repo, nullptr);
   auto broken = repo->Get(testing::kBroken);
-  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument) << broken.status();
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kFailedPrecondition) << broken.status();
   const std::string message(broken.status().message());
-  EXPECT_THAT(message, HasSubstr("'broken'"));
+  EXPECT_THAT(message, HasSubstr("model 'broken' is unavailable: "));
+  EXPECT_EQ(repo->Describe(testing::kBroken).status(), broken.status());
   EXPECT_THAT(message, Not(HasSubstr(ModelRoot())));
   // A failed load is not cached as a success.
   EXPECT_FALSE(repo->Get(testing::kBroken).ok());
@@ -119,7 +122,7 @@ TEST(ModelRepositoryTest, AFailedLoadIsRememberedUntilTheFolderChanges) {
   auto repo = ModelRepository::Open(options);
   ASSERT_TRUE(repo.ok());
   const absl::Status first = (*repo)->Get("m").status();
-  EXPECT_EQ(first.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(first.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*repo)->Get("m").status(), first);  // the same error, not a new load
   EXPECT_EQ((*repo)->loads_attempted(), 1);
   // A changed folder is loaded again (here: a valid model replaces it).
@@ -168,9 +171,17 @@ TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
 TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
   auto repo = OpenRepo();
   ASSERT_NE(repo, nullptr);
-  const std::vector<ModelRepository::Listing> listed = repo->List();
+  std::vector<ModelRepository::UnavailableFolder> unavailable;
+  const std::vector<ModelRepository::Listing> listed = repo->List(&unavailable);
   EXPECT_EQ(repo->loads_attempted(), 0);
-  ASSERT_EQ(listed.size(), 3u);  // broken is left out
+  ASSERT_EQ(listed.size(), 3u);  // broken is listed apart, with why
+  ASSERT_EQ(unavailable.size(), 1u);
+  EXPECT_EQ(unavailable[0].name, testing::kBroken);
+  // Describe's reason without the "model 'broken' is unavailable: " before it.
+  const std::string described(repo->Describe(testing::kBroken).status().message());
+  EXPECT_EQ(described, "model 'broken' is unavailable: " + unavailable[0].reason);
+  EXPECT_THAT(unavailable[0].reason, Not(HasSubstr("unavailable")));
+  EXPECT_THAT(unavailable[0].reason, HasSubstr("config.json"));
   for (const ModelRepository::Listing& l : listed) {
     const engine::ModelInfo& info = l.description.info;
     SCOPED_TRACE(info.name);

@@ -108,8 +108,9 @@ TEST_F(ServiceTest, SubmitChecksModelRoles) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr("fg_b"));
 
+  // The request is fine; the folder cannot be served.
   EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"broken"}, "eval", "calib")),
-            absl::StatusCode::kInvalidArgument);
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(SubmitCode(Alice(), SmallSpec({"../fg_a"}, "eval", "calib")),
             absl::StatusCode::kInvalidArgument);
   v1::AuditSpec bad_window = SmallSpec({"fg_a"}, "eval", "calib");
@@ -265,10 +266,13 @@ TEST_F(ServiceTest, WatchWithNegativeAfterSeqIsInvalid) {
   EXPECT_EQ(env_.Watch(Alice(), job.id(), -1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(ServiceTest, ListModelsSkipsBrokenAndDescribesSites) {
+TEST_F(ServiceTest, ListModelsListsBrokenApartAndDescribesSites) {
   auto models = env_.core()->ListModels(Alice());
   ASSERT_TRUE(models.ok()) << models.status();
-  ASSERT_EQ(models->models_size(), 3);  // broken is left out
+  ASSERT_EQ(models->models_size(), 3);  // broken is listed apart, with why
+  ASSERT_EQ(models->unavailable_size(), 1);
+  EXPECT_EQ(models->unavailable(0).name(), "broken");
+  EXPECT_THAT(models->unavailable(0).reason(), HasSubstr("config.json"));
   EXPECT_EQ(models->models(0).name(), "dense");
   EXPECT_EQ(models->models(0).sites_size(), 0);
   EXPECT_EQ(models->models(1).name(), "fg_a");

@@ -383,7 +383,7 @@ TEST_F(E2ETest, BadInputGetsAClearCodeAndTheServerKeepsServing) {
   } cases[] = {
       {"unknown model", audit({"--models=nope"}), 4, "nope"},
       {"model path traversal", audit({"--models=../models"}), 3, "not valid"},
-      {"broken model folder", audit({"--models=broken"}), 3, "config.json"},
+      {"broken model folder", audit({"--models=broken"}), 8, "is unavailable: config.json"},
       {"dense model audited", audit({"--models=dense"}), 3, "no controller"},
       {"featuregate twin", audit({"--models=fg-a", "--dense_twin=fg-b"}), 3, "dense twin"},
       {"unknown dataset",

@@ -23,7 +23,7 @@ void ExpectServing(GrpcEnv* env) {
   v1::ListModelsResponse models;
   const grpc::Status st = env->ListModels("", &models);
   EXPECT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(models.models_size(), 3);  // dense, fg_a, fg_b (broken left out)
+  EXPECT_EQ(models.models_size(), 3);  // dense, fg_a, fg_b (broken listed as unavailable)
 }
 
 TEST(ToGrpcTest, EveryCodeAndMessageMapsOneToOne) {

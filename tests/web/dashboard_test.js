@@ -554,6 +554,11 @@ async function main() {
     await page.waitForSelector('#models-table', {timeout: 30000});
     const modelRows = await page.$$eval('#models-table tbody tr', (rows) => rows.length);
     check(modelRows >= 4, `models page lists the server's models (${modelRows})`);
+    const unavailable = await page.$$eval('#unavailable-models tbody tr', (rows) =>
+      rows.map((r) => [r.querySelector('th').textContent, r.querySelector('td').textContent]));
+    check(unavailable.length === 1 && unavailable[0][0] === 'fg-broken' &&
+      unavailable[0][1].includes("model_type 'transformer-xl' is not supported"),
+    'models page lists fg-broken as unavailable with its reason', JSON.stringify(unavailable));
     await shot(page, 'models');
 
     if (args.reader_key && args.lab_job) await readerInProject(page, consoleErrors);

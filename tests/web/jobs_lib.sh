@@ -65,7 +65,7 @@ fca_start_server() {
 
 fca_cli() { "$CLI_BIN" --server="$GRPC_ADDR" "$@"; }
 
-# Models, datasets, job 1 (two models and a dense twin, static_layer replayed
+# Models (and fg-broken, whose config.json the server refuses), datasets, job 1 (two models and a dense twin, static_layer replayed
 # at one layer at a time, run to completion), job 2 (fg-a again, another
 # seed, run to completion: a model with two finished jobs for the compare
 # view) and job 3 (a wide model over many windows, left running).
@@ -75,6 +75,9 @@ fca_make_jobs() {
   fca_init_model dense --family=dense --seed=1
   fca_init_model fg-wide --seed=3 --controller_out_std=1.0 --d_model=384 --d_ff=1536 \
     --n_heads=4
+  # A folder the server refuses: listed apart as unavailable, with why.
+  mkdir -p "$WORK/models/fg-broken"
+  echo '{"model_type": "transformer-xl"}' >"$WORK/models/fg-broken/config.json"
   fca_words $((16 * 40)) 1 >"$WORK/data/eval.txt"
   fca_words $((16 * 30)) 2 >"$WORK/data/calib.txt"
   fca_words $((64 * 3000)) 3 >"$WORK/data/long.txt"

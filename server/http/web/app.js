@@ -55,13 +55,16 @@
   const KEY_REFUSED = 'That API key was not accepted. Sign in with a valid key.';
 
   // What a slowdown_verdict row's value (+1 / -1 / 0, docs/fca.md
-  // "Execution") says. The same words as the CLI's SlowdownVerdictName
-  // (client/format.cc); the browser test checks the page against
-  // `fca results`.
+  // "Execution") says: the words of common/vocabulary.h as GetServerInfo
+  // serves them (MetricInfo.value_words, kept by vocabulary() below; every
+  // view that shows results asks for the vocabulary first), so the page and
+  // `fca results` cannot drift apart. Before the vocabulary has come, the
+  // number itself.
+  let verdictWords = [];
   function verdictWord(v) {
-    if (v > 0) return 'slower';
-    if (v < 0) return 'faster';
-    return 'no detectable difference';
+    const sign = v > 0 ? 1 : v < 0 ? -1 : 0;
+    const w = verdictWords.find((x) => num(x.value) === sign);
+    return w ? w.word : String(v);
   }
 
   // Field names of the API's JSON, one accessor each, so that a renamed
@@ -188,7 +191,11 @@
   let vocabularyPromise = null;
   function vocabulary() {
     if (!vocabularyPromise) {
-      vocabularyPromise = call('GetServerInfo', {}).then((info) => ({
+      vocabularyPromise = call('GetServerInfo', {}).then((info) => {
+        const verdict = (info.metrics || []).find((m) => m.name === 'slowdown_verdict');
+        verdictWords = (verdict && verdict.value_words) || [];
+        return info;
+      }).then((info) => ({
         interventions: (info.interventions || []).map((i) => i.name),
         profiles: (info.interventions || []).filter((i) => i.static_profile).map((i) => i.name),
         // name -> " (explained by the current token)" for the token-keyed
@@ -1167,7 +1174,9 @@
 
   async function modelsView(main, params, signal) {
     document.title = 'Models · fca';
-    const models = (await call('ListModels', {}, signal)).models || [];
+    const listed = await call('ListModels', {}, signal);
+    const models = listed.models || [];
+    const unavailable = listed.unavailable || [];
     const selected = new Set();
     main.append(el('h1', {}, 'Models'), table({caption: 'Models of the server\'s repository', id: 'models-table',
       head: ['model', 'compare', 'family', {text: 'parameters', num: true}, {text: 'layers', num: true},
@@ -1180,6 +1189,13 @@
     el('p', {}, el('button', {type: 'button', onclick: () => {
       if (selected.size) location.hash = `#/compare?models=${[...selected].map(encodeURIComponent).join(',')}`;
     }}, 'Compare selected models (the newest finished job of each, changeable there)')));
+    // Folders the server cannot serve, with why (as Triton's repository
+    // index lists UNAVAILABLE models), so a missing model is explained.
+    if (unavailable.length) {
+      main.append(el('h2', {}, 'Unavailable'), table({caption: 'Folders whose config.json the server refused',
+        id: 'unavailable-models', head: ['folder', 'reason'],
+        rows: unavailable.map((u) => ({th: u.name, cells: [el('td', {}, u.reason)]}))}));
+    }
   }
 
   async function modelView(main, name, signal) {
