@@ -113,8 +113,9 @@ class Client:
 
     # --- datasets
     def datasets(self, as_frame=True):
-        """The caller's datasets, newest first."""
-        datasets = self._unary("ListDatasets", pb.ListDatasetsRequest()).datasets
+        """The caller's datasets, newest first, every page."""
+        datasets = self._all_pages("ListDatasets", pb.ListDatasetsRequest(page_size=1000),
+                                   "datasets")
         return _maybe_frame(datasets, pb.Dataset.DESCRIPTOR, as_frame)
 
     def upload(self, data, name=None, kind="text"):

@@ -57,7 +57,9 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
                                       {"GetProject", true},
                                       {"AddProjectMember", false},
                                       {"RemoveProjectMember", false},
-                                      {"DeleteProject", false}};
+                                      {"DeleteProject", false},
+                                      {"GetRetention", true},
+                                      {"SetRetention", false}};
   return *methods;
 }
 
