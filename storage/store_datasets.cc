@@ -245,22 +245,30 @@ absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
   int64_t freed = 0;
   FCA_RETURN_IF_ERROR(DeleteLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const DatasetRecord dataset, GetDatasetLocked(id));
-    FCA_ASSIGN_OR_RETURN(Statement remove,
-                         db_->Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
-    remove.BindInt(1, id);
-    FCA_RETURN_IF_ERROR(remove.Run());
-    // The content goes with its last dataset (chunks by ON DELETE CASCADE).
-    FCA_ASSIGN_OR_RETURN(Statement orphan,
-                         db_->Prepare("DELETE FROM dataset_blobs WHERE sha256 = ?1 AND NOT "
-                                      "EXISTS (SELECT 1 FROM datasets WHERE sha256 = ?1)",
-                                      "delete dataset"));
-    orphan.BindText(1, dataset.sha256);
-    FCA_RETURN_IF_ERROR(orphan.Run());
-    freed = db_->changes() > 0 ? dataset.size_bytes : 0;
+    FCA_ASSIGN_OR_RETURN(freed, internal::DeleteDatasetRow(*db_, dataset));
     return absl::OkStatus();
   }));
   return freed;
 }
+
+namespace internal {
+
+absl::StatusOr<int64_t> DeleteDatasetRow(Database& db, const DatasetRecord& dataset) {
+  FCA_ASSIGN_OR_RETURN(Statement remove,
+                       db.Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
+  remove.BindInt(1, dataset.id);
+  FCA_RETURN_IF_ERROR(remove.Run());
+  // The content goes with its last dataset (chunks by ON DELETE CASCADE).
+  FCA_ASSIGN_OR_RETURN(Statement orphan,
+                       db.Prepare("DELETE FROM dataset_blobs WHERE sha256 = ?1 AND NOT "
+                                  "EXISTS (SELECT 1 FROM datasets WHERE sha256 = ?1)",
+                                  "delete dataset"));
+  orphan.BindText(1, dataset.sha256);
+  FCA_RETURN_IF_ERROR(orphan.Run());
+  return db.changes() > 0 ? dataset.size_bytes : 0;
+}
+
+}  // namespace internal
 
 absl::StatusOr<int64_t> Store::UserBytes(const std::string& owner) {
   RecursiveMutexLock lock(&mu_);

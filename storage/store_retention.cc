@@ -219,17 +219,7 @@ absl::StatusOr<bool> Store::PurgeExpiredDataset(int64_t id, const RetentionDays&
     FCA_ASSIGN_OR_RETURN(const bool still, expired.Step());
     if (!still) return absl::OkStatus();
     FCA_ASSIGN_OR_RETURN(const DatasetRecord dataset, GetDatasetLocked(id));
-    FCA_ASSIGN_OR_RETURN(Statement remove,
-                         db_->Prepare("DELETE FROM datasets WHERE id = ?1", "purge dataset"));
-    remove.BindInt(1, id);
-    FCA_RETURN_IF_ERROR(remove.Run());
-    // The content goes with its last dataset (chunks by ON DELETE CASCADE).
-    FCA_ASSIGN_OR_RETURN(Statement orphan,
-                         db_->Prepare("DELETE FROM dataset_blobs WHERE sha256 = ?1 AND NOT "
-                                      "EXISTS (SELECT 1 FROM datasets WHERE sha256 = ?1)",
-                                      "purge dataset"));
-    orphan.BindText(1, dataset.sha256);
-    FCA_RETURN_IF_ERROR(orphan.Run());
+    FCA_RETURN_IF_ERROR(internal::DeleteDatasetRow(*db_, dataset).status());
     deleted = true;
     return absl::OkStatus();
   }));
