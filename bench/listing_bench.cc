@@ -410,9 +410,10 @@ void Measure(v1::AuditService::Stub& stub) {
                                })));
     }
   }
-  // One job's rows: a job of user0 that survived the aging.
+  // One job's rows: a finished job of user0 that survived the aging.
   v1::ListJobsRequest recent;
   recent.set_project("user0");
+  recent.set_state(v1::JOB_STATE_SUCCEEDED);
   recent.set_page_size(1);
   v1::ListJobsResponse newest;
   CheckRpc(stub.ListJobs(Context(kUserKey).get(), recent, &newest), "ListJobs");
