@@ -171,11 +171,17 @@ absl::StatusOr<v1::UploadDatasetResponse> AuditClient::UploadDataset(
 absl::StatusOr<std::vector<v1::Dataset>> AuditClient::ListDatasets(const std::string& project) {
   v1::ListDatasetsRequest request;
   request.set_project(project);
+  request.set_page_size(kListPageSize);
   FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
-  auto context = NewContext(/*unary=*/true);
-  v1::ListDatasetsResponse response;
-  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListDatasets(context.get(), request, &response)));
-  return std::vector<v1::Dataset>(response.datasets().begin(), response.datasets().end());
+  std::vector<v1::Dataset> datasets;
+  do {  // every page, each its own call (and deadline)
+    auto context = NewContext(/*unary=*/true);
+    v1::ListDatasetsResponse response;
+    FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->ListDatasets(context.get(), request, &response)));
+    datasets.insert(datasets.end(), response.datasets().begin(), response.datasets().end());
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return datasets;
 }
 
 absl::StatusOr<v1::Job> AuditClient::SubmitAudit(const v1::AuditSpec& spec,
@@ -464,6 +470,24 @@ absl::StatusOr<v1::GetProjectResponse> AuditClient::GetProject(
   auto context = NewContext(/*unary=*/true);
   v1::GetProjectResponse response;
   FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->GetProject(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::GetRetentionResponse> AuditClient::GetRetention(
+    const v1::GetRetentionRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::GetRetentionResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->GetRetention(context.get(), request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::SetRetentionResponse> AuditClient::SetRetention(
+    const v1::SetRetentionRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckStringFieldsAreUtf8(request));
+  auto context = NewContext(/*unary=*/true);
+  v1::SetRetentionResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->SetRetention(context.get(), request, &response)));
   return response;
 }
 

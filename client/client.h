@@ -40,6 +40,8 @@ namespace fca::client {
 
 // Largest chunk the client sends; the contract allows at most 1 MiB.
 inline constexpr size_t kUploadChunkBytes = 1 << 20;
+// Rows asked per page where the client reads every page (ListDatasets).
+inline constexpr int kListPageSize = 1000;
 
 struct ClientOptions {
   std::string address = "127.0.0.1:7400";  // host:port
@@ -75,7 +77,8 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::UploadDatasetResponse> UploadDataset(
       const fca::v1::UploadDatasetHeader& header, std::istream& data);
 
-  // `project` "": the caller's personal project (an admin's: every project).
+  // `project` "": the caller's personal project (an admin's: every
+  // project). Every page, newest first.
   [[nodiscard]] absl::StatusOr<std::vector<fca::v1::Dataset>> ListDatasets(
       const std::string& project = "");
 
@@ -109,6 +112,10 @@ class AuditClient {
       const fca::v1::ListProjectsRequest& request);
   [[nodiscard]] absl::StatusOr<fca::v1::GetProjectResponse> GetProject(
       const fca::v1::GetProjectRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::GetRetentionResponse> GetRetention(
+      const fca::v1::GetRetentionRequest& request);
+  [[nodiscard]] absl::StatusOr<fca::v1::SetRetentionResponse> SetRetention(
+      const fca::v1::SetRetentionRequest& request);
   [[nodiscard]] absl::StatusOr<fca::v1::AddProjectMemberResponse> AddProjectMember(
       const fca::v1::AddProjectMemberRequest& request);
   [[nodiscard]] absl::StatusOr<fca::v1::RemoveProjectMemberResponse> RemoveProjectMember(

@@ -696,6 +696,12 @@ const std::vector<Command>& Commands() {
        "owners: delete a shared project with its jobs, results and datasets",
        {},
        RunProjectsDelete},
+      {{"projects", "retention"},
+       "projects retention NAME [--keep_jobs_days=N|default] "
+       "[--keep_unused_datasets_days=N|default]",
+       "how long a project keeps finished jobs and unused datasets; owners: set it",
+       {"keep_jobs_days", "keep_unused_datasets_days"},
+       RunProjectsRetention},
       {{"help"}, "help", "this text", {}, RunHelp},
   };
   return *commands;

@@ -1,10 +1,13 @@
 #include "client/commands_projects.h"
 
+#include <functional>
 #include <string>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
@@ -12,6 +15,13 @@
 
 ABSL_DECLARE_FLAG(std::string, role);   // commands_keys.cc
 ABSL_DECLARE_FLAG(std::string, owner);  // commands.cc
+
+ABSL_FLAG(std::string, keep_jobs_days, "",
+          "projects retention: days finished jobs are kept (0 = forever, default = the "
+          "server's) [unchanged]");
+ABSL_FLAG(std::string, keep_unused_datasets_days, "",
+          "projects retention: days unused datasets are kept (0 = forever, default = the "
+          "server's) [unchanged]");
 
 namespace fca::client {
 
@@ -61,7 +71,57 @@ std::string FormatProject(const v1::Project& p) {
   return out + table.Render();
 }
 
+// "--keep_jobs_days=N" into the request: "" leaves it, "default" is -1.
+absl::Status ParseDaysFlag(const std::string& text, const char* flag,
+                           const std::function<void(int32_t)>& set) {
+  if (text.empty()) return absl::OkStatus();
+  int32_t days = 0;
+  if (text == "default") {
+    days = -1;
+  } else if (!absl::SimpleAtoi(text, &days) || days < 0) {
+    return UsageError(
+        absl::StrFormat("--%s must be a number of days, 0 (forever) or default", flag));
+  }
+  set(days);
+  return absl::OkStatus();
+}
+
+std::string DaysText(int32_t days, bool is_default) {
+  return absl::StrCat(days == 0 ? "forever" : absl::StrCat(days, " days"),
+                      is_default ? " (the server's default)" : "");
+}
+
+std::string FormatRetention(const v1::Retention& r) {
+  return absl::StrFormat(
+      "project:               %s\nfinished jobs kept:    %s\nunused datasets kept:  %s\n",
+      SanitizeForTerminal(r.project()), DaysText(r.keep_jobs_days(), r.jobs_days_default()),
+      DaysText(r.keep_unused_datasets_days(), r.datasets_days_default()));
+}
+
 }  // namespace
+
+CommandResult RunProjectsRetention(CommandContext& ctx) {
+  FCA_RETURN_IF_ERROR(ExpectArgs(
+      ctx, 1, "projects retention NAME [--keep_jobs_days=N] [--keep_unused_datasets_days=N]"));
+  v1::SetRetentionRequest set;
+  set.set_project(ctx.args()[0]);
+  FCA_RETURN_IF_ERROR(ParseDaysFlag(absl::GetFlag(FLAGS_keep_jobs_days), "keep_jobs_days",
+                                    [&](int32_t d) { set.set_keep_jobs_days(d); }));
+  FCA_RETURN_IF_ERROR(ParseDaysFlag(absl::GetFlag(FLAGS_keep_unused_datasets_days),
+                                    "keep_unused_datasets_days",
+                                    [&](int32_t d) { set.set_keep_unused_datasets_days(d); }));
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  if (!set.has_keep_jobs_days() && !set.has_keep_unused_datasets_days()) {
+    v1::GetRetentionRequest get;
+    get.set_project(set.project());
+    FCA_ASSIGN_OR_RETURN(const v1::GetRetentionResponse got, client->GetRetention(get));
+    ctx.out() << FormatRetention(got.retention());
+    return kExitOk;
+  }
+  FCA_ASSIGN_OR_RETURN(const v1::SetRetentionResponse changed, client->SetRetention(set));
+  ctx.out() << FormatRetention(changed.retention());
+  return kExitOk;
+}
 
 CommandResult RunProjectsCreate(CommandContext& ctx) {
   FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "projects create NAME [--owner=U]"));

@@ -13,6 +13,9 @@ namespace fca::client {
 [[nodiscard]] CommandResult RunProjectsAddMember(CommandContext& ctx);
 [[nodiscard]] CommandResult RunProjectsRemoveMember(CommandContext& ctx);
 [[nodiscard]] CommandResult RunProjectsDelete(CommandContext& ctx);
+// Shows a project's retention, or sets it with --keep_jobs_days and
+// --keep_unused_datasets_days.
+[[nodiscard]] CommandResult RunProjectsRetention(CommandContext& ctx);
 
 }  // namespace fca::client
 

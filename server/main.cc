@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
+#include "server/core/retention.h"
 #include "server/jobs/refusals.h"
 #include "server/jobs/webhook_policy.h"
 #include "server/server.h"
@@ -52,6 +53,8 @@ constexpr int64_t kMaxCoeffCacheBytes = int64_t{1} << 40;   // 1 TiB
 constexpr int64_t kMaxDiskReserveBytes = int64_t{1} << 34;  // 16 GiB
 constexpr int64_t kMaxBackupEveryHours = 24 * 366;
 constexpr int64_t kMaxBackupKeep = 100000;
+// Retention days: core::kMaxRetentionDays (SetRetention's bound too).
+constexpr int64_t kMaxRetentionIntervalMinutes = 24 * 60;
 constexpr int64_t kMaxJobsPerUser = int64_t{1} << 30;
 constexpr int64_t kMaxUserBytes = int64_t{1} << 50;  // 1 PiB
 constexpr int64_t kMaxWatchStreams = 100000;
@@ -111,6 +114,23 @@ ABSL_FLAG(int64_t, backup_every_hours, 0,
 ABSL_FLAG(int64_t, backup_keep, 7,
           absl::StrFormat("scheduled backups kept in --backup_dir (the newest), 1..%d",
                           fca::flag_limits::kMaxBackupKeep));
+ABSL_FLAG(int64_t, keep_jobs_days, 0,
+          absl::StrFormat("days a finished job (with its results and events) is kept after it "
+                          "ended, unless its project sets its own (SetRetention), 0..%d (0 = "
+                          "forever)",
+                          fca::core::kMaxRetentionDays));
+ABSL_FLAG(int64_t, keep_unused_datasets_days, 0,
+          absl::StrFormat("days a dataset is kept after its upload or its last use by a "
+                          "submitted job, unless its project sets its own; never while a queued "
+                          "or running job names it, 0..%d (0 = forever)",
+                          fca::core::kMaxRetentionDays));
+ABSL_FLAG(int64_t, coeff_cache_max_age_days, 0,
+          absl::StrFormat("coefficient cache entries unused this many days are evicted (besides "
+                          "--coeff_cache_bytes), 0..%d (0 = by size only)",
+                          fca::core::kMaxRetentionDays));
+ABSL_FLAG(int64_t, retention_interval_minutes, 10,
+          absl::StrFormat("minutes between retention passes (purging what expired), 1..%d",
+                          fca::flag_limits::kMaxRetentionIntervalMinutes));
 ABSL_FLAG(std::vector<std::string>, webhook_allow, {},
           "hosts webhooks may call, comma-separated: host (any port) or host:port, matched "
           "exactly; redirects are never followed; empty = webhooks are off");
@@ -311,6 +331,15 @@ std::vector<std::string> WorkerDevices() {
                                      0, flag_limits::kMaxBackupEveryHours));
   FCA_RETURN_IF_ERROR(CheckFlagRange("backup_keep", absl::GetFlag(FLAGS_backup_keep), 1,
                                      flag_limits::kMaxBackupKeep));
+  for (const auto& [name, flag] :
+       {std::pair{"keep_jobs_days", &FLAGS_keep_jobs_days},
+        std::pair{"keep_unused_datasets_days", &FLAGS_keep_unused_datasets_days},
+        std::pair{"coeff_cache_max_age_days", &FLAGS_coeff_cache_max_age_days}}) {
+    FCA_RETURN_IF_ERROR(CheckFlagRange(name, absl::GetFlag(*flag), 0, core::kMaxRetentionDays));
+  }
+  FCA_RETURN_IF_ERROR(CheckFlagRange("retention_interval_minutes",
+                                     absl::GetFlag(FLAGS_retention_interval_minutes), 1,
+                                     flag_limits::kMaxRetentionIntervalMinutes));
   FCA_RETURN_IF_ERROR(core::WebhookAllowlist::Parse(absl::GetFlag(FLAGS_webhook_allow)).status());
   const std::string external_url = absl::GetFlag(FLAGS_external_url);
   if (!external_url.empty() && !absl::StartsWith(external_url, "http://") &&
@@ -541,6 +570,12 @@ ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {
   options.backup_dir = absl::GetFlag(FLAGS_backup_dir);
   options.backup_every = absl::Hours(absl::GetFlag(FLAGS_backup_every_hours));
   options.backup_keep = static_cast<int>(absl::GetFlag(FLAGS_backup_keep));
+  options.retention.defaults.keep_jobs_days = static_cast<int>(absl::GetFlag(FLAGS_keep_jobs_days));
+  options.retention.defaults.keep_unused_datasets_days =
+      static_cast<int>(absl::GetFlag(FLAGS_keep_unused_datasets_days));
+  options.retention.coeff_cache_max_age_days =
+      static_cast<int>(absl::GetFlag(FLAGS_coeff_cache_max_age_days));
+  options.retention.interval = absl::Minutes(absl::GetFlag(FLAGS_retention_interval_minutes));
   options.audit_log_keep = absl::Hours(24) * absl::GetFlag(FLAGS_audit_log_keep_days);
   options.webhook_allow = absl::GetFlag(FLAGS_webhook_allow);
   options.external_url = absl::GetFlag(FLAGS_external_url);

@@ -198,6 +198,7 @@ absl::Status Server::Start() {
       std::make_unique<grpc_server::WorkerServiceImpl>(served_.coordinator, authenticator);
   service_ = std::make_unique<grpc_server::AuditServiceImpl>(served_.core, authenticator);
   FCA_RETURN_IF_ERROR(StartBackups());
+  StartRetention();
   FCA_RETURN_IF_ERROR(BuildWebhooks());
   FCA_RETURN_IF_ERROR(StartGrpc(credentials));
   FCA_RETURN_IF_ERROR(StartHttp(authenticator));
@@ -242,6 +243,14 @@ absl::Status Server::StartBackups() {
               << backups_->dir() << ", the newest " << options_.backup_keep << " kept";
   }
   return absl::OkStatus();
+}
+
+void Server::StartRetention() {
+  served_.core->set_retention_defaults(options_.retention.defaults);
+  core::RetentionOptions retention = options_.retention;
+  retention.audit_log = audit_log_.get();
+  retention_ = std::make_unique<core::Retention>(served_.store, std::move(retention));
+  retention_->Start();
 }
 
 absl::Status Server::BuildWebhooks() {
@@ -400,6 +409,8 @@ void Server::Shutdown() {
   SetServing(false);
   // A scheduled copy in progress is cancelled (nothing is left of it).
   if (backup_scheduler_ != nullptr) backup_scheduler_->Stop();
+  // A purge in progress ends after its current row.
+  if (retention_ != nullptr) retention_->Stop();
   service_->Shutdown();
   // Ends its event streams (within half a second) and waits for its calls.
   if (gateway_ != nullptr) gateway_->Shutdown();

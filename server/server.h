@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/core/backups.h"
+#include "server/core/retention.h"
 #include "server/core/service.h"
 #include "server/core/webhooks.h"
 #include "server/http/gateway.h"
@@ -122,6 +123,11 @@ struct ServerOptions {
   absl::Duration backup_every = absl::ZeroDuration();
   int backup_keep = 7;  // scheduled backups kept, the newest
 
+  // ------------------------------------------------------------- retention
+  // Days kept by default, the cache's age limit, the passes' interval
+  // (server/core/retention.h; its audit_log is the server's).
+  core::RetentionOptions retention;
+
   // ------------------------------------------------------------- audit log
   // Rows older than this are purged in the background (server/core/
   // audit_log.h); zero keeps them forever.
@@ -201,6 +207,8 @@ class Server {
   void StartAuditLog(auth::Authenticator* authenticator);
   // --backup_dir: the RPC's folder, and the scheduler when backup_every.
   [[nodiscard]] absl::Status StartBackups();
+  // The retention thread, and the defaults GetRetention reports.
+  void StartRetention();
   // The webhook RPCs, the coordinator's end observer and the sender.
   [[nodiscard]] absl::Status BuildWebhooks();
   // The job links' base once the gateway listens.
@@ -226,6 +234,7 @@ class Server {
   std::unique_ptr<core::SlurmExecutor> executor_;
   std::unique_ptr<core::BackupDirectory> backups_;
   std::unique_ptr<core::BackupScheduler> backup_scheduler_;
+  std::unique_ptr<core::Retention> retention_;
   std::unique_ptr<core::WebhookSender> webhook_sender_;
   std::unique_ptr<core::Webhooks> webhooks_;
   int grpc_port_ = 0;

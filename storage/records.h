@@ -40,6 +40,32 @@ struct DatasetRecord {
   int64_t created_at_us = 0;
 };
 
+struct DatasetPage {
+  std::vector<DatasetRecord> datasets;
+  std::string next_page_token;  // empty on the last page
+};
+
+// How long finished jobs and unused datasets are kept, in days; 0 =
+// forever. The server's defaults come from its flags.
+struct RetentionDays {
+  int keep_jobs_days = 0;
+  int keep_unused_datasets_days = 0;
+};
+
+// When a dataset was last uploaded or named by a submitted job.
+struct DatasetUse {
+  int64_t id = 0;
+  int64_t last_used_us = 0;
+};
+
+// A project's own retention (table project_retention); unset fields take
+// the server's default.
+struct RetentionRule {
+  std::string project;
+  std::optional<int> keep_jobs_days;
+  std::optional<int> keep_unused_datasets_days;
+};
+
 // The life of a job: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED,
 // and QUEUED -> CANCELLED. A job is RUNNING from its first task's claim until
 // Store::SettleJob ends it (its tasks have all ended).

@@ -381,9 +381,33 @@ const char* const kVersion7[] = {
     nullptr,
 };
 
+// Version 8: retention (docs/operator-guide.md "Retention"). A dataset
+// remembers when a submitted job last named it (an unused dataset expires
+// that long after); a project may override the server's retention days
+// (NULL: the server's default; 0: forever), and the rule goes with the
+// project. Indexes let the purge find the oldest finished jobs and least
+// recently used datasets without a scan, and a project's jobs and datasets
+// be paged newest first without a sort. The file itself switched to
+// incremental vacuum at open (store.cc, EnableIncrementalVacuum).
+const char* const kVersion8[] = {
+    "ALTER TABLE datasets ADD COLUMN last_used_us INTEGER NOT NULL DEFAULT 0",
+    "UPDATE datasets SET last_used_us = created_at_us",
+    "CREATE INDEX datasets_by_last_use ON datasets(last_used_us)",
+    "CREATE INDEX datasets_by_project ON datasets(project)",
+    "CREATE INDEX jobs_by_finished ON jobs(finished_at_us)",
+    "CREATE INDEX jobs_by_project ON jobs(project)",
+    R"sql(CREATE TABLE project_retention (
+      project TEXT PRIMARY KEY REFERENCES projects(name) ON DELETE CASCADE,
+      keep_jobs_days INTEGER,
+      keep_unused_datasets_days INTEGER,
+      updated_at_us INTEGER NOT NULL,
+      updated_by TEXT NOT NULL))sql",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
     {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4},
-    {5, kVersion5}, {6, kVersion6}, {7, kVersion7},
+    {5, kVersion5}, {6, kVersion6}, {7, kVersion7}, {8, kVersion8},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

@@ -208,6 +208,13 @@ class Store {
   // The datasets of `project`, or of every project when unset; by id.
   [[nodiscard]] absl::StatusOr<std::vector<DatasetRecord>> ListDatasets(
       const std::optional<std::string>& project) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same, newest first, one page (keyset on the id: page sizes and bad
+  // tokens as ListJobs'). Datasets stored after the first page are not
+  // shown on later pages, and none is shown twice.
+  [[nodiscard]] absl::StatusOr<DatasetPage> ListDatasets(const std::optional<std::string>& project,
+                                                         int page_size,
+                                                         const std::string& page_token)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The dataset's bytes; DATA_LOSS when stored chunks are missing.
   [[nodiscard]] absl::StatusOr<std::string> ReadDatasetBytes(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // At most the first `max_bytes` of the dataset (whole chunks are read, the
@@ -414,6 +421,50 @@ class Store {
       const CoefficientKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Total bytes the cache counts against its budget.
   [[nodiscard]] absl::StatusOr<int64_t> CoefficientCacheBytes() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ------------------------------------------- Retention (store_retention.cc)
+  // A job or dataset expires by its project's rule (project_retention),
+  // `defaults` where the project sets none; 0 days keeps forever. The
+  // purge finds what expired, then deletes one row per transaction
+  // (PurgeExpiredJob, PurgeExpiredDataset), each re-checking that it is
+  // still expired: a row used or deleted meanwhile is left alone.
+  //
+  // Marks the dataset used now (a job naming it was submitted), so it is
+  // not purged as unused. NOT_FOUND when absent.
+  [[nodiscard]] absl::Status TouchDataset(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The project's own rule (fields unset where it has none).
+  [[nodiscard]] absl::StatusOr<RetentionRule> GetRetentionRule(const std::string& project)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Stores the rule (by `who`); a rule with both fields unset is removed.
+  // INVALID_ARGUMENT for an empty project or negative days; NOT_FOUND for
+  // a project that does not exist.
+  [[nodiscard]] absl::Status SetRetentionRule(const RetentionRule& rule, const std::string& who)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Finished jobs kept past their project's keep_jobs_days by now, the
+  // longest finished first, at most `limit`.
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> ExpiredJobs(const RetentionDays& defaults,
+                                                                 int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Datasets neither uploaded nor named by a submitted job for their
+  // project's keep_unused_datasets_days, least recently used first (then
+  // by id), after `after` in that order, at most `limit`. Whether a queued
+  // or running job still names one is the caller's check.
+  [[nodiscard]] absl::StatusOr<std::vector<DatasetUse>> ExpiredDatasets(
+      const RetentionDays& defaults, int limit, const DatasetUse& after = {0, -1})
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes job `id` (its events and results) if it is finished and still
+  // expired; false (nothing deleted) otherwise or when it is gone.
+  [[nodiscard]] absl::StatusOr<bool> PurgeExpiredJob(int64_t id, const RetentionDays& defaults)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes dataset `id` (its bytes with their last dataset) if it is still
+  // expired; false otherwise or when it is gone. Run it inside the caller's
+  // Transaction after checking that no queued or running job names it.
+  [[nodiscard]] absl::StatusOr<bool> PurgeExpiredDataset(int64_t id, const RetentionDays& defaults)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Evicts coefficient cache entries last used before `cutoff_us` (the
+  // store's clock), at most `limit`, and returns how many.
+  [[nodiscard]] absl::StatusOr<int64_t> EvictCoefficientsUnusedSince(int64_t cutoff_us, int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------ API keys (store_keys.cc)
   // Stores SHA-256(plaintext) for `user` with `role` ("user" | "admin" |

@@ -16,6 +16,7 @@ constexpr char kSelectDataset[] =
     "SELECT d.id, d.name, d.kind, d.sha256, d.owner, b.size_bytes, "
     "d.created_at_us, d.project FROM datasets d JOIN dataset_blobs b "
     "ON b.sha256 = d.sha256";
+constexpr char kDatasetTokenKind = 'd';
 
 DatasetRecord ReadDataset(const Statement& stmt) {
   DatasetRecord dataset;
@@ -204,7 +205,8 @@ absl::StatusOr<DatasetRecord> Store::FinishUploadLocked(int64_t upload_id, const
   FCA_RETURN_IF_ERROR(DeleteUploadLocked(upload_id));
   FCA_ASSIGN_OR_RETURN(Statement insert,
                        db_->Prepare("INSERT INTO datasets (name, kind, owner, sha256, "
-                                    "created_at_us, project) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                                    "created_at_us, project, last_used_us) VALUES (?1, ?2, ?3, "
+                                    "?4, ?5, ?6, ?5)",
                                     "store dataset"));
   insert.BindText(6, project);
   insert.BindText(1, name);
@@ -243,22 +245,30 @@ absl::StatusOr<int64_t> Store::DeleteDataset(int64_t id) {
   int64_t freed = 0;
   FCA_RETURN_IF_ERROR(DeleteLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const DatasetRecord dataset, GetDatasetLocked(id));
-    FCA_ASSIGN_OR_RETURN(Statement remove,
-                         db_->Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
-    remove.BindInt(1, id);
-    FCA_RETURN_IF_ERROR(remove.Run());
-    // The content goes with its last dataset (chunks by ON DELETE CASCADE).
-    FCA_ASSIGN_OR_RETURN(Statement orphan,
-                         db_->Prepare("DELETE FROM dataset_blobs WHERE sha256 = ?1 AND NOT "
-                                      "EXISTS (SELECT 1 FROM datasets WHERE sha256 = ?1)",
-                                      "delete dataset"));
-    orphan.BindText(1, dataset.sha256);
-    FCA_RETURN_IF_ERROR(orphan.Run());
-    freed = db_->changes() > 0 ? dataset.size_bytes : 0;
+    FCA_ASSIGN_OR_RETURN(freed, internal::DeleteDatasetRow(*db_, dataset));
     return absl::OkStatus();
   }));
   return freed;
 }
+
+namespace internal {
+
+absl::StatusOr<int64_t> DeleteDatasetRow(Database& db, const DatasetRecord& dataset) {
+  FCA_ASSIGN_OR_RETURN(Statement remove,
+                       db.Prepare("DELETE FROM datasets WHERE id = ?1", "delete dataset"));
+  remove.BindInt(1, dataset.id);
+  FCA_RETURN_IF_ERROR(remove.Run());
+  // The content goes with its last dataset (chunks by ON DELETE CASCADE).
+  FCA_ASSIGN_OR_RETURN(Statement orphan,
+                       db.Prepare("DELETE FROM dataset_blobs WHERE sha256 = ?1 AND NOT "
+                                  "EXISTS (SELECT 1 FROM datasets WHERE sha256 = ?1)",
+                                  "delete dataset"));
+  orphan.BindText(1, dataset.sha256);
+  FCA_RETURN_IF_ERROR(orphan.Run());
+  return db.changes() > 0 ? dataset.size_bytes : 0;
+}
+
+}  // namespace internal
 
 absl::StatusOr<int64_t> Store::UserBytes(const std::string& owner) {
   RecursiveMutexLock lock(&mu_);
@@ -326,6 +336,34 @@ absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
     datasets.push_back(ReadDataset(stmt));
   }
   return datasets;
+}
+
+absl::StatusOr<DatasetPage> Store::ListDatasets(const std::optional<std::string>& project,
+                                                int page_size, const std::string& page_token) {
+  FCA_ASSIGN_OR_RETURN(const int size, internal::EffectivePageSize(page_size));
+  FCA_ASSIGN_OR_RETURN(const std::optional<int64_t> before,
+                       internal::ParsePageToken(kDatasetTokenKind, page_token));
+  internal::WhereBuilder where;
+  // datasets_by_project ends in the id: a project's page is read in order.
+  if (project.has_value()) where.Add("d.project = ?", *project);
+  if (before.has_value()) where.Add("d.id < ?", *before);  // newest first
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectDataset) + where.Sql() +
+                                                        " ORDER BY d.id DESC LIMIT ?",
+                                                    "list datasets"));
+  where.BindAll(stmt);
+  stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
+  DatasetPage page;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) break;
+    if (static_cast<int>(page.datasets.size()) == size) {
+      page.next_page_token = internal::MakePageToken(kDatasetTokenKind, page.datasets.back().id);
+      break;
+    }
+    page.datasets.push_back(ReadDataset(stmt));
+  }
+  return page;
 }
 
 absl::StatusOr<std::string> Store::ReadDatasetBytes(int64_t id) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "storage/records.h"
 #include "storage/sqlite.h"
 
 namespace fca::storage::internal {
@@ -62,6 +63,11 @@ std::string MakePageToken(char kind, int64_t last_id);
                                                                     const std::string& token);
 // 0 -> default, above the maximum -> maximum, negative -> INVALID_ARGUMENT.
 [[nodiscard]] absl::StatusOr<int> EffectivePageSize(int page_size);
+
+// Deletes `dataset`'s row, and its bytes (chunks by ON DELETE CASCADE) when
+// no other dataset has them; returns the bytes freed. Inside the caller's
+// transaction (DeleteDataset, PurgeExpiredDataset).
+[[nodiscard]] absl::StatusOr<int64_t> DeleteDatasetRow(Database& db, const DatasetRecord& dataset);
 
 }  // namespace fca::storage::internal
 

@@ -130,9 +130,9 @@ class Client:
 
     # --- datasets
     def datasets(self, as_frame=True, project=""):
-        """The datasets of a project [the caller's personal one], newest first."""
-        request = pb.ListDatasetsRequest(project=project)
-        datasets = self._unary("ListDatasets", request).datasets
+        """The datasets of a project [the caller's personal one], newest first, every page."""
+        request = pb.ListDatasetsRequest(project=project, page_size=1000)
+        datasets = self._all_pages("ListDatasets", request, "datasets")
         return _maybe_frame(datasets, pb.Dataset.DESCRIPTOR, as_frame)
 
     def upload(self, data, name=None, kind="text", project=""):

@@ -40,24 +40,26 @@ namespace fca::core {
 
 // The actions recorded, one home for their names (QueryAuditLog accepts
 // these only).
-#define FCA_AUDIT_ACTIONS(X)          \
-  X(kDatasetUpload, "dataset.upload") \
-  X(kDatasetDelete, "dataset.delete") \
-  X(kJobSubmit, "job.submit")         \
-  X(kJobCancel, "job.cancel")         \
-  X(kJobDelete, "job.delete")         \
-  X(kBackup, "database.backup")       \
-  X(kKeyCreate, "key.create")         \
-  X(kKeyRevoke, "key.revoke")         \
-  X(kKeyRotate, "key.rotate")         \
-  X(kProjectCreate, "project.create") \
-  X(kProjectDelete, "project.delete") \
-  X(kMemberAdd, "member.add")         \
-  X(kMemberRemove, "member.remove")   \
-  X(kWebhookAdd, "webhook.add")       \
-  X(kWebhookRemove, "webhook.remove") \
-  X(kServerStart, "server.start")     \
-  X(kServerStop, "server.stop")       \
+#define FCA_AUDIT_ACTIONS(X)            \
+  X(kDatasetUpload, "dataset.upload")   \
+  X(kDatasetDelete, "dataset.delete")   \
+  X(kJobSubmit, "job.submit")           \
+  X(kJobCancel, "job.cancel")           \
+  X(kJobDelete, "job.delete")           \
+  X(kBackup, "database.backup")         \
+  X(kKeyCreate, "key.create")           \
+  X(kKeyRevoke, "key.revoke")           \
+  X(kKeyRotate, "key.rotate")           \
+  X(kProjectCreate, "project.create")   \
+  X(kProjectDelete, "project.delete")   \
+  X(kMemberAdd, "member.add")           \
+  X(kMemberRemove, "member.remove")     \
+  X(kWebhookAdd, "webhook.add")         \
+  X(kWebhookRemove, "webhook.remove")   \
+  X(kRetentionSet, "retention.set")     \
+  X(kRetentionPurge, "retention.purge") \
+  X(kServerStart, "server.start")       \
+  X(kServerStop, "server.stop")         \
   X(kAuthRefused, "auth.refused")
 
 namespace audit_action {

@@ -161,9 +161,15 @@ absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(
     FCA_ASSIGN_OR_RETURN(project, ProjectOrPersonal(caller, request.project()));
     FCA_RETURN_IF_ERROR(RoleIn(caller, *project).status());
   }
-  FCA_ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all, store_->ListDatasets(project));
+  if (request.page_size() < 0 || request.page_size() > storage::Store::kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("page_size must be in [0, %d]", storage::Store::kMaxPageSize));
+  }
+  FCA_ASSIGN_OR_RETURN(const storage::DatasetPage page,
+                       store_->ListDatasets(project, request.page_size(), request.page_token()));
   v1::ListDatasetsResponse response;
-  for (auto it = all.rbegin(); it != all.rend(); ++it) *response.add_datasets() = ToProto(*it);
+  for (const storage::DatasetRecord& d : page.datasets) *response.add_datasets() = ToProto(d);
+  response.set_next_page_token(page.next_page_token);
   return response;
 }
 
@@ -260,6 +266,16 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAuditUnrecorded(
   queued_event.set_state(v1::JOB_STATE_QUEUED);
   FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
     const std::vector<std::string> models(spec.models().begin(), spec.models().end());
+    // Used now: retention keeps them, and a dataset it purged since it was
+    // found above fails the submission here.
+    for (const storage::DatasetRecord* used : {&eval, &calib}) {
+      const absl::Status touched = store_->TouchDataset(used->id);
+      if (absl::IsNotFound(touched)) {
+        return absl::NotFoundError(
+            absl::StrFormat("dataset '%s' was deleted meanwhile; upload it again", used->name));
+      }
+      FCA_RETURN_IF_ERROR(touched);
+    }
     FCA_ASSIGN_OR_RETURN(
         job, store_->CreateJob(caller.user, SpecToJson(spec), models,
                                ToStoredJson(SubmitProvenance(spec, eval, calib)), project));
@@ -637,37 +653,11 @@ absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDatasetUnrecor
   if (!dataset.ok()) return dataset.status();
   FCA_RETURN_IF_ERROR(RequireOwnOrOwner(*role, caller, dataset->owner,
                                         absl::StrFormat("dataset '%s'", request.name()), project));
-  FCA_RETURN_IF_ERROR(CheckDatasetUnused(*dataset));
+  FCA_RETURN_IF_ERROR(CheckDatasetUnused(store_, *dataset));
   FCA_ASSIGN_OR_RETURN(const int64_t freed, store_->DeleteDataset(dataset->id));
   v1::DeleteDatasetResponse response;
   response.set_bytes_freed(freed);
   return response;
-}
-
-absl::Status AuditServiceCore::CheckDatasetUnused(const storage::DatasetRecord& dataset) {
-  storage::JobFilter filter;
-  filter.project = dataset.project;
-  for (storage::JobState state : {storage::JobState::kQueued, storage::JobState::kRunning}) {
-    filter.state = state;
-    std::string token;
-    do {
-      FCA_ASSIGN_OR_RETURN(storage::JobPage page,
-                           store_->ListJobs(filter, storage::Store::kMaxPageSize, token));
-      for (const storage::JobRecord& job : page.jobs) {
-        auto spec = StoredSpec(job);
-        if (!spec.ok()) continue;
-        for (const std::string& ref : {spec->eval_dataset(), spec->calib_dataset()}) {
-          if (ref == dataset.name || ref == "sha256:" + dataset.sha256) {
-            return absl::FailedPreconditionError(
-                absl::StrFormat("dataset '%s' is used by job %d, which is %s; cancel it or wait",
-                                dataset.name, job.id, storage::JobStateName(job.state)));
-          }
-        }
-      }
-      token = page.next_page_token;
-    } while (!token.empty());
-  }
-  return absl::OkStatus();
 }
 
 // --- results ---

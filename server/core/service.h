@@ -129,6 +129,9 @@ class AuditServiceCore {
   // Before the server takes calls: what its own workers hold loaded, for
   // GetQueue (unset, the default: no workers of its own).
   void set_loaded_models(LoadedModels loaded) { loaded_models_ = std::move(loaded); }
+  // Before the server takes calls: the retention days of projects that set
+  // none (the default: keep forever).
+  void set_retention_defaults(storage::RetentionDays days) { retention_defaults_ = days; }
 
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(
@@ -217,6 +220,12 @@ class AuditServiceCore {
       const Caller& caller, const v1::RemoveProjectMemberRequest& request);
   [[nodiscard]] absl::StatusOr<v1::DeleteProjectResponse> DeleteProject(
       const Caller& caller, const v1::DeleteProjectRequest& request);
+  // A project's retention (server/core/retention.h): members read it,
+  // owners set it.
+  [[nodiscard]] absl::StatusOr<v1::GetRetentionResponse> GetRetention(
+      const Caller& caller, const v1::GetRetentionRequest& request);
+  [[nodiscard]] absl::StatusOr<v1::SetRetentionResponse> SetRetention(
+      const Caller& caller, const v1::SetRetentionRequest& request);
 
   // The access check of every RPC (server/core/projects.h): the caller's
   // role in `project`, NOT_FOUND for a non-member.
@@ -285,9 +294,6 @@ class AuditServiceCore {
   // GetJob and GetReport return it.
   [[nodiscard]] absl::StatusOr<v1::Job> JobWithTasks(const storage::JobRecord& job);
 
-  // FAILED_PRECONDITION when a queued or running job of the dataset's
-  // project names it (by name or by content hash).
-  [[nodiscard]] absl::Status CheckDatasetUnused(const storage::DatasetRecord& dataset);
   // The webhooks, or FAILED_PRECONDITION when the server has none.
   [[nodiscard]] absl::StatusOr<Webhooks*> WebhooksOrOff() const;
 
@@ -301,6 +307,7 @@ class AuditServiceCore {
   AuditLog* audit_log_ = nullptr;
   Webhooks* webhooks_ = nullptr;
   LoadedModels loaded_models_;
+  storage::RetentionDays retention_defaults_;
   std::atomic<int64_t> watch_streams_{0};
   ByteBudget uploads_in_flight_;
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "server/core/audit_log.h"
+#include "server/core/retention.h"
 #include "server/core/service.h"
 #include "server/worker/messages.h"
 
@@ -148,6 +149,44 @@ absl::StatusOr<v1::DeleteProjectResponse> AuditServiceCore::DeleteProject(
   }();
   Record(caller, audit_action::kProjectDelete,
          {"project", request.name().empty() ? caller.user : request.name()}, result.status(), "");
+  return result;
+}
+
+absl::StatusOr<v1::GetRetentionResponse> AuditServiceCore::GetRetention(
+    const Caller& caller, const v1::GetRetentionRequest& request) {
+  FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
+  FCA_RETURN_IF_ERROR(RoleIn(caller, name).status());
+  v1::GetRetentionResponse response;
+  FCA_ASSIGN_OR_RETURN(*response.mutable_retention(),
+                       DescribeRetention(store_, retention_defaults_, name));
+  return response;
+}
+
+absl::StatusOr<v1::SetRetentionResponse> AuditServiceCore::SetRetention(
+    const Caller& caller, const v1::SetRetentionRequest& request) {
+  absl::StatusOr<v1::SetRetentionResponse> result =
+      [&]() -> absl::StatusOr<v1::SetRetentionResponse> {
+    FCA_ASSIGN_OR_RETURN(const std::string name, ProjectOrPersonal(caller, request.project()));
+    FCA_RETURN_IF_ERROR(RequireRole(store_, caller, name, ProjectRole::kOwner).status());
+    FCA_RETURN_IF_ERROR(store_->Transaction([&]() -> absl::Status {
+      FCA_ASSIGN_OR_RETURN(storage::RetentionRule rule, store_->GetRetentionRule(name));
+      FCA_RETURN_IF_ERROR(ApplyRetentionRequest(request, &rule));
+      return store_->SetRetentionRule(rule, caller.user);
+    }));
+    v1::SetRetentionResponse response;
+    FCA_ASSIGN_OR_RETURN(*response.mutable_retention(),
+                         DescribeRetention(store_, retention_defaults_, name));
+    return response;
+  }();
+  std::string detail;
+  if (result.ok()) {
+    detail = absl::StrFormat("keep_jobs_days=%d keep_unused_datasets_days=%d",
+                             result->retention().keep_jobs_days(),
+                             result->retention().keep_unused_datasets_days());
+  }
+  Record(caller, audit_action::kRetentionSet,
+         {"project", request.project().empty() ? caller.user : request.project()}, result.status(),
+         detail);
   return result;
 }
 

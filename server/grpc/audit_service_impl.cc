@@ -394,4 +394,18 @@ grpc::Status AuditServiceImpl::DeleteProject(grpc::ServerContext* ctx,
                [&](const core::Caller& c) { return core_->DeleteProject(c, *req); });
 }
 
+grpc::Status AuditServiceImpl::GetRetention(grpc::ServerContext* ctx,
+                                            const v1::GetRetentionRequest* req,
+                                            v1::GetRetentionResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->GetRetention(c, *req); });
+}
+
+grpc::Status AuditServiceImpl::SetRetention(grpc::ServerContext* ctx,
+                                            const v1::SetRetentionRequest* req,
+                                            v1::SetRetentionResponse* resp) {
+  return Unary(auth_, ctx, resp,
+               [&](const core::Caller& c) { return core_->SetRetention(c, *req); });
+}
+
 }  // namespace fca::grpc_server

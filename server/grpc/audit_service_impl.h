@@ -119,6 +119,10 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                                    v1::RemoveProjectMemberResponse* resp) override;
   grpc::Status DeleteProject(grpc::ServerContext* ctx, const v1::DeleteProjectRequest* req,
                              v1::DeleteProjectResponse* resp) override;
+  grpc::Status GetRetention(grpc::ServerContext* ctx, const v1::GetRetentionRequest* req,
+                            v1::GetRetentionResponse* resp) override;
+  grpc::Status SetRetention(grpc::ServerContext* ctx, const v1::SetRetentionRequest* req,
+                            v1::SetRetentionResponse* resp) override;
 
  private:
   core::AuditServiceCore* core_;

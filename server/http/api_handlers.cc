@@ -135,6 +135,8 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"AddProjectMember", Bind(&Core::AddProjectMember)},
       {"RemoveProjectMember", Bind(&Core::RemoveProjectMember)},
       {"DeleteProject", Bind(&Core::DeleteProject)},
+      {"GetRetention", Bind(&Core::GetRetention)},
+      {"SetRetention", Bind(&Core::SetRetention)},
   };
   return *bindings;
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/jobs/mapping.h"
 
 namespace fca::core {
 
@@ -41,6 +42,32 @@ absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::Aud
   out.kind = record.kind;
   out.sha256 = record.sha256;
   return out;
+}
+
+absl::Status CheckDatasetUnused(storage::Store* store, const storage::DatasetRecord& dataset) {
+  storage::JobFilter filter;
+  filter.project = dataset.project;
+  for (storage::JobState state : {storage::JobState::kQueued, storage::JobState::kRunning}) {
+    filter.state = state;
+    std::string token;
+    do {
+      FCA_ASSIGN_OR_RETURN(storage::JobPage page,
+                           store->ListJobs(filter, storage::Store::kMaxPageSize, token));
+      for (const storage::JobRecord& job : page.jobs) {
+        auto spec = StoredSpec(job);
+        if (!spec.ok()) continue;
+        for (const std::string& ref : {spec->eval_dataset(), spec->calib_dataset()}) {
+          if (ref == dataset.name || ref == "sha256:" + dataset.sha256) {
+            return absl::FailedPreconditionError(
+                absl::StrFormat("dataset '%s' is used by job %d, which is %s; cancel it or wait",
+                                dataset.name, job.id, storage::JobStateName(job.state)));
+          }
+        }
+      }
+      token = page.next_page_token;
+    } while (!token.empty());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fca::core

@@ -25,6 +25,12 @@ namespace fca::core {
                                                                     const std::string& ref,
                                                                     const std::string& project);
 
+// FAILED_PRECONDITION when a queued or running job of the dataset's
+// project names it (by name or by content hash): DeleteDataset and
+// retention keep it.
+[[nodiscard]] absl::Status CheckDatasetUnused(storage::Store* store,
+                                              const storage::DatasetRecord& dataset);
+
 }  // namespace fca::core
 
 #endif  // FCA_SERVER_JOBS_DATASETS_H_

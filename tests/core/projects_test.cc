@@ -249,6 +249,17 @@ TEST_F(ProjectsTest, EveryRpcByEveryRole) {
         EXPECT_TRUE(Upload(User("walt"), "lab", dataset, "bytes of " + dataset).ok());
         return 0;
       });
+  Check("GetRetention", kRead, [&](const Caller& c, int64_t) {
+    v1::GetRetentionRequest r;
+    r.set_project("lab");
+    return core->GetRetention(c, r).status();
+  });
+  Check("SetRetention", kManage, [&](const Caller& c, int64_t) {
+    v1::SetRetentionRequest r;
+    r.set_project("lab");
+    r.set_keep_jobs_days(30);
+    return core->SetRetention(c, r).status();
+  });
   Check("AddProjectMember", kManage, [&](const Caller& c, int64_t) {
     return AddMember("lab", "tom", v1::PROJECT_ROLE_READER, c);
   });

@@ -209,6 +209,8 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
       {"projects", "add-member", "lab", "carol", "--role=owner"},
       {"projects", "remove-member", "lab", "bob"},
       {"projects", "delete", "lab"},
+      {"projects", "retention", "lab"},
+      {"projects", "retention", "lab", "--keep_jobs_days=1"},
   };
   for (const std::vector<std::string>& args : naming) {
     CommandResult r = Cli(kCarolKey, args);
@@ -235,7 +237,9 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
            {"AddProjectMember",
             "{\"project\": \"lab\", \"user\": \"carol\", \"role\": \"PROJECT_ROLE_OWNER\"}"},
            {"RemoveProjectMember", "{\"project\": \"lab\", \"user\": \"bob\"}"},
-           {"DeleteProject", "{\"name\": \"lab\"}"}}) {
+           {"DeleteProject", "{\"name\": \"lab\"}"},
+           {"GetRetention", "{\"project\": \"lab\"}"},
+           {"SetRetention", "{\"project\": \"lab\", \"keep_jobs_days\": 1}"}}) {
     const std::string reply = Http(kCarolKey, method, body);
     EXPECT_THAT(reply, HasSubstr("404\n")) << method << ": " << reply;
     EXPECT_THAT(reply, Not(HasSubstr("alice"))) << method;

@@ -58,7 +58,9 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
                                       {"AddProjectMember", false},
                                       {"RemoveProjectMember", false},
                                       {"DeleteProject", false},
-                                      {"GetQueue", true}};
+                                      {"GetQueue", true},
+                                      {"GetRetention", true},
+                                      {"SetRetention", false}};
   return *methods;
 }
 

@@ -566,5 +566,43 @@ TEST_F(StoreMigrationTest, OldObjectsGoToTheirOwnersPersonalProjects) {
   EXPECT_EQ(again.size(), 1u);
 }
 
+// Version 8 (retention), from a file written with the old schema (and
+// without incremental vacuum): a dataset was last used when it was
+// uploaded, no project has a rule of its own, a rule can be set, and the
+// file was rewritten once for incremental vacuum.
+TEST_F(StoreMigrationTest, OldDatasetsWereLastUsedAtTheirUpload) {
+  WriteVersion2({{R"({"models":["a"]})", "SUCCEEDED", 300, 350, 1}});
+  {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_, 1000);
+    ASSERT_OK(db);
+    ASSERT_OK_AND_ASSIGN(const std::string vacuum, (*db)->QueryText("PRAGMA auto_vacuum", "test"));
+    EXPECT_EQ(vacuum, "0");  // as files of older servers
+    for (const char* sql : {
+             "INSERT INTO dataset_blobs (sha256, size_bytes, num_chunks) VALUES ('s1', 0, 0)",
+             "INSERT INTO datasets (id, name, kind, owner, sha256, created_at_us) "
+             "VALUES (7, 'eval', 'text', 'ann', 's1', 1234)",
+         }) {
+      ASSERT_OK((*db)->Execute(sql, "test"));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(const RetentionRule none, store->GetRetentionRule("ann"));
+  EXPECT_FALSE(none.keep_jobs_days.has_value());
+  EXPECT_FALSE(none.keep_unused_datasets_days.has_value());
+  ASSERT_OK(store->SetRetentionRule({"ann", 3, 4}, "ann"));
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> jobs, store->ExpiredJobs({0, 0}, 10));
+  EXPECT_TRUE(jobs.empty());  // 3 days have not passed since 350 us
+  store.reset();
+  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_, 1000);
+  ASSERT_OK(db);
+  ASSERT_OK_AND_ASSIGN(const std::string used,
+                       (*db)->QueryText("SELECT last_used_us FROM datasets WHERE id = 7", "test"));
+  EXPECT_EQ(used, "1234");
+  ASSERT_OK_AND_ASSIGN(const std::string vacuum, (*db)->QueryText("PRAGMA auto_vacuum", "test"));
+  EXPECT_EQ(vacuum, "2");  // INCREMENTAL
+  ASSERT_OK_AND_ASSIGN(const std::string version, (*db)->QueryText("PRAGMA user_version", "test"));
+  EXPECT_EQ(version, std::to_string(kSchemaVersion));
+}
+
 }  // namespace
 }  // namespace fca::storage
