@@ -389,6 +389,10 @@ const char* const kVersion7[] = {
 // recently used datasets without a scan, and a project's jobs and datasets
 // be paged newest first without a sort. The file itself switched to
 // incremental vacuum at open (store.cc, EnableIncrementalVacuum).
+// job_models holds the models a job's spec names (its `models` and its
+// `dense_twin`, text values only), so ListJobs' model filter is an index
+// lookup instead of parsing every job's spec (store_jobs.cc fills it at
+// CreateJob the same way).
 const char* const kVersion8[] = {
     "ALTER TABLE datasets ADD COLUMN last_used_us INTEGER NOT NULL DEFAULT 0",
     "UPDATE datasets SET last_used_us = created_at_us",
@@ -402,6 +406,18 @@ const char* const kVersion8[] = {
       keep_unused_datasets_days INTEGER,
       updated_at_us INTEGER NOT NULL,
       updated_by TEXT NOT NULL))sql",
+    R"sql(CREATE TABLE job_models (
+      model TEXT NOT NULL,
+      job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      PRIMARY KEY (model, job_id)) WITHOUT ROWID)sql",
+    "CREATE INDEX job_models_by_job ON job_models(job_id)",
+    R"sql(INSERT INTO job_models (model, job_id)
+      SELECT m.value, jobs.id FROM jobs, json_each(CASE WHEN json_valid(jobs.spec_json) AND
+          json_type(jobs.spec_json, '$.models') = 'array' THEN jobs.spec_json
+          ELSE '{"models":[]}' END, '$.models') AS m WHERE m.type = 'text'
+      UNION
+      SELECT json_extract(spec_json, '$.dense_twin'), id FROM jobs
+      WHERE json_valid(spec_json) AND json_type(spec_json, '$.dense_twin') = 'text')sql",
     nullptr,
 };
 

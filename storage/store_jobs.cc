@@ -44,10 +44,17 @@ absl::Status NotFound(int64_t id) {
 // written by the server, but the store takes any text) matches no spec
 // filter instead of failing the whole listing.
 #define FCA_SPEC "(CASE WHEN json_valid(spec_json) THEN spec_json ELSE '{}' END)"
-constexpr char kSpecModelIs[] =
-    "? IN (SELECT value FROM json_each(CASE WHEN json_valid(spec_json) AND "
-    "json_type(spec_json, '$.models') = 'array' THEN spec_json ELSE '{\"models\":[]}' END, "
-    "'$.models') UNION ALL SELECT json_extract(" FCA_SPEC ", '$.dense_twin'))";
+// A job's models (job_models, schema 8): those its spec names in `models`
+// and `dense_twin`, as text.
+constexpr char kSpecModelIs[] = "id IN (SELECT job_id FROM job_models WHERE model = ?)";
+constexpr char kIndexJobModels[] =
+    R"sql(INSERT INTO job_models (model, job_id)
+      SELECT m.value, ?1 FROM json_each(CASE WHEN json_valid(?2) AND
+          json_type(?2, '$.models') = 'array' THEN ?2 ELSE '{"models":[]}' END, '$.models') AS m
+      WHERE m.type = 'text'
+      UNION
+      SELECT json_extract(?2, '$.dense_twin'), ?1
+      WHERE json_valid(?2) AND json_type(?2, '$.dense_twin') = 'text')sql";
 constexpr char kSpecDatasetIs[] = "? IN (json_extract(" FCA_SPEC
                                   ", '$.eval_dataset'), "
                                   "json_extract(" FCA_SPEC ", '$.calib_dataset'))";
@@ -114,6 +121,10 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
     insert.BindText(4, provenance_json);
     FCA_RETURN_IF_ERROR(insert.Run());
     const int64_t id = db_->last_insert_rowid();
+    FCA_ASSIGN_OR_RETURN(Statement models, db_->Prepare(kIndexJobModels, "create job"));
+    models.BindInt(1, id);
+    models.BindText(2, spec_json);
+    FCA_RETURN_IF_ERROR(models.Run());
     FCA_ASSIGN_OR_RETURN(Statement task,
                          db_->Prepare("INSERT INTO tasks (job_id, idx, model, state) "
                                       "VALUES (?1, ?2, ?3, 'QUEUED')",
