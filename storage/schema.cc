@@ -389,10 +389,6 @@ const char* const kVersion7[] = {
 // recently used datasets without a scan, and a project's jobs and datasets
 // be paged newest first without a sort. The file itself switched to
 // incremental vacuum at open (store.cc, EnableIncrementalVacuum).
-// job_models holds the models a job's spec names (its `models` and its
-// `dense_twin`, text values only), so ListJobs' model filter is an index
-// lookup instead of parsing every job's spec (store_jobs.cc fills it at
-// CreateJob the same way).
 const char* const kVersion8[] = {
     "ALTER TABLE datasets ADD COLUMN last_used_us INTEGER NOT NULL DEFAULT 0",
     "UPDATE datasets SET last_used_us = created_at_us",
@@ -406,6 +402,14 @@ const char* const kVersion8[] = {
       keep_unused_datasets_days INTEGER,
       updated_at_us INTEGER NOT NULL,
       updated_by TEXT NOT NULL))sql",
+    nullptr,
+};
+
+// Version 9: job_models, the models a job's spec names (its `models` and
+// its `dense_twin`, text values only), so ListJobs' model filter and its
+// count are index lookups instead of parsing every job's spec (store_jobs.cc
+// fills it at CreateJob the same way).
+const char* const kVersion9[] = {
     R"sql(CREATE TABLE job_models (
       model TEXT NOT NULL,
       job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
@@ -422,8 +426,8 @@ const char* const kVersion8[] = {
 };
 
 const Migration kMigrations[] = {
-    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4},
-    {5, kVersion5}, {6, kVersion6}, {7, kVersion7}, {8, kVersion8},
+    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
+    {6, kVersion6}, {7, kVersion7}, {8, kVersion8}, {9, kVersion9},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

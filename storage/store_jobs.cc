@@ -44,9 +44,13 @@ absl::Status NotFound(int64_t id) {
 // written by the server, but the store takes any text) matches no spec
 // filter instead of failing the whole listing.
 #define FCA_SPEC "(CASE WHEN json_valid(spec_json) THEN spec_json ELSE '{}' END)"
-// A job's models (job_models, schema 8): those its spec names in `models`
-// and `dense_twin`, as text.
-constexpr char kSpecModelIs[] = "id IN (SELECT job_id FROM job_models WHERE model = ?)";
+// A job's models (job_models, schema 9): those its spec names in `models`
+// and `dense_twin`, as text. EXISTS, not IN: with a project, owner or state
+// filter SQLite then walks those jobs and looks each up in job_models'
+// primary key, instead of building the model's whole job set per page.
+constexpr char kSpecModelIs[] =
+    "EXISTS (SELECT 1 FROM job_models WHERE job_models.model = ? AND "
+    "job_models.job_id = jobs.id)";
 constexpr char kIndexJobModels[] =
     R"sql(INSERT INTO job_models (model, job_id)
       SELECT m.value, ?1 FROM json_each(CASE WHEN json_valid(?2) AND
@@ -80,6 +84,14 @@ internal::WhereBuilder JobWhere(const JobFilter& filter) {
   if (filter.dataset.has_value()) where.Add(kSpecDatasetIs, *filter.dataset);
   if (filter.label.has_value()) where.Add(kSpecLabelIs, *filter.label);
   return where;
+}
+
+// True when `filter` names a model and nothing else (every other field of
+// JobFilter, as JobWhere reads them, is unset).
+bool FiltersByModelOnly(const JobFilter& f) {
+  return f.model.has_value() && !f.owner.has_value() && !f.project.has_value() &&
+         !f.state.has_value() && !f.dataset.has_value() && !f.label.has_value() &&
+         !f.created_after_us.has_value() && !f.created_before_us.has_value();
 }
 
 }  // namespace
@@ -194,10 +206,20 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
 }
 
 absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
-  const internal::WhereBuilder where = JobWhere(filter);
+  // A model alone (an admin's filter) is counted in job_models' primary
+  // key, which holds exactly one row per (model, job).
+  const bool model_only = FiltersByModelOnly(filter);
+  internal::WhereBuilder where = JobWhere(filter);
+  if (model_only) {
+    where = {};
+    where.Add("model = ?", *filter.model);
+  }
   RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
+                       db_->Prepare(std::string(model_only ? "SELECT COUNT(*) FROM job_models"
+                                                           : "SELECT COUNT(*) FROM jobs") +
+                                        where.Sql(),
+                                    "count jobs"));
   where.BindAll(stmt);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   return row ? stmt.ColumnInt(0) : 0;

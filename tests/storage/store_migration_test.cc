@@ -604,7 +604,7 @@ TEST_F(StoreMigrationTest, OldDatasetsWereLastUsedAtTheirUpload) {
   EXPECT_EQ(version, std::to_string(kSchemaVersion));
 }
 
-// Version 8's job_models: an old job is found by ListJobs' model filter for
+// Version 9's job_models: an old job is found by ListJobs' model filter for
 // each model its spec names (and its dense twin), and for no other name.
 TEST_F(StoreMigrationTest, OldJobsAreFoundByTheirModels) {
   WriteVersion2({{R"({"models":["a","b"],"dense_twin":"d"})", "SUCCEEDED", 300, 350, 1},
