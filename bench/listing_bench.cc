@@ -181,6 +181,12 @@ void Build(const std::string& path, int64_t jobs, int64_t datasets) {
                  s.BindText(3, active ? "QUEUED" : (i % 20 == 0 ? "FAILED" : "SUCCEEDED"));
                  s.BindInt(4, active ? 0 : 1);
                });
+    // What Store::CreateJob records of each spec (Spec(i) names one model).
+    InsertRows(*db, "INSERT INTO job_models (model, job_id) VALUES (?1, ?2)", jobs + kQueuedJobs,
+               [&](storage::Statement& s, int64_t i) {
+                 s.BindText(1, kModels[i % 3]);
+                 s.BindInt(2, i + 1);
+               });
     InsertRows(*db,
                "INSERT INTO job_events (job_id, seq, payload, created_at_us) VALUES (?1, ?2, ?3, "
                "?4)",

@@ -145,6 +145,7 @@ struct TaskClaim {
 // Every set field must match; unset matches everything. The spec filters
 // read the stored spec JSON (AuditSpec field names), so they cost a JSON
 // parse per job the other filters leave; listings without them do not.
+// A new field also goes into store_jobs.cc's JobWhere and FiltersByModelOnly.
 struct JobFilter {
   std::optional<std::string> owner;
   std::optional<std::string> project;

@@ -405,9 +405,29 @@ const char* const kVersion8[] = {
     nullptr,
 };
 
+// Version 9: job_models, the models a job's spec names (its `models` and
+// its `dense_twin`, text values only), so ListJobs' model filter and its
+// count are index lookups instead of parsing every job's spec (store_jobs.cc
+// fills it at CreateJob the same way).
+const char* const kVersion9[] = {
+    R"sql(CREATE TABLE job_models (
+      model TEXT NOT NULL,
+      job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      PRIMARY KEY (model, job_id)) WITHOUT ROWID)sql",
+    "CREATE INDEX job_models_by_job ON job_models(job_id)",
+    R"sql(INSERT INTO job_models (model, job_id)
+      SELECT m.value, jobs.id FROM jobs, json_each(CASE WHEN json_valid(jobs.spec_json) AND
+          json_type(jobs.spec_json, '$.models') = 'array' THEN jobs.spec_json
+          ELSE '{"models":[]}' END, '$.models') AS m WHERE m.type = 'text'
+      UNION
+      SELECT json_extract(spec_json, '$.dense_twin'), id FROM jobs
+      WHERE json_valid(spec_json) AND json_type(spec_json, '$.dense_twin') = 'text')sql",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
-    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4},
-    {5, kVersion5}, {6, kVersion6}, {7, kVersion7}, {8, kVersion8},
+    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
+    {6, kVersion6}, {7, kVersion7}, {8, kVersion8}, {9, kVersion9},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

@@ -44,10 +44,21 @@ absl::Status NotFound(int64_t id) {
 // written by the server, but the store takes any text) matches no spec
 // filter instead of failing the whole listing.
 #define FCA_SPEC "(CASE WHEN json_valid(spec_json) THEN spec_json ELSE '{}' END)"
+// A job's models (job_models, schema 9): those its spec names in `models`
+// and `dense_twin`, as text. EXISTS, not IN: with a project, owner or state
+// filter SQLite then walks those jobs and looks each up in job_models'
+// primary key, instead of building the model's whole job set per page.
 constexpr char kSpecModelIs[] =
-    "? IN (SELECT value FROM json_each(CASE WHEN json_valid(spec_json) AND "
-    "json_type(spec_json, '$.models') = 'array' THEN spec_json ELSE '{\"models\":[]}' END, "
-    "'$.models') UNION ALL SELECT json_extract(" FCA_SPEC ", '$.dense_twin'))";
+    "EXISTS (SELECT 1 FROM job_models WHERE job_models.model = ? AND "
+    "job_models.job_id = jobs.id)";
+constexpr char kIndexJobModels[] =
+    R"sql(INSERT INTO job_models (model, job_id)
+      SELECT m.value, ?1 FROM json_each(CASE WHEN json_valid(?2) AND
+          json_type(?2, '$.models') = 'array' THEN ?2 ELSE '{"models":[]}' END, '$.models') AS m
+      WHERE m.type = 'text'
+      UNION
+      SELECT json_extract(?2, '$.dense_twin'), ?1
+      WHERE json_valid(?2) AND json_type(?2, '$.dense_twin') = 'text')sql";
 constexpr char kSpecDatasetIs[] = "? IN (json_extract(" FCA_SPEC
                                   ", '$.eval_dataset'), "
                                   "json_extract(" FCA_SPEC ", '$.calib_dataset'))";
@@ -73,6 +84,14 @@ internal::WhereBuilder JobWhere(const JobFilter& filter) {
   if (filter.dataset.has_value()) where.Add(kSpecDatasetIs, *filter.dataset);
   if (filter.label.has_value()) where.Add(kSpecLabelIs, *filter.label);
   return where;
+}
+
+// True when `filter` names a model and nothing else (every other field of
+// JobFilter, as JobWhere reads them, is unset).
+bool FiltersByModelOnly(const JobFilter& f) {
+  return f.model.has_value() && !f.owner.has_value() && !f.project.has_value() &&
+         !f.state.has_value() && !f.dataset.has_value() && !f.label.has_value() &&
+         !f.created_after_us.has_value() && !f.created_before_us.has_value();
 }
 
 }  // namespace
@@ -114,6 +133,10 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
     insert.BindText(4, provenance_json);
     FCA_RETURN_IF_ERROR(insert.Run());
     const int64_t id = db_->last_insert_rowid();
+    FCA_ASSIGN_OR_RETURN(Statement models, db_->Prepare(kIndexJobModels, "create job"));
+    models.BindInt(1, id);
+    models.BindText(2, spec_json);
+    FCA_RETURN_IF_ERROR(models.Run());
     FCA_ASSIGN_OR_RETURN(Statement task,
                          db_->Prepare("INSERT INTO tasks (job_id, idx, model, state) "
                                       "VALUES (?1, ?2, ?3, 'QUEUED')",
@@ -183,10 +206,20 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
 }
 
 absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
-  const internal::WhereBuilder where = JobWhere(filter);
+  // A model alone (an admin's filter) is counted in job_models' primary
+  // key, which holds exactly one row per (model, job).
+  const bool model_only = FiltersByModelOnly(filter);
+  internal::WhereBuilder where = JobWhere(filter);
+  if (model_only) {
+    where = {};
+    where.Add("model = ?", *filter.model);
+  }
   RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
+                       db_->Prepare(std::string(model_only ? "SELECT COUNT(*) FROM job_models"
+                                                           : "SELECT COUNT(*) FROM jobs") +
+                                        where.Sql(),
+                                    "count jobs"));
   where.BindAll(stmt);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   return row ? stmt.ColumnInt(0) : 0;

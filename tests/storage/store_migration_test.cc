@@ -604,5 +604,31 @@ TEST_F(StoreMigrationTest, OldDatasetsWereLastUsedAtTheirUpload) {
   EXPECT_EQ(version, std::to_string(kSchemaVersion));
 }
 
+// Version 9's job_models: an old job is found by ListJobs' model filter for
+// each model its spec names (and its dense twin), and for no other name.
+TEST_F(StoreMigrationTest, OldJobsAreFoundByTheirModels) {
+  WriteVersion2({{R"({"models":["a","b"],"dense_twin":"d"})", "SUCCEEDED", 300, 350, 1},
+                 {R"({"models":["b"]})", "SUCCEEDED", 400, 450, 1},
+                 {"not json", "FAILED", 500, 550, 1}});
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+  auto ids = [&](const std::string& model) {
+    JobFilter filter;
+    filter.model = model;
+    std::vector<int64_t> out;
+    absl::StatusOr<JobPage> page = store->ListJobs(filter, 100, "");
+    EXPECT_OK(page);
+    if (page.ok()) {
+      for (const JobRecord& job : page->jobs) out.push_back(job.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids("a"), std::vector<int64_t>{1});
+  EXPECT_EQ(ids("b"), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(ids("d"), std::vector<int64_t>{1});
+  EXPECT_TRUE(ids("not json").empty());
+  ASSERT_OK(store->DeleteJob(1));
+  EXPECT_TRUE(ids("a").empty());  // its models go with the job
+}
+
 }  // namespace
 }  // namespace fca::storage
