@@ -626,8 +626,11 @@ async function readerInProject(page, consoleErrors) {
     {timeout: 30000});
   page.once('dialog', (d) => d.accept());
   await page.evaluate(() => [...document.querySelectorAll('#main button')].find((b) => b.textContent === 'Cancel job').click());
-  await page.waitForSelector('#job-live .error', {timeout: 30000});
-  const refused = await page.$eval('#job-live .error', (e) => e.textContent);
+  // Read the text in the same step that finds it: the live panel re-renders.
+  const refused = await (await page.waitForFunction(() => {
+    const e = document.querySelector('#job-live .error');
+    return e ? e.textContent : '';
+  }, {timeout: 30000})).jsonValue();
   check(/^Your API key is not allowed to do this\./.test(refused), 'reader: cancelling alice\'s job is refused in words', refused);
   expected(/status of 403/);
 
