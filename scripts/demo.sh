@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The main job: set up, build, start fca-server on loopback with the bundled
-# models (models/: three FeatureGate seeds and their dense twin, trained here
+# models (models/: three FeatureGate seeds and their dense twin, a smaller and
+# a larger FeatureGate/dense pair, and a mixture of experts, all trained here
 # by fca-train) and a fresh database, upload the evaluation and calibration
 # parts of the fortunes corpus, submit one audit of all three seeds with the
 # dense twin and every intervention, stream its progress, print the report
 # (per model and mean ± sd across seeds), write it as JSON and HTML, audit
 # one smaller and one larger FeatureGate model against their own dense twins
-# and compare the three sizes side by side, check the
-# server's LIVE NLL against each model's training log, and stop the server.
+# and compare the three sizes side by side, re-audit the seeds' static
+# profiles on resamples of the calibration set, audit the mixture of experts
+# (olmoe-s1) against the same dense twin with every intervention and print
+# its routing rows, check the server's LIVE NLL against each model's
+# training log, and stop the server.
 #
 # Environment (all optional):
 #   FCA_DEMO_OUT       output folder [out/demo]
@@ -44,6 +48,11 @@ calib_resamples=${FCA_DEMO_CALIB_RESAMPLES:-20}
 # layer at a time (fca.md "Per-group dependence").
 per_layer=static_layer,static_token
 seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
+# A byte-level mixture of experts in the olmoe layout (8 experts, top 2, no
+# renormalisation), trained on the same data and token budget as the seeds;
+# its two experts of width 256 read as many MLP parameters per token as the
+# dense twin's MLP of width 768.
+moe=olmoe-s1
 
 mkdir -p "$out"
 # The same deterministic split the models were trained with: evaluation =
@@ -113,6 +122,35 @@ echo "submitted job $calib_job (calibration resampling, R = $calib_resamples)"
 "$fca" watch "$calib_job" >"$out/audit-calib.log"
 "$fca" report "$calib_job" --save_json="$out/calib_report.json" | tee "$out/calib_report.txt"
 
+# The mixture of experts against the seeds' dense twin: does its routing
+# depend on the input, or would a static per-layer or per-token route do
+# (retention of static_layer, static_token), how much of LIVE's top-k choice
+# each intervention keeps (topk_agreement, with random_route as the chance
+# baseline 1/C(E, k)), and what it runs per token (experts_per_token,
+# FLOPs and latency against the dense twin). No --interventions: every one
+# that applies to a model with routers, as for the seeds.
+moe_job=$("$fca" audit --models="$moe" --dense_twin=dense \
+  --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
+  --max_calib_windows="$windows" --timing_repeats="$timing" \
+  --timing_budget_seconds="$timing_budget" --per_layer="$per_layer" \
+  --label="mixture of experts" --detach)
+echo "submitted job $moe_job ($moe)"
+"$fca" watch "$moe_job" >"$out/audit-moe.log"
+"$fca" report "$moe_job" --save_json="$out/moe_report.json" | tee "$out/moe_report.txt"
+"$fca" results --job="$moe_job" --format=csv >"$out/moe_results.csv"
+# The text report has no table for the routing rows: print them from the
+# job's rows (scripts/report_rows.py prints every row of moe_report.json).
+echo
+echo "routing of $moe (job $moe_job): top-k agreement with LIVE per intervention and" \
+  "per layer; per layer, LIVE: experts run per token, entropy of the expert load;" \
+  "FLOPs per token against the dense twin" | tee "$out/moe_routing.txt"
+awk -F, -v m="$moe" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+  $h["model"] == m && $h["metric"] ~ /^(topk_agreement|layer_topk_agreement\.|experts_per_token\.|expert_load_entropy\.|active_parameters$|flops_per_token$|dense_flops_per_token$|flops_overhead$|blocks_executed_fraction$)/ {
+    v = $h["defined"] == "true" ? sprintf("%.4f", $h["value"]) : "undefined"
+    if ($h["metric"] ~ /flops_per_token|parameters/ && v != "undefined") v = sprintf("%.0f", $h["value"])
+    printf "  %-22s %-28s %12s  n=%s\n", $h["intervention"], $h["metric"], v, $h["n"] }' \
+  "$out/moe_results.csv" | tee -a "$out/moe_routing.txt"
+
 # The committed weights must give the NLL their training log states (the
 # trainer's final evaluation runs every evaluation window through the
 # server's loader in float32, as this audit's LIVE pass does).
@@ -122,7 +160,7 @@ if [ "$windows" = 0 ]; then
     tee "$out/training_log_check.txt"
   checks=()
   for m in "${seeds[@]}"; do checks+=("$job:$m"); done
-  checks+=("${trend[0]}:featuregate-small" "${trend[1]}:featuregate-large")
+  checks+=("${trend[0]}:featuregate-small" "${trend[1]}:featuregate-large" "$moe_job:$moe")
   for check in "${checks[@]}"; do
     m=${check#*:}
     logged=$(sed -n 's/.*"final_eval_nll_nats_per_byte": *\([-0-9.eE+]*\).*/\1/p' \
@@ -147,6 +185,8 @@ echo
 echo "report: $out/report.txt, $out/report.json, $out/report.html; rows: $out/results.csv"
 echo "size trend: $out/size_trend.txt, $out/size_trend.json"
 echo "calibration uncertainty: $out/calib_report.txt, $out/calib_report.json"
+echo "mixture of experts: $out/moe_report.txt, $out/moe_report.json, $out/moe_routing.txt;" \
+  "rows: $out/moe_results.csv"
 if [ "$windows" = 0 ]; then echo "training log check: $out/training_log_check.txt"; fi
 echo "rerun with: $fca audit --manifest=$out/manifest.json"
 echo "demo took $((SECONDS - start)) s"

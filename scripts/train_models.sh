@@ -3,7 +3,7 @@
 # featuregate-s1, featuregate-s2, featuregate-s3 and their dense twin (same
 # width and depth, seed 1), then the size trend: featuregate-small /
 # dense-small (~0.5M parameters) and featuregate-large / dense-large (~5M),
-# seed 1 each; byte-level, on the Debian `fortunes` corpus
+# seed 1 each, then the mixture of experts olmoe-s1; byte-level, on the Debian `fortunes` corpus
 # (evaluation file `fortunes`, calibration file `literature`, training = every
 # other file; `fca-train split` prints the full rule). Prints the time each
 # model took. Each writes config.json, model.safetensors (bfloat16) and
@@ -21,8 +21,16 @@
 # d_model / 3, head width 24-64) and the peak learning rate down with it (4e-3
 # at d_model 96, 3e-3 at 192, 2e-3 at 320; the floor stays a tenth of the
 # peak). The large pair is ~2.7x the seeds, not more, so that the whole
-# set trains in about two hours on 2 cores. `--only=seeds` or `--only=sizes`
-# trains one group.
+# set trains in about two hours on 2 cores.
+#
+# The mixture of experts olmoe-s1 (Hugging Face's olmoe layout: 8 SwiGLU
+# experts of width 256, top 2 without renormalisation, load-balancing loss
+# 0.01, seed 1) keeps the seeds' width, depth, heads, data, token budget and
+# optimiser; its two routed experts per token hold 2 x 3 x 192 x 256 MLP
+# parameters, as many as the dense twin's 2 x 192 x 768, so `dense` is its
+# dense twin too.
+#
+# `--only=seeds`, `--only=sizes` or `--only=moe` trains one group.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,27 +61,32 @@ train() {
 only=all
 case "${1:-}" in
   "") ;;
-  --only=seeds | --only=sizes) only=${1#--only=} ;;
-  *) echo "usage: $0 [--only=seeds|--only=sizes]" >&2; exit 2 ;;
+  --only=seeds | --only=sizes | --only=moe) only=${1#--only=} ;;
+  *) echo "usage: $0 [--only=seeds|--only=sizes|--only=moe]" >&2; exit 2 ;;
 esac
 
 # Later flags override the common ones.
 small=(--d_model=96 --n_heads=4 --d_ff=384 --controller_width=32 --lr=4e-3 --min_lr=4e-4)
 large=(--d_model=320 --n_heads=5 --d_ff=1280 --controller_width=96 --lr=2e-3 --min_lr=2e-4)
+moe=(--d_model=192 --n_layers=4 --n_heads=6 --num_experts=8 --experts_per_token=2
+  --expert_width=256 --aux_loss_coef=0.01)
 
 mkdir -p "$out"
 total=$SECONDS
-if [ "$only" != sizes ]; then
+if [ "$only" = all ] || [ "$only" = seeds ]; then
   train featuregate-s1 --family=featuregate --seed=1
   train featuregate-s2 --family=featuregate --seed=2
   train featuregate-s3 --family=featuregate --seed=3
   train dense --family=dense --seed=1
 fi
-if [ "$only" != seeds ]; then
+if [ "$only" = all ] || [ "$only" = sizes ]; then
   train featuregate-small --family=featuregate --seed=1 "${small[@]}"
   train dense-small --family=dense --seed=1 "${small[@]}"
   train featuregate-large --family=featuregate --seed=1 "${large[@]}"
   train dense-large --family=dense --seed=1 "${large[@]}"
+fi
+if [ "$only" = all ] || [ "$only" = moe ]; then
+  train olmoe-s1 --family=olmoe --seed=1 "${moe[@]}"
 fi
 echo "== all: $((SECONDS - total)) s"
 du -ch "$out"/* | tail -1
