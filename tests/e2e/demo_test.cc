@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "common/file.h"
 #include "common/json.h"
+#include "common/vocabulary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/process.h"
@@ -27,6 +29,12 @@ const char* const kSeeds[] = {"featuregate-s1", "featuregate-s2", "featuregate-s
 // The size trend's models (the demo audits each against its own twin).
 const char* const kSizes[] = {"featuregate-small", "dense-small", "featuregate-large",
                               "dense-large"};
+// The mixture of experts the demo audits against the seeds' dense twin.
+constexpr char kMoe[] = "olmoe-s1";
+// The shortened demo's evaluation windows (FCA_DEMO_WINDOWS), of 128 bytes.
+constexpr int64_t kWindows = 8, kWindowLength = 128;
+
+fs::path ModelDir(const std::string& name) { return fs::path(FCA_SOURCE_DIR) / "models" / name; }
 
 json::Value ParseFile(const fs::path& path) {
   auto v = json::Parse(ReadFileOrEmpty(path));
@@ -106,8 +114,101 @@ class DemoTest : public ::testing::Test {
       ASSERT_TRUE(fs::exists(fs::path(FCA_SOURCE_DIR) / "models" / m / "model.safetensors"))
           << "bundled model " << m << " is missing";
     }
+    ASSERT_TRUE(fs::exists(ModelDir(kMoe) / "model.safetensors"))
+        << "bundled model " << kMoe << " is missing";
   }
 };
+
+int64_t Binomial(int64_t n, int64_t k) {
+  int64_t c = 1;
+  for (int64_t i = 1; i <= k; ++i) c = c * (n - k + i) / i;
+  return c;
+}
+
+// The demo's audit of the mixture of experts (moe_report.json): the routing
+// rows hold what the model's shapes (its config.json and the dense twin's)
+// fix, whatever its weights.
+void ExpectMoeReportConsistent(const json::Value& report) {
+  const json::Value config = ParseFile(ModelDir(kMoe) / "config.json");
+  const json::Value twin = ParseFile(ModelDir("dense") / "config.json");
+  const int64_t layers = config.Find("num_hidden_layers")->as_int();
+  const int64_t experts = config.Find("num_experts")->as_int();
+  const int64_t k = config.Find("num_experts_per_tok")->as_int();
+  const int64_t d = config.Find("hidden_size")->as_int();
+  const int64_t width = config.Find("intermediate_size")->as_int();
+  ASSERT_EQ(report.Find("models")->as_array().size(), 1u);
+  ASSERT_EQ(report.Find("models")->as_array()[0].as_string(), kMoe);
+
+  // Every intervention applies to a model with routers, each keeps some
+  // share of LIVE's top-k sets, over every (window, position, router layer).
+  for (const std::string& i : InterventionNames()) {
+    SCOPED_TRACE(i);
+    const json::Value* agreement = Row(report, kMoe, i, kTopkAgreement);
+    ASSERT_NE(agreement, nullptr);
+    EXPECT_GE(Number(agreement), 0.0);
+    EXPECT_LE(Number(agreement), 1.0);
+    EXPECT_EQ(std::stoll(agreement->Find("n")->as_string()), kWindows * kWindowLength * layers);
+    for (int64_t l = 0; l < layers; ++l) {
+      const double layer =
+          Number(Row(report, kMoe, i, KeyedMetric(kLayerTopkAgreement, std::to_string(l))));
+      EXPECT_GE(layer, 0.0) << l;
+      EXPECT_LE(layer, 1.0) << l;
+    }
+  }
+  // `correct` chooses LIVE's sets by construction; a uniform draw of k of E
+  // is LIVE's set with chance 1 / C(E, k) whatever LIVE chose (sd about 0.003
+  // over the 8 x 128 x 4 positions).
+  EXPECT_EQ(Number(Row(report, kMoe, kCorrect, kTopkAgreement)), 1.0);
+  EXPECT_NEAR(Number(Row(report, kMoe, kRandomRoute, kTopkAgreement)),
+              1.0 / static_cast<double>(Binomial(experts, k)), 0.02);
+
+  // Static routing, per layer as for the seeds: a retention and a penalty
+  // per layer for each per-layer profile.
+  for (const char* profile : {kStaticLayer, kStaticToken}) {
+    SCOPED_TRACE(profile);
+    const json::Value* ret = Row(report, kMoe, profile, kRetentionPct);
+    ASSERT_NE(ret, nullptr);
+    EXPECT_TRUE(!Defined(ret) || std::isfinite(ret->Find("value")->as_double()));
+    for (int64_t l = 0; l < layers; ++l) {
+      EXPECT_TRUE(std::isfinite(
+          Number(Row(report, kMoe, profile, KeyedMetric(kLayerPenalty, std::to_string(l))))))
+          << l;
+    }
+  }
+
+  // Execution, LIVE: k experts run at every layer for every token, the load's
+  // shares sum to 1 and its entropy is theirs.
+  EXPECT_EQ(Number(Row(report, kMoe, kExecution, kBlocksExecutedFraction)),
+            static_cast<double>(k) / static_cast<double>(experts));
+  for (int64_t l = 0; l < layers; ++l) {
+    SCOPED_TRACE(l);
+    const std::string layer = std::to_string(l);
+    EXPECT_EQ(Number(Row(report, kMoe, kExecution, KeyedMetric(kExpertsPerToken, layer))),
+              static_cast<double>(k));
+    double sum = 0, entropy = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      const double share = Number(Row(report, kMoe, kExecution,
+                                      KeyedMetric(kExpertShare, layer + "." + std::to_string(e))));
+      sum += share;
+      if (share > 0) entropy -= share * std::log(share);
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-9);
+    EXPECT_NEAR(Number(Row(report, kMoe, kExecution, KeyedMetric(kExpertLoadEntropy, layer))),
+                entropy, 1e-9);
+  }
+  // Its k experts read as many MLP parameters per token as the dense twin's
+  // MLP (SwiGLU: 3 matrices of d x width; the twin: 2 of d x d_ff), so per
+  // token it computes the twin's FLOPs plus its routers' (d x E per layer).
+  EXPECT_EQ(k * 3 * d * width, 2 * d * twin.Find("d_ff")->as_int());
+  const double flops = Number(Row(report, kMoe, kExecution, kFlopsPerToken));
+  const double dense = Number(Row(report, kMoe, kExecution, kDenseFlopsPerToken));
+  EXPECT_NEAR(flops - dense, 2.0 * layers * d * experts, 1e-9 * dense);
+  EXPECT_EQ(Number(TwinRow(report, kExecution, kBlocksExecutedFraction)), 1.0);
+  // Only the routed experts count as read: the others' parameters are not.
+  EXPECT_EQ(Number(Row(report, kMoe, kExecution, kActiveParameters)),
+            Number(Row(report, kMoe, kExecution, kParameters)) -
+                static_cast<double>(layers * (experts - k) * 3 * d * width));
+}
 
 // scripts/demo.sh with 8 windows and one timed forward: the report's numbers
 // must hang together.
@@ -116,8 +217,9 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   CommandResult r = e2e::Run(
       {"/bin/bash", std::string(FCA_SOURCE_DIR) + "/scripts/demo.sh"},
       {"FCA_DEMO_SKIP_BUILD=1", "FCA_SERVER_BIN=" FCA_SERVER_BIN, "FCA_CLI_BIN=" FCA_CLI_BIN,
-       "FCA_TRAIN_BIN=" FCA_TRAIN_BIN, "FCA_DEMO_OUT=" + out.path().string(), "FCA_DEMO_WINDOWS=8",
-       "FCA_DEMO_TIMING=1", "FCA_DEMO_TIMING_BUDGET=1", "FCA_DEMO_CALIB_RESAMPLES=3"},
+       "FCA_TRAIN_BIN=" FCA_TRAIN_BIN, "FCA_DEMO_OUT=" + out.path().string(),
+       "FCA_DEMO_WINDOWS=" + std::to_string(kWindows), "FCA_DEMO_TIMING=1",
+       "FCA_DEMO_TIMING_BUDGET=1", "FCA_DEMO_CALIB_RESAMPLES=3"},
       600);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));
@@ -192,6 +294,19 @@ TEST_F(DemoTest, ShortenedDemoReportIsConsistent) {
   ASSERT_EQ(sizes.size(), 5u);  // small, the three seeds, large
   EXPECT_LT(sizes.front(), sizes[1]);
   EXPECT_LT(sizes[3], sizes.back());
+
+  // The mixture of experts, audited beside the seeds; its routing rows
+  // printed as the text report has no table for them.
+  SCOPED_TRACE(kMoe);
+  ExpectMoeReportConsistent(ParseFile(out.path() / "moe_report.json"));
+  EXPECT_THAT(ReadFileOrEmpty(out.path() / "moe_report.txt"),
+              ::testing::HasSubstr("FUNCTIONAL DEPENDENCE"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr(std::string("routing of ") + kMoe));
+  const std::string routing = ReadFileOrEmpty(out.path() / "moe_routing.txt");
+  for (const char* row : {"random_route", "topk_agreement", "experts_per_token.0",
+                          "expert_load_entropy.0", "dense_flops_per_token"}) {
+    EXPECT_THAT(routing, ::testing::HasSubstr(row));
+  }
 }
 
 // The committed weights, served by fca-server, give the evaluation NLL each
