@@ -2,12 +2,15 @@
 #include "client/report_format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/format.h"
 #include "common/proto_json.h"
 #include "common/vocabulary.h"
@@ -67,6 +70,50 @@ std::vector<GroupPenalty> GroupPenalties(const ReportView& r) {
         out.push_back({m.intervention(), scope.name, m.metric().substr(prefix.size()), m.metric()});
       }
     }
+  }
+  return out;
+}
+
+std::vector<ModelRouting> Routing(const ReportView& r) {
+  std::map<std::string, std::map<int64_t, RoutingLayer>> layers;  // by model, layer
+  std::map<std::string, std::map<int64_t, std::map<int64_t, const v1::Result*>>> shares;
+  for (const v1::ReportMetric& m : r.report().metrics()) {
+    const MetricDef* d = FindMetric(m.metric());
+    if (d == nullptr) continue;
+    const MetricId id = d->id;
+    if (id != MetricId::kLayerTopkAgreement && id != MetricId::kExpertsPerToken &&
+        id != MetricId::kExpertLoadEntropy && id != MetricId::kExpertShare &&
+        id != MetricId::kLayerRoutingFlipRate) {
+      continue;
+    }
+    // "<layer>", or "<layer>.<expert>" for a share.
+    const std::vector<std::string> key =
+        absl::StrSplit(m.metric().substr(std::string(d->name).size() + 1), '.');
+    int64_t layer = 0, expert = 0;
+    if (key.size() != (id == MetricId::kExpertShare ? 2u : 1u) ||
+        !absl::SimpleAtoi(key[0], &layer) ||
+        (key.size() == 2 && !absl::SimpleAtoi(key[1], &expert))) {
+      continue;
+    }
+    for (const v1::Result& row : m.per_model()) {
+      RoutingLayer& l = layers[row.model()][layer];
+      l.layer = layer;
+      if (id == MetricId::kExpertsPerToken) l.experts_per_token = &row;
+      if (id == MetricId::kExpertLoadEntropy) l.load_entropy = &row;
+      if (id == MetricId::kLayerRoutingFlipRate) l.flip_rate = &row;
+      if (id == MetricId::kExpertShare) shares[row.model()][layer][expert] = &row;
+    }
+  }
+  std::vector<ModelRouting> out;
+  for (const std::string& model : r.models()) {
+    auto it = layers.find(model);
+    if (it == layers.end()) continue;
+    ModelRouting routing{model, {}};
+    for (auto& [layer, l] : it->second) {
+      for (const auto& [expert, row] : shares[model][layer]) l.expert_shares.push_back(row);
+      routing.layers.push_back(l);
+    }
+    out.push_back(std::move(routing));
   }
   return out;
 }
@@ -336,6 +383,99 @@ TextTable ExecutionTable(const ReportView& r) {
   return t;
 }
 
+// Router layers up to this many get a column each in the agreement table;
+// more (OLMoE-1B-7B has 16) get one "min..max" column.
+constexpr size_t kMaxLayerColumns = 8;
+
+// "lo..hi" over the defined values of `rows`, "" when none is defined.
+std::string RangeCell(const std::vector<const v1::Result*>& rows) {
+  bool any = false;
+  double lo = 0, hi = 0;
+  for (const v1::Result* row : rows) {
+    if (row == nullptr || !row->defined()) continue;
+    lo = any ? std::min(lo, row->value()) : row->value();
+    hi = any ? std::max(hi, row->value()) : row->value();
+    any = true;
+  }
+  return any ? absl::StrFormat("%s..%s", Fixed(lo, 4), Fixed(hi, 4)) : "";
+}
+
+// Per model and intervention (InGroupOrder, as the dependence table): the
+// top-k agreement with LIVE over every (token, router layer), per layer,
+// and its n.
+TextTable RoutingAgreementTable(const ReportView& r, const std::vector<ModelRouting>& routing) {
+  std::vector<int64_t> layers;  // of every routed model
+  for (const ModelRouting& m : routing) {
+    for (const RoutingLayer& l : m.layers) layers.push_back(l.layer);
+  }
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  const bool per_column = layers.size() <= kMaxLayerColumns;
+  std::vector<TextTable::Column> cols = {
+      {"MODEL"}, {"INTERVENTION"}, {"TOP-K AGREEMENT", Align::kRight}};
+  if (per_column) {
+    for (int64_t l : layers) cols.push_back({absl::StrCat("LAYER ", l), Align::kRight});
+  } else {
+    cols.push_back({"PER LAYER min..max", Align::kRight});
+  }
+  cols.push_back({"N", Align::kRight});
+  TextTable t(cols);
+  t.set_key_columns(2);  // model, intervention
+  for (const ModelRouting& m : routing) {
+    for (const std::string& i : InGroupOrder(r.interventions())) {
+      const v1::Result* all = r.Find(m.model, i, kTopkAgreement);
+      if (all == nullptr) continue;
+      std::vector<std::string> row = {m.model, i, Cell(all, Fixed, 4)};
+      std::vector<const v1::Result*> per_layer;
+      for (int64_t l : layers) {
+        per_layer.push_back(r.Find(m.model, i, KeyedMetric(kLayerTopkAgreement, absl::StrCat(l))));
+        if (per_column) row.push_back(Cell(per_layer.back(), Fixed, 4));
+      }
+      if (!per_column) row.push_back(RangeCell(per_layer));
+      row.push_back(absl::StrCat(all->n()));
+      t.AddRow(std::move(row));
+    }
+  }
+  return t;
+}
+
+// Per model and router layer, LIVE: experts run per token, the load's
+// entropy beside its maximum ln E, the smallest and largest expert share,
+// and the flip rate against float32 when the audit ran in reduced precision
+// (per layer, and over all router layers in a row "all").
+TextTable RoutingLoadTable(const ReportView& r, const std::vector<ModelRouting>& routing,
+                           bool flips) {
+  std::vector<TextTable::Column> cols = {{"MODEL"},
+                                         {"LAYER", Align::kRight},
+                                         {"EXPERTS/TOKEN", Align::kRight},
+                                         {"LOAD ENTROPY", Align::kRight},
+                                         {"E", Align::kRight},
+                                         {"ln E", Align::kRight},
+                                         {"EXPERT SHARE min..max", Align::kRight}};
+  if (flips) cols.push_back({"FLIP RATE vs FLOAT32", Align::kRight});
+  TextTable t(cols);
+  t.set_key_columns(2);  // model, layer
+  for (const ModelRouting& m : routing) {
+    for (const RoutingLayer& l : m.layers) {
+      const size_t experts = l.expert_shares.size();
+      std::vector<std::string> row = {m.model,
+                                      absl::StrCat(l.layer),
+                                      Cell(l.experts_per_token, GeneralDigits, 0),
+                                      Cell(l.load_entropy, Fixed, 4),
+                                      experts > 0 ? absl::StrCat(experts) : "",
+                                      experts > 0 ? Fixed(std::log(double(experts)), 4) : "",
+                                      RangeCell(l.expert_shares)};
+      if (flips) row.push_back(Cell(l.flip_rate, Fixed, 4));
+      t.AddRow(std::move(row));
+    }
+    const v1::Result* flip_rate = r.Find(m.model, kReplay, kRoutingFlipRate);
+    if (flips && flip_rate != nullptr) {
+      t.AddRow({m.model, "all", "", "", "", "", "", Cell(flip_rate, Fixed, 4)});
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<ReportSection> ReportSections(const ReportView& r) {
@@ -375,6 +515,28 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                  "minus 1, with its bootstrap CI; verdict slower or faster only when the CI "
                  "excludes 0",
                  ExecutionTable(r)});
+  const std::vector<ModelRouting> routing = Routing(r);
+  if (routing.empty()) return out;  // no routers: the report as it always was
+  out.push_back({"ROUTING AGREEMENT",
+                 "mixtures of experts: fraction of (token, router layer) whose chosen expert set "
+                 "under the intervention equals LIVE's (correct: 1 by construction; "
+                 "random_route: k experts drawn uniformly, the same-cost chance baseline), over "
+                 "all router layers and per layer; N = tokens x router layers",
+                 RoutingAgreementTable(r, routing)});
+  bool flips = false;
+  for (const ModelRouting& m : routing) {
+    for (const RoutingLayer& l : m.layers) flips = flips || l.flip_rate != nullptr;
+  }
+  out.push_back({"ROUTING LOAD",
+                 absl::StrCat("per router layer, LIVE pass of the first evaluation batch: routed "
+                              "experts run per token, entropy of the experts' shares of the "
+                              "layer's (token, expert) assignments in nats (ln E when balanced, "
+                              "E experts), the smallest and largest share (1/E when balanced)",
+                              flips ? "; FLIP RATE = fraction of tokens whose chosen experts "
+                                      "differ from those of a float32 recording of the same "
+                                      "windows (all: over every token and router layer)"
+                                    : ""),
+                 RoutingLoadTable(r, routing, flips)});
   return out;
 }
 

@@ -71,6 +71,28 @@ struct GroupPenalty {
 // number).
 std::vector<GroupPenalty> GroupPenalties(const ReportView& report);
 
+// One router layer of a mixture of experts (docs/moe.md "Execution
+// counters", fca.md "Routing flip rate"): its rows, nullptr when absent.
+struct RoutingLayer {
+  int64_t layer = 0;
+  const fca::v1::Result* experts_per_token = nullptr;  // execution
+  const fca::v1::Result* load_entropy = nullptr;       // execution, nats
+  std::vector<const fca::v1::Result*> expert_shares;   // execution, by expert: E of them
+  const fca::v1::Result* flip_rate = nullptr;          // replay, reduced-precision audits
+};
+// The routing rows of one audited model with routers: the layers named by
+// any of its per-layer routing rows (top-k agreement, load, flip rate), by
+// number. Its top-k agreement rows are found per intervention:
+// Find(model, i, "topk_agreement"), Find(model, i, "layer_topk_agreement.<l>").
+struct ModelRouting {
+  std::string model;
+  std::vector<RoutingLayer> layers;
+};
+// Every audited model (report order) that has routing rows; none for a
+// model without routers. The one reading of which rows are routing rows,
+// for the text and HTML reports.
+std::vector<ModelRouting> Routing(const ReportView& report);
+
 // One titled table of a report.
 struct ReportSection {
   std::string title;  // "EXECUTION"
@@ -80,7 +102,10 @@ struct ReportSection {
 // Models, coefficient variation, functional dependence, gap retention and
 // execution, each with a row per audited model, a "mean ± sd (min..max)"
 // row (or column) across them when there are several, and the dense twin's
-// execution row.
+// execution row; then, for models with routers only (Routing), routing
+// agreement (top-k agreement with LIVE per intervention, whole model and
+// per layer) and routing load (per layer: experts run per token, load
+// entropy against ln E, expert shares, flip rate against float32).
 std::vector<ReportSection> ReportSections(const ReportView& report);
 
 // PROVENANCE (docs/fca.md "Reproducibility"): one row per task (who ran

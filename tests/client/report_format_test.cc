@@ -14,6 +14,7 @@
 #include "client/report_html.h"
 #include "common/json.h"
 #include "common/proto_json.h"
+#include "common/vocabulary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/result_rows.h"
@@ -368,6 +369,116 @@ TEST(ReportTextTest, InterventionsAreGroupedAndTokenKeyedRetentionIsLabelled) {
             retention.find("token-keyed (explained by the current token)"));
   EXPECT_THAT(retention, HasSubstr("90.0 ± 10.0 (80.0..100.0)"));
   EXPECT_EQ(Count(text, "explained by the current token"), 1u);
+}
+
+// fg-s2 as a mixture of experts (docs/moe.md "Routing measures"): two
+// router layers of 4 experts, top-k agreement under correct (1 by
+// construction), cross_input and static_layer, its load per layer. The
+// other seeds have no routers.
+void AddOne(v1::GetReportResponse* r, const std::string& intervention, const std::string& metric,
+            double value, int64_t n = 10) {
+  v1::Result row = Row("fg-s2", intervention, metric, value);
+  row.set_n(n);
+  AddMetric(r, intervention, metric, MetricUnit(metric), {row}, Across(1, value, 0, value, value));
+}
+
+v1::GetReportResponse WithRouting() {
+  v1::GetReportResponse r = ThreeSeedReport();
+  const struct {
+    const char* intervention;
+    double all, layer0, layer1;
+  } agreement[] = {
+      {"static_layer", 0.75, 0.8, 0.7}, {"cross_input", 0.5, 0.625, 0.375}, {"correct", 1, 1, 1}};
+  for (const auto& a : agreement) {
+    AddOne(&r, a.intervention, "topk_agreement", a.all, 512);
+    AddOne(&r, a.intervention, "layer_topk_agreement.0", a.layer0, 256);
+    AddOne(&r, a.intervention, "layer_topk_agreement.1", a.layer1, 256);
+  }
+  AddOne(&r, "execution", "experts_per_token.0", 2);
+  AddOne(&r, "execution", "experts_per_token.1", 2);
+  AddOne(&r, "execution", "expert_load_entropy.0", 1.2799);
+  AddOne(&r, "execution", "expert_load_entropy.1", std::log(4.0));
+  const double shares[2][4] = {{0.1, 0.2, 0.3, 0.4}, {0.25, 0.25, 0.25, 0.25}};
+  for (int l = 0; l < 2; ++l) {
+    for (int e = 0; e < 4; ++e) {
+      AddOne(&r, "execution", absl::StrFormat("expert_share.%d.%d", l, e), shares[l][e]);
+    }
+  }
+  return r;
+}
+
+constexpr char kRoutingSections[] =
+    R"(
+ROUTING AGREEMENT (mixtures of experts: fraction of (token, router layer) whose chosen expert set
+under the intervention equals LIVE's (correct: 1 by construction; random_route: k experts drawn
+uniformly, the same-cost chance baseline), over all router layers and per layer; N = tokens x router
+layers)
+MODEL  INTERVENTION  TOP-K AGREEMENT  LAYER 0  LAYER 1    N
+fg-s2  correct                1.0000   1.0000   1.0000  512
+fg-s2  cross_input            0.5000   0.6250   0.3750  512
+fg-s2  static_layer           0.7500   0.8000   0.7000  512
+
+ROUTING LOAD (per router layer, LIVE pass of the first evaluation batch: routed experts run per
+token, entropy of the experts' shares of the layer's (token, expert) assignments in nats (ln E when
+balanced, E experts), the smallest and largest share (1/E when balanced))
+MODEL  LAYER  EXPERTS/TOKEN  LOAD ENTROPY  E    ln E  EXPERT SHARE min..max
+fg-s2      0              2        1.2799  4  1.3863         0.1000..0.4000
+fg-s2      1              2        1.3863  4  1.3863         0.2500..0.2500
+)";
+
+TEST(ReportTextTest, RoutingSectionsForModelsWithRoutersOnly) {
+  const ReportView view(WithRouting());
+  const std::vector<ModelRouting> routing = Routing(view);
+  ASSERT_EQ(routing.size(), 1u);  // fg-s1 and fg-s3 have no routers
+  EXPECT_EQ(routing[0].model, "fg-s2");
+  ASSERT_EQ(routing[0].layers.size(), 2u);
+  EXPECT_EQ(routing[0].layers[1].layer, 1);
+  ASSERT_EQ(routing[0].layers[0].expert_shares.size(), 4u);
+  EXPECT_EQ(routing[0].layers[0].expert_shares[3]->value(), 0.4);
+  EXPECT_EQ(routing[0].layers[0].flip_rate, nullptr);
+
+  // The report without routers, byte for byte, with the routing sections
+  // after EXECUTION and before the closing note on the across-model cells.
+  const std::string plain = FormatReportText(ReportView(ThreeSeedReport()));
+  EXPECT_THAT(plain, Not(HasSubstr("ROUTING")));
+  const size_t closing = plain.find("\nmean ± sd (min..max): across the 3");
+  ASSERT_NE(closing, std::string::npos);
+  EXPECT_EQ(FormatReportText(view),
+            plain.substr(0, closing) + kRoutingSections + plain.substr(closing));
+
+  // The HTML report draws the same sections.
+  const std::string html = FormatReportHtml(view);
+  EXPECT_THAT(html, HasSubstr("<h2>Routing Agreement</h2>"));
+  EXPECT_THAT(html, HasSubstr("<h2>Routing Load</h2>"));
+  EXPECT_THAT(html, HasSubstr("<td class=\"num\">0.1000..0.4000</td>"));
+  EXPECT_THAT(FormatReportHtml(ReportView(ThreeSeedReport())), Not(HasSubstr("Routing")));
+}
+
+// Past kMaxLayerColumns router layers the agreement table gives each
+// intervention's range over layers; a bfloat16 audit adds the flip rate
+// against float32, per layer and over all layers.
+TEST(ReportTextTest, ManyRouterLayersAndTheFlipRate) {
+  v1::GetReportResponse r = ThreeSeedReport();
+  for (int l = 0; l < 16; ++l) {
+    AddOne(&r, "static_layer", absl::StrFormat("layer_topk_agreement.%d", l), 0.5 + l / 32.0, 64);
+    AddOne(&r, "execution", absl::StrFormat("experts_per_token.%d", l), 8);
+    AddOne(&r, "replay", absl::StrFormat("layer_routing_flip_rate.%d", l), l == 3 ? 0.125 : 0);
+  }
+  AddOne(&r, "static_layer", "topk_agreement", 0.734375, 1024);
+  AddOne(&r, "replay", "routing_flip_rate", 0.0078125, 1024);
+  const std::string text = FormatReportText(ReportView(r), 0);
+  const std::string agreement = Between(text, "ROUTING AGREEMENT", "ROUTING LOAD");
+  EXPECT_THAT(agreement, HasSubstr("PER LAYER min..max"));
+  EXPECT_THAT(agreement, Not(HasSubstr("LAYER 0")));
+  EXPECT_THAT(agreement,
+              HasSubstr("fg-s2  static_layer           0.7344      0.5000..0.9688  1024"));
+  const std::string load = Between(text, "ROUTING LOAD", "\nmean ± sd");
+  EXPECT_THAT(load, HasSubstr("FLIP RATE = fraction of tokens"));
+  EXPECT_THAT(load, HasSubstr("FLIP RATE vs FLOAT32"));
+  EXPECT_EQ(Count(load, "\nfg-s2 "), 17u) << load;  // 16 layers and "all"
+  EXPECT_THAT(load, HasSubstr("0.1250\n"));
+  EXPECT_THAT(load, HasSubstr("all"));
+  EXPECT_THAT(load, HasSubstr("0.0078\n"));
 }
 
 TEST(ReportHtmlTest, PenaltyChartAndTablesShowTheGroups) {
