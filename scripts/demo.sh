@@ -9,8 +9,8 @@
 # one smaller and one larger FeatureGate model against their own dense twins
 # and compare the three sizes side by side, re-audit the seeds' static
 # profiles on resamples of the calibration set, audit the mixture of experts
-# (olmoe-s1) against the same dense twin with every intervention and print
-# its routing rows, check the server's LIVE NLL against each model's
+# (olmoe-s1) against the same dense twin with every intervention (its report
+# has the routing sections), check the server's LIVE NLL against each model's
 # training log, and stop the server.
 #
 # Environment (all optional):
@@ -128,7 +128,9 @@ echo "submitted job $calib_job (calibration resampling, R = $calib_resamples)"
 # each intervention keeps (topk_agreement, with random_route as the chance
 # baseline 1/C(E, k)), and what it runs per token (experts_per_token,
 # FLOPs and latency against the dense twin). No --interventions: every one
-# that applies to a model with routers, as for the seeds.
+# that applies to a model with routers, as for the seeds. Its report prints
+# these in ROUTING AGREEMENT and ROUTING LOAD; the job's rows (moe_results.csv)
+# add the per-site rows for scripts/record_results.sh.
 moe_job=$("$fca" audit --models="$moe" --dense_twin=dense \
   --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
   --max_calib_windows="$windows" --timing_repeats="$timing" \
@@ -138,18 +140,6 @@ echo "submitted job $moe_job ($moe)"
 "$fca" watch "$moe_job" >"$out/audit-moe.log"
 "$fca" report "$moe_job" --save_json="$out/moe_report.json" | tee "$out/moe_report.txt"
 "$fca" results --job="$moe_job" --format=csv >"$out/moe_results.csv"
-# The text report has no table for the routing rows: print them from the
-# job's rows (scripts/report_rows.py prints every row of moe_report.json).
-echo
-echo "routing of $moe (job $moe_job): top-k agreement with LIVE per intervention and" \
-  "per layer; per layer, LIVE: experts run per token, entropy of the expert load;" \
-  "FLOPs per token against the dense twin" | tee "$out/moe_routing.txt"
-awk -F, -v m="$moe" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
-  $h["model"] == m && $h["metric"] ~ /^(topk_agreement|layer_topk_agreement\.|experts_per_token\.|expert_load_entropy\.|active_parameters$|flops_per_token$|dense_flops_per_token$|flops_overhead$|blocks_executed_fraction$)/ {
-    v = $h["defined"] == "true" ? sprintf("%.4f", $h["value"]) : "undefined"
-    if ($h["metric"] ~ /flops_per_token|parameters/ && v != "undefined") v = sprintf("%.0f", $h["value"])
-    printf "  %-22s %-28s %12s  n=%s\n", $h["intervention"], $h["metric"], v, $h["n"] }' \
-  "$out/moe_results.csv" | tee -a "$out/moe_routing.txt"
 
 # The committed weights must give the NLL their training log states (the
 # trainer's final evaluation runs every evaluation window through the
@@ -185,8 +175,7 @@ echo
 echo "report: $out/report.txt, $out/report.json, $out/report.html; rows: $out/results.csv"
 echo "size trend: $out/size_trend.txt, $out/size_trend.json"
 echo "calibration uncertainty: $out/calib_report.txt, $out/calib_report.json"
-echo "mixture of experts: $out/moe_report.txt, $out/moe_report.json, $out/moe_routing.txt;" \
-  "rows: $out/moe_results.csv"
+echo "mixture of experts: $out/moe_report.txt, $out/moe_report.json; rows: $out/moe_results.csv"
 if [ "$windows" = 0 ]; then echo "training log check: $out/training_log_check.txt"; fi
 echo "rerun with: $fca audit --manifest=$out/manifest.json"
 echo "demo took $((SECONDS - start)) s"

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 out=${FCA_DEMO_OUT:-out/demo}
 dest=docs/results
 files=(report.txt report.json size_trend.txt size_trend.json training_log_check.txt
-  calib_report.txt calib_report.json moe_report.txt moe_report.json moe_routing.txt)
+  calib_report.txt calib_report.json moe_report.txt moe_report.json)
 
 for f in "${files[@]}" results.csv moe_results.csv; do
   [ -s "$out/$f" ] || {

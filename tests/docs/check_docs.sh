@@ -24,7 +24,7 @@ for f in "${results[@]}"; do
   [ -s "$f" ] || fail "$f is missing or empty (scripts/record_results.sh writes it)"
 done
 # The mixture of experts' audit (issue 24): searched once recorded.
-for f in docs/results/moe_report.txt docs/results/moe_report_rows.txt docs/results/moe_routing.txt; do
+for f in docs/results/moe_report.txt docs/results/moe_report_rows.txt; do
   if [ -s "$f" ]; then results+=("$f"); fi
 done
 
