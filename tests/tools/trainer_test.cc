@@ -407,7 +407,7 @@ TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
   ASSERT_TRUE(split.ok()) << split.status() << " (scripts/setup.sh installs fortunes)";
   for (const char* name :
        {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense", "featuregate-small",
-        "dense-small", "featuregate-large", "dense-large"}) {
+        "dense-small", "featuregate-large", "dense-large", "olmoe-s1"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
     auto log = json::Parse(ReadFileOrEmpty(dir + "/training_log.json"));

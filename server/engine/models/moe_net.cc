@@ -16,8 +16,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <string>
@@ -450,14 +448,7 @@ absl::StatusOr<std::vector<TensorData>> InitMoeWeights(const MoeConfig& config,
 
 absl::Status WriteMoeModelDir(const std::string& dir, const MoeConfig& config,
                               const std::vector<TensorData>& weights) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError("cannot create model folder: " + ec.message());
-  std::ofstream cfg(dir + "/config.json", std::ios::trunc);
-  cfg << json::Write(MoeConfigToJson(config), /*pretty=*/true) << "\n";
-  if (!cfg.good()) return absl::InternalError("cannot write config.json in " + dir);
-  cfg.close();
-  return WriteSafetensors(dir + "/model.safetensors", weights);
+  return WriteModelFolder(dir, MoeConfigToJson(config), weights);
 }
 
 }  // namespace fca::engine
