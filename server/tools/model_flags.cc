@@ -10,7 +10,8 @@
 // Optional: unset means the tool's shape (its usage line says which).
 ABSL_FLAG(std::optional<std::string>, family, std::nullopt,
           "dense | featuregate (fca-local-audit init also muddpythia, the 1.4B's switches: "
-          "--d_ff is its intermediate_size, --max_seq_len its block_size)");
+          "--d_ff is its intermediate_size, --max_seq_len its block_size; fca-train also "
+          "olmoe, whose shape is --d_model, --n_layers, --n_heads and fca-train's MoE flags)");
 ABSL_FLAG(std::optional<int64_t>, d_model, std::nullopt, "width");
 ABSL_FLAG(std::optional<int64_t>, n_layers, std::nullopt, "depth");
 ABSL_FLAG(std::optional<int64_t>, n_heads, std::nullopt, "attention heads");

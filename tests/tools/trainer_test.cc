@@ -1,5 +1,6 @@
 // The trainer (fca-train) and the corpus split: learning, determinism, the
-// written folder against the log, a frozen controller, bad options.
+// written folder against the log, a frozen controller, bad options; the
+// same for the olmoe mixture of experts and its load-balancing loss.
 #include "server/tools/train/trainer.h"
 
 #include <ATen/ATen.h>
@@ -15,6 +16,8 @@
 #include "server/engine/audit/windows.h"
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/model_loader.h"
+#include "server/engine/models/moe_config.h"
+#include "server/engine/models/moe_net.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/tools/train/corpus_split.h"
 #include "tests/testing/test_models.h"
@@ -183,6 +186,131 @@ TEST(TrainerTest, BadOptionsAreInvalidArgument) {
   EXPECT_NE(st.message().find("evaluation text"), std::string::npos) << st;
 }
 
+// --- mixture of experts (olmoe) ---
+
+MoeConfig TinyMoe() {
+  MoeConfig c;
+  c.model_type = "olmoe";
+  c.vocab_size = 256;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 64;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.expert_intermediate_size = 16;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+TrainReport TrainMoe(const TrainOptions& o) {
+  auto r = TrainModel(o, TinyMoe(), nullptr);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : TrainReport();
+}
+
+// The tensors of a written folder that differ from the initial weights of
+// the same seed: {routers, others}, and how many routers there are.
+struct Changed {
+  int routers = 0, routers_changed = 0, others_changed = 0;
+};
+Changed ChangedSinceInit(const TrainOptions& o) {
+  InitOptions init;
+  init.seed = o.seed;
+  init.init_std = o.init_std;
+  auto initial = InitMoeWeights(TinyMoe(), init);
+  EXPECT_TRUE(initial.ok()) << initial.status();
+  auto trained = TensorSource::OpenDir(o.out_dir);
+  EXPECT_TRUE(trained.ok()) << trained.status();
+  Changed c;
+  if (!initial.ok() || !trained.ok()) return c;
+  for (const TensorData& t : *initial) {
+    auto view = (*trained)->Get(t.name);
+    EXPECT_TRUE(view.ok()) << t.name;
+    if (!view.ok()) continue;
+    const bool same =
+        std::string(reinterpret_cast<const char*>(view->data), view->num_bytes) == t.bytes;
+    if (t.name.find(".mlp.gate.weight") != std::string::npos) {
+      ++c.routers;
+      c.routers_changed += !same;
+    } else {
+      c.others_changed += !same;
+    }
+  }
+  return c;
+}
+
+TEST(MoeTrainerTest, LossFallsAndTheFolderLoadsAsOlmoe) {
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    SCOPED_TRACE(dtype);
+    TrainOptions o = Options("moe_" + dtype);
+    o.compute_dtype = dtype;
+    const TrainReport r = TrainMoe(o);
+    ASSERT_FALSE(r.log.empty());
+    EXPECT_GT(r.log.front().train_loss, 4.0);  // uniform: log 256 = 5.55
+    EXPECT_LT(r.log.back().train_loss, 1.5);
+    for (const TrainLogEntry& e : r.log) EXPECT_TRUE(e.aux_loss.has_value()) << e.step;
+
+    // A Hugging Face olmoe folder: config.json parses back to the config,
+    // and the server's loader gives the NLL the log states.
+    auto config = ParseMoeConfig(ReadFileOrEmpty(o.out_dir + "/config.json"));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(json::Write(MoeConfigToJson(*config)), json::Write(MoeConfigToJson(TinyMoe())));
+    EXPECT_NEAR(LoadedModelNll(o.out_dir, o.eval_text, o.window_length), r.final_eval_nll, 1e-4);
+    auto log = json::Parse(ReadFileOrEmpty(o.out_dir + "/training_log.json"));
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(log->Find("config")->Find("model_type")->as_string(), "olmoe");
+    EXPECT_EQ(log->Find("hyperparameters")->Find("aux_loss_coef")->as_double(), 0.01);
+    EXPECT_NE(log->Find("steps")->as_array().front().Find("aux_loss"), nullptr);
+
+    // The routers learn: the gradient reaches them through the routing
+    // weights and the load-balancing loss.
+    const Changed c = ChangedSinceInit(o);
+    EXPECT_EQ(c.routers, 2);
+    EXPECT_EQ(c.routers_changed, 2);
+    EXPECT_GT(c.others_changed, 10);
+  }
+}
+
+// With the routers frozen at tiny initial weights (normal, std 1e-4) the
+// router logits stay within ~1e-3 of 0 and the probabilities within 0.1% of
+// 1/E, where the load-balancing loss E * sum_e f_e * P_e is sum_e f_e = k
+// whatever the choices: the logged loss is k. The routers are exactly as
+// initialised.
+TEST(MoeTrainerTest, FrozenRoutersKeepTheirWeightsAndTheAuxLossIsK) {
+  TrainOptions o = Options("moe_frozen");
+  o.steps = 30;
+  o.init_std = 1e-4;
+  o.freeze_controller = true;
+  const TrainReport r = TrainMoe(o);
+  ASSERT_FALSE(r.log.empty());
+  for (const TrainLogEntry& e : r.log) {
+    ASSERT_TRUE(e.aux_loss.has_value());
+    EXPECT_NEAR(*e.aux_loss, TinyMoe().num_experts_per_tok, 0.01) << e.step;
+  }
+  const Changed c = ChangedSinceInit(o);
+  EXPECT_EQ(c.routers, 2);
+  EXPECT_EQ(c.routers_changed, 0);
+  EXPECT_GT(c.others_changed, 10);
+}
+
+TEST(MoeTrainerTest, BadConfigsAreInvalidArgumentNamingTheKey) {
+  TrainOptions o = Options("moe_bad");
+  MoeConfig c = TinyMoe();
+  c.num_experts_per_tok = 5;  // more than the 4 experts
+  auto st = TrainModel(o, c, nullptr).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("num_experts_per_tok"), std::string::npos) << st;
+  o.window_length = 65;  // max_position_embeddings is 64
+  st = TrainModel(o, TinyMoe(), nullptr).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("max_seq_len 64"), std::string::npos) << st;
+  o = Options("moe_bad");
+  o.aux_loss_coef = -1;
+  EXPECT_EQ(TrainModel(o, TinyMoe(), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // --- corpus split ---
 
 void WriteFile(const std::string& path, const std::string& text) {
@@ -279,7 +407,7 @@ TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
   ASSERT_TRUE(split.ok()) << split.status() << " (scripts/setup.sh installs fortunes)";
   for (const char* name :
        {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense", "featuregate-small",
-        "dense-small", "featuregate-large", "dense-large"}) {
+        "dense-small", "featuregate-large", "dense-large", "olmoe-s1"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
     auto log = json::Parse(ReadFileOrEmpty(dir + "/training_log.json"));

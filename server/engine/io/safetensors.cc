@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -778,6 +780,18 @@ absl::Status WriteShardedSafetensors(const std::string& dir, const std::vector<T
   index.Set("weight_map", json::Value::MakeObject(std::move(weight_map)));
   const std::string text = json::Write(index, /*pretty=*/true) + "\n";
   return WriteFileAtomically(JoinPath(dir, kIndexFileName), {text});
+}
+
+absl::Status WriteModelFolder(const std::string& dir, const json::Value& config,
+                              const std::vector<TensorData>& tensors) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError("cannot create model folder: " + ec.message());
+  std::ofstream cfg(dir + "/config.json", std::ios::trunc);
+  cfg << json::Write(config, /*pretty=*/true) << "\n";
+  if (!cfg.good()) return absl::InternalError("cannot write config.json in " + dir);
+  cfg.close();
+  return WriteSafetensors(dir + "/model.safetensors", tensors);
 }
 
 }  // namespace fca::engine

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/json.h"
 
 namespace fca::engine {
 
@@ -167,6 +168,10 @@ struct TensorData {
 [[nodiscard]] absl::Status WriteShardedSafetensors(const std::string& dir,
                                                    const std::vector<TensorData>& tensors,
                                                    uint64_t max_shard_bytes);
+// A model folder: creates `dir`, writes `dir`/config.json (`config`, pretty)
+// and `dir`/model.safetensors.
+[[nodiscard]] absl::Status WriteModelFolder(const std::string& dir, const json::Value& config,
+                                            const std::vector<TensorData>& tensors);
 
 }  // namespace fca::engine
 

@@ -207,6 +207,44 @@ absl::StatusOr<MoeConfig> ParseMoeConfig(std::string_view json_text) {
   return c;
 }
 
+json::Value MoeConfigToJson(const MoeConfig& c) {
+  using json::Value;
+  const char* architecture = c.is_olmoe()     ? "OlmoeForCausalLM"
+                             : c.is_mixtral() ? "MixtralForCausalLM"
+                                              : "Qwen2MoeForCausalLM";
+  Value v = Value::MakeObject();
+  v.Set("architectures", Value::MakeArray({Value::String(architecture)}));
+  v.Set("model_type", Value::String(c.model_type));
+  v.Set("vocab_size", Value::Int(c.vocab_size));
+  v.Set("hidden_size", Value::Int(c.hidden_size));
+  v.Set(c.is_qwen2_moe() ? "moe_intermediate_size" : "intermediate_size",
+        Value::Int(c.expert_intermediate_size));
+  v.Set("num_hidden_layers", Value::Int(c.num_hidden_layers));
+  v.Set("num_attention_heads", Value::Int(c.num_attention_heads));
+  v.Set("num_key_value_heads", Value::Int(c.num_key_value_heads));
+  v.Set("hidden_act", Value::String("silu"));
+  v.Set("max_position_embeddings", Value::Int(c.max_position_embeddings));
+  v.Set("rms_norm_eps", Value::Number(c.rms_norm_eps));
+  v.Set("rope_theta", Value::Number(c.rope_theta));
+  v.Set("rope_scaling", Value::Null());
+  v.Set(c.is_mixtral() ? "num_local_experts" : "num_experts", Value::Int(c.num_experts));
+  v.Set("num_experts_per_tok", Value::Int(c.num_experts_per_tok));
+  if (!c.is_mixtral()) v.Set("norm_topk_prob", Value::Bool(c.norm_topk_prob));
+  v.Set("tie_word_embeddings", Value::Bool(c.tie_word_embeddings));
+  if (c.is_olmoe()) {
+    v.Set("attention_bias", Value::Bool(c.attention_bias));
+    v.Set("clip_qkv", c.clip_qkv ? Value::Number(*c.clip_qkv) : Value::Null());
+  } else if (c.is_mixtral()) {
+    v.Set("sliding_window", Value::Null());
+  } else {
+    v.Set("shared_expert_intermediate_size", Value::Int(c.shared_expert_intermediate_size));
+    v.Set("decoder_sparse_step", Value::Int(1));
+    v.Set("mlp_only_layers", Value::MakeArray());
+    v.Set("use_sliding_window", Value::Bool(false));
+  }
+  return v;
+}
+
 bool IsMoeFamily(std::string_view model_type) {
   return model_type == "olmoe" || model_type == "qwen2_moe" || model_type == "mixtral";
 }

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/json.h"
 
 namespace fca::engine {
 
@@ -41,6 +42,7 @@ struct MoeConfig {
 
   bool is_olmoe() const { return model_type == "olmoe"; }
   bool is_mixtral() const { return model_type == "mixtral"; }
+  bool is_qwen2_moe() const { return model_type == "qwen2_moe"; }
   bool has_qk_norm() const { return is_olmoe(); }
   bool has_shared_expert() const { return shared_expert_intermediate_size > 0; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
@@ -57,6 +59,10 @@ bool IsMoeFamily(std::string_view model_type);
 // model_type or hidden_act, and settings the engine does not implement
 // (rope_scaling, sliding windows, dense layers between the sparse ones).
 [[nodiscard]] absl::StatusOr<MoeConfig> ParseMoeConfig(std::string_view json_text);
+
+// The config.json of `config` in its family's Hugging Face keys, which
+// ParseMoeConfig reads back to `config` (fca-train writes it).
+json::Value MoeConfigToJson(const MoeConfig& config);
 
 }  // namespace fca::engine
 

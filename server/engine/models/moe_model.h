@@ -17,13 +17,9 @@
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/moe_config.h"
-#include "server/engine/models/transformer_model.h"  // WeightSpec
+#include "server/engine/models/moe_net.h"  // MoeWeightSpecs
 
 namespace fca::engine {
-
-// Every tensor of the Hugging Face state dict of `config`, in a fixed order.
-// A checkpoint must hold exactly these.
-std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& config);
 
 // Sets the fields of `info` that follow from `config` and returns the sites
 // in sites() order: router.l (and shared_gate.l for qwen2_moe) per layer.

@@ -8,8 +8,6 @@
 #include <c10/core/InferenceMode.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "absl/strings/str_format.h"
@@ -194,14 +192,7 @@ absl::StatusOr<std::vector<TensorData>> InitTransformerWeights(const Transformer
 absl::Status WriteTransformerModelDir(const std::string& dir, const TransformerConfig& config,
                                       const std::vector<TensorData>& weights) {
   FCA_RETURN_IF_ERROR(ValidateTransformerConfig(config));
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError("cannot create model folder: " + ec.message());
-  std::ofstream cfg(dir + "/config.json", std::ios::trunc);
-  cfg << json::Write(TransformerConfigToJson(config), /*pretty=*/true) << "\n";
-  if (!cfg.good()) return absl::InternalError("cannot write config.json in " + dir);
-  cfg.close();
-  return WriteSafetensors(dir + "/model.safetensors", weights);
+  return WriteModelFolder(dir, TransformerConfigToJson(config), weights);
 }
 
 absl::Status WriteRandomTransformerModelDir(const std::string& dir, const TransformerConfig& config,

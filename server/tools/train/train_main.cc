@@ -1,5 +1,5 @@
-// fca-train: trains `dense` and `featuregate` byte-level models on the
-// fortunes corpus and writes model folders the server loads.
+// fca-train: trains `dense`, `featuregate` and `olmoe` byte-level models on
+// the fortunes corpus and writes model folders the server loads.
 //
 //   fca-train split --corpus=/usr/share/games/fortunes --out=DIR
 //       writes DIR/train.txt, calib.txt, eval.txt and split.json
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,12 @@ ABSL_FLAG(std::string, compute_dtype, "bfloat16", "float32 | bfloat16 (float32 m
 ABSL_FLAG(std::string, storage_dtype, "bfloat16", "model.safetensors dtype: float32 | bfloat16");
 ABSL_FLAG(bool, freeze_controller, false, "keep the controller at its initial weights");
 ABSL_FLAG(int, threads, 0, "torch threads (0 = one per core)");
+// The MoE shape (--family=olmoe): unset means MoeTrainShape's.
+ABSL_FLAG(std::optional<int64_t>, num_experts, std::nullopt, "olmoe: routed experts per layer E");
+ABSL_FLAG(std::optional<int64_t>, experts_per_token, std::nullopt, "olmoe: top-k");
+ABSL_FLAG(std::optional<int64_t>, expert_width, std::nullopt,
+          "olmoe: each expert's intermediate_size");
+ABSL_FLAG(double, aux_loss_coef, 0.01, "olmoe: weight of the load-balancing loss");
 
 namespace fca {
 namespace {
@@ -143,6 +150,38 @@ engine::TransformerConfig TrainShape() {
   return c;
 }
 
+// The bundled MoE's shape (docs/user-guide.md "The bundled models"): the
+// seeds' width, depth and heads; 8 experts, top-2, each 256 wide, so that the
+// two experts a token runs hold the dense twin's MLP parameters
+// (2 x 3 x 192 x 256 = 2 x 192 x 768).
+engine::MoeConfig MoeTrainShape(const engine::TransformerConfig& flags, int64_t window) {
+  engine::MoeConfig c;
+  c.model_type = flags.family;
+  c.vocab_size = 256;
+  c.hidden_size = flags.d_model;
+  c.num_hidden_layers = flags.n_layers;
+  c.num_attention_heads = flags.n_heads;
+  c.num_key_value_heads = flags.n_heads;
+  c.max_position_embeddings = window;
+  c.num_experts = absl::GetFlag(FLAGS_num_experts).value_or(8);
+  c.num_experts_per_tok = absl::GetFlag(FLAGS_experts_per_token).value_or(2);
+  c.expert_intermediate_size = absl::GetFlag(FLAGS_expert_width).value_or(256);
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+bool MoeFlagsGiven() {
+  return absl::GetFlag(FLAGS_num_experts) || absl::GetFlag(FLAGS_experts_per_token) ||
+         absl::GetFlag(FLAGS_expert_width);
+}
+
+void PrintStart(const std::string& shape, const engine::TrainOptions& o) {
+  std::fprintf(stderr, "training %s for %lld steps of %lld x %lld tokens (%s compute, seed %llu)\n",
+               shape.c_str(), static_cast<long long>(o.steps), static_cast<long long>(o.batch_size),
+               static_cast<long long>(o.window_length), o.compute_dtype.c_str(),
+               static_cast<unsigned long long>(o.seed));
+}
+
 absl::Status Train() {
   engine::TrainOptions o;
   o.out_dir = absl::GetFlag(FLAGS_out);
@@ -167,21 +206,30 @@ absl::Status Train() {
   o.compute_dtype = absl::GetFlag(FLAGS_compute_dtype);
   o.storage_dtype = absl::GetFlag(FLAGS_storage_dtype);
   o.freeze_controller = absl::GetFlag(FLAGS_freeze_controller);
+  o.aux_loss_coef = absl::GetFlag(FLAGS_aux_loss_coef);
 
   engine::TransformerConfig c = tools::ModelConfigFromFlags(TrainShape());
   c.max_seq_len = o.window_length;
-
-  std::fprintf(stderr,
-               "training %s d_model=%lld n_layers=%lld for %lld steps of %lld x %lld "
-               "tokens (%s compute, seed %llu)\n",
-               c.family.c_str(), static_cast<long long>(c.d_model),
-               static_cast<long long>(c.n_layers), static_cast<long long>(o.steps),
-               static_cast<long long>(o.batch_size), static_cast<long long>(o.window_length),
-               o.compute_dtype.c_str(), static_cast<unsigned long long>(o.seed));
   ProgressPrinter printer;
-  FCA_ASSIGN_OR_RETURN(
-      engine::TrainReport r,
-      engine::TrainModel(o, c, [&](const engine::TrainProgress& p) { printer(p); }));
+  const auto progress = [&](const engine::TrainProgress& p) { printer(p); };
+  absl::StatusOr<engine::TrainReport> trained;
+  if (c.family == "olmoe") {
+    const engine::MoeConfig moe = MoeTrainShape(c, o.window_length);
+    PrintStart(
+        absl::StrFormat("%s hidden_size=%d layers=%d experts=%d top-%d width %d", moe.model_type,
+                        moe.hidden_size, moe.num_hidden_layers, moe.num_experts,
+                        moe.num_experts_per_tok, moe.expert_intermediate_size),
+        o);
+    trained = engine::TrainModel(o, moe, progress);
+  } else {
+    if (MoeFlagsGiven()) {
+      return absl::InvalidArgumentError(
+          "--num_experts, --experts_per_token and --expert_width apply to --family=olmoe only");
+    }
+    PrintStart(absl::StrFormat("%s d_model=%d n_layers=%d", c.family, c.d_model, c.n_layers), o);
+    trained = engine::TrainModel(o, c, progress);
+  }
+  FCA_ASSIGN_OR_RETURN(engine::TrainReport r, std::move(trained));
   std::printf(
       "model %s: %lld parameters, final eval NLL %.4f nats/byte over %lld windows; "
       "%lld tokens in %.1f s of training (%.0f tok/s), %.1f s in all; log %s\n",
@@ -202,7 +250,8 @@ int main(int argc, char** argv) {
       "fca-train", "server/tools/train/train_main.cc",
       absl::StrCat("fca-train split|train [flags]: byte-level models on fortunes; the model "
                    "shape where no flag sets it: ",
-                   fca::tools::ModelShapeText(fca::TrainShape())));
+                   fca::tools::ModelShapeText(fca::TrainShape()),
+                   "; --family=olmoe: 8 experts, top-2, expert_width=256"));
   fca::ExitZeroAfterHelp(argc, argv);
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   // One training step at a time: its operators use the threads.

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "absl/strings/str_format.h"
 #include "common/random.h"
@@ -25,6 +26,7 @@
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
+#include "server/engine/models/moe_net.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/engine/models/transformer_net.h"
@@ -35,6 +37,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ProgressFn = std::function<void(const TrainProgress&)>;
 constexpr double kPi = 3.14159265358979323846;
+constexpr char kLoadBalancingLoss[] =
+    "per layer E * sum_e f_e * P_e (f_e: tokens choosing expert e over N; P_e: its mean router "
+    "probability), averaged over the layers; added to the NLL times aux_loss_coef";
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -44,13 +49,13 @@ absl::Status Require(bool ok, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InvalidArgumentError("training options: " + what);
 }
 
-absl::Status ValidateOptions(const TrainOptions& o, const TransformerConfig& c) {
-  FCA_RETURN_IF_ERROR(ValidateTransformerConfig(c));
+// `vocab_size` and `max_seq_len`: the model's.
+absl::Status ValidateOptions(const TrainOptions& o, int64_t vocab_size, int64_t max_seq_len) {
   const int64_t T = o.window_length;
-  FCA_RETURN_IF_ERROR(Require(c.vocab_size >= 256, "vocab_size must be at least 256 (bytes)"));
-  FCA_RETURN_IF_ERROR(Require(
-      T >= 2 && T <= c.max_seq_len,
-      absl::StrFormat("window_length %d must be in [2, max_seq_len %d]", T, c.max_seq_len)));
+  FCA_RETURN_IF_ERROR(Require(vocab_size >= 256, "vocab_size must be at least 256 (bytes)"));
+  FCA_RETURN_IF_ERROR(
+      Require(T >= 2 && T <= max_seq_len,
+              absl::StrFormat("window_length %d must be in [2, max_seq_len %d]", T, max_seq_len)));
   FCA_RETURN_IF_ERROR(Require(o.batch_size >= 1, "batch_size must be at least 1"));
   FCA_RETURN_IF_ERROR(Require(o.steps >= 1, "steps must be at least 1"));
   FCA_RETURN_IF_ERROR(Require(o.warmup_steps >= 0 && o.warmup_steps <= o.steps,
@@ -68,6 +73,7 @@ absl::Status ValidateOptions(const TrainOptions& o, const TransformerConfig& c) 
       Require(o.eval_interval >= 0 && o.eval_max_windows >= 0 && o.final_eval_max_windows >= 0,
               "eval_interval and the eval window limits must not be negative"));
   FCA_RETURN_IF_ERROR(Require(o.init_std > 0, "init_std must be positive"));
+  FCA_RETURN_IF_ERROR(Require(o.aux_loss_coef >= 0, "aux_loss_coef must not be negative"));
   FCA_RETURN_IF_ERROR(Require(o.compute_dtype == "float32" || o.compute_dtype == "bfloat16",
                               "compute_dtype must be float32 or bfloat16"));
   FCA_RETURN_IF_ERROR(Require(o.storage_dtype == "float32" || o.storage_dtype == "bfloat16",
@@ -127,7 +133,8 @@ TensorData ToTensorData(const std::string& name, const at::Tensor& t, DType dtyp
 json::Value Num(double v) { return json::Value::Number(v); }
 json::Value Int(int64_t v) { return json::Value::Int(v); }
 
-json::Value HyperparametersToJson(const TrainOptions& o) {
+// `aux_loss`: the family has one (MoE), so its coefficient is a setting.
+json::Value HyperparametersToJson(const TrainOptions& o, bool aux_loss) {
   json::Value h = json::Value::MakeObject();
   h.Set("window_length", Int(o.window_length));
   h.Set("batch_size", Int(o.batch_size));
@@ -151,14 +158,131 @@ json::Value HyperparametersToJson(const TrainOptions& o) {
   h.Set("compute_dtype", json::Value::String(o.compute_dtype));
   h.Set("storage_dtype", json::Value::String(o.storage_dtype));
   h.Set("freeze_controller", json::Value::Bool(o.freeze_controller));
+  if (aux_loss) {
+    h.Set("aux_loss", json::Value::String(kLoadBalancingLoss));
+    h.Set("aux_loss_coef", Num(o.aux_loss_coef));
+  }
   h.Set("torch_threads", Int(at::get_num_threads()));
   return h;
 }
 
+// What the loop needs of a family: initial weights, the differentiable
+// forward over a list of weights in the family's spec order, and the folder
+// the server loads.
+class Family {
+ public:
+  struct Output {
+    at::Tensor logits;    // [B, T, V]
+    at::Tensor aux_loss;  // scalar float32; undefined where the family has none
+  };
+  virtual ~Family() = default;
+  virtual absl::StatusOr<std::vector<TensorData>> InitialWeights(const InitOptions& init) const = 0;
+  // `training`: the auxiliary loss is wanted as well.
+  virtual absl::StatusOr<Output> Forward(std::vector<at::Tensor> weights, const at::Tensor& ids,
+                                         bool training) const = 0;
+  virtual absl::Status WriteDir(const std::string& dir,
+                                const std::vector<TensorData>& weights) const = 0;
+  virtual json::Value ConfigJson() const = 0;
+  virtual bool HasAuxLoss() const = 0;
+  // The weights --freeze_controller leaves alone.
+  virtual bool IsController(const std::string& name) const = 0;
+};
+
+class TransformerFamily : public Family {
+ public:
+  explicit TransformerFamily(const TransformerConfig& config) : c_(config) {}
+
+  absl::StatusOr<std::vector<TensorData>> InitialWeights(const InitOptions& init) const override {
+    return InitTransformerWeights(c_, init);
+  }
+  absl::StatusOr<Output> Forward(std::vector<at::Tensor> weights, const at::Tensor& ids,
+                                 bool /*training*/) const override {
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<TransformerNet> net,
+                         TransformerNet::Create(c_, std::move(weights)));
+    FCA_ASSIGN_OR_RETURN(at::Tensor logits,
+                         net->Forward(ids, CoefficientMode::kLive, nullptr, nullptr));
+    return Output{logits, at::Tensor()};
+  }
+  absl::Status WriteDir(const std::string& dir,
+                        const std::vector<TensorData>& weights) const override {
+    return WriteTransformerModelDir(dir, c_, weights);
+  }
+  json::Value ConfigJson() const override { return TransformerConfigToJson(c_); }
+  bool HasAuxLoss() const override { return false; }
+  bool IsController(const std::string& name) const override {
+    return name.find(".ctrl.") != std::string::npos;
+  }
+
+ private:
+  const TransformerConfig& c_;
+};
+
+class MoeFamily : public Family {
+ public:
+  explicit MoeFamily(const MoeConfig& config) : c_(config) {}
+
+  absl::StatusOr<std::vector<TensorData>> InitialWeights(const InitOptions& init) const override {
+    return InitMoeWeights(c_, init);
+  }
+  absl::StatusOr<Output> Forward(std::vector<at::Tensor> weights, const at::Tensor& ids,
+                                 bool training) const override {
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<MoeNet> net, MoeNet::Create(c_, std::move(weights)));
+    std::vector<at::Tensor> coefficients;
+    FCA_ASSIGN_OR_RETURN(
+        at::Tensor logits,
+        net->Forward(ids, training ? CoefficientMode::kLiveRecord : CoefficientMode::kLive,
+                     &coefficients, nullptr));
+    Output out{logits, at::Tensor()};
+    if (training) out.aux_loss = LoadBalancingLoss(coefficients);
+    return out;
+  }
+  absl::Status WriteDir(const std::string& dir,
+                        const std::vector<TensorData>& weights) const override {
+    return WriteMoeModelDir(dir, c_, weights);
+  }
+  json::Value ConfigJson() const override { return MoeConfigToJson(c_); }
+  bool HasAuxLoss() const override { return true; }
+  // The routers (mlp.gate, block_sparse_moe.gate) and Qwen's
+  // shared_expert_gate; not the experts' gate_proj.
+  bool IsController(const std::string& name) const override {
+    constexpr std::string_view kTail = "gate.weight";
+    return name.size() >= kTail.size() &&
+           name.compare(name.size() - kTail.size(), kTail.size(), kTail) == 0;
+  }
+
+ private:
+  // Per layer, E * sum_e f_e * P_e (Switch Transformer): f_e the share of
+  // the N * k top-k choices that went to expert e, times k (the number of
+  // tokens that chose e over N), P_e the mean router probability of e. Its
+  // minimum, k, is perfectly even routing. Averaged over the layers; only
+  // P_e carries a gradient.
+  at::Tensor LoadBalancingLoss(const std::vector<at::Tensor>& coefficients) const {
+    const int64_t E = c_.num_experts;
+    at::Tensor total;
+    int64_t layers = 0;
+    for (const at::Tensor& site : coefficients) {
+      if (site.size(-1) != E) continue;  // qwen2_moe's shared-expert gates
+      const at::Tensor probs = site.reshape({-1, E});
+      const at::Tensor chosen = RouterTopK(probs.detach(), c_.num_experts_per_tok).second;
+      const at::Tensor tokens_per_expert =
+          at::bincount(chosen.reshape(-1), {}, E).to(at::kFloat) / probs.size(0);
+      const at::Tensor loss = E * (tokens_per_expert * probs.mean(0)).sum();
+      total = total.defined() ? total + loss : loss;
+      ++layers;
+    }
+    return total / layers;
+  }
+
+  const MoeConfig& c_;
+};
+
 class Trainer {
  public:
-  Trainer(const TrainOptions& options, const TransformerConfig& config, const ProgressFn& progress)
-      : o_(options), c_(config), progress_(progress), rng_(DeriveSeed(options.seed, "windows")) {}
+  Trainer(const TrainOptions& options, const Family& family, const ProgressFn& progress)
+      : o_(options),
+        family_(family),
+        progress_(progress),
+        rng_(DeriveSeed(options.seed, "windows")) {}
 
   absl::StatusOr<TrainReport> Run() {
     start_ = Clock::now();
@@ -183,11 +307,11 @@ class Trainer {
     InitOptions init;
     init.seed = o_.seed;
     init.init_std = o_.init_std;
-    FCA_ASSIGN_OR_RETURN(std::vector<TensorData> initial, InitTransformerWeights(c_, init));
+    FCA_ASSIGN_OR_RETURN(std::vector<TensorData> initial, family_.InitialWeights(init));
     std::vector<at::Tensor> decay, no_decay;
     for (const TensorData& d : initial) {
       at::Tensor w = at::from_blob(const_cast<char*>(d.bytes.data()), d.shape, at::kFloat).clone();
-      const bool frozen = o_.freeze_controller && d.name.find(".ctrl.") != std::string::npos;
+      const bool frozen = o_.freeze_controller && family_.IsController(d.name);
       w.requires_grad_(!frozen);
       names_.push_back(d.name);
       masters_.push_back(w);
@@ -232,49 +356,51 @@ class Trainer {
     return train_ids_.index_select(0, idx).view({B, T});
   }
 
-  // The net over the master weights, or over bfloat16 copies of them (whose
-  // gradients flow back to the float32 masters through the cast).
-  absl::StatusOr<std::unique_ptr<TransformerNet>> ComputeNet(bool for_training) const {
-    if (!for_training || o_.compute_dtype == "float32") {
-      return TransformerNet::Create(c_, masters_);
-    }
+  // The master weights, or bfloat16 copies of them (whose gradients flow
+  // back to the float32 masters through the cast).
+  std::vector<at::Tensor> ComputeWeights(bool for_training) const {
+    if (!for_training || o_.compute_dtype == "float32") return masters_;
     std::vector<at::Tensor> cast;
     for (const at::Tensor& m : masters_) cast.push_back(m.to(at::kBFloat16));
-    return TransformerNet::Create(c_, std::move(cast));
+    return cast;
   }
 
-  absl::Status TrainStep(double lr, double* loss_value) {
+  // One optimisation step; `nll` and `aux` (0 without one) are its losses.
+  absl::Status TrainStep(double lr, double* nll, double* aux) {
     for (auto& group : optimizer_->param_groups()) {
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     }
     const at::Tensor ids = SampleBatch();
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<TransformerNet> net, ComputeNet(true));
-    FCA_ASSIGN_OR_RETURN(at::Tensor logits,
-                         net->Forward(ids, CoefficientMode::kLive, nullptr, nullptr));
-    at::Tensor loss = WindowNll(logits, ids).mean();
+    FCA_ASSIGN_OR_RETURN(Family::Output out, family_.Forward(ComputeWeights(true), ids, true));
+    const at::Tensor nll_loss = WindowNll(out.logits, ids).mean();
+    at::Tensor loss = nll_loss;
+    if (out.aux_loss.defined()) loss = loss + o_.aux_loss_coef * out.aux_loss;
     optimizer_->zero_grad();
     loss.backward();
     if (o_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(trainable_, o_.grad_clip);
     optimizer_->step();
-    *loss_value = loss.item<double>();
+    *nll = nll_loss.item<double>();
+    *aux = out.aux_loss.defined() ? out.aux_loss.item<double>() : 0.0;
     return absl::OkStatus();
   }
 
   // Periodic evaluation: the float32 master weights, without autograd.
   absl::StatusOr<double> EvalMasters() const {
     c10::InferenceMode guard;
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<TransformerNet> net, ComputeNet(false));
-    return MeanNll(eval_windows_, o_.batch_size, [&](const at::Tensor& ids) {
-      return net->Forward(ids, CoefficientMode::kLive, nullptr, nullptr);
-    });
+    return MeanNll(eval_windows_, o_.batch_size,
+                   [&](const at::Tensor& ids) -> absl::StatusOr<at::Tensor> {
+                     FCA_ASSIGN_OR_RETURN(Family::Output out,
+                                          family_.Forward(ComputeWeights(false), ids, false));
+                     return out.logits;
+                   });
   }
 
   absl::Status Step(int64_t step) {
     const double lr = LearningRate(step);
     const Clock::time_point t0 = Clock::now();
-    double loss = 0;
+    double loss = 0, aux = 0;
     FCA_RETURN_IF_ERROR(GuardTorch(absl::StrFormat("training step %d", step),
-                                   [&] { return TrainStep(lr, &loss); }));
+                                   [&] { return TrainStep(lr, &loss, &aux); }));
     if (!std::isfinite(loss)) {
       return absl::InternalError(absl::StrFormat(
           "training diverged: loss is %g at step %d (lower learning_rate or use float32)", loss,
@@ -283,6 +409,7 @@ class Trainer {
     report_.train_seconds += Seconds(t0);
     report_.tokens_seen += o_.batch_size * o_.window_length;
     interval_loss_ += loss;
+    interval_aux_ += aux;
     ++interval_steps_;
 
     TrainProgress p;
@@ -303,11 +430,13 @@ class Trainer {
       e.step = step;
       e.learning_rate = lr;
       e.train_loss = interval_loss_ / interval_steps_;
+      if (family_.HasAuxLoss()) e.aux_loss = interval_aux_ / interval_steps_;
       e.eval_loss = p.eval_loss;
       e.tokens_seen = report_.tokens_seen;
       e.wall_seconds = p.wall_seconds;
       report_.log.push_back(e);
       interval_loss_ = 0;
+      interval_aux_ = 0;
       interval_steps_ = 0;
       p.logged = true;
     }
@@ -322,7 +451,7 @@ class Trainer {
       out.push_back(ToTensorData(names_[i], masters_[i], dtype));
     }
     report_.model_dir = o_.out_dir;
-    return WriteTransformerModelDir(o_.out_dir, c_, out);
+    return family_.WriteDir(o_.out_dir, out);
   }
 
   // The model as written, through the server's loader, in float32 on CPU.
@@ -346,8 +475,8 @@ class Trainer {
     json::Value v = json::Value::MakeObject();
     v.Set("tool", json::Value::String("fca-train"));
     v.Set("torch_version", json::Value::String(TorchVersion()));
-    v.Set("config", TransformerConfigToJson(c_));
-    v.Set("hyperparameters", HyperparametersToJson(o_));
+    v.Set("config", family_.ConfigJson());
+    v.Set("hyperparameters", HyperparametersToJson(o_, family_.HasAuxLoss()));
     v.Set("corpus", o_.provenance);
     json::Value data = json::Value::MakeObject();
     data.Set("train_bytes", Int(static_cast<int64_t>(o_.train_text.size())));
@@ -362,6 +491,7 @@ class Trainer {
       s.Set("step", Int(e.step));
       s.Set("learning_rate", Num(e.learning_rate));
       s.Set("train_loss", Num(e.train_loss));
+      if (e.aux_loss) s.Set("aux_loss", Num(*e.aux_loss));
       if (e.eval_loss) s.Set("eval_loss", Num(*e.eval_loss));
       s.Set("tokens_seen", Int(e.tokens_seen));
       s.Set("wall_seconds", Num(e.wall_seconds));
@@ -386,17 +516,18 @@ class Trainer {
   }
 
   const TrainOptions& o_;
-  const TransformerConfig& c_;
+  const Family& family_;
   const ProgressFn& progress_;
   Rng rng_;
   Clock::time_point start_;
   at::Tensor train_ids_;     // int64 [bytes]
   at::Tensor eval_windows_;  // int64 [N, T], periodic evaluation
   std::vector<std::string> names_;
-  std::vector<at::Tensor> masters_;    // float32, TransformerWeightSpecs order
+  std::vector<at::Tensor> masters_;    // float32, the family's spec order
   std::vector<at::Tensor> trainable_;  // masters the optimizer updates
   std::unique_ptr<torch::optim::AdamW> optimizer_;
-  double interval_loss_ = 0;
+  double interval_loss_ = 0;  // NLL
+  double interval_aux_ = 0;
   int64_t interval_steps_ = 0;
   TrainReport report_;
 };
@@ -411,9 +542,19 @@ void UseCorpusSplit(CorpusSplit split, TrainOptions* o) {
 
 absl::StatusOr<TrainReport> TrainModel(const TrainOptions& options, const TransformerConfig& config,
                                        const ProgressFn& progress) {
-  FCA_RETURN_IF_ERROR(ValidateOptions(options, config));
-  Trainer trainer(options, config, progress);
-  return trainer.Run();
+  FCA_RETURN_IF_ERROR(ValidateTransformerConfig(config));
+  FCA_RETURN_IF_ERROR(ValidateOptions(options, config.vocab_size, config.max_seq_len));
+  const TransformerFamily family(config);
+  return Trainer(options, family, progress).Run();
+}
+
+absl::StatusOr<TrainReport> TrainModel(const TrainOptions& options, const MoeConfig& config,
+                                       const ProgressFn& progress) {
+  // The one validation of an MoE config is the parser's: round-trip it.
+  FCA_RETURN_IF_ERROR(ParseMoeConfig(json::Write(MoeConfigToJson(config))).status());
+  FCA_RETURN_IF_ERROR(ValidateOptions(options, config.vocab_size, config.max_position_embeddings));
+  const MoeFamily family(config);
+  return Trainer(options, family, progress).Run();
 }
 
 }  // namespace fca::engine

@@ -1,10 +1,11 @@
-// Training of `dense` and `featuregate` byte-level models (fca-train).
+// Training of byte-level models (fca-train): `dense` and `featuregate`
+// (TransformerNet), and the mixture-of-experts families (MoeNet; fca-train
+// trains `olmoe`).
 //
-// The loop runs TransformerNet, the same forward the server uses, with
-// autograd: AdamW, linear warm-up then cosine decay of the learning rate,
-// global gradient-norm clipping, periodic evaluation, all seeded. The result
-// is a model folder the server loads (config.json, model.safetensors) plus a
-// JSON training log. Torch-free header.
+// The loop runs the same forward the server uses, with autograd: AdamW, linear warm-up then cosine
+// decay of the learning rate, global gradient-norm clipping, periodic evaluation, all seeded. The
+// result is a model folder the server loads (config.json, model.safetensors) plus a JSON training
+// log. Torch-free header.
 #ifndef FCA_SERVER_TOOLS_TRAIN_TRAINER_H_
 #define FCA_SERVER_TOOLS_TRAIN_TRAINER_H_
 
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "common/json.h"
 #include "server/engine/models/model_config.h"
+#include "server/engine/models/moe_config.h"
 #include "server/tools/train/corpus_split.h"
 
 namespace fca::engine {
@@ -49,9 +51,13 @@ struct TrainOptions {
   // weights, optimizer state and loss.
   std::string compute_dtype = "float32";
   std::string storage_dtype = "bfloat16";  // of model.safetensors: float32 | bfloat16
-  // Leaves the controller (featuregate ctrl.*) at its initial weights: no
-  // gradient is computed for it and the optimizer does not hold it.
+  // Leaves the controller (featuregate ctrl.*, an MoE's routers) at its
+  // initial weights: no gradient is computed for it and the optimizer does
+  // not hold it.
   bool freeze_controller = false;
+  // MoE only: weight of the load-balancing loss added to the NLL (OLMoE's
+  // router_aux_loss_coef; docs/moe.md "Training"). 0 = none.
+  double aux_loss_coef = 0.01;
   std::string out_dir;   // model folder to write (created)
   std::string log_path;  // default: out_dir + "/training_log.json"
   // Recorded verbatim under "corpus" in the log (split rule, file hashes).
@@ -68,7 +74,8 @@ void UseCorpusSplit(CorpusSplit split, TrainOptions* o);
 struct TrainLogEntry {
   int64_t step = 0;                 // steps done
   double learning_rate = 0;         // of the last step
-  double train_loss = 0;            // mean over the steps since the previous entry
+  double train_loss = 0;            // NLL, mean over the steps since the previous entry
+  std::optional<double> aux_loss;   // MoE: load-balancing loss, the same mean
   std::optional<double> eval_loss;  // periodic evaluation, when one ran at this step
   int64_t tokens_seen = 0;          // window tokens consumed so far
   double wall_seconds = 0;          // since the start of training
@@ -110,6 +117,15 @@ struct TrainReport {
 // on the calling thread.
 [[nodiscard]] absl::StatusOr<TrainReport> TrainModel(
     const TrainOptions& options, const TransformerConfig& config,
+    const std::function<void(const TrainProgress&)>& progress);
+
+// The same for a mixture-of-experts model of `config` (any family MoeNet
+// runs; its vocab_size must cover bytes and its max_position_embeddings the
+// window). The loss adds options.aux_loss_coef times the load-balancing
+// loss; the folder is a Hugging Face one (MoeConfigToJson, the state dict's
+// names).
+[[nodiscard]] absl::StatusOr<TrainReport> TrainModel(
+    const TrainOptions& options, const MoeConfig& config,
     const std::function<void(const TrainProgress&)>& progress);
 
 }  // namespace fca::engine

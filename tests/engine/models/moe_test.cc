@@ -21,6 +21,8 @@
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
+#include "server/engine/models/moe_config.h"
+#include "server/engine/models/moe_net.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {
@@ -313,6 +315,42 @@ TEST(MoeTest, AnExtraExpertIsRefusedNamingTheTensor) {
   extra.name = "model.layers.0.mlp.experts.8.gate_proj.weight";
   w.push_back(extra);
   ExpectRefused(LoadStatus(w, ConfigText(kOlmoe)), extra.name);
+}
+
+// What fca-train writes: MoeConfigToJson reads back to the same config, and a
+// folder written by WriteMoeModelDir from a tiny's tensors is that model
+// (LIVE logits bitwise equal).
+TEST(MoeTest, AWrittenFolderIsTheModelItWasWrittenFrom) {
+  for (const Family& f : {kOlmoe, kQwen, kMixtral}) {
+    SCOPED_TRACE(f.dir);
+    auto config = ParseMoeConfig(ReadFileOrEmpty(f.dir + "/config.json"));
+    ASSERT_TRUE(config.ok()) << config.status();
+    const std::string written = json::Write(MoeConfigToJson(*config));
+    auto again = ParseMoeConfig(written);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(json::Write(MoeConfigToJson(*again)), written);
+
+    auto src = TensorSource::OpenFile(f.dir + "/model.safetensors");
+    ASSERT_TRUE(src.ok()) << src.status();
+    std::vector<TensorData> tensors;
+    for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
+      auto v = (*src)->Get(spec.name);
+      ASSERT_TRUE(v.ok()) << spec.name;
+      tensors.push_back(
+          TensorData{spec.name, v->dtype, v->shape,
+                     std::string(reinterpret_cast<const char*>(v->data), v->num_bytes)});
+    }
+    const std::string dir = TempDir("written_moe") + "/model";
+    ASSERT_TRUE(WriteMoeModelDir(dir, *config, tensors).ok());
+    auto original = Load(f.dir, "float32");
+    auto copy = Load(dir, "float32");
+    ASSERT_TRUE(original && copy);
+    const at::Tensor ids = at::arange(0, 40, at::kLong).remainder(config->vocab_size).view({2, 20});
+    auto a = original->Forward(ids, CoefficientMode::kLive, nullptr);
+    auto b = copy->Forward(ids, CoefficientMode::kLive, nullptr);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(BitwiseEqual(*a, *b));
+  }
 }
 
 TEST(MoeTest, BadConfigsAreRefusedNamingTheKey) {

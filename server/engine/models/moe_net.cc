@@ -1,0 +1,454 @@
+// The `olmoe`, `qwen2_moe` and `mixtral` families' network: checkpoint
+// layout, initial weights, and the forward pass.
+//
+// The forward follows the Hugging Face eager forward op by op, in the same
+// dtypes (docs/moe.md pins each convention): RMSNorm upcast to float32 and
+// rounded before its weight, rotary with the half split and cos/sin rounded
+// to the model dtype, attention scores divided by sqrt(head_dim), an
+// additive mask of the dtype's lowest value, softmax in float32 rounded back,
+// the router's softmax in float32, the routing weights cast to the model
+// dtype after the optional renormalisation, and the experts' outputs added
+// into a zero tensor one expert after the other in expert order. It uses no
+// inference-only operation, so autograd can train through it (fca-train).
+#include "server/engine/models/moe_net.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/json.h"
+#include "common/status_macros.h"
+#include "server/engine/models/torch_util.h"
+
+namespace fca::engine {
+namespace {
+
+struct Linear {
+  at::Tensor w, b;  // [out, in], [out] (b undefined without bias)
+};
+struct Mlp {
+  Linear gate, up, down;  // SwiGLU: down(silu(gate(x)) * up(x))
+};
+struct Layer {
+  at::Tensor input_norm, post_attention_norm;
+  Linear q, k, v, o;
+  at::Tensor q_norm, k_norm;  // olmoe: over the full projection width
+  at::Tensor router;          // [E, D]
+  std::vector<Mlp> experts;
+  Mlp shared;              // qwen2_moe
+  at::Tensor shared_gate;  // qwen2_moe: [1, D]
+};
+struct Weights {
+  at::Tensor embed, norm, head;
+  std::vector<Layer> layers;
+};
+
+std::string LayerName(int64_t l, const std::string& rest) {
+  return absl::StrCat("model.layers.", l, ".", rest);
+}
+// Where a layer's router and experts live: "mlp" (olmoe, qwen2_moe) or
+// "block_sparse_moe" (mixtral).
+std::string MoeName(const MoeConfig& c, int64_t l, const std::string& rest) {
+  return LayerName(l, absl::StrCat(c.is_mixtral() ? "block_sparse_moe." : "mlp.", rest));
+}
+
+// The gate, up and down projections of an expert: Mixtral's w1, w3, w2.
+struct MlpNames {
+  const char *gate, *up, *down;
+};
+MlpNames ExpertNames(const MoeConfig& c) {
+  return c.is_mixtral() ? MlpNames{"w1", "w3", "w2"}
+                        : MlpNames{"gate_proj", "up_proj", "down_proj"};
+}
+constexpr MlpNames kSharedExpertNames{"gate_proj", "up_proj", "down_proj"};
+
+void AddMlp(std::vector<WeightSpec>* s, const std::string& prefix, const MlpNames& names, int64_t d,
+            int64_t width) {
+  s->push_back({absl::StrCat(prefix, ".", names.gate, ".weight"), {width, d}});
+  s->push_back({absl::StrCat(prefix, ".", names.up, ".weight"), {width, d}});
+  s->push_back({absl::StrCat(prefix, ".", names.down, ".weight"), {d, width}});
+}
+
+Weights BindWeights(const MoeConfig& c, const std::map<std::string, at::Tensor>& all) {
+  auto t = [&](const std::string& name) {
+    auto it = all.find(name);
+    return it == all.end() ? at::Tensor() : it->second;
+  };
+  auto lin = [&](const std::string& n) { return Linear{t(n + ".weight"), t(n + ".bias")}; };
+  auto mlp = [&](const std::string& n, const MlpNames& names) {
+    return Mlp{lin(absl::StrCat(n, ".", names.gate)), lin(absl::StrCat(n, ".", names.up)),
+               lin(absl::StrCat(n, ".", names.down))};
+  };
+  Weights w;
+  w.embed = t("model.embed_tokens.weight");
+  w.norm = t("model.norm.weight");
+  w.head = c.tie_word_embeddings ? w.embed : t("lm_head.weight");
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    Layer layer;
+    layer.input_norm = t(LayerName(l, "input_layernorm.weight"));
+    layer.post_attention_norm = t(LayerName(l, "post_attention_layernorm.weight"));
+    layer.q = lin(LayerName(l, "self_attn.q_proj"));
+    layer.k = lin(LayerName(l, "self_attn.k_proj"));
+    layer.v = lin(LayerName(l, "self_attn.v_proj"));
+    layer.o = lin(LayerName(l, "self_attn.o_proj"));
+    layer.q_norm = t(LayerName(l, "self_attn.q_norm.weight"));
+    layer.k_norm = t(LayerName(l, "self_attn.k_norm.weight"));
+    layer.router = t(MoeName(c, l, "gate.weight"));
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      layer.experts.push_back(mlp(MoeName(c, l, absl::StrCat("experts.", e)), ExpertNames(c)));
+    }
+    if (c.has_shared_expert()) {
+      layer.shared = mlp(LayerName(l, "mlp.shared_expert"), kSharedExpertNames);
+      layer.shared_gate = t(LayerName(l, "mlp.shared_expert_gate.weight"));
+    }
+    w.layers.push_back(std::move(layer));
+  }
+  return w;
+}
+
+// The experts each token goes to and with what weight, grouped per expert:
+// expert e runs over tokens[offset[e], offset[e] + count[e]).
+struct Routing {
+  at::Tensor tokens;   // int64 [N * k]
+  at::Tensor weights;  // [N * k] in the model dtype
+  std::vector<int64_t> count;
+};
+
+// ---------------------------------------------------------------------------
+// Forward
+
+class ForwardPass {
+ public:
+  // `expert_parameters`: the parameters of one routed expert; the model's
+  // other parameters are read by every token.
+  ForwardPass(const MoeConfig& config, const Weights& w, int64_t parameters,
+              int64_t expert_parameters, ExecutionCounters* counters)
+      : c_(config),
+        w_(w),
+        shared_parameters_(parameters -
+                           config.num_hidden_layers * config.num_experts * expert_parameters),
+        expert_parameters_(expert_parameters),
+        counters_(counters) {}
+
+  at::Tensor Run(const at::Tensor& ids, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
+    const int64_t B = ids.size(0), T = ids.size(1);
+    if (counters_) {
+      counters_->experts_per_layer = c_.num_experts;
+      counters_->expert_tokens.assign(c_.num_hidden_layers * c_.num_experts, 0);
+      counters_->parameters_read += static_cast<double>(B * T * shared_parameters_);
+    }
+    at::Tensor h = w_.embed.index_select(0, ids.reshape(-1)).view({B, T, c_.hidden_size});
+    MakeRope(T, h.options());
+    // The additive causal mask: 0 on and below the diagonal, the dtype's
+    // lowest value above it.
+    mask_ = at::full({T, T}, LowestOf(h.scalar_type()), h.options()).triu(1);
+    size_t next_site = 0;
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+      const Layer& layer = w_.layers[l];
+      h = h + Attention(Rms(h, layer.input_norm), layer);
+      const at::Tensor x = Rms(h, layer.post_attention_norm).view({B * T, c_.hidden_size});
+      const bool last = l + 1 == c_.num_hidden_layers;
+      at::Tensor probs, gate;  // [N, E] float32; [N, 1] model dtype (qwen2_moe)
+      if (mode == CoefficientMode::kReplay) {
+        probs = (*coeff)[next_site++].reshape({B * T, c_.num_experts}).to(at::kFloat);
+        if (c_.has_shared_expert()) {
+          gate = (*coeff)[next_site++].reshape({B * T, 1}).to(x.scalar_type());
+        }
+      } else {
+        probs = at::softmax(Lin(x, Linear{layer.router, at::Tensor()}), 1, at::kFloat);
+        if (c_.has_shared_expert()) {
+          gate = at::sigmoid(Lin(x, Linear{layer.shared_gate, at::Tensor()}));
+        }
+        if (Records(mode)) {
+          coeff->push_back(probs.view({B, T, c_.num_experts}));
+          if (gate.defined()) coeff->push_back(gate.to(at::kFloat).view({B, T, 1}));
+        }
+        // The last router known, every coefficient is.
+        if (last && mode == CoefficientMode::kRecordOnly) break;
+      }
+      h = h + Moe(l, x, probs, gate).view({B, T, c_.hidden_size});
+    }
+    if (counters_) counters_->tokens += B * T;
+    if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
+    return Lin(Rms(h, w_.norm), Linear{w_.head, at::Tensor()});
+  }
+
+ private:
+  static double LowestOf(at::ScalarType t) {
+    return t == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                              : static_cast<double>(std::numeric_limits<float>::lowest());
+  }
+
+  at::Tensor Lin(const at::Tensor& x, const Linear& l) {
+    if (counters_) {
+      const double rows = static_cast<double>(x.numel() / std::max<int64_t>(x.size(-1), 1));
+      counters_->flops += 2.0 * rows * static_cast<double>(l.w.size(0) * l.w.size(1));
+    }
+    return at::linear(x, l.w, l.b);
+  }
+
+  // Upcast to float32, normalise, round back to the model dtype, then scale.
+  at::Tensor Rms(const at::Tensor& x, const at::Tensor& weight) const {
+    const at::Tensor xf = x.to(at::kFloat);
+    const at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
+    return weight * (xf * at::rsqrt(var + c_.rms_norm_eps)).to(x.scalar_type());
+  }
+
+  // inv_freq = 1 / theta^(2i / head_dim) and the angles in float32, the
+  // frequencies repeated for both halves, cos and sin rounded to the dtype.
+  void MakeRope(int64_t T, const at::TensorOptions& options) {
+    const int64_t hd = c_.head_dim();
+    const auto f32 = options.dtype(at::kFloat);
+    const at::Tensor exponents = at::arange(0, hd, 2, options.dtype(at::kLong)).to(at::kFloat) / hd;
+    const at::Tensor inv_freq = at::reciprocal(at::pow(c_.rope_theta, exponents));
+    const at::Tensor freqs = at::outer(at::arange(T, f32), inv_freq);  // [T, hd/2]
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);
+    cos_ = emb.cos().to(options.dtype()).view({1, 1, T, hd});
+    sin_ = emb.sin().to(options.dtype()).view({1, 1, T, hd});
+  }
+
+  // x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1).
+  at::Tensor Rotary(const at::Tensor& x) const {
+    const int64_t half = x.size(-1) / 2;
+    const at::Tensor rotated = at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+    return x * cos_ + rotated * sin_;
+  }
+
+  // [B, KV, T, hd] -> [B, H, T, hd], each key/value head shared by H/KV
+  // query heads in turn.
+  at::Tensor RepeatKv(const at::Tensor& x) const {
+    const int64_t rep = c_.num_attention_heads / c_.num_key_value_heads;
+    if (rep == 1) return x;
+    const int64_t B = x.size(0), KV = x.size(1), T = x.size(2), hd = x.size(3);
+    return x.unsqueeze(2).expand({B, KV, rep, T, hd}).reshape({B, KV * rep, T, hd});
+  }
+
+  at::Tensor Attention(const at::Tensor& x, const Layer& l) {
+    const int64_t B = x.size(0), T = x.size(1), H = c_.num_attention_heads,
+                  KV = c_.num_key_value_heads, hd = c_.head_dim();
+    at::Tensor q = Lin(x, l.q), k = Lin(x, l.k), v = Lin(x, l.v);
+    if (c_.has_qk_norm()) {
+      q = Rms(q, l.q_norm);
+      k = Rms(k, l.k_norm);
+    }
+    if (c_.clip_qkv) {
+      const double clip = *c_.clip_qkv;
+      q = q.clamp(-clip, clip);
+      k = k.clamp(-clip, clip);
+      v = v.clamp(-clip, clip);
+    }
+    q = Rotary(q.view({B, T, H, hd}).transpose(1, 2));
+    k = RepeatKv(Rotary(k.view({B, T, KV, hd}).transpose(1, 2)));
+    v = RepeatKv(v.view({B, T, KV, hd}).transpose(1, 2));
+    at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(hd));
+    scores = scores + mask_;
+    const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+    const at::Tensor ctx = at::matmul(probs, v);
+    if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
+    return Lin(ctx.transpose(1, 2).contiguous().reshape({B, T, H * hd}), l.o);
+  }
+
+  // The top-k of `probs` [N, E] float32 by a stable descending sort (ties go
+  // to the lower expert index), renormalised when configured, cast to the
+  // model dtype, and grouped per expert in the order (slot, token).
+  Routing Route(const at::Tensor& probs, at::ScalarType dtype) const {
+    const int64_t N = probs.size(0);
+    auto [w, experts] = RouterTopK(probs, c_.num_experts_per_tok);
+    if (c_.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
+    w = w.to(dtype);
+    // Slot-major positions p = slot * N + token, grouped by expert; a stable
+    // sort keeps each expert's positions in increasing order.
+    const at::Tensor flat = experts.t().reshape(-1);
+    const at::Tensor pos = std::get<1>(at::sort(flat, /*stable=*/true, 0, false));
+    Routing r;
+    r.tokens = pos.remainder(N);
+    r.weights = w.t().reshape(-1).index_select(0, pos);
+    const at::Tensor count = at::bincount(flat, {}, c_.num_experts).cpu();
+    const int64_t* data = count.data_ptr<int64_t>();
+    r.count.assign(data, data + c_.num_experts);
+    return r;
+  }
+
+  at::Tensor RunMlp(const at::Tensor& x, const Mlp& m) {
+    return Lin(at::silu(Lin(x, m.gate)) * Lin(x, m.up), m.down);
+  }
+
+  // x [N, D] -> the MoE output [N, D]: each routed expert once over its
+  // tokens, weighted and added in expert order; the shared expert (qwen2_moe)
+  // scaled by its gate and added last.
+  at::Tensor Moe(int64_t layer, const at::Tensor& x, const at::Tensor& probs,
+                 const at::Tensor& gate) {
+    const Layer& l = w_.layers[layer];
+    const int64_t N = x.size(0);
+    const Routing r = Route(probs, x.scalar_type());
+    at::Tensor out = at::zeros_like(x);
+    int64_t offset = 0;
+    for (int64_t e = 0; e < c_.num_experts; ++e) {
+      const int64_t n = r.count[e];
+      if (n == 0) continue;
+      const at::Tensor tokens = r.tokens.slice(0, offset, offset + n);
+      const at::Tensor y = RunMlp(x.index_select(0, tokens), l.experts[e]) *
+                           r.weights.slice(0, offset, offset + n).unsqueeze(1);
+      out.index_add_(0, tokens, y);
+      offset += n;
+      if (counters_) {
+        counters_->expert_tokens[layer * c_.num_experts + e] += n;
+        counters_->parameters_read += static_cast<double>(n * expert_parameters_);
+      }
+    }
+    int64_t blocks_run = N * c_.num_experts_per_tok, blocks = N * c_.num_experts;
+    if (gate.defined()) {
+      out = out + gate * RunMlp(x, l.shared);
+      blocks_run += N;
+      blocks += N;
+    }
+    if (counters_) {
+      counters_->blocks_executed += blocks_run;
+      counters_->blocks_total += blocks;
+    }
+    return out;
+  }
+
+  const MoeConfig& c_;
+  const Weights& w_;
+  const int64_t shared_parameters_, expert_parameters_;
+  ExecutionCounters* counters_;
+  at::Tensor mask_;       // [T, T] additive causal mask
+  at::Tensor cos_, sin_;  // [1, 1, T, hd] in the model dtype
+};
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> RouterTopK(const at::Tensor& probs, int64_t k) {
+  auto sorted = at::sort(probs, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+  return {std::get<0>(sorted).slice(-1, 0, k), std::get<1>(sorted).slice(-1, 0, k)};
+}
+
+std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& c) {
+  const int64_t d = c.hidden_size, qw = c.num_attention_heads * c.head_dim(), kw = c.kv_width();
+  std::vector<WeightSpec> s;
+  s.push_back({"model.embed_tokens.weight", {c.vocab_size, d}});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    s.push_back({LayerName(l, "input_layernorm.weight"), {d}});
+    s.push_back({LayerName(l, "post_attention_layernorm.weight"), {d}});
+    const struct {
+      const char* name;
+      int64_t out, in;
+      bool bias;
+    } projections[] = {
+        {"q_proj", qw, d, c.attention_bias},
+        {"k_proj", kw, d, c.attention_bias},
+        {"v_proj", kw, d, c.attention_bias},
+        // Qwen2-MoE's o_proj has no bias; OLMoE's has one with attention_bias.
+        {"o_proj", d, qw, c.attention_bias && c.is_olmoe()},
+    };
+    for (const auto& p : projections) {
+      const std::string name = LayerName(l, absl::StrCat("self_attn.", p.name));
+      s.push_back({name + ".weight", {p.out, p.in}});
+      if (p.bias) s.push_back({name + ".bias", {p.out}});
+    }
+    if (c.has_qk_norm()) {
+      s.push_back({LayerName(l, "self_attn.q_norm.weight"), {qw}});
+      s.push_back({LayerName(l, "self_attn.k_norm.weight"), {kw}});
+    }
+    s.push_back({MoeName(c, l, "gate.weight"), {c.num_experts, d}});
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      AddMlp(&s, MoeName(c, l, absl::StrCat("experts.", e)), ExpertNames(c), d,
+             c.expert_intermediate_size);
+    }
+    if (c.has_shared_expert()) {
+      AddMlp(&s, LayerName(l, "mlp.shared_expert"), kSharedExpertNames, d,
+             c.shared_expert_intermediate_size);
+      s.push_back({LayerName(l, "mlp.shared_expert_gate.weight"), {1, d}});
+    }
+  }
+  s.push_back({"model.norm.weight", {d}});
+  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, d}});
+  return s;
+}
+
+struct MoeNet::Layout {
+  std::vector<at::Tensor> all;  // MoeWeightSpecs order
+  Weights w;
+};
+
+MoeNet::MoeNet(MoeConfig config, std::unique_ptr<Layout> layout, int64_t num_parameters)
+    : config_(std::move(config)), layout_(std::move(layout)), num_parameters_(num_parameters) {}
+
+MoeNet::~MoeNet() = default;
+
+const std::vector<at::Tensor>& MoeNet::weights() const { return layout_->all; }
+
+absl::StatusOr<std::unique_ptr<MoeNet>> MoeNet::Create(const MoeConfig& config,
+                                                       std::vector<at::Tensor> weights) {
+  const std::vector<WeightSpec> specs = MoeWeightSpecs(config);
+  if (weights.size() != specs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a %s model with this config has %d weight tensors, got %d",
+                        config.model_type, specs.size(), weights.size()));
+  }
+  std::map<std::string, at::Tensor> named;
+  int64_t parameters = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!weights[i].defined() || weights[i].sizes().vec() != specs[i].shape) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "weight '%s' must have shape [%s]", specs[i].name, absl::StrJoin(specs[i].shape, ", ")));
+    }
+    named[specs[i].name] = weights[i];
+    parameters += weights[i].numel();
+  }
+  auto layout = std::make_unique<Layout>();
+  layout->w = BindWeights(config, named);
+  layout->all = std::move(weights);
+  return std::unique_ptr<MoeNet>(new MoeNet(config, std::move(layout), parameters));
+}
+
+absl::StatusOr<at::Tensor> MoeNet::Forward(const at::Tensor& ids, CoefficientMode mode,
+                                           std::vector<at::Tensor>* coefficients,
+                                           ExecutionCounters* counters) const {
+  return GuardTorch(config_.model_type + " forward", [&]() -> absl::StatusOr<at::Tensor> {
+    return ForwardPass(config_, layout_->w, num_parameters_, expert_parameters(), counters)
+        .Run(ids, mode, coefficients);
+  });
+}
+
+absl::StatusOr<std::vector<TensorData>> InitMoeWeights(const MoeConfig& config,
+                                                       const InitOptions& options) {
+  return GuardTorch("initialising weights", [&]() -> absl::StatusOr<std::vector<TensorData>> {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+    auto ends_with = [](const std::string& s, const std::string& tail) {
+      return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    std::vector<TensorData> out;
+    for (const WeightSpec& spec : MoeWeightSpecs(config)) {
+      at::Tensor t;
+      if (ends_with(spec.name, "norm.weight")) {  // input_layernorm, q_norm, model.norm, ...
+        t = at::ones(spec.shape);
+      } else if (ends_with(spec.name, ".bias")) {
+        t = at::zeros(spec.shape);
+      } else {
+        t = at::normal(0.0, 1.0, spec.shape, gen) * options.init_std;
+      }
+      t = t.to(at::kFloat).contiguous();
+      out.push_back(TensorData{spec.name, DType::kF32, spec.shape,
+                               std::string(static_cast<const char*>(t.data_ptr()), t.nbytes())});
+    }
+    return out;
+  });
+}
+
+absl::Status WriteMoeModelDir(const std::string& dir, const MoeConfig& config,
+                              const std::vector<TensorData>& weights) {
+  return WriteModelFolder(dir, MoeConfigToJson(config), weights);
+}
+
+}  // namespace fca::engine
