@@ -408,11 +408,13 @@ TEST_F(DemoTest, ServerReproducesTrainingLogNll) {
   ASSERT_EQ(fca({"datasets", "upload", "--name=eval", (data / "eval.txt").string()}).exit_code, 0);
   ASSERT_EQ(fca({"datasets", "upload", "--name=calib", (data / "calib.txt").string()}).exit_code,
             0);
-  CommandResult audit = fca({"audit", "--models=featuregate-s1,featuregate-s2,featuregate-s3",
-                             "--eval=eval", "--calib=calib", "--interventions=correct",
-                             "--max_calib_windows=2", "--timing_repeats=0"});
+  CommandResult audit = fca(
+      {"audit", "--models=featuregate-s1,featuregate-s2,featuregate-s3,olmoe-s1", "--eval=eval",
+       "--calib=calib", "--interventions=correct", "--max_calib_windows=2", "--timing_repeats=0"});
   ASSERT_EQ(audit.exit_code, 0) << audit.out << audit.err;
-  for (const char* m : kSeeds) {
+  std::vector<std::string> trained(std::begin(kSeeds), std::end(kSeeds));
+  trained.push_back("olmoe-s1");
+  for (const std::string& m : trained) {
     SCOPED_TRACE(m);
     const json::Value log =
         ParseFile(fs::path(FCA_SOURCE_DIR) / "models" / m / "training_log.json");
@@ -422,8 +424,8 @@ TEST_F(DemoTest, ServerReproducesTrainingLogNll) {
     ASSERT_NE(result->Find("final_eval_windows"), nullptr);
     const double logged = result->Find("final_eval_nll_nats_per_byte")->as_double();
     EXPECT_LE(logged, 1.8);  // the bar for an honestly trained model
-    CommandResult q = fca({"results", "--job=1", std::string("--model=") + m,
-                           "--intervention=replay", "--metric=live_nll", "--format=json"});
+    CommandResult q = fca({"results", "--job=1", "--model=" + m, "--intervention=replay",
+                           "--metric=live_nll", "--format=json"});
     ASSERT_EQ(q.exit_code, 0) << q.err;
     auto rows = json::Parse(q.out);
     ASSERT_TRUE(rows.ok() && rows->as_array().size() == 1) << q.out;
