@@ -9,7 +9,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -330,10 +333,15 @@ absl::Status Server::BuildRunners() {
   own_core_ = std::make_unique<core::AuditServiceCore>(
       own_store_.get(), models_.get(), own_coordinator_.get(), own_hub_.get(), options_.limits);
   served_.core = own_core_.get();
-  if (workers_ != nullptr) {
-    const core::WorkerPool* pool = workers_.get();
-    own_core_->set_loaded_models([pool] { return pool->LoadedModels(); });
-  }
+  // Own workers ("local/N") and remote ones ("<worker>@<user>"): the
+  // names cannot collide (a remote name holds no '/').
+  const core::WorkerPool* pool = workers_.get();
+  core::Coordinator* remote = own_coordinator_.get();
+  own_core_->set_loaded_models([pool, remote] {
+    std::map<std::string, std::vector<std::string>> loaded = remote->RemoteLoadedModels();
+    if (pool != nullptr) loaded.merge(pool->LoadedModels());
+    return loaded;
+  });
   return absl::OkStatus();
 }
 

@@ -55,12 +55,14 @@ absl::StatusOr<std::optional<std::set<std::string>>> SeenProjects(const Caller& 
 }
 
 // Per model: the tasks of seen projects, the workers running them, and the
-// server's own workers holding the model loaded.
+// workers holding the model loaded (shown to every caller: a loaded model
+// names no project, owner or job).
 void AddModels(const std::vector<storage::ActiveTask>& tasks,
                const std::function<bool(const std::string&)>& seen, const LoadedModels& loaded,
                v1::GetQueueResponse* response) {
   std::map<std::string, v1::ModelQueue> models;
   std::map<std::string, std::set<std::string>> running_on;
+  std::map<std::string, std::set<std::string>> loaded_on;
   for (const storage::ActiveTask& task : tasks) {
     if (!seen(task.job_project)) continue;
     v1::ModelQueue& m = models[task.model];
@@ -73,11 +75,15 @@ void AddModels(const std::vector<storage::ActiveTask>& tasks,
   }
   if (loaded) {
     for (const auto& [worker, names] : loaded()) {
-      for (const std::string& name : names) models[name].add_loaded_on(worker);
+      for (const std::string& name : names) {
+        models[name];  // a row even without tasks
+        loaded_on[name].insert(worker);
+      }
     }
   }
   for (auto& [name, m] : models) {
     m.set_model(name);
+    for (const std::string& worker : loaded_on[name]) m.add_loaded_on(worker);
     for (const std::string& worker : running_on[name]) m.add_running_on(worker);
     *response->add_models() = std::move(m);
   }

@@ -126,8 +126,8 @@ class AuditServiceCore {
   // Before the server takes calls: the webhook RPCs' logic (nullptr, the
   // default: they are refused with FAILED_PRECONDITION).
   void set_webhooks(Webhooks* webhooks) { webhooks_ = webhooks; }
-  // Before the server takes calls: what its own workers hold loaded, for
-  // GetQueue (unset, the default: no workers of its own).
+  // Before the server takes calls: what its own and remote workers hold
+  // loaded, for GetQueue (unset, the default: nothing shown loaded).
   void set_loaded_models(LoadedModels loaded) { loaded_models_ = std::move(loaded); }
   // Before the server takes calls: the retention days of projects that set
   // none (the default: keep forever).

@@ -202,6 +202,7 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   v1::ClaimTaskRequest request;
   request.set_worker(worker);
   request.set_task_id(task_id);
+  AddLoadedModels(request.mutable_loaded_models());
   v1::ClaimTaskResponse response;
   // Not retried for long: the worker polls again anyway.
   FCA_RETURN_IF_ERROR(WithRetries(
@@ -226,10 +227,18 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   return std::optional<core::TaskAssignment>(std::move(out));
 }
 
+void RemoteBroker::AddLoadedModels(google::protobuf::RepeatedPtrField<std::string>* out) const {
+  if (!options_.loaded_models) return;
+  const std::vector<std::string> names = options_.loaded_models();
+  const size_t sent = std::min(names.size(), static_cast<size_t>(core::kMaxLoadedModels));
+  out->Add(names.begin(), names.begin() + sent);
+}
+
 absl::StatusOr<bool> RemoteBroker::Renew(const core::Lease& lease) {
   v1::RenewLeaseRequest request;
   request.set_worker(options_.worker);
   SetLease(lease, request.mutable_lease());
+  AddLoadedModels(request.mutable_loaded_models());
   v1::RenewLeaseResponse response;
   FCA_RETURN_IF_ERROR(
       WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {

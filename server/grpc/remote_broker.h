@@ -17,8 +17,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -44,6 +46,10 @@ class RemoteBroker final : public core::TaskBroker {
     std::chrono::milliseconds retry_window{30000};
     std::chrono::milliseconds initial_backoff{100};
     std::chrono::milliseconds max_backoff{2000};
+    // The models the worker holds loaded now, sent with every ClaimTask and
+    // RenewLease (at most core::kMaxLoadedModels of them) for GetQueue's
+    // loaded_on; unset: none are reported.
+    std::function<std::vector<std::string>()> loaded_models;
   };
   // INVALID_ARGUMENT for an empty address or worker name.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteBroker>> Create(const Options& options);
@@ -92,6 +98,8 @@ class RemoteBroker final : public core::TaskBroker {
   [[nodiscard]] absl::Status SendRelease(const core::Lease& lease, const absl::Status& reason,
                                          bool refund, bool refused);
   void LogCacheError(const char* what, const absl::Status& status);
+  // Options::loaded_models into a request's loaded_models.
+  void AddLoadedModels(google::protobuf::RepeatedPtrField<std::string>* out) const;
 
   Options options_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -72,6 +73,18 @@ absl::Status FromProto(const v1::Outcome& outcome, size_t max_bytes, absl::Statu
   }
   *out = absl::Status(static_cast<absl::StatusCode>(outcome.code()), outcome.message());
   return absl::OkStatus();
+}
+
+// ClaimTask's and RenewLease's loaded_models, for the coordinator (which
+// drops names it does not hold); a longer list than any worker sends is
+// refused, so a client cannot make the server copy an unbounded one.
+absl::StatusOr<std::vector<std::string>> LoadedModels(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  if (names.size() > core::kMaxLoadedModels) {
+    return absl::InvalidArgumentError(absl::StrFormat("loaded_models lists %d names; at most %d",
+                                                      names.size(), core::kMaxLoadedModels));
+  }
+  return std::vector<std::string>(names.begin(), names.end());
 }
 
 core::Lease LeaseOf(const storage::TaskClaim& claim) {
@@ -151,6 +164,8 @@ grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx, const v1::Cl
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const std::string holder, Holder(*ctx, req->worker()));
     if (req->task_id() < 0) return absl::InvalidArgumentError("task_id must be >= 0");
+    FCA_ASSIGN_OR_RETURN(const std::vector<std::string> loaded, LoadedModels(req->loaded_models()));
+    coordinator_->WorkerLoaded(holder, loaded);
     FCA_RETURN_IF_ERROR(coordinator_->ReleaseLost(holder));
     FCA_ASSIGN_OR_RETURN(std::optional<core::TaskAssignment> task,
                          coordinator_->ClaimChecked(holder, req->task_id(),
@@ -176,7 +191,10 @@ grpc::Status WorkerServiceImpl::RenewLease(grpc::ServerContext* ctx,
                                            const v1::RenewLeaseRequest* req,
                                            v1::RenewLeaseResponse* resp) {
   return Call([&]() -> absl::Status {
-    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
+    FCA_ASSIGN_OR_RETURN(const std::string holder, Holder(*ctx, req->worker()));
+    FCA_ASSIGN_OR_RETURN(const std::vector<std::string> loaded, LoadedModels(req->loaded_models()));
+    FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, HeldLease(holder, req->lease()));
+    coordinator_->WorkerLoaded(holder, loaded);
     const core::Lease lease = LeaseOf(claim);
     FCA_ASSIGN_OR_RETURN(const bool stop, coordinator_->Renew(lease));
     resp->set_stop(stop);

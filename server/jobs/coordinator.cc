@@ -59,7 +59,11 @@ storage::JobState EndState(const absl::Status& outcome) {
 }  // namespace
 
 Coordinator::Coordinator(storage::Store* store, EventHub* hub, Options options)
-    : store_(store), hub_(hub), options_(std::move(options)), refusals_(options_.refusal_backoff) {}
+    : store_(store),
+      hub_(hub),
+      options_(std::move(options)),
+      refusals_(options_.refusal_backoff),
+      remote_loaded_(options_.lease) {}
 
 Coordinator::~Coordinator() { Stop(); }
 
@@ -258,6 +262,27 @@ int64_t Coordinator::NowUs() const {
 }
 
 void Coordinator::WorkerSeen(const std::string& worker) { refusals_.Seen(worker, NowUs()); }
+
+void Coordinator::WorkerLoaded(const std::string& worker, const std::vector<std::string>& models) {
+  remote_loaded_.Report(worker, models, NowUs());
+}
+
+std::map<std::string, std::vector<std::string>> Coordinator::RemoteLoadedModels() {
+  std::map<std::string, std::vector<std::string>> loaded = remote_loaded_.Live(NowUs());
+  if (loaded.empty()) return loaded;
+  std::vector<std::string> known;
+  if (options_.models != nullptr) known = options_.models->Names();  // sorted
+  for (auto it = loaded.begin(); it != loaded.end();) {
+    std::vector<std::string>& names = it->second;
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [&](const std::string& name) {
+                                 return !std::binary_search(known.begin(), known.end(), name);
+                               }),
+                names.end());
+    it = names.empty() ? loaded.erase(it) : std::next(it);
+  }
+  return loaded;
+}
 
 void Coordinator::LogCacheError(int64_t job_id, const char* what, const absl::Status& status) {
   {

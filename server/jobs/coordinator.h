@@ -48,6 +48,7 @@
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/jobs/event_hub.h"
 #include "server/jobs/refusals.h"
+#include "server/jobs/remote_loaded.h"
 #include "server/worker/model_repository.h"
 #include "server/worker/task_broker.h"
 #include "storage/store.h"
@@ -176,6 +177,14 @@ class Coordinator : public TaskBroker {
   // `worker` is live (it registered): a task it has not refused is not
   // failed for want of workers.
   void WorkerSeen(const std::string& worker);
+  // A remote worker's report of the models it holds loaded (ClaimTask,
+  // RenewLease); see remote_loaded.h.
+  void WorkerLoaded(const std::string& worker, const std::vector<std::string>& models);
+  // The models each remote worker that called within the last lease holds
+  // loaded, by worker, only those the coordinator's model folder holds
+  // (Options::models; none when unset): a worker cannot make GetQueue show
+  // a name ListModels does not.
+  std::map<std::string, std::vector<std::string>> RemoteLoadedModels();
 
   // The owner of the job a lease belongs to (the gRPC layer checks that a
   // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
@@ -248,6 +257,7 @@ class Coordinator : public TaskBroker {
   std::map<int64_t, std::shared_ptr<const v1::AuditSpec>> specs_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);
   Refusals refusals_;
+  RemoteLoaded remote_loaded_;
   absl::Mutex ends_mu_;
   std::vector<TaskEnd> pending_ends_ ABSL_GUARDED_BY(ends_mu_);
 };

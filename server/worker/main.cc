@@ -203,6 +203,9 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   repository.weights_hash_cache = weights_hash_cache.get();
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<core::ModelRepository> models,
                        core::ModelRepository::Open(repository));
+  // GetQueue's loaded_on: where a task of a model starts without a load.
+  const core::ModelRepository* loaded = models.get();
+  broker_options.loaded_models = [loaded] { return loaded->LoadedNames(); };
 
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<grpc_server::RemoteBroker> broker,
                        grpc_server::RemoteBroker::Create(broker_options));

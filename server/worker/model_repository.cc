@@ -400,6 +400,15 @@ bool ModelRepository::IsLoaded(const std::string& name) const {
   return it != entries_.end() && it->second.model != nullptr;
 }
 
+std::vector<std::string> ModelRepository::LoadedNames() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : entries_) {
+    if (entry.model != nullptr) names.push_back(name);
+  }
+  return names;
+}
+
 int64_t ModelRepository::resident_bytes() const {
   absl::MutexLock lock(&mu_);
   return resident_bytes_;

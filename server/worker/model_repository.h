@@ -146,6 +146,9 @@ class ModelRepository {
   int64_t loads_attempted() const;
   // Whether the repository holds `name` loaded now.
   bool IsLoaded(const std::string& name) const;
+  // The models it holds loaded now, in name order (no folder is read: a
+  // remote worker sends this with every poll).
+  std::vector<std::string> LoadedNames() const;
   // Estimated bytes of the models the repository holds or is loading.
   int64_t resident_bytes() const;
 

@@ -24,6 +24,11 @@
 
 namespace fca::core {
 
+// The most model names a worker reports holding loaded in one ClaimTask or
+// RenewLease (worker_service.proto loaded_models): fca-worker sends at most
+// this many, the coordinator refuses a longer list (INVALID_ARGUMENT).
+inline constexpr int kMaxLoadedModels = 64;
+
 struct Lease {
   int64_t task_id = 0;
   int64_t lease_seq = 0;

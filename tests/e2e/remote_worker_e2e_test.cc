@@ -6,7 +6,8 @@
 // worker protocol through raw stubs (each refused with its code; the server
 // keeps serving), and workers with a stale copy of a model refusing its
 // task without spending its attempts (a good worker runs it; with none, the
-// job fails naming them).
+// job fails naming them), and GetQueue showing the models remote workers
+// hold loaded until they stop calling.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -36,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kUserKey[] = "alice-key-0123456789abcdef";
 constexpr char kWorkerKey[] = "pool-worker-key-0123456789";
+constexpr char kCarolKey[] = "carol-key-0123456789abcdef";  // a member of no project of alice's
 
 std::string g_root;  // models/, other-models/, data/, keys, per-test databases
 
@@ -149,8 +151,8 @@ class RemoteWorkerE2ETest : public ::testing::Test {
     WriteFile(g_root + "/data/eval.txt", RandomWords(16 * 40, 1));
     WriteFile(g_root + "/data/calib.txt", RandomWords(16 * 30, 2));
     WriteFile(g_root + "/data/long.txt", RandomWords(16 * 160, 3));
-    WriteFile(g_root + "/keys",
-              std::string(kUserKey) + " alice user\n" + kWorkerKey + " pool worker\n");
+    WriteFile(g_root + "/keys", std::string(kUserKey) + " alice user\n" + kWorkerKey +
+                                    " pool worker\n" + kCarolKey + " carol user\n");
     fs::permissions(g_root + "/keys", fs::perms::owner_read | fs::perms::owner_write);
     WriteFile(g_root + "/worker.key", std::string(kWorkerKey) + "\n");
     fs::permissions(g_root + "/worker.key", fs::perms::owner_read | fs::perms::owner_write);
@@ -728,6 +730,127 @@ TEST_F(RemoteWorkerE2ETest, OnlyStaleWorkersFailTheJobNamingThem) {
   }
   EXPECT_TRUE(Results(c, job).empty());
   StopAll({stale1.get(), stale2.get()}, &client, server.get());
+}
+
+// GetQueue as `key` sees it; fails the test on an error.
+v1::GetQueueResponse Queue(Client& c, const std::string& key) {
+  v1::GetQueueResponse response;
+  const grpc::Status status = c.audit->GetQueue(Ctx(key).get(), v1::GetQueueRequest(), &response);
+  EXPECT_TRUE(status.ok()) << Describe(status);
+  return response;
+}
+
+// model -> loaded_on, for the models some worker holds.
+std::map<std::string, std::vector<std::string>> LoadedOn(const v1::GetQueueResponse& q) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const v1::ModelQueue& m : q.models()) {
+    if (!m.loaded_on().empty()) out[m.model()] = {m.loaded_on().begin(), m.loaded_on().end()};
+  }
+  return out;
+}
+
+// Polls GetQueue as `key` until `done` or `seconds` pass; returns the last.
+v1::GetQueueResponse WaitQueue(Client& c, const std::string& key, int seconds,
+                               const std::function<bool(const v1::GetQueueResponse&)>& done) {
+  v1::GetQueueResponse q;
+  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+  while (Clock::now() < deadline) {
+    q = Queue(c, key);
+    if (done(q)) return q;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "GetQueue still " << q.ShortDebugString() << " after " << seconds << " s";
+  return q;
+}
+
+// (g) A remote worker that ran a task holds its model loaded and says so
+// with every poll: GetQueue's loaded_on names it ("<worker>@<key user>") to
+// every caller, while a non-member learns no project, owner or job through
+// the rest. Names the server does not hold show nothing; an overlong list
+// is refused. A lease after a worker's last call it is forgotten.
+TEST_F(RemoteWorkerE2ETest, GetQueueShowsTheModelsRemoteWorkersHoldLoaded) {
+  auto server = StartServer({"--workers=0", "--lease_seconds=2"});
+  ASSERT_NE(server, nullptr);
+  auto client = std::make_unique<Client>(server->address());
+  Client& c = *client;
+  Upload(c, "eval", "eval.txt");
+  Upload(c, "calib", "calib.txt");
+  EXPECT_TRUE(LoadedOn(Queue(c, kUserKey)).empty()) << "nothing is loaded before a task ran";
+
+  auto holder = StartWorker(server->address(), "holder");
+  const int64_t job = Submit(c, Spec({"fg-a"}, "eval"));
+  const v1::Job done = WaitJob(c, job, 60);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  using Loaded = std::map<std::string, std::vector<std::string>>;
+  const Loaded after_task = {{"fg-a", {"holder@pool"}}};
+  // Its next poll after the task reports the model.
+  v1::GetQueueResponse q = WaitQueue(
+      c, kUserKey, 30, [&](const v1::GetQueueResponse& r) { return LoadedOn(r) == after_task; });
+  EXPECT_EQ(LoadedOn(q), after_task);
+
+  // A raw worker, polling like fca-worker, reports names the server does
+  // not hold (a model it lacks, names no folder could have) next to one it
+  // does: only that one is shown, once, next to the other worker's.
+  v1::ClaimTaskRequest raw;
+  raw.set_worker("raw");
+  raw.set_task_id(1000000);  // no such task: nothing is claimed
+  for (const std::string& name :
+       {std::string("no-such-model"), std::string("../models/fg-a"), std::string(5000, 'x'),
+        std::string("fg-b"), std::string("fg-b")}) {
+    raw.add_loaded_models(name);
+  }
+  const auto report = [&] {
+    v1::ClaimTaskResponse claimed;
+    const grpc::Status status = c.worker->ClaimTask(Ctx(kWorkerKey).get(), raw, &claimed);
+    EXPECT_TRUE(status.ok()) << Describe(status);
+    EXPECT_FALSE(claimed.has_assignment());
+  };
+  const Loaded both = {{"fg-a", {"holder@pool"}}, {"fg-b", {"raw@pool"}}};
+  q = WaitQueue(c, kUserKey, 30, [&](const v1::GetQueueResponse& r) {
+    if (LoadedOn(r) == both) return true;
+    report();
+    return false;
+  });
+  EXPECT_EQ(LoadedOn(q), both);
+  // More names than any worker sends: refused, the server serves on.
+  v1::ClaimTaskRequest flood;
+  flood.set_worker("flood");
+  for (int i = 0; i < 65; ++i) flood.add_loaded_models("fg-a");
+  v1::ClaimTaskResponse claimed;
+  const grpc::Status refused = c.worker->ClaimTask(Ctx(kWorkerKey).get(), flood, &claimed);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(refused);
+  EXPECT_NE(refused.error_message().find("at most 64"), std::string::npos) << Describe(refused);
+  holder->Signal(SIGTERM);
+  EXPECT_EQ(holder->Wait(20), 0) << holder->Stderr();
+
+  // alice's job waits in her personal project (no worker runs now): carol,
+  // no member of it, sees the loaded model but no project name, owner, job
+  // or the job's model; alice sees her job and its model.
+  const int64_t waiting = Submit(c, Spec({"fg-wide"}, "eval"));
+  const v1::GetQueueResponse seen = WaitQueue(c, kCarolKey, 30, [&](const v1::GetQueueResponse& r) {
+    if (LoadedOn(r).count("fg-b") > 0) return true;
+    report();
+    return false;
+  });
+  EXPECT_EQ(LoadedOn(seen)["fg-b"], std::vector<std::string>{"raw@pool"})
+      << seen.ShortDebugString();
+  EXPECT_EQ(seen.jobs_size(), 0);
+  ASSERT_EQ(seen.projects_size(), 1) << seen.ShortDebugString();
+  EXPECT_EQ(seen.projects(0).project(), "");
+  EXPECT_EQ(seen.projects(0).queued_jobs(), 1);
+  for (const v1::ModelQueue& m : seen.models()) EXPECT_NE(m.model(), "fg-wide");
+  EXPECT_EQ(seen.ShortDebugString().find("alice"), std::string::npos) << seen.ShortDebugString();
+  q = Queue(c, kUserKey);
+  ASSERT_EQ(q.jobs_size(), 1);
+  EXPECT_EQ(q.jobs(0).job_id(), waiting);
+  EXPECT_EQ(q.jobs(0).position(), 1);
+
+  // Neither worker calls again: a lease (2 s) later both are forgotten.
+  q = WaitQueue(c, kUserKey, 30, [](const v1::GetQueueResponse& r) { return LoadedOn(r).empty(); });
+  EXPECT_TRUE(LoadedOn(q).empty()) << q.ShortDebugString();
+  client.reset();  // the drain would wait for its connection
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(20), 0);
 }
 
 }  // namespace
