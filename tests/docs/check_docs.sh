@@ -19,13 +19,10 @@ fail() {
 }
 
 results=(docs/results/report.txt docs/results/report_rows.txt docs/results/size_trend.txt
-  docs/results/training_log_check.txt docs/results/calib_report.txt docs/results/calib_report_rows.txt)
+  docs/results/training_log_check.txt docs/results/calib_report.txt docs/results/calib_report_rows.txt
+  docs/results/moe_report.txt docs/results/moe_report_rows.txt)
 for f in "${results[@]}"; do
   [ -s "$f" ] || fail "$f is missing or empty (scripts/record_results.sh writes it)"
-done
-# The mixture of experts' audit (issue 24): searched once recorded.
-for f in docs/results/moe_report.txt docs/results/moe_report_rows.txt; do
-  if [ -s "$f" ]; then results+=("$f"); fi
 done
 
 section=$(sed -n '/<!-- results: begin -->/,/<!-- results: end -->/p' README.md)
