@@ -225,6 +225,44 @@ absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
   return row ? stmt.ColumnInt(0) : 0;
 }
 
+absl::Status Store::MarkEndUnobserved(int64_t job_id) {
+  FCA_RETURN_IF_ERROR(Inject("mark_end_unobserved"));
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(Statement mark,
+                       db_->Prepare("UPDATE jobs SET end_unobserved = 1 WHERE id = ?1",
+                                    "mark a job's end unobserved"));
+  mark.BindInt(1, job_id);
+  FCA_RETURN_IF_ERROR(mark.Run());
+  return db_->changes() == 0 ? NotFound(job_id) : absl::OkStatus();
+}
+
+absl::Status Store::MarkEndObserved(int64_t job_id) {
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(Statement mark,
+                       db_->Prepare("UPDATE jobs SET end_unobserved = 0 WHERE id = ?1",
+                                    "mark a job's end observed"));
+  mark.BindInt(1, job_id);
+  FCA_RETURN_IF_ERROR(mark.Run());
+  return db_->changes() == 0 ? NotFound(job_id) : absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> Store::UnobservedEnds(int limit) {
+  if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(Statement find,
+                       db_->Prepare("SELECT id FROM jobs WHERE end_unobserved = 1 ORDER BY id "
+                                    "LIMIT ?1",
+                                    "find unobserved job ends"));
+  find.BindInt(1, limit);
+  std::vector<int64_t> ids;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
+    if (!row) break;
+    ids.push_back(find.ColumnInt(0));
+  }
+  return ids;
+}
+
 absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std::string& error) {
   if (!IsTerminal(state)) {
     return absl::InvalidArgumentError("a job can only finish as SUCCEEDED, FAILED or CANCELLED");

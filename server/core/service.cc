@@ -459,8 +459,7 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJobUnrecorded(
     job = store_->RequestCancel(request.job_id());
     if (!job.ok() || job->state != storage::JobState::kCancelled) return job.status();
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job->id, cancelled.SerializeAsString()));
-    coordinator_->ObserveEnd(*job);
-    return absl::OkStatus();
+    return coordinator_->ObserveEnd(*job);
   });
   if (absl::IsFailedPrecondition(written)) {
     return absl::FailedPreconditionError(
