@@ -425,9 +425,18 @@ const char* const kVersion9[] = {
     nullptr,
 };
 
+// Version 10: jobs.end_unobserved, 1 while a job's end still waits for its
+// observer's writes (webhook deliveries) after the enqueue that ended it
+// failed (Store::MarkEndUnobserved); the coordinator's sweep retries them.
+const char* const kVersion10[] = {
+    "ALTER TABLE jobs ADD COLUMN end_unobserved INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX jobs_end_unobserved ON jobs(id) WHERE end_unobserved = 1",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
     {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
-    {6, kVersion6}, {7, kVersion7}, {8, kVersion8}, {9, kVersion9},
+    {6, kVersion6}, {7, kVersion7}, {8, kVersion8}, {9, kVersion9}, {10, kVersion10},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

@@ -91,8 +91,8 @@ struct StoreOptions {
   // "get_coefficients", "upload", "delete", "lookup_api_key", "add_api_key",
   // "note_api_key_use", "revoke_api_key", "rotate_api_key",
   // "append_audit_log", "purge_audit_log", "add_webhook", "remove_webhook",
-  // "enqueue_webhook", "record_webhook_attempt", "membership": creating a
-  // project and changing its members); a non-OK
+  // "enqueue_webhook", "record_webhook_attempt", "mark_end_unobserved",
+  // "membership": creating a project and changing its members); a non-OK
   // status is returned by that call as if SQLite had failed, and nothing is
   // written.
   std::function<absl::Status(std::string_view op)> fault_injector;
@@ -294,6 +294,15 @@ class Store {
   // pages, even on a full disk: see disk_reserve_bytes); FAILED_PRECONDITION
   // while it is QUEUED or RUNNING (cancel it first), NOT_FOUND when absent.
   [[nodiscard]] absl::Status DeleteJob(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // A job's end whose observer (the coordinator's: webhook deliveries)
+  // failed is marked in the transaction that ends it, and unmarked in the
+  // one that observes it later (server/jobs/coordinator.h ObserveEnd), so no
+  // end goes unobserved and none is observed twice. NOT_FOUND when absent.
+  [[nodiscard]] absl::Status MarkEndUnobserved(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status MarkEndObserved(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The marked jobs, oldest first, at most `limit`.
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> UnobservedEnds(int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---------------------------------------------------- Tasks (store_tasks.cc)
   // A job's tasks are claimed by workers under leases. The lease of a task

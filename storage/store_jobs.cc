@@ -94,6 +94,17 @@ bool FiltersByModelOnly(const JobFilter& f) {
          !f.created_after_us.has_value() && !f.created_before_us.has_value();
 }
 
+// jobs.end_unobserved of job `job_id` (Store::MarkEndUnobserved).
+absl::Status SetEndUnobserved(Database& db, int64_t job_id, bool unobserved) {
+  FCA_ASSIGN_OR_RETURN(Statement mark,
+                       db.Prepare("UPDATE jobs SET end_unobserved = ?2 WHERE id = ?1",
+                                  "mark a job's end (un)observed"));
+  mark.BindInt(1, job_id);
+  mark.BindInt(2, unobserved ? 1 : 0);
+  FCA_RETURN_IF_ERROR(mark.Run());
+  return db.changes() == 0 ? NotFound(job_id) : absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) {
@@ -223,6 +234,34 @@ absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
   where.BindAll(stmt);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   return row ? stmt.ColumnInt(0) : 0;
+}
+
+absl::Status Store::MarkEndUnobserved(int64_t job_id) {
+  FCA_RETURN_IF_ERROR(Inject("mark_end_unobserved"));
+  RecursiveMutexLock lock(&mu_);
+  return SetEndUnobserved(*db_, job_id, true);
+}
+
+absl::Status Store::MarkEndObserved(int64_t job_id) {
+  RecursiveMutexLock lock(&mu_);
+  return SetEndUnobserved(*db_, job_id, false);
+}
+
+absl::StatusOr<std::vector<int64_t>> Store::UnobservedEnds(int limit) {
+  if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
+  RecursiveMutexLock lock(&mu_);
+  FCA_ASSIGN_OR_RETURN(Statement find,
+                       db_->Prepare("SELECT id FROM jobs WHERE end_unobserved = 1 ORDER BY id "
+                                    "LIMIT ?1",
+                                    "find unobserved job ends"));
+  find.BindInt(1, limit);
+  std::vector<int64_t> ids;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
+    if (!row) break;
+    ids.push_back(find.ColumnInt(0));
+  }
+  return ids;
 }
 
 absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std::string& error) {

@@ -257,6 +257,24 @@ class Client:
             raise errors.DataLoss("ExportCoefficients sent no header", grpc.StatusCode.DATA_LOSS)
         return Coefficients(header, b"".join(chunks))
 
+    # --- the queue (docs/user-guide.md "The queue")
+    def queue(self, as_frame=True):
+        """GetQueue, what `fca queue` shows: a dict with the totals over the
+        whole server (`queued_jobs`, `running_jobs`, `queued_tasks`,
+        `running_tasks`) and three tables: `models` (per model its queued and
+        running tasks; `loaded_on`, `running_on`: lists of workers),
+        `projects` (per project its queued and running jobs and tasks; the
+        row with project "" sums the projects the caller is no member of) and
+        `jobs` (the caller's queued and running jobs, an admin's every one,
+        oldest first; `position` 1 = next, 0 when none of its tasks waits;
+        `tasks_ahead`: waiting tasks of older jobs, of any project)."""
+        reply = self._unary("GetQueue", pb.GetQueueRequest())
+        tables = {"models": pb.ModelQueue, "projects": pb.ProjectQueue, "jobs": pb.QueuedJob}
+        queue = frames.row(reply, skip=tuple(tables))
+        for field, message in tables.items():
+            queue[field] = _maybe_frame(getattr(reply, field), message.DESCRIPTOR, as_frame)
+        return queue
+
     # --- projects (docs/user-guide.md "Projects")
     def create_project(self, name, owner=""):
         """Creates a shared project; `owner` its first owner [the caller].

@@ -429,10 +429,11 @@ absl::StatusOr<storage::JobFilter> AuditServiceCore::JobFilterFor(
 absl::StatusOr<v1::ListJobsResponse> AuditServiceCore::ListJobs(
     const Caller& caller, const v1::ListJobsRequest& request) {
   FCA_ASSIGN_OR_RETURN(const storage::JobFilter filter, JobFilterFor(caller, request));
-  if (request.page_size() < 0 || request.page_size() > 500) {
-    return absl::InvalidArgumentError("page_size must be in [0, 500]");
+  if (request.page_size() < 0 || request.page_size() > kMaxJobsPerPage) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("page_size must be in [0, %d]", kMaxJobsPerPage));
   }
-  const int page_size = request.page_size() == 0 ? 50 : request.page_size();
+  const int page_size = request.page_size() == 0 ? kDefaultJobsPerPage : request.page_size();
   FCA_ASSIGN_OR_RETURN(storage::JobPage page,
                        store_->ListJobs(filter, page_size, request.page_token()));
   v1::ListJobsResponse response;
@@ -458,8 +459,7 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJobUnrecorded(
     job = store_->RequestCancel(request.job_id());
     if (!job.ok() || job->state != storage::JobState::kCancelled) return job.status();
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job->id, cancelled.SerializeAsString()));
-    coordinator_->ObserveEnd(*job);
-    return absl::OkStatus();
+    return coordinator_->ObserveEnd(*job);
   });
   if (absl::IsFailedPrecondition(written)) {
     return absl::FailedPreconditionError(

@@ -152,6 +152,7 @@ void Coordinator::SweepOnce() {
   RetryPendingEnds();
   ExpireLeases();
   SettleJobs();
+  ObserveUnobservedEnds();
   if (executor_ != nullptr) executor_->Sweep();
 }
 
@@ -184,8 +185,8 @@ void Coordinator::SettleJobs() {
     absl::StatusOr<std::optional<storage::Store::Settled>> settled;
     const absl::Status ended = store_->Transaction([&]() -> absl::Status {
       settled = store_->SettleJob(id, EndEventPayload);
-      if (settled.ok() && settled->has_value()) ObserveEnd((*settled)->job);
-      return settled.status();
+      if (!settled.ok() || !settled->has_value()) return settled.status();
+      return ObserveEnd((*settled)->job);
     });
     if (settled.ok() && !ended.ok()) settled = ended;  // the commit failed
     if (!settled.ok()) {
@@ -202,11 +203,37 @@ void Coordinator::SettleJobs() {
   if (!ids->empty()) LogIfError("optimizing the store", store_->Optimize());
 }
 
-void Coordinator::ObserveEnd(const storage::JobRecord& job) {
-  if (!end_observer_) return;
+absl::Status Coordinator::ObserveEnd(const storage::JobRecord& job) {
+  if (!end_observer_) return absl::OkStatus();
   // Nested: a failure undoes the observer's writes only.
   const absl::Status observed = store_->Transaction([&] { return end_observer_(job); });
-  if (!observed.ok()) LogError(job.id, "cannot enqueue the notices of its end", observed);
+  if (observed.ok()) return absl::OkStatus();
+  LogError(job.id, "cannot enqueue the notices of its end yet (the sweep tries again)", observed);
+  return store_->MarkEndUnobserved(job.id);
+}
+
+void Coordinator::ObserveUnobservedEnds() {
+  if (!end_observer_) return;
+  // At most this many per sweep, and none after a refusal: a store that
+  // refuses writes is not hammered.
+  constexpr int kPerSweep = 100;
+  absl::StatusOr<std::vector<int64_t>> ids = store_->UnobservedEnds(kPerSweep);
+  if (!ids.ok()) return;  // the next sweep tries again
+  for (int64_t id : *ids) {
+    // The observer's writes and the unmarking commit together, or neither.
+    const absl::Status observed = store_->Transaction([&]() -> absl::Status {
+      FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, store_->GetJob(id));
+      FCA_RETURN_IF_ERROR(end_observer_(job));
+      return store_->MarkEndObserved(id);
+    });
+    if (observed.ok()) {
+      LOG(INFO) << "job " << id << ": the notices of its end are enqueued";
+    } else if (Transient(observed)) {
+      return;  // the store is still refusing: the next sweep tries again
+    } else {
+      LogError(id, "cannot enqueue the notices of its end", observed);
+    }
+  }
 }
 
 void Coordinator::StopJob(int64_t job_id) {

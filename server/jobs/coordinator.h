@@ -114,12 +114,17 @@ class Coordinator : public TaskBroker {
   // Called with every job that ends (its tasks settled, or cancelled while
   // queued) inside the transaction that ends it, so what it writes (webhook
   // deliveries) commits with the end. Its error is logged and undoes only
-  // its own writes: the job ends anyway. Set before Start.
+  // its own writes: the job ends anyway, marked (Store::MarkEndUnobserved),
+  // and every sweep calls the observer again on the marked jobs, each in a
+  // transaction that unmarks it, until one commits: every end is observed
+  // exactly once. Set before Start.
   using EndObserver = std::function<absl::Status(const storage::JobRecord& job)>;
   void SetEndObserver(EndObserver observer) { end_observer_ = std::move(observer); }
   // Runs the observer on `job`; call it inside the transaction that ends
-  // the job (Store::Transaction).
-  void ObserveEnd(const storage::JobRecord& job);
+  // the job (Store::Transaction) and fail that transaction on an error
+  // (neither the observer's writes nor the mark could be stored: the job
+  // must not end unobserved).
+  [[nodiscard]] absl::Status ObserveEnd(const storage::JobRecord& job);
   // Wakes the idle workers (a job was submitted).
   void AddWakeListener(std::function<void()> listener);
   void Wake();
@@ -219,6 +224,8 @@ class Coordinator : public TaskBroker {
   bool SweepDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
   void ExpireLeases();
   void SettleJobs();
+  // The observer on the ends it failed on before (see SetEndObserver).
+  void ObserveUnobservedEnds();
   [[nodiscard]] absl::Status RecordTaskEnd(const TaskEnd& end);
   void RetryPendingEnds();
   void StoreUnstoredProgress();

@@ -212,11 +212,15 @@ TEST_F(WebhooksTest, ACancelledQueuedJobIsNotified) {
 }
 
 // A store that refuses to enqueue deliveries does not keep jobs from
-// ending: the job ends, the refusal is logged, nothing is half written.
-TEST(WebhooksFaultTest, ARefusedEnqueueDoesNotStopTheJobsEnd) {
+// ending: the job ends (marked), the refusal is logged, nothing is half
+// written; once the store takes writes again, a sweep enqueues each lost
+// delivery, exactly once (a finished job and a cancelled queued one).
+TEST(WebhooksFaultTest, ARefusedEnqueueIsDeliveredOnceBySweeps) {
+  std::atomic<bool> refuse{true};
   storage::StoreOptions store;
-  store.fault_injector = [](std::string_view op) {
-    return op == "enqueue_webhook" ? absl::UnavailableError("injected fault") : absl::OkStatus();
+  store.fault_injector = [&](std::string_view op) {
+    return refuse && op == "enqueue_webhook" ? absl::UnavailableError("injected fault")
+                                             : absl::OkStatus();
   };
   CoreEnv env({}, testing::FastRunOptions(), store);
   WebhookOptions options;
@@ -226,15 +230,47 @@ TEST(WebhooksFaultTest, ARefusedEnqueueDoesNotStopTheJobsEnd) {
       [&](const storage::JobRecord& job) { return webhooks.JobEnded(job); });
   v1::AddWebhookRequest request;
   request.set_url("http://127.0.0.1:9/hook");
-  ASSERT_TRUE(webhooks.Add(Alice(), request).ok());
+  auto hook = webhooks.Add(Alice(), request);
+  ASSERT_TRUE(hook.ok()) << hook.status();
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
-  ASSERT_TRUE(env.Submit(Alice(), testing::SmallSpec({testing::kGateA}, "eval", "calib")).ok());
+  const v1::AuditSpec spec = testing::SmallSpec({testing::kGateA}, "eval", "calib");
+  ASSERT_TRUE(env.Submit(Alice(), spec).ok());
   auto job = env.RunNext();
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED);
+  auto queued = env.Submit(Alice(), spec);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(queued->id());
+  ASSERT_TRUE(env.core()->CancelJob(Alice(), cancel).ok());
+  env.coordinator()->SweepOnce();  // still refused: nothing, nothing lost
   auto due = env.store()->DueWebhookDeliveries(0, 10);
   ASSERT_TRUE(due.ok()) << due.status();
   EXPECT_TRUE(due->empty());
+  auto marked = env.store()->UnobservedEnds(10);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_EQ(*marked, (std::vector<int64_t>{job->id(), queued->id()}));
+
+  refuse = false;
+  env.coordinator()->SweepOnce();
+  env.coordinator()->SweepOnce();  // a second sweep adds nothing
+  v1::ListWebhookDeliveriesRequest list;
+  list.set_webhook_id(hook->webhook().id());
+  auto deliveries = webhooks.ListDeliveries(Alice(), list);
+  ASSERT_TRUE(deliveries.ok()) << deliveries.status();
+  ASSERT_EQ(deliveries->deliveries_size(), 2);
+  // Newest first: the cancelled job's, then the finished one's.
+  EXPECT_EQ(deliveries->deliveries(0).job_id(), queued->id());
+  EXPECT_EQ(deliveries->deliveries(0).job_state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(deliveries->deliveries(1).job_id(), job->id());
+  EXPECT_EQ(deliveries->deliveries(1).job_state(), v1::JOB_STATE_SUCCEEDED);
+  due = env.store()->DueWebhookDeliveries(0, 10);
+  ASSERT_TRUE(due.ok()) << due.status();
+  ASSERT_EQ(due->size(), 2u);
+  EXPECT_THAT((*due)[0].payload, HasSubstr(absl::StrCat("\"job_id\":", job->id())));
+  marked = env.store()->UnobservedEnds(10);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_TRUE(marked->empty());
   auto integrity = env.store()->IntegrityCheck();
   ASSERT_TRUE(integrity.ok()) << integrity.status();
   EXPECT_EQ(*integrity, "ok");

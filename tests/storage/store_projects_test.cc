@@ -294,22 +294,41 @@ int64_t AuditRows(Store& store) {
 }
 
 // Ends QUEUED job `job` (cancelled) and, nested in the same transaction as
-// the coordinator does, enqueues its notices: a refused enqueue undoes only
-// itself.
+// the coordinator does (Coordinator::ObserveEnd), enqueues its notices: a
+// refused enqueue undoes only itself, and the end is marked unobserved.
 absl::Status EndWithNotices(Store& store, const JobRecord& job, absl::Status* enqueued) {
   return store.Transaction([&]() -> absl::Status {
     FCA_RETURN_IF_ERROR(store.RequestCancel(job.id).status());
     *enqueued = store.Transaction([&] {
       return store.EnqueueWebhookDeliveries(job.project, job.id, "CANCELLED", "{}", 0).status();
     });
-    return absl::OkStatus();
+    return enqueued->ok() ? absl::OkStatus() : store.MarkEndUnobserved(job.id);
   });
 }
 
+// What the coordinator's sweep does with the marked ends: enqueues each
+// one's notices and unmarks it in one transaction. Returns the deliveries
+// added.
+absl::StatusOr<int64_t> ObserveMarkedEnds(Store& store) {
+  FCA_ASSIGN_OR_RETURN(const std::vector<int64_t> ids, store.UnobservedEnds(100));
+  int64_t added = 0;
+  for (int64_t id : ids) {
+    FCA_RETURN_IF_ERROR(store.Transaction([&]() -> absl::Status {
+      FCA_ASSIGN_OR_RETURN(const JobRecord job, store.GetJob(id));
+      FCA_ASSIGN_OR_RETURN(const int64_t n, store.EnqueueWebhookDeliveries(
+                                                job.project, id, JobStateName(job.state), "{}", 0));
+      added += n;
+      return store.MarkEndObserved(id);
+    }));
+  }
+  return added;
+}
+
 TEST_P(StoreProjectsTest, ThreeCrossedProjectsStayAsTheyWereUnderFaults) {
-  std::string failing;
+  std::string failing, also_failing;
   options_.fault_injector = [&](std::string_view op) {
-    return op == failing ? absl::UnavailableError("injected") : absl::OkStatus();
+    return op == failing || op == also_failing ? absl::UnavailableError("injected")
+                                               : absl::OkStatus();
   };
   Open();
   std::vector<int64_t> key_ids;
@@ -372,12 +391,22 @@ TEST_P(StoreProjectsTest, ThreeCrossedProjectsStayAsTheyWereUnderFaults) {
   ASSERT_TRUE(still.has_value());
   EXPECT_EQ(still->user, "ann");
 
-  // A refused enqueue while a job of beta ends: the end stays, in beta, and
-  // no project gains or loses a delivery.
+  // A refused enqueue whose end cannot be marked either: the job does not
+  // end (the coordinator ends it at a later sweep), nothing moves.
   failing = "enqueue_webhook";
+  also_failing = "mark_end_unobserved";
   absl::Status enqueued;
+  EXPECT_CODE(EndWithNotices(*store_, queued[3], &enqueued), StatusCode::kUnavailable);
+  EXPECT_CODE(enqueued, StatusCode::kUnavailable);
+  EXPECT_EQ(Visible(*store_), before);
+  also_failing = "";
+
+  // A refused enqueue while a job of beta ends: the end stays, in beta,
+  // marked unobserved, and no project gains or loses a delivery.
   ASSERT_OK(EndWithNotices(*store_, queued[5], &enqueued));
   EXPECT_CODE(enqueued, StatusCode::kUnavailable);
+  ASSERT_OK_AND_ASSIGN(const auto marked, store_->UnobservedEnds(100));
+  EXPECT_EQ(marked, std::vector<int64_t>{queued[5].id});
   ASSERT_OK_AND_ASSIGN(const JobRecord ended, store_->GetJob(queued[5].id));
   EXPECT_EQ(ended.state, JobState::kCancelled);
   EXPECT_EQ(ended.project, "beta");
@@ -394,12 +423,16 @@ TEST_P(StoreProjectsTest, ThreeCrossedProjectsStayAsTheyWereUnderFaults) {
   ASSERT_OK(store_->RemoveMember("beta", "cid"));
   ASSERT_OK(store_->RevokeApiKey(key_ids[0]).status());
   ASSERT_OK(store_->AppendAuditLog({0, 0, "ann", 0, "", "x", "job", "1", "OK", ""}).status());
-  ASSERT_OK_AND_ASSIGN(const int64_t added, store_->EnqueueWebhookDeliveries("beta", queued[5].id,
-                                                                             "CANCELLED", "{}", 0));
+  // The refused end's delivery comes once, from the mark; the mark goes.
+  ASSERT_OK_AND_ASSIGN(const int64_t added, ObserveMarkedEnds(*store_));
   EXPECT_EQ(added, 1);
-  ASSERT_OK_AND_ASSIGN(const int64_t again, store_->EnqueueWebhookDeliveries("beta", queued[5].id,
-                                                                             "CANCELLED", "{}", 0));
-  EXPECT_EQ(again, 0);  // a job ends once
+  ASSERT_OK_AND_ASSIGN(const int64_t again, ObserveMarkedEnds(*store_));
+  EXPECT_EQ(again, 0);
+  ASSERT_OK_AND_ASSIGN(const auto unmarked, store_->UnobservedEnds(100));
+  EXPECT_TRUE(unmarked.empty());
+  ASSERT_OK_AND_ASSIGN(const int64_t repeated, store_->EnqueueWebhookDeliveries(
+                                                   "beta", queued[5].id, "CANCELLED", "{}", 0));
+  EXPECT_EQ(repeated, 0);  // a job ends once
   const std::string after = Visible(*store_);
   EXPECT_NE(after.find("lab: ann=writer bob=reader cid=reader root=owner"), std::string::npos)
       << after;
