@@ -625,12 +625,17 @@ async function readerInProject(page, consoleErrors) {
   await page.waitForFunction(() => [...document.querySelectorAll('#main button')].some((b) => b.textContent === 'Cancel job'),
     {timeout: 30000});
   page.once('dialog', (d) => d.accept());
-  await page.evaluate(() => [...document.querySelectorAll('#main button')].find((b) => b.textContent === 'Cancel job').click());
-  // Read the text in the same step that finds it: the live panel re-renders.
-  const refused = await (await page.waitForFunction(() => {
-    const e = document.querySelector('#job-live .error');
-    return e ? e.textContent : '';
-  }, {timeout: 30000})).jsonValue();
+  // The live panel re-renders every few seconds and may replace the error
+  // before a poll sees it: record every error text #main shows from the click on.
+  await page.evaluate(() => {
+    window.shownErrors = [];
+    const main = document.querySelector('#main');
+    new MutationObserver(() => main.querySelectorAll('.error').forEach((e) => window.shownErrors.push(e.textContent)))
+      .observe(main, {subtree: true, childList: true, characterData: true});
+    [...main.querySelectorAll('button')].find((b) => b.textContent === 'Cancel job').click();
+  });
+  const refused = await (await page.waitForFunction(() => window.shownErrors.find((t) => t) || '',
+    {timeout: 30000})).jsonValue();
   check(/^Your API key is not allowed to do this\./.test(refused), 'reader: cancelling alice\'s job is refused in words', refused);
   expected(/status of 403/);
 
