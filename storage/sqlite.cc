@@ -24,7 +24,7 @@ Statement::Statement(Statement&& other) noexcept
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+    Finalize();
     db_ = other.db_;
     stmt_ = std::exchange(other.stmt_, nullptr);
     what_ = other.what_;
@@ -33,8 +33,13 @@ Statement& Statement::operator=(Statement&& other) noexcept {
   return *this;
 }
 
-Statement::~Statement() {
-  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+Statement::~Statement() { Finalize(); }
+
+void Statement::Finalize() {
+  if (stmt_ == nullptr) return;
+  db_->full_scan_steps_ += sqlite3_stmt_status(stmt_, SQLITE_STMTSTATUS_FULLSCAN_STEP, 0);
+  sqlite3_finalize(stmt_);
+  stmt_ = nullptr;
 }
 
 void Statement::NoteBindResult(int rc) {

@@ -72,6 +72,8 @@ class Statement {
   Statement(const Database* db, sqlite3_stmt* stmt, const char* what)
       : db_(db), stmt_(stmt), what_(what) {}
   void NoteBindResult(int rc);
+  // Finalizes the statement, adding its scan steps to the database's.
+  void Finalize();
 
   const Database* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
@@ -166,6 +168,10 @@ class Database {
   int64_t last_insert_rowid() const;
   // Rows changed by the most recent INSERT/UPDATE/DELETE.
   int64_t changes() const;
+  // Steps of full table or index scans (SQLITE_STMTSTATUS_FULLSCAN_STEP)
+  // over every statement finalized so far: how a test sees that a query
+  // the server repeats searches an index instead of reading every row.
+  int64_t full_scan_steps() const { return full_scan_steps_; }
 
   // Maps SQLite result code `rc` to a status (BUSY/LOCKED/PROTOCOL -> UNAVAILABLE,
   // FULL -> RESOURCE_EXHAUSTED, CORRUPT/NOTADB -> DATA_LOSS, CANTOPEN and
@@ -183,6 +189,9 @@ class Database {
 
   sqlite3* db_ = nullptr;
   int depth_ = 0;  // nesting depth of Transaction()
+  // Added to by statements as they are finalized (one thread at a time,
+  // like every use of the connection).
+  mutable int64_t full_scan_steps_ = 0;
   std::function<absl::Status()> write_check_;
 };
 

@@ -314,6 +314,11 @@ absl::Status Store::Optimize() {
   return db_->Execute("PRAGMA optimize", "optimize");
 }
 
+int64_t Store::FullScanSteps() {
+  RecursiveMutexLock lock(&mu_);
+  return db_->full_scan_steps();
+}
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.path.empty()) {
     return absl::InvalidArgumentError("storage: database path is empty");

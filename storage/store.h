@@ -171,6 +171,11 @@ class Store {
   // several filters can pick a slow index. Call it now and then (e.g. after
   // a job finishes); the store also runs it when closed.
   [[nodiscard]] absl::Status Optimize() ABSL_LOCKS_EXCLUDED(mu_);
+  // Rows stepped through by full table or index scans since the store
+  // opened (Database::full_scan_steps). The queries the server repeats on
+  // a timer (the coordinator's sweep) search indexes and add nothing, so a
+  // test can tell when a planner statistics change turns one into a scan.
+  int64_t FullScanSteps() ABSL_LOCKS_EXCLUDED(mu_);
 
   // --------------------------------------------------------- Models (store.cc)
   // Inserts or replaces the model named `model.name`; registered_at_us is
