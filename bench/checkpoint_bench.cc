@@ -166,10 +166,11 @@ absl::Status Run() {
     out << absl::StrFormat(
         "{\"family\": \"%s\", \"parameters\": %d, \"weight_bytes\": %.0f, \"load_s\": %.3f, "
         "\"rss_after_load_bytes\": %.0f, \"peak_rss_bytes\": %.0f, \"seq\": %d, "
-        "\"repeats\": %d, \"live_s\": %.4f, \"replay_s\": %.4f, \"replay_bitwise\": %s}\n",
+        "\"repeats\": %d, \"live_s\": %.4f, \"replay_s\": %.4f, \"replay_bitwise\": %s, "
+        "\"threads\": %d}\n",
         model->info().family, model->info().num_parameters, weights, load_s, rss_after_load, peak,
         T, static_cast<int>(live_s.size()), Median(live_s), Median(replay_s),
-        bitwise ? "true" : "false");
+        bitwise ? "true" : "false", at::get_num_threads());
     if (!out) return absl::InternalError("cannot write " + json_path);
   }
   return absl::OkStatus();

@@ -5,7 +5,7 @@
                                keys, tensor names, shapes and bfloat16 dtype
                                (6.92B parameters, 13.8 GB, three shards and
                                model.safetensors.index.json, as published)
-  olmoe_1b7b.py eager DIR --seq=T --repeats=N --json=FILE
+  olmoe_1b7b.py eager DIR --seq=T --repeats=N --threads=K --json=FILE
                                an eager PyTorch forward of that folder: the
                                weights memory-mapped, the forward of
                                tests/reference/moe_reference.py (written from
@@ -14,10 +14,12 @@
   olmoe_1b7b.py eager --random --device=cuda ...
                                the same forward on random weights made on
                                the device (no folder): for a GPU's figure
-  olmoe_1b7b.py summary FCA_JSON EAGER_JSON [GPU_EAGER_JSON]
-                               the figures side by side, the targets of
-                               issue 24 item 7, and what a 64-window audit
-                               would take (an estimate, from these figures)
+  olmoe_1b7b.py summary FCA_JSON EAGER_JSON [FCA_JSON EAGER_JSON ...]
+          [--gpu=GPU_EAGER_JSON]
+                               the figures side by side, one pair per thread
+                               count, the targets of issue 24 item 7, and
+                               what a 64-window audit would take (an
+                               estimate, from these figures)
 
 Random weights route tokens about evenly over the experts, as a trained
 router roughly does under its load-balancing loss; what is timed does not
@@ -167,8 +169,8 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def eager(folder, seq, repeats, json_path, device):
-    torch.set_num_threads(os.cpu_count())
+def eager(folder, seq, repeats, json_path, device, threads):
+    torch.set_num_threads(threads or os.cpu_count())
     t0 = time.perf_counter()
     if folder:
         with open(os.path.join(folder, "config.json")) as f:
@@ -207,32 +209,45 @@ REPLAYS = 9
 WINDOWS = 64
 
 
-def summary(fca_json, eager_json, gpu_json):
-    with open(fca_json) as f:
-        fca = json.load(f)
-    with open(eager_json) as f:
-        eager = json.load(f)
-    t, gb = fca["seq"], 1e9
-    live, replay, ref = t / fca["live_s"], t / fca["replay_s"], t / eager["forward_s"]
-    load_ratio = fca["rss_after_load_bytes"] / fca["weight_bytes"]
+def summary(pairs, gpu_json):
+    """`pairs`: (fca JSON, eager JSON) files, one pair per thread count."""
+    runs = []
+    for fca_json, eager_json in pairs:
+        with open(fca_json) as f, open(eager_json) as g:
+            runs.append((json.load(f), json.load(g)))
+    fca0 = runs[0][0]
+    t, gb = fca0["seq"], 1e9
+    load_ratio = fca0["rss_after_load_bytes"] / fca0["weight_bytes"]
     forwards = WINDOWS * (2 + REPLAYS)
     lines = [
-        "OLMoE-1B-7B (random weights, real names and shapes), bfloat16, T = %d, median of %d" % (t, fca["repeats"]),
-        "  parameters %d, weights %.2f GB" % (fca["parameters"], fca["weight_bytes"] / gb),
-        "  fca load %.1f s; peak RSS after load %.2f GB = %.3fx the weights (target <= 1.1x: %s)"
-        % (fca["load_s"], fca["rss_after_load_bytes"] / gb, load_ratio, "met" if load_ratio <= 1.1 else "MISSED"),
-        "  fca peak RSS after the forwards %.2f GB = %.3fx the weights"
-        % (fca["peak_rss_bytes"] / gb, fca["peak_rss_bytes"] / fca["weight_bytes"]),
-        "  fca LIVE %.2f s (%.1f tokens/s), REPLAY %.2f s (%.1f tokens/s); REPLAY of the recording %s LIVE"
-        % (fca["live_s"], live, fca["replay_s"], replay, "bitwise equals" if fca["replay_bitwise"] else "DIFFERS from"),
-        "  eager PyTorch %.2f s (%.1f tokens/s; %d threads, torch %s; peak RSS %.2f GB)"
-        % (eager["forward_s"], ref, eager["threads"], eager["torch"], eager["peak_rss_bytes"] / gb),
-        "  fca LIVE / eager tokens/s: %.2fx (target >= 2x: %s); REPLAY / eager: %.2fx"
-        % (live / ref, "met" if live / ref >= 2 else "MISSED", replay / ref),
+        "OLMoE-1B-7B (random weights, real names and shapes), bfloat16, T = %d, median of %d" % (t, fca0["repeats"]),
+        "  parameters %d, weights %.2f GB" % (fca0["parameters"], fca0["weight_bytes"] / gb),
+        "  fca load %s s (first run: page cache cold or warm); peak RSS after load %.2f GB = %.3fx the weights "
+        "(target <= 1.1x: %s)"
+        % (", ".join("%.1f" % fca["load_s"] for fca, _ in runs), fca0["rss_after_load_bytes"] / gb, load_ratio,
+           "met" if load_ratio <= 1.1 else "MISSED"),
+        "  fca peak RSS after the forwards %.2f GB = %.3fx the weights; eager peak RSS %.2f GB (weights mapped)"
+        % (fca0["peak_rss_bytes"] / gb, fca0["peak_rss_bytes"] / fca0["weight_bytes"],
+           runs[0][1]["peak_rss_bytes"] / gb),
+        "  REPLAY of the recording %s LIVE; eager PyTorch is torch %s, the forward of tests/reference/moe_reference.py"
+        % ("bitwise equals" if all(fca["replay_bitwise"] for fca, _ in runs) else "DIFFERS from",
+           runs[0][1]["torch"]),
+        "  threads, both   fca LIVE          fca REPLAY        eager             LIVE/eager (target >= 2x)  REPLAY/eager",
+    ]
+    slowest = []
+    for fca, eager in runs:
+        live, replay, ref = t / fca["live_s"], t / fca["replay_s"], t / eager["forward_s"]
+        slowest.append(max(fca["live_s"], fca["replay_s"]))
+        lines.append(
+            "  %-15d %5.1f tok/s %5.2fs  %5.1f tok/s %5.2fs  %5.1f tok/s %5.2fs  %5.2fx %-19s %5.2fx"
+            % (fca["threads"], live, fca["live_s"], replay, fca["replay_s"], ref, eager["forward_s"], live / ref,
+               "met" if live / ref >= 2 else "MISSED", replay / ref))
+    lines += [
         "estimate, not a measurement: a default audit of %d windows of %d tokens runs about %d forwards"
         % (WINDOWS, t, forwards),
         "  (recording over E and C, %d replays over E; the float32 flip-rate pass and timing not counted)" % REPLAYS,
-        "  here, at the slower of fca's LIVE and REPLAY: %.0f min" % (forwards * max(fca["live_s"], fca["replay_s"]) / 60),
+        "  here, at the slower of fca's LIVE and REPLAY with the best thread count: %.0f min"
+        % (forwards * min(slowest) / 60),
     ]
     if gpu_json:
         with open(gpu_json) as f:
@@ -249,23 +264,26 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("command", choices=["write", "eager", "summary"])
     p.add_argument("folder", nargs="?", default="")
-    p.add_argument("more", nargs="*", help="summary: EAGER_JSON [GPU_EAGER_JSON]")
+    p.add_argument("more", nargs="*", help="summary: EAGER_JSON [FCA_JSON EAGER_JSON ...]")
+    p.add_argument("--gpu", default="", help="summary: the GPU's eager JSON")
     p.add_argument("--random", action="store_true", help="eager: random weights, no folder")
     p.add_argument("--device", default="cpu")
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default="")
+    p.add_argument("--threads", type=int, default=0, help="eager: torch threads (0 = one per core)")
     a = p.parse_args()
     if not a.folder and not (a.command == "eager" and a.random):
         p.error("a folder is needed (or eager --random)")
     if a.command == "summary":
-        if not a.more:
-            p.error("summary FCA_JSON EAGER_JSON [GPU_EAGER_JSON]")
-        summary(a.folder, a.more[0], a.more[1] if len(a.more) > 1 else "")
+        files = [a.folder] + a.more
+        if len(files) % 2:
+            p.error("summary FCA_JSON EAGER_JSON [FCA_JSON EAGER_JSON ...] [--gpu=GPU_EAGER_JSON]")
+        summary(list(zip(files[::2], files[1::2])), a.gpu)
     elif a.command == "write":
         write(a.folder)
     else:
-        eager("" if a.random else a.folder, a.seq, a.repeats, a.json, a.device)
+        eager("" if a.random else a.folder, a.seq, a.repeats, a.json, a.device, a.threads)
 
 
 if __name__ == "__main__":

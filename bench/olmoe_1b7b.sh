@@ -3,11 +3,14 @@
 # the public model's config keys, tensor names, shapes and bfloat16 dtype
 # (6.92B parameters, 13.8 GB in three shards; not committed) to
 # $FCA_OLMOE_DIR [out/olmoe-1b-7b-random] unless it is there, then, in one
-# run: fca_checkpoint_bench on it (load time, peak RSS against the weights,
-# LIVE and REPLAY tokens/s at T = 512, REPLAY of the recording bitwise LIVE)
-# and an eager PyTorch forward of the same folder (bench/olmoe_1b7b.py, the
-# forward of tests/reference/moe_reference.py), and prints them side by side
-# with the targets and what a 64-window audit would take (an estimate).
+# run, for each torch thread count in $FCA_OLMOE_THREADS ["1 $(nproc)"]:
+# fca_checkpoint_bench on it (load time, peak RSS against the weights, LIVE
+# and REPLAY tokens/s at T = 512, REPLAY of the recording bitwise LIVE) and
+# an eager PyTorch forward of the same folder with as many threads
+# (bench/olmoe_1b7b.py, the forward of tests/reference/moe_reference.py);
+# prints them side by side with the targets and what a 64-window audit
+# would take (an estimate). Run it on an idle machine: builds beside it
+# slowed both sides 15-20x once.
 #
 #   bench/olmoe_1b7b.sh            figures in $FCA_OLMOE_OUT [out/olmoe-1b-7b-bench]
 #   bench/olmoe_1b7b.sh --record   also copy the summary to docs/results/
@@ -24,6 +27,7 @@ out=${FCA_OLMOE_OUT:-out/olmoe-1b-7b-bench}
 build=${FCA_BUILD_DIR:-build}
 seq=${FCA_OLMOE_SEQ:-512}
 repeats=${FCA_OLMOE_REPEATS:-3}
+threads=${FCA_OLMOE_THREADS:-$(printf '%s\n' 1 "$(nproc)" | sort -nu | xargs)}  # each in turn
 gpu=docs/results/olmoe_1b7b_gpu_eager.json
 py=${PYTHON:-/usr/bin/python3}
 "$py" -c 'import torch, numpy' 2>/dev/null ||
@@ -36,11 +40,20 @@ if [ ! -f "$dir/model.safetensors.index.json" ]; then
   "$py" bench/olmoe_1b7b.py write "$dir"
   echo "wrote $dir in $((SECONDS - start)) s"
 fi
-"$build/bin/fca_checkpoint_bench" --model="$dir" --seq="$seq" --repeats="$repeats" \
-  --weights_hash_cache="$dir.weights-hash-cache" --json="$out/fca.json" | tee "$out/fca.txt"
-"$py" bench/olmoe_1b7b.py eager "$dir" --seq="$seq" --repeats="$repeats" --json="$out/eager.json"
-"$py" bench/olmoe_1b7b.py summary "$out/fca.json" "$out/eager.json" \
-  "$([ -f "$gpu" ] && echo "$gpu")" | tee "$out/summary.txt"
+# fca and eager run with the same torch threads, each count in turn: on a
+# shared machine a second thread can cost more in OpenMP barriers than it
+# gives (the MoE's many small per-expert ops).
+pairs=()
+for k in $threads; do
+  "$build/bin/fca_checkpoint_bench" --model="$dir" --seq="$seq" --repeats="$repeats" \
+    --threads="$k" --weights_hash_cache="$dir.weights-hash-cache" \
+    --json="$out/fca-$k.json" | tee "$out/fca-$k.txt"
+  "$py" bench/olmoe_1b7b.py eager "$dir" --seq="$seq" --repeats="$repeats" --threads="$k" \
+    --json="$out/eager-$k.json"
+  pairs+=("$out/fca-$k.json" "$out/eager-$k.json")
+done
+"$py" bench/olmoe_1b7b.py summary "${pairs[@]}" --gpu="$([ -f "$gpu" ] && echo "$gpu")" |
+  tee "$out/summary.txt"
 if [ "${1:-}" = --record ]; then
   cp "$out/summary.txt" docs/results/olmoe_1b7b_bench.txt
   echo "olmoe_1b7b: docs/results/olmoe_1b7b_bench.txt written"
