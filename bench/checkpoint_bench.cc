@@ -9,6 +9,7 @@
 // hash came from --weights_hash_cache), peak RSS against the weight bytes,
 // and tokens/s; --json=FILE also writes them for the scripts.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
