@@ -16,8 +16,9 @@
                                the device (no folder): for a GPU's figure
   olmoe_1b7b.py summary FCA_JSON EAGER_JSON [FCA_JSON EAGER_JSON ...]
           [--gpu=GPU_EAGER_JSON]
-                               the figures side by side, one pair per thread
-                               count, the targets of issue 24 item 7, and
+                               the figures side by side, one pair per round
+                               and thread count, the targets of issue 24
+                               item 7 (on the median over rounds), and
                                what a 64-window audit would take (an
                                estimate, from these figures)
 
@@ -209,44 +210,60 @@ REPLAYS = 9
 WINDOWS = 64
 
 
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def summary(pairs, gpu_json):
-    """`pairs`: (fca JSON, eager JSON) files, one pair per thread count."""
+    """`pairs`: (fca JSON, eager JSON) files, one pair per round and thread
+    count. Ratios are taken within a round (the two ran one after the
+    other), then their median over the rounds of a thread count."""
     runs = []
     for fca_json, eager_json in pairs:
         with open(fca_json) as f, open(eager_json) as g:
             runs.append((json.load(f), json.load(g)))
     fca0 = runs[0][0]
     t, gb = fca0["seq"], 1e9
-    load_ratio = fca0["rss_after_load_bytes"] / fca0["weight_bytes"]
+    load_ratio = max(fca["rss_after_load_bytes"] for fca, _ in runs) / fca0["weight_bytes"]
     forwards = WINDOWS * (2 + REPLAYS)
+    rounds = {}
+    for fca, eager in runs:
+        rounds.setdefault(fca["threads"], []).append((fca, eager))
     lines = [
-        "OLMoE-1B-7B (random weights, real names and shapes), bfloat16, T = %d, median of %d" % (t, fca0["repeats"]),
+        "OLMoE-1B-7B (random weights, real names and shapes), bfloat16, T = %d; each run the median of %d forwards"
+        % (t, fca0["repeats"]),
         "  parameters %d, weights %.2f GB" % (fca0["parameters"], fca0["weight_bytes"] / gb),
-        "  fca load %s s (first run: page cache cold or warm); peak RSS after load %.2f GB = %.3fx the weights "
-        "(target <= 1.1x: %s)"
-        % (", ".join("%.1f" % fca["load_s"] for fca, _ in runs), fca0["rss_after_load_bytes"] / gb, load_ratio,
+        "  fca load %.1f..%.1f s over %d runs; peak RSS after load at most %.3fx the weights (target <= 1.1x: %s)"
+        % (min(fca["load_s"] for fca, _ in runs), max(fca["load_s"] for fca, _ in runs), len(runs), load_ratio,
            "met" if load_ratio <= 1.1 else "MISSED"),
-        "  fca peak RSS after the forwards %.2f GB = %.3fx the weights; eager peak RSS %.2f GB (weights mapped)"
-        % (fca0["peak_rss_bytes"] / gb, fca0["peak_rss_bytes"] / fca0["weight_bytes"],
-           runs[0][1]["peak_rss_bytes"] / gb),
-        "  REPLAY of the recording %s LIVE; eager PyTorch is torch %s, the forward of tests/reference/moe_reference.py"
+        "  fca peak RSS after the forwards at most %.3fx the weights; eager peak RSS %.2f GB (weights mapped)"
+        % (max(fca["peak_rss_bytes"] for fca, _ in runs) / fca0["weight_bytes"],
+           max(eager["peak_rss_bytes"] for _, eager in runs) / gb),
+        "  REPLAY of the recording %s LIVE in every run; eager PyTorch is torch %s running the forward of"
         % ("bitwise equals" if all(fca["replay_bitwise"] for fca, _ in runs) else "DIFFERS from",
            runs[0][1]["torch"]),
-        "  threads, both   fca LIVE          fca REPLAY        eager             LIVE/eager (target >= 2x)  REPLAY/eager",
+        "  tests/reference/moe_reference.py; fca and eager alternate, one process at a time, with the same threads",
+        "  threads  rounds  fca LIVE tok/s  fca REPLAY tok/s  eager tok/s  LIVE/eager, per round     median (target >= 2x)"
+        "  REPLAY/eager median",
     ]
     slowest = []
-    for fca, eager in runs:
-        live, replay, ref = t / fca["live_s"], t / fca["replay_s"], t / eager["forward_s"]
-        slowest.append(max(fca["live_s"], fca["replay_s"]))
+    for threads, pairs_k in sorted(rounds.items()):
+        live = [t / fca["live_s"] for fca, _ in pairs_k]
+        replay = [t / fca["replay_s"] for fca, _ in pairs_k]
+        ref = [t / eager["forward_s"] for _, eager in pairs_k]
+        ratios = [a / b for a, b in zip(live, ref)]
+        slowest.append(median([max(fca["live_s"], fca["replay_s"]) for fca, _ in pairs_k]))
         lines.append(
-            "  %-15d %5.1f tok/s %5.2fs  %5.1f tok/s %5.2fs  %5.1f tok/s %5.2fs  %5.2fx %-19s %5.2fx"
-            % (fca["threads"], live, fca["live_s"], replay, fca["replay_s"], ref, eager["forward_s"], live / ref,
-               "met" if live / ref >= 2 else "MISSED", replay / ref))
+            "  %-8d %-7d %-15.1f %-17.1f %-12.1f %-25s %.2fx %-12s %.2fx"
+            % (threads, len(pairs_k), median(live), median(replay), median(ref),
+               " ".join("%.2f" % r for r in ratios), median(ratios),
+               "met" if median(ratios) >= 2 else "MISSED", median([a / b for a, b in zip(replay, ref)])))
     lines += [
         "estimate, not a measurement: a default audit of %d windows of %d tokens runs about %d forwards"
         % (WINDOWS, t, forwards),
         "  (recording over E and C, %d replays over E; the float32 flip-rate pass and timing not counted)" % REPLAYS,
-        "  here, at the slower of fca's LIVE and REPLAY with the best thread count: %.0f min"
+        "  here, at the slower of fca's LIVE and REPLAY with the best thread count (median): %.0f min"
         % (forwards * min(slowest) / 60),
     ]
     if gpu_json:

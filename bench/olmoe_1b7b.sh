@@ -3,7 +3,8 @@
 # the public model's config keys, tensor names, shapes and bfloat16 dtype
 # (6.92B parameters, 13.8 GB in three shards; not committed) to
 # $FCA_OLMOE_DIR [out/olmoe-1b-7b-random] unless it is there, then, in one
-# run, for each torch thread count in $FCA_OLMOE_THREADS ["1 $(nproc)"]:
+# run, for each torch thread count in $FCA_OLMOE_THREADS ["1 $(nproc)"],
+# $FCA_OLMOE_ROUNDS [3] times:
 # fca_checkpoint_bench on it (load time, peak RSS against the weights, LIVE
 # and REPLAY tokens/s at T = 512, REPLAY of the recording bitwise LIVE) and
 # an eager PyTorch forward of the same folder with as many threads
@@ -27,6 +28,7 @@ out=${FCA_OLMOE_OUT:-out/olmoe-1b-7b-bench}
 build=${FCA_BUILD_DIR:-build}
 seq=${FCA_OLMOE_SEQ:-512}
 repeats=${FCA_OLMOE_REPEATS:-3}
+rounds=${FCA_OLMOE_ROUNDS:-3}
 threads=${FCA_OLMOE_THREADS:-$(printf '%s\n' 1 "$(nproc)" | sort -nu | xargs)}  # each in turn
 gpu=docs/results/olmoe_1b7b_gpu_eager.json
 py=${PYTHON:-/usr/bin/python3}
@@ -42,15 +44,26 @@ if [ ! -f "$dir/model.safetensors.index.json" ]; then
 fi
 # fca and eager run with the same torch threads, each count in turn: on a
 # shared machine a second thread can cost more in OpenMP barriers than it
-# gives (the MoE's many small per-expert ops).
+# gives (the MoE's many small per-expert ops). One process at a time holds
+# the weights, so the two cannot run at once: they alternate, $rounds
+# rounds, which goes first changing every round, and the ratios are taken
+# within a round.
+fca_run() {  # threads round
+  "$build/bin/fca_checkpoint_bench" --model="$dir" --seq="$seq" --repeats="$repeats" \
+    --threads="$1" --weights_hash_cache="$dir.weights-hash-cache" \
+    --json="$out/fca-$1-$2.json" | tee "$out/fca-$1-$2.txt"
+}
+eager_run() {  # threads round
+  "$py" bench/olmoe_1b7b.py eager "$dir" --seq="$seq" --repeats="$repeats" --threads="$1" \
+    --json="$out/eager-$1-$2.json"
+}
 pairs=()
 for k in $threads; do
-  "$build/bin/fca_checkpoint_bench" --model="$dir" --seq="$seq" --repeats="$repeats" \
-    --threads="$k" --weights_hash_cache="$dir.weights-hash-cache" \
-    --json="$out/fca-$k.json" | tee "$out/fca-$k.txt"
-  "$py" bench/olmoe_1b7b.py eager "$dir" --seq="$seq" --repeats="$repeats" --threads="$k" \
-    --json="$out/eager-$k.json"
-  pairs+=("$out/fca-$k.json" "$out/eager-$k.json")
+  for ((r = 1; r <= rounds; r++)); do
+    if ((r % 2)); then fca_run "$k" "$r"; eager_run "$k" "$r"
+    else eager_run "$k" "$r"; fca_run "$k" "$r"; fi
+    pairs+=("$out/fca-$k-$r.json" "$out/eager-$k-$r.json")
+  done
 done
 "$py" bench/olmoe_1b7b.py summary "${pairs[@]}" --gpu="$([ -f "$gpu" ] && echo "$gpu")" |
   tee "$out/summary.txt"
