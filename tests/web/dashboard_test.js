@@ -8,6 +8,7 @@
 //       --cli_verdicts=FILE --out=DIR [--api_key=KEY] [--finished=1]
 //       [--again=2] [--again_model=fg-a] [--running=3]
 //       [--chromium=/usr/bin/chromium] [--reader_key=KEY --lab_job=N]
+//       [--routing_job=N]
 //
 // Checks: before signing in, and on errors, the page speaks in sentences,
 // not status codes; the job list shows the jobs with their live state (and
@@ -28,7 +29,9 @@
 // running job of another project only as "other projects", never naming
 // its owner; bob's cancel of alice's job is refused in words; once the
 // running job is cancelled (with the first key), alice's job ends and bob
-// opens its report. Writes one PNG per page into DIR. The last line is "N passed, M
+// opens its report. With --routing_job (a finished audit of a mixture of
+// experts) only: after signing in, its page's Routing section (see
+// routingReport). Writes one PNG per page into DIR. The last line is "N passed, M
 // failed".
 'use strict';
 
@@ -264,6 +267,10 @@ async function main() {
       consoleErrors.length = 0;
     } else {
       check(await page.$('#login[hidden]') !== null, 'no API keys: no login box');
+    }
+    if (args.routing_job) {
+      await routingReport(page);
+      return;
     }
 
     // ---------------------------------------------------------- job list
@@ -570,6 +577,51 @@ async function main() {
   check(foreign.length === 0 && requests.length > 0, `no request leaves the server (${requests.length} requests, all to ${HOST})`, foreign.join('\n'));
 }
 
+// An RPC over the gateway's JSON API, from the page (its origin) with `key`.
+function callApi(page, rpc, body, key) {
+  return page.evaluate(async (u, b, k) => {
+    const res = await fetch(u, {method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${k}`}, body: JSON.stringify(b)});
+    return {status: res.status, body: await res.json()};
+  }, `${BASE}/api/v1/${rpc}`, body, key);
+}
+
+// A finished audit of a mixture of experts (--routing_job, olmoe-tiny: 2
+// router layers of 8 experts, top-2, audited with static_layer and
+// random_route): its page shows the Routing section with the numbers the
+// server stored, read back over the API.
+async function routingReport(page) {
+  const job = args.routing_job;
+  const metrics = ['topk_agreement', ...[0, 1].flatMap((l) => [`experts_per_token.${l}`, `expert_load_entropy.${l}`])];
+  const rows = (await callApi(page, 'QueryResults', {filter: {job_id: job, metrics}, page_size: 1000}, args.api_key)).body.results || [];
+  const stored = (i, m) => rows.find((r) => r.intervention === i && r.metric === m);
+  await page.goto(`${BASE}/#/job/${job}`, {waitUntil: 'load'});
+  await page.waitForSelector('#table-routing', {timeout: 60000});
+  const table = (id) => page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) =>
+    [tr.querySelector('th').textContent, tr.querySelector('td').textContent]));
+  const shownMatches = (cell, row) => row && shownNumbers(cell).some((n) => Math.abs(n.value - row.value) <= n.tol);
+  const perLayer = await table('table-routing');
+  const layers = [0, 1];
+  check(perLayer.length === 4 && layers.every((l) =>
+    shownMatches(perLayer[l][1], stored('execution', `experts_per_token.${l}`)) &&
+    stored('execution', `experts_per_token.${l}`).value === 2 &&
+    shownMatches(perLayer[2 + l][1], stored('execution', `expert_load_entropy.${l}`))),
+  'routing: experts per token (2 of 8) and load entropy per layer, as stored', JSON.stringify(perLayer));
+  const agreement = await table('table-topk');
+  const wanted = ['static_layer', 'random_route'];
+  check(wanted.every((i) => agreement.some(([th, td]) => th === i && shownMatches(td, stored(i, 'topk_agreement')))),
+    'routing: top-k agreement with LIVE per intervention, as stored', JSON.stringify(agreement));
+  const random = stored('random_route', 'topk_agreement');
+  check(random && random.value < 1, 'routing: random routes leave LIVE\'s expert sets', JSON.stringify(random));
+  const layerRows = await table('table-layer-topk');
+  check(layerRows.length === wanted.length * layers.length, 'routing: top-k agreement per router layer', JSON.stringify(layerRows));
+  const shares = await table('table-expert-share');
+  check(shares.length === 16, 'routing: a share for each of 8 experts in each layer', String(shares.length));
+  const other = await page.$$eval('#table-other tbody tr th', (ths) => ths.map((t) => t.textContent));
+  check(!other.some((t) => /topk_agreement/.test(t)), 'routing: no agreement row left under "Other rows"', JSON.stringify(other));
+  await checkAccessible(page, 'routing report');
+  await shot(page, 'routing-report');
+}
+
 // Bob, a reader in `lab`, on alice's job there (see the header).
 // `consoleErrors`: main's; the refusals expected here are taken out.
 async function readerInProject(page, consoleErrors) {
@@ -640,10 +692,7 @@ async function readerInProject(page, consoleErrors) {
   expected(/status of 403/);
 
   // The running job (the first key's) is cancelled; alice's job then runs.
-  const api = (rpc, body, key) => page.evaluate(async (u, b, k) => {
-    const res = await fetch(u, {method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${k}`}, body: JSON.stringify(b)});
-    return {status: res.status, body: await res.json()};
-  }, `${BASE}/api/v1/${rpc}`, body, key);
+  const api = (rpc, body, key) => callApi(page, rpc, body, key);
   const cancelled = await api('CancelJob', {job_id: RUNNING}, args.api_key);
   check(cancelled.status === 200, `job ${RUNNING} cancelled with its owner's key`, JSON.stringify(cancelled));
   let state = '';

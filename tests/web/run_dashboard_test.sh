@@ -8,7 +8,9 @@
 # `lab` with alice (writer) and bob (reader), and alice submits job 4 there
 # (queued behind the running job 3: the server has one worker). Then runs
 # dashboard_test.js (headless Debian chromium + puppeteer-core) against the
-# server's HTTP address. Screenshots go to --out.
+# server's HTTP address; after it, audits tests/data/olmoe-tiny (a mixture
+# of experts) and runs it again on that job's Routing section alone.
+# Screenshots go to --out.
 #
 # A server built without the gateway (no --http_listen flag) cannot serve the
 # dashboard: then the test runs against tests/web/mock_server.js and its
@@ -108,6 +110,18 @@ if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
     --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" \
     --reader_key="$bob_key" --lab_job="$lab_job" || status=$?
   fca_cli jobs cancel 3 >/dev/null 2>&1 || true
+  # A mixture of experts' report (issue 24): the one worker is free once
+  # job 3 is cancelled and alice's job has run.
+  if [ "$status" = 0 ]; then
+    cp -r "$here/../data/olmoe-tiny" "$WORK/models/olmoe-tiny"
+    moe_job=$(fca_cli audit --detach --models=olmoe-tiny --eval=eval --calib=calib --window=16 \
+      --batch=4 --bootstrap=50 --timing_repeats=0 --interventions=static_layer,random_route \
+      --seed=9 --label=moe)
+    fca_cli watch "$moe_job" >"$WORK/moe.out" 2>&1 || { cat "$WORK/moe.out" >&2; exit 1; }
+    node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
+      --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" \
+      --routing_job="$moe_job" || status=$?
+  fi
   exit $status
 fi
 

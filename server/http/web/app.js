@@ -834,7 +834,17 @@
       const shares = ix.keys().map((k) => /^execution\t(expert_share\.(\d+)\.(\d+))$/.exec(k)).filter(Boolean)
         .sort((a, b) => a[2] - b[2] || a[3] - b[3])
         .map((m) => ({i: 'execution', m: m[1], label: `layer ${m[2]}, expert ${m[3]}`}));
-      out.push(section('Routing', 'Mixture of experts, LIVE pass: routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
+      // Per intervention, how often it routes a (token, layer) to LIVE's
+      // expert set: overall, then per router layer.
+      const agreementRows = (pattern, label) => ix.keys().map((k) => pattern.exec(k)).filter(Boolean)
+        .map((m) => ({i: m[1], m: m[2], label: label(m)}));
+      const agreement = agreementRows(/^([^\t]+)\t(topk_agreement)$/, (m) => m[1]);
+      const layerAgreement = agreementRows(/^([^\t]+)\t(layer_topk_agreement\.(\d+))$/, (m) => `${m[1]}, layer ${m[3]}`)
+        .sort((a, b) => a.i.localeCompare(b.i) || Number(a.m.split('.')[1]) - Number(b.m.split('.')[1]));
+      out.push(section('Routing', 'Mixture of experts: each intervention\'s top-k agreement with LIVE (the fraction of (token, router layer) routed to LIVE\'s expert set), then, in the LIVE pass, routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
+        agreement.length ? metricTable(ix, 'Top-k agreement with LIVE', agreement, {shown, rowHead: 'intervention', id: 'table-topk'}) : null,
+        layerAgreement.length ? el('details', {}, el('summary', {}, 'Top-k agreement per layer'),
+          metricTable(ix, 'Top-k agreement with LIVE, per router layer', layerAgreement, {shown, rowHead: 'intervention', id: 'table-layer-topk'})) : null,
         el('div', {class: 'charts'}, charts),
         metricTable(ix, 'Routing per layer', [...perLayer('experts_per_token', 'experts/token'), ...perLayer('expert_load_entropy', 'load entropy (nats)')],
           {shown, id: 'table-routing'}),
