@@ -587,7 +587,7 @@ function callApi(page, rpc, body, key) {
 
 // A finished audit of a mixture of experts (--routing_job, olmoe-tiny: 2
 // router layers of 8 experts, top-2, audited with static_layer and
-// random_route): its page shows the Routing section with the numbers the
+// random_route besides correct): its page shows the Routing section with the numbers the
 // server stored, read back over the API.
 async function routingReport(page) {
   const job = args.routing_job;
@@ -607,11 +607,12 @@ async function routingReport(page) {
     shownMatches(perLayer[2 + l][1], stored('execution', `expert_load_entropy.${l}`))),
   'routing: experts per token (2 of 8) and load entropy per layer, as stored', JSON.stringify(perLayer));
   const agreement = await table('table-topk');
-  const wanted = ['static_layer', 'random_route'];
+  const wanted = ['correct', 'static_layer', 'random_route'];  // correct: 1, its own routing
   check(wanted.every((i) => agreement.some(([th, td]) => th === i && shownMatches(td, stored(i, 'topk_agreement')))),
     'routing: top-k agreement with LIVE per intervention, as stored', JSON.stringify(agreement));
   const random = stored('random_route', 'topk_agreement');
-  check(random && random.value < 1, 'routing: random routes leave LIVE\'s expert sets', JSON.stringify(random));
+  check(stored('correct', 'topk_agreement').value === 1 && random && random.value < 1,
+    'routing: correct keeps LIVE\'s expert sets, random routes leave them', JSON.stringify(random));
   const layerRows = await table('table-layer-topk');
   check(layerRows.length === wanted.length * layers.length, 'routing: top-k agreement per router layer', JSON.stringify(layerRows));
   const shares = await table('table-expert-share');
