@@ -501,7 +501,10 @@
   function barChart({title, yLabel, groups, series, id, note}) {
     const n = series.length + (groups.some((g) => g.summary) ? 1 : 0);
     const barW = Math.max(14, Math.min(40, 240 / Math.max(n, 1)));
-    const groupW = n * barW + 30;
+    // Wide enough for its label too (12 px text, about 7.5 px a character):
+    // one model's bars alone are narrower than an intervention's name.
+    const labelW = 7.5 * Math.max(0, ...groups.map((g) => g.label.length)) + 30;
+    const groupW = Math.max(n * barW + 30, labelW);
     const left = 64, right = 16, top = 30, bottom = 250;
     const width = Math.max(titleWidth(title), left + right + Math.max(1, groups.length) * groupW);
     const svg = chartSvg(width, bottom + 44, title);
@@ -518,7 +521,8 @@
     svg.append(sv('text', {x: 14, y: (top + bottom) / 2, transform: `rotate(-90 14 ${(top + bottom) / 2})`,
       'text-anchor': 'middle', class: 'tick'}, yLabel));
     groups.forEach((g, gi) => {
-      const x0 = left + gi * groupW + 15;
+      const g0 = left + gi * groupW + 15;
+      const x0 = g0 + (groupW - 30 - n * barW) / 2;  // the bars centred under the label
       for (const b of g.bars) {
         if (!isFinite(b.value)) continue;
         const x = x0 + b.k * barW;
@@ -547,7 +551,7 @@
         sv('polygon', {points: `${xm},${scale.y(s.mean) - 6} ${xm + 6},${scale.y(s.mean)} ${xm},${scale.y(s.mean) + 6} ${xm - 6},${scale.y(s.mean)}`,
           fill: '#000'}, sv('title', {}, s.tip)));
       }
-      svg.append(sv('text', {x: x0 + (groupW - 30) / 2, y: bottom + 18, 'text-anchor': 'middle'}, g.label));
+      svg.append(sv('text', {x: g0 + (groupW - 30) / 2, y: bottom + 18, 'text-anchor': 'middle'}, g.label));
     });
     const kids = [chartWrap(svg, title), legend(series, 'bar')];
     if (groups.some((g) => g.summary)) kids.push(el('p', {class: 'note'}, '◆ with a bar: mean ± sd across the models of the job.'));
