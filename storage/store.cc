@@ -143,6 +143,15 @@ void WhereBuilder::BindAll(Statement& stmt) const {
   }
 }
 
+absl::StatusOr<std::vector<int64_t>> ReadIds(Statement& select) {
+  std::vector<int64_t> ids;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, select.Step());
+    if (!row) return ids;
+    ids.push_back(select.ColumnInt(0));
+  }
+}
+
 std::string MakePageToken(char kind, int64_t last_id) {
   return absl::StrFormat("%c%d", kind, last_id);
 }

@@ -305,8 +305,8 @@ class Store {
   // end goes unobserved and none is observed twice. NOT_FOUND when absent.
   [[nodiscard]] absl::Status MarkEndUnobserved(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_);
   [[nodiscard]] absl::Status MarkEndObserved(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_);
-  // The marked jobs, oldest first, at most `limit`.
-  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> UnobservedEnds(int limit)
+  // The marked jobs with ids above `after_id`, oldest first, at most `limit`.
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> UnobservedEnds(int limit, int64_t after_id = 0)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---------------------------------------------------- Tasks (store_tasks.cc)

@@ -55,6 +55,9 @@ class WhereBuilder {
   std::vector<std::variant<int64_t, std::string>> values_;
 };
 
+// Steps `select` to its end: column 0 of every row, as ids.
+[[nodiscard]] absl::StatusOr<std::vector<int64_t>> ReadIds(Statement& select);
+
 // Page tokens are a one-letter kind followed by the decimal id of the last
 // row served, so a token of one listing is refused by another.
 std::string MakePageToken(char kind, int64_t last_id);

@@ -247,21 +247,16 @@ absl::Status Store::MarkEndObserved(int64_t job_id) {
   return SetEndUnobserved(*db_, job_id, false);
 }
 
-absl::StatusOr<std::vector<int64_t>> Store::UnobservedEnds(int limit) {
+absl::StatusOr<std::vector<int64_t>> Store::UnobservedEnds(int limit, int64_t after_id) {
   if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
   RecursiveMutexLock lock(&mu_);
   FCA_ASSIGN_OR_RETURN(Statement find,
-                       db_->Prepare("SELECT id FROM jobs WHERE end_unobserved = 1 ORDER BY id "
-                                    "LIMIT ?1",
+                       db_->Prepare("SELECT id FROM jobs WHERE end_unobserved = 1 AND id > ?2 "
+                                    "ORDER BY id LIMIT ?1",
                                     "find unobserved job ends"));
   find.BindInt(1, limit);
-  std::vector<int64_t> ids;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
-    if (!row) break;
-    ids.push_back(find.ColumnInt(0));
-  }
-  return ids;
+  find.BindInt(2, after_id);
+  return internal::ReadIds(find);
 }
 
 absl::StatusOr<JobRecord> Store::FinishJob(int64_t id, JobState state, const std::string& error) {

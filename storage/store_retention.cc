@@ -158,12 +158,7 @@ absl::StatusOr<std::vector<int64_t>> Store::ExpiredJobs(const RetentionDays& def
       Statement stmt,
       db_->Prepare(ExpiredJobsSql(defaults.keep_jobs_days == 0, false), "find expired jobs"));
   BindExpiry(stmt, defaults.keep_jobs_days, Now(), limit);
-  std::vector<int64_t> ids;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) return ids;
-    ids.push_back(stmt.ColumnInt(0));
-  }
+  return internal::ReadIds(stmt);
 }
 
 absl::StatusOr<std::vector<DatasetUse>> Store::ExpiredDatasets(const RetentionDays& defaults,

@@ -3,11 +3,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
+#include "storage/store_internal.h"
 
 namespace fca::storage {
 namespace {
@@ -392,13 +394,7 @@ absl::StatusOr<std::vector<int64_t>> Store::UnsettledJobs() {
                    "tasks.job_id = jobs.id AND "
                    "tasks.state IN ('QUEUED', 'RUNNING')) ORDER BY id",
                    "find unsettled jobs"));
-  std::vector<int64_t> ids;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, find.Step());
-    if (!row) break;
-    ids.push_back(find.ColumnInt(0));
-  }
-  return ids;
+  return internal::ReadIds(find);
 }
 
 absl::StatusOr<std::optional<Store::Settled>> Store::SettleJob(int64_t job_id,

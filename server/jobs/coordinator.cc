@@ -214,10 +214,16 @@ absl::Status Coordinator::ObserveEnd(const storage::JobRecord& job) {
 
 void Coordinator::ObserveUnobservedEnds() {
   if (!end_observer_) return;
-  // At most this many per sweep, and none after a refusal: a store that
-  // refuses writes is not hammered.
-  constexpr int kPerSweep = 100;
-  absl::StatusOr<std::vector<int64_t>> ids = store_->UnobservedEnds(kPerSweep);
+  // At most unobserved_per_sweep per sweep, from where the last one
+  // stopped, and none after a refusal: a store that refuses writes is not
+  // hammered.
+  int64_t after = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    after = unobserved_after_;
+  }
+  const int limit = std::max(1, options_.unobserved_per_sweep);
+  absl::StatusOr<std::vector<int64_t>> ids = store_->UnobservedEnds(limit, after);
   if (!ids.ok()) return;  // the next sweep tries again
   for (int64_t id : *ids) {
     // The observer's writes and the unmarking commit together, or neither.
@@ -226,14 +232,26 @@ void Coordinator::ObserveUnobservedEnds() {
       FCA_RETURN_IF_ERROR(end_observer_(job));
       return store_->MarkEndObserved(id);
     });
+    if (Transient(observed)) return;  // still refusing: the next sweep starts here again
+    bool first_failure = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (observed.ok()) {
+        unobserved_logged_.erase(id);
+      } else {
+        first_failure = unobserved_logged_.insert(id).second;
+      }
+    }
     if (observed.ok()) {
       LOG(INFO) << "job " << id << ": the notices of its end are enqueued";
-    } else if (Transient(observed)) {
-      return;  // the store is still refusing: the next sweep tries again
-    } else {
-      LogError(id, "cannot enqueue the notices of its end", observed);
+    } else if (first_failure) {
+      LogError(id, "cannot enqueue the notices of its end (retried at every sweep, logged once)",
+               observed);
     }
   }
+  absl::MutexLock lock(&mu_);
+  // After the last of them, the next sweep starts from the first again.
+  unobserved_after_ = static_cast<int>(ids->size()) < limit ? 0 : ids->back();
 }
 
 void Coordinator::StopJob(int64_t job_id) {

@@ -83,6 +83,8 @@ class Coordinator : public TaskBroker {
     // every turn until the store takes it.
     int end_retries = 5;
     std::chrono::milliseconds end_retry_delay{20};
+    // Ends whose observer failed (SetEndObserver) that one sweep retries.
+    int unobserved_per_sweep = 100;
     // Claims check the worker's weights against this repository's hashes
     // (remote workers only: in-process workers share the folder).
     ModelRepository* models = nullptr;
@@ -263,6 +265,11 @@ class Coordinator : public TaskBroker {
   // Each running job's spec, parsed from the store once (JobSpec).
   std::map<int64_t, std::shared_ptr<const v1::AuditSpec>> specs_ ABSL_GUARDED_BY(mu_);
   std::set<int64_t> cache_errors_logged_ ABSL_GUARDED_BY(mu_);
+  // The retries of unobserved ends: the id the next sweep starts after (a
+  // job whose observer keeps failing holds back none after it), and the
+  // jobs whose failure was logged (once each, not at every sweep).
+  int64_t unobserved_after_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<int64_t> unobserved_logged_ ABSL_GUARDED_BY(mu_);
   Refusals refusals_;
   RemoteLoaded remote_loaded_;
   absl::Mutex ends_mu_;

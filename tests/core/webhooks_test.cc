@@ -17,6 +17,7 @@
 #include "server/jobs/webhook_sender.h"
 #include "tests/core/core_env.h"
 #include "tests/core/webhook_receiver.h"
+#include "tests/testing/log_lines.h"
 
 namespace fca::core {
 namespace {
@@ -274,6 +275,53 @@ TEST(WebhooksFaultTest, ARefusedEnqueueIsDeliveredOnceBySweeps) {
   auto integrity = env.store()->IntegrityCheck();
   ASSERT_TRUE(integrity.ok()) << integrity.status();
   EXPECT_EQ(*integrity, "ok");
+}
+
+// An end whose observer keeps failing (not a refusal the store may lift)
+// is retried at every sweep but logged once, and holds back no end after
+// it: each sweep starts after the last one the previous sweep tried.
+TEST(WebhooksFaultTest, AnEndThatKeepsFailingHoldsBackNoneAfterItAndIsLoggedOnce) {
+  testing::RunOptions run = testing::FastRunOptions();
+  run.coordinator.unobserved_per_sweep = 1;
+  CoreEnv env({}, run);
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  const v1::AuditSpec spec = testing::SmallSpec({testing::kGateA}, "eval", "calib");
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto job = env.Submit(Alice(), spec);
+    ASSERT_TRUE(job.ok()) << job.status();
+    ids.push_back(job->id());
+  }
+  // Both ends go unobserved: the observer fails as they are cancelled.
+  std::vector<int64_t> observed;
+  int64_t failing = 0;  // 0: every job's observer fails
+  env.coordinator()->SetEndObserver([&](const storage::JobRecord& job) {
+    if (failing == 0 || job.id == failing) return absl::InternalError("the observer is broken");
+    observed.push_back(job.id);
+    return absl::OkStatus();
+  });
+  for (int64_t id : ids) {
+    v1::CancelJobRequest cancel;
+    cancel.set_job_id(id);
+    ASSERT_TRUE(env.core()->CancelJob(Alice(), cancel).ok());
+  }
+  auto marked = env.store()->UnobservedEnds(10);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  ASSERT_EQ(*marked, ids);
+
+  failing = ids[0];  // the older one fails for good, the newer one heals
+  fca::testing::LogLines log({"retried at every sweep"});
+  env.coordinator()->SweepOnce();  // tries the first: fails
+  EXPECT_TRUE(observed.empty());
+  env.coordinator()->SweepOnce();  // tries the second, after it
+  EXPECT_EQ(observed, std::vector<int64_t>{ids[1]});
+  env.coordinator()->SweepOnce();  // none after the second: back to the start
+  env.coordinator()->SweepOnce();  // the first fails again
+  EXPECT_EQ(observed, std::vector<int64_t>{ids[1]});
+  EXPECT_EQ(log.count("retried at every sweep"), 1);
+  marked = env.store()->UnobservedEnds(10);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_EQ(*marked, std::vector<int64_t>{ids[0]});
 }
 
 }  // namespace
