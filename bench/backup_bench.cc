@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_check.h"
 #include "common/random.h"
 #include "storage/backup.h"
 #include "storage/store.h"
@@ -36,20 +37,9 @@
 namespace fca::storage {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-template <typename T>
-T Check(absl::StatusOr<T> value, const char* what) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, value.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *std::move(value);
-}
+using bench::Check;
+using bench::Clock;
+using bench::SecondsSince;
 
 // Datasets of 16 MiB of distinct random bytes until the file holds `mb` MiB.
 void Fill(Store* store, int64_t mb) {

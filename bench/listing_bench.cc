@@ -41,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/bench_check.h"
 #include "common/build_version.h"
 #include "common/proto_json.h"
 #include "google/protobuf/util/json_util.h"
@@ -56,7 +57,10 @@
 namespace fca {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Check;
+using bench::Clock;
+using bench::SecondsSince;
+
 constexpr double kTargetMs = 20;
 constexpr int kUsers = 10;
 constexpr int kShared = 3;
@@ -69,26 +73,6 @@ const char* const kModels[] = {"fg_a", "fg_b", "fg_c"};
 const char* const kInterventions[] = {"correct", "cross_input", "token_shuffle", "static_layer",
                                       "global_mean"};
 const char* const kMetrics[] = {"nll", "penalty"};
-
-template <typename T>
-T Check(absl::StatusOr<T> value, const char* what) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, value.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *std::move(value);
-}
-
-void Check(const absl::Status& status, const char* what) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
-    std::exit(1);
-  }
-}
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string User(int64_t i) { return absl::StrCat("user", i % kUsers); }
 

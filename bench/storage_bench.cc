@@ -27,32 +27,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_check.h"
 #include "common/random.h"
 #include "storage/store.h"
 
 namespace fca::storage {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void Die(const absl::Status& status, const char* what) {
-  std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T Check(absl::StatusOr<T> value, const char* what) {
-  if (!value.ok()) Die(value.status(), what);
-  return *std::move(value);
-}
-
-void Check(const absl::Status& status, const char* what) {
-  if (!status.ok()) Die(status, what);
-}
+using bench::Check;
+using bench::Clock;
+using bench::Die;
+using bench::SecondsSince;
 
 void RemoveDb(const std::string& path) {
   std::remove(path.c_str());
