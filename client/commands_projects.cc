@@ -189,9 +189,9 @@ CommandResult RunProjectsDelete(CommandContext& ctx) {
   request.set_name(ctx.args()[0]);
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(const v1::DeleteProjectResponse deleted, client->DeleteProject(request));
-  ctx.out() << absl::StrFormat("project %s: deleted with %d jobs and %d datasets\n",
+  ctx.out() << absl::StrFormat("project %s: deleted with %d jobs, %d datasets and %d webhooks\n",
                                SanitizeForTerminal(request.name()), deleted.jobs_deleted(),
-                               deleted.datasets_deleted());
+                               deleted.datasets_deleted(), deleted.webhooks_deleted());
   return kExitOk;
 }
 

@@ -251,6 +251,7 @@ struct ProjectMember {
 struct ProjectDeletion {
   int64_t jobs = 0;
   int64_t datasets = 0;
+  int64_t webhooks = 0;  // with their deliveries and attempts
 };
 
 struct ApiKeyInfo {

@@ -434,9 +434,21 @@ const char* const kVersion10[] = {
     nullptr,
 };
 
+// Version 11: servers before it left a deleted project's webhooks behind,
+// and a project created later under that name inherited them (their URLs and
+// secrets). Those orphans go, with their deliveries (ON DELETE CASCADE). A
+// webhook its creator added to their own personal project before schema 7
+// stays: that project is theirs again when it is made.
+const char* const kVersion11[] = {
+    R"sql(DELETE FROM webhooks WHERE project != created_by AND
+      NOT EXISTS (SELECT 1 FROM projects p WHERE p.name = webhooks.project))sql",
+    nullptr,
+};
+
 const Migration kMigrations[] = {
-    {1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5},
-    {6, kVersion6}, {7, kVersion7}, {8, kVersion8}, {9, kVersion9}, {10, kVersion10},
+    {1, kVersion1}, {2, kVersion2},   {3, kVersion3},   {4, kVersion4},
+    {5, kVersion5}, {6, kVersion6},   {7, kVersion7},   {8, kVersion8},
+    {9, kVersion9}, {10, kVersion10}, {11, kVersion11},
 };
 
 absl::StatusOr<int> ReadUserVersion(const Database& db) {

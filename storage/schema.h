@@ -9,7 +9,7 @@ namespace fca::storage {
 
 // The schema version this code writes. A database at a lower version is
 // migrated forward; one at a higher version was written by newer code.
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // Brings `db` to kSchemaVersion, one migration per transaction, so a crash
 // leaves the database at some whole version. Safe against another process

@@ -258,7 +258,10 @@ absl::StatusOr<ProjectDeletion> Store::DeleteProject(const std::string& name) {
           "project '%s' has queued or running jobs; cancel them before deleting it", name));
     }
     // Events, tasks and results go with their jobs, chunks with their
-    // cache entries, members with the project (ON DELETE CASCADE).
+    // cache entries, members with the project, deliveries and their attempts
+    // with their webhook (ON DELETE CASCADE). Webhooks name their project by
+    // name only, so they are deleted here: a project created later under
+    // the same name must not inherit them (nor their secrets).
     const auto run = [&](const char* sql, int64_t* count)
                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(sql, "delete project"));
@@ -275,6 +278,7 @@ absl::StatusOr<ProjectDeletion> Store::DeleteProject(const std::string& name) {
                      "datasets d WHERE d.sha256 = dataset_blobs.sha256)",
                      "delete project"));
     FCA_RETURN_IF_ERROR(run("DELETE FROM coeff_cache WHERE project = ?1", nullptr));
+    FCA_RETURN_IF_ERROR(run("DELETE FROM webhooks WHERE project = ?1", &deleted.webhooks));
     return run("DELETE FROM projects WHERE name = ?1", nullptr);
   }));
   return deleted;

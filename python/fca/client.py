@@ -303,8 +303,8 @@ class Client:
         return frames.row(self._unary("RemoveProjectMember", request).project)
 
     def delete_project(self, name):
-        """Deletes a shared project with its jobs and datasets; returns
-        {"jobs_deleted": n, "datasets_deleted": n}."""
+        """Deletes a shared project with its jobs, datasets and webhooks;
+        returns {"jobs_deleted": n, "datasets_deleted": n, "webhooks_deleted": n}."""
         return frames.row(self._unary("DeleteProject", pb.DeleteProjectRequest(name=name)))
 
     # --- API keys (docs/operator-guide.md "The key lifecycle")

@@ -99,7 +99,8 @@ def test_projects_members_roles_and_project_arguments(lab):
     with pytest.raises(fca.NotFound):
         bob.jobs(project="lab")
     job.cancel().wait(progress=False, raise_on_failure=False)
-    assert alice.delete_project("lab") == {"jobs_deleted": 1, "datasets_deleted": 2}
+    assert alice.delete_project("lab") == {"jobs_deleted": 1, "datasets_deleted": 2,
+                                           "webhooks_deleted": 0}
     with pytest.raises(fca.NotFound):
         alice.project("lab")
 

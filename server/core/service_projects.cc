@@ -145,6 +145,7 @@ absl::StatusOr<v1::DeleteProjectResponse> AuditServiceCore::DeleteProject(
     v1::DeleteProjectResponse response;
     response.set_jobs_deleted(deleted.jobs);
     response.set_datasets_deleted(deleted.datasets);
+    response.set_webhooks_deleted(deleted.webhooks);
     return response;
   }();
   Record(caller, audit_action::kProjectDelete,

@@ -630,5 +630,43 @@ TEST_F(StoreMigrationTest, OldJobsAreFoundByTheirModels) {
   EXPECT_TRUE(ids("a").empty());  // its models go with the job
 }
 
+// Version 11: a deleted project's webhooks, left behind by older servers,
+// are gone (with their deliveries), so a project created under that name
+// later inherits none; a live project's webhooks stay, and so does one its
+// creator added to their own personal project before that project exists.
+TEST_F(StoreMigrationTest, ADeletedProjectsWebhooksAreGone) {
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+    ASSERT_OK(store->CreateProject("live", "root", "ann").status());
+  }
+  {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_, 1000);
+    ASSERT_OK(db);
+    for (const char* sql : {
+             "INSERT INTO webhooks (id, project, url, secret, created_by, created_at_us) VALUES "
+             "(1, 'gone', 'http://h/old', 's1', 'ann', 1), "
+             "(2, 'live', 'http://h/live', 's2', 'ann', 1), "
+             "(3, 'cleo', 'http://h/own', 's3', 'cleo', 1)",
+             "INSERT INTO webhook_deliveries (webhook_id, job_id, job_state, payload, state, "
+             "next_attempt_us, created_at_us) VALUES (1, 9, 'SUCCEEDED', '{}', 'PENDING', 0, 1)",
+             "PRAGMA user_version = 10",
+         }) {
+      ASSERT_OK((*db)->Execute(sql, "test"));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(Options()));
+  ASSERT_OK(store->CreateProject("gone", "root", "bob").status());
+  ASSERT_OK_AND_ASSIGN(const std::vector<WebhookRecord> inherited, store->ListWebhooks("gone"));
+  EXPECT_TRUE(inherited.empty());
+  ASSERT_OK_AND_ASSIGN(const auto due, store->DueWebhookDeliveries(10, 10));
+  EXPECT_TRUE(due.empty());
+  ASSERT_OK_AND_ASSIGN(const std::vector<WebhookRecord> live, store->ListWebhooks("live"));
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(live[0].id, 2);
+  ASSERT_OK_AND_ASSIGN(const std::vector<WebhookRecord> own, store->ListWebhooks("cleo"));
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].id, 3);
+}
+
 }  // namespace
 }  // namespace fca::storage

@@ -213,6 +213,43 @@ TEST_P(StoreProjectsTest, DeleteTakesEverythingOfTheProjectOnly) {
   EXPECT_EQ(integrity, "ok");
 }
 
+// A project's webhooks die with it: a project created later under the same
+// name (by someone else) inherits none, so its job ends are not sent to the
+// old receiver nor signed with the old secret; another project's stay.
+TEST_P(StoreProjectsTest, DeleteTakesTheWebhooksARecreatedNameInheritsNone) {
+  ASSERT_OK(store_->CreateProject("lab", "root", "alice"));
+  WebhookRecord hook;
+  hook.project = "lab";
+  hook.url = "http://127.0.0.1:9/alice";
+  hook.secret = "alice's secret";
+  hook.created_by = "alice";
+  ASSERT_OK(store_->AddWebhook(hook).status());
+  hook.project = "alice";
+  ASSERT_OK_AND_ASSIGN(const WebhookRecord kept, store_->AddWebhook(hook));
+  ASSERT_OK_AND_ASSIGN(const JobRecord old_job, store_->CreateJob("alice", "{}", {}, "", "lab"));
+  ASSERT_OK_AND_ASSIGN(const int64_t enqueued,
+                       store_->EnqueueWebhookDeliveries("lab", old_job.id, "CANCELLED", "{}", 0));
+  EXPECT_EQ(enqueued, 1);
+  ASSERT_OK(store_->RequestCancel(old_job.id));
+
+  ASSERT_OK_AND_ASSIGN(const ProjectDeletion deleted, store_->DeleteProject("lab"));
+  EXPECT_EQ(deleted.webhooks, 1);
+  ExpectRows("webhook_deliveries", 0);
+
+  ASSERT_OK(store_->CreateProject("lab", "root", "carol"));
+  ASSERT_OK_AND_ASSIGN(const std::vector<WebhookRecord> inherited, store_->ListWebhooks("lab"));
+  EXPECT_TRUE(inherited.empty());
+  ASSERT_OK_AND_ASSIGN(const JobRecord job, store_->CreateJob("carol", "{}", {}, "", "lab"));
+  ASSERT_OK_AND_ASSIGN(const int64_t sent,
+                       store_->EnqueueWebhookDeliveries("lab", job.id, "SUCCEEDED", "{}", 0));
+  EXPECT_EQ(sent, 0);
+  ASSERT_OK_AND_ASSIGN(const auto due, store_->DueWebhookDeliveries(10, 10));
+  EXPECT_TRUE(due.empty());
+  ASSERT_OK_AND_ASSIGN(const std::vector<WebhookRecord> alice, store_->ListWebhooks("alice"));
+  ASSERT_EQ(alice.size(), 1u);
+  EXPECT_EQ(alice[0].id, kept.id);
+}
+
 TEST_P(StoreProjectsTest, MembershipWritesAreFaultInjected) {
   ASSERT_OK(store_->CreateProject("lab", "root", "ann"));
   options_.fault_injector = [](std::string_view op) {
