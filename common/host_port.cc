@@ -2,6 +2,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 
 namespace fca {
 
@@ -20,6 +22,17 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
     return malformed;
   }
   return HostPort{std::string(host), port};
+}
+
+std::string PeerHost(absl::string_view peer) {
+  absl::string_view rest = peer;
+  if (!absl::ConsumePrefix(&rest, "ipv4:") && !absl::ConsumePrefix(&rest, "ipv6:") &&
+      !absl::ConsumePrefix(&rest, "http ")) {
+    return std::string(peer);
+  }
+  const std::string decoded = absl::StrReplaceAll(rest, {{"%5B", "["}, {"%5D", "]"}});
+  absl::StatusOr<HostPort> parsed = ParseHostPort(decoded);
+  return parsed.ok() ? parsed->host : std::string(peer);
 }
 
 }  // namespace fca

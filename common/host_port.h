@@ -21,6 +21,12 @@ struct HostPort {
 // callers put the flag or the address's role in front.
 [[nodiscard]] absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
 
+// The host of a caller's peer as the transports name it: gRPC's
+// "ipv4:10.0.0.7:5123" and "ipv6:[::1]:5123" (brackets maybe written %5B
+// and %5D), the HTTP gateway's "http 10.0.0.7:5123". Anything else (a Unix
+// socket's "unix:/path") comes back whole.
+std::string PeerHost(absl::string_view peer);
+
 }  // namespace fca
 
 #endif  // FCA_COMMON_HOST_PORT_H_

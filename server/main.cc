@@ -273,6 +273,13 @@ ABSL_FLAG(int64_t, max_upload_bytes_in_flight,
                           "UploadDataset by announced size, HTTP bodies by Content-Length): "
                           "RESOURCE_EXHAUSTED (HTTP 429) beyond it, retry shortly. 1..%d",
                           fca::flag_limits::kMaxUploadBytesInFlight));
+ABSL_FLAG(int64_t, max_upload_bytes_per_client,
+          fca::core::ServiceLimits().max_upload_bytes_per_client,
+          absl::StrFormat("most bytes of uploads in flight at once from one client address, and "
+                          "from one user: RESOURCE_EXHAUSTED (HTTP 429) beyond it; at most "
+                          "--max_upload_bytes_in_flight. An HTTP request's key is checked "
+                          "before its body's bytes are reserved. 1..%d",
+                          fca::flag_limits::kMaxUploadBytesInFlight));
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 
@@ -370,6 +377,9 @@ std::vector<std::string> WorkerDevices() {
                                      flag_limits::kMaxHttpConnections));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_upload_bytes_in_flight",
                                      absl::GetFlag(FLAGS_max_upload_bytes_in_flight), 1,
+                                     flag_limits::kMaxUploadBytesInFlight));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("max_upload_bytes_per_client",
+                                     absl::GetFlag(FLAGS_max_upload_bytes_per_client), 1,
                                      flag_limits::kMaxUploadBytesInFlight));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_attempts", absl::GetFlag(FLAGS_max_attempts), 1,
                                      flag_limits::kMaxAttempts));
@@ -492,6 +502,7 @@ core::ServiceLimits Limits() {
   limits.max_user_bytes = absl::GetFlag(FLAGS_max_user_bytes);
   limits.max_watch_streams = absl::GetFlag(FLAGS_max_watch_streams);
   limits.max_upload_bytes_in_flight = absl::GetFlag(FLAGS_max_upload_bytes_in_flight);
+  limits.max_upload_bytes_per_client = absl::GetFlag(FLAGS_max_upload_bytes_per_client);
   limits.spec.max_windows = absl::GetFlag(FLAGS_max_windows);
   limits.spec.max_window_length = absl::GetFlag(FLAGS_max_window_length);
   return limits;

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/build_version.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -100,14 +101,9 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
         used, limits_.max_user_bytes));
   }
   if (in_flight_ != nullptr) {
-    std::optional<ByteBudget::Lease> lease = in_flight_->TryReserve(header.size_bytes());
-    if (!lease) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("uploads in flight would exceed the server's limit of %d bytes "
-                          "(--max_upload_bytes_in_flight); retry shortly",
-                          in_flight_->capacity()));
-    }
-    held_ = *std::move(lease);
+    FCA_ASSIGN_OR_RETURN(
+        held_, in_flight_->TryReserve(header.size_bytes(),
+                                      ByteBudget::Clients(PeerHost(caller_.peer), caller_.user)));
   }
   FCA_ASSIGN_OR_RETURN(upload_id_, store_->BeginUpload(caller_.user, project_));
   return absl::OkStatus();

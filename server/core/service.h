@@ -45,6 +45,11 @@ struct ServiceLimits {
   // bytes held at once in memory are bounded by this. RESOURCE_EXHAUSTED
   // ("retry shortly"; HTTP 429) for an upload beyond it.
   int64_t max_upload_bytes_in_flight = 512ll << 20;
+  // What one client may hold of it: each address and each user counts on
+  // its own (common/byte_budget.h), so that one address or key cannot stop
+  // everyone's uploads. The default lets one upload of the largest dataset
+  // (--max_dataset_bytes' default) through.
+  int64_t max_upload_bytes_per_client = 256ll << 20;
   SpecLimits spec;
 };
 
@@ -103,7 +108,7 @@ class AuditServiceCore {
         coordinator_(coordinator),
         hub_(hub),
         limits_(limits),
-        uploads_in_flight_(limits.max_upload_bytes_in_flight) {}
+        uploads_in_flight_(limits.max_upload_bytes_in_flight, limits.max_upload_bytes_per_client) {}
 
   const ServiceLimits& limits() const { return limits_; }
   // Shared by the transports' uploads (DatasetUpload, HTTP bodies).

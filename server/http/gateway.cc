@@ -133,6 +133,10 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* 
   transport.tls_key_file = options.tls_key_file;
   std::unique_ptr<Gateway> g(new Gateway(core, std::move(auth), std::move(options), std::move(api),
                                          std::move(cross_site)));
+  transport.body_gate = [gateway = g.get()](std::optional<absl::string_view> authorization,
+                                            const std::string& address, int port) {
+    return gateway->BodySender(authorization, address, port);
+  };
   g->host_ = address->host;
   FCA_ASSIGN_OR_RETURN(g->transport_, Transport::Bind(transport, g->options_.listen));
   g->RouteApi();
@@ -168,6 +172,14 @@ std::variant<core::Caller, ApiReply> Gateway::Admit(const httplib::Request& req,
     return ErrorReply(allowed);
   }
   return *std::move(caller);
+}
+
+absl::StatusOr<std::string> Gateway::BodySender(std::optional<absl::string_view> authorization,
+                                                const std::string& address, int port) const {
+  FCA_ASSIGN_OR_RETURN(const core::Caller caller,
+                       auth_.Authenticate(authorization, Peer(address, port)));
+  FCA_RETURN_IF_ERROR(auth::MayCallAuditService(caller));
+  return caller.user;
 }
 
 void Gateway::RouteApi() {

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -127,6 +128,10 @@ class Gateway {
   std::variant<core::Caller, ApiReply> Admit(const httplib::Request& req, httplib::Response& res,
                                              bool changes_state) const;
   void ServeEvents(const httplib::Request& req, httplib::Response& res);
+  // The reception's BodyGate: the user a request body counts against, its
+  // key checked as Admit checks it, before any byte of it is reserved.
+  absl::StatusOr<std::string> BodySender(std::optional<absl::string_view> authorization,
+                                         const std::string& address, int port) const;
 
   core::AuditServiceCore* core_;
   const auth::Authenticator auth_;

@@ -84,13 +84,24 @@ metrics::Family<metrics::Counter>& Refusals() {
       "HTTP connections and requests refused before being served, by reason: per_address and "
       "total (connection caps), evicted (dropped for a new connection at the total cap), "
       "timeout (the request did not arrive in time), too_large (Content-Length over the limit), "
-      "uploads_budget (request bodies in flight at their limit), malformed, head_too_large, "
-      "length_required.",
+      "uploads_budget (request bodies in flight at the server's limit or at their client's "
+      "share), unauthenticated (a request body without a valid key), malformed, "
+      "head_too_large, length_required.",
       {"reason"});
   return f;
 }
 
 // --------------------------------------------------------- connection
+
+// What the reception needs of a request's head.
+struct Head {
+  int64_t content_length = 0;
+  bool expect_continue = false;
+  bool probe = false;     // GET /healthz, /readyz or /metrics
+  std::string rewritten;  // the head without Expect (answered here)
+  std::optional<std::string> authorization;
+  size_t length = 0;  // of the head as received, "\r\n\r\n" included
+};
 
 struct Connection {
   int fd = -1;
@@ -105,6 +116,10 @@ struct Connection {
   size_t request_bytes = 0;
   bool probe = false;
   ByteBudget::Lease body;
+  // A head announcing a body, while its key is checked and the body's bytes
+  // reserved on the admission lane, and what that decided.
+  std::optional<Head> admitting;
+  absl::Status admission;
   int served = 0;
   bool close_after = false;
   // Refused while the client may still be sending its body: the answer is
@@ -184,6 +199,10 @@ const char* ReasonPhrase(int status) {
   switch (status) {
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 408:
       return "Request Timeout";
     case 411:
@@ -203,9 +222,10 @@ const char* ReasonPhrase(int status) {
 std::string RefusalResponse(int http_status, const absl::Status& status) {
   const std::string body = ErrorJson(status);
   return absl::StrFormat(
-      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+      "HTTP/1.1 %d %s\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n"
       "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s",
-      http_status, ReasonPhrase(http_status), body.size(), body);
+      http_status, ReasonPhrase(http_status),
+      http_status == 401 ? "WWW-Authenticate: Bearer\r\n" : "", body.size(), body);
 }
 
 // Best effort, never blocking: the connection is closed next either way.
@@ -213,14 +233,22 @@ void SendNow(int fd, absl::string_view bytes) {
   (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-// ---------------------------------------------------------- the head
+// The HTTP status of a body refused at admission (Reception::BodyGate's
+// errors and the budget's), as the API's own errors map them.
+int AdmissionStatus(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    default:
+      return 503;
+  }
+}
 
-struct Head {
-  int64_t content_length = 0;
-  bool expect_continue = false;
-  bool probe = false;     // GET /healthz, /readyz or /metrics
-  std::string rewritten;  // the head without Expect (answered here)
-};
+// ---------------------------------------------------------- the head
 
 struct Refusal {
   int http_status;
@@ -268,11 +296,14 @@ std::variant<Head, Refusal> ParseHead(absl::string_view text) {
     } else if (absl::EqualsIgnoreCase(name, "Expect")) {
       head.expect_continue = absl::EqualsIgnoreCase(value, "100-continue");
       continue;  // answered here; httplib would answer it again
+    } else if (absl::EqualsIgnoreCase(name, "Authorization")) {
+      head.authorization = std::string(value);
     }
     absl::StrAppend(&head.rewritten, lines[i], "\r\n");
   }
   absl::StrAppend(&head.rewritten, "\r\n");
   head.content_length = length.value_or(0);
+  head.length = text.size();
   return head;
 }
 
@@ -350,8 +381,13 @@ int MillisUntil(Clock::time_point t, Clock::time_point now) {
 
 class Reception::Impl {
  public:
-  Impl(FrontedServer* server, int listen_fd, ReceptionLimits limits, ByteBudget* bodies)
-      : server_(server), listen_fd_(listen_fd), limits_(limits), bodies_(bodies) {}
+  Impl(FrontedServer* server, int listen_fd, ReceptionLimits limits, ByteBudget* bodies,
+       BodyGate gate)
+      : server_(server),
+        listen_fd_(listen_fd),
+        limits_(limits),
+        bodies_(bodies),
+        gate_(std::move(gate)) {}
 
   absl::Status Start() {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -362,6 +398,8 @@ class Reception::Impl {
                                   [this](std::unique_ptr<Connection> c) { Serve(std::move(c)); });
     probes_ = std::make_unique<Lane>(
         limits_.probe_threads, [this](std::unique_ptr<Connection> c) { Serve(std::move(c)); });
+    admissions_ = std::make_unique<Lane>(
+        kAdmissionThreads, [this](std::unique_ptr<Connection> c) { AdmitBody(std::move(c)); });
     loop_ = std::thread([this] { Loop(); });
     return absl::OkStatus();
   }
@@ -373,6 +411,7 @@ class Reception::Impl {
     // The requests read whole are served (closing their connections).
     if (api_ != nullptr) api_->Shutdown();
     if (probes_ != nullptr) probes_->Shutdown();
+    if (admissions_ != nullptr) admissions_->Shutdown();
     std::vector<std::unique_ptr<Connection>> returned = TakeReturned();
     for (const auto& c : returned) Close(*c);
     if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -392,6 +431,31 @@ class Reception::Impl {
     c->probe = false;
     c->body.Release();
     c->close_after = !written || client_closes || close;
+    Return(std::move(c));
+  }
+
+  // The admission lane: checks the key of a head that announces a body and
+  // reserves the body's bytes for its address and user, or records why not.
+  // Off the loop thread, since a key lookup may wait on the store.
+  void AdmitBody(std::unique_ptr<Connection> c) {
+    const Head& head = *c->admitting;
+    absl::StatusOr<std::string> user =
+        gate_ ? gate_(head.authorization, c->address, c->port) : std::string();
+    if (!user.ok()) {
+      c->admission = user.status();
+    } else {
+      absl::StatusOr<ByteBudget::Lease> lease =
+          bodies_->TryReserve(head.content_length, ByteBudget::Clients(c->address, *user));
+      if (lease.ok()) {
+        c->body = *std::move(lease);
+      } else {
+        c->admission = lease.status();
+      }
+    }
+    Return(std::move(c));
+  }
+
+  void Return(std::unique_ptr<Connection> c) {
     {
       absl::MutexLock lock(&returned_mu_);
       returned_.push_back(std::move(c));
@@ -453,6 +517,10 @@ class Reception::Impl {
   // A connection back from a serving thread: closed, or waiting for its
   // next request (maybe buffered already).
   void Resume(std::unique_ptr<Connection> c) {
+    if (c->admitting.has_value()) {
+      Admitted(std::move(c));
+      return;
+    }
     if (c->close_after) {
       Close(*c);
       return;
@@ -585,14 +653,24 @@ class Reception::Impl {
         return;
       }
       Head& head = std::get<Head>(parsed);
-      if (!ReserveBody(c, head.content_length)) return;
-      c.buffer.replace(0, end + 4, head.rewritten);
-      c.head_bytes = head.rewritten.size();
-      c.request_bytes = c.head_bytes + static_cast<size_t>(head.content_length);
-      c.probe = head.probe;
-      if (head.expect_continue && c.buffer.size() < c.request_bytes) {
-        SendNow(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+      if (head.content_length > limits_.max_body_bytes) {
+        Refusals().WithLabels({"too_large"}).Increment();
+        Linger(fd, 413,
+               absl::ResourceExhaustedError(absl::StrFormat(
+                   "the request body (Content-Length %d) exceeds the limit of %d bytes",
+                   head.content_length, limits_.max_body_bytes)));
+        return;
       }
+      if (head.content_length > 0 && bodies_ != nullptr) {
+        // No byte of the body is reserved (nor read) before its key is
+        // known: keyless clients must not hold the uploads budget.
+        c.admitting = std::move(head);
+        std::unique_ptr<Connection> owned = std::move(reading_.at(fd));
+        reading_.erase(fd);
+        admissions_->Push(std::move(owned));
+        return;
+      }
+      TakeHead(c, head);
     }
     if (c.buffer.size() < c.request_bytes) return;
     std::unique_ptr<Connection> whole = std::move(reading_.at(fd));
@@ -600,29 +678,32 @@ class Reception::Impl {
     (whole->probe ? probes_ : api_)->Push(std::move(whole));
   }
 
-  // The body's bytes from the budget; false when refused (lingering).
-  bool ReserveBody(Connection& c, int64_t bytes) {
-    if (bytes > limits_.max_body_bytes) {
-      Refusals().WithLabels({"too_large"}).Increment();
-      Linger(c.fd, 413,
-             absl::ResourceExhaustedError(absl::StrFormat(
-                 "the request body (Content-Length %d) exceeds the limit of %d bytes", bytes,
-                 limits_.max_body_bytes)));
-      return false;
+  // The request's head, read and accepted: what is left to read is its body.
+  void TakeHead(Connection& c, const Head& head) {
+    c.buffer.replace(0, head.length, head.rewritten);
+    c.head_bytes = head.rewritten.size();
+    c.request_bytes = c.head_bytes + static_cast<size_t>(head.content_length);
+    c.probe = head.probe;
+    if (head.expect_continue && c.buffer.size() < c.request_bytes) {
+      SendNow(c.fd, "HTTP/1.1 100 Continue\r\n\r\n");
     }
-    if (bytes == 0 || bodies_ == nullptr) return true;
-    std::optional<ByteBudget::Lease> lease = bodies_->TryReserve(bytes);
-    if (!lease) {
-      Refusals().WithLabels({"uploads_budget"}).Increment();
-      Linger(c.fd, 429,
-             absl::ResourceExhaustedError(
-                 absl::StrFormat("uploads in flight would exceed the server's limit of %d bytes "
-                                 "(--max_upload_bytes_in_flight); retry shortly",
-                                 bodies_->capacity())));
-      return false;
+  }
+
+  // A connection back from the admission lane: refused (lingering), or its
+  // body's bytes are reserved and it reads on, within its first deadline.
+  void Admitted(std::unique_ptr<Connection> c) {
+    const int fd = c->fd;
+    const Head head = *std::exchange(c->admitting, std::nullopt);
+    const absl::Status admission = std::exchange(c->admission, absl::OkStatus());
+    reading_[fd] = std::move(c);
+    if (!admission.ok()) {
+      const bool budget = absl::IsResourceExhausted(admission);
+      Refusals().WithLabels({budget ? "uploads_budget" : "unauthenticated"}).Increment();
+      Linger(fd, AdmissionStatus(admission.code()), admission);
+      return;
     }
-    c.body = *std::move(lease);
-    return true;
+    TakeHead(*reading_.at(fd), head);
+    Examine(fd);
   }
 
   void Expire() {
@@ -673,10 +754,14 @@ class Reception::Impl {
   const int listen_fd_;
   const ReceptionLimits limits_;
   ByteBudget* const bodies_;
+  const BodyGate gate_;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread loop_;
-  std::unique_ptr<Lane> api_, probes_;
+  // Threads that check keys and reserve bodies (AdmitBody): few, since a
+  // request waits there only on the key store.
+  static constexpr int kAdmissionThreads = 2;
+  std::unique_ptr<Lane> api_, probes_, admissions_;
 
   absl::Mutex returned_mu_;
   std::vector<std::unique_ptr<Connection>> returned_ ABSL_GUARDED_BY(returned_mu_);
@@ -691,8 +776,8 @@ class Reception::Impl {
 
 absl::StatusOr<std::unique_ptr<Reception>> Reception::Start(FrontedServer* server, int listen_fd,
                                                             ReceptionLimits limits,
-                                                            ByteBudget* bodies) {
-  auto impl = std::make_unique<Impl>(server, listen_fd, limits, bodies);
+                                                            ByteBudget* bodies, BodyGate gate) {
+  auto impl = std::make_unique<Impl>(server, listen_fd, limits, bodies, std::move(gate));
   if (absl::Status started = impl->Start(); !started.ok()) {
     ::close(listen_fd);
     return started;

@@ -17,7 +17,9 @@
 //     stalled client is the likeliest to be one), and 503 when none is;
 //   - a Content-Length beyond the body limit is refused at once (413), and
 //     a body's bytes are reserved from the uploads budget before they are
-//     read (429 when it is spent);
+//     read (429 when it is spent, or when the client's address or user holds
+//     its share); the request's key is checked first (BodyGate: 401 for
+//     none or a bad one), so a client without a key reserves nothing;
 //   - GET /healthz, /readyz and /metrics are served by a lane of their own,
 //     so they answer while every API thread is busy (event streams, slow
 //     calls);
@@ -35,10 +37,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/byte_budget.h"
 
 namespace fca::http {
@@ -69,14 +75,24 @@ class FrontedServer : public httplib::Server {
   bool RunDormant(int dormant_fd);
 };
 
+// Who sends a request body, asked before any of its bytes is reserved, on
+// a thread of the reception's own (it may wait on the key store): the user
+// the body's bytes count against, from the request's Authorization header
+// (nullopt: none) and the client's address and port; or the refusal
+// (UNAUTHENTICATED: 401, PERMISSION_DENIED: 403, other: 503).
+using BodyGate = std::function<absl::StatusOr<std::string>(
+    std::optional<absl::string_view> authorization, const std::string& address, int port)>;
+
 class Reception {
  public:
   // Serves `listen_fd` (bound and listening; taken) with `server`'s routes.
-  // `bodies` (may be null) is the budget request bodies are reserved from.
+  // `bodies` (may be null) is the budget request bodies are reserved from,
+  // for their address and the user `gate` names (unset: the address only).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Reception>> Start(FrontedServer* server,
                                                                         int listen_fd,
                                                                         ReceptionLimits limits,
-                                                                        ByteBudget* bodies);
+                                                                        ByteBudget* bodies,
+                                                                        BodyGate gate);
   ~Reception();  // Stop()
   Reception(const Reception&) = delete;
   Reception& operator=(const Reception&) = delete;

@@ -311,6 +311,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Bind(const TransportOption
     r.max_requests_per_connection = kKeepAliveMaxCount;
     r.max_body_bytes = options.max_body_bytes;
     t->bodies_ = options.bodies;
+    t->body_gate_ = options.body_gate;
   }
   if (t->port_ < 0) {
     return absl::UnavailableError(absl::StrFormat(
@@ -335,8 +336,8 @@ absl::Status Transport::Start() {
   auto* fronted = static_cast<FrontedServer*>(server_.get());
   listener_ = std::thread([fronted, fd = dormant_pipe_[0]] { fronted->RunDormant(fd); });
   AwaitRunning(*server_, listener_);
-  absl::StatusOr<std::unique_ptr<Reception>> reception =
-      Reception::Start(fronted, std::exchange(listen_fd_, -1), reception_limits_, bodies_);
+  absl::StatusOr<std::unique_ptr<Reception>> reception = Reception::Start(
+      fronted, std::exchange(listen_fd_, -1), reception_limits_, bodies_, body_gate_);
   if (!reception.ok()) return reception.status();
   reception_ = *std::move(reception);
   return absl::OkStatus();
@@ -366,8 +367,10 @@ std::optional<std::string> Header(const httplib::Request& req, const char* name)
   return req.get_header_value(name);
 }
 
-std::string Peer(const httplib::Request& req) {
-  return absl::StrCat("http ", req.remote_addr, ":", req.remote_port);
+std::string Peer(const httplib::Request& req) { return Peer(req.remote_addr, req.remote_port); }
+
+std::string Peer(absl::string_view address, int port) {
+  return absl::StrCat("http ", address, ":", port);
 }
 
 absl::StatusOr<std::string> ReadBody(const httplib::Request& req, const httplib::Response& res,

@@ -36,6 +36,7 @@ struct TransportOptions {
   std::chrono::milliseconds request_timeout{0};  // head and body, in all
   int max_connections = 0, max_connections_per_address = 0;
   ByteBudget* bodies = nullptr;             // request bodies in flight (may be null)
+  BodyGate body_gate;                       // who sends a body (reception.h)
   std::string tls_cert_file, tls_key_file;  // both set: HTTPS
 };
 
@@ -72,6 +73,7 @@ class Transport {
   std::unique_ptr<Reception> reception_;
   ReceptionLimits reception_limits_;
   ByteBudget* bodies_ = nullptr;
+  BodyGate body_gate_;
   int listen_fd_ = -1;
   int dormant_pipe_[2] = {-1, -1};
   std::thread listener_;  // httplib's loop (TLS: accepting; plain: dormant)
@@ -91,6 +93,7 @@ void Send(httplib::Response& res, const ApiReply& reply);
 std::optional<std::string> Header(const httplib::Request& req, const char* name);
 // "http <address>:<port>", for log lines.
 std::string Peer(const httplib::Request& req);
+std::string Peer(absl::string_view address, int port);
 
 // The request's body up to `max_bytes`: RESOURCE_EXHAUSTED (413) beyond it,
 // INVALID_ARGUMENT when it cannot be read. A request with neither

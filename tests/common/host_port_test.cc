@@ -33,5 +33,17 @@ TEST(ParseHostPortTest, RefusesWhatIsNotHostColonPort) {
   }
 }
 
+// A peer's host, as the upload budget counts clients: gRPC's and the HTTP
+// gateway's forms give the same host; other forms come back whole.
+TEST(PeerHostTest, TheHostOfEachTransportsPeer) {
+  EXPECT_EQ(PeerHost("ipv4:10.0.0.7:5123"), "10.0.0.7");
+  EXPECT_EQ(PeerHost("http 10.0.0.7:5123"), "10.0.0.7");
+  EXPECT_EQ(PeerHost("ipv6:[::1]:5123"), "::1");
+  EXPECT_EQ(PeerHost("ipv6:%5B::1%5D:5123"), "::1");
+  EXPECT_EQ(PeerHost("unix:/run/fca.sock"), "unix:/run/fca.sock");
+  EXPECT_EQ(PeerHost("ipv4:nonsense"), "ipv4:nonsense");
+  EXPECT_EQ(PeerHost(""), "");
+}
+
 }  // namespace
 }  // namespace fca

@@ -241,7 +241,7 @@ namespace {
 // destroyed: beyond it RESOURCE_EXHAUSTED, and nothing is staged.
 TEST(DatasetUploadTest, UploadsInFlightShareABudget) {
   CoreEnv env;
-  ByteBudget budget(1000);
+  ByteBudget budget(1000, 1000);
   auto first = std::make_unique<DatasetUpload>(Alice(), env.store(), Limit(1000), &budget);
   ASSERT_TRUE(first->Start(Header("first", 600)).ok());
   EXPECT_EQ(budget.held(), 600);
@@ -258,6 +258,46 @@ TEST(DatasetUploadTest, UploadsInFlightShareABudget) {
   ASSERT_TRUE(third.Start(Header("third", 600)).ok());
   ASSERT_TRUE(third.Append(std::string(600, 'a')).ok());
   EXPECT_TRUE(third.Finish().ok());
+}
+
+// Each client holds at most its share of the budget: a user on any
+// address, and an address for any user (--max_upload_bytes_per_client), so
+// that one of them cannot take it all; a client within its share is served
+// while another holds its whole share.
+TEST(DatasetUploadTest, AClientHoldsOnlyItsShare) {
+  CoreEnv env;
+  ByteBudget budget(1000, 500);
+  auto from = [](Caller caller, const std::string& peer) {
+    caller.peer = peer;
+    return caller;
+  };
+  DatasetUpload first(from(Alice(), "ipv4:10.0.0.7:5001"), env.store(), Limit(1000), &budget);
+  ASSERT_TRUE(first.Start(Header("first", 400)).ok());
+  EXPECT_EQ(budget.held_by("user alice"), 400);
+  EXPECT_EQ(budget.held_by("address 10.0.0.7"), 400);
+  // Alice again, from another address: her own share is spent.
+  DatasetUpload again(from(Alice(), "ipv6:[::1]:5002"), env.store(), Limit(1000), &budget);
+  const absl::Status user_refused = again.Start(Header("again", 200));
+  EXPECT_EQ(user_refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(user_refused.message()), HasSubstr("user alice"));
+  EXPECT_THAT(std::string(user_refused.message()), HasSubstr("--max_upload_bytes_per_client"));
+  // Bob from alice's address: the address's share is spent.
+  DatasetUpload shared(from(Bob(), "ipv4:10.0.0.7:5003"), env.store(), Limit(1000), &budget);
+  const absl::Status address_refused = shared.Start(Header("shared", 200));
+  EXPECT_EQ(address_refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(address_refused.message()), HasSubstr("address 10.0.0.7"));
+  // Bob from elsewhere: within his share and the budget.
+  {
+    DatasetUpload bob(from(Bob(), "ipv4:10.0.0.8:5004"), env.store(), Limit(1000), &budget);
+    ASSERT_TRUE(bob.Start(Header("bob", 500)).ok());
+    EXPECT_EQ(budget.held(), 900);
+    ASSERT_TRUE(bob.Append(std::string(500, 'b')).ok());
+    EXPECT_TRUE(bob.Finish().ok());
+  }
+  // Each client's bytes go back with its upload.
+  EXPECT_EQ(budget.held_by("user bob"), 0);
+  EXPECT_EQ(budget.held_by("address 10.0.0.8"), 0);
+  EXPECT_EQ(budget.held(), 400);
 }
 
 }  // namespace

@@ -13,6 +13,9 @@
 //   - an oversized Content-Length is refused at once (413); bodies in
 //     flight over HTTP and gRPC uploads share --max_upload_bytes_in_flight
 //     (429 / RESOURCE_EXHAUSTED beyond it);
+//   - a request body's key is checked before its bytes are reserved (401
+//     without one), and each address and user holds at most its share of
+//     the budget (--max_upload_bytes_per_client; issue 40);
 //   - a WatchJob stream and an HTTP event stream end with UNAUTHENTICATED
 //     once their key is removed from the store, instead of carrying the
 //     job's next event.
@@ -30,6 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -276,6 +280,123 @@ TEST_F(GatewayHardeningTest, UploadsInFlightShareOneCap) {
   auto again = c.Post("/api/v1/ListModels", body, "application/json");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200) << again->body;
+}
+
+// ------------------------------------------------- the budget's owners
+
+// A server with --auth: root's key in the key file, alice's in the store.
+class UploadBudgetTest : public GatewayHardeningTest {
+ protected:
+  void StartWithKeys(std::vector<std::string> flags) {
+    CommandResult key = e2e::Run(
+        {FCA_SERVER_BIN, "--db=" + root_ + "/fca.sqlite", "--create_api_key=alice", "--role=user"});
+    ASSERT_EQ(key.exit_code, 0) << key.err;
+    alice_ = key.out.substr(0, key.out.find('\n'));
+    e2e::WriteFile(root_ + "/keys", std::string(kAdmin) + " root admin\n");
+    fs::permissions(root_ + "/keys", fs::perms::owner_read | fs::perms::owner_write);
+    flags.push_back("--auth");
+    flags.push_back("--api_keys=" + root_ + "/keys");
+    StartServer(flags);
+  }
+
+  // A POST head announcing `length` bytes, with `key` unless it is empty.
+  static std::string Head(int64_t length, const std::string& key, bool expect) {
+    return std::string("POST /api/v1/ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n") +
+           "Content-Type: application/json\r\nContent-Length: " + std::to_string(length) + "\r\n" +
+           (key.empty() ? "" : "Authorization: Bearer " + key + "\r\n") +
+           (expect ? "Expect: 100-continue\r\n" : "") + "\r\n";
+  }
+
+  // A gRPC upload of `size` bytes with `key`, from 127.0.0.1.
+  grpc::Status UploadOverGrpc(const std::string& key, const std::string& name, int64_t size) {
+    auto stub = v1::AuditService::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + key);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::UploadDatasetResponse uploaded;
+    auto writer = stub->UploadDataset(&context, &uploaded);
+    v1::UploadDatasetRequest part;
+    part.mutable_header()->set_name(name);
+    part.mutable_header()->set_kind(v1::DATASET_KIND_TEXT);
+    part.mutable_header()->set_size_bytes(size);
+    writer->Write(part);
+    part.clear_header();
+    for (int64_t sent = 0; sent < size; sent += 1 << 20) {
+      part.set_chunk(
+          std::string(static_cast<size_t>(std::min<int64_t>(1 << 20, size - sent)), 'a'));
+      if (!writer->Write(part)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  std::string alice_;
+};
+
+// 40 clients without a key (and one with a wrong key) from 127.0.0.2, each
+// announcing a 16 MiB body (640 MiB in all, past the 512 MiB budget) and
+// sending its first bytes, are refused with 401 before any byte is
+// reserved; an authenticated gRPC upload goes through meanwhile. Before
+// issue 40 the first 32 held the whole budget for as long as they trickled.
+TEST_F(UploadBudgetTest, ClientsWithoutAKeyHoldNoneOfTheBudget) {
+  ASSERT_NO_FATAL_FAILURE(StartWithKeys({}));
+  std::vector<int> trickling;
+  for (int i = 0; i <= 40; ++i) {
+    const int fd = e2e::ConnectFrom(server_->http_port(), "127.0.0.2");
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAll(fd, Head(16 << 20, i == 40 ? "not-a-key" : "", false) + "{\"a\""));
+    trickling.push_back(fd);
+  }
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(20);
+  for (const int fd : trickling) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
+    const std::string response =
+        Receive(fd, std::max(left, std::chrono::milliseconds(1)), "\r\n\r\n");
+    EXPECT_EQ(StatusLine(response), "HTTP/1.1 401 Unauthorized") << response;
+    EXPECT_NE(response.find("WWW-Authenticate: Bearer"), std::string::npos) << response;
+  }
+  const grpc::Status uploaded = UploadOverGrpc(alice_, "eval", 2 << 20);
+  EXPECT_TRUE(uploaded.ok()) << uploaded.error_message();
+  for (const int fd : trickling) ::close(fd);
+  httplib::Client c = Client();
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("fca_http_refused_total{reason=\"unauthenticated\"} 41"),
+            std::string::npos);
+}
+
+// Each address and each user holds at most --max_upload_bytes_per_client:
+// alice's second body from 127.0.0.2 passes her share, root's body from the
+// same address the address's; root's gRPC upload from 127.0.0.1 is within
+// both and the budget, and goes through while alice's first body waits.
+TEST_F(UploadBudgetTest, EachAddressAndUserHoldsOnlyItsShare) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartWithKeys({"--max_upload_bytes_in_flight=1000", "--max_upload_bytes_per_client=500"}));
+  const int port = server_->http_port();
+  const int first = e2e::ConnectFrom(port, "127.0.0.2");
+  ASSERT_GE(first, 0);
+  ASSERT_TRUE(SendAll(first, Head(400, alice_, true)));
+  ASSERT_EQ(StatusLine(Receive(first, std::chrono::seconds(10), "\r\n\r\n")),
+            "HTTP/1.1 100 Continue");
+
+  for (const std::string& key : {alice_, std::string(kAdmin)}) {
+    const int over = e2e::ConnectFrom(port, "127.0.0.2");
+    ASSERT_GE(over, 0);
+    ASSERT_TRUE(SendAll(over, Head(200, key, false)));
+    const std::string refused = Receive(over, std::chrono::seconds(10));
+    EXPECT_EQ(StatusLine(refused), "HTTP/1.1 429 Too Many Requests") << refused;
+    EXPECT_NE(refused.find("--max_upload_bytes_per_client"), std::string::npos) << refused;
+    EXPECT_NE(refused.find(key == alice_ ? "user alice" : "address 127.0.0.2"), std::string::npos)
+        << refused;
+    ::close(over);
+  }
+  const grpc::Status uploaded = UploadOverGrpc(kAdmin, "calib", 500);
+  EXPECT_TRUE(uploaded.ok()) << uploaded.error_message();
+
+  ASSERT_TRUE(SendAll(first, "{}" + std::string(398, ' ')));
+  EXPECT_EQ(StatusLine(Receive(first, std::chrono::seconds(10), "\r\n\r\n")), "HTTP/1.1 200 OK");
+  ::close(first);
 }
 
 // ------------------------------------------------------- revoked keys
