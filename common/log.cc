@@ -9,6 +9,10 @@ void LogIfError(std::string_view what, const absl::Status& status, const char* f
   google::LogMessage(file, line, google::GLOG_WARNING).stream() << what << ": " << status;
 }
 
+void LogError(std::string_view text, const char* file, int line) {
+  google::LogMessage(file, line, google::GLOG_ERROR).stream() << text;
+}
+
 void InitServerLogging(const char* argv0) {
   FLAGS_logtostderr = true;
   // glog aborts on a second InitGoogleLogging (torch's c10::InitCaffeLogging

@@ -23,6 +23,14 @@ namespace fca {
 void LogIfError(std::string_view what, const absl::Status& status,
                 const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
+// Logs `text` as an ERROR under the caller's file and line: the way a
+// torch translation unit logs, since it must not include glog. A libtorch
+// 2.x built without glog defines LOG and CHECK of its own
+// (c10/util/Logging.h), and a unit with both would log through whichever
+// header came last.
+void LogError(std::string_view text, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE());
+
 // Sets glog up for a server-side binary: every severity to stderr and no
 // log files (a service's files would need rotating; its stderr is already
 // collected). Call first thing in main, before any thread starts.

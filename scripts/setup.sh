@@ -9,6 +9,8 @@ packages=(
   libabsl-dev libgoogle-glog-dev libsqlite3-dev libcpp-httplib-dev pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev fortunes openssl
+  # The bundled weights are committed as *.xz (cmake/bundled_data.cmake).
+  xz-utils
   # PCRE2: the regex split of Qwen2's tokenizer.json pre-tokenizer.
   libpcre2-dev
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,

@@ -22,6 +22,11 @@ step "buf setup"
 # Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
 scripts/slurm_cluster.sh install
 step "slurm install"
+# What a GPU check sends (the tree and the dependency pack) must fit the
+# device machine's transfer (docs/developing.md, "Tree size").
+scripts/device/pack.sh
+scripts/device/size_check.sh
+step "device size"
 # Formatting first: it takes seconds, the build minutes.
 scripts/check_format.sh
 step "check_format"

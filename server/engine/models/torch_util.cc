@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <glog/logging.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <torch/cuda.h>     // torch::cuda::is_available (declarations only)
@@ -19,6 +18,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace fca::engine {
@@ -310,7 +310,7 @@ std::string TorchVersion() {
 }
 
 absl::Status TorchFailure(const std::string& what, const std::exception& e) {
-  LOG(ERROR) << what << " failed: " << e.what();
+  LogError(absl::StrCat(what, " failed: ", e.what()));
   // Out of memory is the device's state, not the request's: another device
   // (a worker with more memory) may run it.
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||

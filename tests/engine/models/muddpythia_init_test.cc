@@ -63,7 +63,8 @@ TEST(MuddPythiaInitTest, TinyFolderHasTheReferenceLayoutAndRuns) {
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_TRUE(live->isfinite().all().item<bool>());
   // The controller's output varies by token around the identity pattern.
-  EXPECT_GT(a.back().to(at::kFloat).std(/*dim=*/1).max().item<double>(), 0.0);
+  // (at::IntArrayRef: a bare 1 would pick std(bool unbiased), the whole tensor.)
+  EXPECT_GT(a.back().to(at::kFloat).std(at::IntArrayRef{1}).max().item<double>(), 0.0);
   auto replay = (*model)->Forward(ids, CoefficientMode::kReplay, &a);
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_TRUE(at::equal(*live, *replay));

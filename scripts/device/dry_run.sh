@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU check's dry run here, on the CPU against Debian's libtorch
+# (docs/developing.md, "On a GPU"): scripts/device/check.sh with FCA_DEVICE=cpu,
+# in a mount namespace where this machine's own copies of what the pack
+# carries are hidden (their headers, CMake configs and link-time .so names;
+# the versioned runtime libraries stay, since cmake and the compiler load
+# some of them, and check.sh's linkage step shows that the programs take the
+# pack's), and so are gRPC's, SQLite's and httplib's headers, which the
+# engine-only build must not need. A header or library missing from the pack
+# then fails here, not on a GPU machine. Needs root (unshare, mount).
+#
+#   scripts/device/dry_run.sh OUTDIR       after scripts/device/pack.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -eq 1 ] || { echo "usage: scripts/device/dry_run.sh OUTDIR" >&2; exit 2; }
+[ -f out/device/pack.tar.xz ] || { echo "dry_run: run scripts/device/pack.sh first" >&2; exit 2; }
+lib=/usr/lib/x86_64-linux-gnu
+hide_dirs=(/usr/include/absl /usr/include/glog /usr/include/gflags /usr/include/gtest
+  /usr/include/gmock /usr/include/openssl /usr/include/x86_64-linux-gnu/openssl
+  "$lib/cmake/absl" "$lib/cmake/glog" "$lib/cmake/gflags" "$lib/cmake/GTest"
+  /usr/include/grpc /usr/include/grpcpp /usr/include/grpc++ "$lib/cmake/grpc")
+hide_files=(/usr/include/pcre2.h /usr/include/sqlite3.h /usr/include/httplib.h
+  "$lib"/libabsl_*.so "$lib/libglog.so" "$lib/libgflags.so" "$lib/libpcre2-8.so"
+  "$lib/libcrypto.so" "$lib/libunwind.so" "$lib/libgtest.a" "$lib/libgmock.a")
+export FCA_DEVICE=${FCA_DEVICE:-cpu} FCA_BUILD_DIR=${FCA_BUILD_DIR:-build-device-dry}
+exec unshare --mount --propagation private bash -c '
+  set -e
+  for d in "${@:2:$1}"; do [ -d "$d" ] && mount -t tmpfs -o ro none "$d"; done
+  shift $(($1 + 1))
+  while [ "$1" != -- ]; do [ -e "$1" ] && mount --bind /dev/null "$1"; shift; done
+  shift
+  exec scripts/device/check.sh "$@"
+' hide "${#hide_dirs[@]}" "${hide_dirs[@]}" "${hide_files[@]}" -- "$1"
