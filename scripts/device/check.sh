@@ -96,7 +96,7 @@ step_configure() {
   local args=(-S . -B "$build" -G Ninja -DFCA_ENGINE_ONLY=ON -DFCA_WERROR=OFF
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
     # pkg-config is not assumed (PCRE2's fallback in CMakeLists.txt).
-    -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON
+    -DFCA_PKG_CONFIG=OFF
     "-DCMAKE_PREFIX_PATH=$(torch_prefix);$root/usr"
     # The pack's packages, named, so that a copy installed elsewhere on the
     # machine is not taken instead.

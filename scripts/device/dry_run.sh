@@ -2,11 +2,11 @@
 # The GPU check's dry run here, on the CPU against Debian's libtorch
 # (docs/developing.md, "On a GPU"): scripts/device/check.sh with FCA_DEVICE=cpu,
 # in a mount namespace where this machine's own copies of what the pack
-# carries are hidden (their headers, CMake configs and link-time .so names;
-# the versioned runtime libraries stay, since cmake and the compiler load
-# some of them, and check.sh's linkage step shows that the programs take the
-# pack's), and so are gRPC's, SQLite's and httplib's headers, which the
-# engine-only build must not need. A header or library missing from the pack
+# carries are hidden (their headers, CMake configs and static libraries;
+# the shared libraries stay, since cmake, mount and the compiler load some of
+# them and a bind mount cannot hide a symbolic link, and check.sh's linkage
+# step shows that the programs take the pack's), and so are gRPC's, SQLite's
+# and httplib's headers, which the engine-only build must not need. A header or library missing from the pack
 # then fails here, not on a GPU machine. Needs root (unshare, mount).
 #
 #   scripts/device/dry_run.sh OUTDIR       after scripts/device/pack.sh
@@ -20,14 +20,17 @@ hide_dirs=(/usr/include/absl /usr/include/glog /usr/include/gflags /usr/include/
   "$lib/cmake/absl" "$lib/cmake/glog" "$lib/cmake/gflags" "$lib/cmake/GTest"
   /usr/include/grpc /usr/include/grpcpp /usr/include/grpc++ "$lib/cmake/grpc")
 hide_files=(/usr/include/pcre2.h /usr/include/sqlite3.h /usr/include/httplib.h
-  "$lib"/libabsl_*.so "$lib/libglog.so" "$lib/libgflags.so" "$lib/libpcre2-8.so"
-  "$lib/libcrypto.so" "$lib/libunwind.so" "$lib/libgtest.a" "$lib/libgmock.a")
+  "$lib/libgtest.a" "$lib/libgtest_main.a" "$lib/libgmock.a" "$lib/libgmock_main.a")
 export FCA_DEVICE=${FCA_DEVICE:-cpu} FCA_BUILD_DIR=${FCA_BUILD_DIR:-build-device-dry}
 exec unshare --mount --propagation private bash -c '
   set -e
   for d in "${@:2:$1}"; do [ -d "$d" ] && mount -t tmpfs -o ro none "$d"; done
   shift $(($1 + 1))
-  while [ "$1" != -- ]; do [ -e "$1" ] && mount --bind /dev/null "$1"; shift; done
+  while [ "$1" != -- ]; do
+    # Regular files only: a bind mount over a link would hide its target.
+    if [ -f "$1" ] && [ ! -L "$1" ]; then mount --bind /dev/null "$1"; fi
+    shift
+  done
   shift
   exec scripts/device/check.sh "$@"
 ' hide "${#hide_dirs[@]}" "${hide_dirs[@]}" "${hide_files[@]}" -- "$1"

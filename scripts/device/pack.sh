@@ -9,7 +9,8 @@
 #
 # Writes OUT/pack.tar.xz (paths under usr/, as on this machine) and
 # OUT/pack-manifest.txt (each package's version, and every file). Static
-# libraries are left out but GoogleTest's, which Debian ships static only.
+# libraries are left out but GoogleTest's (Debian ships it static only) and
+# gflags' (its CMake config checks that they exist).
 # After a build of fca-train, also OUT/data/{eval,calib}.txt: the demo's
 # evaluation and calibration texts (`fca-train split` of Debian's fortunes
 # corpus, which a GPU machine lacks), for check.sh's whole audit.
@@ -54,7 +55,9 @@ done | sort -u | while read -r f; do
     *) continue ;;
   esac
   case $f in
-    */libgtest*.a | */libgmock*.a) ;;
+    # GoogleTest is static only; gflags' CMake config checks that its
+    # static libraries exist.
+    */libgtest*.a | */libgmock*.a | */libgflags*.a) ;;
     *.a) continue ;;
   esac
   echo "${f#/}"
