@@ -59,34 +59,6 @@ bool IsBlank(absl::string_view body) {
 
 }  // namespace
 
-int HttpStatus(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kInvalidArgument:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kFailedPrecondition:
-      return 409;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    default:
-      return 500;
-  }
-}
-
 ApiReply ErrorReply(const absl::Status& status, int http_status) {
   if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
     LOG(ERROR) << "http: " << status;

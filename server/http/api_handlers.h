@@ -30,14 +30,6 @@
 
 namespace fca::http {
 
-// The HTTP status of an error code:
-//   INVALID_ARGUMENT 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
-//   NOT_FOUND 404, ALREADY_EXISTS 409, FAILED_PRECONDITION 409 (the state of
-//   a resource forbids the call: a conflict; 412 is for conditional request
-//   headers, which this API has none of), RESOURCE_EXHAUSTED 429,
-//   UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, others 500.
-int HttpStatus(absl::StatusCode code);
-
 // What an API request gets back, before a transport writes it.
 struct ApiReply {
   int status = 200;  // HTTP

@@ -26,6 +26,14 @@ namespace fca::http {
 
 std::string ErrorJson(const absl::Status& status);
 
+// The HTTP status of an error code:
+//   INVALID_ARGUMENT 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
+//   NOT_FOUND 404, ALREADY_EXISTS 409, FAILED_PRECONDITION 409 (the state of
+//   a resource forbids the call: a conflict; 412 is for conditional request
+//   headers, which this API has none of), RESOURCE_EXHAUSTED 429,
+//   UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, others 500.
+int HttpStatus(absl::StatusCode code);
+
 }  // namespace fca::http
 
 #endif  // FCA_SERVER_HTTP_JSON_IO_H_

@@ -233,21 +233,6 @@ void SendNow(int fd, absl::string_view bytes) {
   (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-// The HTTP status of a body refused at admission (Reception::BodyGate's
-// errors and the budget's), as the API's own errors map them.
-int AdmissionStatus(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    default:
-      return 503;
-  }
-}
-
 // ---------------------------------------------------------- the head
 
 struct Refusal {
@@ -699,7 +684,7 @@ class Reception::Impl {
     if (!admission.ok()) {
       const bool budget = absl::IsResourceExhausted(admission);
       Refusals().WithLabels({budget ? "uploads_budget" : "unauthenticated"}).Increment();
-      Linger(fd, AdmissionStatus(admission.code()), admission);
+      Linger(fd, HttpStatus(admission.code()), admission);
       return;
     }
     TakeHead(*reading_.at(fd), head);

@@ -110,6 +110,20 @@ class GatewayHardeningTest : public ::testing::Test {
     ASSERT_GT(server_->http_port(), 0);
   }
 
+  // With --auth: alice's key made in the store (--create_api_key), root's,
+  // an admin, in a key file; `flags` then start the server.
+  void StartWithKeys(std::vector<std::string> flags) {
+    CommandResult key = e2e::Run(
+        {FCA_SERVER_BIN, "--db=" + root_ + "/fca.sqlite", "--create_api_key=alice", "--role=user"});
+    ASSERT_EQ(key.exit_code, 0) << key.err;
+    alice_ = key.out.substr(0, key.out.find('\n'));
+    e2e::WriteFile(root_ + "/keys", std::string(kAdmin) + " root admin\n");
+    fs::permissions(root_ + "/keys", fs::perms::owner_read | fs::perms::owner_write);
+    flags.push_back("--auth");
+    flags.push_back("--api_keys=" + root_ + "/keys");
+    StartServer(flags);
+  }
+
   httplib::Client Client() const {
     httplib::Client c("127.0.0.1", server_->http_port());
     c.set_connection_timeout(5, 0);
@@ -131,6 +145,7 @@ class GatewayHardeningTest : public ::testing::Test {
 
   std::string root_;
   std::unique_ptr<ServerProcess> server_;
+  std::string alice_;  // StartWithKeys
 };
 
 TEST_F(GatewayHardeningTest, TwoHundredTricklingClientsLeaveTheGatewayAnswering) {
@@ -284,21 +299,8 @@ TEST_F(GatewayHardeningTest, UploadsInFlightShareOneCap) {
 
 // ------------------------------------------------- the budget's owners
 
-// A server with --auth: root's key in the key file, alice's in the store.
 class UploadBudgetTest : public GatewayHardeningTest {
  protected:
-  void StartWithKeys(std::vector<std::string> flags) {
-    CommandResult key = e2e::Run(
-        {FCA_SERVER_BIN, "--db=" + root_ + "/fca.sqlite", "--create_api_key=alice", "--role=user"});
-    ASSERT_EQ(key.exit_code, 0) << key.err;
-    alice_ = key.out.substr(0, key.out.find('\n'));
-    e2e::WriteFile(root_ + "/keys", std::string(kAdmin) + " root admin\n");
-    fs::permissions(root_ + "/keys", fs::perms::owner_read | fs::perms::owner_write);
-    flags.push_back("--auth");
-    flags.push_back("--api_keys=" + root_ + "/keys");
-    StartServer(flags);
-  }
-
   // A POST head announcing `length` bytes, with `key` unless it is empty.
   static std::string Head(int64_t length, const std::string& key, bool expect) {
     return std::string("POST /api/v1/ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n") +
@@ -330,8 +332,6 @@ class UploadBudgetTest : public GatewayHardeningTest {
     writer->WritesDone();
     return writer->Finish();
   }
-
-  std::string alice_;
 };
 
 // 40 clients without a key (and one with a wrong key) from 127.0.0.2, each
@@ -412,13 +412,7 @@ class RevokedKeyTest : public GatewayHardeningTest {
       CommandResult r = e2e::InitTinyModel(FCA_LOCAL_AUDIT_BIN, root_ + "/models/" + name, flags);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    CommandResult key = e2e::Run(
-        {FCA_SERVER_BIN, "--db=" + root_ + "/fca.sqlite", "--create_api_key=alice", "--role=user"});
-    ASSERT_EQ(key.exit_code, 0) << key.err;
-    alice_ = key.out.substr(0, key.out.find('\n'));
-    e2e::WriteFile(root_ + "/keys", std::string(kAdmin) + " root admin\n");
-    fs::permissions(root_ + "/keys", fs::perms::owner_read | fs::perms::owner_write);
-    StartServer({"--auth", "--api_keys=" + root_ + "/keys"});
+    ASSERT_NO_FATAL_FAILURE(StartWithKeys({}));
     channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
     stub_ = v1::AuditService::NewStub(channel_);
     Upload("eval", e2e::RandomWords(16 * 8, 1));
@@ -484,7 +478,6 @@ class RevokedKeyTest : public GatewayHardeningTest {
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
-  std::string alice_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AuditService::Stub> stub_;
   int64_t job_ = 0;
