@@ -61,6 +61,10 @@ struct ServerFacts {
   bool auth = false;
 };
 
+// The largest chunk of a dataset upload (UploadDataset) and of a coefficient
+// export (ExportCoefficients).
+inline constexpr int64_t kChunkBytes = 1 << 20;
+
 // Receives one dataset upload, checking limits and the caller's quota as
 // bytes arrive. Chunks go straight to the store (staged), so the server holds
 // one chunk of an upload in memory, never the whole of it. An upload that is
@@ -138,6 +142,10 @@ class AuditServiceCore {
   // none (the default: keep forever).
   void set_retention_defaults(storage::RetentionDays days) { retention_defaults_ = days; }
 
+  // The RPCs. Defined across service.cc (models, jobs and their events),
+  // service_datasets.cc (UploadDataset's DatasetUpload, ListDatasets),
+  // service_results.cc (results, coefficients, reports, the queue, server
+  // info, job windows, backups, webhooks), and the files their headings name.
   [[nodiscard]] absl::StatusOr<v1::ListModelsResponse> ListModels(const Caller& caller);
   [[nodiscard]] absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(
       const Caller& caller, const v1::ListDatasetsRequest& request);

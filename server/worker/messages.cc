@@ -22,6 +22,28 @@ int64_t FromTimestamp(const google::protobuf::Timestamp& t) {
   return seconds * 1000000 + t.nanos() / 1000;
 }
 
+absl::StatusOr<std::optional<int64_t>> TimeBound(bool set, const google::protobuf::Timestamp& t,
+                                                 const char* field) {
+  if (!set) return std::nullopt;
+  if (t.nanos() < 0 || t.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has nanos %d; they must be in [0, 999999999]", field, t.nanos()));
+  }
+  return FromTimestamp(t);
+}
+
+absl::Status CheckTimeRange(const std::optional<int64_t>& after,
+                            const std::optional<int64_t>& before) {
+  if (after && before && *after > *before) {
+    return absl::InvalidArgumentError("created_after is later than created_before");
+  }
+  return absl::OkStatus();
+}
+
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
+}
+
 std::string ToStoredJson(const google::protobuf::Message& message) {
   // Fails only for invalid UTF-8 in a string field; the fields stored here
   // (names, hashes, versions) were checked when they came in.

@@ -5,6 +5,7 @@
 #define FCA_SERVER_WORKER_MESSAGES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +16,19 @@ namespace fca::core {
 
 void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out);
 int64_t FromTimestamp(const google::protobuf::Timestamp& t);
+// A listing's time bound, when set (nullopt: not set). protobuf's Timestamp
+// keeps nanos in [0, 1e9); anything else is a client bug worth naming
+// (INVALID_ARGUMENT naming `field`), not a bound.
+[[nodiscard]] absl::StatusOr<std::optional<int64_t>> TimeBound(bool set,
+                                                               const google::protobuf::Timestamp& t,
+                                                               const char* field);
+// created_after <= created_before when both are set: a reversed range is a
+// mistake (swapped flags), not a wish for nothing (INVALID_ARGUMENT).
+[[nodiscard]] absl::Status CheckTimeRange(const std::optional<int64_t>& after,
+                                          const std::optional<int64_t>& before);
+
+// Whether a job in state `s` has ended (SUCCEEDED, FAILED or CANCELLED).
+bool IsTerminal(v1::JobState s);
 
 // The canonical JSON of a spec (what the store keeps and a manifest holds).
 std::string SpecToJson(const v1::AuditSpec& spec);
