@@ -1,4 +1,5 @@
-// Dispatch, connection flags and the listing/transfer subcommands.
+// Dispatch, help, the connection flags and the helpers every subcommand uses;
+// the subcommands are in commands_*.cc.
 #include "client/commands.h"
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "client/cli_flags.h"
 #include "client/coefficients_file.h"
 #include "client/commands_audit.h"
+#include "client/commands_data.h"
 #include "client/commands_keys.h"
 #include "client/commands_projects.h"
 #include "client/commands_webhooks.h"
@@ -40,47 +42,6 @@ ABSL_FLAG(std::string, token, "",
 ABSL_FLAG(bool, tls, false, "connect with TLS (system root certificates)");
 ABSL_FLAG(std::string, ca_cert, "", "PEM file of root certificates for TLS; implies --tls");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30), "deadline of each unary call, e.g. 30s, 2m");
-
-// datasets upload
-ABSL_FLAG(std::string, name, "", "datasets upload: dataset name");
-ABSL_FLAG(std::string, kind, "text", "datasets upload: text or tokens (int32 LE)");
-
-// jobs list, results
-ABSL_FLAG(std::string, state, "", "jobs list: queued|running|succeeded|failed|cancelled");
-ABSL_FLAG(int32_t, page_size, 0, "jobs list, results, admin log: rows per page [server default]");
-ABSL_FLAG(std::string, owner, "",
-          "jobs list: whose jobs (without --project: admins only); projects create: its first "
-          "owner [you]");
-ABSL_FLAG(std::string, project, "",
-          "datasets, audit, jobs list, export, webhooks: the project [your personal project; "
-          "jobs list and datasets list of an admin: every project]");
-// jobs list also takes --label (the audit flag): the label, exactly.
-ABSL_DECLARE_FLAG(std::string, label);
-
-// results (and --model for export)
-ABSL_FLAG(int64_t, job, 0, "results: job id");
-ABSL_FLAG(std::string, model, "",
-          "results, export, windows: model name; jobs list: audited or dense twin");
-ABSL_FLAG(std::string, dataset, "",
-          "results: evaluation dataset sha256; jobs list: eval or calib dataset as submitted");
-ABSL_FLAG(std::string, intervention, "", "results: intervention name");
-ABSL_FLAG(std::string, metric, "", "results: metric name");
-ABSL_FLAG(std::string, since, "", "results, jobs list, admin log: at or after (RFC 3339)");
-ABSL_FLAG(std::string, until, "", "results, jobs list, admin log: before (RFC 3339)");
-ABSL_FLAG(
-    std::string, format, "table",
-    "results: table, json or csv; compare, queue: table or json; export: npy, safetensors or raw "
-    "[from --out's extension]");
-
-// export
-ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
-ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
-ABSL_FLAG(bool, wide, false,
-          "report, compare: tables at their full width (default: in parts within 100 columns)");
-ABSL_FLAG(bool, json, false, "tokenize, info, windows, webhooks: print JSON");
-ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
-ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
-ABSL_FLAG(std::string, out, "", "export: output file; jobs manifest: output file [stdout]");
 
 namespace fca::client {
 
@@ -119,13 +80,6 @@ std::string FlagOrEnv(const std::string& flag, const char* env, const std::strin
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
-// A file the user named on the command line: unreadable is a usage error.
-absl::StatusOr<std::string> ReadLocalFile(const std::string& path, const std::string& what) {
-  absl::StatusOr<std::string> text = ReadFile(path, what);
-  if (!text.ok()) return UsageError(std::string(text.status().message()));
-  return text;
-}
-
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   ClientOptions options;
   options.address = FlagOrEnv(absl::GetFlag(FLAGS_server), "FCA_SERVER", kDefaultServer);
@@ -139,375 +93,6 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
     options.use_tls = true;
   }
   return options;
-}
-
-absl::Status ExpectArgs(const CommandContext& ctx, size_t count, const std::string& usage) {
-  if (ctx.args().size() == count) return absl::OkStatus();
-  return UsageError(absl::StrFormat("expected: fca %s", usage));
-}
-
-absl::Status RequireFlag(const std::string& value, const std::string& flag) {
-  if (!value.empty()) return absl::OkStatus();
-  return UsageError(absl::StrFormat("--%s is required", flag));
-}
-
-// ---------------------------------------------------------------- commands
-
-CommandResult RunModels(CommandContext& ctx) {
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(const v1::ListModelsResponse listed, client->ListModels());
-  ctx.out() << FormatModelsTable({listed.models().begin(), listed.models().end()})
-            << FormatUnavailableModels({listed.unavailable().begin(), listed.unavailable().end()});
-  return kExitOk;
-}
-
-CommandResult RunDatasetsUpload(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "datasets upload --name=N FILE"));
-  const std::string name = absl::GetFlag(FLAGS_name);
-  FCA_RETURN_IF_ERROR(RequireFlag(name, "name"));
-  FCA_ASSIGN_OR_RETURN(v1::DatasetKind kind, ParseDatasetKind(absl::GetFlag(FLAGS_kind)));
-  const std::string& path = ctx.args()[0];
-  std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  if (error) return UsageError(absl::StrFormat("cannot read %s", path));
-  if (kind == v1::DATASET_KIND_TOKENS_INT32 && size % 4 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s has %d bytes, not a whole number of int32 tokens", path, size));
-  }
-  auto sha = Sha256FileHex(path);
-  if (!sha.ok()) return UsageError(absl::StrFormat("cannot read %s", path));
-  v1::UploadDatasetHeader header;
-  header.set_name(name);
-  header.set_kind(kind);
-  header.set_size_bytes(static_cast<int64_t>(size));
-  header.set_sha256(*sha);
-  header.set_project(absl::GetFlag(FLAGS_project));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return UsageError(absl::StrFormat("cannot read %s", path));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(auto response, client->UploadDataset(header, in));
-  ctx.out() << FormatUploadSummary(response);
-  return kExitOk;
-}
-
-CommandResult RunDatasetsList(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "datasets list"));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(auto sets, client->ListDatasets(absl::GetFlag(FLAGS_project)));
-  ctx.out() << FormatDatasetsTable(sets);
-  return kExitOk;
-}
-
-// --since and --until, when given, into `after` and `before`.
-absl::Status TimeFlags(const CommandContext& ctx, google::protobuf::Timestamp* after,
-                       google::protobuf::Timestamp* before) {
-  if (ctx.Specified("since")) {
-    FCA_ASSIGN_OR_RETURN(*after, ParseRfc3339(absl::GetFlag(FLAGS_since)));
-  }
-  if (ctx.Specified("until")) {
-    FCA_ASSIGN_OR_RETURN(*before, ParseRfc3339(absl::GetFlag(FLAGS_until)));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<v1::ListJobsRequest> JobsRequestFromFlags(const CommandContext& ctx) {
-  v1::ListJobsRequest request;
-  if (ctx.Specified("state")) {
-    FCA_ASSIGN_OR_RETURN(v1::JobState state, ParseJobState(absl::GetFlag(FLAGS_state)));
-    request.set_state(state);
-  }
-  request.set_page_size(absl::GetFlag(FLAGS_page_size));
-  request.set_model(absl::GetFlag(FLAGS_model));
-  request.set_dataset(NormalizeDatasetRef(absl::GetFlag(FLAGS_dataset)));
-  request.set_label(absl::GetFlag(FLAGS_label));
-  request.set_owner(absl::GetFlag(FLAGS_owner));
-  request.set_project(absl::GetFlag(FLAGS_project));
-  google::protobuf::Timestamp after, before;
-  FCA_RETURN_IF_ERROR(TimeFlags(ctx, &after, &before));
-  if (ctx.Specified("since")) *request.mutable_created_after() = after;
-  if (ctx.Specified("until")) *request.mutable_created_before() = before;
-  return request;
-}
-
-CommandResult RunJobsList(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "jobs list [filters]"));
-  FCA_ASSIGN_OR_RETURN(v1::ListJobsRequest request, JobsRequestFromFlags(ctx));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  std::vector<v1::Job> jobs;
-  FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
-    request.set_page_token(token);
-    FCA_ASSIGN_OR_RETURN(auto page, client->ListJobs(request));
-    jobs.insert(jobs.end(), page.jobs().begin(), page.jobs().end());
-    return page.next_page_token();
-  }));
-  ctx.out() << FormatJobsTable(jobs);
-  return kExitOk;
-}
-
-CommandResult RunJobsShow(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs show ID"));
-  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
-  ctx.out() << FormatJobDetails(job);
-  return kExitOk;
-}
-
-// A stored job as a manifest `fca audit --manifest` reruns.
-CommandResult RunJobsManifest(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs manifest ID [--out=FILE]"));
-  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, RerunSpec(job));
-  if (!ctx.Specified("out")) {
-    ctx.out() << ManifestJson(spec);
-    return kExitOk;
-  }
-  FCA_RETURN_IF_ERROR(SaveManifest(absl::GetFlag(FLAGS_out), spec));
-  return kExitOk;
-}
-
-CommandResult RunJobsCancel(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs cancel ID"));
-  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::Job job, client->CancelJob(id));
-  if (job.state() == v1::JOB_STATE_CANCELLED) {
-    ctx.out() << absl::StrFormat("job %d: CANCELLED\n", job.id());
-  } else {
-    ctx.out() << absl::StrFormat("job %d: %s, cancel requested (it stops within one batch)\n",
-                                 job.id(), JobStateName(job.state()));
-  }
-  return kExitOk;
-}
-
-CommandResult RunJobsDelete(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "jobs delete ID"));
-  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_RETURN_IF_ERROR(client->DeleteJob(id));
-  ctx.out() << absl::StrFormat("job %d: deleted with its events and results\n", id);
-  return kExitOk;
-}
-
-CommandResult RunDatasetsDelete(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "datasets delete NAME"));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(int64_t freed,
-                       client->DeleteDataset(ctx.args()[0], absl::GetFlag(FLAGS_project)));
-  ctx.out() << absl::StrFormat("dataset %s: deleted, %d bytes freed\n", ctx.args()[0], freed);
-  return kExitOk;
-}
-
-absl::StatusOr<v1::ResultFilter> ResultFilterFromFlags(const CommandContext& ctx) {
-  v1::ResultFilter filter;
-  filter.set_job_id(absl::GetFlag(FLAGS_job));
-  filter.set_model(absl::GetFlag(FLAGS_model));
-  filter.set_dataset_sha256(NormalizeSha256Hex(absl::GetFlag(FLAGS_dataset)));
-  filter.set_intervention(absl::GetFlag(FLAGS_intervention));
-  filter.set_metric(absl::GetFlag(FLAGS_metric));
-  google::protobuf::Timestamp after, before;
-  FCA_RETURN_IF_ERROR(TimeFlags(ctx, &after, &before));
-  if (ctx.Specified("since")) *filter.mutable_created_after() = after;
-  if (ctx.Specified("until")) *filter.mutable_created_before() = before;
-  return filter;
-}
-
-// Every page of a query.
-absl::StatusOr<std::vector<v1::Result>> FetchResults(AuditClient& client,
-                                                     v1::QueryResultsRequest request) {
-  std::vector<v1::Result> results;
-  FCA_RETURN_IF_ERROR(FollowPages([&](const std::string& token) -> absl::StatusOr<std::string> {
-    request.set_page_token(token);
-    FCA_ASSIGN_OR_RETURN(auto page, client.QueryResults(request));
-    results.insert(results.end(), page.results().begin(), page.results().end());
-    return page.next_page_token();
-  }));
-  return results;
-}
-
-CommandResult RunResults(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "results [filters] [--format=F]"));
-  FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
-  v1::QueryResultsRequest request;
-  FCA_ASSIGN_OR_RETURN(*request.mutable_filter(), ResultFilterFromFlags(ctx));
-  request.set_page_size(absl::GetFlag(FLAGS_page_size));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(std::vector<v1::Result> results, FetchResults(*client, request));
-  ctx.out() << FormatResults(results, format);
-  return kExitOk;
-}
-
-// Writes `path`.part, then renames it, so a reader never sees half a file.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  const std::string part = path + ".part";
-  std::ofstream file(part, std::ios::binary | std::ios::trunc);
-  file.write(content.data(), static_cast<std::streamsize>(content.size()));
-  file.close();
-  if (!file || std::rename(part.c_str(), path.c_str()) != 0) {
-    std::remove(part.c_str());
-    return UsageError(absl::StrFormat("cannot write %s", path));
-  }
-  return absl::OkStatus();
-}
-
-CommandResult RunTokenize(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "tokenize --model=M [--json] < TEXT"));
-  v1::TokenizeRequest request;
-  request.set_model(absl::GetFlag(FLAGS_model));
-  FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
-  std::stringstream text;
-  text << std::cin.rdbuf();
-  request.set_text(text.str());
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::TokenizeResponse response, client->Tokenize(request));
-  const std::vector<int32_t> ids(response.ids().begin(), response.ids().end());
-  ctx.out() << (absl::GetFlag(FLAGS_json) ? FormatTokenizeJson(response)
-                                          : absl::StrJoin(ids, " ") + "\n");
-  if (!absl::GetFlag(FLAGS_json)) {
-    ctx.err() << absl::StrFormat("%d tokens (%s tokenizer of %s, vocabulary %d)\n", ids.size(),
-                                 SanitizeForTerminal(response.tokenizer()),
-                                 SanitizeForTerminal(response.model()), response.vocab_size());
-  }
-  return kExitOk;
-}
-
-CommandResult RunReport(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(
-      ExpectArgs(ctx, 1, "report JOB_ID [--wide] [--save_json=FILE] [--save_html=FILE]"));
-  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  // Computed by the server from the stored rows (GetReport).
-  FCA_ASSIGN_OR_RETURN(v1::GetReportResponse response, client->GetReport(id));
-  const ReportView report(std::move(response));
-  ctx.out() << FormatReportText(report, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth);
-  if (ctx.Specified("save_json")) {
-    FCA_RETURN_IF_ERROR(
-        WriteFileAtomically(absl::GetFlag(FLAGS_save_json), FormatReportJson(report)));
-  }
-  if (ctx.Specified("save_html")) {
-    FCA_RETURN_IF_ERROR(
-        WriteFileAtomically(absl::GetFlag(FLAGS_save_html), FormatReportHtml(report)));
-  }
-  return kExitOk;
-}
-
-CommandResult RunCompare(CommandContext& ctx) {
-  if (ctx.args().empty()) return UsageError("expected: fca compare JOB_ID [JOB_ID...]");
-  FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
-  if (format == ResultFormat::kCsv) return UsageError("compare: --format is table or json");
-  v1::CompareJobsRequest request;
-  for (const std::string& arg : ctx.args()) {
-    FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(arg));
-    request.add_job_ids(id);
-  }
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::CompareJobsResponse response, client->CompareJobs(request));
-  ctx.out() << (format == ResultFormat::kJson
-                    ? FormatComparisonJson(response)
-                    : FormatComparisonText(response, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth));
-  return kExitOk;
-}
-
-CommandResult RunInfo(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "info [--json]"));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::GetServerInfoResponse info, client->GetServerInfo());
-  if (absl::GetFlag(FLAGS_json)) {
-    ctx.out() << FormatProtoJson(info);
-    return kExitOk;
-  }
-  // The queue in two lines (`fca queue` shows it all) after the first
-  // lines; a server older than GetQueue has none to show.
-  const absl::StatusOr<v1::GetQueueResponse> queue = client->GetQueue();
-  ctx.out() << FormatServerInfo(info, queue.ok() ? FormatQueueSummary(*queue) : "");
-  return kExitOk;
-}
-
-CommandResult RunQueue(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0, "queue [--format=table|json]"));
-  FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
-  if (format == ResultFormat::kCsv) return UsageError("queue: --format is table or json");
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(const v1::GetQueueResponse queue, client->GetQueue());
-  ctx.out() << (format == ResultFormat::kJson ? FormatProtoJson(queue) : FormatQueue(queue));
-  return kExitOk;
-}
-
-CommandResult RunWindows(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "windows JOB_ID [--model=M] [--json]"));
-  v1::ListJobWindowsRequest request;
-  FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
-  request.set_job_id(id);
-  request.set_model(absl::GetFlag(FLAGS_model));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(v1::ListJobWindowsResponse response, client->ListJobWindows(request));
-  ctx.out() << (absl::GetFlag(FLAGS_json) ? FormatProtoJson(response)
-                                          : FormatWindowsTable(response));
-  return kExitOk;
-}
-
-// Receives the export whole (the header says how many bytes; a broken
-// transfer writes nothing), then writes it in `format` through a temporary
-// file and a rename, so no file that looks whole is half written.
-absl::Status ExportToFile(AuditClient& client, const v1::ExportCoefficientsRequest& request,
-                          const std::string& path, CoefficientsFormat format, std::ostream& out) {
-  v1::CoefficientsHeader header;
-  std::string raw;
-  absl::Status status = client.ExportCoefficients(
-      request,
-      [&](const v1::CoefficientsHeader& h) {
-        header = h;
-        out << FormatCoefficientsHeader(h);
-        return absl::OkStatus();
-      },
-      [&](const std::string& chunk) {
-        raw += chunk;
-        return absl::OkStatus();
-      });
-  FCA_RETURN_IF_ERROR(status);
-  const int64_t expected = header.total_bytes();
-  if (static_cast<int64_t>(raw.size()) != expected) {
-    return absl::DataLossError(
-        absl::StrFormat("export ended after %d of %d bytes", raw.size(), expected));
-  }
-  absl::StatusOr<std::string> file = EncodeCoefficients(header, raw, format);
-  if (!file.ok()) return absl::DataLossError(file.status().message());
-  FCA_RETURN_IF_ERROR(WriteFileAtomically(path, *file));
-  out << absl::StrFormat("wrote %d bytes to %s\n", file->size(), path);
-  return absl::OkStatus();
-}
-
-CommandResult RunExport(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(
-      ctx, 0, "export --model=M --window_hash=H --out=FILE [--format=npy|safetensors|raw]"));
-  v1::ExportCoefficientsRequest request;
-  request.set_model(absl::GetFlag(FLAGS_model));
-  request.set_window_hash(NormalizeSha256Hex(absl::GetFlag(FLAGS_window_hash)));
-  request.set_dtype(absl::GetFlag(FLAGS_dtype));
-  request.set_project(absl::GetFlag(FLAGS_project));
-  const std::string path = absl::GetFlag(FLAGS_out);
-  FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
-  FCA_RETURN_IF_ERROR(RequireFlag(request.window_hash(), "window_hash"));
-  FCA_RETURN_IF_ERROR(RequireFlag(path, "out"));
-  FCA_ASSIGN_OR_RETURN(
-      const CoefficientsFormat format,
-      ChooseCoefficientsFormat(ctx.Specified("format") ? absl::GetFlag(FLAGS_format) : "", path));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_RETURN_IF_ERROR(ExportToFile(*client, request, path, format, ctx.out()));
-  return kExitOk;
-}
-
-CommandResult RunAdminBackup(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 1, "admin backup NAME"));
-  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
-  FCA_ASSIGN_OR_RETURN(const v1::BackupDatabaseResponse backup,
-                       client->BackupDatabase(ctx.args()[0]));
-  ctx.out() << absl::StrFormat(
-      "backup %s: %d bytes (%d pages), copied in %.1f s, integrity_check ok in %.1f s\n",
-      backup.path(), backup.bytes(), backup.pages(), backup.copy_seconds(), backup.check_seconds());
-  return kExitOk;
 }
 
 CommandResult RunHelp(CommandContext& ctx) {
@@ -794,6 +379,24 @@ absl::Status WithTokenHint(const absl::Status& status) {
 }
 
 }  // namespace
+
+// --------------------------------------------------------- shared helpers
+
+absl::StatusOr<std::string> ReadLocalFile(const std::string& path, const std::string& what) {
+  absl::StatusOr<std::string> text = ReadFile(path, what);
+  if (!text.ok()) return UsageError(std::string(text.status().message()));
+  return text;
+}
+
+absl::Status ExpectArgs(const CommandContext& ctx, size_t count, const std::string& usage) {
+  if (ctx.args().size() == count) return absl::OkStatus();
+  return UsageError(absl::StrFormat("expected: fca %s", usage));
+}
+
+absl::Status RequireFlag(const std::string& value, const std::string& flag) {
+  if (!value.empty()) return absl::OkStatus();
+  return UsageError(absl::StrFormat("--%s is required", flag));
+}
 
 absl::StatusOr<int64_t> ParseJobId(const std::string& text) {
   int64_t id = 0;

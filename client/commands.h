@@ -51,6 +51,17 @@ class CommandContext {
 // watching commands) or an error that main maps with ExitCodeForStatus.
 using CommandResult = absl::StatusOr<int>;
 
+// Helpers of every subcommand (commands.cc). A file the user named on the
+// command line: unreadable is a usage error.
+[[nodiscard]] absl::StatusOr<std::string> ReadLocalFile(const std::string& path,
+                                                        const std::string& what);
+// A usage error "expected: fca <usage>" unless there are `count` positional
+// arguments.
+[[nodiscard]] absl::Status ExpectArgs(const CommandContext& ctx, size_t count,
+                                      const std::string& usage);
+// A usage error "--<flag> is required" when `value` is empty.
+[[nodiscard]] absl::Status RequireFlag(const std::string& value, const std::string& flag);
+
 // `words` are the positional arguments after the program name; `specified`
 // the flags seen on the command line. Prints errors as "CODE: message" on
 // `err` and returns the exit code.

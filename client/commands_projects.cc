@@ -28,11 +28,6 @@ namespace fca::client {
 namespace v1 = ::fca::v1;
 namespace {
 
-absl::Status ExpectArgs(const CommandContext& ctx, size_t count, const std::string& usage) {
-  if (ctx.args().size() == count) return absl::OkStatus();
-  return UsageError(absl::StrFormat("expected: fca %s", usage));
-}
-
 // "reader" for PROJECT_ROLE_READER.
 std::string RoleName(v1::ProjectRole role) {
   const std::string name = v1::ProjectRole_Name(role);

@@ -1,3 +1,4 @@
+// Long file: the text and JSON report, section by section, over one ReportView.
 // ReportView, the text and JSON forms of a report, and comparisons.
 #include "client/report_format.h"
 

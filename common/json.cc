@@ -1,3 +1,4 @@
+// Long file: fca's one JSON parser and writer, whose grammar reads best in one place.
 #include "common/json.h"
 
 #include <algorithm>

@@ -29,6 +29,7 @@ scripts/device/size_check.sh
 step "device size"
 # Formatting first: it takes seconds, the build minutes.
 scripts/check_format.sh
+scripts/check_file_sizes.sh
 step "check_format"
 # Warnings are errors here (FCA_WERROR), not in a user's build.
 scripts/build.sh -DFCA_WERROR=ON

@@ -1,3 +1,4 @@
+// Long file: fca-server's flags, each with its help and range, and their wiring.
 // fca-server: the lab-wide audit service.
 //
 //   fca-server --models=DIR --db=FILE [--listen=127.0.0.1:7400]

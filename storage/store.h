@@ -1,3 +1,4 @@
+// Long file: the Store's whole interface, in sections naming the store_*.cc defining each.
 // fca::storage::Store: the server's one SQLite database.
 //
 // Holds models, datasets (content-addressed, chunked), jobs and their event

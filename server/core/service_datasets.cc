@@ -1,6 +1,4 @@
 // AuditServiceCore: dataset uploads (DatasetUpload) and ListDatasets.
-#include "server/core/service.h"
-
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -18,6 +16,7 @@
 #include "common/status_macros.h"
 #include "server/core/metric_catalog.h"
 #include "server/core/report_assembly.h"
+#include "server/core/service.h"
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/torch_util.h"
 #include "server/jobs/datasets.h"

@@ -1,3 +1,4 @@
+// Long file: the poll loop, its lanes and its refusals share each connection's state.
 #include "server/http/reception.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// Long file: the task lifecycle (claim, renew, settle, sweep) under one lock.
 #include "server/jobs/coordinator.h"
 
 #include <glog/logging.h>

@@ -1,3 +1,4 @@
+// Long file: one test per section of the text, JSON and HTML report.
 // `fca report` and `fca compare` (client/report_format.h, client/report_html.h):
 // the text, JSON and HTML forms of a GetReportResponse whose numbers are known.
 // The summaries across models are the server's (server/core/report_assembly.h);

@@ -1,3 +1,4 @@
+// Long file: one contract run against both implementations of the worker protocol.
 // The worker protocol (server/core/task_broker.h) as one contract, run
 // against both of its implementations: the Coordinator itself (the server's
 // own worker threads) and a RemoteBroker over the WorkerService of a real

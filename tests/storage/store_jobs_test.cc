@@ -1,3 +1,4 @@
+// Long file: the store's job, event and result conformance suite.
 // Conformance suite, part 2: jobs, job events and results, with paging.
 // Runs on ":memory:" and a file.
 #include <algorithm>

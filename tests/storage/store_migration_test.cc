@@ -1,3 +1,4 @@
+// Long file: one test per schema version, each from a file of the old schema.
 // Migrations of old databases: a schema-version-2 one (jobs without tasks)
 // to version 3, where active jobs get one QUEUED task per model of their
 // spec, and a version-3 one to version 4 (provenance).

@@ -1,3 +1,4 @@
+// Long file: one browser session walks every page of the dashboard in order.
 // The web dashboard in a real browser: Debian's chromium, headless, driven by
 // puppeteer-core, against a server whose HTTP address is given (the real
 // fca-server with its gateway; tests/web/run_dashboard_test.sh starts it

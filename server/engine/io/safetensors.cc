@@ -1,3 +1,4 @@
+// Long file: the safetensors format whole: reader (single and sharded), validation, writer.
 #include "server/engine/io/safetensors.h"
 
 #include <fcntl.h>

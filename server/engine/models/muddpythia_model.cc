@@ -1,3 +1,4 @@
+// Long file: one family whole (config, layout, forward, model), until the family base.
 // The `muddpythia` family: config.json, the checkpoint layout, the forward
 // pass (design note muddpythia.md, section 2) and MuddPythiaModel, the
 // ControlledModel that runs it.

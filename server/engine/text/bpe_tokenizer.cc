@@ -1,3 +1,4 @@
+// Long file: GPT-NeoX/Qwen2 byte-level BPE: tokenizer.json, pre-tokenizers and merges.
 #include "server/engine/text/bpe_tokenizer.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Long file: one test per malformation the reader must refuse.
 #include "server/engine/io/safetensors.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// Long file: each check against the reference vectors of the official forward.
 // The muddpythia family against the reference vectors in
 // tests/data/muddpythia-tiny-fp32 (outputs of the official PyTorch forward on
 // one [2, 16] batch), coefficient record and replay, sharded and bf16

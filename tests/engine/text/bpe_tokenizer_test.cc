@@ -1,3 +1,4 @@
+// Long file: known-answer tests of each pre-tokenizer and merge rule.
 #include "server/engine/text/bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
