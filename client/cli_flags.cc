@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 
 namespace fca::client {
 namespace {

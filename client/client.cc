@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 #include "common/status_macros.h"
 
 namespace fca::client {

@@ -15,6 +15,7 @@
 #include "client/format_progress.h"
 #include "client/manifest.h"
 #include "client/spec_flags.h"
+#include "client/text_safety.h"
 #include "client/watch.h"
 #include "common/spec_fields.h"
 #include "common/status_macros.h"

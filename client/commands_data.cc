@@ -24,6 +24,7 @@
 #include "client/manifest.h"
 #include "client/report_format.h"
 #include "client/report_html.h"
+#include "client/text_safety.h"
 #include "common/file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"

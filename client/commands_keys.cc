@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(std::string, user, "",

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(int32_t, limit, 0, "webhooks deliveries: how many, newest first [20, at most 100]");

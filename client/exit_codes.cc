@@ -3,6 +3,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 
 namespace fca::client {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 
 namespace fca::client {
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/format.h"
+#include "client/text_safety.h"
 #include "common/proto_json.h"
 #include "common/vocabulary.h"
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "client/format.h"
 #include "client/format_progress.h"
+#include "client/text_safety.h"
 
 namespace fca::client {
 

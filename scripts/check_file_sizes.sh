@@ -9,7 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly max_lines=800 reason_above=600
 declare -A to_split=(
-  [client/format.cc]=815
   [bench/soak_bench.cc]=890
   [server/engine/audit/model_audit.cc]=900
   [server/http/web/app.js]=1485

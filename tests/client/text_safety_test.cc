@@ -1,5 +1,7 @@
 // Server text in the CLI's output (client/format.h SanitizeForTerminal and
 // its callers), UTF-8 checks before sending, and hash normalization.
+#include "client/text_safety.h"
+
 #include <string>
 #include <vector>
 

@@ -1,0 +1,139 @@
+#include "client/text_safety.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+
+namespace fca::client {
+
+
+namespace {
+
+// Length of the well-formed UTF-8 sequence at the start of `s` (not empty),
+// with its code point in `*code_point`; 0 when the bytes are malformed.
+size_t DecodeUtf8(std::string_view s, char32_t* code_point) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) {
+    *code_point = lead;
+    return 1;
+  }
+  size_t length = 0;
+  char32_t cp = 0, smallest = 0;
+  if ((lead & 0xE0) == 0xC0) {
+    length = 2, cp = lead & 0x1F, smallest = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3, cp = lead & 0x0F, smallest = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4, cp = lead & 0x07, smallest = 0x10000;
+  } else {
+    return 0;  // a continuation byte, or 0xF8..0xFF
+  }
+  if (s.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i) & 0x3F);
+  }
+  if (cp < smallest || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  *code_point = cp;
+  return length;
+}
+
+// Code points a terminal acts on instead of showing, or that reorder or
+// break what follows them.
+bool IsUnsafeForTerminal(char32_t cp) {
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) ||  // C0, DEL, C1
+         cp == 0x200E || cp == 0x200F ||                           // LRM, RLM
+         (cp >= 0x202A && cp <= 0x202E) ||                         // embeddings, overrides
+         (cp >= 0x2066 && cp <= 0x2069) ||                         // isolates
+         cp == 0x2028 || cp == 0x2029;                             // line, paragraph separators
+}
+
+std::string EscapeCodePoint(char32_t cp) {
+  switch (cp) {
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      break;
+  }
+  if (cp < 0x80) return absl::StrFormat("\\x%02x", static_cast<unsigned>(cp));
+  return absl::StrFormat("\\u%04x", static_cast<unsigned>(cp));
+}
+
+bool IsSha256Hex(std::string_view text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return absl::ascii_isxdigit(static_cast<unsigned char>(c));
+         });
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view text) {
+  char32_t cp = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = DecodeUtf8(text.substr(i), &cp);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
+std::string SanitizeForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  char32_t cp = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = DecodeUtf8(text.substr(i), &cp);
+    if (length == 0) {
+      out += absl::StrFormat("\\x%02x", static_cast<unsigned char>(text[i]));
+      ++i;
+      continue;
+    }
+    if (IsUnsafeForTerminal(cp)) {
+      out += EscapeCodePoint(cp);
+    } else {
+      out.append(text.data() + i, length);
+    }
+    i += length;
+  }
+  return out;
+}
+
+std::string SanitizeLinesForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    out += SanitizeForTerminal(text.substr(start, end - start));
+    if (end == text.size()) break;
+    out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string NormalizeSha256Hex(std::string_view text) {
+  if (!IsSha256Hex(text)) return std::string(text);
+  return absl::AsciiStrToLower(absl::string_view(text.data(), text.size()));
+}
+
+std::string NormalizeDatasetRef(std::string_view ref) {
+  constexpr std::string_view kPrefix = "sha256:";
+  const std::string_view hex = ref.substr(std::min(ref.size(), kPrefix.size()));
+  const bool has_prefix =
+      absl::EqualsIgnoreCase(absl::string_view(ref.data(), ref.size() - hex.size()),
+                             absl::string_view(kPrefix.data(), kPrefix.size()));
+  if (!has_prefix || !IsSha256Hex(hex)) return std::string(ref);
+  return std::string(kPrefix) + NormalizeSha256Hex(hex);
+}
+
+}  // namespace fca::client
