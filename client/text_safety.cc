@@ -10,7 +10,6 @@
 
 namespace fca::client {
 
-
 namespace {
 
 // Length of the well-formed UTF-8 sequence at the start of `s` (not empty),

@@ -31,6 +31,12 @@ bool IsDeviceName(absl::string_view device) {
          std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+absl::Status CheckDeviceFlag(absl::string_view flag, absl::string_view device) {
+  if (IsDeviceName(device)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--%s='%s' is not cpu, cuda or cuda:N", flag, device.substr(0, 64)));
+}
+
 std::string VersionText(absl::string_view program) {
   return absl::StrCat(program, " ", BuildVersion(), "\n");
 }

@@ -20,6 +20,10 @@ absl::Status CheckFlagRange(absl::string_view flag, int64_t value, int64_t min, 
 // what the engine can run on, checked at start so a typo stops a binary
 // instead of failing every model load.
 bool IsDeviceName(absl::string_view device);
+// OK when IsDeviceName(device), else INVALID_ARGUMENT "--<flag>='<device>' is
+// not cpu, cuda or cuda:N" (`flag` as the user knows it: "device",
+// "devices entry").
+[[nodiscard]] absl::Status CheckDeviceFlag(absl::string_view flag, absl::string_view device);
 
 // What `program --version` prints: "<program> <BuildVersion()>\n".
 std::string VersionText(absl::string_view program);

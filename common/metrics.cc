@@ -199,57 +199,18 @@ FamilyBase* Registry::Find(const std::string& name, Type type,
   return nullptr;
 }
 
-Family<Counter>& Registry::AddCounter(const std::string& name, const std::string& help,
-                                      const std::vector<std::string>& label_names) {
+template <typename M>
+Family<M>& Registry::Add(const std::string& name, const std::string& help,
+                         const std::vector<std::string>& label_names, Type type,
+                         const std::vector<double>& buckets) {
   absl::MutexLock lock(&mu_);
-  if (FamilyBase* f = Find(name, Type::kCounter, label_names, {})) {
-    return *static_cast<Family<Counter>*>(f);
-  }
-  std::unique_ptr<Family<Counter>> f(
-      new Family<Counter>(name, help, label_names, Type::kCounter, {}));
-  Family<Counter>& ref = *f;
-  const bool valid =
-      ValidMetricName(name) && std::all_of(label_names.begin(), label_names.end(), ValidLabelName);
-  if (families_.count(name) || !valid) {
-    orphans_.push_back(std::move(f));
-  } else {
-    families_[name] = std::move(f);
-  }
-  return ref;
-}
-
-Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& help,
-                                  const std::vector<std::string>& label_names) {
-  absl::MutexLock lock(&mu_);
-  if (FamilyBase* f = Find(name, Type::kGauge, label_names, {})) {
-    return *static_cast<Family<Gauge>*>(f);
-  }
-  std::unique_ptr<Family<Gauge>> f(new Family<Gauge>(name, help, label_names, Type::kGauge, {}));
-  Family<Gauge>& ref = *f;
-  const bool valid =
-      ValidMetricName(name) && std::all_of(label_names.begin(), label_names.end(), ValidLabelName);
-  if (families_.count(name) || !valid) {
-    orphans_.push_back(std::move(f));
-  } else {
-    families_[name] = std::move(f);
-  }
-  return ref;
-}
-
-Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::string& help,
-                                          const std::vector<std::string>& label_names,
-                                          const std::vector<double>& buckets) {
-  absl::MutexLock lock(&mu_);
-  if (FamilyBase* f = Find(name, Type::kHistogram, label_names, buckets)) {
-    return *static_cast<Family<Histogram>*>(f);
-  }
-  std::unique_ptr<Family<Histogram>> f(
-      new Family<Histogram>(name, help, label_names, Type::kHistogram, CleanBounds(buckets)));
-  Family<Histogram>& ref = *f;
-  // "le" is the histogram's own label.
+  if (FamilyBase* f = Find(name, type, label_names, buckets)) return *static_cast<Family<M>*>(f);
+  std::unique_ptr<Family<M>> f(new Family<M>(name, help, label_names, type, CleanBounds(buckets)));
+  Family<M>& ref = *f;
+  // "le" is a histogram's own label.
   const bool valid = ValidMetricName(name) &&
-                     std::all_of(label_names.begin(), label_names.end(), [](const std::string& l) {
-                       return ValidLabelName(l) && l != "le";
+                     std::all_of(label_names.begin(), label_names.end(), [&](const std::string& l) {
+                       return ValidLabelName(l) && (type != Type::kHistogram || l != "le");
                      });
   if (families_.count(name) || !valid) {
     orphans_.push_back(std::move(f));
@@ -257,6 +218,22 @@ Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::st
     families_[name] = std::move(f);
   }
   return ref;
+}
+
+Family<Counter>& Registry::AddCounter(const std::string& name, const std::string& help,
+                                      const std::vector<std::string>& label_names) {
+  return Add<Counter>(name, help, label_names, Type::kCounter, {});
+}
+
+Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& help,
+                                  const std::vector<std::string>& label_names) {
+  return Add<Gauge>(name, help, label_names, Type::kGauge, {});
+}
+
+Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::string& help,
+                                          const std::vector<std::string>& label_names,
+                                          const std::vector<double>& buckets) {
+  return Add<Histogram>(name, help, label_names, Type::kHistogram, buckets);
 }
 
 Registry::CollectorHandle::CollectorHandle(CollectorHandle&& other) noexcept

@@ -182,6 +182,13 @@ class Registry {
   std::string Expose() const;
 
  private:
+  // The family `name` of type M: the one registered already when it agrees
+  // (type, labels, buckets), else a new one, exposed unless the name or a
+  // label is invalid or taken (then an orphan: usable, never exposed).
+  template <typename M>
+  Family<M>& Add(const std::string& name, const std::string& help,
+                 const std::vector<std::string>& label_names, Type type,
+                 const std::vector<double>& buckets) ABSL_LOCKS_EXCLUDED(mu_);
   FamilyBase* Find(const std::string& name, Type type, const std::vector<std::string>& label_names,
                    const std::vector<double>& buckets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCollector(int64_t id);

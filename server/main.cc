@@ -298,15 +298,6 @@ namespace {
       absl::StrFormat("--%s='%s' is not one of: %s", flag, value, absl::StrJoin(allowed, ", ")));
 }
 
-// "cpu", "cuda" or "cuda:N": what the engine can run on. Checked here so a
-// typo stops the server at start instead of failing every model load.
-[[nodiscard]] absl::Status CheckDevice(const std::string& device) {
-  if (IsDeviceName(device)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "--%s='%s' is not cpu, cuda or cuda:N",
-      absl::GetFlag(FLAGS_devices).empty() ? "device" : "devices entry", device.substr(0, 64)));
-}
-
 // The devices of this server's own workers: --devices, or --workers times
 // --device.
 std::vector<std::string> WorkerDevices() {
@@ -405,7 +396,8 @@ std::vector<std::string> WorkerDevices() {
                                      absl::GetFlag(FLAGS_slurm_cpus_per_task), 1,
                                      flag_limits::kMaxThreads));
   for (const std::string& device : WorkerDevices()) {
-    FCA_RETURN_IF_ERROR(CheckDevice(device));
+    FCA_RETURN_IF_ERROR(
+        CheckDeviceFlag(absl::GetFlag(FLAGS_devices).empty() ? "device" : "devices entry", device));
     if (dtype == ComputeDType::kFloat16 && device == "cpu") {
       return absl::InvalidArgumentError(
           "--dtype=float16 needs a cuda --device (float16 matmul is not implemented on CPU; "

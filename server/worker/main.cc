@@ -96,12 +96,6 @@ ABSL_FLAG(std::string, weights_hash_cache, "",
 namespace fca {
 namespace {
 
-[[nodiscard]] absl::Status CheckDevice(const std::string& device) {
-  if (IsDeviceName(device)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--device='%s' is not cpu, cuda or cuda:N", device.substr(0, 64)));
-}
-
 bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == ':' || c == '-';
@@ -134,7 +128,7 @@ std::string DefaultName() {
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_task_seconds", absl::GetFlag(FLAGS_max_task_seconds), 0,
                                      worker_limits::kMaxTaskSeconds));
   const std::string device = absl::GetFlag(FLAGS_device);
-  FCA_RETURN_IF_ERROR(CheckDevice(device));
+  FCA_RETURN_IF_ERROR(CheckDeviceFlag("device", device));
   FCA_ASSIGN_OR_RETURN(const ComputeDType dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
   if (dtype == ComputeDType::kFloat16 && device == "cpu") {
     return absl::InvalidArgumentError(
