@@ -19,6 +19,7 @@
 #include "client/watch.h"
 #include "common/spec_fields.h"
 #include "common/status_macros.h"
+#include "proto/fca/v1/job_states.h"
 
 // The AuditSpec fields' flags are client/spec_flags.cc's; these are the
 // command's own.
@@ -86,10 +87,10 @@ int ReportFinalState(CommandContext& ctx, const v1::Job& job) {
 // did not carry it: nothing came after `after_seq` (the job had already
 // ended) or the server closed the stream early.
 absl::StatusOr<v1::Job> FinalJob(CommandContext& ctx, int64_t job_id, const WatchOutcome& outcome) {
-  if (outcome.job && IsTerminalState(outcome.job->state())) return *outcome.job;
+  if (outcome.job && v1::IsTerminal(outcome.job->state())) return *outcome.job;
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(job_id));
-  if (!IsTerminalState(job.state())) {
+  if (!v1::IsTerminal(job.state())) {
     return absl::UnavailableError(
         absl::StrFormat("the server ended the stream while job %d is %s; resume with "
                         "'fca watch %d --after_seq=%d'",

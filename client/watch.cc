@@ -9,15 +9,11 @@
 #include "client/format.h"
 #include "client/format_progress.h"
 #include "client/text_safety.h"
+#include "proto/fca/v1/job_states.h"
 
 namespace fca::client {
 
 namespace v1 = ::fca::v1;
-
-bool IsTerminalState(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
 
 absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq, const WatchStreamFn& stream,
                                                 const WatchEventFn& on_event,
@@ -39,7 +35,7 @@ absl::StatusOr<WatchOutcome> WatchWithReconnect(int64_t after_seq, const WatchSt
       outcome.job = response.job();
       advanced = true;
       on_event(response);
-      return !(event.has_state() && IsTerminalState(event.state()));
+      return !(event.has_state() && v1::IsTerminal(event.state()));
     });
     if (status.ok()) return outcome;
     if (status.code() != absl::StatusCode::kUnavailable) return status;
@@ -156,7 +152,7 @@ void WatchPrinter::OnMessage(const std::string& message) {
 
 void WatchPrinter::OnState(int64_t job_id, v1::JobState state) {
   // Terminal states are reported once by the command after the stream ends.
-  if (IsTerminalState(state)) return;
+  if (v1::IsTerminal(state)) return;
   ClearBar();
   progress_out_ << absl::StrFormat("job %d: %s\n", job_id, JobStateName(state));
   progress_out_.flush();

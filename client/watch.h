@@ -27,9 +27,6 @@ using WatchReadFn = std::function<bool(const fca::v1::WatchJobResponse&)>;
 // (return OK). AuditClient::WatchJob fits.
 using WatchStreamFn = std::function<absl::Status(int64_t after_seq, const WatchReadFn& read)>;
 
-// SUCCEEDED, FAILED or CANCELLED: the job will not change again.
-bool IsTerminalState(fca::v1::JobState state);
-
 struct WatchOptions {
   // Give up when this long passes without a new event while reconnecting.
   absl::Duration reconnect_budget = absl::Seconds(30);

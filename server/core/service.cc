@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "proto/fca/v1/job_states.h"
 #include "server/core/metric_catalog.h"
 #include "server/core/report_assembly.h"
 #include "server/engine/audit/windows.h"
@@ -469,7 +470,7 @@ absl::Status AuditServiceCore::WatchJob(
       after = stored.seq;
       // A job's last event is its terminal state; a requeued job's QUEUED
       // event is followed by more.
-      if (e->has_state() && IsTerminal(e->state())) return absl::OkStatus();
+      if (e->has_state() && v1::IsTerminal(e->state())) return absl::OkStatus();
     }
     if (events.empty()) {
       FCA_ASSIGN_OR_RETURN(storage::JobRecord job, store_->GetJob(request.job_id()));

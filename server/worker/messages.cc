@@ -40,10 +40,6 @@ absl::Status CheckTimeRange(const std::optional<int64_t>& after,
   return absl::OkStatus();
 }
 
-bool IsTerminal(v1::JobState s) {
-  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
-}
-
 std::string ToStoredJson(const google::protobuf::Message& message) {
   // Fails only for invalid UTF-8 in a string field; the fields stored here
   // (names, hashes, versions) were checked when they came in.

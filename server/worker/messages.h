@@ -27,9 +27,6 @@ int64_t FromTimestamp(const google::protobuf::Timestamp& t);
 [[nodiscard]] absl::Status CheckTimeRange(const std::optional<int64_t>& after,
                                           const std::optional<int64_t>& before);
 
-// Whether a job in state `s` has ended (SUCCEEDED, FAILED or CANCELLED).
-bool IsTerminal(v1::JobState s);
-
 // The canonical JSON of a spec (what the store keeps and a manifest holds).
 std::string SpecToJson(const v1::AuditSpec& spec);
 

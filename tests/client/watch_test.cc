@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/fca/v1/job_states.h"
 
 namespace fca::client {
 namespace {
@@ -53,7 +54,7 @@ struct FakeServer {
 v1::WatchJobResponse Event(int64_t seq, v1::JobState state) {
   v1::WatchJobResponse r;
   r.mutable_event()->set_seq(seq);
-  if (IsTerminalState(state)) {
+  if (v1::IsTerminal(state)) {
     r.mutable_event()->set_state(state);
   } else {
     r.mutable_event()->mutable_progress()->set_fraction(seq / 10.0);
