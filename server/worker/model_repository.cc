@@ -384,8 +384,12 @@ absl::StatusOr<std::shared_ptr<engine::ControlledModel>> ModelRepository::Get(
   if (e.reserved) resident_bytes_ -= e.bytes;
   e.reserved = false;
   // A failure is remembered for the folder state it belongs to; a load of
-  // a folder that changed meanwhile goes to its caller and is not kept.
-  if (!loaded.ok() && e.signature == signature) e.load_failure = loaded.status();
+  // a folder that changed meanwhile goes to its caller and is not kept, nor
+  // is running out of memory, the device's passing state (a later Get tries
+  // again).
+  if (!loaded.ok() && e.signature == signature && !absl::IsResourceExhausted(loaded.status())) {
+    e.load_failure = loaded.status();
+  }
   return loaded;
 }
 

@@ -163,7 +163,7 @@ class ModelRepository {
     std::shared_ptr<engine::ControlledModel> model;  // null when not loaded
     // A model unloaded while in use: handed out again while it lives.
     std::weak_ptr<engine::ControlledModel> unloaded;
-    absl::Status load_failure;   // a failed load of this signature
+    absl::Status load_failure;   // a failed load of this signature (never out of memory)
     std::string weights_sha256;  // WeightsHash of this signature, once computed
     int64_t bytes = 0;           // the model's estimate, once described
     bool reserved = false;       // `bytes` counted in resident_bytes_

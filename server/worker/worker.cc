@@ -59,7 +59,8 @@ void SetNow(google::protobuf::Timestamp* out) { ToTimestamp(absl::ToUnixMicros(a
 // What runs the task: this process and thread (torch keeps its thread
 // count per thread, so this is read on the worker's own thread).
 void RecordRuntime(const std::string& worker, const TaskAssignment& task, v1::TaskProvenance* p) {
-  const engine::RuntimeProvenance runtime = engine::CurrentRuntime();
+  // The device comes with the model (RecordRequest).
+  const engine::RuntimeProvenance runtime = engine::CurrentRuntime(/*device=*/"");
   p->set_worker(worker);
   p->set_host(runtime.host);
   p->set_engine_version(runtime.engine_version);
@@ -75,6 +76,7 @@ void RecordRequest(const engine::AuditRequest& req, const DatasetHashes& dataset
                    v1::TaskProvenance* p) {
   const engine::ModelInfo& model = req.models[0]->info();
   p->set_device(model.compute.device);
+  p->set_device_name(engine::DeviceName(model.compute.device));
   p->set_dtype(ComputeDTypeName(model.compute.dtype));
   p->set_weights_sha256(model.weights_sha256);
   if (req.dense_twin != nullptr) {

@@ -185,6 +185,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_EQ(Text(*task, "eval_windows"), "40");  // int64 in proto3 JSON: a string
   EXPECT_EQ(Text(*task, "window_length"), "16");
   EXPECT_EQ(Text(*task, "device"), "cpu");
+  EXPECT_EQ(Text(*task, "device_name"), "cpu");
   EXPECT_EQ(Text(*task, "dtype"), "float32");
 
   // The local tool records the same runtime fields, from the same helper.
@@ -204,6 +205,7 @@ TEST_F(ProvenanceE2ETest, StoredManifestRerunsToTheSameNllsAndProvenanceIsEveryw
   EXPECT_EQ(Text(*tool, "engine_version"), Text(*task, "engine_version"));
   EXPECT_EQ(Text(*tool, "host"), Text(*task, "host"));
   EXPECT_EQ(Text(*tool, "threads"), "1");
+  EXPECT_EQ(Text(*tool, "device_name"), "cpu");
   EXPECT_EQ(Text(*tool, "eval_dataset_sha256"), eval_sha_);
   const json::Value& tool_model = tool->Find("models")->as_array().at(0);
   EXPECT_EQ(Text(tool_model, "weights_sha256"), Text(*task, "weights_sha256"));

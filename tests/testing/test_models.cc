@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -10,6 +11,13 @@
 #include "server/engine/models/model_loader.h"
 
 namespace fca::engine::testing {
+
+ComputeOptions TestCompute() {
+  ComputeOptions compute;
+  const char* device = std::getenv("FCA_TEST_DEVICE");
+  if (device != nullptr && device[0] != '\0') compute.device = device;
+  return compute;
+}
 
 std::string TempDir(const std::string& tag) {
   std::string pattern = ::testing::TempDir() + "fca_" + tag + "_XXXXXX";

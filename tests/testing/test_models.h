@@ -14,6 +14,12 @@
 
 namespace fca::engine::testing {
 
+// The compute the engine suites run their models on: float32 on the device
+// named by the environment's FCA_TEST_DEVICE ("cpu" when unset; "cuda:0" on
+// a GPU machine). Expected values are the CPU's; a check that a GPU may
+// legitimately miss says so where it is made.
+ComputeOptions TestCompute();
+
 // A fresh, empty temporary folder (removed by the OS's tmp cleaning; the
 // tests keep them small).
 std::string TempDir(const std::string& tag);
@@ -23,7 +29,7 @@ TransformerConfig TinyConfig(const std::string& family);
 // Writes and loads a randomly initialised model.
 std::unique_ptr<ControlledModel> RandomModel(const TransformerConfig& config,
                                              const InitOptions& init,
-                                             const ComputeOptions& compute = {});
+                                             const ComputeOptions& compute = TestCompute());
 
 // Replaces a tensor's float32 values (size must match).
 void SetTensor(std::vector<TensorData>* weights, const std::string& name,
@@ -32,7 +38,7 @@ void SetTensor(std::vector<TensorData>* weights, const std::string& name,
 // Writes weights + config to a new folder and loads it.
 std::unique_ptr<ControlledModel> LoadWritten(const TransformerConfig& config,
                                              const std::vector<TensorData>& weights,
-                                             const ComputeOptions& compute = {});
+                                             const ComputeOptions& compute = TestCompute());
 
 // A one-layer featuregate model over tokens 'a' and 'b' whose MLP gate is 2
 // after 'a' and 0 after 'b', and whose head predicts 'b' after 'a' only when

@@ -3,8 +3,7 @@
 namespace fca::v1 {
 
 bool IsTerminal(JobState state) {
-  return state == JOB_STATE_SUCCEEDED || state == JOB_STATE_FAILED ||
-         state == JOB_STATE_CANCELLED;
+  return state == JOB_STATE_SUCCEEDED || state == JOB_STATE_FAILED || state == JOB_STATE_CANCELLED;
 }
 
 }  // namespace fca::v1

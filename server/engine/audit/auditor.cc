@@ -129,7 +129,7 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   report.options = req.options;
   report.eval_dataset_sha256 = DatasetHash(req.eval);
   report.calib_dataset_sha256 = DatasetHash(req.calib);
-  report.runtime = CurrentRuntime();
+  report.runtime = CurrentRuntime(req.models.front()->info().compute.device);
   double done = 0;
   const double total = TotalUnits(req, interventions);
   std::vector<double> dense_times;

@@ -346,7 +346,7 @@ struct AuditReport {
   // Provenance (fca.md "Reproducibility").
   AuditOptions options;
   std::string eval_dataset_sha256, calib_dataset_sha256;
-  RuntimeProvenance runtime;  // engine and torch versions, host, threads
+  RuntimeProvenance runtime;  // engine and torch versions, host, device, threads
 };
 
 // What identifies one window's recorded coefficients in a CoefficientCache.

@@ -92,10 +92,12 @@ int CombinedVerdict(int first_block, int second_block);
 
 // What the execution audit of one model is given by the auditor.
 struct ExecutionInputs {
-  ControlledModel* model = nullptr;                 // audited
-  ControlledModel* twin = nullptr;                  // may be null
-  const at::Tensor* ids = nullptr;                  // int64 [B, T]: counted and timed
-  const std::vector<at::Tensor>* replay = nullptr;  // its `correct` coefficients
+  ControlledModel* model = nullptr;  // audited
+  ControlledModel* twin = nullptr;   // may be null
+  const at::Tensor* ids = nullptr;   // int64 [B, T]: counted and timed
+  // Its `correct` coefficients, on the model's device (ToDevice), so that no
+  // transfer is counted or timed.
+  const std::vector<at::Tensor>* replay = nullptr;
   AuditOptions options;
   // Called with (timed pairs so far, most pairs, estimated seconds left:
   // TimingSecondsLeft) after each timed pair and once before the first; an
@@ -115,7 +117,8 @@ struct ExecutionOutcome {
 
 // Counts blocks and FLOPs on one LIVE and one REPLAY forward of `ids` (and
 // the twin's on the same batch), then times the model against the twin
-// (or alone). Torch errors come back as INTERNAL naming the model.
+// (or alone); on a GPU each time is the device's (SynchronizeDevice around
+// it). Torch errors come back as INTERNAL naming the model.
 [[nodiscard]] absl::StatusOr<ExecutionOutcome> AuditExecution(const ExecutionInputs& in);
 
 }  // namespace fca::engine

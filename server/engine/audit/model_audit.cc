@@ -226,10 +226,15 @@ class ModelAudit {
     return absl::OkStatus();
   }
 
+  // A forward, timed on the device. Replayed coefficients come from the
+  // host: to the device in one copy, before the clock starts.
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
                                      SiteTensors* coeff) {
+    const std::string& device = model_.info().compute.device;
+    if (mode == CoefficientMode::kReplay) *coeff = ToDevice(*coeff, device);
     const Clock::time_point t0 = Clock::now();
     auto logits = model_.Forward(ids, mode, coeff);
+    SynchronizeDevice(device);
     const double seconds = Seconds(t0);
     absl::MutexLock lock(&mu_);
     forward_seconds_ += seconds;
@@ -244,8 +249,12 @@ class ModelAudit {
     return absl::OkStatus();
   }
 
-  // Threads this audit runs batches on.
-  int Threads() const { return req_.threads > 0 ? req_.threads : AuditThreads(); }
+  // Threads this audit runs batches on. One on a GPU: forwards at once would
+  // share its stream, gaining nothing, and each hold a batch's activations.
+  int Threads() const {
+    if (!IsCpuDevice(model_.info().compute.device)) return 1;
+    return req_.threads > 0 ? req_.threads : AuditThreads();
+  }
 
   // Runs `fn(b, e)` on every batch of windows [0, n) on Threads() threads,
   // with progress (`units` per window) and cancellation on this thread.
@@ -273,12 +282,13 @@ class ModelAudit {
     return status;
   }
 
-  // Copies a batch's recorded coefficients into the full-set tensors (made
-  // by the first batch, which runs alone; later batches write disjoint rows).
+  // Copies a batch's recorded coefficients (on the host: ToHost) into the
+  // full-set tensors, which live on the host (made by the first batch, which
+  // runs alone; later batches write disjoint rows).
   static void Store(SiteTensors* all, const SiteTensors& batch, int64_t begin, int64_t n) {
     if (all->empty()) {
       for (const at::Tensor& b : batch) {
-        all->push_back(at::empty({n, b.size(1), b.size(2)}, b.options()));
+        all->push_back(at::empty({n, b.size(1), b.size(2)}, b.options().device(at::kCPU)));
       }
     }
     for (size_t s = 0; s < batch.size(); ++s) {
@@ -366,14 +376,18 @@ class ModelAudit {
   }
 
   // LIVE+record, then (on sampled batches) the fidelity-checked replay.
+  // `*rec`: the recording on the host; the replay takes the device's.
   absl::Status LiveBatch(const at::Tensor& ids, int64_t b, int64_t e, const SiteTensors& cached,
                          SiteTensors* rec) {
-    FCA_ASSIGN_OR_RETURN(at::Tensor live_logits, Forward(ids, CoefficientMode::kLiveRecord, rec));
+    SiteTensors recorded;
+    FCA_ASSIGN_OR_RETURN(at::Tensor live_logits,
+                         Forward(ids, CoefficientMode::kLiveRecord, &recorded));
+    *rec = ToHost(recorded);
     if (!cached.empty()) QueueNote(cache_.Judge(cached, *rec, "evaluation", b, e));
     const at::Tensor live = SequenceNll(live_logits, ids);
     at::Tensor correct = live;
     if (FidelityChecked(b)) {
-      SiteTensors replay = *rec;
+      SiteTensors replay = std::move(recorded);
       FCA_ASSIGN_OR_RETURN(at::Tensor replay_logits,
                            Forward(ids, CoefficientMode::kReplay, &replay));
       FCA_RETURN_IF_ERROR(CheckFidelity(live_logits, replay_logits, b, e));
@@ -429,8 +443,10 @@ class ModelAudit {
       absl::MutexLock lock(&mu_);
       report_.cached_calib_windows += e - b;
     } else {
+      SiteTensors recorded;
       FCA_RETURN_IF_ERROR(
-          Forward(BatchIds(calib_, b, e), CoefficientMode::kRecordOnly, &rec).status());
+          Forward(BatchIds(calib_, b, e), CoefficientMode::kRecordOnly, &recorded).status());
+      rec = ToHost(recorded);
       if (!cached.empty()) QueueNote(cache_.Judge(cached, rec, "calibration", b, e));
       if (cached.empty() || cache_.trust() == ModelCache::Trust::kIgnored)
         cache_.Write(calib_, rec, b);
@@ -507,7 +523,9 @@ class ModelAudit {
           BlockResampleIndices(m, block, DeriveSeed(opt_.seed, "calib_resample", r));
       const at::Tensor index = at::tensor(picked, at::kLong);
       SiteTensors coeff;
-      for (const at::Tensor& t : calib_coeff_) coeff.push_back(t.index_select(0, index));
+      for (const at::Tensor& t : calib_coeff_) {
+        coeff.push_back(t.index_select(0, index.to(t.device())));
+      }
       const at::Tensor ids_r = calib_ids_.index_select(0, index);
       FCA_ASSIGN_OR_RETURN(CalibrationStats stats, ComputeCalibrationStats(coeff, model_.sites()));
       InterventionContext ctx = Context();
@@ -597,7 +615,7 @@ class ModelAudit {
                FCA_RETURN_IF_ERROR(
                    reference->Forward(BatchIds(eval_, b, e), CoefficientMode::kRecordOnly, &rec)
                        .status());
-               Store(&recorded, rec, b, eval_.count());
+               Store(&recorded, ToHost(rec), b, eval_.count());
                return absl::OkStatus();
              }));
     InterventionContext ctx = Context();
@@ -741,6 +759,8 @@ class ModelAudit {
     const at::Tensor ids = BatchIds(eval_, 0, rows);
     SiteTensors replay;
     for (const at::Tensor& t : eval_coeff_) replay.push_back(t.slice(0, 0, rows));
+    // On the device before anything is counted or timed.
+    replay = ToDevice(replay, model_.info().compute.device);
     const double units = TimingUnits(opt_, static_cast<double>(eval_.count()));
     const auto start = std::chrono::steady_clock::now();
     double advanced = 0;

@@ -51,7 +51,7 @@ std::string ModelCache::Judge(const SiteTensors& cached, const SiteTensors& rec,
                                                         : 0.0;
   double max_diff = 0, worst_excess = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
-    const at::Tensor fresh = rec[s].to(cached[s].device()).to(at::kFloat);
+    const at::Tensor fresh = rec[s].to(at::kFloat);
     const at::Tensor diff = (cached[s].to(at::kFloat) - fresh).abs();
     if (diff.numel() == 0) continue;
     max_diff = std::max(max_diff, diff.max().item<double>());
@@ -102,7 +102,7 @@ SiteTensors ModelCache::ReadWindows(const WindowSet& w, int64_t b, int64_t e) co
 
 void ModelCache::WriteWindows(const WindowSet& w, const SiteTensors& rec, int64_t b) const {
   std::vector<at::Tensor> host;
-  for (const at::Tensor& t : rec) host.push_back(t.cpu().contiguous());
+  for (const at::Tensor& t : rec) host.push_back(t.contiguous());
   for (int64_t i = 0; i < host[0].size(0); ++i) {
     std::string bytes;
     bytes.reserve(WindowBytes());
@@ -121,13 +121,14 @@ SiteTensors ModelCache::DecodeWindows(const std::vector<std::string>& blobs) con
   SiteTensors out;
   size_t offset = 0;
   for (const CoefficientSite& s : model_.sites()) {
+    // Views of the blobs: at::stack copies them into the batch's tensor.
     std::vector<at::Tensor> rows;
     for (const std::string& blob : blobs) {
       rows.push_back(
-          at::from_blob(const_cast<char*>(blob.data()) + offset, {T, s.channels}, dtype).clone());
+          at::from_blob(const_cast<char*>(blob.data()) + offset, {T, s.channels}, dtype));
     }
     offset += T * s.channels * ElementSize();
-    out.push_back(at::stack(rows).to(c10::Device(model_.info().compute.device)));
+    out.push_back(at::stack(rows));
   }
   return out;
 }

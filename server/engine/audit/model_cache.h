@@ -33,10 +33,11 @@ class ModelCache {
   Trust trust() const;
 
   // The cached coefficients of windows [b, e) of `w` as [e-b, T, d_s]
-  // tensors, or an empty list unless every window is cached (always empty
-  // once the cache is ignored).
+  // tensors on the host, or an empty list unless every window is cached
+  // (always empty once the cache is ignored).
   SiteTensors Read(const WindowSet& w, int64_t b, int64_t e);
-  // Stores the recorded coefficients of windows [b, b + batch) of `w`.
+  // Stores the recorded coefficients of windows [b, b + batch) of `w`,
+  // given on the host (ToHost).
   void Write(const WindowSet& w, const SiteTensors& rec, int64_t b);
 
   // Compares a cached batch with a fresh recording of the same windows:
@@ -46,6 +47,7 @@ class ModelCache {
   // deterministic) make the cache ignored for this model and rewritten,
   // never fail the audit. Returns the note to show when this call is the one
   // that ignored it, else "". `set` names the windows' set in that note.
+  // Both lists are on the host.
   std::string Judge(const SiteTensors& cached, const SiteTensors& rec, const char* set, int64_t b,
                     int64_t e);
 

@@ -15,11 +15,13 @@ std::string HostName() {
   return name;
 }
 
-RuntimeProvenance CurrentRuntime() {
+RuntimeProvenance CurrentRuntime(const std::string& device) {
   RuntimeProvenance r;
   r.engine_version = BuildVersion();
   r.torch_version = TorchVersion();
   r.host = HostName();
+  r.device = device;
+  if (!device.empty()) r.device_name = DeviceName(device);
   r.threads = TorchThreads();
   return r;
 }
@@ -29,6 +31,8 @@ json::Value RuntimeToJson(const RuntimeProvenance& runtime) {
   v.Set("engine_version", json::Value::String(runtime.engine_version));
   v.Set("torch_version", json::Value::String(runtime.torch_version));
   v.Set("host", json::Value::String(runtime.host));
+  v.Set("device", json::Value::String(runtime.device));
+  v.Set("device_name", json::Value::String(runtime.device_name));
   v.Set("threads", json::Value::Int(runtime.threads));
   return v;
 }

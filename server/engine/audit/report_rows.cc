@@ -324,11 +324,11 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
 json::Value ReportToJson(const AuditReport& report) {
   json::Value v = json::Value::MakeObject();
   // The runtime's fields at the top (as the service's report.json has
-  // them), device and dtype from the models (one compute setting per run).
+  // them, the device among them), the dtype from the models (one compute
+  // setting per run).
   const json::Value runtime = RuntimeToJson(report.runtime);
   for (const auto& [key, value] : runtime.as_object()) v.Set(key, value);
   if (!report.models.empty()) {
-    v.Set("device", Str(report.models[0].model.compute.device));
     v.Set("dtype", Str(ComputeDTypeName(report.models[0].model.compute.dtype)));
   }
   v.Set("eval_dataset_sha256", Str(report.eval_dataset_sha256));

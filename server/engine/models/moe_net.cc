@@ -159,9 +159,11 @@ class ForwardPass {
       const bool last = l + 1 == c_.num_hidden_layers;
       at::Tensor probs, gate;  // [N, E] float32; [N, 1] model dtype (qwen2_moe)
       if (mode == CoefficientMode::kReplay) {
-        probs = (*coeff)[next_site++].reshape({B * T, c_.num_experts}).to(at::kFloat);
+        // Replayed coefficients may come from the host (ModelAudit moves
+        // them first; another caller may not).
+        probs = (*coeff)[next_site++].reshape({B * T, c_.num_experts}).to(x.device(), at::kFloat);
         if (c_.has_shared_expert()) {
-          gate = (*coeff)[next_site++].reshape({B * T, 1}).to(x.scalar_type());
+          gate = (*coeff)[next_site++].reshape({B * T, 1}).to(x.options());
         }
       } else {
         probs = at::softmax(Lin(x, Linear{layer.router, at::Tensor()}), 1, at::kFloat);
@@ -272,7 +274,11 @@ class ForwardPass {
     Routing r;
     r.tokens = pos.remainder(N);
     r.weights = w.t().reshape(-1).index_select(0, pos);
-    const at::Tensor count = at::bincount(flat, {}, c_.num_experts).cpu();
+    // The counts size the experts' slices, so they are read on the host: one
+    // copy per layer (bincount on a GPU would also wait for its own maximum).
+    const at::Tensor count = at::zeros({c_.num_experts}, flat.options())
+                                 .scatter_add_(0, flat, at::ones_like(flat))
+                                 .cpu();
     const int64_t* data = count.data_ptr<int64_t>();
     r.count.assign(data, data + c_.num_experts);
     return r;

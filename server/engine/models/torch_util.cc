@@ -4,22 +4,30 @@
 #include <ATen/Parallel.h>
 #include <malloc.h>
 #include <sys/mman.h>
-#include <torch/cuda.h>     // torch::cuda::is_available (declarations only)
+#include <torch/cuda.h>     // torch::cuda::is_available, synchronize (declarations only)
 #include <torch/version.h>  // TORCH_VERSION_*
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 
 namespace fca::engine {
 at::ScalarType ScalarTypeOf(ComputeDType dtype) {
@@ -309,15 +317,170 @@ std::string TorchVersion() {
   return absl::StrCat(TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".", TORCH_VERSION_PATCH);
 }
 
+bool IsOutOfMemory(const std::exception& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return true;
+  }
+  const char* text = e.what();
+  if (text == nullptr) return false;
+  // The caching allocator's "CUDA out of memory. Tried to allocate ...", a
+  // kernel's "CUDA error: out of memory", cuBLAS's failed workspace, and
+  // the CPU allocator's "DefaultCPUAllocator: not enough memory".
+  for (const char* needle : {"CUDA out of memory", "CUDA error: out of memory",
+                             "CUBLAS_STATUS_ALLOC_FAILED", "not enough memory"}) {
+    if (std::strstr(text, needle) != nullptr) return true;
+  }
+  return false;
+}
+
 absl::Status TorchFailure(const std::string& what, const std::exception& e) {
   LogError(absl::StrCat(what, " failed: ", e.what()));
   // Out of memory is the device's state, not the request's: another device
   // (a worker with more memory) may run it.
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
-      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+  if (IsOutOfMemory(e)) {
     return absl::ResourceExhaustedError(absl::StrCat(what, " ran out of memory"));
   }
   return absl::InternalError(absl::StrCat(what, " failed (see the server log)"));
+}
+
+bool IsCpuDevice(const std::string& device) {
+  try {
+    return c10::Device(device).is_cpu();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void SynchronizeDevice(const std::string& device) {
+  const c10::Device d(device);
+  if (d.is_cuda()) torch::cuda::synchronize(d.has_index() ? d.index() : -1);
+}
+
+namespace {
+
+// libtorch's CPU headers have no call for a GPU's name (at::cuda's
+// getDeviceProperties needs the CUDA headers, which a CPU build of the
+// engine lacks), so the name comes from the driver: nvidia-smi first, then
+// /proc/driver/nvidia. Both number GPUs in PCI order, CUDA by default
+// fastest first (CUDA_DEVICE_ORDER): the two agree on a machine of one kind
+// of GPU, the case that matters for a name. CUDA_VISIBLE_DEVICES' entries
+// (indices or UUIDs) are what nvidia-smi -i takes.
+std::string NvidiaSmiName(const std::string& id) {
+  absl::StatusOr<CommandOutput> out =
+      RunCommand({"nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", id}, 5000);
+  if (!out.ok() || out->exit_code != 0) return "";
+  const std::vector<std::string> lines = absl::StrSplit(out->out, '\n', absl::SkipWhitespace());
+  return lines.empty() ? "" : std::string(absl::StripAsciiWhitespace(lines[0]));
+}
+
+// The "Model:" line of the index-th GPU under /proc/driver/nvidia/gpus
+// (one folder per PCI address, in PCI order when sorted).
+std::string ProcGpuName(int index) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> gpus;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    gpus.push_back(entry.path());
+  }
+  std::sort(gpus.begin(), gpus.end());
+  if (index < 0 || index >= static_cast<int>(gpus.size())) return "";
+  std::ifstream in(gpus[index] / "information");
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "Model:")) return std::string(absl::StripAsciiWhitespace(rest));
+  }
+  return "";
+}
+
+std::string CudaDeviceName(int index) {
+  std::string id = std::to_string(index);
+  bool renumbered = false;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    const std::vector<std::string> ids = absl::StrSplit(visible, ',', absl::SkipWhitespace());
+    if (index >= static_cast<int>(ids.size())) return "unknown CUDA device";
+    id = std::string(absl::StripAsciiWhitespace(ids[index]));
+    renumbered = true;
+  }
+  std::string name = NvidiaSmiName(id);
+  // /proc numbers every GPU of the machine, so it serves only when CUDA
+  // does too.
+  if (name.empty() && !renumbered) name = ProcGpuName(index);
+  return name.empty() ? "unknown CUDA device" : name;
+}
+
+}  // namespace
+
+std::string DeviceName(const std::string& device) {
+  c10::Device d(c10::kCPU);
+  try {
+    d = c10::Device(device);
+  } catch (const std::exception&) {
+    return device;
+  }
+  if (d.is_cpu()) return "cpu";
+  if (!d.is_cuda()) return d.str();
+  // Asked once per task; the driver is asked once per GPU and process.
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* names = new std::map<int, std::string>();
+  const int index = d.has_index() ? d.index() : 0;
+  absl::MutexLock lock(&mu);
+  auto it = names->find(index);
+  if (it == names->end()) it = names->emplace(index, CudaDeviceName(index)).first;
+  return it->second;
+}
+
+namespace {
+
+std::vector<at::Tensor> PackedTo(const std::vector<at::Tensor>& tensors, const c10::Device& to) {
+  if (tensors.empty()) return tensors;
+  bool there = true, uniform = true;
+  for (const at::Tensor& t : tensors) {
+    there = there && t.device() == to;
+    uniform =
+        uniform && t.device() == tensors[0].device() && t.scalar_type() == tensors[0].scalar_type();
+  }
+  if (there) return tensors;
+  // Pinned host memory exists only with CUDA (asking for it without throws).
+  const bool async = to.is_cuda() && tensors[0].is_cpu();
+  if (!uniform) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : tensors) out.push_back(t.to(to));
+    return out;
+  }
+  std::vector<at::Tensor> flat;
+  std::vector<int64_t> numels;
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) {
+    flat.push_back(t.reshape(-1));
+    numels.push_back(t.numel());
+    total += t.numel();
+  }
+  at::Tensor packed;
+  if (async) {
+    packed = at::empty({total}, tensors[0].options().pinned_memory(true));
+    at::cat_out(packed, flat);
+  } else {
+    packed = at::cat(flat);
+  }
+  // From pinned memory the copy is queued on the current stream; torch's
+  // host allocator keeps the buffer until the copy has run.
+  const at::Tensor copy = packed.to(to, /*non_blocking=*/async);
+  const std::vector<at::Tensor> parts = copy.split_with_sizes(numels);
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < tensors.size(); ++i) out.push_back(parts[i].view(tensors[i].sizes()));
+  return out;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> ToHost(const std::vector<at::Tensor>& tensors) {
+  return PackedTo(tensors, c10::Device(c10::kCPU));
+}
+
+std::vector<at::Tensor> ToDevice(const std::vector<at::Tensor>& tensors,
+                                 const std::string& device) {
+  return PackedTo(tensors, c10::Device(device));
 }
 
 }  // namespace fca::engine

@@ -105,11 +105,18 @@ inline bool Records(CoefficientMode mode) {
   return mode == CoefficientMode::kLiveRecord || mode == CoefficientMode::kRecordOnly;
 }
 
+// Whether `e` says that memory ran out: c10::OutOfMemoryError (torch's
+// allocators), std::bad_alloc, or a message of CUDA's or torch's that says
+// so. The text matters because a TorchScript module's interpreter rethrows
+// torch's errors as std::runtime_error carrying their message only, and
+// cuBLAS reports a failed allocation as a status, not as a torch type.
+bool IsOutOfMemory(const std::exception& e);
+
 // The status GuardTorch returns for an exception `e` thrown while doing
 // `what`: INTERNAL "<what> failed (see the server log)", or
-// RESOURCE_EXHAUSTED "<what> ran out of memory" when torch ran out of device
-// memory or an allocation failed (the worker's state: server/worker/
-// worker.h refuses the task rather than failing it). The full text of
+// RESOURCE_EXHAUSTED "<what> ran out of memory" when IsOutOfMemory(e) (the
+// worker's state: server/worker/worker.h refuses the task rather than
+// failing it). The full text of
 // e.what() (torch's message, its source paths and C++ frames) is logged as
 // an ERROR naming `what`, and kept out of the status, which reaches clients.
 [[nodiscard]] absl::Status TorchFailure(const std::string& what, const std::exception& e);
@@ -125,6 +132,38 @@ template <typename Fn>
     return TorchFailure(what, e);
   }
 }
+
+// ------------------------------------------------------------------ devices
+//
+// Where tensors live (docs/architecture.md, "Where tensors live"): a model's
+// weights and activations on its compute device; recorded coefficients, the
+// coefficient cache, the audit's stores and statistics on the host, moved in
+// one packed transfer per batch each way.
+
+// Whether `device` ("cpu", "cuda:0") names the CPU; false for a name torch
+// cannot parse.
+bool IsCpuDevice(const std::string& device);
+
+// Waits until `device` has finished the work queued on it: a no-op on the
+// CPU, whose operators return when done; on CUDA, whose kernels run
+// asynchronously, what a clock around a forward needs. Throws what torch
+// throws (a CUDA error of an earlier kernel surfaces here).
+void SynchronizeDevice(const std::string& device);
+
+// The name recorded with results: "cpu" for the CPU, the GPU's name for a
+// CUDA device ("NVIDIA H100 80GB HBM3"; "unknown CUDA device" when nothing
+// says), else the device string.
+std::string DeviceName(const std::string& device);
+
+// `tensors` (each of any shape) on the host / on `device`, in one copy
+// when they share a dtype and a device: packed into one flat buffer (in
+// pinned host memory when going to CUDA, so the copy is asynchronous on the
+// current stream and needs no synchronisation), copied, and split back into
+// views of the copy. Tensors already there come back as they are (no copy);
+// tensors of mixed dtypes or devices are moved one by one. ToHost waits for
+// its copy: its result is read at once.
+std::vector<at::Tensor> ToHost(const std::vector<at::Tensor>& tensors);
+std::vector<at::Tensor> ToDevice(const std::vector<at::Tensor>& tensors, const std::string& device);
 
 // ------------------------------------------------- the process's torch runtime
 

@@ -239,15 +239,13 @@ class TorchScriptModel : public ControlledModel {
     return logits;
   }
 
-  // Runs a method of the module; whatever its code throws becomes
-  // FAILED_PRECONDITION naming the model and the method.
+  // Runs a method of the module; what its code throws becomes
+  // ModuleFailure's status.
   absl::StatusOr<c10::IValue> Call(const MethodContract& c, std::vector<c10::IValue> args) const {
     try {
       return module_.get_method(c.name)(std::move(args));
     } catch (const std::exception& e) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("model '%s': its TorchScript %s() failed: %s", info_.name, c.name,
-                          ModuleErrorText(e.what())));
+      return ModuleFailure(info_.name, c.name, e);
     }
   }
 
@@ -393,6 +391,8 @@ absl::StatusOr<torch::jit::Module> LoadModule(const std::string& path, const c10
   try {
     return torch::jit::load(path, device);
   } catch (const std::exception& e) {
+    // Weights that do not fit the device are the device's state, not the file's.
+    if (IsOutOfMemory(e)) return TorchFailure("loading model.pt", e);
     return Invalid(absl::StrFormat(
         "not a TorchScript module saved by torch.jit.save (torch.jit.script(model).save(path)): "
         "%s",
@@ -414,6 +414,7 @@ absl::StatusOr<int64_t> ConvertFloatingTensors(torch::jit::Module& module, at::S
     }
     return parameters;
   } catch (const std::exception& e) {
+    if (IsOutOfMemory(e)) return TorchFailure("converting model.pt's tensors", e);
     return Invalid(absl::StrCat("cannot convert its tensors to the compute dtype: ",
                                 ModuleErrorText(e.what())));
   }
@@ -431,6 +432,15 @@ absl::StatusOr<Methods> CheckMethods(const torch::jit::Module& module) {
 
 }  // namespace
 
+absl::Status ModuleFailure(const std::string& model, const std::string& method,
+                           const std::exception& e) {
+  if (IsOutOfMemory(e)) {
+    return TorchFailure(absl::StrFormat("model '%s': its TorchScript %s()", model, method), e);
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "model '%s': its TorchScript %s() failed: %s", model, method, ModuleErrorText(e.what())));
+}
+
 absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTorchScriptModel(
     const std::string& path, const TorchScriptConfig& config, ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateCompute(info.compute));
@@ -444,8 +454,10 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTorchScriptModel(
   auto model = std::make_unique<TorchScriptModel>(std::move(module), config, std::move(info),
                                                   methods, dtype, device);
   // A module that breaks the contract on the probe is refused as invalid,
-  // whatever the code of the failure while running it.
+  // whatever the code of the failure while running it; a device out of
+  // memory stays RESOURCE_EXHAUSTED (another worker may load it).
   const absl::Status probe = GuardTorch("model.pt", [&] { return model->Probe(); });
+  if (absl::IsResourceExhausted(probe)) return probe;
   if (!probe.ok()) return absl::InvalidArgumentError(probe.message());
   return std::unique_ptr<ControlledModel>(std::move(model));
 }

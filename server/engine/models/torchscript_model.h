@@ -4,9 +4,11 @@
 #ifndef FCA_SERVER_ENGINE_MODELS_TORCHSCRIPT_MODEL_H_
 #define FCA_SERVER_ENGINE_MODELS_TORCHSCRIPT_MODEL_H_
 
+#include <exception>
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/torchscript_config.h"
@@ -21,13 +23,20 @@ namespace fca::engine {
 // value per channel, and replay() depends on every site's coefficients (a
 // replay that recomputes its controller is refused here, with the measured
 // difference). INVALID_ARGUMENT naming what is wrong, for a file that is not
-// a TorchScript module or a module that breaks the contract.
+// a TorchScript module or a module that breaks the contract;
+// RESOURCE_EXHAUSTED when loading or probing it ran out of memory.
 //
 // The returned model's Forward turns an exception thrown by the module's
-// code into FAILED_PRECONDITION naming the model and the method; nothing
-// thrown leaves it.
+// code into ModuleFailure's status; nothing thrown leaves it.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ControlledModel>> CreateTorchScriptModel(
     const std::string& path, const TorchScriptConfig& config, ModelInfo info);
+
+// The status of an exception `e` thrown by `method` of model `model`'s
+// module: RESOURCE_EXHAUSTED when it ran out of memory (IsOutOfMemory: the
+// interpreter rethrows torch's errors as text, so the text decides), else
+// FAILED_PRECONDITION naming the model, the method and the module's message.
+[[nodiscard]] absl::Status ModuleFailure(const std::string& model, const std::string& method,
+                                         const std::exception& e);
 
 }  // namespace fca::engine
 

@@ -7,7 +7,9 @@
 // where a gate scales the d_model/G channels of its group. Dense: no gates.
 // A branch whose gate is exactly 0 for every token of the batch is skipped
 // (it would add 0), and a block whose branches are both skipped does not
-// count as executed: the execution counters report what ran.
+// count as executed: the execution counters report what ran. Off the CPU a
+// LIVE pass computes such a branch anyway (asking at each block would wait
+// for the device) and counts what the CPU would have run.
 #include "server/engine/models/transformer_net.h"
 
 #include <ATen/ATen.h>
@@ -69,6 +71,10 @@ class ForwardPass {
         at::full({T, T}, -std::numeric_limits<float>::infinity(), w_.embed.options()).triu(1);
     at::Tensor x = w_.embed.index_select(0, ids.reshape(-1)).view({B, T, -1}) +
                    w_.pos.slice(0, 0, T).unsqueeze(0);
+    // Off the CPU, reading whether a gate is all zero waits for the device:
+    // a replay reads every gate's answer at once, before the first block.
+    device_ = !ids.device().is_cpu();
+    if (device_ && c_.has_controller() && mode == CoefficientMode::kReplay) ReadRuns(*coeff);
     for (size_t l = 0; l < w_.blocks.size(); ++l) {
       const Block& b = w_.blocks[l];
       at::Tensor ga, gm;
@@ -89,18 +95,32 @@ class ForwardPass {
         // is needed when only coefficients are.
         if (mode == CoefficientMode::kRecordOnly && l + 1 == w_.blocks.size()) break;
       }
-      const bool attn_runs = Runs(ga), mlp_runs = Runs(gm);
+      // A LIVE pass off the CPU runs every gated branch (a gate of 0 adds
+      // 0) and counts, once the pass is done, what the CPU would have run.
+      const bool deferred = device_ && ga.defined() && runs_.empty();
+      const bool attn_runs = deferred || Runs(ga, 2 * l),
+                 mlp_runs = deferred || Runs(gm, 2 * l + 1);
+      const double flops_before = counters_ ? counters_->flops : 0;
       if (attn_runs) {
         at::Tensor a = Attention(LN(x, b.ln1), b, causal);
         x = x + (ga.defined() ? ApplyGate(a, ga) : a);
       }
+      const double flops_between = counters_ ? counters_->flops : 0;
       if (mlp_runs) {
         at::Tensor m = Mlp(LN(x, b.ln2), b);
         x = x + (gm.defined() ? ApplyGate(m, gm) : m);
       }
-      // Counted from what ran: a block with both branches skipped is not.
-      if (counters_ && (attn_runs || mlp_runs)) counters_->blocks_executed += B * T;
+      if (deferred && counters_) {
+        Deferred d{at::stack({ga.ne(0).any(), gm.ne(0).any()}), flops_between - flops_before,
+                   counters_->flops - flops_between};
+        counters_->flops = flops_before;
+        deferred_.push_back(std::move(d));
+      } else if (counters_ && (attn_runs || mlp_runs)) {
+        // Counted from what ran: a block with both branches skipped is not.
+        counters_->blocks_executed += B * T;
+      }
     }
+    CountDeferred(B * T);
     if (counters_) {
       counters_->blocks_total += B * T * c_.n_layers;
       counters_->tokens += B * T;
@@ -120,8 +140,33 @@ class ForwardPass {
   // unless the gate is exactly 0 for every token of the batch, when the
   // branch would add gate * branch = 0 to the residual (the same result;
   // a non-finite branch output, which would make it NaN, is not modelled).
-  static bool Runs(const at::Tensor& gate) {
-    return !gate.defined() || gate.ne(0).any().item<bool>();
+  // `site`: the gate's index among the coefficients, for ReadRuns' answers.
+  bool Runs(const at::Tensor& gate, size_t site) const {
+    if (!gate.defined()) return true;
+    if (!runs_.empty()) return runs_[site];
+    return gate.ne(0).any().item<bool>();
+  }
+  // Runs' answer for every replayed gate, read from the device in one copy.
+  void ReadRuns(const std::vector<at::Tensor>& gates) {
+    std::vector<at::Tensor> any;
+    for (const at::Tensor& g : gates) any.push_back(g.ne(0).any());
+    const at::Tensor host = at::stack(any).cpu();
+    const bool* data = host.data_ptr<bool>();
+    runs_.assign(data, data + host.numel());
+  }
+  // The branches a deferred LIVE block would have skipped give their FLOPs
+  // back; its counts then equal the CPU's. One copy for the whole pass.
+  void CountDeferred(int64_t tokens) {
+    if (deferred_.empty()) return;
+    std::vector<at::Tensor> flags;
+    for (const Deferred& d : deferred_) flags.push_back(d.runs);
+    const at::Tensor host = at::stack(flags).cpu();
+    const auto runs = host.accessor<bool, 2>();
+    for (size_t l = 0; l < deferred_.size(); ++l) {
+      if (runs[l][0]) counters_->flops += deferred_[l].attn_flops;
+      if (runs[l][1]) counters_->flops += deferred_[l].mlp_flops;
+      if (runs[l][0] || runs[l][1]) counters_->blocks_executed += tokens;
+    }
   }
   at::Tensor LN(const at::Tensor& x, const Norm& n) const {
     return LayerNormInFloat(x, n.w, n.b, c_.norm_eps);
@@ -154,9 +199,19 @@ class ForwardPass {
     return 2.0 * at::sigmoid(Lin(u, b.ctrl_fc2));
   }
 
+  // A LIVE block run in full off the CPU: whether each branch had to run
+  // (bool [2] on the device) and what each cost.
+  struct Deferred {
+    at::Tensor runs;
+    double attn_flops, mlp_flops;
+  };
+
   const TransformerConfig& c_;
   const TransformerNet::Layout& w_;
   ExecutionCounters* counters_;
+  bool device_ = false;     // the pass runs off the CPU
+  std::vector<bool> runs_;  // ReadRuns' answers by site; empty: ask Runs' gate
+  std::vector<Deferred> deferred_;
 };
 
 }  // namespace

@@ -401,7 +401,7 @@ TEST(AuditorTest, BadRequestsAreInvalidArgument) {
 }
 
 TEST(AuditorTest, SubsetOfInterventionsAndBfloat16) {
-  ComputeOptions bf16;
+  ComputeOptions bf16 = testing::TestCompute();
   bf16.dtype = ComputeDType::kBFloat16;
   auto model = RandomModel(TinyConfig("featuregate"), Varying(2), bf16);
   AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
@@ -618,8 +618,7 @@ TEST(AuditorScienceTest, RandomRouteNamedForAModelWithoutRoutersIsRefused) {
 // has top-k agreement rows; correct's are 1 exactly, neutral's (experts
 // {0, 1} everywhere) and random_route's lie below.
 TEST(AuditorScienceTest, AMixtureOfExpertsGetsTopkAgreementRows) {
-  ComputeOptions compute;
-  auto model = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", compute);
+  auto model = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", testing::TestCompute());
   ASSERT_TRUE(model.ok()) << model.status();
   AuditRequest req = Request({model->get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
   req.options.interventions = {InterventionId::kNeutral, InterventionId::kRandomRoute};
@@ -937,7 +936,7 @@ at::Tensor ChosenSets(const at::Tensor& probs, int64_t k) {
 // different experts, per layer and overall; the test counts the same from
 // its own two recordings of the windows. A float32 audit has no such rows.
 TEST(AuditorScienceTest, ABfloat16MixtureOfExpertsGetsItsRoutingFlipRate) {
-  ComputeOptions bf16, f32;
+  ComputeOptions bf16 = testing::TestCompute(), f32 = testing::TestCompute();
   bf16.dtype = ComputeDType::kBFloat16;
   auto model = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", bf16);
   auto reference = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", f32);

@@ -16,6 +16,7 @@
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
+#include "server/engine/models/torch_util.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {
@@ -25,12 +26,13 @@ const char kOlmoeDir[] = FCA_TEST_DATA_DIR "/olmoe-tiny";     // 2 layers, 8 exp
 const char kQwenDir[] = FCA_TEST_DATA_DIR "/qwen2-moe-tiny";  // 2 layers, 6 experts, top-2
 
 std::unique_ptr<ControlledModel> Load(const std::string& dir) {
-  auto model = LoadModel(dir, "tiny", ComputeOptions{});
+  auto model = LoadModel(dir, "tiny", testing::TestCompute());
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? std::move(*model) : nullptr;
 }
 
-// LIVE's coefficients of n random windows of length t.
+// LIVE's coefficients of n random windows of length t, on the host, where
+// an audit keeps them (ToHost).
 SiteTensors Record(ControlledModel& model, int64_t n, int64_t t, uint64_t seed) {
   at::Tensor ids = at::empty({n, t}, at::kLong);
   Rng rng(seed);
@@ -38,7 +40,7 @@ SiteTensors Record(ControlledModel& model, int64_t n, int64_t t, uint64_t seed) 
   SiteTensors coeff;
   auto logits = model.Forward(ids, CoefficientMode::kLiveRecord, &coeff);
   EXPECT_TRUE(logits.ok()) << logits.status();
-  return coeff;
+  return ToHost(coeff);
 }
 
 // Given coefficients, whatever the window range (one batch of everything).

@@ -62,7 +62,7 @@ TEST(ModelTest, ZeroInitialisedControllerGivesUnitGates) {
 
 TEST(ModelTest, ReplayOfRecordedCoefficientsReproducesLive) {
   for (const ComputeDType dtype : {ComputeDType::kFloat32, ComputeDType::kBFloat16}) {
-    ComputeOptions compute;
+    ComputeOptions compute = testing::TestCompute();
     compute.dtype = dtype;
     auto model = RandomModel(TinyConfig("featuregate"), VaryingGates(7), compute);
     at::Tensor ids = RandomIds(4, 32, 11);
@@ -240,7 +240,7 @@ TEST(ModelTest, WeightsIdentityIsContentHash) {
 // --- malformed model folders ---
 
 absl::Status LoadStatus(const std::string& dir) {
-  return LoadModel(dir, "m", ComputeOptions{}).status();
+  return LoadModel(dir, "m", testing::TestCompute()).status();
 }
 
 void WriteFile(const std::string& path, const std::string& text) {

@@ -52,7 +52,7 @@ TEST(MuddPythiaInitTest, TinyFolderHasTheReferenceLayoutAndRuns) {
     EXPECT_EQ(a->shape, b->shape) << name;
     EXPECT_EQ(a->dtype, DType::kBF16) << name;
   }
-  ComputeOptions compute;
+  ComputeOptions compute = testing::TestCompute();
   compute.dtype = ComputeDType::kBFloat16;
   auto model = LoadModel(dir, "random", compute);
   ASSERT_TRUE(model.ok()) << model.status();

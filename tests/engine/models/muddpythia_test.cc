@@ -52,8 +52,9 @@ std::string TinyConfigText() { return ReadFileOrEmpty(std::string(kTinyDir) + "/
 
 void Report(const char* what, double value) { std::printf("[ measured ] %s: %.3g\n", what, value); }
 
+// On the host: the model's tensors may be on the test device.
 double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
 }
 
 // --- the reference outputs ---
@@ -98,13 +99,13 @@ Reference LoadReference() {
 at::Tensor TokenNll(const at::Tensor& logits, const at::Tensor& ids) {
   const int64_t T = ids.size(1);
   const at::Tensor l = logits.to(at::kFloat).slice(1, 0, T - 1);
-  const at::Tensor target = ids.slice(1, 1, T).unsqueeze(-1);
+  const at::Tensor target = ids.slice(1, 1, T).unsqueeze(-1).to(l.device());
   return at::logsumexp(l, -1) - l.gather(-1, target).squeeze(-1);
 }
 
 std::unique_ptr<ControlledModel> Load(const std::string& dir,
                                       ComputeDType dtype = ComputeDType::kFloat32) {
-  ComputeOptions compute;
+  ComputeOptions compute = testing::TestCompute();
   compute.dtype = dtype;
   auto model = LoadModel(dir, "tiny", compute);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -185,7 +186,7 @@ void RemoveKey(json::Value* doc, const std::string& key) {
 }
 
 absl::Status LoadStatus(const std::string& dir) {
-  return LoadModel(dir, "m", ComputeOptions{}).status();
+  return LoadModel(dir, "m", testing::TestCompute()).status();
 }
 
 // --- parity with the reference ---
@@ -394,7 +395,7 @@ TEST(MuddPythiaTest, NeutralCoefficientsAreTheStaticDenseBs) {
     ASSERT_TRUE(view.ok()) << view.status();
     const at::Tensor bs = ToTensor(*view);  // [C, L]
     for (int64_t c = 0; c < bs.size(0); ++c, ++s) {
-      EXPECT_TRUE(at::equal((*neutral)[s].to(at::kFloat), bs[c].to(at::kFloat)))
+      EXPECT_TRUE(at::equal((*neutral)[s].cpu().to(at::kFloat), bs[c].to(at::kFloat)))
           << model->sites()[s].name;
     }
   }

@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/testing/test_models.h"
 
 namespace fca::engine {
 namespace {
@@ -55,6 +59,106 @@ TEST(GuardTorchTest, NoExceptionPassesTheResultThrough) {
   const absl::Status refused =
       GuardTorch("a step", [] { return absl::InvalidArgumentError("the caller's mistake"); });
   EXPECT_EQ(refused.message(), "the caller's mistake");
+}
+
+// Out of memory is the device's state: another worker may run the task.
+// A TorchScript module's interpreter rethrows torch's OutOfMemoryError as a
+// std::runtime_error with the text only, so the text must be enough.
+TEST(GuardTorchTest, OutOfMemoryInTheTextIsResourceExhausted) {
+  ::testing::internal::CaptureStderr();
+  const absl::Status st = GuardTorch("running the test forward", []() -> absl::Status {
+    throw std::runtime_error(
+        "The following operation failed in the TorchScript interpreter.\nRuntimeError: CUDA out "
+        "of memory. Tried to allocate 2.00 GiB (GPU 0; 79.10 GiB total capacity)");
+  });
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(), "running the test forward ran out of memory");
+}
+
+TEST(IsOutOfMemoryTest, TorchsTypesAndCudasMessages) {
+  EXPECT_TRUE(IsOutOfMemory(std::bad_alloc()));
+  for (const char* text :
+       {"CUDA out of memory. Tried to allocate 20.00 MiB", "CUDA error: out of memory",
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: not enough memory: you "
+        "tried to allocate 1099511627776 bytes."}) {
+    EXPECT_TRUE(IsOutOfMemory(std::runtime_error(text))) << text;
+  }
+  for (const char* text : {"", "this module always fails", "CUDA error: device-side assert",
+                           "mat1 and mat2 shapes cannot be multiplied"}) {
+    EXPECT_FALSE(IsOutOfMemory(std::runtime_error(text))) << text;
+  }
+  try {
+    BadProduct();
+    ADD_FAILURE() << "a 2x3 by 2x3 product no longer throws";
+  } catch (const c10::Error& e) {
+    EXPECT_FALSE(IsOutOfMemory(e));
+  }
+}
+
+TEST(DeviceTest, TheCpuIsNamedCpuAndNeedsNoSynchronisation) {
+  EXPECT_EQ(DeviceName("cpu"), "cpu");
+  EXPECT_TRUE(IsCpuDevice("cpu"));
+  EXPECT_FALSE(IsCpuDevice("cuda:0"));
+  EXPECT_FALSE(IsCpuDevice("banana"));
+  SynchronizeDevice("cpu");  // a no-op that must not throw
+}
+
+// The device the engine suites run on (FCA_TEST_DEVICE): a tensor loaded for
+// it lands there, and its name is recorded.
+TEST(DeviceTest, ATensorLoadedForTheTestDeviceLandsThere) {
+  const ComputeOptions compute = testing::TestCompute();
+  const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f};
+  TensorView view;
+  view.name = "w";
+  view.shape = {2, 2};
+  view.data = reinterpret_cast<const uint8_t*>(values.data());
+  view.num_bytes = values.size() * sizeof(float);
+  const absl::StatusOr<at::Tensor> t = TensorFromView(view, compute);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->device(), c10::Device(compute.device));
+  EXPECT_TRUE(at::equal(t->cpu(), at::tensor(values).view({2, 2})));
+  SynchronizeDevice(compute.device);
+  EXPECT_FALSE(DeviceName(compute.device).empty());
+  if (IsCpuDevice(compute.device)) {
+    EXPECT_EQ(DeviceName(compute.device), "cpu");
+  }
+}
+
+// Coefficients of sites of different widths, as a model records them.
+std::vector<at::Tensor> SiteCoefficients(at::ScalarType dtype) {
+  at::manual_seed(3);
+  return {at::rand({2, 5, 4}).to(dtype), at::rand({2, 5, 1}).to(dtype),
+          at::rand({2, 5, 8}).to(dtype), at::empty({2, 5, 0}, dtype)};
+}
+
+// ToHost/ToDevice on tensors already there hand them back as they are; to
+// the test device and back gives the same bits, shapes and dtypes (on a
+// GPU through one packed, pinned copy each way).
+TEST(PackedTransferTest, RoundTripsKeepBitsShapesAndDtypes) {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const std::vector<at::Tensor> host = SiteCoefficients(dtype);
+    const std::vector<at::Tensor> same = ToHost(host);
+    ASSERT_EQ(same.size(), host.size());
+    for (size_t s = 0; s < host.size(); ++s) EXPECT_TRUE(same[s].is_same(host[s])) << s;
+    const std::vector<at::Tensor> cpu = ToDevice(host, "cpu");
+    for (size_t s = 0; s < host.size(); ++s) EXPECT_TRUE(cpu[s].is_same(host[s])) << s;
+
+    const std::string device = testing::TestCompute().device;
+    const std::vector<at::Tensor> there = ToDevice(host, device);
+    const std::vector<at::Tensor> back = ToHost(there);
+    ASSERT_EQ(there.size(), host.size());
+    ASSERT_EQ(back.size(), host.size());
+    for (size_t s = 0; s < host.size(); ++s) {
+      EXPECT_EQ(there[s].device(), c10::Device(device)) << s;
+      EXPECT_TRUE(back[s].is_cpu()) << s;
+      EXPECT_EQ(back[s].scalar_type(), dtype) << s;
+      EXPECT_EQ(back[s].sizes(), host[s].sizes()) << s;
+      EXPECT_TRUE(at::equal(back[s], host[s])) << s;
+    }
+  }
+  EXPECT_TRUE(ToHost({}).empty());
 }
 
 // LayerNormInFloat against libtorch's own bfloat16 layer_norm on random rows

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -17,6 +18,8 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/torchscript_config.h"
+#include "server/engine/models/torchscript_model.h"
+#include "tests/testing/test_models.h"
 
 namespace fca::engine {
 namespace {
@@ -24,7 +27,7 @@ namespace {
 const std::string kModules = std::string(FCA_TEST_DATA_DIR) + "/torchscript/";
 
 absl::StatusOr<std::unique_ptr<ControlledModel>> Load(const std::string& name) {
-  return LoadModel(kModules + name, name, ComputeOptions{});
+  return LoadModel(kModules + name, name, testing::TestCompute());
 }
 
 at::Tensor Ids(int64_t B, int64_t T) {
@@ -76,11 +79,11 @@ TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
   auto neutral = m.NeutralCoefficients();
   ASSERT_TRUE(neutral.ok()) << neutral.status();
   ASSERT_EQ(neutral->size(), 2u);
-  EXPECT_TRUE(at::equal((*neutral)[0], at::ones({4})));
+  EXPECT_TRUE(at::equal((*neutral)[0].cpu(), at::ones({4})));
 }
 
 TEST(TorchScriptModelTest, BfloatComputeConvertsTheModule) {
-  ComputeOptions bf16;
+  ComputeOptions bf16 = testing::TestCompute();
   bf16.dtype = ComputeDType::kBFloat16;
   auto model = LoadModel(kModules + "tiny-gate", "tiny-gate", bf16);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -152,6 +155,25 @@ TEST(TorchScriptModelTest, AModuleThatThrowsLaterIsFailedPreconditionNamingTheMo
       << out.status();
   // Still usable afterwards.
   EXPECT_TRUE((*model)->Forward(Ids(2, 8), CoefficientMode::kLive, nullptr).ok());
+}
+
+// A module's exception: out of memory (the interpreter passes torch's on as
+// text) is the device's state, RESOURCE_EXHAUSTED, so the worker refuses the
+// task and keeps serving; anything else is the module's failure.
+TEST(TorchScriptModelTest, AModuleOutOfMemoryIsResourceExhausted) {
+  ::testing::internal::CaptureStderr();
+  const absl::Status oom = ModuleFailure(
+      "m", "live",
+      std::runtime_error("The following operation failed in the TorchScript interpreter.\n"
+                         "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"));
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted) << oom;
+  EXPECT_EQ(oom.message(), "model 'm': its TorchScript live() ran out of memory");
+  const absl::Status other =
+      ModuleFailure("m", "replay", std::runtime_error("RuntimeError: this module always fails"));
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
+  EXPECT_EQ(other.message(),
+            "model 'm': its TorchScript replay() failed: RuntimeError: this module always fails");
 }
 
 TEST(TorchScriptModelTest, DescribeReadsTheConfigAndTheFileSize) {
@@ -299,8 +321,8 @@ std::map<std::string, double> Numbers(const ModelReport& report) {
 TEST(TorchScriptModelTest, FeatureGateS1InTorchScriptGivesTheNativeAuditsNumbers) {
   const std::string native_dir = std::string(FCA_MODELS_DIR) + "/featuregate-s1";
   const std::string ts_dir = std::string(FCA_EXAMPLES_DIR) + "/models/featuregate-s1-ts";
-  auto native = LoadModel(native_dir, "featuregate-s1", ComputeOptions{});
-  auto ts = LoadModel(ts_dir, "featuregate-s1", ComputeOptions{});
+  auto native = LoadModel(native_dir, "featuregate-s1", testing::TestCompute());
+  auto ts = LoadModel(ts_dir, "featuregate-s1", testing::TestCompute());
   ASSERT_TRUE(native.ok()) << native.status();
   ASSERT_TRUE(ts.ok()) << ts.status();
   EXPECT_EQ((*ts)->sites().size(), (*native)->sites().size());
