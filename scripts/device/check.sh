@@ -169,16 +169,27 @@ step_audit() {
   return $rc
 }
 
-# The OLMoE-1B-7B-shaped random checkpoint: fca LIVE and REPLAY at T = 512
-# against the eager PyTorch forward on $device, in one run.
+# The OLMoE-1B-7B-shaped random checkpoint (bench/olmoe_1b7b.py writes it):
+# fca LIVE and REPLAY at T = 512 against the eager PyTorch forward on
+# $device, one after the other, with bench/olmoe_1b7b.py's summary; and the
+# peak GPU memory of fca's run (nvidia-smi's memory.used every 100 ms, the
+# CUDA context included) against the weights.
 step_olmoe_1b7b() {
-  local dir=$build/olmoe-1b-7b-random
+  local dir=$build/olmoe-1b-7b-random sampler rc
   [ "$device" != cpu ] || { echo "skipped: a CPU run is bench/olmoe_1b7b.sh's"; return 0; }
   [ -f "$dir/model.safetensors.index.json" ] || "$py" bench/olmoe_1b7b.py write "$dir" || return 1
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 \
+    > "$out/olmoe_1b7b_gpu_memory_mib.txt" &
+  sampler=$!
   "$build/bin/fca_checkpoint_bench" --model="$dir" --device="$device" --seq=512 --repeats=5 \
-    --json="$out/olmoe_1b7b_fca.json" &&
-    "$py" bench/olmoe_1b7b.py eager "$dir" --device="${device%%:*}" --seq=512 --repeats=5 \
-      --json="$out/olmoe_1b7b_eager.json"
+    --json="$out/olmoe_1b7b_fca.json"
+  rc=$?
+  kill "$sampler"
+  [ "$rc" -eq 0 ] || return "$rc"
+  echo "peak GPU memory during fca's run: $(sort -n "$out/olmoe_1b7b_gpu_memory_mib.txt" | tail -1) MiB"
+  "$py" bench/olmoe_1b7b.py eager "$dir" --device="${device%%:*}" --seq=512 --repeats=5 \
+    --json="$out/olmoe_1b7b_eager.json" &&
+    "$py" bench/olmoe_1b7b.py summary "$out/olmoe_1b7b_fca.json" "$out/olmoe_1b7b_eager.json"
 }
 
 start=$SECONDS

@@ -78,8 +78,7 @@ bool Compared(const std::string& metric) {
 }
 
 absl::StatusOr<AuditReport> Audit(const Case& c, const ComputeOptions& compute) {
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<ControlledModel> model,
-                       LoadModel(c.dir, c.name, compute));
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<ControlledModel> model, LoadModel(c.dir, c.name, compute));
   AuditRequest req;
   req.models = {model.get()};
   req.eval.name = "eval";
@@ -133,8 +132,8 @@ TEST_P(DeviceCheckTest, AuditsOnTheDeviceEqualTheCpus) {
       EXPECT_EQ(x.n, y.n) << what;
       if (!x.defined || !y.defined || !Compared(x.metric)) continue;
       const double scale = std::max({std::abs(x.value), std::abs(y.value), 1.0});
-      EXPECT_LE(std::abs(x.value - y.value), rtol * scale) << what << ": " << x.value << " vs "
-                                                           << y.value;
+      EXPECT_LE(std::abs(x.value - y.value), rtol * scale)
+          << what << ": " << x.value << " vs " << y.value;
       ++compared;
     }
     EXPECT_GT(compared, 0);
