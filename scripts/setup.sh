@@ -11,6 +11,8 @@ packages=(
   libssl-dev fortunes openssl
   # The bundled weights are committed as *.xz (cmake/bundled_data.cmake).
   xz-utils
+  # scripts/device/pack.sh packs these (glog's CMake config asks for both).
+  libgflags-dev libunwind-dev
   # PCRE2: the regex split of Qwen2's tokenizer.json pre-tokenizer.
   libpcre2-dev
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,
