@@ -139,7 +139,7 @@ bool InitModel(const std::string& dir, const std::string& name,
                                    "--controller_width=16",
                                    absl::StrCat("--max_seq_len=", kMaxSeqLen)};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  CommandResult r = RunCommand(argv, 120);
+  CommandResult r = Run(argv, {}, 120);
   if (r.exit_code != 0) {
     std::fprintf(stderr, "soak: fca-local-audit init %s failed (%d): %s\n", name.c_str(),
                  r.exit_code, r.err.c_str());
@@ -739,20 +739,20 @@ void StopServer(Figures* f, ServerProcess& server, Sampler& sampler) {
 void CheckDatabase(const std::string& db, Figures* f) {
   const std::string sqlite3 = absl::GetFlag(FLAGS_sqlite3);
   if (access(sqlite3.c_str(), X_OK) == 0) {
-    CommandResult r = RunCommand({sqlite3, db, "PRAGMA integrity_check;"}, 600);
+    CommandResult r = Run({sqlite3, db, "PRAGMA integrity_check;"}, {}, 600);
     f->integrity = Trim(r.exit_code == 0 ? r.out : "sqlite3 failed: " + r.err);
     f->integrity_ok = r.exit_code == 0 && f->integrity == "ok";
-    r = RunCommand({sqlite3, db, "PRAGMA foreign_key_check;"}, 600);
+    r = Run({sqlite3, db, "PRAGMA foreign_key_check;"}, {}, 600);
     f->foreign_keys = Trim(r.exit_code == 0 ? r.out : "sqlite3 failed: " + r.err);
-    r = RunCommand({sqlite3, db,
-                    "SELECT 'jobs ' || (SELECT count(*) FROM jobs) || ', job_events ' || "
-                    "(SELECT count(*) FROM job_events) || ', results ' || (SELECT count(*) FROM "
-                    "results) || ', datasets ' || (SELECT count(*) FROM datasets) || "
-                    "', dataset_blobs ' || (SELECT count(*) FROM dataset_blobs) || "
-                    "', coeff_cache ' || (SELECT count(*) FROM coeff_cache) || '; job states: ' "
-                    "|| (SELECT group_concat(state || ' ' || n, ', ') FROM (SELECT state, "
-                    "count(*) AS n FROM jobs GROUP BY state));"},
-                   600);
+    r = Run({sqlite3, db,
+             "SELECT 'jobs ' || (SELECT count(*) FROM jobs) || ', job_events ' || "
+             "(SELECT count(*) FROM job_events) || ', results ' || (SELECT count(*) FROM "
+             "results) || ', datasets ' || (SELECT count(*) FROM datasets) || "
+             "', dataset_blobs ' || (SELECT count(*) FROM dataset_blobs) || "
+             "', coeff_cache ' || (SELECT count(*) FROM coeff_cache) || '; job states: ' "
+             "|| (SELECT group_concat(state || ' ' || n, ', ') FROM (SELECT state, "
+             "count(*) AS n FROM jobs GROUP BY state));"},
+            {}, 600);
     f->table_rows = Trim(r.exit_code == 0 ? r.out : "sqlite3 failed: " + r.err);
   } else {
     f->integrity = "not checked: no " + sqlite3 + " (apt-get install sqlite3)";

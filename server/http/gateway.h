@@ -25,7 +25,9 @@
 //
 // Whatever --auth says, API requests from other sites are refused (403):
 // a foreign Host (DNS rebinding) or Origin, and a state-changing call
-// without `Content-Type: application/json` is 415 (cross_site.h). Every
+// without `Content-Type: application/json` is 415 (cross_site.h). With
+// --auth, a request with a body and no valid key is refused before that,
+// with 401, when its head arrives (reception.h, BodyGate). Every
 // response forbids framing (CSP frame-ancestors, X-Frame-Options) and
 // sniffing; API responses are never cached.
 #ifndef FCA_SERVER_HTTP_GATEWAY_H_

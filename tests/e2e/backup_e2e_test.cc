@@ -65,7 +65,7 @@ class BackupE2ETest : public ::testing::Test {
     std::vector<std::string> args = {"--models=" + root_ + "/models", "--db=" + db, "--threads=1",
                                      "--api_keys=" + root_ + "/keys", "--http_listen="};
     args.insert(args.end(), extra.begin(), extra.end());
-    return ServerProcess::Start(FCA_SERVER_BIN, args);
+    return e2e::StartServer(FCA_SERVER_BIN, args);
   }
 
   static CommandResult Cli(const ServerProcess& server, std::vector<std::string> args,

@@ -398,8 +398,8 @@ TEST_F(DemoTest, ServerReproducesTrainingLogNll) {
   CommandResult split = e2e::Run({FCA_TRAIN_BIN, "split", "--out=" + data.string()});
   ASSERT_EQ(split.exit_code, 0) << split.err;
   auto server =
-      ServerProcess::Start(FCA_SERVER_BIN, {"--models=" + std::string(FCA_SOURCE_DIR) + "/models",
-                                            "--db=" + (dir.path() / "fca.sqlite").string()});
+      e2e::StartServer(FCA_SERVER_BIN, {"--models=" + std::string(FCA_SOURCE_DIR) + "/models",
+                                        "--db=" + (dir.path() / "fca.sqlite").string()});
   ASSERT_NE(server, nullptr);
   const std::vector<std::string> env = {"FCA_SERVER=" + server->address()};
   auto fca = [&](std::vector<std::string> args) {

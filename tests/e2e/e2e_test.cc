@@ -73,7 +73,7 @@ class E2ETest : public ::testing::Test {
     std::vector<std::string> args = {"--models=" + g_root + "/models", "--db=" + db_,
                                      "--threads=1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    server_ = ServerProcess::Start(FCA_SERVER_BIN, args);
+    server_ = e2e::StartServer(FCA_SERVER_BIN, args);
     ASSERT_NE(server_, nullptr);
   }
 

@@ -83,9 +83,9 @@ class KeysE2ETest : public ::testing::Test {
     return e2e::Run({FCA_SERVER_BIN, "--db=" + db_, "--create_api_key=" + user, "--role=" + role});
   }
   void StartServer() {
-    server_ = ServerProcess::Start(
-        FCA_SERVER_BIN, {"--models=" + root_ + "/models", "--db=" + db_, "--threads=1", "--auth",
-                         "--http_listen=127.0.0.1:0"});
+    server_ =
+        e2e::StartServer(FCA_SERVER_BIN, {"--models=" + root_ + "/models", "--db=" + db_,
+                                          "--threads=1", "--auth", "--http_listen=127.0.0.1:0"});
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0);
   }

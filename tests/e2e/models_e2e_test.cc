@@ -48,8 +48,8 @@ class ModelsE2ETest : public ::testing::Test {
       std::ofstream(fs::path(*root_) / (std::string(name) + ".txt"))
           << RandomWords(3000, name[0] == 'e' ? 11 : 12);
     }
-    server_ = ServerProcess::Start(
-                  FCA_SERVER_BIN, {"--models=" + models.string(), "--db=" + *root_ + "/fca.sqlite"})
+    server_ = e2e::StartServer(FCA_SERVER_BIN,
+                               {"--models=" + models.string(), "--db=" + *root_ + "/fca.sqlite"})
                   .release();
   }
 

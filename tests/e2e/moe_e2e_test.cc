@@ -45,8 +45,8 @@ class MoeE2ETest : public ::testing::Test {
       std::ofstream(fs::path(*root_) / (std::string(name) + ".txt"))
           << RandomWords(name[0] == 'e' ? 2048 : 4096, name[0] == 'e' ? 31 : 32);
     }
-    server_ = ServerProcess::Start(
-                  FCA_SERVER_BIN, {"--models=" + models.string(), "--db=" + *root_ + "/fca.sqlite"})
+    server_ = e2e::StartServer(FCA_SERVER_BIN,
+                               {"--models=" + models.string(), "--db=" + *root_ + "/fca.sqlite"})
                   .release();
     if (server_ == nullptr) return;
     for (const char* name : {"eval", "calib"}) {

@@ -11,18 +11,11 @@
 #include <vector>
 
 #include "common/json.h"
+#include "tests/e2e/server_process.h"
 
 namespace fca::e2e {
 
-struct CommandResult {
-  int exit_code = -1;  // -1: killed by a signal or timed out
-  std::string out, err;
-};
-
-// Runs argv[0] with arguments, waits at most `timeout_s`, returns its exit
-// code and output. `env` entries ("K=V") are added to the environment.
-CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
-                  int timeout_s = 180);
+// CommandResult, Run and ServerProcess: server_process.h.
 
 // Writes a tiny random model folder at `out` with fca-local-audit
 // (`local_audit`): the shape every end-to-end test audits (d_model 32, two
@@ -47,29 +40,11 @@ std::string StringField(const json::Value& row, const char* key);
 // each seed (so two seeds share no window).
 std::string RandomWords(size_t bytes, uint64_t seed);
 
-// A fca-server process listening on 127.0.0.1 (port chosen by the OS).
-class ServerProcess {
- public:
-  // Starts `binary` with `args` plus --listen=127.0.0.1:0 and waits for its
-  // "listening on" line. nullptr (with a test failure) if it does not come.
-  static std::unique_ptr<ServerProcess> Start(const std::string& binary,
-                                              const std::vector<std::string>& args);
-  ~ServerProcess();  // SIGKILLs a server still running
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  // The HTTP gateway's port (0 when it is off).
-  int http_port() const { return http_port_; }
-  void Signal(int sig);
-  // Waits for exit; returns the exit code, or -1 on a signal or timeout.
-  int Wait(int timeout_s);
-  std::string Stderr() const;
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int http_port_ = 0;
-  std::string err_path_;
-};
+// A fca-server started with `args` (ServerProcess::Start, its files in a new
+// temporary folder): nullptr, with a test failure naming why, when it does
+// not come up within 60 s.
+std::unique_ptr<ServerProcess> StartServer(const std::string& binary,
+                                           const std::vector<std::string>& args);
 
 }  // namespace fca::e2e
 

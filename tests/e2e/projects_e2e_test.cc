@@ -51,7 +51,7 @@ class ProjectsE2ETest : public ::testing::Test {
     std::vector<std::string> args = {"--models=" + root_ + "/models", "--db=" + root_ + "/db",
                                      "--threads=1", "--api_keys=" + root_ + "/keys"};
     args.insert(args.end(), ExtraServerArgs().begin(), ExtraServerArgs().end());
-    server_ = ServerProcess::Start(FCA_SERVER_BIN, args);
+    server_ = e2e::StartServer(FCA_SERVER_BIN, args);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0);
   }

@@ -53,9 +53,9 @@ class ProvenanceE2ETest : public ::testing::Test {
     }
     std::ofstream(root_ + "/eval.txt") << RandomWords(16 * 40, 1);
     std::ofstream(root_ + "/calib.txt") << RandomWords(16 * 30, 2);
-    server_ = ServerProcess::Start(
-        FCA_SERVER_BIN, {"--models=" + root_ + "/models", "--db=" + root_ + "/fca.sqlite",
-                         "--threads=1", "--http_listen="});
+    server_ = e2e::StartServer(FCA_SERVER_BIN,
+                               {"--models=" + root_ + "/models", "--db=" + root_ + "/fca.sqlite",
+                                "--threads=1", "--http_listen="});
     ASSERT_NE(server_, nullptr);
     for (const char* name : {"eval", "calib"}) {
       CommandResult r =

@@ -134,7 +134,7 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
   int64_t clean_rows = 0;
   double life_s = 0, run_s = 0;
   {
-    auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(0)));
+    auto server = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(Db(0)));
     ASSERT_NE(server, nullptr);
     ASSERT_EQ(
         Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"}).exit_code,
@@ -158,7 +158,7 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
   std::map<std::string, int> landed;
   for (int run = 1; run <= 20; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
-    auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(run)));
+    auto server = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(Db(run)));
     ASSERT_NE(server, nullptr);
     ASSERT_EQ(
         Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"}).exit_code,
@@ -173,7 +173,7 @@ TEST_F(ReliabilityE2ETest, KillMinus9AtRandomPointsTwentyTimes) {
     server->Signal(SIGKILL);
     server->Wait(10);
     user.join();
-    auto restarted = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(run)));
+    auto restarted = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(Db(run)));
     ASSERT_NE(restarted, nullptr);
     // Where the kill landed, as the restarted server finds the job.
     const std::string before = Cli(*restarted, {"jobs", "show", "1"}).out;
@@ -320,7 +320,7 @@ TEST_F(ProjectsKillTest, KillMinus9WithJobsInThreeProjectsCrossedByTheirMembers)
   WriteFile(*root_ + "/keys", keys);
   ASSERT_EQ(chmod((*root_ + "/keys").c_str(), 0600), 0);
   const std::string db = *root_ + "/projects.sqlite";
-  auto server = ServerProcess::Start(FCA_SERVER_BIN, Args(db));
+  auto server = e2e::StartServer(FCA_SERVER_BIN, Args(db));
   ASSERT_NE(server, nullptr);
   for (int p = 0; p < 3; ++p) {
     ASSERT_EQ(As(*server, kAdminKey, {"projects", "create", kProjects[p]}).exit_code, 0);
@@ -365,7 +365,7 @@ TEST_F(ProjectsKillTest, KillMinus9WithJobsInThreeProjectsCrossedByTheirMembers)
     std::this_thread::sleep_for(std::chrono::milliseconds(rng.Uniform(1000)));
     server->Signal(SIGKILL);
     server->Wait(10);
-    server = ServerProcess::Start(FCA_SERVER_BIN, Args(db));
+    server = e2e::StartServer(FCA_SERVER_BIN, Args(db));
     ASSERT_NE(server, nullptr);
     CommandResult all = As(*server, kAdminKey, {"jobs", "list"});
     for (const char* state : {"QUEUED", "RUNNING", "SUCCEEDED", "FAILED"}) {
@@ -421,7 +421,7 @@ TEST_F(ProjectsKillTest, KillMinus9WithJobsInThreeProjectsCrossedByTheirMembers)
 }
 
 TEST_F(ReliabilityE2ETest, ASecondServerOnTheSameDatabaseRefusesToStart) {
-  auto first = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(100)));
+  auto first = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(Db(100)));
   ASSERT_NE(first, nullptr);
   std::vector<std::string> argv = {FCA_SERVER_BIN, "--listen=127.0.0.1:0"};
   for (const std::string& arg : ServerArgs(Db(100))) argv.push_back(arg);
@@ -433,12 +433,12 @@ TEST_F(ReliabilityE2ETest, ASecondServerOnTheSameDatabaseRefusesToStart) {
   first->Signal(SIGTERM);
   EXPECT_EQ(first->Wait(20), 0);
   // Once it is gone, a new server starts on the file.
-  auto third = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(100)));
+  auto third = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(Db(100)));
   ASSERT_NE(third, nullptr);
 }
 
 TEST_F(ReliabilityE2ETest, OwnersDeleteJobsAndDatasetsThroughTheCli) {
-  auto server = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(Db(200)));
+  auto server = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(Db(200)));
   ASSERT_NE(server, nullptr);
   ASSERT_EQ(
       Cli(*server, {"datasets", "upload", "--name=eval", *root_ + "/data/eval.txt"}).exit_code, 0);

@@ -168,7 +168,7 @@ class RemoteWorkerE2ETest : public ::testing::Test {
     std::vector<std::string> args = {"--models=" + g_root + "/models", "--db=" + db_, "--threads=1",
                                      "--api_keys=" + g_root + "/keys"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return ServerProcess::Start(FCA_SERVER_BIN, args);
+    return e2e::StartServer(FCA_SERVER_BIN, args);
   }
 
   std::unique_ptr<Process> StartWorker(const std::string& address, const std::string& name,

@@ -77,7 +77,7 @@ class SecurityE2ETest : public ::testing::Test {
   }
 
   void StartServer(std::vector<std::string> extra = {}) {
-    server_ = ServerProcess::Start(FCA_SERVER_BIN, ServerArgs(std::move(extra)));
+    server_ = e2e::StartServer(FCA_SERVER_BIN, ServerArgs(std::move(extra)));
     ASSERT_NE(server_, nullptr);
   }
 

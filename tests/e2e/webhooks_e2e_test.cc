@@ -114,11 +114,11 @@ class WebhooksE2ETest : public ::testing::Test {
   }
 
   std::unique_ptr<ServerProcess> StartServer() const {
-    return ServerProcess::Start(FCA_SERVER_BIN,
-                                {"--models=" + root_ + "/models", "--db=" + root_ + "/db.sqlite",
-                                 "--threads=1", "--api_keys=" + root_ + "/keys",
-                                 "--http_listen=", "--external_url=https://fca.example.org",
-                                 "--webhook_allow=127.0.0.1:" + std::to_string(port_)});
+    return e2e::StartServer(FCA_SERVER_BIN,
+                            {"--models=" + root_ + "/models", "--db=" + root_ + "/db.sqlite",
+                             "--threads=1", "--api_keys=" + root_ + "/keys",
+                             "--http_listen=", "--external_url=https://fca.example.org",
+                             "--webhook_allow=127.0.0.1:" + std::to_string(port_)});
   }
 
   static CommandResult Cli(const ServerProcess& server, std::vector<std::string> args,

@@ -105,7 +105,7 @@ class GatewayHardeningTest : public ::testing::Test {
     flags.push_back("--models=" + root_ + "/models");
     flags.push_back("--db=" + root_ + "/fca.sqlite");
     flags.push_back("--workers=0");
-    server_ = ServerProcess::Start(FCA_SERVER_BIN, flags);
+    server_ = e2e::StartServer(FCA_SERVER_BIN, flags);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0);
   }

@@ -168,9 +168,9 @@ class HttpTest : public ::testing::Test {
     WriteFile(root + "/keys", std::string(kAlice) + " alice user\n" + kBob + " bob user\n" +
                                   kWorker + " pool worker\n");
     fs::permissions(root + "/keys", fs::perms::owner_read | fs::perms::owner_write);
-    server_ = ServerProcess::Start(FCA_SERVER_BIN,
-                                   {"--models=" + root + "/models", "--db=" + root + "/fca.sqlite",
-                                    "--threads=1", "--workers=1", "--api_keys=" + root + "/keys"})
+    server_ = e2e::StartServer(FCA_SERVER_BIN,
+                               {"--models=" + root + "/models", "--db=" + root + "/fca.sqlite",
+                                "--threads=1", "--workers=1", "--api_keys=" + root + "/keys"})
                   .release();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0) << "no 'http listening on' line";
@@ -782,7 +782,7 @@ TEST_F(HttpTest, HttpsWithTheGrpcCertificate) {
                 "-out", cert, "-days", "1", "-subj", "/CN=localhost", "-addext",
                 "subjectAltName=IP:127.0.0.1,DNS:localhost"});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
-  auto server = ServerProcess::Start(
+  auto server = e2e::StartServer(
       FCA_SERVER_BIN,
       {"--models=" + *root_ + "/models", "--db=" + *root_ + "/tls.sqlite", "--threads=1",
        "--workers=0", "--api_keys=" + *root_ + "/keys", "--tls_cert=" + cert, "--tls_key=" + key});
@@ -840,7 +840,7 @@ TEST_F(HttpTest, AnHttpAddressInUseGivenInAFlagFileStopsTheServer) {
 // nothing; the dashboard's own origin and an allowed one still work.
 TEST_F(HttpTest, CrossSiteRequestsAreRefusedWithoutAuth) {
   const std::string allowed = "https://dash.lab.example.org";
-  auto server = ServerProcess::Start(
+  auto server = e2e::StartServer(
       FCA_SERVER_BIN, {"--models=" + *root_ + "/models", "--db=" + *root_ + "/open.sqlite",
                        "--threads=1", "--workers=0", "--http_allowed_origins=" + allowed});
   ASSERT_NE(server, nullptr);
