@@ -88,8 +88,8 @@ std::string ExitInfo::Describe() const {
   return "exit code " + std::to_string(code);
 }
 
-CommandResult Run(const std::vector<std::string>& argv,
-                  const std::vector<std::string>& env, int timeout_s) {
+CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  int timeout_s) {
   const std::string out = TempFile("command_out"), err = TempFile("command_err");
   CommandResult r;
   const pid_t pid = Spawn(argv, env, out, err);

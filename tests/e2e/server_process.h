@@ -22,8 +22,8 @@ struct CommandResult {
 // Runs argv (argv[0] a path) with stdout and stderr captured and `env`
 // entries ("K=V") added to the environment; waits at most `timeout_s`, then
 // kills it.
-CommandResult Run(const std::vector<std::string>& argv,
-                  const std::vector<std::string>& env = {}, int timeout_s = 180);
+CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                  int timeout_s = 180);
 
 // How a child process ended.
 struct ExitInfo {
