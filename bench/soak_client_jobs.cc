@@ -24,7 +24,7 @@ const char* const kInterventions[] = {kCorrect,     kCrossInput,          kToken
 const char* const kResultInterventions[] = {kCorrect,   kCrossInput, kGlobalMean, kReplay,
                                             kVariation, kExecution,  kStaticLayer};
 const std::string kMetrics[] = {
-    kNll,     kPenalty,  kRetentionPct,  KeyedMetric(kEta2, "attn_gate"),
+    kNll,     kPenalty,  kRetentionPct,  StoredMetricName(FamilyKey(kEta2, "attn_gate")),
     kLiveNll, kSlowdown, kBlocksPerToken};
 
 int64_t ToMicros(const google::protobuf::Timestamp& t) {

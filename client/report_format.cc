@@ -16,6 +16,7 @@
 #include "client/text_safety.h"
 #include "common/proto_json.h"
 #include "common/vocabulary.h"
+#include "proto/fca/v1/result_keys.h"
 
 namespace fca::client {
 namespace {
@@ -29,29 +30,29 @@ ReportView::ReportView(v1::GetReportResponse report) : report_(std::move(report)
   interventions_.assign(report_.interventions().begin(), report_.interventions().end());
   families_.assign(report_.families().begin(), report_.families().end());
   for (const v1::ReportMetric& m : report_.metrics()) {
-    metrics_[{m.intervention(), m.metric()}] = &m;
+    metrics_[{m.intervention(), v1::FromProto(m.key())}] = &m;
     for (const v1::Result& r : m.per_model()) {
-      rows_[Key(r.model(), r.intervention(), r.metric())] = &r;
+      rows_[Key(r.model(), r.intervention(), v1::FromProto(r.key()))] = &r;
     }
   }
   for (const v1::Result& r : report_.dense_twin_rows()) {
-    rows_[Key(r.model(), r.intervention(), r.metric())] = &r;
+    rows_[Key(r.model(), r.intervention(), v1::FromProto(r.key()))] = &r;
   }
 }
 
 const v1::Result* ReportView::Find(const std::string& model, const std::string& intervention,
-                                   const std::string& metric) const {
-  auto it = rows_.find(Key(model, intervention, metric));
+                                   const MetricRef& metric) const {
+  auto it = rows_.find(Key(model, intervention, metric.key));
   return it == rows_.end() ? nullptr : it->second;
 }
 
-AcrossModels ReportView::Across(const std::string& intervention, const std::string& metric) const {
-  auto it = metrics_.find({intervention, metric});
+AcrossModels ReportView::Across(const std::string& intervention, const MetricRef& metric) const {
+  auto it = metrics_.find({intervention, metric.key});
   return it == metrics_.end() ? AcrossModels() : it->second->across_models();
 }
 
-std::string ReportView::Unit(const std::string& intervention, const std::string& metric) const {
-  auto it = metrics_.find({intervention, metric});
+std::string ReportView::Unit(const std::string& intervention, const MetricRef& metric) const {
+  auto it = metrics_.find({intervention, metric.key});
   return it == metrics_.end() ? "" : it->second->unit();
 }
 
@@ -63,13 +64,24 @@ std::vector<SitePoint> ReportView::Sites(const std::string& model) const {
   return out;
 }
 
+namespace {
+
+// How a group is named in a table: a layer's number, a site's or a family's
+// name.
+std::string GroupName(const ResultKey& key) {
+  if (key.scope == MetricScope::kLayer && key.layer) return absl::StrCat(*key.layer);
+  return key.scope == MetricScope::kSite ? key.site : key.family;
+}
+
+}  // namespace
+
 std::vector<GroupPenalty> GroupPenalties(const ReportView& r) {
   std::vector<GroupPenalty> out;
   for (const v1::ReportMetric& m : r.report().metrics()) {
+    const ResultKey key = v1::FromProto(m.key());
     for (const ScopeDef& scope : ScopeDefs()) {
-      const std::string prefix = KeyedMetric(scope.penalty_metric, "");
-      if (m.metric().size() > prefix.size() && m.metric().compare(0, prefix.size(), prefix) == 0) {
-        out.push_back({m.intervention(), scope.name, m.metric().substr(prefix.size()), m.metric()});
+      if (key.metric == scope.penalty_metric) {
+        out.push_back({m.intervention(), scope.name, GroupName(key), key});
       }
     }
   }
@@ -80,23 +92,15 @@ std::vector<ModelRouting> Routing(const ReportView& r) {
   std::map<std::string, std::map<int64_t, RoutingLayer>> layers;  // by model, layer
   std::map<std::string, std::map<int64_t, std::map<int64_t, const v1::Result*>>> shares;
   for (const v1::ReportMetric& m : r.report().metrics()) {
-    const MetricDef* d = FindMetric(m.metric());
-    if (d == nullptr) continue;
+    const MetricDef* d = FindMetricByName(m.key().metric());
+    if (d == nullptr || !m.key().has_layer()) continue;
     const MetricId id = d->id;
     if (id != MetricId::kLayerTopkAgreement && id != MetricId::kExpertsPerToken &&
         id != MetricId::kExpertLoadEntropy && id != MetricId::kExpertShare &&
         id != MetricId::kLayerRoutingFlipRate) {
       continue;
     }
-    // "<layer>", or "<layer>.<expert>" for a share.
-    const std::vector<std::string> key =
-        absl::StrSplit(m.metric().substr(std::string(d->name).size() + 1), '.');
-    int64_t layer = 0, expert = 0;
-    if (key.size() != (id == MetricId::kExpertShare ? 2u : 1u) ||
-        !absl::SimpleAtoi(key[0], &layer) ||
-        (key.size() == 2 && !absl::SimpleAtoi(key[1], &expert))) {
-      continue;
-    }
+    const int64_t layer = m.key().layer(), expert = m.key().expert();
     for (const v1::Result& row : m.per_model()) {
       RoutingLayer& l = layers[row.model()][layer];
       l.layer = layer;
@@ -184,10 +188,9 @@ TextTable VariationTable(const ReportView& r) {
                {"WITHIN-INPUT VAR", Align::kRight}});
   t.set_key_columns(2);  // family, model
   for (const std::string& f : r.families()) {
-    const std::string eta = KeyedMetric(kEta2, f), total = KeyedMetric(kTotalVariance, f),
-                      between = KeyedMetric(kBetweenInputVariance, f),
-                      within = KeyedMetric(kWithinInputVariance, f),
-                      layer = KeyedMetric(kEta2Layer, f);
+    const ResultKey eta = FamilyKey(kEta2, f), total = FamilyKey(kTotalVariance, f),
+                    between = FamilyKey(kBetweenInputVariance, f),
+                    within = FamilyKey(kWithinInputVariance, f), layer = FamilyKey(kEta2Layer, f);
     for (const std::string& m : r.models()) {
       t.AddRow({f, m, Cell(r.Find(m, kVariation, layer), Fixed, 4),
                 Cell(r.Find(m, kVariation, eta), Fixed, 4),
@@ -307,10 +310,10 @@ TextTable GroupTable(const ReportView& r) {
   for (const GroupPenalty& g : GroupPenalties(r)) {
     std::vector<std::string> row = {g.intervention, g.scope + " " + g.group};
     for (const std::string& m : r.models()) {
-      row.push_back(Cell(r.Find(m, g.intervention, g.metric), Signed, 4));
+      row.push_back(Cell(r.Find(m, g.intervention, g.key), Signed, 4));
     }
     if (r.models().size() > 1)
-      row.push_back(AcrossCell(r.Across(g.intervention, g.metric), Signed, 4));
+      row.push_back(AcrossCell(r.Across(g.intervention, g.key), Signed, 4));
     t.AddRow(std::move(row));
   }
   return t;
@@ -430,7 +433,7 @@ TextTable RoutingAgreementTable(const ReportView& r, const std::vector<ModelRout
       std::vector<std::string> row = {m.model, i, Cell(all, Fixed, 4)};
       std::vector<const v1::Result*> per_layer;
       for (int64_t l : layers) {
-        per_layer.push_back(r.Find(m.model, i, KeyedMetric(kLayerTopkAgreement, absl::StrCat(l))));
+        per_layer.push_back(r.Find(m.model, i, LayerKey(kLayerTopkAgreement, l)));
         if (per_column) row.push_back(Cell(per_layer.back(), Fixed, 4));
       }
       if (!per_column) row.push_back(RangeCell(per_layer));
@@ -638,7 +641,9 @@ namespace {
 // One column of a comparison: a (intervention, metric) with its title and
 // number format.
 struct CompareColumn {
-  std::string intervention, metric, title;
+  std::string intervention;
+  MetricRef metric;
+  std::string title;
   std::string (*fmt)(double, int);
   int digits;
 };
@@ -656,14 +661,14 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
     for (const std::string& i : r.interventions()) AddUnique(&interventions, i);
     for (const std::string& f : r.families()) AddUnique(&families, f);
     for (const v1::ReportMetric& m : r.metrics()) {
-      if (m.metric() == kRetentionPct) AddUnique(&retentions, m.intervention());
+      if (m.key().metric() == kRetentionPct) AddUnique(&retentions, m.intervention());
     }
   }
   std::vector<CompareColumn> cols;
   // Parameters first: a comparison across model sizes reads as a trend.
   bool sized = false;
   for (const v1::GetReportResponse& r : c.reports()) {
-    for (const v1::ReportMetric& m : r.metrics()) sized = sized || m.metric() == kParameters;
+    for (const v1::ReportMetric& m : r.metrics()) sized = sized || m.key().metric() == kParameters;
   }
   if (sized) cols.push_back({kExecution, kParameters, "PARAMS", Fixed, 0});
   cols.push_back({kCorrect, kNll, absl::StrCat("NLL ", kCorrect), Fixed, 4});
@@ -674,8 +679,8 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
     cols.push_back({i, kRetentionPct, "RETENTION % " + i, Fixed, 1});
   }
   for (const std::string& f : families) {
-    cols.push_back({kVariation, KeyedMetric(kEta2, f), "ETA2 " + f, Fixed, 4});
-    cols.push_back({kVariation, KeyedMetric(kEta2Layer, f), "ETA2 LAYER " + f, Fixed, 4});
+    cols.push_back({kVariation, FamilyKey(kEta2, f), "ETA2 " + f, Fixed, 4});
+    cols.push_back({kVariation, FamilyKey(kEta2Layer, f), "ETA2 LAYER " + f, Fixed, 4});
   }
   return cols;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client/format.h"
+#include "common/result_key.h"
 #include "proto/fca/v1/audit_service.pb.h"
 
 namespace fca::client {
@@ -23,7 +24,17 @@ namespace fca::client {
 using AcrossModels = fca::v1::AcrossModels;
 using SitePoint = fca::v1::SiteRow;
 
-// Lookups into one GetReportResponse.
+// What a lookup names: a row's typed key (common/result_key.h), or a
+// model-level metric by its name ("penalty").
+struct MetricRef {
+  MetricRef(const char* metric) : key(ModelKey(metric)) {}  // NOLINT(google-explicit-constructor)
+  MetricRef(const std::string& metric)                      // NOLINT(google-explicit-constructor)
+      : key(ModelKey(metric)) {}
+  MetricRef(ResultKey k) : key(std::move(k)) {}            // NOLINT(google-explicit-constructor)
+  ResultKey key;
+};
+
+// Lookups into one GetReportResponse, by the rows' typed keys.
 class ReportView {
  public:
   explicit ReportView(fca::v1::GetReportResponse report);
@@ -44,28 +55,29 @@ class ReportView {
 
   // A model's (or the dense twin's) row; nullptr when absent.
   const fca::v1::Result* Find(const std::string& model, const std::string& intervention,
-                              const std::string& metric) const;
+                              const MetricRef& metric) const;
   // The server's summary across the audited models (all zero when the
   // report has no such metric).
-  AcrossModels Across(const std::string& intervention, const std::string& metric) const;
+  AcrossModels Across(const std::string& intervention, const MetricRef& metric) const;
   // The unit the server gives a metric ("" when unknown).
-  std::string Unit(const std::string& intervention, const std::string& metric) const;
+  std::string Unit(const std::string& intervention, const MetricRef& metric) const;
   // Sites of `model`, by family then layer (the server's order).
   std::vector<SitePoint> Sites(const std::string& model) const;
   const std::string& eval_sha256() const { return report_.eval_sha256(); }
 
  private:
-  using Key = std::tuple<std::string, std::string, std::string>;  // model, intervention, metric
+  using Key = std::tuple<std::string, std::string, ResultKey>;  // model, intervention, key
   fca::v1::GetReportResponse report_;
   std::map<Key, const fca::v1::Result*> rows_;
-  std::map<std::pair<std::string, std::string>, const fca::v1::ReportMetric*> metrics_;
+  std::map<std::pair<std::string, ResultKey>, const fca::v1::ReportMetric*> metrics_;
   std::vector<std::string> models_, interventions_, families_;
 };
 
-// A per-group dependence penalty of the report: the row "<scope>_penalty.
-// <group>" under `intervention` (fca.md "Per-group dependence").
+// A per-group dependence penalty of the report: a scope's penalty metric at
+// one group under `intervention` (fca.md "Per-group dependence").
 struct GroupPenalty {
-  std::string intervention, scope, group, metric;
+  std::string intervention, scope, group;  // group: "3", "attn_gate.3", "attn_gate"
+  ResultKey key;
 };
 // Every one in the server's order (by intervention, then group; layers by
 // number).
@@ -83,7 +95,7 @@ struct RoutingLayer {
 // The routing rows of one audited model with routers: the layers named by
 // any of its per-layer routing rows (top-k agreement, load, flip rate), by
 // number. Its top-k agreement rows are found per intervention:
-// Find(model, i, "topk_agreement"), Find(model, i, "layer_topk_agreement.<l>").
+// Find(model, i, kTopkAgreement), Find(model, i, LayerKey(kLayerTopkAgreement, l)).
 struct ModelRouting {
   std::string model;
   std::vector<RoutingLayer> layers;

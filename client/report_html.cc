@@ -317,11 +317,11 @@ std::string GroupChart(const ReportView& r, const std::string& intervention,
     if (g.intervention != intervention) continue;
     Bar b{g.group, 0, 0, 0};
     if (across) {
-      const AcrossModels a = r.Across(g.intervention, g.metric);
+      const AcrossModels a = r.Across(g.intervention, g.key);
       if (a.n() == 0 || !std::isfinite(a.mean()) || !std::isfinite(a.sd())) continue;
       b = {g.group, a.mean(), a.mean() - a.sd(), a.mean() + a.sd()};
     } else {
-      const v1::Result* p = Plottable(r.Find(r.models()[0], g.intervention, g.metric));
+      const v1::Result* p = Plottable(r.Find(r.models()[0], g.intervention, g.key));
       if (p == nullptr) continue;
       b = {g.group, p->value(), p->has_ci_low() ? p->ci_low() : p->value(),
            p->has_ci_high() ? p->ci_high() : p->value()};

@@ -26,24 +26,6 @@ const std::vector<std::string>* NewNames(const std::vector<Def>& defs) {
   return out;
 }
 
-const char* KeyPlaceholder(MetricKey key) {
-  switch (key) {
-    case MetricKey::kNone:
-      return "";
-    case MetricKey::kLayer:
-      return "<layer>";
-    case MetricKey::kSite:
-      return "<site>";
-    case MetricKey::kFamily:
-      return "<family>";
-    case MetricKey::kBaseline:
-      return "<baseline>";
-    case MetricKey::kLayerExpert:
-      return "<layer>.<expert>";
-  }
-  return "";
-}
-
 }  // namespace
 
 const std::vector<InterventionDef>& InterventionDefs() {
@@ -237,28 +219,28 @@ const std::vector<std::string>& RetentionBaselineNames() {
 
 const std::vector<MetricDef>& MetricDefs() {
   using M = MetricId;
-  using K = MetricKey;
+  using K = MetricScope;
   static const auto* defs = new std::vector<MetricDef>{
-      {M::kNll, kNll, K::kNone, "", "nats/token", "NLL",
+      {M::kNll, kNll, K::kModel, "", "nats/token", "NLL",
        "mean next-token negative log-likelihood over the predicted positions of the evaluation "
        "windows"},
-      {M::kPenalty, kPenalty, K::kNone, "", "nats/token", "penalty",
+      {M::kPenalty, kPenalty, K::kModel, "", "nats/token", "penalty",
        "NLL(intervention) - NLL(correct), with a paired bootstrap CI over sequences"},
-      {M::kRetentionPct, kRetentionPct, K::kNone, "", "%", "gap retention",
+      {M::kRetentionPct, kRetentionPct, K::kModel, "", "%", "gap retention",
        "gap retention of a static profile P against the job's retention_baseline B (default "
        "global_mean): 100 * (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)); undefined unless the "
        "gap's CI lies above 0"},
-      {M::kUnseenTokenPositions, kUnseenTokenPositions, K::kNone, kStaticToken, "positions",
+      {M::kUnseenTokenPositions, kUnseenTokenPositions, K::kModel, kStaticToken, "positions",
        "unseen token positions",
        "scored evaluation positions (0..T-2) whose token id never occurs in the calibration set "
        "(static_token "
        "uses the site mean mu_s there)"},
-      {M::kUnseenTokenIds, kUnseenTokenIds, K::kNone, kStaticToken, "ids", "unseen token ids",
+      {M::kUnseenTokenIds, kUnseenTokenIds, K::kModel, kStaticToken, "ids", "unseen token ids",
        "distinct token ids of those positions"},
-      {M::kShrunkIds, kShrunkIds, K::kNone, kStaticToken, "ids", "shrunk token ids",
+      {M::kShrunkIds, kShrunkIds, K::kModel, kStaticToken, "ids", "shrunk token ids",
        "token ids seen in calibration fewer than static_token_min_count times: their mean is "
        "shrunk towards the site mean with weight n / (n + static_token_min_count)"},
-      {M::kShrunkCells, kShrunkCells, K::kNone, kStaticTokenPosition, "cells",
+      {M::kShrunkCells, kShrunkCells, K::kModel, kStaticTokenPosition, "cells",
        "shrunk (token id, position) cells",
        "(token id, position) cells seen in calibration fewer than static_token_min_count times: "
        "their mean is shrunk towards the site's per-position mean with weight n / (n + "
@@ -278,7 +260,7 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kFamilyPenalty, kFamilyPenalty, K::kFamily, "", "nats/token",
        "penalty, intervention at one family",
        "family_nll - NLL(correct), with a paired bootstrap CI over sequences"},
-      {M::kTopkAgreement, kTopkAgreement, K::kNone, "", "1", "top-k agreement with LIVE",
+      {M::kTopkAgreement, kTopkAgreement, K::kModel, "", "1", "top-k agreement with LIVE",
        "mixture of experts: fraction of (token, router layer) whose chosen expert set under the "
        "intervention equals LIVE's"},
       {M::kLayerTopkAgreement, kLayerTopkAgreement, K::kLayer, "", "1",
@@ -305,34 +287,34 @@ const std::vector<MetricDef>& MetricDefs() {
        "mean coefficient of one site over sequences, positions and channels"},
       {M::kSiteVariance, kSiteVariance, K::kSite, kVariation, "coef^2", "site variance",
        "variance of one site's coefficients around its per-channel means"},
-      {M::kParameters, kParameters, K::kNone, kExecution, "parameters", "parameters",
+      {M::kParameters, kParameters, K::kModel, kExecution, "parameters", "parameters",
        "the model's parameters: elements of the tensors in its weights"},
-      {M::kBlocksPerToken, kBlocksPerToken, K::kNone, kExecution, "blocks/token",
+      {M::kBlocksPerToken, kBlocksPerToken, K::kModel, kExecution, "blocks/token",
        "blocks per token", "blocks executed per token (counted)"},
-      {M::kBlocksExecutedFraction, kBlocksExecutedFraction, K::kNone, kExecution, "1",
+      {M::kBlocksExecutedFraction, kBlocksExecutedFraction, K::kModel, kExecution, "1",
        "blocks executed (fraction)", "blocks executed / blocks present"},
-      {M::kFlopsPerToken, kFlopsPerToken, K::kNone, kExecution, "FLOP/token", "FLOPs per token",
+      {M::kFlopsPerToken, kFlopsPerToken, K::kModel, kExecution, "FLOP/token", "FLOPs per token",
        "counted matmul FLOPs per token, LIVE pass"},
-      {M::kReplayFlopsPerToken, kReplayFlopsPerToken, K::kNone, kExecution, "FLOP/token",
+      {M::kReplayFlopsPerToken, kReplayFlopsPerToken, K::kModel, kExecution, "FLOP/token",
        "replay FLOPs per token", "counted matmul FLOPs per token under REPLAY (controller off)"},
-      {M::kDenseFlopsPerToken, kDenseFlopsPerToken, K::kNone, kExecution, "FLOP/token",
+      {M::kDenseFlopsPerToken, kDenseFlopsPerToken, K::kModel, kExecution, "FLOP/token",
        "dense twin FLOPs per token",
        "the dense twin's counted matmul FLOPs per token on the same batch"},
-      {M::kFlopsOverhead, kFlopsOverhead, K::kNone, kExecution, "1", "FLOPs vs dense twin",
+      {M::kFlopsOverhead, kFlopsOverhead, K::kModel, kExecution, "1", "FLOPs vs dense twin",
        "FLOPs per token of the model (LIVE) / the dense twin's - 1: the extra work counted"},
-      {M::kLatencyUsPerToken, kLatencyUsPerToken, K::kNone, kExecution, "us/token",
+      {M::kLatencyUsPerToken, kLatencyUsPerToken, K::kModel, kExecution, "us/token",
        "latency (us/token)", "median wall-clock LIVE forward latency per token"},
-      {M::kDenseLatencyUsPerToken, kDenseLatencyUsPerToken, K::kNone, kExecution, "us/token",
+      {M::kDenseLatencyUsPerToken, kDenseLatencyUsPerToken, K::kModel, kExecution, "us/token",
        "dense twin latency (us/token)",
        "the dense twin's median latency per token, timed in the same pairs as the model"},
-      {M::kSlowdown, kSlowdown, K::kNone, kExecution, "1", "slowdown vs dense twin (CI)",
+      {M::kSlowdown, kSlowdown, K::kModel, kExecution, "1", "slowdown vs dense twin (CI)",
        "geometric mean over interleaved pairs of t_model / t_dense, minus 1, with a t-interval "
        "over the pairs of both timing blocks; n = pairs timed"},
-      {M::kSlowdownVerdict, kSlowdownVerdict, K::kNone, kExecution, "1",
+      {M::kSlowdownVerdict, kSlowdownVerdict, K::kModel, kExecution, "1",
        "verdict: +1 slower, \u22121 faster, 0 no detectable difference",
        "+1 slower than the dense twin (both timing blocks' CIs above 0), -1 faster (both below "
        "0), 0 no detectable difference (the blocks disagree or a CI contains 0)"},
-      {M::kActiveParameters, kActiveParameters, K::kNone, kExecution, "parameters",
+      {M::kActiveParameters, kActiveParameters, K::kModel, kExecution, "parameters",
        "active parameters",
        "parameters a token's LIVE forward reads, averaged over tokens (a "
        "mixture of experts reads its routed experts only)"},
@@ -342,14 +324,14 @@ const std::vector<MetricDef>& MetricDefs() {
        "expert load entropy, one layer",
        "entropy of the expert shares of one layer, LIVE: ln(experts) when balanced, 0 when one "
        "expert takes every token"},
-      {M::kExpertShare, kExpertShare, K::kLayerExpert, kExecution, "1", "expert share",
+      {M::kExpertShare, kExpertShare, K::kExpert, kExecution, "1", "expert share",
        "share of one layer's (token, expert) assignments that went to one expert, LIVE"},
-      {M::kLiveNll, kLiveNll, K::kNone, kReplay, "nats/token", "live NLL",
+      {M::kLiveNll, kLiveNll, K::kModel, kReplay, "nats/token", "live NLL",
        "NLL of the LIVE pass on the evaluation windows"},
-      {M::kMaxAbsLogitDiff, kMaxAbsLogitDiff, K::kNone, kReplay, "logit",
+      {M::kMaxAbsLogitDiff, kMaxAbsLogitDiff, K::kModel, kReplay, "logit",
        "replay max |\u0394logit|",
        "replay fidelity: largest |logit| difference of REPLAY(A(x)) against LIVE"},
-      {M::kFidelityCheckedWindows, kFidelityCheckedWindows, K::kNone, kReplay, "windows",
+      {M::kFidelityCheckedWindows, kFidelityCheckedWindows, K::kModel, kReplay, "windows",
        "fidelity-checked windows",
        "evaluation windows whose correct replay was compared with a LIVE pass (at least the "
        "first batch, even when every window is cached)"},
@@ -359,15 +341,15 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kRetentionDropped, kRetentionDropped, K::kBaseline, "", "resamples",
        "retention resamples dropped",
        "bootstrap resamples of the retention against B whose gap was not positive (no R)"},
-      {M::kPenaltyBlock, kPenaltyBlock, K::kNone, "", "nats/token", "penalty (block CI)",
+      {M::kPenaltyBlock, kPenaltyBlock, K::kModel, "", "nats/token", "penalty (block CI)",
        "the penalty with a moving-block bootstrap CI over consecutive evaluation windows (block "
        "length: replay/bootstrap_block_length)"},
-      {M::kPenaltyLag1, kPenaltyLag1, K::kNone, "", "1", "lag-1 autocorrelation",
+      {M::kPenaltyLag1, kPenaltyLag1, K::kModel, "", "1", "lag-1 autocorrelation",
        "lag-1 autocorrelation of the per-window NLL differences (intervention - correct) in "
        "window order"},
-      {M::kPenaltyPHolm, kPenaltyPHolm, K::kNone, "", "1", "penalty p (Holm)",
+      {M::kPenaltyPHolm, kPenaltyPHolm, K::kModel, "", "1", "penalty p (Holm)",
        "bootstrap p-value of penalty = 0, Holm-adjusted over the model's penalties"},
-      {M::kBootstrapBlockLength, kBootstrapBlockLength, K::kNone, kReplay, "windows",
+      {M::kBootstrapBlockLength, kBootstrapBlockLength, K::kModel, kReplay, "windows",
        "bootstrap block length", "the moving-block bootstrap's block length in windows"},
       {M::kEta2Token, kEta2Token, K::kFamily, kVariation, "1", "eta2 token",
        "share of the family's within-site variance explained by the current token id (on E, "
@@ -384,33 +366,33 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kLookupTable, kLookupTable, K::kSite, kVariation, "1", "lookup table",
        "1 when the site's coefficients on E are an exact function of (token id, position) "
        "(site eta2 (token, position) >= 1 - 1e-9), else 0"},
-      {M::kSlowdownFirstBlock, kSlowdownFirstBlock, K::kNone, kExecution, "1",
+      {M::kSlowdownFirstBlock, kSlowdownFirstBlock, K::kModel, kExecution, "1",
        "slowdown, first timing block (CI)",
        "the slowdown and its t-interval over the first timing block's pairs (adaptive stop); n = "
        "its pairs"},
-      {M::kSlowdownSecondBlock, kSlowdownSecondBlock, K::kNone, kExecution, "1",
+      {M::kSlowdownSecondBlock, kSlowdownSecondBlock, K::kModel, kExecution, "1",
        "slowdown, second timing block (CI)",
        "the slowdown and its t-interval over the second block: as many pairs as the first, fixed "
        "before it ran; n = its pairs"},
-      {M::kGroupPenaltySum, kGroupPenaltySum, K::kNone, "", "nats/token",
+      {M::kGroupPenaltySum, kGroupPenaltySum, K::kModel, "", "nats/token",
        "sum of the per-group penalties",
        "the sum over the groups of per_layer_scope of the intervention's per-group penalties; n = "
        "groups"},
-      {M::kGroupAdditivity, kGroupAdditivity, K::kNone, "", "1", "additivity of the groups",
+      {M::kGroupAdditivity, kGroupAdditivity, K::kModel, "", "1", "additivity of the groups",
        "group_penalty_sum / the whole-model penalty (1: the groups' penalties add up to the "
        "joint one); undefined unless the joint penalty's CI lies above 0"},
       {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
        "1 when every site of the family has coefficients on the simplex (a softmax router): "
        "eta2_layer is then not applicable (undefined)"},
-      {M::kPenaltyCalib, kPenaltyCalib, K::kNone, "", "nats/token", "penalty (CI with calibration)",
+      {M::kPenaltyCalib, kPenaltyCalib, K::kModel, "", "nats/token", "penalty (CI with calibration)",
        "the penalty with a CI that also covers calibration uncertainty: each bootstrap resample "
        "of the evaluation windows (moving blocks) replays a profile re-estimated on a "
        "moving-block resample of the calibration windows; n = calibration resamples"},
-      {M::kPenaltyCalibSd, kPenaltyCalibSd, K::kNone, "", "nats/token",
+      {M::kPenaltyCalibSd, kPenaltyCalibSd, K::kModel, "", "nats/token",
        "penalty sd over calibration resamples",
        "sample sd of the penalty over the calibration resamples (the evaluation windows fixed): "
        "the calibration part of the uncertainty alone; n = calibration resamples"},
-      {M::kRoutingFlipRate, kRoutingFlipRate, K::kNone, kReplay, "1", "routing flip rate",
+      {M::kRoutingFlipRate, kRoutingFlipRate, K::kModel, kReplay, "1", "routing flip rate",
        "routers audited in bfloat16 or float16: the fraction of (token, router layer) of E whose "
        "chosen expert set differs from the one chosen in a float32 recording of the same "
        "windows (precision alone); n = (token, layer) pairs"},
@@ -440,7 +422,7 @@ const char* SlowdownVerdictName(double verdict) {
 const MetricDef* FindMetric(std::string_view stored_name) {
   for (const MetricDef& d : MetricDefs()) {
     const std::string_view name = d.name;
-    if (d.key == MetricKey::kNone) {
+    if (d.scope == MetricScope::kModel) {
       if (stored_name == name) return &d;
       continue;
     }
@@ -459,20 +441,24 @@ std::optional<MetricId> ParseMetric(std::string_view stored_name) {
   return d->id;
 }
 
-std::string MetricPattern(const MetricDef& metric) {
-  if (metric.key == MetricKey::kNone) return metric.name;
-  return KeyedMetric(metric.name, KeyPlaceholder(metric.key));
+const MetricDef* FindMetricByName(std::string_view metric) {
+  for (const MetricDef& d : MetricDefs()) {
+    if (metric == d.name) return &d;
+  }
+  return nullptr;
 }
 
-std::string KeyedMetric(std::string_view metric, std::string_view key) {
-  std::string out(metric);
-  out += '.';
-  out += key;
+std::string MetricPattern(const MetricDef& metric) {
+  std::string out = metric.name;
+  for (KeyField field : MetricScopeDefOf(metric.scope).fields) {
+    out += '.';
+    out += KeyFieldPlaceholder(field);
+  }
   return out;
 }
 
-std::string MetricUnit(std::string_view stored_name) {
-  const MetricDef* d = FindMetric(stored_name);
+std::string MetricUnit(std::string_view metric) {
+  const MetricDef* d = FindMetricByName(metric);
   return d == nullptr ? "" : d->unit;
 }
 

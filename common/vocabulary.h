@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/result_key.h"
 
 namespace fca {
 
@@ -345,15 +346,10 @@ enum class MetricId : uint8_t {
   kLayerRoutingFlipRate,
 };
 
-// What follows a keyed metric's name after a dot: "eta2.attn_gate".
-// kBaseline: the intervention a retention is measured against.
-// kLayerExpert: "<layer>.<expert>" ("expert_share.3.17").
-enum class MetricKey : uint8_t { kNone, kLayer, kSite, kFamily, kBaseline, kLayerExpert };
-
 struct MetricDef {
   MetricId id;
-  const char* name;  // the stored name, or its prefix before ".<key>"
-  MetricKey key;
+  const char* name;   // without a key (common/result_key.h): "eta2"
+  MetricScope scope;  // what its rows are keyed by: kFamily, "eta2.attn_gate"
   // What its rows are stored under: "" for each intervention, else an
   // intervention or kVariation / kExecution / kReplay.
   const char* stored_under;
@@ -367,15 +363,16 @@ const std::vector<MetricDef>& MetricDefs();
 const MetricDef& MetricDefOf(MetricId id);
 // The definition of a stored metric name: "eta2.attn_gate" is kEta2 (a
 // keyed name needs a non-empty key, a plain one none); also takes the
-// pattern ("eta2.<family>"). nullptr for a name it does not know.
+// pattern ("eta2.<family>"). nullptr for a name it does not know. Only
+// ResultKeyOf (common/result_key.h) reads a stored name's key.
 const MetricDef* FindMetric(std::string_view stored_name);
 std::optional<MetricId> ParseMetric(std::string_view stored_name);
+// The definition of a key's metric name ("eta2"); nullptr when unknown.
+const MetricDef* FindMetricByName(std::string_view metric);
 // "eta2.<family>": how GetServerInfo and docs/fca.md name a keyed metric.
 std::string MetricPattern(const MetricDef& metric);
-// "eta2" and "attn_gate" as stored: "eta2.attn_gate".
-std::string KeyedMetric(std::string_view metric, std::string_view key);
-// The unit of a stored metric name, "" when unknown.
-std::string MetricUnit(std::string_view stored_name);
+// The unit of a key's metric name ("layer_penalty"), "" when unknown.
+std::string MetricUnit(std::string_view metric);
 
 // A value of a coded metric and the word reports print for it.
 struct ValueWord {

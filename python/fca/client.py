@@ -479,9 +479,11 @@ class Report:
     """A job's report (GetReport) with its tables as DataFrames:
 
     metrics:       one row per (intervention, metric, model): unit and the
-                   Result's fields (value NaN where undefined)
-    across_models: one row per (intervention, metric): n, undefined, mean,
-                   sd, min, max across the audited models
+                   Result's fields (value NaN where undefined; its typed key
+                   in key_metric, scope, layer, expert, site, family,
+                   baseline)
+    across_models: one row per (intervention, metric), with its key: n,
+                   undefined, mean, sd, min, max across the audited models
     sites:         the per-layer table (model, site, family, layer, mean,
                    variance)
     dense_twin:    the dense twin's execution rows
@@ -499,13 +501,14 @@ class Report:
         for m in self.message.metrics:
             for r in m.per_model:
                 rows.append({"unit": m.unit, **frames.result_row(r)})
-        return frames.frame(rows, ["unit"] + frames.columns(pb.Result.DESCRIPTOR))
+        return frames.frame(rows, ["unit"] + frames.result_columns(pb.Result.DESCRIPTOR))
 
     @property
     def across_models(self):
-        cols = ["intervention", "metric", "unit"] + frames.columns(pb.AcrossModels.DESCRIPTOR)
-        rows = [{"intervention": m.intervention, "metric": m.metric, "unit": m.unit,
-                 **frames.row(m.across_models)} for m in self.message.metrics]
+        cols = ["intervention", "metric", *frames.key_columns(pb.ResultKey.DESCRIPTOR), "unit"] + \
+            frames.columns(pb.AcrossModels.DESCRIPTOR)
+        rows = [{"intervention": m.intervention, "metric": m.metric, **frames.key_row(m.key),
+                 "unit": m.unit, **frames.row(m.across_models)} for m in self.message.metrics]
         return frames.frame(rows, cols)
 
     @property
@@ -517,10 +520,14 @@ class Report:
         return frames.results_frame(self.message.dense_twin_rows, pb.Result.DESCRIPTOR)
 
     def pivot(self, metric="penalty"):
-        """One metric as a table: interventions x models (values)."""
+        """One metric (its name alone: "penalty", "layer_penalty") as a table
+        of values, models in columns; rows by intervention and, for a keyed
+        metric, by its key's fields (layer; layer and expert; site; ...)."""
         df = self.metrics
-        return df[df.metric == metric].pivot_table(index="intervention", columns="model",
-                                                   values="value", sort=False)
+        df = df[df.key_metric == metric]
+        keys = [c for c in frames.key_fields(pb.ResultKey.DESCRIPTOR) if df[c].notna().any()]
+        return df.pivot_table(index=["intervention", *keys], columns="model", values="value",
+                              sort=False)
 
     def __repr__(self):
         return f"<fca.Report job {self.job.id}: {len(self.models)} model(s), " \

@@ -86,20 +86,62 @@ def messages_frame(messages, descriptor, skip=()):
     return frame((row(m, skip) for m in messages), columns(descriptor, skip))
 
 
+# A Result's typed key (Result.key) in columns of its own, in the place of
+# `key`: the metric's name alone, the scope ("layer", "expert", ...; None
+# for a metric the server does not know) and the scope's fields, None where
+# the scope has none. A pivot selects and indexes by them; nothing splits
+# the stored name in `metric`.
+_SCOPE_PREFIX = "METRIC_SCOPE_"
+
+
+def key_fields(descriptor):
+    """The fields of a ResultKey `descriptor` that a scope sets (layer,
+    expert, site, family, baseline, ...): all but its metric and scope, so a
+    field added to the proto becomes a column with no change here."""
+    return tuple(f.name for f in descriptor.fields if f.name not in ("metric", "scope"))
+
+
+def key_columns(descriptor):
+    return ("key_metric", "scope") + key_fields(descriptor)
+
+
+def key_row(key):
+    scope = key.DESCRIPTOR.fields_by_name["scope"].enum_type.values_by_number.get(key.scope)
+    out = {"key_metric": key.metric,
+           "scope": None if scope is None or key.scope == 0 else
+           scope.name[len(_SCOPE_PREFIX):].lower()}
+    for f in key.DESCRIPTOR.fields:
+        if f.name in ("metric", "scope"):
+            continue
+        value = getattr(key, f.name)
+        has = key.HasField(f.name) if f.has_presence else value != f.default_value
+        out[f.name] = value if has else None
+    return out
+
+
 def result_row(result):
     """A Result as a row: `value` is None (NaN) where the row is undefined,
-    as `fca results --format=csv` leaves it empty."""
-    r = row(result)
+    as `fca results --format=csv` leaves it empty; its key in key_columns."""
+    r = row(result, skip=("key",))
+    r.update(key_row(result.key))
     if not result.defined:
         r["value"] = None
     return r
+
+
+def result_columns(descriptor):
+    """A Result frame's columns: the message's fields, key_columns for key."""
+    out = []
+    for f in descriptor.fields:
+        out.extend(key_columns(f.message_type) if f.name == "key" else [f.name])
+    return out
 
 
 def results_frame(results, descriptor, extra=None):
     """Result messages as a frame; `extra` columns (name -> value) go first."""
     extra = extra or {}
     rows = ({**extra, **result_row(r)} for r in results)
-    return frame(rows, list(extra) + columns(descriptor))
+    return frame(rows, list(extra) + result_columns(descriptor))
 
 
 def html_table(pairs):

@@ -1,5 +1,7 @@
 #include "server/core/metric_catalog.h"
 
+#include "proto/fca/v1/result_keys.h"
+
 namespace fca::core {
 
 v1::InterventionInfo InterventionInfoOf(const InterventionDef& intervention) {
@@ -20,6 +22,8 @@ v1::MetricInfo MetricInfoOf(const MetricDef& metric) {
   out.set_description(metric.description);
   out.set_intervention(metric.stored_under);
   out.set_label(metric.label);
+  out.set_scope(v1::ToProto(metric.scope));
+  out.set_metric(metric.name);
   for (const ValueWord& w : ValueWordsOf(metric.id)) {
     v1::ValueWord* word = out.add_value_words();
     word->set_value(w.value);
@@ -33,6 +37,12 @@ void AddVocabulary(v1::GetServerInfoResponse* info) {
     *info->add_interventions() = InterventionInfoOf(d);
   }
   for (const MetricDef& d : MetricDefs()) *info->add_metrics() = MetricInfoOf(d);
+  for (const ScopeDef& d : ScopeDefs()) {
+    v1::GroupScopeInfo* scope = info->add_group_scopes();
+    scope->set_name(d.name);
+    scope->set_nll_metric(d.nll_metric);
+    scope->set_penalty_metric(d.penalty_metric);
+  }
 }
 
 }  // namespace fca::core

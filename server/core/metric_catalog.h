@@ -15,7 +15,7 @@ v1::InterventionInfo InterventionInfoOf(const InterventionDef& intervention);
 // Its name is the pattern of a keyed metric ("eta2.<family>").
 v1::MetricInfo MetricInfoOf(const MetricDef& metric);
 
-// Every intervention and metric, in report order.
+// Every intervention and metric, in report order, and the group scopes.
 void AddVocabulary(v1::GetServerInfoResponse* info);
 
 }  // namespace fca::core

@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "absl/strings/numbers.h"
+#include "common/result_key.h"
 #include "common/spec_fields.h"
 #include "common/vocabulary.h"
 #include "server/engine/audit/auditor.h"
@@ -15,29 +15,28 @@
 namespace fca::core {
 namespace {
 
+// A row's identity within a model: its intervention and its stored metric
+// name. What a row is about is read from its typed key (Result.key).
 using Key = std::pair<std::string, std::string>;  // intervention, metric
 using ModelRows = std::map<Key, v1::Result>;
 
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-// The per-site variation rows ("site_mean.<site>", ..., "lookup_table.<site>")
+// The per-site variation rows (site_mean, ..., lookup_table of one site)
 // become SiteRow messages, not report metrics; nullptr for other rows.
-const MetricDef* SiteMetric(const Key& key) {
-  if (key.first != kVariation) return nullptr;
-  const MetricDef* d = FindMetric(key.second);
-  return d != nullptr && d->key == MetricKey::kSite ? d : nullptr;
+const MetricDef* SiteMetric(const v1::Result& row) {
+  if (row.intervention() != kVariation || row.key().scope() != v1::METRIC_SCOPE_SITE) {
+    return nullptr;
+  }
+  return FindMetricByName(row.key().metric());
 }
-
-bool IsSiteMetric(const Key& key) { return SiteMetric(key) != nullptr; }
 
 // The variation metrics kept per family ("eta2.<family>", ...), in report
 // order.
 std::vector<const MetricDef*> FamilyVariationMetrics() {
   std::vector<const MetricDef*> out;
   for (const MetricDef& d : MetricDefs()) {
-    if (d.key == MetricKey::kFamily && std::string(d.stored_under) == kVariation) out.push_back(&d);
+    if (d.scope == MetricScope::kFamily && std::string(d.stored_under) == kVariation) {
+      out.push_back(&d);
+    }
   }
   return out;
 }
@@ -80,17 +79,16 @@ std::vector<std::string> ReportInterventions(const JobRows& rows) {
   return out;
 }
 
-// Families named by any "<metric>.<family>" variation row, sorted.
+// Families named by any per-family variation row, sorted.
 std::vector<std::string> ReportFamilies(const JobRows& rows) {
+  std::set<std::string> metrics;
+  for (const MetricDef* d : FamilyVariationMetrics()) metrics.insert(d->name);
   std::set<std::string> families;
-  for (const MetricDef* d : FamilyVariationMetrics()) {
-    const std::string prefix = KeyedMetric(d->name, "");
-    for (const auto& [model, by_key] : rows.audited) {
-      for (const auto& [key, r] : by_key) {
-        if (key.first == kVariation && StartsWith(key.second, prefix) &&
-            key.second.size() > prefix.size()) {
-          families.insert(key.second.substr(prefix.size()));
-        }
+  for (const auto& [model, by_key] : rows.audited) {
+    for (const auto& [key, r] : by_key) {
+      if (key.first == kVariation && r.key().scope() == v1::METRIC_SCOPE_FAMILY &&
+          metrics.count(r.key().metric())) {
+        families.insert(r.key().family());
       }
     }
   }
@@ -109,7 +107,7 @@ std::vector<Key> KnownOrder(const std::vector<std::string>& interventions,
   for (const std::string& i : interventions) order.emplace_back(i, kRetentionPct);
   for (const std::string& f : families) {
     for (const MetricDef* d : FamilyVariationMetrics()) {
-      order.emplace_back(kVariation, KeyedMetric(d->name, f));
+      order.emplace_back(kVariation, StoredMetricName(FamilyKey(d->name, f)));
     }
   }
   for (const char* section : {kExecution, kReplay}) {
@@ -120,27 +118,27 @@ std::vector<Key> KnownOrder(const std::vector<std::string>& interventions,
   return order;
 }
 
-// The per-group dependence rows ("<scope>_nll.<group>",
-// "<scope>_penalty.<group>") of `present`, right after the interventions'
-// own rows: by intervention, scope and group (layers by number), nll before
-// penalty, so a report reads them as per-layer tables.
-std::vector<Key> GroupOrder(const std::set<Key>& present,
+// The per-group dependence rows (a scope's nll and penalty metrics at one
+// group) of `present`, right after the interventions' own rows: by
+// intervention, scope and group (layers by number), nll before penalty, so
+// a report reads them as per-layer tables.
+std::vector<Key> GroupOrder(const std::map<Key, v1::ResultKey>& present,
                             const std::vector<std::string>& interventions) {
   using Rank = std::tuple<size_t, std::string, int64_t, std::string, int>;
   std::vector<std::pair<Rank, Key>> ranked;
-  for (const Key& key : present) {
+  for (const auto& [key, typed] : present) {
     const auto at = std::find(interventions.begin(), interventions.end(), key.first);
     if (at == interventions.end()) continue;
     for (const ScopeDef& scope : ScopeDefs()) {
       for (int kind = 0; kind < 2; ++kind) {
-        const std::string prefix =
-            KeyedMetric(kind == 0 ? scope.nll_metric : scope.penalty_metric, "");
-        if (!StartsWith(key.second, prefix) || key.second.size() == prefix.size()) continue;
-        const std::string group = key.second.substr(prefix.size());
-        int64_t layer = -1;
-        if (!absl::SimpleAtoi(group, &layer)) layer = -1;
-        ranked.push_back(
-            {{size_t(at - interventions.begin()), scope.name, layer, group, kind}, key});
+        if (typed.metric() != (kind == 0 ? scope.nll_metric : scope.penalty_metric)) continue;
+        // Layers by number; sites and families by name.
+        const bool layer = typed.scope() == v1::METRIC_SCOPE_LAYER;
+        ranked.push_back({{size_t(at - interventions.begin()), scope.name,
+                           layer ? typed.layer() : -1,
+                           typed.scope() == v1::METRIC_SCOPE_SITE ? typed.site() : typed.family(),
+                           kind},
+                          key});
       }
     }
   }
@@ -160,22 +158,31 @@ std::vector<Key> OrderKeys(std::set<Key> present, const std::vector<Key>& known)
   return out;
 }
 
-std::set<Key> AuditedKeys(const JobRows& rows) {
-  std::set<Key> keys;
+// The report metrics' keys (the site rows are not), with their typed keys.
+std::map<Key, v1::ResultKey> AuditedKeys(const JobRows& rows) {
+  std::map<Key, v1::ResultKey> keys;
   for (const auto& [model, by_key] : rows.audited) {
     for (const auto& [key, r] : by_key) {
-      if (!IsSiteMetric(key)) keys.insert(key);
+      if (SiteMetric(r) == nullptr) keys.emplace(key, r.key());
     }
   }
   return keys;
 }
 
-v1::ReportMetric MakeMetric(const Key& key, const std::vector<std::string>& models,
-                            const JobRows& rows, double ci_level) {
+std::set<Key> KeysOf(const std::map<Key, v1::ResultKey>& keys) {
+  std::set<Key> out;
+  for (const auto& [key, typed] : keys) out.insert(key);
+  return out;
+}
+
+v1::ReportMetric MakeMetric(const Key& key, const v1::ResultKey& typed,
+                            const std::vector<std::string>& models, const JobRows& rows,
+                            double ci_level) {
   v1::ReportMetric m;
   m.set_intervention(key.first);
   m.set_metric(key.second);
-  m.set_unit(MetricUnit(key.second));
+  *m.mutable_key() = typed;
+  m.set_unit(MetricUnit(typed.metric()));
   std::vector<const v1::Result*> found;
   for (const std::string& model : models) {
     const ModelRows& by_key = rows.audited.at(model);
@@ -188,22 +195,19 @@ v1::ReportMetric MakeMetric(const Key& key, const std::vector<std::string>& mode
   return m;
 }
 
-// One model's sites from its "site_mean.<site>" and "site_variance.<site>"
-// rows, by family then layer.
+// One model's sites from its per-site variation rows (site_mean,
+// site_variance, ...), by family then layer. A site whose name has no layer
+// ("<family>.<layer>") is left out: the tables are per layer.
 std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& rows) {
   std::map<std::string, v1::SiteRow> by_site;
   for (const auto& [key, r] : rows) {
-    const MetricDef* metric = SiteMetric(key);
-    if (metric == nullptr) continue;
-    const std::string site = key.second.substr(std::string(metric->name).size() + 1);
-    std::string family;
-    int64_t layer = 0;
-    if (!ParseSiteName(site, &family, &layer)) continue;
-    v1::SiteRow& s = by_site[site];
+    const MetricDef* metric = SiteMetric(r);
+    if (metric == nullptr || !r.key().has_layer()) continue;
+    v1::SiteRow& s = by_site[r.key().site()];
     s.set_model(model);
-    s.set_site(site);
-    s.set_family(family);
-    s.set_layer(layer);
+    s.set_site(r.key().site());
+    s.set_family(r.key().family());
+    s.set_layer(r.key().layer());
     switch (metric->id) {
       case MetricId::kSiteMean:
         s.set_mean(r.value());
@@ -243,14 +247,6 @@ std::string EvalSha256(const std::vector<std::string>& models, const JobRows& ro
 }
 
 }  // namespace
-
-bool ParseSiteName(const std::string& site, std::string* family, int64_t* layer) {
-  const size_t dot = site.rfind('.');
-  if (dot == std::string::npos || dot == 0) return false;
-  if (!absl::SimpleAtoi(site.substr(dot + 1), layer) || *layer < 0) return false;
-  *family = site.substr(0, dot);
-  return true;
-}
 
 v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows, double ci_level) {
   std::vector<double> values;
@@ -306,11 +302,12 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
   out.mutable_families()->Assign(families.begin(), families.end());
   out.set_eval_sha256(EvalSha256(models, split));
   std::vector<Key> known = KnownOrder(interventions, families);
-  const std::set<Key> audited_keys = AuditedKeys(split);
+  const std::map<Key, v1::ResultKey> audited_keys = AuditedKeys(split);
   const std::vector<Key> groups = GroupOrder(audited_keys, interventions);
   known.insert(known.begin() + 2 * interventions.size(), groups.begin(), groups.end());
-  for (const Key& key : OrderKeys(audited_keys, known)) {
-    *out.add_metrics() = MakeMetric(key, models, split, CiLevel(job.spec()));
+  for (const Key& key : OrderKeys(KeysOf(audited_keys), known)) {
+    *out.add_metrics() =
+        MakeMetric(key, audited_keys.at(key), models, split, CiLevel(job.spec()));
   }
   for (const std::string& m : models) {
     for (v1::SiteRow& s : ModelSites(m, split.audited.at(m))) *out.add_sites() = std::move(s);

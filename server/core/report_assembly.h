@@ -2,7 +2,8 @@
 // GetReport and CompareJobs answer and `fca report` prints.
 //
 // Pure (no store, no clock), so the arithmetic is tested on rows whose
-// summary is known. The numbers per model are the stored rows as they are;
+// summary is known. It reads what a row is about from its typed key
+// (Result.key), never from the metric's name. The numbers per model are the stored rows as they are;
 // the only arithmetic is the summary across the audited models (fca.md,
 // "Multi-model aggregation": mean, sample sd, min and max, the engine's
 // Summarize), and the per-site rows become typed SiteRow messages.
@@ -26,10 +27,6 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
 // defined. With two or more: the t-interval of the mean at `ci_level`.
 v1::AcrossModels SummarizeAcross(const std::vector<const v1::Result*>& rows,
                                  double ci_level = 0.95);
-
-// "attn_gate.3" -> family "attn_gate", layer 3; false when the name does not
-// end in ".<layer>".
-bool ParseSiteName(const std::string& site, std::string* family, int64_t* layer);
 
 }  // namespace fca::core
 

@@ -293,14 +293,8 @@ absl::Status RemoteBroker::ReportRows(const core::Lease& lease, const std::strin
   request.set_weights_sha256(weights_sha256);
   for (const engine::ResultRow& r : rows) {
     v1::Result* out = request.add_rows();
-    out->set_model(r.model == model ? "" : r.model);
-    out->set_intervention(r.intervention);
-    out->set_metric(r.metric);
-    out->set_value(r.value);
-    out->set_defined(r.defined);
-    if (r.ci_low) out->set_ci_low(*r.ci_low);
-    if (r.ci_high) out->set_ci_high(*r.ci_high);
-    out->set_n(r.n);
+    *out = core::RowToProto(r);
+    if (r.model == model) out->clear_model();
   }
   v1::ReportRowsResponse response;
   // Rows are stored once, so a retry after a lost reply is harmless.

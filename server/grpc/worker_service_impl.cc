@@ -286,15 +286,8 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
           r.metric().empty() || r.metric().size() > kMaxNameBytes) {
         return absl::InvalidArgumentError("row intervention and metric must be 1-128 bytes");
       }
-      engine::ResultRow row;
+      engine::ResultRow row = core::RowFromProto(r);
       row.model = req->model();
-      row.intervention = r.intervention();
-      row.metric = r.metric();
-      row.value = r.value();
-      row.defined = r.defined();
-      if (r.has_ci_low()) row.ci_low = r.ci_low();
-      if (r.has_ci_high()) row.ci_high = r.ci_high();
-      row.n = r.n();
       rows.push_back(std::move(row));
     }
     return coordinator_->ReportRows(lease, req->model(), req->weights_sha256(), rows);

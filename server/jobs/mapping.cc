@@ -61,20 +61,30 @@ v1::Dataset ToProto(const storage::DatasetRecord& d) {
   return out;
 }
 
+namespace {
+
+// The fields a stored row shares with an engine row.
+engine::ResultRow EngineRow(const storage::ResultRow& r) {
+  engine::ResultRow out;
+  out.model = r.model;
+  out.intervention = r.intervention;
+  out.metric = r.metric;
+  out.value = r.value;
+  out.defined = r.defined;
+  out.ci_low = r.ci_low;
+  out.ci_high = r.ci_high;
+  out.n = r.n;
+  return out;
+}
+
+}  // namespace
+
 v1::Result ToProto(const storage::ResultRow& r) {
-  v1::Result out;
+  v1::Result out = RowToProto(EngineRow(r));
   out.set_job_id(r.job_id);
-  out.set_model(r.model);
   out.set_weights_sha256(r.weights_sha256);
   out.set_dataset_sha256(r.dataset_sha256);
   out.set_calib_sha256(r.calib_sha256);
-  out.set_intervention(r.intervention);
-  out.set_metric(r.metric);
-  out.set_value(r.defined ? r.value : 0.0);
-  out.set_defined(r.defined);
-  if (r.ci_low) out.set_ci_low(*r.ci_low);
-  if (r.ci_high) out.set_ci_high(*r.ci_high);
-  out.set_n(r.n);
   ToTimestamp(r.created_at_us, out.mutable_created_at());
   return out;
 }

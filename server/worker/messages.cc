@@ -6,8 +6,37 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/proto_json.h"
+#include "common/result_key.h"
+#include "proto/fca/v1/result_keys.h"
 
 namespace fca::core {
+
+v1::Result RowToProto(const engine::ResultRow& row) {
+  v1::Result out;
+  out.set_model(row.model);
+  out.set_intervention(row.intervention);
+  out.set_metric(row.metric);
+  *out.mutable_key() = v1::ToProto(ResultKeyOf(row.metric));
+  out.set_value(row.defined ? row.value : 0.0);
+  out.set_defined(row.defined);
+  if (row.ci_low) out.set_ci_low(*row.ci_low);
+  if (row.ci_high) out.set_ci_high(*row.ci_high);
+  out.set_n(row.n);
+  return out;
+}
+
+engine::ResultRow RowFromProto(const v1::Result& row) {
+  engine::ResultRow out;
+  out.model = row.model();
+  out.intervention = row.intervention();
+  out.metric = row.metric();
+  out.value = row.value();
+  out.defined = row.defined();
+  if (row.has_ci_low()) out.ci_low = row.ci_low();
+  if (row.has_ci_high()) out.ci_high = row.ci_high();
+  out.n = row.n();
+  return out;
+}
 
 void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out) {
   out->set_seconds(unix_us / 1000000);

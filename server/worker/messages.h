@@ -1,6 +1,6 @@
-// Conversions of fca.v1 messages that need neither the store nor the engine:
-// timestamps, the stored JSON of specs and provenance, status text. Workers
-// and the coordinator share them (server/jobs/mapping.h has the rest).
+// Conversions of fca.v1 messages that need no store: timestamps, the stored
+// JSON of specs and provenance, status text, result rows. Workers and the
+// coordinator share them (server/jobs/mapping.h has the rest).
 #ifndef FCA_SERVER_WORKER_MESSAGES_H_
 #define FCA_SERVER_WORKER_MESSAGES_H_
 
@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
+#include "server/engine/audit/auditor.h"
 
 namespace fca::core {
 
@@ -38,6 +39,13 @@ std::string ToStoredJson(const google::protobuf::Message& message);
 // an empty message; malformed JSON is DATA_LOSS.
 [[nodiscard]] absl::Status ProvenanceFromJson(const std::string& json,
                                               google::protobuf::Message* out);
+
+// A result row as fca.v1 carries it, its typed key decoded from the stored
+// name (common/result_key.h), and back: the one mapping of the fields an
+// engine row and a Result share (the worker's ReportRows, the coordinator's
+// reading of them, the rows the service serves). An undefined value is 0.
+v1::Result RowToProto(const engine::ResultRow& row);
+engine::ResultRow RowFromProto(const v1::Result& row);
 
 // "CODE: message", the form job errors are stored and shown in.
 std::string StatusText(const absl::Status& status);

@@ -18,6 +18,7 @@
 #include "common/vocabulary.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/fca/v1/result_keys.h"
 #include "tests/testing/result_rows.h"
 
 namespace fca::client {
@@ -65,6 +66,7 @@ void AddMetric(v1::GetReportResponse* r, const std::string& intervention, const 
   v1::ReportMetric* m = r->add_metrics();
   m->set_intervention(intervention);
   m->set_metric(metric);
+  *m->mutable_key() = v1::ToProto(ResultKeyOf(metric));  // as the service serves it
   m->set_unit(unit);
   for (const v1::Result& row : rows) *m->add_per_model() = row;
   *m->mutable_across_models() = across;

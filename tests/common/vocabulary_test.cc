@@ -92,9 +92,9 @@ TEST(VocabularyTest, ScopesNameTheirMetrics) {
     EXPECT_EQ(FindScope(d.name), &d);
     // Its metrics are keyed metrics of the vocabulary, keyed by the group.
     for (const char* metric : {d.nll_metric, d.penalty_metric}) {
-      const MetricDef* m = FindMetric(KeyedMetric(metric, "3"));
+      const MetricDef* m = FindMetricByName(metric);
       ASSERT_NE(m, nullptr) << metric;
-      EXPECT_STREQ(m->name, metric);
+      EXPECT_NE(m->scope, MetricScope::kModel) << metric;
       EXPECT_STREQ(m->stored_under, "") << metric;  // under the intervention replayed
     }
   }
@@ -110,13 +110,15 @@ TEST(VocabularyTest, MetricsAreInEnumOrderAndRoundTrip) {
     EXPECT_TRUE(names.insert(d.name).second) << d.name;
     EXPECT_EQ(&MetricDefOf(d.id), &d);
     EXPECT_EQ(ParseMetric(MetricPattern(d)), d.id) << MetricPattern(d);
-    if (d.key == MetricKey::kNone) {
-      EXPECT_EQ(ParseMetric(d.name), d.id) << d.name;
-      EXPECT_FALSE(ParseMetric(KeyedMetric(d.name, "x")).has_value()) << d.name;
+    EXPECT_EQ(FindMetricByName(d.name), &d);
+    const std::string name = d.name;
+    if (d.scope == MetricScope::kModel) {
+      EXPECT_EQ(ParseMetric(name), d.id) << name;
+      EXPECT_FALSE(ParseMetric(name + ".x").has_value()) << name;
     } else {
-      EXPECT_EQ(ParseMetric(KeyedMetric(d.name, "attn_gate.3")), d.id) << d.name;
-      EXPECT_FALSE(ParseMetric(d.name).has_value()) << d.name;  // a key is needed
-      EXPECT_FALSE(ParseMetric(KeyedMetric(d.name, "")).has_value()) << d.name;
+      EXPECT_EQ(ParseMetric(name + ".attn_gate.3"), d.id) << name;
+      EXPECT_FALSE(ParseMetric(name).has_value()) << name;  // a key is needed
+      EXPECT_FALSE(ParseMetric(name + ".").has_value()) << name;
     }
     for (const char* text : {d.unit, d.label, d.description}) {
       EXPECT_FALSE(std::string(text).empty()) << d.name;
@@ -137,17 +139,21 @@ TEST(VocabularyTest, MetricsAreStoredUnderKnownNames) {
 }
 
 TEST(VocabularyTest, KeyedNamesMatchByPrefixOnly) {
-  EXPECT_EQ(MetricUnit("eta2.mlp_gate"), "1");
-  EXPECT_EQ(MetricUnit("eta2_layer.mlp_gate"), "1");
-  EXPECT_EQ(MetricUnit("within_input_variance.q"), "coef^2");
-  EXPECT_EQ(MetricUnit("eta2."), "");  // no family
-  EXPECT_EQ(MetricUnit("eta2"), "");
-  EXPECT_EQ(MetricUnit("eta2x.q"), "");
-  EXPECT_EQ(MetricUnit("penalty"), "nats/token");
-  EXPECT_EQ(MetricUnit("penalty.x"), "");
+  EXPECT_EQ(ParseMetric("eta2.mlp_gate"), MetricId::kEta2);
+  EXPECT_EQ(ParseMetric("eta2_layer.mlp_gate"), MetricId::kEta2Layer);
+  EXPECT_EQ(ParseMetric("within_input_variance.q"), MetricId::kWithinInputVariance);
+  EXPECT_FALSE(ParseMetric("eta2.").has_value());  // no family
+  EXPECT_FALSE(ParseMetric("eta2").has_value());
+  EXPECT_FALSE(ParseMetric("eta2x.q").has_value());
+  EXPECT_EQ(ParseMetric("penalty"), MetricId::kPenalty);
+  EXPECT_FALSE(ParseMetric("penalty.x").has_value());
+  EXPECT_FALSE(ParseMetric("no_such_metric").has_value());
+  // Units go by the name alone (the key's metric).
+  EXPECT_EQ(MetricUnit("eta2"), "1");
+  EXPECT_EQ(MetricUnit("within_input_variance"), "coef^2");
   EXPECT_EQ(MetricUnit("no_such_metric"), "");
   EXPECT_EQ(MetricPattern(MetricDefOf(MetricId::kEta2Layer)), "eta2_layer.<family>");
-  EXPECT_EQ(KeyedMetric(kSiteMean, "attn_gate.0"), "site_mean.attn_gate.0");
+  EXPECT_EQ(StoredMetricName(SiteKey(kSiteMean, "attn_gate.0")), "site_mean.attn_gate.0");
 }
 
 }  // namespace

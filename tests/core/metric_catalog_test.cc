@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <optional>
 #include <set>
 #include <string>
+
+#include "common/result_key.h"
+#include "proto/fca/v1/result_keys.h"
 
 namespace fca::core {
 namespace {
@@ -83,6 +87,40 @@ TEST(MetricCatalogTest, KeyedMetricsAreServedAsPatterns) {
   EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kSiteMean)).name(), "site_mean.<site>");
   EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kLayerPenalty)).name(), "layer_penalty.<layer>");
   EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kPenalty)).name(), "penalty");
+}
+
+// Each metric's scope is served in the proto's enum, whose value names are
+// the scopes' names (the one mapping: proto/fca/v1/result_keys.h).
+TEST(MetricCatalogTest, EachMetricsScopeAndNameAloneAreServed) {
+  const v1::GetServerInfoResponse info = Served();
+  for (int i = 0; i < info.metrics_size(); ++i) {
+    const MetricDef& def = MetricDefs()[i];
+    const v1::MetricInfo& served = info.metrics(i);
+    EXPECT_EQ(served.metric(), def.name);
+    std::string scope = MetricScopeDefOf(def.scope).name;
+    for (char& c : scope) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(v1::MetricScope_Name(served.scope()), "METRIC_SCOPE_" + scope) << served.name();
+  }
+  EXPECT_EQ(MetricInfoOf(MetricDefOf(MetricId::kExpertShare)).scope(), v1::METRIC_SCOPE_EXPERT);
+  EXPECT_EQ(v1::ToProto(MetricScope::kUnknown), v1::METRIC_SCOPE_UNSPECIFIED);
+  ASSERT_EQ(info.group_scopes_size(), static_cast<int>(ScopeDefs().size()));
+  for (int i = 0; i < info.group_scopes_size(); ++i) {
+    EXPECT_EQ(info.group_scopes(i).name(), ScopeDefs()[i].name);
+    EXPECT_EQ(info.group_scopes(i).nll_metric(), ScopeDefs()[i].nll_metric);
+    EXPECT_EQ(info.group_scopes(i).penalty_metric(), ScopeDefs()[i].penalty_metric);
+  }
+}
+
+// A key goes to the proto and back unchanged, unset fields staying unset.
+TEST(MetricCatalogTest, AKeyRoundTripsThroughTheProto) {
+  for (const ResultKey& key :
+       {ExpertKey(kExpertShare, 0, 7), SiteKey(kSiteMean, "attn_gate.0"),
+        BaselineKey(kRetentionVs, kGlobalMean), ModelKey(kPenalty), ResultKeyOf("zz_new")}) {
+    const v1::ResultKey proto = v1::ToProto(key);
+    EXPECT_EQ(v1::FromProto(proto), key) << StoredMetricName(key);
+    EXPECT_EQ(proto.has_layer(), key.layer.has_value());
+    EXPECT_EQ(proto.has_expert(), key.expert.has_value());
+  }
 }
 
 }  // namespace

@@ -243,20 +243,6 @@ TEST(ReportTest, AllUndefinedSummarizesNothing) {
   EXPECT_EQ(s.max(), 0);
 }
 
-TEST(ReportTest, SiteNamesParse) {
-  std::string family;
-  int64_t layer = -1;
-  ASSERT_TRUE(ParseSiteName("attn_gate.3", &family, &layer));
-  EXPECT_EQ(family, "attn_gate");
-  EXPECT_EQ(layer, 3);
-  ASSERT_TRUE(ParseSiteName("q.12", &family, &layer));
-  EXPECT_EQ(family, "q");
-  EXPECT_EQ(layer, 12);
-  for (const char* bad : {"gate", "gate.", ".3", "gate.x", "gate.-1"}) {
-    EXPECT_FALSE(ParseSiteName(bad, &family, &layer)) << bad;
-  }
-}
-
 // Every row the engine writes has a vocabulary entry under the right
 // pseudo-intervention, so every reported metric has a unit.
 TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
@@ -286,6 +272,7 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     d.intervention = kStaticLayer;
     d.scope = scope;
     d.group = scope == kScopeLayer ? "0" : "attn_gate";
+    if (scope == kScopeLayer) d.layer = 0;
     m.dependence.push_back(d);
   }
   m.additivity.push_back({kStaticLayer, 2, 0.3, 1.0});
@@ -316,6 +303,10 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
   for (const engine::ResultRow& row : engine::ResultRows(m)) {
     const MetricDef* e = fca::FindMetric(row.metric);
     ASSERT_NE(e, nullptr) << row.metric;
+    // Written by its typed key, read back as that key.
+    const ResultKey key = ResultKeyOf(row.metric);
+    EXPECT_EQ(key.scope, e->scope) << row.metric;
+    EXPECT_EQ(StoredMetricName(key), row.metric);
     EXPECT_FALSE(std::string(e->unit).empty()) << row.metric;
     EXPECT_FALSE(std::string(e->description).empty()) << row.metric;
     if (!std::string(e->stored_under).empty()) {

@@ -154,7 +154,7 @@ void ExpectMoeReportConsistent(const json::Value& report) {
     EXPECT_EQ(std::stoll(agreement->Find("n")->as_string()), kWindows * kWindowLength * layers);
     for (int64_t l = 0; l < layers; ++l) {
       const double layer =
-          Number(Row(report, kMoe, i, KeyedMetric(kLayerTopkAgreement, std::to_string(l))));
+          Number(Row(report, kMoe, i, StoredMetricName(LayerKey(kLayerTopkAgreement, l))));
       EXPECT_GE(layer, 0.0) << l;
       EXPECT_LE(layer, 1.0) << l;
     }
@@ -175,7 +175,7 @@ void ExpectMoeReportConsistent(const json::Value& report) {
     EXPECT_TRUE(!Defined(ret) || std::isfinite(ret->Find("value")->as_double()));
     for (int64_t l = 0; l < layers; ++l) {
       EXPECT_TRUE(std::isfinite(
-          Number(Row(report, kMoe, profile, KeyedMetric(kLayerPenalty, std::to_string(l))))))
+          Number(Row(report, kMoe, profile, StoredMetricName(LayerKey(kLayerPenalty, l))))))
           << l;
     }
   }
@@ -186,18 +186,17 @@ void ExpectMoeReportConsistent(const json::Value& report) {
             static_cast<double>(k) / static_cast<double>(experts));
   for (int64_t l = 0; l < layers; ++l) {
     SCOPED_TRACE(l);
-    const std::string layer = std::to_string(l);
-    EXPECT_EQ(Number(Row(report, kMoe, kExecution, KeyedMetric(kExpertsPerToken, layer))),
+    EXPECT_EQ(Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertsPerToken, l)))),
               static_cast<double>(k));
     double sum = 0, entropy = 0;
     for (int64_t e = 0; e < experts; ++e) {
       const double share = Number(Row(report, kMoe, kExecution,
-                                      KeyedMetric(kExpertShare, layer + "." + std::to_string(e))));
+                                      StoredMetricName(ExpertKey(kExpertShare, l, e))));
       sum += share;
       if (share > 0) entropy -= share * std::log(share);
     }
     EXPECT_NEAR(sum, 1.0, 1e-9);
-    EXPECT_NEAR(Number(Row(report, kMoe, kExecution, KeyedMetric(kExpertLoadEntropy, layer))),
+    EXPECT_NEAR(Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertLoadEntropy, l)))),
                 entropy, 1e-9);
   }
   // Its k experts read as many MLP parameters per token as the dense twin's
@@ -260,7 +259,7 @@ void ExpectRoutingPrinted(const std::string& text, const json::Value& report) {
     std::vector<std::string> expected = {Fixed4(Number(all))};
     for (int64_t l = 0; l < layers; ++l) {
       expected.push_back(Fixed4(
-          Number(Row(report, kMoe, i, KeyedMetric(kLayerTopkAgreement, std::to_string(l))))));
+          Number(Row(report, kMoe, i, StoredMetricName(LayerKey(kLayerTopkAgreement, l))))));
     }
     expected.push_back(all->Find("n")->as_string());
     EXPECT_EQ(CellsOf(agreement, kMoe, i), expected) << agreement;
@@ -273,18 +272,18 @@ void ExpectRoutingPrinted(const std::string& text, const json::Value& report) {
     double lo = 1, hi = 0;
     for (int64_t e = 0; e < experts; ++e) {
       const double share = Number(Row(report, kMoe, kExecution,
-                                      KeyedMetric(kExpertShare, layer + "." + std::to_string(e))));
+                                      StoredMetricName(ExpertKey(kExpertShare, l, e))));
       lo = std::min(lo, share);
       hi = std::max(hi, share);
     }
     char per_token[64];
     std::snprintf(per_token, sizeof(per_token), "%.4g",
-                  Number(Row(report, kMoe, kExecution, KeyedMetric(kExpertsPerToken, layer))));
+                  Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertsPerToken, l)))));
     EXPECT_EQ(
         CellsOf(load, kMoe, layer),
         (std::vector<std::string>{
             per_token,
-            Fixed4(Number(Row(report, kMoe, kExecution, KeyedMetric(kExpertLoadEntropy, layer)))),
+            Fixed4(Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertLoadEntropy, l))))),
             std::to_string(experts), ln_e, Fixed4(lo) + ".." + Fixed4(hi)}))
         << load;
   }

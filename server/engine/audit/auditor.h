@@ -111,8 +111,9 @@ struct AuditProgress {
 
 // One number of a report; the flat form stored and queried by the service.
 //   intervention: an intervention name, or "variation" / "execution" /
-//   "replay" for model-level metrics. metric: "nll", "penalty",
-//   "retention_pct", "eta2.<family>", "slowdown", ...
+//   "replay" for model-level metrics. metric: the stored name of the row's
+//   typed key (common/result_key.h: StoredMetricName), "nll", "penalty",
+//   "eta2.attn_gate", ...; report_rows.cc writes rows by their keys.
 struct ResultRow {
   std::string model;
   std::string intervention;
@@ -198,6 +199,7 @@ struct GroupDependence {
   std::string intervention;  // I
   std::string scope;         // kScopeLayer / kScopeSite / kScopeFamily
   std::string group;         // "3", "attn_gate.3", "attn_gate"
+  std::optional<int64_t> layer;  // scope layer: the group's number
   double nll = 0;
   double penalty = 0;   // NLL(I at g, correct elsewhere) - NLL(correct)
   Interval penalty_ci;  // paired bootstrap, as for `penalty`

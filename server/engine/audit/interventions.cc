@@ -205,7 +205,7 @@ absl::StatusOr<TokenCoverage> CountUnseenTokens(const at::Tensor& eval_ids,
 std::vector<SiteGroup> DependenceGroups(const std::vector<CoefficientSite>& sites, ScopeId scope) {
   std::vector<SiteGroup> groups;
   if (scope == ScopeId::kSite) {
-    for (size_t s = 0; s < sites.size(); ++s) groups.push_back({sites[s].name, {s}});
+    for (size_t s = 0; s < sites.size(); ++s) groups.push_back({sites[s].name, {s}, std::nullopt});
     return groups;
   }
   std::map<std::string, size_t> index;
@@ -216,10 +216,10 @@ std::vector<SiteGroup> DependenceGroups(const std::vector<CoefficientSite>& site
       continue;
     }
     auto [it, added] = index.emplace(sites[s].family, groups.size());
-    if (added) groups.push_back({sites[s].family, {}});
+    if (added) groups.push_back({sites[s].family, {}, std::nullopt});
     groups[it->second].sites.push_back(s);
   }
-  for (auto& [layer, members] : by_layer) groups.push_back({absl::StrCat(layer), members});
+  for (auto& [layer, members] : by_layer) groups.push_back({absl::StrCat(layer), members, layer});
   return groups;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ namespace fca::engine {
 struct SiteGroup {
   std::string name;           // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
   std::vector<size_t> sites;  // indices into sites()
+  std::optional<int64_t> layer;  // a layer's: its number, the key of its rows
 };
 // The groups of a scope (kScopeLayer by ascending layer, kScopeSite in
 // sites() order, kScopeFamily by first appearance).

@@ -640,6 +640,7 @@ class ModelAudit {
         d.intervention = name;
         d.scope = ScopeName(opt_.per_layer_scope);
         d.group = g.name;
+        d.layer = g.layer;
         FCA_ASSIGN_OR_RETURN(std::vector<double> nll,
                              Replay(*plan, absl::StrFormat("replay:%s@%s", name, g.name)));
         d.nll = Mean(nll);

@@ -10,27 +10,35 @@
 namespace fca::engine {
 namespace {
 
+// A row's metric: a model-level metric's name, or a keyed ResultKey
+// (common/result_key.h), stored under its stored name.
+struct RowKey {
+  RowKey(const char* metric) : key(ModelKey(metric)) {}  // NOLINT(google-explicit-constructor)
+  RowKey(ResultKey k) : key(std::move(k)) {}            // NOLINT(google-explicit-constructor)
+  ResultKey key;
+};
+
 class RowWriter {
  public:
   RowWriter(std::string model, std::vector<ResultRow>* out) : model_(std::move(model)), out_(out) {}
 
-  void Add(const std::string& intervention, const std::string& metric, double value, int64_t n) {
+  void Add(const std::string& intervention, const RowKey& metric, double value, int64_t n) {
     ResultRow r;
     r.model = model_;
     r.intervention = intervention;
-    r.metric = metric;
+    r.metric = StoredMetricName(metric.key);
     r.value = value;
     r.n = n;
     out_->push_back(std::move(r));
   }
-  void AddCI(const std::string& intervention, const std::string& metric, double value, Interval ci,
+  void AddCI(const std::string& intervention, const RowKey& metric, double value, Interval ci,
              int64_t n) {
     Add(intervention, metric, value, n);
     out_->back().ci_low = ci.low;
     out_->back().ci_high = ci.high;
   }
   // An undefined value is still a row, so a query shows it as undefined.
-  void AddOptional(const std::string& intervention, const std::string& metric,
+  void AddOptional(const std::string& intervention, const RowKey& metric,
                    const std::optional<double>& value, int64_t n,
                    const std::optional<Interval>& ci = std::nullopt) {
     Add(intervention, metric, value.value_or(0.0), n);
@@ -45,6 +53,20 @@ class RowWriter {
   std::string model_;
   std::vector<ResultRow>* out_;
 };
+
+// The per-group dependence keys of a scope (fca.md "Dependence per layer"):
+// a layer's number, a site's or a family's name.
+ResultKey GroupKey(const ScopeDef& scope, const char* metric, const GroupDependence& d) {
+  switch (scope.id) {
+    case ScopeId::kLayer:
+      return LayerKey(metric, d.layer.value_or(-1));
+    case ScopeId::kSite:
+      return SiteKey(metric, d.group);
+    case ScopeId::kFamily:
+      return FamilyKey(metric, d.group);
+  }
+  return ModelKey(metric);
+}
 
 }  // namespace
 
@@ -70,7 +92,7 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
       const TopkAgreement& a = *i.topk_agreement;
       w.Add(i.name, kTopkAgreement, a.fraction, a.positions);
       for (const LayerTopkAgreement& l : a.layers) {
-        w.Add(i.name, KeyedMetric(kLayerTopkAgreement, std::to_string(l.layer)), l.fraction,
+        w.Add(i.name, LayerKey(kLayerTopkAgreement, l.layer), l.fraction,
               l.positions);
       }
     }
@@ -89,7 +111,7 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     const TopkAgreement& a = *r.float32_agreement;
     w.Add(kReplay, kRoutingFlipRate, 1 - a.fraction, a.positions);
     for (const LayerTopkAgreement& l : a.layers) {
-      w.Add(kReplay, KeyedMetric(kLayerRoutingFlipRate, std::to_string(l.layer)), 1 - l.fraction,
+      w.Add(kReplay, LayerKey(kLayerRoutingFlipRate, l.layer), 1 - l.fraction,
             l.positions);
     }
   }
@@ -98,8 +120,8 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     if (x.baseline == r.retention_baseline) {
       w.AddOptional(x.profile, kRetentionPct, e.value, n, e.ci);
     }
-    w.AddOptional(x.profile, KeyedMetric(kRetentionVs, x.baseline), e.value, n, e.ci);
-    w.Add(x.profile, KeyedMetric(kRetentionDropped, x.baseline),
+    w.AddOptional(x.profile, BaselineKey(kRetentionVs, x.baseline), e.value, n, e.ci);
+    w.Add(x.profile, BaselineKey(kRetentionDropped, x.baseline),
           static_cast<double>(e.dropped_resamples), n);
   }
   if (r.static_token_coverage) {
@@ -122,8 +144,8 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     // options' validation) writes nothing.
     const ScopeDef* scope = FindScope(d.scope);
     if (scope == nullptr) continue;
-    w.Add(d.intervention, KeyedMetric(scope->nll_metric, d.group), d.nll, n);
-    w.AddCI(d.intervention, KeyedMetric(scope->penalty_metric, d.group), d.penalty, d.penalty_ci,
+    w.Add(d.intervention, GroupKey(*scope, scope->nll_metric, d), d.nll, n);
+    w.AddCI(d.intervention, GroupKey(*scope, scope->penalty_metric, d), d.penalty, d.penalty_ci,
             n);
   }
   for (const GroupAdditivity& a : r.additivity) {
@@ -131,29 +153,29 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.AddOptional(a.intervention, kGroupAdditivity, a.ratio, a.groups);
   }
   for (const FamilyVariation& f : r.variation) {
-    w.Add(kVariation, KeyedMetric(kSimplexValued, f.family), f.simplex ? 1.0 : 0.0, f.count);
-    w.AddOptional(kVariation, KeyedMetric(kEta2, f.family), f.eta2, f.count);
-    w.AddOptional(kVariation, KeyedMetric(kEta2Layer, f.family), f.eta2_layer, f.count);
-    w.Add(kVariation, KeyedMetric(kTotalVariance, f.family), f.total_variance, f.count);
-    w.Add(kVariation, KeyedMetric(kWithinSiteVariance, f.family), f.within_site_variance, f.count);
-    w.Add(kVariation, KeyedMetric(kBetweenInputVariance, f.family), f.between_input_variance,
+    w.Add(kVariation, FamilyKey(kSimplexValued, f.family), f.simplex ? 1.0 : 0.0, f.count);
+    w.AddOptional(kVariation, FamilyKey(kEta2, f.family), f.eta2, f.count);
+    w.AddOptional(kVariation, FamilyKey(kEta2Layer, f.family), f.eta2_layer, f.count);
+    w.Add(kVariation, FamilyKey(kTotalVariance, f.family), f.total_variance, f.count);
+    w.Add(kVariation, FamilyKey(kWithinSiteVariance, f.family), f.within_site_variance, f.count);
+    w.Add(kVariation, FamilyKey(kBetweenInputVariance, f.family), f.between_input_variance,
           f.count);
-    w.Add(kVariation, KeyedMetric(kWithinInputVariance, f.family), f.within_input_variance,
+    w.Add(kVariation, FamilyKey(kWithinInputVariance, f.family), f.within_input_variance,
           f.count);
-    w.AddOptional(kVariation, KeyedMetric(kEta2Token, f.family), f.token.eta2, f.token.positions);
-    w.AddOptional(kVariation, KeyedMetric(kEta2TokenPosition, f.family), f.token_position.eta2,
+    w.AddOptional(kVariation, FamilyKey(kEta2Token, f.family), f.token.eta2, f.token.positions);
+    w.AddOptional(kVariation, FamilyKey(kEta2TokenPosition, f.family), f.token_position.eta2,
                   f.token_position.positions);
   }
   // Per-site rows feed a report's per-layer plots.
   for (const SiteVariation& s : r.site_variation) {
-    w.Add(kVariation, KeyedMetric(kSiteMean, s.site), s.mean, n);
-    w.Add(kVariation, KeyedMetric(kSiteVariance, s.site), s.variance, n);
-    w.AddOptional(kVariation, KeyedMetric(kSiteEta2Token, s.site), s.token.eta2, s.token.positions);
-    w.AddOptional(kVariation, KeyedMetric(kSiteEta2TokenPosition, s.site), s.token_position.eta2,
+    w.Add(kVariation, SiteKey(kSiteMean, s.site), s.mean, n);
+    w.Add(kVariation, SiteKey(kSiteVariance, s.site), s.variance, n);
+    w.AddOptional(kVariation, SiteKey(kSiteEta2Token, s.site), s.token.eta2, s.token.positions);
+    w.AddOptional(kVariation, SiteKey(kSiteEta2TokenPosition, s.site), s.token_position.eta2,
                   s.token_position.positions);
     std::optional<double> table;
     if (s.lookup_table) table = *s.lookup_table ? 1.0 : 0.0;
-    w.AddOptional(kVariation, KeyedMetric(kLookupTable, s.site), table, s.token_position.positions);
+    w.AddOptional(kVariation, SiteKey(kLookupTable, s.site), table, s.token_position.positions);
   }
   for (ResultRow& row : ExecutionRows(r.execution)) {
     row.model = r.model.name;
@@ -195,12 +217,11 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
   }
   if (x.active_parameters) w.Add(kExecution, kActiveParameters, *x.active_parameters, 0);
   for (const ExecutionResult::ExpertLoad& load : x.expert_load) {
-    const std::string layer = std::to_string(load.layer);
-    w.Add(kExecution, KeyedMetric(kExpertsPerToken, layer), load.experts_per_token, 0);
-    w.Add(kExecution, KeyedMetric(kExpertLoadEntropy, layer), load.entropy, 0);
+    w.Add(kExecution, LayerKey(kExpertsPerToken, load.layer), load.experts_per_token, 0);
+    w.Add(kExecution, LayerKey(kExpertLoadEntropy, load.layer), load.entropy, 0);
     for (size_t e = 0; e < load.share.size(); ++e) {
-      w.Add(kExecution, KeyedMetric(kExpertShare, layer + "." + std::to_string(e)), load.share[e],
-            0);
+      w.Add(kExecution, ExpertKey(kExpertShare, load.layer, static_cast<int64_t>(e)),
+            load.share[e], 0);
     }
   }
   return rows;

@@ -73,6 +73,9 @@
   const resultF = {
     intervention: (r) => r.intervention,
     metric: (r) => r.metric,
+    // What the row is about, typed (Result.key: metric, scope, layer,
+    // expert, site, family, baseline): read instead of parsing `metric`.
+    key: (r) => r.key || {metric: r.metric},
     model: (r) => r.model,
     value: (r) => r.value,
     ciLow: (r) => r.ci_low,
@@ -202,20 +205,36 @@
         // profiles, "" for the others.
         readings: Object.fromEntries((info.interventions || []).map((i) => [i.name, i.retention_reading || ''])),
         metrics: info.metrics || [],
+        // The ways to group sites (per_layer_scope) and the metrics of their
+        // replays: [{name, nll_metric, penalty_metric}].
+        groupScopes: info.group_scopes || [],
       }));
       vocabularyPromise.catch(() => { vocabularyPromise = null; });
     }
     return vocabularyPromise;
   }
 
-  // The metrics stored under `under` ("execution", "variation"), in report
-  // order, as [name, label]; a keyed one's name ends in `.${key}` with its
-  // placeholder ("<family>") when `key` is given, and only those are taken.
-  function metricsUnder(vocab, under, key) {
-    return vocab.metrics.filter((x) => x.intervention === under && (key ? x.name.endsWith(`.${key}`) : !x.name.includes('.<')))
-      .map((x) => [key ? x.name.slice(0, -key.length - 1) : x.name, x.label]);
+  // The metrics stored under `under` ("execution", "variation"; "" for
+  // those of every intervention) at `scope` (GetServerInfo's MetricScope
+  // without its prefix: "MODEL", "LAYER", "FAMILY", ...), in report order,
+  // as [name, label, unit].
+  function metricsUnder(vocab, under, scope = 'MODEL') {
+    return vocab.metrics.filter((x) => x.intervention === under && x.scope === `METRIC_SCOPE_${scope}`)
+      .map((x) => [x.metric, x.label, x.unit]);
   }
-  const labelOf = (vocab, metric) => (vocab.metrics.find((x) => x.name === metric) || {}).label || metric;
+  const labelOf = (vocab, metric) => (vocab.metrics.find((x) => x.metric === metric) || {}).label || metric;
+
+  // A row's typed key as one string: `k` is a key (Result.key) or a
+  // model-level metric's name. Lookups go by it, so none parses a name.
+  function keyId(i, k) {
+    const key = typeof k === 'string' ? {metric: k} : k;
+    // Every field but the scope, by name: a field the proto adds takes part
+    // with no change here. Empty ones are left out, as the JSON leaves them.
+    const fields = Object.keys(key).filter((f) => f !== 'scope' && key[f] !== '' && key[f] !== undefined && key[f] !== null)
+      .sort().map((f) => `${f}=${key[f]}`);
+    return [i, ...fields].join('\t');
+  }
+  const metricOf = (k) => (typeof k === 'string' ? k : k.metric);
 
   const sleep = (ms, signal) => new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
@@ -317,9 +336,9 @@
   function metricFormat(metric) {
     if (metric === 'nll' || metric === 'live_nll') return {f: fixed(4), sd: fixed(4)};
     if (metric === 'penalty') return {f: signed(4), sd: fixed(4)};
+    if (metric === undefined) return {f: general, sd: general};
     if (metric === 'retention_pct') return {f: fixed(1), sd: fixed(1)};
-    if (metric.startsWith('eta2.') || metric.startsWith('eta2_layer.') ||
-        metric === 'blocks_executed_fraction') {
+    if (metric === 'eta2' || metric === 'eta2_layer' || metric === 'blocks_executed_fraction') {
       return {f: fixed(4), sd: fixed(4)};
     }
     if (metric.endsWith('latency_us_per_token')) return {f: fixed(2), sd: fixed(2)};
@@ -335,7 +354,7 @@
   function resultCell(r, metric, extra) {
     const attrs = Object.assign({class: 'num'}, extra);
     if (!r) return el('td', attrs, '–');
-    const {f, scale, words} = metricFormat(metric);
+    const {f, scale, words} = metricFormat(metricOf(metric));
     const defined = resultF.defined(r);
     const [lo, hi] = [resultF.ciLow(r), resultF.ciHigh(r)];
     Object.assign(attrs, {
@@ -356,7 +375,7 @@
     const a = m && resultF.across(m);
     const attrs = Object.assign({class: 'num'}, extra);
     if (!a || (num(a.n) === 0 && num(a.undefined) === 0)) return el('td', attrs, '–');
-    const {f, sd, scale, words} = metricFormat(resultF.metric(m));
+    const {f, sd, scale, words} = metricFormat(resultF.key(m).metric);
     if (words) {
       const counts = new Map();
       for (const r of resultF.perModel(m).filter(resultF.defined)) {
@@ -595,17 +614,19 @@
   // --------------------------------------------------------------- report
 
   // Lookups over a GetReportResponse.
+  // Lookups over a GetReportResponse by typed key (keyId).
   function reportIndex(rep) {
     const metrics = new Map();
-    for (const m of rep.metrics || []) metrics.set(`${resultF.intervention(m)}\t${resultF.metric(m)}`, m);
+    for (const m of rep.metrics || []) metrics.set(keyId(resultF.intervention(m), resultF.key(m)), m);
     const twin = new Map();
-    for (const r of rep.dense_twin_rows || []) twin.set(`${resultF.intervention(r)}\t${resultF.metric(r)}`, r);
+    for (const r of rep.dense_twin_rows || []) twin.set(keyId(resultF.intervention(r), resultF.key(r)), r);
     return {
       models: rep.models || [],
-      metric: (i, m) => metrics.get(`${i}\t${m}`),
-      find: (model, i, m) => resultF.perModel(metrics.get(`${i}\t${m}`) || {}).find((r) => resultF.model(r) === model),
-      twin: (i, m) => twin.get(`${i}\t${m}`),
-      keys: () => [...metrics.keys()],
+      metric: (i, k) => metrics.get(keyId(i, k)),
+      find: (model, i, k) => resultF.perModel(metrics.get(keyId(i, k)) || {}).find((r) => resultF.model(r) === model),
+      twin: (i, k) => twin.get(keyId(i, k)),
+      // Every metric of the report as {i, key}, in the server's order.
+      entries: () => (rep.metrics || []).map((m) => ({i: resultF.intervention(m), key: resultF.key(m), name: resultF.metric(m)})),
     };
   }
 
@@ -618,11 +639,11 @@
     if (many) head.push({text: 'mean ± sd [min, max]', num: true});
     if (twin) head.push({text: `${twin} (dense twin)`, num: true});
     return table({caption, head, id: opts.id, rows: rows.map((row) => {
-      opts.shown && opts.shown.add(`${row.i}\t${row.m}`);
+      opts.shown && opts.shown.add(keyId(row.i, row.m));
       const cells = ix.models.map((m) => resultCell(ix.find(m, row.i, row.m), row.m));
       if (many) cells.push(acrossCell(ix.metric(row.i, row.m)));
       if (twin) cells.push(resultCell(ix.twin(row.i, row.m), row.m));
-      return {th: row.label, key: `${row.i}/${row.m}`, cells};
+      return {th: row.label, key: `${row.i}/${(ix.metric(row.i, row.m) || {}).metric || metricOf(row.m)}`, cells};
     })});
   }
 
@@ -659,12 +680,19 @@
   }
 
   // The per-group dependence rows of `per_layer_interventions` (docs/fca.md
-  // "Per-group dependence"): under I, `<scope>_penalty.<group>` (scope
-  // layer, site or family), `<scope>_nll.<group>`, group_penalty_sum and
-  // group_additivity. Layers in numeric order, other groups as stored.
-  function groupsOf(ix, i) {
-    const found = ix.keys().filter((k) => k.startsWith(`${i}\t`)).map((k) => /^(layer|site|family)_penalty\.(.+)$/.exec(k.slice(i.length + 1)))
-      .filter(Boolean).map((m) => ({scope: m[1], group: m[2], m: `${m[1]}_penalty.${m[2]}`, nll: `${m[1]}_nll.${m[2]}`}));
+  // "Per-group dependence"): under I, a group scope's penalty and NLL
+  // metrics at each group (the vocabulary's group_scopes: layer, site or
+  // family), then group_penalty_sum and group_additivity. Each group as
+  // {scope, group, m: its penalty's key, nll: its NLL's key, name: the
+  // penalty's stored name}; layers in numeric order, other groups as stored.
+  function groupsOf(ix, vocab, i) {
+    const found = [];
+    for (const {i: at, key, name} of ix.entries()) {
+      const scope = vocab.groupScopes.find((g) => g.penalty_metric === key.metric);
+      if (at !== i || !scope) continue;
+      const group = key.scope === 'METRIC_SCOPE_LAYER' ? String(key.layer) : (key.site || key.family);
+      found.push({scope: scope.name, group, m: key, nll: Object.assign({}, key, {metric: scope.nll_metric}), name});
+    }
     return found.sort((a, b) => (a.scope === 'layer' && b.scope === 'layer' ? Number(a.group) - Number(b.group) : 0));
   }
 
@@ -678,20 +706,20 @@
     return num(resultF.value(part)) / num(resultF.value(whole));
   }
 
-  function shareCell(ix, model, i, metric) {
-    const v = shareOf(ix, model, i, metric);
-    return el('td', {class: 'num', 'data-share': isFinite(v) ? v : null, 'data-model': model, 'data-group-metric': metric},
+  function shareCell(ix, model, i, g) {
+    const v = shareOf(ix, model, i, g.m);
+    return el('td', {class: 'num', 'data-share': isFinite(v) ? v : null, 'data-model': model, 'data-group-metric': g.name},
       isFinite(v) ? `${(100 * v).toFixed(1)}%` : '–');
   }
 
   // Per intervention: a headline (the group carrying most of the penalty),
   // bars per group with their CIs, and a table with each group's penalty
   // and share, the sum over groups and the additivity.
-  function perGroupSection(ix, interventions, shown) {
+  function perGroupSection(ix, vocab, interventions, shown) {
     const parts = [];
     const f = metricFormat('penalty').f;
     for (const i of interventions) {
-      const groups = groupsOf(ix, i);
+      const groups = groupsOf(ix, vocab, i);
       if (!groups.length) continue;
       const scope = groups[0].scope;
       const name = (g) => `${g.scope} ${g.group}`;
@@ -719,14 +747,14 @@
       const head = [scope, ...ix.models.flatMap((m) => [{text: `penalty ${m}`, num: true}, {text: `share of ${m}'s whole-model penalty`, num: true}])];
       if (many) head.push({text: 'penalty mean ± sd [min, max]', num: true});
       const rows = groups.map((g) => {
-        shown.add(`${i}\t${g.m}`);
-        const cells = ix.models.flatMap((m) => [resultCell(ix.find(m, i, g.m), 'penalty'), shareCell(ix, m, i, g.m)]);
+        shown.add(keyId(i, g.m));
+        const cells = ix.models.flatMap((m) => [resultCell(ix.find(m, i, g.m), 'penalty'), shareCell(ix, m, i, g)]);
         if (many) cells.push(acrossCell(ix.metric(i, g.m)));
-        return {th: name(g), key: g.m, cells};
+        return {th: name(g), key: g.name, cells};
       });
       const summaryRow = (metric, label, fmt) => {
         if (!ix.metric(i, metric)) return null;
-        shown.add(`${i}\t${metric}`);
+        shown.add(keyId(i, metric));
         const cells = ix.models.flatMap((m) => [resultCell(ix.find(m, i, metric), fmt), el('td', {class: 'num'}, '')]);
         if (many) cells.push(acrossCell(ix.metric(i, metric)));
         return {th: label, key: metric, cls: 'across', cells};
@@ -777,7 +805,7 @@
     const variation = [];
     for (const f of families) {
       variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`,
-        metricsUnder(vocab, 'variation', '<family>').map(([m, label]) => ({i: 'variation', m: `${m}.${f}`, label})).filter((r) => ix.metric(r.i, r.m)),
+        metricsUnder(vocab, 'variation', 'FAMILY').map(([metric, label]) => ({i: 'variation', m: {metric, family: f}, label})).filter((r) => ix.metric(r.i, r.m)),
       {shown, id: `table-variation-${f}`}));
       const sites = (rep.sites || []).filter((s) => s.family === f);
       if (sites.length) {
@@ -804,7 +832,7 @@
       metricTable(ix, 'Penalty per intervention (nats/token, 95% CI)', interventions.filter((i) => ix.metric(i, 'penalty'))
         .map((i) => ({i, m: 'penalty', label: i})), {shown, rowHead: 'intervention', id: 'table-penalty'})));
 
-    const perGroup = perGroupSection(ix, interventions, shown);
+    const perGroup = perGroupSection(ix, vocab, interventions, shown);
     if (perGroup) out.push(perGroup);
 
     const retention = vocab.profiles.filter((i) => ix.metric(i, 'retention_pct'));
@@ -822,46 +850,54 @@
       metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label: m === 'slowdown_verdict' ? 'verdict vs dense twin' : label})),
         {shown, twin: rep.dense_twin, id: 'table-execution'})));
 
-    // Mixture-of-experts routing, per layer (docs/moe.md): experts run per
-    // token, the load's entropy, and each expert's share.
-    const routingLayers = ix.keys().map((k) => /^execution\texperts_per_token\.(\d+)$/.exec(k))
-      .filter(Boolean).map((m) => Number(m[1])).sort((a, b) => a - b);
+    // Mixture-of-experts routing, per layer (docs/moe.md): the execution
+    // metrics per router layer (experts run per token, the load's entropy),
+    // each expert's share, and each intervention's top-k agreement with
+    // LIVE, overall and per layer; which they are, the vocabulary says.
+    const entries = ix.entries();
+    const under = (i, scope) => metricsUnder(vocab, i, scope).map(([metric]) => metric);
+    const layerMetrics = under('execution', 'LAYER');
+    const routingLayers = [...new Set(entries.filter((e) => e.i === 'execution' && layerMetrics.includes(e.key.metric))
+      .map((e) => Number(e.key.layer)))].sort((a, b) => a - b);
     if (routingLayers.length) {
-      const perLayer = (metric, label) => routingLayers.map((l) => ({i: 'execution', m: `${metric}.${l}`, label: `${label}, layer ${l}`}));
-      const charts = [['experts_per_token', 'experts/token'], ['expert_load_entropy', 'load entropy (nats)']].map(([metric, yLabel]) => layerChart({
-        title: `${yLabel} per layer`, yLabel,
+      const perLayer = (metric, label) => routingLayers.map((l) => ({i: 'execution', m: {metric, layer: l}, label: `${label}, layer ${l}`}));
+      const layerVocab = metricsUnder(vocab, 'execution', 'LAYER');
+      const charts = layerVocab.map(([metric, label, unit]) => layerChart({
+        title: `${withUnit(label, unit)} per layer`, yLabel: unit,
         series: ix.models.map((m) => ({name: m, points: routingLayers.map((l) => {
-          const r = ix.find(m, 'execution', `${metric}.${l}`);
+          const r = ix.find(m, 'execution', {metric, layer: l});
           return {x: l, y: r ? num(r.value) : NaN, tip: `${m} layer ${l}: ${r ? general(num(r.value)) : '–'}`};
         })})),
       }));
-      const shares = ix.keys().map((k) => /^execution\t(expert_share\.(\d+)\.(\d+))$/.exec(k)).filter(Boolean)
-        .sort((a, b) => a[2] - b[2] || a[3] - b[3])
-        .map((m) => ({i: 'execution', m: m[1], label: `layer ${m[2]}, expert ${m[3]}`}));
+      const expertMetrics = under('execution', 'EXPERT');
+      const shares = entries.filter((e) => e.i === 'execution' && expertMetrics.includes(e.key.metric))
+        .sort((a, b) => a.key.layer - b.key.layer || a.key.expert - b.key.expert)
+        .map((e) => ({i: 'execution', m: e.key, label: `layer ${e.key.layer}, expert ${e.key.expert}`}));
       // Per intervention, how often it routes a (token, layer) to LIVE's
-      // expert set: overall, then per router layer.
-      const agreementRows = (pattern, label) => ix.keys().map((k) => pattern.exec(k)).filter(Boolean)
-        .map((m) => ({i: m[1], m: m[2], label: label(m)}));
-      const agreement = agreementRows(/^([^\t]+)\t(topk_agreement)$/, (m) => m[1]);
-      const layerAgreement = agreementRows(/^([^\t]+)\t(layer_topk_agreement\.(\d+))$/, (m) => `${m[1]}, layer ${m[3]}`)
-        .sort((a, b) => a.i.localeCompare(b.i) || Number(a.m.split('.')[1]) - Number(b.m.split('.')[1]));
+      // expert set: overall, then per router layer (the metrics of every
+      // intervention per layer that are no group scope's).
+      const groupMetrics = vocab.groupScopes.flatMap((g) => [g.nll_metric, g.penalty_metric]);
+      const layerAgreementMetrics = under('', 'LAYER').filter((metric) => !groupMetrics.includes(metric));
+      const agreement = entries.filter((e) => e.key.metric === 'topk_agreement')
+        .map((e) => ({i: e.i, m: e.key, label: e.i}));
+      const layerAgreement = entries.filter((e) => layerAgreementMetrics.includes(e.key.metric))
+        .map((e) => ({i: e.i, m: e.key, label: `${e.i}, layer ${e.key.layer}`}))
+        .sort((a, b) => a.i.localeCompare(b.i) || Number(a.m.layer) - Number(b.m.layer));
       out.push(section('Routing', 'Mixture of experts: each intervention\'s top-k agreement with LIVE (the fraction of (token, router layer) routed to LIVE\'s expert set), then, in the LIVE pass, routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
         agreement.length ? metricTable(ix, 'Top-k agreement with LIVE', agreement, {shown, rowHead: 'intervention', id: 'table-topk'}) : null,
         layerAgreement.length ? el('details', {}, el('summary', {}, 'Top-k agreement per layer'),
           metricTable(ix, 'Top-k agreement with LIVE, per router layer', layerAgreement, {shown, rowHead: 'intervention', id: 'table-layer-topk'})) : null,
         el('div', {class: 'charts'}, charts),
-        metricTable(ix, 'Routing per layer', [...perLayer('experts_per_token', 'experts/token'), ...perLayer('expert_load_entropy', 'load entropy (nats)')],
+        metricTable(ix, 'Routing per layer', layerVocab.flatMap(([metric, label, unit]) => perLayer(metric, withUnit(label, unit))),
           {shown, id: 'table-routing'}),
         el('details', {}, el('summary', {}, 'Expert shares'), metricTable(ix, 'Share of each layer\'s load per expert', shares, {shown, id: 'table-expert-share'}))));
     }
 
-    // Whatever else is stored (but the per-site rows, shown above).
-    const rest = ix.keys().filter((k) => !shown.has(k) && !/\tsite_(mean|variance)\./.test(k));
+    // Whatever else is stored (the per-site rows are shown above).
+    const rest = ix.entries().filter((e) => !shown.has(keyId(e.i, e.key)));
     if (rest.length) {
-      out.push(section('Other rows', null, metricTable(ix, 'Other stored rows', rest.map((k) => {
-        const [i, m] = k.split('\t');
-        return {i, m, label: withUnit(`${i} / ${m}`, unitOf(ix, i, m))};
-      }), {id: 'table-other'})));
+      out.push(section('Other rows', null, metricTable(ix, 'Other stored rows',
+        rest.map((e) => ({i: e.i, m: e.key, label: withUnit(`${e.i} / ${e.name}`, unitOf(ix, e.i, e.key))})), {id: 'table-other'})));
     }
     if (ix.models.length > 1) {
       out.push(el('p', {class: 'note'}, `mean ± sd [min, max]: across the ${ix.models.length} audited models (sample standard deviation).`));

@@ -389,7 +389,7 @@ TEST(DependenceGroupsTest, RestrictedInterventionIsCorrectOutsideTheGroup) {
   ctx.neutral = &neutral;
   auto inner = MakeIntervention(InterventionId::kNeutral, ctx);
   ASSERT_TRUE(inner.ok());
-  auto plan = RestrictToGroup(std::move(*inner), eval, SiteGroup{"1", {1}});
+  auto plan = RestrictToGroup(std::move(*inner), eval, SiteGroup{"1", {1}, 1});
   SiteTensors out = plan->Batch(1, 3);
   EXPECT_TRUE(at::equal(out[0], eval[0].slice(0, 1, 3)));
   EXPECT_TRUE(at::equal(out[1], at::zeros({2, 5, 2})));
