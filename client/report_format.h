@@ -30,7 +30,7 @@ struct MetricRef {
   MetricRef(const char* metric) : key(ModelKey(metric)) {}  // NOLINT(google-explicit-constructor)
   MetricRef(const std::string& metric)                      // NOLINT(google-explicit-constructor)
       : key(ModelKey(metric)) {}
-  MetricRef(ResultKey k) : key(std::move(k)) {}            // NOLINT(google-explicit-constructor)
+  MetricRef(ResultKey k) : key(std::move(k)) {}  // NOLINT(google-explicit-constructor)
   ResultKey key;
 };
 

@@ -26,12 +26,12 @@ namespace fca {
 // has a dot). Adding a scope is one line here, its value in the proto's
 // MetricScope (proto/fca/v1/result_keys.cc maps them), and a new field's
 // member below if it needs one.
-#define FCA_METRIC_SCOPES(X)                     \
-  X(kModel, "model", )                           \
-  X(kLayer, "layer", KeyField::kLayer)           \
-  X(kSite, "site", KeyField::kSite)              \
-  X(kFamily, "family", KeyField::kFamily)        \
-  X(kBaseline, "baseline", KeyField::kBaseline)  \
+#define FCA_METRIC_SCOPES(X)                    \
+  X(kModel, "model", )                          \
+  X(kLayer, "layer", KeyField::kLayer)          \
+  X(kSite, "site", KeyField::kSite)             \
+  X(kFamily, "family", KeyField::kFamily)       \
+  X(kBaseline, "baseline", KeyField::kBaseline) \
   X(kExpert, "expert", KeyField::kLayer, KeyField::kExpert)
 
 // One field of a key (result_key.cc's KeyFieldDefOf has a row for each).

@@ -384,7 +384,8 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
        "1 when every site of the family has coefficients on the simplex (a softmax router): "
        "eta2_layer is then not applicable (undefined)"},
-      {M::kPenaltyCalib, kPenaltyCalib, K::kModel, "", "nats/token", "penalty (CI with calibration)",
+      {M::kPenaltyCalib, kPenaltyCalib, K::kModel, "", "nats/token",
+       "penalty (CI with calibration)",
        "the penalty with a CI that also covers calibration uncertainty: each bootstrap resample "
        "of the evaluation windows (moving blocks) replays a profile re-estimated on a "
        "moving-block resample of the calibration windows; n = calibration resamples"},

@@ -107,7 +107,14 @@ def test_results_equal_the_cli_csv(server, finished_job):
 
 def test_every_zero_is_kept(finished_job, client):
     df = finished_job.results()
-    assert list(df.columns) == field_names(pb.Result.DESCRIPTOR)
+    # Result's fields, its typed key in columns of its own where `key` is.
+    want = field_names(pb.Result.DESCRIPTOR)
+    at = want.index("key")
+    want[at:at + 1] = ["key_metric", "scope"] + [
+        f for f in field_names(pb.ResultKey.DESCRIPTOR) if f not in ("metric", "scope")]
+    assert list(df.columns) == want
+    layer_rows = df[df.scope == "layer"]
+    assert len(layer_rows) > 0 and 0 in set(layer_rows.layer)
     assert df.n.dtype.kind == "i" and df.job_id.dtype.kind == "i"
     report = client.report(finished_job)
     sites = report.sites
@@ -132,8 +139,15 @@ def test_report_tables(client, finished_job):
     across = report.across_models.set_index(["intervention", "metric"])
     assert across.loc[("cross_input", "penalty"), "mean"] == penalty.iloc[0].value
     # The per-layer rows of cross_input: one per layer of the model.
-    layers = metrics[metrics.metric.str.startswith("layer_penalty.")]
-    assert len(layers) == client.models().set_index("name").loc[MODEL].num_layers
+    layers = metrics[metrics.key_metric == "layer_penalty"]
+    num_layers = client.models().set_index("name").loc[MODEL].num_layers
+    assert len(layers) == num_layers
+    assert sorted(layers.layer) == list(range(num_layers))
+    assert (layers.metric == "layer_penalty." + layers.layer.astype(int).astype(str)).all()
+    # A keyed metric pivots by its key: (intervention, layer) x models.
+    by_layer = report.pivot("layer_penalty")
+    assert by_layer.loc[("cross_input", 0), MODEL] == \
+        layers[(layers.intervention == "cross_input") & (layers.layer == 0)].iloc[0].value
     pivot = report.pivot("penalty")
     assert pivot.loc["cross_input", MODEL] == penalty.iloc[0].value
     assert len(report.dense_twin) > 0 or report.message.dense_twin == ""

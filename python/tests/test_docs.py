@@ -27,7 +27,7 @@ def test_worked_example_runs(server, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     # What the blocks print: the penalties, the per-layer rows, the typed error.
-    assert "cross_input" in out.stdout and "layer_penalty." in out.stdout
+    assert "cross_input" in out.stdout and "layer_penalty" in out.stdout
     assert "refused: NOT_FOUND" in out.stdout and "no-such-model" in out.stdout
     assert "fca.Coefficients featuregate-small" in out.stdout
     # job.wait() drew its bar to the end (tqdm writes to stderr).

@@ -27,5 +27,5 @@ def test_quickstart_notebook_runs_headless(server, tmp_path):
     assert not [o for o in outputs if o["output_type"] == "error"]
     html = "".join("".join(o.get("data", {}).get("text/html", [])) for o in outputs)
     assert "SUCCEEDED" in html  # the job's _repr_html_
-    assert "featuregate-small" in html and "layer_penalty." in html
+    assert "featuregate-small" in html and "layer_penalty" in html
     assert html.count("<table") >= 5

@@ -134,11 +134,10 @@ std::vector<Key> GroupOrder(const std::map<Key, v1::ResultKey>& present,
         if (typed.metric() != (kind == 0 ? scope.nll_metric : scope.penalty_metric)) continue;
         // Layers by number; sites and families by name.
         const bool layer = typed.scope() == v1::METRIC_SCOPE_LAYER;
-        ranked.push_back({{size_t(at - interventions.begin()), scope.name,
-                           layer ? typed.layer() : -1,
-                           typed.scope() == v1::METRIC_SCOPE_SITE ? typed.site() : typed.family(),
-                           kind},
-                          key});
+        ranked.push_back(
+            {{size_t(at - interventions.begin()), scope.name, layer ? typed.layer() : -1,
+              typed.scope() == v1::METRIC_SCOPE_SITE ? typed.site() : typed.family(), kind},
+             key});
       }
     }
   }
@@ -306,8 +305,7 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
   const std::vector<Key> groups = GroupOrder(audited_keys, interventions);
   known.insert(known.begin() + 2 * interventions.size(), groups.begin(), groups.end());
   for (const Key& key : OrderKeys(KeysOf(audited_keys), known)) {
-    *out.add_metrics() =
-        MakeMetric(key, audited_keys.at(key), models, split, CiLevel(job.spec()));
+    *out.add_metrics() = MakeMetric(key, audited_keys.at(key), models, split, CiLevel(job.spec()));
   }
   for (const std::string& m : models) {
     for (v1::SiteRow& s : ModelSites(m, split.audited.at(m))) *out.add_sites() = std::move(s);

@@ -3,10 +3,10 @@
 //
 // Pure (no store, no clock), so the arithmetic is tested on rows whose
 // summary is known. It reads what a row is about from its typed key
-// (Result.key), never from the metric's name. The numbers per model are the stored rows as they are;
-// the only arithmetic is the summary across the audited models (fca.md,
-// "Multi-model aggregation": mean, sample sd, min and max, the engine's
-// Summarize), and the per-site rows become typed SiteRow messages.
+// (Result.key), never from the metric's name. The numbers per model are the stored rows as they
+// are; the only arithmetic is the summary across the audited models (fca.md, "Multi-model
+// aggregation": mean, sample sd, min and max, the engine's Summarize), and the per-site rows become
+// typed SiteRow messages.
 #ifndef FCA_SERVER_CORE_REPORT_ASSEMBLY_H_
 #define FCA_SERVER_CORE_REPORT_ASSEMBLY_H_
 

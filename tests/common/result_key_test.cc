@@ -88,9 +88,9 @@ TEST(ResultKeyTest, ASiteNamedWithoutALayerKeepsItsName) {
 }
 
 TEST(ResultKeyTest, NamesThatFitNoScopeAreUnknownAndKeptWhole) {
-  for (const char* name : {"zz_new_metric", "penalty.3", "layer_nll.x", "layer_nll.03",
-                           "layer_nll.-1", "layer_nll.+1", "expert_share.3", "expert_share.3.x",
-                           "expert_share.3.", "eta2.", "layer_nll"}) {
+  for (const char* name :
+       {"zz_new_metric", "penalty.3", "layer_nll.x", "layer_nll.03", "layer_nll.-1", "layer_nll.+1",
+        "expert_share.3", "expert_share.3.x", "expert_share.3.", "eta2.", "layer_nll"}) {
     const ResultKey k = ResultKeyOf(name);
     EXPECT_EQ(k.scope, MetricScope::kUnknown) << name;
     EXPECT_EQ(k.metric, name);

@@ -186,18 +186,20 @@ void ExpectMoeReportConsistent(const json::Value& report) {
             static_cast<double>(k) / static_cast<double>(experts));
   for (int64_t l = 0; l < layers; ++l) {
     SCOPED_TRACE(l);
-    EXPECT_EQ(Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertsPerToken, l)))),
-              static_cast<double>(k));
+    EXPECT_EQ(
+        Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertsPerToken, l)))),
+        static_cast<double>(k));
     double sum = 0, entropy = 0;
     for (int64_t e = 0; e < experts; ++e) {
-      const double share = Number(Row(report, kMoe, kExecution,
-                                      StoredMetricName(ExpertKey(kExpertShare, l, e))));
+      const double share =
+          Number(Row(report, kMoe, kExecution, StoredMetricName(ExpertKey(kExpertShare, l, e))));
       sum += share;
       if (share > 0) entropy -= share * std::log(share);
     }
     EXPECT_NEAR(sum, 1.0, 1e-9);
-    EXPECT_NEAR(Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertLoadEntropy, l)))),
-                entropy, 1e-9);
+    EXPECT_NEAR(
+        Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertLoadEntropy, l)))),
+        entropy, 1e-9);
   }
   // Its k experts read as many MLP parameters per token as the dense twin's
   // MLP (SwiGLU: 3 matrices of d x width; the twin: 2 of d x d_ff), so per
@@ -258,8 +260,8 @@ void ExpectRoutingPrinted(const std::string& text, const json::Value& report) {
     ASSERT_NE(all, nullptr);
     std::vector<std::string> expected = {Fixed4(Number(all))};
     for (int64_t l = 0; l < layers; ++l) {
-      expected.push_back(Fixed4(
-          Number(Row(report, kMoe, i, StoredMetricName(LayerKey(kLayerTopkAgreement, l))))));
+      expected.push_back(
+          Fixed4(Number(Row(report, kMoe, i, StoredMetricName(LayerKey(kLayerTopkAgreement, l))))));
     }
     expected.push_back(all->Find("n")->as_string());
     EXPECT_EQ(CellsOf(agreement, kMoe, i), expected) << agreement;
@@ -271,20 +273,21 @@ void ExpectRoutingPrinted(const std::string& text, const json::Value& report) {
     const std::string layer = std::to_string(l);
     double lo = 1, hi = 0;
     for (int64_t e = 0; e < experts; ++e) {
-      const double share = Number(Row(report, kMoe, kExecution,
-                                      StoredMetricName(ExpertKey(kExpertShare, l, e))));
+      const double share =
+          Number(Row(report, kMoe, kExecution, StoredMetricName(ExpertKey(kExpertShare, l, e))));
       lo = std::min(lo, share);
       hi = std::max(hi, share);
     }
     char per_token[64];
-    std::snprintf(per_token, sizeof(per_token), "%.4g",
-                  Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertsPerToken, l)))));
-    EXPECT_EQ(
-        CellsOf(load, kMoe, layer),
-        (std::vector<std::string>{
-            per_token,
-            Fixed4(Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertLoadEntropy, l))))),
-            std::to_string(experts), ln_e, Fixed4(lo) + ".." + Fixed4(hi)}))
+    std::snprintf(
+        per_token, sizeof(per_token), "%.4g",
+        Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertsPerToken, l)))));
+    EXPECT_EQ(CellsOf(load, kMoe, layer),
+              (std::vector<std::string>{
+                  per_token,
+                  Fixed4(Number(Row(report, kMoe, kExecution,
+                                    StoredMetricName(LayerKey(kExpertLoadEntropy, l))))),
+                  std::to_string(experts), ln_e, Fixed4(lo) + ".." + Fixed4(hi)}))
         << load;
   }
 }

@@ -5,7 +5,7 @@ namespace {
 
 // Both enums in their one order: common's kUnknown is the proto's
 // UNSPECIFIED, and the known scopes follow in FCA_METRIC_SCOPES' order.
-#define FCA_CHECK_SCOPE(id, name, ...)                                       \
+#define FCA_CHECK_SCOPE(id, name, ...)                                     \
   static_assert(static_cast<int>(fca::MetricScope::id) <= MetricScope_MAX, \
                 "a scope of common/result_key.h has no value in the proto");
 FCA_METRIC_SCOPES(FCA_CHECK_SCOPE)

@@ -44,8 +44,8 @@ namespace fca::engine {
 
 // Per-group dependence: the sites of one group.
 struct SiteGroup {
-  std::string name;           // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
-  std::vector<size_t> sites;  // indices into sites()
+  std::string name;              // "3" (a layer), "attn_gate.3" (a site), "attn_gate" (a family)
+  std::vector<size_t> sites;     // indices into sites()
   std::optional<int64_t> layer;  // a layer's: its number, the key of its rows
 };
 // The groups of a scope (kScopeLayer by ascending layer, kScopeSite in

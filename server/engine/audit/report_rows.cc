@@ -14,7 +14,7 @@ namespace {
 // (common/result_key.h), stored under its stored name.
 struct RowKey {
   RowKey(const char* metric) : key(ModelKey(metric)) {}  // NOLINT(google-explicit-constructor)
-  RowKey(ResultKey k) : key(std::move(k)) {}            // NOLINT(google-explicit-constructor)
+  RowKey(ResultKey k) : key(std::move(k)) {}             // NOLINT(google-explicit-constructor)
   ResultKey key;
 };
 
@@ -92,8 +92,7 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
       const TopkAgreement& a = *i.topk_agreement;
       w.Add(i.name, kTopkAgreement, a.fraction, a.positions);
       for (const LayerTopkAgreement& l : a.layers) {
-        w.Add(i.name, LayerKey(kLayerTopkAgreement, l.layer), l.fraction,
-              l.positions);
+        w.Add(i.name, LayerKey(kLayerTopkAgreement, l.layer), l.fraction, l.positions);
       }
     }
     if (i.name == kCorrect) continue;
@@ -111,8 +110,7 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     const TopkAgreement& a = *r.float32_agreement;
     w.Add(kReplay, kRoutingFlipRate, 1 - a.fraction, a.positions);
     for (const LayerTopkAgreement& l : a.layers) {
-      w.Add(kReplay, LayerKey(kLayerRoutingFlipRate, l.layer), 1 - l.fraction,
-            l.positions);
+      w.Add(kReplay, LayerKey(kLayerRoutingFlipRate, l.layer), 1 - l.fraction, l.positions);
     }
   }
   for (const RetentionResult& x : r.retention) {
@@ -145,8 +143,7 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     const ScopeDef* scope = FindScope(d.scope);
     if (scope == nullptr) continue;
     w.Add(d.intervention, GroupKey(*scope, scope->nll_metric, d), d.nll, n);
-    w.AddCI(d.intervention, GroupKey(*scope, scope->penalty_metric, d), d.penalty, d.penalty_ci,
-            n);
+    w.AddCI(d.intervention, GroupKey(*scope, scope->penalty_metric, d), d.penalty, d.penalty_ci, n);
   }
   for (const GroupAdditivity& a : r.additivity) {
     w.Add(a.intervention, kGroupPenaltySum, a.penalty_sum, a.groups);
@@ -160,8 +157,7 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.Add(kVariation, FamilyKey(kWithinSiteVariance, f.family), f.within_site_variance, f.count);
     w.Add(kVariation, FamilyKey(kBetweenInputVariance, f.family), f.between_input_variance,
           f.count);
-    w.Add(kVariation, FamilyKey(kWithinInputVariance, f.family), f.within_input_variance,
-          f.count);
+    w.Add(kVariation, FamilyKey(kWithinInputVariance, f.family), f.within_input_variance, f.count);
     w.AddOptional(kVariation, FamilyKey(kEta2Token, f.family), f.token.eta2, f.token.positions);
     w.AddOptional(kVariation, FamilyKey(kEta2TokenPosition, f.family), f.token_position.eta2,
                   f.token_position.positions);
@@ -220,8 +216,8 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
     w.Add(kExecution, LayerKey(kExpertsPerToken, load.layer), load.experts_per_token, 0);
     w.Add(kExecution, LayerKey(kExpertLoadEntropy, load.layer), load.entropy, 0);
     for (size_t e = 0; e < load.share.size(); ++e) {
-      w.Add(kExecution, ExpertKey(kExpertShare, load.layer, static_cast<int64_t>(e)),
-            load.share[e], 0);
+      w.Add(kExecution, ExpertKey(kExpertShare, load.layer, static_cast<int64_t>(e)), load.share[e],
+            0);
     }
   }
   return rows;

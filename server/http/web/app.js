@@ -1366,7 +1366,7 @@
     const families = [...new Set(reports.flatMap((r) => r.families || []))].sort();
     main.append(section('Coefficient variation', 'eta2 per family: the share of the coefficients\' variance explained by the site (layer).',
       families.length ? compareTable('eta2 per family', 'compare-eta2', series, across,
-        families.map((fam) => ({text: `eta2 ${fam}`, i: 'variation', m: `eta2.${fam}`}))) : el('p', {}, 'No variation rows.')));
+        families.map((fam) => ({text: `eta2 ${fam}`, i: 'variation', m: {metric: 'eta2', family: fam}}))) : el('p', {}, 'No variation rows.')));
     const empty = reports.filter((r) => !(r.models || []).length);
     if (empty.length) {
       main.append(el('p', {class: 'note'}, `No rows yet for ${empty.map((r) => `job ${r.job.id} (${stateName(r.job.state)})`).join(', ')}.`));
