@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "server/worker/messages.h"
 
 namespace fca::grpc_server {
@@ -18,7 +19,9 @@ using Clock = std::chrono::steady_clock;
 // Bytes the broker sends per chunk, and the largest dataset it accepts.
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr int64_t kMaxDatasetBytes = int64_t{1} << 40;
-// The service's limits (WorkerServiceImpl::Limits): larger is refused.
+// The service's limits (WorkerServiceImpl::Limits): larger is refused, so
+// text is cut to them (utf8::MarkIllFormedBytes, which also makes it the
+// valid UTF-8 a proto3 string field must be).
 constexpr size_t kMaxNoteBytes = 4096;
 constexpr size_t kMaxOutcomeBytes = 16384;
 constexpr int64_t kMaxCoefficientBytes = int64_t{1} << 30;
@@ -29,45 +32,6 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-// Text for a proto3 string field: valid UTF-8 (a bad byte becomes '?'),
-// at most `max_bytes`, cut at a character boundary.
-std::string Utf8Text(const std::string& text, size_t max_bytes) {
-  std::string out;
-  out.reserve(std::min(text.size(), max_bytes));
-  size_t i = 0;
-  while (i < text.size()) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    bool valid = len > 0 && i + len <= text.size();
-    for (size_t k = 1; valid && k < len; ++k) {
-      valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF.
-    if (valid && len == 2) valid = c >= 0xC2;
-    if (valid && len == 3) {
-      const unsigned char d = static_cast<unsigned char>(text[i + 1]);
-      valid = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
-    }
-    if (valid && len == 4) {
-      const unsigned char d = static_cast<unsigned char>(text[i + 1]);
-      valid = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
-    }
-    if (!valid) len = 1;
-    if (out.size() + len > max_bytes) break;
-    if (valid) {
-      out.append(text, i, len);
-    } else {
-      out += '?';
-    }
-    i += len;
-  }
-  return out;
-}
-
 void SetLease(const core::Lease& lease, v1::TaskLease* out) {
   out->set_task_id(lease.task_id);
   out->set_lease_seq(lease.lease_seq);
@@ -75,7 +39,8 @@ void SetLease(const core::Lease& lease, v1::TaskLease* out) {
 
 void SetOutcome(const absl::Status& status, v1::Outcome* out) {
   out->set_code(static_cast<int>(status.code()));
-  out->set_message(Utf8Text(std::string(status.message()), kMaxOutcomeBytes));
+  const absl::string_view message = status.message();
+  out->set_message(utf8::MarkIllFormedBytes({message.data(), message.size()}, kMaxOutcomeBytes));
 }
 
 v1::CoefficientKey ToProto(const engine::CoefficientCacheKey& key) {
@@ -180,7 +145,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> RemoteBroker::Register(const std::str
   v1::RegisterWorkerRequest request;
   request.set_worker(options_.worker);
   request.set_device(device);
-  request.set_host(Utf8Text(host, 128));
+  request.set_host(utf8::MarkIllFormedBytes(host, 128));
   request.set_version(version);
   v1::RegisterWorkerResponse response;
   FCA_RETURN_IF_ERROR(
@@ -253,8 +218,8 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
   request.set_worker(options_.worker);
   SetLease(lease, request.mutable_lease());
   v1::Progress* out = request.mutable_progress();
-  out->set_phase(Utf8Text(p.phase, 128));
-  out->set_model(Utf8Text(p.model, 128));
+  out->set_phase(utf8::MarkIllFormedBytes(p.phase, 128));
+  out->set_model(utf8::MarkIllFormedBytes(p.model, 128));
   out->set_model_index(p.model_index);
   out->set_model_count(p.model_count);
   out->set_windows_done(p.windows_done);
@@ -276,7 +241,7 @@ absl::Status RemoteBroker::ReportNote(const core::Lease& lease, const std::strin
   v1::ReportNoteRequest request;
   request.set_worker(options_.worker);
   SetLease(lease, request.mutable_lease());
-  request.set_text(Utf8Text(text, kMaxNoteBytes));
+  request.set_text(utf8::MarkIllFormedBytes(text, kMaxNoteBytes));
   v1::ReportNoteResponse response;
   return WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
     return stub_->ReportNote(context, request, &response);
