@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "server/worker/messages.h"
+#include "server/worker/task_messages.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -30,11 +31,6 @@ absl::Status ToAbsl(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // Both number the canonical codes of google.rpc.Code.
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
-void SetLease(const core::Lease& lease, v1::TaskLease* out) {
-  out->set_task_id(lease.task_id);
-  out->set_lease_seq(lease.lease_seq);
 }
 
 void SetOutcome(const absl::Status& status, v1::Outcome* out) {
@@ -178,18 +174,7 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   if (a.lease_ms() <= 0 || a.lease().task_id() <= 0) {
     return absl::InternalError("the coordinator sent a claim without a lease");
   }
-  core::TaskAssignment out;
-  out.lease = core::Lease{a.lease().task_id(), a.lease().lease_seq()};
-  out.job_id = a.job_id();
-  out.index = a.index();
-  out.task_count = a.task_count();
-  out.attempt = a.attempt();
-  out.model = a.model();
-  out.spec = a.spec();
-  out.weights_sha256 = a.weights_sha256();
-  out.dense_twin_weights_sha256 = a.dense_twin_weights_sha256();
-  out.lease_duration = std::chrono::milliseconds(a.lease_ms());
-  return std::optional<core::TaskAssignment>(std::move(out));
+  return std::optional<core::TaskAssignment>(core::FromProto(a));
 }
 
 void RemoteBroker::AddLoadedModels(google::protobuf::RepeatedPtrField<std::string>* out) const {
@@ -202,7 +187,7 @@ void RemoteBroker::AddLoadedModels(google::protobuf::RepeatedPtrField<std::strin
 absl::StatusOr<bool> RemoteBroker::Renew(const core::Lease& lease) {
   v1::RenewLeaseRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   AddLoadedModels(request.mutable_loaded_models());
   v1::RenewLeaseResponse response;
   FCA_RETURN_IF_ERROR(
@@ -216,7 +201,7 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
                                           const engine::AuditProgress& p) {
   v1::ReportProgressRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   v1::Progress* out = request.mutable_progress();
   out->set_phase(utf8::MarkIllFormedBytes(p.phase, 128));
   out->set_model(utf8::MarkIllFormedBytes(p.model, 128));
@@ -240,7 +225,7 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
 absl::Status RemoteBroker::ReportNote(const core::Lease& lease, const std::string& text) {
   v1::ReportNoteRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   request.set_text(utf8::MarkIllFormedBytes(text, kMaxNoteBytes));
   v1::ReportNoteResponse response;
   return WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
@@ -253,7 +238,7 @@ absl::Status RemoteBroker::ReportRows(const core::Lease& lease, const std::strin
                                       const std::vector<engine::ResultRow>& rows) {
   v1::ReportRowsRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   request.set_model(model);
   request.set_weights_sha256(weights_sha256);
   for (const engine::ResultRow& r : rows) {
@@ -278,7 +263,7 @@ absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& 
                                   const v1::TaskProvenance& provenance) {
   v1::FinishTaskRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   SetOutcome(outcome, request.mutable_outcome());
   *request.mutable_provenance() = provenance;
   v1::FinishTaskResponse response;
@@ -300,7 +285,7 @@ absl::Status RemoteBroker::SendRelease(const core::Lease& lease, const absl::Sta
                                        bool refund, bool refused) {
   v1::ReleaseTaskRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   SetOutcome(reason.ok() ? absl::UnknownError("released") : reason, request.mutable_reason());
   request.set_refund(refund);
   request.set_refused(refused);
@@ -314,7 +299,7 @@ absl::StatusOr<core::DatasetBytes> RemoteBroker::ReadDataset(const core::Lease& 
                                                              bool calibration) {
   v1::ReadDatasetRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   request.set_calibration(calibration);
   core::DatasetBytes data;
   FCA_RETURN_IF_ERROR(
@@ -369,7 +354,7 @@ std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& leas
                                                          const engine::CoefficientCacheKey& key) {
   v1::GetCoefficientsRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   *request.mutable_key() = ToProto(key);
   std::optional<std::string> blob;
   const absl::Status status =
@@ -418,7 +403,7 @@ void RemoteBroker::PutCoefficients(const core::Lease& lease, const engine::Coeff
   v1::PutCoefficientsRequest header;
   v1::PutCoefficientsHeader* h = header.mutable_header();
   h->set_worker(options_.worker);
-  SetLease(lease, h->mutable_lease());
+  *h->mutable_lease() = core::ToProto(lease);
   *h->mutable_key() = ToProto(key);
   h->set_size_bytes(static_cast<int64_t>(bytes.size()));
   const absl::Status status =
