@@ -7,40 +7,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/utf8.h"
 
 namespace fca::client {
 
 namespace {
-
-// Length of the well-formed UTF-8 sequence at the start of `s` (not empty),
-// with its code point in `*code_point`; 0 when the bytes are malformed.
-size_t DecodeUtf8(std::string_view s, char32_t* code_point) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) {
-    *code_point = lead;
-    return 1;
-  }
-  size_t length = 0;
-  char32_t cp = 0, smallest = 0;
-  if ((lead & 0xE0) == 0xC0) {
-    length = 2, cp = lead & 0x1F, smallest = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3, cp = lead & 0x0F, smallest = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4, cp = lead & 0x07, smallest = 0x10000;
-  } else {
-    return 0;  // a continuation byte, or 0xF8..0xFF
-  }
-  if (s.size() < length) return 0;
-  for (size_t i = 1; i < length; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i) & 0x3F);
-  }
-  if (cp < smallest || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  *code_point = cp;
-  return length;
-}
 
 // Code points a terminal acts on instead of showing, or that reorder or
 // break what follows them.
@@ -76,32 +47,26 @@ bool IsSha256Hex(std::string_view text) {
 }  // namespace
 
 bool IsValidUtf8(std::string_view text) {
-  char32_t cp = 0;
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = DecodeUtf8(text.substr(i), &cp);
-    if (length == 0) return false;
-    i += length;
-  }
-  return true;
+  return utf8::FindIllFormed(text) == std::string_view::npos;
 }
 
 std::string SanitizeForTerminal(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  char32_t cp = 0;
   for (size_t i = 0; i < text.size();) {
-    const size_t length = DecodeUtf8(text.substr(i), &cp);
-    if (length == 0) {
+    const utf8::Sequence s = utf8::DecodeAt(text, i);
+    if (!s.well_formed) {
+      // Byte by byte, not a maximal subpart at a time: each shows as it is.
       out += absl::StrFormat("\\x%02x", static_cast<unsigned char>(text[i]));
       ++i;
       continue;
     }
-    if (IsUnsafeForTerminal(cp)) {
-      out += EscapeCodePoint(cp);
+    if (IsUnsafeForTerminal(s.code_point)) {
+      out += EscapeCodePoint(s.code_point);
     } else {
-      out.append(text.data() + i, length);
+      out.append(text.data() + i, s.length);
     }
-    i += length;
+    i += s.length;
   }
   return out;
 }

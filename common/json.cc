@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 
 namespace fca::json {
 
@@ -176,45 +177,6 @@ int HexDigit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-void AppendUtf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-// Length of the well-formed UTF-8 sequence starting at s[0] (a byte >= 0x80),
-// or 0 when it is malformed (overlong, surrogate, beyond U+10FFFF, truncated).
-size_t Utf8SequenceLength(const unsigned char* s, size_t avail) {
-  const unsigned char c = s[0];
-  auto cont = [&](size_t i) { return i < avail && (s[i] & 0xC0) == 0x80; };
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (!cont(1) || !cont(2)) return 0;
-    if (c == 0xE0 && s[1] < 0xA0) return 0;  // overlong
-    if (c == 0xED && s[1] > 0x9F) return 0;  // UTF-16 surrogate
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    if (c == 0xF0 && s[1] < 0x90) return 0;  // overlong
-    if (c == 0xF4 && s[1] > 0x8F) return 0;  // beyond U+10FFFF
-    return 4;
-  }
-  return 0;
 }
 
 class Parser {
@@ -421,11 +383,10 @@ class Parser {
         return Fail(pos_, absl::StrFormat("unescaped control character 0x%02x in a string", u));
       }
       if (u >= 0x80) {
-        const size_t len = Utf8SequenceLength(
-            reinterpret_cast<const unsigned char*>(text_.data()) + pos_, n - pos_);
-        if (len == 0) return Fail(pos_, "invalid UTF-8 in a string");
-        out.append(text_.data() + pos_, len);
-        pos_ += len;
+        const utf8::Sequence s = utf8::DecodeAt(text_, pos_);
+        if (!s.well_formed) return Fail(pos_, "invalid UTF-8 in a string");
+        out.append(text_.data() + pos_, s.length);
+        pos_ += s.length;
         continue;
       }
       if (!ParseEscape(out)) return false;
@@ -464,7 +425,7 @@ class Parser {
       }
       cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
     }
-    AppendUtf8(cp, out);
+    utf8::AppendUtf8(cp, &out);
     return true;
   }
 
@@ -695,23 +656,7 @@ absl::StatusOr<Value> Parse(std::string_view text, const ParseOptions& options) 
   return Parser(text, options).ParseDocument();
 }
 
-std::string ToValidUtf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto* s = reinterpret_cast<const unsigned char*>(text.data() + i);
-    const size_t n = s[0] < 0x80 ? 1 : Utf8SequenceLength(s, text.size() - i);
-    if (n == 0) {
-      out += '?';
-      ++i;
-      continue;
-    }
-    out.append(text.data() + i, n);
-    i += n;
-  }
-  return out;
-}
+std::string ToValidUtf8(std::string_view text) { return utf8::MarkIllFormedBytes(text); }
 
 std::string Write(const Value& v, bool pretty) {
   std::string out;

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "server/worker/messages.h"
+#include "server/worker/task_messages.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -18,7 +20,9 @@ using Clock = std::chrono::steady_clock;
 // Bytes the broker sends per chunk, and the largest dataset it accepts.
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr int64_t kMaxDatasetBytes = int64_t{1} << 40;
-// The service's limits (WorkerServiceImpl::Limits): larger is refused.
+// The service's limits (WorkerServiceImpl::Limits): larger is refused, so
+// text is cut to them (utf8::MarkIllFormedBytes, which also makes it the
+// valid UTF-8 a proto3 string field must be).
 constexpr size_t kMaxNoteBytes = 4096;
 constexpr size_t kMaxOutcomeBytes = 16384;
 constexpr int64_t kMaxCoefficientBytes = int64_t{1} << 30;
@@ -29,53 +33,10 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-// Text for a proto3 string field: valid UTF-8 (a bad byte becomes '?'),
-// at most `max_bytes`, cut at a character boundary.
-std::string Utf8Text(const std::string& text, size_t max_bytes) {
-  std::string out;
-  out.reserve(std::min(text.size(), max_bytes));
-  size_t i = 0;
-  while (i < text.size()) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    bool valid = len > 0 && i + len <= text.size();
-    for (size_t k = 1; valid && k < len; ++k) {
-      valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF.
-    if (valid && len == 2) valid = c >= 0xC2;
-    if (valid && len == 3) {
-      const unsigned char d = static_cast<unsigned char>(text[i + 1]);
-      valid = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
-    }
-    if (valid && len == 4) {
-      const unsigned char d = static_cast<unsigned char>(text[i + 1]);
-      valid = c <= 0xF4 && !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
-    }
-    if (!valid) len = 1;
-    if (out.size() + len > max_bytes) break;
-    if (valid) {
-      out.append(text, i, len);
-    } else {
-      out += '?';
-    }
-    i += len;
-  }
-  return out;
-}
-
-void SetLease(const core::Lease& lease, v1::TaskLease* out) {
-  out->set_task_id(lease.task_id);
-  out->set_lease_seq(lease.lease_seq);
-}
-
 void SetOutcome(const absl::Status& status, v1::Outcome* out) {
   out->set_code(static_cast<int>(status.code()));
-  out->set_message(Utf8Text(std::string(status.message()), kMaxOutcomeBytes));
+  const absl::string_view message = status.message();
+  out->set_message(utf8::MarkIllFormedBytes({message.data(), message.size()}, kMaxOutcomeBytes));
 }
 
 v1::CoefficientKey ToProto(const engine::CoefficientCacheKey& key) {
@@ -180,7 +141,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> RemoteBroker::Register(const std::str
   v1::RegisterWorkerRequest request;
   request.set_worker(options_.worker);
   request.set_device(device);
-  request.set_host(Utf8Text(host, 128));
+  request.set_host(utf8::MarkIllFormedBytes(host, 128));
   request.set_version(version);
   v1::RegisterWorkerResponse response;
   FCA_RETURN_IF_ERROR(
@@ -213,18 +174,7 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   if (a.lease_ms() <= 0 || a.lease().task_id() <= 0) {
     return absl::InternalError("the coordinator sent a claim without a lease");
   }
-  core::TaskAssignment out;
-  out.lease = core::Lease{a.lease().task_id(), a.lease().lease_seq()};
-  out.job_id = a.job_id();
-  out.index = a.index();
-  out.task_count = a.task_count();
-  out.attempt = a.attempt();
-  out.model = a.model();
-  out.spec = a.spec();
-  out.weights_sha256 = a.weights_sha256();
-  out.dense_twin_weights_sha256 = a.dense_twin_weights_sha256();
-  out.lease_duration = std::chrono::milliseconds(a.lease_ms());
-  return std::optional<core::TaskAssignment>(std::move(out));
+  return std::optional<core::TaskAssignment>(core::FromProto(a));
 }
 
 void RemoteBroker::AddLoadedModels(google::protobuf::RepeatedPtrField<std::string>* out) const {
@@ -237,7 +187,7 @@ void RemoteBroker::AddLoadedModels(google::protobuf::RepeatedPtrField<std::strin
 absl::StatusOr<bool> RemoteBroker::Renew(const core::Lease& lease) {
   v1::RenewLeaseRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   AddLoadedModels(request.mutable_loaded_models());
   v1::RenewLeaseResponse response;
   FCA_RETURN_IF_ERROR(
@@ -251,10 +201,10 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
                                           const engine::AuditProgress& p) {
   v1::ReportProgressRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   v1::Progress* out = request.mutable_progress();
-  out->set_phase(Utf8Text(p.phase, 128));
-  out->set_model(Utf8Text(p.model, 128));
+  out->set_phase(utf8::MarkIllFormedBytes(p.phase, 128));
+  out->set_model(utf8::MarkIllFormedBytes(p.model, 128));
   out->set_model_index(p.model_index);
   out->set_model_count(p.model_count);
   out->set_windows_done(p.windows_done);
@@ -275,8 +225,8 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
 absl::Status RemoteBroker::ReportNote(const core::Lease& lease, const std::string& text) {
   v1::ReportNoteRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
-  request.set_text(Utf8Text(text, kMaxNoteBytes));
+  *request.mutable_lease() = core::ToProto(lease);
+  request.set_text(utf8::MarkIllFormedBytes(text, kMaxNoteBytes));
   v1::ReportNoteResponse response;
   return WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
     return stub_->ReportNote(context, request, &response);
@@ -288,7 +238,7 @@ absl::Status RemoteBroker::ReportRows(const core::Lease& lease, const std::strin
                                       const std::vector<engine::ResultRow>& rows) {
   v1::ReportRowsRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   request.set_model(model);
   request.set_weights_sha256(weights_sha256);
   for (const engine::ResultRow& r : rows) {
@@ -307,7 +257,7 @@ absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& 
                                   const v1::TaskProvenance& provenance) {
   v1::FinishTaskRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   SetOutcome(outcome, request.mutable_outcome());
   *request.mutable_provenance() = provenance;
   v1::FinishTaskResponse response;
@@ -329,7 +279,7 @@ absl::Status RemoteBroker::SendRelease(const core::Lease& lease, const absl::Sta
                                        bool refund, bool refused) {
   v1::ReleaseTaskRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   SetOutcome(reason.ok() ? absl::UnknownError("released") : reason, request.mutable_reason());
   request.set_refund(refund);
   request.set_refused(refused);
@@ -343,7 +293,7 @@ absl::StatusOr<core::DatasetBytes> RemoteBroker::ReadDataset(const core::Lease& 
                                                              bool calibration) {
   v1::ReadDatasetRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   request.set_calibration(calibration);
   core::DatasetBytes data;
   FCA_RETURN_IF_ERROR(
@@ -398,7 +348,7 @@ std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& leas
                                                          const engine::CoefficientCacheKey& key) {
   v1::GetCoefficientsRequest request;
   request.set_worker(options_.worker);
-  SetLease(lease, request.mutable_lease());
+  *request.mutable_lease() = core::ToProto(lease);
   *request.mutable_key() = ToProto(key);
   std::optional<std::string> blob;
   const absl::Status status =
@@ -447,7 +397,7 @@ void RemoteBroker::PutCoefficients(const core::Lease& lease, const engine::Coeff
   v1::PutCoefficientsRequest header;
   v1::PutCoefficientsHeader* h = header.mutable_header();
   h->set_worker(options_.worker);
-  SetLease(lease, h->mutable_lease());
+  *h->mutable_lease() = core::ToProto(lease);
   *h->mutable_key() = ToProto(key);
   h->set_size_bytes(static_cast<int64_t>(bytes.size()));
   const absl::Status status =

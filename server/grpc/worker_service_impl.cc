@@ -13,6 +13,7 @@
 #include "server/engine/audit/auditor.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/jobs/mapping.h"
+#include "server/worker/task_messages.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -87,10 +88,6 @@ absl::StatusOr<std::vector<std::string>> LoadedModels(
   return std::vector<std::string>(names.begin(), names.end());
 }
 
-core::Lease LeaseOf(const storage::TaskClaim& claim) {
-  return core::Lease{claim.task.id, claim.task.lease_seq};
-}
-
 // A unary call: the body's status, converted once.
 template <typename Fn>
 grpc::Status Call(Fn&& fn) {
@@ -117,8 +114,7 @@ absl::StatusOr<storage::TaskClaim> WorkerServiceImpl::HeldLease(const std::strin
     return absl::FailedPreconditionError(absl::StrFormat(
         "no lease on task %d (seq %d): ids start at 1", lease.task_id(), lease.lease_seq()));
   }
-  absl::StatusOr<storage::TaskClaim> claim =
-      coordinator_->CheckLease(core::Lease{lease.task_id(), lease.lease_seq()});
+  absl::StatusOr<storage::TaskClaim> claim = coordinator_->CheckLease(core::FromProto(lease));
   if (absl::IsNotFound(claim.status())) {
     return absl::FailedPreconditionError(
         absl::StrFormat("no lease on task %d: there is no such task", lease.task_id()));
@@ -171,18 +167,7 @@ grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx, const v1::Cl
                          coordinator_->ClaimChecked(holder, req->task_id(),
                                                     /*verify_weights=*/true));
     if (!task) return absl::OkStatus();
-    v1::TaskAssignment* out = resp->mutable_assignment();
-    out->mutable_lease()->set_task_id(task->lease.task_id);
-    out->mutable_lease()->set_lease_seq(task->lease.lease_seq);
-    out->set_job_id(task->job_id);
-    out->set_index(task->index);
-    out->set_task_count(task->task_count);
-    out->set_attempt(task->attempt);
-    out->set_model(task->model);
-    *out->mutable_spec() = task->spec;
-    out->set_weights_sha256(task->weights_sha256);
-    out->set_dense_twin_weights_sha256(task->dense_twin_weights_sha256);
-    out->set_lease_ms(task->lease_duration.count());
+    *resp->mutable_assignment() = core::ToProto(*task);
     return absl::OkStatus();
   });
 }
@@ -195,7 +180,7 @@ grpc::Status WorkerServiceImpl::RenewLease(grpc::ServerContext* ctx,
     FCA_ASSIGN_OR_RETURN(const std::vector<std::string> loaded, LoadedModels(req->loaded_models()));
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, HeldLease(holder, req->lease()));
     coordinator_->WorkerLoaded(holder, loaded);
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const bool stop, coordinator_->Renew(lease));
     resp->set_stop(stop);
     return absl::OkStatus();
@@ -207,7 +192,7 @@ grpc::Status WorkerServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                                v1::ReportProgressResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     const v1::Progress& p = req->progress();
     // The job's progress is the mean of its tasks' fractions.
     if (!std::isfinite(p.fraction()) || p.fraction() < 0 || p.fraction() > 1) {
@@ -237,7 +222,7 @@ grpc::Status WorkerServiceImpl::ReportNote(grpc::ServerContext* ctx,
                                            v1::ReportNoteResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     if (req->text().size() > limits_.max_note_bytes) {
       return absl::InvalidArgumentError(
           absl::StrFormat("text must be at most %d bytes", limits_.max_note_bytes));
@@ -251,7 +236,7 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
                                            v1::ReportRowsResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     if (req->rows_size() > limits_.max_rows) {
       return absl::InvalidArgumentError(
           absl::StrFormat("at most %d rows per call", limits_.max_rows));
@@ -299,7 +284,7 @@ grpc::Status WorkerServiceImpl::FinishTask(grpc::ServerContext* ctx,
                                            v1::FinishTaskResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     absl::Status outcome;
     FCA_RETURN_IF_ERROR(FromProto(req->outcome(), limits_.max_outcome_bytes, &outcome));
     if (req->provenance().ByteSizeLong() > limits_.max_provenance_bytes) {
@@ -315,7 +300,7 @@ grpc::Status WorkerServiceImpl::ReleaseTask(grpc::ServerContext* ctx,
                                             v1::ReleaseTaskResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     absl::Status reason;
     FCA_RETURN_IF_ERROR(FromProto(req->reason(), limits_.max_outcome_bytes, &reason));
     if (reason.ok()) return absl::InvalidArgumentError("a release needs a reason (a code > 0)");
@@ -329,7 +314,7 @@ grpc::Status WorkerServiceImpl::ReadDataset(grpc::ServerContext* ctx,
                                             grpc::ServerWriter<v1::ReadDatasetResponse>* writer) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const core::DatasetBytes data,
                          coordinator_->ReadDataset(lease, req->calibration()));
     v1::ReadDatasetResponse part;
@@ -352,7 +337,7 @@ grpc::Status WorkerServiceImpl::GetCoefficients(
     grpc::ServerWriter<v1::GetCoefficientsResponse>* writer) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const engine::CoefficientCacheKey key, FromProto(req->key()));
     const std::optional<std::string> blob = coordinator_->GetCoefficients(lease, key);
     v1::GetCoefficientsResponse part;
@@ -381,7 +366,7 @@ grpc::Status WorkerServiceImpl::PutCoefficients(
     // The lease first: nothing is buffered for a caller that holds none.
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
                          Check(*ctx, header.worker(), header.lease()));
-    const core::Lease lease = LeaseOf(claim);
+    const core::Lease lease = core::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const engine::CoefficientCacheKey key, FromProto(header.key()));
     if (header.size_bytes() < 0) return absl::InvalidArgumentError("size_bytes must be >= 0");
     if (header.size_bytes() > limits_.max_coefficient_bytes) {

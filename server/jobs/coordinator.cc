@@ -372,7 +372,7 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
   if (!assignment.ok()) {
     // Nothing can run it anywhere (say, its folder is gone): fail the task.
     LogIfError(absl::StrFormat("task %d: failing it", claim->task.id),
-               Finish(Lease{claim->task.id, claim->task.lease_seq}, assignment.status(), {}));
+               Finish(LeaseOf(claim->task), assignment.status(), {}));
     return assignment.status();
   }
   return std::optional<TaskAssignment>(*std::move(assignment));
@@ -381,7 +381,7 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
 absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskClaim& claim,
                                                            bool verify_weights) {
   TaskAssignment a;
-  a.lease = Lease{claim.task.id, claim.task.lease_seq};
+  a.lease = LeaseOf(claim.task);
   a.job_id = claim.job.id;
   a.index = claim.task.index;
   a.attempt = claim.task.attempts;
@@ -704,7 +704,7 @@ absl::Status Coordinator::ReleaseLost(const std::string& worker) {
   for (const storage::TaskRecord& t : running) {
     if (t.worker != worker) continue;
     const absl::Status released =
-        Release(Lease{t.id, t.lease_seq},
+        Release(LeaseOf(t),
                 absl::UnavailableError(absl::StrFormat(
                     "worker %s lost it (it asked for a new task while holding it)", worker)),
                 /*refund=*/false);

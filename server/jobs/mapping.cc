@@ -142,6 +142,8 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   return out;
 }
 
+Lease LeaseOf(const storage::TaskRecord& task) { return Lease{task.id, task.lease_seq}; }
+
 absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task) {
   v1::JobTask out;
   out.set_index(task.index);

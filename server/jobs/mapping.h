@@ -11,6 +11,7 @@
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/engine/audit/auditor.h"
 #include "server/worker/messages.h"
+#include "server/worker/task_broker.h"
 #include "storage/records.h"
 
 namespace fca::core {
@@ -33,6 +34,9 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 // A job as clients see it (its provenance included, not its tasks);
 // `progress` comes from the coordinator.
 [[nodiscard]] absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
+
+// The lease a stored task is held under (the latest claim's).
+Lease LeaseOf(const storage::TaskRecord& task);
 
 // A task as clients see it, with its provenance (placement is the
 // coordinator's to add).

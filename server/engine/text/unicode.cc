@@ -5,43 +5,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/utf8.h"
 #include "server/engine/text/unicode_tables.h"
 
 namespace fca::engine::unicode {
 namespace {
 
 using tables::Range;
-
-// Length of the well-formed UTF-8 sequence at `pos` (> 0), or minus the
-// length of its maximal ill-formed subpart (< 0). Table 3-7 of the Unicode
-// Standard: the second byte's range depends on the lead byte.
-int ScanSequence(std::string_view text, size_t pos) {
-  const auto* p = reinterpret_cast<const uint8_t*>(text.data()) + pos;
-  const size_t avail = text.size() - pos;
-  const uint8_t lead = p[0];
-  if (lead < 0x80) return 1;
-  int trailing = 0;
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    trailing = 1;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    trailing = 2;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;  // no surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    trailing = 3;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return -1;
-  }
-  for (int i = 1; i <= trailing; ++i) {
-    if (static_cast<size_t>(i) >= avail || p[i] < lo || p[i] > hi) return -i;
-    lo = 0x80;
-    hi = 0xBF;
-  }
-  return trailing + 1;
-}
 
 const Range* FindRange(const Range* ranges, size_t size, char32_t code_point) {
   const Range* end = ranges + size;
@@ -217,76 +187,34 @@ size_t Gpt2MatchEnd(std::string_view text, size_t pos) {
 
 }  // namespace
 
-size_t FindInvalidUtf8(std::string_view text) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    if (static_cast<uint8_t>(text[pos]) < 0x80) {
-      ++pos;
-      continue;
-    }
-    const int length = ScanSequence(text, pos);
-    if (length < 0) return pos;
-    pos += static_cast<size_t>(length);
-  }
-  return std::string_view::npos;
-}
+size_t FindInvalidUtf8(std::string_view text) { return utf8::FindIllFormed(text); }
 
 char32_t NextCodePoint(std::string_view text, size_t* pos) {
-  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
-  const size_t n = text.size();
-  size_t i = *pos;
-  const uint8_t lead = p[i++];
-  char32_t cp;
-  int trailing;
-  if (lead < 0x80) {
-    *pos = i;
+  const auto lead = static_cast<uint8_t>(text[*pos]);
+  if (lead < 0x80) {  // the common case, without a call
+    ++*pos;
     return lead;
-  } else if (lead < 0xE0) {
-    cp = lead & 0x1F;
-    trailing = 1;
-  } else if (lead < 0xF0) {
-    cp = lead & 0x0F;
-    trailing = 2;
-  } else {
-    cp = lead & 0x07;
-    trailing = 3;
   }
-  for (; trailing > 0 && i < n; --trailing) cp = (cp << 6) | (p[i++] & 0x3F);
-  *pos = i;
-  return cp;
+  const utf8::Sequence s = utf8::DecodeAt(text, *pos);
+  *pos += s.length;
+  return s.code_point;
 }
 
-void AppendUtf8(char32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void AppendUtf8(char32_t cp, std::string* out) { utf8::AppendUtf8(cp, out); }
 
 std::string Utf8Lossy(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
   size_t pos = 0;
   while (pos < bytes.size()) {
-    const int length = ScanSequence(bytes, pos);
-    if (length > 0) {
-      out.append(bytes.data() + pos, static_cast<size_t>(length));
-      pos += static_cast<size_t>(length);
+    const utf8::Sequence s = utf8::DecodeAt(bytes, pos);
+    if (s.well_formed) {
+      out.append(bytes.data() + pos, s.length);
     } else {
-      out.append("\xEF\xBF\xBD");  // U+FFFD REPLACEMENT CHARACTER
-      pos += static_cast<size_t>(-length);
+      // One U+FFFD per maximal subpart, as Hugging Face's decoder does.
+      utf8::AppendUtf8(utf8::kReplacementCharacter, &out);
     }
+    pos += s.length;
   }
   return out;
 }

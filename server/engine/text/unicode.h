@@ -19,12 +19,16 @@ namespace fca::engine::unicode {
 // ---------------------------------------------------------------------------
 // UTF-8
 
+// The decoding itself is common/utf8.h's; these are the tokenizers' names for it.
+
 // Byte offset of the first byte that does not start a well-formed UTF-8
 // sequence (overlong forms, surrogates and code points above U+10FFFF are
 // ill-formed), or std::string_view::npos when `text` is valid.
 size_t FindInvalidUtf8(std::string_view text);
 
-// Decodes the code point at `*pos` of valid UTF-8 and advances `*pos` past it.
+// Decodes the code point at `*pos` of valid UTF-8 and advances `*pos` past it
+// (an ill-formed sequence reads as U+FFFD, passed over a maximal subpart at a
+// time, as in Utf8Lossy).
 char32_t NextCodePoint(std::string_view text, size_t* pos);
 
 // Appends the UTF-8 encoding of `code_point` (must be a Unicode scalar value).
