@@ -27,6 +27,7 @@
 #include "common/status_macros.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/report_rows.h"
+#include "server/engine/audit/routing.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/muddpythia_init.h"
 #include "server/engine/models/torch_util.h"

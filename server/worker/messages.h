@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 
 namespace fca::core {
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
+#include "server/engine/audit/routing.h"
 #include "server/engine/text/unicode.h"
 
 namespace fca::core {

@@ -12,6 +12,7 @@
 #include "server/engine/audit/interventions.h"
 #include "server/engine/audit/model_audit.h"
 #include "server/engine/audit/report_rows.h"
+#include "server/engine/audit/routing.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {

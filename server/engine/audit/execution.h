@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 #include "server/engine/audit/statistics.h"
 
 namespace at {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/models/controlled_model.h"
 

@@ -1,7 +1,9 @@
 // One model's audit (fca.md): its windows, the LIVE passes over E and C
 // (through the coefficient cache), calibration statistics, one REPLAY per
 // intervention and per-group dependence, the statistics and the execution
-// audit. RunAudit (auditor.cc) runs one per model. Torch-free header.
+// audit. RunAudit (auditor.cc) runs one per model. Torch-free header;
+// model_audit.cc defines AuditModel with the class that runs the phases
+// (model_audit_phases.h), model_audit_execution.cc the timing's two below.
 #ifndef FCA_SERVER_ENGINE_AUDIT_MODEL_AUDIT_H_
 #define FCA_SERVER_ENGINE_AUDIT_MODEL_AUDIT_H_
 
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 
 namespace fca::engine {
 

@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/controlled_model.h"

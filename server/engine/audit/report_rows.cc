@@ -4,7 +4,6 @@
 #include <string>
 #include <utility>
 
-#include "server/engine/audit/auditor.h"
 #include "server/engine/audit/provenance.h"
 
 namespace fca::engine {

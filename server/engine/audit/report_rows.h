@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 
 namespace fca::engine {
 

@@ -76,6 +76,12 @@ class RandomRouteIntervention : public Intervention {
 
 }  // namespace
 
+bool HasRouters(const ControlledModel& model) { return Routes(model.RoutedExperts()); }
+
+bool NeedsFloat32Reference(const ControlledModel& model) {
+  return HasRouters(model) && model.info().compute.dtype != ComputeDType::kFloat32;
+}
+
 absl::StatusOr<std::unique_ptr<Intervention>> MakeRandomRoute(const InterventionContext& ctx) {
   const SiteTensors& eval = *ctx.eval;
   if (!Routes(ctx.routed)) {
@@ -100,7 +106,7 @@ absl::StatusOr<std::optional<TopkAgreement>> MeasureTopkAgreement(const Controll
                                                                   const SiteTensors& live,
                                                                   const Intervention& plan,
                                                                   int64_t batch_size) {
-  if (!Routes(model.RoutedExperts()) || live.empty()) return std::optional<TopkAgreement>();
+  if (!HasRouters(model) || live.empty()) return std::optional<TopkAgreement>();
   const std::vector<CoefficientSite>& sites = model.sites();
   const int64_t n = live[0].size(0);
   std::vector<int64_t> same(sites.size(), 0), positions(sites.size(), 0);

@@ -1,7 +1,8 @@
 // Mixture-of-experts routing in the audit (routing.cc; fca.md "Routing
-// agreement", docs/moe.md): the random_route intervention and the top-k
-// agreement of an intervention's chosen experts with LIVE's. Torch-free
-// header; tensors are forward-declared.
+// agreement", docs/moe.md): which models route, the random_route
+// intervention, the top-k agreement of an intervention's chosen experts
+// with LIVE's, and when the routing flip rate needs a float32 reference.
+// Torch-free header; tensors are forward-declared.
 #ifndef FCA_SERVER_ENGINE_AUDIT_ROUTING_H_
 #define FCA_SERVER_ENGINE_AUDIT_ROUTING_H_
 
@@ -10,11 +11,19 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "server/engine/audit/auditor.h"
+#include "server/engine/audit/audit_types.h"
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/models/controlled_model.h"
 
 namespace fca::engine {
+
+// Whether `model` has a mixture-of-experts router (a site routing k > 0 of
+// its experts).
+bool HasRouters(const ControlledModel& model);
+
+// Whether an audit of `model` has a routing flip rate to measure: it has
+// routers and computes in bfloat16 or float16 (fca.md "Routing flip rate").
+bool NeedsFloat32Reference(const ControlledModel& model);
 
 // random_route: at every site that routes k of its d_s experts, per window,
 // position and site, k experts drawn uniformly without replacement (seeded

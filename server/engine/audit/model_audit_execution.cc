@@ -1,0 +1,84 @@
+// ModelAudit's last phase, the execution audit with its timing, and the
+// dense twin's own figures (model_audit_phases.h, model_audit.h).
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/engine/audit/execution.h"
+#include "server/engine/audit/model_audit_phases.h"
+#include "server/engine/audit/statistics.h"
+#include "server/engine/models/torch_util.h"
+
+namespace fca::engine {
+
+double TimingUnits(const AuditOptions& options, double eval_windows) {
+  return options.timing_repeats > 0 ? 0.5 * eval_windows : 0;
+}
+
+absl::Status ModelAudit::ExecutionAudit() {
+  const int64_t rows = std::min<int64_t>(eval_.count(), opt_.batch_size);
+  const at::Tensor ids = BatchIds(eval_, 0, rows);
+  SiteTensors replay;
+  for (const at::Tensor& t : eval_coeff_) replay.push_back(t.slice(0, 0, rows));
+  // On the device before anything is counted or timed.
+  replay = ToDevice(replay, model_.info().compute.device);
+  const double units = TimingUnits(opt_, static_cast<double>(eval_.count()));
+  const auto start = std::chrono::steady_clock::now();
+  double advanced = 0;
+  ExecutionInputs in{
+      &model_, req_.dense_twin, &ids, &replay, opt_, [&](int64_t done, int64_t total, double left) {
+        const double taken =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // The share of the timing done: by time where the time left is
+        // known, else by pairs.
+        const double share = left > 0    ? taken / (taken + left)
+                             : total > 0 ? static_cast<double>(done) / total
+                                         : 0;
+        Advance(std::max(0.0, units * std::min(share, 1.0) - advanced));
+        advanced = std::max(advanced, units * std::min(share, 1.0));
+        Progress("timing", done, total, left);
+        return CheckCancelled();
+      }};
+  FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
+  Advance(units - advanced);
+  report_.execution = std::move(out.result);
+  dense_us_per_token_ = std::move(out.twin_us_per_token);
+  {
+    absl::MutexLock lock(&mu_);
+    forward_seconds_ += out.forward_seconds;
+    forward_tokens_ += out.forward_tokens;
+  }
+  if (req_.on_note && out.stop != TimingStop::kContinue) {
+    req_.on_note(absl::StrFormat(
+        "model '%s': timed %d pairs against the dense twin in two blocks (the first stopped: "
+        "%s; the second timed as many pairs, fixed in advance); the verdict needs both blocks",
+        model_.info().name, report_.execution.timing_repeats, TimingStopName(out.first_stop)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
+                                                   const std::vector<double>& us_per_token) {
+  ControlledModel& dense = *req.dense_twin;
+  const AuditOptions& o = req.options;
+  FCA_ASSIGN_OR_RETURN(std::vector<int32_t> stream,
+                       TokenStream(req.eval, dense.tokenizer(), o.batch_size * o.window_length));
+  FCA_ASSIGN_OR_RETURN(WindowSet w,
+                       MakeWindows(stream, o.window_length, o.batch_size, req.eval.name));
+  at::Tensor ids = BatchIds(w, 0, w.count());
+  dense.ResetCounters();
+  FCA_RETURN_IF_ERROR(dense.Forward(ids, CoefficientMode::kLive, nullptr).status());
+  const ExecutionCounters c = dense.counters();
+  ExecutionResult x;
+  x.model = dense.info().name;
+  x.parameters = dense.info().num_parameters;
+  x.blocks_per_token = double(c.blocks_executed) / double(c.tokens);
+  x.blocks_executed_fraction = double(c.blocks_executed) / double(c.blocks_total);
+  x.flops_per_token = x.replay_flops_per_token = c.flops / double(c.tokens);
+  x.latency_us_per_token = us_per_token.empty() ? 0.0 : Median(us_per_token);
+  x.timing_repeats = static_cast<int64_t>(us_per_token.size());
+  return x;
+}
+
+}  // namespace fca::engine
