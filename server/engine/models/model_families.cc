@@ -99,9 +99,8 @@ absl::StatusOr<const ModelFamily*> FindModelFamily(std::string_view model_type) 
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "config.json: model_type '%s' is not supported (known: %s)", model_type,
-      absl::StrJoin(ModelFamilies(), ", ", [](std::string* out, const ModelFamily& f) {
-        out->append(f.name);
-      })));
+      absl::StrJoin(ModelFamilies(), ", ",
+                    [](std::string* out, const ModelFamily& f) { out->append(f.name); })));
 }
 
 }  // namespace fca::engine

@@ -131,8 +131,8 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> WithFolderIdentity(
 
 // model.pt hashed beside the load, as LoadSafetensorsFolder hashes safetensors.
 absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModuleFolder(
-    const std::string& dir, const ModelFamily& family, std::string_view config_json,
-    ModelInfo info, WeightsHashCache* weights_hash_cache) {
+    const std::string& dir, const ModelFamily& family, std::string_view config_json, ModelInfo info,
+    WeightsHashCache* weights_hash_cache) {
   FolderWeights weights;
   weights.module_path = dir + "/model.pt";
   const std::vector<std::string> files = {weights.module_path};
@@ -152,8 +152,8 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModuleFolder(
 }
 
 absl::StatusOr<std::unique_ptr<ControlledModel>> LoadSafetensorsFolder(
-    const std::string& dir, const ModelFamily& family, std::string_view config_json,
-    ModelInfo info, WeightsHashCache* weights_hash_cache) {
+    const std::string& dir, const ModelFamily& family, std::string_view config_json, ModelInfo info,
+    WeightsHashCache* weights_hash_cache) {
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> tensors, TensorSource::OpenDir(dir));
   // Hashing is bound by the CPU (~1 GB/s), copying the weights mostly by the
   // memory they are copied into: side by side, a first load takes the longer

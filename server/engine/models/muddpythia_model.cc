@@ -433,8 +433,7 @@ class MuddPythiaModel : public SafetensorsModel {
     return MuddPythiaWeightSpecs(config_, ffn);
   }
 
-  absl::Status Bind(const std::vector<WeightSpec>& specs,
-                    std::vector<at::Tensor> loaded) override {
+  absl::Status Bind(const std::vector<WeightSpec>& specs, std::vector<at::Tensor> loaded) override {
     std::map<std::string, at::Tensor> tensors;
     for (size_t i = 0; i < specs.size(); ++i) tensors[specs[i].name] = std::move(loaded[i]);
     weights_ = BindWeights(config_, tensors);
@@ -511,7 +510,8 @@ std::vector<WeightSpec> MuddPythiaWeightSpecs(const MuddPythiaConfig& c,
     if (l == 0) {
       AddNormSpecs(&s, LayerName(l, "attention_norm"), d);
     } else {
-      for (int k = 0; k < 3; ++k) AddNormSpecs(&s, LayerName(l, absl::StrCat("attention_norms.", k)), d);
+      for (int k = 0; k < 3; ++k)
+        AddNormSpecs(&s, LayerName(l, absl::StrCat("attention_norms.", k)), d);
     }
     AddNormSpecs(&s, LayerName(l, "ffn_norm"), d);
   }

@@ -44,8 +44,8 @@ absl::Status CheckCompute(const ComputeOptions& compute, const CheckpointRules& 
       compute.dtype == ComputeDType::kBFloat16) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s computes in float32 or bfloat16, not %s", rules.family, ComputeDTypeName(compute.dtype)));
+  return absl::InvalidArgumentError(absl::StrFormat("%s computes in float32 or bfloat16, not %s",
+                                                    rules.family, ComputeDTypeName(compute.dtype)));
 }
 
 }  // namespace
@@ -91,8 +91,8 @@ absl::Status SafetensorsModel::Load(const TensorSource& weights) {
 
 absl::StatusOr<at::Tensor> SafetensorsModel::Forward(const at::Tensor& ids, CoefficientMode mode,
                                                      std::vector<at::Tensor>* coefficients) {
-  FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_,
-                                         info_.max_seq_len, info_.vocab_size));
+  FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_, info_.max_seq_len,
+                                         info_.vocab_size));
   return GuardTorch("model '" + info_.name + "' forward", [&]() -> absl::StatusOr<at::Tensor> {
     c10::InferenceMode guard;
     std::vector<at::Tensor> recorded;

@@ -71,7 +71,8 @@ class SafetensorsModel : public ControlledModel {
   // Every tensor a checkpoint of this config holds, in the order Bind takes
   // them. `weights` is there for a layout that reads sizes from the
   // checkpoint (muddpythia's FFN widths).
-  virtual absl::StatusOr<std::vector<WeightSpec>> WeightSpecs(const TensorSource& weights) const = 0;
+  virtual absl::StatusOr<std::vector<WeightSpec>> WeightSpecs(
+      const TensorSource& weights) const = 0;
   // Takes the loaded tensors, in WeightSpecs order, on the compute device.
   virtual absl::Status Bind(const std::vector<WeightSpec>& specs,
                             std::vector<at::Tensor> weights) = 0;
