@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <future>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,10 +12,9 @@
 #include "common/status_macros.h"
 #include "server/engine/io/weights_hash_cache.h"
 #include "server/engine/models/controlled_model.h"
-#include "server/engine/models/moe_model.h"
-#include "server/engine/models/muddpythia_model.h"
-#include "server/engine/models/torchscript_model.h"
-#include "server/engine/models/transformer_model.h"
+#include "server/engine/models/model_config.h"
+#include "server/engine/models/model_families.h"
+#include "server/engine/models/torchscript_config.h"
 #include "server/engine/text/bpe_tokenizer.h"
 
 namespace fca::engine {
@@ -103,74 +103,6 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> FolderTokenizer(const std::string& di
   return tokenizer;
 }
 
-absl::Status UnsupportedFamily(const std::string& family) {
-  return absl::InvalidArgumentError(
-      absl::StrFormat("config.json: model_type '%s' is not supported (known: dense, "
-                      "featuregate, muddpythia, olmoe, qwen2_moe, mixtral, torchscript)",
-                      family));
-}
-
-// config.json parsed for its family, before any weight is touched.
-struct FamilyConfig {
-  std::string family;
-  TransformerConfig transformer;  // dense, featuregate
-  MuddPythiaConfig muddpythia;
-  MoeConfig moe;  // olmoe, qwen2_moe, mixtral
-  TorchScriptConfig torchscript;
-};
-
-absl::StatusOr<FamilyConfig> ParseFamilyConfig(const std::string& family,
-                                               const std::string& config_text) {
-  FamilyConfig config;
-  config.family = family;
-  if (family == "dense" || family == "featuregate") {
-    FCA_ASSIGN_OR_RETURN(config.transformer, ParseTransformerConfig(config_text));
-  } else if (family == "muddpythia") {
-    FCA_ASSIGN_OR_RETURN(config.muddpythia, ParseMuddPythiaConfig(config_text));
-  } else if (IsMoeFamily(family)) {
-    FCA_ASSIGN_OR_RETURN(config.moe, ParseMoeConfig(config_text));
-  } else if (family == "torchscript") {
-    FCA_ASSIGN_OR_RETURN(config.torchscript, ParseTorchScriptConfig(config_text));
-  } else {
-    return UnsupportedFamily(family);
-  }
-  return config;
-}
-
-absl::StatusOr<std::unique_ptr<ControlledModel>> CreateFamilyModel(const FamilyConfig& config,
-                                                                   const TensorSource& weights,
-                                                                   ModelInfo info) {
-  if (config.family == "muddpythia") {
-    return CreateMuddPythiaModel(config.muddpythia, weights, std::move(info));
-  }
-  if (IsMoeFamily(config.family)) return CreateMoeModel(config.moe, weights, std::move(info));
-  return CreateTransformerModel(config.transformer, weights, std::move(info));
-}
-
-// The family-specific part of DescribeModel: the same parse and the same
-// site schema as CreateFamilyModel's model gets.
-absl::StatusOr<std::vector<CoefficientSite>> DescribeFamily(const std::string& family,
-                                                            const std::string& config_text,
-                                                            ModelInfo* info) {
-  if (family == "dense" || family == "featuregate") {
-    FCA_ASSIGN_OR_RETURN(TransformerConfig config, ParseTransformerConfig(config_text));
-    return DescribeTransformer(config, info);
-  }
-  if (family == "muddpythia") {
-    FCA_ASSIGN_OR_RETURN(MuddPythiaConfig config, ParseMuddPythiaConfig(config_text));
-    return DescribeMuddPythia(config, info);
-  }
-  if (IsMoeFamily(family)) {
-    FCA_ASSIGN_OR_RETURN(MoeConfig config, ParseMoeConfig(config_text));
-    return DescribeMoe(config, info);
-  }
-  if (family == "torchscript") {
-    FCA_ASSIGN_OR_RETURN(TorchScriptConfig config, ParseTorchScriptConfig(config_text));
-    return DescribeTorchScript(config, info);
-  }
-  return UnsupportedFamily(family);
-}
-
 // A torchscript folder keeps code and tensors together in model.pt (a zip
 // whose records are not read here): its size, at the saved dtype's element
 // size, stands in for the parameter count the safetensors headers give the
@@ -197,23 +129,46 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> WithFolderIdentity(
       std::move(model), std::move(weights_sha256), std::move(tokenizer)));
 }
 
-// model.pt hashed beside the load, as LoadModel hashes safetensors.
-absl::StatusOr<std::unique_ptr<ControlledModel>> LoadTorchScriptFolder(
-    const std::string& dir, const TorchScriptConfig& config, ModelInfo info,
+// model.pt hashed beside the load, as LoadSafetensorsFolder hashes safetensors.
+absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModuleFolder(
+    const std::string& dir, const ModelFamily& family, std::string_view config_json, ModelInfo info,
     WeightsHashCache* weights_hash_cache) {
-  const std::vector<std::string> files = {dir + "/model.pt"};
+  FolderWeights weights;
+  weights.module_path = dir + "/model.pt";
+  const std::vector<std::string> files = {weights.module_path};
   std::future<absl::StatusOr<std::string>> weights_sha256 =
       std::async(std::launch::async | std::launch::deferred, [&files, weights_hash_cache] {
         return weights_hash_cache != nullptr ? weights_hash_cache->Sha256Of(files)
                                              : Sha256OfFiles(files);
       });
   absl::StatusOr<std::unique_ptr<ControlledModel>> model =
-      CreateTorchScriptModel(files[0], config, std::move(info));
+      family.create(config_json, weights, std::move(info));
   absl::StatusOr<std::string> sha256 = weights_sha256.get();
   // The model's error first: it says what is wrong with the folder without
   // naming a server path.
   FCA_RETURN_IF_ERROR(model.status());
   FCA_RETURN_IF_ERROR(sha256.status());
+  return WithFolderIdentity(dir, *std::move(model), *std::move(sha256));
+}
+
+absl::StatusOr<std::unique_ptr<ControlledModel>> LoadSafetensorsFolder(
+    const std::string& dir, const ModelFamily& family, std::string_view config_json, ModelInfo info,
+    WeightsHashCache* weights_hash_cache) {
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> tensors, TensorSource::OpenDir(dir));
+  // Hashing is bound by the CPU (~1 GB/s), copying the weights mostly by the
+  // memory they are copied into: side by side, a first load takes the longer
+  // of the two rather than their sum. (libstdc++ runs the hash here, on the
+  // calling thread, when it cannot start one.)
+  std::future<absl::StatusOr<std::string>> weights_sha256 = std::async(
+      std::launch::async | std::launch::deferred,
+      [&tensors, weights_hash_cache] { return tensors->ContentSha256(weights_hash_cache); });
+  FolderWeights weights;
+  weights.tensors = tensors.get();
+  absl::StatusOr<std::unique_ptr<ControlledModel>> model =
+      family.create(config_json, weights, std::move(info));
+  absl::StatusOr<std::string> sha256 = weights_sha256.get();
+  FCA_RETURN_IF_ERROR(sha256.status());
+  FCA_RETURN_IF_ERROR(model.status());
   return WithFolderIdentity(dir, *std::move(model), *std::move(sha256));
 }
 
@@ -232,13 +187,14 @@ absl::StatusOr<ModelDescription> DescribeModel(const std::string& dir, const std
                                                const ComputeOptions& compute) {
   ModelDescription d;
   FCA_ASSIGN_OR_RETURN(d.config_json, ReadConfigText(dir));
-  FCA_ASSIGN_OR_RETURN(std::string family, ReadModelFamily(d.config_json));
+  FCA_ASSIGN_OR_RETURN(const std::string model_type, ReadModelFamily(d.config_json));
+  FCA_ASSIGN_OR_RETURN(const ModelFamily* family, FindModelFamily(model_type));
   d.info.name = name;
   d.info.compute = compute;
-  FCA_ASSIGN_OR_RETURN(d.sites, DescribeFamily(family, d.config_json, &d.info));
+  FCA_ASSIGN_OR_RETURN(d.sites, family->describe(d.config_json, &d.info));
   // What a loaded weight costs.
   const int64_t element_bytes = ComputeDTypeDefOf(compute.dtype).element_bytes;
-  if (family == "torchscript") {
+  if (family->capabilities.weights == WeightsFormat::kTorchScript) {
     FCA_RETURN_IF_ERROR(DescribeModuleFile(dir, d.config_json, element_bytes, &d));
     return d;
   }
@@ -273,29 +229,19 @@ absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModel(const std::string& di
                                                            const std::string& name,
                                                            const ComputeOptions& compute,
                                                            WeightsHashCache* weights_hash_cache) {
-  FCA_ASSIGN_OR_RETURN(std::string text, ReadConfigText(dir));
-  FCA_ASSIGN_OR_RETURN(std::string family, ReadModelFamily(text));
-  FCA_ASSIGN_OR_RETURN(const FamilyConfig config, ParseFamilyConfig(family, text));
+  FCA_ASSIGN_OR_RETURN(const std::string text, ReadConfigText(dir));
+  FCA_ASSIGN_OR_RETURN(const std::string model_type, ReadModelFamily(text));
+  FCA_ASSIGN_OR_RETURN(const ModelFamily* family, FindModelFamily(model_type));
   ModelInfo info;
   info.name = name;
   info.compute = compute;
-  if (family == "torchscript") {
-    return LoadTorchScriptFolder(dir, config.torchscript, std::move(info), weights_hash_cache);
+  // The config is refused before any weight file is opened.
+  ModelInfo described = info;
+  FCA_RETURN_IF_ERROR(family->describe(text, &described).status());
+  if (family->capabilities.weights == WeightsFormat::kTorchScript) {
+    return LoadModuleFolder(dir, *family, text, std::move(info), weights_hash_cache);
   }
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> weights, TensorSource::OpenDir(dir));
-  // Hashing is bound by the CPU (~1 GB/s), copying the weights mostly by the
-  // memory they are copied into: side by side, a first load takes the longer
-  // of the two rather than their sum. (libstdc++ runs the hash here, on the
-  // calling thread, when it cannot start one.)
-  std::future<absl::StatusOr<std::string>> weights_sha256 = std::async(
-      std::launch::async | std::launch::deferred,
-      [&weights, weights_hash_cache] { return weights->ContentSha256(weights_hash_cache); });
-  absl::StatusOr<std::unique_ptr<ControlledModel>> model =
-      CreateFamilyModel(config, *weights, std::move(info));
-  absl::StatusOr<std::string> sha256 = weights_sha256.get();
-  FCA_RETURN_IF_ERROR(sha256.status());
-  FCA_RETURN_IF_ERROR(model.status());
-  return WithFolderIdentity(dir, *std::move(model), *std::move(sha256));
+  return LoadSafetensorsFolder(dir, *family, text, std::move(info), weights_hash_cache);
 }
 
 }  // namespace fca::engine

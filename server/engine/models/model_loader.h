@@ -1,7 +1,7 @@
-// LoadModel (model_loader.cc): a model folder -> ControlledModel,
-// dispatching on model_type, with the weights' SHA-256 and the folder's
-// tokenizer.json when it has one; and what a folder holds, known without
-// loading its weights. Torch-free header.
+// LoadModel (model_loader.cc): a model folder -> ControlledModel, through
+// its model_type's row of the family registry (model_families.h), with the
+// weights' SHA-256 and the folder's tokenizer.json when it has one; and what
+// a folder holds, known without loading its weights. Torch-free header.
 #ifndef FCA_SERVER_ENGINE_MODELS_MODEL_LOADER_H_
 #define FCA_SERVER_ENGINE_MODELS_MODEL_LOADER_H_
 

@@ -1,7 +1,6 @@
-// Long file: one family whole (config, layout, forward, model), until the family base.
 // The `muddpythia` family: config.json, the checkpoint layout, the forward
 // pass (design note muddpythia.md, section 2) and MuddPythiaModel, the
-// ControlledModel that runs it.
+// SafetensorsModel that runs it.
 //
 // The forward copies the reference's op order and dtypes, because its
 // coefficients are audited by replay and must match the reference's to the
@@ -16,11 +15,9 @@
 #include "server/engine/models/muddpythia_model.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 
 #include <cmath>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "server/engine/models/safetensors_model.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
@@ -185,15 +183,6 @@ std::string MuddName(int64_t i, const std::string& rest) {
   return absl::StrCat("dynamic_dense.", i, ".", rest);
 }
 
-void AddLinear(std::vector<WeightSpec>* s, const std::string& name, int64_t out, int64_t in) {
-  s->push_back({name + ".weight", {out, in}});
-  s->push_back({name + ".bias", {out}});
-}
-void AddNorm(std::vector<WeightSpec>* s, const std::string& name, int64_t d) {
-  s->push_back({name + ".weight", {d}});
-  s->push_back({name + ".bias", {d}});
-}
-
 absl::Status MissingTensor(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrFormat(
       "checkpoint has no tensor '%s', which a muddpythia model with this config.json needs", name));
@@ -211,24 +200,6 @@ absl::StatusOr<int64_t> FfnWidth(const TensorSource& src, int64_t l, int64_t dim
                         name, absl::StrJoin(view.shape, ", "), dim, kMaxFfnWidth));
   }
   return view.shape[0];
-}
-
-// The view of `spec` in `src`, checked against the shape the config implies
-// and the dtypes a muddpythia checkpoint may store.
-absl::StatusOr<TensorView> CheckedView(const TensorSource& src, const WeightSpec& spec) {
-  if (!src.Has(spec.name)) return MissingTensor(spec.name);
-  FCA_ASSIGN_OR_RETURN(TensorView view, src.Get(spec.name));
-  if (view.shape != spec.shape) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor '%s' has shape [%s]; config.json and the checkpoint imply [%s]", spec.name,
-        absl::StrJoin(view.shape, ", "), absl::StrJoin(spec.shape, ", ")));
-  }
-  if (view.dtype != DType::kF32 && view.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tensor '%s' is stored as %s; muddpythia weights must be F32 or BF16",
-                        spec.name, std::string(DTypeName(view.dtype))));
-  }
-  return view;
 }
 
 // `all` holds every tensor of MuddPythiaWeightSpecs (checked by the caller).
@@ -442,87 +413,53 @@ class ForwardPass {
 // ---------------------------------------------------------------------------
 // The model
 
-class MuddPythiaModel : public ControlledModel {
+class MuddPythiaModel : public SafetensorsModel {
  public:
-  MuddPythiaModel(MuddPythiaConfig config, ModelInfo info)
-      : config_(std::move(config)), info_(std::move(info)) {
-    sites_ = DescribeMuddPythia(config_, &info_);
-  }
+  // `info` and `sites` as DescribeMuddPythia(config) set and returned them.
+  MuddPythiaModel(MuddPythiaConfig config, ModelInfo info, std::vector<CoefficientSite> sites)
+      : SafetensorsModel(
+            std::move(info), std::move(sites),
+            CheckpointRules{"muddpythia", true, "config.json and the checkpoint imply"}),
+        config_(std::move(config)) {}
 
-  absl::Status Load(const TensorSource& src) {
+ private:
+  // The FFN widths are the checkpoint's (FfnWidth); every other shape
+  // follows from the config.
+  absl::StatusOr<std::vector<WeightSpec>> WeightSpecs(const TensorSource& src) const override {
     std::vector<int64_t> ffn(config_.n_layer);
     for (int64_t l = 0; l < config_.n_layer; ++l) {
       FCA_ASSIGN_OR_RETURN(ffn[l], FfnWidth(src, l, config_.dim));
     }
-    // Every tensor is checked before any is read: a mismatch costs no copy.
-    const std::vector<WeightSpec> specs = MuddPythiaWeightSpecs(config_, ffn);
-    std::vector<TensorView> views;
-    std::set<std::string> expected;
-    int64_t params = 0;
-    for (const WeightSpec& spec : specs) {
-      FCA_ASSIGN_OR_RETURN(TensorView view, CheckedView(src, spec));
-      params += view.numel();
-      expected.insert(spec.name);
-      views.push_back(std::move(view));
-    }
-    for (const std::string& name : src.Names()) {
-      if (expected.count(name) == 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "tensor '%s' is not part of a muddpythia model with this config.json", name));
-      }
-    }
-    FCA_ASSIGN_OR_RETURN(std::vector<at::Tensor> loaded, LoadTensors(src, views, info_.compute));
+    return MuddPythiaWeightSpecs(config_, ffn);
+  }
+
+  absl::Status Bind(const std::vector<WeightSpec>& specs, std::vector<at::Tensor> loaded) override {
     std::map<std::string, at::Tensor> tensors;
     for (size_t i = 0; i < specs.size(); ++i) tensors[specs[i].name] = std::move(loaded[i]);
-    info_.num_parameters = params;
     weights_ = BindWeights(config_, tensors);
     return absl::OkStatus();
   }
 
-  const ModelInfo& info() const override { return info_; }
-  const std::vector<CoefficientSite>& sites() const override { return sites_; }
-  const Tokenizer& tokenizer() const override { return tokenizer_; }
-  ExecutionCounters counters() const override { return counters_.Get(); }
-  void ResetCounters() override { counters_.Reset(); }
-
   // A_i = dense_bs.i with the controller's dynamic part removed: row c of
   // dense_bs.i for stream c, in sites() order.
-  absl::StatusOr<std::vector<at::Tensor>> NeutralCoefficients() const override {
-    return GuardTorch("model '" + info_.name + "' neutral coefficients",
-                      [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
-                        std::vector<at::Tensor> out;
-                        for (int64_t i = 0; i < config_.n_layer; ++i) {
-                          const at::Tensor& bs = weights_.layers[i].dense_bs;  // [C, L]
-                          for (int64_t c = 0; c < bs.size(0); ++c) out.push_back(bs[c].clone());
-                        }
-                        return out;
-                      });
+  std::vector<at::Tensor> Neutral() const override {
+    std::vector<at::Tensor> out;
+    for (int64_t i = 0; i < config_.n_layer; ++i) {
+      const at::Tensor& bs = weights_.layers[i].dense_bs;  // [C, L]
+      for (int64_t c = 0; c < bs.size(0); ++c) out.push_back(bs[c].clone());
+    }
+    return out;
   }
 
-  absl::StatusOr<at::Tensor> Forward(const at::Tensor& ids, CoefficientMode mode,
-                                     std::vector<at::Tensor>* coefficients) override {
-    FCA_RETURN_IF_ERROR(CheckForwardInputs(ids, mode, coefficients, info_, sites_,
-                                           config_.block_size, config_.vocab_size));
-    return GuardTorch("model '" + info_.name + "' forward", [&]() -> absl::StatusOr<at::Tensor> {
-      c10::InferenceMode guard;
-      std::vector<at::Tensor> recorded;
-      const at::Tensor on_device = ids.to(weights_.embed.device());
-      ExecutionCounters counted;
-      at::Tensor logits = ForwardPass(config_, weights_, &counted)
-                              .Run(on_device, mode, Records(mode) ? &recorded : coefficients);
-      counters_.Add(counted);
-      // Only a completed pass replaces the caller's list.
-      if (Records(mode)) *coefficients = std::move(recorded);
-      return logits;
-    });
+  const at::Tensor& AnyWeight() const override { return weights_.embed; }
+
+  absl::StatusOr<at::Tensor> Run(const at::Tensor& ids, CoefficientMode mode,
+                                 std::vector<at::Tensor>* coefficients,
+                                 ExecutionCounters* counted) override {
+    return ForwardPass(config_, weights_, counted).Run(ids, mode, coefficients);
   }
 
- private:
   MuddPythiaConfig config_;
-  ModelInfo info_;
-  std::vector<CoefficientSite> sites_;
-  ByteTokenizer tokenizer_;
-  SharedCounters counters_;
   Weights weights_;
 };
 
@@ -564,20 +501,21 @@ std::vector<WeightSpec> MuddPythiaWeightSpecs(const MuddPythiaConfig& c,
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const int64_t width = l < static_cast<int64_t>(ffn.size()) ? ffn[l] : 0;
     for (const char* proj : {"wq", "wk", "wv", "wo"}) {
-      AddLinear(&s, LayerName(l, absl::StrCat("attention.", proj)), d, d);
+      AddLinearSpecs(&s, LayerName(l, absl::StrCat("attention.", proj)), d, d);
     }
     s.push_back({LayerName(l, "attention.q_norm.weight"), {c.head_dim()}});
     s.push_back({LayerName(l, "attention.k_norm.weight"), {c.head_dim()}});
-    AddLinear(&s, LayerName(l, "feed_forward.w1"), width, d);
-    AddLinear(&s, LayerName(l, "feed_forward.w2"), d, width);
+    AddLinearSpecs(&s, LayerName(l, "feed_forward.w1"), width, d);
+    AddLinearSpecs(&s, LayerName(l, "feed_forward.w2"), d, width);
     if (l == 0) {
-      AddNorm(&s, LayerName(l, "attention_norm"), d);
+      AddNormSpecs(&s, LayerName(l, "attention_norm"), d);
     } else {
-      for (int k = 0; k < 3; ++k) AddNorm(&s, LayerName(l, absl::StrCat("attention_norms.", k)), d);
+      for (int k = 0; k < 3; ++k)
+        AddNormSpecs(&s, LayerName(l, absl::StrCat("attention_norms.", k)), d);
     }
-    AddNorm(&s, LayerName(l, "ffn_norm"), d);
+    AddNormSpecs(&s, LayerName(l, "ffn_norm"), d);
   }
-  AddNorm(&s, "norm", d);
+  AddNormSpecs(&s, "norm", d);
   s.push_back({"output.weight", {c.vocab_size, d}});
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const int64_t cl = c.streams(i) * c.channels(i), k = c.controller_width(i);
@@ -617,16 +555,9 @@ absl::StatusOr<MuddPythiaConfig> ParseMuddPythiaConfig(std::string_view json_tex
 absl::StatusOr<std::unique_ptr<ControlledModel>> CreateMuddPythiaModel(
     const MuddPythiaConfig& config, const TensorSource& weights, ModelInfo info) {
   FCA_RETURN_IF_ERROR(ValidateConfig(config));
-  FCA_RETURN_IF_ERROR(ValidateCompute(info.compute));
-  if (info.compute.dtype != ComputeDType::kFloat32 &&
-      info.compute.dtype != ComputeDType::kBFloat16) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("muddpythia computes in float32 or bfloat16, not %s",
-                        ComputeDTypeName(info.compute.dtype)));
-  }
-  auto model = std::make_unique<MuddPythiaModel>(config, std::move(info));
-  FCA_RETURN_IF_ERROR(model->Load(weights));
-  return std::unique_ptr<ControlledModel>(std::move(model));
+  std::vector<CoefficientSite> sites = DescribeMuddPythia(config, &info);
+  return LoadSafetensorsModel(
+      std::make_unique<MuddPythiaModel>(config, std::move(info), std::move(sites)), weights);
 }
 
 }  // namespace fca::engine
