@@ -49,8 +49,8 @@
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "server/core/retention.h"
 #include "server/jobs/mapping.h"
+#include "server/runtime/messages.h"
 #include "server/server.h"
-#include "server/worker/messages.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
 
@@ -88,7 +88,7 @@ std::string Spec(int64_t i) {
   spec.set_calib_dataset(absl::StrCat("calib", i % 50));
   spec.set_window_length(128);
   spec.set_label(absl::StrCat("run ", i % 100));
-  return core::SpecToJson(spec);
+  return runtime::SpecToJson(spec);
 }
 
 // What Store::CreateJob records of Spec(i)'s resolution at submission
@@ -100,7 +100,7 @@ std::string Provenance(int64_t i) {
   provenance.set_calib_dataset(absl::StrCat("calib", i % 50));
   provenance.set_calib_sha256(Hex64(50 + i % 50));
   provenance.set_server_version(BuildVersion());
-  return core::ToStoredJson(provenance);
+  return runtime::ToStoredJson(provenance);
 }
 
 std::string Event(v1::JobState state) {

@@ -20,8 +20,8 @@
 #include "server/engine/audit/statistics.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
+#include "server/runtime/model_repository.h"
 #include "server/server.h"
-#include "server/worker/model_repository.h"
 
 namespace fca {
 namespace {
@@ -81,7 +81,7 @@ absl::StatusOr<double> ServiceAudit(v1::AuditService::Stub& stub) {
   return last_result_ms;
 }
 
-absl::StatusOr<double> EngineAudit(core::ModelRepository& models, const std::string& eval,
+absl::StatusOr<double> EngineAudit(runtime::ModelRepository& models, const std::string& eval,
                                    const std::string& calib) {
   FCA_ASSIGN_OR_RETURN(const std::shared_ptr<engine::ControlledModel> model, models.Get("fg"));
   engine::AuditRequest req;
@@ -124,7 +124,7 @@ absl::Status Bench() {
   options.worker.use_coefficient_cache = false;
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::BuildAndStart(options));
   // The engine's side: its own repository over the same folder.
-  FCA_ASSIGN_OR_RETURN(auto models, core::ModelRepository::Open(options.repository));
+  FCA_ASSIGN_OR_RETURN(auto models, runtime::ModelRepository::Open(options.repository));
   const int port = server->grpc_port();
   auto channel =
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());

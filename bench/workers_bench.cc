@@ -31,7 +31,7 @@
 #include "server/engine/models/transformer_model.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/mapping.h"
-#include "server/worker/worker.h"
+#include "server/runtime/worker.h"
 #include "storage/store.h"
 
 namespace fca {
@@ -44,7 +44,7 @@ double Ms(Clock::time_point since) {
 }
 
 // A TaskBroker that times every call it passes on.
-class TimingBroker : public core::TaskBroker {
+class TimingBroker : public runtime::TaskBroker {
   // Defined first: the methods below deduce their types from it.
   template <typename F>
   auto Timed(F f) {
@@ -56,7 +56,7 @@ class TimingBroker : public core::TaskBroker {
   }
 
  public:
-  explicit TimingBroker(core::TaskBroker* inner) : inner_(inner) {}
+  explicit TimingBroker(runtime::TaskBroker* inner) : inner_(inner) {}
 
   double TakeMs() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -65,43 +65,45 @@ class TimingBroker : public core::TaskBroker {
     return ms;
   }
 
-  absl::StatusOr<std::optional<core::TaskAssignment>> Claim(const std::string& worker,
-                                                            int64_t task_id) override {
+  absl::StatusOr<std::optional<runtime::TaskAssignment>> Claim(const std::string& worker,
+                                                               int64_t task_id) override {
     return Timed([&] { return inner_->Claim(worker, task_id); });
   }
-  absl::StatusOr<bool> Renew(const core::Lease& lease) override {
+  absl::StatusOr<bool> Renew(const runtime::Lease& lease) override {
     return Timed([&] { return inner_->Renew(lease); });
   }
-  absl::Status ReportProgress(const core::Lease& lease, const engine::AuditProgress& p) override {
+  absl::Status ReportProgress(const runtime::Lease& lease,
+                              const engine::AuditProgress& p) override {
     return Timed([&] { return inner_->ReportProgress(lease, p); });
   }
-  absl::Status ReportNote(const core::Lease& lease, const std::string& text) override {
+  absl::Status ReportNote(const runtime::Lease& lease, const std::string& text) override {
     return Timed([&] { return inner_->ReportNote(lease, text); });
   }
-  absl::Status ReportRows(const core::Lease& lease, const std::string& model,
+  absl::Status ReportRows(const runtime::Lease& lease, const std::string& model,
                           const std::string& weights,
                           const std::vector<engine::ResultRow>& rows) override {
     return Timed([&] { return inner_->ReportRows(lease, model, weights, rows); });
   }
-  absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
+  absl::Status Finish(const runtime::Lease& lease, const absl::Status& outcome,
                       const v1::TaskProvenance& provenance) override {
     return Timed([&] { return inner_->Finish(lease, outcome, provenance); });
   }
-  absl::Status Release(const core::Lease& lease, const absl::Status& reason, bool refund) override {
+  absl::Status Release(const runtime::Lease& lease, const absl::Status& reason,
+                       bool refund) override {
     return Timed([&] { return inner_->Release(lease, reason, refund); });
   }
-  absl::Status Refuse(const core::Lease& lease, const absl::Status& reason) override {
+  absl::Status Refuse(const runtime::Lease& lease, const absl::Status& reason) override {
     return Timed([&] { return inner_->Refuse(lease, reason); });
   }
-  absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
-                                                 bool calibration) override {
+  absl::StatusOr<runtime::DatasetBytes> ReadDataset(const runtime::Lease& lease,
+                                                    bool calibration) override {
     return Timed([&] { return inner_->ReadDataset(lease, calibration); });
   }
-  std::optional<std::string> GetCoefficients(const core::Lease& lease,
+  std::optional<std::string> GetCoefficients(const runtime::Lease& lease,
                                              const engine::CoefficientCacheKey& key) override {
     return Timed([&] { return inner_->GetCoefficients(lease, key); });
   }
-  void PutCoefficients(const core::Lease& lease, const engine::CoefficientCacheKey& key,
+  void PutCoefficients(const runtime::Lease& lease, const engine::CoefficientCacheKey& key,
                        const std::string& bytes) override {
     Timed([&] {
       inner_->PutCoefficients(lease, key, bytes);
@@ -110,7 +112,7 @@ class TimingBroker : public core::TaskBroker {
   }
 
  private:
-  core::TaskBroker* inner_;
+  runtime::TaskBroker* inner_;
   std::mutex mu_;
   double ms_ = 0;
 };
@@ -139,8 +141,8 @@ v1::AuditSpec Spec() {
 
 struct Env {
   std::unique_ptr<storage::Store> store;
-  std::unique_ptr<core::ModelRepository> models;
-  core::EventHub hub;
+  std::unique_ptr<runtime::ModelRepository> models;
+  jobs::EventHub hub;
 };
 
 absl::Status Open(const std::string& root, Env* env) {
@@ -153,25 +155,25 @@ absl::Status Open(const std::string& root, Env* env) {
       env->store->PutDataset("eval", "text", "local", Letters(32 * 16, 1)).status());
   FCA_RETURN_IF_ERROR(
       env->store->PutDataset("calib", "text", "local", Letters(32 * 16, 2)).status());
-  core::ModelRepository::Options repo;
+  runtime::ModelRepository::Options repo;
   repo.root = root + "/models";
-  FCA_ASSIGN_OR_RETURN(env->models, core::ModelRepository::Open(repo));
+  FCA_ASSIGN_OR_RETURN(env->models, runtime::ModelRepository::Open(repo));
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> Submit(storage::Store* store) {
   FCA_ASSIGN_OR_RETURN(storage::JobRecord job,
-                       store->CreateJob("local", core::SpecToJson(Spec()), {"fg"}));
+                       store->CreateJob("local", runtime::SpecToJson(Spec()), {"fg"}));
   return job.id;
 }
 
 absl::Status Overhead(Env* env, int tasks) {
-  core::Coordinator coordinator(env->store.get(), &env->hub, {});
+  jobs::Coordinator coordinator(env->store.get(), &env->hub, {});
   TimingBroker timing(&coordinator);
-  core::Worker::Options options;
-  options.name = std::string(core::Coordinator::kLocalWorkerPrefix) + "0";
+  runtime::Worker::Options options;
+  options.name = std::string(jobs::Coordinator::kLocalWorkerPrefix) + "0";
   options.threads = 1;
-  core::Worker worker(&timing, env->models.get(), options);
+  runtime::Worker worker(&timing, env->models.get(), options);
   std::vector<double> overhead, total;
   for (int i = -1; i < tasks; ++i) {  // one warm-up (model load)
     FCA_RETURN_IF_ERROR(Submit(env->store.get()).status());
@@ -193,17 +195,18 @@ absl::Status Overhead(Env* env, int tasks) {
 }
 
 absl::Status DeathToRerun(Env* env, std::chrono::milliseconds lease) {
-  core::Coordinator::Options options;
+  jobs::Coordinator::Options options;
   options.lease = lease;
-  core::Coordinator coordinator(env->store.get(), &env->hub, options);
+  jobs::Coordinator coordinator(env->store.get(), &env->hub, options);
   FCA_RETURN_IF_ERROR(coordinator.Start());
   FCA_ASSIGN_OR_RETURN(const int64_t job, Submit(env->store.get()));
   FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> tasks, env->store->ListTasks(job));
   const int64_t task = tasks.at(0).id;
-  FCA_ASSIGN_OR_RETURN(std::optional<core::TaskAssignment> dead, coordinator.Claim("dead", task));
+  FCA_ASSIGN_OR_RETURN(std::optional<runtime::TaskAssignment> dead,
+                       coordinator.Claim("dead", task));
   if (!dead) return absl::InternalError("nothing to claim");
   const Clock::time_point died = Clock::now();  // it never renews
-  std::optional<core::TaskAssignment> again;
+  std::optional<runtime::TaskAssignment> again;
   while (!again && Ms(died) < 10 * lease.count() + 5000) {
     FCA_ASSIGN_OR_RETURN(again, coordinator.Claim("alive", task));
     if (!again) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -2,7 +2,7 @@
 # rule: every project include ("common/...", "server/...", ...) of every
 # .h and .cc under common/, storage/, client/ and server/ must name a folder
 # (or file) its own layer may use. Includes are rooted at the repository for
-# every target, so the compiler alone cannot refuse, say, the worker runtime
+# every target, so the compiler alone cannot refuse, say, the shared runtime
 # including storage/store.h; this does, at every build (target
 # fca_layering) and as ctest layering_test.
 #
@@ -25,19 +25,19 @@ set(fca_layers
   "server/engine/models/|common/ server/engine/io/ server/engine/text/ server/engine/models/"
   "server/engine/audit/|common/ ${fca_engine_all}"
   "server/tools/|common/ ${fca_engine_all} server/tools/"
-  # The worker runtime: no store, no coordinator, no gRPC.
-  "server/worker/|common/ proto/ ${fca_engine_all} server/worker/"
+  # The shared runtime (what runs a task): no store, no coordinator, no gRPC.
+  "server/runtime/|common/ proto/ ${fca_engine_all} server/runtime/"
   # fca-worker: the runtime and the worker protocol's gRPC client.
-  "server/worker/main.cc|common/ proto/ ${fca_engine_all} server/worker/ server/grpc/remote_broker.h"
-  "server/jobs/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/"
-  "server/core/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/"
+  "server/worker/|common/ proto/ ${fca_engine_all} server/runtime/ server/grpc/remote_broker.h"
+  "server/jobs/|common/ proto/ storage/ ${fca_engine_all} server/runtime/ server/jobs/"
+  "server/core/|common/ proto/ storage/ ${fca_engine_all} server/runtime/ server/jobs/ server/core/"
   # Authentication, the same for gRPC and HTTP: the store's keys and the
   # caller type, nothing of either transport.
   "server/auth/|common/ proto/ storage/ server/auth/ server/core/caller.h"
-  "server/grpc/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/auth/ server/grpc/"
+  "server/grpc/|common/ proto/ storage/ ${fca_engine_all} server/runtime/ server/jobs/ server/core/ server/auth/ server/grpc/"
   # RemoteBroker: what fca-worker links of gRPC.
-  "server/grpc/remote_broker|common/ proto/ ${fca_engine_all} server/worker/ server/grpc/remote_broker.h"
-  "server/http/|common/ proto/ storage/ ${fca_engine_all} server/worker/ server/jobs/ server/core/ server/auth/ server/http/"
+  "server/grpc/remote_broker|common/ proto/ ${fca_engine_all} server/runtime/ server/grpc/remote_broker.h"
+  "server/http/|common/ proto/ storage/ ${fca_engine_all} server/runtime/ server/jobs/ server/core/ server/auth/ server/http/"
   # fca-server: everything.
   "server/main.cc|common/ proto/ storage/ server/"
   "server/server|common/ proto/ storage/ server/"

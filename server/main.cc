@@ -65,7 +65,7 @@ constexpr int64_t kMaxHttpConnections = 1000000;
 constexpr int64_t kMaxHttpRequestTimeoutMs = int64_t{3600} * 1000;
 constexpr int64_t kMaxAttempts = 100;
 constexpr int64_t kMaxRefusalBackoffSeconds =
-    std::chrono::duration_cast<std::chrono::seconds>(core::RefusalBackoff::kMax).count();
+    std::chrono::duration_cast<std::chrono::seconds>(jobs::RefusalBackoff::kMax).count();
 constexpr int64_t kMaxJobSeconds = int64_t{365} * 24 * 3600;
 // Past any machine, and far from overflowing the sums of estimates.
 constexpr int64_t kMaxModelMemoryBytes = int64_t{1} << 50;
@@ -158,13 +158,13 @@ ABSL_FLAG(int64_t, max_attempts, 3,
                           "lease expired) this many times fails instead of running again, 1..%d",
                           fca::flag_limits::kMaxAttempts));
 ABSL_FLAG(int64_t, refusal_backoff_max_seconds,
-          std::chrono::duration_cast<std::chrono::seconds>(fca::core::RefusalBackoff::kDefaultMax)
+          std::chrono::duration_cast<std::chrono::seconds>(fca::jobs::RefusalBackoff::kDefaultMax)
               .count(),
           absl::StrFormat(
               "a worker that refused a task (its own state: weights that differ, "
               "no model, no memory) is not offered it again for %g s, doubling "
               "with each refusal up to this, seconds, 1..%d",
-              std::chrono::duration<double>(fca::core::RefusalBackoff::kDefaultInitial).count(),
+              std::chrono::duration<double>(fca::jobs::RefusalBackoff::kDefaultInitial).count(),
               fca::flag_limits::kMaxRefusalBackoffSeconds));
 ABSL_FLAG(int64_t, max_job_seconds, 24 * 3600,
           absl::StrFormat("the audit of one model of a job is stopped and failed after this "
@@ -339,7 +339,7 @@ std::vector<std::string> WorkerDevices() {
   FCA_RETURN_IF_ERROR(CheckFlagRange("retention_interval_minutes",
                                      absl::GetFlag(FLAGS_retention_interval_minutes), 1,
                                      flag_limits::kMaxRetentionIntervalMinutes));
-  FCA_RETURN_IF_ERROR(core::WebhookAllowlist::Parse(absl::GetFlag(FLAGS_webhook_allow)).status());
+  FCA_RETURN_IF_ERROR(jobs::WebhookAllowlist::Parse(absl::GetFlag(FLAGS_webhook_allow)).status());
   const std::string external_url = absl::GetFlag(FLAGS_external_url);
   if (!external_url.empty() && !absl::StartsWith(external_url, "http://") &&
       !absl::StartsWith(external_url, "https://")) {
@@ -523,7 +523,7 @@ std::optional<http::GatewayOptions> GatewayOptionsFromFlags() {
 std::optional<SlurmServerOptions> SlurmOptionsFromFlags() {
   if (absl::GetFlag(FLAGS_executor) != "slurm") return std::nullopt;
   SlurmServerOptions slurm;
-  core::SlurmExecutor::Options& o = slurm.executor;
+  jobs::SlurmExecutor::Options& o = slurm.executor;
   o.partition = absl::GetFlag(FLAGS_slurm_partition);
   o.sbatch_args = SplitArgs(absl::GetFlag(FLAGS_slurm_sbatch_args));
   o.max_in_flight = static_cast<int>(absl::GetFlag(FLAGS_slurm_max_tasks));

@@ -122,10 +122,10 @@ std::string CoordinatorAddress(const std::string& listen, int port) {
 
 // The executor's options with its fca-worker command dialing this server
 // at `port`, and its log folder created.
-absl::StatusOr<core::SlurmExecutor::Options> SlurmExecutorOptions(const ServerOptions& options,
+absl::StatusOr<jobs::SlurmExecutor::Options> SlurmExecutorOptions(const ServerOptions& options,
                                                                   int port) {
   const SlurmServerOptions& slurm = *options.slurm;
-  core::SlurmExecutor::Options o = slurm.executor;
+  jobs::SlurmExecutor::Options o = slurm.executor;
   const std::string worker = slurm.worker.empty() ? OwnFolder() + "/fca-worker" : slurm.worker;
   const std::string coordinator =
       slurm.coordinator.empty() ? CoordinatorAddress(options.listen, port) : slurm.coordinator;
@@ -195,7 +195,7 @@ absl::Status Server::Start() {
   served_.core->set_facts(
       {options_.worker_devices, options_.slurm.has_value() ? "slurm" : "local", options_.auth});
   // Jobs by state, the cache's size and busy workers, at every scrape.
-  gauges_ = std::make_unique<core::ServerGauges>(served_.store, workers_.get());
+  gauges_ = std::make_unique<jobs::ServerGauges>(served_.store, workers_.get());
   // fca-worker processes (worker keys) claim and run tasks through it.
   worker_service_ =
       std::make_unique<grpc_server::WorkerServiceImpl>(served_.coordinator, authenticator);
@@ -257,12 +257,12 @@ void Server::StartRetention() {
 }
 
 absl::Status Server::BuildWebhooks() {
-  core::WebhookSender::Options sender = options_.webhook_sender;
-  FCA_ASSIGN_OR_RETURN(sender.allow, core::WebhookAllowlist::Parse(options_.webhook_allow));
+  jobs::WebhookSender::Options sender = options_.webhook_sender;
+  FCA_ASSIGN_OR_RETURN(sender.allow, jobs::WebhookAllowlist::Parse(options_.webhook_allow));
   const bool off = sender.allow.empty();
   core::WebhookOptions webhooks;
   webhooks.allow = sender.allow;
-  webhook_sender_ = std::make_unique<core::WebhookSender>(served_.store, std::move(sender));
+  webhook_sender_ = std::make_unique<jobs::WebhookSender>(served_.store, std::move(sender));
   webhooks.on_enqueued = [sender = webhook_sender_.get()] { sender->Wake(); };
   webhooks_ = std::make_unique<core::Webhooks>(served_.store, std::move(webhooks));
   served_.core->set_webhooks(webhooks_.get());
@@ -300,43 +300,43 @@ absl::Status Server::CheckSomeoneCanLogIn(const auth::Authenticator& authenticat
 }
 
 absl::Status Server::OpenStoreAndModels() {
-  core::ModelRepository::Options& repository = options_.repository;
+  runtime::ModelRepository::Options& repository = options_.repository;
   // The repository's folder is checked first: a wrong --models must not
   // leave a new database behind. The repository proper records its loads
   // in the store's models table, so it is opened after the store.
-  FCA_RETURN_IF_ERROR(core::ModelRepository::Open(repository).status());
+  FCA_RETURN_IF_ERROR(runtime::ModelRepository::Open(repository).status());
   FCA_ASSIGN_OR_RETURN(own_store_, OpenStore(options_));
   served_.store = own_store_.get();
-  repository.on_load = core::RecordLoadsIn(own_store_.get());
+  repository.on_load = jobs::RecordLoadsIn(own_store_.get());
   // Opened once the store's lock is held: one server writes the file.
   weights_hash_cache_ = OpenWeightsHashCache(options_);
   repository.weights_hash_cache = weights_hash_cache_.get();
-  FCA_ASSIGN_OR_RETURN(models_, core::ModelRepository::Open(repository));
+  FCA_ASSIGN_OR_RETURN(models_, runtime::ModelRepository::Open(repository));
   return absl::OkStatus();
 }
 
 absl::Status Server::BuildRunners() {
-  own_hub_ = std::make_unique<core::EventHub>();
+  own_hub_ = std::make_unique<jobs::EventHub>();
   served_.hub = own_hub_.get();
-  core::Coordinator::Options coordinator = options_.coordinator;
+  jobs::Coordinator::Options coordinator = options_.coordinator;
   coordinator.models = models_.get();
   own_coordinator_ =
-      std::make_unique<core::Coordinator>(own_store_.get(), own_hub_.get(), coordinator);
+      std::make_unique<jobs::Coordinator>(own_store_.get(), own_hub_.get(), coordinator);
   served_.coordinator = own_coordinator_.get();
   if (!options_.worker_devices.empty()) {
-    core::WorkerPool::Options pool;
+    jobs::WorkerPool::Options pool;
     pool.devices = options_.worker_devices;
     pool.repository = options_.repository;
     pool.worker = options_.worker;
-    FCA_ASSIGN_OR_RETURN(workers_, core::WorkerPool::Create(own_coordinator_.get(), pool));
+    FCA_ASSIGN_OR_RETURN(workers_, jobs::WorkerPool::Create(own_coordinator_.get(), pool));
   }
   own_core_ = std::make_unique<core::AuditServiceCore>(
       own_store_.get(), models_.get(), own_coordinator_.get(), own_hub_.get(), options_.limits);
   served_.core = own_core_.get();
   // Own workers ("local/N") and remote ones ("<worker>@<user>"): the
   // names cannot collide (a remote name holds no '/').
-  const core::WorkerPool* pool = workers_.get();
-  core::Coordinator* remote = own_coordinator_.get();
+  const jobs::WorkerPool* pool = workers_.get();
+  jobs::Coordinator* remote = own_coordinator_.get();
   own_core_->set_loaded_models([pool, remote] {
     std::map<std::string, std::vector<std::string>> loaded = remote->RemoteLoadedModels();
     if (pool != nullptr) loaded.merge(pool->LoadedModels());
@@ -397,8 +397,8 @@ absl::Status Server::StartHttp(const auth::Authenticator& authenticator) {
 }
 
 absl::Status Server::StartSlurm() {
-  FCA_ASSIGN_OR_RETURN(core::SlurmExecutor::Options o, SlurmExecutorOptions(options_, grpc_port_));
-  executor_ = std::make_unique<core::SlurmExecutor>(served_.store, served_.coordinator, o);
+  FCA_ASSIGN_OR_RETURN(jobs::SlurmExecutor::Options o, SlurmExecutorOptions(options_, grpc_port_));
+  executor_ = std::make_unique<jobs::SlurmExecutor>(served_.store, served_.coordinator, o);
   FCA_RETURN_IF_ERROR(executor_->CheckCluster());
   LOG(INFO) << "fca-server: tasks run as Slurm jobs ("
             << (o.partition.empty() ? "default partition" : o.partition) << ", logs in "

@@ -28,8 +28,8 @@
 #include "server/jobs/slurm_executor.h"
 #include "server/jobs/webhook_sender.h"
 #include "server/jobs/worker_pool.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/worker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/worker.h"
 #include "storage/store.h"
 
 namespace grpc {
@@ -42,9 +42,9 @@ namespace fca {
 namespace engine {
 class WeightsHashCache;
 }  // namespace engine
-namespace core {
+namespace jobs {
 class ServerGauges;
-}  // namespace core
+}  // namespace jobs
 namespace auth {
 class Authenticator;
 }  // namespace auth
@@ -59,7 +59,7 @@ struct SlurmServerOptions {
   // partition, sbatch_args, max_in_flight, cpus_per_task, max_attempts,
   // log_dir ("" = slurm-logs beside the database); worker_command is made
   // from the fields below and the server's own.
-  core::SlurmExecutor::Options executor;
+  jobs::SlurmExecutor::Options executor;
   std::string worker;                    // "" = fca-worker beside this binary
   std::vector<std::string> worker_args;  // appended to the worker command
   std::string coordinator;               // HOST:PORT the workers dial; "" = this server
@@ -71,8 +71,8 @@ struct SlurmServerOptions {
 // Shutdown() still ends the hub's streams.
 struct ExistingCore {
   storage::Store* store = nullptr;
-  core::EventHub* hub = nullptr;
-  core::Coordinator* coordinator = nullptr;
+  jobs::EventHub* hub = nullptr;
+  jobs::Coordinator* coordinator = nullptr;
   core::AuditServiceCore* core = nullptr;
 };
 
@@ -140,19 +140,19 @@ struct ServerOptions {
   // gateway's address (none when HTTP is off).
   std::string external_url;
   // The sender's retries, timeout and clock; `allow` is the server's.
-  core::WebhookSender::Options webhook_sender;
+  jobs::WebhookSender::Options webhook_sender;
 
   // ------------------------------------------------------------- models, work
   // root, compute (the device and dtype of every model; a worker's device is
   // its own), memory_budget_bytes. on_load and weights_hash_cache are the
   // server's.
-  core::ModelRepository::Options repository;
+  runtime::ModelRepository::Options repository;
   int threads = 0;  // torch threads of the engine (0 = one per core)
   // One worker of this server's own per entry ("cpu", "cuda:0"); none:
   // only remote workers run tasks.
   std::vector<std::string> worker_devices;
-  core::Worker::Options worker;             // of each of them; name is the server's
-  core::Coordinator::Options coordinator;   // models is the server's
+  runtime::Worker::Options worker;          // of each of them; name is the server's
+  jobs::Coordinator::Options coordinator;   // models is the server's
   std::optional<SlurmServerOptions> slurm;  // nullopt: --executor=local
   core::ServiceLimits limits;
 
@@ -218,12 +218,12 @@ class Server {
   // Built unless options_.existing_core.
   std::unique_ptr<storage::Store> own_store_;
   std::unique_ptr<engine::WeightsHashCache> weights_hash_cache_;
-  std::unique_ptr<core::ModelRepository> models_;
-  std::unique_ptr<core::EventHub> own_hub_;
-  std::unique_ptr<core::Coordinator> own_coordinator_;
-  std::unique_ptr<core::WorkerPool> workers_;
+  std::unique_ptr<runtime::ModelRepository> models_;
+  std::unique_ptr<jobs::EventHub> own_hub_;
+  std::unique_ptr<jobs::Coordinator> own_coordinator_;
+  std::unique_ptr<jobs::WorkerPool> workers_;
   std::unique_ptr<core::AuditServiceCore> own_core_;
-  std::unique_ptr<core::ServerGauges> gauges_;
+  std::unique_ptr<jobs::ServerGauges> gauges_;
   // Records into the served store; made after it, so destroyed before it.
   std::unique_ptr<core::AuditLog> audit_log_;
   ExistingCore served_;  // the parts served: the own ones or the existing ones
@@ -231,11 +231,11 @@ class Server {
   std::unique_ptr<grpc_server::AuditServiceImpl> service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<http::Gateway> gateway_;
-  std::unique_ptr<core::SlurmExecutor> executor_;
+  std::unique_ptr<jobs::SlurmExecutor> executor_;
   std::unique_ptr<core::BackupDirectory> backups_;
   std::unique_ptr<core::BackupScheduler> backup_scheduler_;
   std::unique_ptr<core::Retention> retention_;
-  std::unique_ptr<core::WebhookSender> webhook_sender_;
+  std::unique_ptr<jobs::WebhookSender> webhook_sender_;
   std::unique_ptr<core::Webhooks> webhooks_;
   int grpc_port_ = 0;
   bool running_ = false;

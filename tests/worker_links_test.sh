@@ -11,13 +11,13 @@ if readelf -d "$bin" | grep -i sqlite; then
 fi
 symbols=$(nm -C --defined-only "$bin")
 # The server's side; any of it here is a layering break.
-if grep -E 'fca::(storage::Store::|core::Coordinator::|core::AuditServiceCore::|grpc_server::(AuditServiceImpl|WorkerServiceImpl)::)|sqlite3_' <<<"$symbols"; then
+if grep -E 'fca::(storage::Store::|jobs::Coordinator::|core::AuditServiceCore::|grpc_server::(AuditServiceImpl|WorkerServiceImpl)::)|sqlite3_' <<<"$symbols"; then
   echo "worker_links_test: $bin links the store, the coordinator or the RPC services" >&2
   status=1
 fi
 # The check itself: the worker's own code is there to be found.
-if ! grep -q 'fca::core::Worker::RunTask' <<<"$symbols"; then
-  echo "worker_links_test: no fca::core::Worker::RunTask in $bin: nm found nothing" >&2
+if ! grep -q 'fca::runtime::Worker::RunTask' <<<"$symbols"; then
+  echo "worker_links_test: no fca::runtime::Worker::RunTask in $bin: nm found nothing" >&2
   status=1
 fi
 exit $status

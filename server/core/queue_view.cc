@@ -119,7 +119,7 @@ absl::StatusOr<v1::GetQueueResponse> QueueView(const Caller& caller, storage::St
       mine->set_job_id(job.id);
       mine->set_project(job.project);
       mine->set_owner(job.owner);
-      mine->set_state(ToProto(job.state));
+      mine->set_state(jobs::ToProto(job.state));
       mine->set_position(claimable > 0 ? jobs_ahead + 1 : 0);
       mine->set_tasks_ahead(tasks_ahead);
       mine->set_queued_tasks(job.queued_tasks);

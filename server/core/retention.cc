@@ -102,7 +102,7 @@ absl::Status Retention::PurgeDatasets(PurgeCounts* counts) {
         absl::StatusOr<storage::DatasetRecord> dataset = store_->GetDataset(use.id);
         if (absl::IsNotFound(dataset.status())) return absl::OkStatus();  // deleted meanwhile
         FCA_RETURN_IF_ERROR(dataset.status());
-        const absl::Status unused = CheckDatasetUnused(store_, *dataset);
+        const absl::Status unused = jobs::CheckDatasetUnused(store_, *dataset);
         if (absl::IsFailedPrecondition(unused)) {
           in_use = true;
           return absl::OkStatus();

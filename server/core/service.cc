@@ -29,7 +29,7 @@ namespace {
 
 // A window longer than a model's context would fail the job only when a
 // worker runs it; refused at submission instead.
-absl::Status CheckWindowFits(const ModelRepository::Listing& m, int64_t window_length) {
+absl::Status CheckWindowFits(const runtime::ModelRepository::Listing& m, int64_t window_length) {
   const int64_t max = m.description.info.max_seq_len;
   if (max <= 0 || window_length <= max) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -46,11 +46,12 @@ absl::StatusOr<v1::ListModelsResponse> AuditServiceCore::ListModels(const Caller
   // A folder the engine refuses is listed apart with its reason, so a user
   // sees why a model is missing (the repository also logs it, once).
   v1::ListModelsResponse response;
-  std::vector<ModelRepository::UnavailableFolder> unavailable;
-  for (const ModelRepository::Listing& m : models_->List(&unavailable)) {
-    *response.add_models() = ToProto(m.description.info, m.description.sites, m.tokenizer->name());
+  std::vector<runtime::ModelRepository::UnavailableFolder> unavailable;
+  for (const runtime::ModelRepository::Listing& m : models_->List(&unavailable)) {
+    *response.add_models() =
+        jobs::ToProto(m.description.info, m.description.sites, m.tokenizer->name());
   }
-  for (const ModelRepository::UnavailableFolder& folder : unavailable) {
+  for (const runtime::ModelRepository::UnavailableFolder& folder : unavailable) {
     v1::UnavailableModel* out = response.add_unavailable();
     out->set_name(folder.name);
     out->set_reason(folder.reason);
@@ -107,9 +108,9 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAuditUnrecorded(
   FCA_RETURN_IF_ERROR(CheckModels(spec));
   // The job reads its own project's datasets only.
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord eval,
-                       FindDatasetRef(store_, spec.eval_dataset(), project));
+                       jobs::FindDatasetRef(store_, spec.eval_dataset(), project));
   FCA_ASSIGN_OR_RETURN(const storage::DatasetRecord calib,
-                       FindDatasetRef(store_, spec.calib_dataset(), project));
+                       jobs::FindDatasetRef(store_, spec.calib_dataset(), project));
   FCA_ASSIGN_OR_RETURN(int64_t queued,
                        store_->CountJobs(caller.user, {storage::JobState::kQueued}));
   if (queued >= limits_.max_queued_jobs_per_user) {
@@ -143,16 +144,17 @@ absl::StatusOr<v1::SubmitAuditResponse> AuditServiceCore::SubmitAuditUnrecorded(
       FCA_RETURN_IF_ERROR(touched);
     }
     FCA_ASSIGN_OR_RETURN(
-        job, store_->CreateJob(caller.user, SpecToJson(spec), models,
-                               ToStoredJson(SubmitProvenance(spec, eval, calib)), project));
+        job,
+        store_->CreateJob(caller.user, runtime::SpecToJson(spec), models,
+                          runtime::ToStoredJson(SubmitProvenance(spec, eval, calib)), project));
     FCA_ASSIGN_OR_RETURN(seq, store_->AppendJobEvent(job.id, queued_event.SerializeAsString()));
     return absl::OkStatus();
   }));
   hub_->Notify(job.id, seq);
-  JobSubmitted(job);
+  jobs::JobSubmitted(job);
   coordinator_->Wake();
   v1::SubmitAuditResponse response;
-  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), ToProto(job, 0.0));
+  FCA_ASSIGN_OR_RETURN(*response.mutable_job(), jobs::ToProto(job, 0.0));
   return response;
 }
 
@@ -160,15 +162,15 @@ namespace {
 
 // "bpe (50277 ids)": what must match for two models to read the same text
 // as the same token stream.
-std::string TokenizerIdentity(const ModelRepository::Listing& m) {
+std::string TokenizerIdentity(const runtime::ModelRepository::Listing& m) {
   return absl::StrFormat("%s (%d ids)", m.tokenizer->name(), m.tokenizer->vocab_size());
 }
 
 // Every model of a job tokenizes the datasets itself: NLLs per token, their
 // mean across models and the timed forwards are only comparable when the
 // token streams are the same.
-absl::Status CheckSameTokenizer(const ModelRepository::Listing& first,
-                                const ModelRepository::Listing& other) {
+absl::Status CheckSameTokenizer(const runtime::ModelRepository::Listing& first,
+                                const runtime::ModelRepository::Listing& other) {
   if (TokenizerIdentity(first) == TokenizerIdentity(other)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrFormat("models of one job must share a tokenizer: '%s' uses %s, '%s' uses %s",
@@ -182,9 +184,9 @@ absl::Status CheckSameTokenizer(const ModelRepository::Listing& first,
 // workers load them when the job runs, and a load that fails then fails
 // the job with the loader's error).
 absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
-  std::optional<ModelRepository::Listing> first;
+  std::optional<runtime::ModelRepository::Listing> first;
   for (const std::string& name : spec.models()) {
-    FCA_ASSIGN_OR_RETURN(ModelRepository::Listing m, models_->Describe(name));
+    FCA_ASSIGN_OR_RETURN(runtime::ModelRepository::Listing m, models_->Describe(name));
     FCA_RETURN_IF_ERROR(models_->CheckFitsBudget(m));
     if (m.description.sites.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -200,7 +202,8 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
     if (!first) first = std::move(m);
   }
   if (spec.dense_twin().empty()) return absl::OkStatus();
-  FCA_ASSIGN_OR_RETURN(ModelRepository::Listing twin, models_->Describe(spec.dense_twin()));
+  FCA_ASSIGN_OR_RETURN(runtime::ModelRepository::Listing twin,
+                       models_->Describe(spec.dense_twin()));
   FCA_RETURN_IF_ERROR(models_->CheckFitsBudget(twin));
   if (!twin.description.sites.empty()) {
     return absl::InvalidArgumentError(
@@ -241,7 +244,7 @@ absl::StatusOr<v1::GetJobResponse> AuditServiceCore::GetJob(const Caller& caller
 }
 
 absl::StatusOr<v1::Job> AuditServiceCore::JobProto(const storage::JobRecord& job) {
-  FCA_ASSIGN_OR_RETURN(v1::Job out, ToProto(job, hub_->Progress(job.id)));
+  FCA_ASSIGN_OR_RETURN(v1::Job out, jobs::ToProto(job, hub_->Progress(job.id)));
   out.set_notice(hub_->GetNotice(job.id).first);
   return out;
 }
@@ -250,7 +253,7 @@ absl::StatusOr<v1::Job> AuditServiceCore::JobWithTasks(const storage::JobRecord&
   FCA_ASSIGN_OR_RETURN(v1::Job out, JobProto(job));
   FCA_ASSIGN_OR_RETURN(const std::vector<storage::TaskRecord> tasks, store_->ListTasks(job.id));
   for (const storage::TaskRecord& task : tasks) {
-    FCA_ASSIGN_OR_RETURN(v1::JobTask one, ToProto(task));
+    FCA_ASSIGN_OR_RETURN(v1::JobTask one, jobs::ToProto(task));
     one.set_placement(coordinator_->DescribePlacement(task));
     *out.add_tasks() = std::move(one);
   }
@@ -277,18 +280,18 @@ absl::StatusOr<storage::JobFilter> AuditServiceCore::JobFilterFor(
   }
   if (!request.owner().empty()) filter.owner = request.owner();
   if (request.state() != v1::JOB_STATE_UNSPECIFIED) {
-    FCA_ASSIGN_OR_RETURN(filter.state, FromProto(request.state()));
+    FCA_ASSIGN_OR_RETURN(filter.state, jobs::FromProto(request.state()));
   }
   if (!request.model().empty()) filter.model = request.model();
   if (!request.dataset().empty()) filter.dataset = request.dataset();
   if (!request.label().empty()) filter.label = request.label();
   FCA_ASSIGN_OR_RETURN(
       filter.created_after_us,
-      TimeBound(request.has_created_after(), request.created_after(), "created_after"));
+      runtime::TimeBound(request.has_created_after(), request.created_after(), "created_after"));
   FCA_ASSIGN_OR_RETURN(
       filter.created_before_us,
-      TimeBound(request.has_created_before(), request.created_before(), "created_before"));
-  FCA_RETURN_IF_ERROR(CheckTimeRange(filter.created_after_us, filter.created_before_us));
+      runtime::TimeBound(request.has_created_before(), request.created_before(), "created_before"));
+  FCA_RETURN_IF_ERROR(runtime::CheckTimeRange(filter.created_after_us, filter.created_before_us));
   return filter;
 }
 
@@ -401,7 +404,7 @@ absl::StatusOr<v1::JobEvent> StoredEvent(int64_t job_id, const storage::JobEvent
         absl::StrFormat("job %d: event %d is unreadable", job_id, stored.seq));
   }
   e.set_seq(stored.seq);
-  ToTimestamp(stored.created_at_us, e.mutable_time());
+  runtime::ToTimestamp(stored.created_at_us, e.mutable_time());
   return e;
 }
 
@@ -417,7 +420,7 @@ absl::StatusOr<bool> AuditServiceCore::SendNotice(
   v1::JobEvent* e = response.mutable_event();
   e->set_seq(0);  // not stored: not replayed, and resuming is unaffected
   e->set_message(text);
-  ToTimestamp(absl::ToUnixMicros(absl::Now()), e->mutable_time());
+  runtime::ToTimestamp(absl::ToUnixMicros(absl::Now()), e->mutable_time());
   FCA_ASSIGN_OR_RETURN(*response.mutable_job(), JobProto(job));
   return write(response);
 }
@@ -508,7 +511,7 @@ absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDatasetUnrecor
   FCA_ASSIGN_OR_RETURN(
       const std::string project,
       ProjectOrPersonal(caller, request.project().empty() ? request.owner() : request.project()));
-  FCA_RETURN_IF_ERROR(ValidateName(request.name(), "dataset"));
+  FCA_RETURN_IF_ERROR(runtime::ValidateName(request.name(), "dataset"));
   const absl::Status absent =
       absl::NotFoundError(absl::StrFormat("dataset '%s' does not exist", request.name()));
   const absl::StatusOr<ProjectRole> role = RoleIn(caller, project);
@@ -519,7 +522,7 @@ absl::StatusOr<v1::DeleteDatasetResponse> AuditServiceCore::DeleteDatasetUnrecor
   if (!dataset.ok()) return dataset.status();
   FCA_RETURN_IF_ERROR(RequireOwnOrOwner(*role, caller, dataset->owner,
                                         absl::StrFormat("dataset '%s'", request.name()), project));
-  FCA_RETURN_IF_ERROR(CheckDatasetUnused(store_, *dataset));
+  FCA_RETURN_IF_ERROR(jobs::CheckDatasetUnused(store_, *dataset));
   FCA_ASSIGN_OR_RETURN(const int64_t freed, store_->DeleteDataset(dataset->id));
   v1::DeleteDatasetResponse response;
   response.set_bytes_freed(freed);

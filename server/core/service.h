@@ -19,11 +19,11 @@
 #include "server/core/caller.h"
 #include "server/core/projects.h"
 #include "server/core/queue_view.h"
+#include "server/core/spec_policy.h"
 #include "server/core/webhooks.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/spec.h"
+#include "server/runtime/model_repository.h"
 #include "storage/store.h"
 
 namespace fca::core {
@@ -105,8 +105,8 @@ class DatasetUpload {
 
 class AuditServiceCore {
  public:
-  AuditServiceCore(storage::Store* store, ModelRepository* models, Coordinator* coordinator,
-                   EventHub* hub, ServiceLimits limits)
+  AuditServiceCore(storage::Store* store, runtime::ModelRepository* models,
+                   jobs::Coordinator* coordinator, jobs::EventHub* hub, ServiceLimits limits)
       : store_(store),
         models_(models),
         coordinator_(coordinator),
@@ -316,9 +316,9 @@ class AuditServiceCore {
   [[nodiscard]] absl::StatusOr<Webhooks*> WebhooksOrOff() const;
 
   storage::Store* store_;
-  ModelRepository* models_;
-  Coordinator* coordinator_;
-  EventHub* hub_;
+  runtime::ModelRepository* models_;
+  jobs::Coordinator* coordinator_;
+  jobs::EventHub* hub_;
   ServiceLimits limits_;
   ServerFacts facts_;
   BackupDirectory* backups_ = nullptr;

@@ -37,7 +37,7 @@ absl::Status DatasetUpload::Start(const v1::UploadDatasetHeader& header) {
   if (started_) return absl::InvalidArgumentError("upload sent a second header");
   started_ = true;
   header_ = header;
-  FCA_RETURN_IF_ERROR(ValidateName(header.name(), "dataset"));
+  FCA_RETURN_IF_ERROR(runtime::ValidateName(header.name(), "dataset"));
   if (header.kind() != v1::DATASET_KIND_TEXT && header.kind() != v1::DATASET_KIND_TOKENS_INT32) {
     return absl::InvalidArgumentError("upload header must set kind (text or tokens)");
   }
@@ -100,10 +100,10 @@ absl::StatusOr<v1::UploadDatasetResponse> DatasetUpload::Finish() {
   const bool known = mine.ok();
   FCA_ASSIGN_OR_RETURN(
       const storage::DatasetRecord record,
-      store_->FinishUpload(upload_id_, header_.name(), DatasetKindName(header_.kind()), sha));
+      store_->FinishUpload(upload_id_, header_.name(), jobs::DatasetKindName(header_.kind()), sha));
   upload_id_ = 0;
   v1::UploadDatasetResponse response;
-  *response.mutable_dataset() = ToProto(record);
+  *response.mutable_dataset() = jobs::ToProto(record);
   response.set_deduplicated(known);
   return response;
 }
@@ -123,7 +123,7 @@ absl::StatusOr<v1::ListDatasetsResponse> AuditServiceCore::ListDatasets(
   FCA_ASSIGN_OR_RETURN(const storage::DatasetPage page,
                        store_->ListDatasets(project, request.page_size(), request.page_token()));
   v1::ListDatasetsResponse response;
-  for (const storage::DatasetRecord& d : page.datasets) *response.add_datasets() = ToProto(d);
+  for (const storage::DatasetRecord& d : page.datasets) *response.add_datasets() = jobs::ToProto(d);
   response.set_next_page_token(page.next_page_token);
   return response;
 }

@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/core/service.h"
-#include "server/worker/messages.h"
-#include "server/worker/model_repository.h"
+#include "server/runtime/messages.h"
+#include "server/runtime/model_repository.h"
 
 namespace fca::core {
 namespace {
@@ -37,10 +37,11 @@ v1::ApiKey ToProto(const storage::ApiKeyRecord& key) {
   out.set_user(key.user);
   out.set_role(key.role);
   out.set_created_by(key.created_by);
-  ToTimestamp(key.created_at_us, out.mutable_created_at());
-  if (key.expires_at_us != 0) ToTimestamp(key.expires_at_us, out.mutable_expires_at());
-  if (key.revoked_at_us != 0) ToTimestamp(key.revoked_at_us, out.mutable_revoked_at());
-  if (key.last_used_at_us != 0) ToTimestamp(key.last_used_at_us, out.mutable_last_used_at());
+  runtime::ToTimestamp(key.created_at_us, out.mutable_created_at());
+  if (key.expires_at_us != 0) runtime::ToTimestamp(key.expires_at_us, out.mutable_expires_at());
+  if (key.revoked_at_us != 0) runtime::ToTimestamp(key.revoked_at_us, out.mutable_revoked_at());
+  if (key.last_used_at_us != 0)
+    runtime::ToTimestamp(key.last_used_at_us, out.mutable_last_used_at());
   out.set_last_peer(key.last_peer);
   out.set_replaced_by(key.replaced_by);
   out.set_state(StateName(key.state));
@@ -50,7 +51,7 @@ v1::ApiKey ToProto(const storage::ApiKeyRecord& key) {
 v1::AuditLogEntry ToProto(const storage::AuditLogRow& row) {
   v1::AuditLogEntry out;
   out.set_id(row.id);
-  ToTimestamp(row.at_us, out.mutable_time());
+  runtime::ToTimestamp(row.at_us, out.mutable_time());
   out.set_user(row.user);
   out.set_key_id(row.key_id);
   out.set_peer(row.peer);
@@ -66,10 +67,10 @@ v1::AuditLogEntry ToProto(const storage::AuditLogRow& row) {
 absl::StatusOr<int64_t> TimeFilter(bool set, const google::protobuf::Timestamp& t,
                                    const char* field) {
   if (!set) return 0;
-  if (t.nanos() < 0 || t.nanos() >= 1000000000 || FromTimestamp(t) <= 0) {
+  if (t.nanos() < 0 || t.nanos() >= 1000000000 || runtime::FromTimestamp(t) <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("%s is not a valid time", field));
   }
-  return FromTimestamp(t);
+  return runtime::FromTimestamp(t);
 }
 
 absl::Status CheckRole(const std::string& role) {
@@ -176,7 +177,7 @@ absl::StatusOr<v1::CreateApiKeyResponse> AuditServiceCore::CreateApiKey(
   const std::string user = request.user().empty() ? caller.user : request.user();
   const std::string role = request.role().empty() ? "user" : request.role();
   const auto create = [&]() -> absl::StatusOr<v1::CreateApiKeyResponse> {
-    FCA_RETURN_IF_ERROR(ValidateName(user, "user"));
+    FCA_RETURN_IF_ERROR(runtime::ValidateName(user, "user"));
     FCA_RETURN_IF_ERROR(CheckRole(role));
     if (!caller.admin && (user != caller.user || role != "user")) {
       return absl::PermissionDeniedError(

@@ -7,7 +7,7 @@
 #include "server/core/audit_log.h"
 #include "server/core/retention.h"
 #include "server/core/service.h"
-#include "server/worker/messages.h"
+#include "server/runtime/messages.h"
 
 namespace fca::core {
 namespace {
@@ -17,7 +17,7 @@ v1::Project ToProto(const storage::ProjectRecord& p, ProjectRole role) {
   out.set_name(p.name);
   out.set_personal(p.personal);
   out.set_created_by(p.created_by);
-  ToTimestamp(p.created_at_us, out.mutable_created_at());
+  runtime::ToTimestamp(p.created_at_us, out.mutable_created_at());
   out.set_role(core::ToProto(role));
   return out;
 }
@@ -45,7 +45,7 @@ absl::StatusOr<v1::CreateProjectResponse> AuditServiceCore::CreateProject(
   absl::StatusOr<v1::CreateProjectResponse> result =
       [&]() -> absl::StatusOr<v1::CreateProjectResponse> {
     if (!caller.admin) return absl::PermissionDeniedError("only admins create projects");
-    FCA_RETURN_IF_ERROR(ValidateName(request.name(), "project"));
+    FCA_RETURN_IF_ERROR(runtime::ValidateName(request.name(), "project"));
     const std::string owner = request.owner().empty() ? caller.user : request.owner();
     FCA_RETURN_IF_ERROR(ValidateUserName(owner));
     FCA_ASSIGN_OR_RETURN(const storage::ProjectRecord created,

@@ -67,11 +67,13 @@ absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(const Ca
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.models(), "models", &filter.models));
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.interventions(), "interventions", &filter.interventions));
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.metrics(), "metrics", &filter.metrics));
-  FCA_ASSIGN_OR_RETURN(filter.created_after_us,
-                       TimeBound(f.has_created_after(), f.created_after(), "created_after"));
-  FCA_ASSIGN_OR_RETURN(filter.created_before_us,
-                       TimeBound(f.has_created_before(), f.created_before(), "created_before"));
-  FCA_RETURN_IF_ERROR(CheckTimeRange(filter.created_after_us, filter.created_before_us));
+  FCA_ASSIGN_OR_RETURN(
+      filter.created_after_us,
+      runtime::TimeBound(f.has_created_after(), f.created_after(), "created_after"));
+  FCA_ASSIGN_OR_RETURN(
+      filter.created_before_us,
+      runtime::TimeBound(f.has_created_before(), f.created_before(), "created_before"));
+  FCA_RETURN_IF_ERROR(runtime::CheckTimeRange(filter.created_after_us, filter.created_before_us));
   return filter;
 }
 
@@ -85,7 +87,7 @@ absl::StatusOr<v1::QueryResultsResponse> AuditServiceCore::QueryResults(
   FCA_ASSIGN_OR_RETURN(storage::ResultPage page,
                        store_->QueryResults(filter, request.page_size(), request.page_token()));
   v1::QueryResultsResponse response;
-  for (const storage::ResultRow& r : page.rows) *response.add_results() = ToProto(r);
+  for (const storage::ResultRow& r : page.rows) *response.add_results() = jobs::ToProto(r);
   response.set_next_page_token(page.next_page_token);
   return response;
 }
@@ -125,7 +127,7 @@ absl::Status AuditServiceCore::ExportCoefficients(
   h->set_window_hash(request.window_hash());
   h->set_dtype(dtype);
   h->set_window_length(per_token > 0 ? entry->blob.size() / (per_token * element) : 0);
-  *h->mutable_sites() = ToProto(model->info(), model->sites(), "").sites();
+  *h->mutable_sites() = jobs::ToProto(model->info(), model->sites(), "").sites();
   h->set_total_bytes(entry->blob.size());
   if (!write(header)) return absl::OkStatus();
   for (size_t off = 0; off < entry->blob.size(); off += kChunkBytes) {
@@ -146,7 +148,7 @@ absl::StatusOr<std::vector<v1::Result>> AuditServiceCore::JobRows(int64_t job_id
   do {
     FCA_ASSIGN_OR_RETURN(storage::ResultPage page,
                          store_->QueryResults(filter, storage::Store::kMaxPageSize, token));
-    for (const storage::ResultRow& r : page.rows) rows.push_back(ToProto(r));
+    for (const storage::ResultRow& r : page.rows) rows.push_back(jobs::ToProto(r));
     token = page.next_page_token;
   } while (!token.empty());
   return rows;
@@ -207,8 +209,9 @@ namespace {
 absl::StatusOr<engine::WindowSet> JobWindows(storage::Store* store, const v1::AuditSpec& spec,
                                              const std::string& project,
                                              const engine::Tokenizer& tokenizer, bool calibration) {
-  FCA_ASSIGN_OR_RETURN(DatasetBytes bytes, ReadJobDataset(store, spec, project, calibration));
-  FCA_ASSIGN_OR_RETURN(const engine::Dataset dataset, MakeDataset(std::move(bytes)));
+  FCA_ASSIGN_OR_RETURN(runtime::DatasetBytes bytes,
+                       jobs::ReadJobDataset(store, spec, project, calibration));
+  FCA_ASSIGN_OR_RETURN(const engine::Dataset dataset, runtime::MakeDataset(std::move(bytes)));
   const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
   FCA_ASSIGN_OR_RETURN(const std::vector<int32_t> stream,
                        engine::TokenStream(dataset, tokenizer, max_windows * spec.window_length()));
@@ -220,7 +223,7 @@ absl::StatusOr<engine::WindowSet> JobWindows(storage::Store* store, const v1::Au
 absl::StatusOr<v1::ListJobWindowsResponse> AuditServiceCore::ListJobWindows(
     const Caller& caller, const v1::ListJobWindowsRequest& request) {
   FCA_ASSIGN_OR_RETURN(const storage::JobRecord job, VisibleJob(caller, request.job_id()));
-  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, StoredSpec(job));
+  FCA_ASSIGN_OR_RETURN(const v1::AuditSpec spec, jobs::StoredSpec(job));
   const std::string model =
       request.model().empty() && spec.models_size() > 0 ? spec.models(0) : request.model();
   if (std::find(spec.models().begin(), spec.models().end(), model) == spec.models().end()) {

@@ -12,8 +12,8 @@
 #include "common/status_macros.h"
 #include "server/core/projects.h"
 #include "server/jobs/mapping.h"
-#include "server/worker/messages.h"
-#include "server/worker/model_repository.h"
+#include "server/runtime/messages.h"
+#include "server/runtime/model_repository.h"
 
 namespace fca::core {
 namespace {
@@ -24,7 +24,7 @@ v1::Webhook WebhookProto(const storage::WebhookRecord& w) {
   out.set_project(w.project);
   out.set_url(w.url);
   out.set_created_by(w.created_by);
-  ToTimestamp(w.created_at_us, out.mutable_created_at());
+  runtime::ToTimestamp(w.created_at_us, out.mutable_created_at());
   return out;
 }
 
@@ -46,19 +46,20 @@ v1::WebhookDelivery DeliveryProto(const storage::WebhookDelivery& d) {
   out.set_webhook_id(d.webhook_id);
   out.set_job_id(d.job_id);
   absl::StatusOr<storage::JobState> state = storage::ParseJobState(d.job_state);
-  out.set_job_state(state.ok() ? ToProto(*state) : v1::JOB_STATE_UNSPECIFIED);
+  out.set_job_state(state.ok() ? jobs::ToProto(*state) : v1::JOB_STATE_UNSPECIFIED);
   out.set_state(DeliveryStateProto(d.state));
-  ToTimestamp(d.created_at_us, out.mutable_created_at());
+  runtime::ToTimestamp(d.created_at_us, out.mutable_created_at());
   if (d.state == storage::DeliveryState::kPending) {
-    ToTimestamp(d.next_attempt_us, out.mutable_next_attempt_at());
+    runtime::ToTimestamp(d.next_attempt_us, out.mutable_next_attempt_at());
   }
   for (const storage::WebhookAttempt& a : d.history) {
     v1::WebhookAttempt* attempt = out.add_attempts();
     attempt->set_attempt(a.attempt);
-    ToTimestamp(a.at_us, attempt->mutable_time());
+    runtime::ToTimestamp(a.at_us, attempt->mutable_time());
     attempt->set_http_status(a.http_status);
     attempt->set_error(a.error);
-    if (a.next_attempt_us > 0) ToTimestamp(a.next_attempt_us, attempt->mutable_next_attempt_at());
+    if (a.next_attempt_us > 0)
+      runtime::ToTimestamp(a.next_attempt_us, attempt->mutable_next_attempt_at());
   }
   return out;
 }
@@ -78,7 +79,7 @@ absl::StatusOr<std::string> Webhooks::ManagedProject(const Caller& caller,
                                                      const std::string& requested) const {
   FCA_ASSIGN_OR_RETURN(const std::string project, ProjectOrPersonal(caller, requested));
   // A malformed name is the caller's mistake, not a project they cannot see.
-  if (project != caller.user) FCA_RETURN_IF_ERROR(ValidateName(project, "project"));
+  if (project != caller.user) FCA_RETURN_IF_ERROR(runtime::ValidateName(project, "project"));
   FCA_RETURN_IF_ERROR(MayManageWebhooks(store_, caller, project));
   return project;
 }
@@ -161,7 +162,7 @@ void Webhooks::set_dashboard_url(std::string url) {
 std::string Webhooks::Body(const storage::JobRecord& job) const {
   json::Array models;
   // A spec that cannot be read still ends the job: the body lists no model.
-  absl::StatusOr<v1::AuditSpec> spec = StoredSpec(job);
+  absl::StatusOr<v1::AuditSpec> spec = jobs::StoredSpec(job);
   if (spec.ok()) {
     for (const std::string& m : spec->models()) models.push_back(json::Value::String(m));
   }

@@ -26,7 +26,7 @@ namespace fca::core {
                                              const std::string& project);
 
 struct WebhookOptions {
-  WebhookAllowlist allow;
+  jobs::WebhookAllowlist allow;
   // Where the dashboard is reached from outside ("https://fca.lab.example");
   // a job's link is this + "/#/job/ID". "": bodies carry no link (see
   // Webhooks::set_dashboard_url).

@@ -9,8 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
-#include "server/worker/messages.h"
-#include "server/worker/task_messages.h"
+#include "server/runtime/messages.h"
+#include "server/runtime/task_messages.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -155,8 +155,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> RemoteBroker::Register(const std::str
   return response;
 }
 
-absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const std::string& worker,
-                                                                        int64_t task_id) {
+absl::StatusOr<std::optional<runtime::TaskAssignment>> RemoteBroker::Claim(
+    const std::string& worker, int64_t task_id) {
   if (worker != options_.worker) {
     return absl::InvalidArgumentError("a RemoteBroker claims for its own worker only");
   }
@@ -169,25 +169,25 @@ absl::StatusOr<std::optional<core::TaskAssignment>> RemoteBroker::Claim(const st
   FCA_RETURN_IF_ERROR(WithRetries(
       options_.call_timeout, /*held=*/false,
       [&](grpc::ClientContext* context) { return stub_->ClaimTask(context, request, &response); }));
-  if (!response.has_assignment()) return std::optional<core::TaskAssignment>();
+  if (!response.has_assignment()) return std::optional<runtime::TaskAssignment>();
   const v1::TaskAssignment& a = response.assignment();
   if (a.lease_ms() <= 0 || a.lease().task_id() <= 0) {
     return absl::InternalError("the coordinator sent a claim without a lease");
   }
-  return std::optional<core::TaskAssignment>(core::FromProto(a));
+  return std::optional<runtime::TaskAssignment>(runtime::FromProto(a));
 }
 
 void RemoteBroker::AddLoadedModels(google::protobuf::RepeatedPtrField<std::string>* out) const {
   if (!options_.loaded_models) return;
   const std::vector<std::string> names = options_.loaded_models();
-  const size_t sent = std::min(names.size(), static_cast<size_t>(core::kMaxLoadedModels));
+  const size_t sent = std::min(names.size(), static_cast<size_t>(runtime::kMaxLoadedModels));
   out->Add(names.begin(), names.begin() + sent);
 }
 
-absl::StatusOr<bool> RemoteBroker::Renew(const core::Lease& lease) {
+absl::StatusOr<bool> RemoteBroker::Renew(const runtime::Lease& lease) {
   v1::RenewLeaseRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   AddLoadedModels(request.mutable_loaded_models());
   v1::RenewLeaseResponse response;
   FCA_RETURN_IF_ERROR(
@@ -197,11 +197,11 @@ absl::StatusOr<bool> RemoteBroker::Renew(const core::Lease& lease) {
   return response.stop();
 }
 
-absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
+absl::Status RemoteBroker::ReportProgress(const runtime::Lease& lease,
                                           const engine::AuditProgress& p) {
   v1::ReportProgressRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   v1::Progress* out = request.mutable_progress();
   out->set_phase(utf8::MarkIllFormedBytes(p.phase, 128));
   out->set_model(utf8::MarkIllFormedBytes(p.model, 128));
@@ -222,10 +222,10 @@ absl::Status RemoteBroker::ReportProgress(const core::Lease& lease,
   return ToAbsl(stub_->ReportProgress(&context, request, &response));
 }
 
-absl::Status RemoteBroker::ReportNote(const core::Lease& lease, const std::string& text) {
+absl::Status RemoteBroker::ReportNote(const runtime::Lease& lease, const std::string& text) {
   v1::ReportNoteRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   request.set_text(utf8::MarkIllFormedBytes(text, kMaxNoteBytes));
   v1::ReportNoteResponse response;
   return WithRetries(options_.call_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
@@ -233,17 +233,17 @@ absl::Status RemoteBroker::ReportNote(const core::Lease& lease, const std::strin
   });
 }
 
-absl::Status RemoteBroker::ReportRows(const core::Lease& lease, const std::string& model,
+absl::Status RemoteBroker::ReportRows(const runtime::Lease& lease, const std::string& model,
                                       const std::string& weights_sha256,
                                       const std::vector<engine::ResultRow>& rows) {
   v1::ReportRowsRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   request.set_model(model);
   request.set_weights_sha256(weights_sha256);
   for (const engine::ResultRow& r : rows) {
     v1::Result* out = request.add_rows();
-    *out = core::RowToProto(r);
+    *out = runtime::RowToProto(r);
     if (r.model == model) out->clear_model();
   }
   v1::ReportRowsResponse response;
@@ -253,11 +253,11 @@ absl::Status RemoteBroker::ReportRows(const core::Lease& lease, const std::strin
   });
 }
 
-absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& outcome,
+absl::Status RemoteBroker::Finish(const runtime::Lease& lease, const absl::Status& outcome,
                                   const v1::TaskProvenance& provenance) {
   v1::FinishTaskRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   SetOutcome(outcome, request.mutable_outcome());
   *request.mutable_provenance() = provenance;
   v1::FinishTaskResponse response;
@@ -266,20 +266,20 @@ absl::Status RemoteBroker::Finish(const core::Lease& lease, const absl::Status& 
   });
 }
 
-absl::Status RemoteBroker::Release(const core::Lease& lease, const absl::Status& reason,
+absl::Status RemoteBroker::Release(const runtime::Lease& lease, const absl::Status& reason,
                                    bool refund) {
   return SendRelease(lease, reason, refund, /*refused=*/false);
 }
 
-absl::Status RemoteBroker::Refuse(const core::Lease& lease, const absl::Status& reason) {
+absl::Status RemoteBroker::Refuse(const runtime::Lease& lease, const absl::Status& reason) {
   return SendRelease(lease, reason, /*refund=*/false, /*refused=*/true);
 }
 
-absl::Status RemoteBroker::SendRelease(const core::Lease& lease, const absl::Status& reason,
+absl::Status RemoteBroker::SendRelease(const runtime::Lease& lease, const absl::Status& reason,
                                        bool refund, bool refused) {
   v1::ReleaseTaskRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   SetOutcome(reason.ok() ? absl::UnknownError("released") : reason, request.mutable_reason());
   request.set_refund(refund);
   request.set_refused(refused);
@@ -289,16 +289,16 @@ absl::Status RemoteBroker::SendRelease(const core::Lease& lease, const absl::Sta
   });
 }
 
-absl::StatusOr<core::DatasetBytes> RemoteBroker::ReadDataset(const core::Lease& lease,
-                                                             bool calibration) {
+absl::StatusOr<runtime::DatasetBytes> RemoteBroker::ReadDataset(const runtime::Lease& lease,
+                                                                bool calibration) {
   v1::ReadDatasetRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   request.set_calibration(calibration);
-  core::DatasetBytes data;
+  runtime::DatasetBytes data;
   FCA_RETURN_IF_ERROR(
       WithRetries(options_.stream_timeout, /*held=*/true, [&](grpc::ClientContext* context) {
-        data = core::DatasetBytes();
+        data = runtime::DatasetBytes();
         bool header = false;
         int64_t size = 0;
         std::unique_ptr<grpc::ClientReader<v1::ReadDatasetResponse>> reader =
@@ -344,11 +344,11 @@ void RemoteBroker::LogCacheError(const char* what, const absl::Status& status) {
                << (cache_errors_logged_ == 3 ? " (further cache errors are not logged)" : "");
 }
 
-std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& lease,
+std::optional<std::string> RemoteBroker::GetCoefficients(const runtime::Lease& lease,
                                                          const engine::CoefficientCacheKey& key) {
   v1::GetCoefficientsRequest request;
   request.set_worker(options_.worker);
-  *request.mutable_lease() = core::ToProto(lease);
+  *request.mutable_lease() = runtime::ToProto(lease);
   *request.mutable_key() = ToProto(key);
   std::optional<std::string> blob;
   const absl::Status status =
@@ -391,13 +391,14 @@ std::optional<std::string> RemoteBroker::GetCoefficients(const core::Lease& leas
   return blob;
 }
 
-void RemoteBroker::PutCoefficients(const core::Lease& lease, const engine::CoefficientCacheKey& key,
+void RemoteBroker::PutCoefficients(const runtime::Lease& lease,
+                                   const engine::CoefficientCacheKey& key,
                                    const std::string& bytes) {
   if (static_cast<int64_t>(bytes.size()) > kMaxCoefficientBytes) return;  // the service's limit
   v1::PutCoefficientsRequest header;
   v1::PutCoefficientsHeader* h = header.mutable_header();
   h->set_worker(options_.worker);
-  *h->mutable_lease() = core::ToProto(lease);
+  *h->mutable_lease() = runtime::ToProto(lease);
   *h->mutable_key() = ToProto(key);
   h->set_size_bytes(static_cast<int64_t>(bytes.size()));
   const absl::Status status =

@@ -26,11 +26,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/fca/v1/worker_service.grpc.pb.h"
-#include "server/worker/task_broker.h"
+#include "server/runtime/task_broker.h"
 
 namespace fca::grpc_server {
 
-class RemoteBroker final : public core::TaskBroker {
+class RemoteBroker final : public runtime::TaskBroker {
  public:
   struct Options {
     std::string address;  // HOST:PORT of the coordinator (fca-server)
@@ -66,25 +66,27 @@ class RemoteBroker final : public core::TaskBroker {
   void StopRetrying();
 
   // core::TaskBroker. `worker` must be Options::worker.
-  [[nodiscard]] absl::StatusOr<std::optional<core::TaskAssignment>> Claim(const std::string& worker,
-                                                                          int64_t task_id) override;
-  [[nodiscard]] absl::StatusOr<bool> Renew(const core::Lease& lease) override;
-  [[nodiscard]] absl::Status ReportProgress(const core::Lease& lease,
+  [[nodiscard]] absl::StatusOr<std::optional<runtime::TaskAssignment>> Claim(
+      const std::string& worker, int64_t task_id) override;
+  [[nodiscard]] absl::StatusOr<bool> Renew(const runtime::Lease& lease) override;
+  [[nodiscard]] absl::Status ReportProgress(const runtime::Lease& lease,
                                             const engine::AuditProgress& p) override;
-  [[nodiscard]] absl::Status ReportNote(const core::Lease& lease, const std::string& text) override;
-  [[nodiscard]] absl::Status ReportRows(const core::Lease& lease, const std::string& model,
+  [[nodiscard]] absl::Status ReportNote(const runtime::Lease& lease,
+                                        const std::string& text) override;
+  [[nodiscard]] absl::Status ReportRows(const runtime::Lease& lease, const std::string& model,
                                         const std::string& weights_sha256,
                                         const std::vector<engine::ResultRow>& rows) override;
-  [[nodiscard]] absl::Status Finish(const core::Lease& lease, const absl::Status& outcome,
+  [[nodiscard]] absl::Status Finish(const runtime::Lease& lease, const absl::Status& outcome,
                                     const v1::TaskProvenance& provenance) override;
-  [[nodiscard]] absl::Status Release(const core::Lease& lease, const absl::Status& reason,
+  [[nodiscard]] absl::Status Release(const runtime::Lease& lease, const absl::Status& reason,
                                      bool refund) override;
-  [[nodiscard]] absl::Status Refuse(const core::Lease& lease, const absl::Status& reason) override;
-  [[nodiscard]] absl::StatusOr<core::DatasetBytes> ReadDataset(const core::Lease& lease,
-                                                               bool calibration) override;
-  std::optional<std::string> GetCoefficients(const core::Lease& lease,
+  [[nodiscard]] absl::Status Refuse(const runtime::Lease& lease,
+                                    const absl::Status& reason) override;
+  [[nodiscard]] absl::StatusOr<runtime::DatasetBytes> ReadDataset(const runtime::Lease& lease,
+                                                                  bool calibration) override;
+  std::optional<std::string> GetCoefficients(const runtime::Lease& lease,
                                              const engine::CoefficientCacheKey& key) override;
-  void PutCoefficients(const core::Lease& lease, const engine::CoefficientCacheKey& key,
+  void PutCoefficients(const runtime::Lease& lease, const engine::CoefficientCacheKey& key,
                        const std::string& bytes) override;
 
  private:
@@ -95,7 +97,7 @@ class RemoteBroker final : public core::TaskBroker {
   [[nodiscard]] absl::Status WithRetries(std::chrono::milliseconds timeout, bool held, Call&& call);
   void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const;
   // ReleaseTask (Release and Refuse).
-  [[nodiscard]] absl::Status SendRelease(const core::Lease& lease, const absl::Status& reason,
+  [[nodiscard]] absl::Status SendRelease(const runtime::Lease& lease, const absl::Status& reason,
                                          bool refund, bool refused);
   void LogCacheError(const char* what, const absl::Status& status);
   // Options::loaded_models into a request's loaded_models.

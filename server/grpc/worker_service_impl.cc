@@ -13,7 +13,7 @@
 #include "server/engine/audit/auditor.h"
 #include "server/grpc/audit_service_impl.h"
 #include "server/jobs/mapping.h"
-#include "server/worker/task_messages.h"
+#include "server/runtime/task_messages.h"
 
 namespace fca::grpc_server {
 namespace {
@@ -81,9 +81,9 @@ absl::Status FromProto(const v1::Outcome& outcome, size_t max_bytes, absl::Statu
 // refused, so a client cannot make the server copy an unbounded one.
 absl::StatusOr<std::vector<std::string>> LoadedModels(
     const google::protobuf::RepeatedPtrField<std::string>& names) {
-  if (names.size() > core::kMaxLoadedModels) {
+  if (names.size() > runtime::kMaxLoadedModels) {
     return absl::InvalidArgumentError(absl::StrFormat("loaded_models lists %d names; at most %d",
-                                                      names.size(), core::kMaxLoadedModels));
+                                                      names.size(), runtime::kMaxLoadedModels));
   }
   return std::vector<std::string>(names.begin(), names.end());
 }
@@ -114,7 +114,7 @@ absl::StatusOr<storage::TaskClaim> WorkerServiceImpl::HeldLease(const std::strin
     return absl::FailedPreconditionError(absl::StrFormat(
         "no lease on task %d (seq %d): ids start at 1", lease.task_id(), lease.lease_seq()));
   }
-  absl::StatusOr<storage::TaskClaim> claim = coordinator_->CheckLease(core::FromProto(lease));
+  absl::StatusOr<storage::TaskClaim> claim = coordinator_->CheckLease(runtime::FromProto(lease));
   if (absl::IsNotFound(claim.status())) {
     return absl::FailedPreconditionError(
         absl::StrFormat("no lease on task %d: there is no such task", lease.task_id()));
@@ -163,11 +163,11 @@ grpc::Status WorkerServiceImpl::ClaimTask(grpc::ServerContext* ctx, const v1::Cl
     FCA_ASSIGN_OR_RETURN(const std::vector<std::string> loaded, LoadedModels(req->loaded_models()));
     coordinator_->WorkerLoaded(holder, loaded);
     FCA_RETURN_IF_ERROR(coordinator_->ReleaseLost(holder));
-    FCA_ASSIGN_OR_RETURN(std::optional<core::TaskAssignment> task,
+    FCA_ASSIGN_OR_RETURN(std::optional<runtime::TaskAssignment> task,
                          coordinator_->ClaimChecked(holder, req->task_id(),
                                                     /*verify_weights=*/true));
     if (!task) return absl::OkStatus();
-    *resp->mutable_assignment() = core::ToProto(*task);
+    *resp->mutable_assignment() = runtime::ToProto(*task);
     return absl::OkStatus();
   });
 }
@@ -180,7 +180,7 @@ grpc::Status WorkerServiceImpl::RenewLease(grpc::ServerContext* ctx,
     FCA_ASSIGN_OR_RETURN(const std::vector<std::string> loaded, LoadedModels(req->loaded_models()));
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, HeldLease(holder, req->lease()));
     coordinator_->WorkerLoaded(holder, loaded);
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const bool stop, coordinator_->Renew(lease));
     resp->set_stop(stop);
     return absl::OkStatus();
@@ -192,7 +192,7 @@ grpc::Status WorkerServiceImpl::ReportProgress(grpc::ServerContext* ctx,
                                                v1::ReportProgressResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     const v1::Progress& p = req->progress();
     // The job's progress is the mean of its tasks' fractions.
     if (!std::isfinite(p.fraction()) || p.fraction() < 0 || p.fraction() > 1) {
@@ -222,7 +222,7 @@ grpc::Status WorkerServiceImpl::ReportNote(grpc::ServerContext* ctx,
                                            v1::ReportNoteResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     if (req->text().size() > limits_.max_note_bytes) {
       return absl::InvalidArgumentError(
           absl::StrFormat("text must be at most %d bytes", limits_.max_note_bytes));
@@ -236,7 +236,7 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
                                            v1::ReportRowsResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     if (req->rows_size() > limits_.max_rows) {
       return absl::InvalidArgumentError(
           absl::StrFormat("at most %d rows per call", limits_.max_rows));
@@ -252,7 +252,7 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
     const bool own_model = req->model() == claim.task.model ||
                            (!spec->dense_twin().empty() && req->model() == spec->dense_twin());
     // (Any other model is refused by the coordinator below.)
-    if (core::ModelRepository* models = coordinator_->options().models;
+    if (runtime::ModelRepository* models = coordinator_->options().models;
         models != nullptr && own_model) {
       absl::StatusOr<std::string> mine = models->WeightsHash(req->model());
       if (mine.ok() && *mine != req->weights_sha256()) {
@@ -271,7 +271,7 @@ grpc::Status WorkerServiceImpl::ReportRows(grpc::ServerContext* ctx,
           r.metric().empty() || r.metric().size() > kMaxNameBytes) {
         return absl::InvalidArgumentError("row intervention and metric must be 1-128 bytes");
       }
-      engine::ResultRow row = core::RowFromProto(r);
+      engine::ResultRow row = runtime::RowFromProto(r);
       row.model = req->model();
       rows.push_back(std::move(row));
     }
@@ -284,7 +284,7 @@ grpc::Status WorkerServiceImpl::FinishTask(grpc::ServerContext* ctx,
                                            v1::FinishTaskResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     absl::Status outcome;
     FCA_RETURN_IF_ERROR(FromProto(req->outcome(), limits_.max_outcome_bytes, &outcome));
     if (req->provenance().ByteSizeLong() > limits_.max_provenance_bytes) {
@@ -300,7 +300,7 @@ grpc::Status WorkerServiceImpl::ReleaseTask(grpc::ServerContext* ctx,
                                             v1::ReleaseTaskResponse*) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     absl::Status reason;
     FCA_RETURN_IF_ERROR(FromProto(req->reason(), limits_.max_outcome_bytes, &reason));
     if (reason.ok()) return absl::InvalidArgumentError("a release needs a reason (a code > 0)");
@@ -314,8 +314,8 @@ grpc::Status WorkerServiceImpl::ReadDataset(grpc::ServerContext* ctx,
                                             grpc::ServerWriter<v1::ReadDatasetResponse>* writer) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
-    FCA_ASSIGN_OR_RETURN(const core::DatasetBytes data,
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
+    FCA_ASSIGN_OR_RETURN(const runtime::DatasetBytes data,
                          coordinator_->ReadDataset(lease, req->calibration()));
     v1::ReadDatasetResponse part;
     v1::DatasetHeader* header = part.mutable_header();
@@ -337,7 +337,7 @@ grpc::Status WorkerServiceImpl::GetCoefficients(
     grpc::ServerWriter<v1::GetCoefficientsResponse>* writer) {
   return Call([&]() -> absl::Status {
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, Check(*ctx, req->worker(), req->lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const engine::CoefficientCacheKey key, FromProto(req->key()));
     const std::optional<std::string> blob = coordinator_->GetCoefficients(lease, key);
     v1::GetCoefficientsResponse part;
@@ -366,7 +366,7 @@ grpc::Status WorkerServiceImpl::PutCoefficients(
     // The lease first: nothing is buffered for a caller that holds none.
     FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
                          Check(*ctx, header.worker(), header.lease()));
-    const core::Lease lease = core::LeaseOf(claim.task);
+    const runtime::Lease lease = jobs::LeaseOf(claim.task);
     FCA_ASSIGN_OR_RETURN(const engine::CoefficientCacheKey key, FromProto(header.key()));
     if (header.size_bytes() < 0) return absl::InvalidArgumentError("size_bytes must be >= 0");
     if (header.size_bytes() > limits_.max_coefficient_bytes) {

@@ -38,9 +38,9 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // Chunks this service sends (ReadDataset, GetCoefficients).
   static constexpr size_t kChunkBytes = size_t{1} << 20;
 
-  WorkerServiceImpl(core::Coordinator* coordinator, auth::Authenticator auth)
+  WorkerServiceImpl(jobs::Coordinator* coordinator, auth::Authenticator auth)
       : WorkerServiceImpl(coordinator, std::move(auth), Limits()) {}
-  WorkerServiceImpl(core::Coordinator* coordinator, auth::Authenticator auth, Limits limits)
+  WorkerServiceImpl(jobs::Coordinator* coordinator, auth::Authenticator auth, Limits limits)
       : coordinator_(coordinator), auth_(std::move(auth)), limits_(limits) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
@@ -81,7 +81,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                                                          const std::string& worker,
                                                          const v1::TaskLease& lease);
 
-  core::Coordinator* coordinator_;
+  jobs::Coordinator* coordinator_;
   auth::Authenticator auth_;
   const Limits limits_;
 };

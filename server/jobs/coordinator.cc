@@ -15,7 +15,7 @@
 #include "server/jobs/mapping.h"
 #include "server/jobs/server_metrics.h"
 
-namespace fca::core {
+namespace fca::jobs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -341,14 +341,13 @@ void Coordinator::LogCacheError(int64_t job_id, const char* what, const absl::St
 
 // ------------------------------------------------------------ the broker
 
-absl::StatusOr<std::optional<TaskAssignment>> Coordinator::Claim(const std::string& worker,
-                                                                 int64_t task_id) {
+absl::StatusOr<std::optional<runtime::TaskAssignment>> Coordinator::Claim(const std::string& worker,
+                                                                          int64_t task_id) {
   return ClaimChecked(worker, task_id, /*verify_weights=*/false);
 }
 
-absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const std::string& worker,
-                                                                        int64_t task_id,
-                                                                        bool verify_weights) {
+absl::StatusOr<std::optional<runtime::TaskAssignment>> Coordinator::ClaimChecked(
+    const std::string& worker, int64_t task_id, bool verify_weights) {
   storage::ClaimRequest request;
   request.worker = worker;
   request.lease_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
@@ -357,7 +356,7 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
   refusals_.Seen(worker, now);
   request.skip_task_ids = refusals_.BackedOff(worker, now);
   FCA_ASSIGN_OR_RETURN(std::optional<storage::TaskClaim> claim, store_->ClaimTask(request));
-  if (!claim) return std::optional<TaskAssignment>();
+  if (!claim) return std::optional<runtime::TaskAssignment>();
   // The job's first claim starts it.
   if (claim->job.started_at_us == claim->task.started_at_us) {
     EmitOrLog(claim->job.id, StateEvent(v1::JOB_STATE_RUNNING));
@@ -368,19 +367,19 @@ absl::StatusOr<std::optional<TaskAssignment>> Coordinator::ClaimChecked(const st
               NoteEvent(absl::StrFormat("model %s: running on worker %s (attempt %d)",
                                         claim->task.model, worker, claim->task.attempts)));
   }
-  absl::StatusOr<TaskAssignment> assignment = MakeAssignment(*claim, verify_weights);
+  absl::StatusOr<runtime::TaskAssignment> assignment = MakeAssignment(*claim, verify_weights);
   if (!assignment.ok()) {
     // Nothing can run it anywhere (say, its folder is gone): fail the task.
     LogIfError(absl::StrFormat("task %d: failing it", claim->task.id),
                Finish(LeaseOf(claim->task), assignment.status(), {}));
     return assignment.status();
   }
-  return std::optional<TaskAssignment>(*std::move(assignment));
+  return std::optional<runtime::TaskAssignment>(*std::move(assignment));
 }
 
-absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskClaim& claim,
-                                                           bool verify_weights) {
-  TaskAssignment a;
+absl::StatusOr<runtime::TaskAssignment> Coordinator::MakeAssignment(const storage::TaskClaim& claim,
+                                                                    bool verify_weights) {
+  runtime::TaskAssignment a;
   a.lease = LeaseOf(claim.task);
   a.job_id = claim.job.id;
   a.index = claim.task.index;
@@ -405,11 +404,11 @@ absl::StatusOr<TaskAssignment> Coordinator::MakeAssignment(const storage::TaskCl
   return a;
 }
 
-absl::StatusOr<storage::TaskClaim> Coordinator::CheckLease(const Lease& lease) {
+absl::StatusOr<storage::TaskClaim> Coordinator::CheckLease(const runtime::Lease& lease) {
   return store_->CheckLease(lease.task_id, lease.lease_seq);
 }
 
-absl::StatusOr<bool> Coordinator::Renew(const Lease& lease) {
+absl::StatusOr<bool> Coordinator::Renew(const runtime::Lease& lease) {
   const int64_t lease_us =
       std::chrono::duration_cast<std::chrono::microseconds>(options_.lease).count();
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim,
@@ -418,7 +417,8 @@ absl::StatusOr<bool> Coordinator::Renew(const Lease& lease) {
   return claim.job.cancel_requested;
 }
 
-absl::Status Coordinator::ReportProgress(const Lease& lease, const engine::AuditProgress& p) {
+absl::Status Coordinator::ReportProgress(const runtime::Lease& lease,
+                                         const engine::AuditProgress& p) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   const int64_t job_id = claim.job.id;
   v1::JobEvent e;
@@ -496,12 +496,12 @@ void Coordinator::StoreUnstoredProgress() {
   }
 }
 
-absl::Status Coordinator::ReportNote(const Lease& lease, const std::string& text) {
+absl::Status Coordinator::ReportNote(const runtime::Lease& lease, const std::string& text) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   return Emit(claim.job.id, NoteEvent(text));
 }
 
-absl::Status Coordinator::ReportRows(const Lease& lease, const std::string& model,
+absl::Status Coordinator::ReportRows(const runtime::Lease& lease, const std::string& model,
                                      const std::string& weights_sha256,
                                      const std::vector<engine::ResultRow>& engine_rows) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
@@ -575,15 +575,15 @@ std::string Coordinator::RecordedProvenance(const absl::StatusOr<storage::TaskCl
   // The holder is who the coordinator leased the task to ("name@user" for a
   // remote worker), whatever name the worker gives itself.
   if (claim.ok()) provenance.set_worker(claim->task.worker);
-  return ToStoredJson(provenance);
+  return runtime::ToStoredJson(provenance);
 }
 
-absl::Status Coordinator::Finish(const Lease& lease, const absl::Status& outcome,
+absl::Status Coordinator::Finish(const runtime::Lease& lease, const absl::Status& outcome,
                                  const v1::TaskProvenance& provenance) {
   TaskEnd end;
   end.lease = lease;
   end.state = EndState(outcome);
-  end.error = end.state == storage::JobState::kFailed ? StatusText(outcome) : "";
+  end.error = end.state == storage::JobState::kFailed ? runtime::StatusText(outcome) : "";
   // Whose end it is, for the log and the job's notice. When the lease
   // cannot be read now, the end itself will say why.
   const absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
@@ -641,10 +641,11 @@ void Coordinator::RetryPendingEnds() {
   pending_ends_.insert(pending_ends_.end(), still.begin(), still.end());
 }
 
-absl::Status Coordinator::Release(const Lease& lease, const absl::Status& reason, bool refund) {
+absl::Status Coordinator::Release(const runtime::Lease& lease, const absl::Status& reason,
+                                  bool refund) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskRecord task,
                        store_->ReleaseTask(lease.task_id, lease.lease_seq, refund,
-                                           StatusText(reason), options_.max_attempts));
+                                           runtime::StatusText(reason), options_.max_attempts));
   if (task.state == storage::JobState::kFailed) {
     LogTaskEnd(task);
     EmitOrLog(task.job_id, NoteEvent("model " + task.model + " failed: " + task.error));
@@ -658,7 +659,7 @@ absl::Status Coordinator::Release(const Lease& lease, const absl::Status& reason
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::Refuse(const Lease& lease, const absl::Status& reason) {
+absl::Status Coordinator::Refuse(const runtime::Lease& lease, const absl::Status& reason) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   const storage::TaskRecord& task = claim.task;
   const std::string why(reason.message());
@@ -685,7 +686,7 @@ absl::Status Coordinator::Refuse(const Lease& lease, const absl::Status& reason)
   }
   FCA_ASSIGN_OR_RETURN(const storage::TaskRecord released,
                        store_->ReleaseTask(task.id, lease.lease_seq, /*refund_attempt=*/true,
-                                           StatusText(reason), options_.max_attempts));
+                                           runtime::StatusText(reason), options_.max_attempts));
   if (released.state != storage::JobState::kQueued) {
     SettleJobs();  // its job is being stopped
     return absl::OkStatus();
@@ -714,13 +715,14 @@ absl::Status Coordinator::ReleaseLost(const std::string& worker) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<DatasetBytes> Coordinator::ReadDataset(const Lease& lease, bool calibration) {
+absl::StatusOr<runtime::DatasetBytes> Coordinator::ReadDataset(const runtime::Lease& lease,
+                                                               bool calibration) {
   FCA_ASSIGN_OR_RETURN(const storage::TaskClaim claim, CheckLease(lease));
   FCA_ASSIGN_OR_RETURN(const std::shared_ptr<const v1::AuditSpec> spec, JobSpec(claim.job));
   return ReadJobDataset(store_, *spec, claim.job.project, calibration);
 }
 
-std::optional<std::string> Coordinator::GetCoefficients(const Lease& lease,
+std::optional<std::string> Coordinator::GetCoefficients(const runtime::Lease& lease,
                                                         const engine::CoefficientCacheKey& key) {
   absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
   if (!claim.ok()) return std::nullopt;
@@ -741,7 +743,8 @@ std::optional<std::string> Coordinator::GetCoefficients(const Lease& lease,
   return std::move((*entry)->blob);
 }
 
-void Coordinator::PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
+void Coordinator::PutCoefficients(const runtime::Lease& lease,
+                                  const engine::CoefficientCacheKey& key,
                                   const std::string& bytes) {
   absl::StatusOr<storage::TaskClaim> claim = CheckLease(lease);
   if (!claim.ok()) return;
@@ -752,4 +755,4 @@ void Coordinator::PutCoefficients(const Lease& lease, const engine::CoefficientC
   if (!status.ok()) LogCacheError(claim->job.id, "cannot write the coefficient cache", status);
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

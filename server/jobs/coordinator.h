@@ -49,11 +49,11 @@
 #include "server/jobs/event_hub.h"
 #include "server/jobs/refusals.h"
 #include "server/jobs/remote_loaded.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/task_broker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/task_broker.h"
 #include "storage/store.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 // Places tasks somewhere other than the server's own threads (Slurm). The
 // coordinator calls it from its sweep thread only.
@@ -69,7 +69,7 @@ class Executor {
   virtual std::string Describe(const storage::TaskRecord& task) = 0;
 };
 
-class Coordinator : public TaskBroker {
+class Coordinator : public runtime::TaskBroker {
  public:
   struct Options {
     std::chrono::milliseconds sweep_interval{200};
@@ -87,7 +87,7 @@ class Coordinator : public TaskBroker {
     int unobserved_per_sweep = 100;
     // Claims check the worker's weights against this repository's hashes
     // (remote workers only: in-process workers share the folder).
-    ModelRepository* models = nullptr;
+    runtime::ModelRepository* models = nullptr;
     // How long a worker that refused a task is not offered it again.
     RefusalBackoff refusal_backoff;
     // Clock of the refusals' back-offs and of workers' liveness,
@@ -152,27 +152,29 @@ class Coordinator : public TaskBroker {
   // TaskBroker, for in-process workers (remote ones reach it through the
   // gRPC WorkerService). `verify_weights` asks Claim to hand out the
   // coordinator's weights hashes.
-  [[nodiscard]] absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
-                                                                    int64_t task_id) override;
-  [[nodiscard]] absl::StatusOr<std::optional<TaskAssignment>> ClaimChecked(
+  [[nodiscard]] absl::StatusOr<std::optional<runtime::TaskAssignment>> Claim(
+      const std::string& worker, int64_t task_id) override;
+  [[nodiscard]] absl::StatusOr<std::optional<runtime::TaskAssignment>> ClaimChecked(
       const std::string& worker, int64_t task_id, bool verify_weights);
-  [[nodiscard]] absl::StatusOr<bool> Renew(const Lease& lease) override;
-  [[nodiscard]] absl::Status ReportProgress(const Lease& lease,
+  [[nodiscard]] absl::StatusOr<bool> Renew(const runtime::Lease& lease) override;
+  [[nodiscard]] absl::Status ReportProgress(const runtime::Lease& lease,
                                             const engine::AuditProgress& p) override;
-  [[nodiscard]] absl::Status ReportNote(const Lease& lease, const std::string& text) override;
-  [[nodiscard]] absl::Status ReportRows(const Lease& lease, const std::string& model,
+  [[nodiscard]] absl::Status ReportNote(const runtime::Lease& lease,
+                                        const std::string& text) override;
+  [[nodiscard]] absl::Status ReportRows(const runtime::Lease& lease, const std::string& model,
                                         const std::string& weights_sha256,
                                         const std::vector<engine::ResultRow>& rows) override;
-  [[nodiscard]] absl::Status Finish(const Lease& lease, const absl::Status& outcome,
+  [[nodiscard]] absl::Status Finish(const runtime::Lease& lease, const absl::Status& outcome,
                                     const v1::TaskProvenance& provenance) override;
-  [[nodiscard]] absl::Status Release(const Lease& lease, const absl::Status& reason,
+  [[nodiscard]] absl::Status Release(const runtime::Lease& lease, const absl::Status& reason,
                                      bool refund) override;
-  [[nodiscard]] absl::Status Refuse(const Lease& lease, const absl::Status& reason) override;
-  [[nodiscard]] absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease,
-                                                         bool calibration) override;
-  std::optional<std::string> GetCoefficients(const Lease& lease,
+  [[nodiscard]] absl::Status Refuse(const runtime::Lease& lease,
+                                    const absl::Status& reason) override;
+  [[nodiscard]] absl::StatusOr<runtime::DatasetBytes> ReadDataset(const runtime::Lease& lease,
+                                                                  bool calibration) override;
+  std::optional<std::string> GetCoefficients(const runtime::Lease& lease,
                                              const engine::CoefficientCacheKey& key) override;
-  void PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
+  void PutCoefficients(const runtime::Lease& lease, const engine::CoefficientCacheKey& key,
                        const std::string& bytes) override;
 
   // A worker asks for a task only when it runs none, so tasks it still holds
@@ -195,7 +197,7 @@ class Coordinator : public TaskBroker {
 
   // The owner of the job a lease belongs to (the gRPC layer checks that a
   // worker acts for a task it holds); FAILED_PRECONDITION for a lost lease.
-  [[nodiscard]] absl::StatusOr<storage::TaskClaim> CheckLease(const Lease& lease);
+  [[nodiscard]] absl::StatusOr<storage::TaskClaim> CheckLease(const runtime::Lease& lease);
   const Options& options() const { return options_; }
   // The job's spec, parsed from the store once while the job runs (tasks'
   // claims and reports, local and remote); DATA_LOSS naming the job when the
@@ -205,7 +207,7 @@ class Coordinator : public TaskBroker {
 
  private:
   struct TaskEnd {
-    Lease lease;
+    runtime::Lease lease;
     int64_t job_id = 0;  // 0 and "" when the lease could not be read
     std::string model;
     storage::JobState state = storage::JobState::kFailed;
@@ -239,8 +241,8 @@ class Coordinator : public TaskBroker {
                                  v1::TaskProvenance provenance);
   // The log line of a task's end (server_metrics.h TaskEnded), with its owner.
   void LogTaskEnd(const storage::TaskRecord& task);
-  [[nodiscard]] absl::StatusOr<TaskAssignment> MakeAssignment(const storage::TaskClaim& claim,
-                                                              bool verify_weights);
+  [[nodiscard]] absl::StatusOr<runtime::TaskAssignment> MakeAssignment(
+      const storage::TaskClaim& claim, bool verify_weights);
   void ForgetProgress(int64_t job_id);
   int64_t NowUs() const;
 
@@ -276,6 +278,6 @@ class Coordinator : public TaskBroker {
   std::vector<TaskEnd> pending_ends_ ABSL_GUARDED_BY(ends_mu_);
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_COORDINATOR_H_

@@ -4,7 +4,7 @@
 #include "common/status_macros.h"
 #include "server/jobs/mapping.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, const std::string& ref,
                                                       const std::string& project) {
@@ -17,7 +17,7 @@ absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, con
     }
     return found;
   }
-  FCA_RETURN_IF_ERROR(ValidateName(ref, "dataset"));
+  FCA_RETURN_IF_ERROR(runtime::ValidateName(ref, "dataset"));
   auto found = store->FindDataset(ref, project);
   if (absl::IsNotFound(found.status())) {
     return absl::NotFoundError(
@@ -26,15 +26,16 @@ absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store, con
   return found;
 }
 
-absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store, const v1::AuditSpec& spec,
-                                            const std::string& project, bool calibration) {
+absl::StatusOr<runtime::DatasetBytes> ReadJobDataset(storage::Store* store,
+                                                     const v1::AuditSpec& spec,
+                                                     const std::string& project, bool calibration) {
   const std::string& ref = calibration ? spec.calib_dataset() : spec.eval_dataset();
   const int64_t max_windows = calibration ? spec.max_calib_windows() : spec.max_eval_windows();
   FCA_ASSIGN_OR_RETURN(storage::DatasetRecord record, FindDatasetRef(store, ref, project));
   // One window more than the job uses, so the engine can tell (and note)
   // that max windows left some out.
   const int64_t max_token_bytes = (max_windows + 1) * spec.window_length() * 4;
-  DatasetBytes out;
+  runtime::DatasetBytes out;
   FCA_ASSIGN_OR_RETURN(out.bytes, record.kind == "tokens" && max_windows > 0
                                       ? store->ReadDatasetPrefix(record.id, max_token_bytes)
                                       : store->ReadDatasetBytes(record.id));
@@ -70,4 +71,4 @@ absl::Status CheckDatasetUnused(storage::Store* store, const storage::DatasetRec
   return absl::OkStatus();
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

@@ -7,18 +7,18 @@
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
-#include "server/worker/spec.h"
+#include "server/runtime/task_spec.h"
 #include "storage/store.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 // The evaluation (or calibration) dataset of a job of `project`. NOT_FOUND
 // for an unknown dataset (looked up among the project's only, by name or
 // "sha256:<hex>": a job reads no other project's datasets).
-[[nodiscard]] absl::StatusOr<DatasetBytes> ReadJobDataset(storage::Store* store,
-                                                          const v1::AuditSpec& spec,
-                                                          const std::string& project,
-                                                          bool calibration);
+[[nodiscard]] absl::StatusOr<runtime::DatasetBytes> ReadJobDataset(storage::Store* store,
+                                                                   const v1::AuditSpec& spec,
+                                                                   const std::string& project,
+                                                                   bool calibration);
 
 // Finds the project's dataset by name or "sha256:<hex>"; NOT_FOUND otherwise.
 [[nodiscard]] absl::StatusOr<storage::DatasetRecord> FindDatasetRef(storage::Store* store,
@@ -31,6 +31,6 @@ namespace fca::core {
 [[nodiscard]] absl::Status CheckDatasetUnused(storage::Store* store,
                                               const storage::DatasetRecord& dataset);
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_DATASETS_H_

@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 class EventHub {
  public:
@@ -98,6 +98,6 @@ class EventHub {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_EVENT_HUB_H_

@@ -5,7 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "common/proto_json.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 v1::JobState ToProto(storage::JobState s) {
   switch (s) {
@@ -57,7 +57,7 @@ v1::Dataset ToProto(const storage::DatasetRecord& d) {
   out.set_size_bytes(d.size_bytes);
   out.set_owner(d.owner);
   out.set_project(d.project);
-  ToTimestamp(d.created_at_us, out.mutable_created_at());
+  runtime::ToTimestamp(d.created_at_us, out.mutable_created_at());
   return out;
 }
 
@@ -80,12 +80,12 @@ engine::ResultRow EngineRow(const storage::ResultRow& r) {
 }  // namespace
 
 v1::Result ToProto(const storage::ResultRow& r) {
-  v1::Result out = RowToProto(EngineRow(r));
+  v1::Result out = runtime::RowToProto(EngineRow(r));
   out.set_job_id(r.job_id);
   out.set_weights_sha256(r.weights_sha256);
   out.set_dataset_sha256(r.dataset_sha256);
   out.set_calib_sha256(r.calib_sha256);
-  ToTimestamp(r.created_at_us, out.mutable_created_at());
+  runtime::ToTimestamp(r.created_at_us, out.mutable_created_at());
   return out;
 }
 
@@ -128,21 +128,23 @@ absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress) 
   auto spec = StoredSpec(job);
   if (!spec.ok()) return spec.status();
   *out.mutable_spec() = *spec;
-  ToTimestamp(job.created_at_us, out.mutable_created_at());
-  if (job.started_at_us) ToTimestamp(job.started_at_us, out.mutable_started_at());
-  if (job.finished_at_us) ToTimestamp(job.finished_at_us, out.mutable_finished_at());
+  runtime::ToTimestamp(job.created_at_us, out.mutable_created_at());
+  if (job.started_at_us) runtime::ToTimestamp(job.started_at_us, out.mutable_started_at());
+  if (job.finished_at_us) runtime::ToTimestamp(job.finished_at_us, out.mutable_finished_at());
   out.set_error(job.error);
   out.set_attempts(job.attempts);
   out.set_cancel_requested(job.cancel_requested);
   out.set_progress(job.state == storage::JobState::kSucceeded ? 1.0 : progress);
   if (!job.provenance_json.empty()) {
-    absl::Status st = ProvenanceFromJson(job.provenance_json, out.mutable_provenance());
+    absl::Status st = runtime::ProvenanceFromJson(job.provenance_json, out.mutable_provenance());
     if (!st.ok()) return st;
   }
   return out;
 }
 
-Lease LeaseOf(const storage::TaskRecord& task) { return Lease{task.id, task.lease_seq}; }
+runtime::Lease LeaseOf(const storage::TaskRecord& task) {
+  return runtime::Lease{task.id, task.lease_seq};
+}
 
 absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task) {
   v1::JobTask out;
@@ -152,10 +154,10 @@ absl::StatusOr<v1::JobTask> ToProto(const storage::TaskRecord& task) {
   out.set_attempts(task.attempts);
   if (task.state == storage::JobState::kRunning) out.set_worker(task.worker);
   out.set_error(task.error);
-  if (task.started_at_us > 0) ToTimestamp(task.started_at_us, out.mutable_started_at());
-  if (task.finished_at_us > 0) ToTimestamp(task.finished_at_us, out.mutable_finished_at());
+  if (task.started_at_us > 0) runtime::ToTimestamp(task.started_at_us, out.mutable_started_at());
+  if (task.finished_at_us > 0) runtime::ToTimestamp(task.finished_at_us, out.mutable_finished_at());
   if (!task.provenance_json.empty()) {
-    absl::Status st = ProvenanceFromJson(task.provenance_json, out.mutable_provenance());
+    absl::Status st = runtime::ProvenanceFromJson(task.provenance_json, out.mutable_provenance());
     if (!st.ok()) return st;
   }
   return out;
@@ -184,4 +186,4 @@ std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRo
   return rows;
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

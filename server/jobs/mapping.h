@@ -1,5 +1,5 @@
 // Conversions between storage records, engine structs and fca.v1 messages
-// (those that need no storage record: server/worker/messages.h).
+// (those that need no storage record: server/runtime/messages.h).
 #ifndef FCA_SERVER_JOBS_MAPPING_H_
 #define FCA_SERVER_JOBS_MAPPING_H_
 
@@ -10,11 +10,11 @@
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/engine/audit/auditor.h"
-#include "server/worker/messages.h"
-#include "server/worker/task_broker.h"
+#include "server/runtime/messages.h"
+#include "server/runtime/task_broker.h"
 #include "storage/records.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 v1::JobState ToProto(storage::JobState s);
 [[nodiscard]] absl::StatusOr<storage::JobState> FromProto(v1::JobState s);
@@ -36,7 +36,7 @@ v1::Model ToProto(const engine::ModelInfo& info, const std::vector<engine::Coeff
 [[nodiscard]] absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& job, double progress);
 
 // The lease a stored task is held under (the latest claim's).
-Lease LeaseOf(const storage::TaskRecord& task);
+runtime::Lease LeaseOf(const storage::TaskRecord& task);
 
 // A task as clients see it, with its provenance (placement is the
 // coordinator's to add).
@@ -52,6 +52,6 @@ std::vector<storage::ResultRow> ToStorageRows(const std::vector<engine::ResultRo
                                               const std::string& weights_sha256, int64_t job_id,
                                               const RowDatasets& datasets);
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_MAPPING_H_

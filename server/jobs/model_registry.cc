@@ -5,9 +5,9 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
-ModelRepository::LoadListener RecordLoadsIn(storage::Store* store) {
+runtime::ModelRepository::LoadListener RecordLoadsIn(storage::Store* store) {
   return [store](const engine::ModelInfo& model, const std::string& config_json) {
     storage::ModelRecord record;
     record.name = model.name;
@@ -20,4 +20,4 @@ ModelRepository::LoadListener RecordLoadsIn(storage::Store* store) {
   };
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

@@ -5,16 +5,16 @@
 #ifndef FCA_SERVER_JOBS_MODEL_REGISTRY_H_
 #define FCA_SERVER_JOBS_MODEL_REGISTRY_H_
 
-#include "server/worker/model_repository.h"
+#include "server/runtime/model_repository.h"
 #include "storage/store.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 // For ModelRepository::Options::on_load. `store` is not owned and must
 // outlive the repository. A failed write is logged and does not fail the
 // load.
-ModelRepository::LoadListener RecordLoadsIn(storage::Store* store);
+runtime::ModelRepository::LoadListener RecordLoadsIn(storage::Store* store);
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_MODEL_REGISTRY_H_

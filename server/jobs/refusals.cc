@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace fca::core {
+namespace fca::jobs {
 namespace {
 
 int64_t ToMicros(std::chrono::milliseconds d) {
@@ -91,4 +91,4 @@ void Refusals::ForgetJob(int64_t job_id) {
   }
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

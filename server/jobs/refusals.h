@@ -24,7 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 // How long a worker that refused a task is not offered it again: `initial`
 // after its first refusal of the task, doubling with each further refusal,
@@ -84,6 +84,6 @@ class Refusals {
   std::map<int64_t, TaskRefusals> refusals_ ABSL_GUARDED_BY(mu_);  // by task id
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_REFUSALS_H_

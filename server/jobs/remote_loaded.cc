@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "server/worker/model_repository.h"
-#include "server/worker/task_broker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/task_broker.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 RemoteLoaded::RemoteLoaded(std::chrono::milliseconds live)
     : live_us_(std::chrono::duration_cast<std::chrono::microseconds>(live).count()) {}
@@ -16,8 +16,8 @@ void RemoteLoaded::Report(const std::string& worker, const std::vector<std::stri
   Entry entry;
   entry.seen = now;
   for (const std::string& name : models) {
-    if (entry.models.size() >= static_cast<size_t>(kMaxLoadedModels)) break;
-    if (ValidateName(name, "model").ok()) entry.models.push_back(name);
+    if (entry.models.size() >= static_cast<size_t>(runtime::kMaxLoadedModels)) break;
+    if (runtime::ValidateName(name, "model").ok()) entry.models.push_back(name);
   }
   std::sort(entry.models.begin(), entry.models.end());
   entry.models.erase(std::unique(entry.models.begin(), entry.models.end()), entry.models.end());
@@ -44,4 +44,4 @@ void RemoteLoaded::Expire(Micros now) {
   }
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

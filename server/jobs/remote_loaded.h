@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 class RemoteLoaded {
  public:
@@ -48,6 +48,6 @@ class RemoteLoaded {
   std::map<std::string, Entry> by_worker_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_REMOTE_LOADED_H_

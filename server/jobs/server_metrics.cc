@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/jobs/worker_pool.h"
-#include "server/worker/forward_metrics.h"
+#include "server/runtime/forward_metrics.h"
 
-namespace fca::core {
+namespace fca::jobs {
 namespace {
 
 metrics::Registry& R() { return metrics::Registry::Default(); }
@@ -239,7 +239,7 @@ ServerGauges::ServerGauges(storage::Store* store, const WorkerPool* workers) {
   CacheWrittenBytes();
   CacheBytes();
   for (const char* state : {"busy", "idle"}) Workers().WithLabels({state});
-  RegisterForwardMetrics();
+  runtime::RegisterForwardMetrics();
   QueueWait();
   RunTime();
   ScrapeErrors();
@@ -275,4 +275,4 @@ ServerGauges::ServerGauges(storage::Store* store, const WorkerPool* workers) {
   });
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

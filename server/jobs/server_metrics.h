@@ -17,7 +17,7 @@
 //                                                this server's own workers
 //   fca_forward_seconds_total{model}             seconds inside those forwards
 //   fca_forward_tokens_per_second{model}         histogram, one per audited model
-//                                                (these three: server/worker/forward_metrics.h)
+//                                                (these three: server/runtime/forward_metrics.h)
 //   fca_coeff_cache_hits_total, _misses_total    coefficient-cache lookups (per window)
 //   fca_coeff_cache_read_bytes_total, fca_coeff_cache_written_bytes_total
 //   fca_coeff_cache_bytes                        gauge, at scrape (Store::CoefficientCacheBytes)
@@ -35,7 +35,7 @@
 #include "storage/records.h"
 #include "storage/store.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 class WorkerPool;
 
@@ -69,6 +69,6 @@ class ServerGauges {
   metrics::Registry::CollectorHandle handle_;
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_SERVER_METRICS_H_

@@ -10,7 +10,7 @@
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 using slurm::FirstLine;
 using slurm::SlurmId;
@@ -125,7 +125,7 @@ absl::StatusOr<std::string> SlurmExecutor::Submit(const storage::TaskRecord& tas
 
 void SlurmExecutor::FailUnplaceable(const storage::TaskRecord& task, const std::string& why) {
   dead_placements_.erase(task.id);
-  absl::StatusOr<std::optional<TaskAssignment>> claim =
+  absl::StatusOr<std::optional<runtime::TaskAssignment>> claim =
       coordinator_->Claim("slurm-executor", task.id);
   if (!claim.ok() || !claim->has_value()) return;  // someone claimed it after all
   LogIfError(absl::StrFormat("slurm: task %d: failing it", task.id),
@@ -154,4 +154,4 @@ std::string SlurmExecutor::Describe(const storage::TaskRecord& task) {
   return absl::StrFormat("slurm job %s %s", id, it == queue_.end() ? "" : it->second);
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

@@ -24,7 +24,7 @@
 #include "server/jobs/slurm_text.h"
 #include "storage/store.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 class SlurmExecutor : public Executor {
  public:
@@ -61,6 +61,6 @@ class SlurmExecutor : public Executor {
   std::map<int64_t, int> dead_placements_;   // task id -> count; sweep thread only
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_SLURM_EXECUTOR_H_

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace fca::core::slurm {
+namespace fca::jobs::slurm {
 
 std::string SlurmId(const storage::TaskRecord& task) {
   if (!absl::StartsWith(task.executor_ref, kRefPrefix)) return "";
@@ -108,4 +108,4 @@ bool Ended(const std::string& state) {
   return kEnded.count(state.substr(0, state.find(' '))) > 0;
 }
 
-}  // namespace fca::core::slurm
+}  // namespace fca::jobs::slurm

@@ -14,7 +14,7 @@
 #include "common/subprocess.h"
 #include "storage/records.h"
 
-namespace fca::core::slurm {
+namespace fca::jobs::slurm {
 
 // Every Slurm job of ours carries this name, so one squeue call lists them.
 inline constexpr char kJobName[] = "fca-task";
@@ -77,6 +77,6 @@ std::string LogPath(const Options& options, const std::string& slurm_id);
 // ("CANCELLED by 0").
 bool Ended(const std::string& state);
 
-}  // namespace fca::core::slurm
+}  // namespace fca::jobs::slurm
 
 #endif  // FCA_SERVER_CORE_SLURM_TEXT_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 
-namespace fca::core {
+namespace fca::jobs {
 namespace {
 
 absl::Status BadUrl(const std::string& why) {
@@ -128,4 +128,4 @@ std::string SignWebhookBody(absl::string_view secret, absl::string_view body) {
   return out;
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 // The signature header: "sha256=" and the lower-case hex HMAC-SHA256 of the
 // raw body under the webhook's secret (as GitHub's X-Hub-Signature-256).
@@ -65,6 +65,6 @@ class WebhookAllowlist {
 // "sha256=<hex>": HMAC-SHA256 of `body` under `secret` (OpenSSL).
 std::string SignWebhookBody(absl::string_view secret, absl::string_view body);
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_WEBHOOK_POLICY_H_

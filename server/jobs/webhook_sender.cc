@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/build_version.h"
 
-namespace fca::core {
+namespace fca::jobs {
 namespace {
 
 // Seconds and microseconds of a duration, as httplib's timeouts take them.
@@ -157,4 +157,4 @@ void WebhookSender::Record(const storage::WebhookDelivery& delivery, const Outco
   }
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

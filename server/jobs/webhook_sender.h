@@ -27,7 +27,7 @@
 #include "server/jobs/webhook_policy.h"
 #include "storage/store.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 class WebhookSender {
  public:
@@ -86,6 +86,6 @@ class WebhookSender {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_WEBHOOK_SENDER_H_

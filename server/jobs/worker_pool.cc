@@ -5,25 +5,25 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(Coordinator* coordinator,
                                                                const Options& options) {
   if (options.devices.empty()) return absl::InvalidArgumentError("a worker pool needs a device");
   std::unique_ptr<WorkerPool> pool(new WorkerPool());
   for (size_t i = 0; i < options.devices.size(); ++i) {
-    ModelRepository::Options repository = options.repository;
+    runtime::ModelRepository::Options repository = options.repository;
     repository.compute.device = options.devices[i];
-    FCA_ASSIGN_OR_RETURN(std::unique_ptr<ModelRepository> models,
-                         ModelRepository::Open(repository));
-    Worker::Options worker = options.worker;
+    FCA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRepository> models,
+                         runtime::ModelRepository::Open(repository));
+    runtime::Worker::Options worker = options.worker;
     worker.name = absl::StrCat(Coordinator::kLocalWorkerPrefix, i);
-    pool->workers_.push_back(std::make_unique<Worker>(coordinator, models.get(), worker));
+    pool->workers_.push_back(std::make_unique<runtime::Worker>(coordinator, models.get(), worker));
     pool->names_.push_back(worker.name);
     pool->repositories_.push_back(std::move(models));
   }
-  for (const std::unique_ptr<Worker>& w : pool->workers_) {
-    Worker* worker = w.get();
+  for (const std::unique_ptr<runtime::Worker>& w : pool->workers_) {
+    runtime::Worker* worker = w.get();
     coordinator->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
     coordinator->AddWakeListener([worker] { worker->Wake(); });
   }
@@ -34,7 +34,7 @@ WorkerPool::~WorkerPool() { Stop(); }
 
 size_t WorkerPool::Busy() const {
   size_t busy = 0;
-  for (const std::unique_ptr<Worker>& w : workers_) busy += w->Busy() ? 1 : 0;
+  for (const std::unique_ptr<runtime::Worker>& w : workers_) busy += w->Busy() ? 1 : 0;
   return busy;
 }
 
@@ -49,13 +49,13 @@ std::map<std::string, std::vector<std::string>> WorkerPool::LoadedModels() const
 }
 
 void WorkerPool::Start() {
-  for (const std::unique_ptr<Worker>& w : workers_) w->Start();
+  for (const std::unique_ptr<runtime::Worker>& w : workers_) w->Start();
 }
 
 void WorkerPool::Stop() {
   // Interrupt every worker first, then join: the tasks stop in parallel.
-  for (const std::unique_ptr<Worker>& w : workers_) w->RequestStop();
-  for (const std::unique_ptr<Worker>& w : workers_) w->Stop();
+  for (const std::unique_ptr<runtime::Worker>& w : workers_) w->RequestStop();
+  for (const std::unique_ptr<runtime::Worker>& w : workers_) w->Stop();
 }
 
-}  // namespace fca::core
+}  // namespace fca::jobs

@@ -1,4 +1,4 @@
-// The server's own workers (server/worker/worker.h) as threads of its
+// The server's own workers (server/runtime/worker.h) as threads of its
 // coordinator.
 #ifndef FCA_SERVER_JOBS_WORKER_POOL_H_
 #define FCA_SERVER_JOBS_WORKER_POOL_H_
@@ -10,10 +10,10 @@
 
 #include "absl/status/statusor.h"
 #include "server/jobs/coordinator.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/worker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/worker.h"
 
-namespace fca::core {
+namespace fca::jobs {
 
 // The server's own workers: one per device, each a thread with its own
 // model repository (so its own copy of the models it runs and its own
@@ -25,8 +25,8 @@ class WorkerPool {
     // One worker per entry ("cpu", "cuda:0", ...).
     std::vector<std::string> devices;
     // Repository options of every worker; compute.device is each worker's.
-    ModelRepository::Options repository;
-    Worker::Options worker;  // name: "<kLocalWorkerPrefix><i>"
+    runtime::ModelRepository::Options repository;
+    runtime::Worker::Options worker;  // name: "<kLocalWorkerPrefix><i>"
   };
   // FAILED_PRECONDITION when a repository cannot open its folder;
   // INVALID_ARGUMENT for no devices.
@@ -46,11 +46,11 @@ class WorkerPool {
 
  private:
   WorkerPool() = default;
-  std::vector<std::unique_ptr<ModelRepository>> repositories_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<runtime::ModelRepository>> repositories_;
+  std::vector<std::unique_ptr<runtime::Worker>> workers_;
   std::vector<std::string> names_;  // of workers_
 };
 
-}  // namespace fca::core
+}  // namespace fca::jobs
 
 #endif  // FCA_SERVER_JOBS_WORKER_POOL_H_

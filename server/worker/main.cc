@@ -43,8 +43,8 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/torch_util.h"
 #include "server/grpc/remote_broker.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/worker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/worker.h"
 
 // Allowed ranges of the numeric flags (as fca-server's: they catch typos).
 namespace fca::worker_limits {
@@ -185,7 +185,7 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
       absl::GetFlag(FLAGS_name).empty() ? DefaultName() : absl::GetFlag(FLAGS_name);
   broker_options.worker = name;
 
-  core::ModelRepository::Options repository;
+  runtime::ModelRepository::Options repository;
   repository.root = absl::GetFlag(FLAGS_models);
   repository.compute.device = absl::GetFlag(FLAGS_device);
   repository.compute.dtype = *ParseComputeDType(absl::GetFlag(FLAGS_dtype));  // checked
@@ -195,10 +195,10 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
   const std::unique_ptr<engine::WeightsHashCache> weights_hash_cache =
       engine::WeightsHashCache::Open(absl::GetFlag(FLAGS_weights_hash_cache));
   repository.weights_hash_cache = weights_hash_cache.get();
-  FCA_ASSIGN_OR_RETURN(std::unique_ptr<core::ModelRepository> models,
-                       core::ModelRepository::Open(repository));
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRepository> models,
+                       runtime::ModelRepository::Open(repository));
   // GetQueue's loaded_on: where a task of a model starts without a load.
-  const core::ModelRepository* loaded = models.get();
+  const runtime::ModelRepository* loaded = models.get();
   broker_options.loaded_models = [loaded] { return loaded->LoadedNames(); };
 
   FCA_ASSIGN_OR_RETURN(std::unique_ptr<grpc_server::RemoteBroker> broker,
@@ -215,14 +215,14 @@ absl::StatusOr<int> Run(const sigset_t& signals) {
                  << "); results may differ from its own workers'";
   }
 
-  core::Worker::Options worker_options;
+  runtime::Worker::Options worker_options;
   worker_options.name = name;
   worker_options.threads = absl::GetFlag(FLAGS_threads);
   worker_options.poll_interval = std::chrono::milliseconds(absl::GetFlag(FLAGS_poll_ms));
   worker_options.heartbeat_interval = std::chrono::milliseconds(terms.heartbeat_ms());
   worker_options.max_task_duration = std::chrono::seconds(absl::GetFlag(FLAGS_max_task_seconds));
   worker_options.use_coefficient_cache = absl::GetFlag(FLAGS_coeff_cache);
-  core::Worker worker(broker.get(), models.get(), worker_options);
+  runtime::Worker worker(broker.get(), models.get(), worker_options);
 
   const int64_t task_id = absl::GetFlag(FLAGS_task);
   if (task_id == 0) {

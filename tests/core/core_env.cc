@@ -92,7 +92,7 @@ RunOptions FastRunOptions() {
   RunOptions o;
   o.coordinator.sweep_interval = std::chrono::milliseconds(10);
   o.coordinator.progress_interval = std::chrono::milliseconds(0);
-  o.worker.name = std::string(Coordinator::kLocalWorkerPrefix) + "0";
+  o.worker.name = std::string(jobs::Coordinator::kLocalWorkerPrefix) + "0";
   o.worker.poll_interval = std::chrono::milliseconds(10);
   o.worker.progress_interval = std::chrono::milliseconds(0);
   o.worker.heartbeat_interval = std::chrono::milliseconds(20);
@@ -101,14 +101,14 @@ RunOptions FastRunOptions() {
 
 absl::StatusOr<std::optional<storage::TaskClaim>> ClaimAsLocalWorker(storage::Store* store) {
   storage::ClaimRequest request;
-  request.worker = std::string(Coordinator::kLocalWorkerPrefix) + "0";
+  request.worker = std::string(jobs::Coordinator::kLocalWorkerPrefix) + "0";
   request.lease_us = int64_t{3600} * 1000 * 1000;
   return store->ClaimTask(request);
 }
 
 absl::StatusOr<int64_t> CrashRecovery(storage::Store* store) {
   FCA_ASSIGN_OR_RETURN(storage::ExpiredTasks lost,
-                       store->ExpireLeases(0, Coordinator::kLocalWorkerPrefix, "crash"));
+                       store->ExpireLeases(0, jobs::Coordinator::kLocalWorkerPrefix, "crash"));
   return static_cast<int64_t>(lost.requeued.size());
 }
 
@@ -121,10 +121,10 @@ CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options, storage::StoreOptions
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) std::abort();
   store_ = std::move(*store);
-  ModelRepository::Options repo_options;
+  runtime::ModelRepository::Options repo_options;
   repo_options.root = ModelRoot();
-  repo_options.on_load = RecordLoadsIn(store_.get());
-  auto models = ModelRepository::Open(repo_options);
+  repo_options.on_load = jobs::RecordLoadsIn(store_.get());
+  auto models = runtime::ModelRepository::Open(repo_options);
   if (!models.ok()) std::abort();
   models_ = std::move(*models);
   options_ = std::move(options);
@@ -133,9 +133,9 @@ CoreEnv::CoreEnv(ServiceLimits limits, RunOptions options, storage::StoreOptions
 }
 
 void CoreEnv::MakeRunners(const ServiceLimits& limits) {
-  coordinator_ = std::make_unique<Coordinator>(store_.get(), &hub_, options_.coordinator);
-  worker_ = std::make_unique<Worker>(coordinator_.get(), models_.get(), options_.worker);
-  Worker* worker = worker_.get();
+  coordinator_ = std::make_unique<jobs::Coordinator>(store_.get(), &hub_, options_.coordinator);
+  worker_ = std::make_unique<runtime::Worker>(coordinator_.get(), models_.get(), options_.worker);
+  runtime::Worker* worker = worker_.get();
   coordinator_->AddStopListener([worker](int64_t job_id) { worker->StopJob(job_id); });
   coordinator_->AddWakeListener([worker] { worker->Wake(); });
   core_ = std::make_unique<AuditServiceCore>(store_.get(), models_.get(), coordinator_.get(), &hub_,

@@ -16,8 +16,8 @@
 #include "server/core/service.h"
 #include "server/jobs/coordinator.h"
 #include "server/jobs/event_hub.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/worker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/worker.h"
 #include "storage/store.h"
 
 namespace fca::core::testing {
@@ -49,8 +49,8 @@ v1::AuditSpec SmallSpec(const std::vector<std::string>& models, const std::strin
 // Coordinator and worker options for tests: poll quickly, never throttle
 // progress.
 struct RunOptions {
-  Coordinator::Options coordinator;
-  Worker::Options worker;
+  jobs::Coordinator::Options coordinator;
+  runtime::Worker::Options worker;
 };
 RunOptions FastRunOptions();
 
@@ -75,11 +75,11 @@ class CoreEnv {
   ~CoreEnv();
 
   storage::Store* store() { return store_.get(); }
-  ModelRepository* models() { return models_.get(); }
-  EventHub* hub() { return &hub_; }
-  Coordinator* coordinator() { return coordinator_.get(); }
+  runtime::ModelRepository* models() { return models_.get(); }
+  jobs::EventHub* hub() { return &hub_; }
+  jobs::Coordinator* coordinator() { return coordinator_.get(); }
   // The env's worker (named "local/0"), on models().
-  Worker* worker() { return worker_.get(); }
+  runtime::Worker* worker() { return worker_.get(); }
   // Starts the coordinator (crash recovery first) and the worker's thread.
   absl::Status Start();
   // Stops the worker (its task goes back to the queue) and the coordinator.
@@ -111,11 +111,11 @@ class CoreEnv {
   void MakeRunners(const ServiceLimits& limits);
 
   std::unique_ptr<storage::Store> store_;
-  std::unique_ptr<ModelRepository> models_;
-  EventHub hub_;
+  std::unique_ptr<runtime::ModelRepository> models_;
+  jobs::EventHub hub_;
   RunOptions options_;
-  std::unique_ptr<Coordinator> coordinator_;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<jobs::Coordinator> coordinator_;
+  std::unique_ptr<runtime::Worker> worker_;
   std::unique_ptr<AuditServiceCore> core_;
 };
 

@@ -1,6 +1,6 @@
-// ModelRepository (server/worker/model_repository.h) over a temporary folder of
+// ModelRepository (server/runtime/model_repository.h) over a temporary folder of
 // tiny models, a broken one and folders that are not models.
-#include "server/worker/model_repository.h"
+#include "server/runtime/model_repository.h"
 
 #include <ATen/ATen.h>  // a Forward on a model the repository has unloaded
 #include <gmock/gmock.h>
@@ -27,19 +27,21 @@ using ::testing::HasSubstr;
 using testing::ModelRoot;
 using ::testing::Not;
 
-std::unique_ptr<ModelRepository> OpenRepo(ModelRepository::Options options = {}) {
+std::unique_ptr<runtime::ModelRepository> OpenRepo(runtime::ModelRepository::Options options = {}) {
   if (options.root.empty()) options.root = ModelRoot();
-  auto repo = ModelRepository::Open(options);
+  auto repo = runtime::ModelRepository::Open(options);
   EXPECT_TRUE(repo.ok()) << repo.status();
   return repo.ok() ? std::move(*repo) : nullptr;
 }
 
 TEST(ModelRepositoryTest, OpenRefusesAMissingRoot) {
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.root = ModelRoot() + "/does_not_exist";
-  EXPECT_EQ(ModelRepository::Open(options).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runtime::ModelRepository::Open(options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   options.root = ModelRoot() + "/stray_file";
-  EXPECT_EQ(ModelRepository::Open(options).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runtime::ModelRepository::Open(options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(ModelRepositoryTest, NamesListsValidFoldersWithConfigSorted) {
@@ -74,7 +76,7 @@ TEST(ModelRepositoryTest, TheModelsAnUnknownNameListsAreCapped) {
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "config.json") << "{}";
   }
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.root = root.string();
   auto repo = OpenRepo(options);
   ASSERT_NE(repo, nullptr);
@@ -117,9 +119,9 @@ TEST(ModelRepositoryTest, AFailedLoadIsRememberedUntilTheFolderChanges) {
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root + "/m");
   std::ofstream(root + "/m/config.json") << "{not json";
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.root = root;
-  auto repo = ModelRepository::Open(options);
+  auto repo = runtime::ModelRepository::Open(options);
   ASSERT_TRUE(repo.ok());
   const absl::Status first = (*repo)->Get("m").status();
   EXPECT_EQ(first.code(), absl::StatusCode::kFailedPrecondition);
@@ -171,8 +173,8 @@ TEST(ModelRepositoryTest, GetLoadsOnceAndReturnsTheSamePointer) {
 TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
   auto repo = OpenRepo();
   ASSERT_NE(repo, nullptr);
-  std::vector<ModelRepository::UnavailableFolder> unavailable;
-  const std::vector<ModelRepository::Listing> listed = repo->List(&unavailable);
+  std::vector<runtime::ModelRepository::UnavailableFolder> unavailable;
+  const std::vector<runtime::ModelRepository::Listing> listed = repo->List(&unavailable);
   EXPECT_EQ(repo->loads_attempted(), 0);
   ASSERT_EQ(listed.size(), 3u);  // broken is listed apart, with why
   ASSERT_EQ(unavailable.size(), 1u);
@@ -182,7 +184,7 @@ TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
   EXPECT_EQ(described, "model 'broken' is unavailable: " + unavailable[0].reason);
   EXPECT_THAT(unavailable[0].reason, Not(HasSubstr("unavailable")));
   EXPECT_THAT(unavailable[0].reason, HasSubstr("config.json"));
-  for (const ModelRepository::Listing& l : listed) {
+  for (const runtime::ModelRepository::Listing& l : listed) {
     const engine::ModelInfo& info = l.description.info;
     SCOPED_TRACE(info.name);
     EXPECT_FALSE(l.loaded);
@@ -208,7 +210,7 @@ TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
   }
   EXPECT_THAT(listed[1].description.sites, Not(::testing::IsEmpty()));  // fg_a
   // Once loaded, the listing carries the weights hash.
-  for (const ModelRepository::Listing& l : repo->List()) {
+  for (const runtime::ModelRepository::Listing& l : repo->List()) {
     EXPECT_TRUE(l.loaded);
     EXPECT_EQ(l.description.info.weights_sha256.size(), 64u);
   }
@@ -219,7 +221,7 @@ TEST(ModelRepositoryTest, ListLoadsNothingAndAgreesWithTheLoadedModels) {
 TEST(ModelRepositoryTest, ASlowLoadBlocksNoOtherModel) {
   absl::Notification entered, release;
   std::atomic<int> loads_of_a{0};
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.loader = [&](const std::string& dir, const std::string& name,
                        const engine::ComputeOptions& compute) {
     if (name == testing::kGateA) {
@@ -259,7 +261,7 @@ TEST(ModelRepositoryTest, TheMemoryBudgetUnloadsTheLeastRecentlyUsed) {
   auto described = probe->Describe(testing::kGateA);
   ASSERT_TRUE(described.ok()) << described.status();
   const int64_t one_model = described->description.estimated_memory_bytes;
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.memory_budget_bytes = one_model;
   auto repo = OpenRepo(options);
   ASSERT_NE(repo, nullptr);
@@ -304,7 +306,7 @@ TEST(ModelRepositoryTest, AChangedFolderIsReloadedOnNextUse) {
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root);
   std::filesystem::copy(ModelRoot() + "/" + testing::kGateA, root + "/m");
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.root = root;
   auto repo = OpenRepo(options);
   ASSERT_NE(repo, nullptr);
@@ -336,7 +338,7 @@ TEST(ModelRepositoryTest, TheWeightsHashCacheSparesHashingUnchangedWeights) {
   const std::string expected = *engine::Sha256OfFiles({root + "/models/m/model.safetensors"});
 
   std::unique_ptr<engine::WeightsHashCache> cache = engine::WeightsHashCache::Open(cache_file);
-  ModelRepository::Options options;
+  runtime::ModelRepository::Options options;
   options.root = root + "/models";
   options.weights_hash_cache = cache.get();
   auto loader_repo = OpenRepo(options);

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/metrics.h"
-#include "server/worker/worker.h"
+#include "server/runtime/worker.h"
 #include "tests/core/core_env.h"
 
 namespace fca::core {
@@ -37,9 +37,9 @@ double Scraped(const std::string& series) {
 }
 
 // The coordinator, with a scrape after every progress report.
-class ScrapingBroker : public TaskBroker {
+class ScrapingBroker : public runtime::TaskBroker {
  public:
-  ScrapingBroker(TaskBroker* inner, std::string tokens_series)
+  ScrapingBroker(runtime::TaskBroker* inner, std::string tokens_series)
       : inner_(inner), tokens_series_(std::move(tokens_series)) {}
 
   struct Seen {
@@ -50,50 +50,53 @@ class ScrapingBroker : public TaskBroker {
   std::vector<Seen> seen;
   int64_t job_id = 0;
 
-  absl::StatusOr<std::optional<TaskAssignment>> Claim(const std::string& worker,
-                                                      int64_t task_id) override {
+  absl::StatusOr<std::optional<runtime::TaskAssignment>> Claim(const std::string& worker,
+                                                               int64_t task_id) override {
     return inner_->Claim(worker, task_id);
   }
-  absl::StatusOr<bool> Renew(const Lease& lease) override { return inner_->Renew(lease); }
-  absl::Status ReportProgress(const Lease& lease, const engine::AuditProgress& p) override {
+  absl::StatusOr<bool> Renew(const runtime::Lease& lease) override { return inner_->Renew(lease); }
+  absl::Status ReportProgress(const runtime::Lease& lease,
+                              const engine::AuditProgress& p) override {
     absl::Status status = inner_->ReportProgress(lease, p);
     // A counter's series appears with its first increment: absent is 0.
     seen.push_back({p.fraction, Scraped(absl::StrCat("fca_job_progress{job=\"", job_id, "\"}")),
                     std::max(0.0, Scraped(tokens_series_))});
     return status;
   }
-  absl::Status ReportNote(const Lease& lease, const std::string& text) override {
+  absl::Status ReportNote(const runtime::Lease& lease, const std::string& text) override {
     return inner_->ReportNote(lease, text);
   }
-  absl::Status ReportRows(const Lease& lease, const std::string& model,
+  absl::Status ReportRows(const runtime::Lease& lease, const std::string& model,
                           const std::string& weights_sha256,
                           const std::vector<engine::ResultRow>& rows) override {
     return inner_->ReportRows(lease, model, weights_sha256, rows);
   }
-  absl::Status Finish(const Lease& lease, const absl::Status& outcome,
+  absl::Status Finish(const runtime::Lease& lease, const absl::Status& outcome,
                       const v1::TaskProvenance& provenance) override {
     return inner_->Finish(lease, outcome, provenance);
   }
-  absl::Status Release(const Lease& lease, const absl::Status& reason, bool refund) override {
+  absl::Status Release(const runtime::Lease& lease, const absl::Status& reason,
+                       bool refund) override {
     return inner_->Release(lease, reason, refund);
   }
-  absl::Status Refuse(const Lease& lease, const absl::Status& reason) override {
+  absl::Status Refuse(const runtime::Lease& lease, const absl::Status& reason) override {
     return inner_->Refuse(lease, reason);
   }
-  absl::StatusOr<DatasetBytes> ReadDataset(const Lease& lease, bool calibration) override {
+  absl::StatusOr<runtime::DatasetBytes> ReadDataset(const runtime::Lease& lease,
+                                                    bool calibration) override {
     return inner_->ReadDataset(lease, calibration);
   }
-  std::optional<std::string> GetCoefficients(const Lease& lease,
+  std::optional<std::string> GetCoefficients(const runtime::Lease& lease,
                                              const engine::CoefficientCacheKey& key) override {
     return inner_->GetCoefficients(lease, key);
   }
-  void PutCoefficients(const Lease& lease, const engine::CoefficientCacheKey& key,
+  void PutCoefficients(const runtime::Lease& lease, const engine::CoefficientCacheKey& key,
                        const std::string& bytes) override {
     inner_->PutCoefficients(lease, key, bytes);
   }
 
  private:
-  TaskBroker* const inner_;
+  runtime::TaskBroker* const inner_;
   const std::string tokens_series_;
 };
 
@@ -107,9 +110,9 @@ TEST(MonitoringTest, ProgressGaugeAndForwardCountersMoveDuringAJob) {
 
   ScrapingBroker broker(env.coordinator(), tokens);
   broker.job_id = queued->id();
-  Worker::Options options = testing::FastRunOptions().worker;
+  runtime::Worker::Options options = testing::FastRunOptions().worker;
   options.name = "local/scraped";
-  Worker worker(&broker, env.models(), options);
+  runtime::Worker worker(&broker, env.models(), options);
   auto claimed = broker.Claim(options.name, 0);
   ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
   worker.RunTask(**claimed);

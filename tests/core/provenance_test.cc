@@ -103,7 +103,7 @@ TEST_F(ProvenanceTest, TheTaskRecordsWhatItRanOn) {
   EXPECT_EQ(t.attempt(), 1);
   EXPECT_TRUE(t.has_started_at());
   EXPECT_TRUE(t.has_finished_at());
-  EXPECT_GE(FromTimestamp(t.finished_at()), FromTimestamp(t.started_at()));
+  EXPECT_GE(runtime::FromTimestamp(t.finished_at()), runtime::FromTimestamp(t.started_at()));
   auto options = json::Parse(t.options_json());
   ASSERT_TRUE(options.ok()) << t.options_json();
   ASSERT_NE(options->Find("fidelity_tolerance"), nullptr);

@@ -235,13 +235,13 @@ TEST(QueueLoadedModelsTest, AWorkerThatRanAModelHoldsItLoaded) {
   ASSERT_TRUE(env.UploadEvalAndCalib(User("walt")).ok());
   auto job = env.Submit(User("walt"), SmallSpec({testing::kGateB}, "eval", "calib"));
   ASSERT_TRUE(job.ok()) << job.status();
-  WorkerPool::Options options;
+  jobs::WorkerPool::Options options;
   options.devices = {"cpu"};
   options.repository.root = testing::ModelRoot();
   options.worker = testing::FastRunOptions().worker;
-  auto pool = WorkerPool::Create(env.coordinator(), options);
+  auto pool = jobs::WorkerPool::Create(env.coordinator(), options);
   ASSERT_TRUE(pool.ok()) << pool.status();
-  const WorkerPool* workers = pool->get();
+  const jobs::WorkerPool* workers = pool->get();
   env.core()->set_loaded_models([workers] { return workers->LoadedModels(); });
   const v1::GetQueueResponse before = Queue(env, User("walt"));
   ASSERT_EQ(before.models_size(), 1);

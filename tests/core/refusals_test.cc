@@ -20,23 +20,23 @@ using ::testing::IsEmpty;
 constexpr int64_t kSecond = 1000000;  // microseconds
 
 TEST(RefusalBackoffTest, DoublesFromTheInitialUpToTheCap) {
-  const RefusalBackoff defaults;
-  EXPECT_EQ(defaults.initial, RefusalBackoff::kDefaultInitial);
-  EXPECT_EQ(defaults.max, RefusalBackoff::kDefaultMax);
+  const jobs::RefusalBackoff defaults;
+  EXPECT_EQ(defaults.initial, jobs::RefusalBackoff::kDefaultInitial);
+  EXPECT_EQ(defaults.max, jobs::RefusalBackoff::kDefaultMax);
   std::vector<int64_t> got;
   for (int n = 1; n <= 9; ++n) got.push_back(defaults.After(n).count());
   EXPECT_THAT(got, ElementsAre(1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000));
-  const RefusalBackoff custom{milliseconds(300), milliseconds(1000)};
+  const jobs::RefusalBackoff custom{milliseconds(300), milliseconds(1000)};
   EXPECT_EQ(custom.After(1), milliseconds(300));
   EXPECT_EQ(custom.After(2), milliseconds(600));
   EXPECT_EQ(custom.After(3), milliseconds(1000));
   EXPECT_EQ(custom.After(1000000), milliseconds(1000));  // no overflow
-  const RefusalBackoff inverted{milliseconds(5000), milliseconds(2000)};
+  const jobs::RefusalBackoff inverted{milliseconds(5000), milliseconds(2000)};
   EXPECT_EQ(inverted.After(1), milliseconds(2000));
 }
 
 TEST(RefusalsTest, ARefuserIsBackedOffFromThatTaskOnly) {
-  Refusals r(RefusalBackoff{});
+  jobs::Refusals r(jobs::RefusalBackoff{});
   const int64_t t0 = 100 * kSecond;
   EXPECT_EQ(r.Record(1, 10, "w1", "stale", t0), milliseconds(1000));
   EXPECT_THAT(r.BackedOff("w1", t0 + kSecond - 1), ElementsAre(10));
@@ -49,7 +49,7 @@ TEST(RefusalsTest, ARefuserIsBackedOffFromThatTaskOnly) {
 }
 
 TEST(RefusalsTest, EveryLiveWorkerRefusedCountsOnlyWorkersSeenWithinTheWindow) {
-  Refusals r(RefusalBackoff{});
+  jobs::Refusals r(jobs::RefusalBackoff{});
   const milliseconds live(30000);
   r.Seen("old", 0);
   r.Seen("w2", 50 * kSecond);

@@ -501,7 +501,7 @@ TEST(ReliabilityTest, RefusedProgressIsCoalescedAndStoredLater) {
   ASSERT_TRUE(job.ok()) << job.status();
   auto claimed = env.coordinator()->Claim("node7", 0);
   ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
-  const Lease lease = (*claimed)->lease;
+  const runtime::Lease lease = (*claimed)->lease;
   auto events_before = env.store()->ListJobEvents(job->id(), 0, 100);
   ASSERT_TRUE(events_before.ok());
   busy = true;

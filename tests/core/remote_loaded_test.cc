@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "server/worker/task_broker.h"
+#include "server/runtime/task_broker.h"
 
 namespace fca::core {
 namespace {
@@ -24,7 +24,7 @@ using ::testing::IsEmpty;
 constexpr int64_t kSecond = 1000000;  // microseconds
 
 TEST(RemoteLoadedTest, AReportReplacesTheLastAndExpiresALeaseAfterIt) {
-  RemoteLoaded loaded(std::chrono::seconds(2));
+  jobs::RemoteLoaded loaded(std::chrono::seconds(2));
   loaded.Report("w1@pool", {"fg-b", "fg-a"}, 10 * kSecond);
   loaded.Report("w2@pool", {"fg-a"}, 11 * kSecond);
   auto live = loaded.Live(12 * kSecond);
@@ -45,14 +45,14 @@ TEST(RemoteLoadedTest, AReportReplacesTheLastAndExpiresALeaseAfterIt) {
 }
 
 TEST(RemoteLoadedTest, NamesNoModelCouldHaveAreDroppedAndTheListIsCapped) {
-  RemoteLoaded loaded(std::chrono::seconds(30));
+  jobs::RemoteLoaded loaded(std::chrono::seconds(30));
   loaded.Report("w@pool", {"../etc", "", std::string(129, 'x'), "fg-a", "fg-a", ".hidden"},
                 kSecond);
   EXPECT_THAT(loaded.Live(kSecond)["w@pool"], ElementsAre("fg-a"));
   std::vector<std::string> many;
-  for (int i = 0; i < 3 * kMaxLoadedModels; ++i) many.push_back("m" + std::to_string(i));
+  for (int i = 0; i < 3 * runtime::kMaxLoadedModels; ++i) many.push_back("m" + std::to_string(i));
   loaded.Report("w@pool", many, kSecond);
-  EXPECT_EQ(loaded.Live(kSecond)["w@pool"].size(), static_cast<size_t>(kMaxLoadedModels));
+  EXPECT_EQ(loaded.Live(kSecond)["w@pool"].size(), static_cast<size_t>(runtime::kMaxLoadedModels));
 }
 
 }  // namespace

@@ -234,7 +234,7 @@ TEST_F(ServiceApiTest, QueryResultsTakesSeveralValuesOfVisibleJobs) {
 // the server's summary is exact.
 TEST_F(ServiceApiTest, GetReportSummarizesThreeModelsExactly) {
   v1::AuditSpec spec = SmallSpec({"m1", "m2", "m3"}, "eval", "calib");
-  auto job = env_.store()->CreateJob("alice", SpecToJson(spec), {"m1", "m2", "m3"});
+  auto job = env_.store()->CreateJob("alice", runtime::SpecToJson(spec), {"m1", "m2", "m3"});
   ASSERT_TRUE(job.ok()) << job.status();
   std::vector<storage::ResultRow> rows;
   const double penalties[] = {0.5, 1.0, 3.0};  // mean 1.5, sd sqrt(1.75)

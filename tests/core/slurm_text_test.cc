@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace fca::core::slurm {
+namespace fca::jobs::slurm {
 namespace {
 
 using ::testing::ElementsAre;
@@ -282,4 +282,4 @@ TEST(SlurmStateTest, AnUnknownStateIsNotEnded) {
 }
 
 }  // namespace
-}  // namespace fca::core::slurm
+}  // namespace fca::jobs::slurm

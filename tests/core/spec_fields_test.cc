@@ -13,8 +13,9 @@
 #include "client/spec_flags.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/text_format.h"
+#include "server/core/spec_policy.h"
 #include "server/engine/audit/report_rows.h"
-#include "server/worker/spec.h"
+#include "server/runtime/task_spec.h"
 
 namespace fca::spec_fields {
 namespace {
@@ -186,7 +187,7 @@ TEST(SpecFieldsTest, EveryEngineFieldReachesItsEngineOption) {
   }
   auto spec = core::NormalizeSpec(in, {});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  auto engine_options = core::ToEngineOptions(*spec);
+  auto engine_options = runtime::ToEngineOptions(*spec);
   ASSERT_TRUE(engine_options.ok()) << engine_options.status();
   const json::Value options = engine::AuditOptionsToJson(*engine_options);
   const json::Value defaults = engine::AuditOptionsToJson(engine::AuditOptions());

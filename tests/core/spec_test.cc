@@ -1,15 +1,15 @@
-// NormalizeSpec (server/worker/spec.h) and ValidateName
-// (server/worker/model_repository.h): defaults, and INVALID_ARGUMENT naming
+// NormalizeSpec (server/core/spec_policy.h) and ValidateName
+// (server/runtime/model_repository.h): defaults, and INVALID_ARGUMENT naming
 // the bad field with the limit where one applies.
-#include "server/worker/spec.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
-#include "server/worker/model_repository.h"
+#include "server/core/spec_policy.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/task_spec.h"
 
 namespace fca::core {
 namespace {
@@ -58,7 +58,7 @@ TEST(NormalizeSpecTest, FillsEveryDefault) {
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_TRUE(zero->has_timing_repeats());
   EXPECT_EQ(zero->timing_repeats(), 0);
-  const auto zero_options = ToEngineOptions(*zero);
+  const auto zero_options = runtime::ToEngineOptions(*zero);
   ASSERT_TRUE(zero_options.ok()) << zero_options.status();
   EXPECT_EQ(zero_options->timing_repeats, 0);
   EXPECT_EQ(s->timing_max_repeats(), 200);
@@ -148,7 +148,7 @@ TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
   auto plain = NormalizeSpec(Minimal(), {});
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->per_layer_scope(), "layer");
-  auto plain_options = ToEngineOptions(*plain);
+  auto plain_options = runtime::ToEngineOptions(*plain);
   ASSERT_TRUE(plain_options.ok()) << plain_options.status();
   EXPECT_TRUE(plain_options->per_layer_interventions.empty());
   v1::AuditSpec in = Minimal();
@@ -157,7 +157,7 @@ TEST(NormalizeSpecTest, PerLayerInterventionsAndScopeAreCheckedAndMapped) {
   in.set_per_layer_scope("family");
   auto s = NormalizeSpec(in, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  auto o = ToEngineOptions(*s);
+  auto o = runtime::ToEngineOptions(*s);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(
       o->per_layer_interventions,
@@ -180,7 +180,7 @@ TEST(NormalizeSpecTest, RetentionBaselineAndBlockLength) {
   in.set_bootstrap_block_length(5);
   auto s = NormalizeSpec(in, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  const auto options = ToEngineOptions(*s);
+  const auto options = runtime::ToEngineOptions(*s);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->retention_baseline, InterventionId::kNeutral);
   EXPECT_EQ(options->bootstrap_block_length, 5);
@@ -198,7 +198,7 @@ TEST(NormalizeSpecTest, StaticTokenMinCount) {
   in.set_static_token_min_count(12);
   auto s = NormalizeSpec(in, {});
   ASSERT_TRUE(s.ok()) << s.status();
-  const auto options = ToEngineOptions(*s);
+  const auto options = runtime::ToEngineOptions(*s);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->static_token_min_count, 12);
 }
@@ -299,7 +299,7 @@ TEST(ValidateNameTest, RefusesPathsHiddenEmptyAndLongNames) {
        {std::string("../x"), std::string("a/b"), std::string(".hidden"), std::string("."),
         std::string(".."), std::string(""), std::string(129, 'a'), std::string("a b"),
         std::string("a\\b"), std::string("caf\xc3\xa9"), std::string("a\0b", 3)}) {
-    const absl::Status st = ValidateName(bad, "dataset");
+    const absl::Status st = runtime::ValidateName(bad, "dataset");
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
     EXPECT_THAT(std::string(st.message()), HasSubstr("dataset")) << bad;
   }
@@ -309,7 +309,7 @@ TEST(ValidateNameTest, AcceptsPlainNames) {
   for (const std::string& good :
        {std::string("a"), std::string("fg_a"), std::string("model-1.v2"), std::string("x..y"),
         std::string(128, 'z'), std::string("UPPER09")}) {
-    EXPECT_TRUE(ValidateName(good, "model").ok()) << good;
+    EXPECT_TRUE(runtime::ValidateName(good, "model").ok()) << good;
   }
 }
 

@@ -1,6 +1,6 @@
-// The worker protocol's lease and assignment (server/worker/task_messages.h):
+// The worker protocol's lease and assignment (server/runtime/task_messages.h):
 // every field of the message is written, and comes back as it went.
-#include "server/worker/task_messages.h"
+#include "server/runtime/task_messages.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 namespace fca::core {
 namespace {
 
-TaskAssignment EveryFieldSet() {
-  TaskAssignment task;
-  task.lease = Lease{7, 3};
+runtime::TaskAssignment EveryFieldSet() {
+  runtime::TaskAssignment task;
+  task.lease = runtime::Lease{7, 3};
   task.job_id = 11;
   task.index = 1;
   task.task_count = 2;
@@ -26,7 +26,7 @@ TaskAssignment EveryFieldSet() {
 }
 
 TEST(TaskMessagesTest, AssignmentWritesEveryField) {
-  const v1::TaskAssignment proto = ToProto(EveryFieldSet());
+  const v1::TaskAssignment proto = runtime::ToProto(EveryFieldSet());
   // A field the message gains and ToProto leaves out shows here.
   std::vector<const google::protobuf::FieldDescriptor*> set;
   proto.GetReflection()->ListFields(proto, &set);
@@ -37,8 +37,8 @@ TEST(TaskMessagesTest, AssignmentWritesEveryField) {
 }
 
 TEST(TaskMessagesTest, AssignmentComesBackAsItWent) {
-  const TaskAssignment task = EveryFieldSet();
-  const TaskAssignment back = FromProto(ToProto(task));
+  const runtime::TaskAssignment task = EveryFieldSet();
+  const runtime::TaskAssignment back = runtime::FromProto(runtime::ToProto(task));
   EXPECT_EQ(back.lease.task_id, task.lease.task_id);
   EXPECT_EQ(back.lease.lease_seq, task.lease.lease_seq);
   EXPECT_EQ(back.job_id, task.job_id);
@@ -53,10 +53,10 @@ TEST(TaskMessagesTest, AssignmentComesBackAsItWent) {
 }
 
 TEST(TaskMessagesTest, LeaseBothWays) {
-  const v1::TaskLease proto = ToProto(Lease{5, 9});
+  const v1::TaskLease proto = runtime::ToProto(runtime::Lease{5, 9});
   EXPECT_EQ(proto.task_id(), 5);
   EXPECT_EQ(proto.lease_seq(), 9);
-  const Lease back = FromProto(proto);
+  const runtime::Lease back = runtime::FromProto(proto);
   EXPECT_EQ(back.task_id, 5);
   EXPECT_EQ(back.lease_seq, 9);
 }

@@ -35,10 +35,10 @@ TEST(HmacTest, TheTestsHmacMatchesRfc4231) {
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
-WebhookAllowlist Allow(const std::vector<std::string>& entries) {
-  absl::StatusOr<WebhookAllowlist> list = WebhookAllowlist::Parse(entries);
+jobs::WebhookAllowlist Allow(const std::vector<std::string>& entries) {
+  absl::StatusOr<jobs::WebhookAllowlist> list = jobs::WebhookAllowlist::Parse(entries);
   EXPECT_TRUE(list.ok()) << list.status();
-  return list.ok() ? *list : WebhookAllowlist();
+  return list.ok() ? *list : jobs::WebhookAllowlist();
 }
 
 class WebhookSenderTest : public ::testing::Test {
@@ -52,8 +52,9 @@ class WebhookSenderTest : public ::testing::Test {
   }
 
   // A sender on `allow` (the receiver by default) whose clock is now_us_.
-  std::unique_ptr<WebhookSender> Sender(int max_attempts = 6, std::vector<std::string> allow = {}) {
-    WebhookSender::Options options;
+  std::unique_ptr<jobs::WebhookSender> Sender(int max_attempts = 6,
+                                              std::vector<std::string> allow = {}) {
+    jobs::WebhookSender::Options options;
     options.allow =
         Allow(allow.empty() ? std::vector<std::string>{absl::StrCat("127.0.0.1:", receiver_.port())}
                             : allow);
@@ -61,7 +62,7 @@ class WebhookSenderTest : public ::testing::Test {
     options.first_retry = absl::Seconds(10);
     options.max_retry = absl::Seconds(60);
     options.now_us = [this] { return now_us_.load(); };
-    return std::make_unique<WebhookSender>(store_.get(), std::move(options));
+    return std::make_unique<jobs::WebhookSender>(store_.get(), std::move(options));
   }
 
   // A webhook of alice's project to `url`, and one job end enqueued for it.
@@ -109,7 +110,7 @@ TEST_F(WebhookSenderTest, TheBodyIsPostedSignedWithItsHeaders) {
     return it == got[0].headers.end() ? std::string("<none>") : it->second;
   };
   EXPECT_EQ(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex(hook.secret, got[0].body));
-  EXPECT_EQ(SignWebhookBody(hook.secret, got[0].body), header("X-Fca-Signature-256"));
+  EXPECT_EQ(jobs::SignWebhookBody(hook.secret, got[0].body), header("X-Fca-Signature-256"));
   EXPECT_NE(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex("other", got[0].body));
   EXPECT_EQ(header("X-Fca-Timestamp"), "1700000000");
   EXPECT_EQ(header("X-Fca-Event"), "job.ended");
@@ -241,10 +242,10 @@ TEST_F(WebhookSenderTest, TheAllowlistIsCheckedAgainAtDelivery) {
 
 TEST_F(WebhookSenderTest, TheThreadDeliversWhenWokenAndStops) {
   const storage::WebhookRecord hook = Hook(receiver_.Url("/hook"));
-  WebhookSender::Options options;
+  jobs::WebhookSender::Options options;
   options.allow = Allow({absl::StrCat("127.0.0.1:", receiver_.port())});
   options.poll = absl::Hours(1);  // only a Wake() makes it look
-  WebhookSender sender(store_.get(), options);
+  jobs::WebhookSender sender(store_.get(), options);
   sender.Start();
   sender.Wake();
   for (int i = 0; i < 2000 && Delivery(hook.id).state == storage::DeliveryState::kPending; ++i) {
@@ -257,10 +258,12 @@ TEST_F(WebhookSenderTest, TheThreadDeliversWhenWokenAndStops) {
 
 TEST(WebhookAllowlistTest, EntriesAreHostsOrHostPorts) {
   for (const char* bad : {"a/b", "h:0", "h:x", "h:70000", "[::1", ":80"}) {
-    EXPECT_EQ(WebhookAllowlist::Parse({bad}).status().code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(jobs::WebhookAllowlist::Parse({bad}).status().code(),
+              absl::StatusCode::kInvalidArgument)
         << bad;
   }
-  auto list = WebhookAllowlist::Parse({"Hooks.Example.org", "10.0.0.1:8443", "[::1]:9000", " "});
+  auto list =
+      jobs::WebhookAllowlist::Parse({"Hooks.Example.org", "10.0.0.1:8443", "[::1]:9000", " "});
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_TRUE(list->Check("https://hooks.example.org/x").ok());
   EXPECT_TRUE(list->Check("http://HOOKS.example.org:1234/x").ok());  // any port
@@ -269,13 +272,13 @@ TEST(WebhookAllowlistTest, EntriesAreHostsOrHostPorts) {
   EXPECT_TRUE(list->Check("http://[::1]:9000/h").ok());
   EXPECT_EQ(list->Check("http://evil.example.org/").status().code(),
             absl::StatusCode::kPermissionDenied);
-  auto url = ParseWebhookUrl("https://[::1]:9000?q=1");
+  auto url = jobs::ParseWebhookUrl("https://[::1]:9000?q=1");
   ASSERT_TRUE(url.ok()) << url.status();
   EXPECT_EQ(url->host, "::1");
   EXPECT_EQ(url->target, "/?q=1");
   EXPECT_EQ(url->Origin(), "https://[::1]:9000");
-  EXPECT_EQ(ParseWebhookUrl("http://h").value().port, 80);
-  EXPECT_EQ(ParseWebhookUrl("https://h").value().port, 443);
+  EXPECT_EQ(jobs::ParseWebhookUrl("http://h").value().port, 80);
+  EXPECT_EQ(jobs::ParseWebhookUrl("https://h").value().port, 443);
 }
 
 }  // namespace

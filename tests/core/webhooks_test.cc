@@ -30,10 +30,10 @@ using ::testing::HasSubstr;
 using testing::HmacSha256Hex;
 using testing::Receiver;
 
-WebhookAllowlist Allow(const std::vector<std::string>& entries) {
-  absl::StatusOr<WebhookAllowlist> list = WebhookAllowlist::Parse(entries);
+jobs::WebhookAllowlist Allow(const std::vector<std::string>& entries) {
+  absl::StatusOr<jobs::WebhookAllowlist> list = jobs::WebhookAllowlist::Parse(entries);
   EXPECT_TRUE(list.ok()) << list.status();
-  return list.ok() ? *list : WebhookAllowlist();
+  return list.ok() ? *list : jobs::WebhookAllowlist();
 }
 
 class WebhooksTest : public ::testing::Test {
@@ -48,11 +48,11 @@ class WebhooksTest : public ::testing::Test {
   }
 
   // A sender on the same allowlist whose clock is now_us_.
-  std::unique_ptr<WebhookSender> Sender() {
-    WebhookSender::Options options;
+  std::unique_ptr<jobs::WebhookSender> Sender() {
+    jobs::WebhookSender::Options options;
     options.allow = Allow({absl::StrCat("127.0.0.1:", receiver_.port())});
     options.now_us = [this] { return now_us_.load(); };
-    return std::make_unique<WebhookSender>(env_.store(), std::move(options));
+    return std::make_unique<jobs::WebhookSender>(env_.store(), std::move(options));
   }
 
   absl::StatusOr<v1::AddWebhookResponse> Add(const Caller& caller, const std::string& url,

@@ -95,15 +95,15 @@ std::vector<std::string> Notes(CoreEnv* env, int64_t job_id) {
 
 // A pool of in-process workers on the env's coordinator (the env's own
 // worker is not started).
-std::unique_ptr<WorkerPool> StartPool(CoreEnv* env, int workers,
-                                      ModelRepository::Loader loader = nullptr) {
-  WorkerPool::Options options;
+std::unique_ptr<jobs::WorkerPool> StartPool(CoreEnv* env, int workers,
+                                            runtime::ModelRepository::Loader loader = nullptr) {
+  jobs::WorkerPool::Options options;
   options.devices.assign(static_cast<size_t>(workers), "cpu");
   options.repository.root = testing::ModelRoot();
   options.repository.loader = std::move(loader);
   options.worker = testing::FastRunOptions().worker;
   options.worker.threads = 1;
-  auto pool = WorkerPool::Create(env->coordinator(), options);
+  auto pool = jobs::WorkerPool::Create(env->coordinator(), options);
   EXPECT_TRUE(pool.ok()) << pool.status();
   if (!pool.ok()) return nullptr;
   EXPECT_TRUE(env->coordinator()->Start().ok());
@@ -270,7 +270,7 @@ TEST(WorkersTest, ATaskLostMaxAttemptsTimesFailsTheJob) {
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok());
   for (int attempt = 0; attempt < 2; ++attempt) {
-    absl::StatusOr<std::optional<TaskAssignment>> claim;
+    absl::StatusOr<std::optional<runtime::TaskAssignment>> claim;
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     do {
       env.coordinator()->SweepOnce();
@@ -295,13 +295,13 @@ TEST(WorkersTest, AWorkerRefusesATaskForItsOwnStateAndAnotherRunsIt) {
   ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
   auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
   ASSERT_TRUE(job.ok());
-  Coordinator* coordinator = env.coordinator();
+  jobs::Coordinator* coordinator = env.coordinator();
   coordinator->WorkerSeen("node9");  // live, and it has refused nothing
   // The env's worker gets the coordinator's weights hash changed: its own
   // weights differ.
   auto claim = coordinator->ClaimChecked(env.worker()->options().name, 0, true);
   ASSERT_TRUE(claim.ok() && claim->has_value()) << claim.status();
-  TaskAssignment stale = **claim;
+  runtime::TaskAssignment stale = **claim;
   ASSERT_EQ(stale.weights_sha256.size(), 64u);
   stale.weights_sha256 = std::string(64, '0');
   env.worker()->RunTask(stale);
@@ -310,14 +310,14 @@ TEST(WorkersTest, AWorkerRefusesATaskForItsOwnStateAndAnotherRunsIt) {
   EXPECT_EQ(task->state, storage::JobState::kQueued);
   EXPECT_EQ(task->attempts, 0);
   // A worker whose memory budget is too small for the model.
-  ModelRepository::Options small;
+  runtime::ModelRepository::Options small;
   small.root = testing::ModelRoot();
   small.memory_budget_bytes = 1;
-  auto small_models = ModelRepository::Open(small);
+  auto small_models = runtime::ModelRepository::Open(small);
   ASSERT_TRUE(small_models.ok());
-  Worker::Options options = testing::FastRunOptions().worker;
+  runtime::Worker::Options options = testing::FastRunOptions().worker;
   options.name = "small";
-  Worker tight(coordinator, small_models->get(), options);
+  runtime::Worker tight(coordinator, small_models->get(), options);
   auto ran = tight.RunOne(0);
   ASSERT_TRUE(ran.ok() && *ran) << ran.status();
   task = env.store()->GetTask(stale.lease.task_id);
@@ -327,8 +327,8 @@ TEST(WorkersTest, AWorkerRefusesATaskForItsOwnStateAndAnotherRunsIt) {
   // Both are backed off; node9 runs it.
   auto none = coordinator->Claim(env.worker()->options().name, 0);
   ASSERT_TRUE(none.ok() && !none->has_value());
-  Worker node9(coordinator, env.models(), [] {
-    Worker::Options o = testing::FastRunOptions().worker;
+  runtime::Worker node9(coordinator, env.models(), [] {
+    runtime::Worker::Options o = testing::FastRunOptions().worker;
     o.name = "node9";
     return o;
   }());

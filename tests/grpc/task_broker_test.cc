@@ -29,15 +29,15 @@
 namespace fca::grpc_server::testing {
 namespace {
 
-using core::Lease;
-using core::TaskAssignment;
-using core::TaskBroker;
 using core::testing::Alice;
 using core::testing::Bob;
 using core::testing::kDense;
 using core::testing::kGateA;
 using core::testing::kGateB;
 using core::testing::RandomText;
+using runtime::Lease;
+using runtime::TaskAssignment;
+using runtime::TaskBroker;
 using ::testing::HasSubstr;
 
 constexpr char kWorker[] = "node1:100";
@@ -86,7 +86,7 @@ class TaskBrokerTest : public ::testing::TestWithParam<Kind> {
 
   bool Remote() const { return GetParam() == Kind::kRemote; }
   core::testing::CoreEnv* core_env() { return env_->core_env(); }
-  core::Coordinator* coordinator() { return core_env()->coordinator(); }
+  jobs::Coordinator* coordinator() { return core_env()->coordinator(); }
   storage::Store* store() { return core_env()->store(); }
 
   // The broker `worker` talks through: the coordinator, or a RemoteBroker of
@@ -707,7 +707,7 @@ TEST_P(TaskBrokerTest, ReadDatasetGivesTheJobsEvaluationAndCalibrationData) {
   for (const auto& [calibration, name, text] :
        {std::make_tuple(false, "eval", core::testing::EvalText()),
         std::make_tuple(true, "calib", core::testing::CalibText())}) {
-    absl::StatusOr<core::DatasetBytes> data = Broker()->ReadDataset(a->lease, calibration);
+    absl::StatusOr<runtime::DatasetBytes> data = Broker()->ReadDataset(a->lease, calibration);
     ASSERT_TRUE(data.ok()) << data.status();
     EXPECT_EQ(data->name, name);
     EXPECT_EQ(data->kind, "text");

@@ -115,7 +115,7 @@ bool IsOutOfMemory(const std::exception& e);
 // The status GuardTorch returns for an exception `e` thrown while doing
 // `what`: INTERNAL "<what> failed (see the server log)", or
 // RESOURCE_EXHAUSTED "<what> ran out of memory" when IsOutOfMemory(e) (the
-// worker's state: server/worker/worker.h refuses the task rather than
+// worker's state: server/runtime/worker.h refuses the task rather than
 // failing it). The full text of
 // e.what() (torch's message, its source paths and C++ frames) is logged as
 // an ERROR naming `what`, and kept out of the status, which reaches clients.

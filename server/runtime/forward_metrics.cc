@@ -1,8 +1,8 @@
-#include "server/worker/forward_metrics.h"
+#include "server/runtime/forward_metrics.h"
 
 #include "common/metrics.h"
 
-namespace fca::core {
+namespace fca::runtime {
 namespace {
 
 metrics::Registry& R() { return metrics::Registry::Default(); }
@@ -54,4 +54,4 @@ void RegisterForwardMetrics() {
   TokensPerSecond();
 }
 
-}  // namespace fca::core
+}  // namespace fca::runtime

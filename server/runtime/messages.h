@@ -1,8 +1,8 @@
 // Conversions of fca.v1 messages that need no store: timestamps, the stored
 // JSON of specs and provenance, status text, result rows. Workers and the
 // coordinator share them (server/jobs/mapping.h has the rest).
-#ifndef FCA_SERVER_WORKER_MESSAGES_H_
-#define FCA_SERVER_WORKER_MESSAGES_H_
+#ifndef FCA_SERVER_RUNTIME_MESSAGES_H_
+#define FCA_SERVER_RUNTIME_MESSAGES_H_
 
 #include <cstdint>
 #include <optional>
@@ -13,7 +13,7 @@
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/engine/audit/audit_types.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 void ToTimestamp(int64_t unix_us, google::protobuf::Timestamp* out);
 int64_t FromTimestamp(const google::protobuf::Timestamp& t);
@@ -50,6 +50,6 @@ engine::ResultRow RowFromProto(const v1::Result& row);
 // "CODE: message", the form job errors are stored and shown in.
 std::string StatusText(const absl::Status& status);
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_MESSAGES_H_
+#endif  // FCA_SERVER_RUNTIME_MESSAGES_H_

@@ -1,14 +1,14 @@
 // The forward metrics of the workers of this process (listed with the
 // server's other metrics in server/jobs/server_metrics.h): fca-server's own
 // workers count their forwards here, and GET /metrics exposes them.
-#ifndef FCA_SERVER_WORKER_FORWARD_METRICS_H_
-#define FCA_SERVER_WORKER_FORWARD_METRICS_H_
+#ifndef FCA_SERVER_RUNTIME_FORWARD_METRICS_H_
+#define FCA_SERVER_RUNTIME_FORWARD_METRICS_H_
 
 #include <cstdint>
 #include <string>
 #include <utility>
 
-namespace fca::core {
+namespace fca::runtime {
 
 // One model's audit by one of this process's workers, counted as its
 // progress reports come (so that the counters move while it runs): each
@@ -29,6 +29,6 @@ class ForwardTally {
 // first audit.
 void RegisterForwardMetrics();
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_FORWARD_METRICS_H_
+#endif  // FCA_SERVER_RUNTIME_FORWARD_METRICS_H_

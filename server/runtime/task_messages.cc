@@ -1,6 +1,6 @@
-#include "server/worker/task_messages.h"
+#include "server/runtime/task_messages.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 v1::TaskLease ToProto(const Lease& lease) {
   v1::TaskLease out;
@@ -41,4 +41,4 @@ TaskAssignment FromProto(const v1::TaskAssignment& task) {
   return out;
 }
 
-}  // namespace fca::core
+}  // namespace fca::runtime

@@ -1,4 +1,4 @@
-#include "server/worker/messages.h"
+#include "server/runtime/messages.h"
 
 #include <algorithm>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "common/result_key.h"
 #include "proto/fca/v1/result_keys.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 v1::Result RowToProto(const engine::ResultRow& row) {
   v1::Result out;
@@ -93,4 +93,4 @@ std::string StatusText(const absl::Status& status) {
   return absl::StrFormat("%s: %s", absl::StatusCodeToString(status.code()), status.message());
 }
 
-}  // namespace fca::core
+}  // namespace fca::runtime

@@ -1,45 +1,26 @@
-// Audit specs: validation against the server's limits, defaults, and
-// resolution of model and dataset names into an engine request (a job's
-// datasets in the store: server/jobs/datasets.h).
-#ifndef FCA_SERVER_WORKER_SPEC_H_
-#define FCA_SERVER_WORKER_SPEC_H_
+// The task side of an audit spec: its engine options, and the resolution of
+// model and dataset names into an engine request (a job's datasets in the
+// store: server/jobs/datasets.h; the server's check of a submitted spec:
+// server/core/spec_policy.h).
+#ifndef FCA_SERVER_RUNTIME_TASK_SPEC_H_
+#define FCA_SERVER_RUNTIME_TASK_SPEC_H_
 
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/spec_fields.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/engine/audit/auditor.h"
-#include "server/worker/model_repository.h"
+#include "server/runtime/model_repository.h"
 
-namespace fca::core {
-
-// The server's limits on a spec; the defaults are common/spec_fields.h's.
-struct SpecLimits {
-  int64_t max_windows = spec_fields::kMaxEvalWindows.ServerLimit();      // per dataset and job
-  int64_t max_window_length = spec_fields::kWindowLength.ServerLimit();  // tokens
-  int64_t max_models = spec_fields::kModels.ServerLimit();               // audited models per job
-  int64_t max_batch_size = spec_fields::kBatchSize.ServerLimit();
-  int64_t max_bootstrap_resamples = spec_fields::kBootstrapResamples.ServerLimit();
-  int64_t max_timing_repeats = spec_fields::kTimingRepeats.ServerLimit();
-  int64_t max_timing_max_repeats = spec_fields::kTimingMaxRepeats.ServerLimit();
-  double max_timing_budget_seconds = spec_fields::kTimingBudgetSeconds.ServerLimit();  // per model
-};
-
-// Checks every field and fills the defaults of common/spec_fields.h (max
-// windows: the limit; the engine notes when a dataset has more).
-// INVALID_ARGUMENT naming the field, with the limit where one applies.
-[[nodiscard]] absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& spec,
-                                                          const SpecLimits& limits);
+namespace fca::runtime {
 
 // The engine's options of a normalized spec (every AuditSpec field the
 // engine reads, per-group dependence included), the spec's names of
 // interventions and scope as their ids (common/vocabulary.h).
-// INVALID_ARGUMENT for a name that is none (NormalizeSpec refused those at
-// submission; a stored spec from another version may still hold one).
+// INVALID_ARGUMENT for a name that is none (core::NormalizeSpec refused
+// those at submission; a stored spec from another version may still hold one).
 [[nodiscard]] absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& spec);
 
 // A spec resolved against the repository and the store, ready to run. The
@@ -74,6 +55,6 @@ struct DatasetBytes {
                                                         engine::Dataset eval,
                                                         engine::Dataset calib);
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_SPEC_H_
+#endif  // FCA_SERVER_RUNTIME_TASK_SPEC_H_

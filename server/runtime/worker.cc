@@ -1,4 +1,4 @@
-#include "server/worker/worker.h"
+#include "server/runtime/worker.h"
 
 #include <glog/logging.h>
 
@@ -14,10 +14,10 @@
 #include "server/engine/audit/report_rows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/torch_util.h"
-#include "server/worker/forward_metrics.h"
-#include "server/worker/messages.h"
+#include "server/runtime/forward_metrics.h"
+#include "server/runtime/messages.h"
 
-namespace fca::core {
+namespace fca::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -335,4 +335,4 @@ absl::Status Worker::Execute(const TaskAssignment& task, v1::TaskProvenance* pro
   return report_error;
 }
 
-}  // namespace fca::core
+}  // namespace fca::runtime

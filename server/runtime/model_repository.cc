@@ -1,4 +1,4 @@
-#include "server/worker/model_repository.h"
+#include "server/runtime/model_repository.h"
 
 #include <glog/logging.h>
 
@@ -15,7 +15,7 @@
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/model_loader.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 namespace fs = std::filesystem;
 
@@ -418,4 +418,4 @@ int64_t ModelRepository::resident_bytes() const {
   return resident_bytes_;
 }
 
-}  // namespace fca::core
+}  // namespace fca::runtime

@@ -8,8 +8,8 @@
 // and the task was claimed again, or the task ended) every call with it is
 // FAILED_PRECONDITION, and the worker drops the task: what it would report
 // belongs to the task's new holder.
-#ifndef FCA_SERVER_WORKER_TASK_BROKER_H_
-#define FCA_SERVER_WORKER_TASK_BROKER_H_
+#ifndef FCA_SERVER_RUNTIME_TASK_BROKER_H_
+#define FCA_SERVER_RUNTIME_TASK_BROKER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -20,9 +20,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/engine/audit/auditor.h"
-#include "server/worker/spec.h"
+#include "server/runtime/task_spec.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 // The most model names a worker reports holding loaded in one ClaimTask or
 // RenewLease (worker_service.proto loaded_models): fca-worker sends at most
@@ -103,6 +103,6 @@ class TaskBroker {
                                const std::string& bytes) = 0;
 };
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_TASK_BROKER_H_
+#endif  // FCA_SERVER_RUNTIME_TASK_BROKER_H_

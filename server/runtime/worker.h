@@ -10,8 +10,8 @@
 // run because of its own state (its weights differ from the coordinator's,
 // it lacks the model, it runs out of memory) is refused (TaskBroker::Refuse),
 // not failed: another worker may run it.
-#ifndef FCA_SERVER_WORKER_WORKER_H_
-#define FCA_SERVER_WORKER_WORKER_H_
+#ifndef FCA_SERVER_RUNTIME_WORKER_H_
+#define FCA_SERVER_RUNTIME_WORKER_H_
 
 #include <atomic>
 #include <chrono>
@@ -25,10 +25,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/worker/model_repository.h"
-#include "server/worker/task_broker.h"
+#include "server/runtime/model_repository.h"
+#include "server/runtime/task_broker.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 class Worker {
  public:
@@ -112,6 +112,6 @@ class Worker {
   absl::Status refusal_;
 };
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_WORKER_H_
+#endif  // FCA_SERVER_RUNTIME_WORKER_H_

@@ -24,8 +24,8 @@
 //   - A folder that fails to load is not loaded again (its error is returned)
 //     until one of its files changes, so a broken multi-GB folder does not
 //     cost a reload per request.
-#ifndef FCA_SERVER_WORKER_MODEL_REPOSITORY_H_
-#define FCA_SERVER_WORKER_MODEL_REPOSITORY_H_
+#ifndef FCA_SERVER_RUNTIME_MODEL_REPOSITORY_H_
+#define FCA_SERVER_RUNTIME_MODEL_REPOSITORY_H_
 
 #include <cstdint>
 #include <functional>
@@ -40,7 +40,7 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 class ModelRepository {
  public:
@@ -207,6 +207,6 @@ class ModelRepository {
 // not starting with '.', so never "." or "..".
 [[nodiscard]] absl::Status ValidateName(const std::string& name, const char* what);
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_MODEL_REPOSITORY_H_
+#endif  // FCA_SERVER_RUNTIME_MODEL_REPOSITORY_H_

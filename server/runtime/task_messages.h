@@ -2,13 +2,13 @@
 // (worker_service.proto), both ways. WorkerServiceImpl (the coordinator's
 // side) writes what RemoteBroker (fca-worker's side) reads, so a field added
 // to either is mapped here once, for both.
-#ifndef FCA_SERVER_WORKER_TASK_MESSAGES_H_
-#define FCA_SERVER_WORKER_TASK_MESSAGES_H_
+#ifndef FCA_SERVER_RUNTIME_TASK_MESSAGES_H_
+#define FCA_SERVER_RUNTIME_TASK_MESSAGES_H_
 
 #include "proto/fca/v1/worker_service.pb.h"
-#include "server/worker/task_broker.h"
+#include "server/runtime/task_broker.h"
 
-namespace fca::core {
+namespace fca::runtime {
 
 v1::TaskLease ToProto(const Lease& lease);
 Lease FromProto(const v1::TaskLease& lease);
@@ -18,6 +18,6 @@ Lease FromProto(const v1::TaskLease& lease);
 v1::TaskAssignment ToProto(const TaskAssignment& task);
 TaskAssignment FromProto(const v1::TaskAssignment& task);
 
-}  // namespace fca::core
+}  // namespace fca::runtime
 
-#endif  // FCA_SERVER_WORKER_TASK_MESSAGES_H_
+#endif  // FCA_SERVER_RUNTIME_TASK_MESSAGES_H_
