@@ -133,7 +133,7 @@ struct ServerOptions {
   // audit_log.h); zero keeps them forever.
   absl::Duration audit_log_keep = core::AuditLog::Options().keep;
   // ------------------------------------------------------------- webhooks
-  // Hosts webhooks may call (core::WebhookAllowlist); empty: every URL is
+  // Hosts webhooks may call (jobs::WebhookAllowlist); empty: every URL is
   // refused. Bad entries fail the start (INVALID_ARGUMENT).
   std::vector<std::string> webhook_allow;
   // The dashboard's address for the job links webhooks send; "" = the

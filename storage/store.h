@@ -109,7 +109,7 @@ struct ClaimRequest {
   // whoever placed it.
   int64_t task_id = 0;
   // Tasks this worker is not offered (it refused them and its back-off
-  // runs: core::Refusals), either way.
+  // runs: jobs::Refusals), either way.
   std::vector<int64_t> skip_task_ids;
 };
 

@@ -1,6 +1,6 @@
-// The worker protocol's client: core::TaskBroker over a
+// The worker protocol's client: runtime::TaskBroker over a
 // fca.v1.WorkerService stub, for fca-worker on another machine. A
-// core::Worker runs tasks through it exactly as through the in-process
+// runtime::Worker runs tasks through it exactly as through the in-process
 // Coordinator.
 //
 // Every call carries the API key as `authorization: Bearer <key>` metadata
@@ -47,7 +47,7 @@ class RemoteBroker final : public runtime::TaskBroker {
     std::chrono::milliseconds initial_backoff{100};
     std::chrono::milliseconds max_backoff{2000};
     // The models the worker holds loaded now, sent with every ClaimTask and
-    // RenewLease (at most core::kMaxLoadedModels of them) for GetQueue's
+    // RenewLease (at most runtime::kMaxLoadedModels of them) for GetQueue's
     // loaded_on; unset: none are reported.
     std::function<std::vector<std::string>()> loaded_models;
   };
@@ -65,7 +65,7 @@ class RemoteBroker final : public runtime::TaskBroker {
   // backoff in progress ends at once.
   void StopRetrying();
 
-  // core::TaskBroker. `worker` must be Options::worker.
+  // runtime::TaskBroker. `worker` must be Options::worker.
   [[nodiscard]] absl::StatusOr<std::optional<runtime::TaskAssignment>> Claim(
       const std::string& worker, int64_t task_id) override;
   [[nodiscard]] absl::StatusOr<bool> Renew(const runtime::Lease& lease) override;

@@ -1,4 +1,4 @@
-// fca.v1.WorkerService over gRPC: the worker protocol (core::TaskBroker)
+// fca.v1.WorkerService over gRPC: the worker protocol (runtime::TaskBroker)
 // for fca-worker processes, over the coordinator.
 //
 // Every call authenticates with the server's auth::Authenticator; only keys of

@@ -1,4 +1,4 @@
-// core::Refusals (server/jobs/refusals.h): the back-off a refusing worker
+// jobs::Refusals (server/jobs/refusals.h): the back-off a refusing worker
 // waits, who counts as live, and the message naming who refused. The
 // protocol's behaviour around it (no attempt spent, the task offered to
 // others, the job failed once all refused) is tests/grpc/task_broker_test.cc's.

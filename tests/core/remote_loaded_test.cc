@@ -1,4 +1,4 @@
-// core::RemoteLoaded (server/jobs/remote_loaded.h): what remote workers
+// jobs::RemoteLoaded (server/jobs/remote_loaded.h): what remote workers
 // last reported holding loaded, forgotten a lease after their last report,
 // with names no model could have dropped and the list capped. The protocol
 // around it (ClaimTask and RenewLease carry the list, GetQueue shows it, an
