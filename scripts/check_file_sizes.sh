@@ -11,7 +11,6 @@ readonly max_lines=800 reason_above=600
 declare -A to_split=(
   [bench/soak_bench.cc]=890
   [server/engine/audit/model_audit.cc]=919
-  [server/http/web/app.js]=1485
   [tests/e2e/remote_worker_e2e_test.cc]=857
   [tests/engine/audit/auditor_test.cc]=1100
   [tests/http/http_test.cc]=1005

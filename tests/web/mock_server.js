@@ -22,8 +22,12 @@ const args = Object.fromEntries(process.argv.slice(2).map((a) => {
 }));
 const WEB = args.web || path.join(__dirname, '..', '..', 'server', 'http', 'web');
 const FIXTURES = args.fixtures || path.join(__dirname, 'fixtures');
-const ASSETS = {'index.html': 'text/html; charset=utf-8', 'app.js': 'text/javascript; charset=utf-8',
-  'style.css': 'text/css; charset=utf-8'};
+// The dashboard's files: every .html, .js and .css file of server/http/web,
+// as the gateway embeds them (web_assets_test checks that it embeds them all).
+const TYPES = {'.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8'};
+const ASSETS = Object.fromEntries(fs.readdirSync(WEB).filter((n) => TYPES[path.extname(n)])
+  .map((n) => [n, TYPES[path.extname(n)]]));
 
 const load = (name) => JSON.parse(fs.readFileSync(path.join(FIXTURES, name), 'utf8'));
 const models = load('ListModels.json');
