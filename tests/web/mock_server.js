@@ -31,7 +31,7 @@ const ASSETS = Object.fromEntries(fs.readdirSync(WEB).filter((n) => TYPES[path.e
 
 const load = (name) => JSON.parse(fs.readFileSync(path.join(FIXTURES, name), 'utf8'));
 const models = load('ListModels.json');
-// The interventions and metrics, from a real server.
+// The interventions, metrics and group scopes, from a real server.
 const vocabulary = load('GetServerInfo.json');
 const jobsList = load('ListJobs.json').jobs;
 const jobs = new Map();
@@ -78,7 +78,7 @@ const rpcs = {
   GetServerInfo: () => ({server_version: '0.1.0 (mock)', engine_version: 'mock', torch_version: '', devices: ['cpu'],
     dtype: 'float32', workers: 1, executor: 'local', auth: !!args.api_key, max_dataset_bytes: String(256 << 20),
     max_windows: '4096', max_window_length: '4096', max_models: '16', max_queued_jobs_per_user: '16',
-    interventions: vocabulary.interventions, metrics: vocabulary.metrics}),
+    interventions: vocabulary.interventions, metrics: vocabulary.metrics, group_scopes: vocabulary.group_scopes}),
   ListJobs: (req) => {
     const state = stateOf(req.state);
     const list = jobsList.map((j) => liveJob(String(j.id), false)).filter((j) => {
