@@ -19,10 +19,10 @@ namespace fca::http {
 namespace {
 
 const std::map<std::string, std::string>& Types() {
-  static const auto* types = new std::map<std::string, std::string>{
-      {".html", "text/html; charset=utf-8"},
-      {".js", "text/javascript; charset=utf-8"},
-      {".css", "text/css; charset=utf-8"}};
+  static const auto* types =
+      new std::map<std::string, std::string>{{".html", "text/html; charset=utf-8"},
+                                             {".js", "text/javascript; charset=utf-8"},
+                                             {".css", "text/css; charset=utf-8"}};
   return *types;
 }
 
