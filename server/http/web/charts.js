@@ -6,8 +6,6 @@
 (() => {
   const {COLOURS, DASHES, el, sv, nextId, general} = window.fca;
 
-  // --------------------------------------------------------------- charts
-
   // Round ticks covering [lo, hi]: steps of 1, 2 or 5 times a power of ten.
   function ticks(lo, hi) {
     if (!isFinite(lo) || !isFinite(hi) || !(hi > lo)) return [];

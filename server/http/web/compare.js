@@ -7,8 +7,6 @@
     shaPrefix, plural, call, vocabulary, inProject, metricFormat, resultCell, acrossCell, barChart,
     reportIndex, section} = window.fca;
 
-  // -------------------------------------------------------------- compare
-
   const listParam = (v) => String(v || '').split(',').map((s) => s.trim()).filter(Boolean);
 
   async function compareView(main, params, signal) {

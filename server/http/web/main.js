@@ -16,8 +16,6 @@
   const {KEY_STORE, PROJECT_STORE, num, plural, ApiError, errorText, call, showError,
     projectSelector, jobsView, jobView, modelsView, modelView, compareView} = window.fca;
 
-  // ----------------------------------------------------------- routing
-
   function showAuthState(authOn) {
     const key = sessionStorage.getItem(KEY_STORE);
     document.getElementById('signed-in').hidden = !key;

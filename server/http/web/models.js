@@ -6,8 +6,6 @@
   const {el, table, link, modelHref, num, stateName, general, call, poll, inProject, jobsTable,
     compareButton} = window.fca;
 
-  // --------------------------------------------------------------- models
-
   async function modelsView(main, params, signal) {
     document.title = 'Models · fca';
     const listed = await call('ListModels', {}, signal);

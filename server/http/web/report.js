@@ -7,8 +7,6 @@
     metricsUnder, labelOf, keyId, metricOf, metricFormat, resultCell, acrossCell, barChart,
     layerChart} = window.fca;
 
-  // --------------------------------------------------------------- report
-
   // Lookups over a GetReportResponse by typed key (keyId).
   function reportIndex(rep) {
     const metrics = new Map();
