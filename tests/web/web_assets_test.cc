@@ -102,8 +102,12 @@ TEST(WebAssetsTest, IndexIsAccessibleAndLoadsTheDashboard) {
   };
   for (const std::string& name : Scripts()) {
     ASSERT_NE(at(name), std::string::npos) << "index.html does not load " << name;
-    if (name != "core.js") EXPECT_LT(at("core.js"), at(name)) << name;
-    if (name != "main.js") EXPECT_LT(at(name), at("main.js")) << name;
+    if (name != "core.js") {
+      EXPECT_LT(at("core.js"), at(name)) << name;
+    }
+    if (name != "main.js") {
+      EXPECT_LT(at(name), at("main.js")) << name;
+    }
   }
 }
 
