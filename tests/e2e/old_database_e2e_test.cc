@@ -96,7 +96,7 @@ class OldDatabaseE2ETest : public ::testing::Test {
 
   CommandResult Fca(std::vector<std::string> args) const {
     args.insert(args.begin(), FCA_CLI_BIN);
-    return Run(args, {"FCA_SERVER=" + server_->address()}, 120);
+    return e2e::Run(args, {"FCA_SERVER=" + server_->address()}, 120);
   }
 
   std::string root_;
