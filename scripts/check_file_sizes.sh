@@ -2,29 +2,22 @@
 # Keeps the hand-written sources short enough to read (docs/developing.md,
 # "File size"): a file over 800 lines fails, and one over 600 must say why on
 # one of its first five lines ("Long file: <reason>", in a comment). Generated
-# files (first line "// GENERATED") and data are not checked. Files still to
-# be split (issue 37) are listed below with the length they may not pass;
-# the list only shrinks.
+# files (first line "// GENERATED") and data are not checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly max_lines=800 reason_above=600
-declare -A to_split=(
-  [server/http/web/app.js]=1485
-)
 failed=0
 while IFS= read -r f; do
   [ -f "$f" ] || continue
   head -1 "$f" | grep -q '^// GENERATED' && continue
   n=$(wc -l < "$f")
-  limit=${to_split[$f]:-$max_lines}
-  if [ "$n" -gt "$limit" ]; then
-    echo "check_file_sizes: $f has $n lines, more than $limit: split it" >&2
+  if [ "$n" -gt "$max_lines" ]; then
+    echo "check_file_sizes: $f has $n lines, more than $max_lines: split it" >&2
     failed=1
-  elif [ -z "${to_split[$f]:-}" ] && [ "$n" -gt "$reason_above" ] &&
-    ! head -5 "$f" | grep -q 'Long file: '; then
+  elif [ "$n" -gt "$reason_above" ] && ! head -5 "$f" | grep -q 'Long file: '; then
     echo "check_file_sizes: $f has $n lines: split it, or say why on one of its first five lines ('Long file: ...')" >&2
     failed=1
   fi
 done < <(git ls-files '*.cc' '*.h' '*.py' '*.js' '*.sh' '*.cmake' '*CMakeLists.txt' '*.css' '*.html')
-[ "$failed" -eq 0 ] && echo "check_file_sizes: every source within $max_lines lines (and ${#to_split[@]} still to split)"
+[ "$failed" -eq 0 ] && echo "check_file_sizes: every source within $max_lines lines"
 exit "$failed"

@@ -92,9 +92,9 @@ fi
 grep -q 'owner' "$work/renumbered.out" || fail "buf breaking did not name the field: $(cat "$work/renumbered.out")"
 echo "check_api: a renumbered field is refused:"
 sed 's/^/  /' "$work/renumbered.out"
-# ... and passes an added one.
+# ... and passes an added one (a number no real field will take).
 cp -r "$root/proto" "$work/added/"
-sed -i 's/^  string calib_sha256 = 13;$/&\n  string added_field = 14;/' "$work/added/proto/fca/v1/audit_service.proto"
-grep -q 'added_field = 14' "$work/added/proto/fca/v1/audit_service.proto" || fail "the added-field sed changed nothing"
+sed -i 's/^  string calib_sha256 = 13;$/&\n  string added_field = 999;/' "$work/added/proto/fca/v1/audit_service.proto"
+grep -q 'added_field = 999' "$work/added/proto/fca/v1/audit_service.proto" || fail "the added-field sed changed nothing"
 breaking "$work/added" "$baseline" || fail "buf breaking refused an added field"
 echo "check_api: an added field passes: OK"

@@ -22,12 +22,16 @@ const args = Object.fromEntries(process.argv.slice(2).map((a) => {
 }));
 const WEB = args.web || path.join(__dirname, '..', '..', 'server', 'http', 'web');
 const FIXTURES = args.fixtures || path.join(__dirname, 'fixtures');
-const ASSETS = {'index.html': 'text/html; charset=utf-8', 'app.js': 'text/javascript; charset=utf-8',
-  'style.css': 'text/css; charset=utf-8'};
+// The dashboard's files: every .html, .js and .css file of server/http/web,
+// as the gateway embeds them (web_assets_test checks that it embeds them all).
+const TYPES = {'.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8'};
+const ASSETS = Object.fromEntries(fs.readdirSync(WEB).filter((n) => TYPES[path.extname(n)])
+  .map((n) => [n, TYPES[path.extname(n)]]));
 
 const load = (name) => JSON.parse(fs.readFileSync(path.join(FIXTURES, name), 'utf8'));
 const models = load('ListModels.json');
-// The interventions and metrics, from a real server.
+// The interventions, metrics and group scopes, from a real server.
 const vocabulary = load('GetServerInfo.json');
 const jobsList = load('ListJobs.json').jobs;
 const jobs = new Map();
@@ -74,7 +78,7 @@ const rpcs = {
   GetServerInfo: () => ({server_version: '0.1.0 (mock)', engine_version: 'mock', torch_version: '', devices: ['cpu'],
     dtype: 'float32', workers: 1, executor: 'local', auth: !!args.api_key, max_dataset_bytes: String(256 << 20),
     max_windows: '4096', max_window_length: '4096', max_models: '16', max_queued_jobs_per_user: '16',
-    interventions: vocabulary.interventions, metrics: vocabulary.metrics}),
+    interventions: vocabulary.interventions, metrics: vocabulary.metrics, group_scopes: vocabulary.group_scopes}),
   ListJobs: (req) => {
     const state = stateOf(req.state);
     const list = jobsList.map((j) => liveJob(String(j.id), false)).filter((j) => {

@@ -1,4 +1,4 @@
-// The web dashboard's files (index.html, app.js, style.css), compiled into
+// The web dashboard's files (index.html, style.css, *.js), compiled into
 // the binary by embed.cmake so that fca-server serves them with no files
 // beside it and nothing fetched from elsewhere. The HTTP gateway serves
 // "index.html" at GET / and every asset at GET /ui/<path>.
@@ -15,7 +15,7 @@ struct Asset {
   std::string_view bytes;         // the file's bytes, static storage
 };
 
-// The asset named `path` ("index.html", "app.js", "style.css"), exactly as
+// The asset named `path` ("index.html", "main.js", "style.css"), exactly as
 // named (no leading slash, no folders); nullopt for any other path.
 std::optional<Asset> FindAsset(std::string_view path);
 
