@@ -191,9 +191,9 @@ struct FamilyVariation {
 
 // One group's replay in the per-group dependence audit.
 struct GroupDependence {
-  std::string intervention;  // I
-  std::string scope;         // kScopeLayer / kScopeSite / kScopeFamily
-  std::string group;         // "3", "attn_gate.3", "attn_gate"
+  std::string intervention;      // I
+  std::string scope;             // kScopeLayer / kScopeSite / kScopeFamily
+  std::string group;             // "3", "attn_gate.3", "attn_gate"
   std::optional<int64_t> layer;  // scope layer: the group's number
   double nll = 0;
   double penalty = 0;   // NLL(I at g, correct elsewhere) - NLL(correct)
