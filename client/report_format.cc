@@ -30,13 +30,13 @@ ReportView::ReportView(v1::GetReportResponse report) : report_(std::move(report)
   interventions_.assign(report_.interventions().begin(), report_.interventions().end());
   families_.assign(report_.families().begin(), report_.families().end());
   for (const v1::ReportMetric& m : report_.metrics()) {
-    metrics_[{m.intervention(), v1::FromProto(m.key())}] = &m;
+    metrics_[{m.intervention(), v1::KeyOfRow(m)}] = &m;
     for (const v1::Result& r : m.per_model()) {
-      rows_[Key(r.model(), r.intervention(), v1::FromProto(r.key()))] = &r;
+      rows_[Key(r.model(), r.intervention(), v1::KeyOfRow(r))] = &r;
     }
   }
   for (const v1::Result& r : report_.dense_twin_rows()) {
-    rows_[Key(r.model(), r.intervention(), v1::FromProto(r.key()))] = &r;
+    rows_[Key(r.model(), r.intervention(), v1::KeyOfRow(r))] = &r;
   }
 }
 
@@ -78,7 +78,7 @@ std::string GroupName(const ResultKey& key) {
 std::vector<GroupPenalty> GroupPenalties(const ReportView& r) {
   std::vector<GroupPenalty> out;
   for (const v1::ReportMetric& m : r.report().metrics()) {
-    const ResultKey key = v1::FromProto(m.key());
+    const ResultKey key = v1::KeyOfRow(m);
     for (const ScopeDef& scope : ScopeDefs()) {
       if (key.metric == scope.penalty_metric) {
         out.push_back({m.intervention(), scope.name, GroupName(key), key});
@@ -92,15 +92,16 @@ std::vector<ModelRouting> Routing(const ReportView& r) {
   std::map<std::string, std::map<int64_t, RoutingLayer>> layers;  // by model, layer
   std::map<std::string, std::map<int64_t, std::map<int64_t, const v1::Result*>>> shares;
   for (const v1::ReportMetric& m : r.report().metrics()) {
-    const MetricDef* d = FindMetricByName(m.key().metric());
-    if (d == nullptr || !m.key().has_layer()) continue;
+    const ResultKey key = v1::KeyOfRow(m);
+    const MetricDef* d = FindMetricByName(key.metric);
+    if (d == nullptr || !key.layer) continue;
     const MetricId id = d->id;
     if (id != MetricId::kLayerTopkAgreement && id != MetricId::kExpertsPerToken &&
         id != MetricId::kExpertLoadEntropy && id != MetricId::kExpertShare &&
         id != MetricId::kLayerRoutingFlipRate) {
       continue;
     }
-    const int64_t layer = m.key().layer(), expert = m.key().expert();
+    const int64_t layer = *key.layer, expert = key.expert.value_or(0);
     for (const v1::Result& row : m.per_model()) {
       RoutingLayer& l = layers[row.model()][layer];
       l.layer = layer;
@@ -661,14 +662,16 @@ std::vector<CompareColumn> CompareColumns(const v1::CompareJobsResponse& c) {
     for (const std::string& i : r.interventions()) AddUnique(&interventions, i);
     for (const std::string& f : r.families()) AddUnique(&families, f);
     for (const v1::ReportMetric& m : r.metrics()) {
-      if (m.key().metric() == kRetentionPct) AddUnique(&retentions, m.intervention());
+      if (v1::KeyOfRow(m).metric == kRetentionPct) AddUnique(&retentions, m.intervention());
     }
   }
   std::vector<CompareColumn> cols;
   // Parameters first: a comparison across model sizes reads as a trend.
   bool sized = false;
   for (const v1::GetReportResponse& r : c.reports()) {
-    for (const v1::ReportMetric& m : r.metrics()) sized = sized || m.key().metric() == kParameters;
+    for (const v1::ReportMetric& m : r.metrics()) {
+      sized = sized || v1::KeyOfRow(m).metric == kParameters;
+    }
   }
   if (sized) cols.push_back({kExecution, kParameters, "PARAMS", Fixed, 0});
   cols.push_back({kCorrect, kNll, absl::StrCat("NLL ", kCorrect), Fixed, 4});

@@ -4,12 +4,14 @@
 #include <cmath>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/format.h"
 #include "client/format_progress.h"
 #include "client/text_safety.h"
+#include "common/result_key.h"
+#include "common/vocabulary.h"
 #include "proto/fca/v1/job_states.h"
+#include "proto/fca/v1/result_keys.h"
 
 namespace fca::client {
 
@@ -130,8 +132,9 @@ void WatchPrinter::OnResults(const v1::ResultBatch& batch) {
   // model) are for plots; `fca report` and `fca results` show them.
   std::vector<v1::Result> rows;
   for (const v1::Result& r : batch.results()) {
-    const bool per_site = absl::StartsWith(r.metric(), "site_mean.") ||
-                          absl::StartsWith(r.metric(), "site_variance.");
+    const ResultKey key = v1::KeyOfRow(r);
+    const bool per_site =
+        key.scope == MetricScope::kSite && (key.metric == kSiteMean || key.metric == kSiteVariance);
     if (!per_site) rows.push_back(r);
   }
   const int hidden = batch.results_size() - static_cast<int>(rows.size());

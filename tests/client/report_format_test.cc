@@ -484,6 +484,20 @@ TEST(ReportTextTest, ManyRouterLayersAndTheFlipRate) {
   EXPECT_THAT(load, HasSubstr("0.0078\n"));
 }
 
+// A server older than typed keys sends no Result.key: the CLI reads the
+// stored names with the one decoder, and prints the same report.
+TEST(ReportTextTest, RowsWithoutTypedKeysPrintTheSameReport) {
+  for (v1::GetReportResponse r : {WithLayerPenalties(), WithRouting()}) {
+    const std::string typed = FormatReportText(ReportView(r), 0);
+    for (v1::ReportMetric& m : *r.mutable_metrics()) {
+      m.clear_key();
+      for (v1::Result& row : *m.mutable_per_model()) row.clear_key();
+    }
+    for (v1::Result& row : *r.mutable_dense_twin_rows()) row.clear_key();
+    EXPECT_EQ(FormatReportText(ReportView(r), 0), typed);
+  }
+}
+
 TEST(ReportHtmlTest, PenaltyChartAndTablesShowTheGroups) {
   const std::string html = FormatReportHtml(ReportView(WithTokenKeyed()));
   EXPECT_THAT(html, HasSubstr("token-keyed (explained by the current token)"));

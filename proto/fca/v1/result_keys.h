@@ -12,6 +12,13 @@ namespace fca::v1 {
 MetricScope ToProto(fca::MetricScope scope);
 ResultKey ToProto(const fca::ResultKey& key);
 fca::ResultKey FromProto(const ResultKey& key);
+// A served row's key: its `key`, or, from a server older than typed keys
+// (which sends none), the key of its stored name (the one decoder,
+// common/result_key.h). `row` is a Result or a ReportMetric.
+template <typename Row>
+fca::ResultKey KeyOfRow(const Row& row) {
+  return row.has_key() ? FromProto(row.key()) : fca::ResultKeyOf(row.metric());
+}
 
 }  // namespace fca::v1
 
