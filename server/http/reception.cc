@@ -248,6 +248,14 @@ bool IsProbe(absl::string_view method, absl::string_view target) {
 }
 
 // What the reception needs of a whole head ("...\r\n\r\n").
+// RFC 9110 5.6.2: token = 1*tchar.
+bool IsToken(absl::string_view text) {
+  static constexpr absl::string_view kMarks = "!#$%&'*+-.^_`|~";
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return absl::ascii_isalnum(c) || kMarks.find(c) != absl::string_view::npos;
+  });
+}
+
 std::variant<Head, Refusal> ParseHead(absl::string_view text) {
   auto malformed = [](absl::string_view why) {
     return Refusal{400, absl::InvalidArgumentError(absl::StrCat("malformed request: ", why)),
@@ -265,6 +273,10 @@ std::variant<Head, Refusal> ParseHead(absl::string_view text) {
     const size_t colon = lines[i].find(':');
     if (colon == absl::string_view::npos) return malformed("a header line without ':'");
     const absl::string_view name = lines[i].substr(0, colon);
+    // RFC 9112 5.1 and 5.2: a name is a token; whitespace before the colon
+    // or a folded line must be refused, or a proxy and this server could
+    // read two different requests ("Content-Length : 5").
+    if (!IsToken(name)) return malformed("a header name that is not a token (space before ':'?)");
     const absl::string_view value = absl::StripAsciiWhitespace(lines[i].substr(colon + 1));
     if (absl::EqualsIgnoreCase(name, "Content-Length")) {
       int64_t n = 0;

@@ -230,6 +230,15 @@ TEST_F(HttpTest, BadRequestsAreRefusedNamingTheFieldAndTheServerKeepsServing) {
       EXPECT_EQ(r->status, 411);
     }
   }
+  // Header names are tokens (RFC 9112 5.1, 5.2): whitespace before the
+  // colon, or a folded line, is a 400, not a header to ignore or join.
+  for (const char* head : {"Content-Length : 2\r\n", "Content-Length\t: 2\r\n",
+                           "Content-Length: 2\r\nX-A: b\r\n folded\r\n", ": 2\r\n"}) {
+    const std::string reply =
+        RawExchange(std::string("POST /api/v1/ListModels HTTP/1.1\r\nHost: x\r\n") + head +
+                    "Authorization: Bearer " + kAlice + "\r\n\r\n{}");
+    EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << head << reply.substr(0, 200);
+  }
   // Bytes that are not HTTP at all.
   EXPECT_EQ(RawExchange("GARBAGE\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
   EXPECT_EQ(RawExchange(std::string(10000, 'A') + "\r\n\r\n").rfind("HTTP/1.1 4", 0), 0u);
