@@ -10,6 +10,8 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -43,11 +45,20 @@ absl::StatusOr<std::unique_ptr<BackupDirectory>> BackupDirectory::Open(
 
 absl::Status BackupDirectory::CheckName(absl::string_view name) {
   if (name.empty()) return absl::InvalidArgumentError("backup: no file name given");
-  if (name == "." || name == ".." || absl::StrContains(name, "/") ||
-      absl::StrContains(name, absl::string_view("\0", 1))) {
+  // A name an operator can type, list and pass to a shell without quoting:
+  // no control characters, no backslash, not a hidden file, not an option.
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+  if (!plain || name.front() == '.' || name.front() == '-') {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "backup: '%s' is not a plain file name (the copy goes into the server's --backup_dir)",
-        name));
+        "backup: '%s' is not a plain file name: letters, digits, '.', '_' and '-', not first "
+        "'.' or '-' (the copy goes into the server's --backup_dir)",
+        absl::CHexEscape(name.substr(0, 64))));
+  }
+  if (name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "backup: the file name has %d bytes; at most %d", name.size(), kMaxNameBytes));
   }
   return absl::OkStatus();
 }

@@ -31,8 +31,11 @@ class BackupDirectory {
 
   const std::string& dir() const { return dir_; }
 
-  // INVALID_ARGUMENT unless `name` is a plain file name: not empty, no '/',
-  // not "." or "..", no NUL.
+  // The longest backup file name (NAME_MAX of Linux file systems).
+  static constexpr size_t kMaxNameBytes = 255;
+  // INVALID_ARGUMENT unless `name` is a plain file name of at most
+  // kMaxNameBytes: letters, digits, '.', '_' and '-', not starting with '.'
+  // or '-' (no path, no hidden file, nothing a shell reads as an option).
   [[nodiscard]] static absl::Status CheckName(absl::string_view name);
 
   // Copies the database to dir/name. One copy runs at a time (a second

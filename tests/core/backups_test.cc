@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/service.h"
 #include "storage/store.h"
@@ -88,11 +89,29 @@ TEST_F(BackupsTest, WritesACheckedCopyUnderAPlainNameOnly) {
   copy->reset();
 
   EXPECT_EQ(backups_->Write("one.sqlite").status().code(), absl::StatusCode::kAlreadyExists);
-  const std::vector<std::string> bad_names = {
-      "", ".", "..", "../escape", "a/b", "/tmp/x", std::string("a\0b", 3)};
+  // Issue 40: a newline, a leading '-' or '.', a backslash, a space, or a
+  // name longer than a file system takes are refused as names, before any
+  // copy (not as a storage error).
+  const std::vector<std::string> bad_names = {"",
+                                              ".",
+                                              "..",
+                                              "../escape",
+                                              "a/b",
+                                              "/tmp/x",
+                                              std::string("a\0b", 3),
+                                              "a\nb.sqlite",
+                                              "-rf.sqlite",
+                                              ".hidden.sqlite",
+                                              "a\\b.sqlite",
+                                              "a b.sqlite",
+                                              std::string(256, 'x')};
   for (const std::string& bad : bad_names) {
-    EXPECT_EQ(backups_->Write(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    const absl::Status refused = backups_->Write(bad).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(refused.message(), ::testing::HasSubstr("backup: ")) << bad;
   }
+  EXPECT_TRUE(BackupDirectory::CheckName(std::string(255, 'x')).ok());
+  EXPECT_TRUE(BackupDirectory::CheckName("nightly_2026-12-06.v2.sqlite").ok());
   EXPECT_FALSE(std::filesystem::exists(root_ + "/escape"));
   EXPECT_EQ(Files(), std::vector<std::string>{"one.sqlite"});
 }
