@@ -31,8 +31,9 @@ class BackupDirectory {
 
   const std::string& dir() const { return dir_; }
 
-  // The longest backup file name (NAME_MAX of Linux file systems).
-  static constexpr size_t kMaxNameBytes = 255;
+  // The longest backup file name (issue 40's rule): well under NAME_MAX
+  // (255), so the copy's temporary name (NAME.partial) always fits.
+  static constexpr size_t kMaxNameBytes = 128;
   // INVALID_ARGUMENT unless `name` is a plain file name of at most
   // kMaxNameBytes: letters, digits, '.', '_' and '-', not starting with '.'
   // or '-' (no path, no hidden file, nothing a shell reads as an option).

@@ -104,13 +104,13 @@ TEST_F(BackupsTest, WritesACheckedCopyUnderAPlainNameOnly) {
                                               ".hidden.sqlite",
                                               "a\\b.sqlite",
                                               "a b.sqlite",
-                                              std::string(256, 'x')};
+                                              std::string(129, 'x')};
   for (const std::string& bad : bad_names) {
     const absl::Status refused = backups_->Write(bad).status();
     EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(refused.message(), ::testing::HasSubstr("backup: ")) << bad;
   }
-  EXPECT_TRUE(BackupDirectory::CheckName(std::string(255, 'x')).ok());
+  EXPECT_TRUE(BackupDirectory::CheckName(std::string(128, 'x')).ok());
   EXPECT_TRUE(BackupDirectory::CheckName("nightly_2026-12-06.v2.sqlite").ok());
   EXPECT_FALSE(std::filesystem::exists(root_ + "/escape"));
   EXPECT_EQ(Files(), std::vector<std::string>{"one.sqlite"});
