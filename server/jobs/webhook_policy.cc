@@ -111,12 +111,18 @@ absl::StatusOr<WebhookUrl> WebhookAllowlist::Check(absl::string_view url) const 
                       parsed.host, parsed.port));
 }
 
-std::string SignWebhookBody(absl::string_view secret, absl::string_view body) {
+std::string WebhookSignedContent(int64_t timestamp, int64_t delivery_id, absl::string_view body) {
+  return absl::StrCat(timestamp, ".", delivery_id, ".", body);
+}
+
+std::string SignWebhook(absl::string_view secret, int64_t timestamp, int64_t delivery_id,
+                        absl::string_view body) {
+  const std::string signed_content = WebhookSignedContent(timestamp, delivery_id, body);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  const unsigned char* ok =
-      HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac, &size);
+  const unsigned char* ok = HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+                                 reinterpret_cast<const unsigned char*>(signed_content.data()),
+                                 signed_content.size(), mac, &size);
   static const char kHex[] = "0123456789abcdef";
   std::string out = "sha256=";
   // A failed HMAC (a broken OpenSSL) signs nothing a receiver accepts.

@@ -5,6 +5,7 @@
 #ifndef FCA_SERVER_JOBS_WEBHOOK_POLICY_H_
 #define FCA_SERVER_JOBS_WEBHOOK_POLICY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,10 @@
 
 namespace fca::jobs {
 
-// The signature header: "sha256=" and the lower-case hex HMAC-SHA256 of the
-// raw body under the webhook's secret (as GitHub's X-Hub-Signature-256).
+// The signature header: "sha256=" and the lower-case hex HMAC-SHA256, under
+// the webhook's secret, of "<timestamp>.<delivery id>.<raw body>" (as
+// Stripe's "t.payload"), so a captured delivery resent with a fresh
+// timestamp or another id fails verification (SignWebhook).
 inline constexpr char kWebhookSignatureHeader[] = "X-Fca-Signature-256";
 // The delivery's id (the same on every attempt: receivers drop repeats).
 inline constexpr char kWebhookDeliveryHeader[] = "X-Fca-Delivery";
@@ -62,8 +65,14 @@ class WebhookAllowlist {
   std::vector<Entry> entries_;
 };
 
-// "sha256=<hex>": HMAC-SHA256 of `body` under `secret` (OpenSSL).
-std::string SignWebhookBody(absl::string_view secret, absl::string_view body);
+// What kWebhookSignatureHeader signs: "<timestamp>.<delivery id>.<body>",
+// the timestamp in unix seconds as kWebhookTimestampHeader carries it.
+std::string WebhookSignedContent(int64_t timestamp, int64_t delivery_id, absl::string_view body);
+
+// "sha256=<hex>": HMAC-SHA256 of WebhookSignedContent under `secret`
+// (OpenSSL).
+std::string SignWebhook(absl::string_view secret, int64_t timestamp, int64_t delivery_id,
+                        absl::string_view body);
 
 }  // namespace fca::jobs
 

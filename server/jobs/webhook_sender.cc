@@ -103,10 +103,12 @@ WebhookSender::Outcome WebhookSender::Post(const storage::WebhookDelivery& deliv
   client.set_write_timeout(sec, usec);
   client.set_follow_location(false);
   client.set_keep_alive(false);
+  const int64_t timestamp = now_us / 1000000;
   const httplib::Headers headers = {
-      {kWebhookSignatureHeader, SignWebhookBody(delivery.secret, delivery.payload)},
+      {kWebhookSignatureHeader,
+       SignWebhook(delivery.secret, timestamp, delivery.id, delivery.payload)},
       {kWebhookDeliveryHeader, absl::StrCat(delivery.id)},
-      {kWebhookTimestampHeader, absl::StrCat(now_us / 1000000)},
+      {kWebhookTimestampHeader, absl::StrCat(timestamp)},
       {kWebhookEventHeader, "job.ended"},
       {"User-Agent", absl::StrCat("fca-webhook/", BuildVersion())},
   };

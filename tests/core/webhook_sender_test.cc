@@ -109,14 +109,22 @@ TEST_F(WebhookSenderTest, TheBodyIsPostedSignedWithItsHeaders) {
     auto it = got[0].headers.find(name);
     return it == got[0].headers.end() ? std::string("<none>") : it->second;
   };
-  EXPECT_EQ(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex(hook.secret, got[0].body));
-  EXPECT_EQ(jobs::SignWebhookBody(hook.secret, got[0].body), header("X-Fca-Signature-256"));
-  EXPECT_NE(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex("other", got[0].body));
+  const storage::WebhookDelivery d = Delivery(hook.id);
   EXPECT_EQ(header("X-Fca-Timestamp"), "1700000000");
+  EXPECT_EQ(header("X-Fca-Delivery"), absl::StrCat(d.id));
+  // The timestamp and the delivery id are signed with the body: the same
+  // bytes under a fresh timestamp or another id carry another signature.
+  const std::string signed_content = absl::StrCat("1700000000.", d.id, ".", got[0].body);
+  EXPECT_EQ(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex(hook.secret, signed_content));
+  EXPECT_EQ(jobs::SignWebhook(hook.secret, 1700000000, d.id, got[0].body),
+            header("X-Fca-Signature-256"));
+  EXPECT_NE(jobs::SignWebhook(hook.secret, 1700000300, d.id, got[0].body),
+            header("X-Fca-Signature-256"));
+  EXPECT_NE(jobs::SignWebhook(hook.secret, 1700000000, d.id + 1, got[0].body),
+            header("X-Fca-Signature-256"));
+  EXPECT_NE(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex("other", signed_content));
   EXPECT_EQ(header("X-Fca-Event"), "job.ended");
   EXPECT_EQ(header("Content-Type"), "application/json");
-  const storage::WebhookDelivery d = Delivery(hook.id);
-  EXPECT_EQ(header("X-Fca-Delivery"), absl::StrCat(d.id));
   EXPECT_EQ(d.state, storage::DeliveryState::kDelivered);
   ASSERT_EQ(d.history.size(), 1u);
   EXPECT_EQ(d.history[0].http_status, 200);
@@ -147,9 +155,15 @@ TEST_F(WebhookSenderTest, FailuresAreRetriedWithExponentialBackoff) {
     EXPECT_EQ(r.body, got[0].body);  // the same body, the same delivery id
     EXPECT_EQ(r.headers.find("X-Fca-Delivery")->second,
               got[0].headers.find("X-Fca-Delivery")->second);
+    // Each attempt is signed anew with its own timestamp.
+    const std::string signed_content =
+        absl::StrCat(r.headers.find("X-Fca-Timestamp")->second, ".",
+                     r.headers.find("X-Fca-Delivery")->second, ".", r.body);
     EXPECT_EQ(r.headers.find("X-Fca-Signature-256")->second,
-              "sha256=" + HmacSha256Hex(hook.secret, r.body));
+              "sha256=" + HmacSha256Hex(hook.secret, signed_content));
   }
+  EXPECT_NE(got[0].headers.find("X-Fca-Timestamp")->second,
+            got[1].headers.find("X-Fca-Timestamp")->second);
   const storage::WebhookDelivery d = Delivery(hook.id);
   EXPECT_EQ(d.state, storage::DeliveryState::kDelivered);
   EXPECT_EQ(d.attempts, 3);
