@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "common/status_macros.h"
+#include "server/core/projects.h"
 #include "server/core/retention.h"
 #include "server/jobs/refusals.h"
 #include "server/jobs/webhook_policy.h"
@@ -463,6 +464,7 @@ absl::Status CreateApiKey() {
   storage::StoreOptions options;
   options.path = absl::GetFlag(FLAGS_db);
   if (options.path.empty()) return absl::InvalidArgumentError("--db is required");
+  FCA_RETURN_IF_ERROR(core::ValidateUserName(absl::GetFlag(FLAGS_create_api_key)));
   FCA_ASSIGN_OR_RETURN(auto store, storage::Store::Open(options));
   FCA_ASSIGN_OR_RETURN(std::string key, storage::Store::GenerateApiKey());
   const int64_t days = absl::GetFlag(FLAGS_key_expires_days);

@@ -69,6 +69,20 @@ absl::Status Store::AddApiKey(const std::string& user, const std::string& role,
 absl::StatusOr<ApiKeyRecord> Store::CreateApiKey(const NewApiKey& key) {
   RecursiveMutexLock lock(&mu_);
   FCA_RETURN_IF_ERROR(Inject("add_api_key"));
+  // A user's personal project is named after the user, so a user named like
+  // a shared project would have none (CreateProject refuses the other
+  // direction). Under mu_, so no CreateProject runs in between. Rotation
+  // (CreateApiKeyLocked) keeps an existing user's keys working.
+  FCA_ASSIGN_OR_RETURN(
+      Statement shared,
+      db_->Prepare("SELECT 1 FROM projects WHERE name = ?1 AND personal = 0", "add API key"));
+  shared.BindText(1, key.user);
+  FCA_ASSIGN_OR_RETURN(const bool collides, shared.Step());
+  if (collides) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "a shared project is named '%s'; a user of that name would have no personal project",
+        key.user));
+  }
   return CreateApiKeyLocked(key);
 }
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/runtime/model_repository.h"
 
 namespace fca::core {
 namespace {
@@ -116,11 +117,8 @@ absl::Status RequireOwnOrOwner(ProjectRole role, const Caller& caller, const std
 }
 
 absl::Status ValidateUserName(const std::string& user) {
-  bool ok = !user.empty() && user.size() <= 128;
-  for (char c : user) ok = ok && c > ' ' && c <= '~';
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      "user name must be 1-128 printable ASCII characters without spaces");
+  // A user name names a personal project too, so it follows the names' rule.
+  return runtime::ValidateName(user, "user");
 }
 
 }  // namespace fca::core

@@ -57,8 +57,10 @@ v1::ProjectRole ToProto(ProjectRole role);
                                              const std::string& made_by, absl::string_view what,
                                              absl::string_view project);
 
-// A member's name as CreateProject and AddProjectMember take it: 1-128
-// printable ASCII characters without spaces (as API key files name users).
+// The one rule for user names, wherever one is given (CreateApiKey,
+// fca-server --create_api_key, CreateProject's owner, AddProjectMember):
+// runtime::ValidateName's, 1-128 of [A-Za-z0-9._-] not starting with '.',
+// since a user's name is also its personal project's.
 [[nodiscard]] absl::Status ValidateUserName(const std::string& user);
 
 }  // namespace fca::core

@@ -177,7 +177,7 @@ absl::StatusOr<v1::CreateApiKeyResponse> AuditServiceCore::CreateApiKey(
   const std::string user = request.user().empty() ? caller.user : request.user();
   const std::string role = request.role().empty() ? "user" : request.role();
   const auto create = [&]() -> absl::StatusOr<v1::CreateApiKeyResponse> {
-    FCA_RETURN_IF_ERROR(runtime::ValidateName(user, "user"));
+    FCA_RETURN_IF_ERROR(ValidateUserName(user));
     FCA_RETURN_IF_ERROR(CheckRole(role));
     if (!caller.admin && (user != caller.user || role != "user")) {
       return absl::PermissionDeniedError(

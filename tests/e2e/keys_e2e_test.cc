@@ -102,6 +102,14 @@ class KeysE2ETest : public ::testing::Test {
 
 TEST_F(KeysE2ETest, KeysAreCreatedRevokedAndRefusedAtTheNextCallWhileTheServerRuns) {
   // The first admin key, before the server exists.
+  // --create_api_key follows the API's user-name rule (a user's name is
+  // its personal project's): nothing is created for a name the API refuses.
+  for (const std::string& bad :
+       std::vector<std::string>{"../x", "a b", std::string(300, 'u'), ".hidden"}) {
+    CommandResult refused = CreateKeyOnTheCommandLine(bad, "user");
+    EXPECT_NE(refused.exit_code, 0) << bad;
+    EXPECT_THAT(refused.err, HasSubstr("user name")) << bad;
+  }
   CommandResult first = CreateKeyOnTheCommandLine("root", "admin");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const std::string root = KeyIn(first.out);
@@ -130,6 +138,20 @@ TEST_F(KeysE2ETest, KeysAreCreatedRevokedAndRefusedAtTheNextCallWhileTheServerRu
   std::ofstream(data) << RandomWords(2048, 3);
   CommandResult upload = Cli(bob, {"datasets", "upload", "--name=bobs", data});
   EXPECT_EQ(upload.exit_code, 0) << upload.err;
+
+  // User and shared-project names never collide, in either direction.
+  EXPECT_EQ(Cli(root, {"projects", "create", "lab"}).exit_code, 0);
+  CommandResult named_like_lab = Cli(root, {"keys", "create", "--user=lab"});
+  EXPECT_NE(named_like_lab.exit_code, 0);
+  EXPECT_THAT(named_like_lab.err, HasSubstr("shared project is named 'lab'"));
+  CommandResult lab_on_the_command_line = CreateKeyOnTheCommandLine("lab", "user");
+  EXPECT_NE(lab_on_the_command_line.exit_code, 0);
+  EXPECT_THAT(lab_on_the_command_line.err, HasSubstr("shared project is named 'lab'"));
+  // carol has a key and has not called yet (no personal project).
+  ASSERT_EQ(Cli(root, {"keys", "create", "--user=carol"}).exit_code, 0);
+  CommandResult project_named_like_carol = Cli(root, {"projects", "create", "carol"});
+  EXPECT_NE(project_named_like_carol.exit_code, 0);
+  EXPECT_THAT(project_named_like_carol.err, HasSubstr("user named 'carol'"));
 
   // Listings show prefixes, never keys; bob sees his own key only.
   CommandResult listed = Cli(root, {"keys", "list"});

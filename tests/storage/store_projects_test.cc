@@ -51,6 +51,19 @@ TEST_P(StoreProjectsTest, NamesOfUsersAreTaken) {
   EXPECT_CODE(store_->CreateProject("dora", "root", "root"), StatusCode::kAlreadyExists);
 }
 
+TEST_P(StoreProjectsTest, NamesOfSharedProjectsAreTakenForUsers) {
+  ASSERT_OK(store_->CreateProject("lab", "root", "ann").status());
+  const absl::Status refused = store_->AddApiKey("lab", "user", std::string(32, 'k'));
+  EXPECT_CODE(refused, StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.message().find("shared project"), absl::string_view::npos) << refused;
+  ASSERT_OK_AND_ASSIGN(const int64_t keys, store_->CountApiKeys());
+  EXPECT_EQ(keys, 0);
+  // A user's own personal project does not stand in the way of more keys.
+  ASSERT_OK(store_->AddApiKey("ann", "user", std::string(32, 'a')));
+  ASSERT_OK(store_->EnsurePersonalProject("ann").status());
+  ASSERT_OK(store_->AddApiKey("ann", "user", std::string(32, 'b')));
+}
+
 TEST_P(StoreProjectsTest, PersonalProjectIsCreatedOnce) {
   ASSERT_OK_AND_ASSIGN(const bool first, store_->EnsurePersonalProject("ann"));
   ASSERT_OK_AND_ASSIGN(const bool second, store_->EnsurePersonalProject("ann"));
