@@ -196,12 +196,16 @@ Store::~Store() {
 
 namespace {
 
-// flock() on a file beside the database: a lock of its own, independent of
-// SQLite's POSIX locks on the database file, released by the kernel when
-// the process dies however it dies.
+// flock() on the database file itself: the lock belongs to its inode, so
+// every name of the file (a symlink, a relative path, a hard link) takes the
+// same one. Linux keeps flock() locks apart from SQLite's POSIX (fcntl)
+// locks on the same file, and releases it when the process dies however it
+// dies. The descriptor stays open until the database is closed: closing
+// any descriptor of the file would drop SQLite's POSIX locks with it.
 absl::StatusOr<int> LockExclusively(const std::string& db_path) {
-  const std::string path = CanonicalPath(db_path) + ".lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const std::string& path = db_path;
+  // 0644: the mode SQLite itself creates a database with.
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::FailedPreconditionError(
         absl::StrFormat("storage: cannot create %s: %s", path, std::strerror(errno)));
@@ -211,9 +215,9 @@ absl::StatusOr<int> LockExclusively(const std::string& db_path) {
     close(fd);
     if (error == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "storage: another fca-server is using %s (it holds %s); one database serves one "
-          "server",
-          db_path, path));
+          "storage: another fca-server is using %s (it holds a lock on the file, under "
+          "whichever name it opened it); one database serves one server",
+          db_path));
     }
     return absl::FailedPreconditionError(
         absl::StrFormat("storage: cannot lock %s: %s", path, std::strerror(error)));

@@ -68,9 +68,9 @@ struct StoreOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   // Clock for every stored time; unset means the wall clock.
   std::function<int64_t()> now_us;
-  // Holds an exclusive lock on "<canonical path>.lock" while the store is
-  // open (the path with symlinks and relative parts resolved, so every name
-  // of the file takes the same lock), so a second server on the same
+  // Holds an exclusive flock() on the database file itself while the store
+  // is open (on its inode, so every name of the file, hard links included,
+  // takes the same lock), so a second server on the same
   // database fails to start (FAILED_PRECONDITION) instead of running the
   // same jobs twice. Off by default: tools and tests open one file several
   // times on purpose.
@@ -727,7 +727,7 @@ class Store {
   // thread, re-enter. Guards the database and every statement run on it.
   RecursiveMutex mu_;
   std::unique_ptr<Database> db_ ABSL_PT_GUARDED_BY(mu_);
-  int lock_fd_ = -1;                       // options_.exclusive: the flock'ed "<path>.lock"
+  int lock_fd_ = -1;                       // options_.exclusive: the flock'ed database file
   std::unique_ptr<FileWatch> file_watch_;  // file databases
   std::unique_ptr<DiskReserve> reserve_;   // disk_reserve_bytes > 0
   absl::Mutex watch_mu_;

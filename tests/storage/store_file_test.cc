@@ -52,7 +52,6 @@ class StoreFileTest : public ::testing::Test {
     ASSERT_NE(store_, nullptr);
     ASSERT_OK(store_->CreateJob("ann", "{}"));  // the -wal exists from here
   }
-  void TearDown() override { std::remove((tmp_.path() + ".lock").c_str()); }
 
   TempDbPath tmp_;
   StoreOptions options_;
@@ -135,6 +134,15 @@ TEST_F(StoreFileTest, AnExclusiveStoreIsLockedUnderEveryNameOfItsFile) {
   const absl::Status third = Store::Open(relative).status();
   ASSERT_EQ(chdir(cwd), 0);
   EXPECT_EQ(third.code(), StatusCode::kFailedPrecondition) << third;
+  // A hard link: another name, the same inode.
+  const std::string hard = tmp_.path() + ".hard";
+  ASSERT_EQ(::link(tmp_.path().c_str(), hard.c_str()), 0);
+  StoreOptions through_hard_link = options_;
+  through_hard_link.path = hard;
+  const absl::Status fourth = Store::Open(through_hard_link).status();
+  unlink(hard.c_str());
+  EXPECT_EQ(fourth.code(), StatusCode::kFailedPrecondition) << fourth;
+  Contains(fourth, "another fca-server");
 }
 
 // ------------------------------------------------------------ full disk
