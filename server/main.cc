@@ -267,7 +267,9 @@ ABSL_FLAG(int64_t, max_http_connections, fca::http::GatewayOptions().max_connect
 ABSL_FLAG(int64_t, max_http_connections_per_address,
           fca::http::GatewayOptions().max_connections_per_address,
           absl::StrFormat("plain HTTP: most connections open at once from one client address "
-                          "(429 beyond it; a proxy in front is one address). 1..%d",
+                          "(at it, the address's oldest one still sending its head is dropped "
+                          "for a new one; probes are answered beyond it; a proxy in front is one "
+                          "address). 1..%d",
                           fca::flag_limits::kMaxHttpConnections));
 ABSL_FLAG(int64_t, max_upload_bytes_in_flight,
           fca::core::ServiceLimits().max_upload_bytes_in_flight,

@@ -85,6 +85,8 @@ metrics::Family<metrics::Counter>& Refusals() {
       "fca_http_refused_total",
       "HTTP connections and requests refused before being served, by reason: per_address and "
       "total (connection caps), evicted (dropped for a new connection at the total cap), "
+      "per_address_evicted (a connection still sending its head, dropped for a new one from its "
+      "address at the address's cap), "
       "timeout (the request did not arrive in time), too_large (Content-Length over the limit), "
       "uploads_budget (request bodies in flight at the server's limit or at their client's "
       "share), unauthenticated (a request body without a valid key), malformed, "
@@ -107,6 +109,8 @@ struct Connection {
   size_t head_bytes = 0;  // 0: not whole yet
   size_t request_bytes = 0;
   bool probe = false;
+  // Let in over its address's cap: served only if it is a probe.
+  bool probes_only = false;
   ByteBudget::Lease body;
   // A head announcing a body, while its key is checked and the body's bytes
   // reserved on the admission lane, and what that decided.
@@ -121,6 +125,12 @@ struct Connection {
 };
 
 constexpr std::chrono::milliseconds kLinger{2000};
+
+// Connections an address may open beyond its cap when all of its others
+// are past their heads (event streams, uploads): each is served only if it
+// is GET /healthz, /readyz or /metrics, so probes from a busy address still
+// get an answer.
+constexpr int kProbesOverCap = 4;
 
 // The request at the front of a connection as httplib reads it (up to its
 // end), and its response written to the socket.
@@ -441,15 +451,18 @@ class Reception::Impl {
     auto c = std::make_unique<Connection>();
     c->fd = fd;
     c->address = AddressOf(peer, &c->port);
-    if (per_address_[c->address] >= limits_.max_connections_per_address) {
-      Refusals().WithLabels({"per_address"}).Increment();
-      SendNow(fd, RefusalResponse(
-                      429, absl::ResourceExhaustedError(absl::StrFormat(
-                               "%d connections from %s are open, the limit per address; retry "
-                               "when one has closed",
-                               limits_.max_connections_per_address, c->address))));
-      ::close(fd);
-      return;
+    // At the address's cap its oldest connection still sending a head makes
+    // room (slow clients must not starve a quick one behind the same NAT);
+    // when every one is past its head, a few more are let in for probes only.
+    const int open = per_address_[c->address];
+    if (open >= limits_.max_connections_per_address && !EvictOldestReading(&c->address)) {
+      if (open >= limits_.max_connections_per_address + kProbesOverCap) {
+        Refusals().WithLabels({"per_address"}).Increment();
+        SendNow(fd, RefusalResponse(429, PerAddressRefusal(c->address)));
+        ::close(fd);
+        return;
+      }
+      c->probes_only = true;
     }
     if (total_ >= limits_.max_connections && !EvictOldestReading()) {
       Refusals().WithLabels({"total"}).Increment();
@@ -475,19 +488,35 @@ class Reception::Impl {
     reading_[fd] = std::move(c);
   }
 
-  // At the total cap: drops the connection that has been sending its
-  // request (or idling) longest. False when every connection is served.
-  bool EvictOldestReading() {
+  // At the total cap (address null): drops the connection that has been
+  // sending its request (or idling) longest. At an address's cap: its
+  // oldest one whose head is not whole yet (one sending a body it was
+  // admitted for is left alone). False when there is none.
+  bool EvictOldestReading(const std::string* address = nullptr) {
     auto oldest = reading_.end();
     for (auto it = reading_.begin(); it != reading_.end(); ++it) {
-      if (oldest == reading_.end() || it->second->since < oldest->second->since) oldest = it;
+      const Connection& c = *it->second;
+      if (address != nullptr && (c.address != *address || c.head_bytes != 0)) continue;
+      if (oldest == reading_.end() || c.since < oldest->second->since) oldest = it;
     }
     if (oldest == reading_.end()) return false;
+    if (address != nullptr) {
+      Refusals().WithLabels({"per_address_evicted"}).Increment();
+      Drop(oldest->first, 429, PerAddressRefusal(*address));
+      return true;
+    }
     Refusals().WithLabels({"evicted"}).Increment();
     Drop(oldest->first, 503,
          absl::UnavailableError("the server is at its connection limit and dropped this "
                                 "connection, the slowest; retry"));
     return true;
+  }
+
+  absl::Status PerAddressRefusal(const std::string& address) const {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%d connections from %s are open, the limit per address; retry when one "
+                        "has closed",
+                        limits_.max_connections_per_address, address));
   }
 
   void Receive(int fd) {
@@ -538,6 +567,11 @@ class Reception::Impl {
         return;
       }
       Head& head = std::get<Head>(parsed);
+      if (c.probes_only && !head.probe) {
+        Refusals().WithLabels({"per_address"}).Increment();
+        Linger(fd, 429, PerAddressRefusal(c.address));
+        return;
+      }
       if (head.content_length > limits_.max_body_bytes) {
         Refusals().WithLabels({"too_large"}).Increment();
         Linger(fd, 413,

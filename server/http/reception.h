@@ -12,9 +12,13 @@
 //     first byte being awaited, however they trickle (408, then closed); an
 //     idle keep-alive connection is closed after `keep_alive_idle`;
 //   - at most `max_connections_per_address` connections per client address
-//     (429 beyond) and `max_connections` in all: at the cap the oldest
-//     connection still sending its request is dropped for the new one (a
-//     stalled client is the likeliest to be one), and 503 when none is;
+//     and `max_connections` in all: at either cap the oldest connection
+//     still sending its request (its head, at the address's cap) is dropped
+//     for the new one (a stalled client is the likeliest to be one), so slow
+//     clients cannot starve a quick one behind the same address; when there
+//     is none, 503 at the total cap, and at the address's cap a few more
+//     connections are let in for GET /healthz, /readyz and /metrics only
+//     (429 for anything else);
 //   - a Content-Length beyond the body limit is refused at once (413), and
 //     a body's bytes are reserved from the uploads budget before they are
 //     read (429 when it is spent, or when the client's address or user holds

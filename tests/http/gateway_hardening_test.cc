@@ -8,8 +8,10 @@
 //     stop /healthz, /readyz, /metrics or an API call from answering;
 //   - the request deadline is total: a client sending a byte every 200 ms
 //     gets 408 once --http_request_timeout_ms has passed;
-//   - connections per address (429) and in all (the oldest still sending
-//     its request is dropped for the new one) are capped;
+//   - connections per address and in all are capped: at either cap the
+//     oldest still sending its request (head) is dropped for the new one,
+//     so slow clients do not starve a quick one from their address, and
+//     beyond a busy address's cap probes are still answered (issue 40);
 //   - an oversized Content-Length is refused at once (413); bodies in
 //     flight over HTTP and gRPC uploads share --max_upload_bytes_in_flight
 //     (429 / RESOURCE_EXHAUSTED beyond it);
@@ -199,22 +201,60 @@ TEST_F(GatewayHardeningTest, TheRequestDeadlineIsTotalNotPerByte) {
   EXPECT_EQ(GetStatus("/healthz"), 200);
 }
 
-TEST_F(GatewayHardeningTest, ConnectionsPerAddressAreCapped) {
+// One request on a new connection from `from`, whole and at once; the
+// response ("" when none came).
+std::string RequestFrom(int port, const char* from, const std::string& request) {
+  const int fd = e2e::ConnectFrom(port, from);
+  if (fd < 0 || !SendAll(fd, request)) return "";
+  const std::string response = Receive(fd, std::chrono::seconds(5));  // until it closes
+  ::close(fd);
+  return response;
+}
+
+TEST_F(GatewayHardeningTest, AtAnAddresssCapSlowHeadsMakeRoomAndProbesAreAnswered) {
   StartServer({"--max_http_connections_per_address=4"});
-  std::vector<int> held;
+  const int port = server_->http_port();
+  const std::string list_models =
+      "POST /api/v1/ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+  // Four connections from 127.0.0.2 that send nothing: at the cap, a
+  // fifth that sends its request at once is served, and the oldest slow
+  // one makes room (429, naming the address).
+  std::vector<int> slow;
   for (int i = 0; i < 4; ++i) {
-    held.push_back(e2e::ConnectFrom(server_->http_port(), "127.0.0.2"));
-    ASSERT_GE(held.back(), 0);
+    slow.push_back(e2e::ConnectFrom(port, "127.0.0.2"));
+    ASSERT_GE(slow.back(), 0);
   }
-  const int fifth = e2e::ConnectFrom(server_->http_port(), "127.0.0.2");
-  ASSERT_GE(fifth, 0);
-  const std::string response = Receive(fifth, std::chrono::seconds(5));
-  EXPECT_EQ(StatusLine(response), "HTTP/1.1 429 Too Many Requests") << response;
-  EXPECT_NE(response.find("127.0.0.2"), std::string::npos) << response;
+  EXPECT_EQ(StatusLine(RequestFrom(port, "127.0.0.2", list_models)), "HTTP/1.1 200 OK");
+  const std::string evicted = Receive(slow[0], std::chrono::seconds(5));
+  EXPECT_EQ(StatusLine(evicted), "HTTP/1.1 429 Too Many Requests") << evicted;
+  EXPECT_NE(evicted.find("127.0.0.2"), std::string::npos) << evicted;
+  for (int fd : slow) ::close(fd);
+
+  // Four connections past their heads (bodies announced and admitted, not
+  // sent): none makes room, so beyond the cap only probes are answered.
+  std::vector<int> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(e2e::ConnectFrom(port, "127.0.0.2"));
+    ASSERT_GE(busy.back(), 0);
+    ASSERT_TRUE(SendAll(busy.back(),
+                        "POST /api/v1/ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                        "application/json\r\nContent-Length: 600\r\nExpect: 100-continue\r\n\r\n"));
+    ASSERT_EQ(StatusLine(Receive(busy.back(), std::chrono::seconds(5), "\r\n\r\n")),
+              "HTTP/1.1 100 Continue");
+  }
+  for (const char* probe : {"/healthz", "/readyz", "/metrics"}) {
+    const std::string answer = RequestFrom(
+        port, "127.0.0.2",
+        std::string("GET ") + probe + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(StatusLine(answer), "HTTP/1.1 200 OK") << probe << ": " << answer;
+  }
+  const std::string refused = RequestFrom(port, "127.0.0.2", list_models);
+  EXPECT_EQ(StatusLine(refused), "HTTP/1.1 429 Too Many Requests") << refused;
+  EXPECT_NE(refused.find("127.0.0.2"), std::string::npos) << refused;
   // Another address is served.
   EXPECT_EQ(GetStatus("/healthz"), 200);
-  for (int fd : held) ::close(fd);
-  ::close(fifth);
+  for (int fd : busy) ::close(fd);
 }
 
 TEST_F(GatewayHardeningTest, AtTheTotalCapTheOldestPendingConnectionMakesRoom) {
