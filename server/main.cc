@@ -158,6 +158,13 @@ ABSL_FLAG(int64_t, max_attempts, 3,
           absl::StrFormat("a task (one model of a job) whose worker was lost (crash, kill, "
                           "lease expired) this many times fails instead of running again, 1..%d",
                           fca::flag_limits::kMaxAttempts));
+ABSL_FLAG(int64_t, refusal_grace_seconds,
+          std::chrono::duration_cast<std::chrono::seconds>(fca::jobs::RefusalBackoff::kDefaultGrace)
+              .count(),
+          absl::StrFormat("a task every live worker refused waits this long from its first "
+                          "refusal for a worker that can run it (one restarting or resyncing) "
+                          "before its job fails, seconds, 0..%d",
+                          fca::flag_limits::kMaxRefusalBackoffSeconds));
 ABSL_FLAG(int64_t, refusal_backoff_max_seconds,
           std::chrono::duration_cast<std::chrono::seconds>(fca::jobs::RefusalBackoff::kDefaultMax)
               .count(),
@@ -381,6 +388,9 @@ std::vector<std::string> WorkerDevices() {
   FCA_RETURN_IF_ERROR(CheckFlagRange("refusal_backoff_max_seconds",
                                      absl::GetFlag(FLAGS_refusal_backoff_max_seconds), 1,
                                      flag_limits::kMaxRefusalBackoffSeconds));
+  FCA_RETURN_IF_ERROR(CheckFlagRange("refusal_grace_seconds",
+                                     absl::GetFlag(FLAGS_refusal_grace_seconds), 0,
+                                     flag_limits::kMaxRefusalBackoffSeconds));
   FCA_RETURN_IF_ERROR(CheckFlagRange("max_job_seconds", absl::GetFlag(FLAGS_max_job_seconds), 0,
                                      flag_limits::kMaxJobSeconds));
   FCA_RETURN_IF_ERROR(CheckFlagRange("model_memory_bytes", absl::GetFlag(FLAGS_model_memory_bytes),
@@ -558,6 +568,8 @@ void SetWorkFromFlags(ServerOptions* options) {
   options->coordinator.lease = std::chrono::seconds(absl::GetFlag(FLAGS_lease_seconds));
   options->coordinator.refusal_backoff.max =
       std::chrono::seconds(absl::GetFlag(FLAGS_refusal_backoff_max_seconds));
+  options->coordinator.refusal_backoff.grace =
+      std::chrono::seconds(absl::GetFlag(FLAGS_refusal_grace_seconds));
 }
 
 ServerOptions ServerOptionsFromFlags(bool auth, bool http_specified) {

@@ -676,7 +676,8 @@ absl::Status Coordinator::Refuse(const runtime::Lease& lease, const absl::Status
                    absl::FailedPreconditionError("refused by " + refusals_.Describe(task.id)),
                    /*refund=*/false);
   }
-  if (refusals_.RefusedByEveryLiveWorker(task.id, now, options_.lease)) {
+  const bool everyone = refusals_.RefusedByEveryLiveWorker(task.id, now, options_.lease);
+  if (everyone && refusals_.GraceOver(task.id, now)) {
     EmitOrLog(task.job_id, NoteEvent(refused));
     return Finish(lease,
                   absl::FailedPreconditionError(absl::StrFormat(
@@ -691,10 +692,15 @@ absl::Status Coordinator::Refuse(const runtime::Lease& lease, const absl::Status
     SettleJobs();  // its job is being stopped
     return absl::OkStatus();
   }
+  const std::string waiting =
+      everyone ? absl::StrFormat(
+                     "every live worker has refused it; it waits up to %.3g s from "
+                     "its first refusal for one that can run it",
+                     std::chrono::duration<double>(options_.refusal_backoff.grace).count())
+               : "queued again for the other workers";
   EmitOrLog(task.job_id,
-            NoteEvent(absl::StrFormat("%s; not offered to it again for %.3g s; queued again for "
-                                      "the other workers",
-                                      refused, std::chrono::duration<double>(backoff).count())));
+            NoteEvent(absl::StrFormat("%s; not offered to it again for %.3g s; %s", refused,
+                                      std::chrono::duration<double>(backoff).count(), waiting)));
   Wake();
   return absl::OkStatus();
 }

@@ -72,6 +72,15 @@ bool Refusals::RefusedByEveryLiveWorker(int64_t task_id, Micros now,
   return every;
 }
 
+bool Refusals::GraceOver(int64_t task_id, Micros now) {
+  absl::MutexLock lock(&mu_);
+  const auto task = refusals_.find(task_id);
+  if (task == refusals_.end() || task->second.by_worker.empty()) return false;
+  Micros first = now;
+  for (const auto& [worker, r] : task->second.by_worker) first = std::min(first, r.first);
+  return now - first >= ToMicros(backoff_.grace);
+}
+
 std::string Refusals::Describe(int64_t task_id) {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<Micros, std::string>> parts;

@@ -6,8 +6,10 @@
 // the task no attempt; instead the refusing worker is not offered that task
 // again for a back-off (RefusalBackoff), so the other workers get it. When
 // every live worker (one that asked for work or renewed a lease within the
-// last lease) has refused the task, nobody can run it and it fails, naming
-// the workers and their reasons.
+// last lease) has refused the task, it still waits for a worker that can
+// run it (one being restarted or resynced) until `grace` has passed since
+// its first refusal; a refusal after that fails it, naming the workers and
+// their reasons.
 //
 // Kept in the coordinator's memory: a restarted coordinator forgets the
 // back-offs (the refusals stay in the jobs' events) and a refusing worker
@@ -35,9 +37,14 @@ struct RefusalBackoff {
   // Range of both (fca-server --refusal_backoff_max_seconds).
   static constexpr std::chrono::milliseconds kMin{1};
   static constexpr std::chrono::milliseconds kMax{std::chrono::hours(1)};
+  // How long a task every live worker refused waits for one that can run
+  // it, from its first refusal (fca-server --refusal_grace_seconds, 0..kMax):
+  // long enough for a lab's workers to restart or resync their folders.
+  static constexpr std::chrono::milliseconds kDefaultGrace{std::chrono::minutes(2)};
 
   std::chrono::milliseconds initial = kDefaultInitial;
   std::chrono::milliseconds max = kDefaultMax;
+  std::chrono::milliseconds grace = kDefaultGrace;
 
   // The back-off after a worker's `refusals`-th refusal of a task (1, 2, ...).
   std::chrono::milliseconds After(int refusals) const;
@@ -60,6 +67,9 @@ class Refusals {
   // Whether every worker seen within `live` before `now` has refused the
   // task. (Workers not seen within `live` are forgotten: `now` only grows.)
   bool RefusedByEveryLiveWorker(int64_t task_id, Micros now, std::chrono::milliseconds live);
+  // Whether the back-off's grace has passed at `now` since the task's first
+  // refusal by any worker (false when it has none).
+  bool GraceOver(int64_t task_id, Micros now);
   // "w1 (reason); w2 (reason)": every worker that refused the task, each
   // with its last reason, in the order of their first refusals.
   std::string Describe(int64_t task_id);

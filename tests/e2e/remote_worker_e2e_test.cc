@@ -197,10 +197,10 @@ TEST_F(RemoteWorkerE2ETest, StaleWorkerRefusesAndAGoodWorkerRunsTheTask) {
   StopAll({good.get(), stale.get()}, &client, server.get());
 }
 
-// (f) Only stale workers: once each has refused, the job fails naming them
-// and their reasons.
+// (f) Only stale workers: once each has refused, the task waits out the
+// refusal grace (3 s here), then the job fails naming them and their reasons.
 TEST_F(RemoteWorkerE2ETest, OnlyStaleWorkersFailTheJobNamingThem) {
-  auto server = StartServer({"--workers=0"});
+  auto server = StartServer({"--workers=0", "--refusal_grace_seconds=3"});
   ASSERT_NE(server, nullptr);
   auto client = std::make_unique<Client>(server->address());
   Client& c = *client;
@@ -219,6 +219,9 @@ TEST_F(RemoteWorkerE2ETest, OnlyStaleWorkersFailTheJobNamingThem) {
        {"stale1@pool (the weights of model 'fg-a'", "stale2@pool (the weights of model 'fg-a'"}) {
     EXPECT_NE(error.find(name), std::string::npos) << error;
   }
+  const std::string notes = Notes(c, job);
+  EXPECT_NE(notes.find("every live worker has refused it; it waits up to 3 s"), std::string::npos)
+      << notes;
   EXPECT_TRUE(Results(c, job).empty());
   StopAll({stale1.get(), stale2.get()}, &client, server.get());
 }

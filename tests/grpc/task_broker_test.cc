@@ -644,9 +644,10 @@ TEST_P(TaskBrokerTest, TheRefusersBackOffDoublesAndEnds) {
   EXPECT_EQ(Job(refused_job).state(), v1::JOB_STATE_RUNNING);
 }
 
-// Once every live worker has refused the task it fails, and so does its job,
-// naming the workers and their reasons. A worker not seen for a lease is not
-// live and is not waited for.
+// Once every live worker has refused the task, it waits out the refusal
+// grace for a worker that can run it; a refusal after that fails it, and its
+// job, naming the workers and their reasons. A worker not seen for a lease is
+// not live and is not waited for.
 TEST_P(TaskBrokerTest, TaskEveryLiveWorkerRefusedFailsNamingThem) {
   absl::StatusOr<std::optional<TaskAssignment>> none = Claim(kThird);
   ASSERT_TRUE(none.ok() && !none->has_value());
@@ -665,6 +666,24 @@ TEST_P(TaskBrokerTest, TaskEveryLiveWorkerRefusedFailsNamingThem) {
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->lease.task_id, a->lease.task_id);
   ASSERT_TRUE(Broker(kOther)->Refuse(c->lease, absl::NotFoundError("no such model here")).ok());
+  // Every live worker refused: the task waits (a good worker may be
+  // restarting), and says so.
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(Task(a->lease.task_id).state, storage::JobState::kQueued);
+  bool says_it_waits = false;
+  for (const v1::JobEvent& e : Events(job)) {
+    says_it_waits = says_it_waits ||
+                    e.message().find("every live worker has refused it; it waits up to 120 s") !=
+                        std::string::npos;
+  }
+  EXPECT_TRUE(says_it_waits);
+  // Past the grace (kWorker is no longer live by then), the next refusal ends it.
+  clock_.Advance(
+      std::chrono::duration_cast<std::chrono::microseconds>(jobs::RefusalBackoff::kDefaultGrace));
+  std::optional<TaskAssignment> d = MustClaim(kOther);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->lease.task_id, a->lease.task_id);
+  ASSERT_TRUE(Broker(kOther)->Refuse(d->lease, absl::NotFoundError("no such model here")).ok());
   const v1::Job end = Job(job);
   EXPECT_EQ(end.state(), v1::JOB_STATE_FAILED);
   const std::string expected = "no worker can run model " + std::string(kGateA) +
