@@ -26,7 +26,7 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
   const std::string robot = created.out.substr(0, created.out.find('\n'));
   ASSERT_EQ(robot.size(), 64u) << created.out;
 
-  auto server = StartServer({"--workers=0", "--lease_seconds=1"});
+  auto server = StartServer({"--workers=0", "--lease_seconds=1", "--refusal_grace_seconds=1"});
   ASSERT_NE(server, nullptr);
   auto client = std::make_unique<Client>(server->address());
   Client& c = *client;
@@ -201,7 +201,7 @@ TEST_F(RemoteWorkerE2ETest, BadInputIsRefusedAndTheServerKeepsServing) {
 
   // A real worker whose fg-a differs refuses the (queued again) task; it is
   // the only live worker (raw's last claim is older than a lease), so the
-  // task fails.
+  // task fails once the refusal grace (1 s here) has passed.
   auto stranger = StartWorker(server->address(), "stranger", "other-models");
   const v1::Job failed = WaitJob(c, job, 60);
   EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
