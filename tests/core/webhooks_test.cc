@@ -99,8 +99,12 @@ TEST_F(WebhooksTest, AnEndedJobIsPostedOnceSignedWithItsFields) {
     auto it = post.headers.find(name);
     return it == post.headers.end() ? std::string("<none>") : it->second;
   };
-  EXPECT_EQ(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex(added->secret(), post.body));
-  EXPECT_NE(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex("other", post.body));
+  // Signed: "<timestamp>.<delivery id>.<body>" (webhook_sender_test has the rest).
+  const std::string signed_content =
+      absl::StrCat(header("X-Fca-Timestamp"), ".", header("X-Fca-Delivery"), ".", post.body);
+  EXPECT_EQ(header("X-Fca-Signature-256"),
+            "sha256=" + HmacSha256Hex(added->secret(), signed_content));
+  EXPECT_NE(header("X-Fca-Signature-256"), "sha256=" + HmacSha256Hex("other", signed_content));
   EXPECT_EQ(header("X-Fca-Timestamp"), "1700000000");
   EXPECT_EQ(header("X-Fca-Event"), "job.ended");
   EXPECT_EQ(header("Content-Type"), "application/json");
