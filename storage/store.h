@@ -573,8 +573,9 @@ class Store {
   [[nodiscard]] absl::StatusOr<int64_t> EnqueueWebhookDeliveries(
       const std::string& project, int64_t job_id, const std::string& job_state,
       const std::string& payload, int64_t due_us) ABSL_LOCKS_EXCLUDED(mu_);
-  // PENDING deliveries due at `now_us`, with their webhook's url and
-  // secret, the longest due first, at most `limit`.
+  // PENDING deliveries due at `now_us`, the oldest of each webhook only,
+  // with their webhook's url, secret and project, the longest due first, at
+  // most `limit`.
   [[nodiscard]] absl::StatusOr<std::vector<WebhookDelivery>> DueWebhookDeliveries(int64_t now_us,
                                                                                   int limit)
       ABSL_LOCKS_EXCLUDED(mu_);

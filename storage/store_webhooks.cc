@@ -15,7 +15,7 @@ constexpr char kSelectWebhook[] =
     "SELECT id, project, url, secret, created_by, created_at_us FROM webhooks";
 constexpr char kSelectDelivery[] =
     "SELECT d.id, d.webhook_id, d.job_id, d.job_state, d.payload, d.state, d.attempts, "
-    "d.next_attempt_us, d.created_at_us, w.url, w.secret "
+    "d.next_attempt_us, d.created_at_us, w.url, w.secret, w.project "
     "FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id";
 
 WebhookRecord ReadWebhook(const Statement& stmt) {
@@ -50,6 +50,7 @@ absl::StatusOr<WebhookDelivery> ReadDelivery(const Statement& stmt) {
   d.created_at_us = stmt.ColumnInt(8);
   d.url = stmt.ColumnText(9);
   d.secret = stmt.ColumnText(10);
+  d.project = stmt.ColumnText(11);
   return d;
 }
 
@@ -178,11 +179,15 @@ absl::StatusOr<std::vector<WebhookDelivery>> Store::DueWebhookDeliveries(int64_t
                                                                          int limit) {
   if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
   RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectDelivery) +
-                                        " WHERE d.state = 'PENDING' AND d.next_attempt_us <= ?1 "
-                                        "ORDER BY d.next_attempt_us, d.id LIMIT ?2",
-                                    "list due webhook deliveries"));
+  // The first due delivery of each webhook only: a webhook's deliveries go
+  // one at a time, in order, and a busy one cannot fill the list.
+  FCA_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(std::string(kSelectDelivery) +
+                       " WHERE d.id IN (SELECT MIN(id) FROM webhook_deliveries WHERE state = "
+                       "'PENDING' AND next_attempt_us <= ?1 GROUP BY webhook_id) "
+                       "ORDER BY d.next_attempt_us, d.id LIMIT ?2",
+                   "list due webhook deliveries"));
   stmt.BindInt(1, now_us);
   stmt.BindInt(2, limit);
   return ReadDeliveries(stmt);

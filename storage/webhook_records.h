@@ -47,9 +47,11 @@ struct WebhookDelivery {
   int attempts = 0;
   int64_t next_attempt_us = 0;  // PENDING: when it is due
   int64_t created_at_us = 0;
-  // Where and how it goes (Store::DueWebhookDeliveries fills them).
+  // Where and how it goes, and whose it is (Store::DueWebhookDeliveries
+  // fills them).
   std::string url;
   std::string secret;
+  std::string project;
   // Oldest first (Store::ListWebhookDeliveries fills them).
   std::vector<WebhookAttempt> history;
 };

@@ -32,6 +32,9 @@ WebhookSender::WebhookSender(storage::Store* store, Options options)
 WebhookSender::~WebhookSender() { Stop(); }
 
 void WebhookSender::Start() {
+  for (int i = 0; i < std::max(1, options_.concurrency); ++i) {
+    workers_.emplace_back([this] { Work(); });
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -41,6 +44,9 @@ void WebhookSender::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
 }
 
 void WebhookSender::Wake() {
@@ -50,11 +56,60 @@ void WebhookSender::Wake() {
 
 void WebhookSender::Loop() {
   while (!stopping_) {
-    // A full batch: more may be due at once.
-    if (DeliverDue() == kBatch) continue;
+    std::vector<storage::WebhookDelivery> due = Due();
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(this, &WebhookSender::Due), options_.poll);
+    Dispatch(std::move(due));
+    // Woken by a new job end or a finished attempt (a thread, a webhook
+    // or a project's share is free again), else the poll.
+    mu_.AwaitWithTimeout(absl::Condition(this, &WebhookSender::Woken), options_.poll);
     wake_ = false;
+  }
+}
+
+int WebhookSender::Dispatch(std::vector<storage::WebhookDelivery> due) {
+  // Round-robin across projects, each project's in the store's order.
+  std::map<std::string, std::deque<storage::WebhookDelivery>> by_project;
+  std::vector<std::string> order;
+  for (storage::WebhookDelivery& d : due) {
+    if (busy_hooks_.count(d.webhook_id)) continue;
+    std::deque<storage::WebhookDelivery>& mine = by_project[d.project];
+    if (mine.empty()) order.push_back(d.project);
+    mine.push_back(std::move(d));
+  }
+  const size_t busy_limit = static_cast<size_t>(std::max(1, options_.concurrency));
+  int queued = 0;
+  for (bool any = true; any && busy_hooks_.size() < busy_limit;) {
+    any = false;
+    for (const std::string& project : order) {
+      std::deque<storage::WebhookDelivery>& mine = by_project[project];
+      if (mine.empty() || busy_projects_[project] >= std::max(1, options_.per_project)) continue;
+      if (busy_hooks_.size() >= busy_limit) break;
+      busy_hooks_.insert(mine.front().webhook_id);
+      ++busy_projects_[project];
+      queue_.push_back(std::move(mine.front()));
+      mine.pop_front();
+      ++queued;
+      any = true;
+    }
+  }
+  return queued;
+}
+
+void WebhookSender::Work() {
+  for (;;) {
+    storage::WebhookDelivery delivery;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &WebhookSender::HasWork));
+      if (stopping_) return;
+      delivery = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Attempt(delivery);
+    absl::MutexLock lock(&mu_);
+    busy_hooks_.erase(delivery.webhook_id);
+    if (--busy_projects_[delivery.project] <= 0) busy_projects_.erase(delivery.project);
+    wake_ = true;
   }
 }
 
@@ -68,19 +123,27 @@ absl::Duration WebhookSender::RetryDelay(int failed) const {
   return std::min(delay, options_.max_retry);
 }
 
-int WebhookSender::DeliverDue() {
+std::vector<storage::WebhookDelivery> WebhookSender::Due() {
   absl::StatusOr<std::vector<storage::WebhookDelivery>> due =
       store_->DueWebhookDeliveries(NowUs(), kBatch);
   if (!due.ok()) {
     // Busy: the next pass tries again.
     if (!absl::IsUnavailable(due.status())) LOG(ERROR) << "webhooks: " << due.status();
-    return 0;
+    return {};
   }
+  return *std::move(due);
+}
+
+void WebhookSender::Attempt(const storage::WebhookDelivery& delivery) {
+  const int64_t now = NowUs();
+  Record(delivery, Post(delivery, now), now);
+}
+
+int WebhookSender::DeliverDue() {
   int attempted = 0;
-  for (const storage::WebhookDelivery& delivery : *due) {
+  for (const storage::WebhookDelivery& delivery : Due()) {
     if (stopping_) break;
-    const int64_t now = NowUs();
-    Record(delivery, Post(delivery, now), now);
+    Attempt(delivery);
     ++attempted;
   }
   return attempted;

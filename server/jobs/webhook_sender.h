@@ -12,14 +12,24 @@
 // it). The URL is checked against the allowlist again before every
 // attempt: an operator who takes a host off the list stops its deliveries.
 // Pending deliveries live in the store, so a restarted server resumes them.
+//
+// Deliveries run concurrently on `concurrency` threads, isolated from each
+// other: a webhook has at most one attempt in flight (a hanging receiver
+// holds up only its own deliveries), and a project at most
+// `per_project` (so one project's hanging receivers leave threads for the
+// others); due deliveries are handed out round-robin across projects.
 #ifndef FCA_SERVER_JOBS_WEBHOOK_SENDER_H_
 #define FCA_SERVER_JOBS_WEBHOOK_SENDER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -40,27 +50,31 @@ class WebhookSender {
     absl::Duration timeout = absl::Seconds(5);
     // How often the thread looks for due deliveries when not woken.
     absl::Duration poll = absl::Seconds(1);
+    // Attempts in flight at once, in all and per project.
+    int concurrency = 8;
+    int per_project = 2;
     // Clock of the attempts and of what is due, microseconds; unset: the
     // wall clock.
     std::function<int64_t()> now_us;
   };
-  // Deliveries read from the store per pass.
-  static constexpr int kBatch = 32;
+  // Deliveries read from the store per pass (one per webhook at most).
+  static constexpr int kBatch = 256;
 
   WebhookSender(storage::Store* store, Options options);
   ~WebhookSender();  // Stop()
   WebhookSender(const WebhookSender&) = delete;
   WebhookSender& operator=(const WebhookSender&) = delete;
 
+  // Starts the dispatcher and the `concurrency` delivery threads.
   void Start();
-  // Idempotent; waits for the POST in flight (at most a few timeouts).
+  // Idempotent; waits for the POSTs in flight (at most a few timeouts).
   void Stop();
   // Deliveries were enqueued: look now.
   void Wake();
 
-  // One pass: every delivery due now (at most kBatch), one attempt each.
-  // Returns how many were attempted. Tests call it with the thread not
-  // started.
+  // One pass on the calling thread: every delivery due now (at most kBatch,
+  // one per webhook), one attempt each, in turn. Returns how many were
+  // attempted. Tests call it with the threads not started.
   int DeliverDue();
 
   // The wait after `failed` attempts (1, 2, ...).
@@ -74,16 +88,31 @@ class WebhookSender {
   };
   Outcome Post(const storage::WebhookDelivery& delivery, int64_t now_us) const;
   void Record(const storage::WebhookDelivery& delivery, const Outcome& outcome, int64_t now_us);
+  void Attempt(const storage::WebhookDelivery& delivery);
+  std::vector<storage::WebhookDelivery> Due();
+  // The dispatcher: hands due deliveries to the delivery threads.
   void Loop();
+  // Queues what may start now of `due` (ordered fairly across projects);
+  // returns how many it queued.
+  int Dispatch(std::vector<storage::WebhookDelivery> due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Work();
   int64_t NowUs() const;
-  bool Due() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_.load() || !queue_.empty();
+  }
 
   storage::Store* store_;
   const Options options_;
   std::thread thread_;
+  std::vector<std::thread> workers_;
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<storage::WebhookDelivery> queue_ ABSL_GUARDED_BY(mu_);
+  // Queued or being attempted: webhook ids, and their count per project.
+  std::set<int64_t> busy_hooks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> busy_projects_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fca::jobs

@@ -6,7 +6,9 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -46,7 +48,8 @@ inline std::string HmacSha256Hex(const std::string& key, const std::string& mess
 
 // A real HTTP server on 127.0.0.1 that records every request and answers
 // each path with the statuses scripted for it, in turn (the last repeats;
-// 200 when none).
+// 200 when none). While held (Hold), requests to paths starting with
+// "/hang" wait, unanswered, until Release: a receiver that hangs.
 class Receiver {
  public:
   struct Request {
@@ -56,8 +59,13 @@ class Receiver {
 
   Receiver() {
     server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       requests_.push_back({req.path, req.body, req.headers});
+      if (req.path.rfind("/hang", 0) == 0) {
+        max_hanging_ = std::max(max_hanging_, ++hanging_);
+        released_.wait(lock, [this] { return !held_; });
+        --hanging_;
+      }
       std::vector<int>& script = statuses_[req.path];
       res.status = script.empty() ? 200 : script.front();
       if (script.size() > 1) script.erase(script.begin());
@@ -70,8 +78,29 @@ class Receiver {
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~Receiver() {
+    Release();
     server_.stop();
     thread_.join();
+  }
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_ = false;
+    }
+    released_.notify_all();
+  }
+  // Requests to "/hang..." waiting now, and the most that ever waited at once.
+  int Hanging() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hanging_;
+  }
+  int MaxHanging() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_hanging_;
   }
   int port() const { return port_; }
   std::string Url(const std::string& path) const {
@@ -93,6 +122,9 @@ class Receiver {
   std::mutex mu_;
   std::vector<Request> requests_;
   std::map<std::string, std::vector<int>> statuses_;
+  std::condition_variable released_;
+  bool held_ = false;
+  int hanging_ = 0, max_hanging_ = 0;
 };
 
 }  // namespace fca::core::testing

@@ -270,6 +270,62 @@ TEST_F(WebhookSenderTest, TheThreadDeliversWhenWokenAndStops) {
   EXPECT_EQ(receiver_.Requests().size(), 1u);
 }
 
+// Issue 40: one project's 9 hanging receivers held up another project's
+// delivery by 47.6 s. Deliveries are concurrent and isolated: a project has
+// at most `per_project` attempts in flight, so the other project's delivery
+// goes while all of those still hang (the hanging ones cannot time out
+// first: the timeout is longer than the test).
+TEST_F(WebhookSenderTest, HangingReceiversHoldUpOnlyTheirOwnProject) {
+  auto add = [&](const std::string& project, const std::string& path) {
+    storage::WebhookRecord w;
+    w.project = project;
+    w.url = receiver_.Url(path);
+    w.secret = std::string(64, 'a');
+    w.created_by = project;
+    absl::StatusOr<storage::WebhookRecord> added = store_->AddWebhook(w);
+    EXPECT_TRUE(added.ok()) << added.status();
+    return added.ok() ? added->id : 0;
+  };
+  std::vector<int64_t> hanging;
+  for (int i = 0; i < 9; ++i) hanging.push_back(add("lab-a", absl::StrCat("/hang/", i)));
+  const int64_t quick = add("lab-b", "/quick");
+  ASSERT_TRUE(store_->EnqueueWebhookDeliveries("lab-a", 1, "SUCCEEDED", "{}", 0).ok());
+  ASSERT_TRUE(store_->EnqueueWebhookDeliveries("lab-b", 2, "SUCCEEDED", "{}", 0).ok());
+  receiver_.Hold();
+  jobs::WebhookSender::Options options;
+  options.allow = Allow({absl::StrCat("127.0.0.1:", receiver_.port())});
+  options.timeout = absl::Minutes(5);
+  options.poll = absl::Milliseconds(50);
+  options.concurrency = 8;
+  options.per_project = 2;
+  jobs::WebhookSender sender(store_.get(), options);
+  const absl::Time start = absl::Now();
+  sender.Start();
+  sender.Wake();
+  // A bound on the wait, not a timing assertion.
+  for (int i = 0; i < 3000 && Delivery(quick).state == storage::DeliveryState::kPending; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_EQ(Delivery(quick).state, storage::DeliveryState::kDelivered);
+  // lab-a's receivers still hang, two at once (its share), none answered.
+  EXPECT_EQ(receiver_.Hanging(), 2);
+  for (int64_t id : hanging) EXPECT_EQ(Delivery(id).attempts, 0);
+  std::printf("lab-b's delivery arrived %.3f s after the start, with lab-a's 9 receivers hanging\n",
+              absl::ToDoubleSeconds(waited));
+  receiver_.Release();
+  for (int i = 0; i < 3000; ++i) {
+    bool pending = false;
+    for (int64_t id : hanging) pending |= Delivery(id).state == storage::DeliveryState::kPending;
+    if (!pending) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  sender.Stop();
+  for (int64_t id : hanging) EXPECT_EQ(Delivery(id).state, storage::DeliveryState::kDelivered);
+  EXPECT_EQ(receiver_.MaxHanging(), 2);
+  EXPECT_EQ(receiver_.Requests().size(), 10u);  // each once
+}
+
 TEST(WebhookAllowlistTest, EntriesAreHostsOrHostPorts) {
   for (const char* bad : {"a/b", "h:0", "h:x", "h:70000", "[::1", ":80"}) {
     EXPECT_EQ(jobs::WebhookAllowlist::Parse({bad}).status().code(),

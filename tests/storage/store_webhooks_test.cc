@@ -134,13 +134,20 @@ TEST_P(StoreWebhooksTest, FinishedDeliveriesAreKeptUpToTheBound) {
   for (int job = 1; job <= total; ++job) {
     ASSERT_OK(store_->EnqueueWebhookDeliveries("ann", job, "SUCCEEDED", "{}", 0).status());
   }
-  // One stays pending: the bound counts finished deliveries only.
+  // Due: the webhook's oldest only (one at a time per webhook), with its
+  // project.
   ASSERT_OK_AND_ASSIGN(const auto due, store_->DueWebhookDeliveries(0, total));
-  ASSERT_EQ(static_cast<int>(due.size()), total);
-  for (int i = 1; i < total; ++i) {
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].job_id, 1);
+  EXPECT_EQ(due[0].project, "ann");
+  // One stays pending: the bound counts finished deliveries only.
+  ASSERT_OK_AND_ASSIGN(const auto all, store_->ListWebhookDeliveries(a.id, total));
+  ASSERT_EQ(static_cast<int>(all.size()), total);
+  for (const WebhookDelivery& d : all) {
+    if (d.job_id == 1) continue;
     WebhookAttempt ok;
     ok.http_status = 200;
-    ASSERT_OK(store_->RecordWebhookAttempt(due[i].id, ok, DeliveryState::kDelivered));
+    ASSERT_OK(store_->RecordWebhookAttempt(d.id, ok, DeliveryState::kDelivered));
   }
   ASSERT_OK_AND_ASSIGN(const auto kept, store_->ListWebhookDeliveries(a.id, 1000));
   ASSERT_EQ(static_cast<int>(kept.size()), Store::kKeptDeliveriesPerWebhook + 1);
