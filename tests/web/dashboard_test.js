@@ -512,6 +512,16 @@ async function main() {
     await checkAccessible(page, 'compare');
     await shot(page, 'compare');
 
+    // Pooled (PoolJobs): jobs FINISHED and AGAIN ran with other seeds and
+    // settings, so the page shows the server's refusal naming each differing
+    // field with each job's value, and still the side-by-side tables.
+    await page.goto(`${BASE}/#/compare?jobs=${FINISHED},${AGAIN}&pool=1`, {waitUntil: 'load'});
+    await page.waitForSelector('#compare-penalty-chart', {timeout: 30000});
+    const refusal = await page.$eval('#compare-pool-section', (s) => ({text: s.innerText, code: (s.querySelector('.error') || {}).dataset}));
+    check(refusal.text.includes(`seed (job ${FINISHED}: `) && refusal.text.includes(`; job ${AGAIN}: `),
+      'compare: pooling jobs that disagree shows which fields differ, each job\'s value', refusal.text);
+    check(await page.$eval('#compare-pool', (b) => b.checked), 'compare: the pool box is ticked when pooling');
+
     // By model: the newest finished job of each (AGAIN for AGAIN_MODEL, the
     // finished job for the other), named on the page; picking the older job
     // for AGAIN_MODEL compares that one.
