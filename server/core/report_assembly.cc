@@ -285,18 +285,29 @@ double CiLevel(const v1::AuditSpec& spec) {
 
 }  // namespace
 
-v1::GetReportResponse BuildReportOver(const std::vector<JobInput>& jobs, const v1::Job& as_job) {
+namespace {
+
+// The rows of `jobs` together, and in `models` the audited models with
+// rows, job by job in spec order (a model of an earlier job kept from it).
+JobRows MergeRows(const std::vector<JobInput>& jobs, std::vector<std::string>* models) {
   JobRows split;
-  std::vector<std::string> models;
   for (const JobInput& in : jobs) {
     JobRows one = SplitRows(in.job->spec(), *in.rows);
     for (const std::string& m : in.job->spec().models()) {
-      if (one.audited.count(m) && !split.audited.count(m)) models.push_back(m);
+      if (one.audited.count(m) && !split.audited.count(m)) models->push_back(m);
     }
     split.audited.merge(one.audited);
     // A twin's rows are its own job's timing: a report over several jobs has none.
     if (jobs.size() == 1) split.twin = std::move(one.twin);
   }
+  return split;
+}
+
+}  // namespace
+
+v1::GetReportResponse BuildReportOver(const std::vector<JobInput>& jobs, const v1::Job& as_job) {
+  std::vector<std::string> models;
+  const JobRows split = MergeRows(jobs, &models);
   v1::GetReportResponse out;
   *out.mutable_job() = as_job;
   out.mutable_models()->Assign(models.begin(), models.end());
