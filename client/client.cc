@@ -298,6 +298,13 @@ absl::StatusOr<v1::CompareJobsResponse> AuditClient::CompareJobs(
   return response;
 }
 
+absl::StatusOr<v1::PoolJobsResponse> AuditClient::PoolJobs(const v1::PoolJobsRequest& request) {
+  auto context = NewContext(/*unary=*/true);
+  v1::PoolJobsResponse response;
+  FCA_RETURN_IF_ERROR(ToAbslStatus(stub_->PoolJobs(context.get(), request, &response)));
+  return response;
+}
+
 absl::StatusOr<v1::GetServerInfoResponse> AuditClient::GetServerInfo() {
   auto context = NewContext(/*unary=*/true);
   v1::GetServerInfoResponse response;

@@ -134,6 +134,9 @@ class AuditClient {
   [[nodiscard]] absl::StatusOr<fca::v1::GetReportResponse> GetReport(int64_t job_id);
   [[nodiscard]] absl::StatusOr<fca::v1::CompareJobsResponse> CompareJobs(
       const fca::v1::CompareJobsRequest& request);
+  // Several finished jobs as one report (PoolJobs).
+  [[nodiscard]] absl::StatusOr<fca::v1::PoolJobsResponse> PoolJobs(
+      const fca::v1::PoolJobsRequest& request);
   [[nodiscard]] absl::StatusOr<fca::v1::GetServerInfoResponse> GetServerInfo();
   // The queue as the caller may see it.
   [[nodiscard]] absl::StatusOr<fca::v1::GetQueueResponse> GetQueue();

@@ -62,7 +62,7 @@ ABSL_FLAG(
     "[from --out's extension]");
 
 // export
-ABSL_FLAG(std::string, save_json, "", "report: also write the report as JSON to this file");
+ABSL_FLAG(std::string, save_json, "", "report, pool: also write the report as JSON to this file");
 ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
 ABSL_FLAG(bool, wide, false,
           "report, compare: tables at their full width (default: in parts within 100 columns)");
@@ -341,6 +341,26 @@ CommandResult RunCompare(CommandContext& ctx) {
   ctx.out() << (format == ResultFormat::kJson
                     ? FormatComparisonJson(response)
                     : FormatComparisonText(response, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth));
+  return kExitOk;
+}
+
+CommandResult RunPool(CommandContext& ctx) {
+  if (ctx.args().size() < 2) {
+    return UsageError("expected: fca pool JOB_ID JOB_ID... [--wide] [--save_json=FILE]");
+  }
+  v1::PoolJobsRequest request;
+  for (const std::string& arg : ctx.args()) {
+    FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(arg));
+    request.add_job_ids(id);
+  }
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  // Pooled by the server (PoolJobs), printed as `fca report` prints a job.
+  FCA_ASSIGN_OR_RETURN(v1::PoolJobsResponse response, client->PoolJobs(request));
+  ctx.out() << FormatPoolText(response, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth);
+  if (ctx.Specified("save_json")) {
+    FCA_RETURN_IF_ERROR(
+        WriteFileAtomically(absl::GetFlag(FLAGS_save_json), FormatPoolJson(response)));
+  }
   return kExitOk;
 }
 

@@ -21,6 +21,7 @@ namespace fca::client {
 [[nodiscard]] CommandResult RunTokenize(CommandContext& ctx);
 [[nodiscard]] CommandResult RunReport(CommandContext& ctx);
 [[nodiscard]] CommandResult RunCompare(CommandContext& ctx);
+[[nodiscard]] CommandResult RunPool(CommandContext& ctx);
 [[nodiscard]] CommandResult RunInfo(CommandContext& ctx);
 [[nodiscard]] CommandResult RunQueue(CommandContext& ctx);
 [[nodiscard]] CommandResult RunWindows(CommandContext& ctx);

@@ -589,9 +589,10 @@ std::string FormatReportText(const ReportView& r, size_t width) {
   const v1::AuditSpec& spec = r.job().spec();
   std::string out = WrapText(
       absl::StrFormat(
-          "AUDIT REPORT  job %d (%s)\nmodels: %s%s\neval dataset sha256: %s, window length %d\n",
-          r.job().id(), JobStateName(r.job().state()),
-          SanitizeForTerminal(absl::StrJoin(r.models(), ", ")),
+          "AUDIT REPORT  %s (%s)\nmodels: %s%s\neval dataset sha256: %s, window length %d\n",
+          // A pooled report's job is no job (PoolJobs: id 0).
+          r.job().id() == 0 ? "pooled jobs" : absl::StrCat("job ", r.job().id()),
+          JobStateName(r.job().state()), SanitizeForTerminal(absl::StrJoin(r.models(), ", ")),
           spec.dense_twin().empty() ? ""
                                     : "; dense twin: " + SanitizeForTerminal(spec.dense_twin()),
           SanitizeForTerminal(r.eval_sha256()), spec.window_length()),
@@ -731,5 +732,21 @@ std::string FormatComparisonText(const v1::CompareJobsResponse& c, size_t width)
 }
 
 std::string FormatComparisonJson(const v1::CompareJobsResponse& c) { return PrettyJson(c); }
+
+std::string FormatPoolText(const v1::PoolJobsResponse& pooled, size_t width) {
+  std::vector<std::string> jobs, models;
+  for (const v1::PooledModel& m : pooled.models()) {
+    const std::string job = absl::StrCat(m.job_id());
+    if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) jobs.push_back(job);
+    models.push_back(absl::StrFormat("%s (job %d)", SanitizeForTerminal(m.model()), m.job_id()));
+  }
+  // The pooled report's job is no job (id 0): the header names the jobs.
+  return WrapText(absl::StrFormat("POOLED  jobs %s\nmodels from: %s\n", absl::StrJoin(jobs, ", "),
+                                  absl::StrJoin(models, ", ")),
+                  width) +
+         "\n" + FormatReportText(ReportView(pooled.report()), width);
+}
+
+std::string FormatPoolJson(const v1::PoolJobsResponse& pooled) { return PrettyJson(pooled); }
 
 }  // namespace fca::client

@@ -152,6 +152,12 @@ std::string FormatComparisonText(const fca::v1::CompareJobsResponse& comparison,
 // The same as JSON: the CompareJobsResponse message in fca's one JSON.
 std::string FormatComparisonJson(const fca::v1::CompareJobsResponse& comparison);
 
+// Several jobs pooled (PoolJobs): which job each model came from, then the
+// pooled report as FormatReportText prints a job's.
+std::string FormatPoolText(const fca::v1::PoolJobsResponse& pooled, size_t width = kReportWidth);
+// The same as JSON: the PoolJobsResponse message in fca's one JSON.
+std::string FormatPoolJson(const fca::v1::PoolJobsResponse& pooled);
+
 }  // namespace fca::client
 
 #endif  // FCA_CLIENT_REPORT_FORMAT_H_

@@ -11,7 +11,7 @@ pandas (DataFrames) and tqdm (progress bars) are optional; numpy is needed
 by export() only.
 """
 
-from fca.client import Client, Comparison, Job, Report
+from fca.client import Client, Comparison, Job, PooledReport, Report
 from fca.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                         FailedPrecondition, FcaError, Internal, InvalidArgument, JobFailed,
                         NotFound, OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
@@ -19,7 +19,7 @@ from fca.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExc
 from fca.version import __version__
 
 __all__ = [
-    "Client", "Job", "Report", "Comparison", "FcaError", "InvalidArgument", "NotFound",
+    "Client", "Job", "Report", "PooledReport", "Comparison", "FcaError", "InvalidArgument", "NotFound",
     "AlreadyExists", "PermissionDenied", "Unauthenticated", "ResourceExhausted",
     "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable",
     "DeadlineExceeded", "Cancelled", "DataLoss", "JobFailed", "__version__"

@@ -235,6 +235,14 @@ class Client:
                             pb.CompareJobsRequest(job_ids=ids, include_sites=include_sites))
         return Comparison([Report(r) for r in reply.reports])
 
+    def pool(self, jobs):
+        """Several finished jobs as one report (fca.PooledReport: a Report
+        whose across_models are over every job's models, with `sources`,
+        the job each model came from); 2 to 64 jobs or ids whose specs agree
+        on the data, the windows and the settings (docs/python.md)."""
+        ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
+        return PooledReport(self._unary("PoolJobs", pb.PoolJobsRequest(job_ids=ids)))
+
     def windows(self, job, model="", as_frame=True):
         """A job's evaluation and calibration windows with the hashes
         export() takes."""
@@ -542,6 +550,25 @@ class Report:
         table = self.across_models
         table = table[table.metric.isin(["nll", "penalty", "retention_pct"])]
         return head + table.to_html(index=False, na_rep="")
+
+
+class PooledReport(Report):
+    """PoolJobs: a Report over several jobs (its job is their merge, id 0),
+    and `sources`: one row per model with the job it came from (model,
+    job_id, weights_sha256)."""
+
+    def __init__(self, message):
+        super().__init__(message.report)
+        self.pooled = message
+        self.job_ids = list(dict.fromkeys(m.job_id for m in message.models))
+
+    @property
+    def sources(self):
+        return frames.messages_frame(self.pooled.models, pb.PooledModel.DESCRIPTOR)
+
+    def __repr__(self):
+        return f"<fca.PooledReport of jobs {self.job_ids}: {len(self.models)} model(s), " \
+               f"{len(self.message.metrics)} metrics>"
 
 
 class Comparison:

@@ -285,16 +285,33 @@ double CiLevel(const v1::AuditSpec& spec) {
 
 }  // namespace
 
-v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Result>& rows) {
-  const JobRows split = SplitRows(job.spec(), rows);
-  v1::GetReportResponse out;
-  *out.mutable_job() = job;
-  std::vector<std::string> models;
-  for (const std::string& m : job.spec().models()) {
-    if (split.audited.count(m)) models.push_back(m);
+namespace {
+
+// The rows of `jobs` together, and in `models` the audited models with
+// rows, job by job in spec order (a model of an earlier job kept from it).
+JobRows MergeRows(const std::vector<JobInput>& jobs, std::vector<std::string>* models) {
+  JobRows split;
+  for (const JobInput& in : jobs) {
+    JobRows one = SplitRows(in.job->spec(), *in.rows);
+    for (const std::string& m : in.job->spec().models()) {
+      if (one.audited.count(m) && !split.audited.count(m)) models->push_back(m);
+    }
+    split.audited.merge(one.audited);
+    // A twin's rows are its own job's timing: a report over several jobs has none.
+    if (jobs.size() == 1) split.twin = std::move(one.twin);
   }
+  return split;
+}
+
+}  // namespace
+
+v1::GetReportResponse BuildReportOver(const std::vector<JobInput>& jobs, const v1::Job& as_job) {
+  std::vector<std::string> models;
+  const JobRows split = MergeRows(jobs, &models);
+  v1::GetReportResponse out;
+  *out.mutable_job() = as_job;
   out.mutable_models()->Assign(models.begin(), models.end());
-  if (!split.twin.empty()) out.set_dense_twin(job.spec().dense_twin());
+  if (!split.twin.empty()) out.set_dense_twin(as_job.spec().dense_twin());
   const std::vector<std::string> interventions = ReportInterventions(split);
   const std::vector<std::string> families = ReportFamilies(split);
   out.mutable_interventions()->Assign(interventions.begin(), interventions.end());
@@ -305,7 +322,8 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
   const std::vector<Key> groups = GroupOrder(audited_keys, interventions);
   known.insert(known.begin() + 2 * interventions.size(), groups.begin(), groups.end());
   for (const Key& key : OrderKeys(KeysOf(audited_keys), known)) {
-    *out.add_metrics() = MakeMetric(key, audited_keys.at(key), models, split, CiLevel(job.spec()));
+    *out.add_metrics() =
+        MakeMetric(key, audited_keys.at(key), models, split, CiLevel(as_job.spec()));
   }
   for (const std::string& m : models) {
     for (v1::SiteRow& s : ModelSites(m, split.audited.at(m))) *out.add_sites() = std::move(s);
@@ -316,6 +334,10 @@ v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Resu
     *out.add_dense_twin_rows() = split.twin.at(key);
   }
   return out;
+}
+
+v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Result>& rows) {
+  return BuildReportOver({{&job, &rows}}, job);
 }
 
 }  // namespace fca::core

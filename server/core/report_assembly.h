@@ -22,6 +22,18 @@ namespace fca::core {
 // ignored (a report shows what the job was asked for).
 v1::GetReportResponse BuildReport(const v1::Job& job, const std::vector<v1::Result>& rows);
 
+// One job's stored rows, as a report over several jobs takes them.
+struct JobInput {
+  const v1::Job* job;
+  const std::vector<v1::Result>* rows;
+};
+// The report over the audited models of `jobs` taken together (PoolJobs;
+// BuildReport is the one-job case): models job by job in spec order, a
+// model named by an earlier job kept from that job; the across-model rows
+// over all of them at `as_job`'s ci_level. `as_job` is the report's job.
+// The dense twin's rows only for one job (each job times its own twin).
+v1::GetReportResponse BuildReportOver(const std::vector<JobInput>& jobs, const v1::Job& as_job);
+
 // n, undefined, mean, sample sd (0 for one value), min and max of the
 // defined values among `rows`; the rest of the fields 0 when none is
 // defined. With two or more: the t-interval of the mean at `ci_level`.

@@ -189,6 +189,10 @@ class AuditServiceCore {
   // The reports of 1 to kMaxCompareJobs jobs, in request order.
   [[nodiscard]] absl::StatusOr<v1::CompareJobsResponse> CompareJobs(
       const Caller& caller, const v1::CompareJobsRequest& request);
+  // 2 to kMaxPoolJobs SUCCEEDED jobs the caller can see as one report
+  // (server/core/pooling.h).
+  [[nodiscard]] absl::StatusOr<v1::PoolJobsResponse> PoolJobs(const Caller& caller,
+                                                              const v1::PoolJobsRequest& request);
   [[nodiscard]] absl::StatusOr<v1::GetServerInfoResponse> GetServerInfo(const Caller& caller);
   // The queue now, as the caller may see it (server/core/queue_view.h).
   [[nodiscard]] absl::StatusOr<v1::GetQueueResponse> GetQueue(const Caller& caller);

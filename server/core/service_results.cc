@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/core/metric_catalog.h"
+#include "server/core/pooling.h"
 #include "server/core/report_assembly.h"
 #include "server/core/service.h"
 #include "server/engine/audit/windows.h"
@@ -177,6 +178,24 @@ absl::StatusOr<v1::CompareJobsResponse> AuditServiceCore::CompareJobs(
     *response.add_reports() = std::move(report);
   }
   return response;
+}
+
+absl::StatusOr<v1::PoolJobsResponse> AuditServiceCore::PoolJobs(
+    const Caller& caller, const v1::PoolJobsRequest& request) {
+  FCA_RETURN_IF_ERROR(CheckPoolRequest(request));
+  // Every job's visibility before anything about any of them is said.
+  std::vector<storage::JobRecord> records;
+  for (int64_t id : request.job_ids()) {
+    FCA_ASSIGN_OR_RETURN(storage::JobRecord job, VisibleJob(caller, id));
+    records.push_back(std::move(job));
+  }
+  std::vector<std::pair<v1::Job, std::vector<v1::Result>>> jobs;
+  for (const storage::JobRecord& job : records) {
+    FCA_ASSIGN_OR_RETURN(v1::Job proto, JobWithTasks(job));
+    FCA_ASSIGN_OR_RETURN(std::vector<v1::Result> rows, JobRows(job.id));
+    jobs.emplace_back(std::move(proto), std::move(rows));
+  }
+  return PoolReports(jobs);
 }
 
 absl::StatusOr<v1::GetQueueResponse> AuditServiceCore::GetQueue(const Caller& caller) {

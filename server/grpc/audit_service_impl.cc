@@ -266,6 +266,11 @@ grpc::Status AuditServiceImpl::CompareJobs(grpc::ServerContext* ctx,
                [&](const core::Caller& c) { return core_->CompareJobs(c, *req); });
 }
 
+grpc::Status AuditServiceImpl::PoolJobs(grpc::ServerContext* ctx, const v1::PoolJobsRequest* req,
+                                        v1::PoolJobsResponse* resp) {
+  return Unary(auth_, ctx, resp, [&](const core::Caller& c) { return core_->PoolJobs(c, *req); });
+}
+
 grpc::Status AuditServiceImpl::GetServerInfo(grpc::ServerContext* ctx,
                                              const v1::GetServerInfoRequest*,
                                              v1::GetServerInfoResponse* resp) {

@@ -79,6 +79,8 @@ class AuditServiceImpl final : public v1::AuditService::Service {
                          v1::GetReportResponse* resp) override;
   grpc::Status CompareJobs(grpc::ServerContext* ctx, const v1::CompareJobsRequest* req,
                            v1::CompareJobsResponse* resp) override;
+  grpc::Status PoolJobs(grpc::ServerContext* ctx, const v1::PoolJobsRequest* req,
+                        v1::PoolJobsResponse* resp) override;
   grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
                              v1::GetServerInfoResponse* resp) override;
   grpc::Status GetQueue(grpc::ServerContext* ctx, const v1::GetQueueRequest* req,

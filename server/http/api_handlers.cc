@@ -88,6 +88,7 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"Tokenize", Bind(&Core::Tokenize)},
       {"GetReport", Bind(&Core::GetReport)},
       {"CompareJobs", Bind(&Core::CompareJobs)},
+      {"PoolJobs", Bind(&Core::PoolJobs)},
       {"GetServerInfo", BindWithoutRequest<v1::GetServerInfoRequest>(&Core::GetServerInfo)},
       {"GetQueue", BindWithoutRequest<v1::GetQueueRequest>(&Core::GetQueue)},
       {"ListJobWindows", Bind(&Core::ListJobWindows)},

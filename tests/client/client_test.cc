@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client/exit_codes.h"
+#include "client/report_format.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -109,6 +110,19 @@ class FakeService final : public v1::AuditService::Service {
   grpc::Status CompareJobs(grpc::ServerContext*, const v1::CompareJobsRequest* request,
                            v1::CompareJobsResponse* response) override {
     for (int64_t id : request->job_ids()) response->add_reports()->mutable_job()->set_id(id);
+    return grpc::Status::OK;
+  }
+
+  // Model "m<id>" from each job, in request order.
+  grpc::Status PoolJobs(grpc::ServerContext*, const v1::PoolJobsRequest* request,
+                        v1::PoolJobsResponse* response) override {
+    for (int64_t id : request->job_ids()) {
+      v1::PooledModel* m = response->add_models();
+      m->set_model("m" + std::to_string(id));
+      m->set_job_id(id);
+      response->mutable_report()->add_models(m->model());
+    }
+    response->mutable_report()->mutable_job()->set_state(v1::JOB_STATE_SUCCEEDED);
     return grpc::Status::OK;
   }
 
@@ -319,6 +333,17 @@ TEST_F(AuditClientTest, ReportCompareInfoAndWindowsReachTheServer) {
   ASSERT_TRUE(both.ok()) << both.status();
   ASSERT_EQ(both->reports_size(), 2);
   EXPECT_EQ(both->reports(1).job().id(), 1);
+  v1::PoolJobsRequest pool;
+  pool.add_job_ids(3);
+  pool.add_job_ids(1);
+  auto pooled = client->PoolJobs(pool);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  ASSERT_EQ(pooled->models_size(), 2);
+  EXPECT_EQ(pooled->models(1).job_id(), 1);
+  // `fca pool` prints the job each model came from, then the report.
+  const std::string text = FormatPoolText(*pooled);
+  EXPECT_THAT(text, HasSubstr("POOLED  jobs 3, 1\nmodels from: m3 (job 3), m1 (job 1)"));
+  EXPECT_THAT(text, HasSubstr("AUDIT REPORT  pooled jobs (SUCCEEDED)\nmodels: m3, m1"));
   auto info = client->GetServerInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->server_version(), "9.9");

@@ -183,6 +183,20 @@ TEST_F(ProjectsTest, EveryRpcByEveryRole) {
     r.add_job_ids(id);
     return core->CompareJobs(c, r).status();
   });
+  // Pooled with a second finished job of lab's (fg_b: another model).
+  v1::SubmitAuditRequest other;
+  *other.mutable_spec() = SmallSpec({testing::kGateB}, "eval", "calib");
+  other.set_project("lab");
+  ASSERT_TRUE(core->SubmitAudit(User("walt"), other).ok());
+  auto second = env_.RunNext();
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->state(), v1::JOB_STATE_SUCCEEDED);
+  Check("PoolJobs", kRead, [&](const Caller& c, int64_t id) {
+    v1::PoolJobsRequest r;
+    r.add_job_ids(id);
+    r.add_job_ids(second->id());
+    return core->PoolJobs(c, r).status();
+  });
   Check("ListJobWindows", kRead, [&](const Caller& c, int64_t id) {
     v1::ListJobWindowsRequest r;
     r.set_job_id(id);

@@ -40,6 +40,7 @@ const std::map<std::string, bool>& ExpectedReadOnly() {
                                       {"Tokenize", true},
                                       {"GetReport", true},
                                       {"CompareJobs", true},
+                                      {"PoolJobs", true},
                                       {"GetServerInfo", true},
                                       {"ListJobWindows", true},
                                       {"BackupDatabase", false},

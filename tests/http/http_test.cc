@@ -70,6 +70,10 @@ TEST_F(HttpTest, EveryReadEndpointAnswersAsOverGrpc) {
   v1::CompareJobsRequest compare;
   compare.add_job_ids(job_);
   ExpectSame("CompareJobs", compare, kAlice, &S::CompareJobs);
+  v1::PoolJobsRequest pool;  // one job twice: refused alike both ways
+  pool.add_job_ids(job_);
+  pool.add_job_ids(job_);
+  ExpectSame("PoolJobs", pool, kAlice, &S::PoolJobs);
   ExpectSame("GetServerInfo", v1::GetServerInfoRequest(), kAlice, &S::GetServerInfo);
   ExpectSame("GetQueue", v1::GetQueueRequest(), kAlice, &S::GetQueue);
   v1::ListJobWindowsRequest windows;

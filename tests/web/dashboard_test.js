@@ -9,7 +9,7 @@
 //       --cli_verdicts=FILE --out=DIR [--api_key=KEY] [--finished=1]
 //       [--again=2] [--again_model=fg-a] [--running=3]
 //       [--chromium=/usr/bin/chromium] [--reader_key=KEY --lab_job=N]
-//       [--routing_job=N]
+//       [--routing_job=N [--pool_jobs=A,B]]
 //
 // Checks: before signing in, and on errors, the page speaks in sentences,
 // not status codes; the job list shows the jobs with their live state (and
@@ -32,7 +32,8 @@
 // running job is cancelled (with the first key), alice's job ends and bob
 // opens its report. With --routing_job (a finished audit of a mixture of
 // experts) only: after signing in, its page's Routing section (see
-// routingReport). Writes one PNG per page into DIR. The last line is "N passed, M
+// routingReport), and with --pool_jobs (fg-a and fg-b audited alike, one job
+// each) the compare page pooling them (pooledCompare). Writes one PNG per page into DIR. The last line is "N passed, M
 // failed".
 'use strict';
 
@@ -271,6 +272,7 @@ async function main() {
     }
     if (args.routing_job) {
       await routingReport(page);
+      if (args.pool_jobs) await pooledCompare(page);
       return;
     }
 
@@ -512,6 +514,20 @@ async function main() {
     await checkAccessible(page, 'compare');
     await shot(page, 'compare');
 
+    // Pooled (PoolJobs): jobs FINISHED and AGAIN ran with other seeds and
+    // settings, so the page shows the server's refusal naming each differing
+    // field with each job's value, and still the side-by-side tables.
+    await page.goto(`${BASE}/#/compare?jobs=${FINISHED},${AGAIN}&pool=1`, {waitUntil: 'load'});
+    await page.waitForSelector('#compare-penalty-chart', {timeout: 30000});
+    const refusal = await page.$eval('#compare-pool-section', (s) => ({text: s.innerText, code: (s.querySelector('.error') || {}).dataset}));
+    check(refusal.text.includes(`seed (job ${FINISHED}: `) && refusal.text.includes(`; job ${AGAIN}: `),
+      'compare: pooling jobs that disagree shows which fields differ, each job\'s value', refusal.text);
+    check(await page.$eval('#compare-pool', (b) => b.checked), 'compare: the pool box is ticked when pooling');
+    // The browser logs the refused PoolJobs' 409; that one is expected.
+    for (let k = consoleErrors.length - 1; k >= 0; k--) {
+      if (/status of 409/.test(consoleErrors[k]) && /\/api\/v1\/PoolJobs/.test(consoleErrors[k])) consoleErrors.splice(k, 1);
+    }
+
     // By model: the newest finished job of each (AGAIN for AGAIN_MODEL, the
     // finished job for the other), named on the page; picking the older job
     // for AGAIN_MODEL compares that one.
@@ -584,6 +600,31 @@ function callApi(page, rpc, body, key) {
     const res = await fetch(u, {method: 'POST', headers: {'Content-Type': 'application/json', Authorization: `Bearer ${k}`}, body: JSON.stringify(b)});
     return {status: res.status, body: await res.json()};
   }, `${BASE}/api/v1/${rpc}`, body, key);
+}
+
+// --pool_jobs A,B (fg-a in A, fg-b in B, audited alike): the compare page
+// with "pool" shows which job each model came from and the pooled
+// mean ± sd [min, max] row, the numbers PoolJobs gives over the API.
+async function pooledCompare(page) {
+  const ids = String(args.pool_jobs).split(',');
+  const pooled = (await callApi(page, 'PoolJobs', {job_ids: ids}, args.api_key)).body;
+  await page.goto(`${BASE}/#/compare?jobs=${ids.join(',')}&pool=1`, {waitUntil: 'load'});
+  await page.waitForSelector('#compare-penalty-chart', {timeout: 30000});
+  const sources = await page.$$eval('#compare-pool-models tbody tr', (rows) => rows.map((r) => r.dataset.key));
+  check(JSON.stringify(sources) === JSON.stringify([`${ids[0]}/fg-a`, `${ids[1]}/fg-b`]),
+    'pool: the page names the job each model came from', JSON.stringify(sources));
+  const cells = await page.$$eval('#compare-penalty td[data-job="pooled"]', (tds) => tds.map((td) => Object.assign({}, td.dataset)));
+  const bad = [];
+  for (const m of (pooled.report || {}).metrics || []) {
+    if (m.metric !== 'penalty') continue;
+    const cell = cells.find((c) => c.intervention === m.intervention);
+    if (!cell || !close(Number(cell.mean), m.across_models.mean) || !close(Number(cell.sd), m.across_models.sd) || cell.n !== String(m.across_models.n)) {
+      bad.push(`${m.intervention}: ${JSON.stringify(cell)} != ${JSON.stringify(m.across_models)}`);
+    }
+  }
+  check(cells.length > 0 && bad.length === 0, `pool: the pooled penalty row is PoolJobs' across both jobs (${cells.length})`, bad.join('\n'));
+  await checkAccessible(page, 'pooled compare');
+  await shot(page, 'compare-pooled');
 }
 
 // A finished audit of a mixture of experts (--routing_job, olmoe-tiny: 2

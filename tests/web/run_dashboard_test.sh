@@ -118,9 +118,18 @@ if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
       --batch=4 --bootstrap=50 --timing_repeats=0 --interventions=static_layer,random_route \
       --seed=9 --label=moe)
     fca_cli watch "$moe_job" >"$WORK/moe.out" 2>&1 || { cat "$WORK/moe.out" >&2; exit 1; }
+    # Two seeds audited alike in a job each, for the pooled compare page.
+    pool_jobs=""
+    for m in fg-a fg-b; do
+      pool_jobs+=${pool_jobs:+,}$(fca_cli audit --detach --models=$m --eval=eval --calib=calib \
+        --window=16 --batch=4 --bootstrap=50 --timing_repeats=0 --seed=8 --label=pool)
+    done
+    for j in ${pool_jobs//,/ }; do
+      fca_cli watch "$j" >"$WORK/pool.out" 2>&1 || { cat "$WORK/pool.out" >&2; exit 1; }
+    done
     node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
       --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" \
-      --routing_job="$moe_job" || status=$?
+      --routing_job="$moe_job" --pool_jobs="$pool_jobs" || status=$?
   fi
   exit $status
 fi

@@ -1,11 +1,12 @@
 // fca dashboard: jobs or models side by side (CompareJobs): one series per
-// (job, model), and each job's mean ± sd across its models.
+// (job, model), and each job's mean ± sd across its models; with "pool",
+// the mean ± sd across every job's models together (PoolJobs).
 'use strict';
 
 (() => {
   const {jobF, el, nextId, table, link, jobHref, modelHref, num, stateName, stateBadge, fmtTime,
     shaPrefix, plural, call, vocabulary, inProject, metricFormat, resultCell, acrossCell, barChart,
-    reportIndex, section} = window.fca;
+    reportIndex, section, showError} = window.fca;
 
   const listParam = (v) => String(v || '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -15,13 +16,17 @@
     const models = listParam(params.models);
     const jobsInput = el('input', {id: 'compare-jobs', name: 'jobs', value: ids.join(','), size: 16, placeholder: '1,2'});
     const modelsInput = el('input', {id: 'compare-models', name: 'models', value: models.join(','), size: 24, placeholder: 'any'});
+    const pool = params.pool === '1';
+    const poolInput = el('input', {id: 'compare-pool', name: 'pool', type: 'checkbox', checked: pool});
     main.append(el('h1', {}, 'Compare jobs and models'), el('form', {class: 'filters', onsubmit: (e) => {
       e.preventDefault();
       const q = new URLSearchParams();
       if (jobsInput.value) q.set('jobs', jobsInput.value);
       if (modelsInput.value) q.set('models', modelsInput.value);
+      if (poolInput.checked) q.set('pool', '1');
       location.hash = `#/compare?${q}`.replace(/%2C/g, ',');
     }}, el('label', {for: 'compare-jobs'}, 'job ids', jobsInput), el('label', {for: 'compare-models'}, 'models', modelsInput),
+    el('label', {for: 'compare-pool', title: 'the across-model rows over every job\'s models together (finished jobs that agree on data, windows and settings)'}, poolInput, ' pool the jobs'),
     el('button', {type: 'submit'}, 'Compare')));
     // By model: one finished job per model, the newest unless `pick`
     // (model:job,...) names another; the page says which and offers the
@@ -53,6 +58,10 @@
         series.push({label: `job ${jid} · ${m}`, ix, model: m, job: jid});
       }
       if (!models.length && !picked && ix.models.length > 1) across.push({label: `job ${jid} · mean ± sd [min, max]`, ix, job: jid});
+    }
+    if (pool && !models.length && !picked) {
+      const pooled = await poolRow(main, ids, signal);
+      if (pooled) across.push(pooled);
     }
     main.append(table({caption: 'Jobs compared', id: 'compare-jobs-table', head: ['job', 'state', 'label', 'models', 'dense twin', 'eval sha256', 'created'],
       rows: reports.map((rep) => {
@@ -88,6 +97,29 @@
     if (empty.length) {
       main.append(el('p', {class: 'note'}, `No rows yet for ${empty.map((r) => `job ${r.job.id} (${stateName(r.job.state)})`).join(', ')}.`));
     }
+  }
+
+  // The jobs pooled (PoolJobs): a table of which job each model came from,
+  // and the pooled across-model row for the tables below; null, with the
+  // server's refusal shown (which fields differ, and each job's value),
+  // when they cannot be pooled.
+  async function poolRow(main, ids, signal) {
+    const box = el('section', {id: 'compare-pool-section', 'aria-label': 'Pooled jobs'});
+    main.append(box);
+    let res;
+    try {
+      res = await call('PoolJobs', {job_ids: ids}, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      box.append(el('p', {class: 'note'}, `Jobs ${ids.join(', ')} cannot be pooled:`));
+      showError(box, err);
+      return null;
+    }
+    const label = `pooled jobs ${ids.join(', ')} · mean ± sd [min, max]`;
+    box.append(table({caption: 'Pooled: the job each model came from', id: 'compare-pool-models', head: ['model', 'job', 'weights sha256'],
+      rows: (res.models || []).map((m) => ({th: link(modelHref(m.model), m.model), key: `${m.job_id}/${m.model}`,
+        cells: [el('td', {}, link(jobHref(m.job_id), String(m.job_id))), el('td', {}, el('code', {}, shaPrefix(m.weights_sha256)))]}))}));
+    return {label, ix: reportIndex(res.report), job: 'pooled'};
   }
 
   // The finished jobs that audited each model, newest first, and the one
