@@ -148,7 +148,8 @@ ABSL_FLAG(int64_t, max_user_bytes, 4ll << 30,
                           "count), 1..%d",
                           fca::flag_limits::kMaxUserBytes));
 ABSL_FLAG(int64_t, max_watch_streams, 256,
-          absl::StrFormat("most WatchJob streams open at once, all users, 1..%d",
+          absl::StrFormat("most WatchJob streams open at once, all users (one user: a quarter "
+                          "of them; with the HTTP event streams, which also count here), 1..%d",
                           fca::flag_limits::kMaxWatchStreams));
 ABSL_FLAG(int64_t, max_rpc_threads, 512,
           absl::StrFormat("most threads serving RPCs (calls beyond it are refused with "

@@ -347,18 +347,6 @@ absl::StatusOr<v1::CancelJobResponse> AuditServiceCore::CancelJobUnrecorded(
 
 namespace {
 
-// Counts one open stream for as long as it lives.
-class StreamSlot {
- public:
-  explicit StreamSlot(std::atomic<int64_t>* open) : open_(open) { count_ = ++*open_; }
-  ~StreamSlot() { --*open_; }
-  int64_t count() const { return count_; }
-
- private:
-  std::atomic<int64_t>* open_;
-  int64_t count_ = 0;
-};
-
 // The job as of an event (WatchJobResponse.job), from the job as it is now
 // and the stored events up to it: its state is the last state event's, its
 // progress the last progress event's fraction, and what only a later state
@@ -429,12 +417,8 @@ absl::Status AuditServiceCore::WatchJob(
     const Caller& caller, const v1::WatchJobRequest& request,
     const std::function<bool(const v1::WatchJobResponse&)>& write,
     const std::function<bool()>& stop, const std::function<absl::Status(bool)>& may_go_on) {
-  const StreamSlot slot(&watch_streams_);
-  if (slot.count() > limits_.max_watch_streams) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("the server is following %d job streams, its limit; retry shortly",
-                        limits_.max_watch_streams));
-  }
+  FCA_ASSIGN_OR_RETURN(const std::shared_ptr<StreamShares::Slot> slot,
+                       watch_streams_.Acquire(caller.user, "job streams"));
   FCA_RETURN_IF_ERROR(VisibleJob(caller, request.job_id()).status());
   if (request.after_seq() < 0) return absl::InvalidArgumentError("after_seq is negative");
   int64_t after = request.after_seq();

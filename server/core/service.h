@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/byte_budget.h"
 #include "common/sha256.h"
+#include "common/stream_shares.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/core/audit_log.h"
 #include "server/core/backups.h"
@@ -112,6 +113,7 @@ class AuditServiceCore {
         coordinator_(coordinator),
         hub_(hub),
         limits_(limits),
+        watch_streams_(limits.max_watch_streams),
         uploads_in_flight_(limits.max_upload_bytes_in_flight, limits.max_upload_bytes_per_client) {}
 
   const ServiceLimits& limits() const { return limits_; }
@@ -330,7 +332,7 @@ class AuditServiceCore {
   Webhooks* webhooks_ = nullptr;
   LoadedModels loaded_models_;
   storage::RetentionDays retention_defaults_;
-  std::atomic<int64_t> watch_streams_{0};
+  StreamShares watch_streams_;  // WatchJob's, each user a share
   ByteBudget uploads_in_flight_;
 };
 

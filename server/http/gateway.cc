@@ -96,7 +96,10 @@ Gateway::Gateway(core::AuditServiceCore* core, auth::Authenticator auth, Gateway
       auth_(std::move(auth)),
       options_(std::move(options)),
       cross_site_(std::move(cross_site)),
-      api_(std::move(api)) {}
+      api_(std::move(api)),
+      // Half the threads at most: event streams hold theirs while open.
+      event_streams_(std::min<int64_t>(options_.max_event_streams, options_.threads / 2),
+                     CountEventStreams) {}
 
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(core::AuditServiceCore* core,
                                                         auth::Authenticator auth,
@@ -255,22 +258,18 @@ void Gateway::ServeEvents(const httplib::Request& req, httplib::Response& res) {
   if (absl::StatusOr<v1::GetJobResponse> job = core_->GetJob(caller, get); !job.ok()) {
     return Send(res, ErrorReply(job.status()));
   }
-  auto slot = std::make_shared<StreamSlot>(&event_streams_);
-  const int64_t limit = std::min<int64_t>(options_.max_event_streams, options_.threads / 2);
-  if (slot->count() > limit || shutting_down_) {
-    return Send(res,
-                ErrorReply(shutting_down_ ? absl::UnavailableError("the server is shutting down")
-                                          : absl::ResourceExhaustedError(absl::StrFormat(
-                                                "the server is serving %d event streams, its "
-                                                "limit; retry shortly",
-                                                limit))));
+  if (shutting_down_) {
+    return Send(res, ErrorReply(absl::UnavailableError("the server is shutting down")));
   }
+  absl::StatusOr<std::shared_ptr<StreamShares::Slot>> slot =
+      event_streams_.Acquire(caller.user, "event streams");
+  if (!slot.ok()) return Send(res, ErrorReply(slot.status()));
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies: do not buffer the stream
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, slot, caller, job_id, after = *after, authorization = Header(req, "Authorization"),
-       peer = Peer(req)](size_t, httplib::DataSink& sink) {
+      "text/event-stream", [this, slot = *std::move(slot), caller, job_id, after = *after,
+                            authorization = Header(req, "Authorization"),
+                            peer = Peer(req)](size_t, httplib::DataSink& sink) {
         JobEventWriter writer(
             [&sink](absl::string_view text) { return sink.write(text.data(), text.size()); },
             options_.keepalive_interval, &shutting_down_, JobEventWriter::Clock::now);

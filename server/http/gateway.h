@@ -44,6 +44,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/stream_shares.h"
 #include "server/auth/authenticator.h"
 #include "server/core/service.h"
 #include "server/http/api_handlers.h"
@@ -81,7 +82,8 @@ struct GatewayOptions {
   int max_connections = 512;
   int max_connections_per_address = 64;
   // Event streams open at once (429 beyond it): at most this and at most
-  // half of `threads`, so streams never starve plain calls. They also count
+  // half of `threads`, so streams never starve plain calls; each user at
+  // most a quarter of that (common/stream_shares.h). They also count
   // against the core's WatchJob limit (ServiceLimits::max_watch_streams).
   int64_t max_event_streams = 256;
   // A comment line on an idle event stream this often.
@@ -143,7 +145,8 @@ class Gateway {
   std::unique_ptr<Transport> transport_;
   std::string host_;
   std::atomic<bool> shutting_down_{false};
-  std::atomic<int64_t> event_streams_{0};
+  // The HTTP event streams, each user a share (common/stream_shares.h).
+  StreamShares event_streams_;
 };
 
 }  // namespace fca::http

@@ -394,13 +394,6 @@ absl::StatusOr<std::string> ReadBody(const httplib::Request& req, const httplib:
   return body;
 }
 
-StreamSlot::StreamSlot(std::atomic<int64_t>* count) : count_(count), n_(++*count) {
-  EventStreams().Add(1);
-}
-
-StreamSlot::~StreamSlot() {
-  --*count_;
-  EventStreams().Add(-1);
-}
+void CountEventStreams(int64_t delta) { EventStreams().Add(static_cast<double>(delta)); }
 
 }  // namespace fca::http

@@ -103,20 +103,8 @@ std::string Peer(absl::string_view address, int port);
                                                    const httplib::ContentReader& read,
                                                    int64_t max_bytes);
 
-// Holds one place among the open event streams while it lives
-// (fca_http_event_streams counts them all).
-class StreamSlot {
- public:
-  explicit StreamSlot(std::atomic<int64_t>* count);
-  ~StreamSlot();
-  StreamSlot(const StreamSlot&) = delete;
-  StreamSlot& operator=(const StreamSlot&) = delete;
-  int64_t count() const { return n_; }  // the streams open with this one
-
- private:
-  std::atomic<int64_t>* count_;
-  const int64_t n_;
-};
+// fca_http_event_streams: `delta` streams opened (+1) or closed (-1).
+void CountEventStreams(int64_t delta);
 
 }  // namespace fca::http
 

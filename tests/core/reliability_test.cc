@@ -406,6 +406,49 @@ TEST(ReliabilityTest, WatchStreamsAreBounded) {
   EXPECT_EQ(third.code(), absl::StatusCode::kUnavailable) << third;
 }
 
+// Issue 40: one key took every stream. A user holds at most a quarter of
+// them (common/stream_shares.h); another user still gets one.
+TEST(ReliabilityTest, EachUserHoldsOnlyItsShareOfWatchStreams) {
+  ServiceLimits limits;
+  limits.max_watch_streams = 8;  // a share of 2
+  CoreEnv env(limits);
+  ASSERT_TRUE(env.UploadEvalAndCalib(Alice()).ok());
+  auto job = env.Submit(Alice(), SmallSpec({testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(job.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> watching{0};
+  std::vector<std::thread> alices;
+  for (int i = 0; i < 2; ++i) {
+    alices.emplace_back([&] {
+      v1::WatchJobRequest request;
+      request.set_job_id(job->id());
+      bool counted = false;
+      (void)env.core()->WatchJob(
+          Alice(), request,
+          [&](const v1::WatchJobResponse&) {
+            if (!counted) ++watching;
+            counted = true;
+            return true;
+          },
+          [&] { return stop.load(); });
+    });
+  }
+  while (watching < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto third = env.Watch(Alice(), job->id(), 0);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("a user's share"));
+  // Another user (an admin, who may read alice's job) still follows it: a
+  // watch that stops at once is let in (UNAVAILABLE: stopped, not refused).
+  v1::WatchJobRequest request;
+  request.set_job_id(job->id());
+  const absl::Status admins = env.core()->WatchJob(
+      testing::Admin(), request, [](const v1::WatchJobResponse&) { return true; },
+      [] { return true; });
+  EXPECT_EQ(admins.code(), absl::StatusCode::kUnavailable) << admins;
+  stop = true;
+  for (std::thread& t : alices) t.join();
+}
+
 // Issue 22: a task's end that the store refuses (a full disk) leaves the
 // job RUNNING; its state says why (Job.notice, in GetJob and ListJobs), its
 // watchers get a note, the log names the job, and it ends once the store
