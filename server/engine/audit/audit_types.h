@@ -77,6 +77,9 @@ struct AuditOptions {
   double timing_budget_seconds = spec_fields::kTimingBudgetSeconds.Default<double>();
   double timing_resolution = 0.01;  // slowdown units: 0.01 = one percent
   int timing_warmup = 2;            // untimed pairs first
+  // Why the dense twin may differ from the models (fca.md "Execution",
+  // matched dense twin); empty: a twin that does not match is refused.
+  std::string dense_twin_mismatch;
   // Per-group dependence (fca.md "Per-group dependence"): for each named
   // intervention I (not `correct`) and each group g of sites (a layer's
   // sites, one site or one family, by per_layer_scope), one more replay with
