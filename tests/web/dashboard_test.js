@@ -396,6 +396,11 @@ async function main() {
       }
       const shown = shownNumbers(cell.text);
       const scale = Number(cell.scale || 1);
+      // One model's value has no spread: the mean alone, no "± 0".
+      if (a.n_models === 1) {
+        if (shown.length !== 1 || Math.abs(shown[0].value - a.mean * scale) > shown[0].tol) mismatches.push(`across ${a.metric} of one model: shows "${cell.text}"`);
+        continue;
+      }
       if (shown.length < 4 || Math.abs(shown[0].value - a.mean * scale) > shown[0].tol || Math.abs(shown[1].value - a.sd * scale) > shown[1].tol) {
         mismatches.push(`across ${a.intervention}/${a.metric}: shows "${cell.text}", report says ${a.mean} ± ${a.sd}`);
       }
