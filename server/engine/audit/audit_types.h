@@ -257,7 +257,7 @@ struct ExecutionResult {
   std::optional<double> dense_flops_per_token;       // the twin's, on the same batch
   std::optional<double> flops_overhead;              // F_model / F_dense - 1
   double latency_us_per_token = 0;                   // median of timed LIVE forwards
-  std::optional<double> dense_latency_us_per_token;  // the twin's, same pairs
+  std::optional<double> dense_latency_us_per_token;  // the twin's, this model's pairs
   // Geometric mean over the timed pairs of t_model / t_dense, minus 1, with
   // its bootstrap CI over pairs and the verdict: +1 slower (CI above 0), -1
   // faster (CI below 0), 0 no detectable difference (CI contains 0).
@@ -270,7 +270,8 @@ struct ExecutionResult {
   int64_t timing_repeats = 0;  // timed pairs, both blocks (model forwards without a twin)
   // Parameters read per token, LIVE; when the model counts them.
   std::optional<double> active_parameters;
-  // Mixture-of-experts models: the routing of each layer in the LIVE pass.
+  // Mixture-of-experts models: the routing of each layer in the LIVE pass,
+  // over every token of E (MeasureExpertLoad, routing.h).
   struct ExpertLoad {
     int64_t layer = 0;
     double experts_per_token = 0;  // routed experts run per token
