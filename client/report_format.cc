@@ -445,7 +445,8 @@ std::string ExecutionNote(const ReportView& r) {
       "difference, whatever the pooled CI";
   const std::string& why = r.job().spec().dense_twin_mismatch();
   if (!why.empty()) {
-    absl::StrAppend(&note, "; the dense twin does not match the models (dense_twin_mismatch: ",
+    absl::StrAppend(&note,
+                    "; the spec lets the dense twin differ from the models (dense_twin_mismatch: ",
                     SanitizeForTerminal(why), ")");
   }
   return note;

@@ -138,8 +138,9 @@ TEST(ReportExecutionTest, AMismatchedTwinIsNamedWithTheReason) {
   EXPECT_THAT(FormatReportText(ReportView(r), 0), Not(HasSubstr("dense_twin_mismatch")));
   r.mutable_job()->mutable_spec()->set_dense_twin_mismatch("one small twin for every size");
   const std::string text = FormatReportText(ReportView(r), 0);
-  EXPECT_THAT(text, HasSubstr("the dense twin does not match the models (dense_twin_mismatch: "
-                              "one small twin for every size)"));
+  EXPECT_THAT(text,
+              HasSubstr("the spec lets the dense twin differ from the models (dense_twin_mismatch: "
+                        "one small twin for every size)"));
   EXPECT_THAT(FormatReportHtml(ReportView(r)), HasSubstr("one small twin for every size"));
 }
 
