@@ -507,7 +507,10 @@ std::string HelpText() {
       "]\n"
       "  --calib_resamples=R   re-estimate the static profiles on R resamples of the\n"
       "      calibration windows, one replay each (penalty_calib rows); 0 = off [" +
-      spec_fields::DefaultText(spec_fields::kCalibResamples) + "]\n" + InterventionsHelp() +
+      spec_fields::DefaultText(spec_fields::kCalibResamples) + "]\n" +
+      "  --dense_twin_mismatch=TEXT  why the dense twin may differ from the models\n"
+      "      (printed in the report); without it a mismatched twin is refused\n" +
+      InterventionsHelp() +
       "  --manifest=FILE       start from a JSON AuditSpec; explicit flags override it\n"
       "  --save_manifest=FILE  write the exact spec submitted (rerun with --manifest)\n"
       "  --detach              print the job id and exit (same as --nowatch)\n"

@@ -100,6 +100,7 @@ v1::AuditSpec MergeSpec(v1::AuditSpec base, const SpecOverrides& o) {
   if (o.bootstrap_block_length) base.set_bootstrap_block_length(*o.bootstrap_block_length);
   if (o.static_token_min_count) base.set_static_token_min_count(*o.static_token_min_count);
   if (o.calib_resamples) base.set_calib_resamples(*o.calib_resamples);
+  if (o.dense_twin_mismatch) base.set_dense_twin_mismatch(*o.dense_twin_mismatch);
   return base;
 }
 

@@ -71,6 +71,7 @@ struct SpecOverrides {
   std::optional<int64_t> bootstrap_block_length;
   std::optional<int32_t> static_token_min_count;
   std::optional<int32_t> calib_resamples;
+  std::optional<std::string> dense_twin_mismatch;
 };
 
 // `base` with every set override applied; repeated fields are replaced, not

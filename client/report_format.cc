@@ -155,9 +155,10 @@ std::string AcrossCell(const AcrossModels& a, std::string (*fmt)(double, int), i
   if (a.n() == 0) return a.undefined() > 0 ? "undefined" : "";
   // A spread has no sign: signed values get an unsigned sd.
   const std::string sd = fmt == Signed ? Fixed(a.sd(), digits) : fmt(a.sd(), digits);
-  std::string s = absl::StrFormat("%s ± %s", fmt(a.mean(), digits), sd);
+  // One model has no spread: its value alone, without a "± 0".
+  std::string s = fmt(a.mean(), digits);
   if (a.n() > 1) {
-    s += absl::StrFormat(" (%s..%s)", fmt(a.min(), digits), fmt(a.max(), digits));
+    s += absl::StrFormat(" ± %s (%s..%s)", sd, fmt(a.min(), digits), fmt(a.max(), digits));
   }
   if (a.undefined() > 0) s += absl::StrFormat(" (%d undefined)", a.undefined());
   return s;
@@ -320,15 +321,49 @@ TextTable GroupTable(const ReportView& r) {
   return t;
 }
 
-std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& m) {
+// The routing rows of model `m`; nullptr for a model without routers.
+const ModelRouting* RoutingOf(const std::vector<ModelRouting>& routing, const std::string& m) {
+  for (const ModelRouting& x : routing) {
+    if (x.model == m) return &x;
+  }
+  return nullptr;
+}
+
+// A mixture of experts' blocks are its experts: "2 of 8" routed experts
+// per token at each router layer ("1..2 of 8" when the layers differ),
+// not the sum over layers beside a dense model's count of layers.
+std::string ExpertsCell(const ModelRouting& m) {
+  double lo = 0, hi = 0;
+  size_t experts = 0;
+  bool any = false;
+  for (const RoutingLayer& l : m.layers) {
+    if (l.experts_per_token == nullptr || !l.experts_per_token->defined()) continue;
+    const double k = l.experts_per_token->value();
+    lo = any ? std::min(lo, k) : k;
+    hi = any ? std::max(hi, k) : k;
+    experts = std::max(experts, l.expert_shares.size());
+    any = true;
+  }
+  if (!any) return "";
+  const std::string k = lo == hi ? General(lo) : General(lo) + ".." + General(hi);
+  return absl::StrFormat("%s of %d", k, experts);
+}
+
+// One model's row: its own latency and its dense twin's, both from the
+// model's own pairs. The twin's row (`twin`) has no latency of its own: it
+// was timed in every model's pairs, and each model's row shows its share.
+std::vector<std::string> ExecutionCells(const ReportView& r, const std::string& m,
+                                        const std::vector<ModelRouting>& routing, bool twin) {
   auto get = [&](const std::string& metric) { return r.Find(m, kExecution, metric); };
   const v1::Result* slowdown = get(kSlowdown);
   const v1::Result* verdict = get(kSlowdownVerdict);
-  return {Cell(get(kBlocksPerToken), GeneralDigits, 0),
+  const ModelRouting* routed = RoutingOf(routing, m);
+  return {routed != nullptr ? ExpertsCell(*routed) : Cell(get(kBlocksPerToken), GeneralDigits, 0),
           Cell(get(kBlocksExecutedFraction), Fixed, 4),
           Cell(get(kFlopsPerToken), GeneralDigits, 0),
           Cell(get(kFlopsOverhead), Percent, 1),
-          Cell(get(kLatencyUsPerToken), Fixed, 2),
+          twin ? "" : Cell(get(kLatencyUsPerToken), Fixed, 2),
+          twin ? "" : Cell(get(kDenseLatencyUsPerToken), Fixed, 2),
           slowdown ? Cell(slowdown, Percent, 1) : "-",
           verdict ? SlowdownVerdictName(verdict->value()) : "",
           slowdown ? absl::StrCat(slowdown->n()) : ""};
@@ -351,8 +386,11 @@ std::string VerdictsAcross(const ReportView& r) {
 // Fractions across models in percent: "+5.0% ± 2.0% (+3.0%..+7.0%)".
 std::string PercentAcross(const AcrossModels& s) {
   if (s.n() == 0) return "-";
-  std::string out = absl::StrFormat("%+.1f%% ± %.1f%%", 100 * s.mean(), 100 * s.sd());
-  if (s.n() > 1) out += absl::StrFormat(" (%+.1f%%..%+.1f%%)", 100 * s.min(), 100 * s.max());
+  std::string out = absl::StrFormat("%+.1f%%", 100 * s.mean());
+  if (s.n() > 1) {
+    out +=
+        absl::StrFormat(" ± %.1f%% (%+.1f%%..%+.1f%%)", 100 * s.sd(), 100 * s.min(), 100 * s.max());
+  }
   return out;
 }
 
@@ -363,30 +401,55 @@ TextTable ExecutionTable(const ReportView& r) {
                {"FLOPS/TOKEN", Align::kRight},
                {"FLOPS vs DENSE", Align::kRight},
                {"LATENCY us/token", Align::kRight},
+               {"DENSE us/token", Align::kRight},
                {"SLOWDOWN vs DENSE [CI]", Align::kRight},
                {"VERDICT"},
                {"PAIRS", Align::kRight}});
+  const std::vector<ModelRouting> routing = Routing(r);
   for (const std::string& m : r.models()) {
     std::vector<std::string> row = {m};
-    for (std::string& c : ExecutionCells(r, m)) row.push_back(std::move(c));
+    for (std::string& c : ExecutionCells(r, m, routing, false)) row.push_back(std::move(c));
     t.AddRow(std::move(row));
   }
   if (r.models().size() > 1) {
     auto across = [&](const std::string& metric, std::string (*fmt)(double, int), int digits) {
       return AcrossCell(r.Across(kExecution, metric), fmt, digits);
     };
-    t.AddRow({kAcrossLabel, across(kBlocksPerToken, GeneralDigits, 0),
+    t.AddRow({kAcrossLabel, routing.empty() ? across(kBlocksPerToken, GeneralDigits, 0) : "",
               across(kBlocksExecutedFraction, Fixed, 4), across(kFlopsPerToken, GeneralDigits, 0),
               PercentAcross(r.Across(kExecution, kFlopsOverhead)),
-              across(kLatencyUsPerToken, Fixed, 2), PercentAcross(r.Across(kExecution, kSlowdown)),
-              VerdictsAcross(r), ""});
+              across(kLatencyUsPerToken, Fixed, 2), across(kDenseLatencyUsPerToken, Fixed, 2),
+              PercentAcross(r.Across(kExecution, kSlowdown)), VerdictsAcross(r), ""});
   }
   if (!r.dense_twin().empty()) {
     std::vector<std::string> row = {r.dense_twin() + " (dense twin)"};
-    for (std::string& c : ExecutionCells(r, r.dense_twin())) row.push_back(std::move(c));
+    for (std::string& c : ExecutionCells(r, r.dense_twin(), routing, true)) {
+      row.push_back(std::move(c));
+    }
     t.AddRow(std::move(row));
   }
   return t;
+}
+
+// The EXECUTION section's note: what each column is and the rule the
+// verdict applies, as the engine applies it (fca.md "Execution"), and a
+// dense twin that the spec says does not match.
+std::string ExecutionNote(const ReportView& r) {
+  std::string note =
+      "BLOCKS/TOKEN counted per token (a mixture of experts: routed experts per token at each "
+      "router layer, k of E), FLOPS vs DENSE = F_model / F_dense - 1; LATENCY and DENSE = "
+      "medians of the model's and of the dense twin's forwards in the model's own pairs; "
+      "slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with the "
+      "Student t-interval of both timing blocks' pairs pooled; verdict slower (faster) only when "
+      "each of the two timing blocks' own CIs lies above (below) 0, else no detectable "
+      "difference, whatever the pooled CI";
+  const std::string& why = r.job().spec().dense_twin_mismatch();
+  if (!why.empty()) {
+    absl::StrAppend(&note,
+                    "; the spec lets the dense twin differ from the models (dense_twin_mismatch: ",
+                    SanitizeForTerminal(why), ")");
+  }
+  return note;
 }
 
 // Router layers up to this many get a column each in the agreement table;
@@ -515,12 +578,7 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                    "coefficients elsewhere, nats/token, 95% CI",
                    std::move(groups)});
   }
-  out.push_back({"EXECUTION",
-                 "counted blocks and matmul FLOPs per token, FLOPS vs DENSE = F_model / F_dense - "
-                 "1; slowdown = geometric mean over interleaved pairs of t_model / t_dense, "
-                 "minus 1, with its bootstrap CI; verdict slower or faster only when the CI "
-                 "excludes 0",
-                 ExecutionTable(r)});
+  out.push_back({"EXECUTION", ExecutionNote(r), ExecutionTable(r)});
   const std::vector<ModelRouting> routing = Routing(r);
   if (routing.empty()) return out;  // no routers: the report as it always was
   out.push_back({"ROUTING AGREEMENT",
@@ -534,7 +592,8 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
     for (const RoutingLayer& l : m.layers) flips = flips || l.flip_rate != nullptr;
   }
   out.push_back({"ROUTING LOAD",
-                 absl::StrCat("per router layer, LIVE pass of the first evaluation batch: routed "
+                 absl::StrCat("per router layer, over every evaluation token (LIVE's recorded "
+                              "router coefficients through the model's own top-k): routed "
                               "experts run per token, entropy of the experts' shares of the "
                               "layer's (token, expert) assignments in nats (ln E when balanced, "
                               "E experts), the smallest and largest share (1/E when balanced)",

@@ -37,6 +37,7 @@ FCA_SPEC_FLAG(std::string, retention_baseline, kRetentionBaseline);
 FCA_SPEC_FLAG(int64_t, bootstrap_block_length, kBootstrapBlockLength);
 FCA_SPEC_FLAG(int32_t, static_token_min_count, kStaticTokenMinCount);
 FCA_SPEC_FLAG(int32_t, calib_resamples, kCalibResamples);
+FCA_SPEC_FLAG(std::string, dense_twin_mismatch, kDenseTwinMismatch);
 
 namespace fca::client {
 namespace {
@@ -92,6 +93,9 @@ SpecOverrides OverridesFromFlags(const std::set<std::string>& specified) {
     o.static_token_min_count = absl::GetFlag(FLAGS_static_token_min_count);
   }
   if (given(sf::kCalibResamples)) o.calib_resamples = absl::GetFlag(FLAGS_calib_resamples);
+  if (given(sf::kDenseTwinMismatch)) {
+    o.dense_twin_mismatch = absl::GetFlag(FLAGS_dense_twin_mismatch);
+  }
   return o;
 }
 

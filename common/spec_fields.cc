@@ -40,7 +40,8 @@ const std::vector<const SpecField*>& SpecFields() {
                                                                 &kRetentionBaseline,
                                                                 &kBootstrapBlockLength,
                                                                 &kStaticTokenMinCount,
-                                                                &kCalibResamples};
+                                                                &kCalibResamples,
+                                                                &kDenseTwinMismatch};
   return *fields;
 }
 

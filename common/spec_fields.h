@@ -247,6 +247,15 @@ inline constexpr SpecField kCalibResamples =
         .Default(0)
         .Range(0, 1000)
         .ServerMax(100);
+// Bytes of printable UTF-8, as kLabel. Empty: a dense twin that does not
+// match the models is refused (fca.md "Execution").
+inline constexpr SpecField kDenseTwinMismatch =
+    Field("dense_twin_mismatch", "dense_twin_mismatch")
+        .Engine("dense_twin_mismatch")
+        .Help(
+            "why the dense twin may differ from the models in architecture or FLOPs (printed in "
+            "the report); empty: a mismatched twin is refused")
+        .Range(0, 256);
 
 // Every field, in the proto's order.
 const std::vector<const SpecField*>& SpecFields();

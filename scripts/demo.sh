@@ -51,7 +51,9 @@ seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
 # A byte-level mixture of experts in the olmoe layout (8 experts, top 2, no
 # renormalisation), trained on the same data and token budget as the seeds;
 # its two experts of width 256 read as many MLP parameters per token as the
-# dense twin's MLP of width 768.
+# dense twin's MLP of width 768. A matched twin (fca.md "A matched twin": the
+# same layers, width, heads, vocabulary and window, FLOPs within 25%), so the
+# audit needs no --dense_twin_mismatch.
 moe=olmoe-s1
 
 mkdir -p "$out"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -18,6 +19,7 @@
 #include "proto/fca/v1/job_states.h"
 #include "server/core/metric_catalog.h"
 #include "server/core/report_assembly.h"
+#include "server/engine/audit/dense_twin.h"
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/torch_util.h"
 #include "server/jobs/datasets.h"
@@ -185,8 +187,10 @@ absl::Status CheckSameTokenizer(const runtime::ModelRepository::Listing& first,
 // the job with the loader's error).
 absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
   std::optional<runtime::ModelRepository::Listing> first;
+  std::vector<engine::ModelInfo> audited;
   for (const std::string& name : spec.models()) {
     FCA_ASSIGN_OR_RETURN(runtime::ModelRepository::Listing m, models_->Describe(name));
+    audited.push_back(m.description.info);
     FCA_RETURN_IF_ERROR(models_->CheckFitsBudget(m));
     if (m.description.sites.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -211,6 +215,11 @@ absl::Status AuditServiceCore::CheckModels(const v1::AuditSpec& spec) {
                         spec.dense_twin()));
   }
   if (first) FCA_RETURN_IF_ERROR(CheckSameTokenizer(*first, twin));
+  // The FLOPs need a forward: the engine compares them when the job runs.
+  for (const engine::ModelInfo& m : audited) {
+    FCA_RETURN_IF_ERROR(
+        engine::CheckTwinArchitecture(m, twin.description.info, spec.dense_twin_mismatch()));
+  }
   return CheckWindowFits(twin, spec.window_length());
 }
 

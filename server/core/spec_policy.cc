@@ -40,24 +40,26 @@ void Default(const sf::SpecField& field, T value, void (v1::AuditSpec::*set)(T),
   if (value == 0) (spec->*set)(field.Default<T>());
 }
 
-// Labels are shown in listings and terminals: printable UTF-8 only (no
-// control characters, so no escape sequences), at most 256 bytes.
-absl::Status CheckLabel(const std::string& label) {
-  if (static_cast<double>(label.size()) > sf::kLabel.max) {
+// Labels and the twin's mismatch reason are shown in listings, reports and
+// terminals: printable UTF-8 only (no control characters, so no escape
+// sequences), at most the field's max bytes.
+absl::Status CheckPrintable(const std::string& text, const sf::SpecField& field) {
+  if (static_cast<double>(text.size()) > field.max) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("spec label exceeds %d bytes", static_cast<int>(sf::kLabel.max)));
+        absl::StrFormat("spec %s exceeds %d bytes", field.name, static_cast<int>(field.max)));
   }
-  const size_t bad = engine::unicode::FindInvalidUtf8(label);
+  const size_t bad = engine::unicode::FindInvalidUtf8(text);
   if (bad != std::string_view::npos) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("spec label is not valid UTF-8 (byte %d)", bad));
+        absl::StrFormat("spec %s is not valid UTF-8 (byte %d)", field.name, bad));
   }
-  for (size_t pos = 0; pos < label.size();) {
+  for (size_t pos = 0; pos < text.size();) {
     const size_t at = pos;
-    const char32_t c = engine::unicode::NextCodePoint(label, &pos);
+    const char32_t c = engine::unicode::NextCodePoint(text, &pos);
     if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "spec label has a control character (U+%04X) at byte %d", static_cast<uint32_t>(c), at));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("spec %s has a control character (U+%04X) at byte %d", field.name,
+                          static_cast<uint32_t>(c), at));
     }
   }
   return absl::OkStatus();
@@ -132,7 +134,8 @@ absl::StatusOr<v1::AuditSpec> NormalizeSpec(const v1::AuditSpec& in, const SpecL
   FCA_RETURN_IF_ERROR(
       Range(sf::kCalibResamples, s.calib_resamples(), sf::kCalibResamples.ServerLimit()));
   FCA_RETURN_IF_ERROR(CheckTiming(&s, limits));
-  FCA_RETURN_IF_ERROR(CheckLabel(s.label()));
+  FCA_RETURN_IF_ERROR(CheckPrintable(s.label(), sf::kLabel));
+  FCA_RETURN_IF_ERROR(CheckPrintable(s.dense_twin_mismatch(), sf::kDenseTwinMismatch));
   return s;
 }
 

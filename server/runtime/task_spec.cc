@@ -61,6 +61,7 @@ absl::StatusOr<engine::AuditOptions> ToEngineOptions(const v1::AuditSpec& s) {
   o.bootstrap_block_length = s.bootstrap_block_length();
   o.static_token_min_count = s.static_token_min_count();
   o.calib_resamples = s.calib_resamples();
+  o.dense_twin_mismatch = s.dense_twin_mismatch();
   return o;
 }
 

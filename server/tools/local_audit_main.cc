@@ -65,6 +65,8 @@ ABSL_FLAG(int64_t, static_token_min_count,
           "audit: calibration positions below which a static_token(_position) mean is shrunk");
 ABSL_FLAG(int, calib_resamples, fca::spec_fields::kCalibResamples.Default<int>(),
           "audit: calibration resamples behind the penalty_calib rows (0 = off)");
+ABSL_FLAG(std::string, dense_twin_mismatch, "",
+          "audit: why the dense twin may differ from the models (empty: a mismatch is refused)");
 ABSL_FLAG(int64_t, window, fca::spec_fields::kWindowLength.Default<int64_t>(),
           "audit: window length T in tokens");
 ABSL_FLAG(int64_t, max_eval_windows, 64, "audit: evaluation windows (0 = all)");
@@ -274,6 +276,7 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
   o.bootstrap_block_length = absl::GetFlag(FLAGS_bootstrap_block_length);
   o.static_token_min_count = absl::GetFlag(FLAGS_static_token_min_count);
   o.calib_resamples = absl::GetFlag(FLAGS_calib_resamples);
+  o.dense_twin_mismatch = absl::GetFlag(FLAGS_dense_twin_mismatch);
   const std::string scope = absl::GetFlag(FLAGS_per_layer_scope);
   const std::optional<ScopeId> scope_id = ParseScope(scope);
   if (!scope_id) {

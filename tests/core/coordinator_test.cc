@@ -178,9 +178,11 @@ TEST_F(FinishedJobTest, ResultsAreStoredForEachModelWithCrossInputCI) {
     EXPECT_EQ(Query(model, "correct", "penalty").results_size(), 0);
     EXPECT_EQ(Query(model, "execution", "slowdown").results_size(), 1);
   }
-  // The dense twin gets execution rows only: it runs every block too.
+  // The dense twin gets execution rows only: it runs every block too. No
+  // latency: each model's rows carry the twin's from its own pairs.
   const v1::QueryResultsResponse dense = Query("dense");
-  EXPECT_EQ(dense.results_size(), 6);
+  EXPECT_EQ(dense.results_size(), 5);
+  EXPECT_EQ(Query("dense", "execution", "latency_us_per_token").results_size(), 0);
   for (const v1::Result& r : dense.results()) EXPECT_EQ(r.intervention(), "execution");
   const v1::QueryResultsResponse fraction = Query("dense", "execution", "blocks_executed_fraction");
   ASSERT_EQ(fraction.results_size(), 1);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -44,6 +45,14 @@ class ModelsE2ETest : public ::testing::Test {
     ASSERT_EQ(dense.exit_code, 0) << dense.err;
     fs::copy_file(fs::path(kData) / "tokenizer" / "tokenizer.json",
                   models / "bpe-fg" / "tokenizer.json");
+    // The bundled size pair that is no matched twin (width 320 against 96).
+    for (const char* name : {"featuregate-large", "dense-small"}) {
+      const fs::path bundled = fs::path(FCA_SOURCE_DIR) / "models" / name;
+      fs::create_directories(models / name);
+      for (const char* file : {"config.json", "model.safetensors"}) {
+        fs::copy_file(bundled / file, models / name / file);
+      }
+    }
     for (const char* name : {"eval", "calib"}) {
       std::ofstream(fs::path(*root_) / (std::string(name) + ".txt"))
           << RandomWords(3000, name[0] == 'e' ? 11 : 12);
@@ -265,6 +274,41 @@ TEST_F(ModelsE2ETest, ModelsOfOneJobMustShareATokenizer) {
                          "--calib=calib", "--window=32", "--detach"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;  // INVALID_ARGUMENT
   EXPECT_NE(r.err.find("share a tokenizer"), std::string::npos) << r.err;
+}
+
+// docs/fca.md "A matched twin": SubmitAudit refuses the bundled large
+// FeatureGate model against the small dense twin, naming what differs, from
+// the folders' configs; with a reason the job runs and its report prints it.
+TEST_F(ModelsE2ETest, AMismatchedDenseTwinIsRefusedUnlessTheSpecSaysWhy) {
+  Upload("eval");
+  Upload("calib");
+  const std::vector<std::string> audit = {"--models=featuregate-large",
+                                          "--dense_twin=dense-small",
+                                          "--eval=eval",
+                                          "--calib=calib",
+                                          "--window=32",
+                                          "--max_eval_windows=4",
+                                          "--max_calib_windows=4",
+                                          "--interventions=global_mean",
+                                          "--timing_repeats=0"};
+  std::vector<std::string> refused = {"audit"};
+  refused.insert(refused.end(), audit.begin(), audit.end());
+  refused.push_back("--detach");
+  CommandResult r = Fca(refused);
+  EXPECT_EQ(r.exit_code, 8) << r.out << r.err;  // FAILED_PRECONDITION
+  EXPECT_NE(r.err.find("width 320 vs 96, heads 5 vs 4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dense_twin_mismatch"), std::string::npos) << r.err;
+
+  std::vector<std::string> allowed = audit;
+  allowed.push_back("--dense_twin_mismatch=one small twin for every size");
+  const int job = AuditAndWatch(allowed);
+  ASSERT_GT(job, 0);
+  CommandResult report = Fca({"report", std::to_string(job)});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  std::string text = report.out;
+  std::replace(text.begin(), text.end(), '\n', ' ');  // the note is wrapped at spaces
+  EXPECT_NE(text.find("dense_twin_mismatch: one small twin for every size"), std::string::npos)
+      << report.out;
 }
 
 }  // namespace

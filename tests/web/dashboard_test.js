@@ -398,6 +398,11 @@ async function main() {
       }
       const shown = shownNumbers(cell.text);
       const scale = Number(cell.scale || 1);
+      // One model's value has no spread: the mean alone, no "± 0".
+      if (a.n_models === 1) {
+        if (shown.length !== 1 || Math.abs(shown[0].value - a.mean * scale) > shown[0].tol) mismatches.push(`across ${a.metric} of one model: shows "${cell.text}"`);
+        continue;
+      }
       if (shown.length < 4 || Math.abs(shown[0].value - a.mean * scale) > shown[0].tol || Math.abs(shown[1].value - a.sd * scale) > shown[1].tol) {
         mismatches.push(`across ${a.intervention}/${a.metric}: shows "${cell.text}", report says ${a.mean} ± ${a.sd}`);
       }
@@ -408,6 +413,16 @@ async function main() {
     check(verdicts === REPORT.models.length && Object.keys(CLI_VERDICTS).length === REPORT.models.length &&
       verdictLine.length === REPORT.models.length && verdictLine.every(([m, w]) => CLI_VERDICTS[m] === w),
     `job ${FINISHED}: slowdown verdicts in the words of fca results (${JSON.stringify(CLI_VERDICTS)})`, JSON.stringify(verdictLine));
+    // The execution section says one thing: the twin has no latency of its
+    // own (each model's column has the twin's from its own pairs), and the
+    // legend states the two-block rule the verdict applies.
+    const latencyRow = await page.$$eval('#table-execution tr[data-key="execution/latency_us_per_token"] td', (tds) => tds.map((td) => td.textContent));
+    const twinLatency = await page.$$eval('#table-execution tr[data-key="execution/dense_latency_us_per_token"] td[data-model]', (tds) => tds.length);
+    check(latencyRow.length === REPORT.models.length + 2 && latencyRow[latencyRow.length - 1] === '–' && twinLatency === REPORT.models.length,
+      `job ${FINISHED}: the dense twin has no latency of its own; each model shows its twin's from its own pairs`, JSON.stringify(latencyRow));
+    const executionNote = await page.$eval('#table-execution', (t) => t.closest('section').querySelector('p.note').textContent);
+    check(/each of the two timing blocks' own CIs/.test(executionNote) && /pooled/.test(executionNote) && !/excludes 0/.test(executionNote),
+      `job ${FINISHED}: the execution legend states the two-block rule`, executionNote);
 
     // Per-layer dependence (static_layer at one layer at a time): a bar and
     // a table row per layer with the report's penalty, each layer's share of
@@ -659,6 +674,10 @@ async function routingReport(page) {
   check(layerRows.length === wanted.length * layers.length, 'routing: top-k agreement per router layer', JSON.stringify(layerRows));
   const shares = await table('table-expert-share');
   check(shares.length === 16, 'routing: a share for each of 8 experts in each layer', String(shares.length));
+  // Its blocks read "2 of 8" (routed experts per token at each layer of 8
+  // experts), not the sum over layers beside a dense model's layers.
+  const blocks = await page.$eval('#table-execution tr[data-key="execution/blocks_per_token"] td', (td) => td.textContent);
+  check(blocks === '2 of 8', 'routing: the execution table shows 2 of 8 experts, not blocks summed over layers', blocks);
   const other = await page.$$eval('#table-other tbody tr th', (ths) => ths.map((t) => t.textContent));
   check(!other.some((t) => /topk_agreement/.test(t)), 'routing: no agreement row left under "Other rows"', JSON.stringify(other));
   await checkAccessible(page, 'routing report');

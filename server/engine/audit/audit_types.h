@@ -77,6 +77,9 @@ struct AuditOptions {
   double timing_budget_seconds = spec_fields::kTimingBudgetSeconds.Default<double>();
   double timing_resolution = 0.01;  // slowdown units: 0.01 = one percent
   int timing_warmup = 2;            // untimed pairs first
+  // Why the dense twin may differ from the models (fca.md "Execution",
+  // matched dense twin); empty: a twin that does not match is refused.
+  std::string dense_twin_mismatch;
   // Per-group dependence (fca.md "Per-group dependence"): for each named
   // intervention I (not `correct`) and each group g of sites (a layer's
   // sites, one site or one family, by per_layer_scope), one more replay with
@@ -254,7 +257,7 @@ struct ExecutionResult {
   std::optional<double> dense_flops_per_token;       // the twin's, on the same batch
   std::optional<double> flops_overhead;              // F_model / F_dense - 1
   double latency_us_per_token = 0;                   // median of timed LIVE forwards
-  std::optional<double> dense_latency_us_per_token;  // the twin's, same pairs
+  std::optional<double> dense_latency_us_per_token;  // the twin's, this model's pairs
   // Geometric mean over the timed pairs of t_model / t_dense, minus 1, with
   // its bootstrap CI over pairs and the verdict: +1 slower (CI above 0), -1
   // faster (CI below 0), 0 no detectable difference (CI contains 0).
@@ -267,7 +270,8 @@ struct ExecutionResult {
   int64_t timing_repeats = 0;  // timed pairs, both blocks (model forwards without a twin)
   // Parameters read per token, LIVE; when the model counts them.
   std::optional<double> active_parameters;
-  // Mixture-of-experts models: the routing of each layer in the LIVE pass.
+  // Mixture-of-experts models: the routing of each layer in the LIVE pass,
+  // over every token of E (MeasureExpertLoad, routing.h).
   struct ExpertLoad {
     int64_t layer = 0;
     double experts_per_token = 0;  // routed experts run per token

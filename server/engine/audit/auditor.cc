@@ -9,6 +9,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/coefficients.h"
+#include "server/engine/audit/dense_twin.h"
 #include "server/engine/audit/interventions.h"
 #include "server/engine/audit/model_audit.h"
 #include "server/engine/audit/report_rows.h"
@@ -115,6 +116,11 @@ absl::Status ValidateModels(const AuditRequest& req) {
         absl::StrFormat("dense twin '%s' has controller coefficients; a dense twin must have none",
                         req.dense_twin->info().name));
   }
+  if (req.dense_twin == nullptr) return absl::OkStatus();
+  for (const ControlledModel* m : req.models) {
+    FCA_RETURN_IF_ERROR(
+        CheckTwinArchitecture(m->info(), req.dense_twin->info(), req.options.dense_twin_mismatch));
+  }
   return absl::OkStatus();
 }
 
@@ -125,6 +131,8 @@ std::string EngineVersion() { return BuildVersion(); }
 absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   FCA_RETURN_IF_ERROR(ValidateModels(req));
   FCA_RETURN_IF_ERROR(ValidateOptions(req.options));
+  FCA_RETURN_IF_ERROR(
+      GuardTorch("matching the dense twin", [&] { return CheckDenseTwinFlops(req); }));
   const std::vector<InterventionId> interventions = ResolveInterventions(req.options);
   AuditReport report;
   report.options = req.options;
@@ -133,22 +141,18 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   report.runtime = CurrentRuntime(req.models.front()->info().compute.device);
   double done = 0;
   const double total = TotalUnits(req, interventions);
-  std::vector<double> dense_times;
   for (size_t i = 0; i < req.models.size(); ++i) {
     FCA_ASSIGN_OR_RETURN(ModelAuditResult audited,
                          GuardTorch("auditing model '" + req.models[i]->info().name + "'", [&] {
                            return AuditModel(req, interventions, static_cast<int64_t>(i), &done,
                                              total);
                          }));
-    dense_times.insert(dense_times.end(), audited.dense_us_per_token.begin(),
-                       audited.dense_us_per_token.end());
     if (req.on_model_done) req.on_model_done(audited.report);
     report.models.push_back(std::move(audited.report));
   }
   if (req.dense_twin != nullptr) {
-    FCA_ASSIGN_OR_RETURN(report.dense_twin, GuardTorch("timing the dense twin", [&] {
-                           return DenseTwinExecution(req, dense_times);
-                         }));
+    FCA_ASSIGN_OR_RETURN(report.dense_twin, GuardTorch("counting the dense twin",
+                                                       [&] { return DenseTwinExecution(req); }));
   }
   report.aggregate = Aggregate(report.models);
   return report;

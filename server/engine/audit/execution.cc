@@ -115,25 +115,33 @@ int CombinedVerdict(int first_block, int second_block) {
   return first_block == second_block ? first_block : 0;
 }
 
+ExecutionResult::ExpertLoad MakeExpertLoad(int64_t layer, const std::vector<int64_t>& assignments,
+                                           int64_t tokens) {
+  ExecutionResult::ExpertLoad load;
+  load.layer = layer;
+  double total = 0;
+  for (int64_t a : assignments) total += static_cast<double>(a);
+  load.experts_per_token = tokens > 0 ? total / static_cast<double>(tokens) : 0.0;
+  for (int64_t a : assignments) {
+    const double p = total > 0 ? static_cast<double>(a) / total : 0.0;
+    load.share.push_back(p);
+    if (p > 0) load.entropy -= p * std::log(p);
+  }
+  return load;
+}
+
 namespace {
 
-// Per layer: experts run per token, the share of each expert and its entropy.
+// Per layer, from the counters of one forward (the first batch); the audit
+// replaces them with the load over all of E (routing.h, MeasureExpertLoad).
 std::vector<ExecutionResult::ExpertLoad> ExpertLoads(const ExecutionCounters& c) {
   std::vector<ExecutionResult::ExpertLoad> out;
   const int64_t E = c.experts_per_layer;
   if (E <= 0 || c.tokens <= 0) return out;
   for (size_t begin = 0; begin + E <= c.expert_tokens.size(); begin += E) {
-    ExecutionResult::ExpertLoad load;
-    load.layer = static_cast<int64_t>(begin) / E;
-    double total = 0;
-    for (int64_t e = 0; e < E; ++e) total += static_cast<double>(c.expert_tokens[begin + e]);
-    load.experts_per_token = total / static_cast<double>(c.tokens);
-    for (int64_t e = 0; e < E; ++e) {
-      const double p = total > 0 ? c.expert_tokens[begin + e] / total : 0.0;
-      load.share.push_back(p);
-      if (p > 0) load.entropy -= p * std::log(p);
-    }
-    out.push_back(std::move(load));
+    const std::vector<int64_t> layer(c.expert_tokens.begin() + begin,
+                                     c.expert_tokens.begin() + begin + E);
+    out.push_back(MakeExpertLoad(static_cast<int64_t>(begin) / E, layer, c.tokens));
   }
   return out;
 }
@@ -216,7 +224,6 @@ class ExecutionRun {
     x.slowdown_ci = e.ci;
     x.slowdown_verdict = CombinedVerdict(x.first_block->verdict, x.second_block->verdict);
     x.timing_repeats = e.pairs;
-    out_.twin_us_per_token = std::move(twin_us);
     out_.first_stop = first.stop;
     out_.stop = second.stop;
     return absl::OkStatus();

@@ -90,6 +90,12 @@ double TimingSecondsLeft(const TimingPlan& first, int64_t done, double seconds);
 // (no detectable difference).
 int CombinedVerdict(int first_block, int second_block);
 
+// One router layer's load from its (token, expert) assignments counted per
+// expert over `tokens` tokens: experts run per token, each expert's share
+// of the assignments and the entropy of the shares (fca.md "Execution").
+ExecutionResult::ExpertLoad MakeExpertLoad(int64_t layer, const std::vector<int64_t>& assignments,
+                                           int64_t tokens);
+
 // What the execution audit of one model is given by the auditor.
 struct ExecutionInputs {
   ControlledModel* model = nullptr;  // audited
@@ -108,7 +114,6 @@ struct ExecutionInputs {
 
 struct ExecutionOutcome {
   ExecutionResult result;
-  std::vector<double> twin_us_per_token;    // the twin's timings, for its own rows
   TimingStop stop = TimingStop::kContinue;  // of the second block
   TimingStop first_stop = TimingStop::kContinue;
   double forward_seconds = 0;  // inside model forwards (twin's too)

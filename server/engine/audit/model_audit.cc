@@ -237,7 +237,6 @@ absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
   ModelAudit audit(req, interventions, index, units_done, units_total);
   ModelAuditResult result;
   FCA_ASSIGN_OR_RETURN(result.report, audit.Run());
-  result.dense_us_per_token = audit.dense_timings();
   return result;
 }
 

@@ -18,8 +18,6 @@ namespace fca::engine {
 
 struct ModelAuditResult {
   ModelReport report;
-  // The dense twin's per-token times, taken interleaved with this model's.
-  std::vector<double> dense_us_per_token;
 };
 
 // An intervention the default list leaves out of a model, and why.
@@ -50,10 +48,16 @@ absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
 // them follows the time it has taken over the time it is estimated to take.
 double TimingUnits(const AuditOptions& options, double eval_windows);
 
-// The dense twin's own execution figures: counted on the first batch of E,
-// with the latency of the times taken interleaved with every audited model.
-absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
-                                                   const std::vector<double>& us_per_token);
+// FAILED_PRECONDITION when a model's FLOPs per token, every block run and
+// its controller removed, differ from the dense twin's by more than
+// kDenseTwinFlopsTolerance (dense_twin.h), unless the options say why the
+// mismatch is intended; counted on the first window of E.
+[[nodiscard]] absl::Status CheckDenseTwinFlops(const AuditRequest& req);
+
+// The dense twin's own execution figures, counted on the first batch of E.
+// No latency: the twin is timed in each model's pairs, and each model's
+// rows carry the twin's median of its own pairs (dense_latency_us_per_token).
+absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req);
 
 }  // namespace fca::engine
 

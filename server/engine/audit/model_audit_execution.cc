@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/engine/audit/dense_twin.h"
 #include "server/engine/audit/execution.h"
 #include "server/engine/audit/model_audit_phases.h"
+#include "server/engine/audit/routing.h"
 #include "server/engine/audit/statistics.h"
 #include "server/engine/models/torch_util.h"
 
@@ -43,7 +45,12 @@ absl::Status ModelAudit::ExecutionAudit() {
   FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
   Advance(units - advanced);
   report_.execution = std::move(out.result);
-  dense_us_per_token_ = std::move(out.twin_us_per_token);
+  // The routing load over every evaluation token, not the counted batch's:
+  // LIVE's recorded coefficients through the model's own top-k.
+  if (HasRouters(model_)) {
+    FCA_ASSIGN_OR_RETURN(report_.execution.expert_load,
+                         MeasureExpertLoad(model_, eval_coeff_, opt_.batch_size));
+  }
   {
     absl::MutexLock lock(&mu_);
     forward_seconds_ += out.forward_seconds;
@@ -58,8 +65,47 @@ absl::Status ModelAudit::ExecutionAudit() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
-                                                   const std::vector<double>& us_per_token) {
+namespace {
+
+// Matmul FLOPs per token of one forward of `ids`: LIVE for the twin, a
+// REPLAY of the neutral coefficients for a model (every block run, its
+// controller removed), so that neither a controller that skips work nor
+// the controller's own cost counts as a mismatch.
+absl::StatusOr<double> FullFlopsPerToken(ControlledModel& m, const at::Tensor& ids) {
+  FCA_ASSIGN_OR_RETURN(std::vector<at::Tensor> neutral, m.NeutralCoefficients());
+  for (at::Tensor& c : neutral) c = c.expand({ids.size(0), ids.size(1), c.size(-1)}).contiguous();
+  m.ResetCounters();
+  const CoefficientMode mode = neutral.empty() ? CoefficientMode::kLive : CoefficientMode::kReplay;
+  FCA_RETURN_IF_ERROR(m.Forward(ids, mode, neutral.empty() ? nullptr : &neutral).status());
+  const ExecutionCounters c = m.counters();
+  m.ResetCounters();
+  return c.flops / static_cast<double>(c.tokens);
+}
+
+}  // namespace
+
+absl::Status CheckDenseTwinFlops(const AuditRequest& req) {
+  if (req.dense_twin == nullptr || !req.options.dense_twin_mismatch.empty()) {
+    return absl::OkStatus();
+  }
+  ControlledModel& twin = *req.dense_twin;
+  const int64_t t = req.options.window_length;
+  // Without a window of E the audit fails on its own, with its own message.
+  absl::StatusOr<std::vector<int32_t>> stream = TokenStream(req.eval, twin.tokenizer(), t);
+  if (!stream.ok()) return absl::OkStatus();
+  absl::StatusOr<WindowSet> w = MakeWindows(*stream, t, 1, req.eval.name);
+  if (!w.ok() || w->count() == 0) return absl::OkStatus();
+  const at::Tensor ids = BatchIds(*w, 0, 1);
+  FCA_ASSIGN_OR_RETURN(const double twin_flops, FullFlopsPerToken(twin, ids));
+  for (ControlledModel* m : req.models) {
+    FCA_ASSIGN_OR_RETURN(const double model_flops, FullFlopsPerToken(*m, ids));
+    FCA_RETURN_IF_ERROR(CheckTwinFlops(m->info(), twin.info(), model_flops, twin_flops,
+                                       req.options.dense_twin_mismatch));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req) {
   ControlledModel& dense = *req.dense_twin;
   const AuditOptions& o = req.options;
   FCA_ASSIGN_OR_RETURN(std::vector<int32_t> stream,
@@ -76,8 +122,6 @@ absl::StatusOr<ExecutionResult> DenseTwinExecution(const AuditRequest& req,
   x.blocks_per_token = double(c.blocks_executed) / double(c.tokens);
   x.blocks_executed_fraction = double(c.blocks_executed) / double(c.blocks_total);
   x.flops_per_token = x.replay_flops_per_token = c.flops / double(c.tokens);
-  x.latency_us_per_token = us_per_token.empty() ? 0.0 : Median(us_per_token);
-  x.timing_repeats = static_cast<int64_t>(us_per_token.size());
   return x;
 }
 

@@ -44,9 +44,6 @@ class ModelAudit {
   // Every phase in turn (model_audit.cc).
   absl::StatusOr<ModelReport> Run();
 
-  // Dense-twin timings gathered while timing this model.
-  const std::vector<double>& dense_timings() const { return dense_us_per_token_; }
-
  private:
   // --------------------------------------------------------- Shared by the phases (model_audit.cc)
   // A forward, timed on the device. Replayed coefficients come from the
@@ -226,7 +223,6 @@ class ModelAudit {
   // calibration resample's profile (CalibrationResamples).
   std::map<InterventionId, std::vector<std::vector<double>>> calib_nll_;
   std::map<InterventionId, std::optional<TopkAgreement>> agreement_;
-  std::vector<double> dense_us_per_token_;
   // Per-sequence NLL of the LIVE pass and of `correct` on E, by window.
   std::vector<double> live_nll_, correct_nll_;
   ModelReport report_;

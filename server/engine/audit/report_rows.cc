@@ -328,6 +328,7 @@ json::Value AuditOptionsToJson(const AuditOptions& o) {
   v.Set("timing_max_repeats", json::Value::Int(o.timing_max_repeats));
   v.Set("timing_budget_seconds", Num(o.timing_budget_seconds));
   v.Set("timing_warmup", json::Value::Int(o.timing_warmup));
+  v.Set("dense_twin_mismatch", Str(o.dense_twin_mismatch));
   json::Value per_layer = json::Value::MakeArray();
   for (InterventionId id : o.per_layer_interventions) {
     per_layer.mutable_array().push_back(Str(InterventionName(id)));
@@ -359,7 +360,6 @@ json::Value ReportToJson(const AuditReport& report) {
     d.Set("blocks_per_token", Num(report.dense_twin->blocks_per_token));
     d.Set("blocks_executed_fraction", Num(report.dense_twin->blocks_executed_fraction));
     d.Set("flops_per_token", Num(report.dense_twin->flops_per_token));
-    d.Set("latency_us_per_token", Num(report.dense_twin->latency_us_per_token));
     v.Set("dense_twin", std::move(d));
   }
   json::Value agg = json::Value::MakeArray();

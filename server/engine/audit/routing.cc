@@ -14,6 +14,7 @@
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/coefficients.h"
+#include "server/engine/audit/execution.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
@@ -147,6 +148,41 @@ absl::StatusOr<std::optional<TopkAgreement>> MeasureTopkAgreement(const Controll
     out.fraction = static_cast<double>(same_total) / static_cast<double>(out.positions);
   }
   return std::optional<TopkAgreement>(std::move(out));
+}
+
+absl::StatusOr<std::vector<ExecutionResult::ExpertLoad>> MeasureExpertLoad(
+    const ControlledModel& model, const SiteTensors& live, int64_t batch_size) {
+  std::vector<ExecutionResult::ExpertLoad> out;
+  if (!HasRouters(model) || live.empty()) return out;
+  const std::vector<CoefficientSite>& sites = model.sites();
+  const int64_t n = live[0].size(0);
+  std::vector<std::vector<int64_t>> assigned(sites.size());
+  std::vector<int64_t> tokens(sites.size(), 0);
+  for (int64_t b = 0; b < n; b += batch_size) {
+    SiteTensors batch;
+    for (const at::Tensor& a : live) batch.push_back(a.slice(0, b, std::min(n, b + batch_size)));
+    FCA_ASSIGN_OR_RETURN(std::vector<at::Tensor> chosen, model.ChosenExperts(batch));
+    FCA_RETURN_IF_ERROR(GuardTorch("expert load", [&]() -> absl::Status {
+      c10::InferenceMode guard;
+      for (size_t s = 0; s < chosen.size() && s < sites.size(); ++s) {
+        if (!chosen[s].defined()) continue;
+        const at::Tensor counts =
+            at::bincount(chosen[s].reshape({-1}).to(at::kCPU), {}, sites[s].channels);
+        assigned[s].resize(static_cast<size_t>(counts.size(0)), 0);
+        for (int64_t e = 0; e < counts.size(0); ++e) assigned[s][e] += counts[e].item<int64_t>();
+        tokens[s] += chosen[s].size(0) * chosen[s].size(1);
+      }
+      return absl::OkStatus();
+    }));
+  }
+  for (size_t s = 0; s < sites.size(); ++s) {
+    if (tokens[s] > 0) out.push_back(MakeExpertLoad(sites[s].layer, assigned[s], tokens[s]));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ExecutionResult::ExpertLoad& x, const ExecutionResult::ExpertLoad& y) {
+              return x.layer < y.layer;
+            });
+  return out;
 }
 
 }  // namespace fca::engine

@@ -40,6 +40,14 @@ bool NeedsFloat32Reference(const ControlledModel& model);
     const ControlledModel& model, const SiteTensors& live, const Intervention& plan,
     int64_t batch_size);
 
+// The load of every router layer over evaluation windows [0, n) of `live`
+// (LIVE's recorded coefficients, A(x_i)), in batches of `batch_size`: the
+// experts `model`'s own top-k chooses (ChosenExperts, as LIVE ran them),
+// counted per expert, one ExpertLoad per router layer in layer order. Empty
+// for a model without routers.
+[[nodiscard]] absl::StatusOr<std::vector<ExecutionResult::ExpertLoad>> MeasureExpertLoad(
+    const ControlledModel& model, const SiteTensors& live, int64_t batch_size);
+
 }  // namespace fca::engine
 
 #endif  // FCA_SERVER_ENGINE_AUDIT_ROUTING_H_

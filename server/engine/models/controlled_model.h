@@ -86,6 +86,11 @@ struct ModelInfo {
   int64_t num_layers = 0;
   int64_t num_parameters = 0;
   ComputeOptions compute;
+  // The width of the residual stream and the attention heads, as the
+  // config states them; 0 where the family does not say (a dense twin is
+  // matched on them: fca.md "Execution").
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
 };
 
 // Thread-safe: Forward may run concurrently on one instance (the auditor runs

@@ -120,6 +120,8 @@ std::vector<CoefficientSite> DescribeMoe(const MoeConfig& config, ModelInfo* inf
   info->vocab_size = config.vocab_size;
   info->max_seq_len = config.max_position_embeddings;
   info->num_layers = config.num_hidden_layers;
+  info->hidden_size = config.hidden_size;
+  info->num_heads = config.num_attention_heads;
   std::vector<CoefficientSite> sites;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     sites.push_back({absl::StrCat("router.", l), kRouterFamily, l, config.num_experts});

@@ -470,6 +470,8 @@ std::vector<CoefficientSite> DescribeMuddPythia(const MuddPythiaConfig& config, 
   info->vocab_size = config.vocab_size;
   info->max_seq_len = config.block_size;
   info->num_layers = config.n_layer;
+  info->hidden_size = config.dim;
+  info->num_heads = config.n_head;
   std::vector<CoefficientSite> sites;
   for (int64_t i = 0; i < config.n_layer; ++i) {
     const int64_t streams = config.streams(i);

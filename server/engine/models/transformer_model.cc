@@ -98,6 +98,8 @@ std::vector<CoefficientSite> DescribeTransformer(const TransformerConfig& config
   info->vocab_size = config.vocab_size;
   info->max_seq_len = config.max_seq_len;
   info->num_layers = config.n_layers;
+  info->hidden_size = config.d_model;
+  info->num_heads = config.n_heads;
   std::vector<CoefficientSite> sites;
   if (!config.has_controller()) return sites;
   for (int64_t l = 0; l < config.n_layers; ++l) {

@@ -42,7 +42,8 @@
     return el('td', attrs, text);
   }
 
-  // "mean ± sd [min, max]" across the audited models (defined values only);
+  // "mean ± sd [min, max]" across the audited models (defined values only;
+  // one model's value alone: no spread to show);
   // for a metric shown as words, how many models say each word ("2 slower,
   // 1 no detectable difference", as `fca report` does).
   function acrossCell(m, extra) {
@@ -67,7 +68,7 @@
     });
     if (n === 0) return el('td', attrs, 'undefined');
     Object.assign(attrs, {'data-mean': a.mean, 'data-sd': a.sd, 'data-min': a.min, 'data-max': a.max});
-    let text = `${f(num(a.mean))} ± ${sd(num(a.sd))} [${f(num(a.min))}, ${f(num(a.max))}]`;
+    let text = n > 1 ? `${f(num(a.mean))} ± ${sd(num(a.sd))} [${f(num(a.min))}, ${f(num(a.max))}]` : f(num(a.mean));
     if (undef > 0) text += ` (${undef} undefined)`;
     return el('td', attrs, text);
   }

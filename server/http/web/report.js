@@ -25,6 +25,8 @@
 
   // A table with a row per (intervention, metric) and a column per model,
   // then mean ± sd [min, max] across models, then the dense twin.
+  // opts.cell(model, row): a cell of its own for a model, or null;
+  // opts.twinOmits(metric): the twin has no such number of its own.
   function metricTable(ix, caption, rows, opts = {}) {
     const many = ix.models.length > 1;
     const twin = opts.twin || '';
@@ -33,11 +35,32 @@
     if (twin) head.push({text: `${twin} (dense twin)`, num: true});
     return table({caption, head, id: opts.id, rows: rows.map((row) => {
       opts.shown && opts.shown.add(keyId(row.i, row.m));
-      const cells = ix.models.map((m) => resultCell(ix.find(m, row.i, row.m), row.m));
+      const cells = ix.models.map((m) => (opts.cell && opts.cell(m, row)) || resultCell(ix.find(m, row.i, row.m), row.m));
       if (many) cells.push(acrossCell(ix.metric(row.i, row.m)));
-      if (twin) cells.push(resultCell(ix.twin(row.i, row.m), row.m));
+      const omitted = opts.twinOmits && opts.twinOmits(metricOf(row.m));
+      if (twin) cells.push(omitted ? el('td', {class: 'num'}, '–') : resultCell(ix.twin(row.i, row.m), row.m));
       return {th: row.label, key: `${row.i}/${(ix.metric(row.i, row.m) || {}).metric || metricOf(row.m)}`, cells};
     })});
+  }
+
+  // A mixture of experts' blocks are its experts: "2 of 8" routed experts
+  // per token at each router layer ("1..2 of 8" when layers differ), as
+  // `fca report` shows them, not the sum over layers beside a dense
+  // model's count of layers; null for a model without routers.
+  function expertsOfE(ix, model) {
+    const ks = [];
+    const experts = new Map();  // layer -> E
+    for (const e of ix.entries()) {
+      if (e.i !== 'execution') continue;
+      const r = ix.find(model, e.i, e.key);
+      if (!r || !resultF.defined(r)) continue;
+      if (e.key.metric === 'experts_per_token') ks.push(num(resultF.value(r)));
+      if (e.key.metric === 'expert_share') experts.set(e.key.layer, (experts.get(e.key.layer) || 0) + 1);
+    }
+    if (!ks.length) return null;
+    const [lo, hi] = [Math.min(...ks), Math.max(...ks)];
+    const k = lo === hi ? general(lo) : `${general(lo)}..${general(hi)}`;
+    return el('td', {class: 'num', 'data-model': model, 'data-experts-per-token': k}, `${k} of ${Math.max(0, ...experts.values())}`);
   }
 
   const unitOf = (ix, i, m) => ((ix.metric(i, m) || {}).unit || '');
@@ -238,10 +261,17 @@
         {shown, rowHead: 'profile', id: 'table-retention'}) : el('p', {}, 'No retention rows.')));
 
     const execution = metricsUnder(vocab, 'execution').filter(([m]) => ix.metric('execution', m) || ix.twin('execution', m));
-    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token; slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with its t-interval; the verdict says slower or faster only when both timing blocks agree, else no detectable difference.',
+    // The twin is timed in every model's pairs: each model's column shows
+    // the twin's median of its own pairs (dense latency), and the twin's
+    // column no latency of its own (an older job stored one, from one
+    // model's pairs).
+    const mismatch = ((rep.job || {}).spec || {}).dense_twin_mismatch;
+    out.push(section('Execution', 'Counted blocks and matmul FLOPs per token (a mixture of experts: routed experts per token at each router layer, k of E); latency and dense latency: medians of the model\'s and of the dense twin\'s forwards in the model\'s own pairs; slowdown = geometric mean over interleaved pairs of t_model / t_dense, minus 1, with the Student t-interval of both timing blocks\' pairs pooled; the verdict says slower (faster) only when each of the two timing blocks\' own CIs lies above (below) 0, else no detectable difference, whatever the pooled CI.',
+      mismatch ? el('p', {class: 'note', id: 'twin-mismatch'}, `The spec lets the dense twin differ from the models (dense_twin_mismatch: ${mismatch}).`) : null,
       verdictLine(ix, rep.dense_twin),
       metricTable(ix, 'Execution', execution.map(([m, label]) => ({i: 'execution', m, label: m === 'slowdown_verdict' ? 'verdict vs dense twin' : label})),
-        {shown, twin: rep.dense_twin, id: 'table-execution'})));
+        {shown, twin: rep.dense_twin, id: 'table-execution', twinOmits: (m) => m === 'latency_us_per_token',
+          cell: (model, row) => (metricOf(row.m) === 'blocks_per_token' ? expertsOfE(ix, model) : null)})));
 
     // Mixture-of-experts routing, per layer (docs/moe.md): the execution
     // metrics per router layer (experts run per token, the load's entropy),
@@ -276,7 +306,7 @@
       const layerAgreement = entries.filter((e) => layerAgreementMetrics.includes(e.key.metric))
         .map((e) => ({i: e.i, m: e.key, label: `${e.i}, layer ${e.key.layer}`}))
         .sort((a, b) => a.i.localeCompare(b.i) || Number(a.m.layer) - Number(b.m.layer));
-      out.push(section('Routing', 'Mixture of experts: each intervention\'s top-k agreement with LIVE (the fraction of (token, router layer) routed to LIVE\'s expert set), then, in the LIVE pass, routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
+      out.push(section('Routing', 'Mixture of experts: each intervention\'s top-k agreement with LIVE (the fraction of (token, router layer) routed to LIVE\'s expert set), then, over every evaluation token (LIVE\'s recorded router coefficients through the model\'s own top-k), routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
         agreement.length ? metricTable(ix, 'Top-k agreement with LIVE', agreement, {shown, rowHead: 'intervention', id: 'table-topk'}) : null,
         layerAgreement.length ? el('details', {}, el('summary', {}, 'Top-k agreement per layer'),
           metricTable(ix, 'Top-k agreement with LIVE, per router layer', layerAgreement, {shown, rowHead: 'intervention', id: 'table-layer-topk'})) : null,

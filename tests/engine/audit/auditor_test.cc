@@ -232,7 +232,14 @@ TEST(AuditorTest, ExecutionAgainstADenseTwin) {
   ASSERT_TRUE(report->dense_twin.has_value());
   EXPECT_EQ(report->dense_twin->blocks_executed_fraction, 1.0);
   EXPECT_EQ(report->dense_twin->flops_per_token, x.replay_flops_per_token);
-  EXPECT_EQ(report->dense_twin->timing_repeats, x.timing_repeats);
+  // The twin's latency is each model's dense_latency_us_per_token, from the
+  // model's own pairs: the twin's own rows have none.
+  EXPECT_EQ(report->dense_twin->timing_repeats, 0);
+  ASSERT_TRUE(x.dense_latency_us_per_token.has_value());
+  EXPECT_GT(*x.dense_latency_us_per_token, 0);
+  for (const ResultRow& r : ExecutionRows(*report->dense_twin)) {
+    EXPECT_NE(r.metric, "latency_us_per_token");
+  }
   // Every execution figure is a row; the slowdown carries its CI.
   std::map<std::string, ResultRow> rows;
   for (const ResultRow& r : ExecutionRows(x)) rows[r.metric] = r;

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -217,6 +218,44 @@ TEST(RandomRouteTest, IsRefusedWithoutRouters) {
   auto plan = MakeIntervention(InterventionId::kRandomRoute, Context(live, *model, 1));
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(plan.status().message().find("routers only"), std::string::npos) << plan.status();
+}
+
+// Router logits that make the top-2 choose experts {0, 1} in the first
+// half of n windows and {2, 3} in the second: over all windows each of the
+// four takes a quarter of the assignments, entropy ln 4; the first batch
+// (the first half) alone would say a half each for 0 and 1.
+TEST(ExpertLoadTest, CountsEveryWindowThroughTheModelsTopK) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 8, t = 5, E = 8;
+  SiteTensors logits;
+  for (const CoefficientSite& site : model->sites()) {
+    ASSERT_EQ(site.channels, E);
+    at::Tensor a = at::zeros({n, t, E}, at::kFloat);
+    a.slice(0, 0, n / 2).slice(2, 0, 2).fill_(5.0);
+    a.slice(0, n / 2, n).slice(2, 2, 4).fill_(5.0);
+    logits.push_back(a);
+  }
+  auto load = MeasureExpertLoad(*model, logits, /*batch_size=*/n / 2);
+  ASSERT_TRUE(load.ok()) << load.status();
+  ASSERT_EQ(load->size(), model->sites().size());
+  for (size_t l = 0; l < load->size(); ++l) {
+    const ExecutionResult::ExpertLoad& x = (*load)[l];
+    EXPECT_EQ(x.layer, static_cast<int64_t>(l));
+    EXPECT_DOUBLE_EQ(x.experts_per_token, 2.0);
+    ASSERT_EQ(x.share.size(), static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) EXPECT_DOUBLE_EQ(x.share[e], e < 4 ? 0.25 : 0.0) << e;
+    EXPECT_NEAR(x.entropy, std::log(4.0), 1e-12);
+  }
+}
+
+TEST(ExpertLoadTest, NoRoutersNoLoad) {
+  auto model = testing::RandomModel(testing::TinyConfig("featuregate"), InitOptions{});
+  ASSERT_NE(model, nullptr);
+  const SiteTensors live = Record(*model, 2, 8, 1);
+  auto load = MeasureExpertLoad(*model, live, 2);
+  ASSERT_TRUE(load.ok()) << load.status();
+  EXPECT_TRUE(load->empty());
 }
 
 }  // namespace
