@@ -268,6 +268,10 @@ inline constexpr char kEta2Token[] = "eta2_token";
 inline constexpr char kEta2TokenPosition[] = "eta2_token_position";
 inline constexpr char kSiteEta2Token[] = "site_eta2_token";
 inline constexpr char kSiteEta2TokenPosition[] = "site_eta2_token_position";
+inline constexpr char kEta2TokenOos[] = "eta2_token_oos";
+inline constexpr char kEta2TokenPositionOos[] = "eta2_token_position_oos";
+inline constexpr char kSiteEta2TokenOos[] = "site_eta2_token_oos";
+inline constexpr char kSiteEta2TokenPositionOos[] = "site_eta2_token_position_oos";
 inline constexpr char kLookupTable[] = "lookup_table";
 inline constexpr char kSlowdownFirstBlock[] = "slowdown_first_block";
 inline constexpr char kSlowdownSecondBlock[] = "slowdown_second_block";
@@ -334,6 +338,10 @@ enum class MetricId : uint8_t {
   kEta2TokenPosition,
   kSiteEta2Token,
   kSiteEta2TokenPosition,
+  kEta2TokenOos,
+  kEta2TokenPositionOos,
+  kSiteEta2TokenOos,
+  kSiteEta2TokenPositionOos,
   kLookupTable,
   kSlowdownFirstBlock,
   kSlowdownSecondBlock,
