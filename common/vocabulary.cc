@@ -243,7 +243,7 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kShrunkCells, kShrunkCells, K::kModel, kStaticTokenPosition, "cells",
        "shrunk (token id, position) cells",
        "(token id, position) cells seen in calibration fewer than static_token_min_count times: "
-       "their mean is shrunk towards the site's per-position mean with weight n / (n + "
+       "their mean is shrunk towards their token id's value with weight n / (n + "
        "static_token_min_count)"},
       {M::kLayerNll, kLayerNll, K::kLayer, "", "nats/token", "NLL, intervention at one layer",
        "NLL with the intervention at one layer's sites and the correct coefficients elsewhere"},

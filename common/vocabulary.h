@@ -56,7 +56,7 @@ namespace fca {
     "token id, shrunk towards the site mean below static_token_min_count positions")           \
   X(kStaticTokenPosition, "static_token_position", true, true, kTokenKeyed,                    \
     "per site, the calibration mean at positions with the same (current token id, position), " \
-    "shrunk towards the site's per-position mean below static_token_min_count positions")      \
+    "shrunk towards the token's own value below static_token_min_count positions")             \
   X(kNeutral, "neutral", false, false, kInputIndependent,                                      \
     "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")       \
   X(kRandomRoute, "random_route", false, false, kInputIndependent,                             \

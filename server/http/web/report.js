@@ -195,6 +195,22 @@
         {i: 'replay', m: 'max_abs_logit_diff', label: labelOf(vocab, 'max_abs_logit_diff')},
       ].filter((r) => ix.metric(r.i, r.m)), {shown, id: 'table-replay'})));
 
+    // Per-site variation rows by metric and site (their typed key's site).
+    const siteKeys = new Map(ix.entries().filter((x) => x.i === 'variation' && x.key && x.key.site)
+      .map((x) => [`${x.key.metric}\t${x.key.site}`, x]));
+    const siteRow = (model, metric, site, show) => {
+      const e = siteKeys.get(`${metric}\t${site}`);
+      if (e && show) shown.add(keyId(e.i, e.key));
+      return e && ix.find(model, e.i, e.key);
+    };
+    // docs/fca.md "Lookup tables": in-sample beside out-of-sample per site;
+    // an exact table on E is what the architecture implies, not a finding.
+    const lookupMetrics = ['site_eta2_token', 'site_eta2_token_oos', 'site_eta2_token_position', 'site_eta2_token_position_oos'];
+    const lookupTable = (f, sites) => table({caption: `Lookup tables per site: ${f} (in-sample on E; oos = C's table on E)`,
+      head: ['model', 'site', ...lookupMetrics.map((m) => ({text: labelOf(vocab, m), num: true})), 'exact table on E'],
+      rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site),
+        ...lookupMetrics.map((m) => resultCell(siteRow(s.model, m, s.site, true), m)),
+        el('td', {}, s.lookup_table ? 'yes (expected from the architecture)' : '')]}))});
     const variation = [];
     for (const f of families) {
       variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`,
@@ -213,9 +229,12 @@
             rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site), el('td', {class: 'num'}, s.layer),
               el('td', {class: 'num', 'data-site': s.site, 'data-model': s.model, 'data-mean': s.mean}, general(num(s.mean))),
               el('td', {class: 'num', 'data-variance': s.variance}, general(num(s.variance)))]}))})));
+        if (sites.some((s) => siteRow(s.model, 'site_eta2_token', s.site))) {
+          variation.push(el('details', {}, el('summary', {}, `Lookup tables per site: ${f}`), lookupTable(f, sites)));
+        }
       }
     }
-    out.push(section('Coefficient variation', 'eta2 layer = share of the variance explained by one mean per site (layer identity); eta2 = by one mean per site and channel; the within-site variance splits into between-input and within-input parts.', variation));
+    out.push(section('Coefficient variation', 'eta2 layer = share of the variance explained by one mean per site (layer identity); eta2 = by one mean per site and channel; the within-site variance splits into between-input and within-input parts. Lookup tables: eta2 token (and token, position) are in-sample on E, high by chance with few repeats per key; the out-of-sample ones (C\'s static_token / static_token_position table on E) are the ones to read, below 0 when the table predicts E worse than E\'s mean. A site that is an exact table of (token, position) on E (FeatureGate\'s layer 0, whose controller sees only the current token\'s embedding and its position) is expected from the architecture, not a finding.', variation));
 
     const chart = penaltyChartOf(ix, interventions, 'penalty-chart');
     out.push(section('Functional dependence', 'penalty = NLL(I) − NLL(correct) in nats/token, with its paired 95% bootstrap CI.',
