@@ -195,22 +195,16 @@
         {i: 'replay', m: 'max_abs_logit_diff', label: labelOf(vocab, 'max_abs_logit_diff')},
       ].filter((r) => ix.metric(r.i, r.m)), {shown, id: 'table-replay'})));
 
-    // Per-site variation rows by metric and site (their typed key's site).
-    const siteKeys = new Map(ix.entries().filter((x) => x.i === 'variation' && x.key && x.key.site)
-      .map((x) => [`${x.key.metric}\t${x.key.site}`, x]));
-    const siteRow = (model, metric, site, show) => {
-      const e = siteKeys.get(`${metric}\t${site}`);
-      if (e && show) shown.add(keyId(e.i, e.key));
-      return e && ix.find(model, e.i, e.key);
-    };
-    // docs/fca.md "Lookup tables": in-sample beside out-of-sample per site;
-    // an exact table on E is what the architecture implies, not a finding.
-    const lookupMetrics = ['site_eta2_token', 'site_eta2_token_oos', 'site_eta2_token_position', 'site_eta2_token_position_oos'];
-    const lookupTable = (f, sites) => table({caption: `Lookup tables per site: ${f} (in-sample on E; oos = C's table on E)`,
-      head: ['model', 'site', ...lookupMetrics.map((m) => ({text: labelOf(vocab, m), num: true})), 'exact table on E'],
-      rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site),
-        ...lookupMetrics.map((m) => resultCell(siteRow(s.model, m, s.site, true), m)),
-        el('td', {}, s.lookup_table ? 'yes (expected from the architecture)' : '')]}))});
+    // docs/fca.md "Lookup tables": per site, the in-sample shares beside the
+    // out-of-sample ones (C's tables on E); an exact table on E is what the
+    // architecture implies, not a finding. Unset fields: undefined or not stored.
+    const lookupFields = [['eta2_token', 'site_eta2_token'], ['eta2_token_oos', 'site_eta2_token_oos'],
+      ['eta2_token_position', 'site_eta2_token_position'], ['eta2_token_position_oos', 'site_eta2_token_position_oos']];
+    const shareCell = (v) => el('td', {class: 'num'}, v === undefined || v === null ? '' : fixed(4)(num(v)));
+    const lookupTable = (f, sites) => table({caption: `Lookup tables per site: ${f} (in-sample on E; out of sample = C's table on E)`,
+      head: ['model', 'site', ...lookupFields.map(([, m]) => ({text: labelOf(vocab, m), num: true})), 'exact table on E'],
+      rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site), ...lookupFields.map(([field]) => shareCell(s[field])),
+        el('td', {}, s.lookup_table ? 'yes: expected from the architecture' : '')]}))});
     const variation = [];
     for (const f of families) {
       variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`,
@@ -229,7 +223,7 @@
             rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site), el('td', {class: 'num'}, s.layer),
               el('td', {class: 'num', 'data-site': s.site, 'data-model': s.model, 'data-mean': s.mean}, general(num(s.mean))),
               el('td', {class: 'num', 'data-variance': s.variance}, general(num(s.variance)))]}))})));
-        if (sites.some((s) => siteRow(s.model, 'site_eta2_token', s.site))) {
+        if (sites.some((s) => s.eta2_token !== undefined)) {
           variation.push(el('details', {}, el('summary', {}, `Lookup tables per site: ${f}`), lookupTable(f, sites)));
         }
       }
