@@ -502,7 +502,7 @@ std::string HelpText() {
       spec_fields::DefaultText(spec_fields::kBootstrapBlockLength) +
       "]\n"
       "  --static_token_min_count=M  static_token(_position) cells seen fewer than M\n"
-      "      times in calibration are shrunk towards the site (position) mean [" +
+      "      times in calibration are shrunk towards the site mean (a pair: its id's) [" +
       spec_fields::DefaultText(spec_fields::kStaticTokenMinCount) +
       "]\n"
       "  --calib_resamples=R   re-estimate the static profiles on R resamples of the\n"

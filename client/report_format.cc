@@ -211,6 +211,49 @@ TextTable VariationTable(const ReportView& r) {
   return t;
 }
 
+// fca.md "Lookup tables": the in-sample shares (E's own key means: high by
+// chance with few repeats per key) beside the out-of-sample ones (C's
+// tables on E), and the sites that are an exact table of (token, position)
+// on E. No rows for a job stored before these rows were written.
+TextTable LookupTable(const ReportView& r) {
+  const std::vector<std::pair<const char*, const char*>> shares = {
+      {"TOKEN IN-SAMPLE", kEta2Token},
+      {"TOKEN OOS", kEta2TokenOos},
+      {"(TOKEN, POS) IN-SAMPLE", kEta2TokenPosition},
+      {"(TOKEN, POS) OOS", kEta2TokenPositionOos}};
+  std::vector<TextTable::Column> cols = {{"FAMILY"}, {"MODEL"}};
+  for (const auto& [head, metric] : shares) cols.push_back({head, Align::kRight});
+  cols.push_back({"EXACT TABLE ON E (ARCHITECTURE)"});
+  TextTable t(cols);
+  t.set_key_columns(2);  // family, model
+  for (const std::string& f : r.families()) {
+    bool any = false;
+    for (const std::string& m : r.models()) {
+      std::vector<std::string> row = {f, m};
+      for (const auto& [head, metric] : shares) {
+        const v1::Result* share = r.Find(m, kVariation, FamilyKey(metric, f));
+        any = any || share != nullptr;
+        row.push_back(Cell(share, Fixed, 4));
+      }
+      std::vector<std::string> exact;
+      for (const SitePoint& s : r.Sites(m)) {
+        if (s.family() == f && s.lookup_table()) exact.push_back(s.site());
+      }
+      row.push_back(absl::StrJoin(exact, ", "));
+      if (any) t.AddRow(std::move(row));
+    }
+    if (any && r.models().size() > 1) {
+      std::vector<std::string> row = {f, kAcrossLabel};
+      for (const auto& [head, metric] : shares) {
+        row.push_back(AcrossCell(r.Across(kVariation, FamilyKey(metric, f)), Fixed, 4));
+      }
+      row.push_back("");
+      t.AddRow(std::move(row));
+    }
+  }
+  return t;
+}
+
 // The GROUP cell of a table in InGroupOrder (fca.md "Reading the
 // interventions in groups"): the group's name, with `reading` its
 // retention_reading, on the first row of each group; "" below it.
@@ -555,6 +598,19 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                  "identity), eta2 (site, channel) by one per site and channel; the within-site "
                  "variance splits into between-input and within-input parts",
                  VariationTable(r)});
+  TextTable lookup = LookupTable(r);
+  if (!lookup.empty()) {
+    out.push_back({"LOOKUP TABLES",
+                   "share of the within-site variance explained by the current token id, or by "
+                   "(token id, position): IN-SAMPLE on E (each key's own mean: high by chance "
+                   "with few repeats per key) and OOS, out of sample (C's static_token / "
+                   "static_token_position table on E; the one to read; below 0 when it predicts "
+                   "worse than E's mean). EXACT TABLE ON E: sites that are an exact function of "
+                   "(token, position) on E, expected from the architecture where the controller "
+                   "sees only the current token's embedding and its position (FeatureGate's "
+                   "layer 0), not a finding",
+                   std::move(lookup)});
+  }
   out.push_back({"FUNCTIONAL DEPENDENCE",
                  "penalty = NLL(I) - NLL(correct) in nats/token, with its paired 95% bootstrap CI",
                  DependenceTable(r)});

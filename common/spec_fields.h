@@ -231,7 +231,7 @@ inline constexpr SpecField kStaticTokenMinCount =
         .Engine("static_token_min_count")
         .Help(
             "calibration positions below which a static_token(_position) mean is shrunk towards "
-            "the site (position) mean")
+            "its prior (an id: the site mean; a pair: its id's value)")
         .Default(5)
         .Range(1, 1000000);
 // Calibration resampling (fca.md "Calibration uncertainty"): 0 is off;

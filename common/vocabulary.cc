@@ -243,7 +243,7 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kShrunkCells, kShrunkCells, K::kModel, kStaticTokenPosition, "cells",
        "shrunk (token id, position) cells",
        "(token id, position) cells seen in calibration fewer than static_token_min_count times: "
-       "their mean is shrunk towards the site's per-position mean with weight n / (n + "
+       "their mean is shrunk towards their token id's value with weight n / (n + "
        "static_token_min_count)"},
       {M::kLayerNll, kLayerNll, K::kLayer, "", "nats/token", "NLL, intervention at one layer",
        "NLL with the intervention at one layer's sites and the correct coefficients elsewhere"},
@@ -352,8 +352,9 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kBootstrapBlockLength, kBootstrapBlockLength, K::kModel, kReplay, "windows",
        "bootstrap block length", "the moving-block bootstrap's block length in windows"},
       {M::kEta2Token, kEta2Token, K::kFamily, kVariation, "1", "eta2 token",
-       "share of the family's within-site variance explained by the current token id (on E, "
-       "positions whose token occurs at least twice); n = those positions"},
+       "share of the family's within-site variance explained by the current token id (in "
+       "sample on E, positions whose token occurs at least twice: high by chance with few "
+       "repeats per token); n = those positions"},
       {M::kEta2TokenPosition, kEta2TokenPosition, K::kFamily, kVariation, "1",
        "eta2 (token, position)",
        "share of the family's within-site variance explained by (token id, position); n = "
@@ -363,9 +364,22 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kSiteEta2TokenPosition, kSiteEta2TokenPosition, K::kSite, kVariation, "1",
        "site eta2 (token, position)",
        "share of one site's variance explained by (token id, position)"},
+      {M::kEta2TokenOos, kEta2TokenOos, K::kFamily, kVariation, "1", "eta2 token (out of sample)",
+       "share of the family's within-site variance on E that C's static_token table explains "
+       "(E's scored positions; negative when it predicts worse than E's mean); n = positions"},
+      {M::kEta2TokenPositionOos, kEta2TokenPositionOos, K::kFamily, kVariation, "1",
+       "eta2 (token, position) (out of sample)",
+       "the same for C's static_token_position table; n = positions"},
+      {M::kSiteEta2TokenOos, kSiteEta2TokenOos, K::kSite, kVariation, "1",
+       "site eta2 token (out of sample)",
+       "share of one site's variance on E that C's static_token table explains"},
+      {M::kSiteEta2TokenPositionOos, kSiteEta2TokenPositionOos, K::kSite, kVariation, "1",
+       "site eta2 (token, position) (out of sample)",
+       "share of one site's variance on E that C's static_token_position table explains"},
       {M::kLookupTable, kLookupTable, K::kSite, kVariation, "1", "lookup table",
        "1 when the site's coefficients on E are an exact function of (token id, position) "
-       "(site eta2 (token, position) >= 1 - 1e-9), else 0"},
+       "(site eta2 (token, position) >= 1 - 1e-9), else 0; expected from the architecture where "
+       "the controller sees only the current token's embedding and its position"},
       {M::kSlowdownFirstBlock, kSlowdownFirstBlock, K::kModel, kExecution, "1",
        "slowdown, first timing block (CI)",
        "the slowdown and its t-interval over the first timing block's pairs (adaptive stop); n = "

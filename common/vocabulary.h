@@ -56,7 +56,7 @@ namespace fca {
     "token id, shrunk towards the site mean below static_token_min_count positions")           \
   X(kStaticTokenPosition, "static_token_position", true, true, kTokenKeyed,                    \
     "per site, the calibration mean at positions with the same (current token id, position), " \
-    "shrunk towards the site's per-position mean below static_token_min_count positions")      \
+    "shrunk towards the token's own value below static_token_min_count positions")             \
   X(kNeutral, "neutral", false, false, kInputIndependent,                                      \
     "the controller removed: FeatureGate gates 1, MUDDPythia the static dense_bs alone")       \
   X(kRandomRoute, "random_route", false, false, kInputIndependent,                             \
@@ -268,6 +268,10 @@ inline constexpr char kEta2Token[] = "eta2_token";
 inline constexpr char kEta2TokenPosition[] = "eta2_token_position";
 inline constexpr char kSiteEta2Token[] = "site_eta2_token";
 inline constexpr char kSiteEta2TokenPosition[] = "site_eta2_token_position";
+inline constexpr char kEta2TokenOos[] = "eta2_token_oos";
+inline constexpr char kEta2TokenPositionOos[] = "eta2_token_position_oos";
+inline constexpr char kSiteEta2TokenOos[] = "site_eta2_token_oos";
+inline constexpr char kSiteEta2TokenPositionOos[] = "site_eta2_token_position_oos";
 inline constexpr char kLookupTable[] = "lookup_table";
 inline constexpr char kSlowdownFirstBlock[] = "slowdown_first_block";
 inline constexpr char kSlowdownSecondBlock[] = "slowdown_second_block";
@@ -334,6 +338,10 @@ enum class MetricId : uint8_t {
   kEta2TokenPosition,
   kSiteEta2Token,
   kSiteEta2TokenPosition,
+  kEta2TokenOos,
+  kEta2TokenPositionOos,
+  kSiteEta2TokenOos,
+  kSiteEta2TokenPositionOos,
   kLookupTable,
   kSlowdownFirstBlock,
   kSlowdownSecondBlock,

@@ -4,7 +4,8 @@ README quotes it, so that docs_test can find the README's figures for rows the
 text report has no column for (penalty_block, retention_vs.<baseline>,
 eta2_token, the timing blocks, the between-model intervals); with the job's
 `fca results --format=csv` also its per-site lookup-table rows (lookup_table,
-site_eta2_token, site_eta2_token_position), which GetReport leaves out.
+site_eta2_token, site_eta2_token_position and their _oos rows), which GetReport
+leaves out.
 
     scripts/report_rows.py REPORT_JSON [RESULTS_CSV] > rows.txt
 
@@ -17,7 +18,8 @@ import csv
 import json
 import sys
 
-SITE_METRICS = ("lookup_table.", "site_eta2_token.", "site_eta2_token_position.")
+SITE_METRICS = ("lookup_table.", "site_eta2_token.", "site_eta2_token_position.",
+                "site_eta2_token_oos.", "site_eta2_token_position_oos.")
 
 
 def fmt(metric, unit, v):

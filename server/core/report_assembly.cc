@@ -220,6 +220,12 @@ std::vector<v1::SiteRow> ModelSites(const std::string& model, const ModelRows& r
       case MetricId::kSiteEta2TokenPosition:
         if (r.defined()) s.set_eta2_token_position(r.value());
         break;
+      case MetricId::kSiteEta2TokenOos:
+        if (r.defined()) s.set_eta2_token_oos(r.value());
+        break;
+      case MetricId::kSiteEta2TokenPositionOos:
+        if (r.defined()) s.set_eta2_token_position_oos(r.value());
+        break;
       case MetricId::kLookupTable:
         if (r.defined()) s.set_lookup_table(r.value() != 0);
         break;

@@ -207,6 +207,26 @@ TEST(ReportTest, SitesAreTypedRowsNotMetrics) {
   EXPECT_EQ(r.sites(3).model(), "s2");
 }
 
+// The lookup rows of a site, in sample and out of sample, become its
+// SiteRow's fields; an undefined one is left unset.
+TEST(ReportTest, SiteLookupSharesInAndOutOfSample) {
+  v1::Job job;
+  job.mutable_spec()->add_models("only");
+  const v1::GetReportResponse r = BuildReport(
+      job, {Row("only", "variation", "site_eta2_token.gate.0", 0.9),
+            Row("only", "variation", "site_eta2_token_oos.gate.0", -0.25),
+            Row("only", "variation", "site_eta2_token_position.gate.0", 1.0),
+            Undefined(Row("only", "variation", "site_eta2_token_position_oos.gate.0", 0.0)),
+            Row("only", "variation", "lookup_table.gate.0", 1.0)});
+  ASSERT_EQ(r.sites_size(), 1);
+  const v1::SiteRow& s = r.sites(0);
+  EXPECT_DOUBLE_EQ(s.eta2_token(), 0.9);
+  EXPECT_DOUBLE_EQ(s.eta2_token_oos(), -0.25);
+  EXPECT_DOUBLE_EQ(s.eta2_token_position(), 1.0);
+  EXPECT_FALSE(s.has_eta2_token_position_oos());
+  EXPECT_TRUE(s.lookup_table());
+}
+
 TEST(ReportTest, SingleModelHasZeroSdAndMinEqualsMax) {
   v1::Job job;
   job.mutable_spec()->add_models("only");

@@ -164,13 +164,16 @@ struct InterventionResult {
 };
 
 // The share of coefficient variance a key explains (fca.md "Lookup
-// tables"): eta2 = 1 - ss_within_key / ss_within_site over the positions
-// whose key (token id, or (token id, position)) occurs at least twice on E.
+// tables"): eta2 = 1 - ss_within_key / ss_within_site. In-sample: over the
+// positions whose key (token id, or (token id, position)) occurs at least
+// twice on E, around each key's means on E. Out-of-sample (the *_oos
+// shares): over E's scored positions, around the value C's table
+// (static_token / static_token_position) substitutes; can be negative.
 struct KeyedShare {
   std::optional<double> eta2;  // undefined without variance
   int64_t positions = 0;       // positions used
   double ss_within_site = 0;   // around the per-channel means of those positions
-  double ss_within_key = 0;    // around each key's per-channel means
+  double ss_within_key = 0;    // around each key's per-channel means (oos: C's table)
 };
 
 struct FamilyVariation {
@@ -190,6 +193,7 @@ struct FamilyVariation {
   bool simplex = false;
   // Lookup-table diagnostics, pooled over the family's sites.
   KeyedShare token, token_position;
+  KeyedShare token_oos, token_position_oos;  // C's tables on E
 };
 
 // One group's replay in the per-group dependence audit.
@@ -242,6 +246,7 @@ struct SiteVariation {
   double mean = 0;      // over sequences, positions, channels
   double variance = 0;  // around mu_{s,c}, per scalar
   KeyedShare token, token_position;
+  KeyedShare token_oos, token_position_oos;  // C's tables on E
   // token_position.eta2 >= 1 - 1e-9: on E the site is a table of (token,
   // position); undefined with token_position.eta2.
   std::optional<bool> lookup_table;

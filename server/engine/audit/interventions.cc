@@ -58,9 +58,8 @@ absl::Status CheckIds(const char* name, const char* what, const at::Tensor* ids,
   return absl::OkStatus();
 }
 
-// Per site a table [U + P, d_s]: the (shrunk) calibration mean of each of
-// the U cells, then the P priors (mu_s, or mu_{s,t} for each position t);
-// each evaluation position reads its cell's row.
+// Per site a table [R, d_s] of the values static_token(_position)
+// substitutes; each evaluation position reads its row.
 class StaticTokenIntervention : public Intervention {
  public:
   StaticTokenIntervention(SiteTensors tables, at::Tensor rows)
@@ -79,6 +78,79 @@ class StaticTokenIntervention : public Intervention {
   SiteTensors tables_;  // in the eval dtype and device
   at::Tensor rows_;     // [N, T] int64 on the eval device
 };
+
+// fca.md "Token-keyed profiles": a cell's calibration mean pulled toward
+// its prior, w = 1 from m positions on, n / (n + m) below. sums [U, d],
+// counts [U] (every cell of C has n >= 1), prior [U, d].
+at::Tensor Shrink(const at::Tensor& sums, const at::Tensor& counts, const at::Tensor& prior,
+                  double m) {
+  const at::Tensor w =
+      at::where(counts >= m, at::ones_like(counts), counts / (counts + m)).unsqueeze(1);
+  return w * (sums / counts.unsqueeze(1)) + (1 - w) * prior;
+}
+
+// The cells of C keyed one way, with each cell's count and per site the
+// sums of A(c) over its positions.
+struct CellSums {
+  TokenRows t;
+  at::Tensor counts;  // [U] float64
+  SiteTensors sums;   // per site [U, d_s] float64
+};
+
+CellSums SumCells(const at::Tensor& eval_keys, const at::Tensor& calib_keys,
+                  const SiteTensors& calib) {
+  CellSums c;
+  c.t = MapTokens(eval_keys, calib_keys);
+  const int64_t u = c.t.distinct.size(0);
+  c.counts = at::zeros({u}, at::kDouble)
+                 .index_add_(0, c.t.inverse, at::ones({c.t.inverse.size(0)}, at::kDouble));
+  for (const at::Tensor& coeff : calib) {
+    const int64_t d = coeff.size(2);
+    const at::Tensor a = coeff.to(at::kDouble).cpu().reshape({-1, d});
+    c.sums.push_back(at::zeros({u, d}, at::kDouble).index_add_(0, c.t.inverse, a));
+  }
+  return c;
+}
+
+// The shrinkage chain cell -> token -> site, in float64 on the CPU: per site
+// the rows [mu~_{s,v} for C's ids..., mu_s], and with `by_position` the
+// pairs' rows [mu~_{s,v,t} for C's pairs...] before them, each pair shrunk
+// toward its token's mu~_{s,v}. `rows`: the row each evaluation position
+// reads (an unseen pair its token's, an unseen id mu_s).
+struct TokenTable {
+  SiteTensors values;
+  at::Tensor rows;  // [N, T] int64
+};
+
+TokenTable BuildTokenTable(const InterventionContext& ctx, bool by_position) {
+  const double m = static_cast<double>(ctx.token_min_count);
+  const at::Tensor eval_ids = ctx.eval_ids->cpu(), calib_ids = ctx.calib_ids->cpu();
+  const CellSums tokens =
+      SumCells(CellKeys(eval_ids, false), CellKeys(calib_ids, false), *ctx.calib_coeff);
+  const int64_t ids = tokens.t.distinct.size(0);
+  TokenTable table;
+  for (size_t s = 0; s < tokens.sums.size(); ++s) {
+    const int64_t d = tokens.sums[s].size(1);
+    const at::Tensor mu = ctx.calib->site_mean[s].to(at::kDouble).cpu().view({1, d});
+    table.values.push_back(
+        at::cat({Shrink(tokens.sums[s], tokens.counts, mu.expand({ids, d}), m), mu}));
+  }
+  table.rows = tokens.t.rows;
+  if (!by_position) return table;
+  const int64_t length = eval_ids.size(1);
+  const CellSums pairs =
+      SumCells(CellKeys(eval_ids, true), CellKeys(calib_ids, true), *ctx.calib_coeff);
+  const int64_t cells = pairs.t.distinct.size(0);
+  // Each pair's id occurs in C: its row among the ids.
+  const at::Tensor token_row =
+      at::searchsorted(tokens.t.distinct, pairs.t.distinct.div(length, "floor"));
+  for (size_t s = 0; s < table.values.size(); ++s) {
+    const at::Tensor prior = table.values[s].index_select(0, token_row);
+    table.values[s] = at::cat({Shrink(pairs.sums[s], pairs.counts, prior, m), table.values[s]});
+  }
+  table.rows = at::where(pairs.t.rows == cells, cells + tokens.t.rows, pairs.t.rows);
+  return table;
+}
 
 class GroupIntervention : public Intervention {
  public:
@@ -134,39 +206,12 @@ absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(const Intervention
   }
   return GuardTorch(name, [&]() -> absl::StatusOr<std::unique_ptr<Intervention>> {
     c10::InferenceMode guard;
-    const TokenRows t = MapTokens(CellKeys(ctx.eval_ids->cpu(), by_position),
-                                  CellKeys(ctx.calib_ids->cpu(), by_position));
-    const int64_t u = t.distinct.size(0);
-    const at::Tensor counts =
-        at::zeros({u}, at::kDouble)
-            .index_add_(0, t.inverse, at::ones({t.inverse.size(0)}, at::kDouble));
-    // w = 1 from m positions on, n / (n + m) below.
-    const double m = static_cast<double>(ctx.token_min_count);
-    const at::Tensor w =
-        at::where(counts >= m, at::ones_like(counts), counts / (counts + m)).unsqueeze(1);
-    // Each evaluation position reads its cell's row, or past the U cells the
-    // prior of its position (static_token_position) or the one prior.
-    at::Tensor rows = t.rows;
-    if (by_position) {
-      const at::Tensor position = at::arange(length, at::kLong).unsqueeze(0).expand_as(rows);
-      rows = at::where(rows == u, u + position, rows);
-    }
-    SiteTensors tables;
+    TokenTable table = BuildTokenTable(ctx, by_position);
     for (size_t s = 0; s < eval.size(); ++s) {
-      const int64_t d = eval[s].size(2);
-      const at::Tensor a = (*ctx.calib_coeff)[s].to(at::kDouble).cpu().reshape({-1, d});
-      const at::Tensor sums = at::zeros({u, d}, at::kDouble).index_add_(0, t.inverse, a);
-      // [1, d] (mu_s) or [T, d] (mu_{s,t}).
-      const at::Tensor priors =
-          by_position ? ctx.calib->site_position_mean[s].to(at::kDouble).cpu().view({length, d})
-                      : ctx.calib->site_mean[s].to(at::kDouble).cpu().view({1, d});
-      const at::Tensor prior =
-          by_position ? priors.index_select(0, t.distinct % length) : priors.expand({u, d});
-      const at::Tensor means = w * (sums / counts.unsqueeze(1)) + (1 - w) * prior;
-      tables.push_back(at::cat({means, priors}).to(eval[s].options()));
+      table.values[s] = table.values[s].to(eval[s].options());
     }
-    return std::unique_ptr<Intervention>(
-        std::make_unique<StaticTokenIntervention>(std::move(tables), rows.to(eval[0].device())));
+    return std::unique_ptr<Intervention>(std::make_unique<StaticTokenIntervention>(
+        std::move(table.values), table.rows.to(eval[0].device())));
   });
 }
 

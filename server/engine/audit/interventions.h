@@ -24,9 +24,11 @@ namespace fca::engine {
 // is v. static_token_position: the same per (v, t).
 // With n the cell's count in C and m = ctx.token_min_count, a cell with
 // n < m reads w * mean + (1 - w) * prior, w = n / (n + m); the prior is
-// mu_s (static_token) or mu_{s,t} (static_token_position), and a cell C
-// never has (n = 0) reads the prior. INVALID_ARGUMENT when the ids or
-// calibration tensors are missing or misshapen.
+// mu_s for an id and the id's own (shrunk) value mu~_{s,v} for a pair
+// (v, t): cell -> token -> site. A cell C never has (n = 0) reads its
+// prior: an unseen pair of a seen id mu~_{s,v}, an unseen id mu_s.
+// INVALID_ARGUMENT when the ids or calibration tensors are missing or
+// misshapen.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Intervention>> MakeStaticToken(
     const InterventionContext& ctx, bool by_position);
 // The cells of C's table and those with fewer than min_count positions.

@@ -3,7 +3,13 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <map>
+#include <memory>
+
+#include "common/status_macros.h"
+#include "server/engine/audit/interventions.h"
+#include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {
@@ -43,7 +49,67 @@ void Pool(KeyedShare* into, const KeyedShare& site) {
   into->ss_within_key += site.ss_within_key;
 }
 
+// The scored positions t = 0..T-2 of [N, T, d] coefficients (the last
+// position's reach no scored prediction), in float64 on the CPU.
+at::Tensor Scored(const at::Tensor& a) {
+  return a.slice(1, 0, a.size(1) - 1).to(at::kDouble).cpu();
+}
+
+// Windows per step: the substituted values of a few windows at a time, not
+// a second copy of E's coefficients.
+constexpr int64_t kWindowsPerStep = 64;
+
+// Per site the sums of the out-of-sample share over E's scored positions:
+// around the value `by_position`'s intervention substitutes (C's table) and
+// around E's per-channel means.
+absl::StatusOr<std::vector<KeyedShare>> TableResiduals(const InterventionContext& ctx,
+                                                       bool by_position) {
+  FCA_ASSIGN_OR_RETURN(std::unique_ptr<Intervention> plan, MakeStaticToken(ctx, by_position));
+  return GuardTorch("lookup out of sample", [&]() -> absl::StatusOr<std::vector<KeyedShare>> {
+    c10::InferenceMode guard;
+    const SiteTensors& eval = *ctx.eval;
+    const int64_t n = eval[0].size(0), scored = eval[0].size(1) - 1;
+    std::vector<KeyedShare> out(eval.size());
+    if (scored <= 0) return out;
+    SiteTensors means;
+    for (const at::Tensor& a : eval) means.push_back(Scored(a).mean(at::IntArrayRef{0, 1}));
+    for (int64_t b = 0; b < n; b += kWindowsPerStep) {
+      const int64_t e = std::min(n, b + kWindowsPerStep);
+      const SiteTensors table = plan->Batch(b, e);
+      for (size_t s = 0; s < eval.size(); ++s) {
+        const at::Tensor a = Scored(eval[s].slice(0, b, e));
+        out[s].ss_within_key += (a - Scored(table[s])).pow(2).sum().item<double>();
+        out[s].ss_within_site += (a - means[s]).pow(2).sum().item<double>();
+      }
+    }
+    for (KeyedShare& k : out) k.positions = n * scored;
+    return out;
+  });
+}
+
 }  // namespace
+
+absl::Status AddOutOfSampleLookup(const InterventionContext& ctx, Variation* v) {
+  FCA_ASSIGN_OR_RETURN(const std::vector<KeyedShare> token, TableResiduals(ctx, false));
+  FCA_ASSIGN_OR_RETURN(const std::vector<KeyedShare> pair, TableResiduals(ctx, true));
+  std::map<std::string, FamilyVariation*> families;
+  for (FamilyVariation& f : v->families) families[f.family] = &f;
+  for (size_t s = 0; s < v->sites.size(); ++s) {
+    SiteVariation& site = v->sites[s];
+    site.token_oos = token[s];
+    site.token_position_oos = pair[s];
+    FamilyVariation& f = *families.at(site.family);
+    Pool(&f.token_oos, site.token_oos);
+    Pool(&f.token_position_oos, site.token_position_oos);
+    Finish(&site.token_oos);
+    Finish(&site.token_position_oos);
+  }
+  for (FamilyVariation& f : v->families) {
+    Finish(&f.token_oos);
+    Finish(&f.token_position_oos);
+  }
+  return absl::OkStatus();
+}
 
 void AddLookupDiagnostics(const SiteTensors& eval, const at::Tensor& ids, Variation* v) {
   c10::InferenceMode guard;

@@ -119,7 +119,7 @@ absl::StatusOr<ModelReport> ModelAudit::Run() {
   FCA_RETURN_IF_ERROR(RoutingFlips());
   report_.pass_seconds = Seconds(passes_start);
   report_.pass_flops = model_.counters().flops - flops_before;
-  Summarize();
+  FCA_RETURN_IF_ERROR(Summarize());
   FCA_RETURN_IF_ERROR(ExecutionAudit());
   report_.seconds = Seconds(start);
   {

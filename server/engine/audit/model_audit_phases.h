@@ -188,7 +188,7 @@ class ModelAudit {
   // windows"; the per-group replays are exploratory and not in the family).
   void AdjustHolm();
 
-  void Summarize();
+  [[nodiscard]] absl::Status Summarize();
 
   // The sum of each per-group intervention's group penalties against its
   // whole-model penalty (fca.md "Per-group dependence").

@@ -1,6 +1,7 @@
 // ModelAudit's statistics: penalties with their CIs and dependence, Holm,
 // additivity, retention and variation (model_audit_phases.h).
 #include "common/random.h"
+#include "common/status_macros.h"
 #include "server/engine/audit/interventions.h"
 #include "server/engine/audit/lookup.h"
 #include "server/engine/audit/model_audit_phases.h"
@@ -50,7 +51,7 @@ void ModelAudit::AdjustHolm() {
   for (size_t i = 0; i < family.size(); ++i) family[i]->p_holm = adjusted[i];
 }
 
-void ModelAudit::Summarize() {
+absl::Status ModelAudit::Summarize() {
   const std::vector<double>& ref = nll_[InterventionId::kCorrect];
   report_.bootstrap_block_length = BlockLength();
   report_.retention_baseline = InterventionName(opt_.retention_baseline);
@@ -76,8 +77,10 @@ void ModelAudit::Summarize() {
   }
   Variation v = ComputeVariation(eval_coeff_, model_.sites());
   AddLookupDiagnostics(eval_coeff_, eval_ids_, &v);
+  FCA_RETURN_IF_ERROR(AddOutOfSampleLookup(Context(), &v));
   report_.variation = std::move(v.families);
   report_.site_variation = std::move(v.sites);
+  return absl::OkStatus();
 }
 
 void ModelAudit::Additivity() {

@@ -160,6 +160,10 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.AddOptional(kVariation, FamilyKey(kEta2Token, f.family), f.token.eta2, f.token.positions);
     w.AddOptional(kVariation, FamilyKey(kEta2TokenPosition, f.family), f.token_position.eta2,
                   f.token_position.positions);
+    w.AddOptional(kVariation, FamilyKey(kEta2TokenOos, f.family), f.token_oos.eta2,
+                  f.token_oos.positions);
+    w.AddOptional(kVariation, FamilyKey(kEta2TokenPositionOos, f.family), f.token_position_oos.eta2,
+                  f.token_position_oos.positions);
   }
   // Per-site rows feed a report's per-layer plots.
   for (const SiteVariation& s : r.site_variation) {
@@ -168,6 +172,10 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     w.AddOptional(kVariation, SiteKey(kSiteEta2Token, s.site), s.token.eta2, s.token.positions);
     w.AddOptional(kVariation, SiteKey(kSiteEta2TokenPosition, s.site), s.token_position.eta2,
                   s.token_position.positions);
+    w.AddOptional(kVariation, SiteKey(kSiteEta2TokenOos, s.site), s.token_oos.eta2,
+                  s.token_oos.positions);
+    w.AddOptional(kVariation, SiteKey(kSiteEta2TokenPositionOos, s.site), s.token_position_oos.eta2,
+                  s.token_position_oos.positions);
     std::optional<double> table;
     if (s.lookup_table) table = *s.lookup_table ? 1.0 : 0.0;
     w.AddOptional(kVariation, SiteKey(kLookupTable, s.site), table, s.token_position.positions);

@@ -218,6 +218,16 @@
         {i: 'replay', m: 'max_abs_logit_diff', label: labelOf(vocab, 'max_abs_logit_diff')},
       ].filter((r) => ix.metric(r.i, r.m)), {shown, id: 'table-replay'})));
 
+    // docs/fca.md "Lookup tables": per site, the in-sample shares beside the
+    // out-of-sample ones (C's tables on E); an exact table on E is what the
+    // architecture implies, not a finding. Unset fields: undefined or not stored.
+    const lookupFields = [['eta2_token', 'site_eta2_token'], ['eta2_token_oos', 'site_eta2_token_oos'],
+      ['eta2_token_position', 'site_eta2_token_position'], ['eta2_token_position_oos', 'site_eta2_token_position_oos']];
+    const shareCell = (v) => el('td', {class: 'num'}, v === undefined || v === null ? '' : fixed(4)(num(v)));
+    const lookupTable = (f, sites) => table({caption: `Lookup tables per site: ${f} (in-sample on E; out of sample = C's table on E)`,
+      head: ['model', 'site', ...lookupFields.map(([, m]) => ({text: labelOf(vocab, m), num: true})), 'exact table on E'],
+      rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site), ...lookupFields.map(([field]) => shareCell(s[field])),
+        el('td', {}, s.lookup_table ? 'yes: expected from the architecture' : '')]}))});
     const variation = [];
     for (const f of families) {
       variation.push(el('h3', {}, f), metricTable(ix, `Coefficient variation: ${f}`,
@@ -236,9 +246,12 @@
             rows: sites.map((s) => ({th: s.model, cells: [el('td', {}, s.site), el('td', {class: 'num'}, s.layer),
               el('td', {class: 'num', 'data-site': s.site, 'data-model': s.model, 'data-mean': s.mean}, general(num(s.mean))),
               el('td', {class: 'num', 'data-variance': s.variance}, general(num(s.variance)))]}))})));
+        if (sites.some((s) => s.eta2_token !== undefined)) {
+          variation.push(el('details', {}, el('summary', {}, `Lookup tables per site: ${f}`), lookupTable(f, sites)));
+        }
       }
     }
-    out.push(section('Coefficient variation', 'eta2 layer = share of the variance explained by one mean per site (layer identity); eta2 = by one mean per site and channel; the within-site variance splits into between-input and within-input parts.', variation));
+    out.push(section('Coefficient variation', 'eta2 layer = share of the variance explained by one mean per site (layer identity); eta2 = by one mean per site and channel; the within-site variance splits into between-input and within-input parts. Lookup tables: eta2 token (and token, position) are in-sample on E, high by chance with few repeats per key; the out-of-sample ones (C\'s static_token / static_token_position table on E) are the ones to read, below 0 when the table predicts E worse than E\'s mean. A site that is an exact table of (token, position) on E (FeatureGate\'s layer 0, whose controller sees only the current token\'s embedding and its position) is expected from the architecture, not a finding.', variation));
 
     const chart = penaltyChartOf(ix, interventions, 'penalty-chart');
     out.push(section('Functional dependence', 'penalty = NLL(I) − NLL(correct) in nats/token, with its paired 95% bootstrap CI.',

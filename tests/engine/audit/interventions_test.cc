@@ -208,26 +208,24 @@ TEST(StaticTokenTest, MissingOrMisshapenIdsAreInvalidArgument) {
 
 // fca.md "Token-keyed profiles", by hand: the cell of evaluation position
 // (i, t) is its id v (by_position: (v, t)); n its count in C, mean its
-// calibration mean, prior mu_s (by_position: mu_{s,t}); w = 1 for n >= m,
-// n / (n + m) below (0 for a cell C never has).
+// calibration mean; w = 1 for n >= m, n / (n + m) below (0 for a cell C
+// never has). The prior is mu_s for an id and the id's own value (its cell
+// without position, shrunk toward mu_s) for a pair.
 double ExpectedTokenCell(const TokenCase& k, int64_t s, int64_t i, int64_t t, int64_t c,
                          bool by_position, int64_t m) {
   const int64_t v = k.eval_ids[i][t].item<int64_t>();
   const int64_t rows = k.calib_ids.size(0), length = k.calib_ids.size(1);
-  double n = 0, sum = 0, prior = 0, prior_n = 0;
+  double n = 0, sum = 0, mu = 0;
   for (int64_t j = 0; j < rows; ++j)
     for (int64_t u = 0; u < length; ++u) {
       const double a = k.calib[s][j][u][c].item<double>();
-      if (!by_position || u == t) {
-        prior += a;
-        prior_n += 1;
-      }
+      mu += a / static_cast<double>(rows * length);
       if (k.calib_ids[j][u].item<int64_t>() == v && (!by_position || u == t)) {
         sum += a;
         n += 1;
       }
     }
-  prior /= prior_n;
+  const double prior = by_position ? ExpectedTokenCell(k, s, i, t, c, false, m) : mu;
   if (n == 0) return prior;
   const double w = n >= m ? 1.0 : n / (n + m);
   return w * sum / n + (1 - w) * prior;
@@ -258,10 +256,47 @@ TEST(StaticTokenTest, ShrinksIdsSeenFewerThanTheMinimumCountTowardsTheSiteMean) 
   for (int64_t m : {1, 2, 3, 4, 100}) ExpectTokenTable(InterventionId::kStaticToken, false, m);
 }
 
-TEST(StaticTokenPositionTest, MeansPerTokenAndPositionShrunkTowardsThePositionMean) {
+TEST(StaticTokenPositionTest, MeansPerTokenAndPositionShrunkTowardsTheTokensValue) {
   for (int64_t m : {1, 2, 3, 100}) {
     ExpectTokenTable(InterventionId::kStaticTokenPosition, true, m);
   }
+}
+
+// The chain cell -> token -> site on numbers worked by hand, m = 3, one
+// site, d = 1. C (3 windows of 3):
+//   ids [0 0 1] [0 0 0] [0 1 0], a [2 4 12] [4 6 8] [6 18 12]; mu_s = 72/9 = 8.
+// Id 0: n = 7 >= 3, mean 42/7 = 6. Id 1: n = 2, mean 15, w = 2/5:
+// 0.4 * 15 + 0.6 * 8 = 10.8. Pairs: (0, 0) n = 3, mean 4: 4. (0, 1) 4, 6:
+// 0.4 * 5 + 0.6 * 6 = 5.6. (0, 2) 8, 12: 0.4 * 10 + 0.6 * 6 = 7.6. (1, 1) 18,
+// w = 1/4: 0.25 * 18 + 0.75 * 10.8 = 12.6. (1, 2) 12: 3 + 8.1 = 11.1. (1, 0)
+// is not in C: id 1's 10.8 (the old position prior would read mu_{s,0} = 4).
+// Id 7 is not in C: mu_s = 8.
+TEST(StaticTokenPositionTest, ShrinksACellTowardItsTokenAndTheTokenTowardTheSite) {
+  TokenCase k;
+  k.sites = {{"g.0", "g", 0, 1}};
+  k.calib_ids = at::tensor({0, 0, 1, 0, 0, 0, 0, 1, 0}, at::kLong).view({3, 3});
+  k.eval_ids = at::tensor({1, 0, 7, 0, 1, 1}, at::kLong).view({2, 3});
+  k.calib = {at::tensor({2.f, 4.f, 12.f, 4.f, 6.f, 8.f, 6.f, 18.f, 12.f}).view({3, 3, 1})};
+  k.eval = {at::zeros({2, 3, 1})};
+  k.stats = *ComputeCalibrationStats(k.calib, k.sites);
+  InterventionContext ctx = TokenContext(k);
+  ctx.token_min_count = 3;
+  for (const auto& [id, want] : {std::make_pair(InterventionId::kStaticTokenPosition,
+                                                std::vector<double>{10.8, 5.6, 8, 4, 12.6, 11.1}),
+                                 std::make_pair(InterventionId::kStaticToken,
+                                                std::vector<double>{10.8, 6, 8, 6, 10.8, 10.8})}) {
+    auto plan = MakeIntervention(id, ctx);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const at::Tensor out = (*plan)->Batch(0, 2)[0].to(at::kDouble).reshape({-1});
+    for (size_t p = 0; p < want.size(); ++p) {
+      EXPECT_NEAR(out[p].item<double>(), want[p], 1e-5) << InterventionName(id) << " " << p;
+    }
+  }
+  // shrunk_cells keeps its meaning: pairs of C with 0 < n < m.
+  auto cells = CountTokenCells(k.calib_ids, true, 3);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_EQ(cells->cells, 5);
+  EXPECT_EQ(cells->shrunk, 4);
 }
 
 // A coefficient that depends on the token and the position: the
