@@ -122,9 +122,9 @@ struct ResultRow {
 // What the penalty's per-window differences say beyond the i.i.d. CI
 // (fca.md "Correlated windows").
 struct PenaltyDependence {
-  Interval block_ci;           // moving-block bootstrap
+  Interval block_ci;           // circular block bootstrap
   std::optional<double> lag1;  // lag-1 autocorrelation of the differences
-  double p_value = 1;          // bootstrap p of penalty = 0 (i.i.d.)
+  double p_value = 1;          // bootstrap p of penalty = 0, on block_ci's resamples
   double p_holm = 1;           // Holm-adjusted over the model's whole-model penalties
 };
 
@@ -196,8 +196,9 @@ struct GroupDependence {
   std::string group;             // "3", "attn_gate.3", "attn_gate"
   std::optional<int64_t> layer;  // scope layer: the group's number
   double nll = 0;
-  double penalty = 0;   // NLL(I at g, correct elsewhere) - NLL(correct)
-  Interval penalty_ci;  // paired bootstrap, as for `penalty`
+  double penalty = 0;                    // NLL(I at g, correct elsewhere) - NLL(correct)
+  Interval penalty_ci;                   // paired bootstrap, as for `penalty`
+  std::vector<double> nll_per_sequence;  // what additivity's CI resamples
 };
 
 // The additivity check of one intervention's per-group replays (fca.md
@@ -205,8 +206,10 @@ struct GroupDependence {
 struct GroupAdditivity {
   std::string intervention;
   int64_t groups = 0;
-  double penalty_sum = 0;       // sum over groups of penalty(I at g)
-  std::optional<double> ratio;  // penalty_sum / penalty(I); undefined unless its CI > 0
+  double penalty_sum = 0;         // sum over groups of penalty(I at g)
+  std::optional<double> ratio;    // penalty_sum / penalty(I); undefined unless its block CI > 0
+  std::optional<Interval> ci;     // EstimateAdditivity's; undefined with > 5% dropped
+  int64_t dropped_resamples = 0;  // resamples whose joint penalty mean was <= 0
 };
 
 // Gap retention of one static profile P against one baseline B (fca.md
@@ -283,7 +286,7 @@ struct ModelReport {
   std::vector<std::string> eval_window_hashes, calib_window_hashes;
   std::vector<CoefficientSite> sites;
   double live_nll = 0;                 // NLL of the LIVE pass on E (see below)
-  int64_t bootstrap_block_length = 1;  // of the moving-block CIs
+  int64_t bootstrap_block_length = 1;  // of the circular block CIs
   // Windows whose coefficients came from the cache; their LIVE pass was
   // skipped and live_nll counts their `correct` replay (equal within the
   // fidelity tolerance).
