@@ -61,7 +61,7 @@ struct AuditOptions {
   // n / (n + m).
   int64_t static_token_min_count = spec_fields::kStaticTokenMinCount.Default<int64_t>();
   // Calibration resampling (fca.md "Calibration uncertainty"): the profiles
-  // of the interventions that read C re-estimated on this many moving-block
+  // of the interventions that read C re-estimated on this many circular block
   // resamples of C's windows, each replayed over E (one replay per resample
   // and intervention); 0: off.
   int calib_resamples = spec_fields::kCalibResamples.Default<int>();
@@ -196,9 +196,10 @@ struct GroupDependence {
   std::string group;             // "3", "attn_gate.3", "attn_gate"
   std::optional<int64_t> layer;  // scope layer: the group's number
   double nll = 0;
-  double penalty = 0;                    // NLL(I at g, correct elsewhere) - NLL(correct)
-  Interval penalty_ci;                   // paired bootstrap, as for `penalty`
-  std::vector<double> nll_per_sequence;  // what additivity's CI resamples
+  double penalty = 0;   // NLL(I at g, correct elsewhere) - NLL(correct)
+  Interval penalty_ci;  // paired bootstrap, as for `penalty`
+  // Per window, for the additivity CI's resamples.
+  std::vector<double> nll_per_sequence;
 };
 
 // The additivity check of one intervention's per-group replays (fca.md

@@ -217,7 +217,7 @@ double Variance(const std::vector<double>& x) {
 // fca.md "Correlated windows": for AR(1), x_t = phi x_{t-1} + e_t with unit
 // innovations, n Var(mean) -> 1 / (1 - phi)^2 (= 4 at phi = 0.5), while the
 // i.i.d. bootstrap sees only Var(x) = 1 / (1 - phi^2) (= 4/3). Averaged over
-// 32 series of 2000 values, the moving-block bootstrap (blocks of 50)
+// 32 series of 2000 values, the circular block bootstrap (blocks of 50)
 // recovers the first, the i.i.d. one the second; and the lag-1
 // autocorrelation is phi.
 TEST(StatisticsTest, BlockBootstrapRecoversTheVarianceOfAnAR1Mean) {
