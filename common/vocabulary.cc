@@ -382,8 +382,11 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kGroupAdditivity, kGroupAdditivity, K::kModel, "", "1", "additivity of the groups",
        "group_penalty_sum / the whole-model penalty (1: the groups' penalties add up to the "
        "joint one), with its block bootstrap CI; undefined unless the joint penalty's block CI "
-       "lies "
-       "above 0"},
+       "lies above 0"},
+      {M::kGroupAdditivityDropped, kGroupAdditivityDropped, K::kModel, "", "resamples",
+       "additivity resamples dropped",
+       "bootstrap resamples of group_additivity whose joint penalty mean was not positive (no "
+       "ratio); n = groups"},
       {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
        "1 when every site of the family has coefficients on the simplex (a softmax router): "
        "eta2_layer is then not applicable (undefined)"},

@@ -273,6 +273,7 @@ inline constexpr char kSlowdownFirstBlock[] = "slowdown_first_block";
 inline constexpr char kSlowdownSecondBlock[] = "slowdown_second_block";
 inline constexpr char kGroupPenaltySum[] = "group_penalty_sum";
 inline constexpr char kGroupAdditivity[] = "group_additivity";
+inline constexpr char kGroupAdditivityDropped[] = "group_additivity_dropped";
 inline constexpr char kSimplexValued[] = "simplex_valued";
 // fca.md "Calibration uncertainty".
 inline constexpr char kPenaltyCalib[] = "penalty_calib";
@@ -339,6 +340,7 @@ enum class MetricId : uint8_t {
   kSlowdownSecondBlock,
   kGroupPenaltySum,
   kGroupAdditivity,
+  kGroupAdditivityDropped,
   kSimplexValued,
   kPenaltyCalib,
   kPenaltyCalibSd,

@@ -260,13 +260,21 @@ TEST(AuditorScienceTest, PerLayerDependenceIsZeroWhereTheGateIsConstant) {
   // cross_input and neutral ran per layer only: no joint penalty, no ratio.
   EXPECT_FALSE(r.additivity[1].ratio.has_value());
   EXPECT_FALSE(r.additivity[1].ci.has_value());
-  bool ratio_row = false;
+  bool ratio_row = false, dropped_row = false;
   for (const ResultRow& x : ResultRows(r)) {
-    if (x.intervention != kStaticLayer || x.metric != "group_additivity") continue;
-    ratio_row = x.defined && x.ci_low && x.ci_high;
-    EXPECT_NEAR(x.ci_low.value_or(0), 1.0, 1e-6);
+    if (x.intervention != kStaticLayer) continue;
+    if (x.metric == "group_additivity") {
+      ratio_row = x.defined && x.ci_low && x.ci_high;
+      EXPECT_NEAR(x.ci_low.value_or(0), 1.0, 1e-6);
+    }
+    if (x.metric == "group_additivity_dropped") {
+      dropped_row = true;
+      EXPECT_EQ(x.value, 0.0);
+      EXPECT_EQ(x.n, 2);
+    }
   }
   EXPECT_TRUE(ratio_row);
+  EXPECT_TRUE(dropped_row);
   // Site scope: one group per site, and layer 0's sites are inert.
   req.options.per_layer_interventions = {InterventionId::kCrossInput};
   req.options.per_layer_scope = ScopeId::kSite;
