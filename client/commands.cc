@@ -498,7 +498,7 @@ std::string HelpText() {
       "  --retention_baseline=global_mean|neutral  the baseline of retention_pct [" +
       spec_fields::DefaultText(spec_fields::kRetentionBaseline) +
       "]\n"
-      "  --bootstrap_block_length=L  moving-block bootstrap blocks of L windows [" +
+      "  --bootstrap_block_length=L  circular block bootstrap blocks of L windows [" +
       spec_fields::DefaultText(spec_fields::kBootstrapBlockLength) +
       "]\n"
       "  --static_token_min_count=M  static_token(_position) cells seen fewer than M\n"

@@ -622,7 +622,7 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
   if (!calibration.empty()) {
     out.push_back({"CALIBRATION UNCERTAINTY",
                    "penalty of each intervention estimated on the calibration set: its "
-                   "moving-block CI over evaluation windows, and the CI that also resamples the "
+                   "circular block CI over evaluation windows, and the CI that also resamples the "
                    "calibration windows (R re-estimated profiles); CALIB SD = sd of the penalty "
                    "over the R profiles",
                    std::move(calibration)});

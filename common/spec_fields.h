@@ -220,7 +220,7 @@ inline constexpr SpecField kRetentionBaseline =
 inline constexpr SpecField kBootstrapBlockLength =
     Field("bootstrap_block_length", "bootstrap_block_length")
         .Engine("bootstrap_block_length")
-        .Help("moving-block bootstrap block length in windows; 0 = round(N^(1/3))")
+        .Help("circular block bootstrap block length in windows; 0 = round(N^(1/3))")
         .DefaultText("round(N^(1/3))")
         .Range(0, 100000);
 // The minimum count of static_token and static_token_position (fca.md

@@ -337,20 +337,21 @@ const std::vector<MetricDef>& MetricDefs() {
        "first batch, even when every window is cached)"},
       {M::kRetentionVs, kRetentionVs, K::kBaseline, "", "%", "gap retention vs baseline",
        "100 * (NLL(B) - NLL(P)) / (NLL(B) - NLL(correct)) against the baseline B named in the "
-       "row; undefined unless the gap's CI (B's penalty CI) lies above 0"},
+       "row; undefined unless the gap's CI (B's block CI, penalty_block) lies above 0"},
       {M::kRetentionDropped, kRetentionDropped, K::kBaseline, "", "resamples",
        "retention resamples dropped",
        "bootstrap resamples of the retention against B whose gap was not positive (no R)"},
       {M::kPenaltyBlock, kPenaltyBlock, K::kModel, "", "nats/token", "penalty (block CI)",
-       "the penalty with a moving-block bootstrap CI over consecutive evaluation windows (block "
+       "the penalty with a circular block bootstrap CI over consecutive evaluation windows (block "
        "length: replay/bootstrap_block_length)"},
       {M::kPenaltyLag1, kPenaltyLag1, K::kModel, "", "1", "lag-1 autocorrelation",
        "lag-1 autocorrelation of the per-window NLL differences (intervention - correct) in "
        "window order"},
       {M::kPenaltyPHolm, kPenaltyPHolm, K::kModel, "", "1", "penalty p (Holm)",
-       "bootstrap p-value of penalty = 0, Holm-adjusted over the model's penalties"},
+       "bootstrap p-value of penalty = 0 on the block CI's resamples, Holm-adjusted over the "
+       "model's penalties"},
       {M::kBootstrapBlockLength, kBootstrapBlockLength, K::kModel, kReplay, "windows",
-       "bootstrap block length", "the moving-block bootstrap's block length in windows"},
+       "bootstrap block length", "the circular block bootstrap's block length in windows"},
       {M::kEta2Token, kEta2Token, K::kFamily, kVariation, "1", "eta2 token",
        "share of the family's within-site variance explained by the current token id (in "
        "sample on E, positions whose token occurs at least twice: high by chance with few "
@@ -394,15 +395,20 @@ const std::vector<MetricDef>& MetricDefs() {
        "groups"},
       {M::kGroupAdditivity, kGroupAdditivity, K::kModel, "", "1", "additivity of the groups",
        "group_penalty_sum / the whole-model penalty (1: the groups' penalties add up to the "
-       "joint one); undefined unless the joint penalty's CI lies above 0"},
+       "joint one), with its block bootstrap CI; undefined unless the joint penalty's block CI "
+       "lies above 0"},
+      {M::kGroupAdditivityDropped, kGroupAdditivityDropped, K::kModel, "", "resamples",
+       "additivity resamples dropped",
+       "bootstrap resamples of group_additivity whose joint penalty mean was not positive (no "
+       "ratio); n = groups"},
       {M::kSimplexValued, kSimplexValued, K::kFamily, kVariation, "1", "simplex-valued",
        "1 when every site of the family has coefficients on the simplex (a softmax router): "
        "eta2_layer is then not applicable (undefined)"},
       {M::kPenaltyCalib, kPenaltyCalib, K::kModel, "", "nats/token",
        "penalty (CI with calibration)",
        "the penalty with a CI that also covers calibration uncertainty: each bootstrap resample "
-       "of the evaluation windows (moving blocks) replays a profile re-estimated on a "
-       "moving-block resample of the calibration windows; n = calibration resamples"},
+       "of the evaluation windows (circular blocks) replays a profile re-estimated on a "
+       "circular block resample of the calibration windows; n = calibration resamples"},
       {M::kPenaltyCalibSd, kPenaltyCalibSd, K::kModel, "", "nats/token",
        "penalty sd over calibration resamples",
        "sample sd of the penalty over the calibration resamples (the evaluation windows fixed): "

@@ -277,6 +277,7 @@ inline constexpr char kSlowdownFirstBlock[] = "slowdown_first_block";
 inline constexpr char kSlowdownSecondBlock[] = "slowdown_second_block";
 inline constexpr char kGroupPenaltySum[] = "group_penalty_sum";
 inline constexpr char kGroupAdditivity[] = "group_additivity";
+inline constexpr char kGroupAdditivityDropped[] = "group_additivity_dropped";
 inline constexpr char kSimplexValued[] = "simplex_valued";
 // fca.md "Calibration uncertainty".
 inline constexpr char kPenaltyCalib[] = "penalty_calib";
@@ -347,6 +348,7 @@ enum class MetricId : uint8_t {
   kSlowdownSecondBlock,
   kGroupPenaltySum,
   kGroupAdditivity,
+  kGroupAdditivityDropped,
   kSimplexValued,
   kPenaltyCalib,
   kPenaltyCalibSd,

@@ -59,7 +59,7 @@ ABSL_FLAG(int, fidelity_check_every, fca::spec_fields::kFidelityCheckEvery.Defau
 ABSL_FLAG(std::string, retention_baseline, fca::RetentionBaselineNames()[0],
           "audit: the baseline of retention_pct: global_mean or neutral");
 ABSL_FLAG(int64_t, bootstrap_block_length, 0,
-          "audit: moving-block bootstrap block length in windows (0 = round(N^(1/3)))");
+          "audit: circular block bootstrap block length in windows (0 = round(N^(1/3)))");
 ABSL_FLAG(int64_t, static_token_min_count,
           fca::spec_fields::kStaticTokenMinCount.Default<int64_t>(),
           "audit: calibration positions below which a static_token(_position) mean is shrunk");

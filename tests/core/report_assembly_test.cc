@@ -295,7 +295,7 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
     if (scope == kScopeLayer) d.layer = 0;
     m.dependence.push_back(d);
   }
-  m.additivity.push_back({kStaticLayer, 2, 0.3, 1.0});
+  m.additivity.push_back({kStaticLayer, 2, 0.3, 1.0, engine::Interval{0.9, 1.1}, 0});
   engine::FamilyVariation f;
   f.family = "attn_gate";
   f.eta2 = 0.5;

@@ -61,7 +61,7 @@ struct AuditOptions {
   // n / (n + m).
   int64_t static_token_min_count = spec_fields::kStaticTokenMinCount.Default<int64_t>();
   // Calibration resampling (fca.md "Calibration uncertainty"): the profiles
-  // of the interventions that read C re-estimated on this many moving-block
+  // of the interventions that read C re-estimated on this many circular block
   // resamples of C's windows, each replayed over E (one replay per resample
   // and intervention); 0: off.
   int calib_resamples = spec_fields::kCalibResamples.Default<int>();
@@ -125,9 +125,9 @@ struct ResultRow {
 // What the penalty's per-window differences say beyond the i.i.d. CI
 // (fca.md "Correlated windows").
 struct PenaltyDependence {
-  Interval block_ci;           // moving-block bootstrap
+  Interval block_ci;           // circular block bootstrap
   std::optional<double> lag1;  // lag-1 autocorrelation of the differences
-  double p_value = 1;          // bootstrap p of penalty = 0 (i.i.d.)
+  double p_value = 1;          // bootstrap p of penalty = 0, on block_ci's resamples
   double p_holm = 1;           // Holm-adjusted over the model's whole-model penalties
 };
 
@@ -205,6 +205,8 @@ struct GroupDependence {
   double nll = 0;
   double penalty = 0;   // NLL(I at g, correct elsewhere) - NLL(correct)
   Interval penalty_ci;  // paired bootstrap, as for `penalty`
+  // Per window, for the additivity CI's resamples.
+  std::vector<double> nll_per_sequence;
 };
 
 // The additivity check of one intervention's per-group replays (fca.md
@@ -212,8 +214,10 @@ struct GroupDependence {
 struct GroupAdditivity {
   std::string intervention;
   int64_t groups = 0;
-  double penalty_sum = 0;       // sum over groups of penalty(I at g)
-  std::optional<double> ratio;  // penalty_sum / penalty(I); undefined unless its CI > 0
+  double penalty_sum = 0;         // sum over groups of penalty(I at g)
+  std::optional<double> ratio;    // penalty_sum / penalty(I); undefined unless its block CI > 0
+  std::optional<Interval> ci;     // EstimateAdditivity's; undefined with > 5% dropped
+  int64_t dropped_resamples = 0;  // resamples whose joint penalty mean was <= 0
 };
 
 // Gap retention of one static profile P against one baseline B (fca.md
@@ -292,7 +296,7 @@ struct ModelReport {
   std::vector<std::string> eval_window_hashes, calib_window_hashes;
   std::vector<CoefficientSite> sites;
   double live_nll = 0;                 // NLL of the LIVE pass on E (see below)
-  int64_t bootstrap_block_length = 1;  // of the moving-block CIs
+  int64_t bootstrap_block_length = 1;  // of the circular block CIs
   // Windows whose coefficients came from the cache; their LIVE pass was
   // skipped and live_nll counts their `correct` replay (equal within the
   // fidelity tolerance).

@@ -150,7 +150,7 @@ class ModelAudit {
   std::vector<InterventionId> Recalibrated() const;
 
   // Calibration uncertainty (fca.md "Calibration uncertainty"): for each of
-  // calib_resamples moving-block resamples of C's windows, the statistics
+  // calib_resamples circular block resamples of C's windows, the statistics
   // and token tables are re-estimated from the recorded coefficients (no
   // forward) and each calibrated intervention is replayed over E: one
   // replay per resample and intervention.

@@ -119,6 +119,7 @@ absl::Status ModelAudit::DependencePasses() {
       d.penalty_ci =
           PairedBootstrapCI(nll, nll_[InterventionId::kCorrect], opt_.bootstrap_resamples,
                             opt_.ci_level, DeriveSeed(opt_.seed, "bootstrap"));
+      d.nll_per_sequence = std::move(nll);
       report_.dependence.push_back(std::move(d));
     }
   }

@@ -29,14 +29,17 @@ CalibratedPenalty ModelAudit::CalibratedPenaltyOf(InterventionId id) const {
 
 PenaltyDependence ModelAudit::WindowDependence(const std::vector<double>& nll) const {
   const std::vector<double>& ref = nll_.at(InterventionId::kCorrect);
-  const uint64_t seed = DeriveSeed(opt_.seed, "bootstrap");
   PenaltyDependence d;
-  d.block_ci = PairedBootstrapCI(nll, ref, opt_.bootstrap_resamples, opt_.ci_level,
-                                 DeriveSeed(opt_.seed, "block_bootstrap"), BlockLength());
+  // Holm's p on the block CI's own resamples: the test and the interval
+  // cannot disagree about which windows were drawn.
+  const BootstrapTest t =
+      PairedBootstrapTest(nll, ref, opt_.bootstrap_resamples, opt_.ci_level,
+                          DeriveSeed(opt_.seed, "block_bootstrap"), BlockLength());
+  d.block_ci = t.ci;
+  d.p_value = t.p_value;
   std::vector<double> diff(nll.size());
   for (size_t i = 0; i < nll.size(); ++i) diff[i] = nll[i] - ref[i];
   d.lag1 = Lag1Autocorrelation(diff);
-  d.p_value = BootstrapPValue(nll, ref, opt_.bootstrap_resamples, seed);
   return d;
 }
 
@@ -84,17 +87,28 @@ absl::Status ModelAudit::Summarize() {
 }
 
 void ModelAudit::Additivity() {
+  const std::vector<double>& ref = nll_.at(InterventionId::kCorrect);
   for (InterventionId id : opt_.per_layer_interventions) {
     const std::string name = InterventionName(id);
     GroupAdditivity a;
     a.intervention = name;
+    std::vector<std::vector<double>> groups;
     for (const GroupDependence& d : report_.dependence) {
       if (d.intervention != name) continue;
       ++a.groups;
       a.penalty_sum += d.penalty;
+      groups.push_back(d.nll_per_sequence);
     }
-    for (const InterventionResult& r : report_.interventions) {
-      if (r.name == name && r.penalty_ci.low > 0) a.ratio = a.penalty_sum / r.penalty;
+    // Without I's whole-model replay there is no joint penalty to divide
+    // by. With it, I's block CI (its penalty_block) decides, on the
+    // resamples of the ratio's own CI.
+    if (nll_.count(id)) {
+      const AdditivityEstimate e =
+          EstimateAdditivity(groups, nll_.at(id), ref, opt_.bootstrap_resamples, opt_.ci_level,
+                             DeriveSeed(opt_.seed, "block_bootstrap"), BlockLength());
+      a.ratio = e.ratio;
+      a.ci = e.ci;
+      a.dropped_resamples = e.dropped_resamples;
     }
     report_.additivity.push_back(std::move(a));
   }
@@ -105,8 +119,9 @@ void ModelAudit::Retention(InterventionId profile, InterventionId baseline) {
   RetentionPlan plan;
   plan.resamples = opt_.bootstrap_resamples;
   plan.level = opt_.ci_level;
-  plan.gap_seed = DeriveSeed(opt_.seed, "bootstrap");  // B's penalty CI
+  plan.gap_seed = DeriveSeed(opt_.seed, "block_bootstrap");  // B's penalty_block CI
   plan.retention_seed = DeriveSeed(opt_.seed, "retention");
+  plan.block_length = BlockLength();
   plan.min_gap = opt_.retention_min_gap;
   RetentionResult r;
   r.profile = InterventionName(profile);

@@ -146,7 +146,9 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
   }
   for (const GroupAdditivity& a : r.additivity) {
     w.Add(a.intervention, kGroupPenaltySum, a.penalty_sum, a.groups);
-    w.AddOptional(a.intervention, kGroupAdditivity, a.ratio, a.groups);
+    w.AddOptional(a.intervention, kGroupAdditivity, a.ratio, a.groups, a.ci);
+    w.Add(a.intervention, kGroupAdditivityDropped, static_cast<double>(a.dropped_resamples),
+          a.groups);
   }
   for (const FamilyVariation& f : r.variation) {
     w.Add(kVariation, FamilyKey(kSimplexValued, f.family), f.simplex ? 1.0 : 0.0, f.count);

@@ -33,50 +33,65 @@ double Median(std::vector<double> x) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+std::vector<int64_t> CircularBlockResample(int64_t n, int64_t block_length, Rng* rng) {
+  const int64_t l = std::clamp<int64_t>(block_length, 1, n);
+  std::vector<int64_t> out;
+  out.reserve(n);
+  while (static_cast<int64_t>(out.size()) < n) {
+    // Any start, wrapping past the end: every unit lies in L of the n
+    // possible blocks, the edges included, so none is under-drawn.
+    const int64_t start = static_cast<int64_t>(rng->Uniform(static_cast<uint64_t>(n)));
+    for (int64_t j = 0; j < l && static_cast<int64_t>(out.size()) < n; ++j) {
+      out.push_back((start + j) % n);
+    }
+  }
+  return out;
+}
+
 namespace {
 
-// The block bootstrap of BlockBootstrapMeans over series[r % series.size()]
-// for resample r: one stream of block starts whatever the series, so one
-// series gives BlockBootstrapMeans's means exactly. Every series has x's
-// length.
-std::vector<double> BlockMeansOver(const std::vector<std::vector<double>>& series, int resamples,
-                                   uint64_t seed, int64_t block_length) {
-  const size_t n = series[0].size();
-  const size_t l = static_cast<size_t>(std::clamp<int64_t>(block_length, 1, n));
-  const size_t starts = n - l + 1;
+// Calls visit(r, indices) for each of `resamples` circular block resamples
+// of n units, drawn one after another from one generator seeded `seed`.
+template <typename Visit>
+void ForEachResample(int64_t n, int resamples, uint64_t seed, int64_t block_length, Visit visit) {
   Rng rng(seed);
-  std::vector<double> means(resamples);
-  for (int r = 0; r < resamples; ++r) {
-    const std::vector<double>& x = series[r % series.size()];
-    double s = 0;
-    for (size_t k = 0; k < n;) {
-      const size_t start = rng.Uniform(starts);
-      for (size_t j = 0; j < l && k < n; ++j, ++k) s += x[start + j];
-    }
-    means[r] = s / n;
-  }
-  return means;
+  for (int r = 0; r < resamples; ++r) visit(r, CircularBlockResample(n, block_length, &rng));
+}
+
+double MeanAt(const std::vector<double>& x, const std::vector<int64_t>& indices) {
+  double s = 0;
+  for (int64_t i : indices) s += x[i];
+  return s / indices.size();
 }
 
 }  // namespace
 
+std::vector<std::vector<double>> BlockBootstrapMeansOf(
+    const std::vector<const std::vector<double>*>& series, int resamples, uint64_t seed,
+    int64_t block_length) {
+  std::vector<std::vector<double>> means(resamples, std::vector<double>(series.size()));
+  ForEachResample(static_cast<int64_t>(series[0]->size()), resamples, seed, block_length,
+                  [&](int r, const std::vector<int64_t>& indices) {
+                    for (size_t k = 0; k < series.size(); ++k) {
+                      means[r][k] = MeanAt(*series[k], indices);
+                    }
+                  });
+  return means;
+}
+
 std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamples, uint64_t seed,
                                         int64_t block_length) {
-  return BlockMeansOver({x}, resamples, seed, block_length);
+  std::vector<double> out;
+  out.reserve(resamples);
+  for (const std::vector<double>& m : BlockBootstrapMeansOf({&x}, resamples, seed, block_length)) {
+    out.push_back(m[0]);
+  }
+  return out;
 }
 
 std::vector<int64_t> BlockResampleIndices(int64_t n, int64_t block_length, uint64_t seed) {
-  const int64_t l = std::clamp<int64_t>(block_length, 1, n);
   Rng rng(seed);
-  std::vector<int64_t> out;
-  out.reserve(n);
-  while (static_cast<int64_t>(out.size()) < n) {
-    const int64_t start = static_cast<int64_t>(rng.Uniform(static_cast<uint64_t>(n - l + 1)));
-    for (int64_t j = 0; j < l && static_cast<int64_t>(out.size()) < n; ++j) {
-      out.push_back(start + j);
-    }
-  }
-  return out;
+  return CircularBlockResample(n, block_length, &rng);
 }
 
 int64_t AutoBlockLength(int64_t n) {
@@ -106,12 +121,15 @@ std::vector<double> Differences(const std::vector<double>& treated,
 
 }  // namespace
 
+Interval PercentileInterval(std::vector<double> values, double level) {
+  std::sort(values.begin(), values.end());
+  return {Quantile(values, (1 - level) / 2), Quantile(values, (1 + level) / 2)};
+}
+
 Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector<double>& reference,
                            int resamples, double level, uint64_t seed, int64_t block_length) {
-  std::vector<double> means =
-      BlockBootstrapMeans(Differences(treated, reference), resamples, seed, block_length);
-  std::sort(means.begin(), means.end());
-  return {Quantile(means, (1 - level) / 2), Quantile(means, (1 + level) / 2)};
+  return PercentileInterval(
+      BlockBootstrapMeans(Differences(treated, reference), resamples, seed, block_length), level);
 }
 
 Interval CalibratedBootstrapCI(const std::vector<std::vector<double>>& replicates,
@@ -119,21 +137,29 @@ Interval CalibratedBootstrapCI(const std::vector<std::vector<double>>& replicate
                                uint64_t seed, int64_t block_length) {
   std::vector<std::vector<double>> diffs;
   for (const std::vector<double>& t : replicates) diffs.push_back(Differences(t, reference));
-  std::vector<double> means = BlockMeansOver(diffs, resamples, seed, block_length);
-  std::sort(means.begin(), means.end());
-  return {Quantile(means, (1 - level) / 2), Quantile(means, (1 + level) / 2)};
+  std::vector<double> means(resamples);
+  ForEachResample(static_cast<int64_t>(reference.size()), resamples, seed, block_length,
+                  [&](int r, const std::vector<int64_t>& indices) {
+                    means[r] = MeanAt(diffs[r % diffs.size()], indices);
+                  });
+  return PercentileInterval(std::move(means), level);
 }
 
-double BootstrapPValue(const std::vector<double>& treated, const std::vector<double>& reference,
-                       int resamples, uint64_t seed, int64_t block_length) {
-  const std::vector<double> means =
-      BlockBootstrapMeans(Differences(treated, reference), resamples, seed, block_length);
+double BootstrapPValue(const std::vector<double>& means) {
   int64_t at_most = 0, at_least = 0;
   for (double m : means) {
     at_most += m <= 0;
     at_least += m >= 0;
   }
-  return std::min(1.0, 2.0 * (std::min(at_most, at_least) + 1) / (resamples + 1.0));
+  return std::min(1.0, 2.0 * (std::min(at_most, at_least) + 1) / (means.size() + 1.0));
+}
+
+BootstrapTest PairedBootstrapTest(const std::vector<double>& treated,
+                                  const std::vector<double>& reference, int resamples, double level,
+                                  uint64_t seed, int64_t block_length) {
+  const std::vector<double> means =
+      BlockBootstrapMeans(Differences(treated, reference), resamples, seed, block_length);
+  return {PercentileInterval(means, level), BootstrapPValue(means)};
 }
 
 std::vector<double> HolmAdjust(const std::vector<double>& p) {
@@ -227,39 +253,74 @@ std::optional<double> GapRetentionPercent(double nll_baseline, double nll_profil
   return 100.0 * (nll_baseline - nll_profile) / gap;
 }
 
+namespace {
+
+// A ratio's resamples leave out those where it has none; more than 5% left
+// out and what remains is no longer a resample of the estimate.
+std::optional<Interval> IntervalOfKept(std::vector<double> kept, int resamples, double level) {
+  if (kept.empty() || kept.size() < 0.95 * resamples) return std::nullopt;
+  return PercentileInterval(std::move(kept), level);
+}
+
+}  // namespace
+
 RetentionEstimate EstimateRetention(const std::vector<double>& nll_baseline,
                                     const std::vector<double>& nll_profile,
                                     const std::vector<double>& nll_correct,
                                     const RetentionPlan& plan) {
   RetentionEstimate out;
   out.gap = Mean(nll_baseline) - Mean(nll_correct);
-  out.gap_ci =
-      PairedBootstrapCI(nll_baseline, nll_correct, plan.resamples, plan.level, plan.gap_seed);
+  out.gap_ci = PairedBootstrapCI(nll_baseline, nll_correct, plan.resamples, plan.level,
+                                 plan.gap_seed, plan.block_length);
   if (!(out.gap_ci.low > 0)) return out;
   out.value =
       GapRetentionPercent(Mean(nll_baseline), Mean(nll_profile), Mean(nll_correct), plan.min_gap);
   if (!out.value) return out;
-  const size_t n = nll_correct.size();
-  Rng rng(plan.retention_seed);
   std::vector<double> values;
-  for (int r = 0; r < plan.resamples; ++r) {
-    double g = 0, p = 0, c = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = rng.Uniform(n);
-      g += nll_baseline[i];
-      p += nll_profile[i];
-      c += nll_correct[i];
-    }
-    std::optional<double> v = GapRetentionPercent(g / n, p / n, c / n, plan.min_gap);
+  for (const std::vector<double>& m :
+       BlockBootstrapMeansOf({&nll_baseline, &nll_profile, &nll_correct}, plan.resamples,
+                             plan.retention_seed, plan.block_length)) {
+    std::optional<double> v = GapRetentionPercent(m[0], m[1], m[2], plan.min_gap);
     if (v) {
       values.push_back(*v);
     } else {
       ++out.dropped_resamples;
     }
   }
-  if (values.empty() || values.size() < 0.95 * plan.resamples) return out;
-  std::sort(values.begin(), values.end());
-  out.ci = Interval{Quantile(values, (1 - plan.level) / 2), Quantile(values, (1 + plan.level) / 2)};
+  out.ci = IntervalOfKept(std::move(values), plan.resamples, plan.level);
+  return out;
+}
+
+AdditivityEstimate EstimateAdditivity(const std::vector<std::vector<double>>& nll_groups,
+                                      const std::vector<double>& nll_joint,
+                                      const std::vector<double>& nll_correct, int resamples,
+                                      double level, uint64_t seed, int64_t block_length) {
+  AdditivityEstimate out;
+  // sum_g mean_b(d_g) = mean_b(sum_g d_g): one summed vector resamples
+  // every group at once.
+  const std::vector<double> joint = Differences(nll_joint, nll_correct);
+  std::vector<double> summed(nll_correct.size(), 0.0);
+  for (const std::vector<double>& g : nll_groups) {
+    out.penalty_sum += Mean(g) - Mean(nll_correct);
+    for (size_t i = 0; i < summed.size(); ++i) summed[i] += g[i] - nll_correct[i];
+  }
+  const std::vector<std::vector<double>> means =
+      BlockBootstrapMeansOf({&joint, &summed}, resamples, seed, block_length);
+  std::vector<double> joint_means;
+  for (const std::vector<double>& m : means) joint_means.push_back(m[0]);
+  out.joint_ci = PercentileInterval(std::move(joint_means), level);
+  const double penalty = Mean(nll_joint) - Mean(nll_correct);
+  if (!(out.joint_ci.low > 0) || !(penalty > 0)) return out;
+  out.ratio = out.penalty_sum / penalty;
+  std::vector<double> ratios;
+  for (const std::vector<double>& m : means) {
+    if (m[0] > 0) {
+      ratios.push_back(m[1] / m[0]);
+    } else {
+      ++out.dropped_resamples;
+    }
+  }
+  out.ci = IntervalOfKept(std::move(ratios), resamples, level);
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/random.h"
+
 namespace fca::engine {
 
 double Mean(const std::vector<double>& x);
@@ -21,25 +23,42 @@ struct Interval {
 // (sequences): `resamples` draws of n units with replacement, seeded; the CI
 // is the (1-level)/2 and (1+level)/2 quantiles (linear interpolation).
 // Requires treated.size() == reference.size() >= 1 and resamples >= 1.
-// `block_length` > 1: the moving-block bootstrap (BlockBootstrapMeans).
+// `block_length` > 1: the circular block bootstrap (BlockBootstrapMeans).
 Interval PairedBootstrapCI(const std::vector<double>& treated, const std::vector<double>& reference,
                            int resamples, double level, uint64_t seed, int64_t block_length = 1);
 
-// The means of `resamples` moving-block bootstrap resamples of x (fca.md
-// "Correlated windows"): each resample concatenates blocks of
-// `block_length` consecutive values, each block starting at a uniform
-// position in [0, n - block_length], until it holds n values (the last
-// block cut short). block_length 1 is the i.i.d. bootstrap, drawing the
-// same indices from the same seed. Requires x non-empty, 1 <= block_length
-// <= n (larger is clamped to n).
+// The (1-level)/2 and (1+level)/2 quantiles of `values` (type 7, linear
+// interpolation between order statistics). Requires values non-empty.
+Interval PercentileInterval(std::vector<double> values, double level);
+
+// One circular block bootstrap resample of n units (Politis-Romano 1992;
+// fca.md "Correlated windows") drawn from `rng`: blocks of `block_length`
+// consecutive indices, each starting uniformly in [0, n - 1] and wrapping
+// (index (start + j) mod n), until n are drawn (the last block cut short).
+// Every unit is drawn once per resample in expectation, the edges included.
+// block_length 1 draws n indices uniformly, one Uniform(n) each: the i.i.d.
+// bootstrap. Requires n >= 1; block_length is clamped to [1, n].
+std::vector<int64_t> CircularBlockResample(int64_t n, int64_t block_length, Rng* rng);
+
+// The means of several equally long vectors over the same `resamples`
+// circular block resamples, drawn one after another from one generator
+// seeded `seed`: means[r][k] is the mean of *series[k] over resample r. The
+// one stream that every CI, p-value, retention and additivity interval of
+// a model reads, so that they cannot drift apart. Requires a non-empty
+// series list of equal, non-zero lengths.
+std::vector<std::vector<double>> BlockBootstrapMeansOf(
+    const std::vector<const std::vector<double>*>& series, int resamples, uint64_t seed,
+    int64_t block_length);
+
+// The means of `resamples` circular block bootstrap resamples of x
+// (BlockBootstrapMeansOf of x alone). block_length 1 is the i.i.d.
+// bootstrap, drawing the same indices from the same seed.
 std::vector<double> BlockBootstrapMeans(const std::vector<double>& x, int resamples, uint64_t seed,
                                         int64_t block_length);
 
-// The indices of one moving-block resample of n units (the calibration
-// windows' resampling, fca.md "Calibration uncertainty"): blocks of
-// `block_length` consecutive indices, each starting uniformly in [0, n -
-// block_length], until n are drawn (the last block cut short). Requires
-// n >= 1; block_length is clamped to [1, n].
+// The indices of one circular block resample of n units from a generator
+// seeded `seed` (the calibration windows' resampling, fca.md "Calibration
+// uncertainty"). Requires n >= 1; block_length is clamped to [1, n].
 std::vector<int64_t> BlockResampleIndices(int64_t n, int64_t block_length, uint64_t seed);
 
 // The penalty's CI with calibration uncertainty (fca.md "Calibration
@@ -63,11 +82,22 @@ int64_t AutoBlockLength(int64_t n);
 // / sum_t (x_t - m)^2; nullopt for fewer than 3 values or zero variance.
 std::optional<double> Lag1Autocorrelation(const std::vector<double>& x);
 
-// The bootstrap p-value of "mean(treated - reference) = 0" on the same
-// resampled means as the CI: min(1, 2 (min(#{m <= 0}, #{m >= 0}) + 1) /
-// (resamples + 1)).
-double BootstrapPValue(const std::vector<double>& treated, const std::vector<double>& reference,
-                       int resamples, uint64_t seed, int64_t block_length = 1);
+// The bootstrap p-value of "mean = 0" from resample means m_r:
+// min(1, 2 (min(#{m_r <= 0}, #{m_r >= 0}) + 1) / (R + 1)).
+double BootstrapPValue(const std::vector<double>& means);
+
+// A paired penalty's CI and its p-value from the same resample means
+// (PairedBootstrapCI's), so the test and the interval read one set of
+// resamples: p < 1 - level and "the CI excludes 0" agree except when the
+// count of means on the far side of 0 is within 2 of (1 - level) R / 2
+// (the p-value's +1 and the quantile's interpolation).
+struct BootstrapTest {
+  Interval ci;
+  double p_value = 1;
+};
+BootstrapTest PairedBootstrapTest(const std::vector<double>& treated,
+                                  const std::vector<double>& reference, int resamples, double level,
+                                  uint64_t seed, int64_t block_length);
 
 // Holm's step-down adjustment of p-values (family-wise error): with p
 // sorted ascending, p_adj(i) = max_{j <= i} min(1, (m - j + 1) p(j)), in the
@@ -107,18 +137,19 @@ std::optional<double> GapRetentionPercent(double nll_baseline, double nll_profil
 struct RetentionPlan {
   int resamples = 1000;
   double level = 0.95;
-  uint64_t gap_seed = 0;        // the gap's CI: the baseline's penalty CI seed
+  uint64_t gap_seed = 0;        // the gap's CI: the baseline's block CI seed
   uint64_t retention_seed = 0;  // R's own bootstrap
+  int64_t block_length = 1;     // L of both (1: the i.i.d. bootstrap)
   double min_gap = 1e-5;
 };
 
 // R(P) against one baseline, defined only where the gap is: the gap's
-// paired bootstrap CI (resamples of NLL(B) - NLL(correct), seeded as the
-// baseline's penalty CI) must lie above 0 and the gap be >= min_gap.
-// Then R's percentile bootstrap over sequences (the three NLL vectors
-// resampled together): a resample whose gap is below min_gap (not
-// positive) has no R and is dropped and counted; the CI is undefined when
-// more than 5% are dropped.
+// circular block bootstrap CI (resamples of NLL(B) - NLL(correct), seeded
+// and blocked as the baseline's penalty_block CI) must lie above 0 and the
+// gap be >= min_gap. Then R's percentile bootstrap over windows (the three
+// NLL vectors resampled together in circular blocks of the same length): a
+// resample whose gap is below min_gap (not positive) has no R and is
+// dropped and counted; the CI is undefined when more than 5% are dropped.
 struct RetentionEstimate {
   std::optional<double> value;  // percent
   std::optional<Interval> ci;
@@ -130,6 +161,26 @@ RetentionEstimate EstimateRetention(const std::vector<double>& nll_baseline,
                                     const std::vector<double>& nll_profile,
                                     const std::vector<double>& nll_correct,
                                     const RetentionPlan& plan);
+
+// The additivity of an intervention I's per-group replays (fca.md
+// "Per-group dependence"): ratio = sum_g penalty(I at g) / penalty(I),
+// defined only when I's block CI (`joint_ci`, the same as its
+// penalty_block) lies above 0. Its CI is the percentile interval over the
+// same circular block resamples of sum_g mean_b(d_g) / mean_b(d_I), d the
+// per-window differences against correct; a resample with mean_b(d_I) <= 0
+// has no ratio and is dropped and counted, and the CI is undefined when
+// more than 5% are dropped.
+struct AdditivityEstimate {
+  double penalty_sum = 0;  // sum_g mean(d_g)
+  std::optional<double> ratio;
+  std::optional<Interval> ci;
+  Interval joint_ci;
+  int64_t dropped_resamples = 0;
+};
+AdditivityEstimate EstimateAdditivity(const std::vector<std::vector<double>>& nll_groups,
+                                      const std::vector<double>& nll_joint,
+                                      const std::vector<double>& nll_correct, int resamples,
+                                      double level, uint64_t seed, int64_t block_length);
 
 // Mean, sample standard deviation (0 for one value), min and max.
 struct Summary {

@@ -6,8 +6,10 @@
 
 #include <map>
 
+#include "common/random.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/report_rows.h"
+#include "server/engine/audit/statistics.h"
 #include "server/engine/models/model_loader.h"
 #include "tests/engine/audit/auditor_fixture.h"
 #include "tests/testing/test_models.h"
@@ -118,6 +120,9 @@ TEST(AuditorScienceTest, StaticTokenRetainsTheWholeGapOfATokenLookupController) 
   ASSERT_NE(token, nullptr);
   ASSERT_TRUE(token->estimate.value.has_value());
   EXPECT_NEAR(*token->estimate.value, 100.0, 1e-3);
+  // Defined by the baseline's block CI (its penalty_block), the same resamples.
+  EXPECT_EQ(token->estimate.gap_ci.low, Find(r, kGlobalMean).windows.block_ci.low);
+  EXPECT_EQ(token->estimate.gap_ci.high, Find(r, kGlobalMean).windows.block_ci.high);
   ASSERT_TRUE(r.static_token_coverage.has_value());
   EXPECT_EQ(r.static_token_coverage->unseen_positions, 0);
   std::map<std::string, double> rows;
@@ -229,16 +234,47 @@ TEST(AuditorScienceTest, PerLayerDependenceIsZeroWhereTheGateIsConstant) {
   }
   EXPECT_TRUE(row);
   // The additivity check (fca.md "Per-group dependence"): with layer 0
-  // inert, static_layer's per-layer penalties add up to its joint one.
+  // inert, static_layer's per-layer penalties add up to its joint one, and
+  // window for window (layer 1's replay is the joint one), so every block
+  // resample's ratio is 1 too.
   ASSERT_EQ(r.additivity.size(), 3u);
   const GroupAdditivity& a = r.additivity[0];
+  const InterventionResult& joint = Find(r, kStaticLayer);
   EXPECT_EQ(a.intervention, kStaticLayer);
   EXPECT_EQ(a.groups, 2);
-  EXPECT_NEAR(a.penalty_sum, Find(r, kStaticLayer).penalty, 1e-9);
-  if (Find(r, kStaticLayer).penalty_ci.low > 0) {
-    ASSERT_TRUE(a.ratio.has_value());
-    EXPECT_NEAR(*a.ratio, 1.0, 1e-6);
+  EXPECT_NEAR(a.penalty_sum, joint.penalty, 1e-9);
+  ASSERT_GT(joint.windows.block_ci.low, 0);
+  ASSERT_TRUE(a.ratio.has_value());
+  EXPECT_NEAR(*a.ratio, 1.0, 1e-6);
+  ASSERT_TRUE(a.ci.has_value());
+  EXPECT_NEAR(a.ci->low, 1.0, 1e-6);
+  EXPECT_NEAR(a.ci->high, 1.0, 1e-6);
+  EXPECT_EQ(a.dropped_resamples, 0);
+  // Holm's p is read on the block CI's resamples (seed, L).
+  const uint64_t block_seed = DeriveSeed(req.options.seed, "block_bootstrap");
+  const BootstrapTest t = PairedBootstrapTest(
+      joint.nll_per_sequence, Find(r, kCorrect).nll_per_sequence, req.options.bootstrap_resamples,
+      req.options.ci_level, block_seed, r.bootstrap_block_length);
+  EXPECT_EQ(joint.windows.p_value, t.p_value);
+  EXPECT_EQ(joint.windows.block_ci.low, t.ci.low);
+  // cross_input and neutral ran per layer only: no joint penalty, no ratio.
+  EXPECT_FALSE(r.additivity[1].ratio.has_value());
+  EXPECT_FALSE(r.additivity[1].ci.has_value());
+  bool ratio_row = false, dropped_row = false;
+  for (const ResultRow& x : ResultRows(r)) {
+    if (x.intervention != kStaticLayer) continue;
+    if (x.metric == "group_additivity") {
+      ratio_row = x.defined && x.ci_low && x.ci_high;
+      EXPECT_NEAR(x.ci_low.value_or(0), 1.0, 1e-6);
+    }
+    if (x.metric == "group_additivity_dropped") {
+      dropped_row = true;
+      EXPECT_EQ(x.value, 0.0);
+      EXPECT_EQ(x.n, 2);
+    }
   }
+  EXPECT_TRUE(ratio_row);
+  EXPECT_TRUE(dropped_row);
   // Site scope: one group per site, and layer 0's sites are inert.
   req.options.per_layer_interventions = {InterventionId::kCrossInput};
   req.options.per_layer_scope = ScopeId::kSite;

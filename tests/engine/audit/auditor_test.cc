@@ -405,10 +405,19 @@ TEST(AuditorTest, CalibrationResamplingWidensTheCIOnlyWhereCalibrationVaries) {
     EXPECT_EQ(i.penalty, Find(off, i.name).penalty) << i.name;
     EXPECT_GT(i.calib->sd, 1e-6) << i.name;  // 1e-5 to 1e-4 here, 2e-9 above
   }
+  // Here the calibration sd (1e-5 to 1e-4) is a few percent of the block
+  // CI's width (about 1.2e-3), so the widening, about 1%, is below the
+  // percentile CI's Monte Carlo error (a few percent at 1000 resamples;
+  // the circular blocks' draws give -2.5%): the CI moves with the
+  // replicates and keeps its width. That it widens by the calibration
+  // variance is shown on constructed replicates (statistics_test.cc,
+  // CalibratedBootstrapAddsTheCalibrationVariance).
   const InterventionResult& layer = Find(varied, kStaticLayer);
   ASSERT_TRUE(layer.calib.has_value());
-  EXPECT_GT(layer.calib->ci.high - layer.calib->ci.low,
-            layer.windows.block_ci.high - layer.windows.block_ci.low);
+  EXPECT_NE(layer.calib->ci.low, layer.windows.block_ci.low);
+  EXPECT_NEAR(layer.calib->ci.high - layer.calib->ci.low,
+              layer.windows.block_ci.high - layer.windows.block_ci.low,
+              0.1 * (layer.windows.block_ci.high - layer.windows.block_ci.low));
   int calib_rows = 0;
   for (const ResultRow& row : ResultRows(varied)) {
     if (row.metric != kPenaltyCalib) continue;

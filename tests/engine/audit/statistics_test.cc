@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/random.h"
+#include "tests/engine/audit/series_testing.h"
 
 namespace fca::engine {
 namespace {
@@ -194,28 +195,10 @@ TEST(StatisticsTest, RetentionResamplesWithoutAPositiveGapAreDroppedAndCounted) 
   EXPECT_FALSE(e.ci.has_value());
 }
 
-// Standard normal draws (Box-Muller on the seeded generator).
-std::vector<double> Normals(Rng* rng, size_t n) {
-  std::vector<double> out;
-  while (out.size() < n) {
-    const double u1 = (rng->Uniform(1ull << 52) + 0.5) / double(1ull << 52);
-    const double u2 = rng->Uniform(1ull << 52) / double(1ull << 52);
-    out.push_back(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-  }
-  return out;
-}
-
-double Variance(const std::vector<double>& x) {
-  const double m = Mean(x);
-  double ss = 0;
-  for (double v : x) ss += (v - m) * (v - m);
-  return ss / (x.size() - 1);
-}
-
 // fca.md "Correlated windows": for AR(1), x_t = phi x_{t-1} + e_t with unit
 // innovations, n Var(mean) -> 1 / (1 - phi)^2 (= 4 at phi = 0.5), while the
 // i.i.d. bootstrap sees only Var(x) = 1 / (1 - phi^2) (= 4/3). Averaged over
-// 32 series of 2000 values, the moving-block bootstrap (blocks of 50)
+// 32 series of 2000 values, the circular block bootstrap (blocks of 50)
 // recovers the first, the i.i.d. one the second; and the lag-1
 // autocorrelation is phi.
 TEST(StatisticsTest, BlockBootstrapRecoversTheVarianceOfAnAR1Mean) {
@@ -296,8 +279,9 @@ TEST(StatisticsTest, CalibratedBootstrapAddsTheCalibrationVariance) {
   EXPECT_GT(with.high - with.low, 1.8 * (without.high - without.low));
 }
 
-// A moving-block resample of n indices: n of them, in runs of consecutive
-// indices inside [0, n), the same from the same seed.
+// A circular block resample of n indices: n of them, in runs of
+// consecutive indices that wrap from n - 1 to 0, the same from the same
+// seed; a block as long as the series is a rotation of it.
 TEST(StatisticsTest, BlockResampleIndices) {
   const std::vector<int64_t> a = BlockResampleIndices(10, 3, 5);
   ASSERT_EQ(a.size(), 10u);
@@ -305,12 +289,23 @@ TEST(StatisticsTest, BlockResampleIndices) {
     EXPECT_GE(a[k], 0);
     EXPECT_LT(a[k], 10);
     if (k % 3 != 0) {
-      EXPECT_EQ(a[k], a[k - 1] + 1) << k;
+      EXPECT_EQ(a[k], (a[k - 1] + 1) % 10) << k;
     }
   }
   EXPECT_EQ(a, BlockResampleIndices(10, 3, 5));
   EXPECT_NE(a, BlockResampleIndices(10, 3, 6));
-  EXPECT_EQ(BlockResampleIndices(4, 9, 1), (std::vector<int64_t>{0, 1, 2, 3}));
+  for (uint64_t seed = 1; seed < 20; ++seed) {
+    const std::vector<int64_t> r = BlockResampleIndices(4, 9, seed);
+    ASSERT_EQ(r.size(), 4u);
+    for (size_t k = 0; k < 4; ++k) EXPECT_EQ(r[k], (r[0] + int64_t(k)) % 4);
+  }
+  // Some draw wraps: blocks really start anywhere in [0, n - 1].
+  bool wrapped = false;
+  for (uint64_t seed = 1; seed < 50 && !wrapped; ++seed) {
+    const std::vector<int64_t> r = BlockResampleIndices(10, 3, seed);
+    for (size_t k = 1; k < r.size(); ++k) wrapped = wrapped || (k % 3 != 0 && r[k] == 0);
+  }
+  EXPECT_TRUE(wrapped);
 }
 
 TEST(StatisticsTest, HolmAdjustment) {
@@ -330,9 +325,12 @@ TEST(StatisticsTest, HolmAdjustment) {
 
 TEST(StatisticsTest, BootstrapPValue) {
   // Every resample mean is 0.5 > 0: p = 2 (0 + 1) / (R + 1).
-  EXPECT_NEAR(BootstrapPValue({1.5, 2.5}, {1.0, 2.0}, 99, 1), 0.02, 1e-12);
+  EXPECT_NEAR(PairedBootstrapTest({1.5, 2.5}, {1.0, 2.0}, 99, 0.95, 1, 1).p_value, 0.02, 1e-12);
   // Symmetric noise around 0: p is large.
-  EXPECT_GT(BootstrapPValue({1, -1, 1, -1, 2, -2}, {0, 0, 0, 0, 0, 0}, 999, 1), 0.5);
+  EXPECT_GT(PairedBootstrapTest({1, -1, 1, -1, 2, -2}, {0, 0, 0, 0, 0, 0}, 999, 0.95, 1, 1).p_value,
+            0.5);
+  // 0 counts on both sides: 2 means <= 0 of 9, so p = 2 (2 + 1) / 10.
+  EXPECT_NEAR(BootstrapPValue({-1, 0, 1, 2, 3, 4, 5, 6, 7}), 0.6, 1e-12);
 }
 
 // Tabulated two-sided 95% t quantiles.
