@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import http.server
 import json
-import re
 import subprocess
 import threading
 import time
@@ -22,29 +21,6 @@ def create_key(db, user, role="user"):
     out = subprocess.run([SERVER_BIN, f"--db={db}", f"--create_api_key={user}", f"--role={role}"],
                          capture_output=True, text=True, check=True)
     return out.stdout.strip()
-
-
-def docs_verify():
-    """The verify() of docs/operator-guide.md ("Verifying it"), as written."""
-    text = (SOURCE / "docs" / "operator-guide.md").read_text()
-    section = text.split("**Verifying it**", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    scope = {}
-    exec(code, scope)
-    return scope["verify"]
-
-
-def assert_docs_verify(secret, body, headers):
-    """A real delivery passes the docs' check; the same bytes replayed with a
-    fresh timestamp or another delivery id, or a changed body, do not."""
-    verify = docs_verify()
-    assert verify(secret, body, headers)
-    fresh = dict(headers, **{"X-Fca-Timestamp": str(int(headers["X-Fca-Timestamp"]) + 60)})
-    assert not verify(secret, body, fresh)
-    other = dict(headers, **{"X-Fca-Delivery": str(int(headers["X-Fca-Delivery"]) + 1)})
-    assert not verify(secret, body, other)
-    assert not verify(secret, body + b" ", headers)
-    assert not verify("0" * 64, body, headers)
 
 
 class Receiver(http.server.ThreadingHTTPServer):
@@ -188,7 +164,6 @@ def test_webhooks_deliver_a_signed_job_end(lab):
         signed = f'{headers["X-Fca-Timestamp"]}.{headers["X-Fca-Delivery"]}.'.encode() + body
         signature = "sha256=" + hmac.new(hook["secret"].encode(), signed, hashlib.sha256).hexdigest()
         assert headers["X-Fca-Signature-256"] == signature
-        assert_docs_verify(hook["secret"], body, headers)
         assert json.loads(body)["job_id"] == job.id
         bob.remove_webhook(hook["id"])
         assert len(bob.webhooks()) == 0

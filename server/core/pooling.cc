@@ -146,8 +146,9 @@ const std::vector<std::string>& PoolFreeSpecFields() {
       "batch_size",
       // Only refuses overlapping windows; the windows are the agree fields'.
       "allow_overlap",
-      // Free text.
-      "label",
+      // Free text: the job's label, and why its dense twin may differ in
+      // size (the twin itself must agree).
+      "label", "dense_twin_mismatch",
       // How long execution is timed against the twin.
       "timing_repeats", "timing_max_repeats", "timing_budget_seconds"};
   return *fields;

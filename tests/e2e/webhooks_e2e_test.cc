@@ -72,11 +72,12 @@ std::string RunDocumentedRecipe(const std::string& dir, const Post& post,
   WriteFile(dir + "/recipe.py",
             doc.substr(start + 10, end - start - 10) +
                 "\nimport sys\nbody = open(sys.argv[1], 'rb').read()\n"
-                "headers = {'X-Fca-Signature-256': sys.argv[2], 'X-Fca-Timestamp': sys.argv[3]}\n"
-                "print(verify(sys.argv[4], body, headers))\n");
+                "headers = {'X-Fca-Signature-256': sys.argv[2], 'X-Fca-Timestamp': sys.argv[3],\n"
+                "           'X-Fca-Delivery': sys.argv[4]}\n"
+                "print(verify(sys.argv[5], body, headers))\n");
   WriteFile(dir + "/body.json", post.body);
   CommandResult r = Run({"/usr/bin/env", "python3", dir + "/recipe.py", dir + "/body.json",
-                         post.signature, post.timestamp, secret});
+                         post.signature, post.timestamp, post.delivery, secret});
   return r.exit_code == 0 ? r.out : "python3 failed: " + r.err;
 }
 
@@ -182,10 +183,24 @@ TEST_F(WebhooksE2ETest, AnEndedJobIsPostedSignedToTheRegisteredWebhook) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const std::vector<Post> posts = Posts();
   ASSERT_EQ(posts.size(), 1u);
-  EXPECT_EQ(posts[0].signature, "sha256=" + HmacSha256Hex(secret, posts[0].body));
-  // The operator guide's Python recipe accepts it, and refuses another key.
+  // Signed: "<timestamp>.<delivery id>.<body>".
+  EXPECT_EQ(posts[0].signature,
+            "sha256=" + HmacSha256Hex(secret, posts[0].timestamp + "." + posts[0].delivery + "." +
+                                                  posts[0].body));
+  // The operator guide's Python recipe accepts it, and refuses another key,
+  // the same delivery replayed with a fresh timestamp (within its window) or
+  // under another delivery id, and a changed body (issue 40).
   EXPECT_EQ(RunDocumentedRecipe(root_, posts[0], secret), "True\n");
   EXPECT_EQ(RunDocumentedRecipe(root_, posts[0], std::string(64, '0')), "False\n");
+  Post replayed = posts[0];
+  replayed.timestamp = std::to_string(std::stoll(posts[0].timestamp) + 60);
+  EXPECT_EQ(RunDocumentedRecipe(root_, replayed, secret), "False\n");
+  Post other_id = posts[0];
+  other_id.delivery = std::to_string(std::stoll(posts[0].delivery) + 1);
+  EXPECT_EQ(RunDocumentedRecipe(root_, other_id, secret), "False\n");
+  Post changed = posts[0];
+  changed.body += " ";
+  EXPECT_EQ(RunDocumentedRecipe(root_, changed, secret), "False\n");
   absl::StatusOr<json::Value> body = json::Parse(posts[0].body);
   ASSERT_TRUE(body.ok()) << posts[0].body;
   EXPECT_EQ(body->Find("job_id")->as_int(), 1);

@@ -444,8 +444,10 @@ async function main() {
     else {
       for (const l of layers) if (!perLayer.rows.includes(l)) layerBad.push(`no table row ${l}`);
       REPORT.models.forEach((m, k) => {
+        // The share is defined where the block CI (penalty_block) lies above 0.
         const whole = m.results.find((r) => r.intervention === 'static_layer' && r.metric === 'penalty');
-        const ok = whole && whole.value !== null && whole.ci_low > 0;
+        const block = m.results.find((r) => r.intervention === 'static_layer' && r.metric === 'penalty_block');
+        const ok = whole && whole.value !== null && block && block.ci_low > 0;
         let best = null;
         for (const r of layerRows(m)) {
           const group = r.metric.replace('layer_penalty.', 'layer ');

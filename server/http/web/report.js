@@ -113,10 +113,11 @@
   }
 
   // A group's share of I's whole-model penalty: penalty(I at g) / penalty(I),
-  // only where the whole-model penalty's CI lies above 0 (as
-  // group_additivity; else the ratio has no meaning).
+  // only where the whole-model penalty's block CI (penalty_block, the CI
+  // every decision reads) lies above 0, as for group_additivity; else the
+  // ratio has no meaning.
   function shareOf(ix, model, i, metric) {
-    const whole = ix.find(model, i, 'penalty');
+    const whole = ix.find(model, i, 'penalty_block');
     const part = ix.find(model, i, metric);
     if (!whole || !part || !resultF.defined(whole) || !resultF.defined(part) || !(num(resultF.ciLow(whole)) > 0)) return NaN;
     return num(resultF.value(part)) / num(resultF.value(whole));
