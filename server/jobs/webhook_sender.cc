@@ -66,7 +66,7 @@ void WebhookSender::Loop() {
   }
 }
 
-int WebhookSender::Dispatch(std::vector<storage::WebhookDelivery> due) {
+void WebhookSender::Dispatch(std::vector<storage::WebhookDelivery> due) {
   // Round-robin across projects, each project's in the store's order.
   std::map<std::string, std::deque<storage::WebhookDelivery>> by_project;
   std::vector<std::string> order;
@@ -77,7 +77,6 @@ int WebhookSender::Dispatch(std::vector<storage::WebhookDelivery> due) {
     mine.push_back(std::move(d));
   }
   const size_t busy_limit = static_cast<size_t>(std::max(1, options_.concurrency));
-  int queued = 0;
   for (bool any = true; any && busy_hooks_.size() < busy_limit;) {
     any = false;
     for (const std::string& project : order) {
@@ -88,11 +87,9 @@ int WebhookSender::Dispatch(std::vector<storage::WebhookDelivery> due) {
       ++busy_projects_[project];
       queue_.push_back(std::move(mine.front()));
       mine.pop_front();
-      ++queued;
       any = true;
     }
   }
-  return queued;
 }
 
 void WebhookSender::Work() {

@@ -92,9 +92,8 @@ class WebhookSender {
   std::vector<storage::WebhookDelivery> Due();
   // The dispatcher: hands due deliveries to the delivery threads.
   void Loop();
-  // Queues what may start now of `due` (ordered fairly across projects);
-  // returns how many it queued.
-  int Dispatch(std::vector<storage::WebhookDelivery> due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues what may start now of `due` (ordered fairly across projects).
+  void Dispatch(std::vector<storage::WebhookDelivery> due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Work();
   int64_t NowUs() const;
   bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_.load() || wake_; }
