@@ -375,6 +375,13 @@ absl::Status Server::StartHttp(const auth::Authenticator& authenticator) {
   gateway.ready = [store = served_.store, coordinator = served_.coordinator]() -> absl::Status {
     if (!coordinator->Running()) return absl::UnavailableError("the coordinator is not running");
     FCA_RETURN_IF_ERROR(store->CheckFile());  // deleted or replaced under the server
+    if (const int64_t blocked_us = store->WritesBlockedForUs();
+        blocked_us > storage::Store::kWriteStallLimitUs) {
+      return absl::UnavailableError(absl::StrFormat(
+          "the store cannot take writes: another process has held the database's write lock "
+          "for %d s",
+          blocked_us / 1000000));
+    }
     absl::StatusOr<int64_t> queued = store->CountJobs(std::nullopt, {storage::JobState::kQueued});
     if (!queued.ok()) {
       return absl::UnavailableError(

@@ -9,7 +9,9 @@
 #ifndef FCA_STORAGE_RECURSIVE_MUTEX_H_
 #define FCA_STORAGE_RECURSIVE_MUTEX_H_
 
+#include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 
@@ -17,11 +19,24 @@ namespace fca::storage {
 
 class ABSL_LOCKABLE RecursiveMutex {
  public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_.lock();
+    if (depth_++ == 0) owner_.store(std::this_thread::get_id());
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    if (--depth_ == 0) owner_.store(std::thread::id());
+    mu_.unlock();
+  }
+  // Whether the calling thread holds it (Store: a read inside one of its
+  // transactions must see that transaction's writes).
+  bool HeldByThisThread() const { return owner_.load() == std::this_thread::get_id(); }
 
  private:
   std::recursive_mutex mu_;
+  int depth_ = 0;  // changed only by the thread holding mu_
+  // Another thread may read it while the holder changes it: only the
+  // holder's own id can ever compare equal.
+  std::atomic<std::thread::id> owner_{};
 };
 
 // Holds a RecursiveMutex for its scope.

@@ -78,11 +78,18 @@ absl::StatusOr<bool> Statement::Step() {
   if (bind_error_ != 0) return db_->Error(bind_error_, what_);
   // A write that starts outside a transaction (BEGIN IMMEDIATE included)
   // asks the write check first.
-  if (db_->write_check_ && db_->depth_ == 0 && sqlite3_stmt_busy(stmt_) == 0 &&
-      sqlite3_stmt_readonly(stmt_) == 0) {
-    FCA_RETURN_IF_ERROR(db_->write_check_());
-  }
+  const bool outer_write =
+      db_->depth_ == 0 && sqlite3_stmt_busy(stmt_) == 0 && sqlite3_stmt_readonly(stmt_) == 0;
+  if (outer_write && db_->write_check_) FCA_RETURN_IF_ERROR(db_->write_check_());
   const int rc = sqlite3_step(stmt_);
+  if (outer_write && db_->write_outcome_) {
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+      db_->write_outcome_(/*blocked=*/true);
+    } else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+      db_->write_outcome_(/*blocked=*/false);
+    }
+  }
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   return db_->Error(rc, what_);
@@ -173,13 +180,15 @@ absl::StatusOr<int64_t> BlobReader::AppendTo(int64_t rowid, std::string* out) {
 // ----------------------------------------------------------------- Database
 
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
-                                                         int busy_timeout_ms) {
+                                                         int busy_timeout_ms, bool read_only) {
   sqlite3* raw = nullptr;
   // NOMUTEX: Store serializes every use of the connection itself.
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  const int flags =
+      (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+      SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   // The handle is allocated even when opening fails and must be closed.
-  std::unique_ptr<Database> db(new Database(raw));
+  std::unique_ptr<Database> db(new Database(raw, busy_timeout_ms));
   if (rc != SQLITE_OK) return db->Error(rc, "open database");
   sqlite3_extended_result_codes(raw, 1);
   const int busy_rc = sqlite3_busy_timeout(raw, busy_timeout_ms);
@@ -276,6 +285,14 @@ absl::Status Database::Transaction(const std::function<absl::Status()>& fn) {
     return commit;
   }
   return absl::OkStatus();
+}
+
+absl::Status Database::ProbeWriteLock() {
+  sqlite3_busy_timeout(db_, 0);
+  absl::Status begun = Execute("BEGIN IMMEDIATE", "probe the write lock");
+  sqlite3_busy_timeout(db_, busy_timeout_ms_);
+  FCA_RETURN_IF_ERROR(begun);
+  return Execute("ROLLBACK", "probe the write lock");
 }
 
 absl::StatusOr<std::string> Database::IntegrityReport() const {

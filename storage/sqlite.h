@@ -114,8 +114,11 @@ class Database {
   // Opens (creating if needed) the database at `path`; ":memory:" is a
   // private in-memory database. Extended result codes are enabled and the
   // busy handler waits up to `busy_timeout_ms` for locks held elsewhere.
+  // `read_only`: an existing file, opened for reading only (Store's read
+  // connection).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
-                                                                      int busy_timeout_ms);
+                                                                      int busy_timeout_ms,
+                                                                      bool read_only = false);
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
   ~Database();
@@ -149,6 +152,17 @@ class Database {
   // non-OK status is returned instead and nothing is written. The store
   // refuses writes to a database file that was deleted or replaced.
   void set_write_check(std::function<absl::Status()> check) { write_check_ = std::move(check); }
+  // Told the outcome of every write that does not join a transaction
+  // already (as set_write_check): `blocked` when another connection held
+  // the write lock past the busy timeout, false when the write went through.
+  // Other failures are not reported.
+  void set_write_outcome(std::function<void(bool blocked)> outcome) {
+    write_outcome_ = std::move(outcome);
+  }
+  // Takes the write lock and gives it back at once, without waiting for it:
+  // UNAVAILABLE when another connection holds it (the write outcome is told
+  // either way). Outside a transaction only.
+  [[nodiscard]] absl::Status ProbeWriteLock();
 
   // "ok" when PRAGMA integrity_check and foreign_key_check find nothing
   // wrong; otherwise the problems they report, one per line.
@@ -184,15 +198,17 @@ class Database {
  private:
   friend class BlobReader;
   friend class Statement;
-  explicit Database(sqlite3* db) : db_(db) {}
+  Database(sqlite3* db, int busy_timeout_ms) : db_(db), busy_timeout_ms_(busy_timeout_ms) {}
   [[nodiscard]] absl::Status Rollback(bool outermost);
 
   sqlite3* db_ = nullptr;
+  const int busy_timeout_ms_;
   int depth_ = 0;  // nesting depth of Transaction()
   // Added to by statements as they are finalized (one thread at a time,
   // like every use of the connection).
   mutable int64_t full_scan_steps_ = 0;
   std::function<absl::Status()> write_check_;
+  std::function<void(bool blocked)> write_outcome_;
 };
 
 }  // namespace fca::storage

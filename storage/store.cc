@@ -184,13 +184,22 @@ absl::StatusOr<int> EffectivePageSize(int page_size) {
 // ------------------------------------------------------------ open, close
 
 Store::Store(const StoreOptions& options, std::unique_ptr<Database> db)
-    : options_(options), db_(std::move(db)) {}
+    : options_(options), db_(std::move(db)) {
+  db_->set_write_outcome([this](bool blocked) { NoteWriteOutcome(blocked); });
+}
 
 Store::~Store() {
+  {
+    absl::MutexLock lock(&key_use_mu_);
+    key_use_stop_ = true;
+    key_use_due_.Signal();
+  }
+  if (key_use_writer_.joinable()) key_use_writer_.join();  // writes what is queued
   StopWatching();
   // Statistics for the next start's planner; the store closes either way.
   LogIfError("storage: optimize at close", Optimize());
-  db_.reset();  // close the database before giving up the lock
+  reader_.reset();  // the main connection closes last: it checkpoints the log
+  db_.reset();      // close the database before giving up the lock
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
@@ -310,6 +319,7 @@ void Store::StartWatching() {
       }
       // The reserve is taken again once deletes made room (logged there).
       if (file_watch_->Check().ok() && reserve_ != nullptr) reserve_->Fill();
+      ProbeWriteLock();
     }
   });
 }
@@ -328,8 +338,33 @@ absl::Status Store::Optimize() {
 }
 
 int64_t Store::FullScanSteps() {
+  int64_t steps = 0;
+  if (reader_ != nullptr) {
+    absl::MutexLock lock(&read_mu_);
+    steps += reader_->full_scan_steps();
+  }
   RecursiveMutexLock lock(&mu_);
-  return db_->full_scan_steps();
+  return steps + db_->full_scan_steps();
+}
+
+int64_t Store::WritesBlockedForUs() const {
+  const int64_t since = writes_blocked_since_us_.load();
+  return since == 0 ? 0 : std::max<int64_t>(Now() - since, 0);
+}
+
+void Store::NoteWriteOutcome(bool blocked) {
+  if (!blocked) {
+    writes_blocked_since_us_.store(0);
+    return;
+  }
+  int64_t none = 0;
+  writes_blocked_since_us_.compare_exchange_strong(none, Now());
+}
+
+void Store::ProbeWriteLock() {
+  RecursiveMutexLock lock(&mu_);
+  // The outcome is what counts (NoteWriteOutcome), not the status.
+  if (!db_->in_transaction()) db_->ProbeWriteLock().IgnoreError();
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
@@ -365,6 +400,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (options.path != ":memory:") {
     const std::string canonical = CanonicalPath(options.path);
     opened.file_watch_ = std::make_unique<FileWatch>(canonical);
+    FCA_ASSIGN_OR_RETURN(opened.reader_,
+                         Database::Open(options.path, options.busy_timeout_ms, /*read_only=*/true));
     RecursiveMutexLock lock(&opened.mu_);
     opened.db_->set_write_check([watch = opened.file_watch_.get()] { return watch->Check(); });
     if (options.disk_reserve_bytes > 0) {
@@ -480,14 +517,11 @@ absl::StatusOr<ModelRecord> Store::UpsertModel(const ModelRecord& model) {
   return stored;
 }
 
-absl::StatusOr<ModelRecord> Store::GetModel(const std::string& name) {
-  RecursiveMutexLock lock(&mu_);
-  return GetModelLocked(name);
-}
+namespace {
 
-absl::StatusOr<ModelRecord> Store::GetModelLocked(const std::string& name) {
+absl::StatusOr<ModelRecord> GetModelIn(const Database& db, const std::string& name) {
   FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectModel) + " WHERE name = ?1", "get model"));
+                       db.Prepare(std::string(kSelectModel) + " WHERE name = ?1", "get model"));
   stmt.BindText(1, name);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   if (!row) {
@@ -496,17 +530,28 @@ absl::StatusOr<ModelRecord> Store::GetModelLocked(const std::string& name) {
   return ReadModel(stmt);
 }
 
+}  // namespace
+
+absl::StatusOr<ModelRecord> Store::GetModel(const std::string& name) {
+  return Read([&](Database& db) { return GetModelIn(db, name); });
+}
+
+absl::StatusOr<ModelRecord> Store::GetModelLocked(const std::string& name) {
+  return GetModelIn(*db_, name);
+}
+
 absl::StatusOr<std::vector<ModelRecord>> Store::ListModels() {
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectModel) + " ORDER BY name", "list models"));
-  std::vector<ModelRecord> models;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    models.push_back(ReadModel(stmt));
-  }
-  return models;
+  return Read([&](Database& db) -> absl::StatusOr<std::vector<ModelRecord>> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare(std::string(kSelectModel) + " ORDER BY name", "list models"));
+    std::vector<ModelRecord> models;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      models.push_back(ReadModel(stmt));
+    }
+    return models;
+  });
 }
 
 }  // namespace fca::storage

@@ -6,10 +6,13 @@
 // used evicted first), hashed API keys and the audit log.
 //
 // Thread-safety: every public method may be called from any thread. A Store
-// owns one connection and serializes calls on it; a Transaction() holds the
-// store for its whole duration, so other threads wait until it ends. Several
-// Stores (or processes) may open the same file: writers then take turns via
-// SQLite's lock, waiting up to busy_timeout_ms.
+// owns one connection for writes and serializes calls on it; a Transaction()
+// holds the store for its whole duration, so other writers wait until it
+// ends. A file database has a second, read-only connection for the reads
+// on the request path (see Read): they never wait behind a write, not even
+// one that waits for another process's write lock. Several Stores (or
+// processes) may open the same file: writers then take turns via SQLite's
+// lock, waiting up to busy_timeout_ms.
 //
 // Errors (every method returns absl::Status / absl::StatusOr):
 //   INVALID_ARGUMENT    a bad argument (empty name, unknown kind, bad token)
@@ -33,8 +36,10 @@
 #ifndef FCA_STORAGE_STORE_H_
 #define FCA_STORAGE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -177,6 +182,15 @@ class Store {
   // a timer (the coordinator's sweep) search indexes and add nothing, so a
   // test can tell when a planner statistics change turns one into a scan.
   int64_t FullScanSteps() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For how long writes have been refused because another connection (an
+  // operator's sqlite3 shell, a copy tool) holds the database's write lock
+  // past busy_timeout_ms: 0 when the last write, or the watch thread's
+  // probe of the lock (every file_check_interval_ms), got it.
+  int64_t WritesBlockedForUs() const;
+  // Past this, the server's /readyz answers 503: the store cannot take
+  // writes (twice the default busy timeout, so one slow write is not it).
+  static constexpr int64_t kWriteStallLimitUs = int64_t{10} * 1000 * 1000;
 
   // --------------------------------------------------------- Models (store.cc)
   // Inserts or replaces the model named `model.name`; registered_at_us is
@@ -504,6 +518,11 @@ class Store {
   // one write per kApiKeyUseIntervalUs, not one per call.
   [[nodiscard]] absl::Status NoteApiKeyUse(int64_t id, const std::string& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // NoteApiKeyUse, off the caller's path: queued (one per key, the latest
+  // use) for the store's key-use thread, which writes it, so an
+  // authenticated call never waits for the write lock. Written by the
+  // destructor at the latest; a failed write is logged and dropped.
+  void RecordApiKeyUse(int64_t id, const std::string& peer) ABSL_LOCKS_EXCLUDED(key_use_mu_);
   // The keys of `user`, or everyone's when unset, by id.
   [[nodiscard]] absl::StatusOr<std::vector<ApiKeyRecord>> ListApiKeys(
       const std::optional<std::string>& user) ABSL_LOCKS_EXCLUDED(mu_);
@@ -649,6 +668,34 @@ class Store {
       const StoreOptions& options);
   int64_t Now() const;
 
+  // Runs `read(db)` on the read connection (a file database), so that it
+  // never waits behind a write; on the main connection, under mu_, for
+  // ":memory:" (private to its one connection), on a thread that holds mu_
+  // already (inside a Transaction(), whose writes the read must see), and
+  // once the file was deleted or replaced.
+  template <typename Fn>
+  auto Read(Fn&& read) -> decltype(read(std::declval<Database&>())) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (reader_ == nullptr || mu_.HeldByThisThread()) {
+      RecursiveMutexLock lock(&mu_);
+      return read(*db_);
+    }
+    {
+      absl::MutexLock lock(&read_mu_);
+      auto result = read(*reader_);
+      if (result.ok() || !absl::IsInternal(result.status()) || CheckFile().ok()) return result;
+    }
+    // The file was deleted or replaced (an I/O error on the read connection):
+    // the main connection still reads the file it opened.
+    RecursiveMutexLock lock(&mu_);
+    return read(*db_);
+  }
+  // Keeps writes_blocked_since_us_ (Database::set_write_outcome).
+  void NoteWriteOutcome(bool blocked);
+  // The watch thread's probe of the write lock, for WritesBlockedForUs.
+  void ProbeWriteLock() ABSL_LOCKS_EXCLUDED(mu_);
+  // The key-use thread's loop (RecordApiKeyUse).
+  void WriteKeyUses() ABSL_LOCKS_EXCLUDED(key_use_mu_);
+
   // The *Locked helpers require mu_ held (and run inside a transaction
   // where they write). The store's own code calls only these with mu_ held,
   // never a public method (ABSL_LOCKS_EXCLUDED: only a caller's Transaction
@@ -728,6 +775,17 @@ class Store {
   // thread, re-enter. Guards the database and every statement run on it.
   RecursiveMutex mu_;
   std::unique_ptr<Database> db_ ABSL_PT_GUARDED_BY(mu_);
+  // The read connection (file databases; set once at Open): one read at a time.
+  absl::Mutex read_mu_;
+  std::unique_ptr<Database> reader_ ABSL_PT_GUARDED_BY(read_mu_);
+  // Now() of the first write refused for the lock since one went through; 0: none.
+  std::atomic<int64_t> writes_blocked_since_us_{0};
+  // RecordApiKeyUse's queue (key id -> peer of its latest use) and thread.
+  absl::Mutex key_use_mu_;
+  absl::CondVar key_use_due_;
+  std::map<int64_t, std::string> key_uses_ ABSL_GUARDED_BY(key_use_mu_);
+  bool key_use_stop_ ABSL_GUARDED_BY(key_use_mu_) = false;
+  std::thread key_use_writer_;             // started by the first RecordApiKeyUse
   int lock_fd_ = -1;                       // options_.exclusive: the flock'ed database file
   std::unique_ptr<FileWatch> file_watch_;  // file databases
   std::unique_ptr<DiskReserve> reserve_;   // disk_reserve_bytes > 0

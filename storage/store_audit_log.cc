@@ -70,23 +70,24 @@ absl::StatusOr<AuditLogPage> Store::QueryAuditLog(const AuditLogFilter& filter, 
   if (filter.user) where.Add("user = ?", *filter.user);
   if (filter.action) where.Add("action = ?", *filter.action);
   if (after.has_value()) where.Add("id < ?", *after);  // newest first
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectAudit) + where.Sql() +
+  return Read([&](Database& db) -> absl::StatusOr<AuditLogPage> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string(kSelectAudit) + where.Sql() +
                                                         " ORDER BY id DESC LIMIT ?",
                                                     "query the audit log"));
-  where.BindAll(stmt);
-  stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
-  AuditLogPage page;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    if (static_cast<int>(page.rows.size()) == size) {
-      page.next_page_token = internal::MakePageToken(kAuditTokenKind, page.rows.back().id);
-      break;
+    where.BindAll(stmt);
+    stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
+    AuditLogPage page;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      if (static_cast<int>(page.rows.size()) == size) {
+        page.next_page_token = internal::MakePageToken(kAuditTokenKind, page.rows.back().id);
+        break;
+      }
+      page.rows.push_back(ReadAuditRow(stmt));
     }
-    page.rows.push_back(ReadAuditRow(stmt));
-  }
-  return page;
+    return page;
+  });
 }
 
 absl::StatusOr<int64_t> Store::PurgeAuditLog(int64_t before_us, int max_rows) {

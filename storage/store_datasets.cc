@@ -71,15 +71,16 @@ absl::Status KeepUploadAsBlob(Database& db, int64_t upload_id, const std::string
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<DatasetRecord> Store::GetDatasetLocked(int64_t id) {
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectDataset) + " WHERE d.id = ?1", "get dataset"));
+absl::StatusOr<DatasetRecord> GetDatasetIn(const Database& db, int64_t id) {
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db.Prepare(std::string(kSelectDataset) + " WHERE d.id = ?1", "get dataset"));
   stmt.BindInt(1, id);
   return ReadOneDataset(stmt);
 }
+
+}  // namespace
+
+absl::StatusOr<DatasetRecord> Store::GetDatasetLocked(int64_t id) { return GetDatasetIn(*db_, id); }
 
 absl::StatusOr<DatasetRecord> Store::PutDataset(const std::string& name, const std::string& kind,
                                                 const std::string& owner, const std::string& bytes,
@@ -284,8 +285,7 @@ absl::StatusOr<int64_t> Store::UserBytes(const std::string& owner) {
 }
 
 absl::StatusOr<DatasetRecord> Store::GetDataset(int64_t id) {
-  RecursiveMutexLock lock(&mu_);
-  return GetDatasetLocked(id);
+  return Read([&](Database& db) { return GetDatasetIn(db, id); });
 }
 
 absl::StatusOr<DatasetRecord> Store::FindDataset(const std::string& name,
@@ -319,23 +319,24 @@ absl::StatusOr<DatasetRecord> Store::FindDatasetByContent(const std::string& sha
 
 absl::StatusOr<std::vector<DatasetRecord>> Store::ListDatasets(
     const std::optional<std::string>& project) {
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectDataset) +
+  return Read([&](Database& db) -> absl::StatusOr<std::vector<DatasetRecord>> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare(std::string(kSelectDataset) +
                                         " WHERE ?1 IS NULL OR d.project = ?1 ORDER BY d.id",
                                     "list datasets"));
-  if (project.has_value()) {
-    stmt.BindText(1, *project);
-  } else {
-    stmt.BindNull(1);
-  }
-  std::vector<DatasetRecord> datasets;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    datasets.push_back(ReadDataset(stmt));
-  }
-  return datasets;
+    if (project.has_value()) {
+      stmt.BindText(1, *project);
+    } else {
+      stmt.BindNull(1);
+    }
+    std::vector<DatasetRecord> datasets;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      datasets.push_back(ReadDataset(stmt));
+    }
+    return datasets;
+  });
 }
 
 absl::StatusOr<DatasetPage> Store::ListDatasets(const std::optional<std::string>& project,
@@ -347,23 +348,24 @@ absl::StatusOr<DatasetPage> Store::ListDatasets(const std::optional<std::string>
   // datasets_by_project ends in the id: a project's page is read in order.
   if (project.has_value()) where.Add("d.project = ?", *project);
   if (before.has_value()) where.Add("d.id < ?", *before);  // newest first
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectDataset) + where.Sql() +
+  return Read([&](Database& db) -> absl::StatusOr<DatasetPage> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string(kSelectDataset) + where.Sql() +
                                                         " ORDER BY d.id DESC LIMIT ?",
                                                     "list datasets"));
-  where.BindAll(stmt);
-  stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
-  DatasetPage page;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    if (static_cast<int>(page.datasets.size()) == size) {
-      page.next_page_token = internal::MakePageToken(kDatasetTokenKind, page.datasets.back().id);
-      break;
+    where.BindAll(stmt);
+    stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
+    DatasetPage page;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      if (static_cast<int>(page.datasets.size()) == size) {
+        page.next_page_token = internal::MakePageToken(kDatasetTokenKind, page.datasets.back().id);
+        break;
+      }
+      page.datasets.push_back(ReadDataset(stmt));
     }
-    page.datasets.push_back(ReadDataset(stmt));
-  }
-  return page;
+    return page;
+  });
 }
 
 absl::StatusOr<std::string> Store::ReadDatasetBytes(int64_t id) {

@@ -105,23 +105,26 @@ absl::Status SetEndUnobserved(Database& db, int64_t job_id, bool unobserved) {
   return db.changes() == 0 ? NotFound(job_id) : absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) {
+absl::StatusOr<JobRecord> GetJobIn(const Database& db, int64_t id) {
   FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(kSelectJob) + " WHERE id = ?1", "get job"));
+                       db.Prepare(std::string(kSelectJob) + " WHERE id = ?1", "get job"));
   stmt.BindInt(1, id);
   FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
   if (!row) return NotFound(id);
   return ReadJob(stmt);
 }
 
-absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) {
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT 1 FROM jobs WHERE id = ?1", "find job"));
+absl::StatusOr<bool> JobExistsIn(const Database& db, int64_t id) {
+  FCA_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT 1 FROM jobs WHERE id = ?1", "find job"));
   stmt.BindInt(1, id);
   return stmt.Step();
 }
+
+}  // namespace
+
+absl::StatusOr<JobRecord> Store::GetJobLocked(int64_t id) { return GetJobIn(*db_, id); }
+
+absl::StatusOr<bool> Store::JobExistsLocked(int64_t id) { return JobExistsIn(*db_, id); }
 
 absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::string& spec_json,
                                            const std::vector<std::string>& task_models,
@@ -166,8 +169,7 @@ absl::StatusOr<JobRecord> Store::CreateJob(const std::string& owner, const std::
 }
 
 absl::StatusOr<JobRecord> Store::GetJob(int64_t id) {
-  RecursiveMutexLock lock(&mu_);
-  return GetJobLocked(id);
+  return Read([&](Database& db) { return GetJobIn(db, id); });
 }
 
 absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
@@ -177,25 +179,26 @@ absl::StatusOr<JobPage> Store::ListJobs(const JobFilter& filter, int page_size,
                        internal::ParsePageToken(kJobTokenKind, page_token));
   internal::WhereBuilder where = JobWhere(filter);
   if (after.has_value()) where.Add("id < ?", *after);  // newest first
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(std::string(kSelectJob) + where.Sql() +
+  return Read([&](Database& db) -> absl::StatusOr<JobPage> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string(kSelectJob) + where.Sql() +
                                                         " ORDER BY id DESC LIMIT ?",
                                                     "list jobs"));
-  where.BindAll(stmt);
-  stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
-  JobPage page;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    if (static_cast<int>(page.jobs.size()) == size) {
-      // One row past the page: there is a next page.
-      page.next_page_token = internal::MakePageToken(kJobTokenKind, page.jobs.back().id);
-      break;
+    where.BindAll(stmt);
+    stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
+    JobPage page;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      if (static_cast<int>(page.jobs.size()) == size) {
+        // One row past the page: there is a next page.
+        page.next_page_token = internal::MakePageToken(kJobTokenKind, page.jobs.back().id);
+        break;
+      }
+      FCA_ASSIGN_OR_RETURN(JobRecord job, ReadJob(stmt));
+      page.jobs.push_back(std::move(job));
     }
-    FCA_ASSIGN_OR_RETURN(JobRecord job, ReadJob(stmt));
-    page.jobs.push_back(std::move(job));
-  }
-  return page;
+    return page;
+  });
 }
 
 absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner,
@@ -208,12 +211,13 @@ absl::StatusOr<int64_t> Store::CountJobs(const std::optional<std::string>& owner
     for (JobState state : states) names.emplace_back(JobStateName(state));
     where.AddIn("state", names);
   }
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
-  where.BindAll(stmt);
-  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-  return row ? stmt.ColumnInt(0) : 0;
+  return Read([&](Database& db) -> absl::StatusOr<int64_t> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare("SELECT COUNT(*) FROM jobs" + where.Sql(), "count jobs"));
+    where.BindAll(stmt);
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    return row ? stmt.ColumnInt(0) : 0;
+  });
 }
 
 absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
@@ -225,15 +229,16 @@ absl::StatusOr<int64_t> Store::CountJobs(const JobFilter& filter) {
     where = {};
     where.Add("model = ?", *filter.model);
   }
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare(std::string(model_only ? "SELECT COUNT(*) FROM job_models"
+  return Read([&](Database& db) -> absl::StatusOr<int64_t> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare(std::string(model_only ? "SELECT COUNT(*) FROM job_models"
                                                            : "SELECT COUNT(*) FROM jobs") +
                                         where.Sql(),
                                     "count jobs"));
-  where.BindAll(stmt);
-  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-  return row ? stmt.ColumnInt(0) : 0;
+    where.BindAll(stmt);
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    return row ? stmt.ColumnInt(0) : 0;
+  });
 }
 
 absl::Status Store::MarkEndUnobserved(int64_t job_id) {
@@ -371,23 +376,24 @@ absl::StatusOr<std::vector<JobEvent>> Store::ListJobEvents(int64_t job_id, int64
   }
   if (limit < 1) return absl::InvalidArgumentError("limit must be positive");
   limit = std::min(limit, kMaxEventsPerCall);
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsLocked(job_id));
-  if (!exists) return NotFound(job_id);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT seq, payload, created_at_us FROM job_events "
+  return Read([&](Database& db) -> absl::StatusOr<std::vector<JobEvent>> {
+    FCA_ASSIGN_OR_RETURN(const bool exists, JobExistsIn(db, job_id));
+    if (!exists) return NotFound(job_id);
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare("SELECT seq, payload, created_at_us FROM job_events "
                                     "WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
                                     "list job events"));
-  stmt.BindInt(1, job_id);
-  stmt.BindInt(2, after_seq);
-  stmt.BindInt(3, limit);
-  std::vector<JobEvent> events;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    events.push_back(JobEvent{stmt.ColumnInt(0), stmt.ColumnBlob(1), stmt.ColumnInt(2)});
-  }
-  return events;
+    stmt.BindInt(1, job_id);
+    stmt.BindInt(2, after_seq);
+    stmt.BindInt(3, limit);
+    std::vector<JobEvent> events;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      events.push_back(JobEvent{stmt.ColumnInt(0), stmt.ColumnBlob(1), stmt.ColumnInt(2)});
+    }
+    return events;
+  });
 }
 
 }  // namespace fca::storage

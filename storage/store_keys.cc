@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "storage/sqlite.h"
@@ -114,24 +115,25 @@ absl::StatusOr<int64_t> Store::CountApiKeys() {
 absl::StatusOr<std::optional<ApiKeyInfo>> Store::LookupApiKey(const std::string& plaintext) {
   // Looked up by hash, so timing reveals nothing useful about stored keys.
   const std::string hash = Sha256Hex(plaintext);
-  RecursiveMutexLock lock(&mu_);
-  FCA_RETURN_IF_ERROR(Inject("lookup_api_key"));
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT user, role, id, expires_at_us, revoked_at_us, "
+  return Read([&](Database& db) -> absl::StatusOr<std::optional<ApiKeyInfo>> {
+    FCA_RETURN_IF_ERROR(Inject("lookup_api_key"));
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare("SELECT user, role, id, expires_at_us, revoked_at_us, "
                                     "last_used_at_us FROM api_keys WHERE key_sha256 = ?1",
                                     "look up API key"));
-  stmt.BindText(1, hash);
-  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-  if (!row) return std::optional<ApiKeyInfo>();
-  const int64_t now = Now();
-  ApiKeyInfo info;
-  info.user = stmt.ColumnText(0);
-  info.role = stmt.ColumnText(1);
-  info.id = stmt.ColumnInt(2);
-  info.state = StateAt(stmt.ColumnInt(3), stmt.ColumnInt(4), now);
-  const int64_t last_used = stmt.ColumnInt(5);
-  info.use_due = last_used == 0 || now - last_used >= kApiKeyUseIntervalUs || now < last_used;
-  return std::optional<ApiKeyInfo>(std::move(info));
+    stmt.BindText(1, hash);
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) return std::optional<ApiKeyInfo>();
+    const int64_t now = Now();
+    ApiKeyInfo info;
+    info.user = stmt.ColumnText(0);
+    info.role = stmt.ColumnText(1);
+    info.id = stmt.ColumnInt(2);
+    info.state = StateAt(stmt.ColumnInt(3), stmt.ColumnInt(4), now);
+    const int64_t last_used = stmt.ColumnInt(5);
+    info.use_due = last_used == 0 || now - last_used >= kApiKeyUseIntervalUs || now < last_used;
+    return std::optional<ApiKeyInfo>(std::move(info));
+  });
 }
 
 absl::Status Store::NoteApiKeyUse(int64_t id, const std::string& peer) {
@@ -145,6 +147,31 @@ absl::Status Store::NoteApiKeyUse(int64_t id, const std::string& peer) {
   update.BindText(2, peer.substr(0, kMaxAuditTextBytes));
   update.BindInt(3, id);
   return update.Run();
+}
+
+void Store::RecordApiKeyUse(int64_t id, const std::string& peer) {
+  absl::MutexLock lock(&key_use_mu_);
+  if (key_use_stop_) return;
+  key_uses_[id] = peer;
+  if (!key_use_writer_.joinable()) key_use_writer_ = std::thread([this] { WriteKeyUses(); });
+  key_use_due_.Signal();
+}
+
+void Store::WriteKeyUses() {
+  while (true) {
+    std::map<int64_t, std::string> uses;
+    {
+      absl::MutexLock lock(&key_use_mu_);
+      while (key_uses_.empty() && !key_use_stop_) key_use_due_.Wait(&key_use_mu_);
+      if (key_uses_.empty()) return;  // stopped, and everything written
+      uses.swap(key_uses_);
+    }
+    for (const auto& [id, peer] : uses) {
+      // Best effort: a use is a hint for the key's owner, not a record.
+      LogIfError(absl::StrFormat("storage: cannot record the use of API key %d", id),
+                 NoteApiKeyUse(id, peer));
+    }
+  }
 }
 
 absl::StatusOr<std::vector<ApiKeyRecord>> Store::ListApiKeys(

@@ -60,6 +60,22 @@ absl::StatusOr<bool> Exists(Database& db, const char* sql, const std::string& va
   return stmt.Step();
 }
 
+absl::StatusOr<std::vector<ProjectMember>> ListMembersIn(const Database& db,
+                                                         const std::string& project) {
+  FCA_ASSIGN_OR_RETURN(Statement stmt,
+                       db.Prepare("SELECT user, role, added_at_us FROM project_members "
+                                  "WHERE project = ?1 ORDER BY user",
+                                  "list members"));
+  stmt.BindText(1, project);
+  std::vector<ProjectMember> members;
+  while (true) {
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) break;
+    members.push_back({stmt.ColumnText(0), stmt.ColumnText(1), stmt.ColumnInt(2)});
+  }
+  return members;
+}
+
 }  // namespace
 
 absl::StatusOr<ProjectRecord> Store::CreateProject(const std::string& name,
@@ -116,71 +132,62 @@ absl::StatusOr<bool> Store::EnsurePersonalProject(const std::string& user) {
 }
 
 absl::StatusOr<ProjectRecord> Store::GetProject(const std::string& name) {
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectProject) + " WHERE name = ?1", "get project"));
-  stmt.BindText(1, name);
-  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-  if (!row) return NoProject(name);
-  return ReadProject(stmt);
+  return Read([&](Database& db) -> absl::StatusOr<ProjectRecord> {
+    FCA_ASSIGN_OR_RETURN(
+        Statement stmt,
+        db.Prepare(std::string(kSelectProject) + " WHERE name = ?1", "get project"));
+    stmt.BindText(1, name);
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) return NoProject(name);
+    return ReadProject(stmt);
+  });
 }
 
 absl::StatusOr<std::vector<ProjectRecord>> Store::ListProjects(
     const std::optional<std::string>& user) {
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(std::string(kSelectProject) +
+  return Read([&](Database& db) -> absl::StatusOr<std::vector<ProjectRecord>> {
+    FCA_ASSIGN_OR_RETURN(
+        Statement stmt,
+        db.Prepare(std::string(kSelectProject) +
                        " WHERE ?1 IS NULL OR name IN (SELECT project FROM project_members "
                        "WHERE user = ?1) ORDER BY name",
                    "list projects"));
-  if (user.has_value()) {
-    stmt.BindText(1, *user);
-  } else {
-    stmt.BindNull(1);
-  }
-  std::vector<ProjectRecord> projects;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    projects.push_back(ReadProject(stmt));
-  }
-  return projects;
+    if (user.has_value()) {
+      stmt.BindText(1, *user);
+    } else {
+      stmt.BindNull(1);
+    }
+    std::vector<ProjectRecord> projects;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      projects.push_back(ReadProject(stmt));
+    }
+    return projects;
+  });
 }
 
 absl::StatusOr<std::optional<std::string>> Store::MemberRole(const std::string& project,
                                                              const std::string& user) {
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT role FROM project_members WHERE project = ?1 AND "
+  return Read([&](Database& db) -> absl::StatusOr<std::optional<std::string>> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare("SELECT role FROM project_members WHERE project = ?1 AND "
                                     "user = ?2",
                                     "find member"));
-  stmt.BindText(1, project);
-  stmt.BindText(2, user);
-  FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-  if (!row) return std::nullopt;
-  return stmt.ColumnText(0);
+    stmt.BindText(1, project);
+    stmt.BindText(2, user);
+    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+    if (!row) return std::nullopt;
+    return stmt.ColumnText(0);
+  });
 }
 
 absl::StatusOr<std::vector<ProjectMember>> Store::ListMembers(const std::string& project) {
-  RecursiveMutexLock lock(&mu_);
-  return ListMembersLocked(project);
+  return Read([&](Database& db) { return ListMembersIn(db, project); });
 }
 
 absl::StatusOr<std::vector<ProjectMember>> Store::ListMembersLocked(const std::string& project) {
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT user, role, added_at_us FROM project_members "
-                                    "WHERE project = ?1 ORDER BY user",
-                                    "list members"));
-  stmt.BindText(1, project);
-  std::vector<ProjectMember> members;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    members.push_back({stmt.ColumnText(0), stmt.ColumnText(1), stmt.ColumnInt(2)});
-  }
-  return members;
+  return ListMembersIn(*db_, project);
 }
 
 absl::Status Store::CheckHasOwnerLocked(const std::string& project) {

@@ -116,42 +116,43 @@ absl::StatusOr<ResultPage> Store::QueryResults(const ResultFilter& filter, int p
   }
   if (after.has_value()) where.Add("id > ?", *after);
 
-  RecursiveMutexLock lock(&mu_);
-  FCA_ASSIGN_OR_RETURN(Statement stmt,
-                       db_->Prepare("SELECT id, job_id, model, weights_sha256, dataset_sha256, "
+  return Read([&](Database& db) -> absl::StatusOr<ResultPage> {
+    FCA_ASSIGN_OR_RETURN(Statement stmt,
+                         db.Prepare("SELECT id, job_id, model, weights_sha256, dataset_sha256, "
                                     "intervention, metric, value, defined, ci_low, ci_high, n, "
                                     "created_at_us, calib_sha256 FROM results" +
                                         where.Sql() + " ORDER BY id LIMIT ?",
                                     "query results"));
-  where.BindAll(stmt);
-  stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
-  ResultPage page;
-  int64_t last_id = 0;
-  while (true) {
-    FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
-    if (!row) break;
-    if (static_cast<int>(page.rows.size()) == size) {
-      page.next_page_token = internal::MakePageToken(kResultTokenKind, last_id);
-      break;
+    where.BindAll(stmt);
+    stmt.BindInt(where.num_values() + 1, size + 1);  // +1: is there more?
+    ResultPage page;
+    int64_t last_id = 0;
+    while (true) {
+      FCA_ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      if (static_cast<int>(page.rows.size()) == size) {
+        page.next_page_token = internal::MakePageToken(kResultTokenKind, last_id);
+        break;
+      }
+      last_id = stmt.ColumnInt(0);
+      ResultRow result;
+      result.job_id = stmt.ColumnInt(1);
+      result.model = stmt.ColumnText(2);
+      result.weights_sha256 = stmt.ColumnText(3);
+      result.dataset_sha256 = stmt.ColumnText(4);
+      result.intervention = stmt.ColumnText(5);
+      result.metric = stmt.ColumnText(6);
+      result.value = stmt.ColumnDouble(7);
+      result.defined = stmt.ColumnInt(8) != 0;
+      result.ci_low = ColumnOptionalDouble(stmt, 9);
+      result.ci_high = ColumnOptionalDouble(stmt, 10);
+      result.n = stmt.ColumnInt(11);
+      result.created_at_us = stmt.ColumnInt(12);
+      result.calib_sha256 = stmt.ColumnText(13);
+      page.rows.push_back(std::move(result));
     }
-    last_id = stmt.ColumnInt(0);
-    ResultRow result;
-    result.job_id = stmt.ColumnInt(1);
-    result.model = stmt.ColumnText(2);
-    result.weights_sha256 = stmt.ColumnText(3);
-    result.dataset_sha256 = stmt.ColumnText(4);
-    result.intervention = stmt.ColumnText(5);
-    result.metric = stmt.ColumnText(6);
-    result.value = stmt.ColumnDouble(7);
-    result.defined = stmt.ColumnInt(8) != 0;
-    result.ci_low = ColumnOptionalDouble(stmt, 9);
-    result.ci_high = ColumnOptionalDouble(stmt, 10);
-    result.n = stmt.ColumnInt(11);
-    result.created_at_us = stmt.ColumnInt(12);
-    result.calib_sha256 = stmt.ColumnText(13);
-    page.rows.push_back(std::move(result));
-  }
-  return page;
+    return page;
+  });
 }
 
 }  // namespace fca::storage

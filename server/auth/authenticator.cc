@@ -90,10 +90,11 @@ core::Caller CallerOf(const std::string& user, const std::string& role) {
   return keys;
 }
 
-// Keys in the store: looked up at every call, so a revocation or an expiry
-// takes effect at the next call. A use is written when the key's last
-// recorded use is older than Store::kApiKeyUseIntervalUs: one write per key
-// and minute, however many calls it makes.
+// Keys in the store: looked up at every call (on the store's read
+// connection), so a revocation or an expiry takes effect at the next call. A
+// use is recorded when the key's last recorded use is older than
+// Store::kApiKeyUseIntervalUs: one write per key and minute, however many
+// calls it makes.
 Authenticator::KeyLookup StoreLookup(storage::Store* store) {
   if (store == nullptr) return nullptr;
   return [store](const std::string& key,
@@ -108,12 +109,9 @@ Authenticator::KeyLookup StoreLookup(storage::Store* store) {
     if (found.state == storage::ApiKeyState::kExpired) {
       return absl::UnauthenticatedError(absl::StrFormat("API key %d has expired", found.id));
     }
-    if (found.use_due) {
-      // Best effort: a busy database must not refuse a valid key.
-      if (absl::Status noted = store->NoteApiKeyUse(found.id, std::string(peer)); !noted.ok()) {
-        LOG(WARNING) << "cannot record the use of API key " << found.id << ": " << noted;
-      }
-    }
+    // Written by the store's own thread: the call never waits for the
+    // write lock, and a busy database does not refuse a valid key.
+    if (found.use_due) store->RecordApiKeyUse(found.id, std::string(peer));
     core::Caller caller = CallerOf(found.user, found.role);
     caller.key_id = found.id;
     return caller;

@@ -10,13 +10,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "common/build_version.h"
 #include "common/sha256.h"
+#include "storage/sqlite.h"
+#include "storage/store.h"
 #include "tests/e2e/process.h"
 
 namespace fca::e2e {
@@ -169,6 +175,39 @@ TEST_F(SecurityE2ETest, ADeletedDatabaseTurnsReadyzNotReadyAndRefusesWrites) {
   // most once as well.
   EXPECT_EQ(count("*** storage: the database file"), 1u) << log;
   EXPECT_LE(count("cannot claim a task"), 1u) << log;
+}
+
+// Issue 40: another process holding the database's write lock (an sqlite3
+// shell left in a transaction): reads answer at once, and /readyz turns 503
+// once writes have been refused for more than Store::kWriteStallLimitUs, and
+// 200 again once the lock is given back.
+TEST_F(SecurityE2ETest, AnOutsideWriteLockStallsNoReadAndTurnsReadyzNotReady) {
+  StartServer({"--http_listen=127.0.0.1:0"});
+  ASSERT_GT(server_->http_port(), 0);
+  EXPECT_THAT(HttpGet(server_->http_port(), "/readyz"), HasSubstr("200 OK"));
+  absl::StatusOr<std::unique_ptr<storage::Database>> outside = storage::Database::Open(db_, 0);
+  ASSERT_TRUE(outside.ok()) << outside.status();
+  ASSERT_TRUE((*outside)->Execute("BEGIN IMMEDIATE", "hold the write lock").ok());
+  const auto wait_for_readyz = [&](const std::string& wanted) {
+    std::string ready;
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(3 * storage::Store::kWriteStallLimitUs);
+    while (std::chrono::steady_clock::now() < give_up) {
+      ready = HttpGet(server_->http_port(), "/readyz");
+      if (ready.find(wanted) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return ready;
+  };
+  CommandResult r = Cli({"jobs", "list"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Cli({"models"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string stalled = wait_for_readyz("503");
+  EXPECT_THAT(stalled, HasSubstr("the store cannot take writes"));
+  EXPECT_THAT(stalled, HasSubstr("write lock"));
+  ASSERT_TRUE((*outside)->Execute("ROLLBACK", "release the write lock").ok());
+  EXPECT_THAT(wait_for_readyz("200 OK"), HasSubstr("200 OK"));
 }
 
 // Issue 22: a restart on a new, empty database with --auth would let nobody
