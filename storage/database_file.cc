@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -102,7 +103,16 @@ bool DiskReserve::Fill() {
   return false;
 }
 
-bool DiskReserve::Release() {
+std::optional<int64_t> FreeBytesBeside(const std::string& path) {
+  const std::string canonical = CanonicalPath(path);
+  const size_t slash = canonical.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : canonical.substr(0, slash + 1);
+  struct statvfs fs {};
+  if (statvfs(folder.c_str(), &fs) != 0) return std::nullopt;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
+bool DiskReserve::Release(std::string_view for_what) {
   absl::MutexLock lock(&mu_);
   struct stat info {};
   if (stat(path_.c_str(), &info) != 0 || info.st_blocks == 0) return false;
@@ -111,8 +121,8 @@ bool DiskReserve::Release() {
                << std::strerror(errno);
     return false;
   }
-  LOG(WARNING) << "storage: the disk is full: released the disk reserve " << path_
-               << " for a delete";
+  LOG(WARNING) << "storage: the disk is full: released the disk reserve " << path_ << " "
+               << for_what;
   released_ = true;
   return true;
 }

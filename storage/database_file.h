@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -57,6 +58,10 @@ class FileWatch {
 // A file of `bytes` allocated blocks beside the database, given back to
 // the file system when the disk is full so that a delete can run, then
 // taken again.
+// Bytes an unprivileged writer may still use on the file system holding
+// `path` (statvfs f_bavail); nullopt when it cannot be told.
+std::optional<int64_t> FreeBytesBeside(const std::string& path);
+
 class DiskReserve {
  public:
   DiskReserve(std::string path, int64_t bytes) : path_(std::move(path)), bytes_(bytes) {}
@@ -66,7 +71,8 @@ class DiskReserve {
   // disk has no room for it.
   bool Fill() ABSL_LOCKS_EXCLUDED(mu_);
   // Gives the file's blocks back (truncates it to 0); true when it held any.
-  bool Release() ABSL_LOCKS_EXCLUDED(mu_);
+  // The WARNING says the disk is full and what the room is `for`.
+  bool Release(std::string_view for_what) ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& path() const { return path_; }
 
  private:

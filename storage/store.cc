@@ -290,7 +290,7 @@ absl::Status Store::DeleteLocked(const std::function<absl::Status()>& remove) {
   absl::Status removed = db_->Transaction(remove);
   absl::Status reclaimed = removed.ok() ? ReclaimSpaceLocked() : absl::OkStatus();
   const bool full = absl::IsResourceExhausted(removed) || absl::IsResourceExhausted(reclaimed);
-  if (!full || reserve_ == nullptr || !reserve_->Release()) {
+  if (!full || reserve_ == nullptr || !reserve_->Release("for a delete")) {
     return removed.ok() ? reclaimed : removed;
   }
   // The write-ahead log may hold pages the file has no room for yet: with
@@ -367,6 +367,39 @@ void Store::ProbeWriteLock() {
   if (!db_->in_transaction()) db_->ProbeWriteLock().IgnoreError();
 }
 
+namespace {
+
+// Room a start needs: SQLite cannot even read a database in WAL mode
+// without room for its -shm index ("disk I/O error"), and a migration
+// writes.
+constexpr int64_t kRoomToStartBytes = int64_t{4} << 20;
+
+bool DiskFullBeside(const std::string& path) {
+  const std::optional<int64_t> free_bytes = FreeBytesBeside(path);
+  return free_bytes.has_value() && *free_bytes < kRoomToStartBytes;
+}
+
+// A restart on a full disk: the reserve the last run kept is given back
+// first (Open fills it again once the store is open, or the watch thread
+// does once there is room).
+void GiveBackReserveIfDiskFull(const StoreOptions& options) {
+  if (!DiskFullBeside(options.path)) return;
+  DiskReserve(CanonicalPath(options.path) + ".reserve", options.disk_reserve_bytes)
+      .Release("to open the database");
+}
+
+// `failed` (a failed open), saying so when the disk is full: SQLite's own
+// word for it at open is an I/O error.
+absl::Status SayIfDiskFull(const std::string& path, const absl::Status& failed) {
+  if (!DiskFullBeside(path)) return failed;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s: the disk holding the database is full (less than %d MiB free); free some room and "
+      "start again",
+      failed.message(), kRoomToStartBytes >> 20));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.path.empty()) {
     return absl::InvalidArgumentError("storage: database path is empty");
@@ -390,10 +423,12 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (options.exclusive && options.path != ":memory:") {
     FCA_ASSIGN_OR_RETURN(lock_fd, LockExclusively(options.path));
   }
+  const bool file = options.path != ":memory:";
+  if (file && options.disk_reserve_bytes > 0) GiveBackReserveIfDiskFull(options);
   absl::StatusOr<std::unique_ptr<Store>> store = OpenLocked(options);
   if (!store.ok()) {
     if (lock_fd >= 0) close(lock_fd);
-    return store.status();
+    return file ? SayIfDiskFull(options.path, store.status()) : store.status();
   }
   Store& opened = **store;
   opened.lock_fd_ = lock_fd;

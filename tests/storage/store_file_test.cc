@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -235,6 +236,52 @@ TEST(StoreFullDiskTest, DeletesWorkOnAFullDiskThroughTheReserve) {
   ASSERT_OK(store->PutDataset("after", "text", "ann", std::string(kMiB, 'z')).status());
   ASSERT_OK_AND_ASSIGN(const std::string integrity, store->IntegrityCheck());
   EXPECT_EQ(integrity, "ok");
+}
+
+// Issue 40: a restart on a full disk (the server killed, the disk filled up
+// meanwhile). SQLite cannot even read a database in WAL mode without room
+// for its -shm index: without a reserve the open fails and says the disk is
+// full; with one, the reserve is given back, the store opens and reads.
+TEST(StoreFullDiskTest, ARestartOnAFullDiskUsesTheReserveAndSaysSo) {
+  SmallDisk disk(32);
+  if (!disk.mounted()) {
+    GTEST_SKIP() << "cannot mount a small tmpfs to fill (" << disk.error()
+                 << "); this test needs root (CAP_SYS_ADMIN)";
+  }
+  StoreOptions options;
+  options.path = disk.dir() + "/fca.db";
+  options.disk_reserve_bytes = 8 * kMiB;
+  int64_t dataset_id = 0;
+  {
+    std::unique_ptr<Store> store = OpenOrDie(options);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(const DatasetRecord put,
+                         store->PutDataset("d", "text", "ann", std::string(kMiB, 'd')));
+    dataset_id = put.id;
+  }
+  {  // Everything else takes the disk.
+    std::ofstream filler(disk.dir() + "/filler", std::ios::binary);
+    const std::string page(4096, 'f');
+    while (filler.write(page.data(), static_cast<std::streamsize>(page.size())).flush()) {
+    }
+  }
+  ASSERT_LT(disk.FreeBytes(), 4096);
+  StoreOptions no_reserve = options;
+  no_reserve.disk_reserve_bytes = 0;
+  absl::StatusOr<std::unique_ptr<Store>> refused = Store::Open(no_reserve);
+  EXPECT_CODE(refused, StatusCode::kResourceExhausted);
+  Contains(refused.status(), "the disk holding the database is full");
+
+  fca::testing::LogLines log({"released the disk reserve"});
+  std::unique_ptr<Store> store = OpenOrDie(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(log.count("released the disk reserve"), 1);
+  ASSERT_OK_AND_ASSIGN(const DatasetRecord read, store->GetDataset(dataset_id));
+  EXPECT_EQ(read.name, "d");
+  // Room made by a delete is the reserve's again.
+  ASSERT_OK(store->DeleteDataset(dataset_id));
+  ASSERT_EQ(unlink((disk.dir() + "/filler").c_str()), 0);
+  ASSERT_OK(store->PutDataset("after", "text", "ann", std::string(kMiB, 'a')).status());
 }
 
 }  // namespace
