@@ -114,6 +114,12 @@ class Client:
         """GetServerInfo: versions, limits, interventions and metrics (the message)."""
         return self._unary("GetServerInfo", pb.GetServerInfoRequest())
 
+    def _info(self):
+        """info(), fetched once: what a Report reads its group scopes from."""
+        if getattr(self, "_info_cache", None) is None:
+            self._info_cache = self.info()
+        return self._info_cache
+
     def models(self, as_frame=True):
         """The models of the server's repository, one row each (`sites`: a
         list), then the folders it cannot serve: `state` is "READY" or
@@ -202,7 +208,10 @@ class Client:
         if state is not None:
             request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
         jobs = self._all_pages("ListJobs", request, "jobs")
-        return _maybe_frame(jobs, pb.Job.DESCRIPTOR, as_frame, skip=("tasks",))
+        rows = (frames.row(j, skip=("tasks",)) for j in jobs)
+        rows, cols = frames.flattened(pb.Job.DESCRIPTOR, rows, nested=("spec", "provenance"),
+                                      skip=("tasks",))
+        return frames.frame(rows, cols) if as_frame and frames.have_pandas() else rows
 
     # --- results
     def query(self, job=None, model=None, intervention=None, metric=None, dataset_sha256="",
@@ -226,14 +235,14 @@ class Client:
     def report(self, job):
         """The report of a job (fca.Report: tables as DataFrames)."""
         job_id = job.id if isinstance(job, Job) else int(job)
-        return Report(self._unary("GetReport", pb.GetReportRequest(job_id=job_id)))
+        return Report(self._unary("GetReport", pb.GetReportRequest(job_id=job_id)), self._info)
 
     def compare(self, jobs, include_sites=False):
         """Several jobs side by side (fca.Comparison); 1 to 16 jobs or ids."""
         ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
         reply = self._unary("CompareJobs",
                             pb.CompareJobsRequest(job_ids=ids, include_sites=include_sites))
-        return Comparison([Report(r) for r in reply.reports])
+        return Comparison([Report(r, self._info) for r in reply.reports])
 
     def pool(self, jobs):
         """Several finished jobs as one report (fca.PooledReport: a Report
@@ -241,7 +250,7 @@ class Client:
         the job each model came from); 2 to 64 jobs or ids whose specs agree
         on the data, the windows and the settings (docs/python.md)."""
         ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
-        return PooledReport(self._unary("PoolJobs", pb.PoolJobsRequest(job_ids=ids)))
+        return PooledReport(self._unary("PoolJobs", pb.PoolJobsRequest(job_ids=ids)), self._info)
 
     def windows(self, job, model="", as_frame=True):
         """A job's evaluation and calibration windows with the hashes
@@ -464,14 +473,50 @@ class Job:
     def windows(self, model="", as_frame=True):
         return self._client.windows(self.id, model, as_frame)
 
+    def coefficients(self, model="", calibration=False, dtype="float32"):
+        """The coefficients of `model` [the job's first] on every evaluation
+        window of the job (calibration=True: every calibration window), in
+        the job's window order, stacked (fca.StackedCoefficients: `array`
+        [N, T, C], `save(path)` as .npy or .safetensors)."""
+        from fca.stacked import StackedCoefficients
+        model = model or self._message.spec.models[0]
+        windows = [w for w in self._client.windows(self.id, model, as_frame=False)
+                   if w["calibration"] == calibration]
+        return StackedCoefficients([self._client.export(model, w["hash"], dtype) for w in windows])
 
-def _progress_bar(job_id):
+
+def _tqdm():
+    """tqdm.auto's choice without its warnings: the widget bar in a Jupyter
+    kernel that has ipywidgets, else the text bar (which a notebook shows as
+    well); None without tqdm. tqdm.auto warns (TqdmWarning "IProgress not
+    found") in a kernel without ipywidgets, and tqdm.autonotebook
+    (TqdmExperimentalWarning) everywhere else."""
     try:
-        from tqdm.auto import tqdm
+        from tqdm.std import tqdm
     except ImportError:
         return None
-    return tqdm(total=1000, desc=f"job {job_id}", unit="‰", bar_format=(
-        "{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}"))
+    try:
+        from IPython import get_ipython
+        kernel = get_ipython() is not None and "IPKernelApp" in get_ipython().config
+    except ImportError:
+        kernel = False
+    if kernel:
+        try:
+            import ipywidgets  # noqa: F401
+            from tqdm.notebook import tqdm
+        except ImportError:
+            pass
+    return tqdm
+
+
+def _progress_bar(job_id):
+    tqdm = _tqdm()
+    if tqdm is None:
+        return None
+    # No {remaining}: tqdm's own estimate extrapolates the bar's rate, which
+    # the phases' unequal costs make wrong; the server's ETA is in the postfix.
+    return tqdm(total=1000, desc=f"job {job_id}", unit="‰",
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} {postfix}")
 
 
 def _show(bar, p):
@@ -479,6 +524,8 @@ def _show(bar, p):
     phase = f"{p.model} {p.phase}" if p.model else p.phase
     if p.windows_total:
         phase += f" {p.windows_done}/{p.windows_total}"
+    if p.eta_seconds > 0:
+        phase += f", about {bar.format_interval(p.eta_seconds)} left"
     bar.set_postfix_str(phase, refresh=False)
     bar.refresh()
 
@@ -497,11 +544,39 @@ class Report:
     dense_twin:    the dense twin's execution rows
     """
 
-    def __init__(self, message):
+    def __init__(self, message, info=None):
         self.message = message
         self.job = message.job
         self.models = list(message.models)
         self.interventions = list(message.interventions)
+        self._info = info  # () -> GetServerInfoResponse, for layers()
+
+    @property
+    def ci_level(self):
+        """The job's confidence level (its spec as stored, defaults filled in)."""
+        return self.job.spec.ci_level
+
+    def penalties(self):
+        """One row per (model, intervention): penalty, its iid CI, its block
+        CI, p_holm and the verdicts (fca.tables.penalties)."""
+        from fca import tables
+        return tables.penalties(self.metrics, self.ci_level)
+
+    def layers(self):
+        """One row per (model, intervention, group) of the per-group replays
+        with penalty, CI and share of the whole-model penalty
+        (fca.tables.layers)."""
+        from fca import tables
+        if self._info is None:
+            raise ValueError("layers() needs the server's group scopes: use client.report(job)")
+        return tables.layers(self.metrics, self._info().group_scopes)
+
+    def plot(self):
+        """The dashboard's penalty chart and per-layer charts as one matplotlib
+        Figure (fca.plot); fig.savefig("report.png") saves it."""
+        from fca import plot
+        layers = self.layers() if self._info is not None else None
+        return plot.plot(self.penalties(), layers, self.models, self.ci_level)
 
     @property
     def metrics(self):
@@ -557,8 +632,8 @@ class PooledReport(Report):
     and `sources`: one row per model with the job it came from (model,
     job_id, weights_sha256)."""
 
-    def __init__(self, message):
-        super().__init__(message.report)
+    def __init__(self, message, info=None):
+        super().__init__(message.report, info)
         self.pooled = message
         self.job_ids = list(dict.fromkeys(m.job_id for m in message.models))
 
