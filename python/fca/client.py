@@ -516,7 +516,7 @@ def _progress_bar(job_id):
     # No {remaining}: tqdm's own estimate extrapolates the bar's rate, which
     # the phases' unequal costs make wrong; the server's ETA is in the postfix.
     return tqdm(total=1000, desc=f"job {job_id}", unit="‰",
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} {postfix}")
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
 
 
 def _show(bar, p):

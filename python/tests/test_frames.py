@@ -117,3 +117,21 @@ def test_jobs_spec_in_columns(client, finished_job):
     assert row["spec.window_length"] == SPEC["window_length"]
     assert row["spec.models"] == [MODEL] and row["spec.per_layer_interventions"] == ["cross_input"]
     assert row["spec.label"] == "pytest"
+
+
+def test_progress_bar_shows_the_servers_eta_not_tqdms(capsys):
+    from fca import client as fca_client
+    from fca.v1 import audit_service_pb2 as pb
+    from tqdm.std import tqdm
+
+    assert fca_client._tqdm() is tqdm  # no Jupyter kernel here: the text bar
+    bar = fca_client._progress_bar(7)
+    fca_client._show(bar, pb.Progress(phase="replay", model="m", fraction=0.25,
+                                      windows_done=3, windows_total=12, eta_seconds=75))
+    line = capsys.readouterr().err.split("\r")[-1]
+    assert "job 7:  25%" in line and "m replay 3/12, about 01:15 left" in line
+    assert "<" not in line  # tqdm's own {remaining} estimate is not drawn
+    fca_client._show(bar, pb.Progress(phase="timing", fraction=0.5))
+    line = capsys.readouterr().err.split("\r")[-1]
+    assert line.rstrip().endswith("timing") and "left" not in line  # 0: unknown, none shown
+    bar.close()
