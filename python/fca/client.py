@@ -208,10 +208,13 @@ class Client:
         if state is not None:
             request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
         jobs = self._all_pages("ListJobs", request, "jobs")
-        rows = (frames.row(j, skip=("tasks",)) for j in jobs)
+        rows = [frames.row(j, skip=("tasks",)) for j in jobs]
+        if not (as_frame and frames.have_pandas()):
+            return rows
+        # A frame's cells are values: the spec and provenance in columns.
         rows, cols = frames.flattened(pb.Job.DESCRIPTOR, rows, nested=("spec", "provenance"),
                                       skip=("tasks",))
-        return frames.frame(rows, cols) if as_frame and frames.have_pandas() else rows
+        return frames.frame(rows, cols)
 
     # --- results
     def query(self, job=None, model=None, intervention=None, metric=None, dataset_sha256="",
@@ -486,11 +489,11 @@ class Job:
 
 
 def _tqdm():
-    """tqdm.auto's choice without its warnings: the widget bar in a Jupyter
+    """tqdm.auto's choice without its warning: the widget bar in a Jupyter
     kernel that has ipywidgets, else the text bar (which a notebook shows as
-    well); None without tqdm. tqdm.auto warns (TqdmWarning "IProgress not
-    found") in a kernel without ipywidgets, and tqdm.autonotebook
-    (TqdmExperimentalWarning) everywhere else."""
+    well); None without tqdm. tqdm.auto picks the widget bar in any kernel
+    and, without ipywidgets, warns (TqdmWarning "IProgress not found") into
+    the notebook."""
     try:
         from tqdm.std import tqdm
     except ImportError:
