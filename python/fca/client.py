@@ -11,6 +11,7 @@ import pathlib
 import grpc
 
 from fca import errors, frames
+from fca.progress import progress_bar, show_progress
 from fca.v1 import audit_service_pb2 as pb
 from fca.v1 import audit_service_pb2_grpc as pb_grpc
 
@@ -245,6 +246,7 @@ class Client:
         ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
         reply = self._unary("CompareJobs",
                             pb.CompareJobsRequest(job_ids=ids, include_sites=include_sites))
+        from fca.comparison import Comparison
         return Comparison([Report(r, self._info) for r in reply.reports])
 
     def pool(self, jobs):
@@ -253,6 +255,7 @@ class Client:
         the job each model came from); 2 to 64 jobs or ids whose specs agree
         on the data, the windows and the settings (docs/python.md)."""
         ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
+        from fca.comparison import PooledReport
         return PooledReport(self._unary("PoolJobs", pb.PoolJobsRequest(job_ids=ids)), self._info)
 
     def windows(self, job, model="", as_frame=True):
@@ -437,7 +440,7 @@ class Job:
         (tqdm.auto: a widget in Jupyter, text in a terminal; none without
         tqdm or with progress=False). Raises fca.JobFailed when it ends
         FAILED or CANCELLED (unless raise_on_failure=False). Returns self."""
-        bar = _progress_bar(self.id) if progress else None
+        bar = progress_bar(self.id) if progress else None
         after = 0
         try:
             while not self.done:
@@ -447,7 +450,7 @@ class Job:
                     if reply.HasField("job"):
                         self._message = reply.job
                     if bar is not None and reply.event.HasField("progress"):
-                        _show(bar, reply.event.progress)
+                        show_progress(bar, reply.event.progress)
                 # The stream ends after the terminal event or when the
                 # server bounds it; the job as stored says which.
                 self.refresh()
@@ -486,51 +489,6 @@ class Job:
         windows = [w for w in self._client.windows(self.id, model, as_frame=False)
                    if w["calibration"] == calibration]
         return StackedCoefficients([self._client.export(model, w["hash"], dtype) for w in windows])
-
-
-def _tqdm():
-    """tqdm.auto's choice without its warning: the widget bar in a Jupyter
-    kernel that has ipywidgets, else the text bar (which a notebook shows as
-    well); None without tqdm. tqdm.auto picks the widget bar in any kernel
-    and, without ipywidgets, warns (TqdmWarning "IProgress not found") into
-    the notebook."""
-    try:
-        from tqdm.std import tqdm
-    except ImportError:
-        return None
-    try:
-        from IPython import get_ipython
-        kernel = get_ipython() is not None and "IPKernelApp" in get_ipython().config
-    except ImportError:
-        kernel = False
-    if kernel:
-        try:
-            import ipywidgets  # noqa: F401
-            from tqdm.notebook import tqdm
-        except ImportError:
-            pass
-    return tqdm
-
-
-def _progress_bar(job_id):
-    tqdm = _tqdm()
-    if tqdm is None:
-        return None
-    # No {remaining}: tqdm's own estimate extrapolates the bar's rate, which
-    # the phases' unequal costs make wrong; the server's ETA is in the postfix.
-    return tqdm(total=1000, desc=f"job {job_id}", unit="‰",
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
-
-
-def _show(bar, p):
-    bar.n = int(round(max(0.0, min(1.0, p.fraction)) * bar.total))
-    phase = f"{p.model} {p.phase}" if p.model else p.phase
-    if p.windows_total:
-        phase += f" {p.windows_done}/{p.windows_total}"
-    if p.eta_seconds > 0:
-        phase += f", about {bar.format_interval(p.eta_seconds)} left"
-    bar.set_postfix_str(phase, refresh=False)
-    bar.refresh()
 
 
 class Report:
@@ -628,51 +586,3 @@ class Report:
         table = self.across_models
         table = table[table.metric.isin(["nll", "penalty", "retention_pct"])]
         return head + table.to_html(index=False, na_rep="")
-
-
-class PooledReport(Report):
-    """PoolJobs: a Report over several jobs (its job is their merge, id 0),
-    and `sources`: one row per model with the job it came from (model,
-    job_id, weights_sha256)."""
-
-    def __init__(self, message, info=None):
-        super().__init__(message.report, info)
-        self.pooled = message
-        self.job_ids = list(dict.fromkeys(m.job_id for m in message.models))
-
-    @property
-    def sources(self):
-        return frames.messages_frame(self.pooled.models, pb.PooledModel.DESCRIPTOR)
-
-    def __repr__(self):
-        return f"<fca.PooledReport of jobs {self.job_ids}: {len(self.models)} model(s), " \
-               f"{len(self.message.metrics)} metrics>"
-
-
-class Comparison:
-    """CompareJobs: `reports` (fca.Report each, request order) and `metrics`,
-    every report's metrics with a job_id column first."""
-
-    def __init__(self, reports):
-        self.reports = reports
-
-    @property
-    def metrics(self):
-        pd = frames._pandas()
-        parts = []
-        for r in self.reports:
-            df = r.metrics
-            df.insert(0, "job", r.job.id)
-            parts.append(df)
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-    def __repr__(self):
-        return f"<fca.Comparison of jobs {[r.job.id for r in self.reports]}>"
-
-    def _repr_html_(self):
-        if not frames.have_pandas():
-            return frames.html_table([("jobs", [r.job.id for r in self.reports])])
-        df = self.metrics
-        df = df[df.metric == "penalty"]
-        return df.pivot_table(index=["job", "model"], columns="intervention", values="value",
-                              sort=False).to_html(na_rep="")

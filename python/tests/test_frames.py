@@ -104,7 +104,8 @@ def test_plot_draws_the_penalty_and_per_layer_charts(client, finished_job, tmp_p
     assert "95% CI" in penalty.get_title()
     # One bar per (intervention, model), with its CI as an error bar.
     assert len(penalty.patches) == len(report.penalties())
-    assert [t.get_text() for t in penalty.get_xticklabels()] == list(report.penalties().intervention)
+    labels = [t.get_text() for t in penalty.get_xticklabels()]
+    assert labels == list(report.penalties().intervention)
     assert per_layer.get_xlabel() == "layer" and len(per_layer.patches) == 4
     heights = sorted(p.get_height() for p in per_layer.patches)
     assert heights == sorted(report.layers().penalty)
@@ -120,18 +121,18 @@ def test_jobs_spec_in_columns(client, finished_job):
 
 
 def test_progress_bar_shows_the_servers_eta_not_tqdms(capsys):
-    from fca import client as fca_client
+    from fca import progress
     from fca.v1 import audit_service_pb2 as pb
     from tqdm.std import tqdm
 
-    assert fca_client._tqdm() is tqdm  # no Jupyter kernel here: the text bar
-    bar = fca_client._progress_bar(7)
-    fca_client._show(bar, pb.Progress(phase="replay", model="m", fraction=0.25,
-                                      windows_done=3, windows_total=12, eta_seconds=75))
+    assert progress._tqdm() is tqdm  # no Jupyter kernel here: the text bar
+    bar = progress.progress_bar(7)
+    progress.show_progress(bar, pb.Progress(phase="replay", model="m", fraction=0.25,
+                                            windows_done=3, windows_total=12, eta_seconds=75))
     line = capsys.readouterr().err.split("\r")[-1]
     assert "job 7:  25%" in line and "m replay 3/12, about 01:15 left" in line
     assert "<" not in line  # tqdm's own {remaining} estimate is not drawn
-    fca_client._show(bar, pb.Progress(phase="timing", fraction=0.5))
+    progress.show_progress(bar, pb.Progress(phase="timing", fraction=0.5))
     line = capsys.readouterr().err.split("\r")[-1]
     assert line.rstrip().endswith("timing") and "left" not in line  # 0: unknown, none shown
     bar.close()
