@@ -449,6 +449,9 @@ CommandResult RunExportJob(CommandContext& ctx, v1::ExportCoefficientsRequest re
   if (!request.window_hash().empty()) {
     return UsageError("export: --job exports every window of the job; drop --window_hash");
   }
+  if (format == CoefficientsFormat::kRaw) {
+    return UsageError("export --job: the stacked file is npy or safetensors, not raw");
+  }
   v1::ListJobWindowsRequest list;
   list.set_job_id(absl::GetFlag(FLAGS_job));
   list.set_model(request.model());
@@ -462,6 +465,11 @@ CommandResult RunExportJob(CommandContext& ctx, v1::ExportCoefficientsRequest re
     request.set_window_hash(w.hash());
     FCA_ASSIGN_OR_RETURN(CoefficientsWindow got, ReceiveWindow(*client, request));
     windows.push_back(std::move(got));
+  }
+  if (windows.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("job %d has no %s windows of %s to export", list.job_id(),
+                        calibration ? "calibration" : "evaluation", listed.model()));
   }
   FCA_ASSIGN_OR_RETURN(const std::string file, EncodeStackedCoefficients(windows, format));
   FCA_RETURN_IF_ERROR(WriteFileAtomically(path, file));

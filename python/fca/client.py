@@ -488,6 +488,9 @@ class Job:
         model = model or self._message.spec.models[0]
         windows = [w for w in self._client.windows(self.id, model, as_frame=False)
                    if w["calibration"] == calibration]
+        if not windows:
+            kind = "calibration" if calibration else "evaluation"
+            raise ValueError(f"job {self.id} has no {kind} windows of {model} to stack")
         return StackedCoefficients([self._client.export(model, w["hash"], dtype) for w in windows])
 
 

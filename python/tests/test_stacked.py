@@ -4,13 +4,15 @@ CLI's one-window .npy export, the files read back with numpy (.npy) and by
 parsing the safetensors header by hand."""
 
 import json
+import os
 import pathlib
 import struct
+import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import MODEL
+from conftest import CLI_BIN, MODEL, TOKEN
 
 
 def read_safetensors(path):
@@ -78,3 +80,13 @@ def test_cli_export_job_writes_the_same_stack(server, finished_job, stacked, tmp
 def test_save_refuses_an_unknown_format(stacked, tmp_path):
     with pytest.raises(ValueError, match="npy or safetensors"):
         stacked.save(tmp_path / "c.bin")
+
+
+def test_cli_export_job_refuses_raw_and_a_window_hash(server, finished_job, tmp_path):
+    env = dict(os.environ, FCA_SERVER=server.address, FCA_TOKEN=TOKEN)
+    for extra in (["--format=raw"], ["--window_hash=" + "a" * 64]):
+        out = subprocess.run([CLI_BIN, "export", f"--job={finished_job.id}",
+                              f"--out={tmp_path / 'x.npy'}", *extra],
+                             env=env, capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr  # a usage error, nothing written
+        assert "--job" in out.stderr and not (tmp_path / "x.npy").exists()
