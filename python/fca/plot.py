@@ -21,8 +21,9 @@ def _pyplot():
 
 
 def _bars(ax, groups, models, label_of, value="penalty"):
-    """Grouped bars: one group per entry of `groups` (a row selector of
-    `table`), one bar per model with its CI as an error bar."""
+    """Grouped bars: one group per entry of `groups` (that group's rows, a
+    DataFrame), one bar per model with its CI as an error bar; a model with
+    no defined value there has no bar."""
     width = 0.8 / max(1, len(models))
     for k, model in enumerate(models):
         xs, ys, lows, highs = [], [], [], []
@@ -33,7 +34,7 @@ def _bars(ax, groups, models, label_of, value="penalty"):
             r = row.iloc[0]
             xs.append(x - 0.4 + width * (k + 0.5))
             ys.append(r[value])
-            # No CI: a zero-length bar, not an invented one.
+            # No CI: a zero-length error bar, not an invented one.
             lows.append(r[value] - r.ci_low if r.ci_low == r.ci_low else 0.0)
             highs.append(r.ci_high - r[value] if r.ci_high == r.ci_high else 0.0)
         ax.bar(xs, ys, width=width, yerr=[lows, highs], capsize=3, label=model)
