@@ -2,11 +2,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "common/json.h"
+#include "common/status_macros.h"
 #include "common/vocabulary.h"
 
 namespace fca::client {
@@ -46,21 +49,25 @@ absl::StatusOr<Layout> CheckLayout(const v1::CoefficientsHeader& h, std::string_
 
 // NPY 1.0: magic, version, a uint16 LE header length, then the header (a
 // Python dict literal) padded with spaces and ended by '\n' so that the
-// data starts at a multiple of 64 bytes (numpy.lib.format).
-std::string Npy(const v1::CoefficientsHeader& h, const Layout& l, std::string_view raw) {
-  const bool widen = l.dtype == ComputeDType::kBFloat16;
+// data starts at a multiple of 64 bytes (numpy.lib.format). `shape` is the
+// tuple's inside, "3, 4".
+std::string NpyHeader(const Layout& l, const std::string& shape) {
   const char* descr = l.dtype == ComputeDType::kFloat16 ? "<f2" : "<f4";
-  std::string dict = absl::StrFormat("{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }",
-                                     descr, l.window_length, l.total_channels);
+  std::string dict =
+      absl::StrFormat("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shape);
   const size_t unpadded = 10 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
   dict += '\n';
   std::string out("\x93NUMPY\x01\x00", 8);
   out += static_cast<char>(dict.size() & 0xff);
   out += static_cast<char>(dict.size() >> 8);
-  out += dict;
-  // Site-major blocks into one token-major matrix: row t is every site's
-  // row t, in site order.
+  return out + dict;
+}
+
+// Site-major blocks into one token-major matrix [T, C] appended to `out`:
+// row t is every site's row t, in site order; `widen`: bfloat16 to float32.
+void AppendTokenMajor(const v1::CoefficientsHeader& h, const Layout& l, std::string_view raw,
+                      bool widen, std::string& out) {
   const size_t e = l.element_bytes;
   out.reserve(out.size() + raw.size() * (widen ? 2 : 1));
   for (int64_t t = 0; t < l.window_length; ++t) {
@@ -79,15 +86,49 @@ std::string Npy(const v1::CoefficientsHeader& h, const Layout& l, std::string_vi
       block += row_bytes * l.window_length;
     }
   }
+}
+
+std::string Npy(const v1::CoefficientsHeader& h, const Layout& l, std::string_view raw) {
+  std::string out = NpyHeader(l, absl::StrFormat("%d, %d", l.window_length, l.total_channels));
+  AppendTokenMajor(h, l, raw, l.dtype == ComputeDType::kBFloat16, out);
   return out;
 }
 
-// safetensors: a uint64 LE header length, the JSON header (padded with
-// spaces to 8 bytes), then the tensors' bytes, here the stream as it is.
+const char* SafetensorsDType(const Layout& l) {
+  return l.dtype == ComputeDType::kFloat32   ? "F32"
+         : l.dtype == ComputeDType::kFloat16 ? "F16"
+                                             : "BF16";
+}
+
+json::Value IntArray(const std::vector<int64_t>& values) {
+  json::Value a = json::Value::MakeArray();
+  for (int64_t v : values) a.mutable_array().push_back(json::Value::Int(v));
+  return a;
+}
+
+json::Value TensorEntry(const Layout& l, const std::vector<int64_t>& shape, int64_t begin,
+                        int64_t end) {
+  json::Value t = json::Value::MakeObject();
+  t.Set("dtype", json::Value::String(SafetensorsDType(l)));
+  t.Set("shape", IntArray(shape));
+  t.Set("data_offsets", IntArray({begin, end}));
+  return t;
+}
+
+// The file: a uint64 LE header length, the JSON header padded with spaces to
+// 8 bytes, then the data.
+std::string SafetensorsFile(const json::Value& header, std::string_view data) {
+  std::string text = json::Write(header);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+  out += text;
+  out.append(data.data(), data.size());
+  return out;
+}
+
+// safetensors: one tensor per site, the stream as it is.
 std::string Safetensors(const v1::CoefficientsHeader& h, const Layout& l, std::string_view raw) {
-  const char* dtype = l.dtype == ComputeDType::kFloat32   ? "F32"
-                      : l.dtype == ComputeDType::kFloat16 ? "F16"
-                                                          : "BF16";
   json::Value header = json::Value::MakeObject();
   json::Value meta = json::Value::MakeObject();
   meta.Set("model", json::Value::String(h.model()));
@@ -98,26 +139,47 @@ std::string Safetensors(const v1::CoefficientsHeader& h, const Layout& l, std::s
   int64_t offset = 0;
   for (const v1::CoefficientSite& s : h.sites()) {
     const int64_t bytes = l.window_length * s.channels() * static_cast<int64_t>(l.element_bytes);
-    json::Value t = json::Value::MakeObject();
-    t.Set("dtype", json::Value::String(dtype));
-    json::Value shape = json::Value::MakeArray();
-    shape.mutable_array().push_back(json::Value::Int(l.window_length));
-    shape.mutable_array().push_back(json::Value::Int(s.channels()));
-    t.Set("shape", std::move(shape));
-    json::Value offsets = json::Value::MakeArray();
-    offsets.mutable_array().push_back(json::Value::Int(offset));
-    offsets.mutable_array().push_back(json::Value::Int(offset + bytes));
-    t.Set("data_offsets", std::move(offsets));
-    header.Set(s.name(), std::move(t));
+    header.Set(s.name(), TensorEntry(l, {l.window_length, s.channels()}, offset, offset + bytes));
     offset += bytes;
   }
-  std::string text = json::Write(header);
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
-  out += text;
-  out.append(raw.data(), raw.size());
-  return out;
+  return SafetensorsFile(header, raw);
+}
+
+// What a stack's windows must share: the first window's model, dtype, T and
+// sites (names and channels, in order).
+absl::Status SameShape(const v1::CoefficientsHeader& a, const v1::CoefficientsHeader& b) {
+  bool same = a.model() == b.model() && a.dtype() == b.dtype() &&
+              a.window_length() == b.window_length() && a.sites_size() == b.sites_size();
+  for (int i = 0; same && i < a.sites_size(); ++i) {
+    same = a.sites(i).name() == b.sites(i).name() && a.sites(i).channels() == b.sites(i).channels();
+  }
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "window %s differs from window %s in model, dtype, T or sites; they cannot be stacked",
+      b.window_hash(), a.window_hash()));
+}
+
+json::Value StackMetadata(const std::vector<CoefficientsWindow>& windows) {
+  const v1::CoefficientsHeader& h = windows.front().header;
+  json::Value hashes = json::Value::MakeArray();
+  for (const CoefficientsWindow& w : windows) {
+    hashes.mutable_array().push_back(json::Value::String(w.header.window_hash()));
+  }
+  json::Value sites = json::Value::MakeArray();
+  for (const v1::CoefficientSite& s : h.sites()) {
+    json::Value site = json::Value::MakeArray();
+    site.mutable_array().push_back(json::Value::String(s.name()));
+    site.mutable_array().push_back(json::Value::Int(s.channels()));
+    sites.mutable_array().push_back(std::move(site));
+  }
+  json::Value meta = json::Value::MakeObject();
+  meta.Set("model", json::Value::String(h.model()));
+  meta.Set("weights_sha256", json::Value::String(h.weights_sha256()));
+  meta.Set("dtype", json::Value::String(h.dtype()));
+  meta.Set("layout", json::Value::String("[N windows, T tokens, C channels]"));
+  meta.Set("window_hashes", json::Value::String(json::Write(hashes)));
+  meta.Set("sites", json::Value::String(json::Write(sites)));
+  return meta;
 }
 
 }  // namespace
@@ -146,6 +208,37 @@ absl::StatusOr<std::string> EncodeCoefficients(const v1::CoefficientsHeader& hea
   if (!layout.ok()) return layout.status();
   return format == CoefficientsFormat::kNpy ? Npy(header, *layout, raw)
                                             : Safetensors(header, *layout, raw);
+}
+
+absl::StatusOr<std::string> EncodeStackedCoefficients(
+    const std::vector<CoefficientsWindow>& windows, CoefficientsFormat format) {
+  if (format == CoefficientsFormat::kRaw) {
+    return UsageError("export --job: the stacked file is npy or safetensors, not raw");
+  }
+  if (windows.empty()) return absl::InvalidArgumentError("no windows to stack");
+  Layout layout;
+  for (const CoefficientsWindow& w : windows) {
+    FCA_RETURN_IF_ERROR(SameShape(windows.front().header, w.header));
+    absl::StatusOr<Layout> l = CheckLayout(w.header, w.raw);
+    if (!l.ok()) return l.status();
+    layout = *l;
+  }
+  const int64_t n = static_cast<int64_t>(windows.size());
+  const bool npy = format == CoefficientsFormat::kNpy;
+  std::string data;
+  for (const CoefficientsWindow& w : windows) {
+    AppendTokenMajor(w.header, layout, w.raw, npy && layout.dtype == ComputeDType::kBFloat16, data);
+  }
+  if (npy) {
+    return NpyHeader(layout, absl::StrFormat("%d, %d, %d", n, layout.window_length,
+                                             layout.total_channels)) +
+           data;
+  }
+  json::Value header = json::Value::MakeObject();
+  header.Set("__metadata__", StackMetadata(windows));
+  header.Set("coefficients", TensorEntry(layout, {n, layout.window_length, layout.total_channels},
+                                         0, static_cast<int64_t>(data.size())));
+  return SafetensorsFile(header, data);
 }
 
 }  // namespace fca::client

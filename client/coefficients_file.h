@@ -12,11 +12,19 @@
 //     [T, channels], dtype F32 / F16 / BF16 as stored; __metadata__ names the
 //     model, its weights SHA-256, the window hash and the dtype.
 //   - raw: the stream's bytes as they came.
+// Several windows of one model (`fca export --job`) stack into [N, T, C],
+// window n being the one-window npy's [T, C]:
+//   - npy: one array [N, T, C] (bfloat16 widened to '<f4' as above).
+//   - safetensors: one tensor "coefficients" [N, T, C], dtype as stored;
+//     __metadata__ names the model, its weights SHA-256, the dtype, the
+//     layout, window_hashes (a JSON array, in the stack's order) and sites
+//     (a JSON array of [name, channels], the columns' order).
 #ifndef FCA_CLIENT_COEFFICIENTS_FILE_H_
 #define FCA_CLIENT_COEFFICIENTS_FILE_H_
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/fca/v1/audit_service.pb.h"
@@ -36,6 +44,19 @@ absl::StatusOr<CoefficientsFormat> ChooseCoefficientsFormat(std::string_view for
 // computes in.
 absl::StatusOr<std::string> EncodeCoefficients(const fca::v1::CoefficientsHeader& header,
                                                std::string_view raw, CoefficientsFormat format);
+
+// One window's export: its header and its stream's bytes.
+struct CoefficientsWindow {
+  fca::v1::CoefficientsHeader header;
+  std::string raw;
+};
+
+// The stacked file (npy or safetensors) of `windows`, in their order.
+// INVALID_ARGUMENT when there are none, when a window's bytes do not hold its
+// header's sites, or when the windows differ in model, dtype, T or sites;
+// a usage error for the raw format.
+absl::StatusOr<std::string> EncodeStackedCoefficients(
+    const std::vector<CoefficientsWindow>& windows, CoefficientsFormat format);
 
 }  // namespace fca::client
 

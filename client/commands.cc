@@ -203,11 +203,13 @@ const std::vector<Command>& Commands() {
        {"model", "json"},
        RunTokenize},
       {{"export"},
-       "export --model=M --window_hash=H [--dtype=D] [--project=P] --out=FILE "
-       "[--format=npy|safetensors|raw]",
+       "export (--model=M --window_hash=H | --job=J [--model=M] [--calibration]) [--dtype=D] "
+       "[--project=P] --out=FILE [--format=npy|safetensors|raw]",
        "download a cached coefficient tensor of a project's audits: .npy [T, channels of every "
-       "site], .safetensors (a tensor per site) or raw, by --format or the file's extension",
-       {"model", "window_hash", "dtype", "out", "format", "project"},
+       "site], .safetensors (a tensor per site) or raw, by --format or the file's extension; "
+       "--job: every evaluation (--calibration: calibration) window of the job as one "
+       "[N, T, C] .npy or .safetensors",
+       {"model", "window_hash", "dtype", "out", "format", "project", "job", "calibration"},
        RunExport},
       {{"admin", "backup"},
        "admin backup NAME",

@@ -47,7 +47,7 @@ ABSL_FLAG(std::string, project, "",
 ABSL_DECLARE_FLAG(std::string, label);
 
 // results (and --model for export)
-ABSL_FLAG(int64_t, job, 0, "results: job id");
+ABSL_FLAG(int64_t, job, 0, "results: job id; export: every window of the job, stacked [N, T, C]");
 ABSL_FLAG(std::string, model, "",
           "results, export, windows: model name; jobs list: audited or dense twin");
 ABSL_FLAG(std::string, dataset, "",
@@ -70,6 +70,7 @@ ABSL_FLAG(bool, json, false, "tokenize, info, windows, webhooks: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
 ABSL_FLAG(std::string, out, "", "export: output file; jobs manifest: output file [stdout]");
+ABSL_FLAG(bool, calibration, false, "export --job: the calibration windows [the evaluation ones]");
 
 namespace fca::client {
 
@@ -402,52 +403,106 @@ CommandResult RunWindows(CommandContext& ctx) {
   return kExitOk;
 }
 
-// Receives the export whole (the header says how many bytes; a broken
-// transfer writes nothing), then writes it in `format` through a temporary
-// file and a rename, so no file that looks whole is half written.
-absl::Status ExportToFile(AuditClient& client, const v1::ExportCoefficientsRequest& request,
-                          const std::string& path, CoefficientsFormat format, std::ostream& out) {
-  v1::CoefficientsHeader header;
-  std::string raw;
-  absl::Status status = client.ExportCoefficients(
+namespace {
+
+// Receives one window's export whole (the header says how many bytes).
+absl::StatusOr<CoefficientsWindow> ReceiveWindow(AuditClient& client,
+                                                 const v1::ExportCoefficientsRequest& request) {
+  CoefficientsWindow w;
+  FCA_RETURN_IF_ERROR(client.ExportCoefficients(
       request,
       [&](const v1::CoefficientsHeader& h) {
-        header = h;
-        out << FormatCoefficientsHeader(h);
+        w.header = h;
         return absl::OkStatus();
       },
       [&](const std::string& chunk) {
-        raw += chunk;
+        w.raw += chunk;
         return absl::OkStatus();
-      });
-  FCA_RETURN_IF_ERROR(status);
-  const int64_t expected = header.total_bytes();
-  if (static_cast<int64_t>(raw.size()) != expected) {
-    return absl::DataLossError(
-        absl::StrFormat("export ended after %d of %d bytes", raw.size(), expected));
+      }));
+  if (static_cast<int64_t>(w.raw.size()) != w.header.total_bytes()) {
+    return absl::DataLossError(absl::StrFormat("export of window %s ended after %d of %d bytes",
+                                               request.window_hash(), w.raw.size(),
+                                               w.header.total_bytes()));
   }
-  absl::StatusOr<std::string> file = EncodeCoefficients(header, raw, format);
+  return w;
+}
+
+// Writes one window's export in `format` through a temporary file and a
+// rename (a broken transfer writes nothing), so no file that looks whole is
+// half written.
+absl::Status ExportToFile(AuditClient& client, const v1::ExportCoefficientsRequest& request,
+                          const std::string& path, CoefficientsFormat format, std::ostream& out) {
+  FCA_ASSIGN_OR_RETURN(const CoefficientsWindow w, ReceiveWindow(client, request));
+  out << FormatCoefficientsHeader(w.header);
+  absl::StatusOr<std::string> file = EncodeCoefficients(w.header, w.raw, format);
   if (!file.ok()) return absl::DataLossError(file.status().message());
   FCA_RETURN_IF_ERROR(WriteFileAtomically(path, *file));
   out << absl::StrFormat("wrote %d bytes to %s\n", file->size(), path);
   return absl::OkStatus();
 }
 
+// `export --job=J`: the model's coefficients on every evaluation (or
+// calibration) window of the job, in the job's window order, as one
+// [N, T, C] file (client/coefficients_file.h).
+CommandResult RunExportJob(CommandContext& ctx, v1::ExportCoefficientsRequest request,
+                           const std::string& path, CoefficientsFormat format) {
+  if (!request.window_hash().empty()) {
+    return UsageError("export: --job exports every window of the job; drop --window_hash");
+  }
+  if (format == CoefficientsFormat::kRaw) {
+    return UsageError("export --job: the stacked file is npy or safetensors, not raw");
+  }
+  v1::ListJobWindowsRequest list;
+  list.set_job_id(absl::GetFlag(FLAGS_job));
+  list.set_model(request.model());
+  FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
+  FCA_ASSIGN_OR_RETURN(const v1::ListJobWindowsResponse listed, client->ListJobWindows(list));
+  request.set_model(listed.model());
+  const bool calibration = absl::GetFlag(FLAGS_calibration);
+  std::vector<CoefficientsWindow> windows;
+  for (const v1::Window& w : listed.windows()) {
+    if (w.calibration() != calibration) continue;
+    request.set_window_hash(w.hash());
+    FCA_ASSIGN_OR_RETURN(CoefficientsWindow got, ReceiveWindow(*client, request));
+    windows.push_back(std::move(got));
+  }
+  if (windows.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("job %d has no %s windows of %s to export", list.job_id(),
+                        calibration ? "calibration" : "evaluation", listed.model()));
+  }
+  FCA_ASSIGN_OR_RETURN(const std::string file, EncodeStackedCoefficients(windows, format));
+  FCA_RETURN_IF_ERROR(WriteFileAtomically(path, file));
+  const v1::CoefficientsHeader& h = windows.front().header;
+  int64_t channels = 0;
+  for (const v1::CoefficientSite& s : h.sites()) channels += s.channels();
+  ctx.out() << absl::StrFormat("%s, job %d: %d %s windows x T=%d x C=%d (%d sites), %s\n",
+                               h.model(), list.job_id(), windows.size(),
+                               calibration ? "calibration" : "evaluation", h.window_length(),
+                               channels, h.sites_size(), h.dtype());
+  ctx.out() << absl::StrFormat("wrote %d bytes to %s\n", file.size(), path);
+  return kExitOk;
+}
+
+}  // namespace
+
 CommandResult RunExport(CommandContext& ctx) {
-  FCA_RETURN_IF_ERROR(ExpectArgs(
-      ctx, 0, "export --model=M --window_hash=H --out=FILE [--format=npy|safetensors|raw]"));
+  FCA_RETURN_IF_ERROR(ExpectArgs(ctx, 0,
+                                 "export (--model=M --window_hash=H | --job=J [--model=M] "
+                                 "[--calibration]) --out=FILE [--format=npy|safetensors|raw]"));
   v1::ExportCoefficientsRequest request;
   request.set_model(absl::GetFlag(FLAGS_model));
   request.set_window_hash(NormalizeSha256Hex(absl::GetFlag(FLAGS_window_hash)));
   request.set_dtype(absl::GetFlag(FLAGS_dtype));
   request.set_project(absl::GetFlag(FLAGS_project));
   const std::string path = absl::GetFlag(FLAGS_out);
-  FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
-  FCA_RETURN_IF_ERROR(RequireFlag(request.window_hash(), "window_hash"));
   FCA_RETURN_IF_ERROR(RequireFlag(path, "out"));
   FCA_ASSIGN_OR_RETURN(
       const CoefficientsFormat format,
       ChooseCoefficientsFormat(ctx.Specified("format") ? absl::GetFlag(FLAGS_format) : "", path));
+  if (ctx.Specified("job")) return RunExportJob(ctx, request, path, format);
+  FCA_RETURN_IF_ERROR(RequireFlag(request.model(), "model"));
+  FCA_RETURN_IF_ERROR(RequireFlag(request.window_hash(), "window_hash"));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_RETURN_IF_ERROR(ExportToFile(*client, request, path, format, ctx.out()));
   return kExitOk;

@@ -95,14 +95,15 @@ gRPC .proto files of the fca.v1 API under /usr/share/fca/proto.")
 
 # Pure Python: one package for every architecture, its Depends named here
 # (dpkg-shlibdeps has no binaries to read). numpy: export(); pandas and
-# tqdm (DataFrames, progress bars) are optional.
+# tqdm (DataFrames, progress bars) are optional, matplotlib (report.plot())
+# more so.
 set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_NAME python3-fca)
 set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_ARCHITECTURE all)
 set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_SECTION python)
 set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_DEPENDS
   "python3 (>= 3.9), python3-grpcio, python3-protobuf (>= 3.20), python3-numpy")
 set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_RECOMMENDS "python3-pandas, python3-tqdm")
-set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_SUGGESTS "fca-client, python3-ipykernel")
+set(CPACK_DEBIAN_PYTHON3-FCA_PACKAGE_SUGGESTS "fca-client, python3-ipykernel, python3-matplotlib")
 set(CPACK_DEBIAN_PYTHON3-FCA_DESCRIPTION
   "Python client of the fca audit service\n\
 The fca module: fca.Client() for an fca-server (models, datasets, audits,\n\

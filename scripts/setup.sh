@@ -26,6 +26,9 @@ packages=(
   # python3-yaml also reads deploy/'s manifests (ctest: deploy_manifests_test).
   python3-grpcio python3-protobuf python3-numpy python3-pandas python3-tqdm
   python3-pytest python3-nbconvert python3-ipykernel jupyter-nbconvert python3-yaml
+  # The wheel (python/pyproject.toml) built offline and installed into a
+  # venv by python_test (test_wheel.py); report.plot()'s figures.
+  python3-venv python3-pip python3-setuptools python3-wheel python3-matplotlib
   # promtool: deploy/prometheus's alert rules are checked and unit-tested.
   prometheus
 )

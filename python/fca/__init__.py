@@ -11,7 +11,8 @@ pandas (DataFrames) and tqdm (progress bars) are optional; numpy is needed
 by export() only.
 """
 
-from fca.client import Client, Comparison, Job, PooledReport, Report
+from fca.client import Client, Job, Report
+from fca.comparison import Comparison, PooledReport
 from fca.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                         FailedPrecondition, FcaError, Internal, InvalidArgument, JobFailed,
                         NotFound, OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,

@@ -11,6 +11,7 @@ import pathlib
 import grpc
 
 from fca import errors, frames
+from fca.progress import progress_bar, show_progress
 from fca.v1 import audit_service_pb2 as pb
 from fca.v1 import audit_service_pb2_grpc as pb_grpc
 
@@ -114,6 +115,12 @@ class Client:
         """GetServerInfo: versions, limits, interventions and metrics (the message)."""
         return self._unary("GetServerInfo", pb.GetServerInfoRequest())
 
+    def _info(self):
+        """info(), fetched once: what a Report reads its group scopes from."""
+        if getattr(self, "_info_cache", None) is None:
+            self._info_cache = self.info()
+        return self._info_cache
+
     def models(self, as_frame=True):
         """The models of the server's repository, one row each (`sites`: a
         list), then the folders it cannot serve: `state` is "READY" or
@@ -202,7 +209,13 @@ class Client:
         if state is not None:
             request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
         jobs = self._all_pages("ListJobs", request, "jobs")
-        return _maybe_frame(jobs, pb.Job.DESCRIPTOR, as_frame, skip=("tasks",))
+        rows = [frames.row(j, skip=("tasks",)) for j in jobs]
+        if not (as_frame and frames.have_pandas()):
+            return rows
+        # A frame's cells are values: the spec and provenance in columns.
+        rows, cols = frames.flattened(pb.Job.DESCRIPTOR, rows, nested=("spec", "provenance"),
+                                      skip=("tasks",))
+        return frames.frame(rows, cols)
 
     # --- results
     def query(self, job=None, model=None, intervention=None, metric=None, dataset_sha256="",
@@ -226,14 +239,15 @@ class Client:
     def report(self, job):
         """The report of a job (fca.Report: tables as DataFrames)."""
         job_id = job.id if isinstance(job, Job) else int(job)
-        return Report(self._unary("GetReport", pb.GetReportRequest(job_id=job_id)))
+        return Report(self._unary("GetReport", pb.GetReportRequest(job_id=job_id)), self._info)
 
     def compare(self, jobs, include_sites=False):
         """Several jobs side by side (fca.Comparison); 1 to 16 jobs or ids."""
         ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
         reply = self._unary("CompareJobs",
                             pb.CompareJobsRequest(job_ids=ids, include_sites=include_sites))
-        return Comparison([Report(r) for r in reply.reports])
+        from fca.comparison import Comparison
+        return Comparison([Report(r, self._info) for r in reply.reports])
 
     def pool(self, jobs):
         """Several finished jobs as one report (fca.PooledReport: a Report
@@ -241,7 +255,8 @@ class Client:
         the job each model came from); 2 to 64 jobs or ids whose specs agree
         on the data, the windows and the settings (docs/python.md)."""
         ids = [j.id if isinstance(j, Job) else int(j) for j in jobs]
-        return PooledReport(self._unary("PoolJobs", pb.PoolJobsRequest(job_ids=ids)))
+        from fca.comparison import PooledReport
+        return PooledReport(self._unary("PoolJobs", pb.PoolJobsRequest(job_ids=ids)), self._info)
 
     def windows(self, job, model="", as_frame=True):
         """A job's evaluation and calibration windows with the hashes
@@ -425,7 +440,7 @@ class Job:
         (tqdm.auto: a widget in Jupyter, text in a terminal; none without
         tqdm or with progress=False). Raises fca.JobFailed when it ends
         FAILED or CANCELLED (unless raise_on_failure=False). Returns self."""
-        bar = _progress_bar(self.id) if progress else None
+        bar = progress_bar(self.id) if progress else None
         after = 0
         try:
             while not self.done:
@@ -435,7 +450,7 @@ class Job:
                     if reply.HasField("job"):
                         self._message = reply.job
                     if bar is not None and reply.event.HasField("progress"):
-                        _show(bar, reply.event.progress)
+                        show_progress(bar, reply.event.progress)
                 # The stream ends after the terminal event or when the
                 # server bounds it; the job as stored says which.
                 self.refresh()
@@ -464,23 +479,19 @@ class Job:
     def windows(self, model="", as_frame=True):
         return self._client.windows(self.id, model, as_frame)
 
-
-def _progress_bar(job_id):
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=1000, desc=f"job {job_id}", unit="‰", bar_format=(
-        "{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}"))
-
-
-def _show(bar, p):
-    bar.n = int(round(max(0.0, min(1.0, p.fraction)) * bar.total))
-    phase = f"{p.model} {p.phase}" if p.model else p.phase
-    if p.windows_total:
-        phase += f" {p.windows_done}/{p.windows_total}"
-    bar.set_postfix_str(phase, refresh=False)
-    bar.refresh()
+    def coefficients(self, model="", calibration=False, dtype="float32"):
+        """The coefficients of `model` [the job's first] on every evaluation
+        window of the job (calibration=True: every calibration window), in
+        the job's window order, stacked (fca.StackedCoefficients: `array`
+        [N, T, C], `save(path)` as .npy or .safetensors)."""
+        from fca.stacked import StackedCoefficients
+        model = model or self._message.spec.models[0]
+        windows = [w for w in self._client.windows(self.id, model, as_frame=False)
+                   if w["calibration"] == calibration]
+        if not windows:
+            kind = "calibration" if calibration else "evaluation"
+            raise ValueError(f"job {self.id} has no {kind} windows of {model} to stack")
+        return StackedCoefficients([self._client.export(model, w["hash"], dtype) for w in windows])
 
 
 class Report:
@@ -497,11 +508,39 @@ class Report:
     dense_twin:    the dense twin's execution rows
     """
 
-    def __init__(self, message):
+    def __init__(self, message, info=None):
         self.message = message
         self.job = message.job
         self.models = list(message.models)
         self.interventions = list(message.interventions)
+        self._info = info  # () -> GetServerInfoResponse, for layers()
+
+    @property
+    def ci_level(self):
+        """The job's confidence level (its spec as stored, defaults filled in)."""
+        return self.job.spec.ci_level
+
+    def penalties(self):
+        """One row per (model, intervention): penalty, its iid CI, its block
+        CI, p_holm and the verdicts (fca.tables.penalties)."""
+        from fca import tables
+        return tables.penalties(self.metrics, self.ci_level)
+
+    def layers(self):
+        """One row per (model, intervention, group) of the per-group replays
+        with penalty, CI and share of the whole-model penalty
+        (fca.tables.layers)."""
+        from fca import tables
+        if self._info is None:
+            raise ValueError("layers() needs the server's group scopes: use client.report(job)")
+        return tables.layers(self.metrics, self._info().group_scopes)
+
+    def plot(self):
+        """The dashboard's penalty chart and per-layer charts as one matplotlib
+        Figure (fca.plot); fig.savefig("report.png") saves it."""
+        from fca import plot
+        layers = self.layers() if self._info is not None else None
+        return plot.plot(self.penalties(), layers, self.models, self.ci_level)
 
     @property
     def metrics(self):
@@ -550,51 +589,3 @@ class Report:
         table = self.across_models
         table = table[table.metric.isin(["nll", "penalty", "retention_pct"])]
         return head + table.to_html(index=False, na_rep="")
-
-
-class PooledReport(Report):
-    """PoolJobs: a Report over several jobs (its job is their merge, id 0),
-    and `sources`: one row per model with the job it came from (model,
-    job_id, weights_sha256)."""
-
-    def __init__(self, message):
-        super().__init__(message.report)
-        self.pooled = message
-        self.job_ids = list(dict.fromkeys(m.job_id for m in message.models))
-
-    @property
-    def sources(self):
-        return frames.messages_frame(self.pooled.models, pb.PooledModel.DESCRIPTOR)
-
-    def __repr__(self):
-        return f"<fca.PooledReport of jobs {self.job_ids}: {len(self.models)} model(s), " \
-               f"{len(self.message.metrics)} metrics>"
-
-
-class Comparison:
-    """CompareJobs: `reports` (fca.Report each, request order) and `metrics`,
-    every report's metrics with a job_id column first."""
-
-    def __init__(self, reports):
-        self.reports = reports
-
-    @property
-    def metrics(self):
-        pd = frames._pandas()
-        parts = []
-        for r in self.reports:
-            df = r.metrics
-            df.insert(0, "job", r.job.id)
-            parts.append(df)
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-    def __repr__(self):
-        return f"<fca.Comparison of jobs {[r.job.id for r in self.reports]}>"
-
-    def _repr_html_(self):
-        if not frames.have_pandas():
-            return frames.html_table([("jobs", [r.job.id for r in self.reports])])
-        df = self.metrics
-        df = df[df.metric == "penalty"]
-        return df.pivot_table(index=["job", "model"], columns="intervention", values="value",
-                              sort=False).to_html(na_rep="")

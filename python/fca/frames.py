@@ -82,6 +82,29 @@ def frame(rows, cols):
     return df
 
 
+def flattened(descriptor, rows, nested, skip=()):
+    """`rows` (dicts of `descriptor`'s fields) with each message field named
+    in `nested` spread over columns of its own, "<field>.<subfield>" (a
+    Job's "spec.window_length"), None where the message is unset. Returns
+    (rows, columns), the columns in declaration order."""
+    subfields = {name: [f.name for f in descriptor.fields_by_name[name].message_type.fields]
+                 for name in nested}
+    cols = []
+    for f in descriptor.fields:
+        if f.name in subfields:
+            cols.extend(f"{f.name}.{g}" for g in subfields[f.name])
+        elif f.name not in skip:
+            cols.append(f.name)
+    out = []
+    for r in rows:
+        r = dict(r)
+        for name, fields in subfields.items():
+            message = r.pop(name, None) or {}
+            r.update({f"{name}.{g}": message.get(g) for g in fields})
+        out.append(r)
+    return out, cols
+
+
 def messages_frame(messages, descriptor, skip=()):
     return frame((row(m, skip) for m in messages), columns(descriptor, skip))
 

@@ -1,6 +1,7 @@
 """python/examples/quickstart.ipynb executed headless by Debian's
 `jupyter nbconvert --execute` against the real server: every cell runs
-without an error and the job, the report and the tables show as HTML."""
+without an error, the job, the report and the tables show as HTML, the plot
+as an image, and the progress bar with no warning."""
 
 import json
 import os
@@ -28,4 +29,13 @@ def test_quickstart_notebook_runs_headless(server, tmp_path):
     html = "".join("".join(o.get("data", {}).get("text/html", [])) for o in outputs)
     assert "SUCCEEDED" in html  # the job's _repr_html_
     assert "featuregate-small" in html and "layer_penalty" in html
-    assert html.count("<table") >= 5
+    assert html.count("<table") >= 7
+    assert "block_ci_low" in html and "share" in html  # report.penalties(), report.layers()
+    # report.plot(): the Figure, shown inline as a PNG.
+    assert any("image/png" in o.get("data", {}) for o in outputs)
+    # The progress bar warns of nothing (tqdm.auto's TqdmWarning "IProgress
+    # not found", TqdmExperimentalWarning): stderr holds the bar alone.
+    stderr = "".join("".join(o["text"]) for o in outputs
+                     if o["output_type"] == "stream" and o["name"] == "stderr")
+    assert "Warning" not in stderr and "warn" not in stderr.lower(), stderr
+    assert "100%" in stderr  # the bar, drawn to the end

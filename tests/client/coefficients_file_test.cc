@@ -122,5 +122,61 @@ TEST(CoefficientsFileTest, FormatFromFlagOrExtension) {
   EXPECT_TRUE(IsUsageError(bad.status()));
 }
 
+// Two windows: the first as RawFloat32, the second with every value + 100.
+std::vector<CoefficientsWindow> TwoWindows() {
+  CoefficientsWindow first{Header("float32"), RawFloat32()};
+  CoefficientsWindow second{Header("float32"), ""};
+  second.header.set_window_hash("ef56");
+  std::vector<float> v = Floats(first.raw);
+  for (float& x : v) x += 100;
+  second.raw.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return {first, second};
+}
+
+TEST(CoefficientsFileTest, StackedNpyIsEachWindowsTokenMajorArrayInOrder) {
+  auto file = EncodeStackedCoefficients(TwoWindows(), CoefficientsFormat::kNpy);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  const size_t data_start =
+      10 + (static_cast<uint8_t>((*file)[8]) | static_cast<uint8_t>((*file)[9]) << 8);
+  EXPECT_EQ(data_start % 64, 0u);
+  EXPECT_THAT(file->substr(10, data_start - 10), HasSubstr("'shape': (2, 3, 3)"));
+  // [n][t][c]: window 0 as the one-window npy's rows, then window 1's.
+  EXPECT_EQ(Floats(file->substr(data_start)),
+            (std::vector<float>{0, 1, 10, 2, 3, 11, 4, 5, 12, 100, 101, 110, 102, 103, 111, 104,
+                                105, 112}));
+}
+
+TEST(CoefficientsFileTest, StackedSafetensorsIsOneTensorWithTheWindowHashes) {
+  auto file = EncodeStackedCoefficients(TwoWindows(), CoefficientsFormat::kSafetensors);
+  ASSERT_TRUE(file.ok()) << file.status();
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<uint8_t>((*file)[i]);
+  EXPECT_EQ(n % 8, 0u);
+  auto header = json::Parse(file->substr(8, n));
+  ASSERT_TRUE(header.ok()) << header.status();
+  const json::Value* t = header->Find("coefficients");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->Find("dtype")->as_string(), "F32");
+  EXPECT_EQ(json::Write(*t->Find("shape")), "[2,3,3]");
+  EXPECT_EQ(json::Write(*t->Find("data_offsets")), "[0,72]");
+  const json::Value* meta = header->Find("__metadata__");
+  EXPECT_EQ(meta->Find("window_hashes")->as_string(), "[\"cd34\",\"ef56\"]");
+  EXPECT_EQ(meta->Find("sites")->as_string(), "[[\"a.0\",2],[\"b.0\",1]]");
+  EXPECT_EQ(Floats(file->substr(8 + n)).at(9), 100.0f);  // window 1, t 0, a's channel 0
+}
+
+TEST(CoefficientsFileTest, StackRefusesMismatchedWindowsNoWindowsAndRaw) {
+  std::vector<CoefficientsWindow> windows = TwoWindows();
+  windows[1].header.mutable_sites(1)->set_name("c.0");
+  auto mismatched = EncodeStackedCoefficients(windows, CoefficientsFormat::kNpy);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_THAT(mismatched.status().message(), HasSubstr("cannot be stacked"));
+  EXPECT_FALSE(EncodeStackedCoefficients({}, CoefficientsFormat::kNpy).ok());
+  auto raw = EncodeStackedCoefficients(TwoWindows(), CoefficientsFormat::kRaw);
+  ASSERT_FALSE(raw.ok());
+  EXPECT_TRUE(IsUsageError(raw.status()));
+}
+
 }  // namespace
 }  // namespace fca::client
