@@ -171,7 +171,8 @@ async function runningJob(ctx) {
 
 // The saved HTML report (a file, no server): at 1280 and 800 px nothing
 // is wider than the page but inside the tables' and charts' scroll boxes,
-// and every chart names its x and its y axis.
+// no chart is shrunk to fit (its text stays at least 11 px), and every
+// chart names its x and its y axis.
 async function savedReport(ctx, file) {
   const {browser, check, OUT} = ctx;
   const page = await browser.newPage();
@@ -205,6 +206,13 @@ async function savedReport(ctx, file) {
         }
         if (document.documentElement.scrollWidth > vw) out.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} > ${vw}`);
         const tables = [...document.querySelectorAll('table')].filter((t) => !t.parentElement.matches('.table-wrap')).length;
+        // Fitted by scrolling, not by shrinking: chart text stays at least
+        // 11 px as drawn (its CSS size times the SVG's scale on screen).
+        for (const t of document.querySelectorAll('svg.chart text')) {
+          const m = t.getScreenCTM();
+          const px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+          if (px < 11 - 1e-6) out.push(`chart text "${t.textContent}" ${px.toFixed(1)} px`);
+        }
         const charts = [...document.querySelectorAll('svg.chart')].map((s) => ({
           title: s.querySelector('title').textContent,
           x: (s.querySelector('text.axis-x') || {}).textContent || '',
@@ -214,7 +222,8 @@ async function savedReport(ctx, file) {
         return {out, boxes, tables, charts};
       });
       check(r.out.length === 0 && r.tables === 0 && r.boxes > 0,
-        `saved report at ${width} px: nothing wider than the page but inside its ${r.boxes} scroll boxes`, r.out.slice(0, 10).join('\n'));
+        `saved report at ${width} px: nothing wider than the page but inside its ${r.boxes} scroll boxes, chart text unshrunk`,
+        r.out.slice(0, 10).join('\n'));
       const unlabelled = r.charts.filter((c) => !c.x.trim() || !c.y.trim() || !c.wrapped);
       check(r.charts.length >= 2 && unlabelled.length === 0,
         `saved report at ${width} px: its ${r.charts.length} charts label both axes`, JSON.stringify(unlabelled));
