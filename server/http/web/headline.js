@@ -38,16 +38,34 @@
         slowdown(s)]), '.');
   }
 
+  // "value [lo, hi]" with the interval on a line of its own under the
+  // value: narrow columns, so that three seeds and their mean fit a laptop.
+  function ciBelow(td) {
+    const text = td.textContent;
+    const at = text.indexOf(' [');
+    if (at > 0) td.replaceChildren(text.slice(0, at), ' ', el('span', {class: 'ci'}, text.slice(at + 1)));
+    return td;
+  }
+
+  // One row per intervention, each group of them under a row naming the
+  // group (a column of group names would push three seeds past a laptop's
+  // width).
   function penalties(ix, interventions, vocab) {
     const many = ix.models.length > 1;
-    const head = ['intervention', 'group', ...ix.models.map((m) => ({text: m, num: true}))];
+    const head = ['intervention', ...ix.models.map((m) => ({text: m, num: true}))];
     if (many) head.push({text: 'mean ± sd [min, max]', num: true});
+    const rows = [];
+    interventions.forEach((i, k) => {
+      const group = vocab.groups[i] || '';
+      if (group && (k === 0 || vocab.groups[interventions[k - 1]] !== group)) {
+        rows.push({th: group, key: `group:${group}`, cls: 'group', cells: [el('td', {colspan: head.length - 1})]});
+      }
+      const cells = ix.models.map((m) => ciBelow(resultCell(ix.find(m, i, 'penalty'), 'penalty')));
+      if (many) cells.push(ciBelow(acrossCell(ix.metric(i, 'penalty'))));
+      rows.push({th: i, key: i, cells});
+    });
     return table({caption: 'Penalty per intervention: NLL(I) − NLL(correct), nats/token, 95% CI', id: 'headline-penalties',
-      head, rows: interventions.map((i) => {
-        const cells = [el('td', {}, vocab.groups[i] || ''), ...ix.models.map((m) => resultCell(ix.find(m, i, 'penalty'), 'penalty'))];
-        if (many) cells.push(acrossCell(ix.metric(i, 'penalty')));
-        return {th: i, key: i, cells};
-      })});
+      head, rows});
   }
 
   // The headline of a job's report: [] until a model's rows are stored.
