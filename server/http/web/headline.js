@@ -77,7 +77,7 @@
     return [el('section', {id: 'headline', 'aria-labelledby': 'headline-title'},
       el('h2', {id: 'headline-title'}, 'Headline'), verdictLine,
       interventions.length ? penalties(ix, interventions, vocab) : null,
-      el('p', {class: 'note'}, 'The full tables (per-layer dependence, retention, execution, routing) are in the report below.'))];
+      el('p', {class: 'note'}, 'Every table of the report, these rows included, is in the report below.'))];
   }
 
   Object.assign(window.fca, {renderHeadline});
