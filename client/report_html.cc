@@ -141,13 +141,22 @@ std::vector<double> Ticks(double lo, double hi) {
   return ticks;
 }
 
+// Room for a chart's title: bold 12 px text from x = 64, 7.5 px a character
+// (the system fonts' widest digits and capitals).
+double TitleWidth(const std::string& title) { return 64 + 7.5 * title.size() + 8; }
+
 // A chart area with a linear y axis; x positions are given in pixels.
 class Chart {
  public:
   static constexpr double kLeft = 64, kRight = 16, kTop = 28, kBottom = 48;
 
-  Chart(double width, double height, double y_lo, double y_hi, std::string title)
-      : width_(width), height_(height), title_(std::move(title)) {
+  // `bottom_margin`: room under the plot for the x axis' labels and title.
+  Chart(double width, double height, double y_lo, double y_hi, std::string title,
+        double bottom_margin = kBottom)
+      : width_(std::max(width, TitleWidth(title))),
+        height_(height),
+        bottom_margin_(bottom_margin),
+        title_(std::move(title)) {
     // A flat (or nearly flat) series still gets a visible range.
     const double scale = std::max(std::abs(y_lo), std::abs(y_hi));
     if (!(y_hi - y_lo > 1e-9 * scale)) {
@@ -162,7 +171,7 @@ class Chart {
 
   double left() const { return kLeft; }
   double right() const { return width_ - kRight; }
-  double bottom() const { return height_ - kBottom; }
+  double bottom() const { return height_ - bottom_margin_; }
   double Y(double v) const { return kTop + (hi_ - v) / (hi_ - lo_) * (bottom() - kTop); }
 
   void Add(const std::string& element) { body_ += element; }
@@ -170,6 +179,10 @@ class Chart {
             const char* extra = "") {
     Add(absl::StrFormat("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s>%s</text>\n", x, y,
                         anchor, extra, HtmlEscape(text)));
+  }
+  // The x axis' title, centred under the plot on the margin's last line.
+  void XTitle(const std::string& text) {
+    Text((left() + right()) / 2, height_ - 8, text, "middle", " class=\"tick axis-x\"");
   }
   void Line(double x1, double y1, double x2, double y2, const char* stroke, double w = 1) {
     Add(
@@ -179,6 +192,8 @@ class Chart {
                         x1, y1, x2, y2, stroke, w));
   }
 
+  // The chart keeps its drawn size (its text stays readable) and scrolls
+  // sideways in its box where the page is narrower.
   std::string Render(const std::string& y_label) const {
     std::string axis;
     for (double t : Ticks(lo_, hi_)) {
@@ -190,17 +205,19 @@ class Chart {
           absl::StrFormat("%.4g", t));
     }
     return absl::StrFormat(
+        "<div class=\"chart-wrap\" role=\"region\" aria-label=\"%s\" tabindex=\"0\">\n"
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%.0f\" height=\"%.0f\" "
         "viewBox=\"0 0 %.0f %.0f\" role=\"img\">\n<title>%s</title>\n"
         "<text x=\"%.1f\" y=\"16\" class=\"title\">%s</text>\n%s"
         "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\" "
-        "class=\"tick\">%s</text>\n%s</svg>\n",
-        width_, height_, width_, height_, HtmlEscape(title_), left(), HtmlEscape(title_), axis,
-        (kTop + bottom()) / 2, (kTop + bottom()) / 2, HtmlEscape(y_label), body_);
+        "class=\"tick axis-y\">%s</text>\n%s</svg>\n</div>\n",
+        HtmlEscape(title_), width_, height_, width_, height_, HtmlEscape(title_), left(),
+        HtmlEscape(title_), axis, (kTop + bottom()) / 2, (kTop + bottom()) / 2, HtmlEscape(y_label),
+        body_);
   }
 
  private:
-  double width_, height_, lo_ = 0, hi_ = 1;
+  double width_, height_, bottom_margin_, lo_ = 0, hi_ = 1;
   std::string title_, body_;
 };
 
@@ -260,8 +277,10 @@ std::string PenaltyChart(const ReportView& r) {
   }
   if (groups.empty() || r.models().empty()) return "";
   const double group_w = 150;
-  Chart c(Chart::kLeft + Chart::kRight + group_w * groups.size(), 320, lo, hi,
-          "Penalty per intervention (nats/token, 95% CI)");
+  // Under the plot: the interventions' names, their groups' names, the axis' title.
+  const double bottom_margin = 66;
+  Chart c(Chart::kLeft + Chart::kRight + group_w * groups.size(), 272 + bottom_margin, lo, hi,
+          "Penalty per intervention (nats/token, 95% CI)", bottom_margin);
   const double bar_w = (group_w - 30) / (r.models().size() + (r.models().size() > 1));
   for (size_t g = 0; g < groups.size(); ++g) {
     const double x0 = c.left() + g * group_w + 15;
@@ -297,6 +316,7 @@ std::string PenaltyChart(const ReportView& r) {
       c.Text(x0, c.bottom() + 36, kind->name, "start", " class=\"tick\"");
     }
   }
+  c.XTitle("intervention");
   return c.Render("penalty (nats/token)") +
          Legend(r.models(), LegendKind::kBars, r.models().size() > 1);
 }
@@ -349,6 +369,7 @@ std::string GroupChart(const ReportView& r, const std::string& intervention,
       c.Text(xm, c.bottom() + 16, b.label, "middle", " class=\"tick\"");
     }
   }
+  c.XTitle(groups[0].scope);
   return c.Render("penalty (nats/token)");
 }
 
@@ -379,7 +400,7 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
   for (int64_t l = 0; l <= max_layer; ++l) {
     c.Text(x_of(l), c.bottom() + 18, absl::StrCat(l), "middle", " class=\"tick\"");
   }
-  c.Text((c.left() + c.right()) / 2, c.bottom() + 36, "layer", "middle", " class=\"tick\"");
+  c.XTitle("layer");
   for (size_t k = 0; k < r.models().size(); ++k) {
     auto it = by_model.find(r.models()[k]);
     if (it == by_model.end()) continue;
@@ -403,7 +424,7 @@ std::string LayerChart(const ReportView& r, const std::string& family, bool vari
     c.Text(x_of(last.layer()) + 8, c.Y(variance ? last.variance() : last.mean()) - 6,
            absl::StrCat(k + 1), "start", " class=\"tick\"");
   }
-  return c.Render(variance ? "variance" : "mean");
+  return c.Render(variance ? "coefficient variance" : "coefficient mean");
 }
 
 constexpr char kStyle[] = R"(<style>
@@ -419,13 +440,16 @@ th, td { padding: 3px 10px; border-bottom: 1px solid #e4e4e4; text-align: left;
          white-space: nowrap; }
 thead th { background: #f4f4f4; } tbody th { font-weight: normal; }
 td.num, th.num { text-align: right; }
-svg.chart { display: block; margin: 0.5em 0; max-width: 100%; height: auto; }
+/* Charts keep their drawn size and scroll sideways in .chart-wrap, as tables do. */
+.chart-wrap { overflow-x: auto; max-width: 100%; }
+svg.chart { display: block; margin: 0.5em 0; }
 svg text { font-size: 12px; fill: #222; }
 svg text.title { font-weight: 600; } svg text.tick { font-size: 11px; fill: #555; }
 ul.legend { list-style: none; padding: 0; margin: 0.3em 0 1em; display: flex; flex-wrap: wrap;
             gap: 0.3em 1.2em; }
 ul.legend li { white-space: nowrap; } ul.legend svg { vertical-align: -3px; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
+.charts > * { min-width: 0; max-width: 100%; }
 footer { color: #777; margin-top: 3em; font-size: 12px; }
 </style>
 )";

@@ -1,8 +1,9 @@
 // The HTML form of a report (report_html.cc): one self-contained page
 // (inline CSS and SVG, no scripts, nothing fetched), so it can be mailed or
 // opened offline. Tables have captions and header scopes and scroll inside
-// their box; charts tell models apart by number, fill pattern, marker shape
-// and line style besides colour.
+// their box; charts keep their drawn size and scroll inside theirs, name
+// both axes, and tell models apart by number, fill pattern, marker shape and
+// line style besides colour.
 #ifndef FCA_CLIENT_REPORT_HTML_H_
 #define FCA_CLIENT_REPORT_HTML_H_
 

@@ -603,7 +603,7 @@ TEST(ReportHtmlTest, AccessibleTablesAndChartsBeyondColour) {
   EXPECT_GT(Count(html, "<polygon class=\"marker\""), 0u);
   EXPECT_THAT(html, HasSubstr("stroke-dasharray=\"6 3\""));
   EXPECT_THAT(html, HasSubstr("2. fg-s2</li>"));
-  EXPECT_THAT(html, HasSubstr("svg.chart { display: block; margin: 0.5em 0; max-width: 100%;"));
+  EXPECT_THAT(html, HasSubstr(".chart-wrap { overflow-x: auto;"));
 }
 
 TEST(ReportHtmlTest, EscapesNamesInTablesAndCharts) {

@@ -9,7 +9,7 @@
 //       --cli_verdicts=FILE --out=DIR [--api_key=KEY] [--finished=1]
 //       [--again=2] [--again_model=fg-a] [--running=3]
 //       [--chromium=/usr/bin/chromium] [--reader_key=KEY --lab_job=N]
-//       [--routing_job=N [--pool_jobs=A,B]]
+//       [--routing_job=N [--pool_jobs=A,B]] [--report_html=FILE]
 //
 // Checks: before signing in, and on errors, the page speaks in sentences,
 // not status codes; the job list shows the jobs with their live state (and
@@ -33,14 +33,17 @@
 // opens its report. With --routing_job (a finished audit of a mixture of
 // experts) only: after signing in, its page's Routing section (see
 // routingReport), and with --pool_jobs (fg-a and fg-b audited alike, one job
-// each) the compare page pooling them (pooledCompare). Writes one PNG per page into DIR. The last line is "N passed, M
-// failed".
+// each) the compare page pooling them (pooledCompare). The first screens at
+// 1280x800 and 390x844, and the saved report (--report_html: `fca report
+// --save_html` of job 1): first_screen.js. Writes one PNG per page into DIR.
+// The last line is "N passed, M failed".
 'use strict';
 
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
+const firstScreen = require('./first_screen');
 
 const args = Object.fromEntries(process.argv.slice(2).map((a) => {
   const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
@@ -227,6 +230,7 @@ async function main() {
   const requests = [];
   try {
     const page = await browser.newPage();
+    const ctx = {page, browser, check, OUT, BASE, REPORT, CLI_VERDICTS, FINISHED, RUNNING, shownNumbers, close};
     await page.setViewport({width: 1280, height: 900});
     page.on('console', (msg) => {
       if (msg.type() === 'error') consoleErrors.push(`${msg.text()} (${(msg.location() || {}).url || ''})`);
@@ -298,6 +302,7 @@ async function main() {
     check(listLive, `job list: job ${RUNNING}'s progress advances without a reload (from ${f0})`);
     await checkAccessible(page, 'job list');
     await shot(page, 'jobs');
+    await firstScreen.home(ctx);
 
     const filtered = async (query) => {
       await page.goto(`${BASE}/#/jobs?${query}`, {waitUntil: 'load'});
@@ -486,6 +491,8 @@ async function main() {
     check(REPORT.models.every((m) => legend.some((t) => t.includes(m.model))), `job ${FINISHED}: charts have legends naming the models`, JSON.stringify(legend));
     await checkAccessible(page, `job ${FINISHED}`);
     await shot(page, `job-${FINISHED}`);
+    await firstScreen.finishedJob(ctx);
+    if (args.report_html) await firstScreen.savedReport(ctx, args.report_html);
 
     // ------------------------------------------------------- running job
     await page.goto(`${BASE}/#/job/${RUNNING}`, {waitUntil: 'load'});
@@ -501,6 +508,7 @@ async function main() {
     const text = await page.$eval('#job-progress-text', (e) => e.textContent);
     check(/%/.test(text) && /fg-wide|live|calibration|replay|timing|windowing|waiting/.test(text), `job ${RUNNING}: progress text names the phase`, text);
     await shot(page, `job-${RUNNING}`);
+    await firstScreen.runningJob(ctx);
 
     // ------------------------------------------------------------ compare
     await page.goto(`${BASE}/#/compare?jobs=${FINISHED},${RUNNING}`, {waitUntil: 'load'});

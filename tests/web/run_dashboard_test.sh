@@ -3,10 +3,11 @@
 # takes the built binaries, starts a real fca-server with its HTTP gateway
 # (--http_listen) and API keys on, makes tiny models, uploads datasets and
 # runs two audits to completion and starts a slow one with the fca CLI
-# (tests/web/jobs_lib.sh), writes `fca report 1 --save_json` and the CLI's
-# slowdown verdicts of job 1 (`fca results`); then an admin makes project
-# `lab` with alice (writer) and bob (reader), and alice submits job 4 there
-# (queued behind the running job 3: the server has one worker). Then runs
+# (tests/web/jobs_lib.sh), writes `fca report 1 --save_json --save_html`
+# and the CLI's slowdown verdicts of job 1 (`fca results`); then an admin
+# makes project `lab` with alice (writer) and bob (reader), and alice
+# submits job 4 there (queued behind the running job 3: the server has one
+# worker). Then runs
 # dashboard_test.js (headless Debian chromium + puppeteer-core) against the
 # server's HTTP address; after it, audits tests/data/olmoe-tiny (a mixture
 # of experts) and runs it again on that job's Routing section alone.
@@ -100,7 +101,7 @@ if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
   fca_start_server --auth --api_keys="$WORK/keys.txt"
   export FCA_TOKEN=$key
   fca_make_jobs
-  fca_cli report 1 --save_json="$WORK/report-1.json" >/dev/null
+  fca_cli report 1 --save_json="$WORK/report-1.json" --save_html="$WORK/report-1.html" >/dev/null
   fca_cli results --job=1 --metric=slowdown_verdict >"$WORK/verdicts-1.txt"
   lab_job=$(make_lab_job)
   check_cli_queue "$lab_job"
@@ -108,7 +109,7 @@ if [ "$force_mock" = 0 ] && [ -x "$SERVER_BIN" ] && fca_server_has_http; then
   status=0
   node "$here/dashboard_test.js" --url="http://$HTTP_ADDR" --report_json="$WORK/report-1.json" \
     --cli_verdicts="$WORK/verdicts-1.txt" --out="$out" --api_key="$key" --chromium="$CHROMIUM" \
-    --reader_key="$bob_key" --lab_job="$lab_job" || status=$?
+    --reader_key="$bob_key" --lab_job="$lab_job" --report_html="$WORK/report-1.html" || status=$?
   fca_cli jobs cancel 3 >/dev/null 2>&1 || true
   # A mixture of experts' report (issue 24): the one worker is free once
   # job 3 is cancelled and alice's job has run.

@@ -116,6 +116,8 @@
         // name -> " (explained by the current token)" for the token-keyed
         // profiles, "" for the others.
         readings: Object.fromEntries((info.interventions || []).map((i) => [i.name, i.retention_reading || ''])),
+        // name -> its group ("input-dependent", ...), as `fca report` groups them.
+        groups: Object.fromEntries((info.interventions || []).map((i) => [i.name, i.group || ''])),
         metrics: info.metrics || [],
         // The ways to group sites (per_layer_scope) and the metrics of their
         // replays: [{name, nll_metric, penalty_metric}].

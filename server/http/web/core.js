@@ -18,6 +18,10 @@ window.fca = {};
   const API = '/api/v1/';
   const KEY_STORE = 'fca.apiKey';
   const PROJECT_STORE = 'fca.project';
+  // Which collapsible panels the user closed (or opened), kept across visits
+  // in localStorage: the front page's queue, a job's settings.
+  const QUEUE_OPEN_STORE = 'fca.queueOpen';
+  const SETTINGS_OPEN_STORE = 'fca.settingsOpen';
   const SVG_NS = 'http://www.w3.org/2000/svg';
   const STATES = ['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
@@ -87,6 +91,16 @@ window.fca = {};
     return el('div', {class: 'table-wrap', role: 'region', 'aria-label': caption, tabindex: 0}, t);
   }
 
+  // A <details> panel whose open state is remembered under `store`
+  // (localStorage: 'open' or 'closed'); `open` when nothing is remembered.
+  function collapsible(store, open, attrs, summary, ...kids) {
+    const remembered = localStorage.getItem(store);
+    const panel = el('details', Object.assign({open: remembered ? remembered === 'open' : open}, attrs),
+      el('summary', {}, summary), kids);
+    panel.addEventListener('toggle', () => localStorage.setItem(store, panel.open ? 'open' : 'closed'));
+    return panel;
+  }
+
   function link(href, text) { return el('a', {href}, text); }
   const jobHref = (id) => `#/job/${encodeURIComponent(id)}`;
   const modelHref = (m) => `#/model/${encodeURIComponent(m)}`;
@@ -104,6 +118,12 @@ window.fca = {};
     const d = new Date(ts);
     return isNaN(d) ? String(ts) : `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
   }
+  // A list's time: UTC to the minute (the caption says UTC), the full time
+  // on hover.
+  function shortTime(ts) {
+    const full = fmtTime(ts);
+    return full ? el('time', {datetime: ts, title: full}, full.slice(0, 16)) : '';
+  }
   const shaPrefix = (s) => (s ? String(s).slice(0, 12) : '');
   const plural = (n, one, many) => `${n} ${n === 1 ? one : many || one + 's'}`;
 
@@ -120,7 +140,7 @@ window.fca = {};
   const fixed = (d) => (v) => (isFinite(v) ? v.toFixed(d) : String(v));
   const signed = (d) => (v) => (isFinite(v) ? (v >= 0 ? '+' : '') + v.toFixed(d) : String(v));
 
-  Object.assign(window.fca, {API, KEY_STORE, PROJECT_STORE, STATES, TERMINAL, COLOURS, DASHES,
-    resultF, jobF, el, sv, nextId, table, link, jobHref, modelHref, num, stateName, stateBadge,
-    fmtTime, shaPrefix, plural, general, fixed, signed});
+  Object.assign(window.fca, {API, KEY_STORE, PROJECT_STORE, QUEUE_OPEN_STORE, SETTINGS_OPEN_STORE, STATES,
+    TERMINAL, COLOURS, DASHES, resultF, jobF, el, sv, nextId, table, collapsible, link, jobHref, modelHref, num,
+    stateName, stateBadge, fmtTime, shortTime, shaPrefix, plural, general, fixed, signed});
 })();

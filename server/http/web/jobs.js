@@ -4,8 +4,9 @@
 'use strict';
 
 (() => {
-  const {STATES, TERMINAL, el, table, link, jobHref, modelHref, num, stateName, stateBadge, fmtTime,
-    plural, call, vocabulary, watchJob, poll, showError, inProject, renderReport} = window.fca;
+  const {STATES, TERMINAL, QUEUE_OPEN_STORE, SETTINGS_OPEN_STORE, el, table, collapsible, link, jobHref, modelHref,
+    num, stateName, stateBadge, fmtTime, shortTime, plural, call, vocabulary, watchJob, poll, showError, inProject,
+    renderReport, renderHeadline} = window.fca;
 
   // ------------------------------------------------------------ job lists
 
@@ -17,31 +18,37 @@
   }
 
   // The jobs table; `selected`: a Set of job ids ticked for comparison.
+  // Narrow enough for a 1280 px screen without scrolling: the compare box
+  // sits beside the job's number, times are to the minute, and the free-text
+  // columns (models, label, owner, project) wrap where a long value would
+  // widen the table.
   function jobsTable(jobs, caption, selected, id) {
-    return table({caption, id, head: ['job', 'compare', 'state', 'progress', 'models', 'dense twin', 'eval / calib',
+    const wrap = (...kids) => el('td', {class: 'wrap'}, kids);
+    const box = table({caption, id, head: ['job', 'state', 'progress', 'models', 'dense twin', 'eval / calib',
       'label', 'owner', 'project', 'created', 'finished'],
     rows: jobs.map((j) => {
       const jid = String(j.id);
       const state = stateName(j.state);
       const spec = j.spec || {};
-      const box = el('input', {type: 'checkbox', 'aria-label': `Compare job ${jid}`, checked: selected.has(jid),
+      const tick = el('input', {type: 'checkbox', 'aria-label': `Compare job ${jid}`, checked: selected.has(jid),
         onchange: (e) => (e.target.checked ? selected.add(jid) : selected.delete(jid))});
       const pct = `${(100 * (num(j.progress) || 0)).toFixed(0)}%`;
-      return {th: link(jobHref(jid), jid), key: jid, cells: [
-        el('td', {}, box),
+      return {th: [tick, ' ', link(jobHref(jid), jid)], key: jid, cells: [
         el('td', {'data-state': state}, stateBadge(j.state), j.cancel_requested && !TERMINAL.has(state) ? ' (cancelling)' : ''),
         el('td', {}, state === 'RUNNING' || state === 'QUEUED'
           ? [progressBar(j.progress, `Progress of job ${jid}`), ` ${pct}`] : ''),
-        el('td', {}, (spec.models || []).map((m, k) => [k ? ', ' : '', link(modelHref(m), m)])),
-        el('td', {}, spec.dense_twin ? link(modelHref(spec.dense_twin), spec.dense_twin) : ''),
-        el('td', {}, `${spec.eval_dataset || ''} / ${spec.calib_dataset || ''}`),
-        el('td', {}, spec.label || ''),
-        el('td', {class: 'owner'}, j.owner || ''),
-        el('td', {class: 'project'}, j.project || ''),
-        el('td', {}, fmtTime(j.created_at)),
-        el('td', {}, fmtTime(j.finished_at)),
+        wrap((spec.models || []).map((m, k) => [k ? ', ' : '', link(modelHref(m), m)])),
+        wrap(spec.dense_twin ? link(modelHref(spec.dense_twin), spec.dense_twin) : ''),
+        wrap(`${spec.eval_dataset || ''} / ${spec.calib_dataset || ''}`),
+        wrap(spec.label || ''),
+        el('td', {class: 'owner wrap'}, j.owner || ''),
+        el('td', {class: 'project wrap'}, j.project || ''),
+        wrap(shortTime(j.created_at)),
+        wrap(shortTime(j.finished_at)),
       ]};
     })});
+    box.querySelector('table').classList.add('jobs');
+    return box;
   }
 
   function compareButton(selected, extra) {
@@ -88,8 +95,9 @@
     let limit = 50;
     let shown = '';
     const more = el('button', {type: 'button', hidden: true, onclick: () => { limit = Math.min(500, limit + 50); refresh(); }}, 'Show more');
-    main.append(el('h1', {}, 'Jobs'), queuePanel(signal), form, el('p', {}, compareButton(selected)), holder, more,
-      status);
+    // The job list first; the queue (a collapsible panel) after it.
+    main.append(el('h1', {}, 'Jobs'), form, el('p', {}, compareButton(selected)), holder, more, status,
+      queuePanel(signal));
     async function refresh() {
       const req = inProject({page_size: limit});
       if (params.state) req.state = `JOB_STATE_${params.state}`;
@@ -100,7 +108,7 @@
       const seen = JSON.stringify(res);
       if (seen === shown) return;  // unchanged: keep the table (and focus) as it is
       shown = seen;
-      holder.replaceChildren(jobsTable(jobs, `Jobs, newest first: ${jobs.length} of ${total} shown (updated live)`, selected, 'jobs-table'));
+      holder.replaceChildren(jobsTable(jobs, `Jobs, newest first: ${jobs.length} of ${total} shown (updated live; times UTC)`, selected, 'jobs-table'));
       more.hidden = !res.next_page_token;
     }
     await poll(refresh, 2000, signal, status);
@@ -111,15 +119,16 @@
   // The front page's queue (GetQueue): totals, each model's tasks and the
   // server's workers holding it loaded or running it, the caller's projects
   // (the server sums the others in one unnamed row) and the caller's own
-  // jobs with their places in line. Refreshed every few seconds.
+  // jobs with their places in line. Refreshed every few seconds. It
+  // collapses to its totals (the choice is remembered).
   function queuePanel(signal) {
     const n = (v) => num(v) || 0;
     const counts = (o, ...keys) => keys.map((k) => el('td', {class: 'num', 'data-field': k}, String(n(o[k]))));
-    const panel = el('section', {id: 'queue', class: 'queue', 'aria-labelledby': 'queue-title'});
-    const totals = el('p', {id: 'queue-totals'});
+    const totals = el('span', {id: 'queue-totals'});
     const holder = el('div');
     const status = el('p', {class: 'note', 'aria-live': 'polite'});
-    panel.append(el('h2', {id: 'queue-title'}, 'Queue'), totals, holder, status);
+    const panel = collapsible(QUEUE_OPEN_STORE, true, {id: 'queue', class: 'queue', 'aria-labelledby': 'queue-title'},
+      [el('h2', {id: 'queue-title'}, 'Queue'), ' ', totals], holder, status);
     let shown = '';
     async function refresh() {
       const q = await call('GetQueue', {}, signal);
@@ -213,16 +222,31 @@
     return parts.join(' · ');
   }
 
+  // What the settings panel says while closed: the job's models and data.
+  function settingsSummary(job) {
+    const s = job.spec || {};
+    return ['Settings', (s.models || []).join(', '), s.dense_twin ? `dense twin ${s.dense_twin}` : '',
+      `${s.eval_dataset || ''} / ${s.calib_dataset || ''}`, s.label ? `label ${s.label}` : ''].filter(Boolean).join(' · ');
+  }
+
+  // A job's page, in the order a reader wants it: while the job runs, its
+  // progress first (above the fold on a phone); once results are stored,
+  // their headline (verdicts and penalties, headline.js); then the
+  // settings (collapsible), tasks, events and the full report.
   async function jobView(main, id, signal) {
     document.title = `Job ${id} · fca`;
     let job = (await call('GetJob', {job_id: String(id)}, signal)).job;
-    const head = el('div');
+    const failure = el('div');
     const live = el('div', {id: 'job-live'});
+    const headline = el('div', {id: 'job-headline'});
+    const actions = el('p');
+    const spec = el('div');
+    const settings = collapsible(SETTINGS_OPEN_STORE, false, {id: 'job-settings', class: 'settings'}, el('span'), spec);
     const tasks = el('div');
     const log = el('ol', {class: 'log', 'aria-label': 'Events'});
     const report = el('div', {id: 'report', 'aria-live': 'off'});
     const h1 = el('h1');
-    main.append(h1, head, live, tasks, el('details', {}, el('summary', {}, 'Events'), log),
+    main.append(h1, failure, live, headline, actions, settings, tasks, el('details', {}, el('summary', {}, 'Events'), log),
       el('section', {}, el('h2', {}, 'Report'), el('p', {class: 'note'}, 'What the server stored for this job; `fca report ', String(id), '` prints the same tables.'), report));
     let lastProgress = null;
 
@@ -230,17 +254,26 @@
       const state = stateName(job.state);
       h1.replaceChildren(`Job ${job.id} `, stateBadge(job.state));
       h1.setAttribute('data-state', state);
-      const actions = el('p', {}, link(`#/compare?jobs=${job.id}`, 'Compare with other jobs'));
+      // Why a job failed, before anything else (the settings list it too).
+      failure.replaceChildren(state === 'FAILED' && job.error
+        ? el('p', {class: 'error', id: 'job-error'}, el('strong', {}, 'The job failed: '), job.error) : '');
+      actions.replaceChildren(link(`#/compare?jobs=${job.id}`, 'Compare with other jobs'));
       if (!TERMINAL.has(state)) {
         actions.append(' ', el('button', {type: 'button', disabled: job.cancel_requested, onclick: async () => {
           if (!confirm(`Cancel job ${job.id}?`)) return;
           try { job = (await call('CancelJob', {job_id: String(job.id)}, signal)).job; renderHead(); } catch (err) { showError(live, err); }
         }}, job.cancel_requested ? 'Cancelling…' : 'Cancel job'));
       }
-      head.replaceChildren(specList(job), actions);
-      const text = el('span', {class: 'progress-text', id: 'job-progress-text'}, progressText(lastProgress, job.progress));
-      live.replaceChildren(el('h2', {}, 'Progress'), el('p', {}, progressBar(job.progress, `Progress of job ${job.id}`, true), text));
-      live.querySelector('[role=progressbar]').id = 'job-progress';
+      settings.querySelector('summary').textContent = settingsSummary(job);
+      spec.replaceChildren(specList(job));
+      // A finished job's progress says nothing its state does not.
+      if (state === 'SUCCEEDED') {
+        live.replaceChildren();
+      } else {
+        const text = el('span', {class: 'progress-text', id: 'job-progress-text'}, progressText(lastProgress, job.progress));
+        live.replaceChildren(el('h2', {}, 'Progress'), el('p', {}, progressBar(job.progress, `Progress of job ${job.id}`, true), text));
+        live.querySelector('[role=progressbar]').id = 'job-progress';
+      }
       tasks.replaceChildren(tasksTable(job), provenanceTable(job));
     }
     let reportTimer = null;
@@ -248,6 +281,7 @@
       reportTimer = null;
       try {
         const [rep, vocab] = await Promise.all([call('GetReport', {job_id: String(id)}, signal), vocabulary()]);
+        headline.replaceChildren(...renderHeadline(rep, vocab));
         report.replaceChildren(...renderReport(rep, vocab));
       } catch (err) {
         if (!signal.aborted) showError(report, err);

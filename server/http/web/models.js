@@ -64,7 +64,7 @@
       const seen = JSON.stringify(res);
       if (seen === shown) return;
       shown = seen;
-      holder.replaceChildren(jobsTable(jobs, `Jobs auditing ${name} or naming it as dense twin (updated live)`, selected, 'model-jobs-table'));
+      holder.replaceChildren(jobsTable(jobs, `Jobs auditing ${name} or naming it as dense twin (updated live; times UTC)`, selected, 'model-jobs-table'));
       const done = jobs.filter((j) => stateName(j.state) === 'SUCCEEDED' && ((j.spec || {}).models || []).includes(name))
         .slice(0, 16).map((j) => j.id);
       compareAll.replaceChildren(done.length > 1
