@@ -287,6 +287,31 @@ TEST_F(E2ETest, ResumedWatchMissesNothing) {
   EXPECT_EQ(none.exit_code, 0) << none.err;
 }
 
+// Progress is weighted by each phase's expected time (docs/user-guide.md
+// "Progress"): the timing's forwards (here rows 4 x (3 + 4 x (2 warm-up +
+// 20 repeats)) = 364 window-forwards against about 150 for LIVE, C, one
+// replay and the statistics) move the bar most of the way, rather than the
+// last few percent.
+TEST_F(E2ETest, TimingMovesTheProgressFraction) {
+  StartServer();
+  Upload("eval", "eval.txt");
+  Upload("calib", "calib.txt");
+  CommandResult audit =
+      Cli({"audit", "--models=fg-a", "--dense_twin=dense", "--eval=eval", "--calib=calib",
+           "--window=16", "--batch=4", "--bootstrap=100", "--interventions=correct,cross_input",
+           "--timing_repeats=20", "--timing_max_repeats=20"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  // The watch prints a line at each phase change: "[ 31%] timing model 1/1 ...".
+  const size_t timing = audit.err.find("] timing ");
+  ASSERT_NE(timing, std::string::npos) << audit.err;
+  const size_t open = audit.err.rfind('[', timing);
+  ASSERT_NE(open, std::string::npos);
+  const int percent = std::stoi(audit.err.substr(open + 1, timing - open - 1));
+  EXPECT_GT(percent, 0) << audit.err;
+  EXPECT_LT(percent, 60) << audit.err;
+  EXPECT_NE(audit.err.find("[100%] done"), std::string::npos) << audit.err;
+}
+
 TEST_F(E2ETest, KilledServerFinishesTheJobAfterRestartWithoutDuplicates) {
   StartServer();
   Upload("long", "long.txt");
