@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, token, "",
 ABSL_FLAG(bool, tls, false, "connect with TLS (system root certificates)");
 ABSL_FLAG(std::string, ca_cert, "", "PEM file of root certificates for TLS; implies --tls");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30), "deadline of each unary call, e.g. 30s, 2m");
+ABSL_FLAG(bool, dry_parse, false,
+          "check the command line (the command, its flags and their values) and exit 0 "
+          "without running it or contacting the server");
 
 namespace fca::client {
 
@@ -70,7 +73,7 @@ const std::set<std::string>& LocalPathFlags() {
 
 const std::vector<std::string>& GlobalFlagNames() {
   static const auto* names =
-      new std::vector<std::string>{"server", "token", "tls", "ca_cert", "timeout"};
+      new std::vector<std::string>{"server", "token", "tls", "ca_cert", "timeout", "dry_parse"};
   return *names;
 }
 
@@ -420,6 +423,8 @@ int RunCommand(const std::vector<std::string>& words, const std::set<std::string
     err << FormatError(command.status()) << "\n";
     return ExitCodeForStatus(command.status());
   }
+  // The docs' command lines are checked this way (tests/docs/check_cli_lines.py).
+  if (absl::GetFlag(FLAGS_dry_parse)) return kExitOk;
   std::vector<std::string> args(words.begin() + (*command)->words.size(), words.end());
   CommandContext ctx(std::move(args), specified, out, err);
   CommandResult result = (*command)->run(ctx);
@@ -463,7 +468,7 @@ std::string CommandHelpText(const std::vector<std::string>& words) {
   std::string text = absl::StrFormat("usage: fca %s\n  %s\n", command->synopsis, command->summary);
   if (!command->flags.empty()) text += "\nFLAGS\n";
   for (const std::string& flag : command->flags) text += FlagHelpLine(flag);
-  text += "\nGlobal flags (--server, --token, --tls, --ca_cert, --timeout): see 'fca help'.\n";
+  text += "\nGlobal flags (--" + absl::StrJoin(GlobalFlagNames(), ", --") + "): see 'fca help'.\n";
   return text;
 }
 
@@ -480,6 +485,7 @@ std::string HelpText() {
       "  --token=KEY         API key, sent as 'authorization: Bearer KEY' [env FCA_TOKEN]\n"
       "  --tls               use TLS; --ca_cert=FILE for a custom root (implies --tls)\n"
       "  --timeout=30s       deadline of each unary call (streams have none)\n"
+      "  --dry_parse         check the command and its flags, run nothing, exit 0 (or 2)\n"
       "\nAUDIT OPTIONS (each sets one AuditSpec field; see docs/fca.md)\n"
       "  --models=a,b --dense_twin=M --eval=D --calib=D --interventions=x,y\n"
       "  --window=T --max_eval_windows=N --max_calib_windows=N --batch=B\n"

@@ -448,9 +448,10 @@ absl::Status Coordinator::ReportProgress(const runtime::Lease& lease,
     out->set_windows_total(p.windows_total);
     out->set_fraction(fraction);
     const double elapsed = std::chrono::duration<double>(now - jp.first_event).count();
-    // Extrapolated from the fraction, or what the phase knows it has left
-    // (the timing's budget) when that is longer: timing is weighed little
-    // in the fraction but may take minutes.
+    // Extrapolated from the fraction, which weighs each phase by its
+    // expected time (progress_weights.h), or what the phase knows it has
+    // left when that is longer: the timing's budget may time more pairs
+    // than its weight expects.
     double eta = fraction > 0.01 ? elapsed * (1 - fraction) / fraction : 0;
     eta = std::max(eta, p.phase_seconds_left);
     if (eta > 0) out->set_eta_seconds(eta);

@@ -287,6 +287,27 @@ TEST_F(E2ETest, ResumedWatchMissesNothing) {
   EXPECT_EQ(none.exit_code, 0) << none.err;
 }
 
+// Progress is weighted by each phase's expected time (docs/user-guide.md
+// "Progress"), in window-forwards: with E = C = 20 windows, LIVE (20), C
+// (20), cross_input's replay (20) and the statistics (0.1 x 20 = 2) weigh 62,
+// the timing 4 rows x (3 + 4 x (2 warm-up + 20 repeats)) = 364. So the timing
+// starts at 62 / 426 = 14.6% and moves the bar the rest of the way, rather
+// than the last few percent.
+TEST_F(E2ETest, TimingMovesTheProgressFraction) {
+  StartServer();
+  Upload("eval", "eval.txt");
+  Upload("calib", "calib.txt");
+  CommandResult audit =
+      Cli({"audit", "--models=fg-a", "--dense_twin=dense", "--eval=eval", "--calib=calib",
+           "--window=16", "--batch=4", "--max_eval_windows=20", "--max_calib_windows=20",
+           "--bootstrap=100", "--interventions=correct,cross_input", "--timing_repeats=20",
+           "--timing_max_repeats=20"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  // The watch prints a line at each phase change: "[ 14%] timing model 1/1 ...".
+  EXPECT_NE(audit.err.find("[ 14%] timing "), std::string::npos) << audit.err;
+  EXPECT_NE(audit.err.find("[100%] done"), std::string::npos) << audit.err;
+}
+
 TEST_F(E2ETest, KilledServerFinishesTheJobAfterRestartWithoutDuplicates) {
   StartServer();
   Upload("long", "long.txt");

@@ -91,7 +91,9 @@ struct AuditOptions {
 
 // Progress of a running audit; `fraction` is over the whole job.
 struct AuditProgress {
-  std::string phase;  // "windowing", "live", "calibration", "replay:<name>", "timing", "done"
+  // "windowing", "live", "calibration", "replay:<name>", "statistics",
+  // "timing", "done" (progress_weights.h weighs them in `fraction`)
+  std::string phase;
   std::string model;
   int64_t model_index = 0;
   int64_t model_count = 0;

@@ -1,7 +1,6 @@
 #include "server/engine/audit/auditor.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -74,38 +73,6 @@ std::string DatasetHash(const Dataset& d) {
                                     d.tokens.size() * sizeof(int32_t)));
 }
 
-// Rough work estimate for progress: per model, E (live + correct) counts 1
-// per window, C and each other replay 0.5 per window.
-double TotalUnits(const AuditRequest& req, const std::vector<InterventionId>& interventions) {
-  const double t = static_cast<double>(req.options.window_length);
-  auto windows = [&](const Dataset& d, int64_t max) {
-    double tokens = d.kind == Dataset::Kind::kText ? d.text.size() : d.tokens.size();
-    double n = std::floor(tokens / t);
-    return max > 0 ? std::min(n, double(max)) : n;
-  };
-  const double e = windows(req.eval, req.options.max_eval_windows);
-  const double c = windows(req.calib, req.options.max_calib_windows);
-  double groups = 0;   // per-group dependence replays, over all models
-  double replays = 0;  // whole-model replays but correct's, over all models
-  for (size_t k = 0; k < req.models.size(); ++k) {
-    const ControlledModel* m = req.models[k];
-    // The flip rate's float32 recording of E, coefficients only.
-    if (k < req.float32_references.size() && req.float32_references[k] != nullptr &&
-        NeedsFloat32Reference(*m)) {
-      replays += 1;
-    }
-    groups += DependenceGroups(m->sites(), req.options.per_layer_scope).size() *
-              req.options.per_layer_interventions.size();
-    for (InterventionId id : ApplicableInterventions(interventions, req.options, *m)) {
-      if (id == InterventionId::kCorrect) continue;
-      // Calibration resampling replays a calibrated one once per resample.
-      replays += 1 + (InterventionDefOf(id).calibrated ? req.options.calib_resamples : 0);
-    }
-  }
-  return req.models.size() * (e + 0.5 * c + TimingUnits(req.options, e)) +
-         0.5 * e * (replays + groups);
-}
-
 absl::Status ValidateModels(const AuditRequest& req) {
   if (req.models.empty()) return absl::InvalidArgumentError("the audit names no model");
   for (const ControlledModel* m : req.models) {
@@ -139,13 +106,10 @@ absl::StatusOr<AuditReport> RunAudit(const AuditRequest& req) {
   report.eval_dataset_sha256 = DatasetHash(req.eval);
   report.calib_dataset_sha256 = DatasetHash(req.calib);
   report.runtime = CurrentRuntime(req.models.front()->info().compute.device);
-  double done = 0;
-  const double total = TotalUnits(req, interventions);
   for (size_t i = 0; i < req.models.size(); ++i) {
     FCA_ASSIGN_OR_RETURN(ModelAuditResult audited,
                          GuardTorch("auditing model '" + req.models[i]->info().name + "'", [&] {
-                           return AuditModel(req, interventions, static_cast<int64_t>(i), &done,
-                                             total);
+                           return AuditModel(req, interventions, static_cast<int64_t>(i));
                          }));
     if (req.on_model_done) req.on_model_done(audited.report);
     report.models.push_back(std::move(audited.report));

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "server/engine/audit/batches.h"
+#include "server/engine/audit/interventions.h"
 #include "server/engine/audit/model_audit_phases.h"
 #include "server/engine/audit/routing.h"
 #include "server/engine/models/torch_util.h"
@@ -82,19 +83,33 @@ std::vector<InterventionId> ApplicableInterventions(const std::vector<Interventi
 }
 
 ModelAudit::ModelAudit(const AuditRequest& req, const std::vector<InterventionId>& interventions,
-                       int64_t index, double* units_done, double units_total)
+                       int64_t index)
     : req_(req),
       opt_(req.options),
       model_(*req.models[index]),
       interventions_(ApplicableInterventions(interventions, opt_, model_, &skipped_)),
       cache_(req.cache, model_, opt_),
-      index_(index),
-      units_done_(units_done),
-      units_total_(units_total) {}
+      index_(index) {}
+
+PhaseWeights ModelAudit::ExpectedWeights() const {
+  PhaseCounts c;
+  c.eval_windows = eval_.count();
+  c.calib_windows = calib_.count();
+  for (InterventionId id : interventions_) {
+    if (id != InterventionId::kCorrect) ++c.replays;
+  }
+  c.replays += static_cast<int64_t>(Recalibrated().size()) * opt_.calib_resamples;
+  c.replays += static_cast<int64_t>(DependenceGroups(model_.sites(), opt_.per_layer_scope).size() *
+                                    opt_.per_layer_interventions.size());
+  if (Float32Reference() != nullptr && NeedsFloat32Reference(model_)) ++c.replays;
+  c.dense_twin = req_.dense_twin != nullptr;
+  return ExpectedPhaseWeights(opt_, c);
+}
 
 absl::StatusOr<ModelReport> ModelAudit::Run() {
   const Clock::time_point start = Clock::now();
   FCA_RETURN_IF_ERROR(MakeWindowSets());
+  weights_ = ExpectedWeights();
   report_.model = model_.info();
   report_.sites = model_.sites();
   // Asked before any pass, so a model without them fails in a moment,
@@ -119,7 +134,9 @@ absl::StatusOr<ModelReport> ModelAudit::Run() {
   FCA_RETURN_IF_ERROR(RoutingFlips());
   report_.pass_seconds = Seconds(passes_start);
   report_.pass_flops = model_.counters().flops - flops_before;
+  Progress("statistics", 0, 0);
   FCA_RETURN_IF_ERROR(Summarize());
+  done_ += weights_.statistics;
   FCA_RETURN_IF_ERROR(ExecutionAudit());
   report_.seconds = Seconds(start);
   {
@@ -130,6 +147,7 @@ absl::StatusOr<ModelReport> ModelAudit::Run() {
   report_.cache_read_seconds = cache_.read_seconds();
   report_.cache_write_seconds = cache_.write_seconds();
   report_.cache_max_abs_diff = cache_.max_abs_diff();
+  done_ = weights_.Total();  // exactly: the timing's share was added by time
   Progress("done", 0, 0);
   return std::move(report_);
 }
@@ -160,12 +178,13 @@ int ModelAudit::Threads() const {
   return req_.threads > 0 ? req_.threads : AuditThreads();
 }
 
-absl::Status ModelAudit::Pass(const std::string& phase, int64_t n, double units, bool serial_first,
+absl::Status ModelAudit::Pass(const std::string& phase, int64_t n, double weight, bool serial_first,
                               const std::function<absl::Status(int64_t, int64_t)>& fn) {
-  int64_t reported = 0;
+  const double start = done_;
+  Progress(phase, 0, n);
   auto after = [&](int64_t done) -> absl::Status {
-    Advance(units * static_cast<double>(done - reported));
-    reported = done;
+    // From the phase's start, not summed: it ends at exactly its weight.
+    done_ = n > 0 ? start + weight * static_cast<double>(done) / static_cast<double>(n) : start;
     FlushNotes();
     Progress(phase, done, n);
     return CheckCancelled();
@@ -192,8 +211,6 @@ void ModelAudit::Store(SiteTensors* all, const SiteTensors& batch, int64_t begin
     (*all)[s].slice(0, begin, begin + batch[s].size(0)).copy_(batch[s]);
   }
 }
-
-void ModelAudit::Advance(double windows) { *units_done_ += windows; }
 
 void ModelAudit::QueueNote(std::string note) {
   if (note.empty()) return;
@@ -222,7 +239,12 @@ void ModelAudit::Progress(const std::string& phase, int64_t done, int64_t total,
   p.model_count = static_cast<int64_t>(req_.models.size());
   p.windows_done = done;
   p.windows_total = total;
-  p.fraction = units_total_ > 0 ? std::min(1.0, *units_done_ / units_total_) : 0;
+  // Each model an equal share of the audit (the same spec and datasets);
+  // within it, the share of its phases' expected cost done.
+  const double expected = weights_.Total();
+  const double own = expected > 0 ? std::min(1.0, done_ / expected) : 0;
+  p.fraction =
+      std::min(1.0, (static_cast<double>(index_) + own) / static_cast<double>(p.model_count));
   {
     absl::MutexLock lock(&mu_);
     p.forward_tokens = forward_tokens_;
@@ -233,8 +255,8 @@ void ModelAudit::Progress(const std::string& phase, int64_t done, int64_t total,
 
 absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
                                             const std::vector<InterventionId>& interventions,
-                                            int64_t index, double* units_done, double units_total) {
-  ModelAudit audit(req, interventions, index, units_done, units_total);
+                                            int64_t index) {
+  ModelAudit audit(req, interventions, index);
   ModelAuditResult result;
   FCA_ASSIGN_OR_RETURN(result.report, audit.Run());
   return result;

@@ -37,16 +37,12 @@ std::vector<InterventionId> ApplicableInterventions(
     const std::vector<InterventionId>& all, const AuditOptions& options,
     const ControlledModel& model, std::vector<SkippedIntervention>* skipped = nullptr);
 
-// Audits req.models[index] with `interventions` (`correct` first). Adds its
-// work to `*units_done` as it goes, for progress over `units_total`.
+// Audits req.models[index] with `interventions` (`correct` first). Its
+// progress fraction is of the whole request, each model an equal share,
+// within it each phase weighted by its expected cost (progress_weights.h).
 absl::StatusOr<ModelAuditResult> AuditModel(const AuditRequest& req,
                                             const std::vector<InterventionId>& interventions,
-                                            int64_t index, double* units_done, double units_total);
-
-// Progress units of one model's timing: half a pass over its `eval_windows`
-// (as much as one replay), none when timing_repeats is 0. Its share of
-// them follows the time it has taken over the time it is estimated to take.
-double TimingUnits(const AuditOptions& options, double eval_windows);
+                                            int64_t index);
 
 // FAILED_PRECONDITION when a model's FLOPs per token, every block run and
 // its controller removed, differ from the dense twin's by more than

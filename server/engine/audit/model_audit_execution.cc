@@ -2,6 +2,7 @@
 // dense twin's own figures (model_audit_phases.h, model_audit.h).
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -14,10 +15,6 @@
 
 namespace fca::engine {
 
-double TimingUnits(const AuditOptions& options, double eval_windows) {
-  return options.timing_repeats > 0 ? 0.5 * eval_windows : 0;
-}
-
 absl::Status ModelAudit::ExecutionAudit() {
   const int64_t rows = std::min<int64_t>(eval_.count(), opt_.batch_size);
   const at::Tensor ids = BatchIds(eval_, 0, rows);
@@ -25,25 +22,28 @@ absl::Status ModelAudit::ExecutionAudit() {
   for (const at::Tensor& t : eval_coeff_) replay.push_back(t.slice(0, 0, rows));
   // On the device before anything is counted or timed.
   replay = ToDevice(replay, model_.info().compute.device);
-  const double units = TimingUnits(opt_, static_cast<double>(eval_.count()));
-  const auto start = std::chrono::steady_clock::now();
-  double advanced = 0;
+  const double weight = weights_.timing;
+  const double phase_start = done_;
+  // From the first report of the timing, after the counting forwards: the
+  // phase starts at exactly its cumulative share.
+  std::optional<std::chrono::steady_clock::time_point> start;
   ExecutionInputs in{
       &model_, req_.dense_twin, &ids, &replay, opt_, [&](int64_t done, int64_t total, double left) {
-        const double taken =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const auto now = std::chrono::steady_clock::now();
+        if (!start) start = now;
+        const double taken = std::chrono::duration<double>(now - *start).count();
         // The share of the timing done: by time where the time left is
-        // known, else by pairs.
+        // known (its budget may time more pairs than the weight expects),
+        // else by pairs; never backwards.
         const double share = left > 0    ? taken / (taken + left)
                              : total > 0 ? static_cast<double>(done) / total
                                          : 0;
-        Advance(std::max(0.0, units * std::min(share, 1.0) - advanced));
-        advanced = std::max(advanced, units * std::min(share, 1.0));
+        done_ = std::max(done_, phase_start + weight * std::min(share, 1.0));
         Progress("timing", done, total, left);
         return CheckCancelled();
       }};
   FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
-  Advance(units - advanced);
+  done_ = phase_start + weight;
   report_.execution = std::move(out.result);
   // The routing load over every evaluation token, not the counted batch's:
   // LIVE's recorded coefficients through the model's own top-k.

@@ -14,7 +14,7 @@ absl::Status ModelAudit::LiveEvalPass() {
   const int64_t n = eval_.count();
   live_nll_.assign(n, 0.0);
   correct_nll_.assign(n, 0.0);
-  FCA_RETURN_IF_ERROR(Pass("live", n, 1.0, /*serial_first=*/true,
+  FCA_RETURN_IF_ERROR(Pass("live", n, weights_.live, /*serial_first=*/true,
                            [this](int64_t b, int64_t e) { return EvalBatch(b, e); }));
   report_.live_nll = Mean(live_nll_);
   nll_[InterventionId::kCorrect] = correct_nll_;
@@ -91,7 +91,7 @@ absl::Status ModelAudit::CheckFidelity(const at::Tensor& live, const at::Tensor&
 
 absl::Status ModelAudit::LiveCalibPass() {
   const int64_t n = calib_.count();
-  FCA_RETURN_IF_ERROR(Pass("calibration", n, 0.5, /*serial_first=*/true,
+  FCA_RETURN_IF_ERROR(Pass("calibration", n, weights_.calibration, /*serial_first=*/true,
                            [this](int64_t b, int64_t e) { return CalibBatch(b, e); }));
   Note("calibration", report_.cached_calib_windows, n);
   return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "server/engine/audit/coefficients.h"
 #include "server/engine/audit/model_audit.h"
 #include "server/engine/audit/model_cache.h"
+#include "server/engine/audit/progress_weights.h"
 #include "server/engine/audit/windows.h"
 
 namespace fca::engine {
@@ -39,7 +40,7 @@ void WriteAt(std::vector<double>* out, const at::Tensor& values, int64_t at);
 class ModelAudit {
  public:
   ModelAudit(const AuditRequest& req, const std::vector<InterventionId>& interventions,
-             int64_t index, double* units_done, double units_total);
+             int64_t index);
 
   // Every phase in turn (model_audit.cc).
   absl::StatusOr<ModelReport> Run();
@@ -58,10 +59,11 @@ class ModelAudit {
   int Threads() const;
 
   // Runs `fn(b, e)` on every batch of windows [0, n) on Threads() threads,
-  // with progress (`units` per window) and cancellation on this thread.
-  // `serial_first`: the first batch runs alone before the others, to settle
-  // what they share (the full-set tensors, whether the cache is trusted).
-  absl::Status Pass(const std::string& phase, int64_t n, double units, bool serial_first,
+  // with progress (the phase's `weight` in shares of its windows done) and
+  // cancellation on this thread. `serial_first`: the first batch runs alone
+  // before the others, to settle what they share (the full-set tensors,
+  // whether the cache is trusted).
+  absl::Status Pass(const std::string& phase, int64_t n, double weight, bool serial_first,
                     const std::function<absl::Status(int64_t, int64_t)>& fn);
 
   // Copies a batch's recorded coefficients (on the host: ToHost) into the
@@ -69,7 +71,9 @@ class ModelAudit {
   // runs alone; later batches write disjoint rows).
   static void Store(SiteTensors* all, const SiteTensors& batch, int64_t begin, int64_t n);
 
-  void Advance(double windows);
+  // The expected cost of each phase (progress_weights.h), once the
+  // windows are made.
+  PhaseWeights ExpectedWeights() const;
 
   // Queues a batch's note (on any thread) for FlushNotes; "" is none.
   void QueueNote(std::string note);
@@ -211,8 +215,10 @@ class ModelAudit {
   const std::vector<InterventionId> interventions_;
   ModelCache cache_;
   int64_t index_;
-  double* units_done_;
-  double units_total_;
+  // Progress: the phases' expected costs, and how much of them is done;
+  // read and written on the audit's own thread only.
+  PhaseWeights weights_;
+  double done_ = 0;
   WindowSet eval_, calib_;
   at::Tensor eval_ids_, calib_ids_;  // [N, T] / [M, T] int64: static_token
   SiteTensors eval_coeff_, calib_coeff_;

@@ -48,8 +48,8 @@ absl::StatusOr<std::vector<double>> ModelAudit::Replay(const Intervention& plan,
                                                        const std::string& phase) {
   const int64_t n = eval_.count();
   std::vector<double> nll(n, 0.0);
-  FCA_RETURN_IF_ERROR(
-      Pass(phase, n, 0.5, /*serial_first=*/false, [&](int64_t b, int64_t e) -> absl::Status {
+  FCA_RETURN_IF_ERROR(Pass(
+      phase, n, weights_.replay, /*serial_first=*/false, [&](int64_t b, int64_t e) -> absl::Status {
         const at::Tensor ids = BatchIds(eval_, b, e);
         SiteTensors a = plan.Batch(b, e);
         FCA_ASSIGN_OR_RETURN(at::Tensor logits, Forward(ids, CoefficientMode::kReplay, &a));
@@ -154,7 +154,7 @@ absl::Status ModelAudit::RoutingFlips() {
   }
   SiteTensors recorded;
   FCA_RETURN_IF_ERROR(Pass(
-      "float32 routing", eval_.count(), 0.5, /*serial_first=*/true,
+      "float32 routing", eval_.count(), weights_.replay, /*serial_first=*/true,
       [&](int64_t b, int64_t e) -> absl::Status {
         SiteTensors rec;
         FCA_RETURN_IF_ERROR(
