@@ -676,6 +676,30 @@ async function routingReport(page) {
   check(layerRows.length === wanted.length * layers.length, 'routing: top-k agreement per router layer', JSON.stringify(layerRows));
   const shares = await table('table-expert-share');
   check(shares.length === 16, 'routing: a share for each of 8 experts in each layer', String(shares.length));
+  // Partial overlap (fca.md "Routing agreement"): correct keeps all of
+  // LIVE's experts; random_route keeps a share at least its agreement.
+  const overlapRows = (await callApi(page, 'QueryResults', {filter: {job_id: job, metrics: ['topk_overlap']}, page_size: 100}, args.api_key)).body.results || [];
+  const overlapOf = (i) => overlapRows.find((r) => r.intervention === i);
+  const overlap = await table('table-topk-overlap');
+  check(wanted.every((i) => overlap.some(([th, td]) => th === i && shownMatches(td, overlapOf(i)))) &&
+    overlapOf('correct').value === 1 && overlapOf('random_route').value >= random.value,
+  'routing: top-k overlap with LIVE per intervention, as stored (correct 1, random_route at least its agreement)', JSON.stringify(overlap));
+  // The co-activation heatmap of layer 0: 8 x 8, symmetric, each cell the
+  // stored expert_coactivation row; with k = 2 the pairs sum to 1.
+  const pairNames = [];
+  for (let a = 0; a < 8; a++) for (let b = a + 1; b < 8; b++) pairNames.push(`expert_coactivation.0.${a}.${b}`);
+  const pairRows = (await callApi(page, 'QueryResults', {filter: {job_id: job, metrics: pairNames}, page_size: 100}, args.api_key)).body.results || [];
+  const cells = await page.$$eval('#table-coactivation td[data-expert]', (tds) => tds.map((td) => [Number(td.dataset.expert), Number(td.dataset.partner), Number(td.dataset.value)]));
+  const storedPair = (a, b) => pairRows.find((r) => r.metric === `expert_coactivation.0.${Math.min(a, b)}.${Math.max(a, b)}`);
+  const pairSum = pairRows.reduce((t, r) => t + r.value, 0);
+  check(pairRows.length === 28 && cells.length === 56 && cells.every(([a, b, v]) => storedPair(a, b) && Math.abs(storedPair(a, b).value - v) < 1e-12) &&
+    Math.abs(pairSum - 1) < 1e-9,
+  'routing: the co-activation heatmap of layer 0 shows every stored pair, both ways, summing to k(k-1)/2 = 1', `${cells.length} cells, ${pairRows.length} rows, sum ${pairSum}`);
+  await page.select('#routing-layer', '1');
+  const caption = await page.$eval('#table-coactivation caption', (c) => c.textContent);
+  check(/layer 1/.test(caption), 'routing: choosing layer 1 redraws the heatmap', caption);
+  const tokenRows = await table('table-token-experts');
+  check(tokenRows.length > 0 && tokenRows.length <= 16, 'routing: the experts of up to 16 frequent token ids', String(tokenRows.length));
   // Its blocks read "2 of 8" (routed experts per token at each layer of 8
   // experts), not the sum over layers beside a dense model's layers.
   const blocks = await page.$eval('#table-execution tr[data-key="execution/blocks_per_token"] td', (td) => td.textContent);
