@@ -15,6 +15,7 @@ namespace fca::client {
 namespace {
 
 namespace v1 = fca::v1;
+using Align = TextTable::Align;
 
 // One row of a keyed routing metric with its key.
 struct KeyedRow {
