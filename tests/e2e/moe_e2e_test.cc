@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -178,7 +179,14 @@ TEST_F(MoeE2ETest, EveryFamilyAuditsWithEveryIntervention) {
       }
       EXPECT_NEAR(pairs, 1.0, 1e-12);
     }
-    // Every expert LIVE chose is kept under correct.
+    // A keyed metric by its name alone: every pair of both layers.
+    CommandResult pairs = Fca({"results", "--job=" + std::to_string(job),
+                               "--metric=expert_coactivation", "--format=csv"});
+    ASSERT_EQ(pairs.exit_code, 0) << pairs.err;
+    EXPECT_EQ(std::count(pairs.out.begin(), pairs.out.end(), '\n'),
+              1 + 2 * experts * (experts - 1) / 2)
+        << pairs.out;  // the header, then one line per pair
+                       // Every expert LIVE chose is kept under correct.
     EXPECT_EQ(n["correct/topk_overlap"], 1.0);
     EXPECT_GE(n["neutral/topk_overlap"], n["neutral/topk_agreement"]);
     EXPECT_GT(n["execution/active_parameters"], 0.0);
