@@ -54,7 +54,7 @@ inline constexpr int64_t kMaxCoactivationPairs = 256;
 // LIVE's routing at every router layer, over evaluation windows [0, n).
 struct RoutingStatistics {
   std::vector<ExecutionResult::ExpertLoad> load;          // one per layer
-  std::vector<ExecutionResult::ExpertPair> coactivation;  // every pair of every layer
+  std::vector<ExecutionResult::ExpertPair> coactivation;  // stored pairs (max_pairs)
   std::vector<ExecutionResult::TokenExpertShare> token_experts;
 };
 
