@@ -3,6 +3,7 @@
 // listing and transfer subcommands, and their flags.
 #include "client/commands_data.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
+#include "proto/fca/v1/result_keys.h"
 
 // datasets upload
 ABSL_FLAG(std::string, name, "", "datasets upload: dataset name");
@@ -53,7 +55,8 @@ ABSL_FLAG(std::string, model, "",
 ABSL_FLAG(std::string, dataset, "",
           "results: evaluation dataset sha256; jobs list: eval or calib dataset as submitted");
 ABSL_FLAG(std::string, intervention, "", "results: intervention name");
-ABSL_FLAG(std::string, metric, "", "results: metric name");
+ABSL_FLAG(std::string, metric, "",
+          "results: a stored metric name, or a keyed metric's name alone for all its rows");
 ABSL_FLAG(std::string, since, "", "results, jobs list, admin log: at or after (RFC 3339)");
 ABSL_FLAG(std::string, until, "", "results, jobs list, admin log: before (RFC 3339)");
 ABSL_FLAG(
@@ -263,9 +266,22 @@ CommandResult RunResults(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(ResultFormat format, ParseResultFormat(absl::GetFlag(FLAGS_format)));
   v1::QueryResultsRequest request;
   FCA_ASSIGN_OR_RETURN(*request.mutable_filter(), ResultFilterFromFlags(ctx));
+  // A keyed metric's name alone ("expert_coactivation"): every row of it,
+  // whatever its key. The server matches stored names exactly, so its rows
+  // are picked here by their typed key.
+  const std::string metric = request.filter().metric();
+  const MetricDef* keyed = FindMetricByName(metric);
+  const bool by_name = keyed != nullptr && keyed->scope != MetricScope::kModel;
+  if (by_name) request.mutable_filter()->clear_metric();
   request.set_page_size(absl::GetFlag(FLAGS_page_size));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(std::vector<v1::Result> results, FetchResults(*client, request));
+  if (by_name) {
+    results.erase(
+        std::remove_if(results.begin(), results.end(),
+                       [&](const v1::Result& r) { return v1::KeyOfRow(r).metric != metric; }),
+        results.end());
+  }
   ctx.out() << FormatResults(results, format);
   return kExitOk;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "client/format.h"
 #include "client/report_cells.h"
+#include "client/report_routing.h"
 #include "client/text_safety.h"
 #include "common/proto_json.h"
 #include "common/vocabulary.h"
@@ -478,9 +479,19 @@ std::string RangeCell(const std::vector<const v1::Result*>& rows) {
   return any ? absl::StrFormat("%s..%s", Fixed(lo, 4), Fixed(hi, 4)) : "";
 }
 
+// Whether any routed model has a top-k overlap row.
+bool HasTopkOverlap(const ReportView& r, const std::vector<ModelRouting>& routing) {
+  for (const ModelRouting& m : routing) {
+    for (const std::string& i : r.interventions()) {
+      if (r.Find(m.model, i, kTopkOverlap) != nullptr) return true;
+    }
+  }
+  return false;
+}
+
 // Per model and intervention (InGroupOrder, as the dependence table): the
-// top-k agreement with LIVE over every (token, router layer), per layer,
-// and its n.
+// top-k agreement with LIVE over every (token, router layer), its top-k
+// overlap (when stored), per layer agreement, and its n.
 TextTable RoutingAgreementTable(const ReportView& r, const std::vector<ModelRouting>& routing) {
   std::vector<int64_t> layers;  // of every routed model
   for (const ModelRouting& m : routing) {
@@ -491,6 +502,9 @@ TextTable RoutingAgreementTable(const ReportView& r, const std::vector<ModelRout
   const bool per_column = layers.size() <= kMaxLayerColumns;
   std::vector<TextTable::Column> cols = {
       {"MODEL"}, {"INTERVENTION"}, {"TOP-K AGREEMENT", Align::kRight}};
+  // Jobs stored before the overlap was written have none: no empty column.
+  const bool overlap = HasTopkOverlap(r, routing);
+  if (overlap) cols.push_back({"TOP-K OVERLAP", Align::kRight});
   if (per_column) {
     for (int64_t l : layers) cols.push_back({absl::StrCat("LAYER ", l), Align::kRight});
   } else {
@@ -504,6 +518,7 @@ TextTable RoutingAgreementTable(const ReportView& r, const std::vector<ModelRout
       const v1::Result* all = r.Find(m.model, i, kTopkAgreement);
       if (all == nullptr) continue;
       std::vector<std::string> row = {m.model, i, Cell(all, Fixed, 4)};
+      if (overlap) row.push_back(Cell(r.Find(m.model, i, kTopkOverlap), Fixed, 4));
       std::vector<const v1::Result*> per_layer;
       for (int64_t l : layers) {
         per_layer.push_back(r.Find(m.model, i, LayerKey(kLayerTopkAgreement, l)));
@@ -604,10 +619,15 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
   const std::vector<ModelRouting> routing = Routing(r);
   if (routing.empty()) return out;  // no routers: the report as it always was
   out.push_back({"ROUTING AGREEMENT",
-                 "mixtures of experts: fraction of (token, router layer) whose chosen expert set "
-                 "under the intervention equals LIVE's (correct: 1 by construction; "
-                 "random_route: k experts drawn uniformly, the same-cost chance baseline), over "
-                 "all router layers and per layer; N = tokens x router layers",
+                 absl::StrCat("mixtures of experts: fraction of (token, router layer) whose chosen "
+                              "expert set under the intervention equals LIVE's (correct: 1 by "
+                              "construction; random_route: k experts drawn uniformly, the "
+                              "same-cost chance baseline), over all router layers and per layer",
+                              HasTopkOverlap(r, routing)
+                                  ? "; TOP-K OVERLAP = mean over them of |S ∩ S_live| / k, the "
+                                    "share of LIVE's k experts kept"
+                                  : "",
+                              "; N = tokens x router layers"),
                  RoutingAgreementTable(r, routing)});
   bool flips = false;
   for (const ModelRouting& m : routing) {
@@ -624,6 +644,7 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                                       "windows (all: over every token and router layer)"
                                     : ""),
                  RoutingLoadTable(r, routing, flips)});
+  for (ReportSection& s : RoutingStatisticsSections(r)) out.push_back(std::move(s));
   return out;
 }
 

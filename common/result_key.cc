@@ -47,6 +47,8 @@ const KeyFieldDef& KeyFieldDefOf(KeyField field) {
       {KeyField::kSite, "<site>", nullptr, &ResultKey::site},
       {KeyField::kFamily, "<family>", nullptr, &ResultKey::family},
       {KeyField::kBaseline, "<baseline>", nullptr, &ResultKey::baseline},
+      {KeyField::kPartner, "<partner>", &ResultKey::partner, nullptr},
+      {KeyField::kToken, "<token>", &ResultKey::token, nullptr},
   };
   return (*defs)[static_cast<size_t>(field)];
 }
@@ -104,13 +106,15 @@ const MetricScopeDef& MetricScopeDefOf(MetricScope id) {
 const char* KeyFieldPlaceholder(KeyField field) { return KeyFieldDefOf(field).placeholder; }
 
 bool operator==(const ResultKey& a, const ResultKey& b) {
-  return std::tie(a.metric, a.scope, a.layer, a.expert, a.site, a.family, a.baseline) ==
-         std::tie(b.metric, b.scope, b.layer, b.expert, b.site, b.family, b.baseline);
+  return std::tie(a.metric, a.scope, a.layer, a.expert, a.partner, a.token, a.site, a.family,
+                  a.baseline) == std::tie(b.metric, b.scope, b.layer, b.expert, b.partner, b.token,
+                                          b.site, b.family, b.baseline);
 }
 
 bool operator<(const ResultKey& a, const ResultKey& b) {
-  return std::tie(a.metric, a.scope, a.family, a.layer, a.expert, a.site, a.baseline) <
-         std::tie(b.metric, b.scope, b.family, b.layer, b.expert, b.site, b.baseline);
+  return std::tie(a.metric, a.scope, a.family, a.layer, a.token, a.expert, a.partner, a.site,
+                  a.baseline) < std::tie(b.metric, b.scope, b.family, b.layer, b.token, b.expert,
+                                         b.partner, b.site, b.baseline);
 }
 
 ResultKey ModelKey(std::string_view metric) { return KeyOf(metric, MetricScope::kModel); }
@@ -142,6 +146,22 @@ ResultKey BaselineKey(std::string_view metric, std::string_view baseline) {
 ResultKey ExpertKey(std::string_view metric, int64_t layer, int64_t expert) {
   ResultKey key = KeyOf(metric, MetricScope::kExpert);
   key.layer = layer;
+  key.expert = expert;
+  return key;
+}
+
+ResultKey ExpertPairKey(std::string_view metric, int64_t layer, int64_t expert, int64_t partner) {
+  ResultKey key = KeyOf(metric, MetricScope::kExpertPair);
+  key.layer = layer;
+  key.expert = expert;
+  key.partner = partner;
+  return key;
+}
+
+ResultKey TokenExpertKey(std::string_view metric, int64_t layer, int64_t token, int64_t expert) {
+  ResultKey key = KeyOf(metric, MetricScope::kTokenExpert);
+  key.layer = layer;
+  key.token = token;
   key.expert = expert;
   return key;
 }

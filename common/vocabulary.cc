@@ -267,6 +267,12 @@ const std::vector<MetricDef>& MetricDefs() {
        "top-k agreement with LIVE, one layer",
        "mixture of experts: fraction of one layer's tokens whose chosen expert set under the "
        "intervention equals LIVE's"},
+      {M::kTopkOverlap, kTopkOverlap, K::kModel, "", "1", "top-k overlap with LIVE",
+       "mixture of experts: mean over (token, router layer) of |S \u2229 S_live| / k, the share "
+       "of LIVE's k experts the intervention still chooses"},
+      {M::kLayerTopkOverlap, kLayerTopkOverlap, K::kLayer, "", "1",
+       "top-k overlap with LIVE, one layer",
+       "mixture of experts: mean over one layer's tokens of |S \u2229 S_live| / k"},
       {M::kEta2, kEta2, K::kFamily, kVariation, "1", "eta2 (per site and channel)",
        "variance of the family's coefficients explained by per-(site, channel) means: "
        "1 - SS around mu_{s,c} / SS around the family mean"},
@@ -326,6 +332,14 @@ const std::vector<MetricDef>& MetricDefs() {
        "expert takes every token"},
       {M::kExpertShare, kExpertShare, K::kExpert, kExecution, "1", "expert share",
        "share of one layer's (token, expert) assignments that went to one expert, LIVE"},
+      {M::kExpertCoactivation, kExpertCoactivation, K::kExpertPair, kExecution, "1",
+       "expert co-activation",
+       "fraction of the evaluation tokens whose LIVE top-k at one layer holds both experts of "
+       "the pair (expert < partner)"},
+      {M::kTokenExpertShare, kTokenExpertShare, K::kTokenExpert, kExecution, "1",
+       "expert share of a token id",
+       "one of the most frequent token ids: the share of its (token, expert) assignments at one "
+       "layer that went to one of its k most chosen experts, LIVE; n = its positions"},
       {M::kLiveNll, kLiveNll, K::kModel, kReplay, "nats/token", "live NLL",
        "NLL of the LIVE pass on the evaluation windows"},
       {M::kMaxAbsLogitDiff, kMaxAbsLogitDiff, K::kModel, kReplay, "logit",

@@ -231,6 +231,11 @@ inline constexpr char kFamilyNll[] = "family_nll";
 inline constexpr char kFamilyPenalty[] = "family_penalty";
 inline constexpr char kTopkAgreement[] = "topk_agreement";
 inline constexpr char kLayerTopkAgreement[] = "layer_topk_agreement";
+// fca.md "Routing agreement", "Routing statistics".
+inline constexpr char kTopkOverlap[] = "topk_overlap";
+inline constexpr char kLayerTopkOverlap[] = "layer_topk_overlap";
+inline constexpr char kExpertCoactivation[] = "expert_coactivation";
+inline constexpr char kTokenExpertShare[] = "token_expert_share";
 inline constexpr char kEta2[] = "eta2";
 inline constexpr char kEta2Layer[] = "eta2_layer";
 inline constexpr char kTotalVariance[] = "total_variance";
@@ -303,6 +308,8 @@ enum class MetricId : uint8_t {
   kFamilyPenalty,
   kTopkAgreement,
   kLayerTopkAgreement,
+  kTopkOverlap,
+  kLayerTopkOverlap,
   kEta2,
   kEta2Layer,
   kTotalVariance,
@@ -326,6 +333,8 @@ enum class MetricId : uint8_t {
   kExpertsPerToken,
   kExpertLoadEntropy,
   kExpertShare,
+  kExpertCoactivation,
+  kTokenExpertShare,
   kLiveNll,
   kMaxAbsLogitDiff,
   kFidelityCheckedWindows,

@@ -26,6 +26,10 @@ ResultKey SampleKey(const MetricDef& def) {
       return BaselineKey(def.name, kNeutral);
     case MetricScope::kExpert:
       return ExpertKey(def.name, 3, 17);
+    case MetricScope::kExpertPair:
+      return ExpertPairKey(def.name, 3, 1, 17);
+    case MetricScope::kTokenExpert:
+      return TokenExpertKey(def.name, 3, 101, 17);
     case MetricScope::kUnknown:
       break;
   }
@@ -73,6 +77,18 @@ TEST(ResultKeyTest, StoredNamesAsZeroPointTwoWroteThem) {
   EXPECT_EQ(k.scope, MetricScope::kBaseline);
   EXPECT_EQ(k.baseline, "neutral");
 
+  k = ResultKeyOf("expert_coactivation.3.1.5");
+  EXPECT_EQ(k.scope, MetricScope::kExpertPair);
+  EXPECT_EQ(k.layer, 3);
+  EXPECT_EQ(k.expert, 1);
+  EXPECT_EQ(k.partner, 5);
+
+  k = ResultKeyOf("token_expert_share.3.101.5");
+  EXPECT_EQ(k.scope, MetricScope::kTokenExpert);
+  EXPECT_EQ(k.layer, 3);
+  EXPECT_EQ(k.token, 101);
+  EXPECT_EQ(k.expert, 5);
+
   k = ResultKeyOf("penalty");
   EXPECT_EQ(k.metric, kPenalty);
   EXPECT_EQ(k.scope, MetricScope::kModel);
@@ -90,7 +106,8 @@ TEST(ResultKeyTest, ASiteNamedWithoutALayerKeepsItsName) {
 TEST(ResultKeyTest, NamesThatFitNoScopeAreUnknownAndKeptWhole) {
   for (const char* name :
        {"zz_new_metric", "penalty.3", "layer_nll.x", "layer_nll.03", "layer_nll.-1", "layer_nll.+1",
-        "expert_share.3", "expert_share.3.x", "expert_share.3.", "eta2.", "layer_nll"}) {
+        "expert_share.3", "expert_share.3.x", "expert_share.3.", "eta2.", "layer_nll",
+        "expert_coactivation.3.1", "token_expert_share.3.x.1"}) {
     const ResultKey k = ResultKeyOf(name);
     EXPECT_EQ(k.scope, MetricScope::kUnknown) << name;
     EXPECT_EQ(k.metric, name);

@@ -318,7 +318,9 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
   m.execution.dense_flops_per_token = 100;
   m.execution.flops_overhead = 0.02;
   m.execution.active_parameters = 600;
-  m.execution.expert_load.push_back({0, 2.0, {0.5, 0.5}, std::log(2.0)});
+  m.execution.expert_load.push_back({0, 2.0, {0.5, 0.5}, std::log(2.0), 8});
+  m.execution.coactivation.push_back({0, 0, 1, 1.0, 8});
+  m.execution.token_experts.push_back({0, 65, 1, 0.5, 4});
   std::set<std::string> seen;
   for (const engine::ResultRow& row : engine::ResultRows(m)) {
     const MetricDef* e = fca::FindMetric(row.metric);

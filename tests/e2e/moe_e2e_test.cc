@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -159,7 +160,35 @@ TEST_F(MoeE2ETest, EveryFamilyAuditsWithEveryIntervention) {
       const double entropy = n["execution/expert_load_entropy." + layer];
       EXPECT_GT(entropy, 0.0);
       EXPECT_LE(entropy, std::log(experts) + 1e-12);
+      // Co-activation over the same tokens (fca.md "Routing statistics"):
+      // with k = 2 each token holds one pair, so a layer's pairs sum to 1,
+      // and the pairs holding expert e add up to the tokens choosing e,
+      // k * share_e (each with k - 1 = 1 partner).
+      double pairs = 0;
+      for (int e = 0; e < experts; ++e) {
+        double with_e = 0;
+        for (int f = 0; f < experts; ++f) {
+          if (f == e) continue;
+          const std::string pair =
+              std::to_string(std::min(e, f)) + "." + std::to_string(std::max(e, f));
+          with_e += n["execution/expert_coactivation." + layer + "." + pair];
+          if (e < f) pairs += n["execution/expert_coactivation." + layer + "." + pair];
+        }
+        EXPECT_NEAR(with_e, 2 * n["execution/expert_share." + layer + "." + std::to_string(e)],
+                    1e-12);
+      }
+      EXPECT_NEAR(pairs, 1.0, 1e-12);
     }
+    // A keyed metric by its name alone: every pair of both layers.
+    CommandResult pairs = Fca({"results", "--job=" + std::to_string(job),
+                               "--metric=expert_coactivation", "--format=csv"});
+    ASSERT_EQ(pairs.exit_code, 0) << pairs.err;
+    EXPECT_EQ(std::count(pairs.out.begin(), pairs.out.end(), '\n'),
+              1 + 2 * experts * (experts - 1) / 2)
+        << pairs.out;  // the header, then one line per pair
+                       // Every expert LIVE chose is kept under correct.
+    EXPECT_EQ(n["correct/topk_overlap"], 1.0);
+    EXPECT_GE(n["neutral/topk_overlap"], n["neutral/topk_agreement"]);
     EXPECT_GT(n["execution/active_parameters"], 0.0);
     EXPECT_LT(n["execution/active_parameters"], n["execution/parameters"]);
     const std::string html = *root_ + "/" + model + ".html";

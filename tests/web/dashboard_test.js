@@ -32,11 +32,11 @@
 // running job is cancelled (with the first key), alice's job ends and bob
 // opens its report. With --routing_job (a finished audit of a mixture of
 // experts) only: after signing in, its page's Routing section (see
-// routingReport), and with --pool_jobs (fg-a and fg-b audited alike, one job
-// each) the compare page pooling them (pooledCompare). The first screens at
-// 1280x800 and 390x844, and the saved report (--report_html: `fca report
-// --save_html` of job 1): first_screen.js. Writes one PNG per page into DIR.
-// The last line is "N passed, M failed".
+// routingReport in routing_report.js), and with --pool_jobs (fg-a and fg-b
+// audited alike, one job each) the compare page pooling them (pooledCompare).
+// The first screens at 1280x800 and 390x844, and the saved report
+// (--report_html: `fca report --save_html` of job 1): first_screen.js. Writes
+// one PNG per page into DIR. The last line is "N passed, M failed".
 'use strict';
 
 const fs = require('fs');
@@ -44,6 +44,7 @@ const os = require('os');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
 const firstScreen = require('./first_screen');
+const {routingReport} = require('./routing_report');
 
 const args = Object.fromEntries(process.argv.slice(2).map((a) => {
   const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
@@ -275,7 +276,7 @@ async function main() {
       check(await page.$('#login[hidden]') !== null, 'no API keys: no login box');
     }
     if (args.routing_job) {
-      await routingReport(page);
+      await routingReport(page, {BASE, args, callApi, check, shownNumbers, checkAccessible, shot});
       if (args.pool_jobs) await pooledCompare(page);
       return;
     }
@@ -650,48 +651,6 @@ async function pooledCompare(page) {
   check(cells.length > 0 && bad.length === 0, `pool: the pooled penalty row is PoolJobs' across both jobs (${cells.length})`, bad.join('\n'));
   await checkAccessible(page, 'pooled compare');
   await shot(page, 'compare-pooled');
-}
-
-// A finished audit of a mixture of experts (--routing_job, olmoe-tiny: 2
-// router layers of 8 experts, top-2, audited with static_layer and
-// random_route besides correct): its page shows the Routing section with the numbers the
-// server stored, read back over the API.
-async function routingReport(page) {
-  const job = args.routing_job;
-  const metrics = ['topk_agreement', ...[0, 1].flatMap((l) => [`experts_per_token.${l}`, `expert_load_entropy.${l}`])];
-  const rows = (await callApi(page, 'QueryResults', {filter: {job_id: job, metrics}, page_size: 1000}, args.api_key)).body.results || [];
-  const stored = (i, m) => rows.find((r) => r.intervention === i && r.metric === m);
-  await page.goto(`${BASE}/#/job/${job}`, {waitUntil: 'load'});
-  await page.waitForSelector('#table-routing', {timeout: 60000});
-  const table = (id) => page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) =>
-    [tr.querySelector('th').textContent, tr.querySelector('td').textContent]));
-  const shownMatches = (cell, row) => row && shownNumbers(cell).some((n) => Math.abs(n.value - row.value) <= n.tol);
-  const perLayer = await table('table-routing');
-  const layers = [0, 1];
-  check(perLayer.length === 4 && layers.every((l) =>
-    shownMatches(perLayer[l][1], stored('execution', `experts_per_token.${l}`)) &&
-    stored('execution', `experts_per_token.${l}`).value === 2 &&
-    shownMatches(perLayer[2 + l][1], stored('execution', `expert_load_entropy.${l}`))),
-  'routing: experts per token (2 of 8) and load entropy per layer, as stored', JSON.stringify(perLayer));
-  const agreement = await table('table-topk');
-  const wanted = ['correct', 'static_layer', 'random_route'];  // correct: 1, its own routing
-  check(wanted.every((i) => agreement.some(([th, td]) => th === i && shownMatches(td, stored(i, 'topk_agreement')))),
-    'routing: top-k agreement with LIVE per intervention, as stored', JSON.stringify(agreement));
-  const random = stored('random_route', 'topk_agreement');
-  check(stored('correct', 'topk_agreement').value === 1 && random && random.value < 1,
-    'routing: correct keeps LIVE\'s expert sets, random routes leave them', JSON.stringify(random));
-  const layerRows = await table('table-layer-topk');
-  check(layerRows.length === wanted.length * layers.length, 'routing: top-k agreement per router layer', JSON.stringify(layerRows));
-  const shares = await table('table-expert-share');
-  check(shares.length === 16, 'routing: a share for each of 8 experts in each layer', String(shares.length));
-  // Its blocks read "2 of 8" (routed experts per token at each layer of 8
-  // experts), not the sum over layers beside a dense model's layers.
-  const blocks = await page.$eval('#table-execution tr[data-key="execution/blocks_per_token"] td', (td) => td.textContent);
-  check(blocks === '2 of 8', 'routing: the execution table shows 2 of 8 experts, not blocks summed over layers', blocks);
-  const other = await page.$$eval('#table-other tbody tr th', (ths) => ths.map((t) => t.textContent));
-  check(!other.some((t) => /topk_agreement/.test(t)), 'routing: no agreement row left under "Other rows"', JSON.stringify(other));
-  await checkAccessible(page, 'routing report');
-  await shot(page, 'routing-report');
 }
 
 // Bob, a reader in `lab`, on alice's job there (see the header).

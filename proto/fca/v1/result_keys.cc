@@ -21,6 +21,8 @@ ResultKey ToProto(const fca::ResultKey& key) {
   out.set_scope(ToProto(key.scope));
   if (key.layer) out.set_layer(*key.layer);
   if (key.expert) out.set_expert(*key.expert);
+  if (key.partner) out.set_partner(*key.partner);
+  if (key.token) out.set_token(*key.token);
   out.set_site(key.site);
   out.set_family(key.family);
   out.set_baseline(key.baseline);
@@ -35,6 +37,8 @@ fca::ResultKey FromProto(const ResultKey& key) {
                   : fca::MetricScope::kUnknown;
   if (key.has_layer()) out.layer = key.layer();
   if (key.has_expert()) out.expert = key.expert();
+  if (key.has_partner()) out.partner = key.partner();
+  if (key.has_token()) out.token = key.token();
   out.site = key.site();
   out.family = key.family();
   out.baseline = key.baseline();

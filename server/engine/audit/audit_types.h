@@ -139,11 +139,13 @@ struct LayerTopkAgreement {
   int64_t layer = 0;
   double fraction = 0;    // of the layer's tokens whose chosen set is LIVE's
   int64_t positions = 0;  // tokens counted at the layer
+  double overlap = 0;     // mean over the layer's tokens of |S ∩ S_live| / k
 };
 struct TopkAgreement {
   double fraction = 0;                     // over every (token, router layer)
   int64_t positions = 0;                   // (token, router layer) pairs counted
   std::vector<LayerTopkAgreement> layers;  // ascending layer
+  double overlap = 0;                      // mean |S ∩ S_live| / k, same pairs
 };
 
 // The penalty of an intervention estimated on C with calibration
@@ -282,14 +284,30 @@ struct ExecutionResult {
   // Parameters read per token, LIVE; when the model counts them.
   std::optional<double> active_parameters;
   // Mixture-of-experts models: the routing of each layer in the LIVE pass,
-  // over every token of E (MeasureExpertLoad, routing.h).
+  // over every token of E (MeasureRouting, routing.h).
   struct ExpertLoad {
     int64_t layer = 0;
     double experts_per_token = 0;  // routed experts run per token
     std::vector<double> share;     // of the layer's (token, expert) assignments, per expert
     double entropy = 0;            // -sum share ln share (nats)
+    int64_t tokens = 0;            // tokens counted
   };
   std::vector<ExpertLoad> expert_load;  // one per layer; empty for other families
+  // Over the same tokens (fca.md "Routing statistics"): per router layer,
+  // the fraction of tokens whose top-k holds both experts of a pair.
+  struct ExpertPair {
+    int64_t layer = 0, expert = 0, partner = 0;  // expert < partner
+    double fraction = 0;
+    int64_t tokens = 0;
+  };
+  std::vector<ExpertPair> coactivation;
+  // The most frequent token ids' most chosen experts per router layer.
+  struct TokenExpertShare {
+    int64_t layer = 0, token = 0, expert = 0;
+    double share = 0;       // of the token's (token, expert) assignments at the layer
+    int64_t positions = 0;  // the token's positions
+  };
+  std::vector<TokenExpertShare> token_experts;
 };
 
 struct ModelReport {

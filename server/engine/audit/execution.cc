@@ -122,6 +122,7 @@ ExecutionResult::ExpertLoad MakeExpertLoad(int64_t layer, const std::vector<int6
   double total = 0;
   for (int64_t a : assignments) total += static_cast<double>(a);
   load.experts_per_token = tokens > 0 ? total / static_cast<double>(tokens) : 0.0;
+  load.tokens = tokens;
   for (int64_t a : assignments) {
     const double p = total > 0 ? static_cast<double>(a) / total : 0.0;
     load.share.push_back(p);
@@ -133,7 +134,7 @@ ExecutionResult::ExpertLoad MakeExpertLoad(int64_t layer, const std::vector<int6
 namespace {
 
 // Per layer, from the counters of one forward (the first batch); the audit
-// replaces them with the load over all of E (routing.h, MeasureExpertLoad).
+// replaces them with the load over all of E (routing.h, MeasureRouting).
 std::vector<ExecutionResult::ExpertLoad> ExpertLoads(const ExecutionCounters& c) {
   std::vector<ExecutionResult::ExpertLoad> out;
   const int64_t E = c.experts_per_layer;

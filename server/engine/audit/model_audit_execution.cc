@@ -45,11 +45,15 @@ absl::Status ModelAudit::ExecutionAudit() {
   FCA_ASSIGN_OR_RETURN(ExecutionOutcome out, AuditExecution(in));
   done_ = phase_start + weight;
   report_.execution = std::move(out.result);
-  // The routing load over every evaluation token, not the counted batch's:
-  // LIVE's recorded coefficients through the model's own top-k.
+  // The routing statistics over every evaluation token, not the counted
+  // batch's: LIVE's recorded coefficients through the model's own top-k.
   if (HasRouters(model_)) {
-    FCA_ASSIGN_OR_RETURN(report_.execution.expert_load,
-                         MeasureExpertLoad(model_, eval_coeff_, opt_.batch_size));
+    FCA_ASSIGN_OR_RETURN(
+        RoutingStatistics routing,
+        MeasureRouting(model_, eval_coeff_, BatchIds(eval_, 0, eval_.count()), opt_.batch_size));
+    report_.execution.expert_load = std::move(routing.load);
+    report_.execution.coactivation = std::move(routing.coactivation);
+    report_.execution.token_experts = std::move(routing.token_experts);
   }
   {
     absl::MutexLock lock(&mu_);

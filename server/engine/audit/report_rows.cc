@@ -90,8 +90,10 @@ std::vector<ResultRow> ResultRows(const ModelReport& r) {
     if (i.topk_agreement) {
       const TopkAgreement& a = *i.topk_agreement;
       w.Add(i.name, kTopkAgreement, a.fraction, a.positions);
+      w.Add(i.name, kTopkOverlap, a.overlap, a.positions);
       for (const LayerTopkAgreement& l : a.layers) {
         w.Add(i.name, LayerKey(kLayerTopkAgreement, l.layer), l.fraction, l.positions);
+        w.Add(i.name, LayerKey(kLayerTopkOverlap, l.layer), l.overlap, l.positions);
       }
     }
     if (i.name == kCorrect) continue;
@@ -221,13 +223,22 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
             x.second_block->pairs);
   }
   if (x.active_parameters) w.Add(kExecution, kActiveParameters, *x.active_parameters, 0);
+  // n: the tokens the routing was counted over.
   for (const ExecutionResult::ExpertLoad& load : x.expert_load) {
-    w.Add(kExecution, LayerKey(kExpertsPerToken, load.layer), load.experts_per_token, 0);
-    w.Add(kExecution, LayerKey(kExpertLoadEntropy, load.layer), load.entropy, 0);
+    w.Add(kExecution, LayerKey(kExpertsPerToken, load.layer), load.experts_per_token, load.tokens);
+    w.Add(kExecution, LayerKey(kExpertLoadEntropy, load.layer), load.entropy, load.tokens);
     for (size_t e = 0; e < load.share.size(); ++e) {
       w.Add(kExecution, ExpertKey(kExpertShare, load.layer, static_cast<int64_t>(e)), load.share[e],
-            0);
+            load.tokens);
     }
+  }
+  for (const ExecutionResult::ExpertPair& p : x.coactivation) {
+    w.Add(kExecution, ExpertPairKey(kExpertCoactivation, p.layer, p.expert, p.partner), p.fraction,
+          p.tokens);
+  }
+  for (const ExecutionResult::TokenExpertShare& t : x.token_experts) {
+    w.Add(kExecution, TokenExpertKey(kTokenExpertShare, t.layer, t.token, t.expert), t.share,
+          t.positions);
   }
   return rows;
 }

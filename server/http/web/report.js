@@ -63,6 +63,72 @@
     return el('td', {class: 'num', 'data-model': model, 'data-experts-per-token': k}, `${k} of ${Math.max(0, ...experts.values())}`);
   }
 
+  // LIVE's co-activation of expert pairs and the experts of the most
+  // frequent token ids (fca.md "Routing statistics"), for a chosen model
+  // and router layer: a heatmap table of the pairs (expert_coactivation,
+  // symmetric, shaded by value) and a table of the token ids. Null when the
+  // report has no such rows. Every row it reads is added to `shown`.
+  function routingStatistics(ix, entries, shown) {
+    const pairs = entries.filter((e) => e.i === 'execution' && e.key.metric === 'expert_coactivation');
+    const tokens = entries.filter((e) => e.i === 'execution' && e.key.metric === 'token_expert_share');
+    if (!pairs.length && !tokens.length) return null;
+    [...pairs, ...tokens].forEach((e) => shown.add(keyId(e.i, e.key)));
+    const layers = [...new Set([...pairs, ...tokens].map((e) => Number(e.key.layer)))].sort((a, b) => a - b);
+    const pick = {model: ix.models[0], layer: layers[0]};
+    const holder = el('div', {id: 'routing-statistics'});
+    const value = (e) => ix.find(pick.model, e.i, e.key);
+    function heatmap() {
+      const here = pairs.filter((e) => Number(e.key.layer) === pick.layer);
+      // E from the layer's expert shares: a layer of many experts stores only
+      // its largest pairs (fca.md "Routing statistics").
+      const shareCount = entries.filter((e) => e.i === 'execution' && e.key.metric === 'expert_share' && Number(e.key.layer) === pick.layer).length;
+      const experts = Math.max(shareCount, ...here.map((e) => Number(e.key.partner) + 1));
+      const partial = here.length < experts * (experts - 1) / 2 ? ` (the ${here.length} largest pairs stored; – not stored)` : '';
+      const cell = new Map();
+      let top = 0;
+      for (const e of here) {
+        const r = value(e);
+        if (!r) continue;
+        const [a, b] = [Number(e.key.expert), Number(e.key.partner)];
+        cell.set(`${a},${b}`, r).set(`${b},${a}`, r);
+        top = Math.max(top, num(r.value));
+      }
+      const rows = [...Array(experts).keys()].map((a) => ({th: `expert ${a}`, cells: [...Array(experts).keys()].map((b) => {
+        const r = cell.get(`${a},${b}`);
+        if (a === b || !r) return el('td', {class: 'num'}, '–');
+        const v = num(r.value);
+        return el('td', {class: 'num', 'data-expert': a, 'data-partner': b, 'data-value': v,
+          style: `background-color: rgba(37, 99, 235, ${top > 0 ? (0.35 * v / top).toFixed(3) : 0})`}, fixed(4)(v));
+      })}));
+      return table({caption: `Co-activation, layer ${pick.layer}: fraction of tokens whose top-k holds both experts${partial}`,
+        head: ['expert', ...[...Array(experts).keys()].map((b) => ({text: String(b), num: true}))], rows, id: 'table-coactivation'});
+    }
+    function tokenTable() {
+      const byToken = new Map();
+      for (const e of tokens.filter((x) => Number(x.key.layer) === pick.layer)) {
+        const r = value(e);
+        if (!r) continue;
+        const t = String(e.key.token);
+        if (!byToken.has(t)) byToken.set(t, {n: num(r.n), experts: []});
+        byToken.get(t).experts.push([Number(e.key.expert), num(r.value)]);
+      }
+      const rows = [...byToken.entries()].sort((a, b) => b[1].n - a[1].n).map(([t, x]) => ({th: t, key: `token/${t}`, cells: [
+        el('td', {class: 'num'}, String(x.n)),
+        el('td', {}, x.experts.sort((a, b) => b[1] - a[1]).map(([e, v]) => `${e} (${fixed(4)(v)})`).join(', '))]}));
+      return table({caption: `Most frequent token ids, layer ${pick.layer}: their most chosen experts (share of the id's assignments)`,
+        head: ['token id', {text: 'positions', num: true}, 'experts (share)'], rows, id: 'table-token-experts'});
+    }
+    const draw = () => holder.replaceChildren(pairs.length ? heatmap() : '', tokens.length ? tokenTable() : '');
+    const choose = (what, options, label) => el('label', {}, `${label} `, el('select', {id: `routing-${what}`, onchange: (ev) => {
+      pick[what] = what === 'layer' ? Number(ev.target.value) : ev.target.value;
+      draw();
+    }}, options.map((o) => el('option', {value: o}, String(o)))));
+    draw();
+    return el('div', {},
+      el('p', {}, ix.models.length > 1 ? choose('model', ix.models, 'model') : null, choose('layer', layers, 'layer')),
+      holder);
+  }
+
   const unitOf = (ix, i, m) => ((ix.metric(i, m) || {}).unit || '');
   const withUnit = (label, unit) => (unit && unit !== '1' ? `${label} (${unit})` : label);
 
@@ -317,17 +383,23 @@
       const layerAgreementMetrics = under('', 'LAYER').filter((metric) => !groupMetrics.includes(metric));
       const agreement = entries.filter((e) => e.key.metric === 'topk_agreement')
         .map((e) => ({i: e.i, m: e.key, label: e.i}));
-      const layerAgreement = entries.filter((e) => layerAgreementMetrics.includes(e.key.metric))
+      // One table per such metric (agreement, overlap), by intervention and layer.
+      const layerTables = layerAgreementMetrics.map((metric) => [metric, entries.filter((e) => e.key.metric === metric)
         .map((e) => ({i: e.i, m: e.key, label: `${e.i}, layer ${e.key.layer}`}))
-        .sort((a, b) => a.i.localeCompare(b.i) || Number(a.m.layer) - Number(b.m.layer));
-      out.push(section('Routing', 'Mixture of experts: each intervention\'s top-k agreement with LIVE (the fraction of (token, router layer) routed to LIVE\'s expert set), then, over every evaluation token (LIVE\'s recorded router coefficients through the model\'s own top-k), routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer.',
+        .sort((a, b) => a.i.localeCompare(b.i) || Number(a.m.layer) - Number(b.m.layer))]).filter(([, rows]) => rows.length);
+      const overlap = entries.filter((e) => e.key.metric === 'topk_overlap')
+        .map((e) => ({i: e.i, m: e.key, label: e.i}));
+      out.push(section('Routing', 'Mixture of experts: each intervention\'s top-k agreement with LIVE (the fraction of (token, router layer) routed to LIVE\'s expert set) and top-k overlap (the mean share of LIVE\'s k experts it keeps), then, over every evaluation token (LIVE\'s recorded router coefficients through the model\'s own top-k), routed experts run per token, the entropy of the experts\' shares of the load (ln E when balanced) and each expert\'s share, per layer; last, for a chosen layer, how often each pair of experts is chosen together and the experts the most frequent token ids go to.',
         agreement.length ? metricTable(ix, 'Top-k agreement with LIVE', agreement, {shown, rowHead: 'intervention', id: 'table-topk'}) : null,
-        layerAgreement.length ? el('details', {}, el('summary', {}, 'Top-k agreement per layer'),
-          metricTable(ix, 'Top-k agreement with LIVE, per router layer', layerAgreement, {shown, rowHead: 'intervention', id: 'table-layer-topk'})) : null,
+        overlap.length ? metricTable(ix, 'Top-k overlap with LIVE: mean |S ∩ S_live| / k', overlap, {shown, rowHead: 'intervention', id: 'table-topk-overlap'}) : null,
+        layerTables.map(([metric, rows]) => el('details', {}, el('summary', {}, `${labelOf(vocab, metric)}, per layer`),
+          metricTable(ix, `${labelOf(vocab, metric)}, per router layer`, rows,
+            {shown, rowHead: 'intervention', id: metric === 'layer_topk_agreement' ? 'table-layer-topk' : `table-${metric.replace(/_/g, '-')}`}))),
         el('div', {class: 'charts'}, charts),
         metricTable(ix, 'Routing per layer', layerVocab.flatMap(([metric, label, unit]) => perLayer(metric, withUnit(label, unit))),
           {shown, id: 'table-routing'}),
-        el('details', {}, el('summary', {}, 'Expert shares'), metricTable(ix, 'Share of each layer\'s load per expert', shares, {shown, id: 'table-expert-share'}))));
+        el('details', {}, el('summary', {}, 'Expert shares'), metricTable(ix, 'Share of each layer\'s load per expert', shares, {shown, id: 'table-expert-share'})),
+        routingStatistics(ix, entries, shown)));
     }
 
     // Whatever else is stored (the per-site rows are shown above).

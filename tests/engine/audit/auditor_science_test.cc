@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "common/random.h"
+#include "common/result_key.h"
+#include "common/vocabulary.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/report_rows.h"
 #include "server/engine/audit/statistics.h"
@@ -105,6 +109,66 @@ TEST(AuditorScienceTest, AMixtureOfExpertsGetsTopkAgreementRows) {
   EXPECT_EQ(rows["correct/topk_agreement"].value, 1.0);
   EXPECT_LT(rows["random_route/topk_agreement"].value, 0.5);  // 1/28 expected
   EXPECT_LT(rows["neutral/topk_agreement"].value, 1.0);
+}
+
+// The same folder's routing statistics over every evaluation token (fca.md
+// "Routing statistics"): overlap rows beside the agreement (correct keeps
+// every expert, random_route at least as many as whole sets), the load's
+// rows with n = the N T tokens, every pair of 8 experts per layer summing
+// to k(k-1)/2 = 1, and at most 16 token ids with at most k = 2 experts.
+TEST(AuditorScienceTest, AMixtureOfExpertsGetsRoutingStatisticsRows) {
+  auto model = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", testing::TestCompute());
+  ASSERT_TRUE(model.ok()) << model.status();
+  AuditRequest req = Request({model->get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.options.interventions = {InterventionId::kRandomRoute};
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const int64_t tokens = 8 * 16;  // N T per layer
+  std::map<std::string, ResultRow> rows;
+  std::map<std::string, std::map<int64_t, std::vector<ResultRow>>> per_token;  // layer, token
+  double pairs[2] = {0, 0};
+  int pair_rows = 0;
+  for (const ResultRow& row : ResultRows(report->models[0])) {
+    rows[row.intervention + "/" + row.metric] = row;
+    const ResultKey key = ResultKeyOf(row.metric);
+    if (key.metric == kExpertCoactivation) {
+      EXPECT_EQ(row.n, tokens) << row.metric;
+      pairs[*key.layer] += row.value;
+      ++pair_rows;
+    }
+    if (key.metric == kTokenExpertShare) {
+      per_token[std::to_string(*key.layer)][*key.token].push_back(row);
+    }
+  }
+  EXPECT_EQ(rows["correct/topk_overlap"].value, 1.0);
+  EXPECT_EQ(rows["correct/topk_overlap"].n, 2 * tokens);
+  EXPECT_GE(rows["random_route/topk_overlap"].value, rows["random_route/topk_agreement"].value);
+  EXPECT_LT(rows["random_route/topk_overlap"].value, 1.0);
+  EXPECT_EQ(rows["random_route/layer_topk_overlap.1"].n, tokens);
+  for (const char* layer : {"0", "1"}) {
+    SCOPED_TRACE(layer);
+    const std::string l = layer;
+    EXPECT_EQ(rows["execution/experts_per_token." + l].n, tokens);
+    EXPECT_EQ(rows["execution/expert_load_entropy." + l].n, tokens);
+    EXPECT_EQ(rows["execution/expert_share." + l + ".7"].n, tokens);
+    EXPECT_NEAR(pairs[l == "1" ? 1 : 0], 1.0, 1e-12);
+    ASSERT_FALSE(per_token[l].empty());
+    EXPECT_LE(per_token[l].size(), 16u);
+    int64_t positions = 0;
+    for (const auto& [token, experts] : per_token[l]) {
+      EXPECT_LE(experts.size(), 2u);
+      double share = 0;
+      for (const ResultRow& r : experts) {
+        EXPECT_EQ(r.n, experts[0].n);
+        share += r.value;
+      }
+      EXPECT_GT(share, 0.0);
+      EXPECT_LE(share, 1.0 + 1e-12);
+      positions += experts[0].n;
+    }
+    EXPECT_LE(positions, tokens);
+  }
+  EXPECT_EQ(pair_rows, 2 * 28);
 }
 
 // GateDependentModel's gates read only the current token's embedding: a

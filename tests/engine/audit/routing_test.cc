@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/random.h"
@@ -236,8 +238,9 @@ TEST(ExpertLoadTest, CountsEveryWindowThroughTheModelsTopK) {
     a.slice(0, n / 2, n).slice(2, 2, 4).fill_(5.0);
     logits.push_back(a);
   }
-  auto load = MeasureExpertLoad(*model, logits, /*batch_size=*/n / 2);
-  ASSERT_TRUE(load.ok()) << load.status();
+  auto routing = MeasureRouting(*model, logits, at::Tensor(), /*batch_size=*/n / 2);
+  ASSERT_TRUE(routing.ok()) << routing.status();
+  const auto* load = &routing->load;
   ASSERT_EQ(load->size(), model->sites().size());
   for (size_t l = 0; l < load->size(); ++l) {
     const ExecutionResult::ExpertLoad& x = (*load)[l];
@@ -246,6 +249,7 @@ TEST(ExpertLoadTest, CountsEveryWindowThroughTheModelsTopK) {
     ASSERT_EQ(x.share.size(), static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) EXPECT_DOUBLE_EQ(x.share[e], e < 4 ? 0.25 : 0.0) << e;
     EXPECT_NEAR(x.entropy, std::log(4.0), 1e-12);
+    EXPECT_EQ(x.tokens, n * t);
   }
 }
 
@@ -253,9 +257,168 @@ TEST(ExpertLoadTest, NoRoutersNoLoad) {
   auto model = testing::RandomModel(testing::TinyConfig("featuregate"), InitOptions{});
   ASSERT_NE(model, nullptr);
   const SiteTensors live = Record(*model, 2, 8, 1);
-  auto load = MeasureExpertLoad(*model, live, 2);
-  ASSERT_TRUE(load.ok()) << load.status();
-  EXPECT_TRUE(load->empty());
+  auto routing = MeasureRouting(*model, live, at::Tensor(), 2);
+  ASSERT_TRUE(routing.ok()) << routing.status();
+  EXPECT_TRUE(routing->load.empty());
+  EXPECT_TRUE(routing->coactivation.empty());
+  EXPECT_TRUE(routing->token_experts.empty());
+}
+
+// Coefficients of n windows of length t at every router site that put 5 on
+// the experts `route(window, position, layer)` names and 0 elsewhere: the
+// model's top-2 chooses exactly them.
+template <typename Route>
+SiteTensors Routed(const ControlledModel& model, int64_t n, int64_t t, Route route) {
+  SiteTensors out;
+  for (const CoefficientSite& site : model.sites()) {
+    at::Tensor a = at::zeros({n, t, site.channels}, at::kFloat);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t p = 0; p < t; ++p) {
+        for (int64_t e : route(i, p, site.layer)) a[i][p][e] = 5.0;
+      }
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+// LIVE chooses {0, 1} everywhere. The intervention chooses {1, 2} at layer
+// 0 (one of LIVE's two experts kept: overlap 1/2, agreement 0) and, at
+// layer 1, {0, 1} in the first half of the windows (overlap 1) and {2, 3}
+// in the second (overlap 0): layer 1's overlap is 1/2 and its agreement 1/2,
+// the model's overlap (1/2 + 1/2) / 2 and its agreement (0 + 1/2) / 2.
+TEST(TopkOverlapTest, CountsTheSharedExpertsOverK) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 6, t = 5;
+  using Set = std::vector<int64_t>;
+  const SiteTensors live = Routed(*model, n, t, [](int64_t, int64_t, int64_t) {
+    return Set{0, 1};
+  });
+  const SiteTensors plan = Routed(*model, n, t, [&](int64_t i, int64_t, int64_t layer) {
+    if (layer == 0) return Set{1, 2};
+    return i < n / 2 ? Set{0, 1} : Set{2, 3};
+  });
+  auto a = MeasureTopkAgreement(*model, live, Fixed(plan), /*batch_size=*/4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->has_value());
+  ASSERT_EQ((*a)->layers.size(), 2u);
+  EXPECT_DOUBLE_EQ((*a)->layers[0].overlap, 0.5);
+  EXPECT_DOUBLE_EQ((*a)->layers[0].fraction, 0.0);
+  EXPECT_DOUBLE_EQ((*a)->layers[1].overlap, 0.5);
+  EXPECT_DOUBLE_EQ((*a)->layers[1].fraction, 0.5);
+  EXPECT_DOUBLE_EQ((*a)->overlap, 0.5);
+  EXPECT_DOUBLE_EQ((*a)->fraction, 0.25);
+  // Against itself every expert is kept.
+  auto same = MeasureTopkAgreement(*model, live, Fixed(live), 4);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ((*same)->overlap, 1.0);
+}
+
+// Positions 0, 2, 4 of each window choose {0, 1}, positions 1 and 3 {1, 2}:
+// experts 0 and 1 are chosen together at 3/5 of the tokens, 1 and 2 at 2/5,
+// every other pair never; the pairs' fractions sum to k(k-1)/2 = 1.
+TEST(RoutingStatisticsTest, CoactivationOfAKnownRouting) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 4, t = 5, E = 8;
+  using Set = std::vector<int64_t>;
+  const SiteTensors live = Routed(*model, n, t, [](int64_t, int64_t p, int64_t) {
+    return p % 2 == 0 ? Set{0, 1} : Set{1, 2};
+  });
+  auto routing = MeasureRouting(*model, live, at::Tensor(), /*batch_size=*/3);
+  ASSERT_TRUE(routing.ok()) << routing.status();
+  ASSERT_EQ(routing->coactivation.size(), 2u * E * (E - 1) / 2);
+  std::map<std::pair<int64_t, int64_t>, double> layer1;
+  double total = 0;
+  for (const ExecutionResult::ExpertPair& p : routing->coactivation) {
+    EXPECT_LT(p.expert, p.partner);
+    EXPECT_EQ(p.tokens, n * t);
+    if (p.layer == 1) {
+      layer1[{p.expert, p.partner}] = p.fraction;
+      total += p.fraction;
+    }
+  }
+  EXPECT_DOUBLE_EQ((layer1[{0, 1}]), 0.6);
+  EXPECT_DOUBLE_EQ((layer1[{1, 2}]), 0.4);
+  EXPECT_EQ((layer1[{0, 2}]), 0.0);
+  EXPECT_EQ((layer1[{6, 7}]), 0.0);
+  EXPECT_DOUBLE_EQ(total, 1.0);
+  EXPECT_TRUE(routing->token_experts.empty());  // no token ids given
+  // Bounded to the 2 largest pairs of a layer: (0, 1) and (1, 2), in pair order.
+  auto bounded = MeasureRouting(*model, live, at::Tensor(), 3, kTopTokenIds, /*max_pairs=*/2);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  ASSERT_EQ(bounded->coactivation.size(), 4u);
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_EQ(bounded->coactivation[2 * l].expert, 0);
+    EXPECT_EQ(bounded->coactivation[2 * l].partner, 1);
+    EXPECT_DOUBLE_EQ(bounded->coactivation[2 * l].fraction, 0.6);
+    EXPECT_EQ(bounded->coactivation[2 * l + 1].expert, 1);
+    EXPECT_EQ(bounded->coactivation[2 * l + 1].partner, 2);
+  }
+}
+
+// Window i chooses experts {2(i mod 4), 2(i mod 4) + 1}: over 8 windows each
+// of the 8 experts takes 1/8 of the load, entropy ln 8 = ln E.
+TEST(RoutingStatisticsTest, UniformLoadHasEntropyLogE) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 8, t = 3, E = 8;
+  using Set = std::vector<int64_t>;
+  const SiteTensors live = Routed(*model, n, t, [](int64_t i, int64_t, int64_t) {
+    return Set{2 * (i % 4), 2 * (i % 4) + 1};
+  });
+  auto routing = MeasureRouting(*model, live, at::Tensor(), /*batch_size=*/5);
+  ASSERT_TRUE(routing.ok()) << routing.status();
+  ASSERT_EQ(routing->load.size(), 2u);
+  for (const ExecutionResult::ExpertLoad& x : routing->load) {
+    for (double share : x.share) EXPECT_DOUBLE_EQ(share, 1.0 / E);
+    EXPECT_NEAR(x.entropy, std::log(double(E)), 1e-12);
+    EXPECT_EQ(x.tokens, n * t);
+  }
+}
+
+// Token 7 fills windows 0-2 (15 positions), routed {0, 1} in windows 0-1
+// and {0, 3} in window 2: expert 0 takes 15 of its 30 assignments, expert 1
+// 10, expert 3 5 (not among its k = 2 most chosen). Windows 3-5 hold token 9
+// at positions 1-4 (12 positions) and token 11 at position 0 (3), routed
+// {4, 5}. With the 2 most frequent ids, token 11 has no rows.
+TEST(RoutingStatisticsTest, TopExpertsOfTheMostFrequentTokenIds) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const int64_t n = 6, t = 5;
+  using Set = std::vector<int64_t>;
+  const SiteTensors live = Routed(*model, n, t, [](int64_t i, int64_t, int64_t) {
+    return i < 2 ? Set{0, 1} : i == 2 ? Set{0, 3} : Set{4, 5};
+  });
+  at::Tensor ids = at::full({n, t}, 7, at::kLong);
+  ids.slice(0, 3, n).fill_(9);
+  ids.slice(0, 3, n).select(1, 0).fill_(11);
+  auto routing = MeasureRouting(*model, live, ids, /*batch_size=*/4, /*top_token_ids=*/2);
+  ASSERT_TRUE(routing.ok()) << routing.status();
+  std::vector<std::tuple<int64_t, int64_t, double, int64_t>> layer0;
+  for (const ExecutionResult::TokenExpertShare& x : routing->token_experts) {
+    if (x.layer == 0) layer0.emplace_back(x.token, x.expert, x.share, x.positions);
+  }
+  using Row = std::tuple<int64_t, int64_t, double, int64_t>;
+  const std::vector<Row> expected = {
+      {7, 0, 15.0 / 30, 15}, {7, 1, 10.0 / 30, 15}, {9, 4, 0.5, 12}, {9, 5, 0.5, 12}};
+  ASSERT_EQ(layer0.size(), expected.size());
+  for (size_t r = 0; r < expected.size(); ++r) {
+    EXPECT_EQ(std::get<0>(layer0[r]), std::get<0>(expected[r])) << r;
+    EXPECT_EQ(std::get<1>(layer0[r]), std::get<1>(expected[r])) << r;
+    EXPECT_DOUBLE_EQ(std::get<2>(layer0[r]), std::get<2>(expected[r])) << r;
+    EXPECT_EQ(std::get<3>(layer0[r]), std::get<3>(expected[r])) << r;
+  }
+  EXPECT_EQ(routing->token_experts.size(), 2 * expected.size());
+}
+
+TEST(RoutingStatisticsTest, TokenIdsOfAnotherShapeAreRefused) {
+  auto model = Load(kOlmoeDir);
+  ASSERT_NE(model, nullptr);
+  const SiteTensors live = Record(*model, 2, 8, 1);
+  auto routing = MeasureRouting(*model, live, at::zeros({2, 7}, at::kLong), 2);
+  EXPECT_EQ(routing.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
