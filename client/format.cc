@@ -32,10 +32,11 @@ std::string ShaPrefix(const std::string& sha) {
   return SanitizeForTerminal(sha.substr(0, std::min(sha.size(), kShaPrefix)));
 }
 
-// fca's JSON of one message (common/proto_json.h); the printer fails only
+// fca's JSON of one message (common/proto_json.h), enum values by their
+// short names as in the tables and the HTTP API; the printer fails only
 // on invalid UTF-8, which the server's replies do not carry.
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
-  absl::StatusOr<std::string> out = PrintProtoJson(message, pretty);
+  absl::StatusOr<std::string> out = PrintProtoJsonShortEnums(message, pretty);
   return out.ok() ? *std::move(out) : std::string("{}");
 }
 
@@ -634,20 +635,15 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
 }
 
 std::string JobStateName(v1::JobState state) {
-  const std::string& name = v1::JobState_Name(state);
-  constexpr std::string_view kPrefix = "JOB_STATE_";
-  if (name.compare(0, kPrefix.size(), kPrefix.data(), kPrefix.size()) == 0) {
-    return name.substr(kPrefix.size());
-  }
-  return name.empty() ? absl::StrFormat("STATE_%d", state) : name;
+  const auto* value = v1::JobState_descriptor()->FindValueByNumber(state);
+  return value == nullptr ? absl::StrFormat("STATE_%d", state) : ShortEnumName(*value);
 }
 
 absl::StatusOr<v1::JobState> ParseJobState(std::string_view name) {
-  v1::JobState state;
-  const std::string upper = absl::AsciiStrToUpper(std::string(name));
-  if (!upper.empty() && upper != "UNSPECIFIED" &&
-      v1::JobState_Parse("JOB_STATE_" + upper, &state)) {
-    return state;
+  // "succeeded" or JOB_STATE_SUCCEEDED, in any case.
+  const auto* value = FindEnumValue(*v1::JobState_descriptor(), name);
+  if (value != nullptr && value->number() != v1::JOB_STATE_UNSPECIFIED) {
+    return static_cast<v1::JobState>(value->number());
   }
   return UsageError(
       absl::StrFormat("--state must be queued, running, succeeded, failed or cancelled, not "

@@ -7,10 +7,11 @@ the package is built (python/CMakeLists.txt), never committed.
 import hashlib
 import os
 import pathlib
+import warnings
 
 import grpc
 
-from fca import errors, frames
+from fca import enums, errors, frames
 from fca.v1 import audit_service_pb2 as pb
 from fca.v1 import audit_service_pb2_grpc as pb_grpc
 
@@ -21,15 +22,27 @@ _KINDS = {"text": pb.DATASET_KIND_TEXT, "tokens": pb.DATASET_KIND_TOKENS_INT32}
 
 
 def _state_name(state):
-    return pb.JobState.Name(state).replace("JOB_STATE_", "")
+    return enums.short_name(pb.JobState.DESCRIPTOR, state)
+
+
+def _job_state(state):
+    """"RUNNING" or "JOB_STATE_RUNNING" (any case) as a JobState."""
+    number = enums.value(pb.JobState.DESCRIPTOR, state)
+    if number == pb.JOB_STATE_UNSPECIFIED:
+        raise ValueError(f"state must be a job state, not {state!r}")
+    return number
 
 
 def _project_role(role):
-    """"reader", "writer" or "owner" (any case) as a ProjectRole."""
-    name = "PROJECT_ROLE_" + str(role).upper()
-    if name not in pb.ProjectRole.keys() or role.upper() == "UNSPECIFIED":
+    """"reader", "writer" or "owner" (or PROJECT_ROLE_OWNER; any case) as a
+    ProjectRole."""
+    try:
+        number = enums.value(pb.ProjectRole.DESCRIPTOR, role)
+    except ValueError:
+        number = pb.PROJECT_ROLE_UNSPECIFIED
+    if number == pb.PROJECT_ROLE_UNSPECIFIED:
         raise ValueError(f"role must be reader, writer or owner, not {role!r}")
-    return pb.ProjectRole.Value(name)
+    return number
 
 
 def _call(method, request, **kwargs):
@@ -200,7 +213,7 @@ class Client:
         caller's personal project; an admin's: every project]."""
         request = pb.ListJobsRequest(page_size=500, project=project, **filters)
         if state is not None:
-            request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
+            request.state = _job_state(state)
         jobs = self._all_pages("ListJobs", request, "jobs")
         return _maybe_frame(jobs, pb.Job.DESCRIPTOR, as_frame, skip=("tasks",))
 
@@ -301,9 +314,14 @@ class Client:
 
     def add_member(self, project, user, role):
         """Adds `user` to `project` as "reader", "writer" or "owner" (or
-        changes their role); returns the project with its members."""
+        changes their role); returns the project with its members. Warns
+        (UserWarning) when the server says the user has no API key yet."""
         request = pb.AddProjectMemberRequest(project=project, user=user, role=_project_role(role))
-        return frames.row(self._unary("AddProjectMember", request).project)
+        reply = self._unary("AddProjectMember", request)
+        if reply.HasField("user_has_key") and not reply.user_has_key:
+            warnings.warn(f"{user} has no API key yet, so cannot call the server as a member",
+                          stacklevel=2)
+        return frames.row(reply.project)
 
     def remove_member(self, project, user):
         """Removes `user` from `project`; returns the project with its members."""

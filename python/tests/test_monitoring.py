@@ -116,7 +116,7 @@ def sample(text, series):
 def test_finished_job_in_the_counters_and_the_log(server, finished_job):
     text = exposition(server)
     job = finished_job.id
-    assert sample(text, f'fca_job_progress{{job="{job}"}}') is None  # gone with the job
+    assert sample(text, f'fca_job_progress{{job_id="{job}"}}') is None  # gone with the job
     assert sample(text, "fca_jobs_submitted_total") >= 1
     assert sample(text, "fca_jobs_started_total") >= 1
     assert sample(text, 'fca_jobs_ended_total{state="succeeded"}') >= 1

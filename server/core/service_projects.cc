@@ -86,6 +86,14 @@ absl::StatusOr<v1::GetProjectResponse> AuditServiceCore::GetProject(
   return response;
 }
 
+absl::StatusOr<bool> AuditServiceCore::UserHasKey(const std::string& user) {
+  if (facts_.key_file_users.count(user) > 0) return true;
+  FCA_ASSIGN_OR_RETURN(const std::vector<storage::ApiKeyRecord> keys, store_->ListApiKeys(user));
+  return std::any_of(keys.begin(), keys.end(), [](const storage::ApiKeyRecord& key) {
+    return key.state == storage::ApiKeyState::kActive;
+  });
+}
+
 absl::StatusOr<v1::AddProjectMemberResponse> AuditServiceCore::AddProjectMember(
     const Caller& caller, const v1::AddProjectMemberRequest& request) {
   absl::StatusOr<v1::AddProjectMemberResponse> result =
@@ -98,6 +106,10 @@ absl::StatusOr<v1::AddProjectMemberResponse> AuditServiceCore::AddProjectMember(
     FCA_RETURN_IF_ERROR(store_->SetMember(name, request.user(), ProjectRoleName(given)));
     v1::AddProjectMemberResponse response;
     FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, role));
+    if (facts_.auth) {
+      FCA_ASSIGN_OR_RETURN(const bool has_key, UserHasKey(request.user()));
+      response.set_user_has_key(has_key);
+    }
     return response;
   }();
   Record(caller, audit_action::kMemberAdd,

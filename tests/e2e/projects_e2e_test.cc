@@ -118,6 +118,19 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   CommandResult added = Cli(kAdminKey, {"projects", "add-member", "lab", "bob", "--role=reader"});
   ASSERT_EQ(added.exit_code, 0) << added.err;
   EXPECT_THAT(added.out, HasSubstr("bob"));
+  EXPECT_THAT(added.err, Not(HasSubstr("warning")));  // bob's key is in the key file
+  // dave has no key: added all the same, with a warning on stderr; once a
+  // key is stored for him, no warning.
+  CommandResult keyless =
+      Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=reader"});
+  ASSERT_EQ(keyless.exit_code, 0) << keyless.err;
+  EXPECT_THAT(keyless.out, HasSubstr("dave"));
+  EXPECT_THAT(keyless.err, HasSubstr("warning: dave has no API key yet"));
+  ASSERT_EQ(Cli(kAdminKey, {"keys", "create", "--user=dave"}).exit_code, 0);
+  CommandResult keyed = Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=reader"});
+  ASSERT_EQ(keyed.exit_code, 0) << keyed.err;
+  EXPECT_THAT(keyed.err, Not(HasSubstr("warning")));
+  ASSERT_EQ(Cli(kAdminKey, {"projects", "remove-member", "lab", "dave"}).exit_code, 0);
   CommandResult by_user = Cli(kAliceKey, {"projects", "create", "mine"});
   EXPECT_EQ(by_user.exit_code, kExitAuth);
   EXPECT_THAT(by_user.err, HasSubstr("PERMISSION_DENIED"));
@@ -163,7 +176,7 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   CommandResult members = Cli(kBobKey, {"projects", "show", "lab"});
   ASSERT_EQ(members.exit_code, 0) << members.err;
   EXPECT_THAT(members.out, HasSubstr("alice"));
-  EXPECT_THAT(members.out, HasSubstr("reader"));
+  EXPECT_THAT(members.out, HasSubstr("READER"));
   // ... and over HTTP, which calls the same core.
   const std::string job_body = "{\"job_id\": " + job + "}";
   const std::string http_job = Http(kBobKey, "GetJob", job_body);
