@@ -152,6 +152,91 @@ std::string WrapText(std::string_view text, size_t width) {
   return out;
 }
 
+namespace {
+
+// Where a too-long line's continuation lines start: under its last field
+// (the text after the last run of two or more spaces that starts in the
+// left half: a "key:   value" line's value, a table row's last column),
+// else two columns in from the line's own indent.
+size_t HangingIndent(std::string_view line, size_t width) {
+  const size_t lead = line.find_first_not_of(' ');
+  size_t indent = (lead == std::string_view::npos ? 0 : lead) + 2;
+  size_t columns = 0;  // display columns before position i
+  for (size_t i = 0; i < line.size() && columns <= width / 2; ++i) {
+    if (i >= 2 && i > lead && line[i] != ' ' && line[i - 1] == ' ' && line[i - 2] == ' ') {
+      indent = columns;
+    }
+    columns += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+  }
+  return std::min(indent, width / 2);
+}
+
+// `word` in pieces of at most `width` display columns, cut between UTF-8
+// sequences.
+std::vector<std::string_view> CutWord(std::string_view word, size_t width) {
+  std::vector<std::string_view> pieces;
+  size_t start = 0, columns = 0;
+  for (size_t i = 0; i < word.size(); ++i) {
+    if ((static_cast<unsigned char>(word[i]) & 0xC0) == 0x80) continue;
+    if (columns == width) {
+      pieces.push_back(word.substr(start, i - start));
+      start = i;
+      columns = 0;
+    }
+    ++columns;
+  }
+  pieces.push_back(word.substr(start));
+  return pieces;
+}
+
+}  // namespace
+
+std::string FitToWidth(std::string_view text, size_t width) {
+  std::string out;
+  bool first_line = true;
+  for (absl::string_view piece :
+       absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    if (!first_line) out += '\n';
+    first_line = false;
+    const std::string line(piece);
+    if (width == 0 || DisplayWidth(line) <= width) {
+      out += line;
+      continue;
+    }
+    const size_t indent = HangingIndent(line, width);
+    const size_t lead = std::min(line.find_first_not_of(' '), line.size());
+    out.append(line, 0, lead);
+    size_t used = lead;
+    bool fresh = true;  // no word yet on the current output line
+    const auto new_line = [&] {
+      out += '\n';
+      out.append(indent, ' ');
+      used = indent;
+    };
+    // "" between two spaces: runs of spaces (table columns) are kept.
+    for (absl::string_view w : absl::StrSplit(absl::string_view(line).substr(lead), ' ')) {
+      const std::string_view word(w.data(), w.size());
+      if (!fresh && used + 1 + DisplayWidth(std::string(word)) > width) {
+        new_line();
+        fresh = true;
+        if (word.empty()) continue;  // no leading space on a new line
+      }
+      if (!fresh) {
+        out += ' ';
+        ++used;
+      }
+      for (std::string_view cut : CutWord(word, width - indent)) {
+        const size_t cols = DisplayWidth(std::string(cut));
+        if (used + cols > width && used > indent) new_line();
+        out.append(cut);
+        used += cols;
+      }
+      fresh = false;
+    }
+  }
+  return out;
+}
+
 std::string TextTable::RenderHtml(std::string_view caption) const {
   auto cell = [&](const char* tag, const char* scope, size_t c, const std::string& text) {
     const bool num = columns_[c].align == Align::kRight;
@@ -280,7 +365,7 @@ std::string FormatJobProvenance(const v1::Provenance& p) {
 
 }  // namespace
 
-std::string FormatJobDetails(const v1::Job& job) {
+std::string FormatJobDetails(const v1::Job& job, size_t width) {
   std::string out;
   absl::StrAppendFormat(&out, "id:               %d\n", job.id());
   absl::StrAppendFormat(&out, "owner:            %s\n", SanitizeForTerminal(job.owner()));
@@ -317,7 +402,7 @@ std::string FormatJobDetails(const v1::Job& job) {
   // terminal acts on (bidi controls); an escape is still valid JSON.
   absl::StrAppendFormat(&out, "spec:\n%s\n",
                         SanitizeLinesForTerminal(ToJson(job.spec(), /*pretty=*/true)));
-  return out;
+  return FitToWidth(out, width);
 }
 
 std::string FormatUploadSummary(const v1::UploadDatasetResponse& r) {
@@ -436,8 +521,8 @@ std::string FormatTokenizeJson(const v1::TokenizeResponse& r) {
   return json::Write(v) + "\n";
 }
 
-std::string FormatServerInfo(const v1::GetServerInfoResponse& info,
-                             const std::string& queue_lines) {
+std::string FormatServerInfo(const v1::GetServerInfoResponse& info, const std::string& queue_lines,
+                             size_t width) {
   std::string out;
   absl::StrAppendFormat(&out, "server:           fca-server %s (engine %s, torch %s)\n",
                         SanitizeForTerminal(info.server_version()),
@@ -463,7 +548,7 @@ std::string FormatServerInfo(const v1::GetServerInfoResponse& info,
     metrics.AddRow({m.name(), m.intervention().empty() ? "each intervention" : m.intervention(),
                     m.unit(), m.description()});
   }
-  return out + "\n" + interventions.Render() + "\n" + metrics.Render();
+  return FitToWidth(out + "\n" + interventions.Render() + "\n" + metrics.Render(), width);
 }
 
 namespace {

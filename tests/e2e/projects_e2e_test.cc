@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -270,6 +271,53 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   EXPECT_THAT(after.out, HasSubstr("bob"));
   EXPECT_THAT(after.out, Not(HasSubstr("carol")));
   EXPECT_EQ(Cli(kBobKey, {"jobs", "show", job}).exit_code, 0);
+}
+
+// Terminal columns of a line: one per code point (the CLI prints no wide
+// characters).
+size_t Columns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+size_t WidestLine(const std::string& text) {
+  size_t widest = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    widest = std::max(widest, Columns(text.substr(start, end - start)));
+    start = end + 1;
+  }
+  return widest;
+}
+
+// Issue 39: `jobs show`, `info` and `admin log` fit in 100 columns on a real
+// server's output (a finished job's provenance, every metric, a log with
+// long details); --wide prints the full lines, which are wider.
+TEST_F(ProjectsE2ETest, JobsShowInfoAndAdminLogFitIn100Columns) {
+  for (const std::string name : {"eval", "calib"}) {
+    ASSERT_EQ(Cli(kAliceKey, {"datasets", "upload", "--name=" + name, "--project=alice",
+                              root_ + "/data/" + name + ".txt"})
+                  .exit_code,
+              0);
+  }
+  CommandResult submitted = Cli(kAliceKey, Audit("alice"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_EQ(Cli(kAliceKey, {"watch", job}).exit_code, 0);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {kAliceKey, {"jobs", "show", job}}, {kAliceKey, {"info"}}, {kAdminKey, {"admin", "log"}}};
+  for (const auto& [key, args] : commands) {
+    CommandResult narrow = Cli(key, args);
+    ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
+    EXPECT_LE(WidestLine(narrow.out), 100u) << narrow.out;
+    std::vector<std::string> wide_args = args;
+    wide_args.push_back("--wide");
+    CommandResult wide = Cli(key, wide_args);
+    ASSERT_EQ(wide.exit_code, 0) << wide.err;
+    EXPECT_GT(WidestLine(wide.out), 100u) << wide.out;
+  }
 }
 
 // A server whose own workers run nothing (--workers=0): jobs stay QUEUED.
