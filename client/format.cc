@@ -154,39 +154,37 @@ std::string WrapText(std::string_view text, size_t width) {
 
 namespace {
 
+// The narrowest continuation: a last column further right than this goes
+// on from the line's own indent instead.
+constexpr size_t kMinContinuation = 24;
+
 // Where a too-long line's continuation lines start: under its last field
-// (the text after the last run of two or more spaces that starts in the
-// left half: a "key:   value" line's value, a table row's last column),
-// else two columns in from the line's own indent.
+// (the text after the last run of two or more spaces that leaves at least
+// kMinContinuation columns: a "key:   value" line's value, a table row's
+// last column), else two columns in from the line's own indent.
 size_t HangingIndent(std::string_view line, size_t width) {
+  const size_t limit = width > 2 * kMinContinuation ? width - kMinContinuation : width / 2;
   const size_t lead = line.find_first_not_of(' ');
   size_t indent = (lead == std::string_view::npos ? 0 : lead) + 2;
   size_t columns = 0;  // display columns before position i
-  for (size_t i = 0; i < line.size() && columns <= width / 2; ++i) {
+  for (size_t i = 0; i < line.size() && columns <= limit; ++i) {
     if (i >= 2 && i > lead && line[i] != ' ' && line[i - 1] == ' ' && line[i - 2] == ' ') {
       indent = columns;
     }
     columns += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
   }
-  return std::min(indent, width / 2);
+  return std::min(indent, limit);
 }
 
-// `word` in pieces of at most `width` display columns, cut between UTF-8
-// sequences.
-std::vector<std::string_view> CutWord(std::string_view word, size_t width) {
-  std::vector<std::string_view> pieces;
-  size_t start = 0, columns = 0;
-  for (size_t i = 0; i < word.size(); ++i) {
-    if ((static_cast<unsigned char>(word[i]) & 0xC0) == 0x80) continue;
-    if (columns == width) {
-      pieces.push_back(word.substr(start, i - start));
-      start = i;
-      columns = 0;
-    }
-    ++columns;
+// The bytes of `text`'s first `columns` code points.
+size_t BytesOfColumns(std::string_view text, size_t columns) {
+  size_t i = 0;
+  for (size_t seen = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;
+    if (seen == columns) break;
+    ++seen;
   }
-  pieces.push_back(word.substr(start));
-  return pieces;
+  return i;
 }
 
 }  // namespace
@@ -207,16 +205,31 @@ std::string FitToWidth(std::string_view text, size_t width) {
     const size_t lead = std::min(line.find_first_not_of(' '), line.size());
     out.append(line, 0, lead);
     size_t used = lead;
-    bool fresh = true;  // no word yet on the current output line
     const auto new_line = [&] {
       out += '\n';
       out.append(indent, ' ');
       used = indent;
     };
+    // A word wider than a line fills this one and goes on below, cut after
+    // its last comma that fits (a list, JSON), else where the line ends.
+    const auto put = [&](std::string_view word) {
+      while (DisplayWidth(std::string(word)) > width - used) {
+        size_t cut = BytesOfColumns(word, width - used);
+        const size_t comma = word.substr(0, cut).rfind(',');
+        if (comma != std::string_view::npos) cut = comma + 1;
+        out.append(word.substr(0, cut));
+        word.remove_prefix(cut);
+        new_line();
+      }
+      out.append(word);
+      used += DisplayWidth(std::string(word));
+    };
+    bool fresh = true;  // no word yet on the current output line
     // "" between two spaces: runs of spaces (table columns) are kept.
     for (absl::string_view w : absl::StrSplit(absl::string_view(line).substr(lead), ' ')) {
       const std::string_view word(w.data(), w.size());
-      if (!fresh && used + 1 + DisplayWidth(std::string(word)) > width) {
+      const size_t cols = DisplayWidth(std::string(word));
+      if (!fresh && ((used + 1 + cols > width && cols <= width - indent) || used + 1 >= width)) {
         new_line();
         fresh = true;
         if (word.empty()) continue;  // no leading space on a new line
@@ -225,12 +238,7 @@ std::string FitToWidth(std::string_view text, size_t width) {
         out += ' ';
         ++used;
       }
-      for (std::string_view cut : CutWord(word, width - indent)) {
-        const size_t cols = DisplayWidth(std::string(cut));
-        if (used + cols > width && used > indent) new_line();
-        out.append(cut);
-        used += cols;
-      }
+      put(word);
       fresh = false;
     }
   }

@@ -176,8 +176,11 @@ TEST(FitToWidthTest, BreaksUnderTheLastFieldAndCutsWordsWiderThanALine) {
   EXPECT_EQ(FitToWidth("key:  aaa bbb ccc", 12), "key:  aaa\n      bbb\n      ccc");
   EXPECT_EQ(FitToWidth("key:  aaa bbb ccc", 0), "key:  aaa bbb ccc");
   const std::string ys(30, 'y');
+  // A word wider than any line fills the line and goes on below, cut after
+  // its last comma that fits, else where the line ends.
   EXPECT_EQ(FitToWidth("  x " + ys, 20),
-            "  x\n    " + std::string(16, 'y') + "\n    " + std::string(14, 'y'));
+            "  x " + std::string(16, 'y') + "\n    " + std::string(14, 'y'));
+  EXPECT_EQ(FitToWidth("k: a,b,c,d,e,f", 8), "k: a,b,\n  c,d,e,\n  f");
   // Columns are code points: "é" is one, and is never cut in two.
   std::string accents;
   for (int i = 0; i < 30; ++i) accents += "\xc3\xa9";
