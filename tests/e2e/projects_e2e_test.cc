@@ -123,9 +123,11 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   // dave has no key: added all the same, with a warning on stderr; once a
   // key is stored for him, no warning.
   CommandResult keyless =
-      Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=reader"});
+      Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=PROJECT_ROLE_READER"});
   ASSERT_EQ(keyless.exit_code, 0) << keyless.err;
   EXPECT_THAT(keyless.out, HasSubstr("dave"));
+  EXPECT_THAT(keyless.out, HasSubstr("READER"));  // the role by its short name, either taken
+  EXPECT_THAT(keyless.out, Not(HasSubstr("PROJECT_ROLE_")));
   EXPECT_THAT(keyless.err, HasSubstr("warning: dave has no API key yet"));
   ASSERT_EQ(Cli(kAdminKey, {"keys", "create", "--user=dave"}).exit_code, 0);
   CommandResult keyed = Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=reader"});
@@ -306,6 +308,26 @@ TEST_F(ProjectsE2ETest, JobsShowInfoAndAdminLogFitIn100Columns) {
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   const std::string job = submitted.out.substr(0, submitted.out.find('\n'));
   ASSERT_EQ(Cli(kAliceKey, {"watch", job}).exit_code, 0);
+
+  // An unknown metric is INVALID_ARGUMENT naming it and the known ones, not
+  // an empty table.
+  CommandResult typo = Cli(kAliceKey, {"results", "--job=" + job, "--metric=nosuch"});
+  EXPECT_EQ(typo.exit_code, 3) << typo.out;  // kExitInvalidArgument
+  EXPECT_THAT(typo.err, HasSubstr("unknown metric 'nosuch'"));
+  EXPECT_THAT(typo.err, HasSubstr("penalty"));
+  EXPECT_EQ(typo.out, "");
+  // Enums print by their short names, and flags take either spelling.
+  for (const std::string state : {"succeeded", "SUCCEEDED", "JOB_STATE_SUCCEEDED"}) {
+    CommandResult listed = Cli(kAliceKey, {"jobs", "list", "--project=alice", "--state=" + state});
+    ASSERT_EQ(listed.exit_code, 0) << listed.err;
+    EXPECT_THAT(listed.out, HasSubstr("SUCCEEDED")) << state;
+    EXPECT_THAT(listed.out, Not(HasSubstr("JOB_STATE_"))) << state;
+  }
+  CommandResult info_json = Cli(kAliceKey, {"info", "--json"});
+  ASSERT_EQ(info_json.exit_code, 0) << info_json.err;
+  EXPECT_THAT(info_json.out, HasSubstr("\"scope\": \"MODEL\""));
+  EXPECT_THAT(info_json.out, Not(HasSubstr("METRIC_SCOPE_")));
+
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
       {kAliceKey, {"jobs", "show", job}}, {kAliceKey, {"info"}}, {kAdminKey, {"admin", "log"}}};
   for (const auto& [key, args] : commands) {
