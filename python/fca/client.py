@@ -11,7 +11,10 @@ import warnings
 
 import grpc
 
-from fca import enums, errors, frames
+from fca import errors, frames
+from fca.enums import job_state as _job_state
+from fca.enums import job_state_name as _state_name
+from fca.enums import project_role as _project_role
 from fca.v1 import audit_service_pb2 as pb
 from fca.v1 import audit_service_pb2_grpc as pb_grpc
 
@@ -19,30 +22,6 @@ DEFAULT_SERVER = "127.0.0.1:7400"  # as the fca CLI's --server default
 CHUNK_BYTES = 1 << 20  # the API's chunk limit (audit_service.proto, header)
 _TERMINAL = {pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED}
 _KINDS = {"text": pb.DATASET_KIND_TEXT, "tokens": pb.DATASET_KIND_TOKENS_INT32}
-
-
-def _state_name(state):
-    return enums.short_name(pb.JobState.DESCRIPTOR, state)
-
-
-def _job_state(state):
-    """"RUNNING" or "JOB_STATE_RUNNING" (any case) as a JobState."""
-    number = enums.value(pb.JobState.DESCRIPTOR, state)
-    if number == pb.JOB_STATE_UNSPECIFIED:
-        raise ValueError(f"state must be a job state, not {state!r}")
-    return number
-
-
-def _project_role(role):
-    """"reader", "writer" or "owner" (or PROJECT_ROLE_OWNER; any case) as a
-    ProjectRole."""
-    try:
-        number = enums.value(pb.ProjectRole.DESCRIPTOR, role)
-    except ValueError:
-        number = pb.PROJECT_ROLE_UNSPECIFIED
-    if number == pb.PROJECT_ROLE_UNSPECIFIED:
-        raise ValueError(f"role must be reader, writer or owner, not {role!r}")
-    return number
 
 
 def _call(method, request, **kwargs):

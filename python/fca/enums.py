@@ -7,6 +7,8 @@ common/proto_json.h's ShortEnumName and FindEnumValue).
 
 import re
 
+from fca.v1 import audit_service_pb2 as pb
+
 
 def _prefix(enum_type):
     """"JOB_STATE_" for JobState (an EnumDescriptor)."""
@@ -33,3 +35,28 @@ def value(enum_type, name):
             return enum_type.values_by_name[candidate].number
     known = [short_name(enum_type, v.number) for v in enum_type.values if v.number != 0]
     raise ValueError(f"{enum_type.name} must be one of {', '.join(known)}, not {name!r}")
+
+
+def job_state_name(state):
+    """"SUCCEEDED" for JOB_STATE_SUCCEEDED."""
+    return short_name(pb.JobState.DESCRIPTOR, state)
+
+
+def job_state(state):
+    """"RUNNING" or "JOB_STATE_RUNNING" (any case) as a JobState."""
+    number = value(pb.JobState.DESCRIPTOR, state)
+    if number == pb.JOB_STATE_UNSPECIFIED:
+        raise ValueError(f"state must be a job state, not {state!r}")
+    return number
+
+
+def project_role(role):
+    """"reader", "writer" or "owner" (or PROJECT_ROLE_OWNER; any case) as a
+    ProjectRole."""
+    try:
+        number = value(pb.ProjectRole.DESCRIPTOR, role)
+    except ValueError:
+        number = pb.PROJECT_ROLE_UNSPECIFIED
+    if number == pb.PROJECT_ROLE_UNSPECIFIED:
+        raise ValueError(f"role must be reader, writer or owner, not {role!r}")
+    return number
