@@ -9,6 +9,7 @@ import json
 import subprocess
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -79,7 +80,13 @@ def test_projects_members_roles_and_project_arguments(lab):
     members = alice.add_member("lab", "bob", "reader")["members"]
     assert {"user": "bob", "role": "READER"} in members
     # The full spelling is taken too.
-    assert alice.add_member("lab", "bob", "PROJECT_ROLE_READER")["members"] == members
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # bob has a key: no warning
+        assert alice.add_member("lab", "bob", "PROJECT_ROLE_READER")["members"] == members
+    # dave has none: added, with a warning saying so.
+    with pytest.warns(UserWarning, match="dave has no API key yet"):
+        alice.add_member("lab", "dave", "reader")
+    alice.remove_member("lab", "dave")
     assert "lab" in set(bob.projects().name)
 
     alice.upload(data / "eval.txt", project="lab")
