@@ -68,7 +68,8 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, save_json, "", "report, pool: also write the report as JSON to this file");
 ABSL_FLAG(std::string, save_html, "", "report: also write it as a self-contained HTML page");
 ABSL_FLAG(bool, wide, false,
-          "report, compare: tables at their full width (default: in parts within 100 columns)");
+          "report, compare, jobs show, info, admin log: at full width (default: within 100 "
+          "columns, tables in parts and long lines broken)");
 ABSL_FLAG(bool, json, false, "tokenize, info, windows, webhooks: print JSON");
 ABSL_FLAG(std::string, window_hash, "", "export: hex SHA-256 of the window");
 ABSL_FLAG(std::string, dtype, "", "export: cache entry dtype [float32]");
@@ -179,7 +180,7 @@ CommandResult RunJobsShow(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(int64_t id, ParseJobId(ctx.args()[0]));
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(v1::Job job, client->GetJob(id));
-  ctx.out() << FormatJobDetails(job);
+  ctx.out() << FormatJobDetails(job, absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth);
   return kExitOk;
 }
 
@@ -392,7 +393,8 @@ CommandResult RunInfo(CommandContext& ctx) {
   // The queue in two lines (`fca queue` shows it all) after the first
   // lines; a server older than GetQueue has none to show.
   const absl::StatusOr<v1::GetQueueResponse> queue = client->GetQueue();
-  ctx.out() << FormatServerInfo(info, queue.ok() ? FormatQueueSummary(*queue) : "");
+  ctx.out() << FormatServerInfo(info, queue.ok() ? FormatQueueSummary(*queue) : "",
+                                absl::GetFlag(FLAGS_wide) ? 0 : kReportWidth);
   return kExitOk;
 }
 

@@ -26,6 +26,7 @@ ABSL_FLAG(std::string, action, "", "admin log: only this action, e.g. job.submit
 ABSL_DECLARE_FLAG(std::string, since);
 ABSL_DECLARE_FLAG(std::string, until);
 ABSL_DECLARE_FLAG(int32_t, page_size);
+ABSL_DECLARE_FLAG(bool, wide);
 
 namespace fca::client {
 
@@ -171,7 +172,14 @@ CommandResult RunAdminLog(CommandContext& ctx) {
     }
     request.set_page_token(page.next_page_token());
   } while (!request.page_token().empty());
-  ctx.out() << table.Render();
+  // Within 100 columns: the table in parts (ID and TIME in each), a DETAIL
+  // wider than a part broken under it; --wide prints each row on one line.
+  if (absl::GetFlag(FLAGS_wide)) {
+    ctx.out() << table.Render();
+  } else {
+    table.set_key_columns(2);
+    ctx.out() << FitToWidth(table.Render(kReportWidth), kReportWidth);
+  }
   return kExitOk;
 }
 

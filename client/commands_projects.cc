@@ -12,6 +12,7 @@
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/text_safety.h"
+#include "common/proto_json.h"
 #include "common/status_macros.h"
 
 ABSL_DECLARE_FLAG(std::string, role);   // commands_keys.cc
@@ -29,21 +30,19 @@ namespace fca::client {
 namespace v1 = ::fca::v1;
 namespace {
 
-// "reader" for PROJECT_ROLE_READER.
+// "READER" for PROJECT_ROLE_READER.
 std::string RoleName(v1::ProjectRole role) {
-  const std::string name = v1::ProjectRole_Name(role);
-  const std::string prefix = "PROJECT_ROLE_";
-  return absl::AsciiStrToLower(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name);
+  const auto* value = v1::ProjectRole_descriptor()->FindValueByNumber(role);
+  return value == nullptr ? absl::StrCat(role) : ShortEnumName(*value);
 }
 
+// "reader" or PROJECT_ROLE_READER, in any case.
 absl::StatusOr<v1::ProjectRole> ParseRole(const std::string& text) {
-  v1::ProjectRole role = v1::PROJECT_ROLE_UNSPECIFIED;
-  if (text.empty() ||
-      !v1::ProjectRole_Parse("PROJECT_ROLE_" + absl::AsciiStrToUpper(text), &role) ||
-      role == v1::PROJECT_ROLE_UNSPECIFIED) {
+  const auto* value = FindEnumValue(*v1::ProjectRole_descriptor(), text);
+  if (value == nullptr || value->number() == v1::PROJECT_ROLE_UNSPECIFIED) {
     return UsageError("--role must be reader, writer or owner");
   }
-  return role;
+  return static_cast<v1::ProjectRole>(value->number());
 }
 
 std::string FormatProjectsTable(const v1::ListProjectsResponse& list) {
@@ -159,6 +158,13 @@ CommandResult RunProjectsAddMember(CommandContext& ctx) {
   FCA_ASSIGN_OR_RETURN(AuditClient * client, ctx.Client());
   FCA_ASSIGN_OR_RETURN(const v1::AddProjectMemberResponse added, client->AddProjectMember(request));
   ctx.out() << FormatProject(added.project());
+  // Unset: the server checks no keys (or is older and did not say).
+  if (added.has_user_has_key() && !added.user_has_key()) {
+    ctx.err() << absl::StrFormat(
+        "warning: %s has no API key yet, so cannot call the server as a member; an admin "
+        "creates one with: fca keys create --user=%s\n",
+        SanitizeForTerminal(request.user()), SanitizeForTerminal(request.user()));
+  }
   return kExitOk;
 }
 

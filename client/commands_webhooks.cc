@@ -5,10 +5,12 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "client/format.h"
 #include "client/text_safety.h"
+#include "common/proto_json.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(int32_t, limit, 0, "webhooks deliveries: how many, newest first [20, at most 100]");
@@ -35,10 +37,8 @@ absl::StatusOr<int64_t> ParseWebhookId(const std::string& text) {
 }
 
 std::string DeliveryStateName(v1::WebhookDeliveryState state) {
-  std::string name = v1::WebhookDeliveryState_Name(state);
-  constexpr char kPrefix[] = "WEBHOOK_DELIVERY_STATE_";
-  if (name.rfind(kPrefix, 0) == 0) name = name.substr(sizeof(kPrefix) - 1);
-  return name;
+  const auto* value = v1::WebhookDeliveryState_descriptor()->FindValueByNumber(state);
+  return value == nullptr ? absl::StrCat(state) : ShortEnumName(*value);
 }
 
 std::string FormatWebhooks(const v1::ListWebhooksResponse& response) {
@@ -89,11 +89,14 @@ CommandResult RunWebhooksAdd(CommandContext& ctx) {
     ctx.out() << FormatProtoJson(added);
     return kExitOk;
   }
-  ctx.out() << absl::StrFormat(
-      "webhook %d of project %s: %s\nsecret: %s\n(shown only now: receivers check the "
-      "X-Fca-Signature-256 header with it; see docs/operator-guide.md, \"Webhooks\")\n",
+  // As `fca keys create`: the secret alone on stdout, so a script takes it
+  // with $(...); what it is goes to stderr.
+  ctx.err() << absl::StrFormat(
+      "webhook %d of project %s: %s\nits secret, shown only now (receivers check the "
+      "X-Fca-Signature-256 header with it; see docs/operator-guide.md, \"Webhooks\"):\n",
       added.webhook().id(), SanitizeForTerminal(added.webhook().project()),
-      SanitizeForTerminal(added.webhook().url()), added.secret());
+      SanitizeForTerminal(added.webhook().url()));
+  ctx.out() << added.secret() << "\n";
   return kExitOk;
 }
 

@@ -32,10 +32,11 @@ std::string ShaPrefix(const std::string& sha) {
   return SanitizeForTerminal(sha.substr(0, std::min(sha.size(), kShaPrefix)));
 }
 
-// fca's JSON of one message (common/proto_json.h); the printer fails only
+// fca's JSON of one message (common/proto_json.h), enum values by their
+// short names as in the tables and the HTTP API; the printer fails only
 // on invalid UTF-8, which the server's replies do not carry.
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
-  absl::StatusOr<std::string> out = PrintProtoJson(message, pretty);
+  absl::StatusOr<std::string> out = PrintProtoJsonShortEnums(message, pretty);
   return out.ok() ? *std::move(out) : std::string("{}");
 }
 
@@ -146,6 +147,99 @@ std::string WrapText(std::string_view text, size_t width) {
       first = false;
       out.append(word.data(), word.size());
       used += w;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The narrowest continuation: a last column further right than this goes
+// on from the line's own indent instead.
+constexpr size_t kMinContinuation = 24;
+
+// Where a too-long line's continuation lines start: under its last field
+// (the text after the last run of two or more spaces that leaves at least
+// kMinContinuation columns: a "key:   value" line's value, a table row's
+// last column), else two columns in from the line's own indent.
+size_t HangingIndent(std::string_view line, size_t width) {
+  const size_t limit = width > 2 * kMinContinuation ? width - kMinContinuation : width / 2;
+  const size_t lead = line.find_first_not_of(' ');
+  size_t indent = (lead == std::string_view::npos ? 0 : lead) + 2;
+  size_t columns = 0;  // display columns before position i
+  for (size_t i = 0; i < line.size() && columns <= limit; ++i) {
+    if (i >= 2 && i > lead && line[i] != ' ' && line[i - 1] == ' ' && line[i - 2] == ' ') {
+      indent = columns;
+    }
+    columns += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+  }
+  return std::min(indent, limit);
+}
+
+// The bytes of `text`'s first `columns` code points.
+size_t BytesOfColumns(std::string_view text, size_t columns) {
+  size_t i = 0;
+  for (size_t seen = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;
+    if (seen == columns) break;
+    ++seen;
+  }
+  return i;
+}
+
+}  // namespace
+
+std::string FitToWidth(std::string_view text, size_t width) {
+  std::string out;
+  bool first_line = true;
+  for (absl::string_view piece :
+       absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    if (!first_line) out += '\n';
+    first_line = false;
+    const std::string line(piece);
+    if (width == 0 || DisplayWidth(line) <= width) {
+      out += line;
+      continue;
+    }
+    const size_t indent = HangingIndent(line, width);
+    const size_t lead = std::min(line.find_first_not_of(' '), line.size());
+    out.append(line, 0, lead);
+    size_t used = lead;
+    const auto new_line = [&] {
+      out += '\n';
+      out.append(indent, ' ');
+      used = indent;
+    };
+    // A word wider than a line fills this one and goes on below, cut after
+    // its last comma that fits (a list, JSON), else where the line ends.
+    const auto put = [&](std::string_view word) {
+      while (DisplayWidth(std::string(word)) > width - used) {
+        size_t cut = BytesOfColumns(word, width - used);
+        const size_t comma = word.substr(0, cut).rfind(',');
+        if (comma != std::string_view::npos) cut = comma + 1;
+        out.append(word.substr(0, cut));
+        word.remove_prefix(cut);
+        new_line();
+      }
+      out.append(word);
+      used += DisplayWidth(std::string(word));
+    };
+    bool fresh = true;  // no word yet on the current output line
+    // "" between two spaces: runs of spaces (table columns) are kept.
+    for (absl::string_view w : absl::StrSplit(absl::string_view(line).substr(lead), ' ')) {
+      const std::string_view word(w.data(), w.size());
+      const size_t cols = DisplayWidth(std::string(word));
+      if (!fresh && ((used + 1 + cols > width && cols <= width - indent) || used + 1 >= width)) {
+        new_line();
+        fresh = true;
+        if (word.empty()) continue;  // no leading space on a new line
+      }
+      if (!fresh) {
+        out += ' ';
+        ++used;
+      }
+      put(word);
+      fresh = false;
     }
   }
   return out;
@@ -279,7 +373,7 @@ std::string FormatJobProvenance(const v1::Provenance& p) {
 
 }  // namespace
 
-std::string FormatJobDetails(const v1::Job& job) {
+std::string FormatJobDetails(const v1::Job& job, size_t width) {
   std::string out;
   absl::StrAppendFormat(&out, "id:               %d\n", job.id());
   absl::StrAppendFormat(&out, "owner:            %s\n", SanitizeForTerminal(job.owner()));
@@ -316,7 +410,7 @@ std::string FormatJobDetails(const v1::Job& job) {
   // terminal acts on (bidi controls); an escape is still valid JSON.
   absl::StrAppendFormat(&out, "spec:\n%s\n",
                         SanitizeLinesForTerminal(ToJson(job.spec(), /*pretty=*/true)));
-  return out;
+  return FitToWidth(out, width);
 }
 
 std::string FormatUploadSummary(const v1::UploadDatasetResponse& r) {
@@ -435,8 +529,8 @@ std::string FormatTokenizeJson(const v1::TokenizeResponse& r) {
   return json::Write(v) + "\n";
 }
 
-std::string FormatServerInfo(const v1::GetServerInfoResponse& info,
-                             const std::string& queue_lines) {
+std::string FormatServerInfo(const v1::GetServerInfoResponse& info, const std::string& queue_lines,
+                             size_t width) {
   std::string out;
   absl::StrAppendFormat(&out, "server:           fca-server %s (engine %s, torch %s)\n",
                         SanitizeForTerminal(info.server_version()),
@@ -462,7 +556,7 @@ std::string FormatServerInfo(const v1::GetServerInfoResponse& info,
     metrics.AddRow({m.name(), m.intervention().empty() ? "each intervention" : m.intervention(),
                     m.unit(), m.description()});
   }
-  return out + "\n" + interventions.Render() + "\n" + metrics.Render();
+  return FitToWidth(out + "\n" + interventions.Render() + "\n" + metrics.Render(), width);
 }
 
 namespace {
@@ -634,20 +728,15 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
 }
 
 std::string JobStateName(v1::JobState state) {
-  const std::string& name = v1::JobState_Name(state);
-  constexpr std::string_view kPrefix = "JOB_STATE_";
-  if (name.compare(0, kPrefix.size(), kPrefix.data(), kPrefix.size()) == 0) {
-    return name.substr(kPrefix.size());
-  }
-  return name.empty() ? absl::StrFormat("STATE_%d", state) : name;
+  const auto* value = v1::JobState_descriptor()->FindValueByNumber(state);
+  return value == nullptr ? absl::StrFormat("STATE_%d", state) : ShortEnumName(*value);
 }
 
 absl::StatusOr<v1::JobState> ParseJobState(std::string_view name) {
-  v1::JobState state;
-  const std::string upper = absl::AsciiStrToUpper(std::string(name));
-  if (!upper.empty() && upper != "UNSPECIFIED" &&
-      v1::JobState_Parse("JOB_STATE_" + upper, &state)) {
-    return state;
+  // "succeeded" or JOB_STATE_SUCCEEDED, in any case.
+  const auto* value = FindEnumValue(*v1::JobState_descriptor(), name);
+  if (value != nullptr && value->number() != v1::JOB_STATE_UNSPECIFIED) {
+    return static_cast<v1::JobState>(value->number());
   }
   return UsageError(
       absl::StrFormat("--state must be queued, running, succeeded, failed or cancelled, not "

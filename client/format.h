@@ -62,9 +62,15 @@ class TextTable {
 // spaces (a word longer than `width` stays whole on its own line).
 std::string WrapText(std::string_view text, size_t width);
 
-// Terminal columns `fca report`, `fca compare` and the listings' free text
-// fit in without --wide.
+// Terminal columns `fca report`, `fca compare`, `fca jobs show`, `fca info`,
+// `fca admin log` and the listings' free text fit in without --wide.
 constexpr size_t kReportWidth = 100;
+
+// `text` with every line wider than `width` display columns (0: none)
+// broken at spaces, a word wider than a line cut, the continuation lines
+// under the line's last field (a "key:   value" line's value, a table row's
+// last column; else indented two more): every line then fits in `width`.
+std::string FitToWidth(std::string_view text, size_t width);
 
 std::string FormatModelsTable(const std::vector<fca::v1::Model>& models);
 // The model folders the server cannot serve (as Triton's repository index
@@ -74,8 +80,9 @@ std::string FormatUnavailableModels(const std::vector<fca::v1::UnavailableModel>
 std::string FormatDatasetsTable(const std::vector<fca::v1::Dataset>& sets);
 std::string FormatJobsTable(const std::vector<fca::v1::Job>& jobs);
 // `fca jobs show`: one "key: value" line per field, the tasks with their
-// provenance, the job's provenance, then the spec as JSON.
-std::string FormatJobDetails(const fca::v1::Job& job);
+// provenance, the job's provenance, then the spec as JSON; fitted to
+// `width` columns (FitToWidth; 0: at full width, --wide).
+std::string FormatJobDetails(const fca::v1::Job& job, size_t width = kReportWidth);
 // One line summarising an upload: name, id, size, sha, deduplicated.
 std::string FormatUploadSummary(const fca::v1::UploadDatasetResponse& r);
 // `fca export`'s summary of the stream header.
@@ -108,8 +115,9 @@ std::string FormatTokenizeJson(const fca::v1::TokenizeResponse& response);
 // `fca info`: versions, devices, limits, `queue_lines` (FormatQueueSummary;
 // "" for none), then the interventions and the metrics with their units and
 // descriptions.
+// Fitted to `width` columns (FitToWidth; 0: at full width, --wide).
 std::string FormatServerInfo(const fca::v1::GetServerInfoResponse& info,
-                             const std::string& queue_lines = "");
+                             const std::string& queue_lines = "", size_t width = kReportWidth);
 // `fca queue`: FormatQueueSummary, then tables of the models (tasks, where
 // loaded, where running), the projects (the unnamed row as "(other
 // projects)") and the caller's jobs with their places in the queue.

@@ -36,7 +36,8 @@ std::string AcrossCell(const AcrossModels& a, std::string (*fmt)(double, int), i
 }
 
 std::string ReportJson(const google::protobuf::Message& m) {
-  absl::StatusOr<std::string> text = PrintProtoJson(m, /*pretty=*/true);
+  // Enum values by their short names, as every JSON the CLI prints.
+  absl::StatusOr<std::string> text = PrintProtoJsonShortEnums(m, /*pretty=*/true);
   if (!text.ok()) return "{}\n";
   if (text->empty() || text->back() != '\n') *text += '\n';
   return *std::move(text);

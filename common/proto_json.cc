@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -134,7 +135,7 @@ class FastReader {
                json::ToValidUtf8(v.as_string()) == v.as_string() && store(v.as_string());
       case FieldDescriptor::CPPTYPE_ENUM: {
         if (!v.is_string()) return false;
-        const auto* value = field->enum_type()->FindValueByName(v.as_string());
+        const auto* value = FindEnumValue(*field->enum_type(), v.as_string());
         return value != nullptr && store(value);
       }
       case FieldDescriptor::CPPTYPE_MESSAGE:
@@ -189,7 +190,96 @@ class FastReader {
   }
 };
 
+// Calls `rename` on each enum value (a JSON string) of a document of `type`
+// in place: in fields, repeated fields and map values, through nested
+// messages; the well-known types (google.protobuf.*) hold none of fca's.
+template <typename Rename>
+void RenameEnums(json::Value& doc, const Descriptor& type, const Rename& rename, int depth) {
+  if (!doc.is_object() || depth > 64) return;
+  for (auto& [name, value] : doc.mutable_object()) {
+    const FieldDescriptor* field = type.FindFieldByName(name);
+    if (field == nullptr) field = type.FindFieldByCamelcaseName(name);
+    if (field == nullptr) continue;
+    const bool map = field->is_map();
+    if (map) field = field->message_type()->map_value();
+    const auto one = [&](json::Value& v) {
+      if (field->cpp_type() == FieldDescriptor::CPPTYPE_ENUM && v.is_string()) {
+        rename(*field->enum_type(), v);
+      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+                 field->message_type()->file()->package() != "google.protobuf") {
+        RenameEnums(v, *field->message_type(), rename, depth + 1);
+      }
+    };
+    if (map && value.is_object()) {
+      for (auto& member : value.mutable_object()) one(member.second);
+    } else if (value.is_array()) {
+      for (json::Value& item : value.mutable_array()) one(item);
+    } else {
+      one(value);
+    }
+  }
+}
+
+// UPPER_SNAKE_CASE of a CamelCase type name, and "_": "JOB_STATE_".
+std::string EnumPrefix(const google::protobuf::EnumDescriptor& type) {
+  std::string out;
+  for (const char c : type.name()) {
+    if (absl::ascii_isupper(c) && !out.empty()) out += '_';
+    out += absl::ascii_toupper(c);
+  }
+  return out + "_";
+}
+
 }  // namespace
+
+std::string ShortEnumName(const google::protobuf::EnumValueDescriptor& value) {
+  const std::string prefix = EnumPrefix(*value.type());
+  const std::string& name = value.name();
+  return absl::StartsWith(name, prefix) && name.size() > prefix.size() ? name.substr(prefix.size())
+                                                                       : name;
+}
+
+const google::protobuf::EnumValueDescriptor* FindEnumValue(
+    const google::protobuf::EnumDescriptor& type, std::string_view name) {
+  const std::string upper = absl::AsciiStrToUpper(std::string(name));
+  if (const auto* full = type.FindValueByName(upper)) return full;
+  return upper.empty() ? nullptr : type.FindValueByName(EnumPrefix(type) + upper);
+}
+
+absl::StatusOr<std::string> PrintProtoJsonShortEnums(const google::protobuf::Message& message,
+                                                     bool pretty) {
+  absl::StatusOr<std::string> full = PrintProtoJson(message, /*pretty=*/false);
+  if (!full.ok()) return full;
+  absl::StatusOr<json::Value> doc = json::Parse(*full);
+  if (!doc.ok())
+    return absl::InternalError(absl::StrCat("cannot reread JSON: ", doc.status().message()));
+  RenameEnums(
+      *doc, *message.GetDescriptor(),
+      [](const google::protobuf::EnumDescriptor& type, json::Value& v) {
+        if (const auto* value = type.FindValueByName(v.as_string())) {
+          v = json::Value::String(ShortEnumName(*value));
+        }
+      },
+      0);
+  return json::Write(*doc, pretty);
+}
+
+std::string WithFullEnumNames(std::string_view json, const google::protobuf::Descriptor& type) {
+  absl::StatusOr<json::Value> doc = json::Parse(json);
+  if (!doc.ok()) return std::string(json);
+  bool renamed = false;
+  RenameEnums(
+      *doc, type,
+      [&](const google::protobuf::EnumDescriptor& enum_type, json::Value& v) {
+        const auto* value = FindEnumValue(enum_type, v.as_string());
+        if (value != nullptr && value->name() != v.as_string()) {
+          v = json::Value::String(value->name());
+          renamed = true;
+        }
+      },
+      0);
+  return renamed ? json::Write(*doc) : std::string(json);
+}
 
 namespace internal {
 
@@ -229,8 +319,8 @@ absl::Status ParseProtoJson(std::string_view json, google::protobuf::Message* me
   if (internal::ReadProtoJsonFast(json, message)) return absl::OkStatus();
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = unknown == UnknownFields::kIgnore;
-  const auto status = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(json.data(), json.size()), message, options);
+  const std::string full = WithFullEnumNames(json, *message->GetDescriptor());
+  const auto status = google::protobuf::util::JsonStringToMessage(full, message, options);
   if (status.ok()) return absl::OkStatus();
   // Syntax errors come with a caret line: folded into one line.
   std::string why(status.message());

@@ -51,6 +51,32 @@ enum class UnknownFields { kRefuse, kIgnore };
 [[nodiscard]] absl::Status ParseProtoJson(std::string_view json, google::protobuf::Message* message,
                                           UnknownFields unknown = UnknownFields::kRefuse);
 
+// ------------------------------------------------------------ enum names
+//
+// People read an enum value by its short name: "SUCCEEDED" for
+// JOB_STATE_SUCCEEDED, "OWNER" for PROJECT_ROLE_OWNER (the prefix is the enum
+// type's name in UPPER_SNAKE_CASE and "_", as the proto style guide spells
+// it). The CLI's output, the HTTP gateway's JSON and (python/fca/enums.py)
+// the Python frames print it; input takes either spelling, in any case. The
+// wire, and the JSON fca stores (specs, manifests), keep the full names.
+
+// "SUCCEEDED" for JOB_STATE_SUCCEEDED; a value without the prefix as it is.
+std::string ShortEnumName(const google::protobuf::EnumValueDescriptor& value);
+// The value of `type` named `name` in full or short, in any case; nullptr
+// when there is none.
+const google::protobuf::EnumValueDescriptor* FindEnumValue(
+    const google::protobuf::EnumDescriptor& type, std::string_view name);
+// PrintProtoJson with every enum value by its short name (the HTTP API's
+// replies and events, the CLI's JSON).
+[[nodiscard]] absl::StatusOr<std::string> PrintProtoJsonShortEnums(
+    const google::protobuf::Message& message, bool pretty = false);
+// ParseProtoJson reads both spellings: its fast path looks names up with
+// FindEnumValue, and before protobuf's own parser (which knows full names
+// only) this rewrites, in a document of `type`, every enum value given by
+// another spelling to its full name. Text that is not JSON comes back as it
+// is, for the parser to report.
+std::string WithFullEnumNames(std::string_view json, const google::protobuf::Descriptor& type);
+
 namespace internal {
 // ParseProtoJson's fast path alone: true when it read `json` into
 // `message`, false (message cleared) when protobuf's parser must. Exposed

@@ -192,8 +192,8 @@ absl::Status Server::Start() {
                        Credentials(options_.tls_cert_file, options_.tls_key_file));
   if (!options_.existing_core.has_value()) FCA_RETURN_IF_ERROR(BuildRunners());
   StartAuditLog(&authenticator);
-  served_.core->set_facts(
-      {options_.worker_devices, options_.slurm.has_value() ? "slurm" : "local", options_.auth});
+  served_.core->set_facts({options_.worker_devices, options_.slurm.has_value() ? "slurm" : "local",
+                           options_.auth, authenticator.file_key_users()});
   // Jobs by state, the cache's size and busy workers, at every scrape.
   gauges_ = std::make_unique<jobs::ServerGauges>(served_.store, workers_.get());
   // fca-worker processes (worker keys) claim and run tasks through it.

@@ -7,10 +7,14 @@ the package is built (python/CMakeLists.txt), never committed.
 import hashlib
 import os
 import pathlib
+import warnings
 
 import grpc
 
 from fca import errors, frames
+from fca.enums import job_state as _job_state
+from fca.enums import job_state_name as _state_name
+from fca.enums import project_role as _project_role
 from fca.progress import progress_bar, show_progress
 from fca.v1 import audit_service_pb2 as pb
 from fca.v1 import audit_service_pb2_grpc as pb_grpc
@@ -19,18 +23,6 @@ DEFAULT_SERVER = "127.0.0.1:7400"  # as the fca CLI's --server default
 CHUNK_BYTES = 1 << 20  # the API's chunk limit (audit_service.proto, header)
 _TERMINAL = {pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED}
 _KINDS = {"text": pb.DATASET_KIND_TEXT, "tokens": pb.DATASET_KIND_TOKENS_INT32}
-
-
-def _state_name(state):
-    return pb.JobState.Name(state).replace("JOB_STATE_", "")
-
-
-def _project_role(role):
-    """"reader", "writer" or "owner" (any case) as a ProjectRole."""
-    name = "PROJECT_ROLE_" + str(role).upper()
-    if name not in pb.ProjectRole.keys() or role.upper() == "UNSPECIFIED":
-        raise ValueError(f"role must be reader, writer or owner, not {role!r}")
-    return pb.ProjectRole.Value(name)
 
 
 def _call(method, request, **kwargs):
@@ -207,7 +199,7 @@ class Client:
         caller's personal project; an admin's: every project]."""
         request = pb.ListJobsRequest(page_size=500, project=project, **filters)
         if state is not None:
-            request.state = pb.JobState.Value("JOB_STATE_" + state.upper())
+            request.state = _job_state(state)
         jobs = self._all_pages("ListJobs", request, "jobs")
         rows = [frames.row(j, skip=("tasks",)) for j in jobs]
         if not (as_frame and frames.have_pandas()):
@@ -316,9 +308,14 @@ class Client:
 
     def add_member(self, project, user, role):
         """Adds `user` to `project` as "reader", "writer" or "owner" (or
-        changes their role); returns the project with its members."""
+        changes their role); returns the project with its members. Warns
+        (UserWarning) when the server says the user has no API key yet."""
         request = pb.AddProjectMemberRequest(project=project, user=user, role=_project_role(role))
-        return frames.row(self._unary("AddProjectMember", request).project)
+        reply = self._unary("AddProjectMember", request)
+        if reply.HasField("user_has_key") and not reply.user_has_key:
+            warnings.warn(f"{user} has no API key yet, so cannot call the server as a member",
+                          stacklevel=2)
+        return frames.row(reply.project)
 
     def remove_member(self, project, user):
         """Removes `user` from `project`; returns the project with its members."""

@@ -4,7 +4,7 @@ proto3 does not put a zero, an empty string or `false` on the wire, and its
 JSON mapping leaves them out unless asked; `layer 0` then vanishes from a
 pivot. Here every field of the message's descriptor becomes a column with its
 value, defaults included: int64 stays int, a Timestamp becomes a UTC
-datetime (None when unset), an enum its name, an unset `optional` field
+datetime (None when unset), an enum its short name ("SUCCEEDED"), an unset `optional` field
 None (NaN in a frame). pandas is optional: without it the `*_frame`
 functions raise ImportError naming the package to install.
 """
@@ -12,6 +12,8 @@ functions raise ImportError naming the package to install.
 import datetime
 
 from google.protobuf.descriptor import FieldDescriptor
+
+from fca import enums
 
 
 def _pandas():
@@ -40,8 +42,7 @@ def _timestamp(ts):
 
 def _scalar(field, value):
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return field.enum_type.values_by_number[value].name if \
-            value in field.enum_type.values_by_number else value
+        return enums.short_name(field.enum_type, value)
     return value
 
 

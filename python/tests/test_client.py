@@ -77,6 +77,13 @@ def test_job_is_reattached_by_id(client, finished_job):
     assert again.message.spec.window_length == SPEC["window_length"]
     jobs = client.jobs(label="pytest")
     assert finished_job.id in set(jobs.id)
+    # Enums print by their short names and are taken in either spelling.
+    assert set(jobs.state) == {"SUCCEEDED"}
+    for state in ("SUCCEEDED", "succeeded", "JOB_STATE_SUCCEEDED"):
+        assert finished_job.id in set(client.jobs(state=state, label="pytest").id), state
+    assert finished_job.id not in set(client.jobs(state="FAILED", label="pytest").id)
+    with pytest.raises(ValueError, match="QUEUED, RUNNING"):
+        client.jobs(state="done")
 
 
 def cli_rows(server, job_id):

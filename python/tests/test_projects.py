@@ -9,6 +9,7 @@ import json
 import subprocess
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_projects_members_roles_and_project_arguments(lab):
     created = root.create_project("lab", owner="alice")
     assert created["name"] == "lab" and created["personal"] is False
     assert {"alice", "lab"} <= set(alice.projects().name)
-    assert alice.projects().set_index("name").loc["lab"].role == "PROJECT_ROLE_OWNER"
+    assert alice.projects().set_index("name").loc["lab"].role == "OWNER"
     with pytest.raises(fca.AlreadyExists):
         root.create_project("lab", owner="alice")
     with pytest.raises(fca.NotFound):  # bob is no member: the project does not exist for him
@@ -77,7 +78,15 @@ def test_projects_members_roles_and_project_arguments(lab):
     with pytest.raises(ValueError):
         alice.add_member("lab", "bob", "boss")
     members = alice.add_member("lab", "bob", "reader")["members"]
-    assert {"user": "bob", "role": "PROJECT_ROLE_READER"} in members
+    assert {"user": "bob", "role": "READER"} in members
+    # The full spelling is taken too.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # bob has a key: no warning
+        assert alice.add_member("lab", "bob", "PROJECT_ROLE_READER")["members"] == members
+    # dave has none: added, with a warning saying so.
+    with pytest.warns(UserWarning, match="dave has no API key yet"):
+        alice.add_member("lab", "dave", "reader")
+    alice.remove_member("lab", "dave")
     assert "lab" in set(bob.projects().name)
 
     alice.upload(data / "eval.txt", project="lab")
@@ -154,11 +163,11 @@ def test_webhooks_deliver_a_signed_job_end(lab):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             deliveries = bob.webhook_deliveries(hook["id"])
-            if len(deliveries) and deliveries.state.iloc[0] != "WEBHOOK_DELIVERY_STATE_PENDING":
+            if len(deliveries) and deliveries.state.iloc[0] != "PENDING":
                 break
             time.sleep(0.5)
         assert list(deliveries.job_id) == [job.id]
-        assert deliveries.state.iloc[0] == "WEBHOOK_DELIVERY_STATE_DELIVERED"
+        assert deliveries.state.iloc[0] == "DELIVERED"
         assert deliveries.attempts.iloc[0][0]["http_status"] == 204
         headers, body = receiver.received[0]
         signed = f'{headers["X-Fca-Timestamp"]}.{headers["X-Fca-Delivery"]}.'.encode() + body

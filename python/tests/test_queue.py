@@ -53,7 +53,7 @@ def test_queue_counts_waiting_jobs_and_their_places(idle):
     # Her jobs, oldest first: first and second in line.
     mine = queue["jobs"]
     assert list(mine.job_id) == jobs["alice"]
-    assert set(mine.state) == {"JOB_STATE_QUEUED"} and set(mine.owner) == {"alice"}
+    assert set(mine.state) == {"QUEUED"} and set(mine.owner) == {"alice"}
     assert list(mine.position) == [1, 2] and list(mine.tasks_ahead) == [0, 1]
     assert list(mine.queued_tasks) == [1, 1] and list(mine.running_tasks) == [0, 0]
 
@@ -61,7 +61,7 @@ def test_queue_counts_waiting_jobs_and_their_places(idle):
     theirs = bob.queue(as_frame=False)
     assert theirs["queued_jobs"] == 3
     assert theirs["jobs"] == [{"job_id": jobs["bob"][0], "project": "bob", "owner": "bob",
-                               "state": "JOB_STATE_QUEUED", "position": 3, "tasks_ahead": 2,
+                               "state": "QUEUED", "position": 3, "tasks_ahead": 2,
                                "queued_tasks": 1, "running_tasks": 0}]
     assert [p["project"] for p in theirs["projects"]] == ["bob", ""]
 

@@ -153,6 +153,12 @@ absl::StatusOr<Authenticator> Authenticator::Create(bool enabled, const std::str
   return auth;
 }
 
+std::set<std::string> Authenticator::file_key_users() const {
+  std::set<std::string> users;
+  for (const auto& [hash, caller] : file_keys_) users.insert(caller.user);
+  return users;
+}
+
 absl::StatusOr<core::Caller> Authenticator::Authenticate(
     std::optional<absl::string_view> authorization, absl::string_view peer) const {
   if (!enabled_) return core::Caller{"local", true, false, 0, std::string(peer)};

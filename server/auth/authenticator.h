@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -73,6 +74,8 @@ class Authenticator {
   bool enabled() const { return enabled_; }
   // Keys read from the key file.
   size_t file_key_count() const { return file_keys_.size(); }
+  // The users the key file's keys belong to.
+  std::set<std::string> file_key_users() const;
 
  private:
   bool enabled_ = false;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/proto_json.h"
 #include "server/core/report_assembly.h"
 
 namespace fca::core {
@@ -192,9 +193,10 @@ absl::StatusOr<v1::PoolJobsResponse> PoolReports(
   v1::PoolJobsResponse out;
   for (const auto& [job, rows] : jobs) {
     if (job.state() != v1::JOB_STATE_SUCCEEDED) {
+      const auto* state = v1::JobState_descriptor()->FindValueByNumber(job.state());
       return absl::FailedPreconditionError(
           absl::StrFormat("job %d is %s: only SUCCEEDED jobs are pooled", job.id(),
-                          v1::JobState_Name(job.state())));
+                          state == nullptr ? absl::StrCat(job.state()) : ShortEnumName(*state)));
     }
     specs.push_back(job);
     for (v1::PooledModel& m : ModelsOf(job)) *out.add_models() = std::move(m);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,8 @@ struct ServerFacts {
   std::vector<std::string> devices;  // one per worker of the server's own
   std::string executor = "local";    // "local" | "slurm"
   bool auth = false;
+  // The users of the --api_keys file's keys (the store's are looked up).
+  std::set<std::string> key_file_users;
 };
 
 // The largest chunk of a dataset upload (UploadDataset) and of a coefficient
@@ -281,6 +284,9 @@ class AuditServiceCore {
               const absl::Status& outcome, absl::string_view detail = "");
   // The key, if the caller may act on it; NOT_FOUND otherwise.
   [[nodiscard]] absl::StatusOr<storage::ApiKeyRecord> VisibleKey(const Caller& caller, int64_t id);
+  // Whether `user` has an API key to call with: an active one in the store,
+  // or one in the key file (ServerFacts::key_file_users).
+  [[nodiscard]] absl::StatusOr<bool> UserHasKey(const std::string& user);
 
   // Audited models exist, have coefficient sites and share a family; the
   // dense twin exists and has none; every model takes windows of the

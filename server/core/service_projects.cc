@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/proto_json.h"
 #include "common/status_macros.h"
 #include "server/core/audit_log.h"
 #include "server/core/retention.h"
@@ -86,6 +87,24 @@ absl::StatusOr<v1::GetProjectResponse> AuditServiceCore::GetProject(
   return response;
 }
 
+namespace {
+
+// "READER": the role as the CLI prints it (common/proto_json.h).
+std::string RoleWord(v1::ProjectRole role) {
+  const auto* value = v1::ProjectRole_descriptor()->FindValueByNumber(role);
+  return value == nullptr ? absl::StrCat(role) : ShortEnumName(*value);
+}
+
+}  // namespace
+
+absl::StatusOr<bool> AuditServiceCore::UserHasKey(const std::string& user) {
+  if (facts_.key_file_users.count(user) > 0) return true;
+  FCA_ASSIGN_OR_RETURN(const std::vector<storage::ApiKeyRecord> keys, store_->ListApiKeys(user));
+  return std::any_of(keys.begin(), keys.end(), [](const storage::ApiKeyRecord& key) {
+    return key.state == storage::ApiKeyState::kActive;
+  });
+}
+
 absl::StatusOr<v1::AddProjectMemberResponse> AuditServiceCore::AddProjectMember(
     const Caller& caller, const v1::AddProjectMemberRequest& request) {
   absl::StatusOr<v1::AddProjectMemberResponse> result =
@@ -98,11 +117,15 @@ absl::StatusOr<v1::AddProjectMemberResponse> AuditServiceCore::AddProjectMember(
     FCA_RETURN_IF_ERROR(store_->SetMember(name, request.user(), ProjectRoleName(given)));
     v1::AddProjectMemberResponse response;
     FCA_ASSIGN_OR_RETURN(*response.mutable_project(), ProjectWithMembers(name, role));
+    if (facts_.auth) {
+      FCA_ASSIGN_OR_RETURN(const bool has_key, UserHasKey(request.user()));
+      response.set_user_has_key(has_key);
+    }
     return response;
   }();
   Record(caller, audit_action::kMemberAdd,
          {"project", request.project().empty() ? caller.user : request.project()}, result.status(),
-         absl::StrCat(request.user(), " as ", v1::ProjectRole_Name(request.role())));
+         absl::StrCat(request.user(), " as ", RoleWord(request.role())));
   return result;
 }
 

@@ -8,13 +8,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/build_version.h"
 #include "common/host_port.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "server/core/metric_catalog.h"
 #include "server/core/pooling.h"
 #include "server/core/report_assembly.h"
@@ -48,6 +51,19 @@ std::optional<std::string> NonEmpty(const std::string& s) {
   return s;
 }
 
+// A metric filter names a stored metric of the vocabulary (common/vocabulary.h,
+// its one home): a typo would otherwise match no row and look like "no
+// results". The refusal lists the known names, keyed ones as patterns.
+absl::Status CheckMetricName(const std::string& metric) {
+  if (metric.empty() || FindMetric(metric) != nullptr) return absl::OkStatus();
+  std::vector<std::string> known;
+  for (const MetricDef& d : MetricDefs()) known.push_back(MetricPattern(d));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown metric '%s'; the known metrics (a <field> stands for its key, as in "
+                      "\"eta2.attn_gate\"): %s",
+                      json::ToValidUtf8(metric.substr(0, 64)), absl::StrJoin(known, ", ")));
+}
+
 }  // namespace
 
 absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(const Caller& caller,
@@ -64,6 +80,8 @@ absl::StatusOr<storage::ResultFilter> AuditServiceCore::ResultFilterFor(const Ca
   filter.model = NonEmpty(f.model());
   filter.dataset_sha256 = NonEmpty(f.dataset_sha256());
   filter.intervention = NonEmpty(f.intervention());
+  FCA_RETURN_IF_ERROR(CheckMetricName(f.metric()));
+  for (const std::string& metric : f.metrics()) FCA_RETURN_IF_ERROR(CheckMetricName(metric));
   filter.metric = NonEmpty(f.metric());
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.models(), "models", &filter.models));
   FCA_RETURN_IF_ERROR(CopyFilterValues(f.interventions(), "interventions", &filter.interventions));

@@ -3,8 +3,13 @@
 #include <glog/logging.h>
 #include <google/protobuf/descriptor.pb.h>
 
+#include <algorithm>
+#include <initializer_list>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "proto/fca/v1/audit_service.pb.h"
 #include "server/http/json_io.h"
@@ -43,6 +48,42 @@ CoreBinding BindWithoutRequest(absl::StatusOr<Resp> (AuditServiceCore::*fn)(cons
   return BindJson<Req, Resp>([fn](AuditServiceCore& core, const Caller& caller, const Req&) {
     return (core.*fn)(caller);
   });
+}
+
+// Tokenize over JSON: `text` is the text itself, a string (what people
+// send), and `text_base64` the bytes in base64 (any bytes, protobuf's own
+// mapping of the bytes field); the body becomes protobuf's mapping, `text`
+// in base64.
+absl::StatusOr<std::string> TokenizeBody(absl::string_view body) {
+  absl::StatusOr<json::Value> doc = json::Parse(std::string_view(body.data(), body.size()));
+  if (!doc.ok() || !doc->is_object()) return std::string(body);  // the parser says why
+  json::Object& members = doc->mutable_object();
+  auto named = [&](std::initializer_list<const char*> names) {
+    return std::find_if(members.begin(), members.end(), [&](const auto& m) {
+      return std::find(names.begin(), names.end(), m.first) != names.end();
+    });
+  };
+  const auto text = named({"text"});
+  const auto base64 = named({"text_base64", "textBase64"});
+  if (text != members.end() && base64 != members.end()) {
+    return absl::InvalidArgumentError("give text (a string) or text_base64 (bytes), not both");
+  }
+  if (text != members.end() && text->second.is_string()) {
+    text->second = json::Value::String(absl::Base64Escape(text->second.as_string()));
+  } else if (base64 != members.end()) {
+    base64->first = "text";
+  }
+  return json::Write(*doc);
+}
+
+CoreBinding BindTokenize() {
+  CoreBinding binding = Bind(&AuditServiceCore::Tokenize);
+  binding.call = [call = binding.call](AuditServiceCore& core, const Caller& caller,
+                                       absl::string_view body) -> absl::StatusOr<std::string> {
+    FCA_ASSIGN_OR_RETURN(const std::string rewritten, TokenizeBody(body));
+    return call(core, caller, rewritten);
+  };
+  return binding;
 }
 
 bool IsUnary(const google::protobuf::MethodDescriptor& method) {
@@ -85,7 +126,7 @@ const std::map<std::string, CoreBinding>& CoreBindings() {
       {"DeleteJob", Bind(&Core::DeleteJob)},
       {"DeleteDataset", Bind(&Core::DeleteDataset)},
       {"QueryResults", Bind(&Core::QueryResults)},
-      {"Tokenize", Bind(&Core::Tokenize)},
+      {"Tokenize", BindTokenize()},
       {"GetReport", Bind(&Core::GetReport)},
       {"CompareJobs", Bind(&Core::CompareJobs)},
       {"PoolJobs", Bind(&Core::PoolJobs)},

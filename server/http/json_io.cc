@@ -19,7 +19,8 @@ absl::Status ParseJson(absl::string_view json, google::protobuf::Message* messag
 }
 
 absl::StatusOr<std::string> PrintJson(const google::protobuf::Message& message) {
-  absl::StatusOr<std::string> out = PrintProtoJson(message);
+  // Enum values by their short names ("SUCCEEDED"), as the CLI prints them.
+  absl::StatusOr<std::string> out = PrintProtoJsonShortEnums(message);
   if (!out.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot write the response as JSON: ", out.status().message()));

@@ -85,7 +85,7 @@ metrics::Family<metrics::Gauge>& Progress() {
       "fca_job_progress",
       "Fraction done of each running job, in [0, 1], as its tasks last reported; the series "
       "goes when the job ends.",
-      {"job"});
+      {"job_id"});
   return f;
 }
 metrics::Counter& CacheHits() {

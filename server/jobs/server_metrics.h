@@ -7,7 +7,7 @@
 //   fca_job_run_seconds{state}                   histogram: started -> finished
 //   fca_jobs_submitted_total, fca_jobs_started_total, fca_jobs_ended_total{state}
 //                                                counters of the job lifecycle (below)
-//   fca_job_progress{job}                        gauge: a running job's fraction done,
+//   fca_job_progress{job_id}                     gauge: a running job's fraction done,
 //                                                [0, 1]; the series goes when it ends
 //   fca_tasks_lost_total                         tasks whose worker stopped renewing
 //                                                its lease (a worker lost)
@@ -50,7 +50,7 @@ void JobEnded(const storage::JobRecord& job);
 // counted; it is queued again or, out of attempts, failed.
 void TaskLost(const storage::TaskRecord& task);
 
-// fca_job_progress{job}: set while the job runs, removed when it ends. The
+// fca_job_progress{job_id}: set while the job runs, removed when it ends. The
 // caller orders the two (the coordinator holds its lock for both).
 void SetJobProgress(int64_t job_id, double fraction);
 void ForgetJobProgress(int64_t job_id);

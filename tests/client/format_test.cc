@@ -4,7 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "client/exit_codes.h"
+#include "common/json.h"
+#include "common/proto_json.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -164,6 +168,32 @@ TEST(TextTableTest, WideTableSplitsIntoPartsRepeatingTheKeyColumns) {
             "\nGROUP  NAME  C\ng      x     cccccccccc\n");
 }
 
+// jobs show, info and admin log within 100 columns: a long line goes on
+// under its last field; a word wider than a line is cut; short lines and
+// width 0 (--wide) are left as they are.
+TEST(FitToWidthTest, BreaksUnderTheLastFieldAndCutsWordsWiderThanALine) {
+  EXPECT_EQ(FitToWidth("short\nline\n", 10), "short\nline\n");
+  EXPECT_EQ(FitToWidth("key:  aaa bbb ccc", 12), "key:  aaa\n      bbb\n      ccc");
+  EXPECT_EQ(FitToWidth("key:  aaa bbb ccc", 0), "key:  aaa bbb ccc");
+  const std::string ys(30, 'y');
+  // A word wider than any line fills the line and goes on below, cut after
+  // its last comma that fits, else where the line ends.
+  EXPECT_EQ(FitToWidth("  x " + ys, 20),
+            "  x " + std::string(16, 'y') + "\n    " + std::string(14, 'y'));
+  EXPECT_EQ(FitToWidth("k: a,b,c,d,e,f", 8), "k: a,b,\n  c,d,e,\n  f");
+  // Columns are code points: "é" is one, and is never cut in two.
+  std::string accents;
+  for (int i = 0; i < 30; ++i) accents += "\xc3\xa9";
+  const std::string fitted = FitToWidth("ab " + accents, 20);
+  for (absl::string_view line : absl::StrSplit(fitted, '\n')) {
+    size_t columns = 0;
+    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
+    EXPECT_LE(columns, 20u) << line;
+    EXPECT_EQ(json::ToValidUtf8(std::string(line)), std::string(line));
+  }
+  EXPECT_EQ(absl::StrReplaceAll(fitted, {{"\n", ""}, {" ", ""}}), "ab" + accents);
+}
+
 TEST(WrapTextTest, BreaksLongLinesAtSpaces) {
   EXPECT_EQ(WrapText("one two three", 0), "one two three");
   EXPECT_EQ(WrapText("one two three", 7), "one two\nthree");
@@ -219,11 +249,61 @@ TEST(EnumNamesTest, JobStatesAndKinds) {
   EXPECT_EQ(JobStateName(v1::JOB_STATE_RUNNING), "RUNNING");
   EXPECT_EQ(*ParseJobState("Cancelled"), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(*ParseJobState("queued"), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(*ParseJobState("JOB_STATE_SUCCEEDED"), v1::JOB_STATE_SUCCEEDED);  // both spellings
+  EXPECT_EQ(*ParseJobState("job_state_failed"), v1::JOB_STATE_FAILED);
   EXPECT_FALSE(ParseJobState("unspecified").ok());
+  EXPECT_FALSE(ParseJobState("JOB_STATE_UNSPECIFIED").ok());
   EXPECT_FALSE(ParseJobState("done").ok());
+  EXPECT_FALSE(ParseJobState("").ok());
   EXPECT_EQ(*ParseDatasetKind("tokens"), v1::DATASET_KIND_TOKENS_INT32);
   EXPECT_FALSE(ParseDatasetKind("int32").ok());
   EXPECT_EQ(DatasetKindName(v1::DATASET_KIND_TEXT), "text");
+}
+
+// The one rule (common/proto_json.h): the enum type's name in UPPER_SNAKE_CASE
+// and "_" is stripped, for every enum of the API.
+TEST(EnumNamesTest, ShortNamesStripTheTypesPrefixAndBothSpellingsAreFound) {
+  EXPECT_EQ(ShortEnumName(*v1::JobState_descriptor()->FindValueByNumber(v1::JOB_STATE_SUCCEEDED)),
+            "SUCCEEDED");
+  EXPECT_EQ(ShortEnumName(*v1::ProjectRole_descriptor()->FindValueByNumber(v1::PROJECT_ROLE_OWNER)),
+            "OWNER");
+  EXPECT_EQ(ShortEnumName(
+                *v1::DatasetKind_descriptor()->FindValueByNumber(v1::DATASET_KIND_TOKENS_INT32)),
+            "TOKENS_INT32");
+  EXPECT_EQ(ShortEnumName(*v1::WebhookDeliveryState_descriptor()->FindValueByNumber(
+                v1::WEBHOOK_DELIVERY_STATE_DELIVERED)),
+            "DELIVERED");
+  EXPECT_EQ(ShortEnumName(*v1::MetricScope_descriptor()->FindValueByNumber(v1::METRIC_SCOPE_LAYER)),
+            "LAYER");
+  for (const char* name : {"OWNER", "owner", "PROJECT_ROLE_OWNER", "project_role_owner"}) {
+    const auto* value = FindEnumValue(*v1::ProjectRole_descriptor(), name);
+    ASSERT_NE(value, nullptr) << name;
+    EXPECT_EQ(value->number(), v1::PROJECT_ROLE_OWNER) << name;
+  }
+  EXPECT_EQ(FindEnumValue(*v1::ProjectRole_descriptor(), "boss"), nullptr);
+  EXPECT_EQ(FindEnumValue(*v1::ProjectRole_descriptor(), ""), nullptr);
+  EXPECT_EQ(FindEnumValue(*v1::ProjectRole_descriptor(), "JOB_STATE_QUEUED"), nullptr);
+
+  // JSON: printed short (nested, repeated), read back in either spelling.
+  v1::ListJobsResponse jobs;
+  jobs.add_jobs()->set_state(v1::JOB_STATE_QUEUED);
+  v1::JobTask* task = jobs.add_jobs()->add_tasks();
+  task->set_state(v1::JOB_STATE_FAILED);
+  const std::string json = PrintProtoJsonShortEnums(jobs).value();
+  EXPECT_THAT(json, HasSubstr(R"("state":"QUEUED")"));
+  EXPECT_THAT(json, HasSubstr(R"("state":"FAILED")"));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("JOB_STATE_")));
+  v1::ListJobsResponse back;
+  ASSERT_TRUE(ParseProtoJson(json, &back).ok());
+  EXPECT_EQ(back.SerializeAsString(), jobs.SerializeAsString());
+  EXPECT_TRUE(
+      ParseProtoJson(R"({"jobs": [{"state": "job_state_running", "tasks": []}]})", &back).ok());
+  EXPECT_EQ(back.jobs(0).state(), v1::JOB_STATE_RUNNING);
+  // A label that happens to spell an enum value is a string, not an enum.
+  v1::Job labelled;
+  labelled.mutable_spec()->set_label("JOB_STATE_QUEUED");
+  EXPECT_THAT(PrintProtoJsonShortEnums(labelled).value(),
+              HasSubstr(R"("label":"JOB_STATE_QUEUED")"));
 }
 
 TEST(ListingTest, ModelsTable) {

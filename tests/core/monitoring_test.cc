@@ -44,7 +44,7 @@ class ScrapingBroker : public runtime::TaskBroker {
 
   struct Seen {
     double fraction;      // the reported progress
-    double job_progress;  // fca_job_progress{job} after it
+    double job_progress;  // fca_job_progress{job_id} after it
     double tokens;        // the forward-token counter after it
   };
   std::vector<Seen> seen;
@@ -59,7 +59,7 @@ class ScrapingBroker : public runtime::TaskBroker {
                               const engine::AuditProgress& p) override {
     absl::Status status = inner_->ReportProgress(lease, p);
     // A counter's series appears with its first increment: absent is 0.
-    seen.push_back({p.fraction, Scraped(absl::StrCat("fca_job_progress{job=\"", job_id, "\"}")),
+    seen.push_back({p.fraction, Scraped(absl::StrCat("fca_job_progress{job_id=\"", job_id, "\"}")),
                     std::max(0.0, Scraped(tokens_series_))});
     return status;
   }
@@ -137,7 +137,7 @@ TEST(MonitoringTest, ProgressGaugeAndForwardCountersMoveDuringAJob) {
   }
   EXPECT_GT(tokens_after, tokens_before);
   // The job has ended: its series is gone.
-  EXPECT_EQ(Scraped(absl::StrCat("fca_job_progress{job=\"", queued->id(), "\"}")), -1);
+  EXPECT_EQ(Scraped(absl::StrCat("fca_job_progress{job_id=\"", queued->id(), "\"}")), -1);
 }
 
 }  // namespace

@@ -159,7 +159,7 @@ TEST(PoolingTest, OnlySucceededJobsArePooled) {
   const auto refused =
       PoolReports({{Finished(3, {"s1"}), Rows(3, {"s1"})}, {running, Rows(4, {"s2"})}});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("job 4 is JOB_STATE_RUNNING"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("job 4 is RUNNING"));
 }
 
 TEST(PoolingTest, TwoToSixtyFourDistinctJobs) {

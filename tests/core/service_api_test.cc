@@ -12,6 +12,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/vocabulary.h"
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/windows.h"
 #include "server/jobs/mapping.h"
@@ -210,6 +211,24 @@ TEST_F(ServiceApiTest, QueryResultsTakesSeveralValuesOfVisibleJobs) {
   auto more = env_.core()->QueryResults(Alice(), q);
   ASSERT_TRUE(more.ok()) << more.status();
   EXPECT_EQ(more->results_size(), 6);
+
+  // A metric the vocabulary does not know: INVALID_ARGUMENT naming it and
+  // listing the known ones (a typo is not "no rows"), single or repeated.
+  for (const bool repeated : {false, true}) {
+    v1::QueryResultsRequest typo;
+    typo.mutable_filter()->set_job_id(a1.id());
+    if (repeated) {
+      typo.mutable_filter()->add_metrics("nosuch");
+    } else {
+      typo.mutable_filter()->set_metric("nosuch");
+    }
+    const auto refused = env_.core()->QueryResults(Alice(), typo);
+    ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("unknown metric 'nosuch'"));
+    for (const MetricDef& d : MetricDefs()) {
+      EXPECT_THAT(std::string(refused.status().message()), HasSubstr(MetricPattern(d)));
+    }
+  }
 
   // Bob's job among Alice's: NOT_FOUND, as for a single job id.
   q.mutable_filter()->add_job_ids(b1.id());

@@ -9,6 +9,7 @@
 #    files scripts/record_results.sh writes into docs/results/.
 # 2. Every relative link in README.md and docs/*.md names an existing file
 #    or folder (anchors are not checked).
+# 3. Every curl example that sends a body says `Content-Type: application/json`.
 set -euo pipefail
 src=${1:-$(dirname "$0")/../..}
 cd "$src"
@@ -51,6 +52,23 @@ for doc in README.md docs/*.md; do
     [ -e "$dir/$path" ] || fail "$doc links to $target, which does not exist"
   done < <(grep -oE '\]\([^) ]+\)' "$doc" | sed -e 's/^](//' -e 's/)$//')
 done
+
+# Every curl example that sends a body (-d) says it is JSON: the gateway
+# refuses a state-changing POST without it (415, docs/api.md "JSON over
+# HTTP"), and `curl -d` alone sends a form. A command continued with "\"
+# is checked whole.
+while IFS= read -r example; do
+  case $example in
+    *" -d "* | *" --data"*)
+      case $example in
+        *"Content-Type: application/json"*) ;;
+        *) fail "a curl example sends a body without -H 'Content-Type: application/json': $example" ;;
+      esac
+      ;;
+  esac
+done < <(for doc in README.md docs/*.md deploy/*.md deploy/*/README.md; do
+  sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$doc" | grep -E '^\s*curl ' | sed "s|^|$doc: |" || true
+done)
 
 [ $status -eq 0 ] && echo "docs_test: $count figures found in docs/results/, links valid"
 exit $status

@@ -56,7 +56,9 @@ ResultKey KeyOf(const json::Value& row) {
   for (const MetricScopeDef& def : MetricScopeDefs()) {
     std::string name = def.name;
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (StringField(*k, "scope") == "METRIC_SCOPE_" + name) key.scope = def.id;
+    // The CLI prints the short name ("LAYER"); 0.2.0's JSON had the full one.
+    const std::string scope = StringField(*k, "scope");
+    if (scope == name || scope == "METRIC_SCOPE_" + name) key.scope = def.id;
   }
   for (const char* field : {"layer", "expert"}) {
     const std::string text = StringField(*k, field);  // int64: a JSON string

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -118,6 +119,21 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   CommandResult added = Cli(kAdminKey, {"projects", "add-member", "lab", "bob", "--role=reader"});
   ASSERT_EQ(added.exit_code, 0) << added.err;
   EXPECT_THAT(added.out, HasSubstr("bob"));
+  EXPECT_THAT(added.err, Not(HasSubstr("warning")));  // bob's key is in the key file
+  // dave has no key: added all the same, with a warning on stderr; once a
+  // key is stored for him, no warning.
+  CommandResult keyless =
+      Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=PROJECT_ROLE_READER"});
+  ASSERT_EQ(keyless.exit_code, 0) << keyless.err;
+  EXPECT_THAT(keyless.out, HasSubstr("dave"));
+  EXPECT_THAT(keyless.out, HasSubstr("READER"));  // the role by its short name, either taken
+  EXPECT_THAT(keyless.out, Not(HasSubstr("PROJECT_ROLE_")));
+  EXPECT_THAT(keyless.err, HasSubstr("warning: dave has no API key yet"));
+  ASSERT_EQ(Cli(kAdminKey, {"keys", "create", "--user=dave"}).exit_code, 0);
+  CommandResult keyed = Cli(kAdminKey, {"projects", "add-member", "lab", "dave", "--role=reader"});
+  ASSERT_EQ(keyed.exit_code, 0) << keyed.err;
+  EXPECT_THAT(keyed.err, Not(HasSubstr("warning")));
+  ASSERT_EQ(Cli(kAdminKey, {"projects", "remove-member", "lab", "dave"}).exit_code, 0);
   CommandResult by_user = Cli(kAliceKey, {"projects", "create", "mine"});
   EXPECT_EQ(by_user.exit_code, kExitAuth);
   EXPECT_THAT(by_user.err, HasSubstr("PERMISSION_DENIED"));
@@ -163,7 +179,7 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   CommandResult members = Cli(kBobKey, {"projects", "show", "lab"});
   ASSERT_EQ(members.exit_code, 0) << members.err;
   EXPECT_THAT(members.out, HasSubstr("alice"));
-  EXPECT_THAT(members.out, HasSubstr("reader"));
+  EXPECT_THAT(members.out, HasSubstr("READER"));
   // ... and over HTTP, which calls the same core.
   const std::string job_body = "{\"job_id\": " + job + "}";
   const std::string http_job = Http(kBobKey, "GetJob", job_body);
@@ -257,6 +273,73 @@ TEST_F(ProjectsE2ETest, AReaderSeesTheLabsWorkAndAStrangerNothing) {
   EXPECT_THAT(after.out, HasSubstr("bob"));
   EXPECT_THAT(after.out, Not(HasSubstr("carol")));
   EXPECT_EQ(Cli(kBobKey, {"jobs", "show", job}).exit_code, 0);
+}
+
+// Terminal columns of a line: one per code point (the CLI prints no wide
+// characters).
+size_t Columns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+size_t WidestLine(const std::string& text) {
+  size_t widest = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    widest = std::max(widest, Columns(text.substr(start, end - start)));
+    start = end + 1;
+  }
+  return widest;
+}
+
+// Issue 39: `jobs show`, `info` and `admin log` fit in 100 columns on a real
+// server's output (a finished job's provenance, every metric, a log with
+// long details); --wide prints the full lines, which are wider.
+TEST_F(ProjectsE2ETest, JobsShowInfoAndAdminLogFitIn100Columns) {
+  for (const std::string name : {"eval", "calib"}) {
+    ASSERT_EQ(Cli(kAliceKey, {"datasets", "upload", "--name=" + name, "--project=alice",
+                              root_ + "/data/" + name + ".txt"})
+                  .exit_code,
+              0);
+  }
+  CommandResult submitted = Cli(kAliceKey, Audit("alice"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_EQ(Cli(kAliceKey, {"watch", job}).exit_code, 0);
+
+  // An unknown metric is INVALID_ARGUMENT naming it and the known ones, not
+  // an empty table.
+  CommandResult typo = Cli(kAliceKey, {"results", "--job=" + job, "--metric=nosuch"});
+  EXPECT_EQ(typo.exit_code, 3) << typo.out;  // kExitInvalidArgument
+  EXPECT_THAT(typo.err, HasSubstr("unknown metric 'nosuch'"));
+  EXPECT_THAT(typo.err, HasSubstr("penalty"));
+  EXPECT_EQ(typo.out, "");
+  // Enums print by their short names, and flags take either spelling.
+  for (const std::string state : {"succeeded", "SUCCEEDED", "JOB_STATE_SUCCEEDED"}) {
+    CommandResult listed = Cli(kAliceKey, {"jobs", "list", "--project=alice", "--state=" + state});
+    ASSERT_EQ(listed.exit_code, 0) << listed.err;
+    EXPECT_THAT(listed.out, HasSubstr("SUCCEEDED")) << state;
+    EXPECT_THAT(listed.out, Not(HasSubstr("JOB_STATE_"))) << state;
+  }
+  CommandResult info_json = Cli(kAliceKey, {"info", "--json"});
+  ASSERT_EQ(info_json.exit_code, 0) << info_json.err;
+  EXPECT_THAT(info_json.out, HasSubstr("\"scope\": \"MODEL\""));
+  EXPECT_THAT(info_json.out, Not(HasSubstr("METRIC_SCOPE_")));
+
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {kAliceKey, {"jobs", "show", job}}, {kAliceKey, {"info"}}, {kAdminKey, {"admin", "log"}}};
+  for (const auto& [key, args] : commands) {
+    CommandResult narrow = Cli(key, args);
+    ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
+    EXPECT_LE(WidestLine(narrow.out), 100u) << narrow.out;
+    std::vector<std::string> wide_args = args;
+    wide_args.push_back("--wide");
+    CommandResult wide = Cli(key, wide_args);
+    ASSERT_EQ(wide.exit_code, 0) << wide.err;
+    EXPECT_GT(WidestLine(wide.out), 100u) << wide.out;
+  }
 }
 
 // A server whose own workers run nothing (--workers=0): jobs stay QUEUED.

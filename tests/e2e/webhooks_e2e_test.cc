@@ -160,10 +160,16 @@ TEST_F(WebhooksE2ETest, AnEndedJobIsPostedSignedToTheRegisteredWebhook) {
   ASSERT_NE(server, nullptr);
   CommandResult added = Cli(*server, {"webhooks", "add", Url("/hook")});
   ASSERT_EQ(added.exit_code, 0) << added.err;
-  const std::string secret = LineValue(added.out, "secret: ");
-  ASSERT_EQ(secret.size(), 64u) << added.out;
-  const std::string id = LineValue(added.out, "webhook ").substr(0, 1);
-  ASSERT_EQ(id, "1") << added.out;
+  // The secret alone on stdout (a script takes it with $(...)), the prose
+  // on stderr.
+  ASSERT_EQ(added.out.size(), 65u) << added.out;
+  ASSERT_EQ(added.out.back(), '\n');
+  const std::string secret = added.out.substr(0, 64);
+  ASSERT_EQ(secret.find_first_not_of("0123456789abcdef"), std::string::npos) << secret;
+  const std::string id = LineValue(added.err, "webhook ").substr(0, 1);
+  ASSERT_EQ(id, "1") << added.err;
+  EXPECT_THAT(added.err, HasSubstr("X-Fca-Signature-256"));
+  EXPECT_THAT(added.err, ::testing::Not(HasSubstr(secret)));
   CommandResult listed = Cli(*server, {"webhooks", "list"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_THAT(listed.out, HasSubstr(Url("/hook")));

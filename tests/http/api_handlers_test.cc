@@ -10,8 +10,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
+#include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "server/http/query_params.h"
@@ -81,6 +84,29 @@ TEST(QueryToJsonTest, GivesTheFieldsAndRefusesWhatIsNoField) {
       QueryToJson(*v1::GetJobRequest::descriptor(), {{"id", "1"}}).status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(unknown.message(), "unknown query parameter 'id': GetJobRequest has no such field");
+}
+
+// QueryResults' filter by flat parameters: each a field of the request, else
+// of its one message field (filter); page_size stays the request's own.
+TEST(QueryToJsonTest, FlatParametersFillTheOneNestedMessage) {
+  auto json = QueryToJson(*v1::QueryResultsRequest::descriptor(),
+                          {{"job_id", "7"},
+                           {"metric", "penalty"},
+                           {"interventions", "correct"},
+                           {"interventions", "neutral"},
+                           {"page_size", "5"},
+                           {"created_after", "2026-01-01T00:00:00Z"}});
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(*json, R"({"page_size":"5","filter":{"created_after":"2026-01-01T00:00:00Z",)"
+                   R"("interventions":["correct","neutral"],"job_id":"7","metric":"penalty"}})");
+  const absl::Status twice =
+      QueryToJson(*v1::QueryResultsRequest::descriptor(), {{"metric", "a"}, {"metric", "b"}})
+          .status();
+  EXPECT_THAT(twice.message(), HasSubstr("'metric' is given more than once"));
+  const absl::Status unknown =
+      QueryToJson(*v1::QueryResultsRequest::descriptor(), {{"layer", "1"}}).status();
+  EXPECT_EQ(unknown.message(),
+            "unknown query parameter 'layer': QueryResultsRequest has no such field");
 }
 
 TEST(CheckBindingsTest, TheTableBindsEveryUnaryMethodAndNothingElse) {
@@ -218,6 +244,130 @@ TEST_F(ApiHandlersTest, AnUnknownJobIs404) {
   const ApiReply reply = Call("GetJob", "GET", R"({"job_id": "424242"})");
   EXPECT_EQ(reply.status, 404);
   EXPECT_EQ(Body(reply).Find("code")->as_string(), "NOT_FOUND");
+}
+
+// Enum values print by their short names (no JOB_STATE_ anywhere) and are
+// taken in either spelling, any case, in a body or (as the gateway turns a
+// query into JSON) a query.
+TEST_F(ApiHandlersTest, EnumsPrintShortAndAreTakenInEitherSpelling) {
+  ASSERT_TRUE(env_.UploadEvalAndCalib(Alice()).ok());
+  auto job =
+      env_.Submit(Alice(), core::testing::SmallSpec({core::testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const ApiReply got = Call("GetJob", "POST", absl::StrCat(R"({"job_id": ")", job->id(), "\"}"));
+  ASSERT_EQ(got.status, 200) << got.json;
+  EXPECT_EQ(Body(got).Find("job")->Find("state")->as_string(), "QUEUED") << got.json;
+  EXPECT_THAT(got.json, ::testing::Not(HasSubstr("JOB_STATE_")));
+
+  const ApiReply full = Call("ListJobs", "POST", R"({"state": "JOB_STATE_QUEUED"})");
+  ASSERT_EQ(full.status, 200) << full.json;
+  ASSERT_EQ(Body(full).Find("jobs")->as_array().size(), 1u) << full.json;
+  for (const char* state : {"QUEUED", "queued", "job_state_queued"}) {
+    EXPECT_EQ(Call("ListJobs", "POST", absl::StrCat(R"({"state": ")", state, "\"}")).json,
+              full.json)
+        << state;
+    auto query = QueryToJson(*v1::ListJobsRequest::descriptor(), {{"state", state}});
+    ASSERT_TRUE(query.ok()) << query.status();
+    EXPECT_EQ(Call("ListJobs", "GET", *query).json, full.json) << state;
+  }
+  const ApiReply none = Call("ListJobs", "GET", R"({"state": "SUCCEEDED"})");
+  ASSERT_EQ(none.status, 200) << none.json;
+  EXPECT_EQ(Body(none).Find("jobs")->as_array().size(), 0u) << none.json;
+  EXPECT_EQ(Call("ListJobs", "POST", R"({"state": "DONE"})").status, 400);
+}
+
+// QueryResults by GET with flat parameters answers as the POSTed filter; an
+// unknown metric is 400 listing the known ones (common/vocabulary.h).
+TEST_F(ApiHandlersTest, QueryResultsByGetWithFlatParametersAndUnknownMetrics) {
+  ASSERT_TRUE(env_.UploadEvalAndCalib(Alice()).ok());
+  auto job =
+      env_.Submit(Alice(), core::testing::SmallSpec({core::testing::kGateA}, "eval", "calib"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<storage::ResultRow> rows;
+  for (const auto& [intervention, metric, value] :
+       std::vector<std::tuple<std::string, std::string, double>>{
+           {"correct", "nll", 2.0}, {"neutral", "nll", 2.5}, {"neutral", "penalty", 0.5}}) {
+    storage::ResultRow row;
+    row.model = core::testing::kGateA;
+    row.weights_sha256 = "w";
+    row.dataset_sha256 = "d";
+    row.intervention = intervention;
+    row.metric = metric;
+    row.value = value;
+    row.n = 6;
+    rows.push_back(row);
+  }
+  ASSERT_TRUE(env_.store()->InsertResults(job->id(), rows).ok());
+  const std::string id = absl::StrCat(job->id());
+
+  const ApiReply posted = Call(
+      "QueryResults", "POST",
+      absl::StrCat(R"({"filter": {"job_id": ")", id, R"(", "metric": "nll"}, "page_size": 10})"));
+  ASSERT_EQ(posted.status, 200) << posted.json;
+  ASSERT_EQ(Body(posted).Find("results")->as_array().size(), 2u) << posted.json;
+  auto query = QueryToJson(*v1::QueryResultsRequest::descriptor(),
+                           {{"job_id", id}, {"metric", "nll"}, {"page_size", "10"}});
+  ASSERT_TRUE(query.ok()) << query.status();
+  EXPECT_EQ(Call("QueryResults", "GET", *query).json, posted.json);
+  query = QueryToJson(*v1::QueryResultsRequest::descriptor(),
+                      {{"job_id", id}, {"intervention", "neutral"}, {"metric", "penalty"}});
+  ASSERT_TRUE(query.ok()) << query.status();
+  const ApiReply penalty = Call("QueryResults", "GET", *query);
+  ASSERT_EQ(penalty.status, 200) << penalty.json;
+  const json::Value penalty_body = Body(penalty);
+  const json::Array& one = penalty_body.Find("results")->as_array();
+  ASSERT_EQ(one.size(), 1u) << penalty.json;
+  EXPECT_EQ(one[0].Find("value")->as_double(), 0.5);
+  // The key's scope by its short name.
+  EXPECT_EQ(one[0].Find("key")->Find("scope")->as_string(), "MODEL") << penalty.json;
+
+  query =
+      QueryToJson(*v1::QueryResultsRequest::descriptor(), {{"job_id", id}, {"metric", "nosuch"}});
+  ASSERT_TRUE(query.ok()) << query.status();
+  const ApiReply typo = Call("QueryResults", "GET", *query);
+  EXPECT_EQ(typo.status, 400) << typo.json;
+  EXPECT_EQ(Body(typo).Find("code")->as_string(), "INVALID_ARGUMENT");
+  EXPECT_THAT(Body(typo).Find("message")->as_string(), HasSubstr("unknown metric 'nosuch'"));
+  EXPECT_THAT(Body(typo).Find("message")->as_string(), HasSubstr("layer_penalty.<layer>"));
+}
+
+// Tokenize's text as a plain string; the bytes in base64 as text_base64;
+// not both. The same ids either way, and as the core gives them.
+TEST_F(ApiHandlersTest, TokenizeTakesTextAsAStringOrItsBytesInBase64) {
+  const std::string text = "Hello, world \xc3\xa9\n";
+  v1::TokenizeRequest request;
+  request.set_model(core::testing::kGateA);
+  request.set_text(text);
+  auto direct = env_.core()->Tokenize(Alice(), request);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  ASSERT_GT(direct->ids_size(), 0);
+
+  json::Value body = json::Value::MakeObject();
+  body.Set("model", json::Value::String(core::testing::kGateA));
+  body.Set("text", json::Value::String(text));
+  const ApiReply plain = Call("Tokenize", "POST", json::Write(body));
+  ASSERT_EQ(plain.status, 200) << plain.json;
+  const json::Value plain_body = Body(plain);
+  const json::Array& ids = plain_body.Find("ids")->as_array();
+  ASSERT_EQ(ids.size(), static_cast<size_t>(direct->ids_size())) << plain.json;
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i].as_int(), direct->ids(i)) << i;
+
+  const std::string base64 =
+      absl::StrCat(R"({"model": ")", core::testing::kGateA, R"(", "text_base64": ")",
+                   absl::Base64Escape(text), "\"}");
+  EXPECT_EQ(Call("Tokenize", "POST", base64).json, plain.json);
+  // A query's text is a string too.
+  auto query = QueryToJson(*v1::TokenizeRequest::descriptor(),
+                           {{"model", core::testing::kGateA}, {"text", text}});
+  ASSERT_TRUE(query.ok()) << query.status();
+  EXPECT_EQ(Call("Tokenize", "GET", *query).json, plain.json);
+
+  const ApiReply both =
+      Call("Tokenize", "POST", R"({"model": "fg_a", "text": "a", "text_base64": "YQ=="})");
+  EXPECT_EQ(both.status, 400) << both.json;
+  EXPECT_THAT(Body(both).Find("message")->as_string(), HasSubstr("not both"));
+  EXPECT_EQ(Call("Tokenize", "POST", R"({"model": "fg_a", "text_base64": "not base64!"})").status,
+            400);
 }
 
 TEST(ErrorReplyTest, StatusMappingAndValidJsonForAnyMessage) {

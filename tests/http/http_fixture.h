@@ -26,6 +26,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/proto_json.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "tests/e2e/process.h"
 #include "tests/http/prom_text.h"
@@ -52,11 +53,10 @@ inline std::string ToJson(const google::protobuf::Message& m) {
 }
 
 // The JSON text parsed into `m` (unknown fields refused: the server prints
-// nothing the proto does not have).
+// nothing the proto does not have), by fca's parser: enum values come by
+// their short names (common/proto_json.h), which protobuf's does not know.
 inline bool FromJson(const std::string& json, google::protobuf::Message* m) {
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = false;
-  const auto st = google::protobuf::util::JsonStringToMessage(json, m, o);
+  const absl::Status st = ParseProtoJson(json, m, UnknownFields::kRefuse);
   EXPECT_TRUE(st.ok()) << st.ToString() << ": " << json.substr(0, 300);
   return st.ok();
 }

@@ -93,7 +93,7 @@ TEST_F(HttpTest, MetricsParseStrictlyAndMoveWhenJobsRun) {
   EXPECT_EQ(value(*middle, "fca_jobs_ended_total", succeeded),
             value(*before, "fca_jobs_ended_total", succeeded) + 1);
   // The job has ended: no progress series is left for it.
-  EXPECT_EQ(prom::Value(*middle, "fca_job_progress", {{"job", std::to_string(first)}}, -1), -1);
+  EXPECT_EQ(prom::Value(*middle, "fca_job_progress", {{"job_id", std::to_string(first)}}, -1), -1);
 
   const int64_t second = Submit(Spec("eval2", "calib2"), kAlice);
   ASSERT_EQ(WaitJob(second, kAlice), v1::JOB_STATE_SUCCEEDED);

@@ -15,6 +15,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "tests/http/http_fixture.h"
 
 namespace fca::http_test {
@@ -57,12 +58,27 @@ TEST_F(HttpTest, EveryReadEndpointAnswersAsOverGrpc) {
   query.mutable_filter()->set_metric("nll");
   query.mutable_filter()->set_model("fg-a");
   ExpectSame("QueryResults", query, kAlice, &S::QueryResults);
+  // Tokenize's JSON takes the text as a string (protobuf's mapping of the
+  // bytes field, base64, is text_base64): the ids gRPC gives.
   v1::TokenizeRequest tokenize;
   tokenize.set_model("fg-a");
   tokenize.set_text("Hello, world \xc3\xa9\n");
-  ExpectSame("Tokenize", tokenize, kAlice, &S::Tokenize);
-  tokenize.set_model("no-such-model");
-  ExpectSame("Tokenize", tokenize, kAlice, &S::Tokenize);
+  v1::TokenizeResponse tokenized;
+  ASSERT_TRUE(stub_->Tokenize(Ctx(kAlice).get(), tokenize, &tokenized).ok());
+  const Reply as_text =
+      Post("/api/v1/Tokenize", R"({"model": "fg-a", "text": "Hello, world \u00e9\n"})", kAlice);
+  ASSERT_EQ(as_text.status, 200) << as_text.body;
+  v1::TokenizeResponse over_http;
+  ASSERT_TRUE(FromJson(as_text.body, &over_http)) << as_text.body;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(tokenized, over_http))
+      << tokenized.ShortDebugString() << "\n"
+      << over_http.ShortDebugString();
+  EXPECT_EQ(Post("/api/v1/Tokenize",
+                 R"({"model": "fg-a", "text_base64": "SGVsbG8sIHdvcmxkIMOpCg=="})", kAlice)
+                .body,
+            as_text.body);
+  EXPECT_EQ(Post("/api/v1/Tokenize", R"({"model": "no-such-model", "text": "a"})", kAlice).status,
+            404);
   // Issue 11's report RPCs: the same reports both ways.
   v1::GetReportRequest report;
   report.set_job_id(job_);
@@ -96,21 +112,46 @@ TEST_F(HttpTest, EveryReadEndpointAnswersAsOverGrpc) {
   EXPECT_EQ(get_compare.status, 200) << get_compare.body;
   EXPECT_EQ(get_compare.body,
             Post("/api/v1/CompareJobs", "{\"job_ids\": [" + id + "]}", kAlice).body);
+  // QueryResults' filter by flat parameters.
+  const Reply flat = Get("/api/v1/QueryResults?job_id=" + id + "&metric=nll&page_size=3", kAlice);
+  EXPECT_EQ(flat.status, 200) << flat.body;
+  EXPECT_NE(flat.body.find("\"metric\":\"nll\""), std::string::npos) << flat.body;
   EXPECT_EQ(
-      Get("/api/v1/ListJobs?state=JOB_STATE_SUCCEEDED&page_size=1", kAlice).body,
-      Post("/api/v1/ListJobs", "{\"state\": \"JOB_STATE_SUCCEEDED\", \"page_size\": 1}", kAlice)
+      flat.body,
+      Post("/api/v1/QueryResults",
+           "{\"filter\": {\"job_id\": " + id + ", \"metric\": \"nll\"}, \"page_size\": 3}", kAlice)
           .body);
+  const Reply typo = Get("/api/v1/QueryResults?job_id=" + id + "&metric=nosuch", kAlice);
+  EXPECT_EQ(typo.status, 400) << typo.body;
+  EXPECT_NE(typo.body.find("unknown metric 'nosuch'"), std::string::npos) << typo.body;
+  // An enum by its full or short name, in any case, in a query or a body.
+  const std::string listed =
+      Post("/api/v1/ListJobs", "{\"state\": \"JOB_STATE_SUCCEEDED\", \"page_size\": 1}", kAlice)
+          .body;
+  EXPECT_NE(listed.find("\"state\":\"SUCCEEDED\""), std::string::npos) << listed;
+  for (const char* state : {"JOB_STATE_SUCCEEDED", "SUCCEEDED", "succeeded"}) {
+    EXPECT_EQ(Get(absl::StrCat("/api/v1/ListJobs?state=", state, "&page_size=1"), kAlice).body,
+              listed)
+        << state;
+    EXPECT_EQ(Post("/api/v1/ListJobs",
+                   absl::StrCat("{\"state\": \"", state, "\", \"page_size\": 1}"), kAlice)
+                  .body,
+              listed)
+        << state;
+  }
 }
 
 TEST_F(HttpTest, JsonFollowsTheProto3MappingWithProtoFieldNames) {
   const Reply r = Post("/api/v1/GetJob", "{\"job_id\": \"" + std::to_string(job_) + "\"}", kAlice);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find('\n'), std::string::npos);
-  // int64 as strings, snake_case names, defaults printed, enums by name.
+  // int64 as strings, snake_case names, defaults printed, enums by their
+  // short names.
   EXPECT_NE(r.body.find("\"id\":\"" + std::to_string(job_) + "\""), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\"cancel_requested\":false"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\"window_length\":\"16\""), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find("\"state\":\"JOB_STATE_SUCCEEDED\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"state\":\"SUCCEEDED\""), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("JOB_STATE_"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\"error\":\"\""), std::string::npos) << r.body;
   EXPECT_EQ(r.body.find("cancelRequested"), std::string::npos) << r.body;
   // Both spellings of a field are accepted on input, as the mapping says.
@@ -169,7 +210,7 @@ TEST_F(HttpTest, BadRequestsAreRefusedNamingTheFieldAndTheServerKeepsServing) {
       {"GetJob", "[1, 2]", ""},
       {"GetJob", "null", ""},
       {"GetJob", "{\"job_id\": 1} trailing", ""},
-      {"Tokenize", "{\"model\": \"fg-a\", \"text\": \"not base64!\"}", "text"},
+      {"Tokenize", "{\"model\": \"fg-a\", \"text_base64\": \"not base64!\"}", "text"},
       {"ListModels", "\xff\xfe", ""},
   };
   for (const Case& c : cases) {

@@ -731,7 +731,7 @@ async function readerInProject(page, consoleErrors) {
     state = String(((await api('GetJob', {job_id: LAB_JOB}, args.reader_key)).body.job || {}).state);
     await sleep(500);
   }
-  check(state === 'JOB_STATE_SUCCEEDED', `alice's job ${LAB_JOB} succeeded`, state);
+  check(state === 'SUCCEEDED', `alice's job ${LAB_JOB} succeeded`, state);
   await page.goto(`${BASE}/#/jobs`, {waitUntil: 'load'});
   await page.goto(`${BASE}/#/job/${LAB_JOB}`, {waitUntil: 'load'});
   await page.waitForSelector('#table-penalty', {timeout: 60000});

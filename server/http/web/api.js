@@ -133,7 +133,7 @@
   // without its prefix: "MODEL", "LAYER", "FAMILY", ...), in report order,
   // as [name, label, unit].
   function metricsUnder(vocab, under, scope = 'MODEL') {
-    return vocab.metrics.filter((x) => x.intervention === under && x.scope === `METRIC_SCOPE_${scope}`)
+    return vocab.metrics.filter((x) => x.intervention === under && String(x.scope).replace(/^METRIC_SCOPE_/, '') === scope)
       .map((x) => [x.metric, x.label, x.unit]);
   }
   const labelOf = (vocab, metric) => (vocab.metrics.find((x) => x.metric === metric) || {}).label || metric;

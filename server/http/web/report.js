@@ -172,7 +172,7 @@
     for (const {i: at, key, name} of ix.entries()) {
       const scope = vocab.groupScopes.find((g) => g.penalty_metric === key.metric);
       if (at !== i || !scope) continue;
-      const group = key.scope === 'METRIC_SCOPE_LAYER' ? String(key.layer) : (key.site || key.family);
+      const group = String(key.scope).replace(/^METRIC_SCOPE_/, '') === 'LAYER' ? String(key.layer) : (key.site || key.family);
       found.push({scope: scope.name, group, m: key, nll: Object.assign({}, key, {metric: scope.nll_metric}), name});
     }
     return found.sort((a, b) => (a.scope === 'layer' && b.scope === 'layer' ? Number(a.group) - Number(b.group) : 0));
