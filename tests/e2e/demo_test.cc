@@ -240,8 +240,8 @@ std::vector<std::string> CellsOf(const std::string& section, const std::string& 
 }
 
 // moe_report.txt prints the routing rows of moe_report.json: per
-// intervention its top-k agreement, per layer (4 layers: a column each) and
-// n; per layer the experts run per token, the load's entropy, E, ln E and the
+// intervention its top-k agreement, its top-k overlap, per layer (4 layers: a
+// column each) and n; per layer the experts run per token, the load's entropy, E, ln E and the
 // range of the expert shares.
 void ExpectRoutingPrinted(const std::string& text, const json::Value& report) {
   const json::Value config = ParseFile(ModelDir(kMoe) / "config.json");
@@ -251,14 +251,19 @@ void ExpectRoutingPrinted(const std::string& text, const json::Value& report) {
   const size_t load_at = text.find("ROUTING LOAD");
   ASSERT_NE(agreement_at, std::string::npos) << text;
   ASSERT_NE(load_at, std::string::npos) << text;
-  const size_t end = text.find("PROVENANCE", load_at);
+  // The load table ends where the co-activation section (or, without one,
+  // the provenance) begins.
+  size_t end = text.find("EXPERT CO-ACTIVATION", load_at);
+  if (end == std::string::npos) end = text.find("PROVENANCE", load_at);
   const std::string agreement = text.substr(agreement_at, load_at - agreement_at);
   const std::string load = text.substr(load_at, end == std::string::npos ? end : end - load_at);
   for (const std::string& i : InterventionNames()) {
     SCOPED_TRACE(i);
     const json::Value* all = Row(report, kMoe, i, kTopkAgreement);
     ASSERT_NE(all, nullptr);
-    std::vector<std::string> expected = {Fixed4(Number(all))};
+    const json::Value* overlap = Row(report, kMoe, i, kTopkOverlap);
+    ASSERT_NE(overlap, nullptr);
+    std::vector<std::string> expected = {Fixed4(Number(all)), Fixed4(Number(overlap))};
     for (int64_t l = 0; l < layers; ++l) {
       expected.push_back(
           Fixed4(Number(Row(report, kMoe, i, StoredMetricName(LayerKey(kLayerTopkAgreement, l))))));
