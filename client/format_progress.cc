@@ -27,7 +27,7 @@ double FlooredPercent(double fraction, int steps) {
   return std::floor(fraction * 100 * steps) / steps;
 }
 
-// "replay:cross_input 2/7 fg-s1": what is running, for both renderings.
+// "replay:cross_input 2/7 featuregate-s1": what is running, for both renderings.
 std::string Label(const v1::Progress& p) {
   std::string label = p.phase().empty() ? "waiting" : SanitizeForTerminal(p.phase());
   if (p.model_count() > 0) {
