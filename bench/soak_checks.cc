@@ -62,6 +62,30 @@ bool ListProjectJobs(v1::AuditService::Stub& stub, const std::string& token,
   return false;
 }
 
+// Every dataset of `project`, page by page (ListDatasets serves 100 a page
+// by default): name -> times listed.
+bool ListProjectDatasets(v1::AuditService::Stub& stub, const std::string& token,
+                         const std::string& project, std::map<std::string, int>* names,
+                         int64_t* misplaced) {
+  v1::ListDatasetsRequest req;
+  req.set_project(project);
+  req.set_page_size(500);
+  for (int page = 0; page < 10000; ++page) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    Authorize(token, &ctx);
+    v1::ListDatasetsResponse resp;
+    if (!stub.ListDatasets(&ctx, req, &resp).ok()) return false;
+    for (const v1::Dataset& d : resp.datasets()) {
+      ++(*names)[d.name()];
+      if (d.project() != project) ++*misplaced;
+    }
+    if (resp.next_page_token().empty()) return true;
+    req.set_page_token(resp.next_page_token());
+  }
+  return false;
+}
+
 }  // namespace
 
 bool SweepJobs(v1::AuditService::Stub& stub, const std::string& token, Figures* f) {
@@ -117,20 +141,11 @@ void CheckLedger(v1::AuditService::Stub& stub, Shared* shared, Figures* f) {
       ++p.ledger_jobs;
       if (listed.count(id) == 0) ++p.lost_jobs;
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    Authorize(shared->admin_token, &ctx);
-    v1::ListDatasetsRequest req;
-    req.set_project(kProjects[k]);
-    v1::ListDatasetsResponse resp;
-    if (!stub.ListDatasets(&ctx, req, &resp).ok()) {
+    std::map<std::string, int> names;
+    if (!ListProjectDatasets(stub, shared->admin_token, kProjects[k], &names,
+                             &p.misplaced_datasets)) {
       p.ledger_ok = false;
       continue;
-    }
-    std::map<std::string, int> names;
-    for (const v1::Dataset& d : resp.datasets()) {
-      ++names[d.name()];
-      if (d.project() != kProjects[k]) ++p.misplaced_datasets;
     }
     for (const auto& [name, times] : names) p.duplicated_datasets += times - 1;
     for (const std::string& name : shared->datasets_of[k]) {
