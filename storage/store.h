@@ -674,7 +674,7 @@ class Store {
   // already (inside a Transaction(), whose writes the read must see), and
   // once the file was deleted or replaced.
   template <typename Fn>
-  auto Read(Fn&& read) -> decltype(read(std::declval<Database&>())) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  ABSL_NO_THREAD_SAFETY_ANALYSIS auto Read(Fn&& read) -> decltype(read(std::declval<Database&>())) {
     if (reader_ == nullptr || mu_.HeldByThisThread()) {
       RecursiveMutexLock lock(&mu_);
       return read(*db_);
