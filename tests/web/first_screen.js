@@ -90,11 +90,21 @@ async function home(ctx) {
     return {tag: q.tagName, open: q.open, totals: document.querySelector('#queue summary #queue-totals') !== null,
       stored: localStorage.getItem('fca.queueOpen')};
   });
+  // The page may render its panels again while the first data arrive (a
+  // click on the replaced panel is lost): the totals' text first, and the
+  // click again while the choice is not stored.
+  const settled = () => page.waitForFunction(() => (document.querySelector('#queue-totals') || {}).textContent,
+    {timeout: 30000});
   const toggle = async (to) => {
-    await page.click('#queue > summary');
-    await page.waitForFunction((v) => localStorage.getItem('fca.queueOpen') === v, {timeout: 10000}, to).catch(() => {});
+    await settled();
+    for (let attempt = 0; attempt < 3; ++attempt) {
+      await page.click('#queue > summary');
+      const stored = await page.waitForFunction((v) => localStorage.getItem('fca.queueOpen') === v, {timeout: 3000}, to)
+        .then(() => true, () => false);
+      if (stored) break;
+    }
     await page.reload({waitUntil: 'load'});
-    await page.waitForSelector('#queue-totals', {timeout: 30000});
+    await settled();
     return state();
   };
   if (!check(await page.$('#queue > summary') !== null, 'front page: the queue is a collapsible panel')) return page.setViewport(before);
