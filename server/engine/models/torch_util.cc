@@ -352,6 +352,12 @@ at::Tensor LayerNormInFloat(const at::Tensor& x, const at::Tensor& weight, const
 
 int AuditThreads() { return g_audit_threads.load(); }
 
+std::string BlasKernels() {
+  using CoreName = const char* (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return core_name == nullptr ? "" : core_name();
+}
+
 int TorchThreads() { return AuditThreads() * at::get_num_threads(); }
 
 std::string TorchVersion() {
