@@ -133,7 +133,6 @@ for dtype in "${dtype_list[@]}"; do
       run_fca "$dtype" "$r"
     fi
     fca_blas=$(sed -n 's/^BLAS kernels: //p' "$out/fca_${dtype}_$r.log" | head -1)
-    # shellcheck disable=SC2097,SC2098  # the variable is for gemm_limit.py only
     env ${fca_blas:+OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$fca_blas}} "$py" bench/gemm_limit.py --model="$model" --dtypes="$dtype" --threads="$threads" \
       --json="$out/gemm_${dtype}_$r.json" > "$out/gemm_${dtype}_$r.log"
     line="[$dtype round $r/$rounds] audit s: fca $(audit_seconds "$out/fca_${dtype}_$r.json")"
