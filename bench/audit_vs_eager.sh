@@ -23,6 +23,16 @@
 # 2 threads ran up to 8x slower than at 1 thread. The faster of the two is the fair
 # reference.
 #
+# It records the processor (lscpu's model name and its avx512*/amx* flags) and the
+# OpenBLAS kernels each side runs (fca-local-audit prints its own; OpenBLAS 0.3.21
+# does not know processors newer than it and falls back to generic SSE3 kernels,
+# which fca replaces with the AVX-512 ones: server/engine/models/torch_util.cc).
+# bench/gemm_limit.py runs fca's kernels (OPENBLAS_CORETYPE set to them unless the
+# environment sets it), so the limit is that of the code fca runs. To give eager the
+# same kernels, run the whole bench with OPENBLAS_CORETYPE=SKYLAKEX exported.
+# The summary's per-phase breakdown (LIVE, calibration, each replay, statistics)
+# comes from the seconds on fca-local-audit's progress lines.
+#
 # Environment: FCA_BUILD_DIR (build), FCA_BENCH_DATA (out/demo/data; made with
 # `fca-train split` when missing), FCA_BENCH_MODEL (models/featuregate-s1),
 # FCA_BENCH_THREADS (2), FCA_BENCH_EAGER_THREADS (N,1: the eager runs' thread
@@ -100,6 +110,12 @@ print("%.2f" % (d["models"][0]["seconds"] if "models" in d else d["audit_seconds
 
 echo "audit_vs_eager: $(date -u +%FT%TZ), $(uname -n), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), fca at $threads threads, eager at $eager_threads, $rounds round(s)"
 echo "fca: $fca ($(stat -c %y "$fca" | cut -d. -f1)); python: $py (torch $("$py" -c 'import torch; print(torch.__version__)'))"
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512|amx)' | tr '\n' ' ' || true)
+echo "processor: $(lscpu | sed -n 's/^Model name: *//p'); family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'); ${flags:-no avx512*/amx* flags}"
+eager_blas=$("$py" -c 'import ctypes, torch
+try: f = ctypes.CDLL("libblas.so.3").openblas_get_corename; f.restype = ctypes.c_char_p; print(f().decode())
+except (OSError, AttributeError): print("not OpenBLAS")')
+echo "OpenBLAS kernels: eager $eager_blas; fca's are in each round's line"
 echo "eager flags: ${FCA_BENCH_EAGER_ARGS:-(none)}; model: $model; data: $data (eval $(stat -c %s "$data/eval.txt") B, calib $(stat -c %s "$data/calib.txt") B); out: $out"
 envs=$(env | grep -E '^(MALLOC_|GLIBC_TUNABLES|LD_PRELOAD|OMP_|GOMP_|KMP_|MKL_|OPENBLAS_|DNNL_|ONEDNN_|TORCH_|ATEN_)' | sort | tr '\n' ' ' || true)
 echo "environment (both run under it): ${envs:-none of MALLOC_*, GLIBC_TUNABLES, LD_PRELOAD, OMP_*, GOMP_*, KMP_*, MKL_*, OPENBLAS_*, DNNL_*, ONEDNN_*, TORCH_*, ATEN_* set}"
@@ -116,14 +132,15 @@ for dtype in "${dtype_list[@]}"; do
       for ((i = ${#eager_list[@]} - 1; i >= 0; i--)); do run_eager "$dtype" "$r" "${eager_list[i]}"; done
       run_fca "$dtype" "$r"
     fi
-    "$py" bench/gemm_limit.py --model="$model" --dtypes="$dtype" --threads="$threads" \
+    fca_blas=$(sed -n 's/^BLAS kernels: //p' "$out/fca_${dtype}_$r.log" | head -1)
+    env ${fca_blas:+OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$fca_blas}} "$py" bench/gemm_limit.py --model="$model" --dtypes="$dtype" --threads="$threads" \
       --json="$out/gemm_${dtype}_$r.json" > "$out/gemm_${dtype}_$r.log"
     line="[$dtype round $r/$rounds] audit s: fca $(audit_seconds "$out/fca_${dtype}_$r.json")"
     for t in "${eager_list[@]}"; do
       line+=", eager at $t thread(s) $(audit_seconds "$out/eager_${dtype}_t${t}_$r.json")"
     done
     peak=$("$py" -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))["dtypes"][sys.argv[2]]["peak_gflops"])' "$out/gemm_${dtype}_$r.json" "$dtype")
-    echo "$line; GEMM peak $peak GFLOP/s; $(load)"
+    echo "$line; GEMM peak $peak GFLOP/s; fca's OpenBLAS kernels ${fca_blas:-?}; $(load)"
   done
 done
 

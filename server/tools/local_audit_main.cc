@@ -19,6 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/file.h"
 #include "common/flags_usage.h"
 #include "common/log.h"
@@ -288,6 +290,8 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
 }
 
 absl::Status Audit() {
+  // On stderr, for bench/audit_vs_eager.sh: its GEMM limit runs the same kernels.
+  std::fprintf(stderr, "BLAS kernels: %s\n", engine::BlasKernels().c_str());
   engine::ComputeOptions compute;
   compute.device = absl::GetFlag(FLAGS_device);
   FCA_ASSIGN_OR_RETURN(compute.dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
@@ -318,12 +322,16 @@ absl::Status Audit() {
   FCA_ASSIGN_OR_RETURN(req.calib, ReadText(absl::GetFlag(FLAGS_calib), "calib"));
   req.on_note = [](const std::string& note) { std::fprintf(stderr, "note: %s\n", note.c_str()); };
   std::string last_phase;
+  // Each line ends with the seconds since the audit began: a phase's time is
+  // its last line's less its first's (bench/audit_vs_eager.sh's breakdown).
+  const absl::Time start = absl::Now();
   req.on_progress = [&](const engine::AuditProgress& p) {
     if (p.phase == last_phase && p.windows_done != p.windows_total) return;
     last_phase = p.phase;
-    std::fprintf(stderr, "[%5.1f%%] %s %s %lld/%lld\n", 100 * p.fraction, p.model.c_str(),
+    std::fprintf(stderr, "[%5.1f%%] %s %s %lld/%lld at %.3f s\n", 100 * p.fraction, p.model.c_str(),
                  p.phase.c_str(), static_cast<long long>(p.windows_done),
-                 static_cast<long long>(p.windows_total));
+                 static_cast<long long>(p.windows_total),
+                 absl::ToDoubleSeconds(absl::Now() - start));
   };
   FCA_ASSIGN_OR_RETURN(AuditReport report, engine::RunAudit(req));
   for (const ModelReport& r : report.models) PrintModel(r);

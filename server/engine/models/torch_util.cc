@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <torch/cuda.h>     // torch::cuda::is_available, synchronize (declarations only)
@@ -287,11 +288,51 @@ void KeepActivationsInTheHeap() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
+// OpenBLAS picks its kernels by the processor's model number, and Debian 12's
+// 0.3.21 does not know processors newer than it (an Intel Xeon of model 207,
+// Emerald Rapids, with AVX-512 and AMX): it then runs its generic SSE3
+// "Prescott" kernels. A float32 audit of featuregate-s1 spent 81% of its
+// time in sgemm_kernel_PRESCOTT and took 3.2x as long as with the AVX-512
+// kernels (bench/audit_vs_eager.sh). When OpenBLAS chose Prescott on a
+// processor with AVX-512 (or AVX2 and FMA) and OPENBLAS_CORETYPE is unset,
+// the kernels are chosen again as if OPENBLAS_CORETYPE named them. float32
+// results then round as the AVX-512 kernels do (docs/fca.md, "Numerics").
+// Looked up at run time: a libtorch on another BLAS has no such symbols.
+const char* BlasCoreForThisProcessor() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return "SKYLAKEX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "HASWELL";
+  return nullptr;
+}
+
+void UseThisProcessorsBlasKernels() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  using CoreName = const char* (*)();
+  using Hook = void (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const auto quit = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  const auto init = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (core_name == nullptr || quit == nullptr || init == nullptr) return;
+  if (std::strcmp(core_name(), "Prescott") != 0) return;
+  const char* core = BlasCoreForThisProcessor();
+  if (core == nullptr) return;
+  // Child processes (workers) inherit the choice and make it at their start.
+  setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+  quit();
+  init();
+}
+
 }  // namespace
 
 void ConfigureRuntime(const RuntimeOptions& options) {
   static std::once_flag once;
-  std::call_once(once, KeepActivationsInTheHeap);
+  std::call_once(once, [] {
+    KeepActivationsInTheHeap();
+    UseThisProcessorsBlasKernels();
+  });
   int n = options.num_threads;
   if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool across = options.parallelism == Parallelism::kAcrossBatches;
@@ -310,6 +351,12 @@ at::Tensor LayerNormInFloat(const at::Tensor& x, const at::Tensor& weight, const
 }
 
 int AuditThreads() { return g_audit_threads.load(); }
+
+std::string BlasKernels() {
+  using CoreName = const char* (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return core_name == nullptr ? "" : core_name();
+}
 
 int TorchThreads() { return AuditThreads() * at::get_num_threads(); }
 

@@ -194,6 +194,9 @@ std::string TorchVersion();
 int TorchThreads();
 // Forwards an audit runs at once (kAcrossBatches: num_threads; else 1).
 int AuditThreads();
+// The kernels OpenBLAS runs ("SkylakeX"; ConfigureRuntime may choose them
+// again, torch_util.cc says why); "" when libtorch's BLAS is not OpenBLAS.
+std::string BlasKernels();
 
 }  // namespace fca::engine
 
