@@ -324,7 +324,8 @@ class ForwardPass {
         counters_->parameters_read += static_cast<double>(n * expert_parameters_);
       }
     }
-    return autograd ? at::cat(outputs) : ys;
+    if (!autograd) return ys;
+    return outputs.empty() ? xs : at::cat(outputs);  // no rows: nothing ran
   }
 
   // x [N, D] -> the MoE output [N, D]: the tokens gathered once in expert
