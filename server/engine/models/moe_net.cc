@@ -191,11 +191,15 @@ class ForwardPass {
   }
 
   at::Tensor Lin(const at::Tensor& x, const Linear& l) {
-    if (counters_) {
-      const double rows = static_cast<double>(x.numel() / std::max<int64_t>(x.size(-1), 1));
-      counters_->flops += 2.0 * rows * static_cast<double>(l.w.size(0) * l.w.size(1));
-    }
+    CountFlops(x, l.w);
     return at::linear(x, l.w, l.b);
+  }
+
+  // The multiply-adds of x [.., in] times w [out, in]^T, counted as FLOPs.
+  void CountFlops(const at::Tensor& x, const at::Tensor& w) {
+    if (!counters_) return;
+    const double rows = static_cast<double>(x.numel() / std::max<int64_t>(x.size(-1), 1));
+    counters_->flops += 2.0 * rows * static_cast<double>(w.size(0) * w.size(1));
   }
 
   // Upcast to float32, normalise, round back to the model dtype, then scale.
@@ -288,29 +292,56 @@ class ForwardPass {
     return Lin(at::silu(Lin(x, m.gate)) * Lin(x, m.up), m.down);
   }
 
-  // x [N, D] -> the MoE output [N, D]: each routed expert once over its
-  // tokens, weighted and added in expert order; the shared expert (qwen2_moe)
-  // scaled by its gate and added last.
-  at::Tensor Moe(int64_t layer, const at::Tensor& x, const at::Tensor& probs,
-                 const at::Tensor& gate) {
+  // xs [N * k, D], the rows grouped per expert as Route orders them -> each
+  // expert's SwiGLU over its own contiguous rows, in the same rows of the
+  // result. Each expert's GEMMs read a slice of xs (no per-expert gather) and,
+  // outside autograd, its down projection writes straight into the result (no
+  // per-expert output to copy). Under autograd (fca-train) the experts'
+  // outputs are concatenated instead: an out= GEMM records no gradient. The
+  // same GEMMs on the same rows either way, so the numbers are the same.
+  at::Tensor RunExperts(int64_t layer, const at::Tensor& xs, const std::vector<int64_t>& count) {
     const Layer& l = w_.layers[layer];
-    const int64_t N = x.size(0);
-    const Routing r = Route(probs, x.scalar_type());
-    at::Tensor out = at::zeros_like(x);
+    const bool autograd = at::GradMode::is_enabled();
+    at::Tensor ys = autograd ? at::Tensor() : at::empty_like(xs);
+    std::vector<at::Tensor> outputs;
     int64_t offset = 0;
     for (int64_t e = 0; e < c_.num_experts; ++e) {
-      const int64_t n = r.count[e];
+      const int64_t n = count[e];
       if (n == 0) continue;
-      const at::Tensor tokens = r.tokens.slice(0, offset, offset + n);
-      const at::Tensor y = RunMlp(x.index_select(0, tokens), l.experts[e]) *
-                           r.weights.slice(0, offset, offset + n).unsqueeze(1);
-      out.index_add_(0, tokens, y);
+      const Mlp& m = l.experts[e];
+      const at::Tensor xe = xs.slice(0, offset, offset + n);
+      const at::Tensor hidden = at::silu(Lin(xe, m.gate)) * Lin(xe, m.up);
+      if (autograd) {
+        outputs.push_back(Lin(hidden, m.down));
+      } else {
+        CountFlops(hidden, m.down.w);
+        at::Tensor into = ys.slice(0, offset, offset + n);
+        at::mm_out(into, hidden, m.down.w.t());
+      }
       offset += n;
       if (counters_) {
         counters_->expert_tokens[layer * c_.num_experts + e] += n;
         counters_->parameters_read += static_cast<double>(n * expert_parameters_);
       }
     }
+    if (!autograd) return ys;
+    return outputs.empty() ? xs : at::cat(outputs);  // no rows: nothing ran
+  }
+
+  // x [N, D] -> the MoE output [N, D]: the tokens gathered once in expert
+  // order, each routed expert once over its rows, each row weighted, and all
+  // added into a zero tensor by one index_add whose rows go expert after
+  // expert, so each token sums its experts in increasing expert index (the
+  // reference's order: one index_add per expert). The shared expert
+  // (qwen2_moe) is scaled by its gate and added last.
+  at::Tensor Moe(int64_t layer, const at::Tensor& x, const at::Tensor& probs,
+                 const at::Tensor& gate) {
+    const Layer& l = w_.layers[layer];
+    const int64_t N = x.size(0);
+    const Routing r = Route(probs, x.scalar_type());
+    const at::Tensor ys =
+        RunExperts(layer, x.index_select(0, r.tokens), r.count) * r.weights.unsqueeze(1);
+    at::Tensor out = at::zeros_like(x).index_add_(0, r.tokens, ys);
     int64_t blocks_run = N * c_.num_experts_per_tok, blocks = N * c_.num_experts;
     if (gate.defined()) {
       out = out + gate * RunMlp(x, l.shared);
