@@ -441,6 +441,35 @@ TextTable ExecutionTable(const ReportView& r) {
   return t;
 }
 
+// A mixture of experts' MoE layers in parts (fca.md "Where a mixture of
+// experts' time goes"), us/token; empty when no model has them (not timed on
+// a GPU, or no routers).
+TextTable MoeTimeTable(const ReportView& r) {
+  TextTable t({{"MODEL"},
+               {"ROUTER", Align::kRight},
+               {"DISPATCH", Align::kRight},
+               {"EXPERTS", Align::kRight},
+               {"TWIN MLP", Align::kRight},
+               {"EXPERTS / TWIN MLP", Align::kRight},
+               {"REST vs TWIN", Align::kRight}});
+  for (const std::string& m : r.models()) {
+    auto get = [&](const char* metric) { return r.Find(m, kExecution, metric); };
+    const v1::Result *router = get(kRouterUsPerToken), *dispatch = get(kDispatchUsPerToken),
+                     *experts = get(kExpertsUsPerToken), *mlp = get(kDenseMlpUsPerToken),
+                     *latency = get(kLatencyUsPerToken), *dense = get(kDenseLatencyUsPerToken);
+    if (router == nullptr || dispatch == nullptr || experts == nullptr) continue;
+    std::string ratio = "-", rest = "-";
+    if (mlp != nullptr && latency != nullptr && dense != nullptr && mlp->value() > 0) {
+      ratio = absl::StrFormat("%.3f", experts->value() / mlp->value());
+      const double moe = router->value() + dispatch->value() + experts->value();
+      rest = absl::StrFormat("%+.2f", (latency->value() - moe) - (dense->value() - mlp->value()));
+    }
+    t.AddRow({m, Cell(router, Fixed, 2), Cell(dispatch, Fixed, 2), Cell(experts, Fixed, 2),
+              mlp != nullptr ? Cell(mlp, Fixed, 2) : "-", ratio, rest});
+  }
+  return t;
+}
+
 // The EXECUTION section's note: what each column is and the rule the
 // verdict applies, as the engine applies it (fca.md "Execution"), and a
 // dense twin that the spec says does not match.
@@ -616,6 +645,17 @@ std::vector<ReportSection> ReportSections(const ReportView& r) {
                    std::move(groups)});
   }
   out.push_back({"EXECUTION", ExecutionNote(r), ExecutionTable(r)});
+  TextTable moe_time = MoeTimeTable(r);
+  if (!moe_time.empty()) {
+    out.push_back({"MoE LAYER TIME",
+                   "us/token, means over the timing's LIVE forwards (CPU): ROUTER = the routers' "
+                   "logits and softmax, DISPATCH = top-k, grouping by expert, gathering and the "
+                   "weighted combine, EXPERTS = the experts' MLPs, TWIN MLP = the dense twin's MLP "
+                   "in the same pairs; EXPERTS / TWIN MLP = cost per FLOP against the dense MLP; "
+                   "REST vs TWIN = what the rest of the forward (attention, norms) costs beyond "
+                   "the twin's",
+                   std::move(moe_time)});
+  }
   const std::vector<ModelRouting> routing = Routing(r);
   if (routing.empty()) return out;  // no routers: the report as it always was
   out.push_back({"ROUTING AGREEMENT",

@@ -313,6 +313,22 @@ const std::vector<MetricDef>& MetricDefs() {
       {M::kDenseLatencyUsPerToken, kDenseLatencyUsPerToken, K::kModel, kExecution, "us/token",
        "dense twin latency (us/token)",
        "the dense twin's median latency per token, timed in the same pairs as the model"},
+      {M::kRouterUsPerToken, kRouterUsPerToken, K::kModel, kExecution, "us/token",
+       "router (us/token)",
+       "a mixture of experts' routers (logits and softmax), mean over the timing's LIVE "
+       "forwards, CPU only"},
+      {M::kDispatchUsPerToken, kDispatchUsPerToken, K::kModel, kExecution, "us/token",
+       "dispatch (us/token)",
+       "top-k, grouping tokens by expert, gathering them and the weighted combine: the data "
+       "movement of routing; mean over the timing's LIVE forwards, CPU only"},
+      {M::kExpertsUsPerToken, kExpertsUsPerToken, K::kModel, kExecution, "us/token",
+       "experts (us/token)",
+       "the routed (and shared) experts' MLPs, mean over the timing's LIVE forwards, CPU only"},
+      {M::kDenseMlpUsPerToken, kDenseMlpUsPerToken, K::kModel, kExecution, "us/token",
+       "dense twin MLP (us/token)",
+       "the dense twin's MLP branches (the MLP after its norm) in the same pairs, beside a mixture "
+       "of "
+       "experts' parts; CPU only"},
       {M::kSlowdown, kSlowdown, K::kModel, kExecution, "1", "slowdown vs dense twin (CI)",
        "geometric mean over interleaved pairs of t_model / t_dense, minus 1, with a t-interval "
        "over the pairs of both timing blocks; n = pairs timed"},

@@ -253,6 +253,10 @@ inline constexpr char kDenseFlopsPerToken[] = "dense_flops_per_token";
 inline constexpr char kFlopsOverhead[] = "flops_overhead";
 inline constexpr char kLatencyUsPerToken[] = "latency_us_per_token";
 inline constexpr char kDenseLatencyUsPerToken[] = "dense_latency_us_per_token";
+inline constexpr char kRouterUsPerToken[] = "router_us_per_token";
+inline constexpr char kDispatchUsPerToken[] = "dispatch_us_per_token";
+inline constexpr char kExpertsUsPerToken[] = "experts_us_per_token";
+inline constexpr char kDenseMlpUsPerToken[] = "dense_mlp_us_per_token";
 inline constexpr char kSlowdown[] = "slowdown";
 inline constexpr char kSlowdownVerdict[] = "slowdown_verdict";
 inline constexpr char kActiveParameters[] = "active_parameters";
@@ -327,6 +331,10 @@ enum class MetricId : uint8_t {
   kFlopsOverhead,
   kLatencyUsPerToken,
   kDenseLatencyUsPerToken,
+  kRouterUsPerToken,
+  kDispatchUsPerToken,
+  kExpertsUsPerToken,
+  kDenseMlpUsPerToken,
   kSlowdown,
   kSlowdownVerdict,
   kActiveParameters,

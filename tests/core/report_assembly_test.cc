@@ -310,6 +310,10 @@ TEST(VocabularyTest, CoversEveryRowTheEngineWrites) {
   m.execution.parameters = 1000;
   m.execution.timing_repeats = 3;
   m.execution.dense_latency_us_per_token = 5;
+  m.execution.router_us_per_token = 0.1;
+  m.execution.dispatch_us_per_token = 0.2;
+  m.execution.experts_us_per_token = 3;
+  m.execution.dense_mlp_us_per_token = 2.5;
   m.execution.slowdown = 0.1;
   m.execution.slowdown_ci = engine::Interval{0.05, 0.15};
   m.execution.slowdown_verdict = 1;

@@ -281,6 +281,11 @@ struct ExecutionResult {
   std::optional<int> slowdown_verdict;
   std::optional<SlowdownEstimate> first_block, second_block;
   int64_t timing_repeats = 0;  // timed pairs, both blocks (model forwards without a twin)
+  // A mixture of experts' parts, means over the timing's LIVE forwards, on
+  // the CPU (fca.md "Execution": how the slowdown splits), and the twin's
+  // MLP branches over the same pairs.
+  std::optional<double> router_us_per_token, dispatch_us_per_token, experts_us_per_token;
+  std::optional<double> dense_mlp_us_per_token;
   // Parameters read per token, LIVE; when the model counts them.
   std::optional<double> active_parameters;
   // Mixture-of-experts models: the routing of each layer in the LIVE pass,

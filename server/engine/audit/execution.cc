@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "common/status_macros.h"
 #include "server/engine/models/torch_util.h"
@@ -194,7 +195,13 @@ class ExecutionRun {
       return in_.after_pair ? in_.after_pair(done, total, left) : absl::OkStatus();
     };
     const TimingPlan first_plan = FirstBlockPlan(plan);
-    if (in_.twin == nullptr) return TimeAlone(plan, progress);
+    in_.model->ResetCounters();
+    if (in_.twin == nullptr) {
+      FCA_RETURN_IF_ERROR(TimeAlone(plan, progress));
+      RecordParts();
+      return absl::OkStatus();
+    }
+    in_.twin->ResetCounters();
     FCA_RETURN_IF_ERROR(progress(0, plan.max_pairs, TimingSecondsLeft(first_plan, 0, 0)));
     // Two independent blocks, the second as long as the first (a number of
     // pairs fixed before it is timed); the verdict needs both.
@@ -227,7 +234,29 @@ class ExecutionRun {
     x.timing_repeats = e.pairs;
     out_.first_stop = first.stop;
     out_.stop = second.stop;
+    RecordParts();
     return absl::OkStatus();
+  }
+
+  // The parts' seconds the models counted over the timing's LIVE forwards
+  // (warm-ups included), per token; absent where a part was not timed (off
+  // the CPU, or not in the family).
+  void RecordParts() {
+    const auto per_token = [](double seconds, const ExecutionCounters& c) {
+      return seconds > 0 && c.tokens > 0 ? std::optional<double>(seconds * 1e6 / c.tokens)
+                                         : std::nullopt;
+    };
+    ExecutionResult& x = out_.result;
+    const ExecutionCounters m = in_.model->counters();
+    if (m.experts_per_layer > 0) {
+      x.router_us_per_token = per_token(m.seconds.router, m);
+      x.dispatch_us_per_token = per_token(m.seconds.dispatch, m);
+      x.experts_us_per_token = per_token(m.seconds.experts, m);
+      if (in_.twin != nullptr) {
+        const ExecutionCounters t = in_.twin->counters();
+        x.dense_mlp_us_per_token = per_token(t.seconds.mlp, t);
+      }
+    }
   }
 
   // Without a twin there is nothing to compare: a fixed number of forwards

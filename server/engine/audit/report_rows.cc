@@ -1,6 +1,7 @@
 #include "server/engine/audit/report_rows.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -209,6 +210,14 @@ std::vector<ResultRow> ExecutionRows(const ExecutionResult& x) {
   if (reps > 0) w.Add(kExecution, kLatencyUsPerToken, x.latency_us_per_token, reps);
   if (x.dense_latency_us_per_token) {
     w.Add(kExecution, kDenseLatencyUsPerToken, *x.dense_latency_us_per_token, reps);
+  }
+  const std::pair<const char*, std::optional<double>> parts[] = {
+      {kRouterUsPerToken, x.router_us_per_token},
+      {kDispatchUsPerToken, x.dispatch_us_per_token},
+      {kExpertsUsPerToken, x.experts_us_per_token},
+      {kDenseMlpUsPerToken, x.dense_mlp_us_per_token}};
+  for (const auto& [metric, value] : parts) {
+    if (value) w.Add(kExecution, metric, *value, reps);
   }
   if (x.slowdown) {
     w.AddOptional(kExecution, kSlowdown, x.slowdown, reps, x.slowdown_ci);

@@ -7,6 +7,7 @@
 #ifndef FCA_SERVER_ENGINE_MODELS_CONTROLLED_MODEL_H_
 #define FCA_SERVER_ENGINE_MODELS_CONTROLLED_MODEL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,6 +62,15 @@ struct ExecutionCounters {
   // empty for the other families.
   std::vector<int64_t> expert_tokens;
   int64_t experts_per_layer = 0;
+  // Wall seconds in parts of the forward, timed on the CPU only (on a GPU a
+  // part's time would need a synchronisation per part, which changes what is
+  // timed): a mixture of experts' router (logits and softmax), dispatch
+  // (top-k, grouping by expert, gathering the tokens, the weighted combine)
+  // and experts (routed and shared); a dense or featuregate model's MLP
+  // branches (the MLP after its norm). fca.md "Execution" says how they are read.
+  struct PartSeconds {
+    double router = 0, dispatch = 0, experts = 0, mlp = 0;
+  } seconds;
 
   ExecutionCounters& operator+=(const ExecutionCounters& o) {
     tokens += o.tokens;
@@ -73,8 +83,32 @@ struct ExecutionCounters {
     }
     for (size_t i = 0; i < o.expert_tokens.size(); ++i) expert_tokens[i] += o.expert_tokens[i];
     if (o.experts_per_layer > 0) experts_per_layer = o.experts_per_layer;
+    seconds.router += o.seconds.router;
+    seconds.dispatch += o.seconds.dispatch;
+    seconds.experts += o.seconds.experts;
+    seconds.mlp += o.seconds.mlp;
     return *this;
   }
+};
+
+// Adds the wall time since the last Lap (or Restart) to a part's seconds;
+// does nothing when off (no counters, or not on the CPU).
+class PartTimer {
+ public:
+  explicit PartTimer(bool on) : on_(on) { Restart(); }
+  void Restart() {
+    if (on_) last_ = std::chrono::steady_clock::now();
+  }
+  void Lap(double* seconds) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    *seconds += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point last_;
 };
 
 struct ModelInfo {

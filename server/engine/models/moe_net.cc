@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "server/engine/models/moe_host.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
@@ -152,10 +154,12 @@ class ForwardPass {
     // lowest value above it.
     mask_ = at::full({T, T}, LowestOf(h.scalar_type()), h.options()).triu(1);
     size_t next_site = 0;
+    PartTimer part(counters_ != nullptr && ids.is_cpu());
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
       const Layer& layer = w_.layers[l];
       h = h + Attention(Rms(h, layer.input_norm), layer);
       const at::Tensor x = Rms(h, layer.post_attention_norm).view({B * T, c_.hidden_size});
+      part.Restart();
       const bool last = l + 1 == c_.num_hidden_layers;
       at::Tensor probs, gate;  // [N, E] float32; [N, 1] model dtype (qwen2_moe)
       if (mode == CoefficientMode::kReplay) {
@@ -176,8 +180,9 @@ class ForwardPass {
         }
         // The last router known, every coefficient is.
         if (last && mode == CoefficientMode::kRecordOnly) break;
+        if (counters_) part.Lap(&counters_->seconds.router);
       }
-      h = h + Moe(l, x, probs, gate).view({B, T, c_.hidden_size});
+      h = h + Moe(l, x, probs, gate, &part).view({B, T, c_.hidden_size});
     }
     if (counters_) counters_->tokens += B * T;
     if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
@@ -211,22 +216,28 @@ class ForwardPass {
 
   // inv_freq = 1 / theta^(2i / head_dim) and the angles in float32, the
   // frequencies repeated for both halves, cos and sin rounded to the dtype.
+  // sin_signed_ = cat(-sin, sin): rotate_half's sign folded into the sine (a
+  // negation is exact, so the products round as rotate_half(x) * sin does).
   void MakeRope(int64_t T, const at::TensorOptions& options) {
     const int64_t hd = c_.head_dim();
     const auto f32 = options.dtype(at::kFloat);
     const at::Tensor exponents = at::arange(0, hd, 2, options.dtype(at::kLong)).to(at::kFloat) / hd;
     const at::Tensor inv_freq = at::reciprocal(at::pow(c_.rope_theta, exponents));
     const at::Tensor freqs = at::outer(at::arange(T, f32), inv_freq);  // [T, hd/2]
-    const at::Tensor emb = at::cat({freqs, freqs}, -1);
-    cos_ = emb.cos().to(options.dtype()).view({1, 1, T, hd});
-    sin_ = emb.sin().to(options.dtype()).view({1, 1, T, hd});
+    const at::Tensor sin = freqs.sin();
+    cos_ = at::cat({freqs, freqs}, -1).cos().to(options.dtype()).view({1, T, 1, hd});
+    sin_signed_ = at::cat({-sin, sin}, -1).to(options.dtype()).view({1, T, 1, hd});
   }
 
-  // x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1).
+  // x [B, T, heads, hd] -> x * cos + rotate_half(x) * sin, rotate_half(x) =
+  // cat(-x2, x1), each product and the sum rounded to the dtype; on the CPU
+  // outside autograd in one pass (moe_host.h).
   at::Tensor Rotary(const at::Tensor& x) const {
+    if (HostLoopsApply(x)) return HostRotary(x, cos_, sin_signed_);
     const int64_t half = x.size(-1) / 2;
-    const at::Tensor rotated = at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-    return x * cos_ + rotated * sin_;
+    at::Tensor rotated = at::cat({x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+    rotated.mul_(sin_signed_);
+    return (x * cos_).add_(rotated);
   }
 
   // [B, KV, T, hd] -> [B, H, T, hd], each key/value head shared by H/KV
@@ -252,8 +263,8 @@ class ForwardPass {
       k = k.clamp(-clip, clip);
       v = v.clamp(-clip, clip);
     }
-    q = Rotary(q.view({B, T, H, hd}).transpose(1, 2));
-    k = RepeatKv(Rotary(k.view({B, T, KV, hd}).transpose(1, 2)));
+    q = Rotary(q.view({B, T, H, hd})).transpose(1, 2);
+    k = RepeatKv(Rotary(k.view({B, T, KV, hd})).transpose(1, 2));
     v = RepeatKv(v.view({B, T, KV, hd}).transpose(1, 2));
     at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(hd));
     scores = scores + mask_;
@@ -271,21 +282,27 @@ class ForwardPass {
     auto [w, experts] = RouterTopK(probs, c_.num_experts_per_tok);
     if (c_.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
     w = w.to(dtype);
-    // Slot-major positions p = slot * N + token, grouped by expert; a stable
-    // sort keeps each expert's positions in increasing order.
-    const at::Tensor flat = experts.t().reshape(-1);
-    const at::Tensor pos = std::get<1>(at::sort(flat, /*stable=*/true, 0, false));
+    // Slot-major positions p = slot * N + token, grouped by expert, each
+    // expert's positions in increasing order.
     Routing r;
+    const at::Tensor pos = GroupByExpert(experts.t().reshape(-1), &r.count);
     r.tokens = pos.remainder(N);
     r.weights = w.t().reshape(-1).index_select(0, pos);
-    // The counts size the experts' slices, so they are read on the host: one
-    // copy per layer (bincount on a GPU would also wait for its own maximum).
-    const at::Tensor count = at::zeros({c_.num_experts}, flat.options())
-                                 .scatter_add_(0, flat, at::ones_like(flat))
-                                 .cpu();
-    const int64_t* data = count.data_ptr<int64_t>();
-    r.count.assign(data, data + c_.num_experts);
     return r;
+  }
+
+  // flat [P] int64 expert ids -> the positions 0..P-1 stably sorted by expert,
+  // and each expert's count in `count` (on the CPU a counting sort,
+  // moe_host.h). Elsewhere in torch, the counts read on the host in one copy
+  // per layer: they size the experts' slices.
+  at::Tensor GroupByExpert(const at::Tensor& flat, std::vector<int64_t>* count) const {
+    const int64_t E = c_.num_experts;
+    if (flat.is_cpu()) return HostGroupByExpert(flat, E, count);
+    const at::Tensor pos = std::get<1>(at::sort(flat, /*stable=*/true, 0, false));
+    const at::Tensor host =
+        at::zeros({E}, flat.options()).scatter_add_(0, flat, at::ones_like(flat)).cpu();
+    count->assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + E);
+    return pos;
   }
 
   at::Tensor RunMlp(const at::Tensor& x, const Mlp& m) {
@@ -310,7 +327,9 @@ class ForwardPass {
       if (n == 0) continue;
       const Mlp& m = l.experts[e];
       const at::Tensor xe = xs.slice(0, offset, offset + n);
-      const at::Tensor hidden = at::silu(Lin(xe, m.gate)) * Lin(xe, m.up);
+      at::Tensor hidden = Lin(xe, m.gate);
+      // In place where no gradient is recorded (the projection is ours).
+      hidden = autograd ? at::silu(hidden) * Lin(xe, m.up) : at::silu_(hidden).mul_(Lin(xe, m.up));
       if (autograd) {
         outputs.push_back(Lin(hidden, m.down));
       } else {
@@ -334,19 +353,26 @@ class ForwardPass {
   // expert, so each token sums its experts in increasing expert index (the
   // reference's order: one index_add per expert). The shared expert
   // (qwen2_moe) is scaled by its gate and added last.
+  // `part` times the dispatch and the experts (with counters only).
   at::Tensor Moe(int64_t layer, const at::Tensor& x, const at::Tensor& probs,
-                 const at::Tensor& gate) {
+                 const at::Tensor& gate, PartTimer* part) {
     const Layer& l = w_.layers[layer];
     const int64_t N = x.size(0);
+    ExecutionCounters::PartSeconds unused;
+    ExecutionCounters::PartSeconds& seconds = counters_ ? counters_->seconds : unused;
     const Routing r = Route(probs, x.scalar_type());
-    const at::Tensor ys =
-        RunExperts(layer, x.index_select(0, r.tokens), r.count) * r.weights.unsqueeze(1);
-    at::Tensor out = at::zeros_like(x).index_add_(0, r.tokens, ys);
+    const at::Tensor xs = x.index_select(0, r.tokens);
+    part->Lap(&seconds.dispatch);
+    const at::Tensor ys = RunExperts(layer, xs, r.count);
+    part->Lap(&seconds.experts);
+    at::Tensor out = Combine(x, ys, r);
+    part->Lap(&seconds.dispatch);
     int64_t blocks_run = N * c_.num_experts_per_tok, blocks = N * c_.num_experts;
     if (gate.defined()) {
       out = out + gate * RunMlp(x, l.shared);
       blocks_run += N;
       blocks += N;
+      part->Lap(&seconds.experts);
     }
     if (counters_) {
       counters_->blocks_executed += blocks_run;
@@ -355,17 +381,31 @@ class ForwardPass {
     return out;
   }
 
+  // Each row of ys [P, D] weighted and added into its token's row of a zero
+  // tensor like x, rows in order: out[t] = (0 + y_a * w_a) + y_b * w_b ...,
+  // each product and sum rounded to the dtype; on the CPU outside autograd in
+  // one pass (moe_host.h).
+  static at::Tensor Combine(const at::Tensor& x, const at::Tensor& ys, const Routing& r) {
+    if (HostLoopsApply(ys)) return HostCombine(ys, r.weights, r.tokens, x.size(0));
+    return at::zeros_like(x).index_add_(0, r.tokens, ys * r.weights.unsqueeze(1));
+  }
+
   const MoeConfig& c_;
   const Weights& w_;
   const int64_t shared_parameters_, expert_parameters_;
   ExecutionCounters* counters_;
-  at::Tensor mask_;       // [T, T] additive causal mask
-  at::Tensor cos_, sin_;  // [1, 1, T, hd] in the model dtype
+  at::Tensor mask_;              // [T, T] additive causal mask
+  at::Tensor cos_, sin_signed_;  // [1, T, 1, hd] in the model dtype
 };
 
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> RouterTopK(const at::Tensor& probs, int64_t k) {
+  // The values are gathered from `probs`, so autograd (fca-train) sees them.
+  if (probs.is_cpu() && probs.scalar_type() == at::kFloat && probs.dim() == 2) {
+    at::Tensor experts = HostTopKExperts(probs, k);
+    return {probs.gather(-1, experts), std::move(experts)};
+  }
   auto sorted = at::sort(probs, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
   return {std::get<0>(sorted).slice(-1, 0, k), std::get<1>(sorted).slice(-1, 0, k)};
 }

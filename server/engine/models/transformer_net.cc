@@ -75,6 +75,7 @@ class ForwardPass {
     // a replay reads every gate's answer at once, before the first block.
     device_ = !ids.device().is_cpu();
     if (device_ && c_.has_controller() && mode == CoefficientMode::kReplay) ReadRuns(*coeff);
+    PartTimer part(counters_ != nullptr && ids.is_cpu());
     for (size_t l = 0; l < w_.blocks.size(); ++l) {
       const Block& b = w_.blocks[l];
       at::Tensor ga, gm;
@@ -107,7 +108,10 @@ class ForwardPass {
       }
       const double flops_between = counters_ ? counters_->flops : 0;
       if (mlp_runs) {
-        at::Tensor m = Mlp(LN(x, b.ln2), b);
+        const at::Tensor normed = LN(x, b.ln2);
+        part.Restart();
+        at::Tensor m = Mlp(normed, b);
+        if (counters_) part.Lap(&counters_->seconds.mlp);
         x = x + (gm.defined() ? ApplyGate(m, gm) : m);
       }
       if (deferred && counters_) {

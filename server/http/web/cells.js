@@ -15,7 +15,7 @@
     if (metric === 'eta2' || metric === 'eta2_layer' || metric === 'blocks_executed_fraction') {
       return {f: fixed(4), sd: fixed(4)};
     }
-    if (metric.endsWith('latency_us_per_token')) return {f: fixed(2), sd: fixed(2)};
+    if (metric.endsWith('_us_per_token')) return {f: fixed(2), sd: fixed(2)};
     if (metric === 'slowdown_verdict') return {f: verdictWord, sd: general, words: true};
     if (metric === 'slowdown' || metric === 'flops_overhead') {
       return {f: (v) => `${signed(1)(100 * v)}%`, sd: (v) => `${fixed(1)(100 * v)}%`, scale: 100};

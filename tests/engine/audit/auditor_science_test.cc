@@ -171,6 +171,43 @@ TEST(AuditorScienceTest, AMixtureOfExpertsGetsRoutingStatisticsRows) {
   EXPECT_EQ(pair_rows, 2 * 28);
 }
 
+// fca.md "Execution": a mixture of experts' timing splits its MoE layers
+// into router, dispatch and experts (CPU only), each a part of the forward
+// the latency times; a featuregate model has no such parts.
+TEST(AuditorScienceTest, AMixtureOfExpertsTimesItsRouterDispatchAndExperts) {
+  auto moe = LoadModel(FCA_TEST_DATA_DIR "/olmoe-tiny", "olmoe-tiny", testing::TestCompute());
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  auto gated = RandomModel(TinyConfig("featuregate"), Varying(21));
+  AuditRequest req =
+      Request({moe->get(), gated.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
+  req.options.interventions = {InterventionId::kStaticLayer};
+  req.options.timing_warmup = 0;
+  req.options.timing_repeats = 4;
+  auto report = RunAudit(req);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, ResultRow> rows;
+  for (const ResultRow& row : ResultRows(report->models[0])) rows[row.metric] = row;
+  const char* parts[] = {kRouterUsPerToken, kDispatchUsPerToken, kExpertsUsPerToken};
+  if (testing::TestCompute().device != "cpu") {
+    for (const char* part : parts) EXPECT_EQ(rows.count(part), 0u) << part;
+    return;
+  }
+  double sum = 0;
+  for (const char* part : parts) {
+    ASSERT_EQ(rows.count(part), 1u) << part;
+    EXPECT_GT(rows[part].value, 0) << part;
+    EXPECT_EQ(rows[part].n, 4) << part;
+    sum += rows[part].value;
+  }
+  // Means (the parts) against a median (the latency) of the same forwards:
+  // a part in other units (seconds, or per forward) would be far off.
+  EXPECT_LT(sum, 2 * rows[kLatencyUsPerToken].value);
+  EXPECT_EQ(rows.count(kDenseMlpUsPerToken), 0u) << "no twin";
+  for (const ResultRow& row : ResultRows(report->models[1])) {
+    for (const char* part : parts) EXPECT_NE(row.metric, part);
+  }
+}
+
 // GateDependentModel's gates read only the current token's embedding: a
 // table of the calibration gate per token is the model's own controller.
 TEST(AuditorScienceTest, StaticTokenRetainsTheWholeGapOfATokenLookupController) {

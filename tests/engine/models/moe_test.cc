@@ -4,6 +4,7 @@
 // the top-k tie rule, expert skipping in the counters, and folders refused at
 // load.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -201,6 +202,66 @@ TEST_P(MoeReferenceTest, CountersCountTheRoutedExpertsOnly) {
   const double expert = 3 * 16 * 8;
   EXPECT_DOUBLE_EQ(c.parameters_read / n, static_cast<double>(model->info().num_parameters) -
                                               f.layers * (f.experts - f.top_k) * expert);
+}
+
+// A family's checkpoint as a MoeNet in `dtype` on the test device.
+std::unique_ptr<MoeNet> Net(const Family& f, at::ScalarType dtype) {
+  auto config = ParseMoeConfig(ReadFileOrEmpty(f.dir + "/config.json"));
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto src = TensorSource::OpenDir(f.dir);
+  EXPECT_TRUE(src.ok()) << src.status();
+  if (!config.ok() || !src.ok()) return nullptr;
+  std::vector<at::Tensor> weights;
+  for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
+    auto v = (*src)->Get(spec.name);
+    EXPECT_TRUE(v.ok() && v->dtype == DType::kF32) << spec.name;
+    if (!v.ok() || v->dtype != DType::kF32) return nullptr;
+    at::Tensor t = at::empty(v->shape, at::TensorOptions().dtype(at::kFloat));
+    std::memcpy(t.data_ptr(), v->data, v->num_bytes);
+    weights.push_back(t.to(testing::TestCompute().device, dtype));
+  }
+  auto net = MoeNet::Create(*config, std::move(weights));
+  EXPECT_TRUE(net.ok()) << net.status();
+  return net.ok() ? std::move(*net) : nullptr;
+}
+
+// On the CPU the forward's routing, rotary embedding and weighted combine run
+// as loops over the host's memory outside autograd, and as torch kernels under
+// it (and on other devices). Both round alike: the logits and the recorded
+// router probabilities are bitwise the same either way.
+TEST_P(MoeReferenceTest, HostLoopsRoundAsTheTorchKernels) {
+  const auto& [f, dtype] = GetParam();
+  const std::unique_ptr<MoeNet> net = Net(f, dtype == "bfloat16" ? at::kBFloat16 : at::kFloat);
+  ASSERT_NE(net, nullptr);
+  const at::Tensor ids = Expected(f, "input_ids").to(testing::TestCompute().device);
+  std::vector<at::Tensor> loops, kernels;
+  absl::StatusOr<at::Tensor> a, b;
+  {
+    at::NoGradGuard no_grad;
+    a = net->Forward(ids, CoefficientMode::kLiveRecord, &loops, nullptr);
+  }
+  b = net->Forward(ids, CoefficientMode::kLiveRecord, &kernels, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_TRUE(BitwiseEqual(*a, b->detach()));
+  ASSERT_EQ(loops.size(), kernels.size());
+  for (size_t i = 0; i < loops.size(); ++i) {
+    EXPECT_TRUE(BitwiseEqual(loops[i], kernels[i].detach())) << "site " << i;
+  }
+}
+
+// RouterTopK's choice is the stable descending sort's: the k largest, ties
+// to the lower expert index, for every k, on rows full of ties.
+TEST(MoeTest, RouterTopKIsTheStableDescendingSort) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const int64_t E = 8;
+  // Values from {0, 0.25, 0.5, 0.75}: most rows hold ties.
+  const at::Tensor probs = at::randint(0, 4, {500, E}, gen, at::kFloat) / 4;
+  for (int64_t k = 1; k <= E; ++k) {
+    const auto sorted = at::sort(probs, /*stable=*/true, -1, /*descending=*/true);
+    const auto [values, experts] = RouterTopK(probs, k);
+    EXPECT_TRUE(at::equal(experts, std::get<1>(sorted).slice(-1, 0, k))) << "k " << k;
+    EXPECT_TRUE(BitwiseEqual(values, std::get<0>(sorted).slice(-1, 0, k))) << "k " << k;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MoeReferenceTest,
