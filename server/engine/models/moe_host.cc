@@ -12,37 +12,31 @@ namespace {
 // sort puts it.
 bool RanksBefore(float a, float b) { return (std::isnan(a) && !std::isnan(b)) || a > b; }
 
-template <typename T>
-void RotaryRows(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                at::Tensor* out) {
-  const int64_t B = x.size(0), positions = x.size(1), heads = x.size(2), hd = x.size(3);
-  const int64_t half = hd / 2;
-  const T* in = x.data_ptr<T>();
-  T* o = out->data_ptr<T>();
+// x [B, T, heads, hd], cos and sin [T, hd].
+void RotaryRows(const float* x, const float* cos, const float* sin,
+                const std::vector<int64_t>& size, float* out) {
+  const int64_t B = size[0], positions = size[1], heads = size[2], hd = size[3], half = hd / 2;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < positions; ++t) {
-      const T* c = cos.data_ptr<T>() + t * hd;
-      const T* s = sin.data_ptr<T>() + t * hd;
-      for (int64_t h = 0; h < heads; ++h, in += hd, o += hd) {
-        for (int64_t i = 0; i < half; ++i) o[i] = in[i] * c[i] + in[i + half] * s[i];
-        for (int64_t i = half; i < hd; ++i) o[i] = in[i] * c[i] + in[i - half] * s[i];
+      const float* c = cos + t * hd;
+      const float* s = sin + t * hd;
+      for (int64_t h = 0; h < heads; ++h, x += hd, out += hd) {
+        const float* __restrict a = x;
+        float* __restrict r = out;
+        for (int64_t i = 0; i < half; ++i) r[i] = a[i] * c[i] + a[i + half] * s[i];
+        for (int64_t i = half; i < hd; ++i) r[i] = a[i] * c[i] + a[i - half] * s[i];
       }
     }
   }
 }
 
-template <typename T>
-void CombineRows(const at::Tensor& ys, const at::Tensor& weights, const at::Tensor& tokens,
-                 at::Tensor* out) {
-  const int64_t P = ys.size(0), D = ys.size(1);
-  const T* y = ys.data_ptr<T>();
-  const T* w = weights.data_ptr<T>();
-  const int64_t* token = tokens.data_ptr<int64_t>();
-  T* o = out->data_ptr<T>();
+// ys [P, D] -> out [N, D] (zeros), rows added in increasing p.
+void CombineRows(const float* ys, const float* weights, const int64_t* tokens, int64_t P, int64_t D,
+                 float* out) {
   for (int64_t p = 0; p < P; ++p) {
-    T* row = o + token[p] * D;
-    const T* src = y + p * D;
-    for (int64_t d = 0; d < D; ++d) row[d] = row[d] + src[d] * w[p];
+    float* __restrict row = out + tokens[p] * D;
+    const float* __restrict src = ys + p * D;
+    for (int64_t d = 0; d < D; ++d) row[d] = row[d] + src[d] * weights[p];
   }
 }
 
@@ -50,7 +44,7 @@ void CombineRows(const at::Tensor& ys, const at::Tensor& weights, const at::Tens
 
 bool HostLoopsApply(const at::Tensor& t) {
   return t.is_cpu() && !at::GradMode::is_enabled() && t.is_contiguous() &&
-         (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+         t.scalar_type() == at::kFloat;
 }
 
 // An expert displaces only a strictly lower-ranked one, so ties keep the
@@ -93,11 +87,8 @@ at::Tensor HostGroupByExpert(const at::Tensor& flat, int64_t num_experts,
 at::Tensor HostRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin_signed) {
   at::Tensor out = at::empty_like(x);
   const at::Tensor c = cos.contiguous(), s = sin_signed.contiguous();
-  if (x.scalar_type() == at::kFloat) {
-    RotaryRows<float>(x, c, s, &out);
-  } else {
-    RotaryRows<c10::BFloat16>(x, c, s, &out);
-  }
+  RotaryRows(x.data_ptr<float>(), c.data_ptr<float>(), s.data_ptr<float>(), x.sizes().vec(),
+             out.data_ptr<float>());
   return out;
 }
 
@@ -105,11 +96,8 @@ at::Tensor HostCombine(const at::Tensor& ys, const at::Tensor& weights, const at
                        int64_t num_tokens) {
   at::Tensor out = at::zeros({num_tokens, ys.size(1)}, ys.options());
   const at::Tensor w = weights.contiguous(), t = tokens.contiguous();
-  if (ys.scalar_type() == at::kFloat) {
-    CombineRows<float>(ys, w, t, &out);
-  } else {
-    CombineRows<c10::BFloat16>(ys, w, t, &out);
-  }
+  CombineRows(ys.data_ptr<float>(), w.data_ptr<float>(), t.data_ptr<int64_t>(), ys.size(0),
+              ys.size(1), out.data_ptr<float>());
   return out;
 }
 
