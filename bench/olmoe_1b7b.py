@@ -209,6 +209,24 @@ def eager(folder, seq, repeats, json_path, device, threads):
 # neutral, random_route (common/vocabulary.h).
 REPLAYS = 9
 WINDOWS = 64
+# fca's LIVE tokens/s over eager's at each thread count (issue 41).
+TARGET_OVER_EAGER = 2.5
+
+
+def processor():
+    """The processor's model name, family and model, and its avx512*/amx*
+    flags: a figure is read against the kernels this processor can run."""
+    fields = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+            if key.strip() == "flags":
+                break
+    flags = [x for x in fields.get("flags", "").split() if x.startswith(("avx512", "amx"))]
+    return "%s (family %s, model %s); %s; %d CPUs" % (
+        fields.get("model name", "?"), fields.get("cpu family", "?"), fields.get("model", "?"),
+        " ".join(flags) or "no avx512*/amx* flags", os.cpu_count())
 
 
 def summary(pairs, gpu_json):
@@ -229,6 +247,7 @@ def summary(pairs, gpu_json):
     lines = [
         "OLMoE-1B-7B (random weights, real names and shapes), bfloat16, T = %d; each run the median of %d forwards"
         % (t, fca0["repeats"]),
+        "  measured %s on %s" % (time.strftime("%Y-%m-%d"), processor()),
         "  parameters %d, weights %.2f GB" % (fca0["parameters"], fca0["weight_bytes"] / gb),
         "  fca load %.1f..%.1f s over %d runs; peak RSS after load at most %.3fx the weights (target <= 1.1x: %s)"
         % (min(fca["load_s"] for fca, _ in runs), max(fca["load_s"] for fca, _ in runs), len(runs), load_ratio,
@@ -240,8 +259,8 @@ def summary(pairs, gpu_json):
         % ("bitwise equals" if all(fca["replay_bitwise"] for fca, _ in runs) else "DIFFERS from",
            runs[0][1]["torch"]),
         "  tests/reference/moe_reference.py; fca and eager alternate, one process at a time, with the same threads",
-        "  threads  rounds  fca LIVE tok/s  fca REPLAY tok/s  eager tok/s  LIVE/eager, per round     median (target >= 2x)"
-        "  REPLAY/eager median",
+        "  threads  rounds  fca LIVE tok/s  fca REPLAY tok/s  eager tok/s  LIVE/eager, per round     median (target >= %gx)"
+        "  REPLAY/eager median" % TARGET_OVER_EAGER,
     ]
     slowest = []
     for threads, pairs_k in sorted(rounds.items()):
@@ -254,7 +273,7 @@ def summary(pairs, gpu_json):
             "  %-8d %-7d %-15.1f %-17.1f %-12.1f %-25s %.2fx %-12s %.2fx"
             % (threads, len(pairs_k), median(live), median(replay), median(ref),
                " ".join("%.2f" % r for r in ratios), median(ratios),
-               "met" if median(ratios) >= 2 else "MISSED", median([a / b for a, b in zip(replay, ref)])))
+               "met" if median(ratios) >= TARGET_OVER_EAGER else "MISSED", median([a / b for a, b in zip(replay, ref)])))
     lines += [
         "estimate, not a measurement: a default audit of %d windows of %d tokens runs about %d forwards"
         % (WINDOWS, t, forwards),
