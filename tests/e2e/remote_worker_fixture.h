@@ -26,6 +26,7 @@
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "proto/fca/v1/worker_service.grpc.pb.h"
 #include "tests/e2e/process.h"
+#include "tests/e2e/upload.h"
 
 namespace fca::e2e::remote_worker {
 
@@ -185,17 +186,7 @@ class RemoteWorkerE2ETest : public ::testing::Test {
   static void Upload(Client& c, const std::string& name, const std::string& file) {
     const std::string bytes = ReadFileOrEmpty(g_root + "/data/" + file);
     auto context = Ctx(kUserKey);
-    v1::UploadDatasetResponse response;
-    auto writer = c.audit->UploadDataset(context.get(), &response);
-    v1::UploadDatasetRequest part;
-    part.mutable_header()->set_name(name);
-    part.mutable_header()->set_kind(v1::DATASET_KIND_TEXT);
-    part.mutable_header()->set_size_bytes(static_cast<int64_t>(bytes.size()));
-    ASSERT_TRUE(writer->Write(part));
-    part.set_chunk(bytes);
-    ASSERT_TRUE(writer->Write(part));
-    writer->WritesDone();
-    const grpc::Status status = writer->Finish();
+    const grpc::Status status = testing::UploadText(*c.audit, context.get(), name, bytes);
     ASSERT_TRUE(status.ok()) << Describe(status);
   }
 

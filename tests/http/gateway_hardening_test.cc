@@ -47,6 +47,7 @@
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "tests/e2e/loopback.h"
 #include "tests/e2e/process.h"
+#include "tests/e2e/upload.h"
 
 namespace fca {
 namespace {
@@ -480,17 +481,7 @@ class RevokedKeyTest : public GatewayHardeningTest {
 
   void Upload(const std::string& name, const std::string& bytes) {
     auto context = Ctx(alice_);
-    v1::UploadDatasetResponse response;
-    auto writer = stub_->UploadDataset(context.get(), &response);
-    v1::UploadDatasetRequest part;
-    part.mutable_header()->set_name(name);
-    part.mutable_header()->set_kind(v1::DATASET_KIND_TEXT);
-    part.mutable_header()->set_size_bytes(static_cast<int64_t>(bytes.size()));
-    writer->Write(part);
-    part.set_chunk(bytes);
-    writer->Write(part);
-    writer->WritesDone();
-    const grpc::Status status = writer->Finish();
+    const grpc::Status status = testing::UploadText(*stub_, context.get(), name, bytes);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 

@@ -29,6 +29,7 @@
 #include "common/proto_json.h"
 #include "proto/fca/v1/audit_service.grpc.pb.h"
 #include "tests/e2e/process.h"
+#include "tests/e2e/upload.h"
 #include "tests/http/prom_text.h"
 
 namespace fca::http_test {
@@ -196,17 +197,7 @@ class HttpTest : public ::testing::Test {
 
   static void Upload(const std::string& name, const std::string& bytes) {
     auto context = Ctx(kAlice);
-    v1::UploadDatasetResponse response;
-    auto writer = stub_->UploadDataset(context.get(), &response);
-    v1::UploadDatasetRequest part;
-    part.mutable_header()->set_name(name);
-    part.mutable_header()->set_kind(v1::DATASET_KIND_TEXT);
-    part.mutable_header()->set_size_bytes(static_cast<int64_t>(bytes.size()));
-    ASSERT_TRUE(writer->Write(part));
-    part.set_chunk(bytes);
-    ASSERT_TRUE(writer->Write(part));
-    writer->WritesDone();
-    const grpc::Status status = writer->Finish();
+    const grpc::Status status = testing::UploadText(*stub_, context.get(), name, bytes);
     ASSERT_TRUE(status.ok()) << Describe(status);
   }
 
