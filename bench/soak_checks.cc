@@ -37,29 +37,42 @@ std::string ErrorKey(std::string key) {
   return key;
 }
 
-// Every job of `project` as the admin lists it (all pages): id -> times
-// listed; a job naming another project counts in `misplaced`. False when
-// a page could not be read.
-bool ListProjectJobs(v1::AuditService::Stub& stub, const std::string& token,
-                     const std::string& project, std::map<int64_t, int>* listed,
-                     int64_t* misplaced) {
-  v1::ListJobsRequest req;
+// Every page of one project's listing as `token` sees it: `list` calls the
+// RPC, `each` reads a page. False when a page could not be read.
+template <typename Request, typename Response, typename List, typename Each>
+bool ListProjectPages(const std::string& token, const std::string& project, List list, Each each) {
+  Request req;
   req.set_project(project);
   req.set_page_size(500);
   for (int page = 0; page < 10000; ++page) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     Authorize(token, &ctx);
-    v1::ListJobsResponse resp;
-    if (!stub.ListJobs(&ctx, req, &resp).ok()) return false;
-    for (const v1::Job& j : resp.jobs()) {
-      ++(*listed)[j.id()];
-      if (j.project() != project) ++*misplaced;
-    }
+    Response resp;
+    if (!list(&ctx, req, &resp).ok()) return false;
+    each(resp);
     if (resp.next_page_token().empty()) return true;
     req.set_page_token(resp.next_page_token());
   }
   return false;
+}
+
+// Every job of `project` as the admin lists it (all pages): id -> times
+// listed; a job naming another project counts in `misplaced`.
+bool ListProjectJobs(v1::AuditService::Stub& stub, const std::string& token,
+                     const std::string& project, std::map<int64_t, int>* listed,
+                     int64_t* misplaced) {
+  return ListProjectPages<v1::ListJobsRequest, v1::ListJobsResponse>(
+      token, project,
+      [&](grpc::ClientContext* ctx, const v1::ListJobsRequest& req, v1::ListJobsResponse* resp) {
+        return stub.ListJobs(ctx, req, resp);
+      },
+      [&](const v1::ListJobsResponse& resp) {
+        for (const v1::Job& j : resp.jobs()) {
+          ++(*listed)[j.id()];
+          if (j.project() != project) ++*misplaced;
+        }
+      });
 }
 
 // Every dataset of `project`, page by page (ListDatasets serves 100 a page
@@ -67,23 +80,16 @@ bool ListProjectJobs(v1::AuditService::Stub& stub, const std::string& token,
 bool ListProjectDatasets(v1::AuditService::Stub& stub, const std::string& token,
                          const std::string& project, std::map<std::string, int>* names,
                          int64_t* misplaced) {
-  v1::ListDatasetsRequest req;
-  req.set_project(project);
-  req.set_page_size(500);
-  for (int page = 0; page < 10000; ++page) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    Authorize(token, &ctx);
-    v1::ListDatasetsResponse resp;
-    if (!stub.ListDatasets(&ctx, req, &resp).ok()) return false;
-    for (const v1::Dataset& d : resp.datasets()) {
-      ++(*names)[d.name()];
-      if (d.project() != project) ++*misplaced;
-    }
-    if (resp.next_page_token().empty()) return true;
-    req.set_page_token(resp.next_page_token());
-  }
-  return false;
+  return ListProjectPages<v1::ListDatasetsRequest, v1::ListDatasetsResponse>(
+      token, project,
+      [&](grpc::ClientContext* ctx, const v1::ListDatasetsRequest& req,
+          v1::ListDatasetsResponse* resp) { return stub.ListDatasets(ctx, req, resp); },
+      [&](const v1::ListDatasetsResponse& resp) {
+        for (const v1::Dataset& d : resp.datasets()) {
+          ++(*names)[d.name()];
+          if (d.project() != project) ++*misplaced;
+        }
+      });
 }
 
 }  // namespace
