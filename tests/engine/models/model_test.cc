@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
@@ -82,7 +84,8 @@ TEST(ModelTest, ReplayOfRecordedCoefficientsReproducesLive) {
 // The audit's forward (outside autograd: the gated branch added in place,
 // attention a block of query rows at a time) gives the bits of fca-train's
 // (under autograd: the plain form), LIVE and REPLAY, in both dtypes, at
-// lengths that fill whole blocks of 64 query rows or end inside one.
+// lengths that fill whole blocks of 32 query rows or end inside one, for a
+// batch of several windows and of one (which keeps the plain attention).
 TEST(ModelTest, InferenceForwardHasTheBitsOfTheAutogradForward) {
   TransformerConfig c;  // featuregate
   c.d_model = 96;
@@ -101,9 +104,10 @@ TEST(ModelTest, InferenceForwardHasTheBitsOfTheAutogradForward) {
     }
     auto net = TransformerNet::Create(c, w);
     ASSERT_TRUE(net.ok()) << net.status();
-    for (const int64_t T : {17, 64, 100, 160}) {
-      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << " T=" << T);
-      const at::Tensor ids = RandomIds(3, T, T);
+    for (const auto& [B, T] : std::vector<std::pair<int64_t, int64_t>>{
+             {3, 17}, {3, 64}, {3, 100}, {3, 160}, {1, 100}, {8, 128}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << " B=" << B << " T=" << T);
+      const at::Tensor ids = RandomIds(B, T, T);
       const auto run = [&](bool autograd, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
         std::optional<c10::InferenceMode> inference;
         if (!autograd) inference.emplace();
