@@ -13,12 +13,12 @@
 //
 // Outside autograd (every audit forward) the same operations run with fewer
 // temporaries and less work, giving the same numbers: the gated branch is
-// scaled in place and added into the residual, and attention runs a block
-// of query rows at a time against only the keys up to the block's last row
-// (CausalAttention says why that is exact). fca-train's forward, under
-// autograd, keeps the plain form, whose intermediate tensors the backward
-// needs; tests/engine/models/model_test.cc checks that both give the same
-// bits.
+// scaled in place and added into the residual, and on the CPU attention
+// runs a block of query rows at a time against only the keys up to the
+// block's last row (CausalAttention says why that is exact). fca-train's
+// forward, under autograd, keeps the plain form, whose intermediate tensors
+// the backward needs; tests/engine/models/model_test.cc checks that both
+// give the same bits.
 #include "server/engine/models/transformer_net.h"
 
 #include <ATen/ATen.h>
@@ -221,8 +221,10 @@ class ForwardPass {
     // A batch of one window keeps the plain form: its matmuls then read q,
     // k^T and v in place, strided or transposed (the batch and head
     // dimensions fold without a copy), and blocks of such operands would run
-    // OpenBLAS kernels that round otherwise (float32).
-    if (!autograd_ && B > 1) {
+    // OpenBLAS kernels that round otherwise (float32). So does a GPU, where
+    // each block would be more kernel launches and cuBLAS picks its
+    // algorithms (and so its rounding) by shape.
+    if (!autograd_ && B > 1 && !device_) {
       // One copy into [3, B, H, T, hd]: each block's rows of q, k and v are
       // then strided views the GEMMs read as they are.
       qkv = qkv.contiguous();
