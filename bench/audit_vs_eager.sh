@@ -33,6 +33,12 @@
 # The summary's per-phase breakdown (LIVE, calibration, each replay, statistics)
 # comes from the seconds on fca-local-audit's progress lines.
 #
+# Before and after in one run: FCA_BENCH_BASELINE=PATH names another
+# fca-local-audit (say, main's, copied aside before rebuilding), run in every
+# round next to this one (the two adjacent, their order alternating); the
+# summary then adds its times, the ratio baseline/fca, its phases, and
+# whether the two reports' rows are bitwise the same.
+#
 # Environment: FCA_BUILD_DIR (build), FCA_BENCH_DATA (out/demo/data; made with
 # `fca-train split` when missing), FCA_BENCH_MODEL (models/featuregate-s1),
 # FCA_BENCH_THREADS (2), FCA_BENCH_EAGER_THREADS (N,1: the eager runs' thread
@@ -57,6 +63,7 @@ eager_threads=${FCA_BENCH_EAGER_THREADS:-$default_eager}
 dtypes=${FCA_BENCH_DTYPES:-float32,bfloat16}
 out=${FCA_BENCH_OUT:-out/bench/audit_vs_eager}
 fca=$build/bin/fca-local-audit
+baseline=${FCA_BENCH_BASELINE:-}
 
 py=${PYTHON:-}
 if [ -z "$py" ]; then
@@ -66,6 +73,7 @@ if [ -z "$py" ]; then
 fi
 [ -n "$py" ] || { echo "no python3 with torch (apt-get install python3-torch, or set PYTHON)" >&2; exit 2; }
 [ -x "$fca" ] || { echo "$fca is not built (scripts/build.sh, or set FCA_BUILD_DIR)" >&2; exit 2; }
+[ -z "$baseline" ] || [ -x "$baseline" ] || { echo "FCA_BENCH_BASELINE=$baseline is not an executable" >&2; exit 2; }
 if [ ! -f "$data/eval.txt" ] || [ ! -f "$data/calib.txt" ]; then
   echo "making $data with fca-train split"
   "$build/bin/fca-train" split --out="$data"
@@ -77,18 +85,19 @@ rm -f "$out"/fca_*.json "$out"/eager_*.json "$out"/gemm_*.json "$out"/*.log "$ou
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 load() { sed 's/.*load average/load average/' <<< "$(uptime)"; }
-run_fca() {  # dtype round
-  local t0 t1 name=fca_$1_$2
+run_fca() {  # dtype round [base]: this build's fca-local-audit, or with "base" the baseline
+  local t0 t1 name=fca_$1_$2 bin=$fca who=fca
+  if [ "${3:-}" = base ]; then name=fca_base_$1_$2; bin=$baseline; who=fca_base; fi
   t0=$(now)
-  if ! "$fca" audit --models="$model" --eval="$data/eval.txt" --calib="$data/calib.txt" \
+  if ! "$bin" audit --models="$model" --eval="$data/eval.txt" --calib="$data/calib.txt" \
       --max_eval_windows=0 --max_calib_windows=0 --timing_repeats=0 --threads="$threads" \
       --dtype="$1" --json="$out/$name.json" > "$out/$name.log" 2>&1; then
     tail -5 "$out/$name.log" >&2; echo "fca-local-audit failed (log: $out/$name.log)" >&2
     exit 1
   fi
   t1=$(now)
-  echo "$1 $2 $(stat -c %y "$fca" | cut -d. -f1 | tr ' ' T)" >> "$out/fca_binary.tsv"
-  echo "$1 $2 fca $(elapsed "$t0" "$t1")" >> "$out/times.tsv"
+  [ "$who" = fca ] && echo "$1 $2 $(stat -c %y "$fca" | cut -d. -f1 | tr ' ' T)" >> "$out/fca_binary.tsv"
+  echo "$1 $2 $who $(elapsed "$t0" "$t1")" >> "$out/times.tsv"
 }
 run_eager() {  # dtype round threads
   local t0 t1 name=eager_$1_t$3_$2
@@ -109,7 +118,7 @@ print("%.2f" % (d["models"][0]["seconds"] if "models" in d else d["audit_seconds
 }
 
 echo "audit_vs_eager: $(date -u +%FT%TZ), $(uname -n), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), fca at $threads threads, eager at $eager_threads, $rounds round(s)"
-echo "fca: $fca ($(stat -c %y "$fca" | cut -d. -f1)); python: $py (torch $("$py" -c 'import torch; print(torch.__version__)'))"
+echo "fca: $fca ($(stat -c %y "$fca" | cut -d. -f1))${baseline:+; baseline: $baseline ($(stat -c %y "$baseline" | cut -d. -f1))}; python: $py (torch $("$py" -c 'import torch; print(torch.__version__)'))"
 flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512|amx)' | tr '\n' ' ' || true)
 echo "processor: $(lscpu | sed -n 's/^Model name: *//p'); family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'); ${flags:-no avx512*/amx* flags}"
 eager_blas=$("$py" -c 'import ctypes, torch
@@ -127,15 +136,18 @@ for dtype in "${dtype_list[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
     if ((r % 2 == 1)); then
       run_fca "$dtype" "$r"
+      [ -z "$baseline" ] || run_fca "$dtype" "$r" base
       for t in "${eager_list[@]}"; do run_eager "$dtype" "$r" "$t"; done
     else
       for ((i = ${#eager_list[@]} - 1; i >= 0; i--)); do run_eager "$dtype" "$r" "${eager_list[i]}"; done
+      [ -z "$baseline" ] || run_fca "$dtype" "$r" base
       run_fca "$dtype" "$r"
     fi
     fca_blas=$(sed -n 's/^BLAS kernels: //p' "$out/fca_${dtype}_$r.log" | head -1)
     env ${fca_blas:+OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$fca_blas}} "$py" bench/gemm_limit.py --model="$model" --dtypes="$dtype" --threads="$threads" \
       --json="$out/gemm_${dtype}_$r.json" > "$out/gemm_${dtype}_$r.log"
     line="[$dtype round $r/$rounds] audit s: fca $(audit_seconds "$out/fca_${dtype}_$r.json")"
+    [ -z "$baseline" ] || line+=", baseline $(audit_seconds "$out/fca_base_${dtype}_$r.json")"
     for t in "${eager_list[@]}"; do
       line+=", eager at $t thread(s) $(audit_seconds "$out/eager_${dtype}_t${t}_$r.json")"
     done

@@ -30,6 +30,19 @@ def fca_rows(model):
     return {(r["intervention"], r["metric"]): r["value"] for r in model["results"]}
 
 
+def differing_rows(a, b):
+    """The (intervention, metric) rows of two fca reports whose values are not
+    bitwise equal, timings left out."""
+    ra, rb = fca_rows(a), fca_rows(b)
+    timing = re.compile(r"seconds|per_s|us_per|slowdown")
+    return sorted(f"{i} {m}" for (i, m) in set(ra) | set(rb)
+                  if not timing.search(m) and ra.get((i, m)) != rb.get((i, m)))
+
+
+def label_of(who):
+    return {"fca": "fca", "fca_baseline": "fca baseline"}.get(who, f"eager, {who[7:]} thread(s)")
+
+
 def cross_check(fca, eager):
     """Max |fca - eager| over the deterministic NLLs and eta2s (and, apart, retention
     and the random interventions)."""
@@ -70,15 +83,16 @@ def phase_seconds(log):
     return {name: nxt - t for (name, t), (_, nxt) in zip(starts, starts[1:])}
 
 
-def print_phases(out, dtype, rounds):
-    per = [phase_seconds(os.path.join(out, f"fca_{dtype}_{r}.log")) for r in range(1, rounds + 1)]
+def print_phases(out, dtype, rounds, prefix="fca", label="fca phases (s)"):
+    per = [phase_seconds(os.path.join(out, f"{prefix}_{dtype}_{r}.log"))
+           for r in range(1, rounds + 1)]
     names = [n for n in per[0] if all(n in p for p in per)]
     if not names:
-        print("   phases           (no timed progress lines in fca's logs)")
+        print(f"   {label:16s} (no timed progress lines in the logs)")
         return {}
     med = {n: statistics.median(p[n] for p in per) for n in names}
     replays = [n for n in names if n.startswith("replay:")]
-    print("   fca phases (s)   " + ", ".join(f"{n} {med[n]:.2f}" for n in names))
+    print(f"   {label:16s} " + ", ".join(f"{n} {med[n]:.2f}" for n in names))
     if replays:
         print(f"                    replays: {len(replays)}, {sum(med[n] for n in replays):.2f} s "
               f"in all, {statistics.mean(med[n] for n in replays):.2f} s each")
@@ -139,6 +153,11 @@ def main():
                sum(r["seconds"] * r["calls"] for r in best.values()) / 1e9)
 
         runs = {"fca": ([x["models"][0]["seconds"] for x in fcas], walls[(dtype, "fca")])}
+        bases = [load(os.path.join(out, f"fca_base_{dtype}_{r}.json"))
+                 for r in range(1, rounds + 1)] if (dtype, "fca_base") in walls else []
+        if bases:
+            runs["fca_baseline"] = ([x["models"][0]["seconds"] for x in bases],
+                                    walls[(dtype, "fca_base")])
         for t in eager_threads:
             runs[f"eager_t{t}"] = ([x["audit_seconds"] for x in eagers[t]],
                                    walls[(dtype, f"eager_t{t}")])
@@ -150,7 +169,8 @@ def main():
                           "wall_seconds_all": wall, "gflops": nominal / a / 1e9,
                           "pct_of_peak": 100 * nominal / a / 1e9 / peak,
                           "pct_of_mix": 100 * nominal / a / 1e9 / mix}
-        fastest = min((w for w in stats if w != "fca"), key=lambda w: stats[w]["audit_seconds"])
+        fastest = min((w for w in stats if w.startswith("eager")),
+                      key=lambda w: stats[w]["audit_seconds"])
         fca = stats["fca"]
         ratios = {w: {"audit": stats[w]["audit_seconds"] / fca["audit_seconds"],
                       "wall": stats[w]["wall_seconds"] / fca["wall_seconds"],
@@ -171,6 +191,11 @@ def main():
              "gemm_best_per_shape_gflops": {k: r["gflops"] for k, r in best.items()},
              "fca_engine_versions": sorted({x["engine_version"] for x in fcas}),
              "cross_check": check}
+        if bases:
+            d["baseline_engine_versions"] = sorted({x["engine_version"] for x in bases})
+            d["baseline_rows_differing"] = sorted(
+                {k for f, b in zip(fcas, bases) for k in differing_rows(f["models"][0],
+                                                                        b["models"][0])})
         executed = m.get("forward_flops", rows.get(("execution", "forward_flops")))
         if executed is not None:
             d["fca_executed_flops"] = executed
@@ -186,14 +211,21 @@ def main():
         print(f"   {'':22s} {'audit s':>9s} {'wall s':>9s} {'GFLOP/s':>9s} {'% peak':>8s} "
               f"{'% mix':>7s} {'best s':>9s}")
         for who, st in stats.items():
-            label = "fca" if who == "fca" else f"eager, {who[7:]} thread(s)"
+            label = label_of(who)
             print(f"   {label:22s} {st['audit_seconds']:9.2f} {st['wall_seconds']:9.2f} "
                   f"{st['gflops']:9.1f} {st['pct_of_peak']:7.1f}% {st['pct_of_mix']:6.1f}% "
                   f"{st['best_audit_seconds']:9.2f}")
         for w, r in ratios.items():
-            label = f"ratio eager({w[7:]})/fca"
+            label = "ratio baseline/fca" if w == "fca_baseline" else f"ratio eager({w[7:]})/fca"
             print(f"   {label:22s} {r['audit']:9.2f} {r['wall']:9.2f} {'':28s}{r['best']:9.2f}")
         d["fca_phase_seconds"] = print_phases(out, dtype, rounds)
+        if bases:
+            d["baseline_phase_seconds"] = print_phases(out, dtype, rounds, "fca_base",
+                                                       "baseline phases")
+            diff = d["baseline_rows_differing"]
+            print(f"   baseline         {', '.join(d['baseline_engine_versions'])}; report rows "
+                  f"(timings aside) " + ("bitwise the same" if not diff else
+                                         f"DIFFER in {len(diff)}: {', '.join(diff[:6])}"))
         rf = ratios[fastest]["audit"]
         print(f"   target eager/fca >= {TARGET_RATIO:g} against the faster eager "
               f"({fastest[7:]} thread(s)): {rf:.2f}, {'met' if rf >= TARGET_RATIO else 'NOT met'}")

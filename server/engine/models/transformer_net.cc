@@ -10,10 +10,20 @@
 // count as executed: the execution counters report what ran. Off the CPU a
 // LIVE pass computes such a branch anyway (asking at each block would wait
 // for the device) and counts what the CPU would have run.
+//
+// Outside autograd (every audit forward) the same operations run with fewer
+// temporaries and less work, giving the same numbers: the gated branch is
+// scaled in place and added into the residual, and on the CPU attention
+// runs a block of query rows at a time against only the keys up to the
+// block's last row (CausalAttention says why that is exact). fca-train's
+// forward, under autograd, keeps the plain form, whose intermediate tensors
+// the backward needs; tests/engine/models/model_test.cc checks that both
+// give the same bits.
 #include "server/engine/models/transformer_net.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -61,7 +71,7 @@ class ForwardPass {
  public:
   ForwardPass(const TransformerConfig& config, const TransformerNet::Layout& w,
               ExecutionCounters* counters)
-      : c_(config), w_(w), counters_(counters) {}
+      : c_(config), w_(w), counters_(counters), autograd_(at::GradMode::is_enabled()) {}
 
   at::Tensor Run(const at::Tensor& ids, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
     const int64_t B = ids.size(0), T = ids.size(1), G = c_.n_groups;
@@ -102,17 +112,14 @@ class ForwardPass {
       const bool attn_runs = deferred || Runs(ga, 2 * l),
                  mlp_runs = deferred || Runs(gm, 2 * l + 1);
       const double flops_before = counters_ ? counters_->flops : 0;
-      if (attn_runs) {
-        at::Tensor a = Attention(LN(x, b.ln1), b, causal);
-        x = x + (ga.defined() ? ApplyGate(a, ga) : a);
-      }
+      if (attn_runs) x = AddBranch(x, Attention(LN(x, b.ln1), b, causal), ga);
       const double flops_between = counters_ ? counters_->flops : 0;
       if (mlp_runs) {
         const at::Tensor normed = LN(x, b.ln2);
         part.Restart();
         at::Tensor m = Mlp(normed, b);
         if (counters_) part.Lap(&counters_->seconds.mlp);
-        x = x + (gm.defined() ? ApplyGate(m, gm) : m);
+        x = AddBranch(x, m, gm);
       }
       if (deferred && counters_) {
         Deferred d{at::stack({ga.ne(0).any(), gm.ne(0).any()}), flops_between - flops_before,
@@ -181,25 +188,101 @@ class ForwardPass {
     return (x.view({B, T, G, -1}) * gate.unsqueeze(-1)).view({B, T, -1});
   }
 
+  // The residual x + gate (.) branch (x + branch without a gate). Outside
+  // autograd the branch, a fresh tensor, is scaled in place and added into
+  // x: the same roundings, two temporaries fewer.
+  at::Tensor AddBranch(at::Tensor x, at::Tensor branch, const at::Tensor& gate) const {
+    if (autograd_) return x + (gate.defined() ? ApplyGate(branch, gate) : branch);
+    if (gate.defined()) ScaleByGate(branch, gate);
+    return x.add_(branch);
+  }
+
+  // ApplyGate in place. In bfloat16 the gate is first spread over its
+  // group's channels: libtorch 1.13's bfloat16 multiply with an operand
+  // broadcast along the innermost dimension (stride 0) takes a slow path,
+  // 2.5x the time of spreading the gate and multiplying contiguous tensors
+  // (in float32 the broadcast multiply is the faster of the two). Each
+  // element is rounded once, as gate * x, either way.
+  void ScaleByGate(at::Tensor& x, const at::Tensor& gate) const {
+    const int64_t B = x.size(0), T = x.size(1), G = c_.n_groups;
+    const at::Tensor g = gate.unsqueeze(-1);
+    if (x.scalar_type() == at::kFloat) {
+      x.view({B, T, G, -1}).mul_(g);
+    } else {
+      x.mul_(g.expand({B, T, G, x.size(2) / G}).reshape({B, T, -1}));
+    }
+  }
+
   at::Tensor Attention(const at::Tensor& x, const Block& b, const at::Tensor& causal) {
     const int64_t B = x.size(0), T = x.size(1), H = c_.n_heads;
     const int64_t hd = c_.d_model / H;
     at::Tensor qkv = Lin(x, b.qkv).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
+    if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
+    // A batch of one window keeps the plain form: its matmuls then read q,
+    // k^T and v in place, strided or transposed (the batch and head
+    // dimensions fold without a copy), and blocks of such operands would run
+    // OpenBLAS kernels that round otherwise (float32). So does a GPU, where
+    // each block would be more kernel launches and cuBLAS picks its
+    // algorithms (and so its rounding) by shape.
+    if (!autograd_ && B > 1 && !device_) {
+      // One copy into [3, B, H, T, hd]: each block's rows of q, k and v are
+      // then strided views the GEMMs read as they are.
+      qkv = qkv.contiguous();
+      return Lin(CausalAttention(qkv[0], qkv[1], qkv[2], causal).view({B, T, c_.d_model}), b.out);
+    }
     at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
     at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
     scores = scores + causal;
     at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);
-    if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
     return Lin(ctx.transpose(1, 2).reshape({B, T, c_.d_model}), b.out);
   }
 
-  at::Tensor Mlp(const at::Tensor& x, const Block& b) {
-    return Lin(at::gelu(Lin(x, b.fc1)), b.fc2);
+  // Query rows per block of CausalAttention: a multiple of every vector
+  // width libtorch's kernels use (8 to 32 elements), so each shortened row
+  // has whole vectors only.
+  static constexpr int64_t kQueryBlock = 32;
+
+  // The context softmax(q k^T / sqrt(hd) + causal) v, [B, T, H, hd], for
+  // q, k, v [B, H, T, hd], computed a block of kQueryBlock query rows at a
+  // time against the keys up to the block's last row only. The keys left
+  // out are masked for every row of the block: in the full product each
+  // would add exp(-inf) = 0 to its row's softmax sum (and leave its max)
+  // and 0 * v to the context, so dropping them leaves every sum as it was;
+  // at T = 128 the blocks compute 10/16 of the full score matrix (softmax's
+  // exps, the most costly part of a bfloat16 forward, and the two GEMMs).
+  // The bits are the same as the full product's where libtorch's softmax
+  // sums a row lane by lane in whole vectors and its GEMMs sum each dot
+  // product in order, as on the processors measured (model_test.cc checks
+  // it on the machine it runs on).
+  at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& causal) const {
+    const int64_t T = q.size(2);
+    const double scale = 1.0 / std::sqrt(double(q.size(3)));
+    at::Tensor ctx = at::empty({q.size(0), T, q.size(1), q.size(3)}, q.options());
+    // k^T copied into a contiguous block, as the plain form's matmul copies
+    // it (for more than one window), so that the GEMMs see their operands
+    // laid out as there: OpenBLAS runs other kernels, which round
+    // otherwise, on a transposed operand of some shapes (float32 at T = 100).
+    const at::Tensor kt = k.transpose(-2, -1).contiguous();
+    for (int64_t r0 = 0; r0 < T; r0 += kQueryBlock) {
+      const int64_t r1 = std::min(T, r0 + kQueryBlock);
+      at::Tensor s = at::matmul(q.slice(2, r0, r1), kt.slice(3, 0, r1));
+      // causal + scale * s in one pass: the bits of (s * scale) + causal, as
+      // the mask's entries are 0 (exact) or -inf.
+      at::add_out(s, causal.slice(0, r0, r1).slice(1, 0, r1), s, scale);
+      ctx.slice(1, r0, r1).copy_(at::matmul(at::softmax(s, -1), v.slice(2, 0, r1)).transpose(1, 2));
+    }
+    return ctx;
   }
+
+  at::Tensor Mlp(const at::Tensor& x, const Block& b) { return Lin(Gelu(Lin(x, b.fc1)), b.fc2); }
+
+  // gelu(x); outside autograd in place on x, a fresh tensor.
+  at::Tensor Gelu(at::Tensor x) const { return autograd_ ? at::gelu(x) : at::gelu_(x); }
 
   // Controller output [B,T,2G] for block input h.
   at::Tensor Controller(const at::Tensor& h, const Block& b) {
-    at::Tensor u = at::gelu(Lin(LN(h, b.ctrl_ln), b.ctrl_fc1));
+    at::Tensor u = Gelu(Lin(LN(h, b.ctrl_ln), b.ctrl_fc1));
     return 2.0 * at::sigmoid(Lin(u, b.ctrl_fc2));
   }
 
@@ -213,6 +296,7 @@ class ForwardPass {
   const TransformerConfig& c_;
   const TransformerNet::Layout& w_;
   ExecutionCounters* counters_;
+  const bool autograd_;     // fca-train's forward: tensors the backward needs stay as they are
   bool device_ = false;     // the pass runs off the CPU
   std::vector<bool> runs_;  // ReadRuns' answers by site; empty: ask Runs' gate
   std::vector<Deferred> deferred_;

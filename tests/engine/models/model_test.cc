@@ -2,14 +2,19 @@
 // malformed model folders.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/transformer_model.h"
+#include "server/engine/models/transformer_net.h"
 #include "tests/testing/test_models.h"
 
 namespace fca::engine {
@@ -73,6 +78,57 @@ TEST(ModelTest, ReplayOfRecordedCoefficientsReproducesLive) {
     ASSERT_TRUE(replay.ok());
     const double diff = (*live - *replay).abs().max().item<double>();
     EXPECT_LE(diff, 1e-5) << ComputeDTypeName(dtype);
+  }
+}
+
+// The audit's forward (outside autograd: the gated branch added in place,
+// attention a block of query rows at a time) gives the bits of fca-train's
+// (under autograd: the plain form), LIVE and REPLAY, in both dtypes, at
+// lengths that fill whole blocks of 32 query rows or end inside one, for a
+// batch of several windows and of one (which keeps the plain attention).
+TEST(ModelTest, InferenceForwardHasTheBitsOfTheAutogradForward) {
+  TransformerConfig c;  // featuregate
+  c.d_model = 96;
+  c.n_heads = 3;  // head width 32, as the bundled models
+  c.n_layers = 2;
+  c.d_ff = 384;
+  c.max_seq_len = 160;
+  const auto bits = [](const at::Tensor& a, const at::Tensor& b) {
+    return at::equal(a.to(at::kFloat), b.to(at::kFloat));  // bfloat16 -> float is exact
+  };
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    std::vector<at::Tensor> w;
+    for (const WeightSpec& s : TransformerWeightSpecs(c)) {
+      w.push_back((at::randn(s.shape, gen) * 0.3).to(dtype));
+    }
+    auto net = TransformerNet::Create(c, w);
+    ASSERT_TRUE(net.ok()) << net.status();
+    for (const auto& [B, T] : std::vector<std::pair<int64_t, int64_t>>{
+             {3, 17}, {3, 64}, {3, 100}, {3, 160}, {1, 100}, {8, 128}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << " B=" << B << " T=" << T);
+      const at::Tensor ids = RandomIds(B, T, T);
+      const auto run = [&](bool autograd, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
+        std::optional<c10::InferenceMode> inference;
+        if (!autograd) inference.emplace();
+        at::AutoGradMode grad(autograd);
+        absl::StatusOr<at::Tensor> logits = (*net)->Forward(ids, mode, coeff, nullptr);
+        EXPECT_TRUE(logits.ok()) << logits.status();
+        return logits.ok() ? *logits : at::Tensor();
+      };
+      std::vector<at::Tensor> rec_autograd, rec;
+      const at::Tensor live_autograd = run(true, CoefficientMode::kLiveRecord, &rec_autograd);
+      const at::Tensor live = run(false, CoefficientMode::kLiveRecord, &rec);
+      EXPECT_TRUE(bits(live_autograd, live));
+      ASSERT_EQ(rec.size(), rec_autograd.size());
+      for (size_t i = 0; i < rec.size(); ++i) EXPECT_TRUE(bits(rec_autograd[i], rec[i])) << i;
+      // Another input's gates, so that the replay differs from the LIVE pass.
+      std::vector<at::Tensor> gates;
+      for (const at::Tensor& g : rec) gates.push_back(g.flip(0));
+      std::vector<at::Tensor> gates_autograd = gates;
+      EXPECT_TRUE(bits(run(true, CoefficientMode::kReplay, &gates_autograd),
+                       run(false, CoefficientMode::kReplay, &gates)));
+    }
   }
 }
 
