@@ -28,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "server/engine/models/attention.h"
 #include "server/engine/models/moe_host.h"
 #include "server/engine/models/torch_util.h"
 
@@ -266,11 +267,22 @@ class ForwardPass {
     q = Rotary(q.view({B, T, H, hd})).transpose(1, 2);
     k = RepeatKv(Rotary(k.view({B, T, KV, hd})).transpose(1, 2));
     v = RepeatKv(v.view({B, T, KV, hd}).transpose(1, 2));
-    at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(hd));
+    if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
+    const double root = std::sqrt(static_cast<double>(hd));
+    // The dense twin's attention runs by the same blocks (attention.h).
+    if (AttentionByBlocksApplies(B, x.is_cpu())) {
+      const at::Tensor ctx =
+          CausalAttentionByBlocks(q.contiguous(), k.contiguous(), v.contiguous(),
+                                  [&](at::Tensor& s, int64_t r0, int64_t r1) {
+                                    s.div_(root).add_(mask_.slice(0, r0, r1).slice(1, 0, r1));
+                                    return at::softmax(s, -1, at::kFloat).to(q.scalar_type());
+                                  });
+      return Lin(ctx.view({B, T, H * hd}), l.o);
+    }
+    at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / root;
     scores = scores + mask_;
     const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     const at::Tensor ctx = at::matmul(probs, v);
-    if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
     return Lin(ctx.transpose(1, 2).contiguous().reshape({B, T, H * hd}), l.o);
   }
 

@@ -15,7 +15,7 @@
 // temporaries and less work, giving the same numbers: the gated branch is
 // scaled in place and added into the residual, and on the CPU attention
 // runs a block of query rows at a time against only the keys up to the
-// block's last row (CausalAttention says why that is exact). fca-train's
+// block's last row (attention.h says why that is exact). fca-train's
 // forward, under autograd, keeps the plain form, whose intermediate tensors
 // the backward needs; tests/engine/models/model_test.cc checks that both
 // give the same bits.
@@ -31,6 +31,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/engine/models/attention.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 
@@ -218,61 +219,26 @@ class ForwardPass {
     const int64_t hd = c_.d_model / H;
     at::Tensor qkv = Lin(x, b.qkv).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
     if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
-    // A batch of one window keeps the plain form: its matmuls then read q,
-    // k^T and v in place, strided or transposed (the batch and head
-    // dimensions fold without a copy), and blocks of such operands would run
-    // OpenBLAS kernels that round otherwise (float32). So does a GPU, where
-    // each block would be more kernel launches and cuBLAS picks its
-    // algorithms (and so its rounding) by shape.
-    if (!autograd_ && B > 1 && !device_) {
+    // attention.h says when the blocks apply.
+    if (AttentionByBlocksApplies(B, !device_)) {
       // One copy into [3, B, H, T, hd]: each block's rows of q, k and v are
       // then strided views the GEMMs read as they are.
       qkv = qkv.contiguous();
-      return Lin(CausalAttention(qkv[0], qkv[1], qkv[2], causal).view({B, T, c_.d_model}), b.out);
+      const double scale = 1.0 / std::sqrt(double(hd));
+      const at::Tensor ctx = CausalAttentionByBlocks(
+          qkv[0], qkv[1], qkv[2], [&](at::Tensor& s, int64_t r0, int64_t r1) {
+            // causal + scale * s in one pass: the bits of (s * scale) +
+            // causal, as the mask's entries are 0 (exact) or -inf.
+            at::add_out(s, causal.slice(0, r0, r1).slice(1, 0, r1), s, scale);
+            return at::softmax(s, -1);
+          });
+      return Lin(ctx.view({B, T, c_.d_model}), b.out);
     }
     at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
     at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
     scores = scores + causal;
     at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);
     return Lin(ctx.transpose(1, 2).reshape({B, T, c_.d_model}), b.out);
-  }
-
-  // Query rows per block of CausalAttention: a multiple of every vector
-  // width libtorch's kernels use (8 to 32 elements), so each shortened row
-  // has whole vectors only.
-  static constexpr int64_t kQueryBlock = 32;
-
-  // The context softmax(q k^T / sqrt(hd) + causal) v, [B, T, H, hd], for
-  // q, k, v [B, H, T, hd], computed a block of kQueryBlock query rows at a
-  // time against the keys up to the block's last row only. The keys left
-  // out are masked for every row of the block: in the full product each
-  // would add exp(-inf) = 0 to its row's softmax sum (and leave its max)
-  // and 0 * v to the context, so dropping them leaves every sum as it was;
-  // at T = 128 the blocks compute 10/16 of the full score matrix (softmax's
-  // exps, the most costly part of a bfloat16 forward, and the two GEMMs).
-  // The bits are the same as the full product's where libtorch's softmax
-  // sums a row lane by lane in whole vectors and its GEMMs sum each dot
-  // product in order, as on the processors measured (model_test.cc checks
-  // it on the machine it runs on).
-  at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const at::Tensor& causal) const {
-    const int64_t T = q.size(2);
-    const double scale = 1.0 / std::sqrt(double(q.size(3)));
-    at::Tensor ctx = at::empty({q.size(0), T, q.size(1), q.size(3)}, q.options());
-    // k^T copied into a contiguous block, as the plain form's matmul copies
-    // it (for more than one window), so that the GEMMs see their operands
-    // laid out as there: OpenBLAS runs other kernels, which round
-    // otherwise, on a transposed operand of some shapes (float32 at T = 100).
-    const at::Tensor kt = k.transpose(-2, -1).contiguous();
-    for (int64_t r0 = 0; r0 < T; r0 += kQueryBlock) {
-      const int64_t r1 = std::min(T, r0 + kQueryBlock);
-      at::Tensor s = at::matmul(q.slice(2, r0, r1), kt.slice(3, 0, r1));
-      // causal + scale * s in one pass: the bits of (s * scale) + causal, as
-      // the mask's entries are 0 (exact) or -inf.
-      at::add_out(s, causal.slice(0, r0, r1).slice(1, 0, r1), s, scale);
-      ctx.slice(1, r0, r1).copy_(at::matmul(at::softmax(s, -1), v.slice(2, 0, r1)).transpose(1, 2));
-    }
-    return ctx;
   }
 
   at::Tensor Mlp(const at::Tensor& x, const Block& b) { return Lin(Gelu(Lin(x, b.fc1)), b.fc2); }

@@ -249,6 +249,56 @@ TEST_P(MoeReferenceTest, HostLoopsRoundAsTheTorchKernels) {
   }
 }
 
+// The same with the CPU's attention by blocks of query rows (attention.h),
+// on an olmoe of head width 32 (as olmoe-s1) at lengths around and between
+// the blocks, one window (the plain form) and several, LIVE and REPLAY.
+TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
+  auto config = ParseMoeConfig(R"({"model_type": "olmoe", "vocab_size": 256, "hidden_size": 96,
+      "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3,
+      "num_key_value_heads": 3, "max_position_embeddings": 160, "num_experts": 8,
+      "num_experts_per_tok": 2, "norm_topk_prob": false, "rope_theta": 10000.0,
+      "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": false,
+      "tie_word_embeddings": false})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const auto bits = [](const at::Tensor& a, const at::Tensor& b) {
+    return at::equal(a.to(at::kFloat), b.to(at::kFloat));  // bfloat16 -> float is exact
+  };
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    std::vector<at::Tensor> w;
+    for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
+      w.push_back((at::randn(spec.shape, gen) * 0.3).to(testing::TestCompute().device, dtype));
+    }
+    auto net = MoeNet::Create(*config, w);
+    ASSERT_TRUE(net.ok()) << net.status();
+    for (const auto& [B, T] : std::vector<std::pair<int64_t, int64_t>>{
+             {3, 17}, {3, 64}, {3, 100}, {3, 160}, {1, 100}, {8, 128}}) {
+      SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << " B=" << B << " T=" << T);
+      const at::Tensor ids =
+          at::randint(0, 256, {B, T}, gen, at::kLong).to(testing::TestCompute().device);
+      const auto run = [&](bool autograd, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
+        at::AutoGradMode grad(autograd);
+        absl::StatusOr<at::Tensor> logits = (*net)->Forward(ids, mode, coeff, nullptr);
+        EXPECT_TRUE(logits.ok()) << logits.status();
+        return logits.ok() ? logits->detach() : at::Tensor();
+      };
+      std::vector<at::Tensor> rec_autograd, rec;
+      EXPECT_TRUE(bits(run(true, CoefficientMode::kLiveRecord, &rec_autograd),
+                       run(false, CoefficientMode::kLiveRecord, &rec)));
+      ASSERT_EQ(rec.size(), rec_autograd.size());
+      for (size_t i = 0; i < rec.size(); ++i) {
+        EXPECT_TRUE(bits(rec_autograd[i].detach(), rec[i])) << i;
+      }
+      // Another window's routing, so that the replay differs from LIVE.
+      std::vector<at::Tensor> routes;
+      for (const at::Tensor& r : rec) routes.push_back(r.flip(0));
+      std::vector<at::Tensor> routes_autograd = routes;
+      EXPECT_TRUE(bits(run(true, CoefficientMode::kReplay, &routes_autograd),
+                       run(false, CoefficientMode::kReplay, &routes)));
+    }
+  }
+}
+
 // RouterTopK's choice is the stable descending sort's: the k largest, ties
 // to the lower expert index, for every k, on rows full of ties.
 TEST(MoeTest, RouterTopKIsTheStableDescendingSort) {
