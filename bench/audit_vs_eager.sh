@@ -3,6 +3,8 @@
 # (bench/eager_audit.py, written from docs/fca.md), side by side.
 #
 #   bench/audit_vs_eager.sh [ROUNDS]        (default 3; runs from anywhere)
+#   bench/audit_vs_eager.sh --record [ROUNDS]   also copies what it printed and
+#       the summary's JSON to docs/results/audit_vs_eager.{txt,json}
 #
 # For each dtype (float32, then bfloat16) and each round it runs
 #   fca-local-audit audit --models=MODEL --eval=D/eval.txt --calib=D/calib.txt
@@ -53,6 +55,21 @@
 # GLIBC_TUNABLES), OpenMP/OpenBLAS variables and LD_PRELOAD change these timings a lot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --record ]; then
+  # The same run without --record, its output kept (whatever its exit: a
+  # cross-check that fails is a result to record too).
+  shift
+  out=${FCA_BENCH_OUT:-out/bench/audit_vs_eager}
+  mkdir -p "$out"
+  set +e
+  "$0" "$@" | tee "$out/console.txt"
+  status=${PIPESTATUS[0]}
+  set -e
+  cp "$out/console.txt" docs/results/audit_vs_eager.txt
+  cp "$out/summary.json" docs/results/audit_vs_eager.json
+  echo "audit_vs_eager: docs/results/audit_vs_eager.{txt,json} written (exit $status)"
+  exit "$status"
+fi
 rounds=${1:-${FCA_BENCH_ROUNDS:-3}}
 build=${FCA_BUILD_DIR:-build}
 data=${FCA_BENCH_DATA:-out/demo/data}

@@ -401,16 +401,20 @@ def audit(model, e_ids, c_ids, args, rng):
         fam_sum[site[1]] = fam_sum.get(site[1], 0.0) + a.sum().item()
         fam_cnt[site[1]] = fam_cnt.get(site[1], 0) + a.numel()
     m_f = [torch.tensor(fam_sum[s[1]] / fam_cnt[s[1]], dtype=torch.float64) for s in model.sites]
-    # static_token: mean per token id over C, mu_s for ids C never has.
+    # static_token (fca.md "Token-keyed profiles"): per token id the mean over C,
+    # shrunk toward mu_s by w = n / (n + m) when seen n < m times (m =
+    # static_token_min_count); an id C never has (w = 0) reads mu_s.
     flat_c = c_ids.reshape(-1)
     counts = torch.bincount(flat_c, minlength=model.V).double()
     seen = counts > 0
+    m_count = args.static_token_min_count
+    w = torch.where(counts >= m_count, torch.ones_like(counts), counts / (counts + m_count)).unsqueeze(1)
     token_table = []
     for a, m in zip(c64, mu_s):
         sums = torch.zeros(model.V, a.shape[-1], dtype=torch.float64).index_add_(
             0, flat_c, a.reshape(-1, a.shape[-1]))
-        token_table.append(torch.where(seen.unsqueeze(1), sums / counts.clamp_min(1).unsqueeze(1),
-                                       m).to(dt))
+        mean = sums / counts.clamp_min(1).unsqueeze(1)
+        token_table.append((w * mean + (1 - w) * m).to(dt))
     unseen = ~seen[e_ids]
     coverage = {"unseen_token_positions": int(unseen.sum()),
                 "unseen_token_ids": int(torch.unique(e_ids[unseen]).numel())}
@@ -488,6 +492,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     ap.add_argument("--window", type=int, default=128)
+    ap.add_argument("--static_token_min_count", type=int, default=5,
+                    help="static_token's shrinkage count m (fca's spec field of that name)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--max_eval_windows", type=int, default=0, help="0 = all")
     ap.add_argument("--max_calib_windows", type=int, default=0, help="0 = all")
