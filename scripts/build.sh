@@ -19,5 +19,5 @@ for arg in "$@"; do
   esac
 done
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}"
-# Two jobs: a translation unit including torch takes up to ~1 GB of memory.
-ninja -C build -j "${FCA_BUILD_JOBS:-2}" "${targets[@]}"
+# One job per core, as many as the memory holds (scripts/build_jobs.sh).
+ninja -C build -j "$(scripts/build_jobs.sh)" "${targets[@]}"

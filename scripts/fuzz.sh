@@ -6,7 +6,8 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
 #   FCA_FUZZ_TARGETS="json unicode"  only these targets
-#   FCA_FUZZ_JOBS=1                  fuzzers run at once (default 2, one per core)
+#   FCA_FUZZ_JOBS=1                  fuzzers run at once (default: one per core,
+#                                    as many as the memory holds: scripts/build_jobs.sh)
 #
 # Each fuzzer grows a scratch corpus in build-fuzz/corpus/<target>, seeded
 # from fuzz/corpus/<target> and fuzz/regressions/<target>; nothing is written
@@ -15,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${1:-30}"
-jobs="${FCA_FUZZ_JOBS:-2}"
+jobs="${FCA_FUZZ_JOBS:-$(scripts/build_jobs.sh)}"
 targets=(${FCA_FUZZ_TARGETS:-json safetensors safetensors_index tokenizer_json bpe_encode unicode model_config})
 build=build-fuzz
 
@@ -35,7 +36,7 @@ fi
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DFCA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
-ninja -C "$build" -j "${FCA_BUILD_JOBS:-2}" $(printf '%s_fuzzer ' "${targets[@]}")
+ninja -C "$build" -j "$(scripts/build_jobs.sh)" $(printf '%s_fuzzer ' "${targets[@]}")
 echo "fuzz: built in $(( $(date +%s) - start )) s; ${seconds} s per target, ${jobs} at once"
 
 # Runs one fuzzer; its log goes to build-fuzz/logs/<target>.log and its

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 preset=${1:-asan}
 suites=(common_test io_test text_test storage_test client_test)
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -j "${FCA_BUILD_JOBS:-2}" --target "${suites[@]}"
+cmake --build --preset "$preset" -j "$(scripts/build_jobs.sh)" --target "${suites[@]}"
 regex="^($(IFS='|'; echo "${suites[*]}"))\$"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

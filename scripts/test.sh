@@ -4,24 +4,49 @@
 # (the Slurm e2e test starts a single-node Slurm cluster: slurm-wlm + munge).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step's wall time goes to stderr, so a slow CI run says where it went.
-step_start=$SECONDS
-step() {
-  echo "test.sh: $1 took $((SECONDS - step_start)) s" >&2
-  step_start=$SECONDS
+# Each step's wall time goes to stderr, so a slow CI run says where it went,
+# with the CPU seconds its processes used (user + system), which other work
+# on a shared machine does not inflate as it does the wall time.
+times_file=$(mktemp "${TMPDIR:-/tmp}/fca_test_times.XXXXXX")
+# Sets cpu: the CPU seconds of the processes this shell has waited for. Not
+# in $(...): a subshell's `times` counts none of them.
+children_cpu() {
+  times >"$times_file"
+  cpu=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                       printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$times_file")
 }
-trap 'echo "test.sh: total $SECONDS s" >&2' EXIT
+step_start=$SECONDS
+step_cpu=0
+step() {
+  children_cpu
+  echo "test.sh: $1 took $((SECONDS - step_start)) s (CPU $((cpu - step_cpu)) s)" >&2
+  step_start=$SECONDS
+  step_cpu=$cpu
+}
+trap 'children_cpu; echo "test.sh: total $SECONDS s (CPU $cpu s)" >&2; rm -f "$times_file"' EXIT
 scripts/setup.sh
 step "setup"
-# Only the dashboard's browser test needs Debian's chromium and puppeteer-core.
-tests/web/setup.sh
-step "web setup"
-# buf (npm @bufbuild/buf) for the API checks (tests/proto/check_api.sh).
-tests/proto/setup.sh
-step "buf setup"
-# Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
-scripts/slurm_cluster.sh install
-step "slurm install"
+
+# What only ctest needs downloads and installs in the background while the
+# build compiles (on a fresh machine: ~430 packages, mostly npm's): one
+# after the other, for the package manager's lock; each says how long it took.
+tests_setup() {
+  local t=$SECONDS
+  # Only the dashboard's browser test needs Debian's chromium and puppeteer-core.
+  tests/web/setup.sh
+  echo "test.sh: web setup took $((SECONDS - t)) s (background)" >&2
+  t=$SECONDS
+  # buf (npm @bufbuild/buf) for the API checks (tests/proto/check_api.sh).
+  tests/proto/setup.sh
+  echo "test.sh: buf setup took $((SECONDS - t)) s (background)" >&2
+  t=$SECONDS
+  # Only the tests need a Slurm cluster (tests/e2e/slurm_e2e_test.cc starts one).
+  scripts/slurm_cluster.sh install
+  echo "test.sh: slurm install took $((SECONDS - t)) s (background)" >&2
+}
+tests_setup_log=$(mktemp "${TMPDIR:-/tmp}/fca_tests_setup.XXXXXX")
+tests_setup >"$tests_setup_log" 2>&1 &
+tests_setup_pid=$!
 # What a GPU check sends (the tree and the dependency pack) must fit the
 # device machine's transfer (docs/developing.md, "Tree size").
 scripts/device/pack.sh
@@ -45,5 +70,16 @@ step "fuzz"
 # The torch-free suites under ASan + UBSan (build-asan/).
 scripts/sanitize.sh
 step "sanitize"
-ctest --test-dir build --output-on-failure
+if ! wait $tests_setup_pid; then
+  cat "$tests_setup_log" >&2
+  echo "test.sh: the tests' set-up failed (above)" >&2
+  exit 1
+fi
+cat "$tests_setup_log" >&2
+rm -f "$tests_setup_log"
+step "waiting for the tests' set-up"
+# As many tests at once as there are cores (scripts/build_jobs.sh); the
+# ones that cannot share the machine say so (RUN_SERIAL, RESOURCE_LOCK in
+# tests/**/CMakeLists.txt: docs/developing.md, "Test").
+ctest --test-dir build --output-on-failure -j "$(scripts/build_jobs.sh)"
 step "ctest"

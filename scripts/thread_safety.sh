@@ -76,9 +76,9 @@ done < <(sed -n -e 's/^  "command": "\(.*\)",$/\1/p' -e 's/^  "file": "\(.*\)",\
   exit 2
 }
 
-# Two at a time (FCA_BUILD_JOBS), like the build. xargs exits non-zero when
+# As many at a time as the build (scripts/build_jobs.sh). xargs exits non-zero when
 # any unit has a finding.
-if ! printf '@%s\0' "$work"/*.rsp | xargs -0 -n 1 -P "${FCA_BUILD_JOBS:-2}" "$clang"; then
+if ! printf '@%s\0' "$work"/*.rsp | xargs -0 -n 1 -P "$(scripts/build_jobs.sh)" "$clang"; then
   echo "thread_safety: findings above (-Wthread-safety)" >&2
   exit 1
 fi

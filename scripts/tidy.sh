@@ -23,10 +23,10 @@ if [ ${#files[@]} -eq 0 ]; then
   done < <(git ls-files 'common/*.cc' 'storage/*.cc' 'client/*.cc' 'server/engine/io/*.cc' \
     'server/engine/text/*.cc')
 fi
-# Two at a time (FCA_BUILD_JOBS): each is one clang process. xargs exits
-# non-zero when any file has a finding.
+# As many at a time as the build (scripts/build_jobs.sh): each is one clang
+# process. xargs exits non-zero when any file has a finding.
 if printf '%s\0' "${files[@]}" |
-  xargs -0 -n 2 -P "${FCA_BUILD_JOBS:-2}" "$clang_tidy" -p build --quiet 2>/dev/null; then
+  xargs -0 -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet 2>/dev/null; then
   echo "tidy: ${#files[@]} files clean"
 else
   echo "tidy: findings above (.clang-tidy)" >&2
