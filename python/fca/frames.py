@@ -13,24 +13,15 @@ import datetime
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from fca import enums
+from fca import _optional, enums
 
 
 def _pandas():
-    try:
-        import pandas
-    except ImportError as e:  # pragma: no cover - depends on the system
-        raise ImportError("fca: DataFrames need pandas (apt install python3-pandas, "
-                          "or pip install pandas)") from e
-    return pandas
+    return _optional.require("pandas", "a DataFrame", "python3-pandas", "pandas")
 
 
 def have_pandas():
-    try:
-        import pandas  # noqa: F401
-    except ImportError:  # pragma: no cover - depends on the system
-        return False
-    return True
+    return _optional.available("pandas")
 
 
 def _timestamp(ts):

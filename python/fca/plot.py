@@ -8,16 +8,13 @@ inline, and closed at once, so that pyplot keeps no reference and does not
 draw it a second time; any backend works, Agg (no display) included.
 """
 
+from fca import _optional
+
 Y_LABEL = "penalty (nats/token)"
 
 
 def _pyplot():
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as e:  # pragma: no cover - depends on the system
-        raise ImportError("fca: plot() needs matplotlib (apt install python3-matplotlib, "
-                          "or pip install matplotlib)") from e
-    return plt
+    return _optional.require("matplotlib.pyplot", "plot()", "python3-matplotlib", "matplotlib")
 
 
 def _bars(ax, groups, models, label_of, value="penalty"):

@@ -59,8 +59,8 @@ def package_root(tmp_path_factory):
                    if not line.startswith("d"))
     site = "/usr/lib/python3/dist-packages/fca/"
     assert files == sorted(site + f for f in [
-        "__init__.py", "client.py", "coefficients.py", "comparison.py", "enums.py", "errors.py",
-        "frames.py", "plot.py", "progress.py", "stacked.py", "tables.py", "version.py",
+        "__init__.py", "_optional.py", "client.py", "coefficients.py", "comparison.py", "enums.py",
+        "errors.py", "frames.py", "plot.py", "progress.py", "stacked.py", "tables.py", "version.py",
         "v1/__init__.py", "v1/audit_service_pb2.py", "v1/audit_service_pb2_grpc.py"]), files
     root = work / "root"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
