@@ -91,23 +91,25 @@ struct ExecutionCounters {
   }
 };
 
-// Adds the wall time since the last Lap (or Restart) to a part's seconds;
-// does nothing when off (no counters, or not on the CPU).
+// Adds the wall time since the last Lap (or Restart) to one part of
+// `seconds`; does nothing when `seconds` is null (no counters, or not on the
+// CPU).
 class PartTimer {
  public:
-  explicit PartTimer(bool on) : on_(on) { Restart(); }
+  using Part = double ExecutionCounters::PartSeconds::*;
+  explicit PartTimer(ExecutionCounters::PartSeconds* seconds) : seconds_(seconds) { Restart(); }
   void Restart() {
-    if (on_) last_ = std::chrono::steady_clock::now();
+    if (seconds_ != nullptr) last_ = std::chrono::steady_clock::now();
   }
-  void Lap(double* seconds) {
-    if (!on_) return;
+  void Lap(Part part) {
+    if (seconds_ == nullptr) return;
     const auto now = std::chrono::steady_clock::now();
-    *seconds += std::chrono::duration<double>(now - last_).count();
+    seconds_->*part += std::chrono::duration<double>(now - last_).count();
     last_ = now;
   }
 
  private:
-  bool on_;
+  ExecutionCounters::PartSeconds* seconds_;
   std::chrono::steady_clock::time_point last_;
 };
 

@@ -155,7 +155,7 @@ class ForwardPass {
     // lowest value above it.
     mask_ = at::full({T, T}, LowestOf(h.scalar_type()), h.options()).triu(1);
     size_t next_site = 0;
-    PartTimer part(counters_ != nullptr && ids.is_cpu());
+    PartTimer part(counters_ != nullptr && ids.is_cpu() ? &counters_->seconds : nullptr);
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
       const Layer& layer = w_.layers[l];
       h = h + Attention(Rms(h, layer.input_norm), layer);
@@ -181,7 +181,7 @@ class ForwardPass {
         }
         // The last router known, every coefficient is.
         if (last && mode == CoefficientMode::kRecordOnly) break;
-        if (counters_) part.Lap(&counters_->seconds.router);
+        part.Lap(&ExecutionCounters::PartSeconds::router);
       }
       h = h + Moe(l, x, probs, gate, &part).view({B, T, c_.hidden_size});
     }
@@ -361,30 +361,28 @@ class ForwardPass {
 
   // x [N, D] -> the MoE output [N, D]: the tokens gathered once in expert
   // order, each routed expert once over its rows, each row weighted, and all
-  // added into a zero tensor by one index_add whose rows go expert after
-  // expert, so each token sums its experts in increasing expert index (the
+  // added into a zero tensor in one pass whose rows go expert after expert
+  // (Combine), so each token sums its experts in increasing expert index (the
   // reference's order: one index_add per expert). The shared expert
   // (qwen2_moe) is scaled by its gate and added last.
-  // `part` times the dispatch and the experts (with counters only).
+  // `part` times the dispatch and the experts.
   at::Tensor Moe(int64_t layer, const at::Tensor& x, const at::Tensor& probs,
                  const at::Tensor& gate, PartTimer* part) {
     const Layer& l = w_.layers[layer];
     const int64_t N = x.size(0);
-    ExecutionCounters::PartSeconds unused;
-    ExecutionCounters::PartSeconds& seconds = counters_ ? counters_->seconds : unused;
     const Routing r = Route(probs, x.scalar_type());
     const at::Tensor xs = x.index_select(0, r.tokens);
-    part->Lap(&seconds.dispatch);
+    part->Lap(&ExecutionCounters::PartSeconds::dispatch);
     const at::Tensor ys = RunExperts(layer, xs, r.count);
-    part->Lap(&seconds.experts);
+    part->Lap(&ExecutionCounters::PartSeconds::experts);
     at::Tensor out = Combine(x, ys, r);
-    part->Lap(&seconds.dispatch);
+    part->Lap(&ExecutionCounters::PartSeconds::dispatch);
     int64_t blocks_run = N * c_.num_experts_per_tok, blocks = N * c_.num_experts;
     if (gate.defined()) {
       out = out + gate * RunMlp(x, l.shared);
       blocks_run += N;
       blocks += N;
-      part->Lap(&seconds.experts);
+      part->Lap(&ExecutionCounters::PartSeconds::experts);
     }
     if (counters_) {
       counters_->blocks_executed += blocks_run;

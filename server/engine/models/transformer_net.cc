@@ -86,7 +86,7 @@ class ForwardPass {
     // a replay reads every gate's answer at once, before the first block.
     device_ = !ids.device().is_cpu();
     if (device_ && c_.has_controller() && mode == CoefficientMode::kReplay) ReadRuns(*coeff);
-    PartTimer part(counters_ != nullptr && ids.is_cpu());
+    PartTimer part(counters_ != nullptr && ids.is_cpu() ? &counters_->seconds : nullptr);
     for (size_t l = 0; l < w_.blocks.size(); ++l) {
       const Block& b = w_.blocks[l];
       at::Tensor ga, gm;
@@ -119,7 +119,7 @@ class ForwardPass {
         const at::Tensor normed = LN(x, b.ln2);
         part.Restart();
         at::Tensor m = Mlp(normed, b);
-        if (counters_) part.Lap(&counters_->seconds.mlp);
+        part.Lap(&ExecutionCounters::PartSeconds::mlp);
         x = AddBranch(x, m, gm);
       }
       if (deferred && counters_) {
