@@ -9,8 +9,8 @@
 # one smaller and one larger FeatureGate model against their own dense twins
 # and compare the three sizes side by side, re-audit the seeds' static
 # profiles on resamples of the calibration set, audit the mixture of experts
-# (olmoe-s1) against the same dense twin with every intervention (its report
-# has the routing sections), check the server's LIVE NLL against each model's
+# (olmoe-s1) against its own one-expert twin (olmoe-dense) with every
+# intervention (its report has the routing sections), check the server's LIVE NLL against each model's
 # training log, and stop the server.
 #
 # Environment (all optional):
@@ -50,12 +50,15 @@ calib_resamples=${FCA_DEMO_CALIB_RESAMPLES:-20}
 per_layer=static_layer,static_token
 seeds=(featuregate-s1 featuregate-s2 featuregate-s3)
 # A byte-level mixture of experts in the olmoe layout (8 experts, top 2, no
-# renormalisation), trained on the same data and token budget as the seeds;
-# its two experts of width 256 read as many MLP parameters per token as the
-# dense twin's MLP of width 768. A matched twin (fca.md "A matched twin": the
-# same layers, width, heads, vocabulary and window, FLOPs within 25%), so the
-# audit needs no --dense_twin_mismatch.
+# renormalisation), trained on the same data and token budget as the seeds,
+# and its dense twin: the same olmoe network with one expert of width 512,
+# as many MLP parameters per token as the two routed experts of width 256,
+# and the same rotary embeddings and norms, so the timing compares routing
+# alone. A matched twin (fca.md "A matched twin": the same layers, width,
+# heads, vocabulary and window, FLOPs within 25%), so the audit needs no
+# --dense_twin_mismatch.
 moe=olmoe-s1
+moe_twin=olmoe-dense
 
 mkdir -p "$out"
 # The same deterministic split the models were trained with: evaluation =
@@ -128,7 +131,7 @@ echo "submitted job $calib_job (calibration resampling, R = $calib_resamples)"
 "$fca" watch "$calib_job" >"$out/audit-calib.log"
 "$fca" report "$calib_job" --save_json="$out/calib_report.json" | tee "$out/calib_report.txt"
 
-# The mixture of experts against the seeds' dense twin: does its routing
+# The mixture of experts against its dense twin: does its routing
 # depend on the input, or would a static per-layer or per-token route do
 # (retention of static_layer, static_token), how much of LIVE's top-k choice
 # each intervention keeps (topk_agreement, with random_route as the chance
@@ -137,7 +140,7 @@ echo "submitted job $calib_job (calibration resampling, R = $calib_resamples)"
 # that applies to a model with routers, as for the seeds. Its report prints
 # these in ROUTING AGREEMENT and ROUTING LOAD; the job's rows (moe_results.csv)
 # add the per-site rows for scripts/record_results.sh.
-moe_job=$("$fca" audit --models="$moe" --dense_twin=dense \
+moe_job=$("$fca" audit --models="$moe" --dense_twin="$moe_twin" \
   --eval=eval --calib=calib --window=128 --max_eval_windows="$windows" \
   --max_calib_windows="$windows" --timing_repeats="$timing" \
   --timing_budget_seconds="$timing_budget" --per_layer="$per_layer" \

@@ -3,7 +3,8 @@
 # featuregate-s1, featuregate-s2, featuregate-s3 and their dense twin (same
 # width and depth, seed 1), then the size trend: featuregate-small /
 # dense-small (~0.5M parameters) and featuregate-large / dense-large (~5M),
-# seed 1 each, then the mixture of experts olmoe-s1; byte-level, on the
+# seed 1 each, then the mixture of experts olmoe-s1 and its dense twin
+# olmoe-dense; byte-level, on the
 # Debian `fortunes` corpus
 # (evaluation file `fortunes`, calibration file `literature`, training = every
 # other file; `fca-train split` prints the full rule). Prints the time each
@@ -28,10 +29,17 @@
 # experts of width 256, top 2 without renormalisation, load-balancing loss
 # 0.01, seed 1) keeps the seeds' width, depth, heads, data, token budget and
 # optimiser; its two routed experts per token hold 2 x 3 x 192 x 256 MLP
-# parameters, as many as the dense twin's 2 x 192 x 768, so `dense` is its
-# dense twin too.
+# parameters, as many as the dense twin's 2 x 192 x 768. Its matched dense
+# twin olmoe-dense is the same olmoe network with one expert of width 512
+# (top 1: Hugging Face's router then gives it weight exactly 1, a dense SwiGLU
+# MLP with the two routed experts' parameters), trained alike with no
+# load-balancing loss (constant with one expert) and two threads (no
+# per-expert operators to wait on). It shares rotary embeddings, RMS norms
+# and q/k norms with olmoe-s1, which `dense` does not, so the execution audit
+# compares routing alone (fca.md "A matched twin").
 #
-# `--only=seeds`, `--only=sizes` or `--only=moe` trains one group.
+# `--only=seeds`, `--only=sizes`, `--only=moe` or `--only=moe-twin` trains one
+# group.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,8 +73,8 @@ train() {
 only=all
 case "${1:-}" in
   "") ;;
-  --only=seeds | --only=sizes | --only=moe) only=${1#--only=} ;;
-  *) echo "usage: $0 [--only=seeds|--only=sizes|--only=moe]" >&2; exit 2 ;;
+  --only=seeds | --only=sizes | --only=moe | --only=moe-twin) only=${1#--only=} ;;
+  *) echo "usage: $0 [--only=seeds|--only=sizes|--only=moe|--only=moe-twin]" >&2; exit 2 ;;
 esac
 
 # Later flags override the common ones.
@@ -95,6 +103,10 @@ if [ "$only" = all ] || [ "$only" = sizes ]; then
 fi
 if [ "$only" = all ] || [ "$only" = moe ]; then
   train olmoe-s1 --family=olmoe --seed=1 "${moe[@]}"
+fi
+if [ "$only" = all ] || [ "$only" = moe-twin ]; then
+  train olmoe-dense --family=olmoe --seed=1 "${moe[@]}" --num_experts=1 --experts_per_token=1 \
+    --expert_width=512 --aux_loss_coef=0 --threads=2
 fi
 echo "== all: $((SECONDS - total)) s"
 du -ch "$out"/* | tail -1

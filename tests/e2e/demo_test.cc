@@ -33,8 +33,9 @@ const char* const kSeeds[] = {"featuregate-s1", "featuregate-s2", "featuregate-s
 // The size trend's models (the demo audits each against its own twin).
 const char* const kSizes[] = {"featuregate-small", "dense-small", "featuregate-large",
                               "dense-large"};
-// The mixture of experts the demo audits against the seeds' dense twin.
+// The mixture of experts the demo audits against its one-expert dense twin.
 constexpr char kMoe[] = "olmoe-s1";
+constexpr char kMoeTwin[] = "olmoe-dense";
 // The shortened demo's evaluation windows (FCA_DEMO_WINDOWS), of 128 bytes.
 constexpr int64_t kWindows = 8, kWindowLength = 128;
 
@@ -134,7 +135,7 @@ int64_t Binomial(int64_t n, int64_t k) {
 // fix, whatever its weights.
 void ExpectMoeReportConsistent(const json::Value& report) {
   const json::Value config = ParseFile(ModelDir(kMoe) / "config.json");
-  const json::Value twin = ParseFile(ModelDir("dense") / "config.json");
+  const json::Value twin = ParseFile(ModelDir(kMoeTwin) / "config.json");
   const int64_t layers = config.Find("num_hidden_layers")->as_int();
   const int64_t experts = config.Find("num_experts")->as_int();
   const int64_t k = config.Find("num_experts_per_tok")->as_int();
@@ -201,10 +202,13 @@ void ExpectMoeReportConsistent(const json::Value& report) {
         Number(Row(report, kMoe, kExecution, StoredMetricName(LayerKey(kExpertLoadEntropy, l)))),
         entropy, 1e-9);
   }
-  // Its k experts read as many MLP parameters per token as the dense twin's
-  // MLP (SwiGLU: 3 matrices of d x width; the twin: 2 of d x d_ff), so per
-  // token it computes the twin's FLOPs plus its routers' (d x E per layer).
-  EXPECT_EQ(k * 3 * d * width, 2 * d * twin.Find("d_ff")->as_int());
+  // Its k experts read as many MLP parameters per token as the twin's one
+  // expert (SwiGLU, 3 matrices of d x width each), so per token it computes
+  // the twin's FLOPs plus its routers' (d x E per layer; the twin's single
+  // weight of 1 is not computed).
+  EXPECT_EQ(twin.Find("num_experts")->as_int(), 1);
+  EXPECT_EQ(twin.Find("hidden_size")->as_int(), d);
+  EXPECT_EQ(k * width, twin.Find("intermediate_size")->as_int());
   const double flops = Number(Row(report, kMoe, kExecution, kFlopsPerToken));
   const double dense = Number(Row(report, kMoe, kExecution, kDenseFlopsPerToken));
   EXPECT_NEAR(flops - dense, 2.0 * layers * d * experts, 1e-9 * dense);

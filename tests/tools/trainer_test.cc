@@ -400,14 +400,14 @@ namespace {
 // The committed models in models/ (trained by scripts/train_models.sh) give,
 // through the loader the server uses, the evaluation NLL their logs state, on
 // the evaluation part of today's corpus split (the same bytes they logged).
-// All eight are covered here (tests/e2e/demo_test also checks the three
+// All nine are covered here (tests/e2e/demo_test also checks the three
 // FeatureGate seeds through the running server).
 TEST(BundledModelsTest, EachReproducesItsLoggedEvaluationNll) {
   auto split = SplitCorpus(CorpusSplitOptions{});
   ASSERT_TRUE(split.ok()) << split.status() << " (scripts/setup.sh installs fortunes)";
   for (const char* name :
        {"featuregate-s1", "featuregate-s2", "featuregate-s3", "dense", "featuregate-small",
-        "dense-small", "featuregate-large", "dense-large", "olmoe-s1"}) {
+        "dense-small", "featuregate-large", "dense-large", "olmoe-s1", "olmoe-dense"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(FCA_MODELS_DIR) + "/" + name;
     auto log = json::Parse(ReadFileOrEmpty(dir + "/training_log.json"));

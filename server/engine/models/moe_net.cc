@@ -170,6 +170,10 @@ class ForwardPass {
         if (c_.has_shared_expert()) {
           gate = (*coeff)[next_site++].reshape({B * T, 1}).to(x.options());
         }
+      } else if (OneDenseExpert()) {
+        // Not computed: a softmax over one logit is exp(0) / exp(0) = 1.
+        probs = at::ones({B * T, 1}, x.options().dtype(at::kFloat));
+        if (Records(mode)) coeff->push_back(probs.view({B, T, 1}));
       } else {
         probs = at::softmax(Lin(x, Linear{layer.router, at::Tensor()}), 1, at::kFloat);
         if (c_.has_shared_expert()) {
@@ -179,11 +183,15 @@ class ForwardPass {
           coeff->push_back(probs.view({B, T, c_.num_experts}));
           if (gate.defined()) coeff->push_back(gate.to(at::kFloat).view({B, T, 1}));
         }
-        // The last router known, every coefficient is.
-        if (last && mode == CoefficientMode::kRecordOnly) break;
-        part.Lap(&ExecutionCounters::PartSeconds::router);
       }
-      h = h + Moe(l, x, probs, gate, &part).view({B, T, c_.hidden_size});
+      // The last router known, every coefficient is.
+      if (last && mode == CoefficientMode::kRecordOnly) break;
+      part.Lap(&ExecutionCounters::PartSeconds::router);
+      const at::Tensor out =
+          OneDenseExpert()
+              ? DenseExpert(l, x, mode == CoefficientMode::kReplay ? probs : at::Tensor(), &part)
+              : Moe(l, x, probs, gate, &part);
+      h = h + out.view({B, T, c_.hidden_size});
     }
     if (counters_) counters_->tokens += B * T;
     if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
@@ -389,6 +397,38 @@ class ForwardPass {
       counters_->blocks_total += blocks;
     }
     return out;
+  }
+
+  // One routed expert and no shared one, outside autograd: the layer is that
+  // expert's dense SwiGLU over every token in token order. Its router's
+  // softmax gives each token weight exactly 1 (for any finite logit), so the
+  // top-k, the gather and the combine only move rows: Hugging Face's
+  // zeros.index_add_(y * 1) has these values. A dense twin of an olmoe model
+  // is such a folder (fca.md "A matched twin"), timed as a dense MLP is.
+  // fca-train keeps the routed path (its optimiser steps the router too).
+  bool OneDenseExpert() const {
+    return c_.num_experts == 1 && !c_.has_shared_expert() && !at::GradMode::is_enabled();
+  }
+
+  // x [N, D] -> the expert's output [N, D], each row scaled by its replayed
+  // weight when `replayed` [N, 1] float32 is given (REPLAY of LIVE's ones is
+  // then LIVE bitwise: y * 1 = y); LIVE skips the product.
+  at::Tensor DenseExpert(int64_t layer, const at::Tensor& x, const at::Tensor& replayed,
+                         PartTimer* part) {
+    const Mlp& m = w_.layers[layer].experts[0];
+    const int64_t N = x.size(0);
+    at::Tensor hidden = Lin(x, m.gate);
+    at::silu_(hidden).mul_(Lin(x, m.up));
+    at::Tensor y = Lin(hidden, m.down);
+    if (replayed.defined()) y.mul_(replayed.to(y.scalar_type()));
+    part->Lap(&ExecutionCounters::PartSeconds::mlp);
+    if (counters_) {
+      counters_->expert_tokens[layer] += N;
+      counters_->parameters_read += static_cast<double>(N * expert_parameters_);
+      counters_->blocks_executed += N;
+      counters_->blocks_total += N;
+    }
+    return y;
   }
 
   // Each row of ys [P, D] weighted and added into its token's row of a zero

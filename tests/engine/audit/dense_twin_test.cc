@@ -9,6 +9,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/model_audit.h"
@@ -49,6 +51,8 @@ TEST(DenseTwinTest, BundledPairsByTheirDescriptions) {
   EXPECT_THAT(ArchitectureDifferences(Described("featuregate-s1"), Described("dense")),
               ::testing::IsEmpty());
   EXPECT_THAT(ArchitectureDifferences(Described("featuregate-small"), Described("dense-small")),
+              ::testing::IsEmpty());
+  EXPECT_THAT(ArchitectureDifferences(Described("olmoe-s1"), Described("olmoe-dense")),
               ::testing::IsEmpty());
   EXPECT_THAT(ArchitectureDifferences(Described("olmoe-s1"), Described("dense")),
               ::testing::IsEmpty());
@@ -109,17 +113,20 @@ TEST(DenseTwinTest, AReasonLetsAMismatchedTwinRun) {
 
 // The demo's pairs run without dense_twin_mismatch: FeatureGate's network
 // with every gate open is its twin's, and OLMoE's two experts of width 256
-// (three matrices each) do the multiply-adds of the twin's MLP of width 768
-// (two matrices); the FLOPs, counted, agree within the tolerance.
+// do the multiply-adds of its one-expert twin's expert of width 512 (and of
+// the seeds' twin's MLP of width 768, two matrices to the experts' three);
+// the FLOPs, counted, agree within the tolerance.
 TEST(DenseTwinTest, TheDemosPairsMatchInFlops) {
-  auto dense = LoadBundled("dense");
-  ASSERT_NE(dense, nullptr);
-  for (const char* name : {"featuregate-s1", "olmoe-s1"}) {
+  for (const auto& [name, twin_name] : std::vector<std::pair<const char*, const char*>>{
+           {"featuregate-s1", "dense"}, {"olmoe-s1", "olmoe-dense"}, {"olmoe-s1", "dense"}}) {
+    SCOPED_TRACE(::testing::Message() << name << " against " << twin_name);
     auto model = LoadBundled(name);
+    auto twin = LoadBundled(twin_name);
     ASSERT_NE(model, nullptr);
+    ASSERT_NE(twin, nullptr);
     AuditRequest req = Request({model.get()}, RandomText(16 * 8, 1), RandomText(16 * 8, 2));
-    req.dense_twin = dense.get();
-    EXPECT_TRUE(CheckDenseTwinFlops(req).ok()) << name << ": " << CheckDenseTwinFlops(req);
+    req.dense_twin = twin.get();
+    EXPECT_TRUE(CheckDenseTwinFlops(req).ok()) << CheckDenseTwinFlops(req);
   }
 }
 

@@ -299,6 +299,75 @@ TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
   }
 }
 
+// An olmoe layer of one expert (a matched dense twin, fca.md "A matched
+// twin") runs outside autograd as that expert's dense MLP: no router, no
+// gather, no combine. Its logits and recorded weights (all 1) are bitwise
+// the routed path's (autograd keeps it), LIVE and REPLAY, with replayed
+// weights other than 1 too; the FLOPs are the routed path's less the routers'
+// (2 D per token and layer), and on the CPU its time is the MLP part's.
+TEST(MoeTest, AOneExpertLayerRunsAsItsDenseMlp) {
+  auto config = ParseMoeConfig(R"({"model_type": "olmoe", "vocab_size": 256, "hidden_size": 96,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 3,
+      "num_key_value_heads": 3, "max_position_embeddings": 64, "num_experts": 1,
+      "num_experts_per_tok": 1, "norm_topk_prob": false, "rope_theta": 10000.0,
+      "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": false,
+      "tie_word_embeddings": false})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const auto bits = [](const at::Tensor& a, const at::Tensor& b) {
+    return at::equal(a.to(at::kFloat), b.to(at::kFloat));  // bfloat16 -> float is exact
+  };
+  const int64_t B = 3, T = 40, layers = 2, D = 96;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    std::vector<at::Tensor> w;
+    for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
+      w.push_back((at::randn(spec.shape, gen) * 0.3).to(testing::TestCompute().device, dtype));
+    }
+    auto net = MoeNet::Create(*config, w);
+    ASSERT_TRUE(net.ok()) << net.status();
+    const at::Tensor ids =
+        at::randint(0, 256, {B, T}, gen, at::kLong).to(testing::TestCompute().device);
+    const auto run = [&](bool autograd, CoefficientMode mode, std::vector<at::Tensor>* coeff,
+                         ExecutionCounters* counters) {
+      at::AutoGradMode grad(autograd);
+      absl::StatusOr<at::Tensor> logits = (*net)->Forward(ids, mode, coeff, counters);
+      EXPECT_TRUE(logits.ok()) << logits.status();
+      return logits.ok() ? logits->detach() : at::Tensor();
+    };
+    std::vector<at::Tensor> routed_rec, dense_rec;
+    ExecutionCounters routed, dense;
+    const at::Tensor live = run(false, CoefficientMode::kLiveRecord, &dense_rec, &dense);
+    EXPECT_TRUE(bits(run(true, CoefficientMode::kLiveRecord, &routed_rec, &routed), live));
+    ASSERT_EQ(dense_rec.size(), static_cast<size_t>(layers));
+    for (int64_t l = 0; l < layers; ++l) {
+      EXPECT_TRUE(bits(routed_rec[l].detach(), dense_rec[l])) << l;
+      EXPECT_TRUE(at::equal(dense_rec[l].cpu(), at::ones({B, T, 1}))) << l;
+    }
+    EXPECT_TRUE(bits(run(false, CoefficientMode::kReplay, &dense_rec, nullptr), live));
+    // Replayed weights of 0.5 scale each token's expert output by 0.5.
+    std::vector<at::Tensor> halves;
+    for (const at::Tensor& r : dense_rec) halves.push_back(r * 0.5);
+    std::vector<at::Tensor> halves_autograd = halves;
+    const at::Tensor halved = run(false, CoefficientMode::kReplay, &halves, nullptr);
+    EXPECT_TRUE(bits(run(true, CoefficientMode::kReplay, &halves_autograd, nullptr), halved));
+    EXPECT_FALSE(bits(halved, live));
+
+    EXPECT_EQ(dense.blocks_executed, B * T * layers);
+    EXPECT_EQ(dense.blocks_total, B * T * layers);
+    EXPECT_EQ(dense.expert_tokens, routed.expert_tokens);
+    EXPECT_DOUBLE_EQ(dense.parameters_read, routed.parameters_read);
+    EXPECT_DOUBLE_EQ(routed.flops - dense.flops, 2.0 * B * T * D * layers);
+    if (ids.is_cpu()) {
+      EXPECT_GT(dense.seconds.mlp, 0);
+      EXPECT_EQ(dense.seconds.experts, 0);
+      EXPECT_EQ(dense.seconds.dispatch, 0);
+      EXPECT_GT(routed.seconds.experts, 0);
+      EXPECT_EQ(routed.seconds.mlp, 0);
+    }
+  }
+}
+
 // RouterTopK's choice is the stable descending sort's: the k largest, ties
 // to the lower expert index, for every k, on rows full of ties.
 TEST(MoeTest, RouterTopKIsTheStableDescendingSort) {
