@@ -45,6 +45,10 @@ struct MoeConfig {
   bool is_qwen2_moe() const { return model_type == "qwen2_moe"; }
   bool has_qk_norm() const { return is_olmoe(); }
   bool has_shared_expert() const { return shared_expert_intermediate_size > 0; }
+  // One routed expert and no shared one: the router's softmax over one logit
+  // gives every token weight exactly 1, so the network is dense and has no
+  // controller (a mixture of experts' matched twin, fca.md "A matched twin").
+  bool is_dense() const { return num_experts == 1 && !has_shared_expert(); }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t kv_width() const { return num_key_value_heads * head_dim(); }
 };

@@ -94,6 +94,12 @@ class MoeModel : public SafetensorsModel {
   absl::StatusOr<at::Tensor> Run(const at::Tensor& ids, CoefficientMode mode,
                                  std::vector<at::Tensor>* coefficients,
                                  ExecutionCounters* counted) override {
+    // Without a controller (MoeConfig::is_dense) there is nothing to record
+    // or replay: the network's own weights of 1 stay inside it.
+    if (config_.is_dense()) {
+      if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
+      mode = CoefficientMode::kLive;
+    }
     return net_->Forward(ids, mode, coefficients, counted);
   }
 
@@ -123,7 +129,7 @@ std::vector<CoefficientSite> DescribeMoe(const MoeConfig& config, ModelInfo* inf
   info->hidden_size = config.hidden_size;
   info->num_heads = config.num_attention_heads;
   std::vector<CoefficientSite> sites;
-  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+  for (int64_t l = 0; l < config.num_hidden_layers && !config.is_dense(); ++l) {
     sites.push_back({absl::StrCat("router.", l), kRouterFamily, l, config.num_experts});
     if (config.has_shared_expert()) {
       sites.push_back({absl::StrCat("shared_gate.", l), "shared_gate", l, 1});

@@ -172,8 +172,7 @@ class ForwardPass {
         }
       } else if (OneDenseExpert()) {
         // Not computed: a softmax over one logit is exp(0) / exp(0) = 1.
-        probs = at::ones({B * T, 1}, x.options().dtype(at::kFloat));
-        if (Records(mode)) coeff->push_back(probs.view({B, T, 1}));
+        if (Records(mode)) coeff->push_back(at::ones({B, T, 1}, x.options().dtype(at::kFloat)));
       } else {
         probs = at::softmax(Lin(x, Linear{layer.router, at::Tensor()}), 1, at::kFloat);
         if (c_.has_shared_expert()) {
@@ -186,12 +185,12 @@ class ForwardPass {
       }
       // The last router known, every coefficient is.
       if (last && mode == CoefficientMode::kRecordOnly) break;
+      if (OneDenseExpert()) {
+        h = h + DenseExpert(l, x, probs, &part).view({B, T, c_.hidden_size});
+        continue;
+      }
       part.Lap(&ExecutionCounters::PartSeconds::router);
-      const at::Tensor out =
-          OneDenseExpert()
-              ? DenseExpert(l, x, mode == CoefficientMode::kReplay ? probs : at::Tensor(), &part)
-              : Moe(l, x, probs, gate, &part);
-      h = h + out.view({B, T, c_.hidden_size});
+      h = h + Moe(l, x, probs, gate, &part).view({B, T, c_.hidden_size});
     }
     if (counters_) counters_->tokens += B * T;
     if (mode == CoefficientMode::kRecordOnly) return at::Tensor();
@@ -399,16 +398,14 @@ class ForwardPass {
     return out;
   }
 
-  // One routed expert and no shared one, outside autograd: the layer is that
-  // expert's dense SwiGLU over every token in token order. Its router's
-  // softmax gives each token weight exactly 1 (for any finite logit), so the
-  // top-k, the gather and the combine only move rows: Hugging Face's
+  // A dense config (MoeConfig::is_dense) outside autograd: each layer is its
+  // expert's SwiGLU over every token in token order. Its router's softmax
+  // gives each token weight exactly 1 (for any finite logit), so the top-k,
+  // the gather and the combine only move rows: Hugging Face's
   // zeros.index_add_(y * 1) has these values. A dense twin of an olmoe model
   // is such a folder (fca.md "A matched twin"), timed as a dense MLP is.
   // fca-train keeps the routed path (its optimiser steps the router too).
-  bool OneDenseExpert() const {
-    return c_.num_experts == 1 && !c_.has_shared_expert() && !at::GradMode::is_enabled();
-  }
+  bool OneDenseExpert() const { return c_.is_dense() && !at::GradMode::is_enabled(); }
 
   // x [N, D] -> the expert's output [N, D], each row scaled by its replayed
   // weight when `replayed` [N, 1] float32 is given (REPLAY of LIVE's ones is

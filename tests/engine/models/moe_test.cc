@@ -23,6 +23,7 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/moe_config.h"
+#include "server/engine/models/moe_model.h"
 #include "server/engine/models/moe_net.h"
 #include "tests/testing/test_models.h"
 
@@ -301,10 +302,10 @@ TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
 
 // An olmoe layer of one expert (a matched dense twin, fca.md "A matched
 // twin") runs outside autograd as that expert's dense MLP: no router, no
-// gather, no combine. Its logits and recorded weights (all 1) are bitwise
-// the routed path's (autograd keeps it), LIVE and REPLAY, with replayed
-// weights other than 1 too; the FLOPs are the routed path's less the routers'
-// (2 D per token and layer), and on the CPU its time is the MLP part's.
+// gather, no combine, and a model of it has no coefficient sites. Its logits and recorded weights
+// (all 1) are bitwise the routed path's (autograd keeps it), LIVE and REPLAY, with replayed weights
+// other than 1 too; the FLOPs are the routed path's less the routers' (2 D per token and layer),
+// and on the CPU its time is the MLP part's.
 TEST(MoeTest, AOneExpertLayerRunsAsItsDenseMlp) {
   auto config = ParseMoeConfig(R"({"model_type": "olmoe", "vocab_size": 256, "hidden_size": 96,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 3,
@@ -313,6 +314,10 @@ TEST(MoeTest, AOneExpertLayerRunsAsItsDenseMlp) {
       "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": false,
       "tie_word_embeddings": false})");
   ASSERT_TRUE(config.ok()) << config.status();
+  // A model of it has no controller: nothing to record or replay.
+  ModelInfo info;
+  EXPECT_TRUE(config->is_dense());
+  EXPECT_TRUE(DescribeMoe(*config, &info).empty());
   const auto bits = [](const at::Tensor& a, const at::Tensor& b) {
     return at::equal(a.to(at::kFloat), b.to(at::kFloat));  // bfloat16 -> float is exact
   };
@@ -362,6 +367,7 @@ TEST(MoeTest, AOneExpertLayerRunsAsItsDenseMlp) {
       EXPECT_GT(dense.seconds.mlp, 0);
       EXPECT_EQ(dense.seconds.experts, 0);
       EXPECT_EQ(dense.seconds.dispatch, 0);
+      EXPECT_EQ(dense.seconds.router, 0);
       EXPECT_GT(routed.seconds.experts, 0);
       EXPECT_EQ(routed.seconds.mlp, 0);
     }
