@@ -14,8 +14,16 @@
   olmoe_1b7b.py eager --random --device=cuda ...
                                the same forward on random weights made on
                                the device (no folder): for a GPU's figure
+  olmoe_1b7b.py gemm --seq=T --repeats=N --threads=K --json=FILE
+                               the GEMM floor: only the matrix products of
+                               one forward at OLMoE-1B-7B's shapes and dtype
+                               (each expert's rows the even split k T / E),
+                               through the same torch calls as eager, with
+                               random weights of one layer reused by every
+                               layer (still far larger than the caches): no
+                               forward of these GEMMs can be faster
   olmoe_1b7b.py summary FCA_JSON EAGER_JSON [FCA_JSON EAGER_JSON ...]
-          [--gpu=GPU_EAGER_JSON]
+          [--gpu=GPU_EAGER_JSON] [--gemm=GEMM_JSON ...]
                                the figures side by side, one pair per round
                                and thread count, the targets of issue 24
                                item 7 (on the median over rounds), and
@@ -202,6 +210,54 @@ def eager(folder, seq, repeats, json_path, device, threads):
             json.dump(result, f)
 
 
+def gemm_floor(seq, repeats, json_path, threads):
+    """Times the matrix products of one forward (see the module's doc)."""
+    torch.set_num_threads(threads or os.cpu_count())
+    c, bf16 = CONFIG, torch.bfloat16
+    d, width, heads = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"]
+    experts, k, hd = c["num_experts"], c["num_experts_per_tok"], d // heads
+    rows = max(1, k * seq // experts)
+    g = torch.Generator().manual_seed(1)
+
+    def rand(*shape):
+        return (torch.randn(shape, generator=g) / math.sqrt(shape[-1])).to(bf16)
+
+    attn = [rand(d, d) for _ in range(4)]
+    router = rand(experts, d)
+    mlps = [(rand(width, d), rand(width, d), rand(d, width)) for _ in range(experts)]
+    head = rand(c["vocab_size"], d)
+    x, xe, he = rand(seq, d), rand(rows, d), rand(rows, width)
+    q, kt, probs = rand(heads, seq, hd), rand(heads, hd, seq), rand(heads, seq, seq)
+    lin = torch.nn.functional.linear
+
+    def forward():
+        for _ in range(c["num_hidden_layers"]):
+            for wt in attn:
+                lin(x, wt)
+            torch.matmul(q, kt)
+            torch.matmul(probs, q)
+            lin(x, router)
+            for gate, up, down in mlps:
+                lin(xe, gate)
+                lin(xe, up)
+                lin(he, down)
+        lin(x, head)
+
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats + 1):  # the first warms the allocator and caches
+            t = time.perf_counter()
+            forward()
+            times.append(time.perf_counter() - t)
+    times = sorted(times[1:])
+    result = {"seq": seq, "repeats": repeats, "forward_s": times[len(times) // 2], "expert_rows": rows,
+              "threads": torch.get_num_threads(), "torch": torch.__version__}
+    print(json.dumps(result))
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f)
+
+
 # A default audit of a MoE: one recording pass over E and one over C, and a
 # replay over E for each default intervention besides `correct` (which is the
 # recording): cross_input, token_shuffle, static_layer,
@@ -229,10 +285,38 @@ def processor():
         " ".join(flags) or "no avx512*/amx* flags", os.cpu_count())
 
 
-def summary(pairs, gpu_json):
+def gemm_lines(gemm_jsons, rounds):
+    """Per thread count, the GEMM floor's tokens/s (median over its runs)
+    beside fca's and eager's medians: how near each side runs to the floor,
+    and the most a forward of these GEMMs could beat eager by."""
+    floors = {}
+    for path in gemm_jsons:
+        with open(path) as f:
+            g = json.load(f)
+        floors.setdefault(g["threads"], []).append(g)
+    if not floors:
+        return []
+    first = next(iter(floors.values()))[0]
+    lines = ["  GEMM floor: only the forward's matrix products, the same torch calls as eager, each expert "
+             "over the even split of %d rows (bench/olmoe_1b7b.py gemm)" % first["expert_rows"],
+             "  threads  runs  floor tok/s  fca LIVE / floor  eager / floor  most any forward beats eager by"]
+    for threads, runs in sorted(floors.items()):
+        floor = first["seq"] / median([r["forward_s"] for r in runs])
+        pairs_k = rounds.get(threads, [])
+        if not pairs_k:
+            continue
+        live = median([first["seq"] / fca["live_s"] for fca, _ in pairs_k])
+        ref = median([first["seq"] / eager["forward_s"] for _, eager in pairs_k])
+        lines.append("  %-8d %-5d %-12.1f %-16.1f%% %-13.1f%% %.2fx"
+                     % (threads, len(runs), floor, 100 * live / floor, 100 * ref / floor, floor / ref))
+    return lines
+
+
+def summary(pairs, gpu_json, gemm_jsons):
     """`pairs`: (fca JSON, eager JSON) files, one pair per round and thread
     count. Ratios are taken within a round (the two ran one after the
-    other), then their median over the rounds of a thread count."""
+    other), then their median over the rounds of a thread count.
+    `gemm_jsons`: the GEMM floor's runs, any number per thread count."""
     runs = []
     for fca_json, eager_json in pairs:
         with open(fca_json) as f, open(eager_json) as g:
@@ -274,6 +358,7 @@ def summary(pairs, gpu_json):
             % (threads, len(pairs_k), median(live), median(replay), median(ref),
                " ".join("%.2f" % r for r in ratios), median(ratios),
                "met" if median(ratios) >= TARGET_OVER_EAGER else "MISSED", median([a / b for a, b in zip(replay, ref)])))
+    lines += gemm_lines(gemm_jsons, rounds)
     lines += [
         "estimate, not a measurement: a default audit of %d windows of %d tokens runs about %d forwards"
         % (WINDOWS, t, forwards),
@@ -294,10 +379,11 @@ def summary(pairs, gpu_json):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["write", "eager", "summary"])
+    p.add_argument("command", choices=["write", "eager", "gemm", "summary"])
     p.add_argument("folder", nargs="?", default="")
     p.add_argument("more", nargs="*", help="summary: EAGER_JSON [FCA_JSON EAGER_JSON ...]")
     p.add_argument("--gpu", default="", help="summary: the GPU's eager JSON")
+    p.add_argument("--gemm", action="append", default=[], help="summary: a GEMM floor JSON (repeatable)")
     p.add_argument("--random", action="store_true", help="eager: random weights, no folder")
     p.add_argument("--device", default="cpu")
     p.add_argument("--seq", type=int, default=512)
@@ -305,13 +391,15 @@ def main():
     p.add_argument("--json", default="")
     p.add_argument("--threads", type=int, default=0, help="eager: torch threads (0 = one per core)")
     a = p.parse_args()
-    if not a.folder and not (a.command == "eager" and a.random):
+    if not a.folder and not (a.command == "eager" and a.random) and a.command != "gemm":
         p.error("a folder is needed (or eager --random)")
     if a.command == "summary":
         files = [a.folder] + a.more
         if len(files) % 2:
             p.error("summary FCA_JSON EAGER_JSON [FCA_JSON EAGER_JSON ...] [--gpu=GPU_EAGER_JSON]")
-        summary(list(zip(files[::2], files[1::2])), a.gpu)
+        summary(list(zip(files[::2], files[1::2])), a.gpu, a.gemm)
+    elif a.command == "gemm":
+        gemm_floor(a.seq, a.repeats, a.json, a.threads)
     elif a.command == "write":
         write(a.folder)
     else:

@@ -8,7 +8,8 @@
 # fca_checkpoint_bench on it (load time, peak RSS against the weights, LIVE
 # and REPLAY tokens/s at T = 512, REPLAY of the recording bitwise LIVE) and
 # an eager PyTorch forward of the same folder with as many threads
-# (bench/olmoe_1b7b.py, the forward of tests/reference/moe_reference.py);
+# (bench/olmoe_1b7b.py, the forward of tests/reference/moe_reference.py),
+# then the GEMM floor (only that forward's matrix products, timed alike);
 # prints them side by side with the targets and what a 64-window audit
 # would take (an estimate). Run it on an idle machine: builds beside it
 # slowed both sides 15-20x once.
@@ -57,16 +58,23 @@ eager_run() {  # threads round
   "$py" bench/olmoe_1b7b.py eager "$dir" --seq="$seq" --repeats="$repeats" --threads="$1" \
     --json="$out/eager-$1-$2.json"
 }
+gemm_run() {  # threads round
+  "$py" bench/olmoe_1b7b.py gemm --seq="$seq" --repeats="$repeats" --threads="$1" \
+    --json="$out/gemm-$1-$2.json"
+}
 pairs=()
+gemms=()
 for k in $threads; do
   for ((r = 1; r <= rounds; r++)); do
     if ((r % 2)); then fca_run "$k" "$r"; eager_run "$k" "$r"
     else eager_run "$k" "$r"; fca_run "$k" "$r"; fi
+    gemm_run "$k" "$r"
     pairs+=("$out/fca-$k-$r.json" "$out/eager-$k-$r.json")
+    gemms+=(--gemm="$out/gemm-$k-$r.json")
   done
 done
-"$py" bench/olmoe_1b7b.py summary "${pairs[@]}" --gpu="$([ -f "$gpu" ] && echo "$gpu")" |
-  tee "$out/summary.txt"
+"$py" bench/olmoe_1b7b.py summary "${pairs[@]}" "${gemms[@]}" \
+  --gpu="$([ -f "$gpu" ] && echo "$gpu")" | tee "$out/summary.txt"
 if [ "${1:-}" = --record ]; then
   cp "$out/summary.txt" docs/results/olmoe_1b7b_bench.txt
   echo "olmoe_1b7b: docs/results/olmoe_1b7b_bench.txt written"
