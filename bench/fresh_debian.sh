@@ -50,7 +50,15 @@ if [ ! -f "$tar_file" ]; then
 fi
 rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xf "$tar_file"
 for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m"; done
+# The machine's own network trust goes with it, as it would to any fresh
+# machine here: its resolver, its extra CA certificates (an egress proxy's,
+# on the development machine; apt's ca-certificates adds them to the
+# system's store) and NODE_EXTRA_CA_CERTS (node reads no system store).
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+if compgen -G "/usr/local/share/ca-certificates/*" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
 git clone -q . "$root/root/fca"
 commit=$(git -C "$root/root/fca" rev-parse --short HEAD)
 
@@ -62,6 +70,7 @@ start=$SECONDS
 rc=0
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive CI=true \
+  ${NODE_EXTRA_CA_CERTS:+NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS} \
   bash -c "cd /root/fca && $command" >"$log" 2>&1 || rc=$?
 wall=$((SECONDS - start))
 

@@ -210,6 +210,18 @@ def eager(folder, seq, repeats, json_path, device, threads):
             json.dump(result, f)
 
 
+def median_time(run, repeats):
+    """The median wall time of `repeats` calls after one untimed call (the
+    allocator and the caches)."""
+    run()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t)
+    return median(times)
+
+
 def gemm_floor(seq, repeats, json_path, threads):
     """Times the matrix products of one forward (see the module's doc)."""
     torch.set_num_threads(threads or os.cpu_count())
@@ -243,14 +255,24 @@ def gemm_floor(seq, repeats, json_path, threads):
                 lin(he, down)
         lin(x, head)
 
-    times = []
+    # One layer's up projections: each expert over its own rows, against one
+    # GEMM over all their rows (what grouping the experts' rows could reach).
+    x_all = rand(experts * rows, d)
+
+    def per_expert():
+        for gate, _, _ in mlps:
+            lin(xe, gate)
+
+    def grouped():
+        lin(x_all, mlps[0][0])
+
     with torch.no_grad():
-        for _ in range(repeats + 1):  # the first warms the allocator and caches
-            t = time.perf_counter()
-            forward()
-            times.append(time.perf_counter() - t)
-    times = sorted(times[1:])
-    result = {"seq": seq, "repeats": repeats, "forward_s": times[len(times) // 2], "expert_rows": rows,
+        forward_s = median_time(forward, repeats)
+        flops = 2.0 * experts * rows * d * width
+        per_expert_gflops = flops / median_time(per_expert, repeats) / 1e9
+        grouped_gflops = flops / median_time(grouped, repeats) / 1e9
+    result = {"seq": seq, "repeats": repeats, "forward_s": forward_s, "expert_rows": rows,
+              "per_expert_gflops": per_expert_gflops, "one_gemm_gflops": grouped_gflops,
               "threads": torch.get_num_threads(), "torch": torch.__version__}
     print(json.dumps(result))
     if json_path:
@@ -307,8 +329,14 @@ def gemm_lines(gemm_jsons, rounds):
             continue
         live = median([first["seq"] / fca["live_s"] for fca, _ in pairs_k])
         ref = median([first["seq"] / eager["forward_s"] for _, eager in pairs_k])
-        lines.append("  %-8d %-5d %-12.1f %-16.1f%% %-13.1f%% %.2fx"
-                     % (threads, len(runs), floor, 100 * live / floor, 100 * ref / floor, floor / ref))
+        lines.append("  %-8d %-5d %-12.1f %-16s %-14s %.2fx"
+                     % (threads, len(runs), floor, "%.1f%%" % (100 * live / floor), "%.1f%%" % (100 * ref / floor),
+                        floor / ref))
+        if "one_gemm_gflops" in runs[0]:
+            lines.append("  %d threads: one layer's expert up projections %.0f GFLOP/s each over its own %d rows, "
+                         "%.0f GFLOP/s as one GEMM over all their rows (median over runs)"
+                         % (threads, median([r["per_expert_gflops"] for r in runs]), first["expert_rows"],
+                            median([r["one_gemm_gflops"] for r in runs])))
     return lines
 
 

@@ -12,10 +12,13 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/file.h"
 #include "common/json.h"
@@ -250,27 +253,46 @@ TEST_P(MoeReferenceTest, HostLoopsRoundAsTheTorchKernels) {
   }
 }
 
+// An olmoe config of width 96, 2 layers and 3 heads (head width 32, as
+// olmoe-s1) with `experts` experts of `width`, the top `k` per token.
+MoeConfig SmallOlmoe(int64_t experts, int64_t k, int64_t width, int64_t max_len) {
+  auto config = ParseMoeConfig(absl::StrFormat(
+      R"({"model_type": "olmoe", "vocab_size": 256, "hidden_size": 96,
+      "intermediate_size": %d, "num_hidden_layers": 2, "num_attention_heads": 3,
+      "num_key_value_heads": 3, "max_position_embeddings": %d, "num_experts": %d,
+      "num_experts_per_tok": %d, "norm_topk_prob": false, "rope_theta": 10000.0,
+      "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": false,
+      "tie_word_embeddings": false})",
+      width, max_len, experts, k));
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.value_or(MoeConfig{});
+}
+
+// A net of `config` with random weights (std 0.3, from `gen`) in `dtype` on
+// the test device.
+absl::StatusOr<std::unique_ptr<MoeNet>> RandomNet(const MoeConfig& config, at::ScalarType dtype,
+                                                  at::Generator& gen) {
+  std::vector<at::Tensor> w;
+  for (const WeightSpec& spec : MoeWeightSpecs(config)) {
+    w.push_back((at::randn(spec.shape, gen) * 0.3).to(testing::TestCompute().device, dtype));
+  }
+  return MoeNet::Create(config, std::move(w));
+}
+
+// The same values (a bfloat16 -> float conversion is exact).
+bool SameValues(const at::Tensor& a, const at::Tensor& b) {
+  return at::equal(a.to(at::kFloat), b.to(at::kFloat));
+}
+
 // The same with the CPU's attention by blocks of query rows (attention.h),
 // on an olmoe of head width 32 (as olmoe-s1) at lengths around and between
 // the blocks, one window (the plain form) and several, LIVE and REPLAY.
 TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
-  auto config = ParseMoeConfig(R"({"model_type": "olmoe", "vocab_size": 256, "hidden_size": 96,
-      "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3,
-      "num_key_value_heads": 3, "max_position_embeddings": 160, "num_experts": 8,
-      "num_experts_per_tok": 2, "norm_topk_prob": false, "rope_theta": 10000.0,
-      "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": false,
-      "tie_word_embeddings": false})");
-  ASSERT_TRUE(config.ok()) << config.status();
-  const auto bits = [](const at::Tensor& a, const at::Tensor& b) {
-    return at::equal(a.to(at::kFloat), b.to(at::kFloat));  // bfloat16 -> float is exact
-  };
+  const MoeConfig config = SmallOlmoe(/*experts=*/8, /*k=*/2, /*width=*/64, /*max_len=*/160);
+  const auto bits = SameValues;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-    std::vector<at::Tensor> w;
-    for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
-      w.push_back((at::randn(spec.shape, gen) * 0.3).to(testing::TestCompute().device, dtype));
-    }
-    auto net = MoeNet::Create(*config, w);
+    auto net = RandomNet(config, dtype, gen);
     ASSERT_TRUE(net.ok()) << net.status();
     for (const auto& [B, T] : std::vector<std::pair<int64_t, int64_t>>{
              {3, 17}, {3, 64}, {3, 100}, {3, 160}, {1, 100}, {8, 128}}) {
@@ -307,29 +329,17 @@ TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
 // other than 1 too; the FLOPs are the routed path's less the routers' (2 D per token and layer),
 // and on the CPU its time is the MLP part's.
 TEST(MoeTest, AOneExpertLayerRunsAsItsDenseMlp) {
-  auto config = ParseMoeConfig(R"({"model_type": "olmoe", "vocab_size": 256, "hidden_size": 96,
-      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 3,
-      "num_key_value_heads": 3, "max_position_embeddings": 64, "num_experts": 1,
-      "num_experts_per_tok": 1, "norm_topk_prob": false, "rope_theta": 10000.0,
-      "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": false,
-      "tie_word_embeddings": false})");
-  ASSERT_TRUE(config.ok()) << config.status();
+  const MoeConfig config = SmallOlmoe(/*experts=*/1, /*k=*/1, /*width=*/128, /*max_len=*/64);
   // A model of it has no controller: nothing to record or replay.
   ModelInfo info;
-  EXPECT_TRUE(config->is_dense());
-  EXPECT_TRUE(DescribeMoe(*config, &info).empty());
-  const auto bits = [](const at::Tensor& a, const at::Tensor& b) {
-    return at::equal(a.to(at::kFloat), b.to(at::kFloat));  // bfloat16 -> float is exact
-  };
+  EXPECT_TRUE(config.is_dense());
+  EXPECT_TRUE(DescribeMoe(config, &info).empty());
+  const auto bits = SameValues;
   const int64_t B = 3, T = 40, layers = 2, D = 96;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     SCOPED_TRACE(c10::toString(dtype));
     auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
-    std::vector<at::Tensor> w;
-    for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
-      w.push_back((at::randn(spec.shape, gen) * 0.3).to(testing::TestCompute().device, dtype));
-    }
-    auto net = MoeNet::Create(*config, w);
+    auto net = RandomNet(config, dtype, gen);
     ASSERT_TRUE(net.ok()) << net.status();
     const at::Tensor ids =
         at::randint(0, 256, {B, T}, gen, at::kLong).to(testing::TestCompute().device);
