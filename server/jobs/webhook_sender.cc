@@ -56,6 +56,14 @@ void WebhookSender::Wake() {
 
 void WebhookSender::Loop() {
   while (!stopping_) {
+    {
+      absl::MutexLock lock(&mu_);
+      attempted_.clear();
+    }
+    // Read without the lock (store I/O). A worker records its attempt, then
+    // frees its webhook and notes the delivery in attempted_ under the lock:
+    // whatever ends while this reads is busy or in attempted_ at Dispatch,
+    // so a stale "pending" is never sent twice.
     std::vector<storage::WebhookDelivery> due = Due();
     absl::MutexLock lock(&mu_);
     Dispatch(std::move(due));
@@ -71,7 +79,7 @@ void WebhookSender::Dispatch(std::vector<storage::WebhookDelivery> due) {
   std::map<std::string, std::deque<storage::WebhookDelivery>> by_project;
   std::vector<std::string> order;
   for (storage::WebhookDelivery& d : due) {
-    if (busy_hooks_.count(d.webhook_id)) continue;
+    if (busy_hooks_.count(d.webhook_id) || attempted_.count(d.id)) continue;
     std::deque<storage::WebhookDelivery>& mine = by_project[d.project];
     if (mine.empty()) order.push_back(d.project);
     mine.push_back(std::move(d));
@@ -104,6 +112,7 @@ void WebhookSender::Work() {
     }
     Attempt(delivery);
     absl::MutexLock lock(&mu_);
+    attempted_.insert(delivery.id);
     busy_hooks_.erase(delivery.webhook_id);
     if (--busy_projects_[delivery.project] <= 0) busy_projects_.erase(delivery.project);
     wake_ = true;

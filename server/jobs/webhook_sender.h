@@ -112,6 +112,9 @@ class WebhookSender {
   // Queued or being attempted: webhook ids, and their count per project.
   std::set<int64_t> busy_hooks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> busy_projects_ ABSL_GUARDED_BY(mu_);
+  // Deliveries attempted since Loop last began reading the due ones: the
+  // store's answer may still show them pending, so they wait for the next.
+  std::set<int64_t> attempted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fca::jobs
