@@ -38,7 +38,7 @@ mirror=${FCA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$out"
 
 unmount() {
-  for m in dev/pts dev sys proc; do umount "$root/$m" 2>/dev/null || true; done
+  for m in dev sys proc; do umount -R "$root/$m" 2>/dev/null || true; done
 }
 unmount
 trap unmount EXIT
@@ -48,13 +48,19 @@ if [ ! -f "$tar_file" ]; then
   tar -C "$root.debootstrap" -cf "$tar_file" .
   rm -rf "$root.debootstrap"
 fi
-rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xf "$tar_file"
-for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m"; done
+# Never remove a root with the host's /proc, /sys or /dev still mounted in it.
+if [ -d "$root" ] && grep -q " $(realpath "$root")/" /proc/mounts; then
+  echo "fresh_debian: $root still has mounts (see /proc/mounts); unmount them first" >&2
+  exit 1
+fi
+rm -rf --one-file-system "$root" && mkdir -p "$root" && tar -C "$root" -xf "$tar_file"
+# --rbind: the cgroup file system under /sys (slurmd needs it) and devpts.
+for m in proc sys dev; do mount --rbind "/$m" "$root/$m"; done
 # The machine's own network trust goes with it, as it would to any fresh
-# machine here: its resolver, its extra CA certificates (an egress proxy's,
+# machine here: its resolver and host names, its extra CA certificates (an egress proxy's,
 # on the development machine; apt's ca-certificates adds them to the
 # system's store) and NODE_EXTRA_CA_CERTS (node reads no system store).
-cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/resolv.conf /etc/hosts "$root/etc/"  # hosts: the host name (munged looks it up)
 if compgen -G "/usr/local/share/ca-certificates/*" >/dev/null; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"

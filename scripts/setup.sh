@@ -48,6 +48,9 @@ test_packages=(
   python3-venv python3-pip python3-setuptools python3-wheel python3-matplotlib
   # promtool: deploy/prometheus's alert rules are checked and unit-tested.
   prometheus
+  # projects_e2e_test drives the HTTP gateway through curl (a minimal Debian
+  # 12 has none: bench/fresh_debian.sh --ci).
+  curl
 )
 
 case "${1:-all}" in
