@@ -186,7 +186,11 @@ async function checkLayout(page, name, width) {
       const rect = e.getBoundingClientRect();
       if (rect.width === 0 && rect.height === 0) continue;  // not rendered (closed details, hidden)
       if (rect.left < -0.5 || rect.right > vw + 0.5) out.push(`${what(e)} spans ${Math.round(rect.left)}..${Math.round(rect.right)} px of ${vw}`);
-      if (!box && e.scrollWidth > vw) out.push(`${what(e)} is ${e.scrollWidth} px wide, the page ${vw}`);
+      // A select's closed text may be cut at its box (max-width: its list
+      // shows each option whole); the box itself is checked above. With
+      // wide fonts (a fresh Debian 12 has DejaVu only) the compare page's
+      // job pickers are such selects.
+      if (!box && e.tagName !== 'SELECT' && e.scrollWidth > vw) out.push(`${what(e)} is ${e.scrollWidth} px wide, the page ${vw}`);
       if (box) {
         boxes++;
         if (cs.overflowX !== 'auto' && cs.overflowX !== 'scroll') out.push(`${what(e)} clips (overflow-x ${cs.overflowX})`);
