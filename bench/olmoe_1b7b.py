@@ -321,7 +321,7 @@ def gemm_lines(gemm_jsons, rounds):
     first = next(iter(floors.values()))[0]
     lines = ["  GEMM floor: only the forward's matrix products, the same torch calls as eager, each expert "
              "over the even split of %d rows (bench/olmoe_1b7b.py gemm)" % first["expert_rows"],
-             "  threads  runs  floor tok/s  fca LIVE / floor  eager / floor  most any forward beats eager by"]
+             "  threads  runs  floor tok/s  fca LIVE / floor  eager / floor  most a forward of these calls beats eager by"]
     for threads, runs in sorted(floors.items()):
         floor = first["seq"] / median([r["forward_s"] for r in runs])
         pairs_k = rounds.get(threads, [])
