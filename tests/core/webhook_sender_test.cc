@@ -82,6 +82,29 @@ class WebhookSenderTest : public ::testing::Test {
     return *added;
   }
 
+  // A webhook of `project` to the receiver's `path` (no delivery enqueued).
+  int64_t ProjectHook(const std::string& project, const std::string& path) {
+    storage::WebhookRecord w;
+    w.project = project;
+    w.url = receiver_.Url(path);
+    w.secret = std::string(64, 'a');
+    w.created_by = project;
+    absl::StatusOr<storage::WebhookRecord> added = store_->AddWebhook(w);
+    EXPECT_TRUE(added.ok()) << added.status();
+    return added.ok() ? added->id : 0;
+  }
+
+  // Waits while a delivery of `hooks` is pending: a bound on the wait (30 s),
+  // not a timing assertion.
+  void WaitWhilePending(const std::vector<int64_t>& hooks) {
+    for (int i = 0; i < 3000; ++i) {
+      bool pending = false;
+      for (int64_t id : hooks) pending |= Delivery(id).state == storage::DeliveryState::kPending;
+      if (!pending) return;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
   // The webhook's one delivery.
   storage::WebhookDelivery Delivery(int64_t webhook_id) {
     auto listed = store_->ListWebhookDeliveries(webhook_id, 10);
@@ -276,19 +299,9 @@ TEST_F(WebhookSenderTest, TheThreadDeliversWhenWokenAndStops) {
 // goes while all of those still hang (the hanging ones cannot time out
 // first: the timeout is longer than the test).
 TEST_F(WebhookSenderTest, HangingReceiversHoldUpOnlyTheirOwnProject) {
-  auto add = [&](const std::string& project, const std::string& path) {
-    storage::WebhookRecord w;
-    w.project = project;
-    w.url = receiver_.Url(path);
-    w.secret = std::string(64, 'a');
-    w.created_by = project;
-    absl::StatusOr<storage::WebhookRecord> added = store_->AddWebhook(w);
-    EXPECT_TRUE(added.ok()) << added.status();
-    return added.ok() ? added->id : 0;
-  };
   std::vector<int64_t> hanging;
-  for (int i = 0; i < 9; ++i) hanging.push_back(add("lab-a", absl::StrCat("/hang/", i)));
-  const int64_t quick = add("lab-b", "/quick");
+  for (int i = 0; i < 9; ++i) hanging.push_back(ProjectHook("lab-a", absl::StrCat("/hang/", i)));
+  const int64_t quick = ProjectHook("lab-b", "/quick");
   ASSERT_TRUE(store_->EnqueueWebhookDeliveries("lab-a", 1, "SUCCEEDED", "{}", 0).ok());
   ASSERT_TRUE(store_->EnqueueWebhookDeliveries("lab-b", 2, "SUCCEEDED", "{}", 0).ok());
   receiver_.Hold();
@@ -314,12 +327,7 @@ TEST_F(WebhookSenderTest, HangingReceiversHoldUpOnlyTheirOwnProject) {
   std::printf("lab-b's delivery arrived %.3f s after the start, with lab-a's 9 receivers hanging\n",
               absl::ToDoubleSeconds(waited));
   receiver_.Release();
-  for (int i = 0; i < 3000; ++i) {
-    bool pending = false;
-    for (int64_t id : hanging) pending |= Delivery(id).state == storage::DeliveryState::kPending;
-    if (!pending) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitWhilePending(hanging);
   sender.Stop();
   for (int64_t id : hanging) EXPECT_EQ(Delivery(id).state, storage::DeliveryState::kDelivered);
   EXPECT_EQ(receiver_.MaxHanging(), 2);
@@ -337,14 +345,7 @@ TEST_F(WebhookSenderTest, EveryDeliveryIsSentOnceWhileTheLoopPolls) {
   for (int p = 0; p < kProjects; ++p) {
     const std::string project = absl::StrCat("lab-", p);
     for (int i = 0; i < kHooksPerProject; ++i) {
-      storage::WebhookRecord w;
-      w.project = project;
-      w.url = receiver_.Url(absl::StrCat("/", project, "/", i));
-      w.secret = std::string(64, 'a');
-      w.created_by = project;
-      absl::StatusOr<storage::WebhookRecord> added = store_->AddWebhook(w);
-      ASSERT_TRUE(added.ok()) << added.status();
-      hooks.push_back(added->id);
+      hooks.push_back(ProjectHook(project, absl::StrCat("/", project, "/", i)));
     }
     ASSERT_TRUE(store_->EnqueueWebhookDeliveries(project, p + 1, "SUCCEEDED", "{}", 0).ok());
   }
@@ -355,13 +356,7 @@ TEST_F(WebhookSenderTest, EveryDeliveryIsSentOnceWhileTheLoopPolls) {
   options.per_project = 2;
   jobs::WebhookSender sender(store_.get(), options);
   sender.Start();
-  // A bound on the wait, not a timing assertion.
-  for (int i = 0; i < 3000; ++i) {
-    bool pending = false;
-    for (int64_t id : hooks) pending |= Delivery(id).state == storage::DeliveryState::kPending;
-    if (!pending) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitWhilePending(hooks);
   sender.Stop();
   for (int64_t id : hooks) {
     EXPECT_EQ(Delivery(id).state, storage::DeliveryState::kDelivered) << id;

@@ -324,6 +324,13 @@ class ForwardPass {
     return pos;
   }
 
+  // silu(gate(x)) * up(x), in place where no gradient is recorded (the
+  // projection is ours).
+  at::Tensor SwiGluHidden(const at::Tensor& x, const Mlp& m, bool autograd) {
+    at::Tensor hidden = Lin(x, m.gate);
+    return autograd ? at::silu(hidden) * Lin(x, m.up) : at::silu_(hidden).mul_(Lin(x, m.up));
+  }
+
   at::Tensor RunMlp(const at::Tensor& x, const Mlp& m) {
     return Lin(at::silu(Lin(x, m.gate)) * Lin(x, m.up), m.down);
   }
@@ -346,9 +353,7 @@ class ForwardPass {
       if (n == 0) continue;
       const Mlp& m = l.experts[e];
       const at::Tensor xe = xs.slice(0, offset, offset + n);
-      at::Tensor hidden = Lin(xe, m.gate);
-      // In place where no gradient is recorded (the projection is ours).
-      hidden = autograd ? at::silu(hidden) * Lin(xe, m.up) : at::silu_(hidden).mul_(Lin(xe, m.up));
+      const at::Tensor hidden = SwiGluHidden(xe, m, autograd);
       if (autograd) {
         outputs.push_back(Lin(hidden, m.down));
       } else {
@@ -414,9 +419,7 @@ class ForwardPass {
                          PartTimer* part) {
     const Mlp& m = w_.layers[layer].experts[0];
     const int64_t N = x.size(0);
-    at::Tensor hidden = Lin(x, m.gate);
-    at::silu_(hidden).mul_(Lin(x, m.up));
-    at::Tensor y = Lin(hidden, m.down);
+    at::Tensor y = Lin(SwiGluHidden(x, m, /*autograd=*/false), m.down);
     if (replayed.defined()) y.mul_(replayed.to(y.scalar_type()));
     part->Lap(&ExecutionCounters::PartSeconds::mlp);
     if (counters_) {
