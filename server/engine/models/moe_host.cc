@@ -8,13 +8,18 @@
 namespace fca::engine {
 namespace {
 
+// The loops over rows are compiled for the widest vectors the processor has,
+// chosen at load. Still no contracted multiply-adds (CMakeLists.txt): the
+// same bits at every width.
+#define FCA_HOST_LOOP __attribute__((target_clones("avx512f", "avx2", "default")))
+
 // Whether a is ranked before b in a descending sort: NaN first, as torch's
 // sort puts it.
 bool RanksBefore(float a, float b) { return (std::isnan(a) && !std::isnan(b)) || a > b; }
 
 // x [B, T, heads, hd], cos and sin [T, hd].
-void RotaryRows(const float* x, const float* cos, const float* sin,
-                const std::vector<int64_t>& size, float* out) {
+FCA_HOST_LOOP void RotaryRows(const float* x, const float* cos, const float* sin,
+                              const std::vector<int64_t>& size, float* out) {
   const int64_t B = size[0], positions = size[1], heads = size[2], hd = size[3], half = hd / 2;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < positions; ++t) {
@@ -30,13 +35,21 @@ void RotaryRows(const float* x, const float* cos, const float* sin,
   }
 }
 
-// ys [P, D] -> out [N, D] (zeros), rows added in increasing p.
-void CombineRows(const float* ys, const float* weights, const int64_t* tokens, int64_t P, int64_t D,
-                 float* out) {
-  for (int64_t p = 0; p < P; ++p) {
-    float* __restrict row = out + tokens[p] * D;
-    const float* __restrict src = ys + p * D;
-    for (int64_t d = 0; d < D; ++d) row[d] = row[d] + src[d] * weights[p];
+// out[n] = sum over n's k rows of ys[r] * weights[r], from 0 in the rows'
+// order. `0 +` stays: it turns a product of -0 into +0, as adding into zeros
+// does.
+FCA_HOST_LOOP void CombineRows(const float* ys, const float* weights, const int64_t* rows,
+                               int64_t N, int64_t k, int64_t D, float* out) {
+  for (int64_t n = 0; n < N; ++n, rows += k) {
+    float* __restrict o = out + n * D;
+    const float* __restrict first = ys + rows[0] * D;
+    const float w0 = weights[rows[0]];
+    for (int64_t d = 0; d < D; ++d) o[d] = 0.0f + first[d] * w0;
+    for (int64_t j = 1; j < k; ++j) {
+      const float* __restrict src = ys + rows[j] * D;
+      const float w = weights[rows[j]];
+      for (int64_t d = 0; d < D; ++d) o[d] = o[d] + src[d] * w;
+    }
   }
 }
 
@@ -92,12 +105,41 @@ at::Tensor HostRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return out;
 }
 
-at::Tensor HostCombine(const at::Tensor& ys, const at::Tensor& weights, const at::Tensor& tokens,
-                       int64_t num_tokens) {
-  at::Tensor out = at::zeros({num_tokens, ys.size(1)}, ys.options());
-  const at::Tensor w = weights.contiguous(), t = tokens.contiguous();
-  CombineRows(ys.data_ptr<float>(), w.data_ptr<float>(), t.data_ptr<int64_t>(), ys.size(0),
-              ys.size(1), out.data_ptr<float>());
+void HostGroupRoutes(const at::Tensor& experts, const at::Tensor& weights, int64_t num_experts,
+                     at::Tensor* tokens, at::Tensor* grouped_weights, at::Tensor* rows,
+                     std::vector<int64_t>* count) {
+  const at::Tensor ex = experts.contiguous(), w = weights.contiguous();
+  const int64_t N = ex.size(0), k = ex.size(1);
+  const int64_t* expert = ex.data_ptr<int64_t>();
+  const float* weight = w.data_ptr<float>();
+  count->assign(num_experts, 0);
+  for (int64_t i = 0; i < N * k; ++i) ++(*count)[expert[i]];
+  std::vector<int64_t> next(num_experts, 0);
+  for (int64_t e = 1; e < num_experts; ++e) next[e] = next[e - 1] + (*count)[e - 1];
+  *tokens = at::empty({N * k}, ex.options());
+  *grouped_weights = at::empty({N * k}, w.options());
+  *rows = at::empty({N, k}, ex.options());
+  int64_t* token = tokens->data_ptr<int64_t>();
+  float* grouped = grouped_weights->data_ptr<float>();
+  int64_t* row = rows->data_ptr<int64_t>();
+  // Slot-major, as HostGroupByExpert takes the positions.
+  for (int64_t slot = 0; slot < k; ++slot) {
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = next[expert[n * k + slot]]++;
+      token[r] = n;
+      grouped[r] = weight[n * k + slot];
+      row[n * k + slot] = r;
+    }
+  }
+  // Each token's rows in increasing order: the order of its experts' indices.
+  for (int64_t n = 0; n < N; ++n) std::sort(row + n * k, row + (n + 1) * k);
+}
+
+at::Tensor HostCombine(const at::Tensor& ys, const at::Tensor& weights, const at::Tensor& rows) {
+  const at::Tensor w = weights.contiguous(), r = rows.contiguous();
+  at::Tensor out = at::empty({r.size(0), ys.size(1)}, ys.options());
+  CombineRows(ys.data_ptr<float>(), w.data_ptr<float>(), r.data_ptr<int64_t>(), r.size(0),
+              r.size(1), ys.size(1), out.data_ptr<float>());
   return out;
 }
 

@@ -38,10 +38,20 @@ at::Tensor HostGroupByExpert(const at::Tensor& flat, int64_t num_experts,
 // and sin_signed [1, T, 1, hd] float32.
 at::Tensor HostRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin_signed);
 
-// ys [P, D] float32 -> out [N, D], out[tokens[p]] += ys[p] * weights[p] for
-// p in increasing order, starting from zeros.
-at::Tensor HostCombine(const at::Tensor& ys, const at::Tensor& weights, const at::Tensor& tokens,
-                       int64_t num_tokens);
+// experts [N, k] int64 and weights [N, k] float32 (CPU) -> the N * k routed
+// rows grouped as HostGroupByExpert groups the slot-major positions
+// p = slot * N + token, in one pass: each row's token in `tokens` [N * k],
+// its weight in `grouped_weights` [N * k], each expert's count in `count`,
+// and in `rows` [N, k] each token's rows, in increasing order (HostCombine).
+void HostGroupRoutes(const at::Tensor& experts, const at::Tensor& weights, int64_t num_experts,
+                     at::Tensor* tokens, at::Tensor* grouped_weights, at::Tensor* rows,
+                     std::vector<int64_t>* count);
+
+// ys [P, D] float32, weights [P] float32 and rows [N, k] (HostGroupRoutes)
+// -> out [N, D], out[n] = ((0 + ys[a] * weights[a]) + ys[b] * weights[b]) ...
+// over n's rows a < b < ...: what adding each row into a zero tensor in
+// increasing row order gives, each row of out written once.
+at::Tensor HostCombine(const at::Tensor& ys, const at::Tensor& weights, const at::Tensor& rows);
 
 }  // namespace fca::engine
 

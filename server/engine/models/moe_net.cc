@@ -124,6 +124,7 @@ struct Routing {
   at::Tensor tokens;   // int64 [N * k]
   at::Tensor weights;  // [N * k] in the model dtype
   std::vector<int64_t> count;
+  at::Tensor rows;  // int64 [N, k]: each token's rows, increasing; host loops only
 };
 
 // ---------------------------------------------------------------------------
@@ -301,9 +302,13 @@ class ForwardPass {
     auto [w, experts] = RouterTopK(probs, c_.num_experts_per_tok);
     if (c_.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
     w = w.to(dtype);
+    Routing r;
+    if (HostLoopsApply(w)) {  // the grouping below in one pass (moe_host.h)
+      HostGroupRoutes(experts, w, c_.num_experts, &r.tokens, &r.weights, &r.rows, &r.count);
+      return r;
+    }
     // Slot-major positions p = slot * N + token, grouped by expert, each
     // expert's positions in increasing order.
-    Routing r;
     const at::Tensor pos = GroupByExpert(experts.t().reshape(-1), &r.count);
     r.tokens = pos.remainder(N);
     r.weights = w.t().reshape(-1).index_select(0, pos);
@@ -436,7 +441,7 @@ class ForwardPass {
   // each product and sum rounded to the dtype; on the CPU outside autograd in
   // one pass (moe_host.h).
   static at::Tensor Combine(const at::Tensor& x, const at::Tensor& ys, const Routing& r) {
-    if (HostLoopsApply(ys)) return HostCombine(ys, r.weights, r.tokens, x.size(0));
+    if (r.rows.defined() && HostLoopsApply(ys)) return HostCombine(ys, r.weights, r.rows);
     return at::zeros_like(x).index_add_(0, r.tokens, ys * r.weights.unsqueeze(1));
   }
 
