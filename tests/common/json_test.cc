@@ -8,16 +8,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::json {
 namespace {
 
-// absl::string_view is not std::string_view in Debian's Abseil build.
-::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
-}
+using ::fca::test_util::Contains;
 
+// absl::string_view is not std::string_view in Debian's Abseil build.
 Value ParseOk(std::string_view text) {
   absl::StatusOr<Value> v = Parse(text);
   EXPECT_TRUE(v.ok()) << text << " -> " << v.status();

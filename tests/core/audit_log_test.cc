@@ -17,9 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tests/core/core_env.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::core {
 namespace {
+
+using ::fca::test_util::kSecond;
 
 using testing::Admin;
 using testing::Alice;
@@ -27,8 +30,6 @@ using testing::Bob;
 using testing::CoreEnv;
 using ::testing::HasSubstr;
 using testing::SmallSpec;
-
-constexpr int64_t kSecond = 1'000'000;
 
 // One clock for the store and the log.
 struct Clock {

@@ -10,14 +10,16 @@
 #include <chrono>
 #include <vector>
 
+#include "tests/testing/test_util.h"
+
 namespace fca::core {
 namespace {
+
+using ::fca::test_util::kSecond;
 
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-constexpr int64_t kSecond = 1000000;  // microseconds
 
 TEST(RefusalBackoffTest, DoublesFromTheInitialUpToTheCap) {
   const jobs::RefusalBackoff defaults;

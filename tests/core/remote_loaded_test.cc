@@ -14,14 +14,15 @@
 #include <vector>
 
 #include "server/runtime/task_broker.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::core {
 namespace {
 
+using ::fca::test_util::kSecond;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-constexpr int64_t kSecond = 1000000;  // microseconds
 
 TEST(RemoteLoadedTest, AReportReplacesTheLastAndExpiresALeaseAfterIt) {
   jobs::RemoteLoaded loaded(std::chrono::seconds(2));

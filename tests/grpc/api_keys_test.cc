@@ -15,16 +15,17 @@
 
 #include "proto/fca/v1/worker_service.grpc.pb.h"
 #include "tests/grpc/grpc_env.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::grpc_server {
 namespace {
 
+using ::fca::test_util::kSecond;
+
 using testing::GrpcEnv;
 using ::testing::HasSubstr;
+using testing::kRootKey;
 using testing::ServerConfig;
-
-constexpr char kRootKey[] = "root-key-00000000003";
-constexpr int64_t kSecond = 1'000'000;
 
 std::atomic<int64_t> g_now_us{1'700'000'000 * kSecond};
 

@@ -25,13 +25,13 @@ using auth::Authenticator;
 using core::testing::SmallSpec;
 using testing::GrpcEnv;
 using ::testing::HasSubstr;
+using testing::kRootKey;
 using ::testing::Not;
 using testing::ServerConfig;
 using testing::WriteTempFile;
 
 constexpr char kAliceKey[] = "alice-key-0000000001";
 constexpr char kBobKey[] = "bob-key-000000000002";
-constexpr char kRootKey[] = "root-key-00000000003";
 
 // A key file as the server accepts it: readable by its owner only.
 std::string PrivateKeyFile(const std::string& text, mode_t mode = 0600) {

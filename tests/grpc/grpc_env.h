@@ -18,6 +18,9 @@
 
 namespace fca::grpc_server::testing {
 
+// The admin key of the key files the auth suites write.
+inline constexpr char kRootKey[] = "root-key-00000000003";
+
 struct ServerConfig {
   core::ServiceLimits limits;
   bool auth = false;

@@ -24,6 +24,14 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return info.param == Backend::kMemory ? "Memory" : "File";
 }
 
+// A claim of any task by `worker`, with a lease of a minute.
+inline ClaimRequest Claim(const std::string& worker) {
+  ClaimRequest request;
+  request.worker = worker;
+  request.lease_us = 60'000'000;
+  return request;
+}
+
 class StoreFixture : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {

@@ -66,13 +66,6 @@ class StoreJobsTest : public StoreFixture {
 };
 
 // A claim of the oldest claimable task by `worker`.
-ClaimRequest Claim(const std::string& worker) {
-  ClaimRequest request;
-  request.worker = worker;
-  request.lease_us = 60'000'000;
-  return request;
-}
-
 INSTANTIATE_TEST_SUITE_P(Backends, StoreJobsTest,
                          ::testing::Values(Backend::kMemory, Backend::kFile), BackendName);
 

@@ -22,13 +22,6 @@ using ::absl::StatusCode;
 class StoreLifecycleTest : public StoreFixture {};
 
 // A claim of the oldest claimable task by `worker`.
-ClaimRequest Claim(const std::string& worker) {
-  ClaimRequest request;
-  request.worker = worker;
-  request.lease_us = 60'000'000;
-  return request;
-}
-
 INSTANTIATE_TEST_SUITE_P(Backends, StoreLifecycleTest,
                          ::testing::Values(Backend::kMemory, Backend::kFile), BackendName);
 

@@ -1,5 +1,6 @@
 #include "tests/testing/test_models.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,17 @@ ComputeOptions TestCompute() {
   const char* device = std::getenv("FCA_TEST_DEVICE");
   if (device != nullptr && device[0] != '\0') compute.device = device;
   return compute;
+}
+
+std::unique_ptr<ControlledModel> LoadFolder(const std::string& dir, const std::string& name,
+                                            const ComputeOptions& compute) {
+  auto model = LoadModel(dir, name, compute);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
 }
 
 std::string TempDir(const std::string& tag) {

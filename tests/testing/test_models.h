@@ -20,6 +20,14 @@ namespace fca::engine::testing {
 // legitimately miss says so where it is made.
 ComputeOptions TestCompute();
 
+// The model folder `dir` loaded as `name`; null, and a failure, when it
+// does not load.
+std::unique_ptr<ControlledModel> LoadFolder(const std::string& dir, const std::string& name,
+                                            const ComputeOptions& compute = TestCompute());
+
+// max |a - b| over the elements, computed in float64 on the CPU.
+double MaxDiff(const at::Tensor& a, const at::Tensor& b);
+
 // A fresh, empty temporary folder (removed by the OS's tmp cleaning; the
 // tests keep them small).
 std::string TempDir(const std::string& tag);

@@ -21,9 +21,12 @@
 #include "server/engine/models/transformer_model.h"
 #include "server/tools/train/corpus_split.h"
 #include "tests/testing/test_models.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::engine {
 namespace {
+
+using ::fca::test_util::WriteFile;
 
 using testing::TempDir;
 using testing::TinyConfig;
@@ -312,10 +315,6 @@ TEST(MoeTrainerTest, BadConfigsAreInvalidArgumentNamingTheKey) {
 }
 
 // --- corpus split ---
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
 
 std::string FortuneCorpus() {
   const std::string dir = TempDir("corpus");

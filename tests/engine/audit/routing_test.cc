@@ -25,14 +25,10 @@
 namespace fca::engine {
 namespace {
 
+using testing::LoadFolder;
+
 const char kOlmoeDir[] = FCA_TEST_DATA_DIR "/olmoe-tiny";     // 2 layers, 8 experts, top-2
 const char kQwenDir[] = FCA_TEST_DATA_DIR "/qwen2-moe-tiny";  // 2 layers, 6 experts, top-2
-
-std::unique_ptr<ControlledModel> Load(const std::string& dir) {
-  auto model = LoadModel(dir, "tiny", testing::TestCompute());
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? std::move(*model) : nullptr;
-}
 
 // LIVE's coefficients of n random windows of length t, on the host, where
 // an audit keeps them (ToHost).
@@ -70,7 +66,7 @@ InterventionContext Context(const SiteTensors& eval, const ControlledModel& mode
 }
 
 TEST(TopkAgreementTest, CorrectAgreesEverywhere) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const SiteTensors live = Record(*model, 6, 16, 1);
   auto plan = MakeIntervention(InterventionId::kCorrect, Context(live, *model, 1));
@@ -91,7 +87,7 @@ TEST(TopkAgreementTest, CorrectAgreesEverywhere) {
 // its smallest: the expert LIVE ranked first drops out of the top-2 and one
 // it ranked last enters, so exactly those positions disagree.
 TEST(TopkAgreementTest, ChangedPositionsAreCountedPerLayer) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 6, t = 16;
   const SiteTensors live = Record(*model, n, t, 2);
@@ -120,7 +116,7 @@ TEST(TopkAgreementTest, ChangedPositionsAreCountedPerLayer) {
 // Uniform probabilities tie everywhere: the model's tie rule chooses
 // experts {0, 1}, so agreement with LIVE is LIVE's share of {0, 1}.
 TEST(TopkAgreementTest, TiesAreBrokenAsTheModelBreaksThem) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const SiteTensors live = Record(*model, 4, 16, 3);
   SiteTensors uniform;
@@ -148,7 +144,7 @@ TEST(TopkAgreementTest, AModelWithoutRoutersHasNone) {
 // the k drawn experts (1/k each, 0 elsewhere), uniform over the C(8, 2) = 28
 // pairs, and the same for the same seed whatever the batching.
 TEST(RandomRouteTest, ChoosesUniformPairsReproducibly) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 100, t = 8;
   SiteTensors eval;
@@ -203,7 +199,7 @@ TEST(RandomRouteTest, ChoosesUniformPairsReproducibly) {
 
 // Qwen2-MoE: routers are drawn, shared gates keep A(x_i).
 TEST(RandomRouteTest, LeavesTheSharedGatesAlone) {
-  auto model = Load(kQwenDir);
+  auto model = LoadFolder(kQwenDir, "tiny");
   ASSERT_NE(model, nullptr);
   const SiteTensors live = Record(*model, 3, 8, 5);
   auto plan = MakeIntervention(InterventionId::kRandomRoute, Context(live, *model, 1));
@@ -227,7 +223,7 @@ TEST(RandomRouteTest, IsRefusedWithoutRouters) {
 // four takes a quarter of the assignments, entropy ln 4; the first batch
 // (the first half) alone would say a half each for 0 and 1.
 TEST(ExpertLoadTest, CountsEveryWindowThroughTheModelsTopK) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 8, t = 5, E = 8;
   SiteTensors logits;
@@ -288,7 +284,7 @@ SiteTensors Routed(const ControlledModel& model, int64_t n, int64_t t, Route rou
 // in the second (overlap 0): layer 1's overlap is 1/2 and its agreement 1/2,
 // the model's overlap (1/2 + 1/2) / 2 and its agreement (0 + 1/2) / 2.
 TEST(TopkOverlapTest, CountsTheSharedExpertsOverK) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 6, t = 5;
   using Set = std::vector<int64_t>;
@@ -319,7 +315,7 @@ TEST(TopkOverlapTest, CountsTheSharedExpertsOverK) {
 // experts 0 and 1 are chosen together at 3/5 of the tokens, 1 and 2 at 2/5,
 // every other pair never; the pairs' fractions sum to k(k-1)/2 = 1.
 TEST(RoutingStatisticsTest, CoactivationOfAKnownRouting) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 4, t = 5, E = 8;
   using Set = std::vector<int64_t>;
@@ -361,7 +357,7 @@ TEST(RoutingStatisticsTest, CoactivationOfAKnownRouting) {
 // Window i chooses experts {2(i mod 4), 2(i mod 4) + 1}: over 8 windows each
 // of the 8 experts takes 1/8 of the load, entropy ln 8 = ln E.
 TEST(RoutingStatisticsTest, UniformLoadHasEntropyLogE) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 8, t = 3, E = 8;
   using Set = std::vector<int64_t>;
@@ -384,7 +380,7 @@ TEST(RoutingStatisticsTest, UniformLoadHasEntropyLogE) {
 // at positions 1-4 (12 positions) and token 11 at position 0 (3), routed
 // {4, 5}. With the 2 most frequent ids, token 11 has no rows.
 TEST(RoutingStatisticsTest, TopExpertsOfTheMostFrequentTokenIds) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const int64_t n = 6, t = 5;
   using Set = std::vector<int64_t>;
@@ -414,7 +410,7 @@ TEST(RoutingStatisticsTest, TopExpertsOfTheMostFrequentTokenIds) {
 }
 
 TEST(RoutingStatisticsTest, TokenIdsOfAnotherShapeAreRefused) {
-  auto model = Load(kOlmoeDir);
+  auto model = LoadFolder(kOlmoeDir, "tiny");
   ASSERT_NE(model, nullptr);
   const SiteTensors live = Record(*model, 2, 8, 1);
   auto routing = MeasureRouting(*model, live, at::zeros({2, 7}, at::kLong), 2);

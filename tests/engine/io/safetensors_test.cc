@@ -18,16 +18,14 @@
 #include "common/json.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::engine {
 namespace {
 
-// absl::string_view is not absl::string_view in Debian's Abseil build.
-::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
-}
+using ::fca::test_util::Contains;
 
+// absl::string_view is not absl::string_view in Debian's Abseil build.
 template <typename T>
 std::string Bytes(const std::vector<T>& values) {
   std::string out(values.size() * sizeof(T), '\0');

@@ -32,12 +32,14 @@
 namespace fca::engine {
 namespace {
 
+using testing::LoadFolder;
+using testing::MaxDiff;
 using testing::TempDir;
 using testing::TestCompute;
 
-constexpr int64_t kB = 2, kT = 8, kN = kB * kT;
+constexpr int64_t kBatch = 2, kLength = 8, kTokens = kBatch * kLength;
 
-// The counters a LIVE forward of [kB, kT] ids must report.
+// The counters a LIVE forward of [kBatch, kLength] ids must report.
 struct Counts {
   int64_t blocks_executed = 0, blocks_total = 0;
   double flops = 0;
@@ -62,9 +64,9 @@ struct FamilyRow {
 // gtest names a row by its family.
 void PrintTo(const FamilyRow& row, std::ostream* os) { *os << row.family; }
 
-// The attention FLOPs of a [kB, kT] forward with `width` = heads * head_dim:
+// The attention FLOPs of a [kBatch, kLength] forward with `width` = heads * head_dim:
 // scores and probs @ v, 2 per multiply-add.
-double AttentionFlops(double width) { return 2.0 * 2.0 * kB * kT * kT * width; }
+double AttentionFlops(double width) { return 2.0 * 2.0 * kBatch * kLength * kLength * width; }
 
 std::string WrittenTransformer(const std::string& family) {
   static std::map<std::string, std::string>* dirs = new std::map<std::string, std::string>();
@@ -83,10 +85,10 @@ std::string WrittenTransformer(const std::string& family) {
 // fc2 (2 d d_ff), attention; the controller d cw + cw 2G; then the head.
 Counts TransformerCounts(bool gated) {
   const double d = 32, ff = 64, cw = 16, G = 4, V = 256, L = 2;
-  double flops = L * (2.0 * kN * (4 * d * d + 2 * d * ff) + AttentionFlops(d));
-  if (gated) flops += L * 2.0 * kN * (d * cw + cw * 2 * G);
-  flops += 2.0 * kN * d * V;
-  return {static_cast<int64_t>(L * kN), static_cast<int64_t>(L * kN), flops, 0};
+  double flops = L * (2.0 * kTokens * (4 * d * d + 2 * d * ff) + AttentionFlops(d));
+  if (gated) flops += L * 2.0 * kTokens * (d * cw + cw * 2 * G);
+  flops += 2.0 * kTokens * d * V;
+  return {static_cast<int64_t>(L * kTokens), static_cast<int64_t>(L * kTokens), flops, 0};
 }
 
 // tests/data/muddpythia-tiny-fp32: dim 64, 4 layers of 4 heads, vocab 512,
@@ -95,13 +97,13 @@ Counts TransformerCounts(bool gated) {
 Counts MuddPythiaCounts() {
   const double D = 64, V = 512, K = 64;
   const double ffn[] = {0, 128, 128, 256};
-  double flops = 2.0 * kN * D * V;
+  double flops = 2.0 * kTokens * D * V;
   for (int l = 0; l < 4; ++l) {
     const double C = l == 3 ? 1 : 4;
-    flops += 2.0 * kN * 4 * D * D + AttentionFlops(D) + 2.0 * kN * 2 * D * ffn[l];
-    flops += 2.0 * kN * (D * K + K * C * (l + 2));
+    flops += 2.0 * kTokens * 4 * D * D + AttentionFlops(D) + 2.0 * kTokens * 2 * D * ffn[l];
+    flops += 2.0 * kTokens * (D * K + K * C * (l + 2));
   }
-  return {4 * kN, 4 * kN, flops, 0};
+  return {4 * kTokens, 4 * kTokens, flops, 0};
 }
 
 // docs/moe.md "Execution counters": a block is one expert (plus qwen's shared
@@ -112,14 +114,15 @@ Counts MuddPythiaCounts() {
 Counts MoeCounts(const ControlledModel& model, double kv_width, double E, double k,
                  double shared_width) {
   const double d = 16, L = 2, V = 256, I = 8, shared = shared_width > 0 ? 1 : 0;
-  double per_layer = 2.0 * kN * (2 * d * d + 2 * d * kv_width) + AttentionFlops(d);
-  per_layer += 2.0 * kN * d * E + k * 2.0 * kN * 3 * d * I;
-  per_layer += shared * (2.0 * kN * 3 * d * shared_width + 2.0 * kN * d);
+  double per_layer = 2.0 * kTokens * (2 * d * d + 2 * d * kv_width) + AttentionFlops(d);
+  per_layer += 2.0 * kTokens * d * E + k * 2.0 * kTokens * 3 * d * I;
+  per_layer += shared * (2.0 * kTokens * 3 * d * shared_width + 2.0 * kTokens * d);
   const double expert_parameters = 3 * d * I;
   const double active =
       static_cast<double>(model.info().num_parameters) - L * (E - k) * expert_parameters;
-  return {static_cast<int64_t>(L * (k + shared) * kN), static_cast<int64_t>(L * (E + shared) * kN),
-          L * per_layer + 2.0 * kN * d * V, kN * active};
+  return {static_cast<int64_t>(L * (k + shared) * kTokens),
+          static_cast<int64_t>(L * (E + shared) * kTokens), L * per_layer + 2.0 * kTokens * d * V,
+          kTokens * active};
 }
 
 bool EndsWith(const std::string& name, const char* suffix) { return absl::EndsWith(name, suffix); }
@@ -201,22 +204,16 @@ const std::vector<FamilyRow>& Families() {
        nullptr,
        "max_seq_len",
        [](const ControlledModel&) {
-         return Counts{2 * kN, 2 * kN, 200.0 * kN, 0};
+         return Counts{2 * kTokens, 2 * kTokens, 200.0 * kTokens, 0};
        },
        true},
   };
   return *rows;
 }
 
-std::unique_ptr<ControlledModel> Load(const std::string& dir) {
-  auto model = LoadModel(dir, "contract", TestCompute());
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
-}
-
-at::Tensor Ids(int64_t B, uint64_t seed) {
+at::Tensor RandomWindows(int64_t B, uint64_t seed) {
   at::manual_seed(seed);
-  return at::randint(0, 256, {B, kT}, at::kLong);
+  return at::randint(0, 256, {B, kLength}, at::kLong);
 }
 
 bool Bitwise(const at::Tensor& a, const at::Tensor& b) {
@@ -224,11 +221,11 @@ bool Bitwise(const at::Tensor& a, const at::Tensor& b) {
          at::equal(a.cpu(), b.cpu());
 }
 
-// NeutralCoefficients broadcast to every token of [B, kT] ids, as a replay
+// NeutralCoefficients broadcast to every token of [B, kLength] ids, as a replay
 // takes them.
 std::vector<at::Tensor> Broadcast(const std::vector<at::Tensor>& neutral, int64_t B) {
   std::vector<at::Tensor> out;
-  for (const at::Tensor& n : neutral) out.push_back(n.expand({B, kT, n.size(0)}).contiguous());
+  for (const at::Tensor& n : neutral) out.push_back(n.expand({B, kLength, n.size(0)}).contiguous());
   return out;
 }
 
@@ -263,7 +260,7 @@ class FamilyContractTest : public ::testing::TestWithParam<FamilyRow> {
  protected:
   void SetUp() override {
     dir_ = GetParam().folder();
-    model_ = Load(dir_);
+    model_ = LoadFolder(dir_, "contract");
     ASSERT_NE(model_, nullptr);
   }
 
@@ -272,7 +269,7 @@ class FamilyContractTest : public ::testing::TestWithParam<FamilyRow> {
 };
 
 TEST_P(FamilyContractTest, RecordThenReplayIsBitwiseLive) {
-  const at::Tensor ids = Ids(kB, 1);
+  const at::Tensor ids = RandomWindows(kBatch, 1);
   auto live = model_->Forward(ids, CoefficientMode::kLive, nullptr);
   ASSERT_TRUE(live.ok()) << live.status();
   std::vector<at::Tensor> recorded;
@@ -280,7 +277,8 @@ TEST_P(FamilyContractTest, RecordThenReplayIsBitwiseLive) {
   ASSERT_TRUE(record.ok()) << record.status();
   ASSERT_EQ(recorded.size(), model_->sites().size());
   for (size_t s = 0; s < recorded.size(); ++s) {
-    EXPECT_EQ(recorded[s].sizes(), at::IntArrayRef({kB, kT, model_->sites()[s].channels})) << s;
+    EXPECT_EQ(recorded[s].sizes(), at::IntArrayRef({kBatch, kLength, model_->sites()[s].channels}))
+        << s;
   }
   auto replay = model_->Forward(ids, CoefficientMode::kReplay, &recorded);
   ASSERT_TRUE(replay.ok()) << replay.status();
@@ -290,7 +288,7 @@ TEST_P(FamilyContractTest, RecordThenReplayIsBitwiseLive) {
   // replay above did use what it was given.
   if (recorded.empty()) return;
   std::vector<at::Tensor> other;
-  ASSERT_TRUE(model_->Forward(Ids(kB, 2), CoefficientMode::kLiveRecord, &other).ok());
+  ASSERT_TRUE(model_->Forward(RandomWindows(kBatch, 2), CoefficientMode::kLiveRecord, &other).ok());
   auto swapped = model_->Forward(ids, CoefficientMode::kReplay, &other);
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   EXPECT_FALSE(Bitwise(*swapped, *live));
@@ -315,15 +313,15 @@ TEST_P(FamilyContractTest, NeutralCoefficientsAreWhatTheDocsSay) {
       // Router probabilities 1/E, a shared gate sigmoid(0); the top-k of
       // uniform probabilities takes experts 0..k-1 (ties to the lower index).
       const std::vector<int64_t> k = model_->RoutedExperts();
-      auto chosen = model_->ChosenExperts(Broadcast(*neutral, kB));
+      auto chosen = model_->ChosenExperts(Broadcast(*neutral, kBatch));
       ASSERT_TRUE(chosen.ok()) << chosen.status();
       for (size_t s = 0; s < neutral->size(); ++s) {
         const at::Tensor n = (*neutral)[s].cpu();
         const bool router = model_->sites()[s].family == "router";
         EXPECT_TRUE(at::equal(n, at::full_like(n, router ? 1.0 / n.size(0) : 0.5))) << s;
         if (!router) continue;
-        EXPECT_TRUE(
-            at::equal((*chosen)[s].cpu(), at::arange(k[s], at::kLong).expand({kB, kT, k[s]})))
+        EXPECT_TRUE(at::equal((*chosen)[s].cpu(),
+                              at::arange(k[s], at::kLong).expand({kBatch, kLength, k[s]})))
             << s;
       }
       break;
@@ -333,13 +331,13 @@ TEST_P(FamilyContractTest, NeutralCoefficientsAreWhatTheDocsSay) {
   }
   // The controller's output zeroed, LIVE records the neutral coefficients
   // at every token, and replaying them is that LIVE, bit for bit.
-  auto plain = Load(ZeroedCopy(dir_, row.controller_out));
+  auto plain = LoadFolder(ZeroedCopy(dir_, row.controller_out), "contract");
   ASSERT_NE(plain, nullptr);
-  const at::Tensor ids = Ids(kB, 3);
+  const at::Tensor ids = RandomWindows(kBatch, 3);
   std::vector<at::Tensor> recorded;
   auto live = plain->Forward(ids, CoefficientMode::kLiveRecord, &recorded);
   ASSERT_TRUE(live.ok()) << live.status();
-  std::vector<at::Tensor> replayed = Broadcast(*neutral, kB);
+  std::vector<at::Tensor> replayed = Broadcast(*neutral, kBatch);
   ASSERT_EQ(recorded.size(), replayed.size());
   for (size_t s = 0; s < recorded.size(); ++s) {
     EXPECT_TRUE(Bitwise(recorded[s], replayed[s])) << model_->sites()[s].name;
@@ -394,9 +392,9 @@ TEST_P(FamilyContractTest, SitesAreWhatTheConfigDescribesAndTheRegistryDeclares)
 TEST_P(FamilyContractTest, CountersFollowTheDocsFormulas) {
   const Counts want = GetParam().live_counts(*model_);
   model_->ResetCounters();
-  ASSERT_TRUE(model_->Forward(Ids(kB, 4), CoefficientMode::kLive, nullptr).ok());
+  ASSERT_TRUE(model_->Forward(RandomWindows(kBatch, 4), CoefficientMode::kLive, nullptr).ok());
   const ExecutionCounters c = model_->counters();
-  EXPECT_EQ(c.tokens, kN);
+  EXPECT_EQ(c.tokens, kTokens);
   EXPECT_EQ(c.blocks_executed, want.blocks_executed);
   EXPECT_EQ(c.blocks_total, want.blocks_total);
   EXPECT_DOUBLE_EQ(c.flops, want.flops);
@@ -430,25 +428,21 @@ TEST_P(FamilyContractTest, ABadConfigIsRefusedNamingTheKey) {
 
 // Per-token NLL of the next token, [B, T - 1], in float32 on the host.
 at::Tensor Nll(const at::Tensor& logits, const at::Tensor& ids) {
-  const at::Tensor logp = at::log_softmax(logits.cpu().to(at::kFloat).slice(1, 0, kT - 1), -1);
-  return -logp.gather(-1, ids.cpu().slice(1, 1, kT).unsqueeze(-1)).squeeze(-1);
-}
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
+  const at::Tensor logp = at::log_softmax(logits.cpu().to(at::kFloat).slice(1, 0, kLength - 1), -1);
+  return -logp.gather(-1, ids.cpu().slice(1, 1, kLength).unsqueeze(-1)).squeeze(-1);
 }
 
 // Whether this machine's float32 GEMM gives a row the same bits alone and
-// among others: [3 * kT, 32] x [32, 64] against its first kT rows (the tiny
+// among others: [3 * kLength, 32] x [32, 64] against its first kLength rows (the tiny
 // models' shapes). OpenBLAS's generic kernels do; its AVX2 and AVX-512 ones
 // round a row by where it falls in the kernel's blocks (docs/fca.md,
 // "Reproducibility"), and no model can then be bitwise in its batch.
 bool GemmIsBatchInvariant() {
-  const at::Tensor x = at::randn({3 * kT, 32}, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor x = at::randn({3 * kLength, 32}, at::TensorOptions().dtype(at::kFloat));
   const at::Tensor w = at::randn({64, 32}, at::TensorOptions().dtype(at::kFloat));
   for (int64_t b = 0; b < 3; ++b) {
-    const at::Tensor rows = x.slice(0, b * kT, (b + 1) * kT).contiguous();
-    if (!Bitwise(at::linear(rows, w), at::linear(x, w).slice(0, b * kT, (b + 1) * kT))) {
+    const at::Tensor rows = x.slice(0, b * kLength, (b + 1) * kLength).contiguous();
+    if (!Bitwise(at::linear(rows, w), at::linear(x, w).slice(0, b * kLength, (b + 1) * kLength))) {
       return false;
     }
   }
@@ -464,7 +458,7 @@ bool GemmIsBatchInvariant() {
 TEST_P(FamilyContractTest, AWindowIsTheSameAloneAndInABatch) {
   const bool bitwise =
       GetParam().batch_bitwise_on_cpu && TestCompute().device == "cpu" && GemmIsBatchInvariant();
-  const at::Tensor batch = Ids(3, 5);
+  const at::Tensor batch = RandomWindows(3, 5);
   std::vector<at::Tensor> together_coefficients;
   auto together = model_->Forward(batch, CoefficientMode::kLiveRecord, &together_coefficients);
   ASSERT_TRUE(together.ok()) << together.status();

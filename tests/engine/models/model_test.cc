@@ -16,9 +16,12 @@
 #include "server/engine/models/transformer_model.h"
 #include "server/engine/models/transformer_net.h"
 #include "tests/testing/test_models.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::engine {
 namespace {
+
+using ::fca::test_util::WriteFile;
 
 using testing::LoadWritten;
 using testing::RandomModel;
@@ -297,10 +300,6 @@ TEST(ModelTest, WeightsIdentityIsContentHash) {
 
 absl::Status LoadStatus(const std::string& dir) {
   return LoadModel(dir, "m", testing::TestCompute()).status();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
 }
 
 std::string GoodModelDir(const TransformerConfig& c) {

@@ -29,9 +29,14 @@
 #include "server/engine/models/moe_model.h"
 #include "server/engine/models/moe_net.h"
 #include "tests/testing/test_models.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::engine {
 namespace {
+
+using testing::MaxDiff;
+
+using ::fca::test_util::Contains;
 
 using testing::TempDir;
 
@@ -44,20 +49,11 @@ const Family kOlmoe{FCA_TEST_DATA_DIR "/olmoe-tiny", 2, 8, 2, false};
 const Family kQwen{FCA_TEST_DATA_DIR "/qwen2-moe-tiny", 2, 6, 2, true};
 const Family kMixtral{FCA_TEST_DATA_DIR "/mixtral-tiny", 2, 4, 2, false};
 
-::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
-}
-
 void Report(const std::string& what, double value) {
   std::printf("[ measured ] %s: %.3g\n", what.c_str(), value);
 }
 
 // Both compare on the host: the model's tensors may be on the test device.
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
-}
-
 bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
          at::equal(a.cpu(), b.cpu());

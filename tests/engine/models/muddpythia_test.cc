@@ -25,9 +25,16 @@
 #include "server/engine/models/muddpythia_model.h"
 #include "server/engine/models/transformer_model.h"
 #include "tests/testing/test_models.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::engine {
 namespace {
+
+using testing::MaxDiff;
+
+using ::fca::test_util::WriteFile;
+
+using ::fca::test_util::Contains;
 
 using testing::TempDir;
 
@@ -39,24 +46,11 @@ constexpr int64_t kFfnWidths[kLayers] = {0, 128, 128, 256};  // from the checkpo
 constexpr int64_t kSites = 3 * 4 + 1;
 
 // absl::string_view is not std::string_view in Debian's Abseil build.
-::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
 std::string TinyConfigText() { return ReadFileOrEmpty(std::string(kTinyDir) + "/config.json"); }
 
 void Report(const char* what, double value) { std::printf("[ measured ] %s: %.3g\n", what, value); }
 
 // On the host: the model's tensors may be on the test device.
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
-}
-
 // --- the reference outputs ---
 
 // A CPU copy of an F32 or I64 safetensors view.

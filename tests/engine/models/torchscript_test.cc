@@ -26,16 +26,16 @@ namespace {
 
 const std::string kModules = std::string(FCA_TEST_DATA_DIR) + "/torchscript/";
 
-absl::StatusOr<std::unique_ptr<ControlledModel>> Load(const std::string& name) {
+absl::StatusOr<std::unique_ptr<ControlledModel>> LoadModule(const std::string& name) {
   return LoadModel(kModules + name, name, testing::TestCompute());
 }
 
-at::Tensor Ids(int64_t B, int64_t T) {
+at::Tensor CountingIds(int64_t B, int64_t T) {
   return at::arange(B * T, at::kLong).remainder(256).view({B, T});
 }
 
 TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
-  auto model = Load("tiny-gate");
+  auto model = LoadModule("tiny-gate");
   ASSERT_TRUE(model.ok()) << model.status();
   ControlledModel& m = **model;
   EXPECT_EQ(m.info().family, "torchscript");
@@ -48,7 +48,7 @@ TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
   EXPECT_EQ(m.sites()[1].name, "gate.1");
   EXPECT_EQ(m.sites()[1].channels, 4);
 
-  const at::Tensor ids = Ids(3, 20);
+  const at::Tensor ids = CountingIds(3, 20);
   std::vector<at::Tensor> coefficients;
   auto live = m.Forward(ids, CoefficientMode::kLiveRecord, &coefficients);
   ASSERT_TRUE(live.ok()) << live.status();
@@ -88,21 +88,24 @@ TEST(TorchScriptModelTest, BfloatComputeConvertsTheModule) {
   auto model = LoadModel(kModules + "tiny-gate", "tiny-gate", bf16);
   ASSERT_TRUE(model.ok()) << model.status();
   std::vector<at::Tensor> coefficients;
-  auto live = (*model)->Forward(Ids(2, 8), CoefficientMode::kLiveRecord, &coefficients);
+  auto live = (*model)->Forward(CountingIds(2, 8), CoefficientMode::kLiveRecord, &coefficients);
   ASSERT_TRUE(live.ok()) << live.status();
   EXPECT_EQ(live->scalar_type(), at::kBFloat16);
   EXPECT_EQ(coefficients[0].scalar_type(), at::kBFloat16);
 }
 
 TEST(TorchScriptModelTest, ForwardRefusesBadInputsLikeEveryFamily) {
-  auto model = Load("tiny-gate");
+  auto model = LoadModule("tiny-gate");
   ASSERT_TRUE(model.ok()) << model.status();
   std::vector<at::Tensor> none;
-  EXPECT_EQ((*model)->Forward(Ids(1, 65), CoefficientMode::kLive, nullptr).status().code(),
+  EXPECT_EQ((*model)->Forward(CountingIds(1, 65), CoefficientMode::kLive, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);  // longer than max_seq_len
-  EXPECT_EQ((*model)->Forward(Ids(1, 8).add(256), CoefficientMode::kLive, nullptr).status().code(),
+  EXPECT_EQ((*model)
+                ->Forward(CountingIds(1, 8).add(256), CoefficientMode::kLive, nullptr)
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);  // ids >= vocab_size
-  EXPECT_EQ((*model)->Forward(Ids(1, 8), CoefficientMode::kReplay, &none).status().code(),
+  EXPECT_EQ((*model)->Forward(CountingIds(1, 8), CoefficientMode::kReplay, &none).status().code(),
             absl::StatusCode::kInvalidArgument);  // no coefficients
 }
 
@@ -128,23 +131,23 @@ TEST(TorchScriptModelTest, ModulesThatBreakTheContractAreRefusedSayingWhy) {
        "not a TorchScript module saved by torch.jit.save"},
   };
   for (const auto& [name, code, text] : cases) {
-    auto model = Load(name);
+    auto model = LoadModule(name);
     ASSERT_FALSE(model.ok()) << name;
     EXPECT_EQ(model.status().code(), code) << name << ": " << model.status();
     EXPECT_NE(model.status().message().find(text), std::string::npos)
         << name << ": " << model.status();
   }
   // The module's own message, without the interpreter's traceback.
-  auto thrown = Load("throws");
+  auto thrown = LoadModule("throws");
   EXPECT_NE(thrown.status().message().find("this module always fails"), std::string::npos)
       << thrown.status();
   EXPECT_EQ(thrown.status().message().find("code/__torch__"), std::string::npos) << thrown.status();
 }
 
 TEST(TorchScriptModelTest, AModuleThatThrowsLaterIsFailedPreconditionNamingTheModel) {
-  auto model = Load("throws-on-long-windows");
+  auto model = LoadModule("throws-on-long-windows");
   ASSERT_TRUE(model.ok()) << model.status();  // the probe is 8 tokens long
-  auto out = (*model)->Forward(Ids(2, 16), CoefficientMode::kLive, nullptr);
+  auto out = (*model)->Forward(CountingIds(2, 16), CoefficientMode::kLive, nullptr);
   ASSERT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
   EXPECT_NE(out.status().message().find(
                 "model 'throws-on-long-windows': its TorchScript live() failed: "),
@@ -154,7 +157,7 @@ TEST(TorchScriptModelTest, AModuleThatThrowsLaterIsFailedPreconditionNamingTheMo
             std::string::npos)
       << out.status();
   // Still usable afterwards.
-  EXPECT_TRUE((*model)->Forward(Ids(2, 8), CoefficientMode::kLive, nullptr).ok());
+  EXPECT_TRUE((*model)->Forward(CountingIds(2, 8), CoefficientMode::kLive, nullptr).ok());
 }
 
 // A module's exception: out of memory (the interpreter passes torch's on as
@@ -205,7 +208,7 @@ std::string SmallIdText(int n) {
 // coefficients) and is refused by the audit's fidelity gate, with the
 // measured difference.
 TEST(TorchScriptModelTest, AnUnfaithfulReplayIsRefusedByTheFidelityGate) {
-  auto model = Load("unfaithful");
+  auto model = LoadModule("unfaithful");
   ASSERT_TRUE(model.ok()) << model.status();
   AuditRequest req;
   req.models = {model->get()};
@@ -220,13 +223,13 @@ TEST(TorchScriptModelTest, AnUnfaithfulReplayIsRefusedByTheFidelityGate) {
 }
 
 TEST(TorchScriptModelTest, WithoutTheOptionalMethods) {
-  auto model = Load("no-optional-methods");
+  auto model = LoadModule("no-optional-methods");
   ASSERT_TRUE(model.ok()) << model.status();
   ControlledModel& m = **model;
   // No record(): calibration records with live(). No count(): every block
   // counted as run, no FLOPs.
   std::vector<at::Tensor> recorded;
-  auto record = m.Forward(Ids(2, 10), CoefficientMode::kRecordOnly, &recorded);
+  auto record = m.Forward(CountingIds(2, 10), CoefficientMode::kRecordOnly, &recorded);
   ASSERT_TRUE(record.ok()) << record.status();
   EXPECT_EQ(recorded.size(), 2u);
   EXPECT_EQ(m.counters().blocks_executed, 2 * 20);

@@ -17,18 +17,16 @@
 #include "common/json.h"
 #include "server/engine/text/regex_split.h"
 #include "server/engine/text/unicode.h"
+#include "tests/testing/test_util.h"
 
 namespace fca::engine {
 namespace {
 
+using ::fca::test_util::Contains;
+
 using ::fca::json::Value;
 
 const char kDataDir[] = FCA_TEST_DATA_DIR "/tokenizer";
-
-::testing::AssertionResult Contains(absl::string_view haystack, absl::string_view needle) {
-  if (haystack.find(needle) != absl::string_view::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << haystack << "' lacks '" << needle << "'";
-}
 
 std::vector<int32_t> Ids(const Value& array) {
   std::vector<int32_t> ids;
