@@ -15,11 +15,7 @@ namespace fca {
 namespace {
 
 absl::Status Cannot(std::string_view what, const std::string& path, int err) {
-  const std::string message =
-      absl::StrFormat("cannot read %s '%s': %s", what, path, std::strerror(err));
-  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-  return absl::InternalError(message);
+  return ErrnoStatus(err, absl::StrFormat("cannot read %s '%s'", what, path));
 }
 
 // Closes the descriptor on every path out of ReadFile.
@@ -38,6 +34,13 @@ class Fd {
 };
 
 }  // namespace
+
+absl::Status ErrnoStatus(int err, std::string_view what) {
+  const std::string message = absl::StrFormat("%s: %s", what, std::strerror(err));
+  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+  return absl::InternalError(message);
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what,
                                      uint64_t max_bytes) {

@@ -26,6 +26,11 @@ namespace fca {
 // and benchmarks reading output that may not exist yet (a child's log).
 std::string ReadFileOrEmpty(const std::string& path);
 
+// "<what>: <the system's reason for err>" with err's status code: NOT_FOUND
+// for a path that does not exist (ENOENT, ENOTDIR), PERMISSION_DENIED for one
+// that may not be used (EACCES, EPERM), INTERNAL otherwise.
+[[nodiscard]] absl::Status ErrnoStatus(int err, std::string_view what);
+
 // `status` with every occurrence of `path` in its message replaced by the
 // file's base name (same code): for errors that reach clients, which are
 // not told the server's paths.

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "server/engine/io/weights_hash_cache.h"
@@ -71,20 +72,6 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return absl::StrCat(dir, "/", name);
 }
 
-absl::Status ErrnoError(int err, std::string_view what) {
-  const std::string message = absl::StrFormat("%s: %s", what, std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
 // Keeps the status code, puts `prefix: ` in front of the message.
 absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
   return absl::Status(status.code(), absl::StrFormat("%s: %s", prefix, status.message()));
@@ -124,12 +111,12 @@ bool CheckedNumBytes(const std::vector<int64_t>& shape, DType dtype, uint64_t* o
 absl::StatusOr<int> OpenRegularFile(const std::string& path) {
   const std::string name = BaseName(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open '", name, "'"));
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open '", name, "'"));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return ErrnoError(err, absl::StrCat("cannot stat '", name, "'"));
+    return ErrnoStatus(err, absl::StrCat("cannot stat '", name, "'"));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -150,7 +137,7 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      return ErrnoError(err, absl::StrCat("cannot read '", name, "'"));
+      return ErrnoStatus(err, absl::StrCat("cannot read '", name, "'"));
     }
     if (n == 0) break;
     if (contents.size() + static_cast<size_t>(n) > max_bytes) {
@@ -168,7 +155,7 @@ absl::Status WriteAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError(errno, "write failed");
+    if (n < 0) return ErrnoStatus(errno, "write failed");
     bytes.remove_prefix(static_cast<size_t>(n));
   }
   return absl::OkStatus();
@@ -182,16 +169,16 @@ absl::Status WriteFileAtomically(const std::string& path,
   std::string tmp = path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0)
-    return ErrnoError(errno, absl::StrCat("cannot create a temporary file for '", name, "'"));
+    return ErrnoStatus(errno, absl::StrCat("cannot create a temporary file for '", name, "'"));
   absl::Status status;
-  if (::fchmod(fd, 0644) != 0) status = ErrnoError(errno, "fchmod failed");
+  if (::fchmod(fd, 0644) != 0) status = ErrnoStatus(errno, "fchmod failed");
   for (std::string_view piece : pieces) {
     if (!status.ok()) break;
     status = WriteAll(fd, piece);
   }
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError(errno, "close failed");
+  if (::close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "close failed");
   if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError(errno, "rename failed");
+    status = ErrnoStatus(errno, "rename failed");
   }
   if (!status.ok()) {
     ::unlink(tmp.c_str());
@@ -386,7 +373,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return ErrnoError(err, absl::StrCat("cannot stat '", file->display_name_, "'"));
+    return ErrnoStatus(err, absl::StrCat("cannot stat '", file->display_name_, "'"));
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
   // A file too short for the length prefix is reported by ParseHeader.
@@ -395,7 +382,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     if (base == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return ErrnoError(err, absl::StrCat("cannot map '", file->display_name_, "'"));
+      return ErrnoStatus(err, absl::StrCat("cannot map '", file->display_name_, "'"));
     }
     file->base_ = static_cast<const uint8_t*>(base);
     file->mapped_ = true;
@@ -552,7 +539,7 @@ absl::Status SafetensorsFile::ReadInto(const TensorView& view, void* dst) const 
     const ssize_t n = ::pread(fd_, out + done, view.num_bytes - done, offset + done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return ErrnoError(
+      return ErrnoStatus(
           errno, absl::StrFormat("cannot read tensor '%s' from '%s'", view.name, display_name_));
     }
     if (n == 0) {

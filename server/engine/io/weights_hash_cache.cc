@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -34,13 +35,6 @@ using FileIdentity = WeightsHashCache::FileIdentity;
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-absl::Status ErrnoError(int err, const std::string& what) {
-  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-  return absl::InternalError(message);
 }
 
 int64_t Nanos(const struct timespec& t) {
@@ -66,12 +60,13 @@ FileIdentity IdentityOf(const struct stat& st, std::string canonical_path) {
 
 absl::StatusOr<FileIdentity> Identify(const std::string& path) {
   char* real = ::realpath(path.c_str(), nullptr);
-  if (real == nullptr) return ErrnoError(errno, absl::StrCat("cannot open '", BaseName(path), "'"));
+  if (real == nullptr)
+    return ErrnoStatus(errno, absl::StrCat("cannot open '", BaseName(path), "'"));
   std::string canonical(real);
   std::free(real);
   struct stat st;
   if (::stat(canonical.c_str(), &st) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot stat '", BaseName(path), "'"));
+    return ErrnoStatus(errno, absl::StrCat("cannot stat '", BaseName(path), "'"));
   }
   return IdentityOf(st, std::move(canonical));
 }
@@ -112,11 +107,11 @@ struct Hashed {
 absl::Status HashFile(const std::string& path, fca::Sha256& hasher, Hashed& out) {
   const std::string name = BaseName(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open '", name, "'"));
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open '", name, "'"));
   struct stat before, after;
   absl::Status status;
   if (::fstat(fd, &before) != 0) {
-    status = ErrnoError(errno, absl::StrCat("cannot stat '", name, "'"));
+    status = ErrnoStatus(errno, absl::StrCat("cannot stat '", name, "'"));
   } else if (!S_ISREG(before.st_mode)) {
     status = absl::InvalidArgumentError(absl::StrCat(name, ": not a regular file"));
   }
@@ -124,13 +119,13 @@ absl::Status HashFile(const std::string& path, fca::Sha256& hasher, Hashed& out)
   while (status.ok()) {
     const ssize_t n = ::read(fd, chunk.get(), kReadChunkBytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = ErrnoError(errno, absl::StrCat("cannot read '", name, "'"));
+    if (n < 0) status = ErrnoStatus(errno, absl::StrCat("cannot read '", name, "'"));
     if (n <= 0) break;
     hasher.Update(chunk.get(), static_cast<size_t>(n));
     out.bytes += n;
   }
   if (status.ok() && ::fstat(fd, &after) != 0) {
-    status = ErrnoError(errno, absl::StrCat("cannot stat '", name, "'"));
+    status = ErrnoStatus(errno, absl::StrCat("cannot stat '", name, "'"));
   }
   ::close(fd);
   FCA_RETURN_IF_ERROR(status);
@@ -216,14 +211,14 @@ absl::StatusOr<std::map<std::string, std::vector<FileIdentity>>> ParseEntries(
 
 absl::StatusOr<std::string> ReadCacheFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoError(errno, "cannot open it");
+  if (fd < 0) return ErrnoStatus(errno, "cannot open it");
   std::string text;
   char buffer[1 << 16];
   absl::Status status;
   while (status.ok()) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = ErrnoError(errno, "cannot read it");
+    if (n < 0) status = ErrnoStatus(errno, "cannot read it");
     if (n <= 0) break;
     text.append(buffer, static_cast<size_t>(n));
     if (static_cast<int64_t>(text.size()) > kMaxCacheFileBytes) {
@@ -242,18 +237,18 @@ absl::StatusOr<std::string> ReadCacheFile(const std::string& path) {
 absl::Status WriteAtomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return ErrnoError(errno, "cannot create a temporary file beside it");
+  if (fd < 0) return ErrnoStatus(errno, "cannot create a temporary file beside it");
   absl::Status status;
   size_t done = 0;
   while (status.ok() && done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = ErrnoError(errno, "cannot write it");
+    if (n < 0) status = ErrnoStatus(errno, "cannot write it");
     if (n > 0) done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError(errno, "cannot write it");
+  if (::close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "cannot write it");
   if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError(errno, "cannot rename the temporary file over it");
+    status = ErrnoStatus(errno, "cannot rename the temporary file over it");
   }
   if (!status.ok()) ::unlink(tmp.c_str());
   return status;
