@@ -89,6 +89,8 @@ first=$(sed -n 's/^demo: first report after \([0-9]*\) s$/\1/p' "$log" | head -1
   echo "  apt installed $installed packages (apt-get lines of the log)"
   [ -n "$first" ] && echo "  first report after $first s (apt, cold build and the first audit; target <= 480 s)"
   echo "  wall $wall s, exit status $rc"
+  # scripts/test.sh's own account of each step (wall and CPU seconds).
+  grep '^test.sh: ' "$log" | sed 's/^/  /' || true
 } | tee "$out/$what-summary.txt"
 if [ "$record" = 1 ] && [ "$rc" = 0 ]; then
   cp "$out/$what-summary.txt" "docs/results/fresh_debian_$what.txt"
