@@ -28,7 +28,6 @@ build_packages=(
 
 # What only the checks and tests of scripts/test.sh need.
 test_packages=(
-  libbenchmark-dev
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,
   # with which CPack finds the binaries to pass to it.
   dpkg-dev file
@@ -48,6 +47,9 @@ test_packages=(
   python3-venv python3-pip python3-setuptools python3-wheel python3-matplotlib
   # promtool: deploy/prometheus's alert rules are checked and unit-tested.
   prometheus
+  # oneDNN's headers, for bench/prepacked_gemm_bench.cc (libtorch already
+  # depends on its library).
+  libdnnl-dev
   # projects_e2e_test drives the HTTP gateway through curl (a minimal Debian
   # 12 has none: bench/fresh_debian.sh --ci).
   curl
