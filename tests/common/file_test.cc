@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -79,6 +80,20 @@ TEST_F(FileTest, WithBaseNameHidesTheFolder) {
   EXPECT_EQ(hidden.message(),
             "cannot read tokenizer file 'tokenizer.json': No such file or directory");
   EXPECT_TRUE(WithBaseName(absl::OkStatus(), path).ok());
+}
+
+// The one errno-to-status mapping: the code says what a client can do about
+// it, the message says what and why.
+TEST(ErrnoStatusTest, MapsMissingAndForbiddenPathsAndKeepsTheReason) {
+  const absl::Status missing = ErrnoStatus(ENOENT, "opening 'a.bin'");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "opening 'a.bin': No such file or directory");
+  EXPECT_EQ(ErrnoStatus(ENOTDIR, "x").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ErrnoStatus(EACCES, "x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrnoStatus(EPERM, "x").code(), absl::StatusCode::kPermissionDenied);
+  const absl::Status io = ErrnoStatus(EIO, "reading 'a.bin'");
+  EXPECT_EQ(io.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(io.message(), "reading 'a.bin': Input/output error");
 }
 
 }  // namespace
