@@ -15,7 +15,6 @@
 // Built only where oneDNN's headers are (libdnnl-dev, bench/CMakeLists.txt):
 // the engine does not use it.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -72,7 +71,8 @@ class Prepacked {
     stream_.wait();
   }
 
-  // The layout and the implementation oneDNN chose: "BA16a64b2a brg:...".
+  // Whether the packed layout is blocked, and the implementation oneDNN
+  // chose for `rows`: "blocked brg:avx512_core_amx_bf16".
   std::string Describe(int64_t rows) const {
     dnnl::memory::desc packed = packed_.get_desc();
     const std::string layout = packed.data.format_kind == dnnl_blocked ? "blocked" : "other";

@@ -53,6 +53,17 @@ FCA_HOST_LOOP void CombineRows(const float* ys, const float* weights, const int6
   }
 }
 
+// The counting sort's first pass over `P` expert ids: each expert's count in
+// `count`, and returned, where each expert's first row goes.
+std::vector<int64_t> CountPerExpert(const int64_t* id, int64_t P, int64_t num_experts,
+                                    std::vector<int64_t>* count) {
+  count->assign(num_experts, 0);
+  for (int64_t p = 0; p < P; ++p) ++(*count)[id[p]];
+  std::vector<int64_t> start(num_experts, 0);
+  for (int64_t e = 1; e < num_experts; ++e) start[e] = start[e - 1] + (*count)[e - 1];
+  return start;
+}
+
 }  // namespace
 
 bool HostLoopsApply(const at::Tensor& t) {
@@ -87,10 +98,7 @@ at::Tensor HostGroupByExpert(const at::Tensor& flat, int64_t num_experts,
   const at::Tensor ids = flat.contiguous();
   const int64_t* id = ids.data_ptr<int64_t>();
   const int64_t P = ids.numel();
-  count->assign(num_experts, 0);
-  for (int64_t p = 0; p < P; ++p) ++(*count)[id[p]];
-  std::vector<int64_t> next(num_experts, 0);
-  for (int64_t e = 1; e < num_experts; ++e) next[e] = next[e - 1] + (*count)[e - 1];
+  std::vector<int64_t> next = CountPerExpert(id, P, num_experts, count);
   at::Tensor pos = at::empty({P}, ids.options());
   int64_t* out = pos.data_ptr<int64_t>();
   for (int64_t p = 0; p < P; ++p) out[next[id[p]]++] = p;
@@ -112,10 +120,7 @@ void HostGroupRoutes(const at::Tensor& experts, const at::Tensor& weights, int64
   const int64_t N = ex.size(0), k = ex.size(1);
   const int64_t* expert = ex.data_ptr<int64_t>();
   const float* weight = w.data_ptr<float>();
-  count->assign(num_experts, 0);
-  for (int64_t i = 0; i < N * k; ++i) ++(*count)[expert[i]];
-  std::vector<int64_t> next(num_experts, 0);
-  for (int64_t e = 1; e < num_experts; ++e) next[e] = next[e - 1] + (*count)[e - 1];
+  std::vector<int64_t> next = CountPerExpert(expert, N * k, num_experts, count);
   *tokens = at::empty({N * k}, ex.options());
   *grouped_weights = at::empty({N * k}, w.options());
   *rows = at::empty({N, k}, ex.options());
