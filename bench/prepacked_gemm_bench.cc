@@ -27,6 +27,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/gemm_shapes.h"
 #include "dnnl.hpp"
 #include "server/engine/models/torch_util.h"
 
@@ -38,21 +39,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Shape {
-  const char* name;
-  int64_t rows, in, out;  // x [rows, in] times w [out, in]^T
-};
-
-// The bundled models' and OLMoE-1B-7B's GEMMs at a batch of 8 windows of
-// 128 tokens (OLMoE-1B-7B: one window of 512; its experts over the even
-// split k T / E = 64 rows).
-const Shape kShapes[] = {
-    {"featuregate-s1 attention qkv", 1024, 192, 576}, {"featuregate-s1 mlp up", 1024, 192, 768},
-    {"featuregate-s1 mlp down", 1024, 768, 192},      {"olmoe-s1 expert gate/up", 256, 192, 256},
-    {"olmoe-s1 expert down", 256, 256, 192},          {"olmoe-dense mlp gate/up", 1024, 192, 512},
-    {"olmoe-dense mlp down", 1024, 512, 192},         {"olmoe-1b-7b attention q", 512, 2048, 2048},
-    {"olmoe-1b-7b expert gate/up", 64, 2048, 1024},   {"olmoe-1b-7b expert down", 64, 1024, 2048},
-};
+using Shape = fca::bench::GemmShape;
+using fca::bench::kGemmShapes;
 
 // Row counts at which each weight's bits are compared.
 const int64_t kRowCounts[] = {1, 7, 16, 33, 64, 100, 128, 200, 256, 512, 1024};
@@ -207,7 +195,7 @@ int main(int argc, char** argv) {
   std::printf("%-9s %-28s %18s %10s %10s %7s %5s  %s\n", "dtype", "shape", "rows x in -> out",
               "linear", "prepacked", "ratio", "bits", "rows whose bits differ");
   for (const at::ScalarType dtype : {at::kBFloat16, at::kFloat}) {
-    for (const Shape& s : kShapes) {
+    for (const Shape& s : kGemmShapes) {
       const Row r = Measure(engine, stream, s, dtype);
       std::printf("%-9s %-28s %18s %10.1f %10.1f %6.2fx %5s  %s\n", r.dtype.c_str(), r.name.c_str(),
                   absl::StrFormat("%d x %d -> %d", r.rows, r.in, r.out).c_str(), r.linear_gflops,

@@ -27,6 +27,10 @@ std::unique_ptr<ControlledModel> LoadFolder(const std::string& dir, const std::s
   return model.ok() ? *std::move(model) : nullptr;
 }
 
+absl::Status LoadStatus(const std::string& dir) {
+  return LoadModel(dir, "m", TestCompute()).status();
+}
+
 double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
   return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_config.h"
@@ -24,6 +25,9 @@ ComputeOptions TestCompute();
 // does not load.
 std::unique_ptr<ControlledModel> LoadFolder(const std::string& dir, const std::string& name,
                                             const ComputeOptions& compute = TestCompute());
+
+// Why loading the folder `dir` (as model "m") failed, or OK.
+absl::Status LoadStatus(const std::string& dir);
 
 // max |a - b| over the elements, computed in float64 on the CPU.
 double MaxDiff(const at::Tensor& a, const at::Tensor& b);

@@ -17,6 +17,7 @@
 #include "server/engine/io/safetensors.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/moe_config.h"
+#include "server/engine/models/moe_init.h"
 #include "server/engine/models/moe_net.h"
 #include "server/engine/models/transformer_model.h"
 #include "server/tools/train/corpus_split.h"

@@ -72,6 +72,7 @@ class MoeModel : public SafetensorsModel {
   }
 
   absl::Status Bind(const std::vector<WeightSpec>&, std::vector<at::Tensor> weights) override {
+    FCA_ASSIGN_OR_RETURN(weights, WithHostGemmLayout(config_, std::move(weights)));
     FCA_ASSIGN_OR_RETURN(net_, MoeNet::Create(config_, std::move(weights)));
     return absl::OkStatus();
   }

@@ -13,7 +13,6 @@
 #include "server/engine/models/moe_net.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,12 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "server/engine/models/attention.h"
+#include "server/engine/models/host_gemm.h"
 #include "server/engine/models/moe_host.h"
 #include "server/engine/models/torch_util.h"
 
@@ -206,6 +207,7 @@ class ForwardPass {
 
   at::Tensor Lin(const at::Tensor& x, const Linear& l) {
     CountFlops(x, l.w);
+    if (!l.b.defined() && HostLinearApplies(x, l.w)) return HostLinear(x, l.w);
     return at::linear(x, l.w, l.b);
   }
 
@@ -364,7 +366,11 @@ class ForwardPass {
       } else {
         CountFlops(hidden, m.down.w);
         at::Tensor into = ys.slice(0, offset, offset + n);
-        at::mm_out(into, hidden, m.down.w.t());
+        if (HostLinearApplies(hidden, m.down.w)) {
+          HostLinearInto(hidden, m.down.w, into);
+        } else {
+          at::mm_out(into, hidden, m.down.w.t());
+        }
       }
       offset += n;
       if (counters_) {
@@ -508,6 +514,25 @@ std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& c) {
   return s;
 }
 
+absl::StatusOr<std::vector<at::Tensor>> WithHostGemmLayout(const MoeConfig& config,
+                                                           std::vector<at::Tensor> weights) {
+  const std::vector<WeightSpec> specs = MoeWeightSpecs(config);
+  if (weights.size() != specs.size()) return weights;  // Create says why
+  return GuardTorch("storing projections", [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string& name = specs[i].name;
+      const bool projection = absl::EndsWith(name, "_proj.weight") ||  // attention, Mixtral's
+                              absl::EndsWith(name, ".w1.weight") ||    // experts w1, w2, w3
+                              absl::EndsWith(name, ".w2.weight") ||
+                              absl::EndsWith(name, ".w3.weight");
+      // A bias follows its weight (MoeWeightSpecs).
+      const bool biased = i + 1 < specs.size() && absl::EndsWith(specs[i + 1].name, ".bias");
+      if (projection && !biased) weights[i] = HostGemmLayout(weights[i]);
+    }
+    return std::move(weights);
+  });
+}
+
 struct MoeNet::Layout {
   std::vector<at::Tensor> all;  // MoeWeightSpecs order
   Weights w;
@@ -551,36 +576,6 @@ absl::StatusOr<at::Tensor> MoeNet::Forward(const at::Tensor& ids, CoefficientMod
     return ForwardPass(config_, layout_->w, num_parameters_, expert_parameters(), counters)
         .Run(ids, mode, coefficients);
   });
-}
-
-absl::StatusOr<std::vector<TensorData>> InitMoeWeights(const MoeConfig& config,
-                                                       const InitOptions& options) {
-  return GuardTorch("initialising weights", [&]() -> absl::StatusOr<std::vector<TensorData>> {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
-    auto ends_with = [](const std::string& s, const std::string& tail) {
-      return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-    };
-    std::vector<TensorData> out;
-    for (const WeightSpec& spec : MoeWeightSpecs(config)) {
-      at::Tensor t;
-      if (ends_with(spec.name, "norm.weight")) {  // input_layernorm, q_norm, model.norm, ...
-        t = at::ones(spec.shape);
-      } else if (ends_with(spec.name, ".bias")) {
-        t = at::zeros(spec.shape);
-      } else {
-        t = at::normal(0.0, 1.0, spec.shape, gen) * options.init_std;
-      }
-      t = t.to(at::kFloat).contiguous();
-      out.push_back(TensorData{spec.name, DType::kF32, spec.shape,
-                               std::string(static_cast<const char*>(t.data_ptr()), t.nbytes())});
-    }
-    return out;
-  });
-}
-
-absl::Status WriteMoeModelDir(const std::string& dir, const MoeConfig& config,
-                              const std::vector<TensorData>& weights) {
-  return WriteModelFolder(dir, MoeConfigToJson(config), weights);
 }
 
 }  // namespace fca::engine

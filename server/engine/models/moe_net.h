@@ -34,6 +34,14 @@ std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& config);
 // REPLAY) and every "which experts were chosen" question choose here.
 std::pair<at::Tensor, at::Tensor> RouterTopK(const at::Tensor& probs, int64_t k);
 
+// `weights` (one per MoeWeightSpecs(config) entry) with each bias-free
+// projection of the attention and the experts in HostGemmLayout
+// (host_gemm.h: the bits of at::linear without OpenBLAS's repacking per
+// call, where the kernel suits the weight). For inference. INTERNAL if torch
+// fails.
+absl::StatusOr<std::vector<at::Tensor>> WithHostGemmLayout(const MoeConfig& config,
+                                                           std::vector<at::Tensor> weights);
+
 // Thread-compatible; Forward is const and may run concurrently only when the
 // caller does not modify the weights meanwhile.
 class MoeNet {
@@ -79,17 +87,6 @@ class MoeNet {
   std::unique_ptr<Layout> layout_;
   int64_t num_parameters_;
 };
-
-// Random weights for `config` in MoeWeightSpecs order, float32: normal(0,
-// init_std) for embeddings and projections (router included), ones for the
-// RMSNorm weights, zeros for biases; deterministic in options.seed.
-[[nodiscard]] absl::StatusOr<std::vector<TensorData>> InitMoeWeights(const MoeConfig& config,
-                                                                     const InitOptions& options);
-
-// Writes `dir`/config.json (MoeConfigToJson) and `dir`/model.safetensors
-// (creating `dir`): a Hugging Face folder the loader reads back.
-[[nodiscard]] absl::Status WriteMoeModelDir(const std::string& dir, const MoeConfig& config,
-                                            const std::vector<TensorData>& weights);
 
 }  // namespace fca::engine
 

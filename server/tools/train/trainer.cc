@@ -26,6 +26,7 @@
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
+#include "server/engine/models/moe_init.h"
 #include "server/engine/models/moe_net.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"

@@ -23,6 +23,7 @@ namespace {
 
 using ::fca::test_util::WriteFile;
 
+using testing::LoadStatus;
 using testing::LoadWritten;
 using testing::RandomModel;
 using testing::TempDir;
@@ -297,10 +298,6 @@ TEST(ModelTest, WeightsIdentityIsContentHash) {
 }
 
 // --- malformed model folders ---
-
-absl::Status LoadStatus(const std::string& dir) {
-  return LoadModel(dir, "m", testing::TestCompute()).status();
-}
 
 std::string GoodModelDir(const TransformerConfig& c) {
   const std::string dir = TempDir("bad");

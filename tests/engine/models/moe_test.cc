@@ -1,8 +1,8 @@
 // The olmoe and qwen2_moe families against the reference vectors of
 // tests/reference/moe_reference.py (tests/data/{olmoe,qwen2-moe}-tiny): logits
 // and router probabilities in float32 and bfloat16, replay of the recording,
-// the top-k tie rule, expert skipping in the counters, and folders refused at
-// load.
+// the top-k tie rule, and expert skipping in the counters (folders at load:
+// moe_folder_test).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -26,8 +26,10 @@
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/moe_config.h"
+#include "server/engine/models/moe_init.h"
 #include "server/engine/models/moe_model.h"
 #include "server/engine/models/moe_net.h"
+#include "tests/engine/models/moe_families.h"
 #include "tests/testing/test_models.h"
 #include "tests/testing/test_util.h"
 
@@ -40,14 +42,10 @@ using ::fca::test_util::Contains;
 
 using testing::TempDir;
 
-struct Family {
-  std::string dir;
-  int64_t layers, experts, top_k;
-  bool shared;  // qwen2_moe's shared expert
-};
-const Family kOlmoe{FCA_TEST_DATA_DIR "/olmoe-tiny", 2, 8, 2, false};
-const Family kQwen{FCA_TEST_DATA_DIR "/qwen2-moe-tiny", 2, 6, 2, true};
-const Family kMixtral{FCA_TEST_DATA_DIR "/mixtral-tiny", 2, 4, 2, false};
+using testing::Family;
+using testing::kMixtral;
+using testing::kOlmoe;
+using testing::kQwen;
 
 void Report(const std::string& what, double value) {
   std::printf("[ measured ] %s: %.3g\n", what.c_str(), value);
@@ -264,15 +262,20 @@ MoeConfig SmallOlmoe(int64_t experts, int64_t k, int64_t width, int64_t max_len)
   return config.value_or(MoeConfig{});
 }
 
-// A net of `config` with random weights (std 0.3, from `gen`) in `dtype` on
-// the test device.
-absl::StatusOr<std::unique_ptr<MoeNet>> RandomNet(const MoeConfig& config, at::ScalarType dtype,
-                                                  at::Generator& gen) {
+// Random weights of `config` (std 0.3, from `gen`) in `dtype` on the test
+// device.
+std::vector<at::Tensor> RandomWeights(const MoeConfig& config, at::ScalarType dtype,
+                                      at::Generator& gen) {
   std::vector<at::Tensor> w;
   for (const WeightSpec& spec : MoeWeightSpecs(config)) {
     w.push_back((at::randn(spec.shape, gen) * 0.3).to(testing::TestCompute().device, dtype));
   }
-  return MoeNet::Create(config, std::move(w));
+  return w;
+}
+
+absl::StatusOr<std::unique_ptr<MoeNet>> RandomNet(const MoeConfig& config, at::ScalarType dtype,
+                                                  at::Generator& gen) {
+  return MoeNet::Create(config, RandomWeights(config, dtype, gen));
 }
 
 // The same values (a bfloat16 -> float conversion is exact).
@@ -282,38 +285,50 @@ bool SameValues(const at::Tensor& a, const at::Tensor& b) {
 
 // The same with the CPU's attention by blocks of query rows (attention.h),
 // on an olmoe of head width 32 (as olmoe-s1) at lengths around and between
-// the blocks, one window (the plain form) and several, LIVE and REPLAY.
+// the blocks, one window (the plain form) and several, LIVE and REPLAY; and
+// with the projections in HostGemmLayout, as a loaded model has them
+// (host_gemm.h; float32 on the CPU where the kernel runs).
 TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
   const MoeConfig config = SmallOlmoe(/*experts=*/8, /*k=*/2, /*width=*/64, /*max_len=*/160);
   const auto bits = SameValues;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-    auto net = RandomNet(config, dtype, gen);
+    std::vector<at::Tensor> weights = RandomWeights(config, dtype, gen);
+    auto net = MoeNet::Create(config, weights);
     ASSERT_TRUE(net.ok()) << net.status();
+    auto stored = WithHostGemmLayout(config, weights);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    auto host_net = MoeNet::Create(config, *std::move(stored));
+    ASSERT_TRUE(host_net.ok()) << host_net.status();
     for (const auto& [B, T] : std::vector<std::pair<int64_t, int64_t>>{
              {3, 17}, {3, 64}, {3, 100}, {3, 160}, {1, 100}, {8, 128}}) {
       SCOPED_TRACE(::testing::Message() << c10::toString(dtype) << " B=" << B << " T=" << T);
       const at::Tensor ids =
           at::randint(0, 256, {B, T}, gen, at::kLong).to(testing::TestCompute().device);
-      const auto run = [&](bool autograd, CoefficientMode mode, std::vector<at::Tensor>* coeff) {
+      const auto run = [&](const MoeNet& on, bool autograd, CoefficientMode mode,
+                           std::vector<at::Tensor>* coeff) {
         at::AutoGradMode grad(autograd);
-        absl::StatusOr<at::Tensor> logits = (*net)->Forward(ids, mode, coeff, nullptr);
+        absl::StatusOr<at::Tensor> logits = on.Forward(ids, mode, coeff, nullptr);
         EXPECT_TRUE(logits.ok()) << logits.status();
         return logits.ok() ? logits->detach() : at::Tensor();
       };
-      std::vector<at::Tensor> rec_autograd, rec;
-      EXPECT_TRUE(bits(run(true, CoefficientMode::kLiveRecord, &rec_autograd),
-                       run(false, CoefficientMode::kLiveRecord, &rec)));
+      std::vector<at::Tensor> rec_autograd, rec, rec_host;
+      const at::Tensor live = run(**net, true, CoefficientMode::kLiveRecord, &rec_autograd);
+      EXPECT_TRUE(bits(live, run(**net, false, CoefficientMode::kLiveRecord, &rec)));
+      EXPECT_TRUE(bits(live, run(**host_net, false, CoefficientMode::kLiveRecord, &rec_host)));
       ASSERT_EQ(rec.size(), rec_autograd.size());
+      ASSERT_EQ(rec_host.size(), rec_autograd.size());
       for (size_t i = 0; i < rec.size(); ++i) {
         EXPECT_TRUE(bits(rec_autograd[i].detach(), rec[i])) << i;
+        EXPECT_TRUE(bits(rec_autograd[i].detach(), rec_host[i])) << i;
       }
       // Another window's routing, so that the replay differs from LIVE.
       std::vector<at::Tensor> routes;
       for (const at::Tensor& r : rec) routes.push_back(r.flip(0));
-      std::vector<at::Tensor> routes_autograd = routes;
-      EXPECT_TRUE(bits(run(true, CoefficientMode::kReplay, &routes_autograd),
-                       run(false, CoefficientMode::kReplay, &routes)));
+      std::vector<at::Tensor> routes_autograd = routes, routes_host = routes;
+      const at::Tensor replay = run(**net, true, CoefficientMode::kReplay, &routes_autograd);
+      EXPECT_TRUE(bits(replay, run(**net, false, CoefficientMode::kReplay, &routes)));
+      EXPECT_TRUE(bits(replay, run(**host_net, false, CoefficientMode::kReplay, &routes_host)));
     }
   }
 }
@@ -437,156 +452,6 @@ TEST(MoeTest, TiesGoToTheLowerExpertIndex) {
   auto c = model->Forward(ids, CoefficientMode::kReplay, &upper);
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(at::equal(*a, *c));
-}
-
-// --- folders refused at load ---
-
-std::vector<TensorData> Tensors(const Family& f) {
-  std::vector<TensorData> out;
-  auto src = TensorSource::OpenDir(f.dir);
-  EXPECT_TRUE(src.ok()) << src.status();
-  if (!src.ok()) return out;
-  for (const std::string& name : (*src)->Names()) {
-    auto v = (*src)->Get(name);
-    if (!v.ok()) continue;
-    std::string bytes(reinterpret_cast<const char*>(v->data), v->num_bytes);
-    out.push_back({name, v->dtype, v->shape, std::move(bytes)});
-  }
-  return out;
-}
-
-std::string ConfigText(const Family& f) { return ReadFileOrEmpty(f.dir + "/config.json"); }
-
-std::string EditedConfig(const Family& f, const std::function<void(json::Value*)>& edit) {
-  auto doc = json::Parse(ConfigText(f));
-  EXPECT_TRUE(doc.ok()) << doc.status();
-  if (!doc.ok()) return "";
-  edit(&*doc);
-  return json::Write(*doc, /*pretty=*/true);
-}
-
-absl::Status LoadStatus(const std::vector<TensorData>& weights, const std::string& config) {
-  const std::string dir = TempDir("moe");
-  std::ofstream(dir + "/config.json", std::ios::binary | std::ios::trunc) << config;
-  absl::Status st = WriteSafetensors(dir + "/model.safetensors", weights);
-  EXPECT_TRUE(st.ok()) << st;
-  return LoadModel(dir, "m", testing::TestCompute()).status();
-}
-
-void ExpectRefused(const absl::Status& st, absl::string_view names) {
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_TRUE(Contains(st.message(), names));
-}
-
-TEST(MoeTest, AMissingMixtralExpertIsRefusedNamingTheTensor) {
-  std::vector<TensorData> w = Tensors(kMixtral);
-  const std::string name = "model.layers.0.block_sparse_moe.experts.3.w3.weight";
-  w.erase(std::remove_if(w.begin(), w.end(), [&](const TensorData& t) { return t.name == name; }),
-          w.end());
-  ExpectRefused(LoadStatus(w, ConfigText(kMixtral)), name);
-}
-
-TEST(MoeTest, AMissingExpertIsRefusedNamingTheTensor) {
-  std::vector<TensorData> w = Tensors(kOlmoe);
-  const std::string name = "model.layers.1.mlp.experts.5.up_proj.weight";
-  w.erase(std::remove_if(w.begin(), w.end(), [&](const TensorData& t) { return t.name == name; }),
-          w.end());
-  ExpectRefused(LoadStatus(w, ConfigText(kOlmoe)), name);
-}
-
-TEST(MoeTest, ARouterOfTheWrongShapeIsRefusedNamingTheTensor) {
-  std::vector<TensorData> w = Tensors(kQwen);
-  for (TensorData& t : w) {
-    if (t.name != "model.layers.0.mlp.gate.weight") continue;
-    t.shape = {kQwen.experts + 1, 16};
-    t.bytes.assign((kQwen.experts + 1) * 16 * sizeof(float), '\0');
-  }
-  ExpectRefused(LoadStatus(w, ConfigText(kQwen)), "model.layers.0.mlp.gate.weight");
-}
-
-TEST(MoeTest, AnExtraExpertIsRefusedNamingTheTensor) {
-  std::vector<TensorData> w = Tensors(kOlmoe);
-  TensorData extra = w.front();
-  for (const TensorData& t : w) {
-    if (t.name == "model.layers.0.mlp.experts.0.gate_proj.weight") extra = t;
-  }
-  extra.name = "model.layers.0.mlp.experts.8.gate_proj.weight";
-  w.push_back(extra);
-  ExpectRefused(LoadStatus(w, ConfigText(kOlmoe)), extra.name);
-}
-
-// What fca-train writes: MoeConfigToJson reads back to the same config, and a
-// folder written by WriteMoeModelDir from a tiny's tensors is that model
-// (LIVE logits bitwise equal).
-TEST(MoeTest, AWrittenFolderIsTheModelItWasWrittenFrom) {
-  for (const Family& f : {kOlmoe, kQwen, kMixtral}) {
-    SCOPED_TRACE(f.dir);
-    auto config = ParseMoeConfig(ReadFileOrEmpty(f.dir + "/config.json"));
-    ASSERT_TRUE(config.ok()) << config.status();
-    const std::string written = json::Write(MoeConfigToJson(*config));
-    auto again = ParseMoeConfig(written);
-    ASSERT_TRUE(again.ok()) << again.status();
-    EXPECT_EQ(json::Write(MoeConfigToJson(*again)), written);
-
-    auto src = TensorSource::OpenFile(f.dir + "/model.safetensors");
-    ASSERT_TRUE(src.ok()) << src.status();
-    std::vector<TensorData> tensors;
-    for (const WeightSpec& spec : MoeWeightSpecs(*config)) {
-      auto v = (*src)->Get(spec.name);
-      ASSERT_TRUE(v.ok()) << spec.name;
-      tensors.push_back(
-          TensorData{spec.name, v->dtype, v->shape,
-                     std::string(reinterpret_cast<const char*>(v->data), v->num_bytes)});
-    }
-    const std::string dir = TempDir("written_moe") + "/model";
-    ASSERT_TRUE(WriteMoeModelDir(dir, *config, tensors).ok());
-    auto original = Load(f.dir, "float32");
-    auto copy = Load(dir, "float32");
-    ASSERT_TRUE(original && copy);
-    const at::Tensor ids = at::arange(0, 40, at::kLong).remainder(config->vocab_size).view({2, 20});
-    auto a = original->Forward(ids, CoefficientMode::kLive, nullptr);
-    auto b = copy->Forward(ids, CoefficientMode::kLive, nullptr);
-    ASSERT_TRUE(a.ok() && b.ok());
-    EXPECT_TRUE(BitwiseEqual(*a, *b));
-  }
-}
-
-TEST(MoeTest, BadConfigsAreRefusedNamingTheKey) {
-  struct Case {
-    const Family* family;
-    std::function<void(json::Value*)> edit;
-    const char* names;
-  };
-  const std::vector<Case> cases = {
-      {&kOlmoe, [](json::Value* d) { d->Set("num_experts_per_tok", json::Value::Int(9)); },
-       "num_experts_per_tok 9 is larger than num_experts 8"},
-      {&kOlmoe, [](json::Value* d) { d->Set("hidden_act", json::Value::String("gelu")); },
-       "'hidden_act'"},
-      {&kQwen, [](json::Value* d) { d->Set("num_key_value_heads", json::Value::Int(3)); },
-       "num_attention_heads 4 is not divisible by num_key_value_heads 3"},
-      {&kOlmoe, [](json::Value* d) { d->Set("num_attention_heads", json::Value::Int(3)); },
-       "hidden_size 16 is not divisible by num_attention_heads 3"},
-      {&kOlmoe, [](json::Value* d) { d->Set("model_type", json::Value::String("deepseek_v3")); },
-       "model_type 'deepseek_v3' is not supported"},
-      {&kQwen, [](json::Value* d) { d->Set("decoder_sparse_step", json::Value::Int(2)); },
-       "'decoder_sparse_step'"},
-      {&kQwen,
-       [](json::Value* d) {
-         d->Set("rope_scaling", json::Value::MakeObject({{"type", json::Value::String("yarn")}}));
-       },
-       "'rope_scaling'"},
-      {&kOlmoe, [](json::Value* d) { d->Set("num_experts", json::Value::String("8")); },
-       "num_experts"},
-      {&kMixtral, [](json::Value* d) { d->Set("num_experts_per_tok", json::Value::Int(5)); },
-       "num_experts_per_tok 5 is larger than num_local_experts 4"},
-      {&kMixtral, [](json::Value* d) { d->Set("sliding_window", json::Value::Int(32)); },
-       "'sliding_window'"},
-  };
-  for (const Case& c : cases) {
-    const absl::Status st = LoadStatus(Tensors(*c.family), EditedConfig(*c.family, c.edit));
-    ExpectRefused(st, c.names);
-    EXPECT_TRUE(Contains(st.message(), "config.json")) << st;
-  }
 }
 
 }  // namespace

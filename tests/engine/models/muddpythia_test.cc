@@ -30,6 +30,7 @@
 namespace fca::engine {
 namespace {
 
+using testing::LoadStatus;
 using testing::MaxDiff;
 
 using ::fca::test_util::WriteFile;
@@ -177,10 +178,6 @@ void RemoveKey(json::Value* doc, const std::string& key) {
   json::Object& o = doc->mutable_object();
   o.erase(std::remove_if(o.begin(), o.end(), [&](const auto& kv) { return kv.first == key; }),
           o.end());
-}
-
-absl::Status LoadStatus(const std::string& dir) {
-  return LoadModel(dir, "m", testing::TestCompute()).status();
 }
 
 // --- parity with the reference ---

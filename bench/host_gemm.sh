@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The engine's float32 projections through HostLinear against at::linear
+# (fca_host_gemm_bench, whose header says what it measures); prints the table.
+#
+#   bench/host_gemm.sh            figures in $FCA_HOST_GEMM_OUT [out/host-gemm]
+#   bench/host_gemm.sh --record   also write docs/results/host_gemm.txt
+#
+# Wants an idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${FCA_BUILD_DIR:-build}
+out=${FCA_HOST_GEMM_OUT:-out/host-gemm}
+bench="$build/bin/fca_host_gemm_bench"
+[ -x "$bench" ] || {
+  echo "host_gemm: build it first (scripts/build.sh fca_host_gemm_bench)" >&2
+  exit 2
+}
+mkdir -p "$out"
+{
+  echo "The engine's float32 projections: HostLinear (w column-major, read in place) against at::linear (OpenBLAS)"
+  echo "  measured $(date -u +%F) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" \
+    "(family $(sed -n 's/^cpu family\s*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model\s*: //p' /proc/cpuinfo | head -1)), $(nproc) CPUs"
+  echo
+  "$bench"
+} | tee "$out/summary.txt"
+if [ "${1:-}" = --record ]; then
+  cp "$out/summary.txt" docs/results/host_gemm.txt
+  echo "host_gemm: wrote docs/results/host_gemm.txt"
+fi

@@ -1,0 +1,108 @@
+// fca_host_gemm_bench: the engine's float32 projections through HostLinear
+// (host_gemm.h: w stored column-major once, read in place) against
+// at::linear on the row-major w (OpenBLAS, which packs w again every call),
+// in speed and bits, at one thread as an audit's forwards run.
+//
+// Shapes: bench/gemm_shapes.h. OLMoE-1B-7B's are wider than the kernel takes
+// (HostGemmLayout leaves them to OpenBLAS; the row says so and times the
+// kernel anyway). Each pair is timed alternately, 3 times, the best of 5 runs of
+// --seconds each. Bits: the two results compared at the shape and at row
+// counts 1-300. bench/host_gemm.sh runs it and records the table
+// (docs/results/host_gemm.txt).
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/gemm_shapes.h"
+#include "server/engine/models/host_gemm.h"
+#include "server/engine/models/torch_util.h"
+
+ABSL_FLAG(double, seconds, 0.2, "time per measurement (the best of 5 runs of this long)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+using Shape = fca::bench::GemmShape;
+using fca::bench::kGemmShapes;
+
+// Seconds per call of f: the best of 5 runs of at least `seconds`.
+double Time(const std::function<void()>& f, double seconds) {
+  double best = 1e30;
+  for (int run = 0; run < 5; ++run) {
+    int64_t calls = 0;
+    const Clock::time_point start = Clock::now();
+    double taken = 0;
+    do {
+      f();
+      ++calls;
+      taken = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (taken < seconds);
+    best = std::min(best, taken / static_cast<double>(calls));
+  }
+  return best;
+}
+
+// Row counts from 1 to 300 whose results differ, as "none" or a list.
+std::string RowsThatDiffer(const at::Tensor& w, const at::Tensor& stored, at::Generator& gen) {
+  std::string differ;
+  for (int64_t n = 1; n <= 300; ++n) {
+    const at::Tensor x = at::randn({n, w.size(1)}, gen);
+    if (!at::equal(fca::engine::HostLinear(x, stored), at::linear(x, w))) {
+      absl::StrAppend(&differ, differ.empty() ? "" : ",", n);
+    }
+  }
+  return differ.empty() ? "none" : differ;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  // The engine's runtime: its OpenBLAS kernels (torch_util.h), one thread.
+  fca::engine::ConfigureRuntime({1, fca::engine::Parallelism::kWithinOps});
+  if (!fca::engine::HostGemmAvailable()) {
+    std::printf("HostLinear does not run here (no AVX-512, or the BLAS rounds otherwise)\n");
+    return 0;
+  }
+  at::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(41);
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  std::printf("float32, 1 thread, torch %s, OpenBLAS kernels %s; GFLOP/s\n",
+              fca::engine::TorchVersion().c_str(), fca::engine::BlasKernels().c_str());
+  std::printf("%-34s %18s %8s %8s %6s %7s  %s\n", "shape", "rows x in -> out", "linear", "host",
+              "ratio", "stored", "rows 1-300 whose bits differ");
+  for (const Shape& s : kGemmShapes) {
+    const at::Tensor w = at::randn({s.out, s.in}, gen);
+    const at::Tensor x = at::randn({s.rows, s.in}, gen);
+    const at::Tensor stored = w.t().contiguous().t();  // the kernel's layout, at any width
+    const bool kept = !fca::engine::HostGemmLayout(w).is_same(w);
+    at::Tensor a, b;
+    double linear = 1e30, host = 1e30;
+    for (int round = 0; round < 3; ++round) {  // alternating
+      linear = std::min(linear, Time([&] { a = at::linear(x, w); }, seconds));
+      host = std::min(host, Time([&] { b = fca::engine::HostLinear(x, stored); }, seconds));
+    }
+    const double flop = 2.0 * s.rows * s.in * s.out;
+    const bool same = at::equal(a, b);
+    std::printf("%-34s %18s %8.1f %8.1f %5.2fx %7s  %s%s\n", s.name,
+                absl::StrFormat("%d x %d -> %d", s.rows, s.in, s.out).c_str(), flop / linear / 1e9,
+                flop / host / 1e9, linear / host, kept ? "yes" : "no",
+                same ? "" : "(differs at the shape) ", RowsThatDiffer(w, stored, gen).c_str());
+  }
+  std::printf(
+      "\nlinear: at::linear on the row-major w; host: HostLinear on w stored column-major; "
+      "ratio: linear's time over host's; stored: whether HostGemmLayout stores w for the "
+      "kernel (at most 1 MiB), else the engine runs at::linear\n");
+  return 0;
+}

@@ -1,0 +1,237 @@
+#include "server/engine/models/host_gemm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace fca::engine {
+namespace {
+
+// OpenBLAS 0.3.21's SkylakeX sgemm (param.h, driver/level3/level3.c): the
+// input width is summed in blocks of SGEMM_DEFAULT_Q = 448; the last two
+// blocks, when together under 2 x 448, split in halves rounded up to
+// SGEMM_DEFAULT_UNROLL_M = 16. Below 100^3 multiply-adds its small-matrix
+// kernels run instead (sgemm_small_kernel_permit).
+constexpr int64_t kBlock = 448;
+constexpr int64_t kBlockRound = 16;
+constexpr double kSmallMatrixWork = 100.0 * 100.0 * 100.0;
+
+// A tile: 12 rows of x by 32 outputs (two vectors of 16): 24 accumulators,
+// two weight vectors and one broadcast among the 32 registers.
+constexpr int kTileRows = 12;
+constexpr int64_t kTileOutputs = 32;
+
+// The largest weight stored for the kernel: 1 MiB of float32. Beyond it
+// OpenBLAS, which packs w into contiguous panels, was faster
+// (docs/results/host_gemm.txt): the columns of a wide w^T are far apart.
+constexpr int64_t kMaxWeights = 256 * 1024;
+
+#define FCA_AVX512 __attribute__((target("avx512f")))
+
+struct Problem {
+  const float* x;  // [rows, in], row stride ldx
+  int64_t ldx, rows, in;
+  const float* wt;  // [in, out] (w column-major), row stride ldw
+  int64_t ldw, out;
+  float* y;  // [rows, out], row stride ldy
+  int64_t ldy;
+};
+
+// The next block of the input width from `start`, as OpenBLAS splits it.
+int64_t BlockLength(int64_t in, int64_t start) {
+  const int64_t left = in - start;
+  if (left >= 2 * kBlock) return kBlock;
+  if (left > kBlock) return (left / 2 + kBlockRound - 1) / kBlockRound * kBlockRound;
+  return left;
+}
+
+// y[r, j .. j + 32) for the first R rows from `row`, over the block
+// [k0, k0 + len) of the input width: y = (0 or y) + the chain of
+// multiply-adds from 0. Masked, the masks cut the outputs past the last.
+template <int R, bool kMasked>
+FCA_AVX512 void Tile(const Problem& p, int64_t row, int64_t j, int64_t k0, int64_t len,
+                     __mmask16 m0, __mmask16 m1) {
+  __m512 a0[R], a1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+  const float* w = p.wt + k0 * p.ldw + j;
+  // Row r of x at base_{r / 3} + (r % 3) * stride bytes: four pointers and
+  // one stride address the twelve rows (base + index * scale), so a step along
+  // the width costs four additions. (Four variables, not an array, which GCC
+  // at -O2 keeps on the stack.)
+  const int64_t stride = p.ldx * static_cast<int64_t>(sizeof(float));
+  const char* b0 = reinterpret_cast<const char*>(p.x + row * p.ldx + k0);
+  const char *b1 = b0 + 3 * stride, *b2 = b0 + 6 * stride, *b3 = b0 + 9 * stride;
+  for (int64_t k = 0; k < len; ++k, w += p.ldw) {
+    const __m512 w0 = kMasked ? _mm512_maskz_loadu_ps(m0, w) : _mm512_loadu_ps(w);
+    const __m512 w1 = kMasked ? _mm512_maskz_loadu_ps(m1, w + 16) : _mm512_loadu_ps(w + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const char* b = r < 3 ? b0 : r < 6 ? b1 : r < 9 ? b2 : b3;
+      const __m512 v = _mm512_set1_ps(*reinterpret_cast<const float*>(b + (r % 3) * stride));
+      a0[r] = _mm512_fmadd_ps(v, w0, a0[r]);
+      a1[r] = _mm512_fmadd_ps(v, w1, a1[r]);
+    }
+    b0 += sizeof(float);
+    b1 += sizeof(float);
+    b2 += sizeof(float);
+    b3 += sizeof(float);
+  }
+  // The first block adds to 0, as OpenBLAS adds to the zeroed output: a
+  // chain of -0 becomes +0.
+  const bool first = k0 == 0;
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* y = p.y + (row + r) * p.ldy + j;
+    const __m512 y0 = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y);
+    const __m512 y1 = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + 16);
+    _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(y0, a0[r]));
+    _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(y1, a1[r]));
+  }
+}
+
+using TileFn = void (*)(const Problem&, int64_t, int64_t, int64_t, int64_t, __mmask16, __mmask16);
+
+template <bool kMasked, int... R>
+constexpr auto MakeTiles(std::integer_sequence<int, R...>) {
+  return std::array<TileFn, sizeof...(R)>{&Tile<R + 1, kMasked>...};
+}
+// By rows - 1: full panels of 32 outputs, and the last one cut by masks.
+constexpr auto kTiles = MakeTiles<false>(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kMaskedTiles = MakeTiles<true>(std::make_integer_sequence<int, kTileRows>{});
+
+__mmask16 Mask(int64_t lanes) {
+  if (lanes <= 0) return 0;
+  return lanes >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << lanes) - 1);
+}
+
+// How many bytes of x and of w a pass keeps in L2 (2 MB a core where the
+// kernel runs): a quarter of it each.
+constexpr int64_t kL2Share = 512 * 1024;
+
+// Rows [begin, end): block after block of the input width. Within a block,
+// chunks of rows by groups of outputs, so that the chunk's x and the group's
+// w stay in L2; within those, each tile of 12 rows against every 32 outputs
+// of the group (the tile's rows in L1, w streaming from L2).
+void RowRange(const Problem& p, int64_t begin, int64_t end) {
+  for (int64_t k0 = 0; k0 < p.in;) {
+    const int64_t len = BlockLength(p.in, k0);
+    const int64_t fit = kL2Share / (len * static_cast<int64_t>(sizeof(float)));
+    const int64_t chunk = std::max<int64_t>(1, fit / kTileRows) * kTileRows;
+    const int64_t group = std::max<int64_t>(1, fit / kTileOutputs) * kTileOutputs;
+    for (int64_t first = begin; first < end; first += chunk) {
+      const int64_t last = std::min(end, first + chunk);
+      for (int64_t g = 0; g < p.out; g += group) {
+        const int64_t g_end = std::min(p.out, g + group);
+        for (int64_t row = first; row < last; row += kTileRows) {
+          const int64_t r = std::min<int64_t>(kTileRows, last - row);
+          for (int64_t j = g; j < g_end; j += kTileOutputs) {
+            const bool full = p.out - j >= kTileOutputs;
+            (full ? kTiles : kMaskedTiles)[r - 1](p, row, j, k0, len, Mask(p.out - j),
+                                                  Mask(p.out - j - 16));
+          }
+        }
+      }
+    }
+    k0 += len;
+  }
+}
+
+void Run(const Problem& p) {
+  const int64_t tiles = (p.rows + kTileRows - 1) / kTileRows;
+  // Rows are independent (each output is summed within one), so the split
+  // over torch's intra-op threads leaves the bits alone.
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    RowRange(p, begin * kTileRows, std::min(end * kTileRows, p.rows));
+  });
+}
+
+// x2 [rows, in] with contiguous rows, w column-major [out, in], y [rows, out]
+// with contiguous rows.
+void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& y) {
+  const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
+  TORCH_CHECK(y.scalar_type() == at::kFloat && y.dim() == 2 && y.size(0) == rows &&
+                  y.size(1) == out && y.stride(1) == 1,
+              "HostLinear: the output must be float32 [", rows, ", ", out,
+              "] with contiguous rows");
+  if (rows == 0 || out == 0) return;
+  // OpenBLAS's small-matrix kernels round otherwise, and only on the
+  // row-major w: a copy of it (at most 1 MiB) for these few multiply-adds.
+  if (static_cast<double>(rows) * out * in <= kSmallMatrixWork) {
+    at::Tensor into = y;
+    at::mm_out(into, x2, w.contiguous().t());
+    return;
+  }
+  Run(Problem{x2.data_ptr<float>(), x2.stride(0), rows, in, w.data_ptr<float>(), w.stride(1), out,
+              y.data_ptr<float>(), y.stride(0)});
+}
+
+at::Tensor Rows(const at::Tensor& x) {
+  at::Tensor x2 = x.reshape({-1, x.size(-1)});
+  return x2.stride(1) == 1 ? x2 : x2.contiguous();
+}
+
+at::Tensor ColumnMajor(const at::Tensor& w) { return w.t().contiguous().t(); }
+
+bool ColumnMajorLayout(const at::Tensor& w) {
+  return w.dim() == 2 && w.stride(0) == 1 && w.stride(1) == w.size(0);
+}
+
+// The kernel against at::linear on shapes that cover several blocks of the
+// width, a half-full last panel and a part tile of rows.
+bool ProbeMatches() {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(20261206);
+  const struct {
+    int64_t rows, in, out;
+  } shapes[] = {{40, 1000, 48}, {33, 192, 200}, {13, 520, 176}};
+  at::NoGradGuard no_grad;
+  for (const auto& s : shapes) {
+    const at::Tensor x = at::randn({s.rows, s.in}, gen);
+    const at::Tensor w = at::randn({s.out, s.in}, gen);
+    const at::Tensor y = at::empty({s.rows, s.out});
+    Multiply(x, ColumnMajor(w), y);
+    if (!at::equal(y, at::linear(x, w))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool HostGemmAvailable() {
+  static const bool available = __builtin_cpu_supports("avx512f") && ProbeMatches();
+  return available;
+}
+
+at::Tensor HostGemmLayout(const at::Tensor& w) {
+  const bool suits = w.dim() == 2 && w.is_cpu() && w.scalar_type() == at::kFloat &&
+                     w.numel() <= kMaxWeights && HostGemmAvailable();
+  return suits ? ColumnMajor(w) : w;
+}
+
+bool HostLinearApplies(const at::Tensor& x, const at::Tensor& w) {
+  return x.is_cpu() && w.is_cpu() && x.scalar_type() == at::kFloat &&
+         w.scalar_type() == at::kFloat && !at::GradMode::is_enabled() && ColumnMajorLayout(w) &&
+         x.dim() >= 1 && x.size(-1) == w.size(1) && HostGemmAvailable();
+}
+
+at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w) {
+  const at::Tensor x2 = Rows(x);
+  at::Tensor y = at::empty({x2.size(0), w.size(0)}, x.options());
+  Multiply(x2, w, y);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(0);
+  return y.view(shape);
+}
+
+void HostLinearInto(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out) {
+  Multiply(Rows(x), w, out);
+}
+
+}  // namespace fca::engine

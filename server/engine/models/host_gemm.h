@@ -1,0 +1,56 @@
+// A float32 projection y = x W^T on the host with the bits libtorch gets from
+// OpenBLAS, without OpenBLAS's per-call packing of W. at::linear hands
+// OpenBLAS a row-major W, which it transposes into panels on every call; for
+// the 180-310-row GEMMs of a mixture of experts that repacking made the
+// experts 7-11% slower per FLOP than their dense twin's MLP
+// (docs/results/host_gemm.txt). Here W is stored column-major once at load
+// (the same logical [out, in] tensor, no extra memory) and an AVX-512 kernel
+// reads it in place, 32 outputs by 12 rows at a time.
+//
+// The bits: OpenBLAS's SkylakeX sgemm sums each output over the input width
+// in blocks (driver/level3: blocks of 448, the last two split in halves
+// rounded up to 16), each block a chain of fused multiply-adds from 0 in
+// increasing index, the blocks added to the output in order:
+// y = ((0 + chain_1) + chain_2) + ... The kernel computes exactly that. Where
+// OpenBLAS runs its small-matrix kernels (rows x out x in <= 100^3) the
+// projection goes to at::linear on a row-major copy instead. A probe at first
+// use compares the kernel with at::linear on shapes that cover the blocking
+// and the tails; on a processor without AVX-512, or where the BLAS rounds
+// otherwise (other kernels, another library), HostGemmAvailable() is false and
+// the weights stay row-major (host_gemm_test sweeps 1-600 rows).
+// Torch-free header: tensors are forward-declared.
+#ifndef FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
+#define FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace fca::engine {
+
+// Whether the kernel runs here and matched at::linear bitwise on the probe
+// (decided once per process).
+bool HostGemmAvailable();
+
+// w [out, in] -> the same values stored column-major (strides [1, out]), the
+// layout HostLinear reads, where the kernel suits it: float32 on the CPU, at
+// most 1 MiB (wider weights ran slower than OpenBLAS), HostGemmAvailable();
+// else w itself. For inference: at::linear and its gradients take either
+// layout, but HostLinear runs outside autograd only.
+at::Tensor HostGemmLayout(const at::Tensor& w);
+
+// Whether HostLinear applies to x [..., in] and w: float32 CPU tensors
+// outside autograd, w column-major (HostGemmLayout).
+bool HostLinearApplies(const at::Tensor& x, const at::Tensor& w);
+
+// x [..., in] (rows contiguous), w column-major [out, in] -> x W^T
+// [..., out], with at::linear's bits on the row-major w (no bias).
+at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w);
+
+// The same into `out` [rows, out] float32 (its rows contiguous, e.g. a row
+// slice of a larger tensor).
+void HostLinearInto(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out);
+
+}  // namespace fca::engine
+
+#endif  // FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
