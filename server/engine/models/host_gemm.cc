@@ -42,6 +42,7 @@ struct Problem {
   int64_t ldw, out;
   float* y;  // [rows, out], row stride ldy
   int64_t ldy;
+  const float* bias;  // [out], what the first block adds to; null: 0
 };
 
 // The next block of the input width from `start`, as OpenBLAS splits it.
@@ -84,14 +85,16 @@ FCA_AVX512 void Tile(const Problem& p, int64_t row, int64_t j, int64_t k0, int64
     b2 += sizeof(float);
     b3 += sizeof(float);
   }
-  // The first block adds to 0, as OpenBLAS adds to the zeroed output: a
-  // chain of -0 becomes +0.
+  // The first block adds to the bias (addmm's output starts as it) or to 0,
+  // as OpenBLAS adds to the zeroed output: a chain of -0 becomes +0.
   const bool first = k0 == 0;
+  const __m512 start0 = p.bias ? _mm512_maskz_loadu_ps(m0, p.bias + j) : _mm512_setzero_ps();
+  const __m512 start1 = p.bias ? _mm512_maskz_loadu_ps(m1, p.bias + j + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     float* y = p.y + (row + r) * p.ldy + j;
-    const __m512 y0 = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y);
-    const __m512 y1 = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + 16);
+    const __m512 y0 = first ? start0 : _mm512_maskz_loadu_ps(m0, y);
+    const __m512 y1 = first ? start1 : _mm512_maskz_loadu_ps(m1, y + 16);
     _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(y0, a0[r]));
     _mm512_mask_storeu_ps(y + 16, m1, _mm512_add_ps(y1, a1[r]));
   }
@@ -153,9 +156,11 @@ void Run(const Problem& p) {
   });
 }
 
-// x2 [rows, in] with contiguous rows, w column-major [out, in], y [rows, out]
-// with contiguous rows.
-void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& y) {
+// y = bias + x2 w^T, bias first (undefined: 0), as addmm sums. x2 [rows, in]
+// with contiguous rows, w column-major [out, in], y [rows, out] with
+// contiguous rows.
+void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& bias,
+              const at::Tensor& y) {
   const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
   TORCH_CHECK(y.scalar_type() == at::kFloat && y.dim() == 2 && y.size(0) == rows &&
                   y.size(1) == out && y.stride(1) == 1,
@@ -166,11 +171,17 @@ void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& y) {
   // row-major w: a copy of it (at most 1 MiB) for these few multiply-adds.
   if (static_cast<double>(rows) * out * in <= kSmallMatrixWork) {
     at::Tensor into = y;
-    at::mm_out(into, x2, w.contiguous().t());
+    const at::Tensor row_major = w.contiguous().t();
+    if (bias.defined()) {
+      at::addmm_out(into, bias, x2, row_major);
+    } else {
+      at::mm_out(into, x2, row_major);
+    }
     return;
   }
+  const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
   Run(Problem{x2.data_ptr<float>(), x2.stride(0), rows, in, w.data_ptr<float>(), w.stride(1), out,
-              y.data_ptr<float>(), y.stride(0)});
+              y.data_ptr<float>(), y.stride(0), b.defined() ? b.data_ptr<float>() : nullptr});
 }
 
 at::Tensor Rows(const at::Tensor& x) {
@@ -196,7 +207,7 @@ bool ProbeMatches() {
     const at::Tensor x = at::randn({s.rows, s.in}, gen);
     const at::Tensor w = at::randn({s.out, s.in}, gen);
     const at::Tensor y = at::empty({s.rows, s.out});
-    Multiply(x, ColumnMajor(w), y);
+    Multiply(x, ColumnMajor(w), at::Tensor(), y);
     if (!at::equal(y, at::linear(x, w))) return false;
   }
   return true;
@@ -221,17 +232,25 @@ bool HostLinearApplies(const at::Tensor& x, const at::Tensor& w) {
          x.dim() >= 1 && x.size(-1) == w.size(1) && HostGemmAvailable();
 }
 
-at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w) {
+at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  // at::linear adds the bias first (addmm) for a matrix or a contiguous 3-d
+  // x, and after the product (matmul, then add_) otherwise.
+  const bool bias_first = x.dim() == 2 || (x.dim() == 3 && x.is_contiguous());
   const at::Tensor x2 = Rows(x);
   at::Tensor y = at::empty({x2.size(0), w.size(0)}, x.options());
-  Multiply(x2, w, y);
+  Multiply(x2, w, bias_first ? bias : at::Tensor(), y);
+  if (bias.defined() && !bias_first) y.add_(bias);
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(0);
   return y.view(shape);
 }
 
+at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w) {
+  return HostLinear(x, w, at::Tensor());
+}
+
 void HostLinearInto(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out) {
-  Multiply(Rows(x), w, out);
+  Multiply(Rows(x), w, at::Tensor(), out);
 }
 
 }  // namespace fca::engine

@@ -43,12 +43,15 @@ at::Tensor HostGemmLayout(const at::Tensor& w);
 // outside autograd, w column-major (HostGemmLayout).
 bool HostLinearApplies(const at::Tensor& x, const at::Tensor& w);
 
-// x [..., in] (rows contiguous), w column-major [out, in] -> x W^T
-// [..., out], with at::linear's bits on the row-major w (no bias).
-at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w);
+// x [..., in], w column-major [out, in], bias [out] (or undefined) ->
+// x W^T + bias [..., out], with the bits of at::linear(x, w, bias) on the
+// row-major w (which adds the bias first for a matrix or a contiguous 3-d x,
+// as addmm does, and last otherwise).
+at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
+at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w);  // no bias
 
-// The same into `out` [rows, out] float32 (its rows contiguous, e.g. a row
-// slice of a larger tensor).
+// x W^T (no bias) into `out` [rows, out] float32 (its rows contiguous, e.g. a
+// row slice of a larger tensor).
 void HostLinearInto(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out);
 
 }  // namespace fca::engine

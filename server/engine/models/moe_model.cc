@@ -71,8 +71,9 @@ class MoeModel : public SafetensorsModel {
     return MoeWeightSpecs(config_);
   }
 
-  absl::Status Bind(const std::vector<WeightSpec>&, std::vector<at::Tensor> weights) override {
-    FCA_ASSIGN_OR_RETURN(weights, WithHostGemmLayout(config_, std::move(weights)));
+  absl::Status Bind(const std::vector<WeightSpec>& specs,
+                    std::vector<at::Tensor> weights) override {
+    FCA_ASSIGN_OR_RETURN(weights, WithHostGemmLayout(specs, std::move(weights)));
     FCA_ASSIGN_OR_RETURN(net_, MoeNet::Create(config_, std::move(weights)));
     return absl::OkStatus();
   }

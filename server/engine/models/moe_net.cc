@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -77,9 +76,9 @@ constexpr MlpNames kSharedExpertNames{"gate_proj", "up_proj", "down_proj"};
 
 void AddMlp(std::vector<WeightSpec>* s, const std::string& prefix, const MlpNames& names, int64_t d,
             int64_t width) {
-  s->push_back({absl::StrCat(prefix, ".", names.gate, ".weight"), {width, d}});
-  s->push_back({absl::StrCat(prefix, ".", names.up, ".weight"), {width, d}});
-  s->push_back({absl::StrCat(prefix, ".", names.down, ".weight"), {d, width}});
+  s->push_back({absl::StrCat(prefix, ".", names.gate, ".weight"), {width, d}, /*linear=*/true});
+  s->push_back({absl::StrCat(prefix, ".", names.up, ".weight"), {width, d}, /*linear=*/true});
+  s->push_back({absl::StrCat(prefix, ".", names.down, ".weight"), {d, width}, /*linear=*/true});
 }
 
 Weights BindWeights(const MoeConfig& c, const std::map<std::string, at::Tensor>& all) {
@@ -207,7 +206,7 @@ class ForwardPass {
 
   at::Tensor Lin(const at::Tensor& x, const Linear& l) {
     CountFlops(x, l.w);
-    if (!l.b.defined() && HostLinearApplies(x, l.w)) return HostLinear(x, l.w);
+    if (HostLinearApplies(x, l.w)) return HostLinear(x, l.w, l.b);
     return at::linear(x, l.w, l.b);
   }
 
@@ -491,7 +490,7 @@ std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& c) {
     };
     for (const auto& p : projections) {
       const std::string name = LayerName(l, absl::StrCat("self_attn.", p.name));
-      s.push_back({name + ".weight", {p.out, p.in}});
+      s.push_back({name + ".weight", {p.out, p.in}, /*linear=*/true});
       if (p.bias) s.push_back({name + ".bias", {p.out}});
     }
     if (c.has_qk_norm()) {
@@ -512,25 +511,6 @@ std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& c) {
   s.push_back({"model.norm.weight", {d}});
   if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, d}});
   return s;
-}
-
-absl::StatusOr<std::vector<at::Tensor>> WithHostGemmLayout(const MoeConfig& config,
-                                                           std::vector<at::Tensor> weights) {
-  const std::vector<WeightSpec> specs = MoeWeightSpecs(config);
-  if (weights.size() != specs.size()) return weights;  // Create says why
-  return GuardTorch("storing projections", [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const std::string& name = specs[i].name;
-      const bool projection = absl::EndsWith(name, "_proj.weight") ||  // attention, Mixtral's
-                              absl::EndsWith(name, ".w1.weight") ||    // experts w1, w2, w3
-                              absl::EndsWith(name, ".w2.weight") ||
-                              absl::EndsWith(name, ".w3.weight");
-      // A bias follows its weight (MoeWeightSpecs).
-      const bool biased = i + 1 < specs.size() && absl::EndsWith(specs[i + 1].name, ".bias");
-      if (projection && !biased) weights[i] = HostGemmLayout(weights[i]);
-    }
-    return std::move(weights);
-  });
 }
 
 struct MoeNet::Layout {

@@ -34,14 +34,6 @@ std::vector<WeightSpec> MoeWeightSpecs(const MoeConfig& config);
 // REPLAY) and every "which experts were chosen" question choose here.
 std::pair<at::Tensor, at::Tensor> RouterTopK(const at::Tensor& probs, int64_t k);
 
-// `weights` (one per MoeWeightSpecs(config) entry) with each bias-free
-// projection of the attention and the experts in HostGemmLayout
-// (host_gemm.h: the bits of at::linear without OpenBLAS's repacking per
-// call, where the kernel suits the weight). For inference. INTERNAL if torch
-// fails.
-absl::StatusOr<std::vector<at::Tensor>> WithHostGemmLayout(const MoeConfig& config,
-                                                           std::vector<at::Tensor> weights);
-
 // Thread-compatible; Forward is const and may run concurrently only when the
 // caller does not modify the weights meanwhile.
 class MoeNet {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/engine/models/host_gemm.h"
 
 namespace fca::engine {
 namespace {
@@ -52,8 +53,19 @@ absl::Status CheckCompute(const ComputeOptions& compute, const CheckpointRules& 
 
 void AddLinearSpecs(std::vector<WeightSpec>* specs, const std::string& name, int64_t out,
                     int64_t in) {
-  specs->push_back({name + ".weight", {out, in}});
+  specs->push_back({name + ".weight", {out, in}, /*linear=*/true});
   specs->push_back({name + ".bias", {out}});
+}
+
+absl::StatusOr<std::vector<at::Tensor>> WithHostGemmLayout(const std::vector<WeightSpec>& specs,
+                                                           std::vector<at::Tensor> weights) {
+  if (weights.size() != specs.size()) return weights;  // the net's Create says why
+  return GuardTorch("storing the linear weights", [&]() -> absl::StatusOr<std::vector<at::Tensor>> {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].linear) weights[i] = HostGemmLayout(weights[i]);
+    }
+    return std::move(weights);
+  });
 }
 
 void AddNormSpecs(std::vector<WeightSpec>* specs, const std::string& name, int64_t d) {

@@ -34,6 +34,13 @@ void AddLinearSpecs(std::vector<WeightSpec>* specs, const std::string& name, int
                     int64_t in);
 void AddNormSpecs(std::vector<WeightSpec>* specs, const std::string& name, int64_t d);
 
+// `weights` (one per spec) with each linear one (WeightSpec::linear) in
+// HostGemmLayout (host_gemm.h: stored for the engine's float32 kernel where it
+// suits, else as given), for a family whose forward multiplies by them in
+// HostLinear. INTERNAL if torch fails.
+absl::StatusOr<std::vector<at::Tensor>> WithHostGemmLayout(const std::vector<WeightSpec>& specs,
+                                                           std::vector<at::Tensor> weights);
+
 // How a family's checkpoint is held to its config.
 struct CheckpointRules {
   std::string family;  // named in messages: "a <family> model with this config.json"

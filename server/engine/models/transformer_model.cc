@@ -37,7 +37,9 @@ class TransformerModel : public SafetensorsModel {
     return TransformerWeightSpecs(config_);
   }
 
-  absl::Status Bind(const std::vector<WeightSpec>&, std::vector<at::Tensor> weights) override {
+  absl::Status Bind(const std::vector<WeightSpec>& specs,
+                    std::vector<at::Tensor> weights) override {
+    FCA_ASSIGN_OR_RETURN(weights, WithHostGemmLayout(specs, std::move(weights)));
     FCA_ASSIGN_OR_RETURN(net_, TransformerNet::Create(config_, std::move(weights)));
     return absl::OkStatus();
   }

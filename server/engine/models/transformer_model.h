@@ -20,6 +20,9 @@ namespace fca::engine {
 struct WeightSpec {
   std::string name;
   std::vector<int64_t> shape;
+  // A linear layer's weight [out, in], which a family that multiplies by it
+  // in HostLinear stores in HostGemmLayout (WithHostGemmLayout).
+  bool linear = false;
 };
 std::vector<WeightSpec> TransformerWeightSpecs(const TransformerConfig& config);
 

@@ -32,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/engine/models/attention.h"
+#include "server/engine/models/host_gemm.h"
 #include "server/engine/models/torch_util.h"
 #include "server/engine/models/transformer_model.h"
 
@@ -146,6 +147,7 @@ class ForwardPass {
     if (counters_) {
       counters_->flops += 2.0 * (x.numel() / x.size(-1)) * l.w.size(0) * l.w.size(1);
     }
+    if (HostLinearApplies(x, l.w)) return HostLinear(x, l.w, l.b);
     return at::linear(x, l.w, l.b);
   }
   // Whether a branch must be computed: always without a gate; with one,

@@ -29,6 +29,7 @@
 #include "server/engine/models/moe_init.h"
 #include "server/engine/models/moe_model.h"
 #include "server/engine/models/moe_net.h"
+#include "server/engine/models/safetensors_model.h"
 #include "tests/engine/models/moe_families.h"
 #include "tests/testing/test_models.h"
 #include "tests/testing/test_util.h"
@@ -296,7 +297,7 @@ TEST(MoeTest, TheInferenceForwardHasTheBitsOfTheAutogradForward) {
     std::vector<at::Tensor> weights = RandomWeights(config, dtype, gen);
     auto net = MoeNet::Create(config, weights);
     ASSERT_TRUE(net.ok()) << net.status();
-    auto stored = WithHostGemmLayout(config, weights);
+    auto stored = WithHostGemmLayout(MoeWeightSpecs(config), weights);
     ASSERT_TRUE(stored.ok()) << stored.status();
     auto host_net = MoeNet::Create(config, *std::move(stored));
     ASSERT_TRUE(host_net.ok()) << host_net.status();
