@@ -169,7 +169,8 @@ for dtype in "${dtype_list[@]}"; do
       line+=", eager at $t thread(s) $(audit_seconds "$out/eager_${dtype}_t${t}_$r.json")"
     done
     peak=$("$py" -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))["dtypes"][sys.argv[2]]["peak_gflops"])' "$out/gemm_${dtype}_$r.json" "$dtype")
-    echo "$line; GEMM peak $peak GFLOP/s; fca's OpenBLAS kernels ${fca_blas:-?}; $(load)"
+    fca_f32=$(sed -n 's/^float32 projections: //p' "$out/fca_${dtype}_$r.log" | head -1)
+    echo "$line; GEMM peak $peak GFLOP/s; fca's OpenBLAS kernels ${fca_blas:-?}, float32 projections ${fca_f32:-?}; $(load)"
   done
 done
 

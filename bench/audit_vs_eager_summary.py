@@ -99,6 +99,15 @@ def print_phases(out, dtype, rounds, prefix="fca", label="fca phases (s)"):
     return med
 
 
+def host_kernel_ran(out):
+    """Whether fca-local-audit said its float32 projections ran its own kernel."""
+    try:
+        with open(os.path.join(out, "fca_float32_1.log")) as f:
+            return any(line.strip() == "float32 projections: host kernel" for line in f)
+    except OSError:
+        return False
+
+
 def main():
     out, dtypes, rounds = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
     threads = int(sys.argv[4]) if len(sys.argv) > 4 else 2
@@ -235,6 +244,10 @@ def main():
               f" forward mix {mix:.1f}; fca at {fca['pct_of_peak']:.1f}% of peak "
               f"(target >= {target:g}%: {'met' if fca['pct_of_peak'] >= target else 'NOT met'}; a limit "
               f"measured on busy cores is low, so this % is high)")
+        if dtype == "float32" and host_kernel_ran(out):
+            print("   note             fca's float32 projections run its own kernel (host_gemm.h), "
+                  "faster than the at::linear GEMMs the limit times (docs/results/host_gemm.txt): "
+                  "against the machine's limit the % is lower")
         e_exec = e0["forward_flops"]
         print(f"   executed         " +
               (f"fca's forward_flops {executed / 1e9:.1f} GFLOP -> "

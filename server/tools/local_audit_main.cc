@@ -30,6 +30,7 @@
 #include "server/engine/audit/auditor.h"
 #include "server/engine/audit/report_rows.h"
 #include "server/engine/audit/routing.h"
+#include "server/engine/models/host_gemm.h"
 #include "server/engine/models/model_loader.h"
 #include "server/engine/models/muddpythia_init.h"
 #include "server/engine/models/torch_util.h"
@@ -292,6 +293,10 @@ absl::StatusOr<engine::AuditOptions> OptionsFromFlags() {
 absl::Status Audit() {
   // On stderr, for bench/audit_vs_eager.sh: its GEMM limit runs the same kernels.
   std::fprintf(stderr, "BLAS kernels: %s\n", engine::BlasKernels().c_str());
+  // And whether float32 projections run the engine's own kernel, which the
+  // bench's GEMM limit (at::linear) does not time.
+  std::fprintf(stderr, "float32 projections: %s\n",
+               engine::HostGemmAvailable() ? "host kernel" : "at::linear");
   engine::ComputeOptions compute;
   compute.device = absl::GetFlag(FLAGS_device);
   FCA_ASSIGN_OR_RETURN(compute.dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));
