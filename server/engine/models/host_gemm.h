@@ -13,11 +13,15 @@
 // increasing index, the blocks added to the output in order:
 // y = ((0 + chain_1) + chain_2) + ... The kernel computes exactly that. Where
 // OpenBLAS runs its small-matrix kernels (rows x out x in <= 100^3) the
-// projection goes to at::linear on a row-major copy instead. A probe at first
-// use compares the kernel with at::linear on shapes that cover the blocking
-// and the tails; on a processor without AVX-512, or where the BLAS rounds
-// otherwise (other kernels, another library), HostGemmAvailable() is false and
-// the weights stay row-major (host_gemm_test sweeps 1-600 rows).
+// projection goes to at::linear on a row-major copy instead. These are
+// OpenBLAS's bits at one thread, as an audit's forwards run (one intra-op
+// thread each, ConfigureRuntime); threaded, OpenBLAS halves the last blocks
+// otherwise. A probe at first use compares the kernel with at::linear on
+// shapes that cover the blocking and the tails; on a processor without
+// AVX-512, where the BLAS rounds otherwise (other kernels, another library),
+// or in a process that multiplies on several intra-op threads (fca-train), it
+// fails, HostGemmAvailable() is false and the weights stay row-major
+// (host_gemm_test sweeps 1-300 rows).
 // Torch-free header: tensors are forward-declared.
 #ifndef FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
 #define FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
