@@ -55,6 +55,7 @@
 # GLIBC_TUNABLES), OpenMP/OpenBLAS variables and LD_PRELOAD change these timings a lot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/processor.sh
 if [ "${1:-}" = --record ]; then
   # The same run without --record, its output kept (whatever its exit: a
   # cross-check that fails is a result to record too).
@@ -136,8 +137,7 @@ print("%.2f" % (d["models"][0]["seconds"] if "models" in d else d["audit_seconds
 
 echo "audit_vs_eager: $(date -u +%FT%TZ), $(uname -n), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), fca at $threads threads, eager at $eager_threads, $rounds round(s)"
 echo "fca: $fca ($(stat -c %y "$fca" | cut -d. -f1))${baseline:+; baseline: $baseline ($(stat -c %y "$baseline" | cut -d. -f1))}; python: $py (torch $("$py" -c 'import torch; print(torch.__version__)'))"
-flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512|amx)' | tr '\n' ' ' || true)
-echo "processor: $(lscpu | sed -n 's/^Model name: *//p'); family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'); ${flags:-no avx512*/amx* flags}"
+echo "processor: $(processor_line)"
 eager_blas=$("$py" -c 'import ctypes, torch
 try: f = ctypes.CDLL("libblas.so.3").openblas_get_corename; f.restype = ctypes.c_char_p; print(f().decode())
 except (OSError, AttributeError): print("not OpenBLAS")')

@@ -8,6 +8,7 @@
 # Wants an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/processor.sh
 build=${FCA_BUILD_DIR:-build}
 out=${FCA_HOST_GEMM_OUT:-out/host-gemm}
 bench="$build/bin/fca_host_gemm_bench"
@@ -18,8 +19,7 @@ bench="$build/bin/fca_host_gemm_bench"
 mkdir -p "$out"
 {
   echo "The engine's float32 projections: HostLinear (w column-major, read in place) against at::linear (OpenBLAS)"
-  echo "  measured $(date -u +%F) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" \
-    "(family $(sed -n 's/^cpu family\s*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model\s*: //p' /proc/cpuinfo | head -1)), $(nproc) CPUs"
+  echo "  measured $(date -u +%F) on $(processor_line); $(nproc) CPUs"
   echo
   "$bench"
 } | tee "$out/summary.txt"

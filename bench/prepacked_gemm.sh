@@ -10,6 +10,7 @@
 # idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/processor.sh
 build=${FCA_BUILD_DIR:-build}
 out=${FCA_PREPACKED_OUT:-out/prepacked-gemm}
 bench="$build/bin/fca_prepacked_gemm_bench"
@@ -20,8 +21,7 @@ bench="$build/bin/fca_prepacked_gemm_bench"
 mkdir -p "$out"
 {
   echo "The engine's GEMM call (at::linear) against oneDNN's matmul with the weight packed once"
-  echo "  measured $(date -u +%F) on $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" \
-    "(family $(sed -n 's/^cpu family\s*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model\s*: //p' /proc/cpuinfo | head -1)), $(nproc) CPUs"
+  echo "  measured $(date -u +%F) on $(processor_line); $(nproc) CPUs"
   for threads in $(printf '%s\n' 1 "$(nproc)" | sort -nu); do
     echo
     "$bench" --threads="$threads" --json="$out/threads-$threads.json"
