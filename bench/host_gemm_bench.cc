@@ -3,7 +3,7 @@
 // at::linear on the row-major w (OpenBLAS, which packs w again every call),
 // in speed and bits, at one thread as an audit's forwards run.
 //
-// Shapes: bench/gemm_shapes.h. OLMoE-1B-7B's are wider than the kernel takes
+// Shapes and timing: bench/gemm_bench.h. OLMoE-1B-7B's are wider than the kernel takes
 // (HostGemmLayout leaves them to OpenBLAS; the row says so and times the
 // kernel anyway). Each pair is timed alternately, 3 times, the best of 5 runs of
 // --seconds each. Bits: the two results compared at the shape and at row
@@ -13,9 +13,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,7 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bench/gemm_shapes.h"
+#include "bench/gemm_bench.h"
 #include "server/engine/models/host_gemm.h"
 #include "server/engine/models/torch_util.h"
 
@@ -31,27 +29,9 @@ ABSL_FLAG(double, seconds, 0.2, "time per measurement (the best of 5 runs of thi
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 using Shape = fca::bench::GemmShape;
 using fca::bench::kGemmShapes;
-
-// Seconds per call of f: the best of 5 runs of at least `seconds`.
-double Time(const std::function<void()>& f, double seconds) {
-  double best = 1e30;
-  for (int run = 0; run < 5; ++run) {
-    int64_t calls = 0;
-    const Clock::time_point start = Clock::now();
-    double taken = 0;
-    do {
-      f();
-      ++calls;
-      taken = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (taken < seconds);
-    best = std::min(best, taken / static_cast<double>(calls));
-  }
-  return best;
-}
+using fca::bench::SecondsPerCall;
 
 // Row counts from 1 to 300 whose results differ, as "none" or a list.
 std::string RowsThatDiffer(const at::Tensor& w, const at::Tensor& stored, at::Generator& gen) {
@@ -90,8 +70,9 @@ int main(int argc, char** argv) {
     at::Tensor a, b;
     double linear = 1e30, host = 1e30;
     for (int round = 0; round < 3; ++round) {  // alternating
-      linear = std::min(linear, Time([&] { a = at::linear(x, w); }, seconds));
-      host = std::min(host, Time([&] { b = fca::engine::HostLinear(x, stored); }, seconds));
+      linear = std::min(linear, SecondsPerCall([&] { a = at::linear(x, w); }, seconds));
+      host =
+          std::min(host, SecondsPerCall([&] { b = fca::engine::HostLinear(x, stored); }, seconds));
     }
     const double flop = 2.0 * s.rows * s.in * s.out;
     const bool same = at::equal(a, b);

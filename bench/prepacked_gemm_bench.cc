@@ -17,7 +17,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -27,7 +26,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "bench/gemm_shapes.h"
+#include "bench/gemm_bench.h"
 #include "dnnl.hpp"
 #include "server/engine/models/torch_util.h"
 
@@ -37,10 +36,9 @@ ABSL_FLAG(std::string, json, "", "also write the figures here");
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 using Shape = fca::bench::GemmShape;
 using fca::bench::kGemmShapes;
+using fca::bench::SecondsPerCall;
 
 // Row counts at which each weight's bits are compared.
 const int64_t kRowCounts[] = {1, 7, 16, 33, 64, 100, 128, 200, 256, 512, 1024};
@@ -97,23 +95,6 @@ class Prepacked {
   int64_t in_, out_;
   dnnl::memory packed_;
 };
-
-// Seconds per call of f: the best of 5 runs of about `seconds` each.
-template <typename F>
-double SecondsPerCall(F f, double seconds) {
-  for (int i = 0; i < 5; ++i) f();
-  const Clock::time_point probe = Clock::now();
-  f();
-  const double once = std::max(1e-7, std::chrono::duration<double>(Clock::now() - probe).count());
-  const int calls = std::max(3, static_cast<int>(seconds / once));
-  double best = 1e30;
-  for (int run = 0; run < 5; ++run) {
-    const Clock::time_point start = Clock::now();
-    for (int i = 0; i < calls; ++i) f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count() / calls);
-  }
-  return best;
-}
 
 struct Row {
   std::string dtype, name, kernel;
