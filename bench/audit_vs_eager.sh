@@ -47,8 +47,10 @@
 # counts), FCA_BENCH_DTYPES (float32,bfloat16), FCA_BENCH_OUT
 # (out/bench/audit_vs_eager), PYTHON (a python3 with torch 1.13; default: the
 # first of /usr/bin/python3, python3 that imports torch), FCA_BENCH_EAGER_ARGS (more
-# flags for eager_audit.py, e.g. --fidelity_check_every=8). Relative paths are
-# relative to the repository root.
+# flags for eager_audit.py, e.g. --fidelity_check_every=8), FCA_BENCH_RECORD_AS
+# (audit_vs_eager: the name --record gives the files in docs/results, so that
+# another processor's figures sit beside these). Relative paths are relative
+# to the repository root.
 #
 # Both programs run under the same environment, printed first: glibc malloc
 # settings (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
@@ -66,9 +68,10 @@ if [ "${1:-}" = --record ]; then
   "$0" "$@" | tee "$out/console.txt"
   status=${PIPESTATUS[0]}
   set -e
-  cp "$out/console.txt" docs/results/audit_vs_eager.txt
-  cp "$out/summary.json" docs/results/audit_vs_eager.json
-  echo "audit_vs_eager: docs/results/audit_vs_eager.{txt,json} written (exit $status)"
+  as=docs/results/${FCA_BENCH_RECORD_AS:-audit_vs_eager}
+  cp "$out/console.txt" "$as.txt"
+  cp "$out/summary.json" "$as.json"
+  echo "audit_vs_eager: $as.{txt,json} written (exit $status)"
   exit "$status"
 fi
 rounds=${1:-${FCA_BENCH_ROUNDS:-3}}

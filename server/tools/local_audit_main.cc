@@ -295,8 +295,12 @@ absl::Status Audit() {
   std::fprintf(stderr, "BLAS kernels: %s\n", engine::BlasKernels().c_str());
   // And whether float32 projections run the engine's own kernel, which the
   // bench's GEMM limit (at::linear) does not time.
-  std::fprintf(stderr, "float32 projections: %s\n",
-               engine::HostGemmAvailable() ? "host kernel" : "at::linear");
+  if (engine::HostGemmAvailable()) {
+    std::fprintf(stderr, "float32 projections: host kernel, summed as OpenBLAS %s sums\n",
+                 engine::HostGemmSummation());
+  } else {
+    std::fprintf(stderr, "float32 projections: at::linear\n");
+  }
   engine::ComputeOptions compute;
   compute.device = absl::GetFlag(FLAGS_device);
   FCA_ASSIGN_OR_RETURN(compute.dtype, ParseComputeDTypeFlag(absl::GetFlag(FLAGS_dtype)));

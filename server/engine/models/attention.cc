@@ -1,8 +1,11 @@
 #include "server/engine/models/attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace fca::engine {
 namespace {
@@ -11,10 +14,42 @@ namespace {
 // use (8 to 32 elements), so each shortened row has whole vectors only.
 constexpr int64_t kAttentionQueryBlock = 32;
 
+// The plain form: softmax(scale (q k^T) + causal) v, [B, T, H, hd].
+at::Tensor PlainAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          double scale, const at::Tensor& causal) {
+  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale).add_(causal);
+  return at::matmul(at::softmax(scores, -1), v).transpose(1, 2).contiguous();
+}
+
+// Whether the blocks give the plain form's bits in `dtype` here, on random
+// inputs of several blocks and a part block (T = 100). They do where the
+// GEMMs sum each dot product in one order whatever the operands' shapes; an
+// OpenBLAS whose kernels split some tiles' sums in two (Haswell's, which
+// OPENBLAS_CORETYPE=Haswell selects) rounds a shortened block otherwise.
+bool BlocksKeepTheBits(at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(20261206);
+  const int64_t B = 2, H = 2, T = 100, hd = 32;
+  const auto random = [&] { return at::randn({B, H, T, hd}, gen).to(dtype); };
+  const at::Tensor q = random(), k = random(), v = random();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const at::Tensor causal =
+      at::full({T, T}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
+  const at::Tensor blocks =
+      CausalAttentionByBlocks(q, k, v, [&](at::Tensor& s, int64_t r0, int64_t r1) {
+        return at::softmax(s.mul_(scale).add_(causal.slice(0, r0, r1).slice(1, 0, r1)), -1);
+      });
+  return at::equal(blocks, PlainAttention(q, k, v, scale, causal));
+}
+
 }  // namespace
 
-bool AttentionByBlocksApplies(int64_t batch, bool on_cpu) {
-  return on_cpu && batch > 1 && !at::GradMode::is_enabled();
+bool AttentionByBlocksApplies(int64_t batch, bool on_cpu, at::ScalarType dtype) {
+  if (!on_cpu || batch <= 1 || at::GradMode::is_enabled()) return false;
+  static const bool float_blocks = BlocksKeepTheBits(at::kFloat);
+  static const bool bfloat16_blocks = BlocksKeepTheBits(at::kBFloat16);
+  if (dtype == at::kFloat) return float_blocks;
+  return dtype == at::kBFloat16 && bfloat16_blocks;
 }
 
 at::Tensor CausalAttentionByBlocks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

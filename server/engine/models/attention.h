@@ -11,6 +11,9 @@
 namespace at {
 class Tensor;
 }  // namespace at
+namespace c10 {
+enum class ScalarType : int8_t;
+}  // namespace c10
 
 namespace fca::engine {
 
@@ -28,17 +31,19 @@ using BlockProbabilities =
 // maximum, and add 0 * v to the context, so dropping them leaves every sum as
 // it was; at T = 128 the blocks compute 10/16 of the full score matrix. The
 // bits are the full product's where libtorch's softmax sums a row lane by lane
-// in whole vectors and its GEMMs sum each dot product in order, as on the
-// processors measured (model_test.cc and moe_test.cc check it where they
-// run). Not for a batch of one window (its plain matmuls read q, k^T and v in
-// place, and OpenBLAS rounds those strided operands otherwise) nor off the
-// CPU (cuBLAS picks its algorithm, and so its rounding, by shape).
+// in whole vectors and its GEMMs sum each dot product in one order whatever
+// the operands' shapes, as on the processors measured (AttentionByBlocksApplies
+// probes it; model_test.cc and moe_test.cc check it per family). Not for a batch of one window (its
+// plain matmuls read q, k^T and v in place, and OpenBLAS rounds those strided operands otherwise)
+// nor off the CPU (cuBLAS picks its algorithm, and so its rounding, by shape).
 at::Tensor CausalAttentionByBlocks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const BlockProbabilities& probabilities);
 
-// Whether CausalAttentionByBlocks applies to a forward of `batch` windows on
-// `on_cpu` outside autograd (the backward needs the plain form's tensors).
-bool AttentionByBlocksApplies(int64_t batch, bool on_cpu);
+// Whether CausalAttentionByBlocks applies to a forward of `batch` windows of
+// `dtype` on `on_cpu` outside autograd (the backward needs the plain form's
+// tensors): where a probe at first use finds that the blocks keep the plain
+// form's bits in that dtype.
+bool AttentionByBlocksApplies(int64_t batch, bool on_cpu, c10::ScalarType dtype);
 
 }  // namespace fca::engine
 

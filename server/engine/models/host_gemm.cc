@@ -14,14 +14,23 @@
 namespace fca::engine {
 namespace {
 
-// OpenBLAS 0.3.21's SkylakeX sgemm (param.h, driver/level3/level3.c): the
-// input width is summed in blocks of SGEMM_DEFAULT_Q = 448; the last two
-// blocks, when together under 2 x 448, split in halves rounded up to
-// SGEMM_DEFAULT_UNROLL_M = 16. Below 100^3 multiply-adds its small-matrix
-// kernels run instead (sgemm_small_kernel_permit).
-constexpr int64_t kBlock = 448;
-constexpr int64_t kBlockRound = 16;
-constexpr double kSmallMatrixWork = 100.0 * 100.0 * 100.0;
+// How OpenBLAS 0.3.21's sgemm sums each output over the input width
+// (param.h, driver/level3/level3.c): in blocks of SGEMM_DEFAULT_Q; the last
+// two blocks, when together under 2 Q, split in halves rounded up to
+// SGEMM_DEFAULT_UNROLL_M. Each block is one chain of fused multiply-adds per
+// output (the kernels keep one accumulator per output). At or below
+// `small_work` multiply-adds (rows x out x in) its small-matrix kernels run
+// instead (sgemm_small_kernel_permit; 0: it has none). The probe picks the
+// rule whose bits at::linear has here.
+struct Summation {
+  const char* kernels;  // the OpenBLAS kernels with this rule
+  int64_t block, round;
+  double small_work;
+};
+constexpr Summation kSummations[] = {
+    {"SkylakeX", 448, 16, 100.0 * 100.0 * 100.0},
+    {"Cooperlake", 320, 16, 100.0 * 100.0 * 100.0},
+};
 
 // A tile: 12 rows of x by 32 outputs (two vectors of 16): 24 accumulators,
 // two weight vectors and one broadcast among the 32 registers.
@@ -43,13 +52,14 @@ struct Problem {
   float* y;  // [rows, out], row stride ldy
   int64_t ldy;
   const float* bias;  // [out], what the first block adds to; null: 0
+  const Summation* sum;
 };
 
 // The next block of the input width from `start`, as OpenBLAS splits it.
-int64_t BlockLength(int64_t in, int64_t start) {
+int64_t BlockLength(const Summation& sum, int64_t in, int64_t start) {
   const int64_t left = in - start;
-  if (left >= 2 * kBlock) return kBlock;
-  if (left > kBlock) return (left / 2 + kBlockRound - 1) / kBlockRound * kBlockRound;
+  if (left >= 2 * sum.block) return sum.block;
+  if (left > sum.block) return (left / 2 + sum.round - 1) / sum.round * sum.round;
   return left;
 }
 
@@ -125,7 +135,7 @@ constexpr int64_t kL2Share = 512 * 1024;
 // of the group (the tile's rows in L1, w streaming from L2).
 void RowRange(const Problem& p, int64_t begin, int64_t end) {
   for (int64_t k0 = 0; k0 < p.in;) {
-    const int64_t len = BlockLength(p.in, k0);
+    const int64_t len = BlockLength(*p.sum, p.in, k0);
     const int64_t fit = kL2Share / (len * static_cast<int64_t>(sizeof(float)));
     const int64_t chunk = std::max<int64_t>(1, fit / kTileRows) * kTileRows;
     const int64_t group = std::max<int64_t>(1, fit / kTileOutputs) * kTileOutputs;
@@ -156,11 +166,11 @@ void Run(const Problem& p) {
   });
 }
 
-// y = bias + x2 w^T, bias first (undefined: 0), as addmm sums. x2 [rows, in]
-// with contiguous rows, w column-major [out, in], y [rows, out] with
-// contiguous rows.
-void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& bias,
-              const at::Tensor& y) {
+// y = bias + x2 w^T, bias first (undefined: 0), as addmm sums under `sum`.
+// x2 [rows, in] with contiguous rows, w column-major [out, in], y [rows, out]
+// with contiguous rows.
+void Multiply(const Summation& sum, const at::Tensor& x2, const at::Tensor& w,
+              const at::Tensor& bias, const at::Tensor& y) {
   const int64_t rows = x2.size(0), in = x2.size(1), out = w.size(0);
   TORCH_CHECK(y.scalar_type() == at::kFloat && y.dim() == 2 && y.size(0) == rows &&
                   y.size(1) == out && y.stride(1) == 1,
@@ -169,7 +179,7 @@ void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& bias,
   if (rows == 0 || out == 0) return;
   // OpenBLAS's small-matrix kernels round otherwise, and only on the
   // row-major w: a copy of it (at most 1 MiB) for these few multiply-adds.
-  if (static_cast<double>(rows) * out * in <= kSmallMatrixWork) {
+  if (static_cast<double>(rows) * out * in <= sum.small_work) {
     at::Tensor into = y;
     const at::Tensor row_major = w.contiguous().t();
     if (bias.defined()) {
@@ -181,7 +191,7 @@ void Multiply(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& bias,
   }
   const at::Tensor b = bias.defined() ? bias.contiguous() : bias;
   Run(Problem{x2.data_ptr<float>(), x2.stride(0), rows, in, w.data_ptr<float>(), w.stride(1), out,
-              y.data_ptr<float>(), y.stride(0), b.defined() ? b.data_ptr<float>() : nullptr});
+              y.data_ptr<float>(), y.stride(0), b.defined() ? b.data_ptr<float>() : nullptr, &sum});
 }
 
 at::Tensor Rows(const at::Tensor& x) {
@@ -195,29 +205,53 @@ bool ColumnMajorLayout(const at::Tensor& w) {
   return w.dim() == 2 && w.stride(0) == 1 && w.stride(1) == w.size(0);
 }
 
-// The kernel against at::linear on shapes that cover several blocks of the
-// width, a half-full last panel and a part tile of rows.
-bool ProbeMatches() {
+// Whether the kernel under `sum` has at::linear's bits on shapes that cover
+// several blocks of the width (1000: 448 + 288 + 264, or 320 + 320 + 192 +
+// 168), a half-full last panel, a part tile of rows and a product small
+// enough for the small-matrix kernels.
+bool ProbeMatches(const Summation& sum) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(20261206);
   const struct {
     int64_t rows, in, out;
-  } shapes[] = {{40, 1000, 48}, {33, 192, 200}, {13, 520, 176}};
+  } shapes[] = {{40, 1000, 48}, {33, 192, 200}, {13, 520, 176}, {7, 300, 40}};
   at::NoGradGuard no_grad;
   for (const auto& s : shapes) {
     const at::Tensor x = at::randn({s.rows, s.in}, gen);
     const at::Tensor w = at::randn({s.out, s.in}, gen);
     const at::Tensor y = at::empty({s.rows, s.out});
-    Multiply(x, ColumnMajor(w), at::Tensor(), y);
+    Multiply(sum, x, ColumnMajor(w), at::Tensor(), y);
     if (!at::equal(y, at::linear(x, w))) return false;
   }
   return true;
 }
 
+// The summation at::linear has here (decided once per process), or null.
+const Summation* ThisSummation() {
+  static const Summation* const found = []() -> const Summation* {
+    if (!__builtin_cpu_supports("avx512f")) return nullptr;
+    for (const Summation& sum : kSummations) {
+      if (ProbeMatches(sum)) return &sum;
+    }
+    return nullptr;
+  }();
+  return found;
+}
+
+// The summation of a HostLinear call, which callers guard with
+// HostLinearApplies.
+const Summation& CheckedSummation() {
+  const Summation* sum = ThisSummation();
+  TORCH_CHECK(sum != nullptr, "HostLinear: the kernel does not run here (HostGemmAvailable)");
+  return *sum;
+}
+
 }  // namespace
 
-bool HostGemmAvailable() {
-  static const bool available = __builtin_cpu_supports("avx512f") && ProbeMatches();
-  return available;
+bool HostGemmAvailable() { return ThisSummation() != nullptr; }
+
+const char* HostGemmSummation() {
+  const Summation* sum = ThisSummation();
+  return sum == nullptr ? "none" : sum->kernels;
 }
 
 at::Tensor HostGemmLayout(const at::Tensor& w) {
@@ -238,7 +272,7 @@ at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   const bool bias_first = x.dim() == 2 || (x.dim() == 3 && x.is_contiguous());
   const at::Tensor x2 = Rows(x);
   at::Tensor y = at::empty({x2.size(0), w.size(0)}, x.options());
-  Multiply(x2, w, bias_first ? bias : at::Tensor(), y);
+  Multiply(CheckedSummation(), x2, w, bias_first ? bias : at::Tensor(), y);
   if (bias.defined() && !bias_first) y.add_(bias);
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = w.size(0);
@@ -250,7 +284,7 @@ at::Tensor HostLinear(const at::Tensor& x, const at::Tensor& w) {
 }
 
 void HostLinearInto(const at::Tensor& x, const at::Tensor& w, const at::Tensor& out) {
-  Multiply(Rows(x), w, at::Tensor(), out);
+  Multiply(CheckedSummation(), Rows(x), w, at::Tensor(), out);
 }
 
 }  // namespace fca::engine

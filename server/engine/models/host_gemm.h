@@ -7,21 +7,25 @@
 // (the same logical [out, in] tensor, no extra memory) and an AVX-512 kernel
 // reads it in place, 32 outputs by 12 rows at a time.
 //
-// The bits: OpenBLAS's SkylakeX sgemm sums each output over the input width
-// in blocks (driver/level3: blocks of 448, the last two split in halves
-// rounded up to 16), each block a chain of fused multiply-adds from 0 in
-// increasing index, the blocks added to the output in order:
-// y = ((0 + chain_1) + chain_2) + ... The kernel computes exactly that. Where
-// OpenBLAS runs its small-matrix kernels (rows x out x in <= 100^3) the
-// projection goes to at::linear on a row-major copy instead. These are
-// OpenBLAS's bits at one thread, as an audit's forwards run (one intra-op
-// thread each, ConfigureRuntime); threaded, OpenBLAS halves the last blocks
-// otherwise. A probe at first use compares the kernel with at::linear on
-// shapes that cover the blocking and the tails; on a processor without
-// AVX-512, where the BLAS rounds otherwise (other kernels, another library),
-// or in a process that multiplies on several intra-op threads (fca-train), it
-// fails, HostGemmAvailable() is false and the weights stay row-major
-// (host_gemm_test sweeps 1-300 rows).
+// The bits: OpenBLAS 0.3.21's sgemm sums each output over the input width in
+// blocks (driver/level3: blocks of SGEMM_DEFAULT_Q, the last two split in
+// halves rounded up to SGEMM_DEFAULT_UNROLL_M), each block a chain of fused
+// multiply-adds from 0 in increasing index, the blocks added to the output in
+// order: y = ((0 + chain_1) + chain_2) + ... The kernel computes exactly that,
+// with the blocking of the kernels OpenBLAS runs here: SkylakeX's (blocks of
+// 448, halves to 16) or Cooperlake's (the same kernels in blocks of 320, which
+// OpenBLAS picks on an AMD EPYC with AVX-512 BF16); below 100^3 multiply-adds
+// their small-matrix kernels run, and the projection goes to at::linear on a
+// row-major copy instead. These are OpenBLAS's bits at one thread, as an
+// audit's forwards run (one intra-op thread each, ConfigureRuntime);
+// threaded, OpenBLAS halves the last blocks otherwise. A probe at first use
+// compares the kernel under each blocking with at::linear on shapes that
+// cover the blocking and the tails and keeps the one that matches. On a
+// processor without AVX-512, where the BLAS rounds otherwise (Haswell's
+// kernels, which OPENBLAS_CORETYPE=Haswell selects, split some tiles' sums in
+// two; another library), or in a process that multiplies on several
+// intra-op threads (fca-train), none does, HostGemmAvailable() is false and
+// the weights stay row-major (host_gemm_test sweeps 1-300 rows).
 // Torch-free header: tensors are forward-declared.
 #ifndef FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
 #define FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
@@ -35,6 +39,10 @@ namespace fca::engine {
 // Whether the kernel runs here and matched at::linear bitwise on the probe
 // (decided once per process).
 bool HostGemmAvailable();
+
+// The OpenBLAS kernels whose summation the probe matched ("SkylakeX",
+// "Cooperlake"), or "none".
+const char* HostGemmSummation();
 
 // w [out, in] -> the same values stored column-major (strides [1, out]), the
 // layout HostLinear reads, where the kernel suits it: float32 on the CPU, at

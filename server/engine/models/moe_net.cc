@@ -279,7 +279,7 @@ class ForwardPass {
     if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
     const double root = std::sqrt(static_cast<double>(hd));
     // The dense twin's attention runs by the same blocks (attention.h).
-    if (AttentionByBlocksApplies(B, x.is_cpu())) {
+    if (AttentionByBlocksApplies(B, x.is_cpu(), x.scalar_type())) {
       const at::Tensor ctx =
           CausalAttentionByBlocks(q.contiguous(), k.contiguous(), v.contiguous(),
                                   [&](at::Tensor& s, int64_t r0, int64_t r1) {

@@ -222,7 +222,7 @@ class ForwardPass {
     at::Tensor qkv = Lin(x, b.qkv).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
     if (counters_) counters_->flops += 2.0 * 2.0 * B * H * T * T * hd;
     // attention.h says when the blocks apply.
-    if (AttentionByBlocksApplies(B, !device_)) {
+    if (AttentionByBlocksApplies(B, !device_, x.scalar_type())) {
       // One copy into [3, B, H, T, hd]: each block's rows of q, k and v are
       // then strided views the GEMMs read as they are.
       qkv = qkv.contiguous();
