@@ -5,6 +5,9 @@
 #   bench/host_gemm.sh            figures in $FCA_HOST_GEMM_OUT [out/host-gemm]
 #   bench/host_gemm.sh --record   also write docs/results/host_gemm.txt
 #
+# FCA_HOST_GEMM_RECORD_AS (host_gemm) names the file --record writes in
+# docs/results, so that another processor's figures sit beside these
+# (host_gemm_epyc: an AMD EPYC on OpenBLAS's Cooperlake kernels).
 # Wants an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +27,7 @@ mkdir -p "$out"
   "$bench"
 } | tee "$out/summary.txt"
 if [ "${1:-}" = --record ]; then
-  cp "$out/summary.txt" docs/results/host_gemm.txt
-  echo "host_gemm: wrote docs/results/host_gemm.txt"
+  as=docs/results/${FCA_HOST_GEMM_RECORD_AS:-host_gemm}.txt
+  cp "$out/summary.txt" "$as"
+  echo "host_gemm: wrote $as"
 fi

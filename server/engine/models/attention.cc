@@ -14,32 +14,30 @@ namespace {
 // use (8 to 32 elements), so each shortened row has whole vectors only.
 constexpr int64_t kAttentionQueryBlock = 32;
 
-// The plain form: softmax(scale (q k^T) + causal) v, [B, T, H, hd].
-at::Tensor PlainAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          double scale, const at::Tensor& causal) {
-  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale).add_(causal);
-  return at::matmul(at::softmax(scores, -1), v).transpose(1, 2).contiguous();
-}
-
 // Whether the blocks give the plain form's bits in `dtype` here, on random
-// inputs of several blocks and a part block (T = 100). They do where the
-// GEMMs sum each dot product in one order whatever the operands' shapes; an
-// OpenBLAS whose kernels split some tiles' sums in two (Haswell's, which
-// OPENBLAS_CORETYPE=Haswell selects) rounds a shortened block otherwise.
+// inputs of several blocks and a part block (T = 100), laid out as the
+// families' attention has them: q, k and v views of one projection [B, T, 3,
+// H, hd], which the plain form's matmuls copy and the blocks read after one
+// copy. They do where the GEMMs sum each dot product in one order whatever
+// the operands' shapes; an OpenBLAS whose kernels split some tiles' sums in
+// two (Haswell's, which OPENBLAS_CORETYPE=Haswell selects) rounds a
+// shortened block otherwise.
 bool BlocksKeepTheBits(at::ScalarType dtype) {
   at::NoGradGuard no_grad;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(20261206);
   const int64_t B = 2, H = 2, T = 100, hd = 32;
-  const auto random = [&] { return at::randn({B, H, T, hd}, gen).to(dtype); };
-  const at::Tensor q = random(), k = random(), v = random();
+  const at::Tensor qkv = at::randn({B, T, 3, H, hd}, gen).to(dtype).permute({2, 0, 3, 1, 4});
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const at::Tensor causal =
-      at::full({T, T}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
-  const at::Tensor blocks =
-      CausalAttentionByBlocks(q, k, v, [&](at::Tensor& s, int64_t r0, int64_t r1) {
+      at::full({T, T}, -std::numeric_limits<double>::infinity(), qkv.options()).triu(1);
+  const at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)).mul_(scale).add_(causal);
+  const at::Tensor plain = at::matmul(at::softmax(scores, -1), qkv[2]).transpose(1, 2);
+  const at::Tensor packed = qkv.contiguous();
+  const at::Tensor blocks = CausalAttentionByBlocks(
+      packed[0], packed[1], packed[2], [&](at::Tensor& s, int64_t r0, int64_t r1) {
         return at::softmax(s.mul_(scale).add_(causal.slice(0, r0, r1).slice(1, 0, r1)), -1);
       });
-  return at::equal(blocks, PlainAttention(q, k, v, scale, causal));
+  return at::equal(blocks, plain);
 }
 
 }  // namespace
