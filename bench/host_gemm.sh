@@ -7,7 +7,7 @@
 #
 # FCA_HOST_GEMM_RECORD_AS (host_gemm) names the file --record writes in
 # docs/results, so that another processor's figures sit beside these
-# (host_gemm_epyc: an AMD EPYC on OpenBLAS's Cooperlake kernels).
+# (host_gemm_epyc_cooperlake: an AMD EPYC on OpenBLAS's Cooperlake kernels).
 # Wants an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."

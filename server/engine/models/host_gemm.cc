@@ -22,14 +22,24 @@ namespace {
 // `small_work` multiply-adds (rows x out x in) its small-matrix kernels run
 // instead (sgemm_small_kernel_permit; 0: it has none). The probe picks the
 // rule whose bits at::linear has here.
+//
+// Haswell's kernels (sgemm_kernel_8x4_haswell_2.c, also Zen's) sum most
+// outputs so too but split some tiles' sums in two: a tile of 8 outputs by 6
+// or 4 rows of x computed by their m8n6 or m8n4 code adds the products of
+// each group of 8 in pairs, the first of a pair to one sum and the second to
+// another, the products left over after the groups to the first, and adds the
+// two sums: block = (a + b). Which tiles depends on where each lies in the
+// driver's chunks of outputs (SGEMM_DEFAULT_P) and rows (SplitTiles).
 struct Summation {
   const char* kernels;  // the OpenBLAS kernels with this rule
   int64_t block, round;
   double small_work;
+  int64_t output_chunk;  // SGEMM_DEFAULT_P, where some tiles split; 0: none do
 };
 constexpr Summation kSummations[] = {
-    {"SkylakeX", 448, 16, 100.0 * 100.0 * 100.0},
-    {"Cooperlake", 320, 16, 100.0 * 100.0 * 100.0},
+    {"SkylakeX", 448, 16, 100.0 * 100.0 * 100.0, 0},
+    {"Cooperlake", 320, 16, 100.0 * 100.0 * 100.0, 0},
+    {"Haswell", 320, 8, 0.0, 320},
 };
 
 // A tile: 12 rows of x by 32 outputs (two vectors of 16): 24 accumulators,
@@ -42,7 +52,8 @@ constexpr int64_t kTileOutputs = 32;
 // (docs/results/host_gemm.txt): the columns of a wide w^T are far apart.
 constexpr int64_t kMaxWeights = 256 * 1024;
 
-#define FCA_AVX512 __attribute__((target("avx512f")))
+// (Every processor with AVX-512 has FMA, which the 8-wide split tiles use.)
+#define FCA_AVX512 __attribute__((target("avx512f,fma")))
 
 struct Problem {
   const float* x;  // [rows, in], row stride ldx
@@ -157,6 +168,92 @@ void RowRange(const Problem& p, int64_t begin, int64_t end) {
   }
 }
 
+// The outputs [first, first + 8) of rows [row, row + count) again, each
+// block's sum split in two as Haswell's m8n6 and m8n4 code sums it.
+FCA_AVX512 void SplitTile(const Problem& p, int64_t first, int64_t row, int64_t count) {
+  const __m256 start = p.bias ? _mm256_loadu_ps(p.bias + first) : _mm256_setzero_ps();
+  for (int64_t r = row; r < row + count; ++r) {
+    __m256 y = start;
+    for (int64_t k0 = 0; k0 < p.in;) {
+      const int64_t len = BlockLength(*p.sum, p.in, k0);
+      const float* x = p.x + r * p.ldx + k0;
+      const float* w = p.wt + k0 * p.ldw + first;
+      __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+      const int64_t paired = len / 8 * 8;
+      int64_t k = 0;
+      for (; k < paired; k += 2) {
+        a = _mm256_fmadd_ps(_mm256_set1_ps(x[k]), _mm256_loadu_ps(w + k * p.ldw), a);
+        b = _mm256_fmadd_ps(_mm256_set1_ps(x[k + 1]), _mm256_loadu_ps(w + (k + 1) * p.ldw), b);
+      }
+      for (; k < len; ++k) {
+        a = _mm256_fmadd_ps(_mm256_set1_ps(x[k]), _mm256_loadu_ps(w + k * p.ldw), a);
+      }
+      y = _mm256_add_ps(y, _mm256_add_ps(a, b));
+      k0 += len;
+    }
+    _mm256_storeu_ps(p.y + r * p.ldy + first, y);
+  }
+}
+
+// One call of Haswell's kernel: outputs [first, first + count) by the row
+// groups its loops take, 12 at a time, then 8, 4, 2 and 1; the tiles it
+// splits recomputed. Of a group of 12 rows, with 16 outputs or more, the
+// kernel splits the left 6 rows of the first 8 outputs and one half of the
+// last 8 it reaches in its alternating loop; of a group of 4, every 8
+// outputs.
+void SplitTiles(const Problem& p, int64_t first, int64_t count, int64_t row, int64_t rows) {
+  const int64_t panels = count / 8;
+  while (rows > 0) {
+    const int64_t group = rows >= 12 ? 12 : rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
+    if (group == 4) {
+      for (int64_t q = 0; q < panels; ++q) SplitTile(p, first + 8 * q, row, 4);
+    } else if (group == 12 && count >= 16) {
+      SplitTile(p, first, row, 6);
+      // Right halves of panels (i, i + 1), then left halves of (i + 1,
+      // i + 2), while 16 outputs are left; the last panel alone, split.
+      for (int64_t left = count, i = 0;; i += 2) {
+        left -= 8;
+        if (left < 16) {
+          SplitTile(p, first + 8 * (i + 1), row, 6);
+          break;
+        }
+        left -= 8;
+        if (left < 16) {
+          SplitTile(p, first + 8 * (i + 2), row + 6, 6);
+          break;
+        }
+      }
+    }
+    row += group;
+    rows -= group;
+  }
+}
+
+// The driver's chunks (driver/level3/level3.c, one thread): outputs in
+// chunks of the output_chunk (halved as the width's blocks are); the first
+// chunk's rows taken 12 at a time, then 4, then what is left; the other
+// chunks' rows in one call.
+void FixSplitTiles(const Problem& p) {
+  const Summation& sum = *p.sum;
+  const auto chunk = [&](int64_t left) {
+    if (left >= 2 * sum.output_chunk) return sum.output_chunk;
+    if (left > sum.output_chunk) return (left / 2 + sum.round - 1) / sum.round * sum.round;
+    return left;
+  };
+  const int64_t first = chunk(p.out);
+  for (int64_t row = 0; row < p.rows;) {
+    const int64_t left = p.rows - row;
+    const int64_t rows = left >= 12 ? 12 : left > 4 ? 4 : left;
+    SplitTiles(p, 0, first, row, rows);
+    row += rows;
+  }
+  for (int64_t out = first; out < p.out;) {
+    const int64_t count = chunk(p.out - out);
+    SplitTiles(p, out, count, 0, p.rows);
+    out += count;
+  }
+}
+
 void Run(const Problem& p) {
   const int64_t tiles = (p.rows + kTileRows - 1) / kTileRows;
   // Rows are independent (each output is summed within one), so the split
@@ -164,6 +261,7 @@ void Run(const Problem& p) {
   at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
     RowRange(p, begin * kTileRows, std::min(end * kTileRows, p.rows));
   });
+  if (p.sum->output_chunk > 0) FixSplitTiles(p);
 }
 
 // y = bias + x2 w^T, bias first (undefined: 0), as addmm sums under `sum`.

@@ -13,19 +13,23 @@
 // multiply-adds from 0 in increasing index, the blocks added to the output in
 // order: y = ((0 + chain_1) + chain_2) + ... The kernel computes exactly that,
 // with the blocking of the kernels OpenBLAS runs here: SkylakeX's (blocks of
-// 448, halves to 16) or Cooperlake's (the same kernels in blocks of 320, which
-// OpenBLAS picks on an AMD EPYC with AVX-512 BF16); below 100^3 multiply-adds
-// their small-matrix kernels run, and the projection goes to at::linear on a
-// row-major copy instead. These are OpenBLAS's bits at one thread, as an
-// audit's forwards run (one intra-op thread each, ConfigureRuntime);
-// threaded, OpenBLAS halves the last blocks otherwise. A probe at first use
-// compares the kernel under each blocking with at::linear on shapes that
-// cover the blocking and the tails and keeps the one that matches. On a
-// processor without AVX-512, where the BLAS rounds otherwise (Haswell's
-// kernels, which OPENBLAS_CORETYPE=Haswell selects, split some tiles' sums in
-// two; another library), or in a process that multiplies on several
-// intra-op threads (fca-train), none does, HostGemmAvailable() is false and
-// the weights stay row-major (host_gemm_test sweeps 1-300 rows).
+// 448, halves to 16), Cooperlake's (the same kernels in blocks of 320, which
+// OpenBLAS picks on an AMD EPYC with AVX-512 BF16) or Haswell's (blocks of
+// 320, halves to 8, which OPENBLAS_CORETYPE=Haswell selects on any
+// processor; these kernels also split the sums of some tiles of 8 outputs by
+// 6 or 4 rows in two, by where the tile lies in OpenBLAS's chunks, and the
+// kernel recomputes those tiles so). Below 100^3 multiply-adds SkylakeX's and
+// Cooperlake's small-matrix kernels run, and the projection goes to
+// at::linear on a row-major copy instead. These are OpenBLAS's bits at one
+// thread, as an audit's forwards run (one intra-op thread each,
+// ConfigureRuntime); threaded, OpenBLAS halves the last blocks otherwise. A
+// probe at first use compares the kernel under each rule with at::linear on
+// shapes that cover the blocking and the tails and keeps the one that
+// matches. On a processor without AVX-512, where the BLAS rounds otherwise
+// (other kernels, another library), or in a process that multiplies on
+// several intra-op threads (fca-train), none does, HostGemmAvailable() is
+// false and the weights stay row-major (host_gemm_test sweeps 1-300 rows;
+// ctest engine_haswell_blas_test runs it under Haswell's kernels).
 // Torch-free header: tensors are forward-declared.
 #ifndef FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
 #define FCA_SERVER_ENGINE_MODELS_HOST_GEMM_H_
@@ -41,7 +45,7 @@ namespace fca::engine {
 bool HostGemmAvailable();
 
 // The OpenBLAS kernels whose summation the probe matched ("SkylakeX",
-// "Cooperlake"), or "none".
+// "Cooperlake", "Haswell"), or "none".
 const char* HostGemmSummation();
 
 // w [out, in] -> the same values stored column-major (strides [1, out]), the
