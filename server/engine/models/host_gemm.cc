@@ -66,12 +66,18 @@ struct Problem {
   const Summation* sum;
 };
 
+// The next chunk of `left` as OpenBLAS's driver takes it: `size`, or, when
+// the last two together are under 2 x size, half of them rounded up to
+// `round`.
+int64_t DriverChunk(int64_t left, int64_t size, int64_t round) {
+  if (left >= 2 * size) return size;
+  if (left > size) return (left / 2 + round - 1) / round * round;
+  return left;
+}
+
 // The next block of the input width from `start`, as OpenBLAS splits it.
 int64_t BlockLength(const Summation& sum, int64_t in, int64_t start) {
-  const int64_t left = in - start;
-  if (left >= 2 * sum.block) return sum.block;
-  if (left > sum.block) return (left / 2 + sum.round - 1) / sum.round * sum.round;
-  return left;
+  return DriverChunk(in - start, sum.block, sum.round);
 }
 
 // y[r, j .. j + 32) for the first R rows from `row`, over the block
@@ -235,11 +241,7 @@ void SplitTiles(const Problem& p, int64_t first, int64_t count, int64_t row, int
 // chunks' rows in one call.
 void FixSplitTiles(const Problem& p) {
   const Summation& sum = *p.sum;
-  const auto chunk = [&](int64_t left) {
-    if (left >= 2 * sum.output_chunk) return sum.output_chunk;
-    if (left > sum.output_chunk) return (left / 2 + sum.round - 1) / sum.round * sum.round;
-    return left;
-  };
+  const auto chunk = [&](int64_t left) { return DriverChunk(left, sum.output_chunk, sum.round); };
   const int64_t first = chunk(p.out);
   for (int64_t row = 0; row < p.rows;) {
     const int64_t left = p.rows - row;
