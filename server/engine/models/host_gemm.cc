@@ -174,58 +174,80 @@ void RowRange(const Problem& p, int64_t begin, int64_t end) {
   }
 }
 
-// The outputs [first, first + 8) of rows [row, row + count) again, each
-// block's sum split in two as Haswell's m8n6 and m8n4 code sums it.
-FCA_AVX512 void SplitTile(const Problem& p, int64_t first, int64_t row, int64_t count) {
+// A tile of 8 outputs by R rows whose sums Haswell's kernel splits.
+struct SplitJob {
+  int64_t first, row;
+  int rows;  // 4 or 6
+};
+
+// The outputs [first, first + 8) of rows [row, row + R) again, each block's
+// sum split in two as Haswell's m8n6 and m8n4 code sums it. The R rows go
+// together: 2 R independent chains keep the FMA units busy (one row at a
+// time, its two chains waited on the FMA latency); each output's chains are
+// the same either way.
+template <int R>
+FCA_AVX512 void SplitTile(const Problem& p, int64_t first, int64_t row) {
   const __m256 start = p.bias ? _mm256_loadu_ps(p.bias + first) : _mm256_setzero_ps();
-  for (int64_t r = row; r < row + count; ++r) {
-    __m256 y = start;
-    for (int64_t k0 = 0; k0 < p.in;) {
-      const int64_t len = BlockLength(*p.sum, p.in, k0);
-      const float* x = p.x + r * p.ldx + k0;
-      const float* w = p.wt + k0 * p.ldw + first;
-      __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-      const int64_t paired = len / 8 * 8;
-      int64_t k = 0;
-      for (; k < paired; k += 2) {
-        a = _mm256_fmadd_ps(_mm256_set1_ps(x[k]), _mm256_loadu_ps(w + k * p.ldw), a);
-        b = _mm256_fmadd_ps(_mm256_set1_ps(x[k + 1]), _mm256_loadu_ps(w + (k + 1) * p.ldw), b);
+  __m256 y[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) y[r] = start;
+  for (int64_t k0 = 0; k0 < p.in;) {
+    const int64_t len = BlockLength(*p.sum, p.in, k0);
+    const float* x = p.x + row * p.ldx + k0;
+    const float* w = p.wt + k0 * p.ldw + first;
+    __m256 a[R], b[R];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) a[r] = b[r] = _mm256_setzero_ps();
+    const int64_t paired = len / 8 * 8;
+    int64_t k = 0;
+    for (; k < paired; k += 2) {
+      const __m256 w0 = _mm256_loadu_ps(w + k * p.ldw), w1 = _mm256_loadu_ps(w + (k + 1) * p.ldw);
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r) {
+        a[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r * p.ldx + k]), w0, a[r]);
+        b[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r * p.ldx + k + 1]), w1, b[r]);
       }
-      for (; k < len; ++k) {
-        a = _mm256_fmadd_ps(_mm256_set1_ps(x[k]), _mm256_loadu_ps(w + k * p.ldw), a);
-      }
-      y = _mm256_add_ps(y, _mm256_add_ps(a, b));
-      k0 += len;
     }
-    _mm256_storeu_ps(p.y + r * p.ldy + first, y);
+    for (; k < len; ++k) {
+      const __m256 w0 = _mm256_loadu_ps(w + k * p.ldw);
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r)
+        a[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r * p.ldx + k]), w0, a[r]);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) y[r] = _mm256_add_ps(y[r], _mm256_add_ps(a[r], b[r]));
+    k0 += len;
   }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(p.y + (row + r) * p.ldy + first, y[r]);
 }
 
 // One call of Haswell's kernel: outputs [first, first + count) by the row
 // groups its loops take, 12 at a time, then 8, 4, 2 and 1; the tiles it
-// splits recomputed. Of a group of 12 rows, with 16 outputs or more, the
+// splits added to `jobs`. Of a group of 12 rows, with 16 outputs or more, the
 // kernel splits the left 6 rows of the first 8 outputs and one half of the
 // last 8 it reaches in its alternating loop; of a group of 4, every 8
 // outputs.
-void SplitTiles(const Problem& p, int64_t first, int64_t count, int64_t row, int64_t rows) {
+void SplitTiles(int64_t first, int64_t count, int64_t row, int64_t rows,
+                std::vector<SplitJob>* jobs) {
   const int64_t panels = count / 8;
   while (rows > 0) {
     const int64_t group = rows >= 12 ? 12 : rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1;
     if (group == 4) {
-      for (int64_t q = 0; q < panels; ++q) SplitTile(p, first + 8 * q, row, 4);
+      for (int64_t q = 0; q < panels; ++q) jobs->push_back({first + 8 * q, row, 4});
     } else if (group == 12 && count >= 16) {
-      SplitTile(p, first, row, 6);
+      jobs->push_back({first, row, 6});
       // Right halves of panels (i, i + 1), then left halves of (i + 1,
       // i + 2), while 16 outputs are left; the last panel alone, split.
       for (int64_t left = count, i = 0;; i += 2) {
         left -= 8;
         if (left < 16) {
-          SplitTile(p, first + 8 * (i + 1), row, 6);
+          jobs->push_back({first + 8 * (i + 1), row, 6});
           break;
         }
         left -= 8;
         if (left < 16) {
-          SplitTile(p, first + 8 * (i + 2), row + 6, 6);
+          jobs->push_back({first + 8 * (i + 2), row + 6, 6});
           break;
         }
       }
@@ -238,22 +260,34 @@ void SplitTiles(const Problem& p, int64_t first, int64_t count, int64_t row, int
 // The driver's chunks (driver/level3/level3.c, one thread): outputs in
 // chunks of the output_chunk (halved as the width's blocks are); the first
 // chunk's rows taken 12 at a time, then 4, then what is left; the other
-// chunks' rows in one call.
+// chunks' rows in one call. The split tiles are disjoint, so they are
+// recomputed on torch's intra-op threads as the rows are.
 void FixSplitTiles(const Problem& p) {
   const Summation& sum = *p.sum;
   const auto chunk = [&](int64_t left) { return DriverChunk(left, sum.output_chunk, sum.round); };
+  std::vector<SplitJob> jobs;
   const int64_t first = chunk(p.out);
   for (int64_t row = 0; row < p.rows;) {
     const int64_t left = p.rows - row;
     const int64_t rows = left >= 12 ? 12 : left > 4 ? 4 : left;
-    SplitTiles(p, 0, first, row, rows);
+    SplitTiles(0, first, row, rows, &jobs);
     row += rows;
   }
   for (int64_t out = first; out < p.out;) {
     const int64_t count = chunk(p.out - out);
-    SplitTiles(p, out, count, 0, p.rows);
+    SplitTiles(out, count, 0, p.rows, &jobs);
     out += count;
   }
+  at::parallel_for(0, static_cast<int64_t>(jobs.size()), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const SplitJob& job = jobs[i];
+      if (job.rows == 6) {
+        SplitTile<6>(p, job.first, job.row);
+      } else {
+        SplitTile<4>(p, job.first, job.row);
+      }
+    }
+  });
 }
 
 void Run(const Problem& p) {
