@@ -237,9 +237,20 @@ class ForwardPass {
       return Lin(ctx.view({B, T, c_.d_model}), b.out);
     }
     at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
-    scores = scores + causal;
-    at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
+    const double scale = 1.0 / std::sqrt(double(hd));
+    at::Tensor probs;
+    if (autograd_) {
+      probs = at::softmax(scores * scale + causal, -1);
+    } else {
+      // In place, as the blocks do: causal + scale * s in one pass (the bits
+      // of (s * scale) + causal), and the softmax over its own input (each
+      // row's maximum and sum are read before its entries are overwritten),
+      // two passes and two [B, H, T, T] tensors fewer.
+      at::add_out(scores, causal, scores, scale);
+      probs = at::_softmax_out(scores, scores, -1, false);
+    }
+    at::Tensor ctx = at::matmul(probs, v);
     return Lin(ctx.transpose(1, 2).reshape({B, T, c_.d_model}), b.out);
   }
 
