@@ -11,14 +11,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/stopwatch.h"
 
 namespace fca::bench {
 
 using Clock = std::chrono::steady_clock;
 
-inline double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using fca::SecondsSince;
 
 [[noreturn]] inline void Die(const absl::Status& status, const char* what) {
   std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());

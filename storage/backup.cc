@@ -14,16 +14,13 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/stopwatch.h"
 #include "storage/sqlite.h"
 
 namespace fca::storage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.rfind('/');

@@ -9,16 +9,13 @@
 #include <optional>
 
 #include "common/status_macros.h"
+#include "common/stopwatch.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 SlowdownEstimate Estimate(const std::vector<double>& model, const std::vector<double>& twin,
                           const TimingPlan& plan) {
@@ -85,7 +82,7 @@ absl::StatusOr<PairedTimes> TimePairs(const TimedForward& model, const TimedForw
     t.model.push_back(m);
     t.twin.push_back(*d);
     if (after_pair) FCA_RETURN_IF_ERROR(after_pair(static_cast<int64_t>(t.model.size())));
-    t.stop = DecideTimingStop(t.model, t.twin, Seconds(start), plan);
+    t.stop = DecideTimingStop(t.model, t.twin, SecondsSince(start), plan);
   }
   return t;
 }
@@ -208,15 +205,16 @@ class ExecutionRun {
     auto model = [&] { return TimeOne(*in_.model); };
     auto twin = [&] { return TimeOne(*in_.twin); };
     FCA_ASSIGN_OR_RETURN(PairedTimes first, TimePairs(model, twin, first_plan, [&](int64_t pairs) {
-                           return progress(pairs, plan.max_pairs,
-                                           TimingSecondsLeft(first_plan, pairs, Seconds(start)));
+                           return progress(
+                               pairs, plan.max_pairs,
+                               TimingSecondsLeft(first_plan, pairs, SecondsSince(start)));
                          }));
     const int64_t done = static_cast<int64_t>(first.model.size());
-    const double first_seconds = Seconds(start);
+    const double first_seconds = SecondsSince(start);
     FCA_ASSIGN_OR_RETURN(
         PairedTimes second, TimePairs(model, twin, SecondBlockPlan(plan, done), [&](int64_t pairs) {
           // The second block's pace, as it times as many pairs as the first.
-          const double pace = (Seconds(start) - first_seconds) / static_cast<double>(pairs);
+          const double pace = (SecondsSince(start) - first_seconds) / static_cast<double>(pairs);
           return progress(done + pairs, 2 * done, static_cast<double>(done - pairs) * pace);
         }));
     ExecutionResult& x = out_.result;
@@ -272,7 +270,7 @@ class ExecutionRun {
     for (int r = 0; r < plan.min_pairs; ++r) {
       FCA_ASSIGN_OR_RETURN(double t, TimeOne(*in_.model));
       own.push_back(t);
-      const double pace = Seconds(start) / (r + 1);
+      const double pace = SecondsSince(start) / (r + 1);
       FCA_RETURN_IF_ERROR(progress(r + 1, plan.min_pairs, (plan.min_pairs - r - 1) * pace));
     }
     out_.result.latency_us_per_token = Median(own);
@@ -287,7 +285,7 @@ class ExecutionRun {
     SynchronizeDevice(m.info().compute.device);
     const Clock::time_point t0 = Clock::now();
     FCA_RETURN_IF_ERROR(Forward(m, CoefficientMode::kLive, nullptr).status());
-    return Seconds(t0) * 1e6 / tokens_;
+    return SecondsSince(t0) * 1e6 / tokens_;
   }
 
   // A forward, its time taken until the device has finished it.
@@ -296,7 +294,7 @@ class ExecutionRun {
     const Clock::time_point t0 = Clock::now();
     absl::StatusOr<at::Tensor> logits = m.Forward(*in_.ids, mode, coefficients);
     SynchronizeDevice(m.info().compute.device);
-    out_.forward_seconds += Seconds(t0);
+    out_.forward_seconds += SecondsSince(t0);
     out_.forward_tokens += in_.ids->numel();
     return logits;
   }

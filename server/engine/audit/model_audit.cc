@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "common/stopwatch.h"
 #include "server/engine/audit/batches.h"
 #include "server/engine/audit/interventions.h"
 #include "server/engine/audit/model_audit_phases.h"
@@ -20,10 +21,6 @@ namespace fca::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 // Whether the model has neutral coefficients for its sites (a model
 // without sites has nothing to replace, so neutral is a no-op that applies).
@@ -132,13 +129,13 @@ absl::StatusOr<ModelReport> ModelAudit::Run() {
   FCA_RETURN_IF_ERROR(DependencePasses());
   FCA_RETURN_IF_ERROR(TopkAgreements());
   FCA_RETURN_IF_ERROR(RoutingFlips());
-  report_.pass_seconds = Seconds(passes_start);
+  report_.pass_seconds = SecondsSince(passes_start);
   report_.pass_flops = model_.counters().flops - flops_before;
   Progress("statistics", 0, 0);
   FCA_RETURN_IF_ERROR(Summarize());
   done_ += weights_.statistics;
   FCA_RETURN_IF_ERROR(ExecutionAudit());
-  report_.seconds = Seconds(start);
+  report_.seconds = SecondsSince(start);
   {
     absl::MutexLock lock(&mu_);
     report_.forward_seconds = forward_seconds_;
@@ -159,7 +156,7 @@ absl::StatusOr<at::Tensor> ModelAudit::Forward(const at::Tensor& ids, Coefficien
   const Clock::time_point t0 = Clock::now();
   auto logits = model_.Forward(ids, mode, coeff);
   SynchronizeDevice(device);
-  const double seconds = Seconds(t0);
+  const double seconds = SecondsSince(t0);
   absl::MutexLock lock(&mu_);
   forward_seconds_ += seconds;
   forward_tokens_ += ids.numel();

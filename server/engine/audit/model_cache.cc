@@ -6,16 +6,13 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
+#include "common/stopwatch.h"
 #include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 }  // namespace
 
@@ -28,7 +25,7 @@ SiteTensors ModelCache::Read(const WindowSet& w, int64_t b, int64_t e) {
   if (cache_ == nullptr || trust() == Trust::kIgnored) return {};
   const Clock::time_point t0 = Clock::now();
   SiteTensors out = ReadWindows(w, b, e);
-  const double seconds = Seconds(t0);
+  const double seconds = SecondsSince(t0);
   absl::MutexLock lock(&mu_);
   read_seconds_ += seconds;
   return out;
@@ -38,7 +35,7 @@ void ModelCache::Write(const WindowSet& w, const SiteTensors& rec, int64_t b) {
   if (cache_ == nullptr) return;
   const Clock::time_point t0 = Clock::now();
   WriteWindows(w, rec, b);
-  const double seconds = Seconds(t0);
+  const double seconds = SecondsSince(t0);
   absl::MutexLock lock(&mu_);
   write_seconds_ += seconds;
 }

@@ -5,25 +5,27 @@
 #include "common/status_macros.h"
 
 namespace fca::engine {
-namespace {
 
-absl::Status Invalid(absl::string_view what) {
+absl::Status InvalidConfig(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("config.json: ", what));
 }
+
+namespace {
 
 // Reads an integer field into *out when present; keeps the default otherwise
 // only for `optional` fields.
 absl::Status ReadInt(const json::Value& obj, const char* key, bool optional, int64_t* out) {
   if (optional && obj.Find(key) == nullptr) return absl::OkStatus();
   auto v = json::GetInt(obj, key);
-  if (!v.ok()) return Invalid(v.status().message());
+  if (!v.ok()) return InvalidConfig(v.status().message());
   *out = *v;
   return absl::OkStatus();
 }
 
 absl::Status CheckRange(const char* key, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi) {
-    return Invalid(absl::StrFormat("field '%s' is %d; it must be in [%d, %d]", key, v, lo, hi));
+    return InvalidConfig(
+        absl::StrFormat("field '%s' is %d; it must be in [%d, %d]", key, v, lo, hi));
   }
   return absl::OkStatus();
 }
@@ -32,16 +34,16 @@ absl::Status CheckRange(const char* key, int64_t v, int64_t lo, int64_t hi) {
 
 absl::StatusOr<std::string> ReadModelFamily(std::string_view json_text) {
   auto doc = json::Parse(json_text);
-  if (!doc.ok()) return Invalid(doc.status().message());
-  if (!doc->is_object()) return Invalid("the document must be a JSON object");
+  if (!doc.ok()) return InvalidConfig(doc.status().message());
+  if (!doc->is_object()) return InvalidConfig("the document must be a JSON object");
   auto family = json::GetString(*doc, "model_type");
-  if (!family.ok()) return Invalid(family.status().message());
+  if (!family.ok()) return InvalidConfig(family.status().message());
   return *family;
 }
 
 absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
   if (c.family != "dense" && c.family != "featuregate") {
-    return Invalid(absl::StrFormat(
+    return InvalidConfig(absl::StrFormat(
         "model_type '%s' is not a transformer family (expected dense or featuregate)", c.family));
   }
   FCA_RETURN_IF_ERROR(CheckRange("d_model", c.d_model, 1, 1 << 16));
@@ -51,30 +53,31 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
   FCA_RETURN_IF_ERROR(CheckRange("vocab_size", c.vocab_size, 1, 1 << 22));
   FCA_RETURN_IF_ERROR(CheckRange("max_seq_len", c.max_seq_len, 2, 1 << 20));
   if (c.d_model % c.n_heads != 0) {
-    return Invalid(
+    return InvalidConfig(
         absl::StrFormat("d_model %d is not divisible by n_heads %d", c.d_model, c.n_heads));
   }
   if (c.has_controller()) {
     FCA_RETURN_IF_ERROR(CheckRange("n_groups", c.n_groups, 1, c.d_model));
     FCA_RETURN_IF_ERROR(CheckRange("controller_width", c.controller_width, 1, 1 << 16));
     if (c.d_model % c.n_groups != 0) {
-      return Invalid(
+      return InvalidConfig(
           absl::StrFormat("d_model %d is not divisible by n_groups %d", c.d_model, c.n_groups));
     }
   }
   if (!(c.norm_eps > 0 && c.norm_eps < 1)) {
-    return Invalid(absl::StrFormat("field 'norm_eps' is %g; it must be in (0, 1)", c.norm_eps));
+    return InvalidConfig(
+        absl::StrFormat("field 'norm_eps' is %g; it must be in (0, 1)", c.norm_eps));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<TransformerConfig> ParseTransformerConfig(std::string_view json_text) {
   auto doc = json::Parse(json_text);
-  if (!doc.ok()) return Invalid(doc.status().message());
-  if (!doc->is_object()) return Invalid("the document must be a JSON object");
+  if (!doc.ok()) return InvalidConfig(doc.status().message());
+  if (!doc->is_object()) return InvalidConfig("the document must be a JSON object");
   TransformerConfig c;
   auto family = json::GetString(*doc, "model_type");
-  if (!family.ok()) return Invalid(family.status().message());
+  if (!family.ok()) return InvalidConfig(family.status().message());
   c.family = *family;
   const bool gated = c.family == "featuregate";
   FCA_RETURN_IF_ERROR(ReadInt(*doc, "d_model", false, &c.d_model));
@@ -87,7 +90,7 @@ absl::StatusOr<TransformerConfig> ParseTransformerConfig(std::string_view json_t
   FCA_RETURN_IF_ERROR(ReadInt(*doc, "controller_width", !gated, &c.controller_width));
   if (doc->Find("norm_eps") != nullptr) {
     auto eps = json::GetDouble(*doc, "norm_eps");
-    if (!eps.ok()) return Invalid(eps.status().message());
+    if (!eps.ok()) return InvalidConfig(eps.status().message());
     c.norm_eps = *eps;
   }
   FCA_RETURN_IF_ERROR(ValidateTransformerConfig(c));

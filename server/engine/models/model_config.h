@@ -28,6 +28,10 @@ struct TransformerConfig {
   bool has_controller() const { return family == "featuregate"; }
 };
 
+// INVALID_ARGUMENT "config.json: <what>": the form of every family's config
+// errors.
+[[nodiscard]] absl::Status InvalidConfig(absl::string_view what);
+
 // Parses and validates config.json text. Every problem is INVALID_ARGUMENT
 // starting with "config.json:" and naming the field. Sizes are bounded so a
 // hostile config cannot make the server allocate absurd amounts of memory.

@@ -6,17 +6,14 @@
 #include "absl/strings/str_format.h"
 #include "common/json.h"
 #include "common/status_macros.h"
+#include "server/engine/models/model_config.h"
 
 namespace fca::engine {
 namespace {
 
-absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("config.json: ", what));
-}
-
 absl::Status NotImplemented(const MoeConfig& c, const char* key, absl::string_view supported) {
-  return Invalid(absl::StrFormat("'%s' other than %s is not implemented for %s", key, supported,
-                                 c.model_type));
+  return InvalidConfig(absl::StrFormat("'%s' other than %s is not implemented for %s", key,
+                                       supported, c.model_type));
 }
 
 // Typed reads of the keys of one config.json; a key given as JSON null counts
@@ -32,9 +29,10 @@ class Reader {
 
   absl::Status Int(const char* key, int64_t lo, int64_t hi, int64_t* out) const {
     absl::StatusOr<int64_t> v = json::GetInt(doc_, key);
-    if (!v.ok()) return Invalid(v.status().message());
+    if (!v.ok()) return InvalidConfig(v.status().message());
     if (*v < lo || *v > hi) {
-      return Invalid(absl::StrFormat("field '%s' is %d; it must be in [%d, %d]", key, *v, lo, hi));
+      return InvalidConfig(
+          absl::StrFormat("field '%s' is %d; it must be in [%d, %d]", key, *v, lo, hi));
     }
     *out = *v;
     return absl::OkStatus();
@@ -45,9 +43,10 @@ class Reader {
 
   absl::Status Number(const char* key, double lo, double hi, double* out) const {
     absl::StatusOr<double> v = json::GetDouble(doc_, key);
-    if (!v.ok()) return Invalid(v.status().message());
+    if (!v.ok()) return InvalidConfig(v.status().message());
     if (!(*v > lo && *v < hi)) {
-      return Invalid(absl::StrFormat("field '%s' is %g; it must be in (%g, %g)", key, *v, lo, hi));
+      return InvalidConfig(
+          absl::StrFormat("field '%s' is %g; it must be in (%g, %g)", key, *v, lo, hi));
     }
     *out = *v;
     return absl::OkStatus();
@@ -59,7 +58,7 @@ class Reader {
   absl::Status OptionalBool(const char* key, bool* out) const {
     if (!Present(key)) return absl::OkStatus();
     absl::StatusOr<bool> v = json::GetBool(doc_, key);
-    if (!v.ok()) return Invalid(v.status().message());
+    if (!v.ok()) return InvalidConfig(v.status().message());
     *out = *v;
     return absl::OkStatus();
   }
@@ -67,7 +66,7 @@ class Reader {
   absl::Status OptionalString(const char* key, std::string* out) const {
     if (!Present(key)) return absl::OkStatus();
     absl::StatusOr<std::string> v = json::GetString(doc_, key);
-    if (!v.ok()) return Invalid(v.status().message());
+    if (!v.ok()) return InvalidConfig(v.status().message());
     *out = *v;
     return absl::OkStatus();
   }
@@ -103,20 +102,21 @@ absl::Status ReadCommon(const Reader& r, MoeConfig* c) {
   FCA_RETURN_IF_ERROR(r.OptionalBool("norm_topk_prob", &c->norm_topk_prob));
   FCA_RETURN_IF_ERROR(r.OptionalBool("tie_word_embeddings", &c->tie_word_embeddings));
   if (c->num_experts_per_tok > c->num_experts) {
-    return Invalid(absl::StrFormat("num_experts_per_tok %d is larger than %s %d",
-                                   c->num_experts_per_tok, experts_key, c->num_experts));
+    return InvalidConfig(absl::StrFormat("num_experts_per_tok %d is larger than %s %d",
+                                         c->num_experts_per_tok, experts_key, c->num_experts));
   }
   if (c->hidden_size % c->num_attention_heads != 0) {
-    return Invalid(absl::StrFormat("hidden_size %d is not divisible by num_attention_heads %d",
-                                   c->hidden_size, c->num_attention_heads));
+    return InvalidConfig(
+        absl::StrFormat("hidden_size %d is not divisible by num_attention_heads %d", c->hidden_size,
+                        c->num_attention_heads));
   }
   if (c->num_attention_heads % c->num_key_value_heads != 0) {
-    return Invalid(
+    return InvalidConfig(
         absl::StrFormat("num_attention_heads %d is not divisible by num_key_value_heads %d",
                         c->num_attention_heads, c->num_key_value_heads));
   }
   if (c->head_dim() % 2 != 0) {
-    return Invalid(absl::StrFormat(
+    return InvalidConfig(absl::StrFormat(
         "head_dim (hidden_size / num_attention_heads) is %d; rotary needs an even number",
         c->head_dim()));
   }
@@ -183,15 +183,15 @@ absl::Status ReadMixtral(const Reader& r, MoeConfig* c) {
 
 absl::StatusOr<MoeConfig> ParseMoeConfig(std::string_view json_text) {
   absl::StatusOr<json::Value> doc = json::Parse(json_text);
-  if (!doc.ok()) return Invalid(doc.status().message());
-  if (!doc->is_object()) return Invalid("the document must be a JSON object");
+  if (!doc.ok()) return InvalidConfig(doc.status().message());
+  if (!doc->is_object()) return InvalidConfig("the document must be a JSON object");
   const Reader r(*doc);
   MoeConfig c;
   absl::StatusOr<std::string> type = json::GetString(*doc, "model_type");
-  if (!type.ok()) return Invalid(type.status().message());
+  if (!type.ok()) return InvalidConfig(type.status().message());
   c.model_type = *type;
   if (!IsMoeFamily(c.model_type)) {
-    return Invalid(absl::StrFormat(
+    return InvalidConfig(absl::StrFormat(
         "model_type '%s' is not a mixture-of-experts family (olmoe, qwen2_moe, mixtral)",
         c.model_type));
   }

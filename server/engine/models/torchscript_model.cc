@@ -51,7 +51,7 @@ const MethodContract kCount{
     "Tuple[int, float]",
     "count(ids: Tensor, coefficients: List[Tensor], mode: str) -> Tuple[int, float]"};
 
-absl::Status Invalid(absl::string_view what) {
+absl::Status InvalidModule(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("model.pt: ", what));
 }
 
@@ -83,14 +83,14 @@ absl::StatusOr<bool> HasMethod(const torch::jit::Module& module, const MethodCon
   const auto method = module.find_method(c.name);
   if (!method) {
     if (!required) return false;
-    return Invalid(absl::StrFormat(
+    return InvalidModule(absl::StrFormat(
         "the module has no method %s (export it with @torch.jit.export; docs/torchscript.md)",
         c.usage));
   }
   const c10::FunctionSchema& schema = method->function().getSchema();
   if (!Matches(schema, c)) {
-    return Invalid(absl::StrFormat("method %s does not have the contract's signature %s",
-                                   Signature(schema), c.usage));
+    return InvalidModule(absl::StrFormat("method %s does not have the contract's signature %s",
+                                         Signature(schema), c.usage));
   }
   return true;
 }
@@ -345,7 +345,7 @@ class TorchScriptModel : public ControlledModel {
     for (size_t s = 0; s < live.size(); ++s) {
       const double diff = MaxAbsDiff(recorded[s], live[s]);
       if (!(diff <= 1e-5)) {
-        return Invalid(absl::StrFormat(
+        return InvalidModule(absl::StrFormat(
             "record() and live() disagree on the coefficients of site %s by up to %g (at most "
             "1e-5 allowed): calibration would record other coefficients than the audit replays",
             sites()[s].name, diff));
@@ -363,7 +363,7 @@ class TorchScriptModel : public ControlledModel {
     FCA_ASSIGN_OR_RETURN(const at::Tensor other, Replay(ids, changed));
     const double diff = MaxAbsDiff(other, replayed);
     if (diff > 0) return absl::OkStatus();
-    return Invalid(absl::StrFormat(
+    return InvalidModule(absl::StrFormat(
         "replay() ignores the coefficients of site %s: replaying them shifted by 0.5 to 1.5 "
         "changed no logit (max |difference| = %g). replay() must use the coefficients it is "
         "given and not run the controller (docs/torchscript.md)",
@@ -393,7 +393,7 @@ absl::StatusOr<torch::jit::Module> LoadModule(const std::string& path, const c10
   } catch (const std::exception& e) {
     // Weights that do not fit the device are the device's state, not the file's.
     if (IsOutOfMemory(e)) return TorchFailure("loading model.pt", e);
-    return Invalid(absl::StrFormat(
+    return InvalidModule(absl::StrFormat(
         "not a TorchScript module saved by torch.jit.save (torch.jit.script(model).save(path)): "
         "%s",
         ModuleErrorText(e.what())));
@@ -415,8 +415,8 @@ absl::StatusOr<int64_t> ConvertFloatingTensors(torch::jit::Module& module, at::S
     return parameters;
   } catch (const std::exception& e) {
     if (IsOutOfMemory(e)) return TorchFailure("converting model.pt's tensors", e);
-    return Invalid(absl::StrCat("cannot convert its tensors to the compute dtype: ",
-                                ModuleErrorText(e.what())));
+    return InvalidModule(absl::StrCat("cannot convert its tensors to the compute dtype: ",
+                                      ModuleErrorText(e.what())));
   }
 }
 

@@ -23,6 +23,7 @@
 #include "common/random.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/stopwatch.h"
 #include "server/engine/audit/windows.h"
 #include "server/engine/models/controlled_model.h"
 #include "server/engine/models/model_loader.h"
@@ -41,10 +42,6 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr char kLoadBalancingLoss[] =
     "per layer E * sum_e f_e * P_e (f_e: tokens choosing expert e over N; P_e: its mean router "
     "probability), averaged over the layers; added to the NLL times aux_loss_coef";
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 absl::Status Require(bool ok, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InvalidArgumentError("training options: " + what);
@@ -292,7 +289,7 @@ class Trainer {
     report_.tokens_per_second = report_.tokens_seen / std::max(1e-9, report_.train_seconds);
     FCA_RETURN_IF_ERROR(GuardTorch("writing the model", [&] { return WriteModel(); }));
     FCA_RETURN_IF_ERROR(GuardTorch("final evaluation", [&] { return FinalEval(); }));
-    report_.wall_seconds = Seconds(start_);
+    report_.wall_seconds = SecondsSince(start_);
     FCA_RETURN_IF_ERROR(WriteLog());
     return report_;
   }
@@ -407,7 +404,7 @@ class Trainer {
           "training diverged: loss is %g at step %d (lower learning_rate or use float32)", loss,
           step));
     }
-    report_.train_seconds += Seconds(t0);
+    report_.train_seconds += SecondsSince(t0);
     report_.tokens_seen += o_.batch_size * o_.window_length;
     interval_loss_ += loss;
     interval_aux_ += aux;
@@ -425,7 +422,7 @@ class Trainer {
                                                   [&] { return EvalMasters(); }));
       p.eval_loss = nll;
     }
-    p.wall_seconds = Seconds(start_);
+    p.wall_seconds = SecondsSince(start_);
     if (step % o_.log_interval == 0 || step == o_.steps || p.eval_loss) {
       TrainLogEntry e;
       e.step = step;
