@@ -9,7 +9,9 @@
 #
 #   bench/fresh_debian.sh [--ci] [--record]
 #
-# --record copies the summary to docs/results/fresh_debian_{demo,ci}.txt.
+# --record copies the summary to docs/results/fresh_debian_{demo,ci}.txt, or
+# to docs/results/$FCA_FRESH_RECORD_AS.txt when set (another processor's
+# figures beside these).
 # Needs root, debootstrap (apt-get install debootstrap) and Debian's mirror
 # (http://deb.debian.org, or $FCA_DEBIAN_MIRROR). The minimal system is
 # made once and kept as a tarball ($FCA_FRESH_TAR
@@ -93,7 +95,8 @@ first=$(sed -n 's/^demo: first report after \([0-9]*\) s$/\1/p' "$log" | head -1
   grep '^test.sh: ' "$log" | sed 's/^/  /' || true
 } | tee "$out/$what-summary.txt"
 if [ "$record" = 1 ] && [ "$rc" = 0 ]; then
-  cp "$out/$what-summary.txt" "docs/results/fresh_debian_$what.txt"
-  echo "fresh_debian: docs/results/fresh_debian_$what.txt written"
+  recorded=docs/results/${FCA_FRESH_RECORD_AS:-fresh_debian_$what}.txt
+  cp "$out/$what-summary.txt" "$recorded"
+  echo "fresh_debian: $recorded written"
 fi
 exit "$rc"
