@@ -8,8 +8,11 @@
 #   fca_unity(TARGET [SEPARATE SOURCE ...])
 #
 # SEPARATE: sources that keep a unit of their own, because a name in their
-# anonymous namespace is also defined by another source of the target. A
-# source with its own compile options (moe_host.cc) keeps its unit anyway.
+# anonymous namespace is also defined by another source of the target, or
+# because a class of theirs with external linkage holds a type of their
+# anonymous namespace (GCC's -Wsubobject-linkage warns of that in a file
+# included by the batch, and CI builds with -Werror). A source with its own
+# compile options (moe_host.cc) keeps its unit anyway.
 # The torch-free libraries that scripts/tidy.sh checks (common, storage,
 # client, the engine's io and text) stay unit by unit: clang-tidy reads each
 # file's own compile command. scripts/thread_safety.sh reads the sources of
