@@ -22,10 +22,20 @@ if [ "${1:-}" = --fix ]; then
   "$clang_format" -i "${files[@]}"
   exit 0
 fi
-bad=()
-for f in "${files[@]}"; do
-  "$clang_format" --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-done
+# One clang-format per batch of files, as many at once as the build runs:
+# starting a process per file took most of the time (499 files: 53 s one by
+# one). --dry-run names each file that differs in its warnings; it exits
+# non-zero only when it could not format (a bad file or .clang-format).
+report=$(mktemp "${TMPDIR:-/tmp}/fca_format.XXXXXX")
+trap 'rm -f "$report"' EXIT
+if ! printf '%s\0' "${files[@]}" |
+  xargs -0 -n 64 -P "$(scripts/build_jobs.sh)" "$clang_format" --dry-run 2>"$report"; then
+  cat "$report" >&2
+  echo "check_format: $clang_format failed (above)" >&2
+  exit 2
+fi
+mapfile -t bad < <(sed -n 's/^\(.*\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' \
+  "$report" | sort -u)
 if [ ${#bad[@]} -gt 0 ]; then
   printf 'check_format: not formatted (scripts/check_format.sh --fix):\n' >&2
   printf '  %s\n' "${bad[@]}" >&2
