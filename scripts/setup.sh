@@ -8,6 +8,10 @@
 #                              Debian 12, 399 packages instead of 566, 342 MB
 #                              to download instead of 518 (docs/developing.md,
 #                              "Measuring CI and the first report")
+#   scripts/setup.sh build-all what building every target needs (scripts/build.sh
+#                              with none named: the Python wheel and the oneDNN
+#                              bench too); scripts/test.sh installs the rest
+#                              while it builds
 set -euo pipefail
 
 # What CMake's configure finds and the build and the demo use.
@@ -26,6 +30,15 @@ build_packages=(
   libpcre2-dev
 )
 
+# What the targets beyond the demo's binaries need to build.
+build_all_packages=(
+  # The wheel (python/pyproject.toml), built offline.
+  python3-pip python3-setuptools python3-wheel
+  # oneDNN's headers, for bench/prepacked_gemm_bench.cc (libtorch already
+  # depends on its library); without them the bench is left out.
+  libdnnl-dev
+)
+
 # What only the checks and tests of scripts/test.sh need.
 test_packages=(
   # The Debian packages (cmake/packaging.cmake): dpkg-shlibdeps, and file,
@@ -42,23 +55,21 @@ test_packages=(
   # python3-yaml also reads deploy/'s manifests (ctest: deploy_manifests_test).
   python3-grpcio python3-protobuf python3-numpy python3-pandas python3-tqdm
   python3-pytest python3-nbconvert python3-ipykernel jupyter-nbconvert python3-yaml
-  # The wheel (python/pyproject.toml) built offline and installed into a
-  # venv by python_test (test_wheel.py); report.plot()'s figures.
-  python3-venv python3-pip python3-setuptools python3-wheel python3-matplotlib
+  # python_test installs the wheel into a venv (test_wheel.py);
+  # report.plot()'s figures.
+  python3-venv python3-matplotlib
   # promtool: deploy/prometheus's alert rules are checked and unit-tested.
   prometheus
-  # oneDNN's headers, for bench/prepacked_gemm_bench.cc (libtorch already
-  # depends on its library).
-  libdnnl-dev
   # projects_e2e_test drives the HTTP gateway through curl (a minimal Debian
   # 12 has none: bench/fresh_debian.sh --ci).
   curl
 )
 
 case "${1:-all}" in
-  all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  all) packages=("${build_packages[@]}" "${build_all_packages[@]}" "${test_packages[@]}") ;;
   build) packages=("${build_packages[@]}") ;;
-  *) echo "usage: scripts/setup.sh [build]" >&2; exit 2 ;;
+  build-all) packages=("${build_packages[@]}" "${build_all_packages[@]}") ;;
+  *) echo "usage: scripts/setup.sh [build | build-all]" >&2; exit 2 ;;
 esac
 
 missing=()

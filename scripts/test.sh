@@ -24,14 +24,24 @@ step() {
   step_cpu=$cpu
 }
 trap 'children_cpu; echo "test.sh: total $SECONDS s (CPU $cpu s)" >&2; rm -f "$times_file"' EXIT
-scripts/setup.sh
+# What the build needs first; the rest installs in the background while it
+# compiles (below).
+scripts/setup.sh build-all
 step "setup"
 
-# What only ctest needs downloads and installs in the background while the
-# build compiles (on a fresh machine: ~430 packages, mostly npm's): one
-# after the other, for the package manager's lock; each says how long it took.
+# What only the checks and tests need downloads and installs in the
+# background while the build compiles (on a fresh machine: ~170 Debian
+# packages, then ~430 for the browser test, mostly npm's): one after the
+# other, for the package manager's lock; each says how long it took. The
+# checks after the build wait for the first part ($packages_ready).
+packages_ready=$(mktemp -u "${TMPDIR:-/tmp}/fca_test_packages.XXXXXX")
 tests_setup() {
   local t=$SECONDS
+  # clang-format, clang-tidy, clang (fuzzing), Python's test modules.
+  scripts/setup.sh
+  echo "test.sh: test packages took $((SECONDS - t)) s (background)" >&2
+  touch "$packages_ready"
+  t=$SECONDS
   # Only the dashboard's browser test needs Debian's chromium and puppeteer-core.
   tests/web/setup.sh
   echo "test.sh: web setup took $((SECONDS - t)) s (background)" >&2
@@ -52,13 +62,24 @@ tests_setup_pid=$!
 scripts/device/pack.sh
 scripts/device/size_check.sh
 step "device size"
-# Formatting first: it takes seconds, the build minutes.
-scripts/check_format.sh
-scripts/check_file_sizes.sh
-step "check_format"
 # Warnings are errors here (FCA_WERROR), not in a user's build.
 scripts/build.sh -DFCA_WERROR=ON
 step "build"
+# The checks below need the test packages.
+until [ -e "$packages_ready" ]; do
+  # Ended without the marker (checked again: it may have come just now).
+  if ! kill -0 "$tests_setup_pid" 2>/dev/null && [ ! -e "$packages_ready" ]; then
+    cat "$tests_setup_log" >&2
+    echo "test.sh: the test packages' set-up failed (above)" >&2
+    exit 1
+  fi
+  sleep 1
+done
+rm -f "$packages_ready"
+step "waiting for the test packages"
+scripts/check_format.sh
+scripts/check_file_sizes.sh
+step "check_format"
 # clang-tidy (bugprone, performance) on the torch-free libraries.
 scripts/tidy.sh
 step "tidy"
