@@ -7,7 +7,9 @@
 // (HostGemmLayout leaves them to OpenBLAS; the row says so and times the
 // kernel anyway). Each pair is timed alternately, 3 times, the best of 5 runs of
 // --seconds each. Bits: the two results compared at the shape and at row
-// counts 1-300. bench/host_gemm.sh runs it and records the table
+// counts 1-300. Then olmoe-s1's MLP layers against its twin's, with warm
+// weights and with a forward's (PrintMoeLayers; fca.md, "Where a mixture of
+// experts' time goes"). bench/host_gemm.sh runs it and records the table
 // (docs/results/host_gemm.txt).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -43,6 +45,66 @@ std::string RowsThatDiffer(const at::Tensor& w, const at::Tensor& stored, at::Ge
     }
   }
   return differ.empty() ? "none" : differ;
+}
+
+// One SwiGLU MLP's GEMMs as the engine runs them outside autograd
+// (gate, up, silu(gate) * up, down), on x [rows, 192].
+struct MlpWeights {
+  at::Tensor gate, up, down;  // column-major, as HostGemmLayout stores them
+};
+void RunMlp(const at::Tensor& x, const MlpWeights& m) {
+  at::Tensor hidden = fca::engine::HostLinear(x, m.gate);
+  at::silu_(hidden).mul_(fca::engine::HostLinear(x, m.up));
+  fca::engine::HostLinear(hidden, m.down);
+}
+
+// Why olmoe-s1's experts cost more per FLOP than its twin's MLP: a forward's
+// MoE layers (4 layers of 8 experts of width 256, each over 256 of 1024
+// tokens' 2048 routed rows) against the twin's (4 layers, one MLP of width
+// 512 over the 1024 tokens), the same FLOPs. "warm": one layer's weights
+// every time (in L2); "a forward's": the 4 layers' weights in turn, as a
+// forward reads them: 18.9 MB for the experts, 4.7 MB for the twin. The
+// inputs stay warm either way (the engine's gathered rows are fresh).
+void PrintMoeLayers(at::Generator& gen, double seconds) {
+  constexpr int kLayers = 4, kExperts = 8;
+  constexpr int64_t kIn = 192, kTokens = 1024, kExpertWidth = 256;
+  const auto weights = [&](int64_t width) {
+    const auto stored = [&](int64_t out, int64_t in) {
+      return at::randn({out, in}, gen).t().contiguous().t();
+    };
+    return MlpWeights{stored(width, kIn), stored(width, kIn), stored(kIn, width)};
+  };
+  std::vector<MlpWeights> experts, twin;
+  for (int l = 0; l < kLayers; ++l) {
+    for (int e = 0; e < kExperts; ++e) experts.push_back(weights(kExpertWidth));
+    twin.push_back(weights(2 * kExpertWidth));
+  }
+  const at::Tensor expert_rows = at::randn({kTokens * 2 / kExperts, kIn}, gen);
+  const at::Tensor tokens = at::randn({kTokens, kIn}, gen);
+  // A forward's MLP work: every layer's experts (each over its rows), or
+  // every layer's twin MLP; `warm` repeats the first layer's weights.
+  const auto experts_forward = [&](bool warm) {
+    for (int l = 0; l < kLayers; ++l) {
+      for (int e = 0; e < kExperts; ++e)
+        RunMlp(expert_rows, experts[(warm ? 0 : l) * kExperts + e]);
+    }
+  };
+  const auto twin_forward = [&](bool warm) {
+    for (int l = 0; l < kLayers; ++l) RunMlp(tokens, twin[warm ? 0 : l]);
+  };
+  std::printf(
+      "\nolmoe-s1's MLP layers for 1024 tokens (4 layers; 8 experts over 256 rows each "
+      "against the twin's one MLP over 1024), ms per forward's worth\n");
+  std::printf("%-22s %9s %9s %8s\n", "weights", "experts", "twin", "ratio");
+  for (const bool warm : {true, false}) {
+    double e = 1e30, t = 1e30;
+    for (int round = 0; round < 3; ++round) {  // alternating
+      e = std::min(e, SecondsPerCall([&] { experts_forward(warm); }, seconds));
+      t = std::min(t, SecondsPerCall([&] { twin_forward(warm); }, seconds));
+    }
+    std::printf("%-22s %9.3f %9.3f %7.3fx\n",
+                warm ? "warm (one layer's)" : "a forward's (4 layers)", e * 1e3, t * 1e3, e / t);
+  }
 }
 
 }  // namespace
@@ -81,6 +143,7 @@ int main(int argc, char** argv) {
                 flop / host / 1e9, linear / host, kept ? "yes" : "no",
                 same ? "" : "(differs at the shape) ", RowsThatDiffer(w, stored, gen).c_str());
   }
+  PrintMoeLayers(gen, seconds);
   std::printf(
       "\nlinear: at::linear on the row-major w; host: HostLinear on w stored column-major; "
       "ratio: linear's time over host's; stored: whether HostGemmLayout stores w for the "
