@@ -81,16 +81,11 @@ void PrintMoeLayers(at::Generator& gen, double seconds) {
   }
   const at::Tensor expert_rows = at::randn({kTokens * 2 / kExperts, kIn}, gen);
   const at::Tensor tokens = at::randn({kTokens, kIn}, gen);
-  // A forward's MLP work: every layer's experts (each over its rows), or
-  // every layer's twin MLP; `warm` repeats the first layer's weights.
-  const auto experts_forward = [&](bool warm) {
-    for (int l = 0; l < kLayers; ++l) {
-      for (int e = 0; e < kExperts; ++e)
-        RunMlp(expert_rows, experts[(warm ? 0 : l) * kExperts + e]);
-    }
-  };
-  const auto twin_forward = [&](bool warm) {
-    for (int l = 0; l < kLayers; ++l) RunMlp(tokens, twin[warm ? 0 : l]);
+  // A forward's MLP work: every layer's MLPs (the experts, each over its
+  // rows, or the twin's one) in turn; `warm` repeats the first layer's.
+  const auto forward = [&](const std::vector<MlpWeights>& mlps, const at::Tensor& x, bool warm) {
+    const size_t per_layer = mlps.size() / kLayers;
+    for (size_t i = 0; i < mlps.size(); ++i) RunMlp(x, mlps[warm ? i % per_layer : i]);
   };
   std::printf(
       "\nolmoe-s1's MLP layers for 1024 tokens (4 layers; 8 experts over 256 rows each "
@@ -99,8 +94,8 @@ void PrintMoeLayers(at::Generator& gen, double seconds) {
   for (const bool warm : {true, false}) {
     double e = 1e30, t = 1e30;
     for (int round = 0; round < 3; ++round) {  // alternating
-      e = std::min(e, SecondsPerCall([&] { experts_forward(warm); }, seconds));
-      t = std::min(t, SecondsPerCall([&] { twin_forward(warm); }, seconds));
+      e = std::min(e, SecondsPerCall([&] { forward(experts, expert_rows, warm); }, seconds));
+      t = std::min(t, SecondsPerCall([&] { forward(twin, tokens, warm); }, seconds));
     }
     std::printf("%-22s %9.3f %9.3f %7.3fx\n",
                 warm ? "warm (one layer's)" : "a forward's (4 layers)", e * 1e3, t * 1e3, e / t);

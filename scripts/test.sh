@@ -23,7 +23,11 @@ step() {
   step_start=$SECONDS
   step_cpu=$cpu
 }
-trap 'children_cpu; echo "test.sh: total $SECONDS s (CPU $cpu s)" >&2; rm -f "$times_file"' EXIT
+# The marker the background set-up leaves when the checks' packages are in
+# (below).
+packages_ready=$(mktemp -u "${TMPDIR:-/tmp}/fca_test_packages.XXXXXX")
+trap 'children_cpu; echo "test.sh: total $SECONDS s (CPU $cpu s)" >&2
+      rm -f "$times_file" "$packages_ready"' EXIT
 # What the build needs first; the rest installs in the background while it
 # compiles (below).
 scripts/setup.sh build-all
@@ -34,7 +38,6 @@ step "setup"
 # packages, then ~430 for the browser test, mostly npm's): one after the
 # other, for the package manager's lock; each says how long it took. The
 # checks after the build wait for the first part ($packages_ready).
-packages_ready=$(mktemp -u "${TMPDIR:-/tmp}/fca_test_packages.XXXXXX")
 tests_setup() {
   local t=$SECONDS
   # clang-format, clang-tidy, clang (fuzzing), Python's test modules.
@@ -75,7 +78,6 @@ until [ -e "$packages_ready" ]; do
   fi
   sleep 1
 done
-rm -f "$packages_ready"
 step "waiting for the test packages"
 scripts/check_format.sh
 scripts/check_file_sizes.sh
