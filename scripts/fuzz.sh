@@ -5,6 +5,7 @@
 # build-fuzz/artifacts/<target>/. See docs/fuzzing.md.
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
+#        scripts/fuzz.sh --build-only      build the fuzzers, run none
 #   FCA_FUZZ_TARGETS="json unicode"  only these targets
 #   FCA_FUZZ_JOBS=1                  fuzzers run at once (default: one per core,
 #                                    as many as the memory holds: scripts/build_jobs.sh)
@@ -15,28 +16,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=false
+[ "${1:-}" != --build-only ] || { build_only=true; shift; }
 seconds="${1:-30}"
 jobs="${FCA_FUZZ_JOBS:-$(scripts/build_jobs.sh)}"
 targets=(${FCA_FUZZ_TARGETS:-json safetensors safetensors_index tokenizer_json bpe_encode unicode model_config})
 build=build-fuzz
 
-# clang-14 and its sanitizer/libFuzzer runtimes; idempotent like setup.sh.
-missing=()
-for p in clang-14 libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -q
-  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+scripts/need_clang.sh
 
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DFCA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 ninja -C "$build" -j "$(scripts/build_jobs.sh)" $(printf '%s_fuzzer ' "${targets[@]}")
+if $build_only; then
+  echo "fuzz: built in $(( $(date +%s) - start )) s"
+  exit 0
+fi
 echo "fuzz: built in $(( $(date +%s) - start )) s; ${seconds} s per target, ${jobs} at once"
 
 # Runs one fuzzer; its log goes to build-fuzz/logs/<target>.log and its

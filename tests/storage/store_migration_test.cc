@@ -89,8 +89,8 @@ const char* const kVersion1And2[] = {
     "CREATE INDEX results_by_metric ON results(metric)",
     "CREATE INDEX results_by_dataset ON results(dataset_sha256)",
     "CREATE INDEX results_by_time ON results(created_at_us)",
-    "CREATE INDEX results_by_model_intervention_metric "
-    "ON results(model, intervention, metric)",
+    ("CREATE INDEX results_by_model_intervention_metric "
+     "ON results(model, intervention, metric)"),
     R"sql(CREATE TABLE coeff_cache (
       id INTEGER PRIMARY KEY,
       weights_sha256 TEXT NOT NULL,
