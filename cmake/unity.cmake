@@ -1,4 +1,5 @@
-# Batches for the server's libraries (FCA_UNITY_LIBS, default ON): CMake's
+# Batches for the server's, the store's and the CLI's libraries
+# (FCA_UNITY_LIBS, default ON): CMake's
 # unity build compiles a target's sources 8 at a time as one unit, so that
 # each batch parses gRPC's, protobuf's and Abseil's headers (or loads the
 # precompiled torch header) and instantiates their templates once. The
@@ -13,10 +14,8 @@
 # anonymous namespace (GCC's -Wsubobject-linkage warns of that in a file
 # included by the batch, and CI builds with -Werror). A source with its own
 # compile options (moe_host.cc) keeps its unit anyway.
-# The torch-free libraries that scripts/tidy.sh checks (common, storage,
-# client, the engine's io and text) stay unit by unit: clang-tidy reads each
-# file's own compile command. scripts/thread_safety.sh reads the sources of
-# a batch from the batch.
+# scripts/tidy.sh and scripts/thread_safety.sh read the sources of a batch
+# from the batch (scripts/compile_units.sh) and check each on its own.
 function(fca_unity target)
   if(NOT FCA_UNITY_LIBS)
     return()

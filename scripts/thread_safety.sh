@@ -42,29 +42,12 @@ is_selected() {  # FILE, relative to the root
   return 1
 }
 
-# One response file per unit: the compile command of
-# compile_commands.json (one "command" and one "file" line per entry, as
-# CMake writes it) with only the flags that select code (-D, -I, -isystem,
-# -std, -pthread), so GCC's own flags and its precompiled header stay out.
+# One response file per unit: its compile command (scripts/compile_units.sh:
+# a batch's for each source of it) with only the flags that select code
+# (-D, -I, -isystem, -std, -pthread), so GCC's own flags and its
+# precompiled header stay out.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# compile_commands.json as "command<TAB>file" lines; a batch of a unity build
-# (cmake/unity.cmake, tests/CMakeLists.txt) stands for each source it
-# includes, which takes the batch's flags (a target's flags are the same for
-# all its sources).
-entries() {
-  local command file source
-  while IFS=$'\t' read -r command file; do
-    if [[ $file == */Unity/unity_*.cxx ]]; then
-      while IFS= read -r source; do
-        printf '%s\t%s\n' "$command" "$source"
-      done < <(sed -n 's/^#include "\(.*\)"$/\1/p' "$file")
-    else
-      printf '%s\t%s\n' "$command" "$file"
-    fi
-  done < <(sed -n -e 's/^  "command": "\(.*\)",$/\1/p' -e 's/^  "file": "\(.*\)",\{0,1\}$/\1/p' \
-    build/compile_commands.json | paste - -)
-}
 units=()
 words=()  # set by eval below
 while IFS=$'\t' read -r command file; do
@@ -85,7 +68,7 @@ while IFS=$'\t' read -r command file; do
   rsp="$work/${#units[@]}.rsp"
   printf '%q\n' "${args[@]}" -MD -MF "$work/${#units[@]}.d" "$file" >"$rsp"
   units+=("$rel")
-done < <(entries)
+done < <(scripts/compile_units.sh)
 [ ${#units[@]} -gt 0 ] || { echo "thread_safety: no unit to check" >&2; exit 2; }
 [ ${#wanted[@]} -eq 0 ] || [ ${#units[@]} -eq ${#wanted[@]} ] || {
   echo "thread_safety: some FILES are not sources in build/compile_commands.json" >&2

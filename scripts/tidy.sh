@@ -23,10 +23,23 @@ if [ ${#files[@]} -eq 0 ]; then
   done < <(git ls-files 'common/*.cc' 'storage/*.cc' 'client/*.cc' 'server/engine/io/*.cc' \
     'server/engine/text/*.cc')
 fi
+# clang-tidy reads a file's command from a compilation database: this one
+# has an entry for each source, a batch's sources (cmake/unity.cmake) each
+# with the batch's command compiling that source instead
+# (scripts/compile_units.sh).
+db=$(mktemp -d)
+trap 'rm -rf "$db"' EXIT
+root=$(pwd)
+scripts/compile_units.sh | awk -F'\t' -v dir="$root/build" '
+  BEGIN { print "[" }
+  { command = $1; sub(/ -c [^ ]*$/, " -c " $2, command)
+    printf "%s{\"directory\": \"%s\", \"command\": \"%s\", \"file\": \"%s\"}\n",
+      (NR > 1 ? "," : ""), dir, command, $2 }
+  END { print "]" }' >"$db/compile_commands.json"
 # As many at a time as the build (scripts/build_jobs.sh): each is one clang
 # process. xargs exits non-zero when any file has a finding.
 if printf '%s\0' "${files[@]}" |
-  xargs -0 -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet 2>/dev/null; then
+  xargs -0 -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p "$db" --quiet 2>/dev/null; then
   echo "tidy: ${#files[@]} files clean"
 else
   echo "tidy: findings above (.clang-tidy)" >&2
