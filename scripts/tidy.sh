@@ -23,24 +23,35 @@ if [ ${#files[@]} -eq 0 ]; then
   done < <(git ls-files 'common/*.cc' 'storage/*.cc' 'client/*.cc' 'server/engine/io/*.cc' \
     'server/engine/text/*.cc')
 fi
-# clang-tidy reads a file's command from a compilation database: this one
-# has an entry for each source, a batch's sources (cmake/unity.cmake) each
-# with the batch's command compiling that source instead
-# (scripts/compile_units.sh).
-db=$(mktemp -d)
-trap 'rm -rf "$db"' EXIT
+# The units to check: each file's own, or the batch it compiles in
+# (cmake/unity.cmake; scripts/compile_units.sh), which is then checked once
+# for all its sources, at about a fifth of the time of one run per source
+# (the CLI's 22 files: 32 CPU s against 145). .clang-tidy's header filter
+# takes in the .cc files a batch includes; bugprone-suspicious-include,
+# which flags an included .cc file, is left out for a batch.
 root=$(pwd)
-scripts/compile_units.sh | awk -F'\t' -v dir="$root/build" '
-  BEGIN { print "[" }
-  { command = $1; sub(/ -c [^ ]*$/, " -c " $2, command)
-    printf "%s{\"directory\": \"%s\", \"command\": \"%s\", \"file\": \"%s\"}\n",
-      (NR > 1 ? "," : ""), dir, command, $2 }
-  END { print "]" }' >"$db/compile_commands.json"
+declare -A wanted=()
+for f in "${files[@]}"; do wanted[$(realpath -m "$f")]=1; done
+declare -A found=() plain=() batches=()
+while IFS=$'\t' read -r command file; do
+  [ -n "${wanted[$file]:-}" ] || continue
+  found[$file]=1
+  unit=${command##* -c }  # the command's input: the source, or its batch
+  if [ "$unit" = "$file" ]; then plain[$unit]=1; else batches[$unit]=1; fi
+done < <(scripts/compile_units.sh)
+for f in "${!wanted[@]}"; do
+  [ -n "${found[$f]:-}" ] || { echo "tidy: ${f#"$root"/} is not a source in build/compile_commands.json" >&2; exit 2; }
+done
 # As many at a time as the build (scripts/build_jobs.sh): each is one clang
 # process. xargs exits non-zero when any file has a finding.
-if printf '%s\0' "${files[@]}" |
-  xargs -0 -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p "$db" --quiet 2>/dev/null; then
-  echo "tidy: ${#files[@]} files clean"
+status=0
+printf '%s\0' "${!plain[@]}" |
+  xargs -0 -r -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet 2>/dev/null || status=1
+printf '%s\0' "${!batches[@]}" |
+  xargs -0 -r -n 1 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet \
+    --checks=-bugprone-suspicious-include 2>/dev/null || status=1
+if [ $status -eq 0 ]; then
+  echo "tidy: ${#files[@]} files clean (${#plain[@]} units of their own, ${#batches[@]} batches)"
 else
   echo "tidy: findings above (.clang-tidy)" >&2
   exit 1
