@@ -1,5 +1,4 @@
-# Batches for the server's, the store's and the CLI's libraries
-# (FCA_UNITY_LIBS, default ON): CMake's
+# Batches for the libraries (FCA_UNITY_LIBS, default ON): CMake's
 # unity build compiles a target's sources 8 at a time as one unit, so that
 # each batch parses gRPC's, protobuf's and Abseil's headers (or loads the
 # precompiled torch header) and instantiates their templates once. The
