@@ -91,9 +91,8 @@ first=$(sed -n 's/^demo: first report after \([0-9]*\) s$/\1/p' "$log" | head -1
   echo "  apt installed $installed packages (apt-get lines of the log)"
   [ -n "$first" ] && echo "  first report after $first s (apt, cold build and the first audit; target <= 480 s)"
   echo "  wall $wall s, exit status $rc"
-  # scripts/test.sh's own account of each step (wall and CPU seconds), and
-  # scripts/clang_checks.sh's of each check it runs beside ctest.
-  grep -E '^(test.sh|clang_checks): ' "$log" | sed 's/^/  /' || true
+  # scripts/test.sh's own account of each step (wall and CPU seconds).
+  grep '^test.sh: ' "$log" | sed 's/^/  /' || true
 } | tee "$out/$what-summary.txt"
 if [ "$record" = 1 ] && [ "$rc" = 0 ]; then
   recorded=docs/results/${FCA_FRESH_RECORD_AS:-fresh_debian_$what}.txt

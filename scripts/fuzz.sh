@@ -5,7 +5,6 @@
 # build-fuzz/artifacts/<target>/. See docs/fuzzing.md.
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]
-#        scripts/fuzz.sh --build-only      build the fuzzers, run none
 #   FCA_FUZZ_TARGETS="json unicode"  only these targets
 #   FCA_FUZZ_JOBS=1                  fuzzers run at once (default: one per core,
 #                                    as many as the memory holds: scripts/build_jobs.sh)
@@ -16,8 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_only=false
-[ "${1:-}" != --build-only ] || { build_only=true; shift; }
 seconds="${1:-30}"
 jobs="${FCA_FUZZ_JOBS:-$(scripts/build_jobs.sh)}"
 targets=(${FCA_FUZZ_TARGETS:-json safetensors safetensors_index tokenizer_json bpe_encode unicode model_config})
@@ -29,10 +26,6 @@ start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DFCA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 ninja -C "$build" -j "$(scripts/build_jobs.sh)" $(printf '%s_fuzzer ' "${targets[@]}")
-if $build_only; then
-  echo "fuzz: built in $(( $(date +%s) - start )) s"
-  exit 0
-fi
 echo "fuzz: built in $(( $(date +%s) - start )) s; ${seconds} s per target, ${jobs} at once"
 
 # Runs one fuzzer; its log goes to build-fuzz/logs/<target>.log and its

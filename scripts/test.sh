@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
-# The test command: set up, build, check the format, run every test (the
-# Slurm e2e test starts a single-node Slurm cluster: slurm-wlm + munge)
-# with clang-tidy, the thread-safety analysis and the clang builds beside
-# them, then the torch-free suites under the sanitizers, and fuzz the
-# parsers of user-supplied files for a bounded time (scripts/fuzz.sh;
-# docs/fuzzing.md).
+# The test command: set up, build, fuzz the parsers of user-supplied files
+# for a bounded time (scripts/fuzz.sh; docs/fuzzing.md), run every test
+# (the Slurm e2e test starts a single-node Slurm cluster: slurm-wlm + munge).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step's wall time goes to stderr, so a slow CI run says where it went,
@@ -29,11 +26,8 @@ step() {
 # The marker the background set-up leaves when the checks' packages are in
 # (below).
 packages_ready=$(mktemp -u "${TMPDIR:-/tmp}/fca_test_packages.XXXXXX")
-checks_pid=""
-checks_log=""
 trap 'children_cpu; echo "test.sh: total $SECONDS s (CPU $cpu s)" >&2
-      [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
-      rm -f "$times_file" "$packages_ready" $checks_log' EXIT
+      rm -f "$times_file" "$packages_ready"' EXIT
 # What the build needs first; the rest installs in the background while it
 # compiles (below).
 scripts/setup.sh build-all
@@ -88,20 +82,17 @@ step "waiting for the test packages"
 scripts/check_format.sh
 scripts/check_file_sizes.sh
 step "check_format"
-# The checks that only compile (clang-tidy, the thread-safety analysis, the
-# sanitizers' and the fuzzers' builds: scripts/clang_checks.sh) run at the
-# lowest priority beside ctest, in a session of their own: they take the
-# core time its tests leave idle (a serial test holds one core, an
-# end-to-end test waits for its servers), and the tests, timed ones
-# included, keep the cores they ask for. What they have not finished when
-# ctest ends, they finish after it. Where the kernel groups each session's
-# processes for scheduling (autogroups, sched(7)), a process's niceness only
-# ranks it within its group, so the new session's group is made the
-# nicest too: left at 0 it took half the cores, and ctest took twice as long.
-checks_log=$(mktemp "${TMPDIR:-/tmp}/fca_clang_checks.XXXXXX")
-setsid bash -c '[ ! -e /proc/self/autogroup ] || echo 19 >/proc/self/autogroup || true
-                exec nice -n 19 scripts/clang_checks.sh' >"$checks_log" 2>&1 &
-checks_pid=$!
+# clang-tidy (bugprone, performance) on the torch-free libraries.
+scripts/tidy.sh
+step "tidy"
+# clang's -Wthread-safety over the units that hold annotated locks.
+scripts/thread_safety.sh
+step "thread_safety"
+scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
+step "fuzz"
+# The torch-free suites under ASan + UBSan (build-asan/).
+scripts/sanitize.sh
+step "sanitize"
 if ! wait $tests_setup_pid; then
   cat "$tests_setup_log" >&2
   echo "test.sh: the tests' set-up failed (above)" >&2
@@ -115,14 +106,3 @@ step "waiting for the tests' set-up"
 # tests/**/CMakeLists.txt: docs/developing.md, "Test").
 ctest --test-dir build --output-on-failure -j "$(scripts/build_jobs.sh)"
 step "ctest"
-checks_status=0
-wait $checks_pid || checks_status=$?
-checks_pid=""
-cat "$checks_log"
-step "the clang checks' rest after ctest"
-[ $checks_status -eq 0 ] || { echo "test.sh: a clang check failed (above)" >&2; exit 1; }
-# The torch-free suites under ASan + UBSan (build-asan/, built above).
-scripts/sanitize.sh
-step "sanitize"
-scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
-step "fuzz"
