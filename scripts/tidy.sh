@@ -44,11 +44,12 @@ for f in "${!wanted[@]}"; do
 done
 # As many at a time as the build (scripts/build_jobs.sh): each is one clang
 # process. xargs exits non-zero when any file has a finding.
+# (printf of no argument would still print one empty one.)
 status=0
-printf '%s\0' "${!plain[@]}" |
-  xargs -0 -r -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet 2>/dev/null || status=1
-printf '%s\0' "${!batches[@]}" |
-  xargs -0 -r -n 1 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet \
+[ ${#plain[@]} -eq 0 ] || printf '%s\0' "${!plain[@]}" |
+  xargs -0 -n 2 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet 2>/dev/null || status=1
+[ ${#batches[@]} -eq 0 ] || printf '%s\0' "${!batches[@]}" |
+  xargs -0 -n 1 -P "$(scripts/build_jobs.sh)" "$clang_tidy" -p build --quiet \
     --checks=-bugprone-suspicious-include 2>/dev/null || status=1
 if [ $status -eq 0 ]; then
   echo "tidy: ${#files[@]} files clean (${#plain[@]} units of their own, ${#batches[@]} batches)"
