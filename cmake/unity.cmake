@@ -13,9 +13,9 @@
 # anonymous namespace (GCC's -Wsubobject-linkage warns of that in a file
 # included by the batch, and CI builds with -Werror). A source with its own
 # compile options (moe_host.cc) keeps its unit anyway.
-# scripts/tidy.sh checks a batch as one unit, its findings in each source
-# included; scripts/thread_safety.sh reads the sources of a batch from the
-# batch (scripts/compile_units.sh) and checks each on its own.
+# scripts/tidy.sh and scripts/thread_safety.sh check a batch as one unit,
+# their findings in each source included (scripts/compile_units.sh maps a
+# source to its batch).
 function(fca_unity target)
   if(NOT FCA_UNITY_LIBS)
     return()

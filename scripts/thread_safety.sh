@@ -8,13 +8,14 @@
 #   scripts/thread_safety.sh             the units below
 #   scripts/thread_safety.sh FILE.cc ... those units
 #
-# The units: every one whose source, or its header of the same name, uses a
-# lock annotation or an annotated mutex (LOCK_PATTERN). Every annotated
-# field and mutex is private, so only its class's code (inline in the header
-# or in that source) can touch it, and the analysis needs nothing else;
-# units that merely include an annotated header are left out (a torch unit
-# costs clang 5-10 s: it parses the torch headers without GCC's precompiled
-# header). The run checks that each annotated header was read by some unit.
+# The units: those of every source that, or whose header of the same name,
+# uses a lock annotation or an annotated mutex (LOCK_PATTERN); a source
+# compiled in a batch is checked with its batch. Every annotated field and
+# mutex is private, so only its class's code (inline in the header or in
+# that source) can touch it, and the analysis needs nothing else; units that
+# merely include an annotated header are left out (a torch unit costs clang
+# 5-10 s: it parses the torch headers without GCC's precompiled header).
+# The run checks that each annotated header was read by some unit.
 # -fsyntax-only: the analysis is part of semantic checking, nothing is built.
 # -Wthread-safety-beta checks ABSL_ACQUIRED_BEFORE / ABSL_ACQUIRED_AFTER.
 set -euo pipefail
@@ -42,18 +43,26 @@ is_selected() {  # FILE, relative to the root
   return 1
 }
 
-# One response file per unit: its compile command (scripts/compile_units.sh:
-# a batch's for each source of it) with only the flags that select code
-# (-D, -I, -isystem, -std, -pthread), so GCC's own flags and its
-# precompiled header stay out.
+# One response file per unit: its compile command (scripts/compile_units.sh)
+# with only the flags that select code (-D, -I, -isystem, -std, -pthread),
+# so GCC's own flags and its precompiled header stay out. A source compiled
+# in a batch (cmake/unity.cmake) is checked with its whole batch, once for
+# all the batch's sources: 18 units instead of 38, 69 CPU s instead of 100,
+# each batch's headers parsed once.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 units=()
+sources=()            # the selected sources
+declare -A checked=()  # unit -> 1
 words=()  # set by eval below
 while IFS=$'\t' read -r command file; do
   rel=${file#"$root"/}
   [[ $rel == build/* ]] && continue  # generated sources
   is_selected "$rel" || continue
+  sources+=("$rel")
+  unit=${command##* -c }  # the command's input: the source, or its batch
+  [ -z "${checked[$unit]:-}" ] || continue
+  checked[$unit]=1
   command=${command//\\\\/\\}
   command=${command//\\\"/\"}
   eval "words=($command)"
@@ -66,11 +75,11 @@ while IFS=$'\t' read -r command file; do
     esac
   done
   rsp="$work/${#units[@]}.rsp"
-  printf '%q\n' "${args[@]}" -MD -MF "$work/${#units[@]}.d" "$file" >"$rsp"
-  units+=("$rel")
+  printf '%q\n' "${args[@]}" -MD -MF "$work/${#units[@]}.d" "$unit" >"$rsp"
+  units+=("${unit#"$root"/}")
 done < <(scripts/compile_units.sh)
 [ ${#units[@]} -gt 0 ] || { echo "thread_safety: no unit to check" >&2; exit 2; }
-[ ${#wanted[@]} -eq 0 ] || [ ${#units[@]} -eq ${#wanted[@]} ] || {
+[ ${#wanted[@]} -eq 0 ] || [ ${#sources[@]} -eq ${#wanted[@]} ] || {
   echo "thread_safety: some FILES are not sources in build/compile_commands.json" >&2
   exit 2
 }
@@ -88,4 +97,4 @@ for header in "${annotated[@]}"; do
     exit 1
   }
 done
-echo "thread_safety: ${#units[@]} units clean: ${units[*]}"
+echo "thread_safety: ${#sources[@]} sources in ${#units[@]} units clean: ${sources[*]}"
