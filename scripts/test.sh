@@ -88,32 +88,11 @@ step "tidy"
 # clang's -Wthread-safety over the units that hold annotated locks.
 scripts/thread_safety.sh
 step "thread_safety"
-# The fuzzers (scripts/fuzz.sh) and the torch-free suites under ASan + UBSan
-# (scripts/sanitize.sh, build-asan/), side by side with half the jobs each
-# where the machine runs two or more at once: each then keeps its cores
-# busy, where one after the other their builds' tails and the fuzzers' last
-# round (7 targets, 2 at a time) left a core idle. Each fuzzer still runs
-# its full time on a core of its own.
-jobs=$(scripts/build_jobs.sh)
-if [ "$jobs" -ge 2 ]; then
-  scripts/need_clang.sh  # once, before two scripts would call apt-get at once
-  checks_log=$(mktemp -d "${TMPDIR:-/tmp}/fca_checks.XXXXXX")
-  FCA_BUILD_JOBS=$((jobs / 2)) scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}" >"$checks_log/fuzz" 2>&1 &
-  fuzz_pid=$!
-  FCA_BUILD_JOBS=$((jobs - jobs / 2)) scripts/sanitize.sh >"$checks_log/sanitize" 2>&1 &
-  sanitize_pid=$!
-  fuzz_status=0 sanitize_status=0
-  wait $fuzz_pid || fuzz_status=$?
-  wait $sanitize_pid || sanitize_status=$?
-  cat "$checks_log/fuzz" "$checks_log/sanitize"
-  rm -rf "$checks_log"
-  [ $fuzz_status -eq 0 ] || { echo "test.sh: scripts/fuzz.sh failed (above)" >&2; exit 1; }
-  [ $sanitize_status -eq 0 ] || { echo "test.sh: scripts/sanitize.sh failed (above)" >&2; exit 1; }
-else
-  scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
-  scripts/sanitize.sh
-fi
-step "fuzz and sanitize"
+scripts/fuzz.sh "${FCA_FUZZ_SECONDS:-20}"
+step "fuzz"
+# The torch-free suites under ASan + UBSan (build-asan/).
+scripts/sanitize.sh
+step "sanitize"
 if ! wait $tests_setup_pid; then
   cat "$tests_setup_log" >&2
   echo "test.sh: the tests' set-up failed (above)" >&2
