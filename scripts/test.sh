@@ -101,12 +101,8 @@ fi
 cat "$tests_setup_log" >&2
 rm -f "$tests_setup_log"
 step "waiting for the tests' set-up"
-# One test more at once than the build runs compilers (scripts/build_jobs.sh):
-# the end-to-end tests spend part of their time waiting on their servers,
-# and with one test per core a quarter of the cores stayed idle (a fresh
-# machine's ctest: 352 s, 555 CPU s on 2 cores); here ctest took 258 s at 3
-# at once against ~290 at 2. The ones that cannot share the machine say so
-# (RUN_SERIAL, RESOURCE_LOCK in tests/**/CMakeLists.txt: docs/developing.md,
-# "Test").
-ctest --test-dir build --output-on-failure -j "$(($(scripts/build_jobs.sh) + 1))"
+# As many tests at once as there are cores (scripts/build_jobs.sh); the
+# ones that cannot share the machine say so (RUN_SERIAL, RESOURCE_LOCK in
+# tests/**/CMakeLists.txt: docs/developing.md, "Test").
+ctest --test-dir build --output-on-failure -j "$(scripts/build_jobs.sh)"
 step "ctest"
