@@ -35,7 +35,7 @@ step "setup"
 
 # What only the checks and tests need downloads and installs in the
 # background while the build compiles (on a fresh machine: ~170 Debian
-# packages, then ~430 for the browser test, mostly npm's): one after the
+# packages, then chromium's, and npm's own package: tests/npm.sh): one after the
 # other, for the package manager's lock; each says how long it took. The
 # checks after the build wait for the first part ($packages_ready).
 tests_setup() {
