@@ -10,6 +10,8 @@
 #   tests/npm.sh ARGS...    as `npm ARGS...`
 set -euo pipefail
 if command -v npm >/dev/null; then exec npm "$@"; fi
+command -v node >/dev/null ||
+  { echo "tests/npm.sh: no node here: tests/web/setup.sh installs Debian's nodejs" >&2; exit 1; }
 version=10.8.2
 integrity=sha512-x/AIjFIKRllrhcb48dqUNAAZl0ig9+qMuN91RpZo3Cb2+zuibfh+KISl6+kVVyktDz230JKc208UkQwwMqyB+w==
 dir=${XDG_CACHE_HOME:-$HOME/.cache}/fca/npm-$version
