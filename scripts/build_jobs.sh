@@ -3,7 +3,8 @@
 # per core, but no more than the memory holds at ~1.5 GB each (a translation
 # unit that includes torch takes up to ~1 GB, a torch test's link more).
 # FCA_BUILD_JOBS, when set, wins. scripts/build.sh, tidy.sh, thread_safety.sh,
-# fuzz.sh and sanitize.sh use it; so does scripts/test.sh's ctest -j.
+# fuzz.sh and sanitize.sh use it; so does ctest in test.sh and sanitize.sh,
+# with two slots per core (cmake/test_slots.cmake).
 set -euo pipefail
 if [ -n "${FCA_BUILD_JOBS:-}" ]; then
   echo "$FCA_BUILD_JOBS"

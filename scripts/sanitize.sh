@@ -23,4 +23,5 @@ regex="^($(IFS='|'; echo "${suites[*]}"))\$"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-ctest --test-dir "build-$preset" --output-on-failure -j "$jobs" -R "$regex"
+# Two slots per core (cmake/test_slots.cmake).
+ctest --test-dir "build-$preset" --output-on-failure -j "$((2 * jobs))" -R "$regex"

@@ -101,8 +101,9 @@ fi
 cat "$tests_setup_log" >&2
 rm -f "$tests_setup_log"
 step "waiting for the tests' set-up"
-# As many tests at once as there are cores (scripts/build_jobs.sh); the
-# ones that cannot share the machine say so (RUN_SERIAL, RESOURCE_LOCK in
-# tests/**/CMakeLists.txt: docs/developing.md, "Test").
-ctest --test-dir build --output-on-failure -j "$(scripts/build_jobs.sh)"
+# Two slots per core (scripts/build_jobs.sh): a busy test takes both, one
+# that mostly waits one (cmake/test_slots.cmake); the ones that cannot share
+# the machine say so (RUN_SERIAL, RESOURCE_LOCK in tests/**/CMakeLists.txt:
+# docs/developing.md, "Test").
+ctest --test-dir build --output-on-failure -j "$((2 * $(scripts/build_jobs.sh)))"
 step "ctest"
