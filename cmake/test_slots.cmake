@@ -3,8 +3,8 @@
 # both (PROCESSORS 2, the default fca_test_slots gives); a test that mostly
 # waits (a timeout, a lease, a server's answer) says PROCESSORS 1 where it is
 # added, and two of them run beside one busy test instead of leaving a core
-# idle. On the 2-core machine ctest took 298 and 298 s so against 333 and
-# 305 s one test per core (docs/developing.md, "Test").
+# idle. On the 2-core machine ctest took 298 s twice against 333 and 305 s
+# at one test per core (docs/developing.md, "Test").
 
 # Gives every test of the calling directory without a PROCESSORS of its own
 # both slots of a core. Called at the end of each CMakeLists.txt that adds

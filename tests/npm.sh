@@ -3,8 +3,8 @@
 # the machine's npm when it has one; else npm's own package from the npm
 # registry, pinned by version and checksum and unpacked once under
 # ~/.cache/fca, run with the machine's node. Debian's npm package would
-# bring 335 node-* packages to a fresh machine for two `npm ci`s, and
-# installing them beside the build slowed it (docs/developing.md,
+# bring 335 node-* packages to a fresh machine for two `npm ci`s: most of
+# the browser set-up's 257 s, against 76 s without them (docs/developing.md,
 # "Measuring CI and the first report").
 #
 #   tests/npm.sh ARGS...    as `npm ARGS...`
