@@ -8,13 +8,15 @@
 // kernel anyway). Each pair is timed alternately, 3 times, the best of 5 runs of
 // --seconds each. Bits: the two results compared at the shape and at row
 // counts 1-300. Then olmoe-s1's MLP layers against its twin's, with warm
-// weights and with a forward's (PrintMoeLayers; fca.md, "Where a mixture of
-// experts' time goes"). bench/host_gemm.sh runs it and records the table
+// weights, with a forward's, and alternating with the twin's as an audit's
+// timing runs them (PrintMoeLayers; fca.md, "Where a mixture of experts' time
+// goes"). bench/host_gemm.sh runs it and records the table
 // (docs/results/host_gemm.txt).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -100,6 +102,21 @@ void PrintMoeLayers(at::Generator& gen, double seconds) {
     std::printf("%-22s %9.3f %9.3f %7.3fx\n",
                 warm ? "warm (one layer's)" : "a forward's (4 layers)", e * 1e3, t * 1e3, e / t);
   }
+  // As an audit's timing pairs the model with its twin: each forward's MLP
+  // work right after the other's, each timed, means (not the best).
+  using Clock = std::chrono::steady_clock;
+  constexpr int kPairs = 200;
+  double e = 0, t = 0;
+  for (int pair = 0; pair < kPairs; ++pair) {
+    const Clock::time_point start = Clock::now();
+    forward(experts, expert_rows, false);
+    const Clock::time_point middle = Clock::now();
+    forward(twin, tokens, false);
+    e += std::chrono::duration<double>(middle - start).count();
+    t += std::chrono::duration<double>(Clock::now() - middle).count();
+  }
+  std::printf("%-22s %9.3f %9.3f %7.3fx\n", "alternating (means)", e / kPairs * 1e3,
+              t / kPairs * 1e3, e / t);
 }
 
 }  // namespace
