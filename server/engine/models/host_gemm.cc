@@ -54,7 +54,7 @@ constexpr int64_t kTileOutputs = 32;
 // forward), and without the prefetch its experts' GEMMs ran about 1.15 times
 // the twin's per FLOP within an audit's timing, its slowdown +12-14% on an
 // Intel Xeon with AMX; with it, +7-8% (8, 12 and 24 steps alike), and the
-// featuregate-s1 audit 5% faster (docs/moe.md, step 10). A prefetch changes no
+// featuregate-s1 audit 1-5% faster (docs/moe.md, step 10). A prefetch changes no
 // bits and cannot fault, so it may point past w.
 constexpr int64_t kPrefetchAhead = 16;
 
