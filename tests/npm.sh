@@ -8,7 +8,17 @@
 # "Measuring CI and the first report").
 #
 #   tests/npm.sh ARGS...    as `npm ARGS...`
+#   tests/npm.sh ci-once    `npm ci` in the current folder, once per
+#                           package-lock.json (node_modules/.fca-lock.sha256
+#                           names the one installed)
 set -euo pipefail
+if [ "${1:-}" = ci-once ]; then
+  lock=$(sha256sum package-lock.json | cut -d' ' -f1)
+  [ "$(cat node_modules/.fca-lock.sha256 2>/dev/null)" = "$lock" ] && exit 0
+  "$0" ci --no-audit --no-fund --loglevel=error
+  echo "$lock" >node_modules/.fca-lock.sha256
+  exit 0
+fi
 if command -v npm >/dev/null; then exec npm "$@"; fi
 command -v node >/dev/null ||
   { echo "tests/npm.sh: no node here: tests/web/setup.sh installs Debian's nodejs" >&2; exit 1; }

@@ -20,10 +20,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
 fi
 cd "$here"
-# Installed once per lock file: node_modules/.fca-lock.sha256 names it.
-lock=$(sha256sum package-lock.json | cut -d' ' -f1)
-if [ "$(cat node_modules/.fca-lock.sha256 2>/dev/null)" != "$lock" ]; then
-  ../npm.sh ci --no-audit --no-fund --loglevel=error
-  echo "$lock" >node_modules/.fca-lock.sha256
-fi
+../npm.sh ci-once
 echo "web test setup: $(chromium --version 2>/dev/null | head -1), puppeteer-core $(node -p "require('./node_modules/puppeteer-core/package.json').version")"
