@@ -30,6 +30,29 @@ def fca_rows(model):
     return {(r["intervention"], r["metric"]): r["value"] for r in model["results"]}
 
 
+def print_reach(nominal, peak, mix, target, fca_seconds, eager_pct):
+    """What the two targets would take, from this run's own figures: the audit
+    time the % of peak needs, how much of fca's time the forward's matrix
+    products take at their GEMM rates (the mix), and so how far everything else
+    would have to shrink; and the % of peak at which fca would be 5x the faster
+    eager (5 x eager's %: the same work)."""
+    need = nominal / (target / 100 * peak * 1e9)
+    gemm = nominal / (mix * 1e9)
+    rest, room = fca_seconds - gemm, need - gemm
+    shrink = f"{rest / room:.1f}x less" if room > 0 else "impossible: the products alone take longer"
+    print(f"   what {target:g}% takes an audit of {need:.2f} s; the forward's products at their GEMM "
+          f"rates (mix) take {gemm:.2f} s of fca's {fca_seconds:.2f}, so the rest, {rest:.2f} s "
+          f"(norms, softmax, activations, copies, statistics), would have to fit in "
+          f"{max(room, 0):.2f} s ({shrink})")
+    at = TARGET_RATIO * eager_pct
+    print(f"   what {TARGET_RATIO:g}x takes  fca at {at:.0f}% of the GEMM peak (the faster eager runs at "
+          f"{eager_pct:.1f}% of it, on the same work)" +
+          ("; beyond the peak, so out of reach for any forward of these products" if at > 100 else ""))
+    return {"target_pct_audit_seconds": need, "products_at_mix_seconds": gemm,
+            "rest_seconds": rest, "rest_allowed_seconds": max(room, 0.0),
+            "pct_of_peak_for_target_ratio": at}
+
+
 def differing_rows(a, b):
     """The (intervention, metric) rows of two fca reports whose values are not
     bitwise equal, timings left out."""
@@ -244,6 +267,8 @@ def main():
               f" forward mix {mix:.1f}; fca at {fca['pct_of_peak']:.1f}% of peak "
               f"(target >= {target:g}%: {'met' if fca['pct_of_peak'] >= target else 'NOT met'}; a limit "
               f"measured on busy cores is low, so this % is high)")
+        d["reach"] = print_reach(nominal, peak, mix, target, fca["audit_seconds"],
+                                 stats[fastest]["pct_of_peak"])
         if dtype == "float32" and host_kernel_ran(out):
             print("   note             fca's float32 projections run its own kernel (host_gemm.h), "
                   "faster than the at::linear GEMMs the limit times (docs/results/host_gemm.txt): "

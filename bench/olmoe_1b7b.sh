@@ -16,6 +16,8 @@
 #
 #   bench/olmoe_1b7b.sh            figures in $FCA_OLMOE_OUT [out/olmoe-1b-7b-bench]
 #   bench/olmoe_1b7b.sh --record   also copy the summary to docs/results/
+#                                  ($FCA_OLMOE_RECORD_AS [olmoe_1b7b_bench].txt:
+#                                  another processor's figures beside these)
 #
 # The GPU line of the estimate reads docs/results/olmoe_1b7b_gpu_eager.json,
 # written on a GPU machine by
@@ -76,6 +78,7 @@ done
 "$py" bench/olmoe_1b7b.py summary "${pairs[@]}" "${gemms[@]}" \
   --gpu="$([ -f "$gpu" ] && echo "$gpu")" | tee "$out/summary.txt"
 if [ "${1:-}" = --record ]; then
-  cp "$out/summary.txt" docs/results/olmoe_1b7b_bench.txt
-  echo "olmoe_1b7b: docs/results/olmoe_1b7b_bench.txt written"
+  as=docs/results/${FCA_OLMOE_RECORD_AS:-olmoe_1b7b_bench}.txt
+  cp "$out/summary.txt" "$as"
+  echo "olmoe_1b7b: $as written"
 fi
