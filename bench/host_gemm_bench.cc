@@ -14,6 +14,7 @@
 // (docs/results/host_gemm.txt).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 
 #include <algorithm>
 #include <chrono>

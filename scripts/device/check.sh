@@ -24,7 +24,7 @@
 #                    audit,olmoe_1b7b)
 #   FCA_JOBS         build jobs (default: every core)
 #   FCA_BUILD_DIR    the build folder (default: build-device)
-#   FCA_PACK_DIR     where pack.tar.xz and data/ are (default: out/device)
+#   FCA_PACK_DIR     where pack.tar.xz is (default: out/device)
 # The exit status is 0 when every step that ran passed, else 1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,6 +38,7 @@ build=${FCA_BUILD_DIR:-build-device}
 pack_dir=${FCA_PACK_DIR:-out/device}
 root=$PWD/$build/pack-root  # the unpacked pack (inside the ignored build folder)
 lib=$root/usr/lib/x86_64-linux-gnu
+corpus=$root/usr/share/games/fortunes  # the demo's corpus, from the pack
 py=${PYTHON:-python3}
 results=()
 
@@ -102,6 +103,13 @@ step_configure() {
     # machine is not taken instead.
     "-Dabsl_DIR=$lib/cmake/absl" "-Dglog_DIR=$lib/cmake/glog" "-Dgflags_DIR=$lib/cmake/gflags"
     "-DGTest_DIR=$lib/cmake/GTest" "-DOPENSSL_ROOT_DIR=$root/usr"
+    # FindOpenSSL searches a root's lib and lib64 only, not Debian's
+    # multiarch folder, and would fall back to pkg-config's view of the
+    # machine: the library is named.
+    "-DOPENSSL_CRYPTO_LIBRARY=$lib/libcrypto.so"
+    # glog's find module for libunwind (its config names /usr/share/glog/cmake,
+    # which only a machine with Debian's glog has).
+    "-DCMAKE_MODULE_PATH=$root/usr/share/glog/cmake"
     "-DPCRE2_INCLUDE_DIR=$root/usr/include" "-DPCRE2_LIBRARY=$lib/libpcre2-8.so"
     "-DCMAKE_BUILD_RPATH=$lib"
     # DT_RPATH, not RUNPATH: it also finds the libraries that the pack's own
@@ -156,7 +164,7 @@ step_linkage() {
 # The engine's suites, their models on $device (FCA_TEST_DEVICE,
 # tests/testing/test_models.h).
 step_engine_test() {
-  FCA_TEST_DEVICE=$device "$build/bin/engine_test" --gtest_output="json:$out/engine_test.json"
+  FCA_TEST_DEVICE=$device FCA_TEST_CORPUS_DIR=$corpus "$build/bin/engine_test" --gtest_output="json:$out/engine_test.json"
 }
 
 # Audits on $device against the CPU (tests/device/device_check_test.cc).
@@ -170,8 +178,8 @@ step_device_check() {
 # engine's entry point (fca-local-audit, RunAudit, as a worker runs it), on
 # $device and on the CPU, each report beside the other.
 step_audit() {
-  local data=$pack_dir/data rc=0 d devices=("$device")
-  [ -f "$data/eval.txt" ] || { echo "no $data/eval.txt (scripts/device/pack.sh after a build)"; return 1; }
+  local data=$out/split rc=0 d devices=("$device")
+  "$build/bin/fca-train" split --corpus="$corpus" --out="$data" || return 1
   [ "$device" = cpu ] || devices+=(cpu)
   for d in "${devices[@]}"; do
     echo "== $d"

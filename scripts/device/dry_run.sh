@@ -17,11 +17,16 @@ cd "$(dirname "$0")/../.."
 lib=/usr/lib/x86_64-linux-gnu
 hide_dirs=(/usr/include/absl /usr/include/glog /usr/include/gflags /usr/include/gtest
   /usr/include/gmock /usr/include/openssl /usr/include/x86_64-linux-gnu/openssl
+  /usr/share/glog /usr/share/games/fortunes
   "$lib/cmake/absl" "$lib/cmake/glog" "$lib/cmake/gflags" "$lib/cmake/GTest"
   /usr/include/grpc /usr/include/grpcpp /usr/include/grpc++ "$lib/cmake/grpc")
 hide_files=(/usr/include/pcre2.h /usr/include/sqlite3.h /usr/include/httplib.h
   "$lib/libgtest.a" "$lib/libgtest_main.a" "$lib/libgmock.a" "$lib/libgmock_main.a")
 export FCA_DEVICE=${FCA_DEVICE:-cpu} FCA_BUILD_DIR=${FCA_BUILD_DIR:-build-device-dry}
+# pkg-config sees none of this machine's packages (FindOpenSSL asks it even
+# when told where OpenSSL is), as on a machine without them.
+PKG_CONFIG_LIBDIR=$(mktemp -d)
+export PKG_CONFIG_LIBDIR PKG_CONFIG_PATH=
 exec unshare --mount --propagation private bash -c '
   set -e
   for d in "${@:2:$1}"; do [ -d "$d" ] && mount -t tmpfs -o ro none "$d"; done

@@ -12,7 +12,8 @@ batch, in float32 and in bfloat16:
 
   tests/data/<family>-tiny/config.json
   tests/data/<family>-tiny/model.safetensors     (float32 weights)
-  tests/data/<family>-tiny/expected.safetensors
+  tests/data/<family>-tiny/expected.safetensors           (libtorch 1.13)
+  tests/data/<family>-tiny/expected-torch2.safetensors    (a 2.x torch)
       input_ids                  int64 [B, T]
       <dtype>.logits             float32 [B, T, V]     (dtype: float32, bfloat16)
       <dtype>.router.<l>         float32 [B, T, E]     router probabilities
@@ -21,6 +22,10 @@ batch, in float32 and in bfloat16:
 
 Run with Debian's interpreter (python3-torch):
   /usr/bin/python3 tests/reference/moe_reference.py
+and with a 2.x torch, whose CPU kernels round bfloat16 otherwise (2.6 and 2.14
+write the same bytes): the python3 of scripts/device/chroot_check.sh's chroot,
+  chroot out/chroot-trixie python3 /src/tests/reference/moe_reference.py
+(with /proc mounted; it writes the chroot's copy of tests/data).
 Deterministic (fixed seeds); rerunning rewrites identical files.
 """
 
@@ -32,6 +37,9 @@ import struct
 import torch
 
 B, T = 2, 12
+# The vectors of the libtorch line that runs this (moe_test reads the one of
+# the line the engine is built with).
+EXPECTED = "expected.safetensors" if torch.__version__.startswith("1.") else "expected-torch2.safetensors"
 
 CONFIGS = {
     "olmoe": {
@@ -338,7 +346,7 @@ def main():
                 expected[f"{tag}.experts.{l}"] = r["experts"].view(B, T, -1)
                 if "shared_gate" in r:
                     expected[f"{tag}.shared_gate.{l}"] = r["shared_gate"].float().view(B, T, 1)
-        write_safetensors(os.path.join(folder, "expected.safetensors"), expected)
+        write_safetensors(os.path.join(folder, EXPECTED), expected)
         print(folder, "written")
 
 

@@ -2,10 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "server/engine/models/torch_util.h"
 
 namespace fca::engine {
 namespace {
@@ -30,12 +33,14 @@ bool BlocksKeepTheBits(at::ScalarType dtype) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const at::Tensor causal =
       at::full({T, T}, -std::numeric_limits<double>::infinity(), qkv.options()).triu(1);
-  const at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)).mul_(scale).add_(causal);
+  at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1));
+  ScaleInPlace(scores, scale).add_(causal);
   const at::Tensor plain = at::matmul(at::softmax(scores, -1), qkv[2]).transpose(1, 2);
   const at::Tensor packed = qkv.contiguous();
   const at::Tensor blocks = CausalAttentionByBlocks(
       packed[0], packed[1], packed[2], [&](at::Tensor& s, int64_t r0, int64_t r1) {
-        return at::softmax(s.mul_(scale).add_(causal.slice(0, r0, r1).slice(1, 0, r1)), -1);
+        return at::softmax(ScaleInPlace(s, scale).add_(causal.slice(0, r0, r1).slice(1, 0, r1)),
+                           -1);
       });
   return at::equal(blocks, plain);
 }

@@ -13,6 +13,7 @@
 #include "server/engine/models/moe_net.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 
 #include <algorithm>
 #include <cmath>

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>  // setTensorExprFuserEnabled
 #include <torch/cuda.h>     // torch::cuda::is_available, synchronize (declarations only)
 #include <torch/version.h>  // TORCH_VERSION_*
 
@@ -343,12 +344,20 @@ void ConfigureRuntime(const RuntimeOptions& options) {
   g_audit_threads.store(across ? n : 1);
 }
 
+void KeepTorchScriptUnfused() { torch::jit::setTensorExprFuserEnabled(false); }
+
 at::Tensor LayerNormInFloat(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             double eps) {
   if (x.scalar_type() == at::kFloat) return at::layer_norm(x, {x.size(-1)}, weight, bias, eps);
   const auto f = [](const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; };
   return at::layer_norm(f(x), {x.size(-1)}, f(weight), f(bias), eps).to(x.scalar_type());
 }
+
+at::Tensor& ScaleInPlace(at::Tensor& x, double s) {
+  return x.mul_(at::scalar_tensor(s, at::TensorOptions().dtype(at::kDouble)));
+}
+
+bool LibtorchLayerNormKeepsBf16Moments() { return TorchMajorVersion() < 2; }
 
 int AuditThreads() { return g_audit_threads.load(); }
 
@@ -363,6 +372,8 @@ int TorchThreads() { return AuditThreads() * at::get_num_threads(); }
 std::string TorchVersion() {
   return absl::StrCat(TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".", TORCH_VERSION_PATCH);
 }
+
+int TorchMajorVersion() { return TORCH_VERSION_MAJOR; }
 
 bool IsOutOfMemory(const std::exception& e) {
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||

@@ -388,6 +388,7 @@ absl::StatusOr<torch::jit::Module> LoadModule(const std::string& path, const c10
   if (!std::filesystem::is_regular_file(path, ec)) {
     return absl::NotFoundError("model folder has no readable model.pt");
   }
+  KeepTorchScriptUnfused();
   try {
     return torch::jit::load(path, device);
   } catch (const std::exception& e) {

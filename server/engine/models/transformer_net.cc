@@ -22,6 +22,7 @@
 #include "server/engine/models/transformer_net.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 
 #include <algorithm>
 #include <cmath>
@@ -229,9 +230,10 @@ class ForwardPass {
       const double scale = 1.0 / std::sqrt(double(hd));
       const at::Tensor ctx = CausalAttentionByBlocks(
           qkv[0], qkv[1], qkv[2], [&](at::Tensor& s, int64_t r0, int64_t r1) {
-            // causal + scale * s in one pass: the bits of (s * scale) +
-            // causal, as the mask's entries are 0 (exact) or -inf.
-            at::add_out(s, causal.slice(0, r0, r1).slice(1, 0, r1), s, scale);
+            // (s * scale) + causal in place, the ops of the plain form:
+            // a fused add with alpha rounds otherwise in bfloat16 from
+            // libtorch 2.x (alpha to bfloat16, where mul keeps a float).
+            ScaleInPlace(s, scale).add_(causal.slice(0, r0, r1).slice(1, 0, r1));
             return at::softmax(s, -1);
           });
       return Lin(ctx.view({B, T, c_.d_model}), b.out);
@@ -243,11 +245,10 @@ class ForwardPass {
     if (autograd_) {
       probs = at::softmax(scores * scale + causal, -1);
     } else {
-      // In place, as the blocks do: causal + scale * s in one pass (the bits
-      // of (s * scale) + causal), and the softmax over its own input (each
-      // row's maximum and sum are read before its entries are overwritten),
-      // two passes and two [B, H, T, T] tensors fewer.
-      at::add_out(scores, causal, scores, scale);
+      // In place, as the blocks do: (s * scale) + causal, and the softmax
+      // over its own input (each row's maximum and sum are read before its
+      // entries are overwritten), two [B, H, T, T] tensors fewer.
+      ScaleInPlace(scores, scale).add_(causal);
       probs = at::_softmax_out(scores, scores, -1, false);
     }
     at::Tensor ctx = at::matmul(probs, v);

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 #include <gtest/gtest.h>
 
 #include <cstdint>

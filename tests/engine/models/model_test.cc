@@ -2,6 +2,7 @@
 // malformed model folders.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 

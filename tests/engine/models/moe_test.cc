@@ -5,6 +5,7 @@
 // moe_folder_test).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>  // at::GradMode: not in ATen.h from libtorch 2.x
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "server/engine/models/moe_model.h"
 #include "server/engine/models/moe_net.h"
 #include "server/engine/models/safetensors_model.h"
+#include "server/engine/models/torch_util.h"
 #include "tests/engine/models/moe_families.h"
 #include "tests/testing/test_models.h"
 #include "tests/testing/test_util.h"
@@ -58,9 +60,17 @@ bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
          at::equal(a.cpu(), b.cpu());
 }
 
-// expected.safetensors of a family as CPU tensors by name.
+// The reference vectors of the libtorch line the engine runs on, whose
+// CPU kernels round bfloat16 otherwise than 1.13's: Debian's python3-torch
+// 1.13 wrote expected.safetensors, a 2.x torch expected-torch2.safetensors
+// (2.6 and 2.14 write the same bytes; tests/reference/moe_reference.py).
+std::string ReferenceFile() {
+  return TorchMajorVersion() < 2 ? "expected.safetensors" : "expected-torch2.safetensors";
+}
+
+// A family's reference vectors as CPU tensors by name.
 at::Tensor Expected(const Family& f, const std::string& name) {
-  auto src = TensorSource::OpenFile(f.dir + "/expected.safetensors");
+  auto src = TensorSource::OpenFile(f.dir + "/" + ReferenceFile());
   EXPECT_TRUE(src.ok()) << src.status();
   if (!src.ok()) return at::Tensor();
   auto v = (*src)->Get(name);
@@ -70,6 +80,17 @@ at::Tensor Expected(const Family& f, const std::string& name) {
   at::Tensor t = at::empty(v->shape, at::TensorOptions().dtype(type));
   if (v->num_bytes > 0) std::memcpy(t.data_ptr(), v->data, v->num_bytes);
   return t;
+}
+
+// A bfloat16 result against the reference: its bits on the CPU, where the
+// reference ran; on another device (other GEMM and softmax orders) within
+// 2^-7 of max(|want|, 1), the rounding step of bfloat16, as the device check
+// allows (fca.md, "Numerics").
+bool MatchesBf16(const at::Tensor& got, const at::Tensor& want) {
+  if (got.device().is_cpu()) return BitwiseEqual(got.to(at::kFloat), want);
+  const at::Tensor g = got.cpu().to(at::kFloat);
+  return g.sizes() == want.sizes() &&
+         ((g - want).abs() <= want.abs().clamp_min(1) / 128).all().item<bool>();
 }
 
 std::unique_ptr<ControlledModel> Load(const std::string& dir, const std::string& dtype) {
@@ -99,12 +120,9 @@ TEST_P(MoeReferenceTest, LogitsAndRouterMatchTheReference) {
   EXPECT_EQ(logits->scalar_type(), bf16 ? at::kBFloat16 : at::kFloat);
   const double diff = MaxDiff(*logits, want);
   Report(absl::StrCat(f.dir.substr(f.dir.rfind('/') + 1), " ", dtype, " logits, max |diff|"), diff);
-  // The reference ran on the CPU: its bfloat16 values are the CPU kernels'
-  // roundings, which a GPU's kernels (other GEMM and softmax orders) may
-  // legitimately miss by a bfloat16 step; the printed max |diff| is then the
-  // figure to read. Replay against LIVE (below) stays bitwise on any device.
+  // Replay against LIVE (below) stays bitwise on any device.
   if (bf16) {
-    EXPECT_TRUE(BitwiseEqual(logits->to(at::kFloat), want)) << "max |diff| " << diff;
+    EXPECT_TRUE(MatchesBf16(*logits, want)) << "max |diff| " << diff;
   } else {
     EXPECT_LE(diff, 1e-5);
   }
@@ -115,7 +133,7 @@ TEST_P(MoeReferenceTest, LogitsAndRouterMatchTheReference) {
     EXPECT_EQ(probs.scalar_type(), at::kFloat) << "router probabilities are kept in float32";
     const at::Tensor want_probs = Expected(f, absl::StrCat(dtype, ".router.", l));
     if (bf16) {
-      EXPECT_TRUE(BitwiseEqual(probs, want_probs)) << "layer " << l;
+      EXPECT_TRUE(MatchesBf16(probs, want_probs)) << "layer " << l;
     } else {
       EXPECT_LE(MaxDiff(probs, want_probs), 1e-5) << "layer " << l;
     }
@@ -126,8 +144,12 @@ TEST_P(MoeReferenceTest, LogitsAndRouterMatchTheReference) {
     if (f.shared) {
       const at::Tensor& gate = coeff[s++];
       EXPECT_EQ(model->sites()[s - 1].name, absl::StrCat("shared_gate.", l));
-      EXPECT_LE(MaxDiff(gate, Expected(f, absl::StrCat(dtype, ".shared_gate.", l))),
-                bf16 ? 0.0 : 1e-6);
+      const at::Tensor want_gate = Expected(f, absl::StrCat(dtype, ".shared_gate.", l));
+      if (bf16) {
+        EXPECT_TRUE(MatchesBf16(gate, want_gate)) << "layer " << l;
+      } else {
+        EXPECT_LE(MaxDiff(gate, want_gate), 1e-6) << "layer " << l;
+      }
     }
   }
   // ChosenExperts (what topk_agreement compares) is the same top-k, each
