@@ -222,10 +222,21 @@ done
   (IFS=,; echo "${results[*]}")
   echo "]}"
 } > "$out/summary.json"
+# "name: N tests, M failures" of a GoogleTest JSON report.
+test_counts() {
+  [ -f "$out/$1.json" ] || return 0
+  echo "$1: $(grep -m1 -o '"tests": [0-9]*' "$out/$1.json" | grep -o '[0-9]*') tests," \
+    "$(grep -m1 -o '"failures": [0-9]*' "$out/$1.json" | grep -o '[0-9]*') failures"
+}
 failed=0
 {
   echo "fca device check on $device, $(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS - start)) s"
   for r in "${results[@]}"; do echo "$r"; done
+  [ -f "$out/env.json" ] && tr -d '\n' < "$out/env.json" | tr -s ' ' && echo
+  test_counts engine_test
+  test_counts device_check
+  [ -f "$out/linkage.log" ] &&
+    echo "libraries resolved from the pack (${#targets[@]} programs): $(grep -c 'from the pack' "$out/linkage.log")"
 } | tee "$out/summary.txt"
 for r in "${results[@]}"; do case $r in *'"exit": 0,'*) ;; *) failed=1 ;; esac; done
 exit $failed
