@@ -2,7 +2,7 @@
 # The GPU check (docs/developing.md, "On a GPU"), run on a lent GPU machine
 # in a copy of the checkout that carries out/device (scripts/device/pack.sh):
 #
-#   scripts/device/check.sh OUTDIR
+#   scripts/device/check.sh OUTDIR [BACK]
 #
 # configures fca's engine build (FCA_ENGINE_ONLY) against the machine's
 # libtorch (python3's torch wheel: torch.utils.cmake_prefix_path) and the
@@ -10,7 +10,9 @@
 # builds what the checks need on every core, keeping going past errors so
 # that one build reports all of them; runs the checks; and writes each
 # step's log, the checks' JSON and OUTDIR/summary.json (every step's exit
-# status and seconds) and OUTDIR/summary.txt.
+# status and seconds) and OUTDIR/summary.txt. With BACK (the device tool's
+# $OUT, which brings back 8 files at most), also BACK/summary.txt,
+# BACK/summary.json and all of OUTDIR as BACK/check.tar.xz.
 #
 # Here, against Debian's libtorch on the CPU (the dry run that finds a
 # missing header or library before a GPU machine does):
@@ -28,9 +30,13 @@
 # The exit status is 0 when every step that ran passed, else 1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -eq 1 ] || { echo "usage: scripts/device/check.sh OUTDIR" >&2; exit 2; }
+[ $# -eq 1 ] || [ $# -eq 2 ] || { echo "usage: scripts/device/check.sh OUTDIR [BACK]" >&2; exit 2; }
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
+back=${2:-}
+# What the summary reads is this run's only.
+rm -f "$out"/summary.* "$out"/env.json "$out"/engine_test.json "$out"/device_check.json \
+  "$out"/linkage.log
 device=${FCA_DEVICE:-cuda:0}
 steps=${FCA_CHECK_STEPS:-env,unpack,configure,build,linkage,engine_test,device_check,audit,olmoe_1b7b}
 jobs=${FCA_JOBS:-$(nproc)}
@@ -84,7 +90,8 @@ PY
 
 step_unpack() {
   rm -rf "$root" && mkdir -p "$root" &&
-    tar -xJf "$pack_dir/pack.tar.xz" -C "$root" && head -16 "$pack_dir/pack-manifest.txt"
+    tar -xJf "$pack_dir/pack.tar.xz" -C "$root" && head -16 "$pack_dir/pack-manifest.txt" &&
+    { [ -d "$corpus" ] || { echo "the pack has no $corpus: rerun scripts/device/pack.sh"; return 1; }; }
 }
 
 # libtorch: the python wheel's where there is one, else CMake's default
@@ -178,8 +185,8 @@ step_device_check() {
 # engine's entry point (fca-local-audit, RunAudit, as a worker runs it), on
 # $device and on the CPU, each report beside the other.
 step_audit() {
-  local data=$out/split rc=0 d devices=("$device")
-  "$build/bin/fca-train" split --corpus="$corpus" --out="$data" || return 1
+  local data=$build/split rc=0 d devices=("$device")
+  mkdir -p "$data" && "$build/bin/fca-train" split --corpus="$corpus" --out="$data" || return 1
   [ "$device" = cpu ] || devices+=(cpu)
   for d in "${devices[@]}"; do
     echo "== $d"
@@ -224,7 +231,7 @@ done
 } > "$out/summary.json"
 # "name: N tests, M failures" of a GoogleTest JSON report.
 test_counts() {
-  [ -f "$out/$1.json" ] || return 0
+  [ -f "$out/$1.json" ] || { echo "$1: no report"; return 0; }
   echo "$1: $(grep -m1 -o '"tests": [0-9]*' "$out/$1.json" | grep -o '[0-9]*') tests," \
     "$(grep -m1 -o '"failures": [0-9]*' "$out/$1.json" | grep -o '[0-9]*') failures"
 }
@@ -236,7 +243,11 @@ failed=0
   test_counts engine_test
   test_counts device_check
   [ -f "$out/linkage.log" ] &&
-    echo "libraries resolved from the pack (${#targets[@]} programs): $(grep -c 'from the pack' "$out/linkage.log")"
+    echo "libraries resolved from the pack (${#targets[@]} programs): $(grep -c '^   .* from the pack$' "$out/linkage.log")"
 } | tee "$out/summary.txt"
 for r in "${results[@]}"; do case $r in *'"exit": 0,'*) ;; *) failed=1 ;; esac; done
+if [ -n "$back" ]; then
+  mkdir -p "$back" && cp "$out/summary.txt" "$out/summary.json" "$back/" &&
+    tar -cJf "$back/check.tar.xz" -C "$(dirname "$out")" "$(basename "$out")"
+fi
 exit $failed

@@ -2,12 +2,15 @@
 # The GPU check's dry run here, on the CPU against Debian's libtorch
 # (docs/developing.md, "On a GPU"): scripts/device/check.sh with FCA_DEVICE=cpu,
 # in a mount namespace where this machine's own copies of what the pack
-# carries are hidden (their headers, CMake configs and static libraries;
-# the shared libraries stay, since cmake, mount and the compiler load some of
-# them and a bind mount cannot hide a symbolic link, and check.sh's linkage
-# step shows that the programs take the pack's), and so are gRPC's, SQLite's
-# and httplib's headers, which the engine-only build must not need. A header or library missing from the pack
-# then fails here, not on a GPU machine. Needs root (unshare, mount).
+# carries are hidden (their headers, CMake configs and find modules, static
+# libraries and the fortunes corpus; the shared libraries stay, since cmake,
+# mount and the compiler load some of them and a bind mount cannot hide a
+# symbolic link, and check.sh's linkage step shows that the programs take the
+# pack's), and so are gRPC's, SQLite's and httplib's headers, which the
+# engine-only build must not need, and pkg-config's view of the machine. A
+# file missing from the pack then fails here, not on a GPU machine. Needs
+# root (unshare, mount). scripts/device/chroot_check.sh runs the same check
+# against a libtorch 2.x.
 #
 #   scripts/device/dry_run.sh OUTDIR       after scripts/device/pack.sh
 set -euo pipefail
@@ -25,8 +28,7 @@ hide_files=(/usr/include/pcre2.h /usr/include/sqlite3.h /usr/include/httplib.h
 export FCA_DEVICE=${FCA_DEVICE:-cpu} FCA_BUILD_DIR=${FCA_BUILD_DIR:-build-device-dry}
 # pkg-config sees none of this machine's packages (FindOpenSSL asks it even
 # when told where OpenSSL is), as on a machine without them.
-PKG_CONFIG_LIBDIR=$(mktemp -d)
-export PKG_CONFIG_LIBDIR PKG_CONFIG_PATH=
+export PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH=
 exec unshare --mount --propagation private bash -c '
   set -e
   for d in "${@:2:$1}"; do [ -d "$d" ] && mount -t tmpfs -o ro none "$d"; done

@@ -33,6 +33,7 @@ packages=(
 )
 
 mkdir -p "$out"
+rm -rf "$out/data"  # the corpus split an older pack.sh left; the pack carries the corpus now
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
 {

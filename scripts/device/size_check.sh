@@ -6,7 +6,7 @@
 # pack). scripts/test.sh runs this after scripts/device/pack.sh.
 #
 #   scripts/device/size_check.sh [DIR]    DIR: out/device, what a call carries
-#                                         (pack.sh's pack, manifest and data)
+#                                         (pack.sh's pack and manifest)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 readonly budget_mib=60

@@ -344,7 +344,14 @@ void ConfigureRuntime(const RuntimeOptions& options) {
   g_audit_threads.store(across ? n : 1);
 }
 
-void KeepTorchScriptUnfused() { torch::jit::setTensorExprFuserEnabled(false); }
+void KeepTorchScriptUnfused() {
+  // Once: the flag is a plain global, which concurrent loads would write.
+  static const bool unfused = [] {
+    torch::jit::setTensorExprFuserEnabled(false);
+    return true;
+  }();
+  (void)unfused;
+}
 
 at::Tensor LayerNormInFloat(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             double eps) {

@@ -199,11 +199,12 @@ struct RuntimeOptions {
   Parallelism parallelism = Parallelism::kAcrossBatches;
 };
 void ConfigureRuntime(const RuntimeOptions& options);
-// Has TorchScript run a module op by op, as its Python code reads. From
-// libtorch 2.x the profiling executor fuses elementwise ops on the CPU too
-// (its TensorExpr fuser) from a module's third call on, and the fused
-// kernels round otherwise: one window's logits would change from call to
-// call and with the batch around it. Process-wide; called before each load.
+// Turns TorchScript's TensorExpr fuser off, so that a module's elementwise
+// ops run unfused, as in its Python code. From libtorch 2.x the profiling
+// executor fuses them on the CPU too, from a module's third call on, and
+// the fused kernels round otherwise: one window's logits would change from
+// call to call and with the batch around it. Process-wide, set once; called
+// before each load.
 void KeepTorchScriptUnfused();
 // "1.13.1": recorded with results.
 std::string TorchVersion();

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <new>
 #include <stdexcept>
@@ -173,6 +174,7 @@ TEST(PackedTransferTest, RoundTripsKeepBitsShapesAndDtypes) {
 // (one rounding of the moments apart).
 TEST(LayerNormInFloatTest, DiffersFromLibtorchBf16LayerNorm) {
   at::manual_seed(7);
+  double differ_total = 0;
   for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
            {8, 128, 128}, {8, 128, 192}, {2, 16, 64}, {1, 64, 2048}, {3, 5, 100}}) {
     const int64_t d = shape.back();
@@ -182,8 +184,9 @@ TEST(LayerNormInFloatTest, DiffersFromLibtorchBf16LayerNorm) {
     const at::Tensor native = at::layer_norm(x, {d}, w, b, 1e-5);
     const at::Tensor ours = LayerNormInFloat(x, w, b, 1e-5);
     const double differ = native.ne(ours).to(at::kDouble).mean().item<double>();
-    std::printf("[ measured ] width %ld: %.3f of the elements differ\n", static_cast<long>(d),
+    std::printf("[ measured ] width %ld: %.2e of the elements differ\n", static_cast<long>(d),
                 differ);
+    differ_total += differ;
     if (LibtorchLayerNormKeepsBf16Moments()) {
       EXPECT_GT(differ, 0.1) << "width " << d;
     } else {
@@ -194,6 +197,26 @@ TEST(LayerNormInFloatTest, DiffersFromLibtorchBf16LayerNorm) {
     const at::Tensor f = ours.to(at::kFloat);
     const at::Tensor gap = (native.to(at::kFloat) - f).abs() / (f.abs() + 1);
     EXPECT_LE(gap.max().item<double>(), 1.0 / 64) << "width " << d;
+  }
+  // Still not the same LayerNorm (2.6: 7.6e-6 to 4.6e-5 of the elements at
+  // three of the widths): should they become equal, muddpythia can take
+  // the faster one.
+  EXPECT_GT(differ_total, 0);
+}
+
+// ScaleInPlace gives the bits of x * s in both dtypes, at the attention's
+// scales 1/sqrt(head width): on libtorch 2.x an in-place mul_ by the double
+// rounds it to bfloat16 first, where x * s does not.
+TEST(ScaleInPlaceTest, HasTheBitsOfTheProduct) {
+  at::manual_seed(11);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const double hd : {8.0, 12.0, 32.0, 128.0}) {
+      const double s = 1.0 / std::sqrt(hd);
+      const at::Tensor x = (at::randn({2, 3, 37, 37}) * 3).to(dtype);
+      at::Tensor scaled = x.clone();
+      ScaleInPlace(scaled, s);
+      EXPECT_TRUE(at::equal(scaled, x * s)) << c10::toString(dtype) << " 1/sqrt(" << hd << ")";
+    }
   }
 }
 

@@ -82,6 +82,28 @@ TEST(TorchScriptModelTest, AModuleThatKeepsTheContractLoadsAndRunsEachMethod) {
   EXPECT_TRUE(at::equal((*neutral)[0].cpu(), at::ones({4})));
 }
 
+// The same window gives the same bits on every call, the first ones (which
+// the profiling executor runs as they are) and the later ones (which it runs
+// optimised; libtorch 2.x would fuse their elementwise ops unless fca turns
+// the fuser off, KeepTorchScriptUnfused).
+TEST(TorchScriptModelTest, EveryCallGivesTheSameBits) {
+  auto model = LoadModule("tiny-gate");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const at::Tensor ids = CountingIds(2, 16);
+  std::vector<at::Tensor> coefficients;
+  auto first = (*model)->Forward(ids, CoefficientMode::kLiveRecord, &coefficients);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int call = 2; call <= 6; ++call) {
+    auto live = (*model)->Forward(ids, CoefficientMode::kLive, nullptr);
+    ASSERT_TRUE(live.ok()) << live.status();
+    EXPECT_TRUE(at::equal(*live, *first)) << "live, call " << call;
+    std::vector<at::Tensor> replayed = coefficients;
+    auto replay = (*model)->Forward(ids, CoefficientMode::kReplay, &replayed);
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    EXPECT_TRUE(at::equal(*replay, *first)) << "replay, call " << call;
+  }
+}
+
 TEST(TorchScriptModelTest, BfloatComputeConvertsTheModule) {
   ComputeOptions bf16 = testing::TestCompute();
   bf16.dtype = ComputeDType::kBFloat16;
