@@ -12,10 +12,11 @@
 # root (unshare, mount). scripts/device/chroot_check.sh runs the same check
 # against a libtorch 2.x.
 #
-#   scripts/device/dry_run.sh OUTDIR       after scripts/device/pack.sh
+#   scripts/device/dry_run.sh OUTDIR [BACK]     after scripts/device/pack.sh
+#                                               (BACK: as check.sh's)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -eq 1 ] || { echo "usage: scripts/device/dry_run.sh OUTDIR" >&2; exit 2; }
+[ $# -eq 1 ] || [ $# -eq 2 ] || { echo "usage: scripts/device/dry_run.sh OUTDIR [BACK]" >&2; exit 2; }
 [ -f out/device/pack.tar.xz ] || { echo "dry_run: run scripts/device/pack.sh first" >&2; exit 2; }
 lib=/usr/lib/x86_64-linux-gnu
 hide_dirs=(/usr/include/absl /usr/include/glog /usr/include/gflags /usr/include/gtest
@@ -40,4 +41,4 @@ exec unshare --mount --propagation private bash -c '
   done
   shift
   exec scripts/device/check.sh "$@"
-' hide "${#hide_dirs[@]}" "${hide_dirs[@]}" "${hide_files[@]}" -- "$1"
+' hide "${#hide_dirs[@]}" "${hide_dirs[@]}" "${hide_files[@]}" -- "$@"
