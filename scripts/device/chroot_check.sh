@@ -55,5 +55,7 @@ unshare --mount --propagation private bash -c '
 ' chroot-check "$root" "${FCA_JOBS:-$(nproc)}" \
   "${FCA_CHECK_STEPS:-}" || rc=$?
 [ -d "$src/out/check" ] && cp -r "$src/out/check/." "$out/"
+# The chroot's versions, after check.sh's summary (docs/results records it).
+[ -f "$out/summary.txt" ] && sed 's/^/package /' "$out/packages.txt" >> "$out/summary.txt"
 echo "chroot_check: $suite: exit $rc; logs in $out"
 exit $rc
