@@ -35,12 +35,14 @@ if [ ! -x "$root/usr/bin/cmake" ]; then
 fi
 
 # The checkout as the device tool sends it: tracked and untracked-not-ignored
-# files, plus the pack. The build folder stays in the chroot between runs.
+# files, plus the pack. The build folder stays in the chroot between runs;
+# the files are dated now (--touch), so that it rebuilds from these, not
+# from a copy edited in the chroot since.
 src=$root/src
 mkdir -p "$src"
 find "$src" -mindepth 1 -maxdepth 1 ! -name 'build-device' -exec rm -rf {} +
 git ls-files -z --cached --others --exclude-standard |
-  tar --null --ignore-failed-read -T - -cf - 2> /dev/null | tar -xf - -C "$src"
+  tar --null --ignore-failed-read -T - -cf - 2> /dev/null | tar -x --touch -f - -C "$src"
 mkdir -p "$src/out" && cp -r out/device "$src/out/"
 chroot "$root" dpkg-query -W libtorch-dev python3-torch g++ cmake > "$out/packages.txt"
 
