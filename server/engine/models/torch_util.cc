@@ -364,8 +364,6 @@ at::Tensor& ScaleInPlace(at::Tensor& x, double s) {
   return x.mul_(at::scalar_tensor(s, at::TensorOptions().dtype(at::kDouble)));
 }
 
-bool LibtorchLayerNormKeepsBf16Moments() { return TorchMajorVersion() < 2; }
-
 int AuditThreads() { return g_audit_threads.load(); }
 
 std::string BlasKernels() {

@@ -99,18 +99,12 @@ class SharedCounters {
 // [8, 128, 192]), which made it most of a bfloat16 forward.
 at::Tensor LayerNormInFloat(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             double eps);
+
 // x *= s in place, with the bits of x * s on either libtorch line. 2.x's
 // mul_ with a Scalar rounds s to bfloat16 on a bfloat16 x, where x * s keeps
 // it in float (1.13 rounds both); a 0-dim double tensor takes the path of
 // x * s on both.
 at::Tensor& ScaleInPlace(at::Tensor& x, double s);
-
-// Whether libtorch's bfloat16 layer_norm on the CPU keeps a row's moments in
-// bfloat16, as 1.13's does (about half of LayerNormInFloat's elements then
-// differ from it), rather than accumulating in float, as the 2.x line's does
-// (2.6 and 2.14 measured: it and LayerNormInFloat differ in under 1e-4 of
-// the elements). docs/fca.md, "bfloat16 numerics".
-bool LibtorchLayerNormKeepsBf16Moments();
 
 // Whether `mode` runs the controller and hands its coefficients back.
 inline bool Records(CoefficientMode mode) {
